@@ -1,0 +1,96 @@
+"""Field names, model names and LIT specs, declared once for the whole LIT app.
+
+Every wrapper, dataset, layout, test and benchmark imports its names from here;
+the TypeScript module (frontend/) reads the same names (docs/architecture.md,
+"LIT salience payload").
+"""
+
+from lit_nlp.api import types as lit_types
+
+# ---------------------------------------------------------------------------
+# Input fields (dataset rows and model inputs).
+PROMPT = "prompt"  # the user's text (TextSegment)
+SYSTEM = "system"  # optional system prompt (TextSegment, may be empty)
+TARGET = "target"  # optional text to explain; empty -> greedy generation
+CASE = "case"  # dataset only: name of the case study (CategoryLabel)
+CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
+IG_STEPS = "ig_steps"  # optional Integer: 0 = no integrated gradients
+TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
+
+# ---------------------------------------------------------------------------
+# Output fields.
+RESPONSE = "response"  # GeneratedText: the generated or explained target
+RESPONSE_TOKENS = "response_tokens"  # Tokens of the response
+TOKENS = "tokens"  # Tokens: all N tokens of prompt (+ target)
+SALIENCE = "salience"  # the JSON payload of docs/architecture.md
+SPAN_SALIENCE = "span_salience"  # {method: [N floats]} for TARGET_SPAN, or {}
+GRAD_L2 = "grad_l2"  # SequenceSalienceMap of the grad_norm method
+GRAD_DOT_INPUT = "grad_dot_input"  # SequenceSalienceMap of grad_x_input
+
+# Names of the core library's methods (sequence_salience.list_methods()).
+GRAD_NORM_METHOD = "grad_norm"
+GRAD_X_INPUT_METHOD = "grad_x_input"
+IG_METHOD = "integrated_gradients"
+
+
+# ---------------------------------------------------------------------------
+# Model names. LIT's convention (also used by its own prompt-debugging demo):
+# the generation model is the visible one; the salience and tokenizer models
+# share its weights and start with "_" so that LIT's model selector hides them.
+# LIT selects the *first* model of the map by default, so the generation
+# model must come first.
+def model_group_names(name: str) -> tuple[str, str, str]:
+    """Returns (generation, salience, tokenizer) model names for `name`."""
+    return name, f"_{name}_salience", f"_{name}_tokenizer"
+
+
+# ---------------------------------------------------------------------------
+# Specs.
+#
+# lit-nlp 1.3.1 has no JsonDict LitType, and LIT's client refuses specs whose
+# type name it does not know ("Attempted to revive an unknown LitType"), so
+# free-form JSON outputs are declared with the base LitType, which the client
+# knows and which no built-in module tries to render.
+JsonDict = lit_types.LitType
+
+DATASET_SPEC: lit_types.Spec = {
+    PROMPT: lit_types.TextSegment(),
+    SYSTEM: lit_types.TextSegment(required=False, default=""),
+    TARGET: lit_types.TextSegment(required=False, default=""),
+    CASE: lit_types.CategoryLabel(required=False, default=""),
+}
+
+_PROMPT_INPUTS: lit_types.Spec = {
+    PROMPT: lit_types.TextSegment(),
+    SYSTEM: lit_types.TextSegment(required=False, default=""),
+    CHAT: lit_types.Boolean(required=False, default=True),
+}
+
+GENERATION_INPUT_SPEC: lit_types.Spec = dict(_PROMPT_INPUTS)
+
+TOKENIZER_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
+    TARGET: lit_types.TextSegment(required=False, default=""),
+}
+
+SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
+    IG_STEPS: lit_types.Integer(required=False, default=0, min_val=0, max_val=256),
+    TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
+}
+
+GENERATION_OUTPUT_SPEC: lit_types.Spec = {
+    RESPONSE: lit_types.GeneratedText(parent=TARGET),
+    RESPONSE_TOKENS: lit_types.Tokens(parent=RESPONSE),
+}
+
+TOKENIZER_OUTPUT_SPEC: lit_types.Spec = {
+    TOKENS: lit_types.Tokens(parent=PROMPT),
+}
+
+SALIENCE_OUTPUT_SPEC: lit_types.Spec = {
+    RESPONSE: lit_types.GeneratedText(parent=TARGET),
+    TOKENS: lit_types.Tokens(parent=PROMPT),
+    SALIENCE: JsonDict(),
+    SPAN_SALIENCE: JsonDict(required=False),
+    GRAD_L2: lit_types.SequenceSalience(signed=False),
+    GRAD_DOT_INPUT: lit_types.SequenceSalience(signed=True),
+}
