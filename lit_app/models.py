@@ -1,0 +1,421 @@
+"""Thin LIT model wrappers over `sequence_salience`, sharing one loaded model.
+
+Three LIT models share one `SharedLM` (one set of weights, one lock, two LRU
+caches):
+
+* `GenerationModel`  prompt -> response (greedy) and its tokens.
+* `SalienceModel`    prompt + target -> the salience payload of
+  docs/architecture.md, LIT-native `SequenceSalienceMap`s, tokens, and the
+  exact salience of a target span on request.
+* `TokenizerModel`   prompt + target -> the tokens the salience model explains.
+
+`make_models` names them after LIT's convention: `name`, `_name_salience`,
+`_name_tokenizer` (see `fields.model_group_names`).
+
+Errors: every bad input (and every `SalienceError` from the core library) is
+logged and re-raised as `RequestError`, a `ValueError` whose message is one
+line. LIT's server turns it into HTTP 500 with body
+"Uncaught error: <message>\\n\\nDetails: <traceback>", and LIT's client shows
+<message> only when it is a single line (otherwise "Unknown error").
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import threading
+from collections.abc import Hashable, Iterable
+from typing import Any, Callable
+
+import numpy as np
+from lit_nlp.api import dtypes as lit_dtypes
+from lit_nlp.api import model as lit_model
+from lit_nlp.api import types as lit_types
+
+import sequence_salience as ss
+from lit_app import fields
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_NEW_TOKENS = 64
+MAX_IG_STEPS = 256
+# Largest packed Gram payload shipped to the client (floats); beyond it the
+# client asks for spans with `target_span` instead.
+MAX_GRAM_PACKED_VALUES = 2_000_000
+SIGNIFICANT_DIGITS = 6
+_CACHE_SIZE = 32
+
+JsonDict = dict[str, Any]
+
+
+class RequestError(ValueError):
+    """A request the wrappers cannot serve; the message is one line and names the fix."""
+
+
+def _one_line(message: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", message).strip()
+
+
+class _LRU:
+    """A small thread-safe LRU cache."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._d: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key not in self._d:
+                return None
+            self._d.move_to_end(key)
+            return self._d[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self._size:
+                self._d.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+def _method_signed(name: str) -> bool:
+    return bool(ss.get_method(name).signed)
+
+
+def compact(a: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> list:
+    """Nested lists of floats rounded to `digits` significant digits (short JSON)."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(a == 0, 0.0, np.floor(np.log10(np.abs(a))))
+        scale = np.power(10.0, digits - 1 - mag)
+        out = np.where(np.isfinite(a) & (a != 0), np.round(a * scale) / scale, a)
+    return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0).tolist()
+
+
+def pack_gram(gram: np.ndarray) -> np.ndarray:
+    """<float>[N, T, T] -> <float>[N, T*(T+1)/2]: upper triangle, row-major ((0,0),(0,1),..,(1,1),..)."""
+    t = gram.shape[-1]
+    rows, cols = np.triu_indices(t)
+    return gram[:, rows, cols]
+
+
+def salience_payload(result: Any, ig_steps: int) -> JsonDict:
+    """The `salience` field: exactly the payload of docs/architecture.md."""
+    methods: JsonDict = {}
+    for name, matrix in result.matrices.items():
+        entry: JsonDict = {"signed": _method_signed(name), "matrix": compact(matrix)}
+        if name == fields.GRAD_NORM_METHOD:
+            gram = getattr(result, "grad_gram", None)
+            n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
+            packed_size = n_tokens * n_targets * (n_targets + 1) // 2
+            entry["gram_packed"] = (
+                compact(pack_gram(np.asarray(gram)))
+                if gram is not None and packed_size <= MAX_GRAM_PACKED_VALUES
+                else None
+            )
+        if name == fields.IG_METHOD:
+            entry["steps"] = int(ig_steps)
+            err = getattr(result, "ig_completeness_error", None)
+            entry["completeness_error"] = None if err is None else compact(err)
+        methods[name] = entry
+    return {
+        "text": result.text,
+        "prompt_end": int(result.prompt_end),
+        "tokens": list(result.tokens),
+        "offsets": np.asarray(result.offsets, dtype=np.int64).reshape(-1, 2).tolist(),
+        "special": [bool(s) for s in result.special],
+        "n_prompt_tokens": int(result.n_prompt_tokens),
+        "role_spans": [[int(s), int(e), str(r)] for s, e, r in result.role_spans],
+        "target_logprobs": compact(result.target_logprobs),
+        "methods": methods,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Input parsing shared by the wrappers.
+
+
+def _text_field(ex: JsonDict, name: str, required: bool = False) -> str:
+    value = ex.get(name)
+    if value is None:
+        if required:
+            raise RequestError(
+                f'Input field "{name}" is missing. Fix: send {{"{name}": "..."}} in each input.'
+            )
+        return ""
+    if not isinstance(value, str):
+        raise RequestError(f'Input field "{name}" must be a string, got {type(value).__name__}.')
+    return value
+
+
+def _chat_field(ex: JsonDict) -> bool | None:
+    value = ex.get(fields.CHAT)
+    if value is None or value == "":
+        return None  # the core library decides: the chat template when there is one
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise RequestError(f'Input field "{fields.CHAT}" must be true or false, got {value!r}.')
+
+
+def _ig_steps_field(ex: JsonDict) -> int:
+    value = ex.get(fields.IG_STEPS)
+    if value is None or value == "":
+        return 0
+    try:
+        steps = float(value)
+    except (TypeError, ValueError):
+        raise RequestError(f'Input field "{fields.IG_STEPS}" must be a whole number, got {value!r}.') from None
+    if steps != int(steps) or not 0 <= steps <= MAX_IG_STEPS:
+        raise RequestError(
+            f'Input field "{fields.IG_STEPS}" is {value!r}; use a whole number from 0 (off) to {MAX_IG_STEPS}.'
+        )
+    return int(steps)
+
+
+def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
+    """Parses "t0:t1" (target-token indices, end exclusive); "" or None -> None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", str(value))
+    if not m:
+        raise RequestError(
+            f'Input field "{fields.TARGET_SPAN}" is {value!r}; write "t0:t1" with target-token'
+            f" indices, e.g. \"0:{max(n_targets, 1)}\"."
+        )
+    t0, t1 = int(m.group(1)), int(m.group(2))
+    if not 0 <= t0 < t1 <= n_targets:
+        raise RequestError(
+            f'Input field "{fields.TARGET_SPAN}" is "{t0}:{t1}" but the target has {n_targets}'
+            f" token(s); use 0 <= t0 < t1 <= {n_targets}."
+        )
+    return t0, t1
+
+
+class SharedLM:
+    """One loaded `sequence_salience` LanguageModel shared by all wrappers.
+
+    `lock` serializes every use of the model (generation, salience, even
+    tokenization: fast tokenizers are not safe to share between threads), so
+    concurrent LIT requests queue instead of interfering.
+    """
+
+    def __init__(self, lm: Any, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, cache_size: int = _CACHE_SIZE):
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
+        self.lm = lm
+        self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
+        self.lock = threading.RLock()
+        self._generations = _LRU(cache_size)
+        self._results = _LRU(cache_size)
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.lm, "name", "model"))
+
+    def format_prompt(self, ex: JsonDict) -> Any:
+        """The model input (a `ChatPrompt`) for an input example."""
+        prompt = _text_field(ex, fields.PROMPT, required=True)
+        if not prompt.strip():
+            raise RequestError("The prompt is empty. Fix: type a prompt in the editor, then add it.")
+        system = _text_field(ex, fields.SYSTEM) or None
+        with self.lock:
+            return self.lm.format_prompt(prompt, system=system, chat=_chat_field(ex))
+
+    def generate(self, chat: Any) -> Any:
+        """Greedy generation for a formatted prompt, cached by its text."""
+        key = (chat.text, getattr(chat, "templated", True), self.generation_config)
+        gen = self._generations.get(key)
+        if gen is None:
+            with self.lock:
+                gen = self._generations.get(key)
+                if gen is None:
+                    gen = self.lm.generate(chat, self.generation_config)
+                    self._generations.put(key, gen)
+        return gen
+
+    def salience(self, chat: Any, target: str, ig_steps: int) -> Any:
+        """SalienceResult for prompt + target, cached.
+
+        An empty target explains the greedy response: its generated token ids
+        are used as they are (no re-tokenization of the decoded text).
+        """
+        explained: Any = target
+        if not target:
+            explained = self.generate(chat)
+            if not explained.ids:
+                raise RequestError(
+                    "The model generated an empty response, so there is nothing to explain."
+                    " Fix: type a target text to explain, or change the prompt."
+                )
+        methods = [fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD]
+        if ig_steps > 0:
+            methods.append(fields.IG_METHOD)
+        available = set(ss.list_methods())
+        methods = tuple(m for m in methods if m in available)
+        config = ss.SalienceConfig(ig_steps=ig_steps) if ig_steps > 0 else ss.SalienceConfig()
+        target_key = ("typed", target) if target else ("generated", explained.ids)
+        key = (chat.text, getattr(chat, "templated", True), target_key, methods, config)
+        result = self._results.get(key)
+        if result is None:
+            with self.lock:
+                result = self._results.get(key)
+                if result is None:
+                    result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config)
+                    self._results.put(key, result)
+        return result
+
+    def tokens(self, chat: Any, target: str) -> list[str]:
+        """Display strings of the prompt (+ target) tokens, as the salience model shows them."""
+        with self.lock:
+            prompt = self.lm.encode_prompt(chat)
+            pieces = [(prompt.text, prompt.offsets, prompt.ids)]
+            if target:
+                tok = self.lm.tokenize(target, add_special_tokens=False)
+                pieces.append((tok.text, tok.offsets, tok.ids))
+            out = []
+            for text, offsets, ids in pieces:
+                for (s, e), i in zip(offsets, ids):
+                    out.append(text[s:e] if e > s else self.lm.tokenizer.convert_ids_to_tokens(int(i)))
+            return out
+
+
+class _Wrapper(lit_model.Model):
+    """Common plumbing: one example at a time, errors turned into RequestError."""
+
+    def __init__(self, shared: SharedLM):
+        self._shared = shared
+
+    @classmethod
+    def from_loaded(cls, existing: "_Wrapper") -> "_Wrapper":
+        """Another wrapper over the same loaded model."""
+        return cls(existing._shared)
+
+    @classmethod
+    def init_spec(cls) -> lit_types.Spec | None:
+        return None  # not loadable from the UI; the server loads the model
+
+    @property
+    def shared(self) -> SharedLM:
+        return self._shared
+
+    def description(self) -> str:
+        return f"{type(self).__name__} over {self._shared.name}"
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        raise NotImplementedError
+
+    def predict(self, inputs: Iterable[JsonDict], **unused_kw) -> list[JsonDict]:
+        outputs = []
+        for ex in inputs:
+            if not isinstance(ex, dict):
+                raise RequestError(f"Each input must be a JSON object, got {type(ex).__name__}.")
+            outputs.append(_guarded(type(self).__name__, self._predict_one, ex))
+        return outputs
+
+
+def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
+    try:
+        return fn(ex)
+    except RequestError as e:
+        logger.warning("%s: rejected request: %s", who, e)
+        raise
+    except (ss.SalienceError, ValueError, TypeError, KeyError) as e:
+        message = _one_line(str(e) if not isinstance(e, KeyError) else f"missing key {e}")
+        logger.warning("%s: rejected request: %s", who, message)
+        raise RequestError(message) from e
+    except Exception as e:  # pylint: disable=broad-except
+        logger.exception("%s: internal error", who)
+        raise RequestError(
+            _one_line(f"Internal error ({type(e).__name__}: {e}); the server log has the traceback.")
+        ) from e
+
+
+class GenerationModel(_Wrapper):
+    """Prompt (+ optional system prompt) -> the model's greedy response."""
+
+    def input_spec(self) -> lit_types.Spec:
+        return fields.GENERATION_INPUT_SPEC
+
+    def output_spec(self) -> lit_types.Spec:
+        return fields.GENERATION_OUTPUT_SPEC
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        chat = self._shared.format_prompt(ex)
+        gen = self._shared.generate(chat)
+        return {
+            fields.RESPONSE: gen.text,
+            fields.RESPONSE_TOKENS: [gen.text[s:e] for s, e in gen.offsets],
+        }
+
+
+class SalienceModel(_Wrapper):
+    """Prompt + target (or the greedy response) -> salience of every prompt token for every target token."""
+
+    def input_spec(self) -> lit_types.Spec:
+        return fields.SALIENCE_INPUT_SPEC
+
+    def output_spec(self) -> lit_types.Spec:
+        return fields.SALIENCE_OUTPUT_SPEC
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        chat = self._shared.format_prompt(ex)
+        target = _text_field(ex, fields.TARGET)
+        ig_steps = _ig_steps_field(ex)
+        result = self._shared.salience(chat, target, ig_steps)
+        n_prompt = int(result.n_prompt_tokens)
+        n_targets = len(result.tokens) - n_prompt
+        span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
+        span_salience = {}
+        if span is not None:
+            span_salience = {m: compact(result.span_salience(m, *span)) for m in result.matrices}
+        tokens = list(result.tokens)
+
+        def _seq_map(method: str) -> lit_dtypes.SequenceSalienceMap | None:
+            if method not in result.matrices:
+                return None
+            return lit_dtypes.SequenceSalienceMap(
+                tokens_in=tokens[:n_prompt],
+                tokens_out=tokens[n_prompt:],
+                salience=np.asarray(result.matrices[method], dtype=np.float32),  # [T, N]
+            )
+
+        return {
+            fields.RESPONSE: result.text[result.prompt_end:],
+            fields.TOKENS: tokens,
+            fields.SALIENCE: salience_payload(result, ig_steps),
+            fields.SPAN_SALIENCE: span_salience,
+            fields.GRAD_L2: _seq_map(fields.GRAD_NORM_METHOD),
+            fields.GRAD_DOT_INPUT: _seq_map(fields.GRAD_X_INPUT_METHOD),
+        }
+
+
+class TokenizerModel(_Wrapper):
+    """Prompt (+ target) -> the tokens the salience model explains."""
+
+    def input_spec(self) -> lit_types.Spec:
+        return fields.TOKENIZER_INPUT_SPEC
+
+    def output_spec(self) -> lit_types.Spec:
+        return fields.TOKENIZER_OUTPUT_SPEC
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        chat = self._shared.format_prompt(ex)
+        return {fields.TOKENS: self._shared.tokens(chat, _text_field(ex, fields.TARGET))}
+
+
+def make_models(shared: SharedLM, name: str) -> dict[str, lit_model.Model]:
+    """The LIT model map for one loaded model; the generation model first (LIT's default)."""
+    gen_name, salience_name, tokenizer_name = fields.model_group_names(name)
+    generation = GenerationModel(shared)
+    return {
+        gen_name: generation,
+        salience_name: SalienceModel.from_loaded(generation),
+        tokenizer_name: TokenizerModel.from_loaded(generation),
+    }

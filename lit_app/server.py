@@ -1,0 +1,188 @@
+"""The Sequence Salience LIT server: one command from a fresh checkout to a working UI.
+
+    python -m lit_app.server [--model default] [--host 127.0.0.1] [--port 5432]
+                             [--max_new_tokens 64] [--device cpu] [--dtype float32]
+                             [--data prompts.jsonl]
+
+or the console script `sequence-salience-server` with the same flags. It checks
+the data file, builds the offline client root, loads the model (logging
+progress), then prints the URL once it accepts connections. Requests are served
+on threads; model access is serialized by one lock (lit_app.models.SharedLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lit_nlp import app as lit_app_lib
+from lit_nlp.api import dataset as lit_dataset
+from lit_nlp.api import model as lit_model
+
+import sequence_salience as ss
+from lit_app import client_build, datasets, layouts, models
+
+logger = logging.getLogger("lit_app.server")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 5432
+PAGE_TITLE = "Sequence Salience"
+
+_ONBOARD_DOC = """
+# Sequence Salience
+
+Pick a prompt in the table (or edit one in the editor and click *Add*), then
+click any part of the model's output in the Sequence Salience module: the
+prompt is coloured by how much each part drove it. Switch granularity (tokens,
+words, sentences, lines, paragraphs) to read long prompts; edit the prompt and
+rerun. Leave *target* empty to explain the model's own greedy response, or type
+the text you want explained.
+"""
+
+
+class SequenceSalienceApp(lit_app_lib.LitApp):
+    """LIT's app with clear messages for malformed prediction requests.
+
+    LIT answers an exception with HTTP 500 and the body
+    "Uncaught error: <message>\\n\\nDetails: <traceback>"; its client shows
+    <message> when it is one line. LIT's own messages for an unknown model or a
+    missing "inputs" key are a bare KeyError ("'foo'"), so they are checked here.
+    """
+
+    def _get_preds(self, data, model: str | None = None, requested_types=None, requested_fields=None, **kw):
+        if not model:
+            raise ValueError('No model named in the request. Fix: add ?model=<name> to /get_preds.')
+        if model not in self._models:
+            raise ValueError(f"Unknown model {model!r}. Fix: use one of {sorted(self._models)}.")
+        inputs = data.get("inputs") if isinstance(data, Mapping) else None
+        if not isinstance(inputs, list):
+            raise ValueError(
+                'The request body must be JSON like {"inputs": [{"id": "...", "data": {"prompt": "..."}}]}.'
+            )
+        for i, ex in enumerate(inputs):
+            if not isinstance(ex, Mapping) or not isinstance(ex.get("data"), Mapping):
+                raise ValueError(f'inputs[{i}] has no "data" object. Fix: send {{"id": "...", "data": {{...}}}}.')
+        return super()._get_preds(
+            data, model=model, requested_types=requested_types, requested_fields=requested_fields, **kw
+        )
+
+
+def model_short_name(model: str) -> str:
+    """A LIT model name for a --model value: 'default' -> 'smollm2', org/name -> name, path -> stem."""
+    if model == ss.DEFAULT_MODEL:
+        return "smollm2"
+    base = os.path.basename(os.path.normpath(model))
+    if base.endswith(".gguf"):
+        base = base[: -len(".gguf")]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("_.-")
+    return name or "model"
+
+
+def build_app(
+    lit_models: Mapping[str, lit_model.Model],
+    lit_datasets: Mapping[str, lit_dataset.Dataset],
+    client_root: str | None = None,
+) -> SequenceSalienceApp:
+    """The LIT WSGI app over our models, datasets, layouts and client root."""
+    return SequenceSalienceApp(
+        models=dict(lit_models),
+        datasets=dict(lit_datasets),
+        layouts=layouts.LAYOUTS,
+        default_layout=layouts.DEFAULT_LAYOUT,
+        dataset_loaders={"jsonl_prompts": (datasets.PromptDataset, datasets.PromptDataset.init_spec())},
+        model_loaders={},
+        client_root=client_root or client_build.build_client_root(),
+        page_title=PAGE_TITLE,
+        onboard_start_doc=_ONBOARD_DOC,
+    )
+
+
+def build_app_for_lm(
+    lm: Any,
+    model_name: str = "smollm2",
+    data_path: str | None = None,
+    max_new_tokens: int = models.DEFAULT_MAX_NEW_TOKENS,
+    client_root: str | None = None,
+) -> SequenceSalienceApp:
+    """Wraps an already-loaded LanguageModel (tests and notebooks use this)."""
+    shared = models.SharedLM(lm, max_new_tokens=max_new_tokens)
+    return build_app(models.make_models(shared, model_name), datasets.get_datasets(data_path), client_root)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="sequence-salience-server", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=ss.DEFAULT_MODEL,
+                   help='HF model id, local folder or .gguf file; "default" is the embedded SmolLM2-135M-Instruct.')
+    p.add_argument("--host", default=DEFAULT_HOST, help="Address to serve on (0.0.0.0 to allow other machines).")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to serve on.")
+    p.add_argument("--max_new_tokens", type=int, default=models.DEFAULT_MAX_NEW_TOKENS,
+                   help="Longest generated response, in tokens.")
+    p.add_argument("--device", default="cpu", help='"cpu", "cuda", "cuda:N" or "auto".')
+    p.add_argument("--dtype", default="float32", help='"float32", "bfloat16" or "float16".')
+    p.add_argument("--data", default=None, help="A .jsonl file of prompts to load besides the shipped examples.")
+    p.add_argument("--client_root", default=client_build.DEFAULT_OUTPUT_DIR,
+                   help="Where to build the UI's static files (git-ignored).")
+    args = p.parse_args(argv)
+    if args.max_new_tokens < 1:
+        p.error(f"--max_new_tokens is {args.max_new_tokens}; it must be at least 1.")
+    if not 0 < args.port < 65536:
+        p.error(f"--port is {args.port}; use 1-65535.")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Starts the server; returns the exit status."""
+    from werkzeug import serving  # pylint: disable=import-outside-toplevel
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    start = time.perf_counter()
+
+    try:
+        lit_datasets = datasets.get_datasets(args.data)
+    except datasets.DatasetError as e:
+        logger.error("Cannot load --data: %s", e)
+        return 2
+    client_root = client_build.build_client_root(args.client_root)
+
+    logger.info("Loading model %r on %s (%s) ...", args.model, args.device, args.dtype)
+    try:
+        lm = ss.load_model(args.model, device=args.device, dtype=args.dtype, log=logger.info)
+    except ss.SalienceError as e:
+        logger.error("Cannot load --model %r: %s", args.model, e)
+        return 1
+    logger.info("Model ready after %.1f s.", time.perf_counter() - start)
+
+    shared = models.SharedLM(lm, max_new_tokens=args.max_new_tokens)
+    app = build_app(models.make_models(shared, model_short_name(args.model)), lit_datasets, client_root)
+    try:
+        httpd = serving.make_server(args.host, args.port, app, threaded=True)
+    except OSError as e:
+        logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
+                     args.host, args.port, e)
+        return 1
+    url = f"http://{args.host}:{args.port}/"
+    logger.info("Ready after %.1f s.", time.perf_counter() - start)
+    print(f"Sequence Salience is ready: {url}", flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        logger.info("Stopping.")
+    finally:
+        httpd.server_close()
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point (`sequence-salience-server`)."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
