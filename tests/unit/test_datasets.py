@@ -1,0 +1,87 @@
+"""Prompt datasets: the shipped case studies and user JSONL files (no model needed)."""
+
+import json
+
+import pytest
+
+from lit_app import datasets, fields
+
+
+def test_shipped_case_studies_cover_the_papers_three_cases():
+    ds = datasets.PromptDataset(datasets.CASE_STUDIES_PATH)
+    cases = {ex[fields.CASE] for ex in ds.examples}
+    assert any("few-shot" in c for c in cases)
+    assert any("chain-of-thought" in c for c in cases)
+    assert any("constitution" in c for c in cases)
+    # The constitutional case puts its principles in a system prompt.
+    assert any(ex[fields.SYSTEM] for ex in ds.examples if "constitution" in ex[fields.CASE])
+    # Some rows explain a given target, some ask for the model's own response.
+    assert any(ex[fields.TARGET] for ex in ds.examples)
+    assert any(not ex[fields.TARGET] for ex in ds.examples)
+
+
+def test_rows_have_exactly_the_spec_fields():
+    ds = datasets.PromptDataset(datasets.CASE_STUDIES_PATH)
+    assert set(ds.spec()) == set(fields.DATASET_SPEC)
+    for ex in ds.examples:
+        assert set(ex) == set(fields.DATASET_SPEC)
+        assert ex[fields.PROMPT].strip()
+
+
+def test_optional_fields_default_to_empty_and_blank_lines_are_skipped():
+    rows = datasets.parse_jsonl(['{"prompt": "hi"}', "", "   ", '{"prompt": "yo", "target": "t"}'])
+    assert rows == [
+        {fields.PROMPT: "hi", fields.SYSTEM: "", fields.TARGET: "", fields.CASE: ""},
+        {fields.PROMPT: "yo", fields.SYSTEM: "", fields.TARGET: "t", fields.CASE: ""},
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad_line, expected",
+    [
+        pytest.param('{"prompt": "x"', "not valid JSON", id="broken-json"),
+        pytest.param('["prompt"]', "expected a JSON object", id="not-an-object"),
+        pytest.param('{"target": "x"}', '"prompt" is missing or empty', id="no-prompt"),
+        pytest.param('{"prompt": "   "}', '"prompt" is missing or empty', id="blank-prompt"),
+        pytest.param('{"prompt": "x", "system": 3}', '"system" must be a string', id="system-not-str"),
+    ],
+)
+def test_malformed_line_error_names_file_and_line(tmp_path, bad_line, expected):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"prompt": "fine"}\n\n' + bad_line + "\n", encoding="utf-8")
+    with pytest.raises(datasets.DatasetError) as info:
+        datasets.load_jsonl(str(path))
+    message = str(info.value)
+    assert f"{path}, line 3" in message
+    assert expected in message
+
+
+def test_missing_and_empty_files_are_clear_errors(tmp_path):
+    with pytest.raises(datasets.DatasetError, match="no such file"):
+        datasets.load_jsonl(str(tmp_path / "absent.jsonl"))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(datasets.DatasetError, match="no prompts found"):
+        datasets.load_jsonl(str(empty))
+
+
+def test_unknown_fields_are_ignored_with_a_warning(caplog):
+    rows = datasets.parse_jsonl(['{"prompt": "x", "source": "lit"}'], source="f.jsonl")
+    assert rows[0][fields.PROMPT] == "x" and "source" not in rows[0]
+    assert "f.jsonl, line 1" in caplog.text and "source" in caplog.text
+
+
+def test_user_file_is_loaded_first_beside_the_case_studies(tmp_path):
+    path = tmp_path / "my_prompts.jsonl"
+    path.write_text(json.dumps({"prompt": "Why is the sky blue?", "case": "mine"}) + "\n", encoding="utf-8")
+    loaded = datasets.get_datasets(str(path))
+    assert list(loaded) == ["my_prompts", datasets.CASE_STUDIES_NAME]
+    assert loaded["my_prompts"].examples[0][fields.PROMPT] == "Why is the sky blue?"
+
+
+def test_load_returns_a_dataset_with_the_same_spec(tmp_path):
+    path = tmp_path / "other.jsonl"
+    path.write_text('{"prompt": "a"}\n{"prompt": "b"}\n', encoding="utf-8")
+    loaded = datasets.PromptDataset().load(str(path))
+    assert [ex[fields.PROMPT] for ex in loaded.examples] == ["a", "b"]
+    assert set(loaded.spec()) == set(fields.DATASET_SPEC)
