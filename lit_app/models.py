@@ -25,7 +25,7 @@ import collections
 import logging
 import re
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -46,7 +46,7 @@ MAX_GRAM_PACKED_VALUES = 2_000_000
 SIGNIFICANT_DIGITS = 6
 _CACHE_SIZE = 32
 
-JsonDict = dict[str, Any]
+JsonDict = Mapping[str, Any]
 
 
 class RequestError(ValueError):
@@ -314,7 +314,7 @@ class _Wrapper(lit_model.Model):
     def predict(self, inputs: Iterable[JsonDict], **unused_kw) -> list[JsonDict]:
         outputs = []
         for ex in inputs:
-            if not isinstance(ex, dict):
+            if not isinstance(ex, Mapping):  # LIT passes dataset rows as read-only mappingproxy
                 raise RequestError(f"Each input must be a JSON object, got {type(ex).__name__}.")
             outputs.append(_guarded(type(self).__name__, self._predict_one, ex))
         return outputs
