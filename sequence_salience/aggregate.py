@@ -223,22 +223,32 @@ _M_RANGES = (
 )
 
 
-def _class_body(ranges: str) -> str:
+def _class_body(ranges: str, *, bmp: bool) -> str:
+    """Regex class body for the hex ranges, restricted to the BMP or to the astral planes."""
     parts = []
     for item in ranges.split(","):
-        lo, _, hi = item.partition("-")
-        lo_c = re.escape(chr(int(lo, 16)))
-        parts.append(lo_c if not hi else f"{lo_c}-{re.escape(chr(int(hi, 16)))}")
+        lo_hex, _, hi_hex = item.partition("-")
+        lo, hi = int(lo_hex, 16), int(hi_hex or lo_hex, 16)
+        lo, hi = (lo, min(hi, 0xFFFF)) if bmp else (max(lo, 0x10000), hi)
+        if lo <= hi:
+            parts.append(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}")
     return "".join(parts)
 
 
-_LN = _class_body("".join(_LN_RANGES))
-_M = _class_body("".join(_M_RANGES))
+# Python's re checks astral class ranges one by one (BMP ones via a bitmap), so
+# the word regex runs on a BMP view of the text: each astral character is
+# replaced by a BMP stand-in of its class (same length, same positions).
+_LN = _class_body("".join(_LN_RANGES), bmp=True)
+_M = _class_body("".join(_M_RANGES), bmp=True)
+_ASTRAL_RE = re.compile("[\U00010000-\U0010ffff]")
+_LN_ASTRAL_RE = re.compile(f"[{_class_body(''.join(_LN_RANGES), bmp=False)}]")
+_M_ASTRAL_RE = re.compile(f"[{_class_body(''.join(_M_RANGES), bmp=False)}]")
+_STAND_IN = {"ln": "a", "m": "\u0300", "other": "\u00a6"}
 _WS = re.escape(WHITESPACE)
 _WORD_UNIT_RE = re.compile(
     f"(?P<marker>{MARKER_PATTERN})"
-    r"|[0-9]+(?:[.,][0-9]+)+"
-    f"|[{_LN}][{_LN}{_M}]*(?:['\u2019][{_LN}][{_LN}{_M}]*)*"
+    r"|(?P<number>[0-9]+(?:[.,][0-9]+)+)"
+    f"|(?P<word>[{_LN}][{_LN}{_M}]*(?:['\u2019][{_LN}][{_LN}{_M}]*)*)"
     f"|(?P<punct>(?:(?!{MARKER_PATTERN})[^{_LN}{_WS}])+)"
 )
 _MARKER_RE = re.compile(MARKER_PATTERN)
@@ -325,16 +335,29 @@ def _markers(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _MARKER_RE.finditer(text)]
 
 
+def _bmp_view(text: str) -> str:
+    """`text` with each astral character replaced by a BMP stand-in of its class."""
+    astral = set(_ASTRAL_RE.findall(text))
+    if not astral:
+        return text
+    table = {}
+    for c in astral:
+        kind = "ln" if _LN_ASTRAL_RE.match(c) else ("m" if _M_ASTRAL_RE.match(c) else "other")
+        table[ord(c)] = _STAND_IN[kind]
+    return text.translate(table)
+
+
 def _segment_word(text: str, chars: _Chars):
-    starts, kinds = [], []
-    for m in _WORD_UNIT_RE.finditer(text):
-        starts.append(m.start())
-        kinds.append("markup" if m.group("marker") else ("punct" if m.group("punct") else "word"))
     if not text:
         return np.zeros(0, np.int64), []
+    starts, kinds = [], []
+    for m in _WORD_UNIT_RE.finditer(_bmp_view(text)):
+        starts.append(m.start())
+        kinds.append(m.lastgroup)
     if not starts:
         return np.zeros(1, np.int64), ["space"]
     starts[0] = 0
+    kinds = ["markup" if k == "marker" else ("word" if k == "number" else k) for k in kinds]
     return np.array(starts, dtype=np.int64), kinds
 
 
@@ -541,30 +564,37 @@ def aggregate(
             f"scores have shape {values.shape}; expected [{len(seg)}] or [T, {len(seg)}] "
             f"(one column per token). Fix: pass scores for the same tokens as the offsets."
         )
-    n_seg = len(segmentation)
-    out = np.zeros(values.shape[:-1] + (n_seg,), dtype=np.float64)  # [..., S]
+    n_seg, n_tok = len(segmentation), len(seg)
+    if n_seg == n_tok and np.array_equal(seg, np.arange(n_tok)):  # token granularity
+        out = np.abs(values) if reduction == "abs_sum" else values.copy()  # [..., S]
+        if not keep_excluded:
+            out[..., segmentation.excluded] = np.nan
+        return out
+    # Work on the token axis first: reduceat along axis 0 of a [N, R] view is
+    # much faster than along the last axis of [R, N].
+    cols = values.reshape(values.shape[0] if values.ndim == 2 else 1, n_tok).T  # [N, R], R = T or 1
+    if reduction == "abs_sum":
+        cols = np.abs(cols)
+    out = np.zeros((n_seg, cols.shape[1]), dtype=np.float64)  # [S, R]
     valid = seg >= 0
-    order = np.argsort(seg[valid], kind="stable")
-    sorted_seg = seg[valid][order]  # [N']
+    if valid.all() and (n_tok < 2 or bool((seg[1:] >= seg[:-1]).all())):
+        sorted_seg = seg  # tokens already in segment order: no copy
+    else:
+        order = np.flatnonzero(valid)[np.argsort(seg[valid], kind="stable")]  # [N']
+        sorted_seg, cols = seg[order], cols[order]
+    counts = np.bincount(sorted_seg, minlength=n_seg)  # [S]
     if len(sorted_seg):
-        cols = values[..., valid][..., order]  # [..., N']
         group = np.flatnonzero(np.r_[True, sorted_seg[1:] != sorted_seg[:-1]])  # [G]
-        ids = sorted_seg[group]  # [G]
-        if reduction == "max":
-            out[..., ids] = np.maximum.reduceat(cols, group, axis=-1)
-        else:
-            src = np.abs(cols) if reduction == "abs_sum" else cols
-            out[..., ids] = np.add.reduceat(src, group, axis=-1)
-        if reduction == "mean":
-            counts = np.bincount(sorted_seg, minlength=n_seg)  # [S]
-            out[..., ids] /= counts[ids]
+        ufunc = np.maximum if reduction == "max" else np.add
+        out[sorted_seg[group]] = ufunc.reduceat(cols, group, axis=0)
+    if reduction == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out /= counts[:, None]
     if reduction in ("mean", "max"):
-        empty = np.ones(n_seg, dtype=bool)
-        empty[np.unique(sorted_seg)] = False
-        out[..., empty] = np.nan
+        out[counts == 0] = np.nan
     if not keep_excluded:
-        out[..., segmentation.excluded] = np.nan
-    return out
+        out[segmentation.excluded] = np.nan
+    return np.ascontiguousarray(out.T).reshape(values.shape[:-1] + (n_seg,))
 
 
 def aggregate_salience(
