@@ -734,7 +734,9 @@ def check_pattern(pattern: str) -> None:
                 i += 2
             elif d == "S":
                 if in_class:
-                    raise _pattern_error(pattern, i, "\\S inside a class", "use a negated class [^...]")
+                    raise _pattern_error(
+                        pattern, i, "\\S inside a class", "use a negated class [^...], or (?:.|\\n) for any character"
+                    )
                 i += 2
             elif d == "x":
                 if not (len(pattern[i + 2:i + 4]) == 2 and all(h in _HEX for h in pattern[i + 2:i + 4])):
