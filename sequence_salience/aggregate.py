@@ -18,7 +18,10 @@ Rules (the same in both languages):
 * `word`: a unit is a chat marker, a number with inner separators ("3.14",
   "1,000"), a word (a letter/number followed by letters, numbers and combining
   marks, with inner apostrophes: "don't", "O'Neil"), or a run of other
-  non-space characters (punctuation, symbols, emoji). Hyphens split words.
+  non-space characters (punctuation, symbols, emoji; a combining mark that
+  does not follow a word counts here, e.g. the variation selector of an
+  emoji). Hyphens split words. Letters, numbers and marks come from a frozen
+  Unicode 14 table shared by both languages.
   Kinds: "word", "punct", "markup" ("space" for whitespace-only text).
 * `sentence`: a sentence ends after a run of `.!?…` (plus closing quotes or
   brackets) followed by whitespace or the end, after `。！？`, and at every
@@ -70,6 +73,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from sequence_salience.errors import SalienceError
+
+__all__ = [
+    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "REDUCTIONS", "ROLES", "WHITESPACE",
+    "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
+    "normalize_max_abs", "normalize_percentile", "percentile", "segment",
+]
 
 GRANULARITIES = ("token", "word", "sentence", "paragraph", "line", "regex", "role")
 REDUCTIONS = ("sum", "mean", "max", "abs_sum")

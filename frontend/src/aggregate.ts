@@ -181,20 +181,10 @@ export class SalienceError extends Error {
   }
 }
 
-function classBody(ranges: string): string {
-  const hex = (h: string) => `\\u{${h}}`;
-  return ranges.split(',').map((item) => {
-    const [lo, hi] = item.split('-');
-    return hi === undefined ? hex(lo) : `${hex(lo)}-${hex(hi)}`;
-  }).join('');
-}
-
 function escapeClassChars(s: string): string {
   return Array.from(s).map((c) => `\\u{${c.codePointAt(0)!.toString(16)}}`).join('');
 }
 
-const LN = classBody(LN_RANGES);
-const M = classBody(M_RANGES);
 const WS = escapeClassChars(WHITESPACE);
 const WS_NO_NL = escapeClassChars(WHITESPACE.replace('\n', ''));
 const MARKER_RE = new RegExp(MARKER_PATTERN, 'gu');
@@ -632,6 +622,15 @@ export function aggregate(scores: Scores, seg: Segmentation, reduction: Reductio
   const r = reduction as Reduction;
   if (isMatrix(scores)) return scores.map((row) => aggregateRow(row, seg, r, keepExcluded));
   return aggregateRow(scores as ArrayLike<number>, seg, r, keepExcluded);
+}
+
+/** `segment` then `aggregate`: [segmentation, Float64Array [S] or one per row]. */
+export function aggregateSalience(
+    text: string, offsets: ArrayLike<ArrayLike<number>>, scores: Scores, granularity: Granularity | string = 'word',
+    reduction: Reduction | string = 'sum', opts: SegmentOptions = {},
+    keepExcluded = false): [Segmentation, Float64Array | Float64Array[]] {
+  const seg = segment(text, offsets, granularity, opts);
+  return [seg, aggregate(scores as ReadonlyArray<ArrayLike<number>>, seg, reduction, keepExcluded)];
 }
 
 function displayValues(values: ArrayLike<number> | ReadonlyArray<ArrayLike<number>>,

@@ -7,7 +7,7 @@ import {describe, expect, test} from 'vitest';
 import cases from '../../tests/data/aggregation_cases.json';
 
 import {
-  aggregate, checkPattern, compilePattern, normalizeMaxAbs, normalizePercentile, percentile,
+  aggregate, aggregateSalience, checkPattern, compilePattern, normalizeMaxAbs, normalizePercentile, percentile,
   SalienceError, segment, Segmentation, WHITESPACE,
 } from '../src/aggregate';
 
@@ -246,4 +246,10 @@ describe('properties (randomized, seeded)', () => {
       }
     }
   });
+});
+
+test('aggregateSalience is segment then aggregate', () => {
+  const [seg, values] = aggregateSalience('a b', [[0, 1], [1, 3]], [1, 2], 'word');
+  expect(Array.from(seg.starts)).toEqual([0, 2]);
+  expect(Array.from(values as Float64Array)).toEqual([1, 2]);
 });
