@@ -1,0 +1,42 @@
+"""Sequence Salience: input salience for LLM prompts, for every generated token at once.
+
+The core library; it never imports LIT. See docs/architecture.md.
+"""
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.methods import get_method, list_methods
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.model import (
+    DEFAULT_MODEL,
+    Generation,
+    GenerationConfig,
+    LanguageModel,
+    from_modules,
+    load_model,
+)
+from sequence_salience.salience import (
+    SalienceResult,
+    compute_salience,
+    compute_salience_batch,
+    compute_span_salience,
+)
+from sequence_salience.text import ChatPrompt, TokenizedText
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "ChatPrompt",
+    "Generation",
+    "GenerationConfig",
+    "LanguageModel",
+    "SalienceConfig",
+    "SalienceError",
+    "SalienceResult",
+    "TokenizedText",
+    "compute_salience",
+    "compute_salience_batch",
+    "compute_span_salience",
+    "from_modules",
+    "get_method",
+    "list_methods",
+    "load_model",
+]

@@ -1,0 +1,2 @@
+class SalienceError(ValueError):
+    """Bad input to sequence_salience; the message names the cause and the fix."""

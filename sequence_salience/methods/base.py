@@ -1,0 +1,104 @@
+"""Types shared by the salience methods: model inputs, method outputs, the method record."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class SalienceConfig:
+    """Settings for all methods; one frozen value, flags only at the edges.
+
+    Attributes:
+      ig_steps: integration steps for integrated gradients.
+      ig_baseline: "zero" (default), "pad" or "mean" (see methods/paths.py).
+      ig_rule: quadrature rule: "gausslegendre" (default) or a Riemann rule.
+      target_chunk_size: target tokens whose gradients one batched backward computes;
+        bounds memory (each costs about one backward's activations).
+      ig_step_chunk_size: IG steps run in one forward batch.
+      gram_max_elements: largest N*T*T Gram tensor kept for exact grad-norm spans.
+    """
+
+    ig_steps: int = 16
+    ig_baseline: str = "zero"
+    ig_rule: str = "gausslegendre"
+    target_chunk_size: int = 16
+    ig_step_chunk_size: int = 8
+    gram_max_elements: int = 64_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInputs:
+    """A padded batch of (prompt + target) sequences, ready for inputs_embeds forward passes.
+
+    Attributes:
+      model: the causal LM (eval mode, parameters frozen).
+      embeds: <float>[B, L, D] input embeddings (detached).
+      attention_mask: <int64>[B, L] 1 for real tokens.
+      position_ids: <int64>[B, L].
+      target_ids: <int64>[B, T] target token ids (0 where padded).
+      target_positions: <int64>[B, T] index in L of each target token (>= 1).
+      target_mask: <bool>[B, T] True for real target tokens.
+      embedding_matrix: <float>[V, D] the input embedding table (for baselines).
+      pad_id: pad (or EOS) token id, or None.
+    """
+
+    model: torch.nn.Module
+    embeds: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    target_ids: torch.Tensor
+    target_positions: torch.Tensor
+    target_mask: torch.Tensor
+    embedding_matrix: torch.Tensor
+    pad_id: int | None
+
+    def repeat(self, n: int) -> "ModelInputs":
+        """Each example repeated n times consecutively (row b * n + s), e.g. once per IG step."""
+        rep = lambda t: t.repeat_interleave(n, dim=0)
+        return dataclasses.replace(
+            self,
+            embeds=rep(self.embeds),
+            attention_mask=rep(self.attention_mask),
+            position_ids=rep(self.position_ids),
+            target_ids=rep(self.target_ids),
+            target_positions=rep(self.target_positions),
+            target_mask=rep(self.target_mask),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodOutput:
+    """matrix: <float32>[B, T, L]; extras: named arrays such as the Gram tensor or IG deltas."""
+
+    matrix: np.ndarray
+    extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class SalienceMethod:
+    """One salience method in the registry.
+
+    Attributes:
+      name: snake_case id used by the API, the server and the UI.
+      title: human-readable name.
+      signed: values can be negative (diverging colour map) or not (sequential).
+      linear: the salience of a target span is the sum of its tokens' rows.
+      compute: (inputs, config, shared) -> MethodOutput for every target token;
+        `shared` is a per-call dict through which methods share work.
+      compute_span: (inputs, weights <float>[B, T], config) -> <float32>[B, L]: the
+        salience of sum_t weights[b, t] * log p(target_t), computed directly.
+      paper: link to the method's paper.
+    """
+
+    name: str
+    title: str
+    signed: bool
+    linear: bool
+    compute: Callable[[ModelInputs, SalienceConfig, dict], MethodOutput]
+    compute_span: Callable[[ModelInputs, torch.Tensor, SalienceConfig], np.ndarray]
+    paper: str

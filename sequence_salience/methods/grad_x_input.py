@@ -1,0 +1,35 @@
+"""Gradient x input: (d log p(target_t) / d x_i) . x_i (Shrikumar et al. 2016, https://arxiv.org/abs/1605.01713).
+
+Signed and linear in the target: a span's salience is the sum of its tokens' rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sequence_salience.methods import shared
+from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
+from sequence_salience.methods.gradients import weighted_gradient
+
+
+def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
+    _, grads = shared.target_gradients(inputs, config, cache)  # [T, B, L, D]
+    matrix = (grads * inputs.embeds.float()[None]).sum(-1).permute(1, 0, 2)  # [B, T, L]
+    return MethodOutput(matrix=matrix.cpu().numpy())
+
+
+def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig) -> np.ndarray:
+    _, g = weighted_gradient(inputs, inputs.embeds, target_weights)  # [B, L, D]
+    return (g * inputs.embeds.float()).sum(-1).cpu().numpy()  # [B, L]
+
+
+METHOD = SalienceMethod(
+    name="grad_x_input",
+    title="Gradient × input",
+    signed=True,
+    linear=True,
+    compute=compute,
+    compute_span=compute_span,
+    paper="https://arxiv.org/abs/1605.01713",
+)

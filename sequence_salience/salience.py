@@ -1,0 +1,284 @@
+"""Input salience for every token of a target text, for every method, in one call.
+
+    prompt (+ chat template) -> tokens with offsets -> target tokens appended ->
+    one forward pass -> batched backward over all target tokens -> [T, N] per method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.methods import get_method
+from sequence_salience.methods.base import ModelInputs, SalienceConfig
+from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.text import ChatPrompt, TokenizedText
+
+DEFAULT_METHODS = ("grad_norm", "grad_x_input")
+
+
+@dataclasses.dataclass(frozen=True)
+class SalienceResult:
+    """Salience of every token for every target token of one (prompt, target) pair.
+
+    Attributes:
+      text: prompt + target as one string; `offsets` index into it.
+      prompt_end: character index where the target starts.
+      ids: <int64>[N] token ids (prompt then target).
+      tokens: N display strings.
+      offsets: <int64>[N, 2] character spans; special tokens added by the tokenizer are empty.
+      special: <bool>[N].
+      n_prompt_tokens: P; target token t sits at position P + t.
+      target_logprobs: <float32>[T] log p(target_t | prefix).
+      matrices: method name -> <float32>[T, N]: salience of token i for log p(target_t);
+        zero for i >= P + t (causality).
+      grad_gram: <float32>[N, T, T] Gram of per-target gradient vectors at each token, or None.
+      ig_completeness_error: <float32>[T] sum of IG attributions minus (log p(x) - log p(x')), or None.
+      role_spans: (start, end, role) of the prompt (chat template markup vs. content).
+      config: the settings used.
+    """
+
+    text: str
+    prompt_end: int
+    ids: np.ndarray
+    tokens: tuple[str, ...]
+    offsets: np.ndarray
+    special: np.ndarray
+    n_prompt_tokens: int
+    target_logprobs: np.ndarray
+    matrices: Mapping[str, np.ndarray]
+    grad_gram: np.ndarray | None
+    ig_completeness_error: np.ndarray | None
+    role_spans: tuple[tuple[int, int, str], ...]
+    config: SalienceConfig
+
+    @property
+    def num_targets(self) -> int:
+        return len(self.ids) - self.n_prompt_tokens
+
+    def span_salience(self, method: str, t0: int = 0, t1: int | None = None) -> np.ndarray:
+        """Exact salience for log p(target[t0:t1]) (the sum of its tokens' log-probs); no model pass.
+
+        Returns: <float32>[N].
+        """
+        t1 = self.num_targets if t1 is None else t1
+        if not 0 <= t0 < t1 <= self.num_targets:
+            raise SalienceError(f"Target span {t0}:{t1} is outside 0:{self.num_targets}. Fix: pick target tokens in range.")
+        if method not in self.matrices:
+            raise SalienceError(f"{method!r} was not computed here. Fix: pass it in methods=(...); have {list(self.matrices)}.")
+        if get_method(method).linear:
+            return self.matrices[method][t0:t1].sum(0)
+        if self.grad_gram is None:
+            raise SalienceError(
+                "This result is too large to keep the Gram tensor for exact grad_norm spans. "
+                "Fix: call compute_span_salience(...) for this span (one forward and backward)."
+            )
+        block = self.grad_gram[:, t0:t1, t0:t1]  # [N, S, S]
+        return np.sqrt(np.clip(block.sum((1, 2)), 0.0, None)).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+    prompt: TokenizedText
+    target_ids: tuple[int, ...]
+    target_offsets: tuple[tuple[int, int], ...]
+    target_text: str
+    role_spans: tuple[tuple[int, int, str], ...]
+
+
+def _prepare_pair(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation) -> _Pair:
+    prompt_text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
+    if not prompt_text.strip():
+        raise SalienceError("The prompt is empty. Fix: type a prompt to explain.")
+    encoded = lm.encode_prompt(prompt)
+    if isinstance(target, Generation):
+        target_text, target_ids, target_offsets = target.text, target.ids, target.offsets
+    else:
+        target_text = target
+        tok = lm.tokenize(target, add_special_tokens=False)
+        target_ids, target_offsets = tok.ids, tok.offsets
+    if not target_ids:
+        raise SalienceError("The target is empty. Fix: generate a response first, or type the text to explain.")
+    total = len(encoded.ids) + len(target_ids)
+    if total > lm.max_length:
+        raise SalienceError(
+            f"prompt + target is {total:,} tokens ({len(encoded.ids):,} + {len(target_ids):,}); "
+            f"this model's context is {lm.max_length:,}. Fix: shorten the prompt or the target."
+        )
+    roles = prompt.role_spans if isinstance(prompt, ChatPrompt) else ((0, len(prompt_text), "user"),)
+    return _Pair(encoded, tuple(target_ids), tuple(target_offsets), target_text, tuple(roles))
+
+
+def build_inputs(
+    lm: LanguageModel, sequences: Sequence[tuple[Sequence[int], Sequence[int]]], padding_side: str = "right"
+) -> ModelInputs:
+    """Pads (prompt_ids, target_ids) pairs into one batch.
+
+    Positions count real tokens only, so left and right padding give the same results.
+    """
+    if padding_side not in ("left", "right"):
+        raise SalienceError(f"padding_side={padding_side!r}. Fix: use 'left' or 'right'.")
+    device = lm.device
+    pad_id = lm.tokenizer.pad_token_id if lm.tokenizer is not None else None
+    if pad_id is None and lm.tokenizer is not None:
+        pad_id = lm.tokenizer.eos_token_id
+    seq_len = max(len(p) + len(t) for p, t in sequences)
+    num_t = max(len(t) for _, t in sequences)
+    batch = len(sequences)
+    ids = torch.full((batch, seq_len), pad_id or 0, dtype=torch.long)
+    mask = torch.zeros(batch, seq_len, dtype=torch.long)
+    target_ids = torch.zeros(batch, num_t, dtype=torch.long)
+    target_pos = torch.zeros(batch, num_t, dtype=torch.long)
+    target_mask = torch.zeros(batch, num_t, dtype=torch.bool)
+    for b, (p, t) in enumerate(sequences):
+        n = len(p) + len(t)
+        start = seq_len - n if padding_side == "left" else 0
+        ids[b, start:start + n] = torch.tensor(list(p) + list(t))
+        mask[b, start:start + n] = 1
+        target_ids[b, : len(t)] = torch.tensor(list(t))
+        target_pos[b, : len(t)] = start + len(p) + torch.arange(len(t))
+        target_pos[b, len(t):] = start + len(p) + len(t) - 1  # padded targets point at a real token
+        target_mask[b, : len(t)] = True
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    embedding = lm.model.get_input_embeddings()
+    with torch.no_grad():
+        embeds = embedding(ids.to(device))  # [B, L, D]
+    return ModelInputs(
+        model=lm.model,
+        embeds=embeds,
+        attention_mask=mask.to(device),
+        position_ids=position_ids.to(device),
+        target_ids=target_ids.to(device),
+        target_positions=target_pos.to(device),
+        target_mask=target_mask.to(device),
+        embedding_matrix=embedding.weight,
+        pad_id=pad_id,
+    )
+
+
+def _validate_methods(methods: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(methods, str):
+        methods = (methods,)
+    if not methods:
+        raise SalienceError("No salience methods requested. Fix: pass e.g. methods=('grad_norm', 'grad_x_input').")
+    for name in methods:
+        get_method(name)  # raises with the list of known methods
+    return tuple(methods)
+
+
+def compute_salience_batch(
+    lm: LanguageModel,
+    pairs: Sequence[tuple[str | ChatPrompt, str | Generation]],
+    methods: Sequence[str] = DEFAULT_METHODS,
+    config: SalienceConfig = SalienceConfig(),
+    padding_side: str = "right",
+) -> list[SalienceResult]:
+    """Salience for several (prompt, target) pairs in one padded batch."""
+    methods = _validate_methods(methods)
+    prepared = [_prepare_pair(lm, p, t) for p, t in pairs]
+    inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
+    cache: dict = {}
+    outputs = {name: get_method(name).compute(inputs, config, cache) for name in methods}
+    logp = _logprobs(inputs, cache)  # [B, T]
+    results = []
+    for b, pair in enumerate(prepared):
+        results.append(_unpad(lm, pair, b, inputs, outputs, logp, config))
+    return results
+
+
+def compute_salience(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    config: SalienceConfig = SalienceConfig(),
+) -> SalienceResult:
+    """Salience of every prompt (and earlier target) token for every target token.
+
+    Args:
+      lm: a loaded model (load_model).
+      prompt: raw text (the tokenizer adds BOS) or a ChatPrompt (lm.format_prompt).
+      target: the text to explain (tokenized after the prompt), or a Generation (its ids are used as is).
+      methods: names from list_methods().
+      config: method settings.
+    """
+    return compute_salience_batch(lm, [(prompt, target)], methods, config)[0]
+
+
+def compute_span_salience(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    method: str,
+    t0: int = 0,
+    t1: int | None = None,
+    config: SalienceConfig = SalienceConfig(),
+) -> np.ndarray:
+    """Salience for log p(target[t0:t1]) directly: one forward + backward (IG: one batch of steps).
+
+    Returns: <float32>[N].
+    """
+    pair = _prepare_pair(lm, prompt, target)
+    num_t = len(pair.target_ids)
+    t1 = num_t if t1 is None else t1
+    if not 0 <= t0 < t1 <= num_t:
+        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
+    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
+    weights = torch.zeros(1, num_t, device=lm.device)
+    weights[0, t0:t1] = 1.0
+    return get_method(method).compute_span(inputs, weights, config)[0]
+
+
+def _logprobs(inputs: ModelInputs, cache: dict) -> torch.Tensor:
+    if "target_gradients" in cache:
+        return cache["target_gradients"][0]
+    from sequence_salience.methods.gradients import target_logprobs
+
+    with torch.no_grad():
+        return target_logprobs(inputs, inputs.embeds)
+
+
+def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) -> SalienceResult:
+    n_prompt = len(pair.prompt.ids)
+    num_t = len(pair.target_ids)
+    real = inputs.attention_mask[b].bool().cpu().numpy()
+    cols = np.flatnonzero(real)  # positions of this example's tokens in the padded batch
+    matrices = {name: out.matrix[b, :num_t][:, cols].astype(np.float32) for name, out in outputs.items()}
+    gram = None
+    if "grad_norm" in outputs and "gram" in outputs["grad_norm"].extras:
+        gram = outputs["grad_norm"].extras["gram"][b][cols][:, :num_t, :num_t].astype(np.float32)
+    ig_err = None
+    if "integrated_gradients" in outputs:
+        ig_err = outputs["integrated_gradients"].extras["completeness_error"][b, :num_t].astype(np.float32)
+    prompt_end = len(pair.prompt.text)
+    offsets = list(pair.prompt.offsets) + [(s + prompt_end, e + prompt_end) for s, e in pair.target_offsets]
+    ids = list(pair.prompt.ids) + list(pair.target_ids)
+    text = pair.prompt.text + pair.target_text
+    special_ids = set(lm.tokenizer.all_special_ids)
+    return SalienceResult(
+        text=text,
+        prompt_end=prompt_end,
+        ids=np.asarray(ids, dtype=np.int64),
+        tokens=tuple(_token_strings(text, offsets, ids, lm)),
+        offsets=np.asarray(offsets, dtype=np.int64).reshape(-1, 2),
+        special=np.asarray(list(pair.prompt.special) + [i in special_ids for i in pair.target_ids]),
+        n_prompt_tokens=n_prompt,
+        target_logprobs=logp[b, :num_t].float().cpu().numpy(),
+        matrices=matrices,
+        grad_gram=gram,
+        ig_completeness_error=ig_err,
+        role_spans=pair.role_spans,
+        config=config,
+    )
+
+
+def _token_strings(text: str, offsets, ids, lm: LanguageModel) -> list[str]:
+    """Each token's own text; tokens with empty spans (BOS, partial bytes) use the tokenizer's piece."""
+    out = []
+    for (s, e), i in zip(offsets, ids):
+        out.append(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)))
+    return out
