@@ -63,7 +63,8 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         inputs = data.get("inputs") if isinstance(data, Mapping) else None
         if not isinstance(inputs, list):
             raise ValueError(
-                'The request body must be JSON like {"inputs": [{"id": "...", "data": {"prompt": "..."}}]}.'
+                'The request body must be JSON like {"inputs": [{"id": "...", "data": {"prompt": "..."}}]},'
+                " sent as Content-Type application/json (form-encoded bodies are not read)."
             )
         for i, ex in enumerate(inputs):
             if not isinstance(ex, Mapping) or not isinstance(ex.get("data"), Mapping):
@@ -90,14 +91,19 @@ def build_app(
     client_root: str | None = None,
 ) -> SequenceSalienceApp:
     """The LIT WSGI app over our models, datasets, layouts and client root."""
+    client_root = client_root or client_build.build_client_root()
+    has_module = os.path.isfile(os.path.join(client_root, client_build.BUNDLE_NAME))
+    if not has_module:
+        logger.warning("No %s in %s: the layouts leave out the Sequence Salience module.",
+                       client_build.BUNDLE_NAME, client_root)
     return SequenceSalienceApp(
         models=dict(lit_models),
         datasets=dict(lit_datasets),
-        layouts=layouts.LAYOUTS,
+        layouts=layouts.make_layouts(with_salience_module=has_module),
         default_layout=layouts.DEFAULT_LAYOUT,
         dataset_loaders={"jsonl_prompts": (datasets.PromptDataset, datasets.PromptDataset.init_spec())},
         model_loaders={},
-        client_root=client_root or client_build.build_client_root(),
+        client_root=client_root,
         page_title=PAGE_TITLE,
         onboard_start_doc=_ONBOARD_DOC,
     )

@@ -6,6 +6,7 @@ the browser does.
 """
 
 import json
+import os
 import re
 import threading
 
@@ -29,7 +30,10 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def app(shared, tmp_path_factory):
-    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")))
+    # A stub bundle: these tests check the server side, whether or not the frontend is built.
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
     return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
 
 
@@ -234,3 +238,75 @@ def test_concurrent_requests_are_serialized_not_broken(app):
     assert not errors
     for p in prompts:
         assert results[(SAL, p)][fields.RESPONSE] == results[(GEN, p)][fields.RESPONSE]
+
+
+# ---------------------------------------------------------------------------
+# Client root (no model needed) and the real server process.
+
+
+def test_client_root_is_offline_and_loads_the_bundle_after_main_js(tmp_path):
+    bundle = tmp_path / "dist" / "sequence_salience.js"
+    bundle.parent.mkdir()
+    bundle.write_text("console.log('bundle');", encoding="utf-8")
+    root = tmp_path / "root"
+    client_build.build_client_root(str(root), bundle_path=str(bundle))
+    html = (root / "static" / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r"""(href|src)=["']https?://""", html)
+    assert re.search(r'<script src="main\.js"></script>\s*<script src="sequence_salience\.js"></script>', html)
+    assert (root / "main.js").is_file() and (root / "sequence_salience.js").is_file()
+    css = (root / "fonts" / "fonts.css").read_text(encoding="utf-8")
+    for family in ("Roboto", "Roboto Mono", "Material Icons", "Material Icons Outlined", "Google Sans"):
+        assert f"font-family: '{family}';" in css
+    for url in re.findall(r'url\("([^"]+)"\)', css):
+        assert (root / "fonts" / url).is_file()
+    # Rebuilding copies nothing unless a source changed.
+    stamp = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+    client_build.build_client_root(str(root), bundle_path=str(bundle))
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()} == stamp
+    bundle.write_text("console.log('bundle v2');", encoding="utf-8")
+    client_build.build_client_root(str(root), bundle_path=str(bundle))
+    assert (root / "sequence_salience.js").read_text(encoding="utf-8") == "console.log('bundle v2');"
+
+
+def test_client_root_without_bundle_still_builds_and_warns(tmp_path, caplog):
+    root = tmp_path / "root"
+    client_build.build_client_root(str(root), bundle_path=str(tmp_path / "missing.js"))
+    html = (root / "static" / "index.html").read_text(encoding="utf-8")
+    assert "sequence_salience.js" not in html and '<script src="main.js">' in html
+    assert "npm run build" in caplog.text
+
+
+def test_layout_tag_matches_the_frontend_module():
+    element_ts = os.path.join(client_build.REPO_ROOT, "frontend", "src", "element.ts")
+    if not os.path.isfile(element_ts):
+        pytest.skip("frontend/src/element.ts not present")
+    with open(element_ts, encoding="utf-8") as f:
+        match = re.search(r"export const TAG = ['\"]([a-z0-9-]+)['\"]", f.read())
+    assert match and match.group(1) == layouts.SALIENCE_MODULE_TAG
+
+
+def test_without_the_bundle_the_layouts_leave_out_the_module(shared, tmp_path):
+    root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "missing.js"))
+    bare = server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+    info = json.loads(Client(bare).get("/get_info").data)
+    assert layouts.SALIENCE_MODULE_TAG not in json.dumps(info["layouts"])
+    assert "generated-text-module" in json.dumps(info["layouts"][layouts.DEFAULT_LAYOUT])
+
+
+def test_app_serves_the_rewritten_page_and_local_fonts(client):
+    page = client.get("/").get_data(as_text=True)
+    assert '<script src="main.js">' in page and "fonts.googleapis" not in page
+    assert client.get("/fonts/fonts.css").status_code == 200
+    assert client.get("/main.js").status_code == 200
+
+
+def test_server_command_rejects_a_malformed_data_file_naming_the_line(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"prompt": \n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "lit_app.server", "--data", str(bad), "--port", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert f"{bad}, line 2" in proc.stderr
