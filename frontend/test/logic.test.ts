@@ -177,3 +177,36 @@ describe('pieces and ranking', () => {
     expect(total).toBeCloseTo(expected, 9);
   });
 });
+
+import {derivedInput, errorMessage, hasSalienceField, igInput, salienceModelFor, shouldDisplay, spanInput} from '../src/request.js';
+
+describe('request helpers', () => {
+  const models = {
+    gen: {spec: {output: {response: {__name__: 'GeneratedText'}}}},
+    _gen_salience: {spec: {output: {salience: {__name__: 'LitType'}, response: {}}}},
+    other: {spec: {output: {score: {__name__: 'Scalar'}}}},
+  };
+  it('finds the salience model', () => {
+    expect(salienceModelFor('gen', models)).toBe('_gen_salience');
+    expect(salienceModelFor('_gen_salience', models)).toBe('_gen_salience');
+    expect(salienceModelFor('other', models)).toBeNull();
+    expect(hasSalienceField({salience: {__name__: 'Scalar'}})).toBe(false);
+    expect(shouldDisplay({gen: models.gen})).toBe(true);
+    expect(shouldDisplay({other: models.other})).toBe(false);
+  });
+  it('derives inputs with their own ids, sent in full', () => {
+    const ex = {id: 'abc', data: {_id: 'abc', prompt: 'Hi'}, meta: {}};
+    expect(igInput(ex, 8)).toEqual(
+        {id: 'abc~ig8', data: {_id: 'abc~ig8', prompt: 'Hi', ig_steps: 8}, meta: {added: true}});
+    expect(spanInput(ex, 1, 3).data.target_span).toBe('1:3');
+    expect(derivedInput(ex, {}, 'x').data._id).toBe('abc~x');
+    expect(ex.data._id).toBe('abc');
+  });
+  it('turns server failures into messages', () => {
+    expect(errorMessage(new Error('Uncaught error: Prompt is too long (9 tokens).\n\nDetails: Traceback...')))
+        .toBe('Prompt is too long (9 tokens).');
+    expect(errorMessage(new TypeError('Failed to fetch'))).toMatch(/Could not reach the LIT server/);
+    expect(errorMessage(new Error('<html><body>502 Bad Gateway</body></html>'))).toMatch(/502 Bad Gateway/);
+    expect(errorMessage(new Error(''))).toMatch(/empty error/);
+  });
+});

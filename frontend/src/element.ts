@@ -1,0 +1,686 @@
+/**
+ * The Sequence Salience LIT module: a custom element subclassing LIT's own
+ * LitModule (found at run time; see index.ts). It wires the pure modules
+ * (payload, spans, aggregate, colormap, target, rank, pieces, request) to
+ * LIT's services and renders; it holds no salience maths of its own.
+ */
+import {css, html, nothing, type LitElement, type PropertyValues, type TemplateResult} from 'lit';
+
+import {aggregate, checkPattern, GRANULARITIES, segment, type Granularity, type Segmentation} from './aggregate.js';
+import {colorFor, formatValue, legendGradient, legendStops, maxAbs, type ColorScale} from './colormap.js';
+import {METHODS, numTargets, parsePayload, type MethodName, type MethodPayload, type SaliencePayload} from './payload.js';
+import {buildPieces, codePointToUtf16, segmentText, type Piece} from './pieces.js';
+import {topSegments} from './rank.js';
+import {errorMessage, igInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
+        SPAN_SALIENCE_FIELD, spanInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
+import {spanKey, spanSalience, type TargetSpan} from './spans.js';
+import {describeSpan, dragSpan, isWhole, overlaps, spanForKey, targetSegments, wholeResponse,
+        type TargetSegment} from './target.js';
+
+/** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
+export const TAG = 'prompt-salience-module';
+
+const DEFAULT_IG_STEPS = 16;
+const TOP_K = 10;
+const GRANULARITY_LABELS: Record<Granularity, string> = {
+  token: 'Tokens', word: 'Words', sentence: 'Sentences', paragraph: 'Paragraphs',
+  line: 'Lines', regex: 'Custom regex', role: 'Chat roles',
+};
+
+/** The LIT services this module uses (see DESIGN.md). */
+interface LitServices {
+  model: string;
+  selectionService: {primarySelectedInputData: IndexedInputLike | null};
+  appState: {currentDataset: string; currentModels: string[]; metadata: {models: Record<string, ModelInfoLike>}};
+  apiService: {
+    getPreds(inputs: IndexedInputLike[], model: string, dataset: string, requestedTypes: unknown[],
+             requestedFields: string[], loadMessage?: string): Promise<Array<Record<string, unknown>>>;
+  };
+  loadLatest<T>(key: string, promise: Promise<T>): Promise<T | null>;
+  reactImmediately<T>(getter: () => T, effect: (v: T) => void): void;
+}
+
+type ModuleBase = new () => LitElement & LitServices;
+
+type Status = 'idle' | 'loading' | 'ready' | 'error';
+
+/** Defines the module class on top of LIT's LitModule and returns it. */
+export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
+  const Base = LitModule as ModuleBase;
+  const baseStyles = (LitModule as {styles?: unknown}).styles;
+
+  class PromptSalienceModule extends Base {
+    static title = 'Sequence Salience';
+    static numCols = 12;
+    static duplicateForModelComparison = false;
+    static duplicateForExampleComparison = false;
+    static infoMarkdown =
+        'Which parts of the prompt drove the response. Click or drag over the response to choose the ' +
+        'target (Escape: whole response); arrows move it, Shift+arrows extend it.';
+
+    static template(model: string, selectionServiceIndex: number, shouldReact: number): TemplateResult {
+      return html`<prompt-salience-module model=${model} .shouldReact=${shouldReact}
+          selectionServiceIndex=${selectionServiceIndex}></prompt-salience-module>`;
+    }
+
+    static shouldDisplayModule(modelSpecs: Record<string, ModelInfoLike>): boolean {
+      return shouldDisplay(modelSpecs);
+    }
+
+    static get properties() {
+      return {
+        status: {state: true}, message: {state: true}, elapsed: {state: true},
+        payload: {state: true}, method: {state: true}, igSteps: {state: true},
+        granularity: {state: true}, regex: {state: true}, span: {state: true},
+        intensity: {state: true}, cursor: {state: true}, dragAnchor: {state: true},
+        dragTo: {state: true}, side: {state: true}, version: {state: true},
+      };
+    }
+
+    static get styles() {
+      const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
+      return [...base, STYLES];
+    }
+
+    declare status: Status;
+    /** Error (status 'error') or progress text (status 'loading'). */
+    declare message: string;
+    declare elapsed: number;
+    declare payload: SaliencePayload | null;
+    declare method: MethodName;
+    declare igSteps: number;
+    declare granularity: Granularity;
+    declare regex: string;
+    declare span: TargetSpan;
+    declare intensity: number;
+    declare cursor: number | null;
+    declare dragAnchor: number | null;
+    declare dragTo: number | null;
+    /** Progress or error of a secondary request (IG, span), shown beside the text. */
+    declare side: {kind: 'loading' | 'error'; text: string} | null;
+    /** Bumped when a cache gains data, to re-render. */
+    declare version: number;
+
+    private input: IndexedInputLike | null = null;
+    private salienceModel: string | null = null;
+    private igPayloads = new Map<number, MethodPayload>();
+    private serverSpans = new Map<string, Float64Array>();
+    private pendingSpans = new Set<string>();
+    private segCache = new Map<string, Segmentation>();
+    private piecesCache = new Map<string, Piece[]>();
+    private u16: Int32Array | null = null;
+    private loadTimer: ReturnType<typeof setInterval> | undefined;
+    private loadStart = 0;
+    private actionStart: {name: string; t: number} | null = null;
+    /** Values shown now, for the tooltip (segment values and their segmentation). */
+    private shown: {values: Float64Array; seg: Segmentation; rank: Map<number, number>} | null = null;
+    private readonly onWindowMouseUp = () => this.finishDrag();
+
+    constructor() {
+      super();
+      this.status = 'idle';
+      this.message = '';
+      this.elapsed = 0;
+      this.payload = null;
+      this.method = 'grad_norm';
+      this.igSteps = DEFAULT_IG_STEPS;
+      this.granularity = 'word';
+      this.regex = String.raw`[^,;:.!?\n]+[,;:.!?]*\s*`;
+      this.span = {t0: 0, t1: 0};
+      this.intensity = 1;
+      this.cursor = null;
+      this.dragAnchor = null;
+      this.dragTo = null;
+      this.side = null;
+      this.version = 0;
+    }
+
+    override connectedCallback() {
+      super.connectedCallback();
+      window.addEventListener('mouseup', this.onWindowMouseUp);
+    }
+
+    override disconnectedCallback() {
+      window.removeEventListener('mouseup', this.onWindowMouseUp);
+      clearInterval(this.loadTimer);
+      super.disconnectedCallback();
+    }
+
+    override firstUpdated(changed: PropertyValues) {
+      (super.firstUpdated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
+      this.reactImmediately(() => this.selectionService.primarySelectedInputData,
+                            (d) => void this.onSelection(d));
+    }
+
+    override updated(changed: PropertyValues) {
+      (super.updated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
+      this.dataset['state'] = this.status;
+      if (this.actionStart !== null && this.status !== 'loading' && this.side?.kind !== 'loading') {
+        const {name, t} = this.actionStart;
+        this.actionStart = null;
+        // Time to the first frame painted with the result.
+        requestAnimationFrame(() => setTimeout(() => {
+          const ms = performance.now() - t;
+          this.dataset['lastAction'] = name;
+          this.dataset['lastActionMs'] = ms.toFixed(1);
+          this.dispatchEvent(new CustomEvent('salience-rendered', {detail: {name, ms}, bubbles: true, composed: true}));
+        }, 0));
+      }
+    }
+
+    private markAction(name: string) {
+      this.actionStart = {name, t: performance.now()};
+    }
+
+    // ---------------------------------------------------------------- data
+
+    private startLoading(text: string) {
+      this.status = 'loading';
+      this.message = text;
+      this.loadStart = performance.now();
+      this.elapsed = 0;
+      clearInterval(this.loadTimer);
+      this.loadTimer = setInterval(() => {
+        this.elapsed = Math.round((performance.now() - this.loadStart) / 1000);
+      }, 1000);
+    }
+
+    private stopLoading(status: Status, message = '') {
+      clearInterval(this.loadTimer);
+      this.status = status;
+      this.message = message;
+    }
+
+    private async onSelection(d: IndexedInputLike | null) {
+      this.input = d;
+      this.payload = null;
+      this.igPayloads.clear();
+      this.serverSpans.clear();
+      this.pendingSpans.clear();
+      this.segCache.clear();
+      this.piecesCache.clear();
+      this.side = null;
+      this.cursor = null;
+      if (d == null) {
+        this.stopLoading('idle');
+        return;
+      }
+      await this.fetchMain(d);
+    }
+
+    private async fetchMain(d: IndexedInputLike) {
+      const models = this.appState.metadata?.models ?? {};
+      // Modules not duplicated per model get model="" from LIT: use the selected model.
+      const model = this.model || this.appState.currentModels?.[0] || '';
+      this.salienceModel = salienceModelFor(model, models);
+      if (this.salienceModel === null) {
+        this.stopLoading('error', `Model "${model}" has no "${SALIENCE_FIELD}" output, nor does ` +
+            `"_${model}_salience". Start the server with python -m lit_app.server.`);
+        return;
+      }
+      this.markAction('select');
+      this.startLoading('Generating the response and computing salience…');
+      try {
+        const req = this.apiService.getPreds(
+            [d], this.salienceModel, this.appState.currentDataset, [],
+            [SALIENCE_FIELD, RESPONSE_FIELD], 'Computing salience…');
+        const res = await this.loadLatest('salience', req);
+        if (res === null || this.input !== d) return;  // a newer selection won
+        const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
+        const ig = payload.methods.integrated_gradients;
+        if (ig != null) this.igPayloads.set(ig.steps ?? -1, ig);
+        this.u16 = codePointToUtf16(payload.text);
+        this.span = wholeResponse(numTargets(payload));
+        this.payload = payload;
+        this.stopLoading('ready');
+        this.ensureData();
+      } catch (e) {
+        if (this.input !== d) return;
+        this.actionStart = null;
+        this.stopLoading('error', errorMessage(e));
+      }
+    }
+
+    /** Starts whatever server request the current view needs (IG run, grad_norm span). */
+    private ensureData() {
+      const p = this.payload;
+      if (p === null || this.input === null) return;
+      if (this.method === 'integrated_gradients' && !this.igPayloads.has(this.igSteps)) {
+        void this.fetchIG(this.input, this.igSteps);
+        return;
+      }
+      const m = this.methodPayload();
+      if (m !== null && spanSalience(m, this.span, p.tokens.length) === null) {
+        void this.fetchSpan(this.input, this.span);
+      }
+    }
+
+    private async fetchIG(d: IndexedInputLike, steps: number) {
+      const key = `ig${steps}`;
+      if (this.pendingSpans.has(key) || this.salienceModel === null) return;
+      this.pendingSpans.add(key);
+      this.side = {kind: 'loading', text: `Computing integrated gradients (${steps} steps)…`};
+      try {
+        const res = await this.apiService.getPreds(
+            [igInput(d, steps)], this.salienceModel, this.appState.currentDataset, [],
+            [SALIENCE_FIELD], `Computing integrated gradients (${steps} steps)…`);
+        if (this.input !== d) return;
+        const p = parsePayload(res[0]?.[SALIENCE_FIELD]);
+        const ig = p.methods.integrated_gradients;
+        if (ig == null || p.tokens.length !== this.payload?.tokens.length) {
+          throw new Error('The server did not return integrated gradients for the same tokens.');
+        }
+        this.igPayloads.set(steps, ig);
+        this.side = null;
+        this.version++;
+      } catch (e) {
+        if (this.input === d) this.side = {kind: 'error', text: errorMessage(e)};
+      } finally {
+        this.pendingSpans.delete(key);
+      }
+    }
+
+    private async fetchSpan(d: IndexedInputLike, span: TargetSpan) {
+      const key = spanKey(this.method, span);
+      const method = this.method;
+      if (this.pendingSpans.has(key) || this.salienceModel === null) return;
+      this.pendingSpans.add(key);
+      this.side = {kind: 'loading', text: `Asking the server for ${describeSpan(span, numTargets(this.payload!))}…`};
+      try {
+        const res = await this.apiService.getPreds(
+            [spanInput(d, span.t0, span.t1)], this.salienceModel, this.appState.currentDataset, [],
+            [SPAN_SALIENCE_FIELD], 'Computing span salience…');
+        if (this.input !== d) return;
+        const values = (res[0]?.[SPAN_SALIENCE_FIELD] as Record<string, number[]> | undefined)?.[method];
+        if (!Array.isArray(values) || values.length !== this.payload?.tokens.length) {
+          throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
+        }
+        this.serverSpans.set(key, Float64Array.from(values));
+        this.side = null;
+        this.version++;
+      } catch (e) {
+        if (this.input === d) this.side = {kind: 'error', text: errorMessage(e)};
+      } finally {
+        this.pendingSpans.delete(key);
+      }
+    }
+
+    private retry() {
+      if (this.input !== null) void this.onSelection(this.input);
+    }
+
+    // ------------------------------------------------------------- derived
+
+    private methodPayload(): MethodPayload | null {
+      const p = this.payload;
+      if (p === null) return null;
+      if (this.method === 'integrated_gradients') return this.igPayloads.get(this.igSteps) ?? null;
+      return p.methods[this.method] ?? null;
+    }
+
+    /** Token salience for the current method and span, or null while it is being fetched. */
+    private tokenValues(): Float64Array | null {
+      const p = this.payload;
+      const m = this.methodPayload();
+      if (p === null || m === null) return null;
+      return spanSalience(m, this.span, p.tokens.length) ??
+          this.serverSpans.get(spanKey(this.method, this.span)) ?? null;
+    }
+
+    private segmentation(): Segmentation {
+      const p = this.payload!;
+      const key = this.granularity === 'regex' ? `regex:${this.regex}` : this.granularity;
+      let seg = this.segCache.get(key);
+      if (seg === undefined) {
+        seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, roleSpans: p.role_spans});
+        this.segCache.set(key, seg);
+      }
+      return seg;
+    }
+
+    private pieces(seg: Segmentation): Piece[] {
+      const key = seg.granularity === 'regex' ? `regex:${this.regex}` : seg.granularity;
+      let pieces = this.piecesCache.get(key);
+      if (pieces === undefined) {
+        pieces = buildPieces(this.payload!.text, seg, this.payload!.prompt_end);
+        this.piecesCache.set(key, pieces);
+      }
+      return pieces;
+    }
+
+    // ------------------------------------------------------------- actions
+
+    private setSpan(span: TargetSpan) {
+      if (span.t0 === this.span.t0 && span.t1 === this.span.t1) return;
+      this.markAction('retarget');
+      this.span = span;
+      this.ensureData();
+    }
+
+    private setMethod(method: MethodName) {
+      this.markAction('method');
+      this.method = method;
+      this.ensureData();
+    }
+
+    private setGranularity(g: Granularity) {
+      this.markAction('granularity');
+      this.granularity = g;
+      this.cursor = null;
+    }
+
+    private onTargetDown(e: MouseEvent) {
+      const ti = targetIndexOf(e);
+      if (ti === null || e.button !== 0) return;
+      e.preventDefault();
+      this.dragAnchor = ti;
+      this.dragTo = ti;
+      this.cursor = ti;
+      (e.target as HTMLElement).focus({preventScroll: true});
+    }
+
+    private onTargetOver(e: MouseEvent) {
+      if (this.dragAnchor === null) return;
+      const ti = targetIndexOf(e);
+      if (ti !== null && ti !== this.dragTo) this.dragTo = ti;
+    }
+
+    private finishDrag() {
+      if (this.dragAnchor === null || this.dragTo === null || this.payload === null) return;
+      const list = targetSegments(this.segmentation(), this.payload.n_prompt_tokens);
+      const a = list[this.dragAnchor];
+      const b = list[this.dragTo];
+      this.dragAnchor = null;
+      this.dragTo = null;
+      if (a !== undefined && b !== undefined) this.setSpan(dragSpan(a, b));
+    }
+
+    private onTargetKey(e: KeyboardEvent, list: TargetSegment[]) {
+      const p = this.payload;
+      if (p === null) return;
+      const extendFrom = e.shiftKey ? firstIndexOfSpan(list, this.span) : null;
+      const r = spanForKey(list, this.cursor, e.key, numTargets(p), extendFrom);
+      if (r === null) return;
+      e.preventDefault();
+      this.cursor = r.cursor;
+      this.setSpan(r.span);
+      if (r.cursor !== null) {
+        void this.updateComplete.then(() => {
+          this.renderRoot.querySelector<HTMLElement>(`.tgt[data-ti="${r.cursor}"]`)?.focus();
+        });
+      }
+    }
+
+    private showTooltip(e: MouseEvent) {
+      const tip = this.renderRoot.querySelector<HTMLElement>('.tooltip');
+      const el = (e.target as HTMLElement).closest?.('[data-s]') as HTMLElement | null;
+      if (tip === null) return;
+      if (el === null || this.shown === null || this.payload === null) {
+        tip.hidden = true;
+        return;
+      }
+      const s = Number(el.dataset['s']);
+      const v = this.shown.values[s];
+      const text = segmentText(this.payload.text, this.shown.seg, s, this.u16 ?? undefined);
+      const rank = this.shown.rank.get(s);
+      const label = this.shown.seg.excluded[s] ? 'template markup (not scored)'
+          : Number.isFinite(v) ? `salience ${v.toPrecision(6)}${rank !== undefined ? ` · rank ${rank + 1}` : ''}`
+          : 'no value';
+      tip.textContent = `${JSON.stringify(text.length > 60 ? text.slice(0, 57) + '…' : text)} — ${label}`;
+      tip.hidden = false;
+      const host = this.getBoundingClientRect();
+      tip.style.left = `${Math.min(e.clientX - host.left + 12, host.width - 260)}px`;
+      tip.style.top = `${e.clientY - host.top + 16}px`;
+    }
+
+    private hideTooltip() {
+      const tip = this.renderRoot.querySelector<HTMLElement>('.tooltip');
+      if (tip) tip.hidden = true;
+    }
+
+    private scrollToSegment(s: number) {
+      const el = this.renderRoot.querySelector<HTMLElement>(`.prompt [data-s="${s}"], .response [data-s="${s}"]`);
+      if (el == null) return;
+      el.scrollIntoView({block: 'center', behavior: 'smooth'});
+      el.classList.add('flash');
+      setTimeout(() => el.classList.remove('flash'), 1200);
+    }
+
+    // -------------------------------------------------------------- render
+
+    renderImpl(): TemplateResult {
+      return html`
+        <div class="module">
+          ${this.renderControls()}
+          ${this.renderStatus()}
+          ${this.payload === null ? this.renderEmpty() : this.renderBody(this.payload)}
+          <div class="tooltip" role="tooltip" hidden></div>
+        </div>`;
+    }
+
+    private renderControls() {
+      const ig = this.method === 'integrated_gradients';
+      return html`
+        <div class="controls">
+          <label>Method
+            <select class="method" @change=${(e: Event) => this.setMethod((e.target as HTMLSelectElement).value as MethodName)}>
+              ${METHODS.map((m) => html`<option value=${m.id} ?selected=${m.id === this.method}>${m.label}</option>`)}
+            </select>
+          </label>
+          ${ig ? html`<label>Steps
+            <input class="ig-steps" type="number" min="1" max="256" .value=${String(this.igSteps)}
+                @change=${(e: Event) => {
+                  const v = Math.round(Number((e.target as HTMLInputElement).value));
+                  if (v >= 1 && v <= 256) { this.markAction('method'); this.igSteps = v; this.ensureData(); }
+                }}></label>` : nothing}
+          <label>Granularity
+            <select class="granularity" @change=${(e: Event) => this.setGranularity((e.target as HTMLSelectElement).value as Granularity)}>
+              ${GRANULARITIES.map((g) => html`<option value=${g} ?selected=${g === this.granularity}>${GRANULARITY_LABELS[g]}</option>`)}
+            </select>
+          </label>
+          ${this.granularity === 'regex' ? html`<label>Regex
+            <input class="regex" type="text" .value=${this.regex} spellcheck="false"
+                @change=${(e: Event) => { this.markAction('granularity'); this.regex = (e.target as HTMLInputElement).value; }}></label>`
+            : nothing}
+          <label>Intensity
+            <input class="intensity" type="range" min="0.25" max="4" step="0.05" .value=${String(this.intensity)}
+                @input=${(e: Event) => { this.intensity = Number((e.target as HTMLInputElement).value); }}>
+          </label>
+        </div>`;
+    }
+
+    private renderStatus() {
+      if (this.status === 'loading') {
+        return html`<div class="status loading" role="status">
+          <div class="bar"><div></div></div>
+          <span>${this.message} ${this.elapsed > 0 ? html`(${this.elapsed} s)` : nothing}</span></div>`;
+      }
+      if (this.status === 'error') {
+        return html`<div class="status error" role="alert">
+          <span class="material-icon">error_outline</span>
+          <span class="error-text">${this.message}</span>
+          <button @click=${() => this.retry()}>Retry</button></div>`;
+      }
+      return nothing;
+    }
+
+    private renderEmpty() {
+      if (this.status !== 'idle') return nothing;
+      return html`<div class="empty">Select a prompt in the data table, or write one in the datapoint editor and click “Add”.</div>`;
+    }
+
+    private renderBody(p: SaliencePayload) {
+      const T = numTargets(p);
+      let seg: Segmentation;
+      let segError = '';
+      try {
+        if (this.granularity === 'regex') checkPattern(this.regex);
+        seg = this.segmentation();
+      } catch (e) {
+        segError = e instanceof Error ? e.message : String(e);
+        seg = segment(p.text, p.offsets, 'token');
+      }
+      const m = this.methodPayload();
+      const tokVals = this.tokenValues();
+      const values = tokVals === null ? null : aggregate(tokVals, seg, 'sum');
+      const signed = m?.signed ?? this.method !== 'grad_norm';
+      const list = targetSegments(seg, p.n_prompt_tokens);
+      const tiOf = new Map<number, number>(list.map((ts, i) => [ts.seg, i]));
+      // Segments that are (part of) the target do not set the colour scale.
+      const targetSegs = new Set(list.filter((ts) => overlaps(ts, this.span)).map((ts) => ts.seg));
+      const preview = this.dragAnchor !== null && this.dragTo !== null && list[this.dragAnchor] && list[this.dragTo]
+          ? dragSpan(list[this.dragAnchor], list[this.dragTo]) : null;
+      let scaleVals: number[] = [];
+      if (values !== null) {
+        scaleVals = Array.from(values).filter((v, s) => Number.isFinite(v) && !targetSegs.has(s));
+      }
+      const cs: ColorScale = {signed, scale: maxAbs(scaleVals), intensity: this.intensity};
+      const ranked = values === null ? [] : topSegments(values, TOP_K, signed, targetSegs);
+      const rank = new Map(ranked.map((r, i) => [r.seg, i]));
+      this.shown = values === null ? null : {values, seg, rank};
+
+      const pieces = this.pieces(seg);
+      const promptPieces: TemplateResult[] = [];
+      const responsePieces: TemplateResult[] = [];
+      for (const pc of pieces) {
+        if (pc.seg < 0) {
+          (pc.response ? responsePieces : promptPieces).push(html`<span class="gap">${pc.text}</span>`);
+          continue;
+        }
+        const excluded = seg.excluded[pc.seg] === 1;
+        const v = values?.[pc.seg] ?? NaN;
+        const c = !excluded && Number.isFinite(v) ? colorFor(v, cs) : null;
+        const style = c ? `background:${c.bg};color:${c.fg}` : '';
+        if (!pc.response) {
+          promptPieces.push(html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg} style=${style}>${pc.text}</span>`);
+          continue;
+        }
+        const ti = tiOf.get(pc.seg);
+        if (ti === undefined) {
+          responsePieces.push(html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg}>${pc.text}</span>`);
+          continue;
+        }
+        const ts = list[ti];
+        const selected = overlaps(ts, this.span) && !isWhole(this.span, T);
+        const inPreview = preview !== null && overlaps(ts, preview);
+        responsePieces.push(html`<span class="tgt${selected ? ' sel' : ''}${inPreview ? ' preview' : ''}"
+            data-s=${pc.seg} data-ti=${ti} tabindex=${(this.cursor ?? 0) === ti ? '0' : '-1'}
+            role="button" aria-pressed=${selected ? 'true' : 'false'} style=${selected ? '' : style}>${pc.text}</span>`);
+      }
+
+      const spanLogprob = p.target_logprobs.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0);
+      const completeness = this.method === 'integrated_gradients' && m?.completeness_error
+          ? m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0) : null;
+
+      return html`
+        <div class="body">
+          <div class="texts" @mouseover=${(e: MouseEvent) => this.showTooltip(e)} @mouseleave=${() => this.hideTooltip()}>
+            ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+            ${this.side ? html`<div class="status ${this.side.kind} inline" role=${this.side.kind === 'error' ? 'alert' : 'status'}>
+                ${this.side.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
+                <span>${this.side.text}</span></div>` : nothing}
+            <div class="section-label">Prompt</div>
+            <div class="text prompt ${values === null ? 'pending' : ''}">${promptPieces}</div>
+            <div class="section-label">Response
+              <span class="hint">— target: <b class="target-desc">${describeSpan(this.span, T)}</b>
+                ${isWhole(this.span, T) ? html`(click or drag over the response to choose)` :
+                  html`<button class="reset" @click=${() => { this.cursor = null; this.setSpan(wholeResponse(T)); }}>Whole response</button>`}
+              </span>
+            </div>
+            <div class="text response" @mousedown=${(e: MouseEvent) => this.onTargetDown(e)}
+                @mouseover=${(e: MouseEvent) => this.onTargetOver(e)}
+                @keydown=${(e: KeyboardEvent) => this.onTargetKey(e, list)}>${responsePieces}</div>
+          </div>
+          <div class="side">
+            ${this.renderLegend(cs, m)}
+            <div class="facts">
+              <div>log p(target) = ${spanLogprob.toFixed(3)}</div>
+              ${completeness !== null ? html`<div title="Sum of attributions minus the log-prob difference to the baseline, over the target">IG completeness error: ${formatValue(completeness)}</div>` : nothing}
+            </div>
+            <div class="section-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()}</div>
+            <ol class="top">
+              ${ranked.map((r) => {
+                const c = colorFor(r.value, cs);
+                const text = segmentText(p.text, seg, r.seg, this.u16 ?? undefined).trim();
+                return html`<li><button class="top-item" @click=${() => this.scrollToSegment(r.seg)} title=${text}>
+                  <span class="swatch" style="background:${c.bg}"></span>
+                  <span class="top-text">${text.length > 40 ? text.slice(0, 39) + '…' : text}</span>
+                  <span class="top-value">${formatValue(r.value)}</span></button></li>`;
+              })}
+            </ol>
+          </div>
+        </div>`;
+    }
+
+    private renderLegend(cs: ColorScale, m: MethodPayload | null) {
+      const stops = legendStops(cs, 3);
+      return html`<div class="legend" aria-label="colour legend">
+        <div class="legend-title">${cs.signed ? 'Signed (diverging)' : 'Magnitude (sequential)'}
+          ${m?.steps ? html`· ${m.steps} steps` : nothing}</div>
+        <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
+        <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
+      </div>`;
+    }
+  }
+
+  return PromptSalienceModule as unknown as CustomElementConstructor;
+}
+
+function targetIndexOf(e: Event): number | null {
+  const el = (e.target as HTMLElement).closest?.('[data-ti]') as HTMLElement | null;
+  return el === null ? null : Number(el.dataset['ti']);
+}
+
+function firstIndexOfSpan(list: readonly TargetSegment[], span: TargetSpan): number | null {
+  const i = list.findIndex((ts) => overlaps(ts, span));
+  return i < 0 ? null : i;
+}
+
+const STYLES = css`
+  :host { display: block; height: 100%; position: relative; }
+  .module { display: flex; flex-direction: column; height: 100%; font-family: Roboto, sans-serif; font-size: 13px; }
+  .controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; padding: 6px 8px;
+              border-bottom: 1px solid #dadce0; }
+  .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
+  .controls input[type=number] { width: 56px; }
+  .controls input.regex { width: 200px; font-family: 'Roboto Mono', monospace; }
+  .status { display: flex; gap: 8px; align-items: center; padding: 6px 8px; }
+  .status.inline { padding: 4px 0; }
+  .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; }
+  .status .bar { width: 120px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; }
+  .status .bar > div { width: 40%; height: 100%; background: #1a73e8; animation: slide 1.2s ease-in-out infinite; }
+  @keyframes slide { from { transform: translateX(-100%); } to { transform: translateX(250%); } }
+  .empty { padding: 16px; color: #5f6368; }
+  .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
+  .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }
+  .side { width: 250px; flex: none; overflow-y: auto; }
+  .section-label { font-weight: 500; color: #5f6368; margin: 6px 0 2px; }
+  .hint { font-weight: normal; }
+  .text { white-space: pre-wrap; overflow-wrap: anywhere; font-family: 'Roboto Mono', monospace; font-size: 12.5px;
+          line-height: 1.7; border: 1px solid #e8eaed; border-radius: 4px; padding: 6px; }
+  .prompt { flex: 1 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
+  .response { flex: 0 0 auto; max-height: 30%; overflow-y: auto; user-select: none; }
+  .pending { opacity: 0.6; }
+  .seg, .tgt { border-radius: 2px; transition: none; }
+  .markup { color: #9aa0a6; }
+  .tgt { cursor: pointer; outline: 1px dashed #bdc1c6; outline-offset: -1px; }
+  .tgt:hover { outline: 1px solid #1a73e8; }
+  .tgt:focus-visible { outline: 2px solid #1a73e8; }
+  .tgt.sel { background: #fde293; color: #202124; outline: 2px solid #f29900; }
+  .tgt.preview { outline: 2px solid #1a73e8; }
+  .flash { outline: 2px solid #f29900; }
+  .tooltip { position: absolute; z-index: 10; max-width: 250px; padding: 4px 8px; background: #3c4043; color: #fff;
+             border-radius: 4px; font-size: 12px; pointer-events: none; white-space: pre-wrap; }
+  .legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
+  .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
+  .legend-title { color: #3c4043; margin-bottom: 2px; }
+  .facts { margin: 6px 0; color: #3c4043; }
+  ol.top { list-style: none; padding: 0; margin: 0; }
+  .top-item { display: flex; width: 100%; gap: 6px; align-items: center; border: none; background: none;
+              padding: 2px 0; cursor: pointer; text-align: left; font: inherit; }
+  .top-item:hover { background: #f1f3f4; }
+  .swatch { width: 12px; height: 12px; border-radius: 2px; border: 1px solid #dadce0; flex: none; }
+  .top-text { flex: 1; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; font-family: 'Roboto Mono', monospace; }
+  .top-value { color: #5f6368; font-variant-numeric: tabular-nums; }
+  button.reset { font: inherit; font-size: 12px; }
+`;

@@ -1,0 +1,35 @@
+/**
+ * Bundle entry, loaded by a <script> tag right after LIT's prebuilt main.js.
+ *
+ * LIT's client is not on npm, so its LitModule base class is found at run
+ * time: walk the prototype chain up from a built-in module's class to the
+ * class named "LitModule" (class names survive LIT's minification), then
+ * define our module on top of it. LIT resolves layout modules with
+ * customElements.get(tag) only after /get_info returns, which is later.
+ */
+import {makeModuleClass, TAG} from './element.js';
+
+export {TAG};
+
+const PROBE_TAG = 'data-table-module';
+
+/** LIT's LitModule class, found from any class that extends it. */
+export function findLitModule(start: unknown): unknown {
+  let c = start as {name?: string} | null;
+  while (c != null && c !== Function.prototype) {
+    if (c.name === 'LitModule') return c;
+    c = Object.getPrototypeOf(c);
+  }
+  throw new Error(`Sequence Salience: no LitModule above <${PROBE_TAG}>; is this LIT's client?`);
+}
+
+async function register() {
+  if (customElements.get(TAG) !== undefined) return;
+  await customElements.whenDefined(PROBE_TAG);
+  const LitModule = findLitModule(customElements.get(PROBE_TAG));
+  customElements.define(TAG, makeModuleClass(LitModule));
+}
+
+if (typeof customElements !== 'undefined') {
+  register().catch((e) => console.error(e));
+}
