@@ -1,0 +1,112 @@
+"""Fixtures for browser tests: the real LIT server on a free port and Debian Chromium.
+
+The server is `python -m lit_app.server` on the default model, started as a
+subprocess and killed at the end; Chromium is /usr/bin/chromium driven by
+Playwright's sync API (never `playwright install`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLE = REPO / "frontend" / "dist" / "sequence_salience.js"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ARTIFACTS = REPO / "artifacts" / "e2e"
+SERVER_START_TIMEOUT_S = 300
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a freshly started LIT server on the default model."""
+    if not BUNDLE.is_file():
+        pytest.fail(f"{BUNDLE} is missing: build it with `cd frontend && npm run build` (or `make frontend`).")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lit_app.server", "--port", str(port), "--host", "127.0.0.1"],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"LIT server exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"LIT server not ready after {SERVER_START_TIMEOUT_S} s:\n{log_path.read_text()[-4000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+class ExternalRequests(list):
+    """URLs of requests the page made to hosts other than this machine."""
+
+
+@pytest.fixture()
+def browser_page(tmp_path: Path):
+    """(page, external_requests): a Chromium page that records non-local requests."""
+    if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
+        pytest.skip("Debian chromium is not installed (apt-get install chromium, or `make chromium`).")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    external = ExternalRequests()
+
+    def record(request) -> None:
+        parsed = urllib.parse.urlparse(request.url)
+        if parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in LOCAL_HOSTS:
+            external.append(request.url)
+
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "user-data"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1440, "height": 960})
+        ctx.on("request", record)
+        page = ctx.pages[0] if ctx.pages else ctx.new_page()
+        page.set_default_timeout(60_000)
+        try:
+            yield page, external
+        finally:
+            ctx.close()
