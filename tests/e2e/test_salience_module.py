@@ -132,6 +132,15 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(artifacts_dir / "3-sentences.png", REPO / "docs" / "screenshot.png")
 
+    # Integrated gradients: a second request with ig_steps; the legend names the step count.
+    _reset_action(mod)
+    mod.locator("select.method").select_option("integrated_gradients")
+    timings["integrated_gradients_16_steps_ms_in_page"] = _wait_action(page, "method")
+    expect(mod.locator(".legend-title")).to_contain_text("16 steps")
+    assert "completeness error" in mod.locator(".side").inner_text()
+    assert _highlighted(mod) > 0
+    mod.locator("select.method").select_option("grad_norm")
+
     # 4. Edit the prompt in the datapoint editor, add it -> new output and salience.
     page.get_by_text("Editor", exact=True).first.click()
     editor = page.locator("single-datapoint-editor-module")
