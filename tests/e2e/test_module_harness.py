@@ -1,0 +1,144 @@
+"""The module in Debian Chromium without LIT or a model: a stand-in LitModule
+(frontend/src/harness.ts) answering requests from a synthetic payload.
+
+Covers what the real-server test cannot cheaply reach: a 4,000-token prompt
+(render, retarget, granularity switch, scrolling), grad-norm spans fetched
+from the server when the Gram matrix is not shipped, and errors shown in the
+module. Timings are printed and saved, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+FRONTEND = REPO / "frontend"
+TAG = "prompt-salience-module"
+
+SCROLL_JS = """async () => {
+  const m = document.querySelector('prompt-salience-module');
+  const box = m.shadowRoot.querySelector('.prompt');
+  const gaps = [];
+  let last = performance.now();
+  await new Promise((res) => {
+    let k = 0;
+    function step(now) {
+      gaps.push(now - last); last = now;
+      box.scrollTop += 80;
+      if (++k < 150) requestAnimationFrame(step); else res();
+    }
+    requestAnimationFrame(step);
+  });
+  gaps.shift();
+  gaps.sort((a, b) => a - b);
+  return {frames: gaps.length, p50: gaps[Math.floor(gaps.length / 2)],
+          p95: gaps[Math.floor(gaps.length * 0.95)], max: gaps[gaps.length - 1],
+          scrollHeight: box.scrollHeight, clientHeight: box.clientHeight};
+}"""
+
+
+@pytest.fixture(scope="module")
+def harness_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    esbuild = FRONTEND / "node_modules" / ".bin" / "esbuild"
+    if not esbuild.exists():
+        pytest.skip("frontend/node_modules is missing: run `cd frontend && npm ci`.")
+    out = tmp_path_factory.mktemp("harness")
+    subprocess.run([str(esbuild), "src/harness.ts", "--bundle", "--format=iife", "--target=es2020",
+                    f"--outfile={out / 'harness.js'}"], cwd=FRONTEND, check=True, capture_output=True)
+    (out / "index.html").write_text(
+        '<!doctype html><html><body style="margin:0;font-family:sans-serif">'
+        f'<div style="height:860px;width:1200px"><{TAG}></{TAG}></div>'
+        '<script src="harness.js"></script></body></html>')
+    return out
+
+
+def _open(page, harness_dir: Path, query: str):
+    page.goto((harness_dir / "index.html").as_uri() + "?" + query)
+    mod = page.locator(TAG)
+    mod.wait_for(state="attached")
+    return mod
+
+
+def _act(page, mod, name: str, action) -> float:
+    mod.evaluate("e => { delete e.dataset.lastAction; delete e.dataset.lastActionMs; }")
+    action()
+    page.locator(f'{TAG}[data-last-action="{name}"]').wait_for(state="attached")
+    return float(mod.get_attribute("data-last-action-ms"))
+
+
+def test_long_prompt(browser_page, harness_dir, artifacts_dir):
+    page, external = browser_page
+    mod = _open(page, harness_dir, "n=4000&t=16&gram=1")
+    timings = {}
+    timings["select_to_painted_ms"] = _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
+    words = mod.locator(".prompt .seg").count()
+    assert words >= 4000
+    assert mod.locator('.prompt .seg[style*="background"]').count() > 1000
+    # One server call for the whole response: the Gram matrix covers all spans.
+    assert page.evaluate("ssHarness.calls.length") == 1
+
+    targets = mod.locator(".response .tgt")
+    timings["retarget_click_ms"] = _act(page, mod, "retarget", lambda: targets.nth(3).click())
+    timings["retarget_key_ms"] = _act(page, mod, "retarget", lambda: page.keyboard.press("ArrowRight"))
+    timings["retarget_shift_key_ms"] = _act(page, mod, "retarget", lambda: page.keyboard.press("Shift+ArrowRight"))
+    assert "tokens 5–6 of 16" in mod.locator(".target-desc").inner_text()
+    timings["granularity_token_ms"] = _act(
+        page, mod, "granularity", lambda: mod.locator("select.granularity").select_option("token"))
+    assert mod.locator(".prompt .seg").count() == 4000
+    timings["granularity_paragraph_ms"] = _act(
+        page, mod, "granularity", lambda: mod.locator("select.granularity").select_option("paragraph"))
+    assert mod.locator(".prompt .seg").count() < 100
+    timings["granularity_word_ms"] = _act(
+        page, mod, "granularity", lambda: mod.locator("select.granularity").select_option("word"))
+    assert page.evaluate("ssHarness.calls.length") == 1, "retargeting or regrouping called the server"
+
+    scroll = page.evaluate(SCROLL_JS)
+    assert scroll["scrollHeight"] > 3 * scroll["clientHeight"]
+    timings["scroll_frame_ms"] = scroll
+    page.screenshot(path=str(artifacts_dir / "harness-4000-tokens.png"))
+    assert not external
+    (artifacts_dir / "harness_timings.json").write_text(json.dumps(timings, indent=2))
+    print("\n4,000-token prompt timings (ms):", json.dumps(timings, indent=2))
+
+
+def test_grad_norm_span_from_server_without_gram(browser_page, harness_dir):
+    page, _ = browser_page
+    mod = _open(page, harness_dir, "n=300&t=8&gram=0")
+    _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
+    calls = page.evaluate("ssHarness.calls")
+    # The whole response spans 8 tokens: without a Gram matrix it is asked for.
+    assert [c["data"].get("target_span") for c in calls] == [None, "0:8"]
+    assert calls[1]["data"]["_id"] == "dp1~span0-8" and calls[1]["fields"] == ["span_salience"]
+    assert mod.locator('.prompt .seg[style*="background"]').count() > 0
+    targets = mod.locator(".response .tgt")
+    _act(page, mod, "retarget", lambda: targets.nth(2).click())  # one token: its matrix row, no call
+    assert page.evaluate("ssHarness.calls.length") == 2
+    a, b = targets.nth(0).bounding_box(), targets.nth(1).bounding_box()
+    page.mouse.move(a["x"] + 2, a["y"] + 4)
+    page.mouse.down()
+    page.mouse.move(b["x"] + 4, b["y"] + 4, steps=3)
+    _act(page, mod, "retarget", lambda: page.mouse.up())
+    assert page.evaluate("ssHarness.calls.map(c => c.data.target_span || null)")[-1] == "0:2"
+    # Switching method to a linear one needs no call.
+    mod.locator("select.method").select_option("grad_x_input")
+    assert page.evaluate("ssHarness.calls.length") == 3
+    assert mod.locator(".legend-title").inner_text().startswith("Signed")
+
+
+def test_errors_shown_in_module(browser_page, harness_dir):
+    page, _ = browser_page
+    mod = _open(page, harness_dir, "n=50&t=4&fail=1")
+    page.evaluate("ssHarness.select()")
+    err = mod.locator(".status.error .error-text")
+    err.wait_for()
+    text = err.inner_text()
+    assert "9,311 tokens" in text and "Fix: shorten the prompt." in text
+    assert "Details" not in text and "Uncaught error" not in text and "Unknown error" not in text
+    assert mod.get_attribute("data-state") == "error"
+    assert mod.locator("button", has_text="Retry").count() == 1
