@@ -114,6 +114,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private actionStart: {name: string; t: number} | null = null;
     /** Values shown now, for the tooltip (segment values and their segmentation). */
     private shown: {values: Float64Array; seg: Segmentation; rank: Map<number, number>} | null = null;
+    private valuesMemo: {key: string; seg: Segmentation; payload: SaliencePayload | null;
+                         values: Float64Array | null} | null = null;
+    private promptMemo: {pieces: Piece[]; values: Float64Array | null; scale: number; intensity: number;
+                         signed: boolean; templates: TemplateResult[]} | null = null;
     private readonly onWindowMouseUp = () => this.finishDrag();
 
     constructor() {
@@ -327,6 +331,17 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           this.serverSpans.get(spanKey(this.method, this.span)) ?? null;
     }
 
+    /** Segment salience for the current method and span (memoised: the same array while nothing changed). */
+    private segmentValues(seg: Segmentation): Float64Array | null {
+      const key = `${this.method}|${this.igSteps}|${this.span.t0}:${this.span.t1}|${this.version}`;
+      const memo = this.valuesMemo;
+      if (memo !== null && memo.key === key && memo.seg === seg && memo.payload === this.payload) return memo.values;
+      const tokVals = this.tokenValues();
+      const values = tokVals === null ? null : aggregate(tokVals, seg, 'sum');
+      this.valuesMemo = {key, seg, payload: this.payload, values};
+      return values;
+    }
+
     private segmentation(): Segmentation {
       const p = this.payload!;
       const key = this.granularity === 'regex' ? `regex:${this.regex}` : this.granularity;
@@ -467,12 +482,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
               ${METHODS.map((m) => html`<option value=${m.id} ?selected=${m.id === this.method}>${m.label}</option>`)}
             </select>
           </label>
-          ${ig ? html`<label>Steps
+          <label title="Integrated-gradients steps (used when the method is integrated gradients)">IG steps
             <input class="ig-steps" type="number" min="1" max="256" .value=${String(this.igSteps)}
                 @change=${(e: Event) => {
                   const v = Math.round(Number((e.target as HTMLInputElement).value));
-                  if (v >= 1 && v <= 256) { this.markAction('method'); this.igSteps = v; this.ensureData(); }
-                }}></label>` : nothing}
+                  if (!(v >= 1 && v <= 256)) return;
+                  if (ig) this.markAction('method');
+                  this.igSteps = v;
+                  this.ensureData();
+                }}></label>
           <label>Granularity
             <select class="granularity" @change=${(e: Event) => this.setGranularity((e.target as HTMLSelectElement).value as Granularity)}>
               ${GRANULARITIES.map((g) => html`<option value=${g} ?selected=${g === this.granularity}>${GRANULARITY_LABELS[g]}</option>`)}
@@ -521,8 +539,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         seg = segment(p.text, p.offsets, 'token');
       }
       const m = this.methodPayload();
-      const tokVals = this.tokenValues();
-      const values = tokVals === null ? null : aggregate(tokVals, seg, 'sum');
+      const values = this.segmentValues(seg);
       const signed = m?.signed ?? this.method !== 'grad_norm';
       const list = targetSegments(seg, p.n_prompt_tokens);
       const tiOf = new Map<number, number>(list.map((ts, i) => [ts.seg, i]));
@@ -540,26 +557,38 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.shown = values === null ? null : {values, seg, rank};
 
       const pieces = this.pieces(seg);
-      const promptPieces: TemplateResult[] = [];
+      // The prompt (thousands of spans) is rebuilt only when its colours change,
+      // not on drag previews, cursor moves or tooltip-free re-renders.
+      const memo = this.promptMemo;
+      let promptPieces: TemplateResult[];
+      if (memo !== null && memo.pieces === pieces && memo.values === values && memo.scale === cs.scale &&
+          memo.intensity === cs.intensity && memo.signed === cs.signed) {
+        promptPieces = memo.templates;
+      } else {
+        promptPieces = [];
+        for (const pc of pieces) {
+          if (pc.response) break;
+          promptPieces.push(this.renderPromptPiece(pc, seg, values, cs));
+        }
+        this.promptMemo = {pieces, values, scale: cs.scale, intensity: cs.intensity, signed: cs.signed,
+                           templates: promptPieces};
+      }
       const responsePieces: TemplateResult[] = [];
       for (const pc of pieces) {
+        if (!pc.response) continue;
         if (pc.seg < 0) {
-          (pc.response ? responsePieces : promptPieces).push(html`<span class="gap">${pc.text}</span>`);
+          responsePieces.push(html`<span class="gap">${pc.text}</span>`);
           continue;
         }
         const excluded = seg.excluded[pc.seg] === 1;
-        const v = values?.[pc.seg] ?? NaN;
-        const c = !excluded && Number.isFinite(v) ? colorFor(v, cs) : null;
-        const style = c ? `background:${c.bg};color:${c.fg}` : '';
-        if (!pc.response) {
-          promptPieces.push(html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg} style=${style}>${pc.text}</span>`);
-          continue;
-        }
         const ti = tiOf.get(pc.seg);
         if (ti === undefined) {
           responsePieces.push(html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg}>${pc.text}</span>`);
           continue;
         }
+        const v = values?.[pc.seg] ?? NaN;
+        const c = !excluded && Number.isFinite(v) ? colorFor(v, cs) : null;
+        const style = c ? `background:${c.bg};color:${c.fg}` : '';
         const ts = list[ti];
         const selected = overlaps(ts, this.span) && !isWhole(this.span, T);
         const inPreview = preview !== null && overlaps(ts, preview);
@@ -610,6 +639,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             </ol>
           </div>
         </div>`;
+    }
+
+    private renderPromptPiece(pc: Piece, seg: Segmentation, values: Float64Array | null, cs: ColorScale) {
+      if (pc.seg < 0) return html`<span class="gap">${pc.text}</span>`;
+      const excluded = seg.excluded[pc.seg] === 1;
+      const v = values?.[pc.seg] ?? NaN;
+      const c = !excluded && Number.isFinite(v) ? colorFor(v, cs) : null;
+      const style = c ? `background:${c.bg};color:${c.fg}` : '';
+      return html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg} style=${style}>${pc.text}</span>`;
     }
 
     private renderLegend(cs: ColorScale, m: MethodPayload | null) {

@@ -132,11 +132,14 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(artifacts_dir / "3-sentences.png", REPO / "docs" / "screenshot.png")
 
-    # Integrated gradients: a second request with ig_steps; the legend names the step count.
+    # Integrated gradients (4 steps, to keep the test short on CPU): a second
+    # request with ig_steps; the legend names the step count.
+    mod.locator("input.ig-steps").fill("4")
+    mod.locator("input.ig-steps").dispatch_event("change")
     _reset_action(mod)
     mod.locator("select.method").select_option("integrated_gradients")
-    timings["integrated_gradients_16_steps_ms_in_page"] = _wait_action(page, "method")
-    expect(mod.locator(".legend-title")).to_contain_text("16 steps")
+    timings["integrated_gradients_4_steps_ms_in_page"] = _wait_action(page, "method")
+    expect(mod.locator(".legend-title")).to_contain_text("4 steps")
     assert "completeness error" in mod.locator(".side").inner_text()
     assert _highlighted(mod) > 0
     mod.locator("select.method").select_option("grad_norm")
