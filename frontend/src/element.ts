@@ -14,7 +14,7 @@ import {topSegments} from './rank.js';
 import {errorMessage, igInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
         SPAN_SALIENCE_FIELD, spanInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
-import {describeSpan, dragSpan, isWhole, overlaps, spanForKey, targetSegments, wholeResponse,
+import {describeSpan, dragSpan, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
         type TargetSegment} from './target.js';
 
 /** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
@@ -382,6 +382,24 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.markAction('granularity');
       this.granularity = g;
       this.cursor = null;
+      this.snapToSegments();
+    }
+
+    /** Widens the target to the segments it touches at the current granularity. */
+    private snapToSegments() {
+      const p = this.payload;
+      if (p === null || isWhole(this.span, numTargets(p))) return;
+      let seg: Segmentation;
+      try {
+        seg = this.segmentation();
+      } catch {
+        return;  // bad regex: shown by renderBody
+      }
+      const snapped = snapSpan(targetSegments(seg, p.n_prompt_tokens), this.span);
+      if (snapped.t0 !== this.span.t0 || snapped.t1 !== this.span.t1) {
+        this.span = snapped;
+        this.ensureData();
+      }
     }
 
     private onTargetDown(e: MouseEvent) {
@@ -498,7 +516,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           </label>
           ${this.granularity === 'regex' ? html`<label>Regex
             <input class="regex" type="text" .value=${this.regex} spellcheck="false"
-                @change=${(e: Event) => { this.markAction('granularity'); this.regex = (e.target as HTMLInputElement).value; }}></label>`
+                @change=${(e: Event) => {
+                  this.markAction('granularity');
+                  this.regex = (e.target as HTMLInputElement).value;
+                  this.snapToSegments();
+                }}></label>`
             : nothing}
           <label>Intensity
             <input class="intensity" type="range" min="0.25" max="4" step="0.05" .value=${String(this.intensity)}
@@ -634,6 +656,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                 return html`<li><button class="top-item" @click=${() => this.scrollToSegment(r.seg)} title=${text}>
                   <span class="swatch" style="background:${c.bg}"></span>
                   <span class="top-text">${text.length > 40 ? text.slice(0, 39) + '…' : text}</span>
+                  ${seg.starts[r.seg] >= p.prompt_end ? html`<span class="where" title="in the response">resp.</span>` : nothing}
                   <span class="top-value">${formatValue(r.value)}</span></button></li>`;
               })}
             </ol>
@@ -719,6 +742,7 @@ const STYLES = css`
   .top-item:hover { background: #f1f3f4; }
   .swatch { width: 12px; height: 12px; border-radius: 2px; border: 1px solid #dadce0; flex: none; }
   .top-text { flex: 1; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; font-family: 'Roboto Mono', monospace; }
+  .where { color: #9aa0a6; font-size: 11px; }
   .top-value { color: #5f6368; font-variant-numeric: tabular-nums; }
   button.reset { font: inherit; font-size: 12px; }
 `;

@@ -112,3 +112,19 @@ export function describeSpan(span: TargetSpan, numTargets: number): string {
   if (span.t1 - span.t0 === 1) return `token ${span.t0 + 1} of ${numTargets}`;
   return `tokens ${span.t0 + 1}–${span.t1} of ${numTargets}`;
 }
+
+/**
+ * The span widened to whole target segments (used when the granularity
+ * changes, so that the highlighted segments are exactly the target).
+ * The whole response stays the whole response.
+ */
+export function snapSpan(list: readonly TargetSegment[], span: TargetSpan): TargetSpan {
+  let t0 = span.t0;
+  let t1 = span.t1;
+  for (const ts of list) {
+    if (!overlaps(ts, span)) continue;
+    t0 = Math.min(t0, ts.t0);
+    t1 = Math.max(t1, ts.t1);
+  }
+  return {t0, t1};
+}

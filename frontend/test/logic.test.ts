@@ -6,7 +6,7 @@ import {numTargets, parsePayload, type SaliencePayload} from '../src/payload.js'
 import {buildPieces, codePointToUtf16} from '../src/pieces.js';
 import {topSegments} from '../src/rank.js';
 import {packedIndex, spanSalience} from '../src/spans.js';
-import {describeSpan, dragSpan, isWhole, moveCursor, spanForKey, targetSegments, wholeResponse} from '../src/target.js';
+import {describeSpan, dragSpan, isWhole, moveCursor, snapSpan, spanForKey, targetSegments, wholeResponse} from '../src/target.js';
 
 const payload = (): SaliencePayload => parsePayload(structuredClone(fixture));
 
@@ -120,6 +120,11 @@ describe('target selection', () => {
     const l = targetSegments(sentences, p.n_prompt_tokens);
     expect(l[0].t0).toBe(0);
     expect(l[l.length - 1].t1).toBe(T);
+  });
+  it('snaps a span to whole segments when the granularity changes', () => {
+    const sentences = targetSegments(segment(p.text, p.offsets, 'sentence'), p.n_prompt_tokens);
+    expect(snapSpan(sentences, {t0: 1, t1: 2})).toEqual({t0: 0, t1: 3});
+    expect(snapSpan(list, {t0: 1, t1: 2})).toEqual({t0: 1, t1: 2});
   });
   it('drags in either direction', () => {
     expect(dragSpan(list[2], list[0])).toEqual({t0: 0, t1: 3});

@@ -3,8 +3,8 @@
 Flow: select an example, see highlights, click an output word and see the
 salience change, drag and use the keyboard, switch to sentence granularity,
 edit the prompt in the datapoint editor, add it, see the new output and its
-salience. Screenshots go to artifacts/e2e/ (docs/screenshot.png too when
-UPDATE_SCREENSHOTS=1); timings measured in the page go to
+salience. Screenshots go to artifacts/e2e/ (the retargeted view to
+docs/screenshot.png too when UPDATE_SCREENSHOTS=1); timings measured in the page go to
 artifacts/e2e/timings.json and are printed (never asserted: no wall-clock
 assertions in tests).
 """
@@ -56,6 +56,7 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     shots = []
 
     def shot(name: str) -> None:
+        page.mouse.move(5, 5)  # no hover tooltip in the picture
         path = artifacts_dir / f"{name}.png"
         page.screenshot(path=str(path))
         shots.append(path)
@@ -91,13 +92,16 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     targets = mod.locator(".response .tgt")
     assert targets.count() >= 2, f"response {response!r} has fewer than two target segments"
     _reset_action(mod)
-    targets.nth(targets.count() // 2).click()
+    paris = targets.filter(has_text="Paris")
+    (paris.first if paris.count() else targets.nth(targets.count() // 2)).click()
     timings["retarget_click_ms_in_page"] = _wait_action(page, "retarget")
     assert "whole response" not in mod.locator(".target-desc").inner_text()
     assert mod.locator(".response .tgt.sel").count() >= 1
     after = _prompt_styles(mod)
     assert after != before, "prompt colours did not change after retargeting"
     shot("2-retargeted")
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(artifacts_dir / "2-retargeted.png", REPO / "docs" / "screenshot.png")
 
     # Drag over the response (all but its last segment): a multi-segment target.
     n_targets = targets.count()
@@ -129,8 +133,6 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     assert "Top sentences" in mod.locator(".side").inner_text()
     assert _highlighted(mod) > 0
     shot("3-sentences")
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "3-sentences.png", REPO / "docs" / "screenshot.png")
 
     # Integrated gradients (4 steps, to keep the test short on CPU): a second
     # request with ig_steps; the legend names the step count.
