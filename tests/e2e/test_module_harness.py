@@ -142,3 +142,40 @@ def test_errors_shown_in_module(browser_page, harness_dir):
     assert "Details" not in text and "Uncaught error" not in text and "Unknown error" not in text
     assert mod.get_attribute("data-state") == "error"
     assert mod.locator("button", has_text="Retry").count() == 1
+
+
+def test_controls_regex_role_intensity_tooltip(browser_page, harness_dir):
+    page, _ = browser_page
+    mod = _open(page, harness_dir, "n=120&t=6&gram=1")
+    _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
+    # Roles: one user segment and one assistant segment.
+    mod.locator("select.granularity").select_option("role")
+    assert mod.locator(".prompt .seg").count() == 1
+    # Custom regex: runs of three words; an invalid pattern is explained, not thrown.
+    mod.locator("select.granularity").select_option("regex")
+    box = mod.locator("input.regex")
+    box.fill(r"(?:\S+\s*){3}")
+    box.dispatch_event("change")
+    assert mod.locator(".prompt .seg").count() == 40
+    box.fill("(unclosed")
+    box.dispatch_event("change")
+    assert mod.locator(".status.error").count() == 1
+    mod.locator("select.granularity").select_option("word")
+    assert mod.locator(".status.error").count() == 0
+    # Intensity rescales the legend (values shown at full colour halve when intensity doubles).
+    hi_before = float(mod.locator(".legend-labels span").last.inner_text())
+    mod.locator("input.intensity").fill("2")
+    hi_after = float(mod.locator(".legend-labels span").last.inner_text())
+    assert hi_after == pytest.approx(hi_before / 2, rel=1e-3)
+    # Tooltip with the exact value; the top list scrolls to its segment.
+    mod.locator('.prompt .seg[style*="background"]').nth(3).hover()
+    assert "salience " in mod.locator(".tooltip").inner_text()
+    mod.locator(".top-item").first.click()
+    assert mod.locator(".prompt .flash").count() == 1
+    # Enter selects the focused target; Escape resets.
+    mod.locator(".response .tgt").first.focus()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    assert "token 6 of 6" in mod.locator(".target-desc").inner_text()
+    page.keyboard.press("Escape")
+    assert "whole response" in mod.locator(".target-desc").inner_text()
