@@ -74,7 +74,7 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
                 f'{where}: field "{fields.PROMPT}" is missing or empty; every row'
                 " needs a non-empty prompt string."
             )
-        row = {fields.PROMPT: prompt}
+        row = {fields.CASE: "", fields.PROMPT: prompt}
         for key in _OPTIONAL_FIELDS:
             value = obj.get(key, "")
             if value is None:

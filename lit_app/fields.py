@@ -53,11 +53,12 @@ def model_group_names(name: str) -> tuple[str, str, str]:
 # knows and which no built-in module tries to render.
 JsonDict = lit_types.LitType
 
+# Column order of LIT's data table and editor: the case study's name first.
 DATASET_SPEC: lit_types.Spec = {
+    CASE: lit_types.CategoryLabel(required=False, default=""),
     PROMPT: lit_types.TextSegment(),
     SYSTEM: lit_types.TextSegment(required=False, default=""),
     TARGET: lit_types.TextSegment(required=False, default=""),
-    CASE: lit_types.CategoryLabel(required=False, default=""),
 }
 
 _PROMPT_INPUTS: lit_types.Spec = {

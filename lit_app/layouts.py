@@ -30,10 +30,13 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
             left={
                 "Prompts": [_modules.DataTableModule],
                 "Editor": [_modules.SingleDatapointEditorModule],
+                # LIT 1.3.1's GeneratedTextModule fills its results in place after
+                # its first render and does not re-render; as a tab it renders
+                # when opened, so it shows the response. Our module shows it too.
+                "Generated Text": [_modules.GeneratedTextModule],
             },
             upper=main or {"Generated Text": [_modules.GeneratedTextModule]},
-            lower={"Generated Text": [_modules.GeneratedTextModule]} if main else {},
-            layoutSettings=layout.LayoutSettings(leftWidth=35, mainHeight=70),
+            layoutSettings=layout.LayoutSettings(leftWidth=35, mainHeight=90),
             description=(
                 "Prompt debugging: pick or edit a prompt on the left, click part of"
                 " the output to see which parts of the prompt drove it."

@@ -83,6 +83,53 @@ class _LRU:
         return len(self._d)
 
 
+class FairLock:
+    """A re-entrant lock granted in arrival order.
+
+    LIT's data table asks the generation model for every example of the
+    dataset in one request when the page loads; with a plain lock that thread
+    re-acquires the model after each example and starves the user's salience
+    request. With this lock a waiting request gets the model after the current
+    example at most.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[object] = collections.deque()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> bool:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return True
+            ticket = object()
+            self._queue.append(ticket)
+            while self._owner is not None or self._queue[0] is not ticket:
+                self._cond.wait()
+            self._queue.popleft()
+            self._owner, self._depth = me, 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("FairLock released by a thread that does not hold it.")
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+    def __enter__(self) -> "FairLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 def _method_signed(name: str) -> bool:
     return bool(ss.get_method(name).signed)
 
@@ -211,7 +258,7 @@ class SharedLM:
             raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
         self.lm = lm
         self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
-        self.lock = threading.RLock()
+        self.lock = FairLock()
         self._generations = _LRU(cache_size)
         self._results = _LRU(cache_size)
 
