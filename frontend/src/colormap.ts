@@ -76,9 +76,16 @@ export function textColorOn(bg: RGB): string {
   return luminance(bg) > 0.35 ? '#202124' : '#ffffff';
 }
 
-/** Background and text colour for one value. */
+/**
+ * Colour levels per sign. Colours are quantised to them: invisible
+ * differences, and segments whose level does not change on a retarget keep
+ * the same style string, so the browser does not restyle them.
+ */
+export const LEVELS = 64;
+
+/** Background and text colour for one value (quantised to LEVELS steps). */
 export function colorFor(v: number, cs: ColorScale): {bg: string; fg: string} {
-  const c = colorAt(normalize(v, cs), cs.signed);
+  const c = colorAt(Math.round(normalize(v, cs) * LEVELS) / LEVELS, cs.signed);
   return {bg: toCss(c), fg: textColorOn(c)};
 }
 

@@ -85,6 +85,10 @@ describe('colormap', () => {
     expect(normalize(-1, seq)).toBe(0);
     expect(normalize(NaN, seq)).toBe(0);
   });
+  it('quantises colours to LEVELS steps', () => {
+    expect(colorFor(1, signed).bg).toBe(colorFor(1 + 1e-4, signed).bg);
+    expect(colorFor(1, signed).bg).not.toBe(colorFor(1.2, signed).bg);
+  });
   it('picks readable text colours', () => {
     expect(textColorOn([255, 255, 255])).toBe('#202124');
     expect(textColorOn([33, 102, 172])).toBe('#ffffff');
