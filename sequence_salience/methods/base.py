@@ -21,6 +21,10 @@ class SalienceConfig:
         bounds memory (each costs about one backward's activations).
       ig_step_chunk_size: IG steps run in one forward batch.
       gram_max_elements: largest N*T*T Gram tensor kept for exact grad-norm spans.
+      backward: how per-target gradients are batched: "vmap" (one vmapped backward per
+        chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
+        forward, then one backward per target reusing its graph), or "auto" (see
+        methods/gradients.py for which one each device gets, and why).
     """
 
     ig_steps: int = 16
@@ -29,6 +33,7 @@ class SalienceConfig:
     target_chunk_size: int = 16
     ig_step_chunk_size: int = 8
     gram_max_elements: int = 64_000_000
+    backward: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import torch
 
+from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import ModelInputs
 
 logger = logging.getLogger(__name__)
@@ -52,12 +53,26 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor) -> torch.Tensor:
     return logp * inputs.target_mask
 
 
+BACKWARD_STRATEGIES = ("auto", "vmap", "loop")
+
+
+def resolve_backward(strategy: str, device: torch.device) -> str:
+    """"auto" picks vmap on accelerators and the backward loop on CPU (measured faster there:
+    see benchmarks/bench_salience.py and the notes in README)."""
+    if strategy not in BACKWARD_STRATEGIES:
+        raise SalienceError(f"Unknown backward strategy {strategy!r}. Fix: use one of {', '.join(BACKWARD_STRATEGIES)}.")
+    if strategy == "auto":
+        return "loop" if device.type == "cpu" else "vmap"
+    return strategy
+
+
 def per_target_gradients(
     inputs: ModelInputs,
     embeds: torch.Tensor,
     chunk_size: int,
     row_weights: torch.Tensor | None = None,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    backward: str = "vmap",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of each target token's log-prob w.r.t. the input embeddings.
 
@@ -68,6 +83,7 @@ def per_target_gradients(
       row_weights: optional <float>[M] scale of each batch row's objective (IG step weights).
       reduce: optional map applied to each chunk's gradients <float>[c, M, L, D] before
         they are stored (IG sums over steps here, keeping memory at [T, B, L, D]).
+      backward: "vmap" or "loop" (resolved, see resolve_backward).
     Returns:
       logprobs: <float32>[M, T] (detached).
       grads: <float32>[T, M, L, D], or reduce's output shape stacked over T.
@@ -83,7 +99,10 @@ def per_target_gradients(
             grad_out = torch.zeros(c, num_rows, num_targets, device=logp.device)  # [c, M, T]
             ar = torch.arange(c, device=logp.device)
             grad_out[ar, :, c0 + ar] = weights[None, :]
-            g = _batched_grad(logp, e, grad_out)  # [c, M, L, D]
+            if backward == "loop":
+                g = torch.stack([torch.autograd.grad(logp, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out])
+            else:
+                g = _batched_grad(logp, e, grad_out)  # [c, M, L, D]
             g = g.float()
             chunks.append(reduce(g) if reduce is not None else g)
     return logp.detach(), torch.cat(chunks, dim=0)

@@ -14,7 +14,12 @@ import torch
 
 from sequence_salience.methods import paths
 from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-from sequence_salience.methods.gradients import per_target_gradients, target_logprobs, weighted_gradient
+from sequence_salience.methods.gradients import (
+    per_target_gradients,
+    resolve_backward,
+    target_logprobs,
+    weighted_gradient,
+)
 
 
 def _setup(inputs: ModelInputs, config: SalienceConfig):
@@ -43,6 +48,7 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
         _, g = per_target_gradients(
             inputs.repeat(n), path, chunk, row_weights=row_weights,
             reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
+            backward=resolve_backward(config.backward, inputs.embeds.device),
         )  # [T, B, L, D]
         avg_grads += g
     diff = (inputs.embeds - baseline).float()  # [B, L, D]

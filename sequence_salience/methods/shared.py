@@ -5,11 +5,14 @@ from __future__ import annotations
 import torch
 
 from sequence_salience.methods.base import ModelInputs, SalienceConfig
-from sequence_salience.methods.gradients import per_target_gradients
+from sequence_salience.methods.gradients import per_target_gradients, resolve_backward
 
 
 def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """(logprobs <float32>[B, T], grads <float32>[T, B, L, D]) at the input, computed once per call."""
     if "target_gradients" not in cache:
-        cache["target_gradients"] = per_target_gradients(inputs, inputs.embeds, config.target_chunk_size)
+        cache["target_gradients"] = per_target_gradients(
+            inputs, inputs.embeds, config.target_chunk_size,
+            backward=resolve_backward(config.backward, inputs.embeds.device),
+        )
     return cache["target_gradients"]

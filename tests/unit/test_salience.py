@@ -160,9 +160,12 @@ def test_span_salience_equals_direct_span_computation(tiny_lm, method, span):
     np.testing.assert_allclose(result.span_salience(method, *span), direct, rtol=1e-5, atol=1e-7)
 
 
-def test_chunk_size_does_not_change_results(tiny_lm):
-    a = ss.compute_salience(tiny_lm, *PROMPTS[2], methods=METHODS, config=SalienceConfig(target_chunk_size=1, ig_steps=3, ig_step_chunk_size=1))
-    b = ss.compute_salience(tiny_lm, *PROMPTS[2], methods=METHODS, config=SalienceConfig(target_chunk_size=64, ig_steps=3, ig_step_chunk_size=3))
+@pytest.mark.parametrize("backward", ["vmap", "loop"])
+def test_chunk_size_and_backward_strategy_do_not_change_results(tiny_lm, backward):
+    a = ss.compute_salience(tiny_lm, *PROMPTS[2], methods=METHODS, config=SalienceConfig(
+        target_chunk_size=1, ig_steps=3, ig_step_chunk_size=1, backward="vmap"))
+    b = ss.compute_salience(tiny_lm, *PROMPTS[2], methods=METHODS, config=SalienceConfig(
+        target_chunk_size=64, ig_steps=3, ig_step_chunk_size=3, backward=backward))
     for method in METHODS:
         np.testing.assert_allclose(a.matrices[method], b.matrices[method], rtol=1e-8, atol=1e-12)
 
