@@ -22,6 +22,7 @@ line. LIT's server turns it into HTTP 500 with body
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import re
 import threading
@@ -253,10 +254,23 @@ class SharedLM:
     concurrent LIT requests queue instead of interfering.
     """
 
-    def __init__(self, lm: Any, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, cache_size: int = _CACHE_SIZE):
+    def __init__(
+        self,
+        lm: Any,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        salience_config: Any = None,
+        cache_size: int = _CACHE_SIZE,
+    ):
+        """Args:
+          lm: a loaded `sequence_salience.LanguageModel`.
+          max_new_tokens: longest greedy response.
+          salience_config: base `SalienceConfig` (ig_steps comes from each request).
+          cache_size: how many generations and salience results to keep.
+        """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
         self.lm = lm
+        self.salience_config = salience_config if salience_config is not None else ss.SalienceConfig()
         self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
         self.lock = FairLock()
         self._generations = _LRU(cache_size)
@@ -287,26 +301,31 @@ class SharedLM:
                     self._generations.put(key, gen)
         return gen
 
-    def salience(self, chat: Any, target: str, ig_steps: int) -> Any:
-        """SalienceResult for prompt + target, cached.
+    def _explained(self, chat: Any, target: str) -> Any:
+        """The target to explain: the typed text, or the greedy Generation (its ids used as they are)."""
+        if target:
+            return target
+        gen = self.generate(chat)
+        if not gen.ids:
+            raise RequestError(
+                "The model generated an empty response, so there is nothing to explain."
+                " Fix: type a target text to explain, or change the prompt."
+            )
+        return gen
 
-        An empty target explains the greedy response: its generated token ids
-        are used as they are (no re-tokenization of the decoded text).
-        """
-        explained: Any = target
-        if not target:
-            explained = self.generate(chat)
-            if not explained.ids:
-                raise RequestError(
-                    "The model generated an empty response, so there is nothing to explain."
-                    " Fix: type a target text to explain, or change the prompt."
-                )
+    def _methods_and_config(self, ig_steps: int) -> tuple[tuple[str, ...], Any]:
         methods = [fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD]
+        config = self.salience_config
         if ig_steps > 0:
             methods.append(fields.IG_METHOD)
+            config = dataclasses.replace(config, ig_steps=ig_steps)
         available = set(ss.list_methods())
-        methods = tuple(m for m in methods if m in available)
-        config = ss.SalienceConfig(ig_steps=ig_steps) if ig_steps > 0 else ss.SalienceConfig()
+        return tuple(m for m in methods if m in available), config
+
+    def salience(self, chat: Any, target: str, ig_steps: int) -> Any:
+        """SalienceResult for prompt + target (the greedy response when target is empty), cached."""
+        explained = self._explained(chat, target)
+        methods, config = self._methods_and_config(ig_steps)
         target_key = ("typed", target) if target else ("generated", explained.ids)
         key = (chat.text, getattr(chat, "templated", True), target_key, methods, config)
         result = self._results.get(key)
@@ -317,6 +336,24 @@ class SharedLM:
                     result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config)
                     self._results.put(key, result)
         return result
+
+    def span_salience(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int) -> dict[str, Any]:
+        """{method: <float32>[N]} for log p(target[t0:t1]).
+
+        From the cached result (milliseconds); grad_norm falls back to one
+        backward pass when the result was too large to keep its Gram tensor.
+        """
+        result = self.salience(chat, target, ig_steps)
+        out = {}
+        for method in result.matrices:
+            if method == fields.GRAD_NORM_METHOD and getattr(result, "grad_gram", None) is None:
+                _, config = self._methods_and_config(ig_steps)
+                with self.lock:
+                    out[method] = ss.compute_span_salience(
+                        self.lm, chat, self._explained(chat, target), method, t0, t1, config=config)
+            else:
+                out[method] = result.span_salience(method, t0, t1)
+        return out
 
     def tokens(self, chat: Any, target: str) -> list[str]:
         """Display strings of the prompt (+ target) tokens, as the salience model shows them."""
@@ -421,7 +458,8 @@ class SalienceModel(_Wrapper):
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
         span_salience = {}
         if span is not None:
-            span_salience = {m: compact(result.span_salience(m, *span)) for m in result.matrices}
+            values = self._shared.span_salience(chat, target, ig_steps, *span)
+            span_salience = {m: compact(v) for m, v in values.items()}
         tokens = list(result.tokens)
 
         def _seq_map(method: str) -> lit_dtypes.SequenceSalienceMap | None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from werkzeug.test import Client
 
+import sequence_salience as ss
 from lit_app import client_build, datasets, fields, layouts, models, server
 
 MODEL = "smollm2"
@@ -340,3 +341,18 @@ def test_fair_lock_serves_waiters_in_arrival_order():
     for th in threads:
         th.join()
     assert order == ["a", "b", "holder-again"]
+
+
+def test_span_requests_without_a_gram_tensor_fall_back_to_one_backward(default_lm, client, tmp_path):
+    target = "Paris is the capital."
+    example = {fields.PROMPT: QUESTION, fields.TARGET: target, fields.TARGET_SPAN: "1:3"}
+    (expected,) = _preds(client, SAL, example)
+    # A result too large to keep its Gram tensor (gram_max_elements=0).
+    small = models.SharedLM(default_lm, max_new_tokens=12, salience_config=ss.SalienceConfig(gram_max_elements=0))
+    root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
+    bare = server.build_app(models.make_models(small, MODEL), datasets.get_datasets(), root)
+    (pred,) = _preds(Client(bare), SAL, example)
+    assert pred[fields.SALIENCE]["methods"]["grad_norm"]["gram_packed"] is None
+    for method in ("grad_norm", "grad_x_input"):
+        np.testing.assert_allclose(pred[fields.SPAN_SALIENCE][method], expected[fields.SPAN_SALIENCE][method],
+                                   rtol=1e-3, atol=1e-6)
