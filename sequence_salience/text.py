@@ -14,8 +14,11 @@ ROLES = ("system", "user", "assistant", "markup")
 class TokenizedText:
     """Token ids of `text`; token k covers text[offsets[k][0]:offsets[k][1]].
 
-    Special tokens added by the tokenizer (BOS) have empty spans; special tokens
-    written in the text (chat markers such as <|im_start|>) cover their characters.
+    Spans are disjoint and in order. Special tokens added by the tokenizer (BOS) have
+    empty spans; special tokens written in the text (chat markers such as <|im_start|>)
+    cover their characters. When byte-level BPE splits one character into several
+    pieces, the last piece holds the character and the earlier ones are empty (the same
+    rule as decoding a generation, model.decode_with_offsets).
     """
 
     text: str
@@ -51,10 +54,18 @@ def tokenize(tokenizer, text: str, add_special_tokens: bool = False) -> Tokenize
     enc = tokenizer(text, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
     ids = tuple(int(i) for i in enc["input_ids"])
     special_ids = set(tokenizer.all_special_ids)
-    offsets = []
-    for (start, end), token_id in zip(enc["offset_mapping"], ids):
-        start, end = int(start), int(end)
-        offsets.append((start, max(start, end)))
+    offsets = [(int(s), max(int(s), int(e))) for s, e in enc["offset_mapping"]]
+    # Byte-level BPE splits one character (CJK, emoji) into pieces that all report the
+    # character's span. Make spans disjoint: the piece that completes the character keeps
+    # it, earlier pieces keep only what precedes it (e.g. a leading space) or become empty.
+    next_start = len(text)  # start of the nearest following non-empty span
+    for k in range(len(offsets) - 1, -1, -1):
+        start, end = offsets[k]
+        if start <= next_start < end:
+            offsets[k] = (start, next_start)
+            end = next_start
+        if end > start:
+            next_start = start
     special = tuple(i in special_ids for i in ids)
     return TokenizedText(text=text, ids=ids, offsets=tuple(offsets), special=special)
 
