@@ -90,8 +90,8 @@ class ExternalRequests(list):
 def browser_page(tmp_path: Path):
     """(page, external_requests): a Chromium page that records non-local requests."""
     if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
-        pytest.skip("Debian chromium is not installed (apt-get install chromium, or `make chromium`).")
-    sync_api = pytest.importorskip("playwright.sync_api")
+        pytest.fail("Debian chromium is not installed. Fix: apt-get install chromium (or `make chromium`).")
+    from playwright import sync_api
     external = ExternalRequests()
 
     def record(request) -> None:
