@@ -33,6 +33,14 @@ PROMPT_USER = (
 )
 
 
+# A fixed ~40-token response, so that runs compare like with like (the model's own answer
+# to this prompt is shorter).
+RESPONSE = (
+    "Tom ordered fifty copies of the new mystery novel for the book club meeting on Thursday, according to "
+    "the notes from today's shift, before the shop closes for the public holiday on Monday."
+)
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -42,8 +50,7 @@ def _setup(device: str):
 
     lm = ss.load_model("default", device=device)
     prompt = lm.format_prompt(PROMPT_USER, system=PROMPT_SYSTEM)
-    gen = lm.generate(prompt, ss.GenerationConfig(max_new_tokens=40))
-    return ss, lm, prompt, gen
+    return ss, lm, prompt, RESPONSE
 
 
 def run_one(name: str, device: str, ig_steps: int, repeats: int) -> dict:
@@ -57,7 +64,8 @@ def run_one(name: str, device: str, ig_steps: int, repeats: int) -> dict:
         name, strategy = name.split("@")
     config = SalienceConfig(ig_steps=ig_steps, backward=strategy)
     n_prompt = len(lm.encode_prompt(prompt).ids)
-    n_target = len(gen.ids)
+    target_ids = lm.tokenize(gen).ids
+    n_target = len(target_ids)
 
     def sync():
         if lm.device.type == "cuda":
@@ -73,14 +81,14 @@ def run_one(name: str, device: str, ig_steps: int, repeats: int) -> dict:
         sys.path.insert(0, ".")
         from tests.unit.reference import reference_salience
 
-        ids = list(lm.encode_prompt(prompt).ids) + list(gen.ids)
+        ids = list(lm.encode_prompt(prompt).ids) + list(target_ids)
         fn = lambda: reference_salience(lm.model, ids, n_prompt)
     elif name == "loop:ig_span":  # IG for the whole response as one span, one step at a time
         from sequence_salience.methods import paths
         from sequence_salience.methods.gradients import weighted_gradient
         from sequence_salience.salience import build_inputs
 
-        inputs = build_inputs(lm, [(lm.encode_prompt(prompt).ids, gen.ids)])
+        inputs = build_inputs(lm, [(lm.encode_prompt(prompt).ids, target_ids)])
         alphas, weights = paths.quadrature(ig_steps)
         w = torch.ones(1, n_target)
 
