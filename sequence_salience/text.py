@@ -112,10 +112,41 @@ def build_chat_prompt(tokenizer, messages: Sequence[Mapping[str, str]], add_gene
             spans.append((pos, pos + len(rest), "markup"))
             text_parts.append(rest)
         if "".join(text_parts) == real:
+            if not any(m["role"] == "system" for m in messages):
+                spans = _label_default_system(tokenizer, messages, add_generation_prompt, real, spans)
             return ChatPrompt(text=real, role_spans=tuple(spans), templated=True)
     # The template transforms content (e.g. trims it): fall back to one markup span
     # per gap found by searching the contents in order.
     return _spans_by_search(real, messages)
+
+
+def _label_default_system(tokenizer, messages, add_generation_prompt, text, spans):
+    """Labels a system prompt that the template inserts by itself (SmolLM2, Qwen) as "system".
+
+    With an explicit system sentinel the template renders A + <sys> + B + <first message> ...;
+    without one it renders X + <first message> .... When X is A + D + B, D is the default
+    system content, found inside the first markup span.
+    """
+    first = "\x00SSFIRST\x00"
+    try:
+        with_sys = tokenizer.apply_chat_template(
+            [{"role": "system", "content": "\x00SSSYS\x00"}, {"role": messages[0]["role"], "content": first}],
+            tokenize=False, add_generation_prompt=add_generation_prompt)
+        without = tokenizer.apply_chat_template(
+            [{"role": messages[0]["role"], "content": first}], tokenize=False, add_generation_prompt=add_generation_prompt)
+    except Exception:  # templates that reject a system role
+        return spans
+    head, _, tail = with_sys.partition("\x00SSSYS\x00")
+    before_sys, sep, _ = tail.partition(first)
+    prefix = without.partition(first)[0]
+    if not sep or not prefix.startswith(head) or not prefix.endswith(before_sys):
+        return spans
+    default = prefix[len(head):len(prefix) - len(before_sys)]
+    if not default or not spans or spans[0][2] != "markup" or not text.startswith(prefix):
+        return spans
+    start, end = len(head), len(head) + len(default)
+    first_markup_end = spans[0][1]
+    return [(0, start, "markup"), (start, end, "system"), (end, first_markup_end, "markup")] + list(spans[1:])
 
 
 def _spans_by_search(text: str, messages: Sequence[Mapping[str, str]]) -> ChatPrompt:

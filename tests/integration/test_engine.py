@@ -51,6 +51,14 @@ def test_chat_prompt_marks_template_markup_and_content(default_lm):
     assert specials and set(specials) <= {"<|im_start|>", "<|im_end|>"}
 
 
+def test_default_system_prompt_of_the_template_is_labelled_system(default_lm):
+    prompt = default_lm.format_prompt("Hi there")
+    roles = [(prompt.text[s:e], role) for s, e, role in prompt.role_spans]
+    assert ("You are a helpful AI assistant named SmolLM, trained by Hugging Face", "system") in roles
+    assert ("Hi there", "user") in roles
+    assert "".join(t for t, _ in roles) == prompt.text
+
+
 def test_greedy_generation_answers_and_stops_at_end_of_turn(default_lm):
     gen = default_lm.generate(default_lm.format_prompt("What is the capital of France?"))
     assert "Paris" in gen.text
