@@ -212,3 +212,16 @@ def test_span_out_of_range_is_a_clear_error(tiny_lm):
     r = ss.compute_salience(tiny_lm, *PROMPTS[1])
     with pytest.raises(ss.SalienceError, match="outside"):
         r.span_salience("grad_x_input", 0, r.num_targets + 1)
+
+
+def test_bfloat16_model_gives_float32_results_close_to_float32():
+    """The dtype path: a bf16 model computes in bf16 and returns float32 arrays near the fp32 ones."""
+    ref_lm = ss.from_modules(MODEL_BUILDERS["llama"](seed=0).float(), tiny_tokenizer(), name="fp32")
+    bf_lm = ss.from_modules(MODEL_BUILDERS["llama"](seed=0).to(torch.bfloat16), tiny_tokenizer(), name="bf16")
+    assert bf_lm.dtype == torch.bfloat16
+    a = ss.compute_salience(ref_lm, *PROMPTS[0], methods=METHODS, config=SalienceConfig(ig_steps=4))
+    b = ss.compute_salience(bf_lm, *PROMPTS[0], methods=METHODS, config=SalienceConfig(ig_steps=4))
+    for method in METHODS:
+        assert b.matrices[method].dtype == np.float32 and np.isfinite(b.matrices[method]).all()
+        scale = np.abs(a.matrices[method]).max()
+        assert np.abs(a.matrices[method] - b.matrices[method]).max() < 0.1 * scale, method
