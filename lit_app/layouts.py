@@ -31,8 +31,8 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
                 "Prompts": [_modules.DataTableModule],
                 "Editor": [_modules.SingleDatapointEditorModule],
                 # LIT 1.3.1's GeneratedTextModule fills its results in place after
-                # its first render and does not re-render; as a tab it renders
-                # when opened, so it shows the response. Our module shows it too.
+                # its first render and does not re-render; our bundle patches it
+                # (frontend/src/lit_fixes.ts) so it follows the selection.
                 "Generated Text": [_modules.GeneratedTextModule],
             },
             upper=main or {"Generated Text": [_modules.GeneratedTextModule]},

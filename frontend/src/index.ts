@@ -8,6 +8,7 @@
  * customElements.get(tag) only after /get_info returns, which is later.
  */
 import {makeModuleClass, TAG} from './element.js';
+import {patchGeneratedTextModule} from './lit_fixes.js';
 
 export {TAG};
 
@@ -32,4 +33,7 @@ async function register() {
 
 if (typeof customElements !== 'undefined') {
   register().catch((e) => console.error(e));
+  customElements.whenDefined('generated-text-module')
+      .then(() => patchGeneratedTextModule(customElements.get('generated-text-module')))
+      .catch((e) => console.error(e));
 }
