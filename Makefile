@@ -50,5 +50,8 @@ test: setup chromium
 test-unit: python-deps
 	$(BIN)/python -m pytest -ra tests/unit
 
-bench: python-deps
+bench: setup
 	$(BIN)/python benchmarks/bench_salience.py
+	$(BIN)/python benchmarks/bench_aggregate.py
+	cd frontend && node test/bench_aggregate.mjs
+	$(BIN)/python benchmarks/bench_server.py --skip_cold
