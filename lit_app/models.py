@@ -54,6 +54,21 @@ class RequestError(ValueError):
     """A request the wrappers cannot serve; the message is one line and names the fix."""
 
 
+def _log_progress(every_s: float = 2.0) -> Callable[[str, int, int], None]:
+    """A compute_salience progress callback that logs at most every `every_s` seconds (and at the end)."""
+    import time
+
+    last = [time.monotonic()]
+
+    def report(method: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= every_s:
+            last[0] = now
+            logger.info("salience %s: %d/%d", method, done, total)
+
+    return report
+
+
 def _one_line(message: str) -> str:
     return re.sub(r"\s*\n\s*", " ", message).strip()
 
@@ -333,7 +348,9 @@ class SharedLM:
             with self.lock:
                 result = self._results.get(key)
                 if result is None:
-                    result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config)
+                    result = ss.compute_salience(
+                        self.lm, chat, explained, methods=methods, config=config, progress=_log_progress()
+                    )
                     self._results.put(key, result)
         return result
 

@@ -37,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         gen = lm.generate(prompt, ss.GenerationConfig(max_new_tokens=args.max_new_tokens))
         print(f"Computing {args.method} salience for {len(gen.ids)} response tokens ...", file=sys.stderr)
         start = time.perf_counter()
-        result = ss.compute_salience(lm, prompt, gen, methods=(args.method,))
+        result = ss.compute_salience(
+            lm, prompt, gen, methods=(args.method,),
+            progress=lambda m, done, total: print(f"\r  {m}: {done}/{total}", end="\n" if done == total else "",
+                                                  file=sys.stderr, flush=True),
+        )
         seconds = time.perf_counter() - start
     except ss.SalienceError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -19,6 +19,23 @@ from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.text import ChatPrompt, TokenizedText
 
 DEFAULT_METHODS = ("grad_norm", "grad_x_input")
+
+# progress(method, done, total): called as each method advances; `total` counts target
+# tokens (times steps for integrated gradients).
+Progress = Callable[[str, int, int], None]
+
+
+class _MethodProgress:
+    def __init__(self, callback: Progress, method: str, total: int):
+        self.callback, self.method, self.total, self.done = callback, method, total, 0
+
+    def __call__(self, units: int) -> None:
+        self.done = min(self.total, self.done + units)
+        self.callback(self.method, self.done, self.total)
+
+    def finish(self) -> None:
+        if self.done < self.total:
+            self(self.total - self.done)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,13 +193,23 @@ def compute_salience_batch(
     methods: Sequence[str] = DEFAULT_METHODS,
     config: SalienceConfig = SalienceConfig(),
     padding_side: str = "right",
+    progress: Progress | None = None,
 ) -> list[SalienceResult]:
-    """Salience for several (prompt, target) pairs in one padded batch."""
+    """Salience for several (prompt, target) pairs in one padded batch (see compute_salience)."""
     methods = _validate_methods(methods)
     prepared = [_prepare_pair(lm, p, t) for p, t in pairs]
     inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
     cache: dict = {}
-    outputs = {name: get_method(name).compute(inputs, config, cache) for name in methods}
+    outputs = {}
+    num_t = inputs.target_ids.shape[1]
+    for name in methods:
+        tracker = None
+        if progress is not None:
+            units = num_t * (config.ig_steps if name == "integrated_gradients" else 1)
+            tracker = cache["progress"] = _MethodProgress(progress, name, units)
+        outputs[name] = get_method(name).compute(inputs, config, cache)
+        if tracker is not None:
+            tracker.finish()  # e.g. grad_x_input reusing grad_norm's gradients
     logp = _logprobs(inputs, cache)  # [B, T]
     results = []
     for b, pair in enumerate(prepared):
@@ -196,6 +223,7 @@ def compute_salience(
     target: str | Generation,
     methods: Sequence[str] = DEFAULT_METHODS,
     config: SalienceConfig = SalienceConfig(),
+    progress: Progress | None = None,
 ) -> SalienceResult:
     """Salience of every prompt (and earlier target) token for every target token.
 
@@ -205,8 +233,10 @@ def compute_salience(
       target: the text to explain (tokenized after the prompt), or a Generation (its ids are used as is).
       methods: names from list_methods().
       config: method settings.
+      progress: optional progress(method, done, total) callback (the work can take seconds
+        to minutes on a CPU); `done` reaches `total` for every method.
     """
-    return compute_salience_batch(lm, [(prompt, target)], methods, config)[0]
+    return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress)[0]
 
 
 def compute_span_salience(

@@ -94,7 +94,8 @@ class SalienceMethod:
       signed: values can be negative (diverging colour map) or not (sequential).
       linear: the salience of a target span is the sum of its tokens' rows.
       compute: (inputs, config, shared) -> MethodOutput for every target token;
-        `shared` is a per-call dict through which methods share work.
+        `shared` is a per-call dict through which methods share work; its optional
+        "progress" entry is called with the number of (target x step) units finished.
       compute_span: (inputs, weights <float>[B, T], config) -> <float32>[B, L]: the
         salience of sum_t weights[b, t] * log p(target_t), computed directly.
       paper: link to the method's paper.

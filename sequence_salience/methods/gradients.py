@@ -74,6 +74,7 @@ def per_target_gradients(
     row_weights: torch.Tensor | None = None,
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     backward: str = "vmap",
+    on_chunk: Callable[[int], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of each target token's log-prob w.r.t. the input embeddings.
 
@@ -85,6 +86,7 @@ def per_target_gradients(
       reduce: optional map applied to each chunk's gradients <float>[c, M, L, D] before
         they are stored (IG sums over steps here, keeping memory at [T, B, L, D]).
       backward: "vmap" or "loop" (resolved, see resolve_backward).
+      on_chunk: called with the number of targets finished after each chunk (progress).
     Returns:
       logprobs: <float32>[M, T] (detached).
       grads: <float32>[T, M, L, D], or reduce's output shape stacked over T.
@@ -106,6 +108,8 @@ def per_target_gradients(
                 g = _batched_grad(logp, e, grad_out)  # [c, M, L, D]
             g = g.float()
             chunks.append(reduce(g) if reduce is not None else g)
+            if on_chunk is not None:
+                on_chunk(c)
     return logp.detach(), torch.cat(chunks, dim=0)
 
 

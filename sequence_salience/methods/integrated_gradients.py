@@ -39,6 +39,7 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
     batch, seq_len, dim = inputs.embeds.shape
     num_t = inputs.target_ids.shape[1]
     avg_grads = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
+    progress = cache.get("progress")
     for steps in _step_chunks(config):
         n = steps.stop - steps.start
         path = paths.interpolate(baseline, inputs.embeds, alphas[steps])  # [B * n, L, D]
@@ -49,6 +50,7 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
             inputs.repeat(n), path, chunk, row_weights=row_weights,
             reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
             backward=resolve_backward(config.backward, inputs.embeds.device),
+            on_chunk=(lambda c, n=n: progress(c * n)) if progress is not None else None,
         )  # [T, B, L, D]
         avg_grads += g
     diff = (inputs.embeds - baseline).float()  # [B, L, D]

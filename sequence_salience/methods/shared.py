@@ -14,5 +14,6 @@ def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -
         cache["target_gradients"] = per_target_gradients(
             inputs, inputs.embeds, config.target_chunk_size,
             backward=resolve_backward(config.backward, inputs.embeds.device),
+            on_chunk=cache.get("progress"),
         )
     return cache["target_gradients"]

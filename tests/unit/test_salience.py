@@ -225,3 +225,16 @@ def test_bfloat16_model_gives_float32_results_close_to_float32():
         assert b.matrices[method].dtype == np.float32 and np.isfinite(b.matrices[method]).all()
         scale = np.abs(a.matrices[method]).max()
         assert np.abs(a.matrices[method] - b.matrices[method]).max() < 0.1 * scale, method
+
+
+def test_progress_reports_every_method_up_to_its_total(tiny_lm):
+    calls = []
+    config = SalienceConfig(ig_steps=4, target_chunk_size=2, ig_step_chunk_size=2)
+    r = ss.compute_salience(tiny_lm, *PROMPTS[0], methods=METHODS, config=config,
+                            progress=lambda m, done, total: calls.append((m, done, total)))
+    for method in METHODS:
+        seen = [(d, t) for m, d, t in calls if m == method]
+        total = r.num_targets * (4 if method == "integrated_gradients" else 1)
+        assert seen and seen[-1] == (total, total), (method, seen)
+        assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # never goes back
+    assert len([c for c in calls if c[0] == "grad_norm"]) > 1  # reported per chunk, not only at the end
