@@ -14,6 +14,7 @@ import {topSegments} from './rank.js';
 import {errorMessage, igInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
         SPAN_SALIENCE_FIELD, spanInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
+import {targetStore} from './shared/target_store.js';
 import {describeSpan, dragSpan, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
         type TargetSegment} from './target.js';
 
@@ -159,6 +160,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     override updated(changed: PropertyValues) {
       (super.updated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
       this.dataset['state'] = this.status;
+      this.publishTarget();
       if (this.actionStart !== null && this.status !== 'loading' && this.side?.kind !== 'loading') {
         const {name, t} = this.actionStart;
         this.actionStart = null;
@@ -170,6 +172,21 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           this.dispatchEvent(new CustomEvent('salience-rendered', {detail: {name, ms}, bubbles: true, composed: true}));
         }, 0));
       }
+    }
+
+    /** Tells the other modules of the bundle what is selected (shared/target_store.ts). */
+    private publishTarget() {
+      const p = this.payload;
+      const d = this.input;
+      if (p === null || d === null || this.salienceModel === null) {
+        targetStore.publish(null);
+        return;
+      }
+      targetStore.publish({
+        datapointId: d.id, input: d.data, salienceModel: this.salienceModel, text: p.text,
+        promptEnd: p.prompt_end, tokens: p.tokens, offsets: p.offsets, nPromptTokens: p.n_prompt_tokens,
+        t0: this.span.t0, t1: this.span.t1, method: this.method, granularity: this.granularity,
+      });
     }
 
     private markAction(name: string) {
