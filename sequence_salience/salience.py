@@ -97,6 +97,39 @@ class SalienceResult:
         block = self.grad_gram[:, t0:t1, t0:t1]  # [N, S, S]
         return np.sqrt(np.clip(block.sum((1, 2)), 0.0, None)).astype(np.float32)
 
+    # Display and files: thin delegates to sequence_salience.display (see its docstrings).
+
+    def _repr_html_(self) -> str:
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        return display.repr_html(self)
+
+    def show(self, method: str | None = None, granularity: str = "word", target=None, **options) -> None:
+        """Shows the coloured prompt and response: HTML in a notebook, rich text in a terminal."""
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        display.show(self, method, granularity, target, **options)
+
+    def to_html(self, path, method: str | None = None, granularity: str = "word", target=None, **options) -> str:
+        """Writes one self-contained HTML file; returns the path."""
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        return display.to_html(self, path, method, granularity, target, **options)
+
+    def to_json(self, path, meta=None) -> str:
+        """Saves this result exactly as JSON (SalienceResult.load reads it back); returns the path."""
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        return display.to_json(self, path, meta)
+
+    @classmethod
+    def load(cls, path) -> "SalienceResult":
+        """Reads a result written by to_json."""
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        return display.load(path)
+
+
 
 @dataclasses.dataclass(frozen=True)
 class _Pair:

@@ -1,0 +1,130 @@
+"""HTML for a salience view: prompt and response coloured by segment, a legend and the top segments.
+
+The markup is self-contained: inline CSS scoped under `.ss-salience`, no
+scripts, no fonts or images, no links; `document()` wraps it into one HTML file
+that can be mailed or opened offline. Text is escaped and kept verbatim
+(`white-space: pre-wrap`), so every character of the prompt appears exactly
+once, in order, inside `.ss-prompt`, and the response inside `.ss-response`.
+"""
+
+from __future__ import annotations
+
+import html
+
+from sequence_salience.display import palette
+from sequence_salience.display.view import View
+
+_CSS = """
+.ss-salience { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 13px;
+  color: #202124; display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; line-height: 1.6; }
+.ss-salience .ss-texts { flex: 3 1 420px; min-width: 0; }
+.ss-salience .ss-side { flex: 1 1 220px; max-width: 340px; }
+.ss-salience .ss-head { color: #5f6368; margin-bottom: 6px; }
+.ss-salience .ss-label { font-weight: 500; color: #3c4043; margin: 8px 0 2px; }
+.ss-salience .ss-text { white-space: pre-wrap; word-break: break-word; border: 1px solid #dadce0;
+  border-radius: 4px; padding: 6px 8px; background: #fff; }
+.ss-salience .ss-seg { border-radius: 2px; }
+.ss-salience .ss-markup { color: #9aa0a6; }
+.ss-salience .ss-tgt { outline: 2px solid #1a73e8; outline-offset: -1px; border-radius: 2px; }
+.ss-salience .ss-legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
+.ss-salience .ss-legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
+.ss-salience .ss-facts { font-size: 12px; color: #3c4043; margin: 6px 0; }
+.ss-salience ol.ss-top { padding-left: 22px; margin: 2px 0; }
+.ss-salience ol.ss-top li { margin: 1px 0; }
+.ss-salience .ss-swatch { display: inline-block; width: 10px; height: 10px; border: 1px solid #dadce0;
+  vertical-align: middle; margin-right: 4px; }
+.ss-salience .ss-val { color: #5f6368; font-variant-numeric: tabular-nums; margin-left: 4px; }
+.ss-salience .ss-where { font-size: 10px; color: #5f6368; border: 1px solid #dadce0; border-radius: 3px;
+  padding: 0 2px; margin-left: 3px; }
+"""
+
+GRANULARITY_LABELS = {
+    "token": "tokens", "word": "words", "sentence": "sentences", "paragraph": "paragraphs",
+    "line": "lines", "regex": "regex matches", "role": "roles",
+}
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _piece(view: View, text: str, s: int, response: bool, rank: dict[int, int]) -> str:
+    if s < 0:
+        return f'<span class="ss-gap">{_esc(text)}</span>'
+    classes = ["ss-seg"]
+    if view.seg.excluded[s]:
+        classes.append("ss-markup")
+    style = ""
+    selected = response and s in view.target_segments
+    if selected:
+        classes.append("ss-tgt")
+    else:
+        c = view.color(s)
+        if c is not None:
+            style = f' style="background:{c[0]};color:{c[1]}"'
+    v = float(view.values[s])
+    title = "chat template markup (no score)" if view.seg.excluded[s] else (
+        "explained target" if selected else f"salience {palette.format_value(v)}"
+        + (f" · rank {rank[s] + 1}" if s in rank else ""))
+    return f'<span class="{" ".join(classes)}" data-s="{s}" title="{_esc(title)}"{style}>{_esc(text)}</span>'
+
+
+def _legend(view: View) -> str:
+    cs = view.scale
+    labels = "".join(f"<span>{_esc(palette.format_value(v))}</span>" for v, _ in palette.legend_stops(cs, 3))
+    kind = "Signed (diverging)" if cs.signed else "Magnitude (sequential)"
+    return (
+        f'<div class="ss-legend" aria-label="colour legend"><div class="ss-legend-title">{kind}</div>'
+        f'<div class="ss-legend-bar" style="background:{palette.legend_gradient(cs)}"></div>'
+        f'<div class="ss-legend-labels">{labels}</div></div>'
+    )
+
+
+def _top(view: View) -> str:
+    items = []
+    for r in view.ranked:
+        bg, _ = palette.color_for(r.value, view.scale)
+        text = r.text.strip().replace("\n", " ")
+        short = text if len(text) <= 40 else text[:39] + "…"
+        where = '<span class="ss-where" title="in the response">resp.</span>' if r.in_response else ""
+        items.append(
+            f'<li data-rank-s="{r.seg}" title="{_esc(text)}"><span class="ss-swatch" style="background:{bg}"></span>'
+            f'<span class="ss-top-text">{_esc(short)}</span>{where}'
+            f'<span class="ss-val">{_esc(palette.format_value(r.value))}</span></li>'
+        )
+    return f'<ol class="ss-top">{"".join(items)}</ol>'
+
+
+def render_fragment(view: View, title: str | None = None) -> str:
+    """A <div> with its own <style>, for notebooks (`_repr_html_`) and for embedding."""
+    rank = {r.seg: i for i, r in enumerate(view.ranked)}
+    prompt = "".join(_piece(view, p.text, p.seg, False, rank) for p in view.pieces if not p.response)
+    response = "".join(_piece(view, p.text, p.seg, True, rank) for p in view.pieces if p.response)
+    facts = [f"log p(target) = {view.span_logprob:.3f}"]
+    if view.completeness_error is not None:
+        facts.append(f"IG completeness error: {palette.format_value(view.completeness_error)}")
+    head = (
+        f"{_esc(view.method)} · {GRANULARITY_LABELS[view.granularity]}"
+        + (f" /{_esc(view.pattern)}/" if view.granularity == "regex" and view.pattern else "")
+        + f" · target: {_esc(view.describe_target())}"
+    )
+    title_html = f'<div class="ss-title"><b>{_esc(title)}</b></div>' if title else ""
+    return (
+        f'<div class="ss-salience"><style>{_CSS}</style>'
+        f'<div class="ss-texts">{title_html}<div class="ss-head">{head}</div>'
+        f'<div class="ss-label">Prompt</div><div class="ss-text ss-prompt">{prompt}</div>'
+        f'<div class="ss-label">Response</div><div class="ss-text ss-response">{response}</div></div>'
+        f'<div class="ss-side">{_legend(view)}'
+        f'<div class="ss-facts">{"<br>".join(_esc(f) for f in facts)}</div>'
+        f'<div class="ss-label">Top {GRANULARITY_LABELS[view.granularity]}</div>{_top(view)}</div></div>'
+    )
+
+
+def render_document(view: View, title: str | None = None) -> str:
+    """One self-contained HTML file (no network: no scripts, fonts, images or links)."""
+    page_title = title or "Sequence Salience"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_esc(page_title)}</title></head>\n"
+        f"<body style=\"margin:16px\">{render_fragment(view, title)}</body></html>\n"
+    )

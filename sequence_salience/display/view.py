@@ -1,0 +1,267 @@
+"""What a rendering of a SalienceResult shows, computed once for HTML, the terminal and plots.
+
+The rules are the browser module's (frontend/src/element.ts, target.ts, rank.ts,
+pieces.ts): token salience for the target span -> `aggregate.aggregate(.., "sum")`
+over the chosen segmentation -> colour scale = largest |value| outside the
+target's own segments -> top segments by |value| (signed) or value (unsigned),
+skipping excluded markup, zeros and the target's segments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sequence_salience import aggregate
+from sequence_salience.display import palette
+from sequence_salience.errors import SalienceError
+from sequence_salience.methods import get_method
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sequence_salience.salience import SalienceResult
+
+DEFAULT_TOP = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """A run of text drawn as one element: seg is the segment index or -1 (no token covers it)."""
+
+    text: str
+    seg: int
+    response: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranked:
+    seg: int
+    value: float
+    text: str
+    in_response: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """Everything a renderer needs.
+
+    Attributes:
+      result: the SalienceResult shown.
+      method: its method name; signed: diverging (True) or sequential colours.
+      granularity, pattern: the segmentation asked for.
+      target: (t0, t1) target tokens explained (half-open).
+      seg: the segmentation of result.text.
+      values: float64 [S] salience per segment (NaN for excluded markup).
+      target_segments: segment indices covering the target tokens [t0, t1).
+      response_segments: segment indices covering any response token.
+      scale: the colour scale (largest |value| outside the target's segments, times intensity).
+      ranked: the top segments, best first.
+      pieces: text pieces in order covering all of result.text.
+      span_logprob: log p(target tokens t0..t1-1).
+      completeness_error: IG completeness error summed over the span, or None.
+    """
+
+    result: "SalienceResult"
+    method: str
+    signed: bool
+    granularity: str
+    pattern: str | None
+    target: tuple[int, int]
+    seg: aggregate.Segmentation
+    values: np.ndarray
+    target_segments: frozenset[int]
+    response_segments: frozenset[int]
+    scale: palette.ColorScale
+    ranked: tuple[Ranked, ...]
+    pieces: tuple[Piece, ...]
+    span_logprob: float
+    completeness_error: float | None
+
+    @property
+    def prompt(self) -> str:
+        return self.result.text[: self.result.prompt_end]
+
+    @property
+    def response(self) -> str:
+        return self.result.text[self.result.prompt_end:]
+
+    def target_text(self) -> str:
+        """The text of the explained target tokens."""
+        r = self.result
+        offs = r.offsets[r.n_prompt_tokens + self.target[0]: r.n_prompt_tokens + self.target[1]]
+        spans = [(int(s), int(e)) for s, e in offs if e > s]
+        return r.text[min(s for s, _ in spans): max(e for _, e in spans)] if spans else ""
+
+    def describe_target(self) -> str:
+        t0, t1 = self.target
+        if (t0, t1) == (0, self.result.num_targets):
+            return f"the whole response ({t1} tokens)"
+        return f"tokens {t0}:{t1} {self.target_text()!r}"
+
+    def segment_text(self, s: int) -> str:
+        return self.result.text[int(self.seg.starts[s]): int(self.seg.ends[s])]
+
+    def color(self, s: int) -> tuple[str, str] | None:
+        """(background, text) CSS colours of segment s, or None when it is not coloured."""
+        v = self.values[s]
+        if self.seg.excluded[s] or not np.isfinite(v):
+            return None
+        return palette.color_for(float(v), self.scale)
+
+
+def token_values(result: "SalienceResult", method: str, t0: int, t1: int) -> np.ndarray:
+    """Salience over all N tokens for target tokens [t0, t1); exact, no model pass. <float32>[N]."""
+    if t1 - t0 == 1 and method in result.matrices:
+        return np.asarray(result.matrices[method][t0], dtype=np.float32)  # one row: every method's exact value
+    return result.span_salience(method, t0, t1)
+
+
+def available_methods(result: "SalienceResult", target: tuple[int, int] | None = None) -> list[str]:
+    """Methods with full matrices, then those computed directly for `target` (partial results)."""
+    names = list(result.matrices)
+    spans = getattr(result, "spans", None) or {}
+    for key in ([target] if target is not None else list(spans)):
+        names += [m for m in spans.get(key, {}) if m not in names]
+    return names
+
+
+def resolve_method(result: "SalienceResult", method: str | None, target: tuple[int, int] | None = None) -> str:
+    have = available_methods(result, target)
+    if method is None:
+        if not have:
+            raise SalienceError("This result has no salience for this target. Fix: compute_salience(..., methods=(...)).")
+        return have[0]
+    if method not in have:
+        get_method(method)  # unknown names get the registry's message
+        raise SalienceError(
+            f"{method!r} was not computed for this result. Fix: use one of {have}, "
+            f"or compute it with compute_salience(..., methods=({method!r},))."
+        )
+    return method
+
+
+def resolve_target(result: "SalienceResult", target) -> tuple[int, int]:
+    """None -> the whole response; an int t -> (t, t + 1); (t0, t1) checked against the response length."""
+    num_t = result.num_targets
+    if target is None:
+        return 0, num_t
+    if isinstance(target, (int, np.integer)):
+        t0, t1 = int(target), int(target) + 1
+    else:
+        try:
+            t0, t1 = (int(x) for x in target)
+        except (TypeError, ValueError):
+            raise SalienceError(f"target={target!r}. Fix: pass (t0, t1) target token indices, an int, or None.") from None
+    if not 0 <= t0 < t1 <= num_t:
+        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
+    return t0, t1
+
+
+def _segments_of_tokens(seg: aggregate.Segmentation, first: int, last: int) -> frozenset[int]:
+    ids = seg.token_segment[first:last]
+    return frozenset(int(s) for s in ids if s >= 0)
+
+
+def build_pieces(text: str, seg: aggregate.Segmentation, prompt_end: int) -> tuple[Piece, ...]:
+    """Pieces in text order covering the whole text; a segment crossing the prompt end is split."""
+    length = len(text)
+    pe = max(0, min(length, prompt_end))
+    pieces: list[Piece] = []
+
+    def push(a: int, b: int, s: int) -> None:
+        if b <= a:
+            return
+        if a < pe < b:
+            push(a, pe, s)
+            push(pe, b, s)
+            return
+        pieces.append(Piece(text[a:b], s, a >= pe))
+
+    order = sorted(range(len(seg)), key=lambda s: (int(seg.starts[s]), s))
+    pos = 0
+    for s in order:
+        a = max(pos, min(length, int(seg.starts[s])))
+        b = min(length, int(seg.ends[s]))
+        if b <= a:
+            continue
+        push(pos, a, -1)
+        push(a, b, s)
+        pos = b
+    push(pos, length, -1)
+    return tuple(pieces)
+
+
+def top_segments(values: np.ndarray, k: int, signed: bool, skip=frozenset()) -> list[tuple[int, float]]:
+    """The k best (segment, value) pairs; ties keep text order (as rank.ts topSegments)."""
+    items = []
+    for s, v in enumerate(values.tolist()):
+        if not np.isfinite(v) or v == 0 or s in skip or (not signed and v < 0):
+            continue
+        items.append((s, v))
+    items.sort(key=lambda r: (-(abs(r[1]) if signed else r[1]), r[0]))
+    return items[: max(0, k)]
+
+
+def make_view(
+    result: "SalienceResult",
+    method: str | None = None,
+    granularity: str = "word",
+    target=None,
+    *,
+    pattern: str | None = None,
+    top: int = DEFAULT_TOP,
+    intensity: float = 1.0,
+) -> View:
+    """Computes what to draw.
+
+    Args:
+      result: from compute_salience.
+      method: a method in result.matrices (default: the first one computed).
+      granularity: one of aggregate.GRANULARITIES ("regex" needs `pattern`).
+      target: (t0, t1) target tokens to explain, an int for one token, or None for the whole response.
+      pattern: regex for granularity "regex".
+      top: how many top segments to list.
+      intensity: colour multiplier (> 0), as the browser's slider: > 1 brightens faint salience.
+
+    Raises:
+      SalienceError: unknown method or granularity, bad span, bad regex, intensity <= 0.
+    """
+    if granularity not in aggregate.GRANULARITIES:
+        raise SalienceError(f"Unknown granularity {granularity!r}. Fix: use one of {', '.join(aggregate.GRANULARITIES)}.")
+    if granularity == "regex" and not pattern:
+        raise SalienceError("granularity='regex' needs a pattern. Fix: pass pattern=r'[^,;.]+' (for example).")
+    if not intensity > 0:
+        raise SalienceError(f"intensity={intensity}. Fix: pass a positive number (1 = no change).")
+    t0, t1 = resolve_target(result, target)
+    method = resolve_method(result, method, (t0, t1))
+    signed = get_method(method).signed
+    seg = aggregate.segment(result.text, result.offsets, granularity, pattern=pattern, role_spans=result.role_spans)
+    values = aggregate.aggregate(token_values(result, method, t0, t1), seg, "sum")  # [S]
+    p = result.n_prompt_tokens
+    target_segs = _segments_of_tokens(seg, p + t0, p + t1)
+    response_segs = _segments_of_tokens(seg, p, len(result.ids))
+    scale_values = [v for s, v in enumerate(values.tolist()) if np.isfinite(v) and s not in target_segs]
+    cs = palette.ColorScale(signed=signed, scale=palette.max_abs(scale_values), intensity=float(intensity))
+    ranked = tuple(
+        Ranked(s, v, result.text[int(seg.starts[s]): int(seg.ends[s])], int(seg.starts[s]) >= result.prompt_end)
+        for s, v in top_segments(values, top, signed, target_segs)
+    )
+    err = result.ig_completeness_error if method == "integrated_gradients" else None
+    return View(
+        result=result,
+        method=method,
+        signed=signed,
+        granularity=granularity,
+        pattern=pattern,
+        target=(t0, t1),
+        seg=seg,
+        values=values,
+        target_segments=target_segs,
+        response_segments=response_segs,
+        scale=cs,
+        ranked=ranked,
+        pieces=build_pieces(result.text, seg, result.prompt_end),
+        span_logprob=float(np.sum(result.target_logprobs[t0:t1], dtype=np.float64)),
+        completeness_error=None if err is None else float(np.sum(err[t0:t1], dtype=np.float64)),
+    )

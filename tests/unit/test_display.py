@@ -1,0 +1,322 @@
+"""sequence_salience.display on tiny random models: HTML, JSON round-trip, palette parity with the TS module, heatmaps."""
+
+from __future__ import annotations
+
+import dataclasses
+import html.parser
+import json
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import sequence_salience as ss
+from sequence_salience import aggregate, display
+from sequence_salience.display import palette
+from tests.unit.tiny_models import tiny_llama, wrap
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+FRONTEND = REPO / "frontend"
+
+PROMPTS = [
+    pytest.param("Alice has three apples. Bob has two apples.\n\nHow many <apples> & pears?", " Five.", id="plain"),
+    pytest.param("café naïve 東京 😀\nQ: What is 2 + 3? A:", " 5. 😀 done", id="unicode"),
+    pytest.param("  leading spaces and trailing  ", " x", id="spaces"),
+]
+
+
+@pytest.fixture(scope="module")
+def lm() -> ss.LanguageModel:
+    return wrap(tiny_llama(), "llama")
+
+
+@pytest.fixture(scope="module")
+def results(lm):
+    out = {}
+    for p in PROMPTS:
+        prompt, target = p.values
+        out[p.id] = ss.compute_salience(lm, prompt, target, methods=ss.list_methods(),
+                                        config=ss.SalienceConfig(ig_steps=4))
+    return out
+
+
+class _Collector(html.parser.HTMLParser):
+    """Text inside each element with a given class, and every tag/attribute seen."""
+
+    def __init__(self, classes):
+        super().__init__(convert_charrefs=True)
+        self.classes = set(classes)
+        self.stack: list[set[str]] = []
+        self.text = {c: [] for c in classes}
+        self.spans: list[tuple[dict, str]] = []  # (attrs, text) of span elements with data-s
+        self.tags: list[tuple[str, dict]] = []
+        self._span: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag in ("br", "meta"):
+            return
+        self.stack.append(set((a.get("class") or "").split()))
+        if tag == "span" and "data-s" in a:
+            self._span = {**a, "_text": ""}
+
+    def handle_endtag(self, tag):
+        if tag in ("br", "meta"):
+            return
+        self.stack.pop()
+        if tag == "span" and self._span is not None:
+            self.spans.append(self._span)
+            self._span = None
+
+    def handle_data(self, data):
+        open_classes = set().union(*self.stack) if self.stack else set()
+        for c in self.classes & open_classes:
+            self.text[c].append(data)
+        if self._span is not None:
+            self._span["_text"] += data
+
+
+def _parse(doc: str) -> _Collector:
+    p = _Collector(["ss-prompt", "ss-response", "ss-top"])
+    p.feed(doc)
+    p.close()
+    assert not p.stack, "unbalanced tags"
+    return p
+
+
+@pytest.mark.parametrize("granularity", [g for g in aggregate.GRANULARITIES if g != "regex"] + ["regex"])
+@pytest.mark.parametrize("case", [p.id for p in PROMPTS])
+def test_html_contains_every_prompt_and_response_character_once_in_order(results, case, granularity):
+    r = results[case]
+    pattern = r"[^ ]+" if granularity == "regex" else None
+    doc = display.render_html(r, "grad_x_input", granularity, pattern=pattern)
+    p = _parse(doc)
+    assert "".join(p.text["ss-prompt"]) == r.text[: r.prompt_end]
+    assert "".join(p.text["ss-response"]) == r.text[r.prompt_end:]
+
+
+def test_html_is_self_contained(results):
+    doc = display.render_html(results["plain"], "integrated_gradients", "sentence", title="x <y>")
+    lowered = doc.lower()
+    for needle in ("http:", "https:", "//", "<script", "<link", "<img", "@import", "url(", "src="):
+        if needle == "//":
+            assert "://" not in lowered
+        else:
+            assert needle not in lowered, needle
+    p = _parse(doc)
+    assert [t for t, _ in p.tags][:4] == ["html", "head", "meta", "title"]
+    assert "x <y>" in "".join(p.text.get("ss-title", [])) or "x &lt;y&gt;" in doc
+
+
+def test_html_colours_and_top_list_follow_the_browser_rules(results):
+    """Each segment's background is colorFor(sum of its tokens' salience) with the scale set
+    outside the target; the top list is sorted by |value| with the target left out."""
+    r = results["plain"]
+    t0, t1 = 1, 3
+    doc = display.render_html(r, "grad_x_input", "word", target=(t0, t1), top=5)
+    tok = r.matrices["grad_x_input"][t0:t1].sum(0)  # [N], linear method: sum of rows
+    seg = aggregate.segment(r.text, r.offsets, "word")
+    sums: dict[int, float] = {}
+    for i, s in enumerate(seg.token_segment.tolist()):
+        sums[s] = sums.get(s, 0.0) + float(tok[i])
+    target_segs = {int(seg.token_segment[r.n_prompt_tokens + t]) for t in range(t0, t1)}
+    scale = max(abs(v) for s, v in sums.items() if s not in target_segs)
+    cs = palette.ColorScale(signed=True, scale=scale)
+    p = _parse(doc)
+    checked = 0
+    for span in p.spans:
+        s = int(span["data-s"])
+        if "ss-tgt" in span["class"] or "ss-markup" in span["class"]:
+            assert s in target_segs or seg.excluded[s]
+            continue
+        bg, fg = palette.color_for(sums.get(s, 0.0), cs)
+        assert span["style"] == f"background:{bg};color:{fg}"
+        checked += 1
+    assert checked > 5
+    expected = sorted((s for s in sums if s not in target_segs and sums[s] != 0 and not seg.excluded[s]),
+                      key=lambda s: (-abs(sums[s]), s))[:5]
+    assert [int(a["data-rank-s"]) for t, a in p.tags if t == "li"] == expected
+
+
+def test_unsigned_method_uses_the_sequential_map(results):
+    doc = display.render_html(results["plain"], "grad_norm", "word")
+    assert "Magnitude (sequential)" in doc
+    assert palette.legend_gradient(palette.ColorScale(False, 1.0)).split(",")[0] in doc or "rgb(255, 255, 255)" in doc
+
+
+def test_repr_html_is_a_fragment_and_show_prints_outside_a_notebook(results, capsys):
+    r = results["plain"]
+    frag = r._repr_html_()
+    assert frag.startswith('<div class="ss-salience">') and "<html" not in frag
+    r.show(method="grad_norm", granularity="sentence", target=(0, 2))
+    out = capsys.readouterr().out
+    assert "Top sentences" in out and "grad_norm" in out
+    assert "Alice has three apples." in out
+
+
+def test_to_html_writes_one_file(results, tmp_path):
+    path = results["unicode"].to_html(tmp_path / "out.html", method="grad_x_input", granularity="line")
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "東京 😀" in text
+    assert os.listdir(tmp_path) == ["out.html"]  # no temporary files left behind
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"method": "nope"}, "Unknown salience method"),
+    ({"granularity": "chapter"}, "Unknown granularity"),
+    ({"target": (0, 99)}, "outside"),
+    ({"granularity": "regex"}, "needs a pattern"),
+    ({"granularity": "regex", "pattern": "(?<=a)b"}, "lookbehind"),
+    ({"intensity": 0}, "intensity"),
+])
+def test_bad_display_options_raise_clear_errors(results, kwargs, match):
+    with pytest.raises(ss.SalienceError, match=match):
+        display.render_html(results["plain"], **kwargs)
+
+
+def _assert_results_equal(a, b):
+    assert type(a) is type(b)
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        _assert_values_equal(x, y, f.name)
+
+
+def _assert_values_equal(x, y, where):
+    if isinstance(x, np.ndarray):
+        assert isinstance(y, np.ndarray), where
+        assert x.dtype == y.dtype and x.shape == y.shape, where
+        assert x.tobytes() == y.tobytes(), where  # bit-exact, NaN included
+    elif isinstance(x, dict) or hasattr(x, "items"):
+        assert set(x) == set(y), where
+        for k in x:
+            _assert_values_equal(x[k], y[k], f"{where}[{k!r}]")
+    elif isinstance(x, float) and math.isnan(x):
+        assert isinstance(y, float) and math.isnan(y), where
+    else:
+        assert type(x) is type(y) and x == y, where
+
+
+def test_json_round_trip_is_exact(results, tmp_path):
+    r = results["unicode"]
+    extra = {}
+    names = {f.name for f in dataclasses.fields(r)}
+    if "spans" in names:  # direct span results keyed by (t0, t1), when the library has them
+        extra["spans"] = {(0, 2): {"grad_norm": np.array([0.5, np.nan, -0.0], dtype=np.float32)}}
+    if "span_ig_errors" in names:
+        extra["span_ig_errors"] = {(0, 2): float("nan"), (1, 3): 0.25}
+    r = dataclasses.replace(r, **extra)
+    path = r.to_json(tmp_path / "r.json", meta={"model": "tiny", "row": 3})
+    raw = pathlib.Path(path).read_text(encoding="utf-8")
+
+    def _reject(c):
+        raise AssertionError(f"non-standard JSON constant {c}")
+
+    obj = json.loads(raw, parse_constant=_reject)  # strict JSON (no NaN / Infinity literals)
+    assert obj["format"] == "sequence_salience.SalienceResult" and obj["result"]["text"] == r.text
+    back = ss.SalienceResult.load(path)
+    _assert_results_equal(r, back)
+    again, meta = display.load(path, with_meta=True)
+    assert meta == {"model": "tiny", "row": 3}
+    # What the loaded result computes is identical too.
+    for m in r.matrices:
+        np.testing.assert_array_equal(back.span_salience(m, 1, 4), r.span_salience(m, 1, 4))
+    assert display.render_html(back, "grad_x_input", "word") == display.render_html(r, "grad_x_input", "word")
+
+
+@pytest.mark.parametrize("content, match", [
+    ("not json", "not valid JSON"),
+    ('{"format": "other"}', "not a saved SalienceResult"),
+    ('{"format": "sequence_salience.SalienceResult", "version": 99, "result": {}}', "version"),
+])
+def test_loading_a_bad_file_is_a_clear_error(tmp_path, content, match):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(ss.SalienceError, match=match):
+        display.load(path)
+    with pytest.raises(ss.SalienceError, match="does not exist"):
+        display.load(tmp_path / "missing.json")
+
+
+def test_heatmap_has_segment_and_token_labels_and_the_aggregated_values(lm):
+    r = ss.compute_salience(lm, "Alice has three apples. Bob has two.", " Five apples", methods=("grad_x_input",))
+    fig = display.heatmap(r, granularity="word")
+    from matplotlib.figure import Figure
+
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["Alice", "has", "three", "apples", ".", "Bob", "has",
+                                                           "two", "."]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        " ".join(r.tokens[r.n_prompt_tokens + t].split()) or repr(r.tokens[r.n_prompt_tokens + t])
+        for t in range(r.num_targets)
+    ]
+    # Column "three" is the sum over that word's tokens, per target row.
+    seg = aggregate.segment(r.text, r.offsets, "word")
+    s_three = [s for s in range(len(seg)) if r.text[seg.starts[s]:seg.ends[s]].strip() == "three"][0]
+    toks = np.flatnonzero(seg.token_segment == s_three)
+    shown = ax.images[0].get_array()
+    np.testing.assert_allclose(shown[:, 2], r.matrices["grad_x_input"][:, toks].sum(1), rtol=1e-6)
+    # A target span keeps only its rows; sentences give two columns.
+    fig2 = display.heatmap(r, granularity="sentence", target=(1, 2))
+    ax2 = fig2.axes[0]
+    assert [t.get_text() for t in ax2.get_xticklabels()] == ["Alice has three apples.", "Bob has two."]
+    assert len(ax2.get_yticklabels()) == 1
+
+
+def test_heatmap_colormap_uses_the_palette():
+    cmap = display.colormap(True)
+    assert cmap.N == 2 * palette.LEVELS + 1
+    lo, mid, hi = cmap(0), cmap(palette.LEVELS), cmap(2 * palette.LEVELS)
+    assert [round(c * 255) for c in lo[:3]] == list(palette.NEGATIVE)
+    assert [round(c * 255) for c in mid[:3]] == list(palette.WHITE)
+    assert [round(c * 255) for c in hi[:3]] == list(palette.POSITIVE)
+
+
+# ----------------------------------------------------------------------------
+# Palette parity: the TypeScript colormap.ts, run by node, and palette.py give the same strings.
+
+def _palette_cases():
+    rng = np.random.default_rng(0)
+    values = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1 / 128, -1 / 128, 3 / 128, 0.0078125, 2.0, -7.5, 1e-9, None,
+              *rng.normal(size=60).tolist(), *(rng.normal(size=30) * 1e-3).tolist()]
+    values += [k / 128 for k in range(-130, 131, 1)]  # every quantisation boundary and tie
+    scales = [[True, 1.0, 1.0], [False, 1.0, 1.0], [True, 0.37, 2.5], [False, 3e-3, 0.25], [True, 12.0, 4.0]]
+    color_for = [[v, s, sc, it] for v in values for s, sc, it in scales]
+    fmt = [0.0, 1.0, -1.0, 0.125, 0.0125, 1.0005, 9.9995, 99.995, 9999.5, 9999.4, 10000.0, 12345.0, 0.001, 0.00099995,
+           0.0009999, 1e-4, -2.5e-7, 1.5e20, 123.456, -0.1, 0.3, 2 / 3, None, *rng.normal(size=40).tolist(),
+           *(10.0 ** rng.uniform(-8, 8, size=40)).tolist()]
+    max_abs = [[0.0, -3.0, 2.0], [], [0.0, 0.0], [None, 1.5, -2.5], [1e-12]]
+    rgb = [[0, 0, 0], [255, 255, 255], [178, 24, 43], [33, 102, 172], [84, 39, 143], [200, 200, 200], [128, 128, 128]]
+    return {"colorFor": color_for, "scales": scales, "formatValue": fmt, "maxAbs": max_abs, "rgb": rgb}
+
+
+def _nan(v):
+    return float("nan") if v is None else v
+
+
+def test_palette_equals_the_typescript_colormap(tmp_path):
+    node = shutil.which("node")
+    esbuild = FRONTEND / "node_modules" / ".bin" / "esbuild"
+    assert node and esbuild.exists(), "node and frontend/node_modules are needed (make setup installs them)"
+    bundle = tmp_path / "colormap.mjs"
+    subprocess.run([str(esbuild), str(FRONTEND / "src" / "colormap.ts"), "--format=esm", f"--outfile={bundle}",
+                    "--log-level=warning"], check=True)
+    cases = _palette_cases()
+    out = subprocess.run([node, str(REPO / "tests" / "unit" / "colormap_oracle.mjs"), str(bundle)],
+                         input=json.dumps(cases), capture_output=True, text=True, check=True)
+    ts = json.loads(out.stdout)
+    assert ts["constants"] == {"NEGATIVE": list(palette.NEGATIVE), "POSITIVE": list(palette.POSITIVE),
+                               "SEQUENTIAL": list(palette.SEQUENTIAL), "LEVELS": palette.LEVELS}
+    py_color = [list(palette.color_for(_nan(v), palette.ColorScale(s, sc, it))) for v, s, sc, it in cases["colorFor"]]
+    assert py_color == ts["colorFor"]
+    for (signed, scale, intensity), stops in zip(cases["scales"], ts["legendStops"]):
+        assert [list(x) for x in palette.legend_stops(palette.ColorScale(signed, scale, intensity), 5)] == stops
+    assert [palette.legend_gradient(palette.ColorScale(*s)) for s in cases["scales"]] == ts["legendGradient"]
+    assert [palette.format_value(_nan(v)) for v in cases["formatValue"]] == ts["formatValue"]
+    assert [palette.max_abs([_nan(v) for v in vs]) for vs in cases["maxAbs"]] == ts["maxAbs"]
+    assert [palette.text_color_on(tuple(c)) for c in cases["rgb"]] == ts["textColorOn"]
