@@ -1,0 +1,402 @@
+"""Search value vectors by token: a projection index over every FFN value of every layer.
+
+The index stores, for each value vector v of each layer, the `top_k` tokens
+with the largest E v (E = the unembedding) and their scores. A search for a
+word looks up which values rank its token(s) highest (rank 0 first). No
+external service: the index is a NumPy file.
+
+It is built once per model and cached on disk under
+``cache_dir()/value_index/<identity>-k<top_k>.npz`` (beside the converted
+models of `sequence_salience.model`), written under a temporary name and
+renamed into place, and keyed by the model's identity: a hash of its config
+and of exactly the weights the index depends on (the unembedding and every
+output projection). `BackgroundValueIndex` loads or builds it lazily on a
+worker thread, layer by layer, and answers searches from the layers built so
+far, with progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+import os
+import pathlib
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.inside.architectures import Architecture, resolve_architecture
+from sequence_salience.model import LanguageModel, cache_dir
+
+logger = logging.getLogger(__name__)
+
+INDEX_VERSION = 1
+DEFAULT_TOP_K = 32
+# Largest [V, chunk] block of projection scores computed at once (floats).
+_MAX_BLOCK = 1 << 25
+
+# progress(layers_done, num_layers)
+Progress = Callable[[int, int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueHit:
+    """A value vector whose projection ranks a query token highly.
+
+    Attributes:
+      layer / index: the value vector.
+      token_id / token: the matched query token.
+      rank: the token's rank in the value's projection (0 = its top token).
+      score: (E v)[token].
+      top_tokens: the value's own top tokens (from the index).
+    """
+
+    layer: int
+    index: int
+    token_id: int
+    token: str
+    rank: int
+    score: float
+    top_tokens: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """Hits for a query, best first, and what was searched.
+
+    Attributes:
+      query: the text searched.
+      tokens: (id, string) of the query tokens looked up.
+      hits: ranked by rank in the value's projection, then by score.
+      total: number of matches before `limit`.
+      layers_searched: layers of the index available (all when complete).
+      num_layers: layers of the model.
+    """
+
+    query: str
+    tokens: tuple[tuple[int, str], ...]
+    hits: tuple[ValueHit, ...]
+    total: int
+    layers_searched: int
+    num_layers: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ValueIndex:
+    """Top tokens of every value vector: <int32>[L, F, K] ids and <float16>[L, F, K] scores.
+
+    Only the first `layers_built` layers are filled while a build is running.
+    """
+
+    key: str
+    top_ids: np.ndarray
+    top_scores: np.ndarray
+    layers_built: int
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.top_ids.shape[0])
+
+    @property
+    def top_k(self) -> int:
+        return int(self.top_ids.shape[2])
+
+    @property
+    def complete(self) -> bool:
+        return self.layers_built == self.num_layers
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.top_ids.nbytes + self.top_scores.nbytes)
+
+    def lookup(self, token_ids: Sequence[int]) -> np.ndarray:
+        """<int64>[M, 3] (layer, index, rank) of every value whose top-k has one of `token_ids`, best first."""
+        n = self.layers_built
+        ids = self.top_ids[:n]  # [n, F, K]
+        hits = np.argwhere(np.isin(ids, np.asarray(list(token_ids), dtype=ids.dtype)))  # [M, 3]
+        if len(hits) == 0:
+            return hits.astype(np.int64)
+        scores = self.top_scores[hits[:, 0], hits[:, 1], hits[:, 2]].astype(np.float32)
+        order = np.lexsort((-scores, hits[:, 2]))  # rank first, then score
+        return hits[order].astype(np.int64)
+
+
+def model_identity(lm: LanguageModel, arch: Architecture | None = None) -> str:
+    """A hash of the model's config and of the weights the index reads (unembedding and output projections)."""
+    arch = arch or resolve_architecture(lm.model)
+    h = hashlib.blake2b(digest_size=12)
+    cfg = getattr(lm.model, "config", None)
+    h.update((cfg.to_json_string(use_diff=False) if cfg is not None else type(lm.model).__name__).encode())
+    tensors = [arch.unembedding_matrix()] + [m.weight for m in arch.ffn_outs]
+    for t in tensors:
+        t = t.detach().cpu().contiguous()
+        h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+        h.update(t.view(torch.uint8).numpy().data if t.dtype != torch.bool else t.numpy().tobytes())
+    return f"{arch.family.split()[0]}-{h.hexdigest()}"
+
+
+def index_path(key: str, top_k: int = DEFAULT_TOP_K, directory: pathlib.Path | None = None) -> pathlib.Path:
+    """Where the index of model `key` lives (cache_dir()/value_index unless `directory` is given)."""
+    return (directory or cache_dir() / "value_index") / f"{key}-k{top_k}-v{INDEX_VERSION}.npz"
+
+
+@torch.no_grad()
+def build_layer(arch: Architecture, layer: int, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids <int32>[F, K], scores <float16>[F, K]): the top-k tokens of E v for every value of one layer."""
+    emb = arch.unembedding_matrix()  # [V, D]
+    values = arch.value_matrix(layer).to(emb.dtype)  # [F, D]
+    vocab, f = emb.shape[0], values.shape[0]
+    k = min(top_k, vocab)
+    chunk = max(1, _MAX_BLOCK // vocab)
+    ids = np.empty((f, k), dtype=np.int32)
+    scores = np.empty((f, k), dtype=np.float16)
+    for s in range(0, f, chunk):
+        block = (emb @ values[s:s + chunk].T).float()  # [V, c]
+        top = torch.topk(block, k, dim=0)  # [K, c]
+        ids[s:s + chunk] = top.indices.T.cpu().numpy()
+        scores[s:s + chunk] = top.values.T.cpu().numpy().astype(np.float16)
+    return ids, scores
+
+
+def _write_atomic(path: pathlib.Path, index: ValueIndex, meta: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez(buf, top_ids=index.top_ids, top_scores=index.top_scores, meta=np.asarray(json.dumps(meta)))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_value_index(path: pathlib.Path, key: str | None = None) -> ValueIndex | None:
+    """The index stored at `path`, or None when absent, unreadable or of another model/version."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta.get("version") != INDEX_VERSION or (key is not None and meta.get("key") != key):
+                return None
+            top_ids, top_scores = z["top_ids"], z["top_scores"]
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        if not isinstance(e, FileNotFoundError):
+            logger.warning("Ignoring unreadable value index %s (%s); it will be rebuilt.", path, e)
+        return None
+    return ValueIndex(meta["key"], top_ids, top_scores, layers_built=int(top_ids.shape[0]))
+
+
+def build_value_index(
+    lm: LanguageModel,
+    top_k: int = DEFAULT_TOP_K,
+    progress: Progress | None = None,
+    path: pathlib.Path | None = None,
+    stop: threading.Event | None = None,
+    _on_layer: Callable[[ValueIndex], None] | None = None,
+) -> ValueIndex:
+    """Builds the index for every layer and writes it to `path` (default: `index_path`), atomically.
+
+    Args:
+      lm: a loaded model.
+      top_k: tokens kept per value vector.
+      progress: progress(layers_done, num_layers) after each layer.
+      path: where to write; None uses the cache directory.
+      stop: set it to cancel between layers (raises SalienceError).
+    """
+    if top_k < 1:
+        raise SalienceError(f"top_k={top_k}; it must be at least 1.")
+    arch = resolve_architecture(lm.model)
+    key = model_identity(lm, arch)
+    path = path or index_path(key, top_k)
+    n, f = arch.num_layers, arch.ffn_size
+    k = min(top_k, arch.unembedding_matrix().shape[0])
+    top_ids = np.zeros((n, f, k), dtype=np.int32)
+    top_scores = np.zeros((n, f, k), dtype=np.float16)
+    start = time.perf_counter()
+    for layer in range(n):
+        if stop is not None and stop.is_set():
+            raise SalienceError("The value-index build was cancelled.")
+        top_ids[layer], top_scores[layer] = build_layer(arch, layer, k)
+        if _on_layer is not None:
+            _on_layer(ValueIndex(key, top_ids, top_scores, layer + 1))
+        if progress is not None:
+            progress(layer + 1, n)
+    index = ValueIndex(key, top_ids, top_scores, n)
+    meta = {"version": INDEX_VERSION, "key": key, "top_k": k, "num_layers": n, "ffn_size": f,
+            "family": arch.family, "model": lm.name, "build_seconds": round(time.perf_counter() - start, 3)}
+    _write_atomic(path, index, meta)
+    logger.info("Value index of %s: %d x %d values, top %d, built in %.1f s, %s (%.1f MB).",
+                lm.name, n, f, k, time.perf_counter() - start, path, path.stat().st_size / 1e6)
+    return index
+
+
+def get_value_index(lm: LanguageModel, top_k: int = DEFAULT_TOP_K, progress: Progress | None = None,
+                    directory: pathlib.Path | None = None) -> ValueIndex:
+    """The cached index of this model, built (and cached) on first use."""
+    key = model_identity(lm)
+    path = index_path(key, top_k, directory)
+    index = load_value_index(path, key)
+    if index is None:
+        index = build_value_index(lm, top_k, progress, path)
+    elif progress is not None:
+        progress(index.num_layers, index.num_layers)
+    return index
+
+
+def query_tokens(tokenizer, query: str) -> tuple[tuple[int, str], ...]:
+    """The token(s) a typed word stands for: the single tokens among "word" and " word" (as typed).
+
+    A word that is no single token uses the first token of each spelling.
+    """
+    q = query.strip()
+    if not q:
+        raise SalienceError("The search text is empty. Fix: type a word, e.g. Paris.")
+    found: dict[int, str] = {}
+    firsts: dict[int, str] = {}
+    for variant in (q, " " + q):
+        ids = tokenizer(variant, add_special_tokens=False)["input_ids"]
+        if len(ids) == 1:
+            found.setdefault(int(ids[0]), tokenizer.decode([ids[0]]))
+        elif ids:
+            firsts.setdefault(int(ids[0]), tokenizer.decode([ids[0]]))
+    return tuple((found or firsts).items())
+
+
+def search_values(lm: LanguageModel, index: ValueIndex, query: str, limit: int = 20) -> SearchResult:
+    """Value vectors whose vocabulary projection ranks the query's token(s) highest (rank 0 first)."""
+    if limit < 1:
+        raise SalienceError(f"limit={limit}; it must be at least 1.")
+    tokens = query_tokens(lm.tokenizer, query)
+    names = dict(tokens)
+    found = index.lookup([i for i, _ in tokens])
+    hits = []
+    cache: dict[int, str] = {}
+
+    def decode(i: int) -> str:
+        if i not in cache:
+            cache[i] = lm.tokenizer.decode([i])
+        return cache[i]
+
+    for layer, idx, rank in found[:limit]:
+        tok = int(index.top_ids[layer, idx, rank])
+        hits.append(ValueHit(
+            layer=int(layer), index=int(idx), token_id=tok, token=names.get(tok, decode(tok)), rank=int(rank),
+            score=float(index.top_scores[layer, idx, rank]),
+            top_tokens=tuple(decode(int(t)) for t in index.top_ids[layer, idx, :8]),
+        ))
+    return SearchResult(query, tokens, tuple(hits), len(found), index.layers_built, index.num_layers)
+
+
+class BackgroundValueIndex:
+    """The value index of one model, loaded or built on a worker thread on first use.
+
+    `start()` returns at once; `status()` reports progress; `snapshot()` gives
+    the layers built so far (searchable while the rest builds). Building reads
+    weights only (no forward pass), so it needs no model lock.
+    """
+
+    def __init__(self, lm: LanguageModel, top_k: int = DEFAULT_TOP_K, directory: pathlib.Path | None = None):
+        self.lm = lm
+        self.top_k = top_k
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._index: ValueIndex | None = None
+        self._state = "idle"
+        self._error = ""
+        self._done = 0
+        self._total = 0
+        self._started = 0.0
+        self._seconds = 0.0
+        self._path: pathlib.Path | None = None
+
+    def start(self) -> None:
+        """Starts loading/building unless already started (idempotent; thread-safe)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._state = "loading"
+            self._started = time.perf_counter()
+            self._thread = threading.Thread(target=self._run, name="value-index", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Cancels a running build (between layers)."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until loaded/built (or failed); True when finished."""
+        t = self._thread
+        if t is None:
+            return False
+        t.join(timeout)
+        return not t.is_alive()
+
+    def _progress(self, done: int, total: int) -> None:
+        with self._lock:
+            self._done, self._total = done, total
+
+    def _partial(self, index: ValueIndex) -> None:
+        with self._lock:
+            self._index = index
+
+    def _run(self) -> None:
+        try:
+            arch = resolve_architecture(self.lm.model)
+            with self._lock:
+                self._total = arch.num_layers
+            key = model_identity(self.lm, arch)
+            path = index_path(key, self.top_k, self.directory)
+            with self._lock:
+                self._path = path
+            index = load_value_index(path, key)
+            if index is None:
+                with self._lock:
+                    self._state = "building"
+                index = build_value_index(self.lm, self.top_k, self._progress, path, self._stop, self._partial)
+            with self._lock:
+                self._index, self._state = index, "ready"
+                self._done = self._total = index.num_layers
+        except Exception as e:  # pylint: disable=broad-except  # reported through status()
+            logger.exception("Value index failed")
+            with self._lock:
+                self._state, self._error = "error", f"{type(e).__name__}: {e}"
+        finally:
+            with self._lock:
+                self._seconds = time.perf_counter() - self._started
+
+    def snapshot(self) -> ValueIndex | None:
+        with self._lock:
+            return self._index
+
+    def status(self) -> dict:
+        """{state: idle|loading|building|ready|error, layers_built, num_layers, seconds, error, path, size_bytes}."""
+        with self._lock:
+            running = self._state in ("loading", "building")
+            path = self._path
+            return {
+                "state": self._state,
+                "layers_built": self._index.layers_built if self._index is not None else 0,
+                "num_layers": self._total,
+                "seconds": round((time.perf_counter() - self._started) if running else self._seconds, 2),
+                "error": self._error,
+                "path": str(path) if path is not None else "",
+                "size_bytes": path.stat().st_size if self._state == "ready" and path and path.exists() else 0,
+            }
