@@ -1,0 +1,137 @@
+"""The value-vector projection index on tiny random models: contents, search, disk cache, background build."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import sequence_salience as ss
+from sequence_salience import inside
+from sequence_salience.inside import value_index as vi
+from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer, wrap
+
+TOP_K = 5
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
+def tiny_lm(request) -> ss.LanguageModel:
+    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
+
+
+@pytest.fixture()
+def cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("SEQUENCE_SALIENCE_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def test_index_holds_the_top_tokens_of_every_value(tiny_lm, cache):
+    calls = []
+    index = inside.get_value_index(tiny_lm, top_k=TOP_K, progress=lambda d, n: calls.append((d, n)))
+    arch = inside.resolve_architecture(tiny_lm.model)
+    assert index.top_ids.shape == (2, arch.ffn_size, TOP_K) and index.complete
+    assert calls == [(1, 2), (2, 2)]
+    emb = arch.unembedding_matrix()
+    for layer in range(2):
+        proj = (arch.value_matrix(layer) @ emb.T)  # [F, V], brute force
+        expected = torch.topk(proj, TOP_K, dim=-1)
+        np.testing.assert_array_equal(index.top_ids[layer], expected.indices.numpy())
+        np.testing.assert_allclose(index.top_scores[layer], expected.values.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_search_finds_the_values_that_rank_a_word_highest(tiny_lm, cache):
+    index = inside.get_value_index(tiny_lm, top_k=TOP_K)
+    tok = tiny_tokenizer()
+    # A value of layer 1 whose top token is a word (a typed query is stripped of spaces).
+    value = next(f for f in range(index.top_ids.shape[1])
+                 if tok.decode([int(index.top_ids[1, f, 0])]).strip().isalpha())
+    token_id = int(index.top_ids[1, value, 0])
+    word = tok.decode([token_id]).strip()
+    result = inside.search_values(tiny_lm, index, word, limit=1000)
+    assert token_id in [i for i, _ in result.tokens]
+    assert any(h.layer == 1 and h.index == value and h.rank == 0 for h in result.hits)
+    # Independent count: every (layer, value, rank) whose top-k holds one of the query tokens.
+    ids = [i for i, _ in result.tokens]
+    assert result.total == int(np.isin(index.top_ids, ids).sum())
+    ranks = [h.rank for h in result.hits]
+    assert ranks == sorted(ranks)
+    for h in result.hits:
+        assert int(index.top_ids[h.layer, h.index, h.rank]) == h.token_id
+    assert result.layers_searched == result.num_layers == 2
+    with pytest.raises(ss.SalienceError, match="search text is empty"):
+        inside.search_values(tiny_lm, index, "   ")
+
+
+def test_query_tokens_take_both_spellings():
+    tok = tiny_tokenizer()
+    # In the tiny vocabulary "is" and " is" are single tokens (263, 266); "apples" is two pieces
+    # but " apples" is one (298): single tokens win; "capital" has none, so first pieces are used.
+    assert vi.query_tokens(tok, " is ") == ((263, "is"), (266, " is"))
+    assert vi.query_tokens(tok, "apples") == ((298, " apples"),)
+    assert vi.query_tokens(tok, "capital") == ((278, tok.decode([278])), (292, tok.decode([292])))
+
+
+def test_index_is_cached_on_disk_atomically_and_keyed_by_the_weights(tiny_lm, cache, monkeypatch):
+    first = inside.get_value_index(tiny_lm, top_k=TOP_K)
+    path = inside.index_path(first.key, TOP_K)
+    assert path.is_file() and path.parent == cache / "value_index"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+
+    def no_build(*a, **k):
+        raise AssertionError("rebuilt although the cache holds the index")
+
+    monkeypatch.setattr(vi, "build_value_index", no_build)
+    again = inside.get_value_index(tiny_lm, top_k=TOP_K)
+    np.testing.assert_array_equal(again.top_ids, first.top_ids)
+    monkeypatch.undo()
+    # Another model (changed weights) gets another key and its own file.
+    other = copy.deepcopy(tiny_lm.model)
+    with torch.no_grad():
+        inside.resolve_architecture(other).value_matrix(0)[0] += 1.0
+    other_lm = ss.from_modules(other, tiny_tokenizer(), name="edited")
+    assert inside.model_identity(other_lm) != first.key
+    # A file of another model at this path is not trusted.
+    assert inside.load_value_index(path, key="someone-else") is None
+
+
+def test_corrupt_cache_file_is_rebuilt(tiny_lm, cache):
+    key = inside.model_identity(tiny_lm)
+    path = inside.index_path(key, TOP_K)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a zip file")
+    index = inside.get_value_index(tiny_lm, top_k=TOP_K)
+    assert index.complete and inside.load_value_index(path, key) is not None
+
+
+def test_background_index_builds_off_thread_and_serves_partial_searches(tiny_lm, cache):
+    bg = inside.BackgroundValueIndex(tiny_lm, top_k=TOP_K)
+    assert bg.status()["state"] == "idle" and bg.snapshot() is None
+    bg.start()
+    bg.start()  # idempotent
+    assert bg.wait(timeout=120)
+    status = bg.status()
+    assert status["state"] == "ready", status
+    assert status["layers_built"] == status["num_layers"] == 2
+    assert status["size_bytes"] == os.path.getsize(status["path"])
+    snap = bg.snapshot()
+    reference = inside.get_value_index(tiny_lm, top_k=TOP_K)  # now loaded from the file the thread wrote
+    np.testing.assert_array_equal(snap.top_ids, reference.top_ids)
+    # A partial snapshot searches only its built layers.
+    partial = vi.ValueIndex(snap.key, snap.top_ids, snap.top_scores, layers_built=1)
+    token_id = int(snap.top_ids[1, 0, 0])
+    hits = partial.lookup([token_id])
+    assert len(hits) == 0 or hits[:, 0].max() == 0
+    assert partial.lookup([token_id]).shape[1] == 3
+
+
+def test_cancelled_build_reports_an_error_and_writes_nothing(tiny_lm, cache):
+    import threading
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(ss.SalienceError, match="cancelled"):
+        inside.build_value_index(tiny_lm, TOP_K, stop=stop)
+    assert not (cache / "value_index").exists() or not any((cache / "value_index").iterdir())
