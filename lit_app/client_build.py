@@ -7,6 +7,7 @@ and every other path relative to the folder):
     static/index.html             LIT's page, rewritten: no internet links, our bundle added
     static/favicon.png, ...
     sequence_salience.js(.map)    our bundle (frontend/dist), when it has been built
+    request_guard.js              fetch wrapper for the server's request rules (lit_app/security.py)
     fonts/fonts.css, fonts/*.woff2 Roboto, Roboto Mono, Material Icons (from npm packages)
 
 The build is cheap to repeat: a file is copied only when its source's size or
@@ -20,6 +21,8 @@ import logging
 import os
 import re
 import shutil
+
+from lit_app import security
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +133,11 @@ def _font_faces(node_modules: str) -> tuple[str, dict[str, str]]:
 
 
 def rewrite_index_html(html: str, has_bundle: bool, has_fonts: bool) -> str:
-    """LIT's index.html with remote font links replaced by local ones and our bundle added."""
+    """LIT's index.html with remote font links replaced by local ones, the request guard and our bundle added."""
     html = _REMOTE_LINK.sub("", html)
+    # The request guard (lit_app/security.py) must wrap fetch before LIT's main.js runs.
+    html = _MAIN_JS_TAG.sub(lambda m: f'<script src="{security.REQUEST_GUARD_NAME}"></script>\n  ' + m.group(0),
+                            html, count=1)
     if has_fonts:
         html = html.replace(
             "</head>", f'  <link href="{FONTS_DIR}/{FONTS_CSS}" rel="stylesheet">\n</head>', 1
@@ -196,6 +202,7 @@ def build_client_root(
             copied += _copy_if_changed(src, os.path.join(fonts_out, name))
         copied += _write_if_changed(os.path.join(fonts_out, FONTS_CSS), css)
 
+    copied += _write_if_changed(os.path.join(output_dir, security.REQUEST_GUARD_NAME), security.REQUEST_GUARD_JS)
     with open(os.path.join(lit_dir, "static", "index.html"), encoding="utf-8") as f:
         html = rewrite_index_html(f.read(), has_bundle=has_bundle, has_fonts=has_fonts)
     copied += _write_if_changed(os.path.join(output_dir, "static", "index.html"), html)

@@ -2,12 +2,16 @@
 
     python -m lit_app.server [--model default] [--host 127.0.0.1] [--port 5432]
                              [--max_new_tokens 64] [--device cpu] [--dtype float32]
-                             [--data prompts.jsonl]
+                             [--data prompts.jsonl] [--allowed_hosts NAME] [--token T]
+                             [--data_dir DIR] [--max_body_bytes N] [--max_prompt_chars N]
+                             [--max_ig_steps N] [--max_pending_requests N]
 
 or the console script `sequence-salience-server` with the same flags. It checks
 the data file, builds the offline client root, loads the model (logging
 progress), then prints the URL once it accepts connections. Requests are served
 on threads; model access is serialized by one lock (lit_app.models.SharedLM).
+Every request first passes lit_app.security.SecureApp (Host, token, JSON-only
+same-origin POSTs, file paths only inside --data_dir, limits, one-line errors).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, layouts, models
+from lit_app import client_build, datasets, layouts, limits, models, security
 
 logger = logging.getLogger("lit_app.server")
 
@@ -72,6 +76,14 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         return super()._get_preds(
             data, model=model, requested_types=requested_types, requested_fields=requested_fields, **kw
         )
+
+    def model_names(self) -> list[str]:
+        """Names of the served models (read by lit_app.security.SecureApp)."""
+        return list(self._models)
+
+    def dataset_names(self) -> list[str]:
+        """Names of the served datasets (read by lit_app.security.SecureApp)."""
+        return list(self._datasets)
 
 
 def model_short_name(model: str) -> str:
@@ -134,11 +146,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=None, help="A .jsonl file of prompts to load besides the shipped examples.")
     p.add_argument("--client_root", default=client_build.DEFAULT_OUTPUT_DIR,
                    help="Where to build the UI's static files (git-ignored).")
+    security.add_flags(p)
     args = p.parse_args(argv)
-    if args.max_new_tokens < 1:
-        p.error(f"--max_new_tokens is {args.max_new_tokens}; it must be at least 1.")
+    if not 1 <= args.max_new_tokens <= limits.MAX_NEW_TOKENS_CAP:
+        p.error(f"--max_new_tokens is {args.max_new_tokens}; use 1 to {limits.MAX_NEW_TOKENS_CAP}.")
     if not 0 < args.port < 65536:
         p.error(f"--port is {args.port}; use 1-65535.")
+    security.check_flags(p, args)
     return args
 
 
@@ -167,15 +181,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     shared = models.SharedLM(lm, max_new_tokens=args.max_new_tokens)
     app = build_app(models.make_models(shared, model_short_name(args.model)), lit_datasets, client_root)
+    sec = security.config_from_args(args)
     try:
-        httpd = serving.make_server(args.host, args.port, app, threaded=True)
+        httpd = serving.make_server(args.host, args.port, security.SecureApp(app, sec), threaded=True,
+                                    request_handler=security.RequestHandler)
     except OSError as e:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)
         return 1
-    url = f"http://{args.host}:{args.port}/"
-    logger.info("Ready after %.1f s.", time.perf_counter() - start)
+    url = sec.browser_url()
+    logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
+                "required" if sec.token else "none (loopback)", sec.data_dir or "off (no --data_dir)")
     print(f"Sequence Salience is ready: {url}", flush=True)
+    if sec.token_generated:
+        print(f"(--host {args.host} is reachable from other machines, so requests need this generated token;"
+              f" other machines use this machine's address with ?token=..., or pass --token.)", flush=True)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

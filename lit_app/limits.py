@@ -1,0 +1,302 @@
+"""Request limits for the LIT server: body size, prompt length, generation and IG
+sizes, and a bounded number of compute requests at once.
+
+Everything here is pure request checking; `lit_app.security.SecureApp` applies
+it to each HTTP request before LIT sees it:
+
+* `read_body`         the request body, at most `Limits.max_body_bytes` (else 413).
+* `validate_request`  a parsed JSON body and query of one LIT endpoint (else 400),
+                      with messages that name the field, the limit and the flag.
+* `ComputeSlots`      at most `Limits.max_pending` compute requests running or
+                      waiting for the model; the next one gets 503 + Retry-After.
+
+A rejected request raises `Rejected(status, message)`; the message is one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from lit_nlp.api import types as lit_types
+
+from lit_app import fields, models
+
+# Largest --max_new_tokens the server accepts (generation is one token at a time on the
+# shared model; beyond this one request could hold the model for many minutes on CPU).
+MAX_NEW_TOKENS_CAP = 1024
+
+# LIT endpoints (lit_nlp/app.py, 1.3.1). Its client calls every one with POST.
+API_PATHS = frozenset({
+    "/get_info", "/get_dataset", "/create_dataset", "/create_model", "/get_generated",
+    "/save_datapoints", "/load_datapoints", "/annotate_new_data", "/post_new_data",
+    "/fetch_new_data", "/remove_new_data", "/push_ui_state", "/get_preds",
+    "/get_interpretations", "/get_metrics",
+})
+# Endpoints that do not touch a model: never counted against `max_pending`.
+CHEAP_PATHS = frozenset({"/get_info", "/get_dataset", "/fetch_new_data", "/remove_new_data"})
+# Query parameters LIT's client sends to /get_preds (plus LIT's own response_simple_json).
+_GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requested_fields",
+                               "response_simple_json"})
+# Text inputs whose total length is bounded by `max_prompt_chars`.
+_TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET)
+MAX_NEW_TOKENS_FIELD = "max_new_tokens"
+
+
+class Rejected(Exception):
+    """An HTTP request refused before it reaches LIT: status, one-line message, extra headers."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Bounds on one request and on the work queued for the model.
+
+    Attributes:
+      max_body_bytes: largest request body (HTTP 413 beyond).
+      max_prompt_chars: largest prompt + system + target of one input, in characters.
+      max_new_tokens: largest `max_new_tokens` a request may ask for (the server's flag).
+      max_ig_steps: largest integrated-gradients step count of a request.
+      max_pending: compute requests running or waiting for the model at once (HTTP 503 beyond).
+      retry_after_s: the Retry-After a 503 suggests.
+    """
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_prompt_chars: int = 32_000
+    max_new_tokens: int = models.DEFAULT_MAX_NEW_TOKENS
+    max_ig_steps: int = models.MAX_IG_STEPS
+    max_pending: int = 16
+    retry_after_s: int = 2
+
+    def __post_init__(self):
+        for name in ("max_body_bytes", "max_prompt_chars", "max_new_tokens", "max_ig_steps",
+                     "max_pending", "retry_after_s"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Limits.{name} is {getattr(self, name)}; it must be at least 1.")
+        if self.max_ig_steps > models.MAX_IG_STEPS:
+            raise ValueError(f"Limits.max_ig_steps is {self.max_ig_steps}; the models accept at most"
+                             f" {models.MAX_IG_STEPS}.")
+        if self.max_new_tokens > MAX_NEW_TOKENS_CAP:
+            raise ValueError(f"Limits.max_new_tokens is {self.max_new_tokens}; use at most {MAX_NEW_TOKENS_CAP}.")
+
+
+def read_body(environ: dict[str, Any], max_bytes: int) -> bytes:
+    """Reads the request body (Content-Length or chunked) and replaces wsgi.input with it.
+
+    Raises:
+      Rejected: 413 when the body is larger than `max_bytes`, 400 for a bad
+        Content-Length, 408 when the client stops sending.
+    """
+    raw_length = environ.get("CONTENT_LENGTH") or ""
+    stream = environ["wsgi.input"]
+    try:
+        if raw_length.strip():
+            try:
+                length = int(raw_length)
+            except ValueError:
+                raise Rejected(400, f"Content-Length {raw_length!r} is not a number.") from None
+            if length < 0:
+                raise Rejected(400, f"Content-Length {raw_length!r} is negative.")
+            if length > max_bytes:
+                raise Rejected(413, f"The request body is {length:,} bytes; this server accepts up to"
+                                    f" {max_bytes:,} (--max_body_bytes).")
+            body = stream.read(length) if length else b""
+        elif environ.get("wsgi.input_terminated"):  # chunked: the server ends the stream
+            body = stream.read(max_bytes + 1)
+            if len(body) > max_bytes:
+                raise Rejected(413, f"The request body is over {max_bytes:,} bytes; this server accepts up to"
+                                    f" {max_bytes:,} (--max_body_bytes).")
+        else:
+            body = b""
+    except (TimeoutError, ConnectionError) as e:
+        raise Rejected(408, f"The request body did not arrive ({type(e).__name__}).") from None
+    set_body(environ, body)
+    return body
+
+
+def set_body(environ: dict[str, Any], body: bytes) -> None:
+    """Makes `body` the request body LIT reads."""
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    environ.pop("wsgi.input_terminated", None)
+    environ.pop("HTTP_TRANSFER_ENCODING", None)
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON value of a request body (None when empty); 400 when it is not JSON."""
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Rejected(400, "The request body is not UTF-8 JSON.") from None
+    except json.JSONDecodeError as e:
+        raise Rejected(400, f"The request body is not valid JSON ({e.msg} at line {e.lineno},"
+                            f" column {e.colno}).") from None
+
+
+def _whole_number(value: Any) -> int | None:
+    """An int for 3, 3.0, "3"; None for anything else (bools, 1.5, "x")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return _whole_number(float(value.strip()))
+        except ValueError:
+            return None
+    return None
+
+
+def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> None:
+    """Checks one model input ("data" of an input) against the limits; 400 on failure."""
+    total = 0
+    for name in _TEXT_FIELDS:
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
+        total += len(value)
+    if total > limits.max_prompt_chars:
+        raise Rejected(400, f"{where}: prompt + system + target is {total:,} characters; this server accepts"
+                            f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
+    steps = data.get(fields.IG_STEPS)
+    if steps is not None and steps != "":
+        n = _whole_number(steps)
+        if n is None or not 0 <= n <= limits.max_ig_steps:
+            raise Rejected(400, f'{where}: field "{fields.IG_STEPS}" is {steps!r}; use a whole number from 0'
+                                f" (off) to {limits.max_ig_steps} (--max_ig_steps).")
+    new_tokens = data.get(MAX_NEW_TOKENS_FIELD)
+    if new_tokens is not None and new_tokens != "":
+        n = _whole_number(new_tokens)
+        if n is None or not 1 <= n <= limits.max_new_tokens:
+            raise Rejected(400, f'{where}: field "{MAX_NEW_TOKENS_FIELD}" is {new_tokens!r}; use a whole number'
+                                f" from 1 to {limits.max_new_tokens} (--max_new_tokens).")
+    chat = data.get(fields.CHAT)
+    if chat is not None and chat != "" and not isinstance(chat, bool) and str(chat).lower() not in ("true", "false"):
+        raise Rejected(400, f'{where}: field "{fields.CHAT}" must be true or false, got {chat!r}.')
+    span = data.get(fields.TARGET_SPAN)
+    if span is not None and not isinstance(span, str):
+        raise Rejected(400, f'{where}: field "{fields.TARGET_SPAN}" must be a string like "0:3",'
+                            f" got {type(span).__name__}.")
+
+
+def _names(names: Callable[[], Collection[str]] | None) -> Collection[str] | None:
+    return None if names is None else names()
+
+
+def validate_request(
+    path: str,
+    query: Mapping[str, str],
+    data: Any,
+    limits: Limits,
+    model_names: Callable[[], Collection[str]] | None = None,
+    dataset_names: Callable[[], Collection[str]] | None = None,
+) -> None:
+    """Checks a LIT API request (path, query parameters, parsed JSON body); raises Rejected(400).
+
+    Names of models and datasets are checked when `model_names` /
+    `dataset_names` are given (callables, since LIT can add models at run time).
+    """
+    if data is not None and not isinstance(data, dict):
+        raise Rejected(400, f"The request body must be a JSON object, got {type(data).__name__}.")
+    if path == "/get_preds":
+        unknown = sorted(set(query) - _GET_PREDS_PARAMS)
+        if unknown:
+            raise Rejected(400, f"Unknown query parameter(s) {', '.join(unknown)} for /get_preds; known:"
+                                f" {', '.join(sorted(_GET_PREDS_PARAMS))}.")
+        if not query.get("model"):
+            raise Rejected(400, "No model named in the request. Fix: add ?model=<name> to /get_preds.")
+        for type_name in filter(None, query.get("requested_types", "").split(",")):
+            t = getattr(lit_types, type_name, None)
+            if not (isinstance(t, type) and issubclass(t, lit_types.LitType)):
+                raise Rejected(400, f"requested_types names {type_name!r}, which is not a LIT type.")
+        if data is None or not isinstance(data.get("inputs"), list):
+            raise Rejected(400, 'The request body must be JSON like {"inputs": [{"id": "...", "data":'
+                                ' {"prompt": "..."}}]}.')
+    known_models = _names(model_names)
+    model = query.get("model")
+    if model and known_models is not None and model not in known_models:
+        raise Rejected(400, f"Unknown model {model!r}. Fix: use one of {sorted(known_models)}.")
+    known_datasets = _names(dataset_names)
+    dataset = query.get("dataset_name")
+    if (dataset and path != "/create_dataset"  # there dataset_name names a loader
+            and known_datasets is not None and dataset not in known_datasets):
+        raise Rejected(400, f"Unknown dataset {dataset!r}. Fix: use one of {sorted(known_datasets)}.")
+    inputs = data.get("inputs") if isinstance(data, dict) else None
+    if inputs is None:
+        return
+    if not isinstance(inputs, list):
+        raise Rejected(400, f'"inputs" must be a list, got {type(inputs).__name__}.')
+    for i, ex in enumerate(inputs):
+        if path == "/post_new_data":  # there each input is the data itself
+            if not isinstance(ex, dict):
+                raise Rejected(400, f"inputs[{i}] must be an object, got {type(ex).__name__}.")
+            validate_example(ex, limits, f"inputs[{i}]")
+            continue
+        if isinstance(ex, str) and dataset:  # an example id, looked up in the dataset by LIT
+            continue
+        if not isinstance(ex, dict):
+            raise Rejected(400, f"inputs[{i}] must be an object like {{\"id\": \"...\", \"data\": {{...}}}},"
+                                f" got {type(ex).__name__}.")
+        ex_data = ex.get("data")
+        if not isinstance(ex_data, dict):
+            raise Rejected(400, f'inputs[{i}] has no "data" object. Fix: send {{"id": "...", "data": {{...}}}}.')
+        validate_example(ex_data, limits, f"inputs[{i}]")
+
+
+class ComputeSlots:
+    """A bounded count of compute requests running or waiting for the model.
+
+    `try_acquire` never blocks: a full server answers at once (503) instead of
+    queueing without bound.
+    """
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"capacity is {capacity}; it must be at least 1.")
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._in_use = 0
+        self.peak = 0
+        self.rejected = 0
+
+    @property
+    def in_use(self) -> int:
+        return self._in_use
+
+    def try_acquire(self) -> bool:
+        with self._lock:
+            if self._in_use >= self.capacity:
+                self.rejected += 1
+                return False
+            self._in_use += 1
+            self.peak = max(self.peak, self._in_use)
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            if self._in_use <= 0:
+                raise RuntimeError("ComputeSlots.release() without a matching try_acquire().")
+            self._in_use -= 1
+
+    def busy_error(self, retry_after_s: int) -> Rejected:
+        return Rejected(
+            503,
+            f"The server is busy: {self.capacity} request(s) are already running or waiting for the model"
+            f" (--max_pending_requests). Retry in {retry_after_s} s.",
+            (("Retry-After", str(retry_after_s)),),
+        )

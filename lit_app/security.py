@@ -1,0 +1,585 @@
+"""Only the user's own browser tab can drive the LIT server: WSGI middleware around LIT's app.
+
+`SecureApp(app, SecurityConfig(...))` applies these rules to every request, in
+this order, before LIT sees it (LIT 1.3.1 itself checks none of them):
+
+1. Host: the Host header must name the bound address, `localhost`,
+   `127.0.0.1` or `[::1]` with the server's port, or a name given with
+   `--allowed_hosts` (any IP literal too when bound to 0.0.0.0 / ::, since an
+   IP cannot be DNS-rebound). Else 403. This stops DNS rebinding: a web page
+   whose domain re-resolves to 127.0.0.1 still sends its own name as Host.
+2. Token: when the server has a token (always for a non-loopback `--host`),
+   a request must carry it as `?token=`, `Authorization: token <t>` (or
+   `Bearer <t>`) or the cookie a `?token=` page load sets. Else 403.
+3. Methods: LIT's API endpoints take POST only, pages and static files
+   GET/HEAD only (405). Every POST needs `Content-Type: application/json`, an
+   `Origin` (when present) equal to the server's own origin, and no
+   cross-site `Sec-Fetch-Site`. Else 403. A cross-site form or `text/plain`
+   fetch therefore never reaches LIT, and a cross-site JSON fetch needs a CORS
+   preflight that this server never grants.
+4. File paths: `/create_dataset`, `/create_model`, `/save_datapoints` and
+   `/load_datapoints` take server paths from the client; they are off (403)
+   unless the server has a `--data_dir`, and then every path is confined to it
+   (no `..`, no symlink leading out; relative paths are taken inside it).
+5. Limits (`lit_app.limits`): body size (413), JSON and input checks (400),
+   a bounded number of compute requests at once (503 + Retry-After).
+6. Errors: every error body is one line of text; LIT's "Uncaught error: ...
+   Details: <traceback>" bodies are cut to the message and the traceback is
+   logged on the server.
+
+LIT's own client sends POST bodies without a Content-Type; the client root
+loads `REQUEST_GUARD_JS` (lit_app/client_build.py) before LIT's main.js, which
+adds the header to same-origin POSTs, retries 503 answers after Retry-After,
+and appends "Details" to one-line error bodies so that LIT's status bar shows
+the message instead of "Unknown error".
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hmac
+import http
+import ipaddress
+import json
+import logging
+import os
+import re
+import secrets
+import urllib.parse
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from werkzeug import http as wz_http
+from werkzeug import serving
+
+from lit_app import limits as limits_lib
+from lit_app.limits import Limits, Rejected
+
+logger = logging.getLogger("lit_app.security")
+
+TOKEN_PARAM = "token"
+TOKEN_ENV = "SEQUENCE_SALIENCE_TOKEN"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+FILE_PATH_ENDPOINTS = frozenset({"/create_dataset", "/create_model", "/save_datapoints", "/load_datapoints"})
+# Config keys of /create_dataset and /create_model that hold server paths.
+_PATH_KEY = re.compile(r"(path|file|dir|directory|filename)$", re.IGNORECASE)
+# LIT appends these to a save/load path (lit_nlp.api.dataset.LIT_FILE_EXTENSION / LIT_SPEC_EXTENSION).
+_LIT_SUFFIXES = ("", ".lit.jsonl", ".lit.jsonl.spec", ".spec")
+_MAX_MESSAGE_CHARS = 600
+# Seconds a connection may stall while sending its request or reading the answer.
+SOCKET_TIMEOUT_S = 120
+_SAFE_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "SAMEORIGIN"),
+    ("Referrer-Policy", "no-referrer"),
+)
+
+
+# ---------------------------------------------------------------------------
+# Configuration.
+
+
+def is_wildcard(host: str) -> bool:
+    """True for an address that binds every interface (0.0.0.0, ::, empty)."""
+    return host.strip("[]") in ("", "0.0.0.0", "::")
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback IP literals (127.0.0.0/8, ::1)."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def parse_host(value: str, default_port: int) -> tuple[str, int] | None:
+    """'Name:port' / '[v6]:port' / 'name' -> (lower-case name without brackets, port); None if malformed."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        name, rest = value[1:end], value[end + 1:]
+        if rest and not rest.startswith(":"):
+            return None
+        port_text = rest[1:]
+    elif value.count(":") == 1:
+        name, port_text = value.split(":")
+    elif ":" in value:  # a bare IPv6 address (only in --allowed_hosts)
+        name, port_text = value, ""
+    else:
+        name, port_text = value, ""
+    name = name.lower().rstrip(".")
+    if not name or any(c in name for c in "/\\@ \t"):
+        return None
+    if not port_text:
+        return name, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        return None
+    return name, int(port_text)
+
+
+@dataclasses.dataclass(frozen=True)
+class SecurityConfig:
+    """What the middleware allows.
+
+    Attributes:
+      host: the address the server is bound to (--host).
+      port: the port it listens on (--port).
+      allowed_hosts: extra Host names ("name" matches any port, "name:port" that port; "*" any host).
+      token: the token every request must carry; None: no token (loopback default).
+      data_dir: the one folder LIT's file-path endpoints may read and write; None: they are off.
+      limits: request limits (lit_app.limits.Limits).
+      token_generated: True when the token was generated at start (printed in the URL).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 5432
+    allowed_hosts: tuple[str, ...] = ()
+    token: str | None = None
+    data_dir: str | None = None
+    limits: Limits = Limits()
+    token_generated: bool = False
+
+    def __post_init__(self):
+        if self.token is not None and len(self.token) < 8:
+            raise ValueError("The token is shorter than 8 characters; use a longer --token (or none on loopback).")
+        if not is_loopback(self.host) and not self.token:
+            raise ValueError(f"--host {self.host} is not a loopback address, so a token is required.")
+        if self.data_dir is not None and not os.path.isdir(self.data_dir):
+            raise ValueError(f"--data_dir {self.data_dir!r} is not a folder. Fix: create it or pass another one.")
+
+    @property
+    def cookie_name(self) -> str:
+        # Cookies ignore ports: one name per port keeps two local servers apart.
+        return f"sequence_salience_token_{self.port}"
+
+    def browser_url(self) -> str:
+        """The address to open (with ?token= when there is one)."""
+        host = "127.0.0.1" if is_wildcard(self.host) else self.host
+        url = f"http://{_url_host(host)}:{self.port}/"
+        return f"{url}?{TOKEN_PARAM}={self.token}" if self.token else url
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Adds the security and limit flags to the server's parser."""
+    g = parser.add_argument_group("security and limits")
+    g.add_argument("--allowed_hosts", action="append", default=[], metavar="NAME[:PORT]",
+                   help="Extra Host names to accept besides the bound address, localhost, 127.0.0.1"
+                        " and [::1] (comma-separated or repeated; '*' accepts any).")
+    g.add_argument("--token", default=os.environ.get(TOKEN_ENV) or None,
+                   help="Token every request must carry (?token=, a cookie, or 'Authorization: token ...')."
+                        f" Default: ${TOKEN_ENV}; generated and printed for a non-loopback --host.")
+    g.add_argument("--data_dir", default=None,
+                   help="Folder that LIT's save/load datapoints and new-dataset dialogs may use."
+                        " Without it those endpoints are off.")
+    defaults = Limits()
+    g.add_argument("--max_body_bytes", type=int, default=defaults.max_body_bytes,
+                   help="Largest request body (HTTP 413 beyond).")
+    g.add_argument("--max_prompt_chars", type=int, default=defaults.max_prompt_chars,
+                   help="Largest prompt + system + target of one input, in characters.")
+    g.add_argument("--max_ig_steps", type=int, default=defaults.max_ig_steps,
+                   help=f"Largest integrated-gradients step count (at most {defaults.max_ig_steps}).")
+    g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
+                   help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
+
+
+def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reports bad security/limit flags through parser.error."""
+    try:
+        config_from_args(args)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def config_from_args(args: argparse.Namespace) -> SecurityConfig:
+    """The SecurityConfig of parsed flags; generates a token for a non-loopback --host without one."""
+    allowed = tuple(h.strip() for entry in args.allowed_hosts for h in entry.split(",") if h.strip())
+    for h in allowed:
+        if h != "*" and parse_host(h, args.port) is None:
+            raise ValueError(f"--allowed_hosts entry {h!r} is not a host name or name:port.")
+    token, generated = args.token, False
+    if not token and not is_loopback(args.host):
+        token, generated = secrets.token_hex(24), True
+    lim = Limits(
+        max_body_bytes=args.max_body_bytes,
+        max_prompt_chars=args.max_prompt_chars,
+        max_new_tokens=args.max_new_tokens,
+        max_ig_steps=args.max_ig_steps,
+        max_pending=args.max_pending_requests,
+    )
+    data_dir = os.path.realpath(args.data_dir) if args.data_dir else None
+    return SecurityConfig(host=args.host, port=args.port, allowed_hosts=allowed, token=token,
+                          data_dir=data_dir, limits=lim, token_generated=generated)
+
+
+class RequestHandler(serving.WSGIRequestHandler):
+    """werkzeug's handler with a socket timeout, so a stalled client cannot hold a thread forever."""
+
+    timeout = SOCKET_TIMEOUT_S
+
+
+# ---------------------------------------------------------------------------
+# File paths.
+
+
+class PathConfiner:
+    """Maps client-given paths into one folder, refusing `..` and symlinks that lead out."""
+
+    def __init__(self, root: str):
+        self.root = os.path.realpath(root)
+
+    def _inside(self, path: str) -> bool:
+        return os.path.commonpath([self.root, path]) == self.root
+
+    def resolve(self, given: Any, what: str = "path") -> str:
+        """The real path inside the folder for `given` (relative: taken inside it). Raises Rejected(403)."""
+        if not isinstance(given, str) or not given.strip():
+            raise Rejected(400, f"The {what} must be a non-empty string.")
+        if "\x00" in given:
+            raise Rejected(403, f"The {what} contains a NUL character.")
+        parts = re.split(r"[\\/]+", given)
+        if ".." in parts:
+            raise Rejected(403, f"The {what} {given!r} contains '..'; give a path inside --data_dir.")
+        joined = given if os.path.isabs(given) else os.path.join(self.root, given)
+        resolved = os.path.realpath(joined)
+        for suffix in _LIT_SUFFIXES:  # LIT reads/writes the path and these siblings
+            if not self._inside(os.path.realpath(resolved + suffix)):
+                raise Rejected(403, f"The {what} {given!r} leads outside --data_dir (through a symlink or an"
+                                    " absolute path); give a path inside it.")
+        return resolved
+
+
+# ---------------------------------------------------------------------------
+# Responses.
+
+
+def one_line(text: str, limit: int = _MAX_MESSAGE_CHARS) -> str:
+    """Text collapsed to one line of at most `limit` characters."""
+    line = re.sub(r"\s*[\r\n]+\s*", " ", text).strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def lit_error_message(body: str) -> tuple[str, str]:
+    """(one-line message, details) of a LIT error body ("Uncaught error: <m>\\n\\nDetails: <traceback>")."""
+    details = ""
+    if "\n\nDetails:" in body:
+        body, details = body.split("\n\nDetails:", 1)
+    body = re.sub(r"^\s*Uncaught error:\s*", "", body)
+    message = one_line(body) or "The server failed without a message"
+    if re.fullmatch(r"'[^']*'", message):  # LIT's bare KeyError
+        message = f"Unknown or missing name {message} in the request"
+    return message, details.strip()
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
+# ---------------------------------------------------------------------------
+# The middleware.
+
+
+class SecureApp:
+    """WSGI middleware applying the rules of this module's docstring to a LIT app.
+
+    Attributes:
+      slots: the bounded compute-request counter (`limits.ComputeSlots`).
+      served: {status code: count} of the answers so far.
+    """
+
+    def __init__(
+        self,
+        app: Callable[..., Iterable[bytes]],
+        config: SecurityConfig,
+        model_names: Callable[[], Collection[str]] | None = None,
+        dataset_names: Callable[[], Collection[str]] | None = None,
+    ):
+        """Args:
+          app: the LIT WSGI app.
+          config: what to allow.
+          model_names, dataset_names: callables naming the app's models and
+            datasets, for clear 400s on unknown names; default: the app's
+            `model_names()` / `dataset_names()` methods when it has them.
+        """
+        self.app = app
+        self.config = config
+        self.limits = config.limits
+        self.model_names = model_names or getattr(app, "model_names", None)
+        self.dataset_names = dataset_names or getattr(app, "dataset_names", None)
+        self.paths = PathConfiner(config.data_dir) if config.data_dir else None
+        self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
+        self.served: dict[int, int] = {}
+        self._allowed = self._allowed_hosts()
+
+    # -- checks ------------------------------------------------------------
+
+    def _allowed_hosts(self) -> tuple[set[tuple[str, int]], set[str], bool]:
+        exact = {(n, self.config.port) for n in LOOPBACK_NAMES}
+        if not is_wildcard(self.config.host):
+            exact.add((self.config.host.strip("[]").lower().rstrip("."), self.config.port))
+        any_port: set[str] = set()
+        allow_all = False
+        for entry in self.config.allowed_hosts:
+            if entry == "*":
+                allow_all = True
+                continue
+            has_port = bool(re.search(r"(^\[.*\]:\d+$)|(^[^:\[\]]+:\d+$)", entry))
+            parsed = parse_host(entry, self.config.port)
+            if parsed is None:
+                continue
+            if has_port:
+                exact.add(parsed)
+            else:
+                any_port.add(parsed[0])
+        return exact, any_port, allow_all
+
+    def _check_host(self, environ: dict[str, Any]) -> str:
+        raw = environ.get("HTTP_HOST", "")
+        exact, any_port, allow_all = self._allowed
+        default_port = 443 if environ.get("wsgi.url_scheme") == "https" else 80
+        parsed = parse_host(raw, default_port)
+        if allow_all and parsed is not None:
+            return raw
+        if parsed is not None and (
+            parsed in exact
+            or parsed[0] in any_port
+            or (is_wildcard(self.config.host) and _is_ip(parsed[0]) and parsed[1] == self.config.port)
+        ):
+            return raw
+        raise Rejected(403, f"Host {raw!r} is not allowed; open http://127.0.0.1:{self.config.port}/ or start the"
+                            " server with --allowed_hosts NAME.")
+
+    def _check_token(self, environ: dict[str, Any], query: dict[str, str]) -> str | None:
+        """Returns how the token came ("query", "header", "cookie") or None when there is no token."""
+        token = self.config.token
+        if not token:
+            return None
+        candidates = []
+        if TOKEN_PARAM in query:
+            candidates.append(("query", query[TOKEN_PARAM]))
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        m = re.fullmatch(r"\s*(?:token|bearer)\s+(\S+)\s*", auth, re.IGNORECASE)
+        if m:
+            candidates.append(("header", m.group(1)))
+        cookie = wz_http.parse_cookie(environ).get(self.config.cookie_name)
+        if cookie:
+            candidates.append(("cookie", cookie))
+        for source, value in candidates:
+            if hmac.compare_digest(value.encode("utf-8", "replace"), token.encode("utf-8")):
+                return source
+        if candidates:
+            raise Rejected(403, "Wrong token. Fix: open the URL with ?token= that the server printed at start.")
+        raise Rejected(403, "This server needs a token. Fix: open the URL with ?token= that the server printed"
+                            " at start.")
+
+    def _check_post(self, environ: dict[str, Any], host: str) -> None:
+        ctype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+        if ctype != "application/json":
+            raise Rejected(403, f"POST requests need Content-Type application/json, got {ctype or 'none'!r}.")
+        origin = environ.get("HTTP_ORIGIN")
+        scheme = environ.get("wsgi.url_scheme", "http")
+        if origin is not None and origin.rstrip("/").lower() != f"{scheme}://{host}".lower():
+            raise Rejected(403, f"Origin {origin!r} is not this server's origin ({scheme}://{host}).")
+        site = environ.get("HTTP_SEC_FETCH_SITE")
+        if site is not None and site.lower() not in ("same-origin", "none"):
+            raise Rejected(403, f"Cross-site request refused (Sec-Fetch-Site: {site}).")
+
+    def _confine(self, path: str, query: dict[str, str], data: Any) -> tuple[dict[str, str], Any]:
+        """Query and body with every client path replaced by its real path inside --data_dir."""
+        if self.paths is None:
+            raise Rejected(403, f"{path} reads or writes server files and is off. Fix: start the server with"
+                                " --data_dir DIR to allow files inside DIR.")
+        if path in ("/save_datapoints", "/load_datapoints"):
+            if "path" not in query:
+                raise Rejected(400, f"{path} needs ?path= (a file inside --data_dir).")
+            query = dict(query, path=self.paths.resolve(query["path"]))
+        else:
+            config = data.get("config") if isinstance(data, dict) else None
+            if isinstance(config, dict):
+                config = dict(config)
+                for key, value in config.items():
+                    if _PATH_KEY.search(key) and isinstance(value, str) and value:
+                        config[key] = self.paths.resolve(value, f'config "{key}"')
+                data = dict(data, config=config)
+        return query, data
+
+    # -- WSGI --------------------------------------------------------------
+
+    def _reject(self, environ: dict[str, Any], start_response: Callable[..., Any], err: Rejected) -> list[bytes]:
+        logger.warning("%s %s %s -> %d: %s", environ.get("REMOTE_ADDR", "?"), environ.get("REQUEST_METHOD"),
+                       environ.get("PATH_INFO"), err.status, err.message)
+        return self._error(start_response, err.status, err.message, err.headers, close=True)
+
+    def _error(self, start_response: Callable[..., Any], status: int, message: str,
+               headers: Sequence[tuple[str, str]] = (), close: bool = False) -> list[bytes]:
+        body = one_line(message).encode("utf-8")
+        hdrs = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
+                ("Cache-Control", "no-store"), *_SAFE_HEADERS, *headers]
+        if close:  # the body may be unread: do not reuse the connection
+            hdrs.append(("Connection", "close"))
+        self.served[status] = self.served.get(status, 0) + 1
+        start_response(_status_line(status), hdrs)
+        return [body]
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        try:
+            return self._handle(environ, start_response)
+        except Rejected as e:
+            return self._reject(environ, start_response, e)
+        except Exception:  # pylint: disable=broad-except
+            logger.exception("Internal error on %s %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            return self._error(start_response, 500, "Internal server error; the server log has the details.",
+                               close=True)
+
+    def _handle(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        raw_path = environ.get("PATH_INFO", "") or "/"
+        path = raw_path.rstrip("/") or "/"
+        query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
+
+        host = self._check_host(environ)
+        token_source = self._check_token(environ, query)
+        extra_headers: list[tuple[str, str]] = []
+        if token_source == "query":
+            query.pop(TOKEN_PARAM)
+            extra_headers.append(("Set-Cookie", wz_http.dump_cookie(
+                self.config.cookie_name, self.config.token, path="/", httponly=True, samesite="Strict")))
+            if method in ("GET", "HEAD") and path not in limits_lib.API_PATHS:
+                # Drop the token from the address bar (and from LIT's shareable URLs).
+                location = raw_path + (f"?{urllib.parse.urlencode(query)}" if query else "")
+                self.served[303] = self.served.get(303, 0) + 1
+                start_response(_status_line(303), [("Location", location), ("Content-Length", "0"),
+                                                   *_SAFE_HEADERS, *extra_headers])
+                return [b""]
+
+        if "\x00" in raw_path or ".." in re.split(r"[\\/]+", raw_path):
+            raise Rejected(400, "The path contains '..' or a NUL character.")
+        is_api = path in limits_lib.API_PATHS
+        if is_api and method != "POST":
+            raise Rejected(405, f"{path} takes POST requests only.", (("Allow", "POST"),))
+        if not is_api and method not in ("GET", "HEAD"):
+            raise Rejected(405, f"{path} takes GET requests only.", (("Allow", "GET, HEAD"),))
+
+        slot = False
+        if method == "POST":
+            self._check_post(environ, host)
+            if path in FILE_PATH_ENDPOINTS and self.paths is None:
+                self._confine(path, query, None)  # raises: off without --data_dir
+            data = limits_lib.parse_json(limits_lib.read_body(environ, self.limits.max_body_bytes))
+            limits_lib.validate_request(path, query, data, self.limits, self.model_names, self.dataset_names)
+            if path in FILE_PATH_ENDPOINTS:
+                query, new_data = self._confine(path, query, data)
+                if new_data is not data:
+                    limits_lib.set_body(environ, json.dumps(new_data).encode("utf-8"))
+            if path not in limits_lib.CHEAP_PATHS:
+                if not self.slots.try_acquire():
+                    raise self.slots.busy_error(self.limits.retry_after_s)
+                slot = True
+        environ["QUERY_STRING"] = urllib.parse.urlencode(query)
+        try:
+            return self._call_app(environ, start_response, extra_headers)
+        finally:
+            if slot:
+                self.slots.release()
+
+    def _call_app(self, environ: dict[str, Any], start_response: Callable[..., Any],
+                  extra_headers: list[tuple[str, str]]) -> Iterable[bytes]:
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+            captured["status"], captured["headers"] = status, headers
+            return captured.setdefault("written", []).append
+
+        result = self.app(environ, capture)
+        try:
+            status = int(str(captured["status"]).split()[0])
+            if status < 400:
+                # LIT builds the whole answer before returning, so the body is ready.
+                body = list(captured.get("written", [])) + list(result)
+                self.served[status] = self.served.get(status, 0) + 1
+                start_response(captured["status"], list(captured["headers"]) + list(_SAFE_HEADERS) + extra_headers)
+                return body
+            text = b"".join(list(captured.get("written", [])) + list(result)).decode("utf-8", "replace")
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+        message, details = lit_error_message(text)
+        if details:
+            logger.error("%s %s failed: %s\n%s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
+                         message, details)
+        else:
+            logger.warning("%s %s -> %d: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), status,
+                           message)
+        return self._error(start_response, status, message, extra_headers)
+
+
+# ---------------------------------------------------------------------------
+# The client-side half: loaded by index.html before LIT's main.js.
+
+REQUEST_GUARD_NAME = "request_guard.js"
+REQUEST_GUARD_JS = r"""// Sequence Salience request guard (written by lit_app/client_build.py from lit_app/security.py).
+// LIT's client POSTs JSON without a Content-Type; the server (lit_app/security.py) refuses
+// such POSTs, so this adds the header to same-origin POSTs. It also retries a 503 after its
+// Retry-After, and appends "Details" to one-line error bodies, which LIT's status bar needs
+// to show the message instead of "Unknown error".
+(function () {
+  'use strict';
+  if (window.__ssRequestGuard) return;
+  window.__ssRequestGuard = true;
+  var nativeFetch = window.fetch.bind(window);
+  var MAX_RETRIES = 30;
+  function sameOrigin(url) {
+    try { return new URL(url, window.location.href).origin === window.location.origin; }
+    catch (e) { return false; }
+  }
+  function sleep(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+  window.fetch = async function (input, init) {
+    var isRequest = typeof Request !== 'undefined' && input instanceof Request;
+    var url = isRequest ? input.url : String(input);
+    var method = ((init && init.method) || (isRequest ? input.method : 'GET')).toUpperCase();
+    if (method !== 'POST' || !sameOrigin(url)) return nativeFetch(input, init);
+    var headers = new Headers((init && init.headers) || (isRequest ? input.headers : undefined));
+    if (!headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+    var opts = Object.assign({}, init || {}, {headers: headers});
+    for (var attempt = 0; ; attempt++) {
+      var response = await nativeFetch(isRequest ? input.clone() : input, opts);
+      if (response.ok) return response;
+      var retryAfter = Number(response.headers.get('Retry-After'));
+      if (response.status === 503 && attempt < MAX_RETRIES && retryAfter > 0) {
+        await sleep(Math.min(retryAfter, 30) * 1000);
+        continue;
+      }
+      var text = await response.text();
+      if (!/\n\nDetails:/.test(text)) {
+        text = text + '\n\nDetails: HTTP ' + response.status + ' from ' + url + '; the server log has more.';
+      }
+      var copied = new Headers(response.headers);
+      copied.delete('Content-Length');
+      return new Response(text, {status: response.status, statusText: response.statusText, headers: copied});
+    }
+  };
+})();
+"""

@@ -1,0 +1,459 @@
+"""The request rules of lit_app/security.py on the real LIT app and the embedded default model.
+
+Requests are real WSGI requests (werkzeug's test client) through `SecureApp`
+around the same LIT app the server runs; the last test starts the real server
+on 0.0.0.0 and drives it over HTTP (token flow).
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from werkzeug.test import Client
+
+from lit_app import client_build, datasets, fields, limits, models, security, server
+
+PORT = 5432
+HOST = f"127.0.0.1:{PORT}"
+ORIGIN = f"http://{HOST}"
+MODEL = "smollm2"
+GEN, SAL, TOK = fields.model_group_names(MODEL)
+TOKEN = "s3cret-token-for-tests"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def shared(default_lm):
+    return models.SharedLM(default_lm, max_new_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def lit(shared, tmp_path_factory):
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+
+
+def secure(lit, **config) -> Client:
+    return Client(security.SecureApp(lit, security.SecurityConfig(port=PORT, **config)), use_cookies=False)
+
+
+@pytest.fixture()
+def client(lit):
+    return secure(lit)
+
+
+def post(client, path, body=None, *, host=HOST, ctype="application/json", headers=None, **kw):
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body if body is not None else {})
+    h = {"Host": host, **(headers or {})}
+    if ctype:
+        h["Content-Type"] = ctype
+    return client.post(path, data=data, headers=h, **kw)
+
+
+def get(client, path="/", *, host=HOST, headers=None):
+    return client.get(path, headers={"Host": host, **(headers or {})})
+
+
+def preds(client, model, *examples, query="", **kw):
+    body = {"inputs": [{"id": f"ex{i}", "data": ex} for i, ex in enumerate(examples)]}
+    return post(client, f"/get_preds?model={model}{query}", body, **kw)
+
+
+def one_line_error(response, status: int) -> str:
+    assert response.status_code == status, response.get_data(as_text=True)
+    text = response.get_data(as_text=True)
+    assert text and "\n" not in text and "Traceback" not in text and 'File "' not in text, text
+    assert response.headers["Content-Type"].startswith("text/plain")
+    return text
+
+
+# ---------------------------------------------------------------------------
+# Host.
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:5432", "localhost:5432", "LOCALHOST:5432", "[::1]:5432",
+                                  "localhost.:5432"])
+def test_loopback_hosts_with_the_port_are_served(client, host):
+    assert get(client, host=host).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example:5432", "127.0.0.1:9999", "localhost", "127.0.0.1.evil.example:5432",
+                                  "[::1]", "192.168.1.7:5432", "", "localhost:5432@evil", "[::1:5432"])
+def test_other_hosts_get_403_with_a_one_line_reason(client, host):
+    r = get(client, host=host)
+    assert "Host" in one_line_error(r, 403)
+    # A POST that would compute is refused the same way, before LIT parses it.
+    assert post(client, "/get_info", host=host).status_code == 403
+
+
+def test_allowed_hosts_flag(lit):
+    c = secure(lit, allowed_hosts=("lab.example", "proxy.example:8443"))
+    assert get(c, host="lab.example:5432").status_code == 200
+    assert get(c, host="lab.example").status_code == 200  # a name without a port: any port
+    assert get(c, host="proxy.example:8443").status_code == 200
+    assert get(c, host="proxy.example:5432").status_code == 403  # a name with a port: that port only
+    assert get(c, host="other.example:5432").status_code == 403
+    assert get(secure(lit, allowed_hosts=("*",)), host="anything.example:1").status_code == 200
+
+
+def test_bound_address_and_ip_literals_on_a_wildcard_bind(lit):
+    auth = {"Authorization": f"token {TOKEN}"}
+    bound = secure(lit, host="10.1.2.3", token=TOKEN)
+    assert get(bound, host="10.1.2.3:5432", headers=auth).status_code == 200
+    assert get(bound, host="10.9.9.9:5432", headers=auth).status_code == 403
+    wildcard = secure(lit, host="0.0.0.0", token=TOKEN)
+    assert get(wildcard, host="192.168.1.7:5432", headers=auth).status_code == 200  # an IP cannot be rebound
+    assert get(wildcard, host="evil.example:5432", headers=auth).status_code == 403
+    assert get(wildcard, host="192.168.1.7:5433", headers=auth).status_code == 403
+
+
+# ---------------------------------------------------------------------------
+# POST rules and methods.
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "", "application/x-www-form-urlencoded", "multipart/form-data",
+                                   "application/jsonp"])
+def test_post_without_json_content_type_is_refused(client, ctype):
+    r = post(client, "/get_info", ctype=ctype)
+    assert "Content-Type" in one_line_error(r, 403)
+
+
+def test_post_with_json_content_type_is_served(client):
+    for ctype in ("application/json", "application/json; charset=utf-8", "Application/JSON"):
+        r = post(client, "/get_info", ctype=ctype)
+        assert r.status_code == 200 and GEN in json.loads(r.data)["models"]
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost:5432", "https://127.0.0.1:5432",
+                                    "http://127.0.0.1:5433"])
+def test_cross_origin_post_is_refused(client, origin):
+    r = post(client, "/get_info", headers={"Origin": origin})
+    assert "Origin" in one_line_error(r, 403)
+
+
+def test_same_origin_post_and_fetch_metadata(client):
+    assert post(client, "/get_info", headers={"Origin": ORIGIN}).status_code == 200
+    assert post(client, "/get_info", headers={"Origin": ORIGIN, "Sec-Fetch-Site": "same-origin"}).status_code == 200
+    for site in ("cross-site", "same-site"):
+        r = post(client, "/get_info", headers={"Sec-Fetch-Site": site})
+        assert "Cross-site" in one_line_error(r, 403)
+
+
+def test_methods(client):
+    r = get(client, "/get_preds?model=smollm2")
+    assert "POST" in one_line_error(r, 405) and r.headers["Allow"] == "POST"
+    assert one_line_error(post(client, "/"), 405)
+    assert client.open("/get_info", method="OPTIONS", headers={"Host": HOST}).status_code == 405
+    assert client.open("/", method="PUT", headers={"Host": HOST}).status_code == 405
+    assert get(client, "/..%2f..%2fetc/passwd").status_code in (400, 404)
+    assert "'..'" in one_line_error(get(client, "/../lit_app/server.py"), 400)
+
+
+def test_answers_carry_hardening_headers(client):
+    r = get(client)
+    assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Frame-Options"] == "SAMEORIGIN"
+    assert r.headers["Referrer-Policy"] == "no-referrer"
+
+
+# ---------------------------------------------------------------------------
+# Token.
+
+
+def test_token_flow(lit):
+    c = secure(lit, token=TOKEN)
+    assert "needs a token" in one_line_error(get(c), 403)
+    assert "Wrong token" in one_line_error(get(c, f"/?token={TOKEN}x"), 403)
+    assert post(c, "/get_info").status_code == 403
+    # ?token= on a page load: cookie set, token dropped from the address bar.
+    r = get(c, f"/?token={TOKEN}&layout=default")
+    assert r.status_code == 303 and r.headers["Location"] == "/?layout=default"
+    cookie = r.headers["Set-Cookie"]
+    assert cookie.startswith(f"sequence_salience_token_{PORT}={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    jar = {"Cookie": cookie.split(";", 1)[0]}
+    # LIT's client then works with the cookie alone: the page, its scripts and its POSTs.
+    assert get(c, headers=jar).status_code == 200
+    assert get(c, "/main.js", headers=jar).status_code == 200
+    assert post(c, "/get_info", headers=jar).status_code == 200
+    assert post(c, "/get_info", headers={"Cookie": f"sequence_salience_token_{PORT}=nope"}).status_code == 403
+    assert post(c, "/get_info", headers={"Cookie": f"sequence_salience_token_9999={TOKEN}"}).status_code == 403
+    # Scripts use a header.
+    assert post(c, "/get_info", headers={"Authorization": f"token {TOKEN}"}).status_code == 200
+    assert post(c, "/get_info", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    r = post(c, f"/get_info?token={TOKEN}")
+    assert r.status_code == 200 and r.headers["Set-Cookie"].startswith(f"sequence_salience_token_{PORT}=")
+    # The token never replaces the other rules.
+    assert post(c, "/get_info", headers={**jar, "Origin": "http://evil.example"}).status_code == 403
+
+
+def test_loopback_is_token_free_and_non_loopback_needs_a_token():
+    args = server.parse_args([])
+    assert security.config_from_args(args).token is None
+    cfg = security.config_from_args(server.parse_args(["--host", "0.0.0.0", "--port", "6000"]))
+    assert cfg.token_generated and re.fullmatch(r"[0-9a-f]{48}", cfg.token)
+    assert cfg.browser_url() == f"http://127.0.0.1:6000/?token={cfg.token}"
+    assert security.config_from_args(server.parse_args(["--host", "::1"])).token is None
+    given = security.config_from_args(server.parse_args(["--host", "10.0.0.2", "--token", TOKEN]))
+    assert given.token == TOKEN and not given.token_generated and given.browser_url().startswith("http://10.0.0.2:")
+    with pytest.raises(ValueError, match="token is required"):
+        security.SecurityConfig(host="0.0.0.0")
+    with pytest.raises(SystemExit):
+        server.parse_args(["--token", "short"])
+
+
+# ---------------------------------------------------------------------------
+# File paths.
+
+FILE_REQUESTS = [
+    ("/create_dataset?dataset_name=jsonl_prompts", {"config": {"new_name": "x", "path": "/etc/passwd"}}),
+    ("/create_model?model_name=smollm2", {"config": {"new_name": "m", "model_name_or_path": "/etc"}}),
+    ("/save_datapoints?dataset_name=case_studies&path=/tmp/ss_should_not_exist", {"inputs": []}),
+    ("/load_datapoints?dataset_name=case_studies&path=/etc/passwd", {"inputs": []}),
+]
+
+
+@pytest.mark.parametrize("path,body", FILE_REQUESTS, ids=lambda v: v if isinstance(v, str) else "")
+def test_file_endpoints_are_off_without_data_dir(client, path, body):
+    assert "--data_dir" in one_line_error(post(client, path, body), 403)
+    assert not os.path.exists("/tmp/ss_should_not_exist.lit.jsonl")
+
+
+@pytest.fixture()
+def data_dirs(tmp_path):
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir()
+    outside.mkdir()
+    (data / "prompts.jsonl").write_text('{"prompt": "Hello"}\n{"prompt": "Bye"}\n', encoding="utf-8")
+    (outside / "secret.jsonl").write_text('{"prompt": "secret"}\n', encoding="utf-8")
+    (outside / "victim.lit.jsonl").write_text("keep me\n", encoding="utf-8")
+    os.symlink(outside, data / "link_dir")
+    os.symlink(outside / "victim.lit.jsonl", data / "evil.lit.jsonl")
+    os.symlink(outside / "secret.jsonl", data / "secret_link.jsonl")
+    return data, outside
+
+
+def test_file_endpoints_work_inside_data_dir(lit, data_dirs):
+    data, _ = data_dirs
+    c = secure(lit, data_dir=str(data))
+    examples = [{"id": "a1", "data": {"prompt": "saved one", "system": "", "target": "", "case": "", "_id": "a1"}, "meta": {}}]
+    r = post(c, "/save_datapoints?dataset_name=case_studies&path=saved", {"inputs": examples})
+    assert r.status_code == 200, r.data
+    assert json.loads(r.data) == str(data / "saved.lit.jsonl")
+    assert [json.loads(line)["data"]["prompt"] for line in (data / "saved.lit.jsonl").open()] == ["saved one"]
+    r = post(c, "/load_datapoints?dataset_name=case_studies&path=saved.lit.jsonl", {"inputs": []})
+    assert r.status_code == 200 and [ex["data"]["prompt"] for ex in json.loads(r.data)] == ["saved one"]
+    r = post(c, f"/load_datapoints?dataset_name=case_studies&path={data / 'prompts.jsonl'}", {"inputs": []})
+    assert r.status_code == 200 and [ex["data"]["prompt"] for ex in json.loads(r.data)] == ["Hello", "Bye"]
+    r = post(c, "/create_dataset?dataset_name=jsonl_prompts", {"config": {"new_name": "mine", "path": "prompts.jsonl"}})
+    assert r.status_code == 200, r.data
+    info, name = json.loads(r.data)
+    assert name == "mine" and "mine" in info["datasets"]
+
+
+@pytest.mark.parametrize("given", ["../outside/secret.jsonl", "sub/../../outside/secret.jsonl", "..", "/etc/passwd",
+                                   "link_dir/secret.jsonl", "secret_link.jsonl", "evil", "evil.lit.jsonl",
+                                   "link_dir/new"])
+def test_paths_leading_out_of_data_dir_are_refused(lit, data_dirs, given):
+    data, outside = data_dirs
+    c = secure(lit, data_dir=str(data))
+    before = sorted(p.name for p in outside.iterdir())
+    ex = [{"id": "a1", "data": {"prompt": "x", "system": "", "target": "", "case": "", "_id": "a1"}, "meta": {}}]
+    for path, body in (
+        (f"/save_datapoints?dataset_name=case_studies&path={given}", {"inputs": ex}),
+        (f"/load_datapoints?dataset_name=case_studies&path={given}", {"inputs": []}),
+        ("/create_dataset?dataset_name=jsonl_prompts", {"config": {"new_name": "y", "path": given}}),
+    ):
+        msg = one_line_error(post(c, path, body), 403)
+        assert "'..'" in msg or "outside --data_dir" in msg
+    assert sorted(p.name for p in outside.iterdir()) == before
+    assert (outside / "victim.lit.jsonl").read_text(encoding="utf-8") == "keep me\n"
+
+
+# ---------------------------------------------------------------------------
+# Errors and limits.
+
+
+def test_error_bodies_are_one_line_and_the_traceback_goes_to_the_log(lit, client, caplog):
+    query = f"/get_interpretations?interpreter=nope&model={GEN}&dataset_name=case_studies"
+    raw = Client(lit).post(query, data=json.dumps({"inputs": []}))
+    assert raw.status_code == 500 and "Traceback" in raw.get_data(as_text=True)  # LIT alone leaks it
+    r = post(client, query, {"inputs": []})
+    assert one_line_error(r, 500) == "Unknown or missing name 'nope' in the request"
+    assert "Traceback" in caplog.text and "KeyError" in caplog.text
+
+
+@pytest.mark.parametrize("body,needle", [
+    (b"{not json", "not valid JSON"),
+    (b"\xff\xfe", "not UTF-8"),
+    ([1, 2], "must be a JSON object"),
+    ({"inputs": "x"}, "inputs"),
+    ({"inputs": [5]}, "inputs[0]"),
+    ({"inputs": [{"id": "a"}]}, 'no "data"'),
+    ({"inputs": [{"id": "a", "data": {"prompt": 5}}]}, '"prompt" must be a string'),
+    ({"inputs": [{"id": "a", "data": {"prompt": "hi", "system": ["x"]}}]}, '"system" must be a string'),
+    ({"inputs": [{"id": "a", "data": {"prompt": "hi", "chat": "maybe"}}]}, '"chat"'),
+    ({"inputs": [{"id": "a", "data": {"prompt": "hi", "target_span": 3}}]}, '"target_span"'),
+], ids=["malformed", "not-utf8", "list-body", "inputs-str", "input-int", "no-data", "prompt-int", "system-list",
+        "chat", "span-int"])
+def test_malformed_and_mistyped_requests_get_400(client, body, needle):
+    data = body if isinstance(body, bytes) else json.dumps(body)
+    assert needle in one_line_error(post(client, f"/get_preds?model={SAL}", data), 400)
+
+
+def test_unknown_names_get_400(client):
+    ex = {"prompt": "hi"}
+    assert "Unknown model 'nope'" in one_line_error(preds(client, "nope", ex), 400)
+    assert GEN in one_line_error(preds(client, "nope", ex), 400)  # names the known ones
+    assert "No model" in one_line_error(post(client, "/get_preds", {"inputs": []}), 400)
+    assert "Unknown dataset" in one_line_error(preds(client, GEN, ex, query="&dataset_name=nope"), 400)
+    assert "progress_indicator" in one_line_error(preds(client, GEN, ex, query="&progress_indicator=x"), 400)
+    assert "not a LIT type" in one_line_error(preds(client, GEN, ex, query="&requested_types=Bogus"), 400)
+
+
+def test_body_size_limit(lit):
+    c = secure(lit, limits=limits.Limits(max_body_bytes=1000))
+    big = {"inputs": [{"id": "a", "data": {"prompt": "x" * 2000}}]}
+    assert "--max_body_bytes" in one_line_error(post(c, f"/get_preds?model={TOK}", big), 413)
+    # Chunked (no Content-Length): read up to the limit, then refused.
+    r = c.open(f"/get_preds?model={TOK}", method="POST", input_stream=io.BytesIO(json.dumps(big).encode()),
+               headers={"Host": HOST, "Content-Type": "application/json"},
+               environ_overrides={"wsgi.input_terminated": True})
+    assert "--max_body_bytes" in one_line_error(r, 413)
+    small = {"inputs": [{"id": "a", "data": {"prompt": "Hello"}}]}
+    assert post(c, f"/get_preds?model={TOK}", small).status_code == 200
+
+
+def test_prompt_length_ig_steps_and_max_new_tokens_limits(lit):
+    c = secure(lit, limits=limits.Limits(max_prompt_chars=100, max_ig_steps=4, max_new_tokens=6))
+    msg = one_line_error(preds(c, TOK, {"prompt": "x" * 60, "target": "y" * 41}), 400)
+    assert "101 characters" in msg and "100" in msg and "--max_prompt_chars" in msg
+    r = preds(c, TOK, {"prompt": "Hello " * 10, "target": "y" * 40})  # exactly 100
+    assert r.status_code == 200 and json.loads(r.data)[0][fields.TOKENS]
+    for steps in (5, -1, 1.5, "abc", True, [4]):
+        msg = one_line_error(preds(c, SAL, {"prompt": "hi", "ig_steps": steps}), 400)
+        assert '"ig_steps"' in msg and "0 (off) to 4" in msg and "--max_ig_steps" in msg
+    for n in (0, 7, "many"):
+        msg = one_line_error(preds(c, GEN, {"prompt": "hi", "max_new_tokens": n}), 400)
+        assert '"max_new_tokens"' in msg and "1 to 6" in msg
+    # Within the limits the request reaches the model.
+    assert preds(c, TOK, {"prompt": "hi", "ig_steps": "4", "max_new_tokens": 6}).status_code == 200
+    with pytest.raises(ValueError, match="max_ig_steps"):
+        limits.Limits(max_ig_steps=models.MAX_IG_STEPS + 1)
+
+
+def test_a_full_server_answers_503_with_retry_after(lit, shared):
+    app = security.SecureApp(lit, security.SecurityConfig(port=PORT, limits=limits.Limits(max_pending=1)))
+    c = Client(app, use_cookies=False)
+    first: dict = {}
+    shared.lock.acquire()  # the model is busy: the first request waits for it, holding the only slot
+    try:
+        t = threading.Thread(target=lambda: first.setdefault("r", preds(c, GEN, {"prompt": "Name a color."})))
+        t.start()
+        deadline = time.monotonic() + 30
+        while app.slots.in_use < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert app.slots.in_use == 1
+        r = preds(c, TOK, {"prompt": "hi"})
+        assert "busy" in one_line_error(r, 503) and r.headers["Retry-After"] == "2"
+        assert post(c, "/get_info").status_code == 200  # metadata never waits for the model
+    finally:
+        shared.lock.release()
+    t.join(60)
+    assert first["r"].status_code == 200 and json.loads(first["r"].data)[0][fields.RESPONSE]
+    assert app.slots.in_use == 0 and app.slots.rejected == 1 and app.slots.peak == 1
+    assert preds(c, TOK, {"prompt": "hi"}).status_code == 200
+    # An error inside LIT frees its slot too.
+    post(c, f"/get_interpretations?interpreter=nope&model={GEN}", {"inputs": []})
+    assert app.slots.in_use == 0
+
+
+def test_valid_requests_answer_as_lit_alone_does(lit, client):
+    ex = {"prompt": "What is the capital of France?"}
+    body = {"inputs": [{"id": "x", "data": ex}]}
+    direct = Client(lit).post(f"/get_preds?model={GEN}", data=json.dumps(body))
+    guarded = preds(client, GEN, ex)
+    assert guarded.status_code == direct.status_code == 200
+    assert json.loads(guarded.data) == json.loads(direct.data)
+    assert "Paris" in json.loads(guarded.data)[0][fields.RESPONSE]
+
+
+def test_client_root_loads_the_request_guard_before_lit(tmp_path):
+    root = Path(client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js")))
+    html = (root / "static" / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'<script src="request_guard\.js"></script>\s*<script src="main\.js"></script>', html)
+    assert (root / security.REQUEST_GUARD_NAME).read_text(encoding="utf-8") == security.REQUEST_GUARD_JS
+
+
+# ---------------------------------------------------------------------------
+# The real server on a non-loopback address.
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _request(port, method, path, body=None, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def test_real_server_on_0000_requires_its_printed_token(tmp_path):
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "lit_app.server", "--host", "0.0.0.0", "--port", str(port),
+                                 "--client_root", str(tmp_path / "client_root")],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while not re.search(r"is ready: (\S+)", log.read_text()):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+        url = re.search(r"is ready: (\S+)", log.read_text()).group(1)
+        m = re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?token=([0-9a-f]{{48}})", url)
+        assert m, url
+        token = m.group(1)
+        assert _request(port, "GET", "/")[0] == 403
+        assert _request(port, "POST", "/get_info", "{}", {"Content-Type": "application/json"})[0] == 403
+        status, headers, _ = _request(port, "GET", f"/?token={token}")
+        assert status == 303 and headers["Location"] == "/"
+        jar = {"Cookie": headers["Set-Cookie"].split(";", 1)[0]}
+        status, _, page = _request(port, "GET", "/", headers=jar)
+        assert status == 200 and "request_guard.js" in page
+        status, _, body = _request(port, "POST", "/get_info", "{}", {**jar, "Content-Type": "application/json"})
+        assert status == 200 and "smollm2" in json.loads(body)["models"]
+        status, _, body = _request(port, "POST", "/get_info", "{}", {**jar, "Content-Type": "text/plain"})
+        assert status == 403 and "\n" not in body
+        # Another machine's view: the server's own non-loopback IP, if it has one, is an allowed Host.
+        status, _, _ = _request(port, "GET", "/", headers={**jar, "Host": f"192.0.2.10:{port}"})
+        assert status == 200
+        status, _, _ = _request(port, "GET", "/", headers={**jar, "Host": f"evil.example:{port}"})
+        assert status == 403
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
