@@ -31,6 +31,7 @@ from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
 from lit_app import client_build, datasets, layouts, limits, models, security
+from lit_app import inside as inside_models
 
 logger = logging.getLogger("lit_app.server")
 
@@ -130,7 +131,8 @@ def build_app_for_lm(
 ) -> SequenceSalienceApp:
     """Wraps an already-loaded LanguageModel (tests and notebooks use this)."""
     shared = models.SharedLM(lm, max_new_tokens=max_new_tokens)
-    return build_app(models.make_models(shared, model_name), datasets.get_datasets(data_path), client_root)
+    lit_models = inside_models.with_inside(models.make_models(shared, model_name), shared, model_name)
+    return build_app(lit_models, datasets.get_datasets(data_path), client_root)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -180,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.info("Model ready after %.1f s.", time.perf_counter() - start)
 
     shared = models.SharedLM(lm, max_new_tokens=args.max_new_tokens)
-    app = build_app(models.make_models(shared, model_short_name(args.model)), lit_datasets, client_root)
+    name = model_short_name(args.model)
+    app = build_app(inside_models.with_inside(models.make_models(shared, name), shared, name), lit_datasets, client_root)
     sec = security.config_from_args(args)
     try:
         httpd = serving.make_server(args.host, args.port, security.SecureApp(app, sec), threaded=True,

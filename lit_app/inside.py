@@ -1,0 +1,261 @@
+"""LIT wrappers for "Inside the model" (sequence_salience.inside), over the shared loaded model.
+
+Three hidden LIT models share the `SharedLM` of lit_app/models.py (its weights,
+its FIFO lock and its generation cache) and one `InsideState` (the resolved
+architecture and the background value index):
+
+* `_<name>_inside_trace`      prompt + target + `inside_t` -> per-layer trace of target token t
+* `_<name>_inside_intervene`  ... + `interventions` -> before vs. after (trace, generation, salience)
+* `_<name>_inside_search`     `query` -> value vectors promoting it, and the index's build progress
+
+The value index is never built at server start: the first search starts it on
+a worker thread (it reads weights only, no forward pass, so it takes no model
+lock); searches answer from the layers built so far and report progress, so
+the UI polls until the index is complete. The payloads are documented in
+docs/architecture.md ("Inside the model").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from typing import Any
+
+from lit_nlp.api import types as lit_types
+
+from sequence_salience import inside as ssi
+from sequence_salience.inside.trace import sequence_ids
+from lit_app import fields
+from lit_app.models import JsonDict, RequestError, SharedLM, _text_field, _Wrapper
+
+logger = logging.getLogger(__name__)
+
+# Input fields (besides prompt, system, chat, target of fields.py).
+INSIDE_T = "inside_t"  # Integer: which target token to trace (0-based)
+INTERVENTIONS = "interventions"  # TextSegment: JSON list of {"layer", "index", "mode"}
+QUERY = "query"  # TextSegment: the word to search value vectors for
+LIMIT = "limit"  # Integer: most hits returned
+# Output fields.
+TRACE = "inside_trace"
+INTERVENTION = "inside_intervention"
+SEARCH = "inside_search"
+
+MAX_INTERVENTIONS = 64
+DEFAULT_LIMIT = 30
+MAX_LIMIT = 500
+TRACE_CONFIG = ssi.TraceConfig(top_k=10, top_sub_updates=10, value_top_tokens=8)
+
+
+def model_names(name: str) -> tuple[str, str, str]:
+    """(trace, intervene, search) model names for the model group `name`."""
+    return f"_{name}_inside_trace", f"_{name}_inside_intervene", f"_{name}_inside_search"
+
+
+_TARGET_INPUTS: lit_types.Spec = {
+    fields.PROMPT: lit_types.TextSegment(),
+    fields.SYSTEM: lit_types.TextSegment(required=False, default=""),
+    fields.CHAT: lit_types.Boolean(required=False, default=True),
+    fields.TARGET: lit_types.TextSegment(required=False, default=""),
+    INSIDE_T: lit_types.Integer(required=False, default=0, min_val=0, max_val=100_000),
+    INTERVENTIONS: lit_types.TextSegment(required=False, default=""),
+}
+
+
+def _int_field(ex: JsonDict, name: str, default: int, lo: int, hi: int) -> int:
+    value = ex.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise RequestError(f'Input field "{name}" must be a whole number, got {value!r}.') from None
+    if number != int(number) or not lo <= number <= hi:
+        raise RequestError(f'Input field "{name}" is {value!r}; use a whole number from {lo} to {hi}.')
+    return int(number)
+
+
+def parse_interventions(value: Any) -> list[ssi.Intervention]:
+    """The `interventions` field: "" / None -> [], else a JSON list of {"layer", "index", "mode"}."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise RequestError(
+                f'Input field "{INTERVENTIONS}" is not JSON ({e.msg}). Fix: send e.g. '
+                '[{"layer": 20, "index": 512, "mode": "off"}].'
+            ) from None
+    if not isinstance(value, list):
+        raise RequestError(f'Input field "{INTERVENTIONS}" must be a JSON list, got {type(value).__name__}.')
+    if len(value) > MAX_INTERVENTIONS:
+        raise RequestError(f"{len(value)} interventions; at most {MAX_INTERVENTIONS} per request.")
+    return [ssi.Intervention.parse(v) for v in value]
+
+
+class InsideState:
+    """What the three wrappers share besides SharedLM: the architecture and the background value index."""
+
+    def __init__(self, shared: SharedLM, index_top_k: int = ssi.value_index.DEFAULT_TOP_K):
+        self.shared = shared
+        self._arch: ssi.Architecture | None = None
+        self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k)
+
+    @property
+    def arch(self) -> ssi.Architecture:
+        """Resolved on first use, so an unsupported model fails its inside requests, not server start."""
+        if self._arch is None:
+            self._arch = ssi.resolve_architecture(self.shared.lm.model)
+        return self._arch
+
+    def explained(self, chat: Any, target: str) -> Any:
+        """The response the salience module explains: the typed target, else the (cached) greedy generation."""
+        if target:
+            return target
+        gen = self.shared.generate(chat)
+        if not gen.ids:
+            raise RequestError("The model generated an empty response, so there is no token to trace."
+                               " Fix: type a target text, or change the prompt.")
+        return gen
+
+    def locate(self, ex: JsonDict) -> "Located":
+        """Where the response's token `inside_t` sits in prompt + response."""
+        chat = self.shared.format_prompt(ex)
+        response = self.explained(chat, _text_field(ex, fields.TARGET))
+        with self.shared.lock:
+            ids, n_prompt = sequence_ids(self.shared.lm, chat, response)
+        n_targets = len(ids) - n_prompt
+        t = _int_field(ex, INSIDE_T, 0, 0, 100_000)
+        if t >= n_targets:
+            raise RequestError(f'Input field "{INSIDE_T}" is {t} but the response has {n_targets} token(s); '
+                               f"use 0..{n_targets - 1}.")
+        return Located(chat, response, ids, t, n_targets, n_prompt + t - 1, ids[n_prompt + t])
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """A traced token: the prompt, the response, their ids, and token t of the response (at position P + t)."""
+
+    chat: Any
+    response: Any
+    ids: list[int]
+    t: int
+    n_targets: int
+    position: int  # the position that predicts token t
+    target_id: int
+
+
+def _trace_payload(tr: ssi.Trace, t: int, n_targets: int) -> JsonDict:
+    d = tr.as_dict()
+    d.update(t=t, n_targets=n_targets)
+    return d
+
+
+class InsideTraceModel(_Wrapper):
+    """Prompt + response + token index -> the layer-by-layer trace of that token (one forward pass)."""
+
+    def __init__(self, shared: SharedLM, state: InsideState):
+        super().__init__(shared)
+        self.state = state
+
+    def input_spec(self) -> lit_types.Spec:
+        return dict(_TARGET_INPUTS)
+
+    def output_spec(self) -> lit_types.Spec:
+        return {TRACE: fields.JsonDict()}
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        at = self.state.locate(ex)
+        interventions = parse_interventions(ex.get(INTERVENTIONS))
+        with self.shared.lock:
+            arch = self.state.arch
+            with ssi.apply_interventions(self.shared.lm, interventions, arch):
+                tr = ssi.trace_ids(self.shared.lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch)
+        logger.info("inside trace: t=%d position=%d %.2f s", at.t, at.position, tr.seconds)
+        return {TRACE: _trace_payload(tr, at.t, at.n_targets)}
+
+
+class InsideInterveneModel(InsideTraceModel):
+    """... + interventions -> before vs. under the interventions: trace, greedy generation, salience."""
+
+    def output_spec(self) -> lit_types.Spec:
+        return {INTERVENTION: fields.JsonDict()}
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        at = self.state.locate(ex)
+        interventions = parse_interventions(ex.get(INTERVENTIONS))
+        if not interventions:
+            raise RequestError("No interventions to run. Fix: click a sub-update (or a search hit) to add it.")
+        config = ssi.InterventionConfig(trace=TRACE_CONFIG, generation=self.shared.generation_config,
+                                        salience_method=fields.GRAD_X_INPUT_METHOD)
+        with self.shared.lock:
+            result = ssi.intervene(self.shared.lm, at.chat, interventions, at.response, at.t, config)
+        d = result.as_dict()
+        for side in ("before", "after"):
+            d[side]["trace"] = _trace_payload(getattr(result, side).trace, at.t, at.n_targets)
+            d[side]["generation"] = {"text": d[side]["generation"]["text"],
+                                     "stopped_by": d[side]["generation"]["stopped_by"]}
+            d[side].pop("tokens")
+            sal = d[side].pop("salience")
+            d[side]["salience_method"] = config.salience_method
+            d[side]["salience_total"] = None if sal is None else float(sum(abs(v) for v in sal))
+        logger.info("inside intervene: %d intervention(s), %.1f s + %.1f s", len(interventions),
+                    result.before.seconds, result.after.seconds)
+        return {INTERVENTION: d}
+
+
+class InsideSearchModel(_Wrapper):
+    """A word -> the value vectors whose vocabulary projection ranks it highest, and the index's progress."""
+
+    def __init__(self, shared: SharedLM, state: InsideState):
+        super().__init__(shared)
+        self.state = state
+
+    def input_spec(self) -> lit_types.Spec:
+        return {
+            QUERY: lit_types.TextSegment(),
+            LIMIT: lit_types.Integer(required=False, default=DEFAULT_LIMIT, min_val=1, max_val=MAX_LIMIT),
+        }
+
+    def output_spec(self) -> lit_types.Spec:
+        return {SEARCH: fields.JsonDict()}
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        query = _text_field(ex, QUERY, required=True)
+        limit = _int_field(ex, LIMIT, DEFAULT_LIMIT, 1, MAX_LIMIT)
+        if not query.strip():
+            raise RequestError("The search text is empty. Fix: type a word, e.g. Paris.")
+        _ = self.state.arch  # an unsupported model fails here, with the module it lacks
+        self.state.index.start()
+        status = self.state.index.status()
+        if status["state"] == "error":
+            raise RequestError(f"The value index could not be built: {status['error']}")
+        snapshot = self.state.index.snapshot()
+        if snapshot is None:
+            with self.shared.lock:
+                tokens = ssi.value_index.query_tokens(self.shared.lm.tokenizer, query)
+            result = {"query": query, "tokens": [list(x) for x in tokens], "hits": [], "total": 0,
+                      "layers_searched": 0, "num_layers": status["num_layers"] or self.state.arch.num_layers}
+        else:
+            with self.shared.lock:
+                result = ssi.search_values(self.shared.lm, snapshot, query, limit).as_dict()
+        result["index"] = status
+        return {SEARCH: result}
+
+
+def make_inside_models(shared: SharedLM, name: str) -> dict[str, Any]:
+    """The three hidden LIT models of "Inside the model" for the model group `name`."""
+    state = InsideState(shared)
+    trace_name, intervene_name, search_name = model_names(name)
+    return {
+        trace_name: InsideTraceModel(shared, state),
+        intervene_name: InsideInterveneModel(shared, state),
+        search_name: InsideSearchModel(shared, state),
+    }
+
+
+
+def with_inside(lit_models: dict[str, Any], shared: SharedLM, name: str) -> dict[str, Any]:
+    """`lit_models` (generation model first) plus the inside models of the same shared model."""
+    return {**lit_models, **make_inside_models(shared, name)}
