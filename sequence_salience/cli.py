@@ -1,0 +1,507 @@
+"""The `sequence-salience` command: explain one prompt, or a JSONL file of prompts, from a shell.
+
+    sequence-salience explain --prompt "What is the capital of France?"
+    sequence-salience explain --prompt-file prompt.txt --system "Be brief." --target " Paris." \\
+        --method grad_x_input --granularity sentence --top 5 --html out.html --json out.json
+    sequence-salience explain --batch prompts.jsonl --out results/ [--html]
+    sequence-salience show results/00003.json --granularity sentence [--html out.html]
+
+`explain` loads the model, generates the greedy response (unless --target is
+given), computes salience for every response token and prints the coloured
+prompt, the response and a table of the top segments for the whole response
+(or --span T0:T1 of its tokens). `--batch` reads one JSON object per line
+({"prompt": ..., "system": ..., "target": ..., "chat": ..., "id": ...}; only
+"prompt" is required), writes OUT/<id or line number>.json (and .html with
+--html) per row, appends one line per row to OUT/log.jsonl, shows a progress
+bar, reports a bad row with its line number and goes on. Rerunning the same
+command skips rows whose result file already holds the same input and
+settings (resumable; files are written atomically, so an interrupted run
+leaves no half-written result). `show` re-renders a saved result without a model.
+
+Exit codes:
+  0   everything asked for was explained and written
+  1   --batch finished, but some rows failed (each reported with its line number)
+  2   usage or input error: bad flags, unreadable or empty prompt file, bad prompt
+      or target (too long, empty), unknown method/granularity, bad regex or span
+  3   the model could not be loaded
+  130 interrupted (Ctrl-C); finished batch rows are kept and a rerun resumes
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK = 0
+EXIT_ROWS_FAILED = 1
+EXIT_USAGE = 2
+EXIT_MODEL = 3
+EXIT_INTERRUPTED = 130
+
+LOG_NAME = "log.jsonl"
+_ROW_KEYS = ("prompt", "system", "target", "chat", "id", "case")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+class UsageError(Exception):
+    """A problem with the command line or its input files (exit code 2)."""
+
+
+def _granularities() -> tuple[str, ...]:
+    from sequence_salience import aggregate  # pylint: disable=import-outside-toplevel
+
+    return aggregate.GRANULARITIES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from sequence_salience import DEFAULT_MODEL, list_methods  # pylint: disable=import-outside-toplevel
+
+    parser = argparse.ArgumentParser(
+        prog="sequence-salience", description=__doc__.split("\n\n")[0],
+        epilog=__doc__[__doc__.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,show}")
+
+    def display_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--method", default=None,
+                       help=f"salience method(s), comma-separated; the first is shown (one of {', '.join(list_methods())}; "
+                            "explain default: grad_x_input)")
+        p.add_argument("--granularity", default="word", choices=_granularities(), help="segments shown (default: word)")
+        p.add_argument("--pattern", default=None, help="regex for --granularity regex, e.g. '[^,;.]+'")
+        p.add_argument("--span", default=None, metavar="T0:T1",
+                       help="explain response tokens T0..T1-1 only (default: the whole response)")
+        p.add_argument("--top", type=int, default=10, help="how many top segments to list (default: 10)")
+
+    ex = sub.add_parser("explain", help="explain a prompt (or a JSONL file of prompts) with a model",
+                        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog=__doc__[__doc__.index("Exit codes:"):])
+    src = ex.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="the prompt text (the user turn when the model has a chat template)")
+    src.add_argument("--prompt-file", help="read the prompt from this UTF-8 text file ('-' for stdin)")
+    src.add_argument("--batch", metavar="PROMPTS.jsonl", help="explain every row of a JSONL file (needs --out)")
+    ex.add_argument("--model", default=DEFAULT_MODEL,
+                    help="'default' (embedded SmolLM2-135M-Instruct), a local HF folder, a .gguf file or a Hub id")
+    ex.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    ex.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    ex.add_argument("--system", default=None, help="system prompt (needs a chat template)")
+    ex.add_argument("--raw", action="store_true", help="do not apply the chat template; explain the raw text")
+    ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
+    ex.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    ex.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    display_flags(ex)
+    ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
+                    help="write a self-contained HTML file (with --batch: no PATH, one per row)")
+    ex.add_argument("--json", default=None, metavar="PATH", help="write the full result as JSON (SalienceResult.load)")
+    ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
+    ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
+    ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
+
+    sh = sub.add_parser("show", help="render a saved result (JSON) in the terminal or as HTML, without a model")
+    sh.add_argument("path", help="a JSON file written by explain --json / --batch or result.to_json")
+    display_flags(sh)
+    sh.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
+    return parser
+
+
+# ----------------------------------------------------------------------------
+# Helpers
+
+
+def _parse_span(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) >= int(m.group(2)):
+        raise UsageError(f"--span {text!r}: write T0:T1 with T0 < T1, e.g. --span 0:3 (response token indices).")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _parse_methods(text: str | None) -> tuple[str, ...]:
+    from sequence_salience import SalienceError, get_method  # pylint: disable=import-outside-toplevel
+
+    names = tuple(m.strip() for m in (text or "grad_x_input").split(",") if m.strip())
+    if not names:
+        raise UsageError("--method is empty. Fix: e.g. --method grad_x_input.")
+    for name in names:
+        try:
+            get_method(name)
+        except SalienceError as e:
+            raise UsageError(str(e)) from None
+    return names
+
+
+def _read_prompt_file(path: str) -> str:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"--prompt-file {path}: no such file. Fix: check the path.") from None
+    except IsADirectoryError:
+        raise UsageError(f"--prompt-file {path} is a folder. Fix: give a text file.") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--prompt-file {path} is not UTF-8 text ({e.reason} at byte {e.start}). "
+                         "Fix: save it as UTF-8.") from None
+    except OSError as e:
+        raise UsageError(f"--prompt-file {path}: cannot read it ({e.strerror}).") from None
+    if text.endswith("\n"):
+        text = text[:-1]  # editors end files with a newline; it is not part of the prompt
+    if not text.strip():
+        raise UsageError(f"--prompt-file {path} is empty. Fix: write the prompt into it.")
+    return text
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console  # pylint: disable=import-outside-toplevel
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def _err(msg: str) -> None:
+    print(f"sequence-salience: error: {msg}", file=sys.stderr, flush=True)
+
+
+def _info(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _load_model(args):
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+
+    _info(f"Loading model {args.model!r} ...")
+    start = time.perf_counter()
+    lm = ss.load_model(args.model, device=args.device, dtype=args.dtype, log=_info)
+    _info(f"Model ready after {time.perf_counter() - start:.1f} s.")
+    return lm
+
+
+def _settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
+    """What, besides the row, decides a result: a batch row is redone when any of it changes."""
+    return {"model": args.model, "dtype": args.dtype, "methods": list(methods), "ig_steps": args.ig_steps,
+            "max_new_tokens": args.max_new_tokens, "raw": bool(args.raw)}
+
+
+def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: bool | None, methods, ig_steps: int,
+                max_new_tokens: int, progress=None):
+    """Formats, generates (when target is None) and explains one prompt; returns (result, generated?)."""
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+
+    chat_prompt = lm.format_prompt(prompt, system=system or None, chat=chat)
+    explained: Any = target
+    if target is None or target == "":
+        explained = lm.generate(chat_prompt, ss.GenerationConfig(max_new_tokens=max_new_tokens))
+        if not explained.ids:
+            raise ss.SalienceError("The model generated an empty response (it ended its turn at once). "
+                                   "Fix: give a --target to explain, or change the prompt.")
+    config = ss.SalienceConfig(ig_steps=ig_steps)
+    result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
+    return result, not isinstance(explained, str)
+
+
+# ----------------------------------------------------------------------------
+# explain (one prompt)
+
+
+def _explain_single(args, methods, span) -> int:
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    if args.out is not None or args.force:
+        raise UsageError("--out and --force go with --batch. Fix: use --json/--html PATH for one prompt.")
+    if args.html == "":
+        raise UsageError("--html needs a PATH for one prompt (e.g. --html salience.html).")
+    prompt = args.prompt if args.prompt is not None else _read_prompt_file(args.prompt_file)
+    if not prompt.strip():
+        raise UsageError("--prompt is empty. Fix: give the prompt text.")
+    try:
+        lm = _load_model(args)
+    except ss.SalienceError as e:
+        _err(f"cannot load --model {args.model!r}: {e}")
+        return EXIT_MODEL
+    start = time.perf_counter()
+
+    def progress(method, done, total):
+        print(f"\r  {method}: {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+    try:
+        _info("Generating ..." if args.target is None else "Explaining the given target ...")
+        result, generated = explain_one(lm, prompt, args.system, args.target, False if args.raw else None, methods,
+                                        args.ig_steps, args.max_new_tokens, progress)
+    except ss.SalienceError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    _info(f"Explained {result.num_targets} response tokens in {time.perf_counter() - start:.1f} s.")
+    meta = {"input": {"prompt": prompt, "system": args.system or "", "target": args.target or ""},
+            "settings": _settings(args, methods), "generated": generated}
+    if args.json:
+        display.to_json(result, args.json, meta)
+        _info(f"Wrote {args.json}")
+    try:
+        view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top)
+    except ss.SalienceError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    if args.html:
+        display.atomic_write_text(args.html, view.html())
+        _info(f"Wrote {args.html}")
+    if not args.quiet:
+        _console().print(view)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------
+# explain --batch
+
+
+def parse_row(line: str, lineno: int) -> dict[str, Any]:
+    """One JSONL row -> {"prompt", "system", "target", "chat", "id"}; UsageError names the problem."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"not valid JSON ({e.msg} at column {e.colno}); write one object per line, "
+                         'e.g. {"prompt": "..."}') from None
+    if not isinstance(obj, dict):
+        raise UsageError(f'expected a JSON object, got {type(obj).__name__}; write {{"prompt": "..."}}')
+    unknown = sorted(set(obj) - set(_ROW_KEYS))
+    if unknown:
+        raise UsageError(f"unknown field(s) {unknown}; a row may have {list(_ROW_KEYS)}")
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UsageError('field "prompt" is missing or empty; every row needs a non-empty prompt string')
+    row = {"prompt": prompt}
+    for key in ("system", "target", "case"):
+        value = obj.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise UsageError(f'field "{key}" must be a string, got {type(value).__name__}')
+        row[key] = value
+    chat = obj.get("chat")
+    if chat is not None and not isinstance(chat, bool):
+        raise UsageError(f'field "chat" must be true or false, got {chat!r}')
+    row["chat"] = chat
+    rid = obj.get("id")
+    if rid is None:
+        row["id"] = f"{lineno:05d}"
+    else:
+        rid = str(rid) if isinstance(rid, int) and not isinstance(rid, bool) else rid
+        if not isinstance(rid, str) or not _ID_RE.match(rid):
+            raise UsageError(f'field "id" {rid!r} must be letters, digits, "_", "-" or "." (it names the output file)')
+        row["id"] = rid
+    return row
+
+
+def _read_batch(path: str) -> list[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        raise UsageError(f"--batch {path}: no such file. Fix: check the path.") from None
+    except IsADirectoryError:
+        raise UsageError(f"--batch {path} is a folder. Fix: give a .jsonl file.") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--batch {path} is not UTF-8 text ({e.reason} at byte {e.start}).") from None
+    except OSError as e:
+        raise UsageError(f"--batch {path}: cannot read it ({e.strerror}).") from None
+    rows = [(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    if not rows:
+        raise UsageError(f"--batch {path} has no rows. Fix: write one JSON object per line, e.g. "
+                         '{"prompt": "What is the capital of France?"}')
+    return rows
+
+
+def _existing_result(path: str, fingerprint: dict) -> bool:
+    """True when path holds a complete result for exactly this input and these settings."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return False
+    meta = obj.get("meta") if isinstance(obj, dict) else None
+    return isinstance(meta, dict) and meta.get("fingerprint") == fingerprint and "result" in obj
+
+
+def _append_log(out_dir: str, entry: dict) -> None:
+    entry = {"time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}
+    with open(os.path.join(out_dir, LOG_NAME), "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        f.flush()
+
+
+def _explain_batch(args, methods, span) -> int:
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    if not args.out:
+        raise UsageError("--batch needs --out DIR (where the per-row results go).")
+    if args.html not in (None, ""):
+        raise UsageError("With --batch, --html takes no PATH: it writes OUT/<row>.html next to each JSON.")
+    if args.json is not None:
+        raise UsageError("With --batch, results are always JSON in --out; drop --json.")
+    if args.system is not None or args.target is not None:
+        raise UsageError("With --batch, the system prompt and target come from each row; drop --system/--target.")
+    lines = _read_batch(args.batch)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {args.out}: cannot create it ({e.strerror}).") from None
+
+    # Validate every row first: bad rows are reported up front and skipped.
+    rows: list[tuple[int, dict]] = []
+    failures: list[tuple[int, str]] = []
+    seen: dict[str, int] = {}
+    for lineno, line in lines:
+        try:
+            row = parse_row(line, lineno)
+            if row["id"] in seen:
+                raise UsageError(f'id {row["id"]!r} repeats line {seen[row["id"]]}; ids name the output files')
+            seen[row["id"]] = lineno
+            rows.append((lineno, row))
+        except UsageError as e:
+            failures.append((lineno, str(e)))
+            _err(f"{args.batch}:{lineno}: {e}")
+            _append_log(args.out, {"line": lineno, "status": "error", "error": str(e)})
+
+    settings = _settings(args, methods)
+    todo, skipped = [], 0
+    for lineno, row in rows:
+        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings}
+        json_path = os.path.join(args.out, row["id"] + ".json")
+        if not args.force and _existing_result(json_path, fingerprint):
+            skipped += 1
+            if args.html == "" and not os.path.exists(os.path.join(args.out, row["id"] + ".html")):
+                todo.append((lineno, row, fingerprint, "html-only"))
+            else:
+                _append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
+            continue
+        todo.append((lineno, row, fingerprint, "explain"))
+    _info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
+
+    lm = None
+    if any(kind == "explain" for *_, kind in todo):
+        try:
+            lm = _load_model(args)
+        except ss.SalienceError as e:
+            _err(f"cannot load --model {args.model!r}: {e}")
+            return EXIT_MODEL
+
+    done = 0
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=_console(stderr=True), transient=False) as bar:
+        task = bar.add_task("rows", total=len(todo))
+        for lineno, row, fingerprint, kind in todo:
+            rid = row["id"]
+            json_path = os.path.join(args.out, rid + ".json")
+            html_path = os.path.join(args.out, rid + ".html")
+            start = time.perf_counter()
+            bar.update(task, description=f"line {lineno} ({rid})")
+
+            def progress(method, d, total, _line=lineno, _rid=rid):
+                bar.update(task, description=f"line {_line} ({_rid}): {method} {d}/{total}")
+
+            try:
+                if kind == "html-only":
+                    result = display.load(json_path)
+                else:
+                    result, generated = explain_one(
+                        lm, row["prompt"], row["system"], row["target"] or None,
+                        False if args.raw else row["chat"], methods, args.ig_steps, args.max_new_tokens, progress)
+                    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
+                            "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated}
+                if args.html == "":
+                    display.atomic_write_text(html_path, display.render_html(
+                        result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
+                        title=f"{os.path.basename(args.batch)} line {lineno} ({rid})"))
+                if kind != "html-only":
+                    display.to_json(result, json_path, meta)  # last: its presence marks the row as done
+            except ss.SalienceError as e:
+                failures.append((lineno, str(e)))
+                bar.console.print(f"[red]sequence-salience: error:[/red] {args.batch}:{lineno} ({rid}): {e}",
+                                  markup=True, highlight=False)
+                _append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": str(e)})
+            else:
+                done += kind == "explain"
+                _append_log(args.out, {"line": lineno, "id": rid, "status": "done" if kind == "explain" else "html",
+                                       "seconds": round(time.perf_counter() - start, 3), "file": rid + ".json"})
+            bar.advance(task)
+        bar.update(task, description="rows")
+
+    _info(f"Done: {done} explained, {skipped} skipped (already done), {len(failures)} failed; results in {args.out}")
+    for lineno, msg in sorted(failures):
+        _info(f"  line {lineno}: {msg}")
+    return EXIT_ROWS_FAILED if failures else EXIT_OK
+
+
+# ----------------------------------------------------------------------------
+# show
+
+
+def _show(args, span) -> int:
+    from sequence_salience import SalienceError, display  # pylint: disable=import-outside-toplevel
+
+    try:
+        result = display.load(args.path)
+        methods = [m.strip() for m in args.method.split(",")] if args.method else [None]
+        view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top)
+    except SalienceError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    if args.html:
+        display.atomic_write_text(args.html, view.html())
+        _info(f"Wrote {args.html}")
+    _console().print(view)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command; returns the exit status (see the module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits with 2 on bad flags
+    try:
+        span = _parse_span(args.span)
+        if args.top < 0:
+            raise UsageError(f"--top {args.top}: give 0 or more.")
+        if args.granularity == "regex" and not args.pattern:
+            raise UsageError("--granularity regex needs --pattern, e.g. --pattern '[^,;.]+'.")
+        if args.pattern:
+            from sequence_salience import SalienceError, aggregate  # pylint: disable=import-outside-toplevel
+
+            try:
+                aggregate.compile_pattern(args.pattern)
+            except SalienceError as e:
+                raise UsageError(str(e)) from None
+        if args.command == "show":
+            return _show(args, span)
+        methods = _parse_methods(args.method)
+        if args.max_new_tokens < 1 or args.ig_steps < 1:
+            raise UsageError("--max-new-tokens and --ig-steps must be at least 1.")
+        if args.batch is not None:
+            return _explain_batch(args, methods, span)
+        return _explain_single(args, methods, span)
+    except UsageError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted; finished results are kept (a --batch rerun resumes).")
+        return EXIT_INTERRUPTED
+
+
+def run() -> None:
+    """Console-script entry point (`sequence-salience`)."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

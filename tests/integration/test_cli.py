@@ -1,0 +1,177 @@
+"""The `sequence-salience` command on the default model, run in a subprocess as a user runs it."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import sequence_salience as ss
+from sequence_salience import cli, display
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = pathlib.Path(sys.executable).parent / "sequence-salience"
+MODULE = [sys.executable, "-m", "sequence_salience.cli"]
+
+
+def _run(args, timeout=600, **kw):
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_console_script_explains_a_prompt_and_writes_json_and_html(tmp_path):
+    assert SCRIPT.exists(), f"{SCRIPT} missing: the console script is installed by `make setup` (pip install -e .)"
+    out_json, out_html = tmp_path / "r.json", tmp_path / "r.html"
+    proc = _run([str(SCRIPT), "explain", "--prompt", "What is the capital of France?", "--max-new-tokens", "4",
+                 "--method", "grad_x_input,grad_norm", "--granularity", "word", "--top", "3",
+                 "--json", str(out_json), "--html", str(out_html)])
+    assert proc.returncode == 0, proc.stderr
+    result, meta = display.load(out_json, with_meta=True)
+    assert set(result.matrices) == {"grad_x_input", "grad_norm"}
+    assert 1 <= result.num_targets <= 4 and meta["generated"] is True
+    assert "What is the capital of France?" in result.text[: result.prompt_end]
+    page = out_html.read_text(encoding="utf-8")
+    text = html.unescape(re.sub(r"<style>.*?</style>|<[^>]+>", "", page, flags=re.S))
+    assert page.startswith("<!DOCTYPE html>") and "What is the capital of France?" in text
+    # The terminal shows the prompt, the response and a 3-row table of top words.
+    assert "Top words" in proc.stdout and "What is the capital of France?" in proc.stdout
+    assert result.text[result.prompt_end:].strip()[:10] in proc.stdout
+    table_rows = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("│")]
+    assert len(table_rows) == 3, proc.stdout
+
+
+def test_given_target_is_explained_as_is(tmp_path):
+    out_json = tmp_path / "t.json"
+    proc = _run(MODULE + ["explain", "--prompt", "Is the sky blue? Answer yes or no.", "--target", " Yes.",
+                          "--granularity", "sentence", "--quiet", "--json", str(out_json)])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""  # --quiet
+    result, meta = display.load(out_json, with_meta=True)
+    assert result.text.endswith(" Yes.") and meta["generated"] is False
+
+
+def test_missing_prompt_file_is_a_clear_error_with_exit_code_2(tmp_path):
+    path = tmp_path / "prompt.txt"
+    proc = _run(MODULE + ["explain", "--prompt-file", str(path)], timeout=120)
+    assert proc.returncode == 2
+    assert f"--prompt-file {path}: no such file" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Loading model" not in proc.stderr  # fails before loading the model
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"   \n", "is empty"),
+    (b"\xff\xfe bad bytes", "not UTF-8"),
+])
+def test_unusable_prompt_file_is_a_clear_error_with_exit_code_2(tmp_path, capsys, content, message):
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(content)
+    assert cli.main(["explain", "--prompt-file", str(path)]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err and "Loading model" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prompt", "x", "--granularity", "regex"], "needs --pattern"),
+    (["--prompt", "x", "--granularity", "regex", "--pattern", "(?<=a)b"], "lookbehind"),
+    (["--prompt", "x", "--span", "3:1"], "--span"),
+    (["--prompt", "x", "--method", "saliency"], "Unknown salience method"),
+    (["--batch", "missing.jsonl", "--out", "o"], "no such file"),
+    (["--batch", "x.jsonl"], "needs --out"),
+    (["--prompt", "x", "--html"], "needs a PATH"),
+    (["--prompt", "x", "--out", "o"], "go with --batch"),
+])
+def test_bad_flags_exit_with_code_2(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["explain"] + args) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and "Loading model" not in err
+    assert os.listdir(tmp_path) == []  # nothing written
+
+
+def test_unloadable_model_exits_with_code_3(tmp_path):
+    proc = _run(MODULE + ["explain", "--prompt", "hi", "--model", str(tmp_path / "no_such_model")], timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot load --model" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _log(out: pathlib.Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoing_rows(tmp_path):
+    rows = [
+        json.dumps({"prompt": "Say hello.", "target": " Hello!"}),                                  # line 1
+        "{not json",                                                                                  # line 2
+        json.dumps({"prompt": "Name a colour.", "target": " Blue."}),                               # line 3
+        json.dumps({"prompt": ""}),                                                                   # line 4
+        "",                                                                                           # blank: ignored
+        json.dumps({"id": "long", "prompt": "Write one sentence about the sea.",
+                    "target": " The sea is wide and deep, and gulls circle above the boats."}),                              # line 6
+        json.dumps({"prompt": "What is 2 + 2?", "target": " 4"}),                                   # line 7
+    ]
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "results"
+    cmd = MODULE + ["explain", "--batch", str(prompts), "--out", str(out), "--method", "grad_x_input"]
+
+    # Run 1: interrupt (Ctrl-C) as soon as the first row's result exists.
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = out / "00001.json"
+    deadline = time.monotonic() + 300
+    while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert first.exists(), proc.communicate(timeout=60)[1] if proc.poll() is not None else "timed out"
+    proc.send_signal(signal.SIGINT)
+    _, err1 = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err1
+    assert "interrupted" in err1
+    assert not (out / "long.json").exists() or not (out / "00007.json").exists(), "the run was not interrupted"
+    assert not [p for p in os.listdir(out) if p.endswith(".tmp")], "a half-written file was left behind"
+    assert f"{prompts}:2: not valid JSON" in err1 and f"{prompts}:4: field \"prompt\" is missing" in err1
+    before = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    assert "00001.json" in before
+    for name in before:  # whatever was written is a complete, loadable result
+        display.load(out / name)
+    n_log = len(_log(out))
+
+    # Run 2: resumes; finished rows are skipped (not rewritten), the rest are explained.
+    proc2 = _run(cmd)
+    assert proc2.returncode == 1, proc2.stderr  # rows 2 and 4 are bad
+    assert f"{prompts}:2: not valid JSON" in proc2.stderr
+    run2 = {e["line"]: e for e in _log(out)[n_log:]}
+    expected_files = {1: "00001.json", 3: "00003.json", 6: "long.json", 7: "00007.json"}
+    for line, name in expected_files.items():
+        status = "skipped" if name in before else "done"
+        assert run2[line]["status"] == status, (line, run2[line])
+        assert (out / name).exists()
+    assert run2[2]["status"] == run2[4]["status"] == "error"
+    for name, mtime in before.items():
+        assert (out / name).stat().st_mtime_ns == mtime, f"{name} was rewritten"
+    result, meta = display.load(out / "long.json", with_meta=True)
+    assert meta["line"] == 6 and result.text.endswith("gulls circle above the boats.")
+    assert "Done: " in proc2.stderr and "line 2:" in proc2.stderr and "line 4:" in proc2.stderr
+
+    # Run 3: adds HTML for finished rows without loading the model or touching the JSON files.
+    after2 = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
+    proc3 = _run(cmd + ["--html"])
+    assert proc3.returncode == 1, proc3.stderr
+    assert "Loading model" not in proc3.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == after2
+    assert sorted(p.name for p in out.glob("*.html")) == sorted(n.replace(".json", ".html")
+                                                                for n in expected_files.values())
+
+    # A changed row is redone (its input no longer matches the saved result).
+    rows[6] = json.dumps({"prompt": "What is 2 + 2?", "target": " Four"})
+    prompts.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    proc4 = _run(cmd)
+    assert proc4.returncode == 1
+    run4 = {e["line"]: e["status"] for e in _log(out)[-6:]}
+    assert run4[7] == "done" and run4[1] == run4[3] == run4[6] == "skipped"
+    assert display.load(out / "00007.json").text.endswith(" Four")
