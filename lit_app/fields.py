@@ -16,6 +16,7 @@ CASE = "case"  # dataset only: name of the case study (CategoryLabel)
 CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
 IG_STEPS = "ig_steps"  # optional Integer: 0 = no integrated gradients
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
+DETAIL = "detail"  # optional: "" all matrices at once | "span" | "poll" | "ig_matrix" (progressive)
 
 # ---------------------------------------------------------------------------
 # Output fields.
@@ -76,6 +77,7 @@ TOKENIZER_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
 SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     IG_STEPS: lit_types.Integer(required=False, default=0, min_val=0, max_val=256),
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
+    DETAIL: lit_types.TextSegment(required=False, default=""),
 }
 
 GENERATION_OUTPUT_SPEC: lit_types.Spec = {

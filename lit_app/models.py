@@ -35,7 +35,7 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
-from lit_app import fields
+from lit_app import fields, generation_cache, progressive
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ MAX_IG_STEPS = 256
 MAX_GRAM_PACKED_VALUES = 2_000_000
 SIGNIFICANT_DIGITS = 6
 _CACHE_SIZE = 32
+# Salience results are cached up to this many bytes (a 4,000-token result with
+# its Gram tensor is hundreds of MB).
+DEFAULT_CACHE_BYTES = 2 * 1024**3
 
 JsonDict = Mapping[str, Any]
 
@@ -73,11 +76,33 @@ def _one_line(message: str) -> str:
     return re.sub(r"\s*\n\s*", " ", message).strip()
 
 
-class _LRU:
-    """A small thread-safe LRU cache."""
+def nbytes(value: Any) -> int:
+    """Approximate memory held by a cached value: its numpy arrays (recursively) plus 1 KiB."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    total = 1024
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    elif isinstance(value, Mapping):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple)):
+        items = list(value) if len(value) < 64 else []
+        total += 16 * len(value)
+    else:
+        return total
+    for item in items:
+        if isinstance(item, (np.ndarray, Mapping, list, tuple)) or dataclasses.is_dataclass(item):
+            total += nbytes(item)
+    return total
 
-    def __init__(self, size: int):
+
+class _LRU:
+    """A small thread-safe LRU cache, bounded by entry count and by bytes (`nbytes`)."""
+
+    def __init__(self, size: int, max_bytes: int | None = None):
         self._size = size
+        self._max_bytes = max_bytes
+        self._bytes: dict[Hashable, int] = {}
         self._d: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
         self._lock = threading.Lock()
 
@@ -89,11 +114,19 @@ class _LRU:
             return self._d[key]
 
     def put(self, key: Hashable, value: Any) -> None:
+        size = nbytes(value) if self._max_bytes is not None else 0
         with self._lock:
             self._d[key] = value
+            self._bytes[key] = size
             self._d.move_to_end(key)
-            while len(self._d) > self._size:
-                self._d.popitem(last=False)
+            while len(self._d) > self._size or (
+                    self._max_bytes is not None and len(self._d) > 1 and self.total_bytes > self._max_bytes):
+                old, _ = self._d.popitem(last=False)
+                self._bytes.pop(old, None)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self._bytes.values())
 
     def __len__(self) -> int:
         return len(self._d)
@@ -138,6 +171,22 @@ class FairLock:
                 self._owner = None
                 self._cond.notify_all()
 
+    def yield_to_waiting(self) -> None:
+        """Lets every thread already waiting have the lock first, then takes it back.
+
+        For long work that holds the lock (background salience matrices): called
+        between chunks, it bounds a waiting request's delay to one chunk. Only the
+        owner may call it, and only at depth 1.
+        """
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner != me:
+                raise RuntimeError("FairLock.yield_to_waiting called by a thread that does not hold it.")
+            if not self._queue or self._depth != 1:
+                return
+        self.release()
+        self.acquire()
+
     def __enter__(self) -> "FairLock":
         self.acquire()
         return self
@@ -167,26 +216,41 @@ def pack_gram(gram: np.ndarray) -> np.ndarray:
     return gram[:, rows, cols]
 
 
-def salience_payload(result: Any, ig_steps: int) -> JsonDict:
-    """The `salience` field: exactly the payload of docs/architecture.md."""
-    methods: JsonDict = {}
-    for name, matrix in result.matrices.items():
-        entry: JsonDict = {"signed": _method_signed(name), "matrix": compact(matrix)}
+def _span_key(t0: int, t1: int) -> str:
+    return f"{int(t0)}:{int(t1)}"
+
+
+def salience_payload(result: Any, ig_steps: int, methods: Iterable[str] | None = None,
+                     detail: Mapping[str, Any] | None = None, dtype: str = "") -> JsonDict:
+    """The `salience` field: exactly the payload of docs/architecture.md.
+
+    A partial result (spans computed directly, no matrices yet) gives `"matrix": null`
+    for its methods and carries its values under "spans"; `detail` says how far the
+    background computation of the matrices has come.
+    """
+    spans = getattr(result, "spans", {}) or {}
+    names = list(methods) if methods is not None else list(result.matrices)
+    for m in (m for v in spans.values() for m in v):
+        if m not in names:
+            names.append(m)
+    out_methods: JsonDict = {}
+    for name in names:
+        matrix = result.matrices.get(name)
+        entry: JsonDict = {"signed": _method_signed(name), "matrix": None if matrix is None else compact(matrix)}
         if name == fields.GRAD_NORM_METHOD:
             gram = getattr(result, "grad_gram", None)
-            n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
-            packed_size = n_tokens * n_targets * (n_targets + 1) // 2
-            entry["gram_packed"] = (
-                compact(pack_gram(np.asarray(gram)))
-                if gram is not None and packed_size <= MAX_GRAM_PACKED_VALUES
-                else None
-            )
+            packed = None
+            if matrix is not None and gram is not None:
+                n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
+                if n_tokens * n_targets * (n_targets + 1) // 2 <= MAX_GRAM_PACKED_VALUES:
+                    packed = compact(pack_gram(np.asarray(gram)))
+            entry["gram_packed"] = packed
         if name == fields.IG_METHOD:
             entry["steps"] = int(ig_steps)
             err = getattr(result, "ig_completeness_error", None)
-            entry["completeness_error"] = None if err is None else compact(err)
-        methods[name] = entry
-    return {
+            entry["completeness_error"] = None if err is None or matrix is None else compact(err)
+        out_methods[name] = entry
+    payload = {
         "text": result.text,
         "prompt_end": int(result.prompt_end),
         "tokens": list(result.tokens),
@@ -195,8 +259,15 @@ def salience_payload(result: Any, ig_steps: int) -> JsonDict:
         "n_prompt_tokens": int(result.n_prompt_tokens),
         "role_spans": [[int(s), int(e), str(r)] for s, e, r in result.role_spans],
         "target_logprobs": compact(result.target_logprobs),
-        "methods": methods,
+        "methods": out_methods,
+        "spans": {_span_key(*k): {m: compact(v) for m, v in vals.items()} for k, vals in spans.items()},
+        "span_ig_errors": {_span_key(*k): float(v) for k, v in (getattr(result, "span_ig_errors", {}) or {}).items()},
     }
+    if detail is not None:
+        payload["detail"] = dict(detail)
+    if dtype:
+        payload["dtype"] = dtype
+    return payload
 
 
 # ---------------------------------------------------------------------------
@@ -242,6 +313,21 @@ def _ig_steps_field(ex: JsonDict) -> int:
     return int(steps)
 
 
+DETAIL_MODES = ("", "span", "poll", "ig_matrix")
+
+
+def _detail_field(ex: JsonDict) -> str:
+    value = ex.get(fields.DETAIL)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value not in DETAIL_MODES:
+        raise RequestError(
+            f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
+            ' "span" (first highlight), "poll" (progress of the matrices) or "ig_matrix".'
+        )
+    return value
+
+
 def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
     """Parses "t0:t1" (target-token indices, end exclusive); "" or None -> None."""
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -266,7 +352,8 @@ class SharedLM:
 
     `lock` serializes every use of the model (generation, salience, even
     tokenization: fast tokenizers are not safe to share between threads), so
-    concurrent LIT requests queue instead of interfering.
+    concurrent LIT requests queue instead of interfering. Background jobs
+    (`jobs`, lit_app/progressive.py) hold it one chunk at a time.
     """
 
     def __init__(
@@ -275,12 +362,19 @@ class SharedLM:
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         salience_config: Any = None,
         cache_size: int = _CACHE_SIZE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        disk_cache: bool | str = True,
+        heartbeat_s: float = progressive.DEFAULT_HEARTBEAT_S,
     ):
         """Args:
           lm: a loaded `sequence_salience.LanguageModel`.
           max_new_tokens: longest greedy response.
           salience_config: base `SalienceConfig` (ig_steps comes from each request).
-          cache_size: how many generations and salience results to keep.
+          cache_size: how many generations and salience results to keep in memory.
+          cache_bytes: most bytes of salience results kept in memory.
+          disk_cache: keep generations on disk (True: under the library's cache dir;
+            a path: there; False: memory only), so a restarted server shows them at once.
+          heartbeat_s: a background job nobody polls for this long is cancelled.
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
@@ -288,12 +382,21 @@ class SharedLM:
         self.salience_config = salience_config if salience_config is not None else ss.SalienceConfig()
         self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
         self.lock = FairLock()
+        self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
         self._generations = _LRU(cache_size)
-        self._results = _LRU(cache_size)
+        self._results = _LRU(cache_size, cache_bytes)
+        self._partials = _LRU(cache_size, cache_bytes)
+        self._store = None
+        if disk_cache:
+            self._store = generation_cache.GenerationStore(lm, None if disk_cache is True else disk_cache)
 
     @property
     def name(self) -> str:
         return str(getattr(self.lm, "name", "model"))
+
+    @property
+    def dtype(self) -> str:
+        return str(getattr(self.lm, "dtype", "")).replace("torch.", "")
 
     def format_prompt(self, ex: JsonDict) -> Any:
         """The model input (a `ChatPrompt`) for an input example."""
@@ -304,16 +407,31 @@ class SharedLM:
         with self.lock:
             return self.lm.format_prompt(prompt, system=system, chat=_chat_field(ex))
 
-    def generate(self, chat: Any) -> Any:
-        """Greedy generation for a formatted prompt, cached by its text."""
-        key = (chat.text, getattr(chat, "templated", True), self.generation_config)
+    def _generation_key(self, chat: Any) -> tuple:
+        return (chat.text, getattr(chat, "templated", True), self.generation_config)
+
+    def cached_generation(self, chat: Any) -> Any:
+        """The generation if it was computed before (memory, then disk), else None; never runs the model."""
+        key = self._generation_key(chat)
         gen = self._generations.get(key)
+        if gen is None and self._store is not None:
+            gen = self._store.get(*key)
+            if gen is not None:
+                self._generations.put(key, gen)
+        return gen
+
+    def generate(self, chat: Any) -> Any:
+        """Greedy generation for a formatted prompt, cached by its text (in memory and on disk)."""
+        gen = self.cached_generation(chat)
         if gen is None:
             with self.lock:
-                gen = self._generations.get(key)
+                gen = self.cached_generation(chat)
                 if gen is None:
                     gen = self.lm.generate(chat, self.generation_config)
+                    key = self._generation_key(chat)
                     self._generations.put(key, gen)
+                    if self._store is not None:
+                        self._store.put(*key, gen)
         return gen
 
     def _explained(self, chat: Any, target: str) -> Any:
@@ -337,22 +455,71 @@ class SharedLM:
         available = set(ss.list_methods())
         return tuple(m for m in methods if m in available), config
 
-    def salience(self, chat: Any, target: str, ig_steps: int) -> Any:
-        """SalienceResult for prompt + target (the greedy response when target is empty), cached."""
+    def _pair_key(self, chat: Any, target: str, explained: Any) -> tuple:
+        target_key = ("typed", target) if target else ("generated", explained.ids)
+        return (chat.text, getattr(chat, "templated", True), target_key)
+
+    def cached_salience(self, chat: Any, target: str, ig_steps: int) -> Any:
+        """The complete result if it is in memory, else None; never runs the model."""
+        explained = target or self.cached_generation(chat)
+        if explained is None:
+            return None
+        methods, config = self._methods_and_config(ig_steps)
+        return self._results.get(self._pair_key(chat, target, explained) + (methods, config))
+
+    def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None) -> Any:
+        """SalienceResult for prompt + target (the greedy response when target is empty), cached.
+
+        job: when given (a background job), progress goes to it, it is checked for
+          cancellation after every chunk, and waiting requests get the model between chunks.
+        """
         explained = self._explained(chat, target)
         methods, config = self._methods_and_config(ig_steps)
-        target_key = ("typed", target) if target else ("generated", explained.ids)
-        key = (chat.text, getattr(chat, "templated", True), target_key, methods, config)
+        key = self._pair_key(chat, target, explained) + (methods, config)
         result = self._results.get(key)
         if result is None:
             with self.lock:
                 result = self._results.get(key)
                 if result is None:
+                    if job is None:
+                        progress, cancel = _log_progress(), None
+                    else:
+                        log = _log_progress()
+
+                        def progress(method: str, done: int, total: int) -> None:
+                            job.report(done, total)
+                            log(method, done, total)
+                            self.lock.yield_to_waiting()
+
+                        cancel = job.should_stop
                     result = ss.compute_salience(
-                        self.lm, chat, explained, methods=methods, config=config, progress=_log_progress()
-                    )
+                        self.lm, chat, explained, methods=methods, config=config, progress=progress, cancel=cancel)
                     self._results.put(key, result)
         return result
+
+    def quick(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int | None,
+              cancel: Callable[[], bool] | None = None) -> Any:
+        """A result that answers span (t0, t1) exactly: the complete result when cached, else a
+        partial one (one forward + backward for the gradient methods; IG: one batch of steps)."""
+        complete = self.cached_salience(chat, target, ig_steps)
+        methods, config = self._methods_and_config(ig_steps)
+        if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
+            return complete
+        explained = self._explained(chat, target)
+        pkey = self._pair_key(chat, target, explained) + (config.ig_steps if ig_steps else 0,)
+        with self.lock:
+            partial = self._partials.get(pkey)
+            # Gradient-method values do not depend on ig_steps: also look in the plain result.
+            base = complete if complete is not None else self.cached_salience(chat, target, 0)
+            known = [r for r in (base, partial) if r is not None]
+            missing = [m for m in methods
+                       if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
+            if missing:
+                fresh = ss.compute_span_result(self.lm, chat, explained, methods=missing, t0=t0, t1=t1,
+                                               config=config, progress=_log_progress(), cancel=cancel)
+                partial = fresh if partial is None else partial.merged(fresh)
+                self._partials.put(pkey, partial)
+            return partial if base is None else base.merged(partial) if partial is not None else base
 
     def span_salience(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int) -> dict[str, Any]:
         """{method: <float32>[N]} for log p(target[t0:t1]).
@@ -389,6 +556,10 @@ class SharedLM:
 
 class _Wrapper(lit_model.Model):
     """Common plumbing: one example at a time, errors turned into RequestError."""
+
+    # LIT's per-id prediction cache is bypassed for these (lit_app/server.py):
+    # they cache by content themselves.
+    caches_itself = True
 
     def __init__(self, shared: SharedLM):
         self._shared = shared
@@ -439,7 +610,13 @@ def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> Json
 
 
 class GenerationModel(_Wrapper):
-    """Prompt (+ optional system prompt) -> the model's greedy response."""
+    """Prompt (+ optional system prompt) -> the model's greedy response.
+
+    No generation storm: LIT's data table asks for the response of every row when
+    the page opens (one request with all rows). A request for more than one input
+    answers from the caches only (memory, then disk) and leaves the other rows'
+    responses empty; a single-input request (the selected datapoint) generates.
+    """
 
     def input_spec(self) -> lit_types.Spec:
         return fields.GENERATION_INPUT_SPEC
@@ -447,13 +624,30 @@ class GenerationModel(_Wrapper):
     def output_spec(self) -> lit_types.Spec:
         return fields.GENERATION_OUTPUT_SPEC
 
-    def _predict_one(self, ex: JsonDict) -> JsonDict:
-        chat = self._shared.format_prompt(ex)
-        gen = self._shared.generate(chat)
+    def predict(self, inputs: Iterable[JsonDict], **kw) -> list[JsonDict]:
+        inputs = list(inputs)
+        if len(inputs) <= 1:
+            return super().predict(inputs, **kw)
+        outputs = []
+        for ex in inputs:
+            try:
+                gen = self._shared.cached_generation(self._shared.format_prompt(ex))
+            except (RequestError, ss.SalienceError, ValueError, TypeError):
+                gen = None  # a bad row: its own request will say why
+            outputs.append(self._output(gen))
+        return outputs
+
+    @staticmethod
+    def _output(gen: Any) -> JsonDict:
+        if gen is None:
+            return {fields.RESPONSE: "", fields.RESPONSE_TOKENS: []}
         return {
             fields.RESPONSE: gen.text,
             fields.RESPONSE_TOKENS: [gen.text[s:e] for s, e in gen.offsets],
         }
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        return self._output(self._shared.generate(self._shared.format_prompt(ex)))
 
 
 class SalienceModel(_Wrapper):
@@ -466,6 +660,13 @@ class SalienceModel(_Wrapper):
         return fields.SALIENCE_OUTPUT_SPEC
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
+        detail = _detail_field(ex)
+        if detail == "":
+            return self._predict_complete(ex)
+        return self._predict_progressive(ex, detail)
+
+    def _predict_complete(self, ex: JsonDict) -> JsonDict:
+        """Every matrix at once (blocking): LIT's own modules and scripts."""
         chat = self._shared.format_prompt(ex)
         target = _text_field(ex, fields.TARGET)
         ig_steps = _ig_steps_field(ex)
@@ -477,7 +678,11 @@ class SalienceModel(_Wrapper):
         if span is not None:
             values = self._shared.span_salience(chat, target, ig_steps, *span)
             span_salience = {m: compact(v) for m, v in values.items()}
+        return self._outputs(result, ig_steps, span_salience, None)
+
+    def _outputs(self, result: Any, ig_steps: int, span_salience: JsonDict, detail: JsonDict | None) -> JsonDict:
         tokens = list(result.tokens)
+        n_prompt = int(result.n_prompt_tokens)
 
         def _seq_map(method: str) -> lit_dtypes.SequenceSalienceMap | None:
             if method not in result.matrices:
@@ -488,14 +693,90 @@ class SalienceModel(_Wrapper):
                 salience=np.asarray(result.matrices[method], dtype=np.float32),  # [T, N]
             )
 
+        methods, _ = self._shared._methods_and_config(ig_steps)
         return {
             fields.RESPONSE: result.text[result.prompt_end:],
             fields.TOKENS: tokens,
-            fields.SALIENCE: salience_payload(result, ig_steps),
+            fields.SALIENCE: salience_payload(result, ig_steps, methods, detail, self._shared.dtype),
             fields.SPAN_SALIENCE: span_salience,
             fields.GRAD_L2: _seq_map(fields.GRAD_NORM_METHOD),
             fields.GRAD_DOT_INPUT: _seq_map(fields.GRAD_X_INPUT_METHOD),
         }
+
+    @staticmethod
+    def _group(ex: JsonDict) -> tuple:
+        """Which datapoint a request is about, without the model (polls must not wait for it)."""
+        return (_text_field(ex, fields.PROMPT), _text_field(ex, fields.SYSTEM), repr(_chat_field(ex)),
+                _text_field(ex, fields.TARGET))
+
+    def _predict_progressive(self, ex: JsonDict, detail: str) -> JsonDict:
+        """First highlight now, matrices in the background (docs/architecture.md, "Progressive salience")."""
+        shared = self._shared
+        group = self._group(ex)
+        ig_steps = _ig_steps_field(ex)
+        kind = f"ig{ig_steps}" if (ig_steps and detail == "ig_matrix") else "grad"
+        if detail == "poll":
+            kind = f"ig{ig_steps}" if ig_steps else "grad"
+            job = shared.jobs.get(group, kind)
+            if job is None:
+                return _status_only({"kind": kind, "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
+                                     "eta_s": None, "error": "Nothing is being computed for this prompt;"
+                                     " select it again to start."})
+            if job.state != progressive.DONE:
+                return _status_only(job.status())
+            if job.payload is None:
+                job.payload = self._outputs(job.result, ig_steps, {}, job.status())
+            return job.payload
+
+        shared.jobs.focus(group)
+        chat = shared.format_prompt(ex)
+        target = _text_field(ex, fields.TARGET)
+
+        def run(job: progressive.Job) -> Any:
+            return shared.salience(chat, target, ig_steps if kind != "grad" else 0, job=job)
+
+        if detail == "ig_matrix":
+            if not ig_steps:
+                raise RequestError(f'"ig_matrix" needs "{fields.IG_STEPS}" > 0 (the number of IG steps).')
+            job = shared.jobs.submit(group, kind, run, replaces="ig")
+            return _status_only(job.status())
+
+        # detail == "span": the exact salience of one span (default: the whole response) now.
+        # The span's range is checked by the core library once the target is tokenized.
+        requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30)
+        t0, t1 = requested if requested is not None else (0, None)
+
+        def stale() -> bool:
+            return shared.jobs.focus_group != group
+
+        try:
+            result = shared.quick(chat, target, ig_steps, t0, t1, cancel=stale)
+        except ss.ComputationCancelled:
+            raise RequestError("Cancelled: another prompt was selected while this one was computing.") from None
+        complete = shared.cached_salience(chat, target, 0)
+        if complete is not None:
+            status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,
+                      "eta_s": None, "error": ""}
+        else:
+            status = shared.jobs.submit(group, "grad", run).status()
+        span = (t0, result.num_targets if t1 is None else t1)
+        methods, _ = shared._methods_and_config(ig_steps)
+        values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
+        if complete is not None:
+            result = complete.merged(result)
+        return self._outputs(result, ig_steps, values, status)
+
+
+def _status_only(status: JsonDict) -> JsonDict:
+    """A poll answer while the matrices are not ready: only the progress."""
+    return {
+        fields.RESPONSE: "",
+        fields.TOKENS: [],
+        fields.SALIENCE: {"detail": dict(status)},
+        fields.SPAN_SALIENCE: {},
+        fields.GRAD_L2: None,
+        fields.GRAD_DOT_INPUT: None,
+    }
 
 
 class TokenizerModel(_Wrapper):

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lit_nlp import app as lit_app_lib
+from lit_nlp.lib import caching as lit_caching
 from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 
@@ -51,6 +52,18 @@ the text you want explained.
 """
 
 
+class _Uncached(lit_caching.CachingModelWrapper):
+    """LIT's per-example wrapper without its cache.
+
+    LIT caches every prediction by datapoint id, unbounded; our wrappers keep
+    their own caches keyed by content and bounded by bytes (lit_app/models.py),
+    and progress polls must reach the model wrapper every time.
+    """
+
+    def predict(self, inputs, progress_indicator=None, **kw):
+        return self.wrapped.predict(list(inputs), **kw)
+
+
 class SequenceSalienceApp(lit_app_lib.LitApp):
     """LIT's app with clear messages for malformed prediction requests.
 
@@ -59,6 +72,12 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
     <message> when it is one line. LIT's own messages for an unknown model or a
     missing "inputs" key are a bare KeyError ("'foo'"), so they are checked here.
     """
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        for name, wrapper in list(self._models.items()):
+            if getattr(wrapper.wrapped, "caches_itself", False):
+                self._models[name] = _Uncached(wrapper.wrapped, name)
 
     def _get_preds(self, data, model: str | None = None, requested_types=None, requested_fields=None, **kw):
         if not model:

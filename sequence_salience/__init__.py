@@ -3,7 +3,7 @@
 The core library; it never imports LIT. See docs/architecture.md.
 """
 
-from sequence_salience.errors import SalienceError
+from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import get_method, list_methods
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import (
@@ -18,6 +18,7 @@ from sequence_salience.salience import (
     SalienceResult,
     compute_salience,
     compute_salience_batch,
+    compute_span_result,
     compute_span_salience,
 )
 from sequence_salience.text import ChatPrompt, TokenizedText
@@ -25,6 +26,7 @@ from sequence_salience.text import ChatPrompt, TokenizedText
 __all__ = [
     "DEFAULT_MODEL",
     "ChatPrompt",
+    "ComputationCancelled",
     "Generation",
     "GenerationConfig",
     "LanguageModel",
@@ -34,6 +36,7 @@ __all__ = [
     "TokenizedText",
     "compute_salience",
     "compute_salience_batch",
+    "compute_span_result",
     "compute_span_salience",
     "from_modules",
     "get_method",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from sequence_salience.errors import SalienceError
+from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import get_method
 from sequence_salience.methods.base import ModelInputs, SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
@@ -23,15 +23,27 @@ DEFAULT_METHODS = ("grad_norm", "grad_x_input")
 # progress(method, done, total): called as each method advances; `total` counts target
 # tokens (times steps for integrated gradients).
 Progress = Callable[[str, int, int], None]
+# cancel(): True to stop; checked before each method and after each chunk of targets/steps.
+Cancel = Callable[[], bool]
+
+Span = tuple[int, int]
 
 
 class _MethodProgress:
-    def __init__(self, callback: Progress, method: str, total: int):
+    def __init__(self, callback: Progress | None, method: str, total: int, cancel: Cancel | None = None):
         self.callback, self.method, self.total, self.done = callback, method, total, 0
+        self.cancel = cancel
+        self.check()
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel():
+            raise ComputationCancelled(f"{self.method} cancelled after {self.done}/{self.total}")
 
     def __call__(self, units: int) -> None:
         self.done = min(self.total, self.done + units)
-        self.callback(self.method, self.done, self.total)
+        if self.callback is not None:
+            self.callback(self.method, self.done, self.total)
+        self.check()
 
     def finish(self) -> None:
         if self.done < self.total:
@@ -57,6 +69,9 @@ class SalienceResult:
       ig_completeness_error: <float32>[T] sum of IG attributions minus (log p(x) - log p(x')), or None.
       role_spans: (start, end, role) of the prompt (chat template markup vs. content).
       config: the settings used.
+      spans: (t0, t1) -> method -> <float32>[N]: salience of spans computed directly
+        (compute_span_result); a result may hold spans and no matrices (a partial result).
+      span_ig_errors: (t0, t1) -> IG completeness error of that span (for spans computed with IG).
     """
 
     text: str
@@ -72,10 +87,39 @@ class SalienceResult:
     ig_completeness_error: np.ndarray | None
     role_spans: tuple[tuple[int, int, str], ...]
     config: SalienceConfig
+    spans: Mapping[Span, Mapping[str, np.ndarray]] = dataclasses.field(default_factory=dict)
+    span_ig_errors: Mapping[Span, float] = dataclasses.field(default_factory=dict)
 
     @property
     def num_targets(self) -> int:
         return len(self.ids) - self.n_prompt_tokens
+
+    def has_span(self, method: str, t0: int = 0, t1: int | None = None) -> bool:
+        """Whether span_salience(method, t0, t1) can answer without a model pass."""
+        t1 = self.num_targets if t1 is None else t1
+        if method in self.spans.get((t0, t1), {}):
+            return True
+        if method not in self.matrices:
+            return False
+        return get_method(method).linear or self.grad_gram is not None
+
+    def merged(self, other: "SalienceResult") -> "SalienceResult":
+        """This result with `other`'s matrices and spans added (same prompt and target)."""
+        if other.text != self.text or not np.array_equal(other.ids, self.ids):
+            raise SalienceError("Cannot merge salience results of different texts. Fix: merge results of one pair.")
+        spans = {k: dict(v) for k, v in self.spans.items()}
+        for k, v in other.spans.items():
+            spans.setdefault(k, {}).update(v)
+        return dataclasses.replace(
+            self,
+            matrices={**self.matrices, **other.matrices},
+            grad_gram=other.grad_gram if other.grad_gram is not None else self.grad_gram,
+            ig_completeness_error=(other.ig_completeness_error if other.ig_completeness_error is not None
+                                   else self.ig_completeness_error),
+            spans=spans,
+            span_ig_errors={**self.span_ig_errors, **other.span_ig_errors},
+            config=other.config if other.matrices else self.config,
+        )
 
     def span_salience(self, method: str, t0: int = 0, t1: int | None = None) -> np.ndarray:
         """Exact salience for log p(target[t0:t1]) (the sum of its tokens' log-probs); no model pass.
@@ -85,6 +129,9 @@ class SalienceResult:
         t1 = self.num_targets if t1 is None else t1
         if not 0 <= t0 < t1 <= self.num_targets:
             raise SalienceError(f"Target span {t0}:{t1} is outside 0:{self.num_targets}. Fix: pick target tokens in range.")
+        direct = self.spans.get((t0, t1), {}).get(method)
+        if direct is not None:
+            return direct
         if method not in self.matrices:
             raise SalienceError(f"{method!r} was not computed here. Fix: pass it in methods=(...); have {list(self.matrices)}.")
         if get_method(method).linear:
@@ -128,7 +175,6 @@ class SalienceResult:
         from sequence_salience import display  # pylint: disable=import-outside-toplevel
 
         return display.load(path)
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +273,7 @@ def compute_salience_batch(
     config: SalienceConfig = SalienceConfig(),
     padding_side: str = "right",
     progress: Progress | None = None,
+    cancel: Cancel | None = None,
 ) -> list[SalienceResult]:
     """Salience for several (prompt, target) pairs in one padded batch (see compute_salience)."""
     methods = _validate_methods(methods)
@@ -237,9 +284,9 @@ def compute_salience_batch(
     num_t = inputs.target_ids.shape[1]
     for name in methods:
         tracker = None
-        if progress is not None:
+        if progress is not None or cancel is not None:
             units = num_t * (config.ig_steps if name == "integrated_gradients" else 1)
-            tracker = cache["progress"] = _MethodProgress(progress, name, units)
+            tracker = cache["progress"] = _MethodProgress(progress, name, units, cancel)
         outputs[name] = get_method(name).compute(inputs, config, cache)
         if tracker is not None:
             tracker.finish()  # e.g. grad_x_input reusing grad_norm's gradients
@@ -257,6 +304,7 @@ def compute_salience(
     methods: Sequence[str] = DEFAULT_METHODS,
     config: SalienceConfig = SalienceConfig(),
     progress: Progress | None = None,
+    cancel: Cancel | None = None,
 ) -> SalienceResult:
     """Salience of every prompt (and earlier target) token for every target token.
 
@@ -267,9 +315,13 @@ def compute_salience(
       methods: names from list_methods().
       config: method settings.
       progress: optional progress(method, done, total) callback (the work can take seconds
-        to minutes on a CPU); `done` reaches `total` for every method.
+        to minutes on a CPU); `done` reaches `total` for every method. It runs between
+        chunks of target tokens (or IG steps), so it may also wait there, e.g. to let other
+        work use the model.
+      cancel: optional check, called before each method and after each chunk; when it returns
+        True the computation stops there and raises ComputationCancelled.
     """
-    return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress)[0]
+    return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress, cancel=cancel)[0]
 
 
 def compute_span_salience(
@@ -294,6 +346,67 @@ def compute_span_salience(
     weights = torch.zeros(1, num_t, device=lm.device)
     weights[0, t0:t1] = 1.0
     return get_method(method).compute_span(inputs, weights, config)[0]
+
+
+def compute_span_result(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    t0: int = 0,
+    t1: int | None = None,
+    config: SalienceConfig = SalienceConfig(),
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+) -> SalienceResult:
+    """A partial SalienceResult holding only the salience of log p(target[t0:t1]).
+
+    The fast path for a first highlight: methods that read the gradient at the input
+    (grad_norm, grad_x_input) share ONE forward + backward; integrated gradients adds one
+    batch of steps and reports the span's completeness error. `result.matrices` is empty;
+    `result.span_salience(method, t0, t1)` answers from `result.spans`, and
+    `result.target_logprobs` holds every target token's log-prob (from the same forward).
+    Merge it with a full result later with `merged`.
+    """
+    methods = _validate_methods(methods)
+    pair = _prepare_pair(lm, prompt, target)
+    num_t = len(pair.target_ids)
+    t1 = num_t if t1 is None else t1
+    if not 0 <= t0 < t1 <= num_t:
+        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
+    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
+    weights = torch.zeros(1, num_t, device=lm.device)
+    weights[0, t0:t1] = 1.0
+    from sequence_salience.methods.gradients import target_logprobs, weighted_gradient
+
+    values: dict[str, np.ndarray] = {}
+    ig_errors: dict[Span, float] = {}
+    shared = [m for m in methods if get_method(m).from_gradient is not None]
+    logp = None
+    if shared:
+        tracker = _MethodProgress(progress, "+".join(shared), 1, cancel)
+        logp, g = weighted_gradient(inputs, inputs.embeds, weights)  # [1, T], [1, L, D]
+        for name in shared:
+            values[name] = get_method(name).from_gradient(g, inputs.embeds)[0].cpu().numpy().astype(np.float32)
+        tracker(1)
+    for name in methods:
+        if name in values:
+            continue
+        method = get_method(name)
+        steps = config.ig_steps if name == "integrated_gradients" else 1
+        tracker = _MethodProgress(progress, name, steps, cancel)
+        out = method.compute_span(inputs, weights, config, progress=tracker)  # [1, L]
+        values[name] = np.asarray(out[0], dtype=np.float32)
+        tracker.finish()
+        if name == "integrated_gradients":
+            from sequence_salience.methods.integrated_gradients import span_completeness_error
+
+            ig_errors[(t0, t1)] = float(span_completeness_error(inputs, weights, config, out)[0])
+    if logp is None:
+        with torch.no_grad():
+            logp = target_logprobs(inputs, inputs.embeds)
+    result = _unpad(lm, pair, 0, inputs, {}, logp, config)
+    return dataclasses.replace(result, spans={(t0, t1): values}, span_ig_errors=ig_errors)
 
 
 def _logprobs(inputs: ModelInputs, cache: dict) -> torch.Tensor:

@@ -17,23 +17,36 @@ class SalienceConfig:
       ig_steps: integration steps for integrated gradients.
       ig_baseline: "zero" (default), "pad" or "mean" (see methods/paths.py).
       ig_rule: quadrature rule: "gausslegendre" (default) or a Riemann rule.
-      target_chunk_size: target tokens whose gradients one batched backward computes;
+      target_chunk_size: most target tokens whose gradients one batched backward computes;
         bounds memory (each costs about one backward's activations).
+      chunk_token_budget: most (target tokens x sequence length) per batched backward, so
+        long prompts take fewer targets per chunk: memory stays bounded and progress,
+        cancellation and other requests get a turn every few seconds.
       ig_step_chunk_size: IG steps run in one forward batch.
       gram_max_elements: largest N*T*T Gram tensor kept for exact grad-norm spans.
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (see
         methods/gradients.py for which one each device gets, and why).
+      smooth_grad_samples, smooth_grad_noise, smooth_grad_seed: SmoothGrad's noisy samples, noise
+        scale relative to each token embedding's norm, and seed (methods/smooth_grad.py).
     """
 
     ig_steps: int = 16
     ig_baseline: str = "zero"
     ig_rule: str = "gausslegendre"
     target_chunk_size: int = 16
+    chunk_token_budget: int = 8192
     ig_step_chunk_size: int = 8
     gram_max_elements: int = 64_000_000
     backward: str = "auto"
+    smooth_grad_samples: int = 8
+    smooth_grad_noise: float = 0.1
+    smooth_grad_seed: int = 0
+
+    def targets_per_chunk(self, seq_len: int, rows: int = 1) -> int:
+        """Target tokens per batched backward for `rows` sequences of length `seq_len`."""
+        return max(1, min(self.target_chunk_size, self.chunk_token_budget // max(1, seq_len * rows)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +109,12 @@ class SalienceMethod:
       compute: (inputs, config, shared) -> MethodOutput for every target token;
         `shared` is a per-call dict through which methods share work; its optional
         "progress" entry is called with the number of (target x step) units finished.
-      compute_span: (inputs, weights <float>[B, T], config) -> <float32>[B, L]: the
-        salience of sum_t weights[b, t] * log p(target_t), computed directly.
+      compute_span: (inputs, weights <float>[B, T], config, progress=None) -> <float32>[B, L]:
+        the salience of sum_t weights[b, t] * log p(target_t), computed directly;
+        `progress(units)` (optional) is called after each chunk of IG steps.
+      from_gradient: for gradient-at-the-input methods, (grad <float>[B, L, D], embeds
+        <float>[B, L, D]) -> <float32>[B, L]; methods that have it share one backward
+        when several spans are computed at once (salience.compute_span_result).
       paper: link to the method's paper.
     """
 
@@ -106,5 +123,6 @@ class SalienceMethod:
     signed: bool
     linear: bool
     compute: Callable[[ModelInputs, SalienceConfig, dict], MethodOutput]
-    compute_span: Callable[[ModelInputs, torch.Tensor, SalienceConfig], np.ndarray]
+    compute_span: Callable[..., np.ndarray]
     paper: str
+    from_gradient: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None

@@ -19,9 +19,16 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
     return MethodOutput(matrix=matrix.cpu().numpy())
 
 
-def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig) -> np.ndarray:
+def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+    """<float>[B, L, D] gradient of the objective -> <float32>[B, L]."""
+    return (g.float() * embeds.float()).sum(-1)
+
+
+def compute_span(
+    inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig, progress=None
+) -> np.ndarray:
     _, g = weighted_gradient(inputs, inputs.embeds, target_weights)  # [B, L, D]
-    return (g * inputs.embeds.float()).sum(-1).cpu().numpy()  # [B, L]
+    return from_gradient(g, inputs.embeds).cpu().numpy()  # [B, L]
 
 
 METHOD = SalienceMethod(
@@ -32,4 +39,5 @@ METHOD = SalienceMethod(
     compute=compute,
     compute_span=compute_span,
     paper="https://arxiv.org/abs/1605.01713",
+    from_gradient=from_gradient,
 )

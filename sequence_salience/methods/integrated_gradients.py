@@ -29,9 +29,11 @@ def _setup(inputs: ModelInputs, config: SalienceConfig):
     return torch.tensor(alphas, device=dev), torch.tensor(weights, device=dev, dtype=torch.float32), baseline
 
 
-def _step_chunks(config: SalienceConfig):
-    for s0 in range(0, config.ig_steps, config.ig_step_chunk_size):
-        yield slice(s0, min(s0 + config.ig_step_chunk_size, config.ig_steps))
+def _step_chunks(config: SalienceConfig, rows: int, seq_len: int):
+    """Slices of steps per forward batch: at most ig_step_chunk_size, fewer for long inputs."""
+    size = max(1, min(config.ig_step_chunk_size, config.chunk_token_budget // max(1, rows * seq_len)))
+    for s0 in range(0, config.ig_steps, size):
+        yield slice(s0, min(s0 + size, config.ig_steps))
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
@@ -40,12 +42,13 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
     num_t = inputs.target_ids.shape[1]
     avg_grads = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
     progress = cache.get("progress")
-    for steps in _step_chunks(config):
+    for steps in _step_chunks(config, batch, seq_len):
         n = steps.stop - steps.start
         path = paths.interpolate(baseline, inputs.embeds, alphas[steps])  # [B * n, L, D]
         row_weights = weights[steps].repeat(batch)  # [B * n]
         # Keep (targets per backward) x (rows per forward) roughly constant.
-        chunk = max(1, (config.target_chunk_size * 2) // (batch * n))
+        chunk = max(1, min((config.target_chunk_size * 2) // (batch * n),
+                           config.chunk_token_budget // (batch * n * seq_len)))
         _, g = per_target_gradients(
             inputs.repeat(n), path, chunk, row_weights=row_weights,
             reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
@@ -66,18 +69,43 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
     )
 
 
-def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig) -> np.ndarray:
+def compute_span(
+    inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig, progress=None
+) -> np.ndarray:
+    """IG of sum_t target_weights[b, t] * log p(target_t): one batch of steps (in chunks).
+
+    progress: optional callable, called with the number of steps finished after each chunk
+      (it may raise to cancel the computation).
+    """
     alphas, weights, baseline = _setup(inputs, config)
     batch, seq_len, dim = inputs.embeds.shape
     total = torch.zeros(batch, seq_len, dim, device=inputs.embeds.device)  # [B, L, D]
-    for steps in _step_chunks(config):
+    for steps in _step_chunks(config, batch, seq_len):
         n = steps.stop - steps.start
         path = paths.interpolate(baseline, inputs.embeds, alphas[steps])  # [B * n, L, D]
         _, g = weighted_gradient(
             inputs.repeat(n), path, target_weights.repeat_interleave(n, 0), row_weights=weights[steps].repeat(batch)
         )  # [B * n, L, D]
         total += g.view(batch, n, seq_len, dim).sum(1)
+        if progress is not None:
+            progress(n)
     return (total * (inputs.embeds - baseline).float()).sum(-1).cpu().numpy()  # [B, L]
+
+
+def span_completeness_error(
+    inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig, attributions: np.ndarray
+) -> np.ndarray:
+    """sum_i IG_i - (F(x) - F(x')) for F = sum_t target_weights[b, t] log p(target_t).
+
+    attributions: <float32>[B, L] from compute_span. Returns <float32>[B]. Two forward passes.
+    """
+    _, _, baseline = _setup(inputs, config)
+    with torch.no_grad():
+        lp_input = target_logprobs(inputs, inputs.embeds)  # [B, T]
+        lp_base = target_logprobs(inputs, baseline)  # [B, T]
+    w = target_weights.to(lp_input.device).float()
+    delta = ((lp_input - lp_base) * w).sum(-1).cpu().numpy()  # [B]
+    return (np.asarray(attributions).sum(-1) - delta).astype(np.float32)
 
 
 METHOD = SalienceMethod(

@@ -12,7 +12,7 @@ def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -
     """(logprobs <float32>[B, T], grads <float32>[T, B, L, D]) at the input, computed once per call."""
     if "target_gradients" not in cache:
         cache["target_gradients"] = per_target_gradients(
-            inputs, inputs.embeds, config.target_chunk_size,
+            inputs, inputs.embeds, config.targets_per_chunk(inputs.embeds.shape[1], inputs.embeds.shape[0]),
             backward=resolve_backward(config.backward, inputs.embeds.device),
             on_chunk=cache.get("progress"),
         )

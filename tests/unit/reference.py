@@ -19,20 +19,27 @@ def _grad_for_target(model, embeds_prefix: torch.Tensor, target_id: int) -> torc
     return g  # [L, D]
 
 
-def reference_salience(model, ids: list[int], n_prompt: int, ig_steps: int = 0) -> dict[str, np.ndarray]:
+def reference_salience(
+    model, ids: list[int], n_prompt: int, ig_steps: int = 0, keep_gradients: bool = False
+) -> dict[str, np.ndarray]:
     """Per-target loops for grad_norm, grad_x_input and (if ig_steps) IG with a midpoint Riemann sum.
 
-    Returns {method: <float64>[T, N]}, plus "logp" <float64>[T] and "ig_delta" <float64>[T].
+    Returns {method: <float64>[T, N]}, plus "logp" <float64>[T] and "ig_delta" <float64>[T],
+    and with keep_gradients "gradients" <float64>[T, N, D] (each target's gradient vectors).
     """
     emb = model.get_input_embeddings().weight
     x = emb[torch.tensor(ids)].detach()  # [N, D]
     n = len(ids)
     out = {k: np.zeros((n - n_prompt, n)) for k in ("grad_norm", "grad_x_input", "integrated_gradients")}
     logps, deltas = [], []
+    if keep_gradients:
+        out["gradients"] = np.zeros((n - n_prompt, n, x.shape[1]))
     for t in range(n - n_prompt):
         prefix_len = n_prompt + t
         target = ids[prefix_len]
         g = _grad_for_target(model, x[:prefix_len], target)
+        if keep_gradients:
+            out["gradients"][t, :prefix_len] = g.numpy()
         out["grad_norm"][t, :prefix_len] = g.norm(dim=-1).numpy()
         out["grad_x_input"][t, :prefix_len] = (g * x[:prefix_len]).sum(-1).numpy()
         with torch.no_grad():

@@ -1,0 +1,184 @@
+"""Background computation of the per-token salience matrices, one job at a time.
+
+The first highlight comes from one forward + backward for the span on screen
+(`SharedLM.quick`); the full [T, N] matrices that make retargeting instant are
+computed here, in a worker thread, while the user already reads the map:
+
+* One worker runs jobs in order; a job holds the model lock only between
+  chunks of targets: after each chunk it lets waiting requests (a span the user
+  clicked, a generation) use the model first (`FairLock.yield_to_waiting`).
+* Stale work stops within one chunk: a job is cancelled when the user focuses
+  another datapoint (`focus`), when a newer IG job of the same datapoint
+  replaces it, or when nobody has polled it for `heartbeat_s` seconds (the page
+  was closed).
+* Progress (`done`/`total`, elapsed time, an estimate of the time left) is read
+  by polling (`status`), which needs no model lock.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import sequence_salience as ss
+
+logger = logging.getLogger(__name__)
+
+QUEUED, RUNNING, DONE, CANCELLED, ERROR = "queued", "running", "done", "cancelled", "error"
+_FINISHED = (DONE, CANCELLED, ERROR)
+DEFAULT_HEARTBEAT_S = 30.0
+_KEEP_FINISHED = 16
+
+
+@dataclasses.dataclass(eq=False)
+class Job:
+    """One background computation for one datapoint (`group`) and one `kind` ("grad", "ig16", ...)."""
+
+    group: Hashable
+    kind: str
+    run: Callable[["Job"], Any]
+    state: str = QUEUED
+    done: int = 0
+    total: int = 0
+    created: float = dataclasses.field(default_factory=time.monotonic)
+    started: float | None = None
+    finished: float | None = None
+    last_seen: float = dataclasses.field(default_factory=time.monotonic)
+    error: str = ""
+    result: Any = None
+    payload: Any = None  # the serialized result, built once by the caller
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def cancel(self, reason: str = "") -> None:
+        if self.state not in _FINISHED:
+            logger.info("Cancelling %s job for %s%s.", self.kind, _short(self.group), f" ({reason})" if reason else "")
+        self._cancel.set()
+
+    def should_stop(self) -> bool:
+        """The `cancel` check given to the core library (called between chunks)."""
+        if not self._cancel.is_set() and time.monotonic() - self.last_seen > self.heartbeat_s:
+            logger.info("Nobody polled the %s job for %.0f s: cancelling it.", self.kind, self.heartbeat_s)
+            self._cancel.set()
+        return self._cancel.is_set()
+
+    def report(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def status(self) -> dict[str, Any]:
+        now = time.monotonic()
+        elapsed = (now - self.started) if self.started is not None else 0.0
+        if self.finished is not None and self.started is not None:
+            elapsed = self.finished - self.started
+        eta = None
+        if self.state == RUNNING and self.total > 0 and self.done > 0:
+            eta = elapsed * (self.total - self.done) / self.done
+        return {
+            "kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
+            "elapsed_s": round(elapsed, 2), "eta_s": None if eta is None else round(eta, 1),
+            "error": self.error,
+        }
+
+
+def _short(group: Hashable) -> str:
+    text = repr(group)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+class DetailJobs:
+    """Queue of background jobs with one worker thread."""
+
+    def __init__(self, heartbeat_s: float = DEFAULT_HEARTBEAT_S):
+        self.heartbeat_s = heartbeat_s
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: collections.deque[Job] = collections.deque()
+        self._jobs: collections.OrderedDict[tuple[Hashable, str], Job] = collections.OrderedDict()
+        self._focus: Hashable | None = None
+        self._worker: threading.Thread | None = None
+
+    @property
+    def focus_group(self) -> Hashable | None:
+        return self._focus
+
+    def focus(self, group: Hashable) -> None:
+        """The user looks at `group` now: cancel every job of other datapoints."""
+        with self._lock:
+            self._focus = group
+            for job in self._jobs.values():
+                if job.group != group:
+                    job.cancel("another datapoint was selected")
+
+    def submit(self, group: Hashable, kind: str, run: Callable[[Job], Any], replaces: str | None = None) -> Job:
+        """The job for (group, kind): the live or finished one, else a new one queued.
+
+        replaces: a kind prefix (e.g. "ig"): live jobs of this group whose kind starts with it
+          and differs from `kind` are cancelled (a new IG step count replaces the old one).
+        """
+        with self._lock:
+            job = self._jobs.get((group, kind))
+            if job is not None and job.state not in (CANCELLED, ERROR) and not job._cancel.is_set():
+                job.last_seen = time.monotonic()
+                return job
+            if replaces is not None:
+                for other in self._jobs.values():
+                    if other.group == group and other.kind != kind and other.kind.startswith(replaces):
+                        other.cancel(f"replaced by {kind}")
+            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s)
+            self._jobs[(group, kind)] = job
+            self._jobs.move_to_end((group, kind))
+            self._trim()
+            self._queue.append(job)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="salience-detail", daemon=True)
+                self._worker.start()
+            self._wake.notify_all()
+            return job
+
+    def get(self, group: Hashable, kind: str) -> Job | None:
+        """The job, marked as still wanted (heartbeat), or None."""
+        with self._lock:
+            job = self._jobs.get((group, kind))
+            if job is not None:
+                job.last_seen = time.monotonic()
+            return job
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            for job in self._jobs.values():
+                job.cancel("shutting down")
+
+    def _trim(self) -> None:
+        finished = [k for k, j in self._jobs.items() if j.state in _FINISHED]
+        for k in finished[: max(0, len(finished) - _KEEP_FINISHED)]:
+            del self._jobs[k]
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    if not self._wake.wait(timeout=60):
+                        self._worker = None
+                        return
+                job = self._queue.popleft()
+            if job.should_stop():
+                job.state, job.finished = CANCELLED, time.monotonic()
+                continue
+            job.state, job.started = RUNNING, time.monotonic()
+            try:
+                job.result = job.run(job)
+                job.state = DONE
+                logger.info("%s job done in %.1f s.", job.kind, time.monotonic() - job.started)
+            except ss.ComputationCancelled:
+                job.state = CANCELLED
+            except Exception as e:  # pylint: disable=broad-except
+                logger.exception("%s job failed", job.kind)
+                job.error = " ".join(f"{type(e).__name__}: {e}".split())
+                job.state = ERROR
+            finally:
+                job.finished = time.monotonic()

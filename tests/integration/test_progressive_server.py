@@ -1,0 +1,224 @@
+"""Progressive salience through the real LIT app on the default model (issue 10).
+
+First highlight from one forward + backward, matrices from a background job that
+yields to clicked spans, stops when another prompt is selected or nobody polls,
+and generations that survive a restart without a generation storm.
+"""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from werkzeug.test import Client
+
+import sequence_salience as ss
+from lit_app import client_build, datasets, fields, models, progressive, server
+
+MODEL = "smollm2"
+GEN, SAL, _ = fields.model_group_names(MODEL)
+QUESTION = "What is the capital of France?"
+LONGER = ("Read the notes and answer. Notes: the museum opens at nine. Tickets cost twelve euros. "
+          "The cafe closes at five. Parking is free on Sundays. Question: when does the museum open?")
+
+
+def _app(shared, tmp_path_factory):
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+
+
+@pytest.fixture(scope="module")
+def shared(default_lm, tmp_path_factory):
+    # Two targets per chunk: the jobs report progress, yield and can stop several times.
+    return models.SharedLM(default_lm, max_new_tokens=10, disk_cache=str(tmp_path_factory.mktemp("gens")),
+                           salience_config=ss.SalienceConfig(target_chunk_size=2))
+
+
+@pytest.fixture(scope="module")
+def client(shared, tmp_path_factory):
+    return Client(_app(shared, tmp_path_factory))
+
+
+_counter = iter(range(10**9))
+
+
+def _request(client, model, data, **params):
+    inputs = [{"id": f"r{next(_counter)}", "data": data}]
+    query = "&".join(f"{k}={v}" for k, v in {"model": model, **params}.items())
+    return client.post(f"/get_preds?{query}", data=json.dumps({"inputs": inputs}),
+                       content_type="application/json")
+
+
+def _salience(client, prompt, **extra):
+    response = _request(client, SAL, {"prompt": prompt, **extra})
+    assert response.status_code == 200, response.get_data(as_text=True)[:400]
+    return json.loads(response.data)[0]
+
+
+def _poll_until_done(client, prompt, timeout_s=600, **extra):
+    deadline = time.monotonic() + timeout_s
+    seen = []
+    while time.monotonic() < deadline:
+        out = _salience(client, prompt, detail="poll", **extra)
+        detail = out[fields.SALIENCE]["detail"]
+        seen.append(detail)
+        if detail["state"] == "done":
+            return out, seen
+        assert detail["state"] in ("queued", "running"), detail
+        time.sleep(0.2)
+    raise AssertionError(f"not done after {timeout_s} s: {seen[-1]}")
+
+
+def test_first_highlight_is_exact_and_the_matrices_follow(client, default_lm):
+    quick = _salience(client, QUESTION, detail="span")
+    payload = quick[fields.SALIENCE]
+    num_t = len(payload["target_logprobs"])
+    assert payload["methods"]["grad_norm"]["matrix"] is None  # not waiting for the matrices
+    assert payload["detail"]["kind"] == "grad" and payload["detail"]["state"] in ("queued", "running", "done")
+    assert payload["dtype"] == "float32"
+    span = payload["spans"][f"0:{num_t}"]
+    assert set(span) == {"grad_norm", "grad_x_input"}
+
+    full, seen = _poll_until_done(client, QUESTION)
+    fp = full[fields.SALIENCE]
+    assert fp["detail"]["state"] == "done" and fp["detail"]["done"] == fp["detail"]["total"] == num_t
+    assert fp["text"] == payload["text"] and fp["tokens"] == payload["tokens"]
+    # The first highlight equals the whole-response span of the full matrices:
+    # grad_x_input is the sum of the rows; grad_norm comes from the packed Gram tensor.
+    gxi = np.asarray(fp["methods"]["grad_x_input"]["matrix"]).sum(0)
+    np.testing.assert_allclose(span["grad_x_input"], gxi, rtol=2e-3, atol=2e-5)
+    t = num_t
+    packed = np.asarray(fp["methods"]["grad_norm"]["gram_packed"])  # [N, T(T+1)/2]
+    rows, cols = np.triu_indices(t)
+    weights = np.where(rows == cols, 1.0, 2.0)
+    np.testing.assert_allclose(span["grad_norm"], np.sqrt(np.clip(packed @ weights, 0, None)), rtol=2e-3, atol=2e-5)
+    # Progress was reported while it ran (or it was already done).
+    assert all(d["done"] <= d["total"] for d in seen)
+
+
+def test_a_span_request_during_the_job_is_served_before_the_job_ends(client, shared):
+    _salience(client, LONGER, detail="span")
+    job = shared.jobs.get(SalienceGroup(LONGER), "grad")
+    assert job is not None
+    t = time.perf_counter()
+    out = _salience(client, LONGER, detail="span", target_span="1:3")
+    took = time.perf_counter() - t
+    state_after = job.state
+    print(f"span 1:3 while the matrices were computing: {took:.2f} s; job state {state_after} "
+          f"({job.done}/{job.total})")
+    assert set(out[fields.SPAN_SALIENCE]) == {"grad_norm", "grad_x_input"}
+    # The clicked span got the model between two chunks, not after the whole job.
+    assert state_after in ("running", "queued"), "the job finished before the span request was served"
+    full, _ = _poll_until_done(client, LONGER)
+    rows = np.asarray(full[fields.SALIENCE]["methods"]["grad_x_input"]["matrix"])[1:3].sum(0)
+    np.testing.assert_allclose(out[fields.SPAN_SALIENCE]["grad_x_input"], rows, rtol=2e-3, atol=2e-5)
+
+
+def SalienceGroup(prompt: str) -> tuple:
+    return models.SalienceModel._group({"prompt": prompt})
+
+
+def test_selecting_another_prompt_stops_the_old_job(client, shared):
+    first = LONGER + " Also: what does a ticket cost?"
+    _salience(client, first, detail="span")
+    old = shared.jobs.get(SalienceGroup(first), "grad")
+    deadline = time.monotonic() + 300
+    while old.done == 0 and time.monotonic() < deadline:  # let it finish its first chunk
+        time.sleep(0.05)
+    assert old.state == "running" and 0 < old.done < old.total, old.status()
+    t = time.perf_counter()
+    _salience(client, "Name a color.", detail="span")
+    _poll_until_done(client, "Name a color.")
+    with_old = time.perf_counter() - t
+    # The old job stopped within one chunk: it is cancelled, not finished.
+    deadline = time.monotonic() + 120
+    while old.state not in ("cancelled", "done", "error") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert old.state == "cancelled", old.status()
+    assert old.done < old.total and old.result is None
+    t = time.perf_counter()
+    _salience(client, "Name a fruit.", detail="span")
+    _poll_until_done(client, "Name a fruit.")
+    alone = time.perf_counter() - t
+    print(f"new selection after a long request: {with_old:.2f} s; a similar one alone: {alone:.2f} s")
+
+
+def test_a_job_nobody_polls_is_cancelled(default_lm):
+    shared = models.SharedLM(default_lm, max_new_tokens=8, disk_cache=False, heartbeat_s=0.0)
+    chat = shared.lm.format_prompt(LONGER)
+    job = shared.jobs.submit(("unpolled",), "grad", lambda j: shared.salience(chat, "", 0, job=j))
+    deadline = time.monotonic() + 120
+    while job.state not in ("cancelled", "done", "error") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.state == "cancelled"
+    assert shared.cached_salience(chat, "", 0) is None  # nothing half-done was cached
+
+
+def test_integrated_gradients_by_span_reports_its_completeness(client):
+    out = _salience(client, QUESTION, detail="span", ig_steps=4, target_span="0:2")
+    payload = out[fields.SALIENCE]
+    assert payload["methods"]["integrated_gradients"]["matrix"] is None
+    assert "integrated_gradients" in out[fields.SPAN_SALIENCE]
+    err = payload["span_ig_errors"]["0:2"]
+    assert np.isfinite(err)
+    # The full IG matrix is computed only when asked for.
+    status = _salience(client, QUESTION, detail="ig_matrix", ig_steps=4)[fields.SALIENCE]["detail"]
+    assert status["kind"] == "ig4"
+    full, _ = _poll_until_done(client, QUESTION, ig_steps=4)
+    ig = full[fields.SALIENCE]["methods"]["integrated_gradients"]
+    rows = np.asarray(ig["matrix"])[0:2].sum(0)
+    np.testing.assert_allclose(out[fields.SPAN_SALIENCE]["integrated_gradients"], rows, rtol=5e-3, atol=5e-5)
+
+
+def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_path, tmp_path_factory):
+    store = tmp_path / "gens"
+    shared = models.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
+    client = Client(_app(shared, tmp_path_factory))
+    rows = [{"prompt": f"Say the number {k}."} for k in range(5)]
+    calls = []
+    original = default_lm.generate
+    default_lm.generate = lambda *a, **kw: calls.append(1) or original(*a, **kw)
+    try:
+        inputs = [{"id": f"row{k}", "data": r} for k, r in enumerate(rows)]
+        response = client.post(f"/get_preds?model={GEN}", data=json.dumps({"inputs": inputs}),
+                               content_type="application/json")
+        assert response.status_code == 200
+        assert [p[fields.RESPONSE] for p in json.loads(response.data)] == [""] * 5
+        assert calls == []  # opening the table generated nothing
+        one = _request(client, GEN, rows[2])
+        text = json.loads(one.data)[0][fields.RESPONSE]
+        assert text and len(calls) == 1
+        # A restarted server (a new SharedLM on the same store) has it at once, without the model.
+        restarted = models.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
+        client2 = Client(_app(restarted, tmp_path_factory))
+        response = client2.post(f"/get_preds?model={GEN}", data=json.dumps({"inputs": inputs}),
+                                content_type="application/json")
+        listed = [p[fields.RESPONSE] for p in json.loads(response.data)]
+        assert listed == ["", "", text, "", ""]
+        assert len(calls) == 1
+    finally:
+        default_lm.generate = original
+
+
+def test_bad_detail_mode_is_a_clear_error(client):
+    response = _request(client, SAL, {"prompt": QUESTION, "detail": "everything"})
+    assert response.status_code == 500
+    assert 'Input field "detail"' in response.get_data(as_text=True).split("\n")[0]
+
+
+def test_fair_lock_yields_to_a_waiting_thread():
+    lock = models.FairLock()
+    order = []
+    lock.acquire()
+    waiter = threading.Thread(target=lambda: (lock.acquire(), order.append("waiter"), lock.release()))
+    waiter.start()
+    while not lock._queue:
+        time.sleep(0.01)
+    lock.yield_to_waiting()  # the waiter runs now, then we have the lock back
+    order.append("owner")
+    lock.release()
+    waiter.join(5)
+    assert order == ["waiter", "owner"]

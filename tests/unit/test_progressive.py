@@ -1,0 +1,109 @@
+"""Span-first results, cancellation between chunks and length-aware chunking (issue 10's core)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sequence_salience as ss
+from sequence_salience.methods.base import SalienceConfig
+from tests.unit.reference import reference_salience
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+PROMPT, TARGET = "Alice has three apples and Bob has two apples;", " together they have five apples."
+CONFIG = SalienceConfig(ig_steps=6, ig_rule="riemann_middle", target_chunk_size=2, ig_step_chunk_size=2)
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
+def tiny_lm(request) -> ss.LanguageModel:
+    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
+
+
+_REFERENCES: dict[str, dict] = {}
+
+
+def _reference(lm, result) -> dict:
+    """The per-target reference loop, once per tiny model (it is the slow part)."""
+    if lm.name not in _REFERENCES:
+        _REFERENCES[lm.name] = reference_salience(lm.model, result.ids.tolist(), result.n_prompt_tokens,
+                                                  ig_steps=6, keep_gradients=True)
+    return _REFERENCES[lm.name]
+
+
+@pytest.mark.parametrize("span", [(0, None), (1, 3), (2, 3)])
+def test_span_result_equals_rows_of_the_independent_reference(tiny_lm, span):
+    """Span values from one shared backward == the per-target reference loop summed over the span."""
+    result = ss.compute_span_result(tiny_lm, PROMPT, TARGET, methods=ss.list_methods(), t0=span[0], t1=span[1],
+                                    config=CONFIG)
+    t0, t1 = span[0], span[1] if span[1] is not None else result.num_targets
+    assert result.matrices == {}
+    ref = _reference(tiny_lm, result)
+    np.testing.assert_allclose(result.target_logprobs, ref["logp"], rtol=1e-5)
+    for method in ("grad_x_input", "integrated_gradients"):  # linear: sum of the reference rows
+        np.testing.assert_allclose(result.span_salience(method, t0, t1), ref[method][t0:t1].sum(0),
+                                   rtol=1e-4, atol=1e-6, err_msg=method)
+    # grad_norm: the norm of the summed per-target gradient vectors
+    expected = np.linalg.norm(ref["gradients"][t0:t1].sum(0), axis=-1)
+    np.testing.assert_allclose(result.span_salience("grad_norm", t0, t1), expected, rtol=1e-4, atol=1e-6)
+    # IG completeness error of the span is the sum of the reference's per-token deltas
+    np.testing.assert_allclose(result.span_ig_errors[(t0, t1)], ref["ig_delta"][t0:t1].sum(), rtol=1e-3, atol=1e-5)
+    assert result.has_span("grad_norm", t0, t1)
+    assert not result.has_span("grad_norm", 0, 1)
+
+
+def test_partial_result_merges_with_the_full_result(tiny_lm):
+    quick = ss.compute_span_result(tiny_lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"), config=CONFIG)
+    full = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"), config=CONFIG)
+    merged = quick.merged(full)
+    t = full.num_targets
+    for method in ("grad_norm", "grad_x_input"):
+        np.testing.assert_allclose(quick.span_salience(method, 0, t), full.span_salience(method, 0, t),
+                                   rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(merged.matrices[method], full.matrices[method])
+        assert merged.has_span(method, 1, 2) and not quick.has_span(method, 1, 2)
+
+
+@pytest.mark.parametrize("method", ["grad_norm", "integrated_gradients"])
+def test_cancel_stops_after_the_first_chunk(tiny_lm, method):
+    calls = []
+
+    def progress(name, done, total):
+        calls.append((name, done, total))
+
+    with pytest.raises(ss.ComputationCancelled):
+        ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG, progress=progress,
+                            cancel=lambda: len(calls) >= 1)
+    assert len(calls) == 1  # stopped right after the first chunk, not at the end
+    _, done, total = calls[0]
+    assert done < total
+
+
+def test_cancel_before_start_does_no_work(tiny_lm):
+    with pytest.raises(ss.ComputationCancelled):
+        ss.compute_span_result(tiny_lm, PROMPT, TARGET, config=CONFIG, cancel=lambda: True)
+
+
+def test_results_do_not_depend_on_the_token_budget(tiny_lm):
+    """A tiny budget forces one target per backward and one IG step per forward: same numbers."""
+    methods = ss.list_methods()
+    wide = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=methods, config=CONFIG)
+    narrow_config = SalienceConfig(ig_steps=6, ig_rule="riemann_middle", chunk_token_budget=1)
+    narrow = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=methods, config=narrow_config)
+    for method in methods:
+        np.testing.assert_allclose(narrow.matrices[method], wide.matrices[method], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("seq_len,rows,expected", [(100, 1, 16), (4096, 1, 2), (8000, 1, 1), (512, 8, 2)])
+def test_targets_per_chunk_shrinks_with_length(seq_len, rows, expected):
+    assert SalienceConfig().targets_per_chunk(seq_len, rows) == expected
+
+
+def test_progress_of_a_long_input_comes_in_small_chunks(tiny_lm):
+    """With a budget of 2 targets' worth of tokens, progress arrives every 2 targets."""
+    n = len(tiny_lm.encode_prompt(PROMPT).ids) + len(tiny_lm.tokenize(TARGET).ids)
+    config = SalienceConfig(chunk_token_budget=2 * n)
+    seen = []
+    ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=config,
+                        progress=lambda m, d, t: seen.append(d))
+    assert seen[:2] == [2, 4]
