@@ -9,6 +9,8 @@ _modules = layout.LitModuleName
 # Not "sequence-salience-module": LIT 1.3.1's main.js already registers that
 # tag for its own module, and a tag can be defined only once per page.
 SALIENCE_MODULE_TAG = "prompt-salience-module"
+# "Inside the model" (frontend/src/inside/module.ts `INSIDE_TAG`), shown beside it.
+INSIDE_MODULE_TAG = "inside-model-module"
 
 SALIENCE_LAYOUT_NAME = "sequence_salience"
 SIMPLE_LAYOUT_NAME = "sequence_salience_simple"
@@ -23,7 +25,8 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
         LIT's client rejects a layout naming an undefined element ("Malformed
         layout"), so the layouts then show LIT's built-in modules only.
     """
-    salience = [layout.ModuleConfig(SALIENCE_MODULE_TAG)] if with_salience_module else []
+    salience = ([layout.ModuleConfig(SALIENCE_MODULE_TAG), layout.ModuleConfig(INSIDE_MODULE_TAG)]
+                if with_salience_module else [])
     main = {"Sequence Salience": salience} if salience else {}
     return {
         SALIENCE_LAYOUT_NAME: layout.LitCanonicalLayout(

@@ -8,6 +8,7 @@
  * customElements.get(tag) only after /get_info returns, which is later.
  */
 import {makeModuleClass, TAG} from './element.js';
+import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
 import {patchGeneratedTextModule} from './lit_fixes.js';
 
 export {TAG};
@@ -29,6 +30,7 @@ async function register() {
   await customElements.whenDefined(PROBE_TAG);
   const LitModule = findLitModule(customElements.get(PROBE_TAG));
   customElements.define(TAG, makeModuleClass(LitModule));
+  if (customElements.get(INSIDE_TAG) === undefined) customElements.define(INSIDE_TAG, makeInsideModuleClass(LitModule));
 }
 
 if (typeof customElements !== 'undefined') {

@@ -128,3 +128,18 @@ def test_lit_search_builds_the_index_in_the_background(client, monkeypatch, tmp_
     assert res["layers_searched"] >= 1
     assert all(h["layer"] < res["layers_searched"] for h in res["hits"])
     assert "search text is empty" in _error(client, SEARCH, {"query": "  "}, id_="empty")
+
+
+def test_layout_shows_the_inside_module_beside_the_salience_module():
+    import os
+    import re
+
+    from lit_app import layouts
+
+    module_ts = os.path.join(client_build.REPO_ROOT, "frontend", "src", "inside", "module.ts")
+    with open(module_ts, encoding="utf-8") as f:
+        match = re.search(r"export const INSIDE_TAG = ['\"]([a-z0-9-]+)['\"]", f.read())
+    assert match and match.group(1) == layouts.INSIDE_MODULE_TAG
+    upper = layouts.make_layouts()[layouts.DEFAULT_LAYOUT].upper
+    tab = next(mods for mods in upper.values() if any(m.module == layouts.SALIENCE_MODULE_TAG for m in mods))
+    assert [m.module for m in tab] == [layouts.SALIENCE_MODULE_TAG, layouts.INSIDE_MODULE_TAG]

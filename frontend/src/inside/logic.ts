@@ -1,0 +1,347 @@
+/**
+ * Pure logic of the "Inside the model" module: payload parsing, which token
+ * to trace for the salience module's target, the intervention list, request
+ * ids, search polling and the before/after comparison. No DOM, no LIT.
+ *
+ * The payloads are those of lit_app/inside.py (docs/architecture.md,
+ * "Inside the model").
+ */
+import type {SharedTarget} from '../shared/target_store.js';
+
+export const TRACE_FIELD = 'inside_trace';
+export const INTERVENTION_FIELD = 'inside_intervention';
+export const SEARCH_FIELD = 'inside_search';
+export const INSIDE_T_FIELD = 'inside_t';
+export const INTERVENTIONS_FIELD = 'interventions';
+export const QUERY_FIELD = 'query';
+export const LIMIT_FIELD = 'limit';
+
+export interface Predictions {
+  ids: number[];
+  tokens: string[];
+  probs: number[];
+  target_rank: number;
+  target_prob: number;
+}
+
+export interface SubUpdate {
+  layer: number;
+  index: number;
+  coef: number;
+  norm: number;
+  score: number;
+  top_ids: number[];
+  top_tokens: string[];
+}
+
+export interface LayerTrace {
+  layer: number;
+  before: Predictions;
+  after: Predictions;
+  sub_updates: SubUpdate[];
+  max_coef: number;
+  ffn_norm: number;
+}
+
+export interface TracePayload {
+  family: string;
+  ids: number[];
+  position: number;
+  target_id: number;
+  target_token: string;
+  layers: LayerTrace[];
+  output: Predictions;
+  seconds: number;
+  t: number;
+  n_targets: number;
+}
+
+export type Mode = 'off' | 'on';
+
+export interface Intervention {
+  layer: number;
+  index: number;
+  mode: Mode;
+}
+
+export interface SidePayload {
+  trace: TracePayload;
+  generation: {text: string; stopped_by: string};
+  n_prompt_tokens: number;
+  top_salient: Array<[number, string, number]>;
+  salience_method: string;
+  salience_total: number | null;
+  seconds: number;
+}
+
+export interface InterventionPayload {
+  interventions: Intervention[];
+  before: SidePayload;
+  after: SidePayload;
+}
+
+export interface IndexStatus {
+  state: 'idle' | 'loading' | 'building' | 'ready' | 'error';
+  layers_built: number;
+  num_layers: number;
+  seconds: number;
+  error: string;
+  path: string;
+  size_bytes: number;
+}
+
+export interface SearchHit {
+  layer: number;
+  index: number;
+  token_id: number;
+  token: string;
+  rank: number;
+  score: number;
+  top_tokens: string[];
+}
+
+export interface SearchPayload {
+  query: string;
+  tokens: Array<[number, string]>;
+  hits: SearchHit[];
+  total: number;
+  layers_searched: number;
+  num_layers: number;
+  index: IndexStatus;
+}
+
+function fail(what: string): never {
+  throw new Error(`Malformed inside-the-model payload: ${what}.`);
+}
+
+function isNumArray(a: unknown): a is number[] {
+  return Array.isArray(a) && a.every((x) => typeof x === 'number');
+}
+
+function checkPredictions(p: unknown, where: string): Predictions {
+  const o = p as Predictions;
+  if (o == null || !isNumArray(o.ids) || !isNumArray(o.probs) || !Array.isArray(o.tokens) ||
+      o.ids.length !== o.probs.length || o.tokens.length !== o.ids.length ||
+      typeof o.target_rank !== 'number' || typeof o.target_prob !== 'number') {
+    fail(`${where} is not {ids, tokens, probs, target_rank, target_prob} of equal lengths`);
+  }
+  return o;
+}
+
+/** Validates a trace payload (throws naming the broken field). */
+export function parseTrace(raw: unknown): TracePayload {
+  const t = raw as TracePayload;
+  if (t == null || typeof t !== 'object') fail('no trace object');
+  if (!Array.isArray(t.layers) || t.layers.length === 0) fail('"layers" is empty or missing');
+  t.layers.forEach((l, i) => {
+    if (l.layer !== i) fail(`layers[${i}].layer is ${l.layer}`);
+    checkPredictions(l.before, `layers[${i}].before`);
+    checkPredictions(l.after, `layers[${i}].after`);
+    if (!Array.isArray(l.sub_updates)) fail(`layers[${i}].sub_updates is missing`);
+  });
+  checkPredictions(t.output, 'output');
+  if (typeof t.t !== 'number' || typeof t.target_token !== 'string') fail('"t" or "target_token" is missing');
+  return t;
+}
+
+export function parseIntervention(raw: unknown): InterventionPayload {
+  const r = raw as InterventionPayload;
+  if (r == null || !Array.isArray(r.interventions) || r.before == null || r.after == null) {
+    fail('no {interventions, before, after}');
+  }
+  parseTrace(r.before.trace);
+  parseTrace(r.after.trace);
+  return r;
+}
+
+export function parseSearch(raw: unknown): SearchPayload {
+  const r = raw as SearchPayload;
+  if (r == null || !Array.isArray(r.hits) || r.index == null) fail('no {hits, index}');
+  return r;
+}
+
+// ------------------------------------------------------------------ models
+
+/** The model group of a salience model name: "_smollm2_salience" -> "smollm2"; another name is its own group. */
+export function modelGroup(salienceModel: string): string {
+  const m = /^_(.+)_salience$/.exec(salienceModel);
+  return m ? m[1] : salienceModel;
+}
+
+export interface InsideModels {
+  trace: string;
+  intervene: string;
+  search: string;
+}
+
+export function insideModels(group: string): InsideModels {
+  return {trace: `_${group}_inside_trace`, intervene: `_${group}_inside_intervene`,
+          search: `_${group}_inside_search`};
+}
+
+// ------------------------------------------------------------------ target
+
+/** What the module traces for the salience module's selection. */
+export interface TraceTarget {
+  datapointId: string;
+  input: Record<string, unknown>;
+  group: string;
+  /** Response token to trace (the first token of the selected span). */
+  t: number;
+  /** Number of response tokens. */
+  nTargets: number;
+  /** Its display text, and whether the whole response is selected (then the first token is traced). */
+  token: string;
+  whole: boolean;
+}
+
+export function traceTarget(s: SharedTarget | null): TraceTarget | null {
+  if (s === null) return null;
+  const nTargets = s.tokens.length - s.nPromptTokens;
+  if (nTargets <= 0) return null;
+  const t = Math.min(Math.max(0, s.t0), nTargets - 1);
+  return {
+    datapointId: s.datapointId, input: s.input, group: modelGroup(s.salienceModel), t, nTargets,
+    token: s.tokens[s.nPromptTokens + t] ?? '', whole: s.t0 <= 0 && s.t1 >= nTargets,
+  };
+}
+
+/** Key of a trace request: same key, same answer. */
+export function traceKey(tt: TraceTarget): string {
+  return `${tt.group}|${tt.datapointId}|${tt.t}`;
+}
+
+// ----------------------------------------------------------- interventions
+
+export function interventionKey(iv: {layer: number; index: number}): string {
+  return `${iv.layer}:${iv.index}`;
+}
+
+/** Adds a value (mode off) unless it is listed; returns a new list. */
+export function addIntervention(list: readonly Intervention[], layer: number, index: number,
+                                mode: Mode = 'off'): Intervention[] {
+  if (list.some((iv) => iv.layer === layer && iv.index === index)) return [...list];
+  return [...list, {layer, index, mode}];
+}
+
+export function toggleMode(list: readonly Intervention[], key: string): Intervention[] {
+  return list.map((iv) => interventionKey(iv) === key ? {...iv, mode: iv.mode === 'off' ? 'on' : 'off'} : iv);
+}
+
+export function removeIntervention(list: readonly Intervention[], key: string): Intervention[] {
+  return list.filter((iv) => interventionKey(iv) !== key);
+}
+
+/** The request field: a JSON list in a canonical order (layer, index), so equal lists give equal requests. */
+export function interventionsJson(list: readonly Intervention[]): string {
+  const sorted = [...list].sort((a, b) => a.layer - b.layer || a.index - b.index);
+  return JSON.stringify(sorted.map(({layer, index, mode}) => ({layer, index, mode})));
+}
+
+/** A short stable hash (FNV-1a, hex) for request ids. */
+export function hashString(s: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0).toString(16).padStart(8, '0');
+}
+
+export function describeIntervention(iv: Intervention): string {
+  return `L${iv.layer}·v${iv.index} ${iv.mode}`;
+}
+
+// ----------------------------------------------------------------- display
+
+/** "0.83", "4.1e-3", "<1e-6". */
+export function formatProb(p: number): string {
+  if (!Number.isFinite(p)) return '–';
+  if (p >= 0.01) return p.toFixed(2);
+  if (p < 1e-6) return '<1e-6';
+  return p.toExponential(1);
+}
+
+/** Rank as shown: 0 -> "1st". */
+export function formatRank(rank: number): string {
+  const n = rank + 1;
+  const s = n % 100 >= 11 && n % 100 <= 13 ? 'th' : ({1: 'st', 2: 'nd', 3: 'rd'} as Record<number, string>)[n % 10] ?? 'th';
+  return `${n.toLocaleString('en-US')}${s}`;
+}
+
+/** Visible form of a token: spaces as "␣", newlines as "⏎". */
+export function showToken(tok: string): string {
+  return tok.replace(/ /g, '␣').replace(/\n/g, '⏎').replace(/\t/g, '⇥') || '∅';
+}
+
+/** Polyline points of p(target) by layer in a w x h box (layer 0 left; p on a linear 0..1 axis). */
+export function probPolyline(probs: readonly number[], w: number, h: number): string {
+  const n = probs.length;
+  if (n === 0) return '';
+  return probs.map((p, i) => {
+    const x = n === 1 ? w / 2 : (i / (n - 1)) * w;
+    const y = h - Math.max(0, Math.min(1, p)) * h;
+    return `${x.toFixed(1)},${y.toFixed(1)}`;
+  }).join(' ');
+}
+
+/** First layer from which the target stays the top prediction after the FFN (or -1). */
+export function settlesAt(layers: readonly LayerTrace[]): number {
+  let at = -1;
+  for (let i = layers.length - 1; i >= 0; i--) {
+    if (layers[i].after.target_rank !== 0) break;
+    at = i;
+  }
+  return at;
+}
+
+export interface ComparisonRow {
+  label: string;
+  before: string;
+  after: string;
+  changed: boolean;
+}
+
+/** The before/after table of an intervention result. */
+export function comparisonRows(r: InterventionPayload): ComparisonRow[] {
+  const b = r.before, a = r.after;
+  const tok = showToken(b.trace.target_token);
+  const rows: ComparisonRow[] = [
+    {label: `p(${tok})`, before: formatProb(b.trace.output.target_prob), after: formatProb(a.trace.output.target_prob)},
+    {label: `rank of ${tok}`, before: formatRank(b.trace.output.target_rank), after: formatRank(a.trace.output.target_rank)},
+    {label: 'top prediction', before: showToken(b.trace.output.tokens[0] ?? ''), after: showToken(a.trace.output.tokens[0] ?? '')},
+    {label: 'generated', before: b.generation.text, after: a.generation.text},
+    {label: `most salient (${b.salience_method})`, before: salientText(b), after: salientText(a)},
+  ].map((row) => ({...row, changed: row.before !== row.after}));
+  return rows;
+}
+
+function salientText(s: SidePayload): string {
+  return s.top_salient.slice(0, 5).map(([, tok]) => tok.trim() || showToken(tok)).join(', ');
+}
+
+/** Per-layer p(target) after each FFN, before and under the interventions. */
+export function layerDeltas(r: InterventionPayload): Array<{layer: number; before: number; after: number}> {
+  return r.before.trace.layers.map((l, i) => ({
+    layer: l.layer, before: l.after.target_prob, after: r.after.trace.layers[i]?.after.target_prob ?? NaN,
+  }));
+}
+
+// ------------------------------------------------------------------ search
+
+/** Whether to ask again: the index is still loading/building (hits may grow). */
+export function shouldPoll(s: SearchPayload | null): boolean {
+  return s !== null && (s.index.state === 'loading' || s.index.state === 'building' || s.index.state === 'idle');
+}
+
+export function searchStatus(s: SearchPayload): string {
+  const ix = s.index;
+  const found = `${s.total.toLocaleString('en-US')} value${s.total === 1 ? '' : 's'}`;
+  if (ix.state === 'ready') {
+    return `${found} across all ${s.num_layers} layers.`;
+  }
+  if (ix.state === 'error') return `The value index failed: ${ix.error}`;
+  const built = `${ix.layers_built}/${ix.num_layers || s.num_layers} layers indexed`;
+  return `${found} in layers 0–${Math.max(0, s.layers_searched - 1)} so far (${built}, ${Math.round(ix.seconds)} s); ` +
+      'more appear as the index builds.';
+}
