@@ -15,7 +15,7 @@ Rules (the same in both languages):
   themselves). A segment runs from its start to the next segment's start, so
   whitespace between two units joins the EARLIER unit; whitespace before the
   first unit joins the first segment.
-* `word`: a unit is a chat marker, a number with inner separators ("3.14",
+* `word`: a unit is a markup unit (see below), a number with inner separators ("3.14",
   "1,000"), a word (a letter/number followed by letters, numbers and combining
   marks, with inner apostrophes: "don't", "O'Neil"), or a run of other
   non-space characters (punctuation, symbols, emoji; a combining mark that
@@ -34,10 +34,21 @@ Rules (the same in both languages):
   whitespace between); the next starts at the next non-space character.
 * `line`: a line ends after each "\\n" (kept with its line); the next line
   starts right after it, so indentation belongs to its own line.
-* Chat markers (MARKER_PATTERN: `<|...|>`, `<start_of_turn>`, `</s>`,
-  `[INST]`, ...) are atomic segments of kind "markup" at word, sentence,
-  paragraph and line granularity: a segment starts at each marker and at the
-  next non-space character after it.
+* Markup units (MARKUP_PATTERN): a chat marker (MARKER_PATTERN: `<|...|>`,
+  `<start_of_turn>`, `</s>`, `[INST]`, ...) together with the role name a
+  template writes right after it, if any: one of TEMPLATE_ROLE_NAMES, directly
+  after the marker and not followed by [A-Za-z0-9_] (`<|im_start|>user`,
+  `<start_of_turn>model`, `<|start_header_id|>assistant`; not "users", not
+  " user"). A unit's reach is the unit plus the whitespace right after it.
+  At every granularity except `token`, units are atomic segments of kind
+  "markup": no segment starts inside a reach except at its unit's start; a
+  segment starts at each unit and at the first non-space character after it,
+  the latter with the kind the base segmentation has there. Where the base
+  segmentation already has markup (a role span of role "markup"), no start is
+  added, so the role's markup span is not split.
+* `token`: each token is a segment of kind "token", or "markup" when its
+  anchor (see token assignment) lies in a unit's reach; these are the tokens
+  that fall in markup segments at `word` granularity.
 * `regex`: every non-empty match of the user pattern is a segment ("match");
   the text between matches forms its own segments ("gap"). The pattern must be
   in the subset common to Python `re` and JavaScript `RegExp` (see
@@ -75,7 +86,8 @@ import numpy as np
 from sequence_salience.errors import SalienceError
 
 __all__ = [
-    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "REDUCTIONS", "ROLES", "WHITESPACE",
+    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "REDUCTIONS", "ROLES",
+    "TEMPLATE_ROLE_NAMES", "WHITESPACE",
     "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
     "normalize_max_abs", "normalize_percentile", "percentile", "segment",
 ]
@@ -86,6 +98,12 @@ ROLES = ("system", "user", "assistant", "markup")
 
 # Chat-template markers: atomic, always break sentences / paragraphs / lines.
 MARKER_PATTERN = r"<\|[A-Za-z0-9_.:-]{1,64}\|>|<(?:start|end)_of_turn>|</?s>|\[/?INST\]"
+
+# Role names that chat templates write right after a marker (ChatML, Gemma, Llama 3, Granite).
+TEMPLATE_ROLE_NAMES = ("system", "user", "assistant", "model", "developer", "tool", "ipython")
+
+# A markup unit: a marker plus the role name written right after it, if any.
+MARKUP_PATTERN = f"(?:{MARKER_PATTERN})(?:(?:{'|'.join(TEMPLATE_ROLE_NAMES)})(?![A-Za-z0-9_]))?"
 
 # Lower-cased words after which a single "." does not end a sentence.
 ABBREVIATIONS = frozenset(
@@ -255,12 +273,12 @@ _M_ASTRAL_RE = re.compile(f"[{_class_body(''.join(_M_RANGES), bmp=False)}]")
 _STAND_IN = {"ln": "a", "m": "\u0300", "other": "\u00a6"}
 _WS = re.escape(WHITESPACE)
 _WORD_UNIT_RE = re.compile(
-    f"(?P<marker>{MARKER_PATTERN})"
+    f"(?P<marker>{MARKUP_PATTERN})"
     r"|(?P<number>[0-9]+(?:[.,][0-9]+)+)"
     f"|(?P<word>[{_LN}][{_LN}{_M}]*(?:['\u2019][{_LN}][{_LN}{_M}]*)*)"
     f"|(?P<punct>(?:(?!{MARKER_PATTERN})[^{_LN}{_WS}])+)"
 )
-_MARKER_RE = re.compile(MARKER_PATTERN)
+_MARKUP_RE = re.compile(MARKUP_PATTERN)
 _TERMINATOR_RE = re.compile(
     f"[.!?\u2026]+[\"')\\]\u201d\u2019]*(?=[{_WS}]|$)|[\u3002\uff01\uff1f]+[\"')\\]\u201d\u2019\u300d\u300f]*"
 )
@@ -326,22 +344,49 @@ class _Chars:
         return padded[idx]
 
 
-def _finish(chars: _Chars, starts: np.ndarray, marker_spans: list[tuple[int, int]], kind: str):
-    """Adds marker boundaries, sorts, makes the first start 0, labels each segment."""
-    n = chars.length
-    if n == 0:
+def _base(chars: _Chars, starts, kind: str):
+    """Sorted unique starts below the text length, 0 included, all of one kind."""
+    if chars.length == 0:
         return np.zeros(0, np.int64), []
-    marker_starts = np.array([s for s, _ in marker_spans], dtype=np.int64)
-    after = chars.next_nonspace(np.array([e for _, e in marker_spans], dtype=np.int64))
-    all_starts = np.concatenate([np.asarray(starts, dtype=np.int64), marker_starts, after, [0]])
-    all_starts = np.unique(all_starts[all_starts < n])  # [S], starts with 0
-    marker_set = set(marker_starts.tolist())
-    kinds = ["markup" if s in marker_set else kind for s in all_starts.tolist()]
-    return all_starts, kinds
+    all_starts = np.concatenate([np.asarray(starts, dtype=np.int64), [0]])
+    all_starts = np.unique(all_starts[all_starts < chars.length])  # [S], starts with 0
+    return all_starts, [kind] * len(all_starts)
 
 
-def _markers(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _MARKER_RE.finditer(text)]
+def _markup_reach(text: str, chars: _Chars) -> tuple[np.ndarray, np.ndarray]:
+    """(unit starts [U], reach ends [U]): each markup unit plus the whitespace after it."""
+    spans = [m.span() for m in _MARKUP_RE.finditer(text)]
+    starts = np.array([a for a, _ in spans], dtype=np.int64)  # [U]
+    ends = chars.next_nonspace(np.array([b for _, b in spans], dtype=np.int64))  # [U]
+    return starts, ends
+
+
+def _in_reach(positions: np.ndarray, unit_starts: np.ndarray, reach_ends: np.ndarray) -> np.ndarray:
+    """bool [K]: which positions lie in a unit's reach [start, end); the reaches are disjoint and sorted."""
+    idx = np.searchsorted(unit_starts, positions, side="right") - 1  # [K] last unit starting at or before
+    safe = np.maximum(idx, 0)
+    return (idx >= 0) & (positions < reach_ends[safe]) if len(unit_starts) else np.zeros(len(positions), bool)
+
+
+def _cut_markup(chars: _Chars, starts: np.ndarray, kinds: list[str], reach: tuple[np.ndarray, np.ndarray]):
+    """Makes each markup unit an atomic "markup" segment of a base segmentation (module rules)."""
+    unit_starts, reach_ends = reach
+    if chars.length == 0 or len(unit_starts) == 0:
+        return starts, kinds
+    base_kinds = np.array(kinds, dtype=object)  # [S]
+
+    def kind_at(p: np.ndarray) -> np.ndarray:
+        return base_kinds[np.searchsorted(starts, p, side="right") - 1]
+
+    inside = _in_reach(starts, unit_starts, reach_ends) & ~np.isin(starts, unit_starts)  # [S]
+    add_units = unit_starts[kind_at(unit_starts) != "markup"]
+    after = reach_ends[reach_ends < chars.length]
+    after = after[kind_at(after) != "markup"]
+    # First occurrence wins in np.unique: a unit's start is "markup" even where a base segment starts.
+    all_starts = np.concatenate([add_units, starts[~inside], after])
+    all_kinds = np.concatenate([np.full(len(add_units), "markup", dtype=object), base_kinds[~inside], kind_at(after)])
+    uniq, first = np.unique(all_starts, return_index=True)
+    return uniq.astype(np.int64), all_kinds[first].tolist()
 
 
 def _bmp_view(text: str) -> str:
@@ -399,16 +444,16 @@ def _segment_sentence(text: str, chars: _Chars):
         term.append(m.end())
     ends.append(np.array(term, dtype=np.int64))
     starts = chars.next_nonspace(np.concatenate(ends))
-    return _finish(chars, starts, _markers(text), "sentence")
+    return _base(chars, starts, "sentence")
 
 
 def _segment_paragraph(text: str, chars: _Chars):
     ends = np.array([m.end() for m in _BLANK_LINE_RE.finditer(text)], dtype=np.int64)
-    return _finish(chars, chars.next_nonspace(ends), _markers(text), "paragraph")
+    return _base(chars, chars.next_nonspace(ends), "paragraph")
 
 
 def _segment_line(text: str, chars: _Chars):
-    return _finish(chars, chars.newlines + 1, _markers(text), "line")
+    return _base(chars, chars.newlines + 1, "line")
 
 
 def _segment_regex(text: str, pattern: str | None):
@@ -504,15 +549,18 @@ def segment(
     """
     offs = _check_offsets(text, offsets)  # [N, 2]
     n = len(text)
-    if granularity == "token":
-        starts, ends = offs[:, 0].copy(), offs[:, 1].copy()
-        return Segmentation(
-            granularity, starts, ends, ("token",) * len(offs), np.zeros(len(offs), bool),
-            np.arange(len(offs), dtype=np.int64),
-        )
     if granularity not in GRANULARITIES:
         raise SalienceError(f"unknown granularity {granularity!r}. Fix: use one of {GRANULARITIES}.")
     chars = _Chars(text)
+    # Token anchors: first non-space character inside the span, else the start.
+    first = chars.next_nonspace(offs[:, 0])  # [N]
+    anchor = np.minimum(np.where(first < offs[:, 1], first, offs[:, 0]), max(n - 1, 0))  # [N]
+    if granularity == "token":
+        markup = _in_reach(anchor, *_markup_reach(text, chars)) if n else np.zeros(len(offs), bool)  # [N]
+        return Segmentation(
+            granularity, offs[:, 0].copy(), offs[:, 1].copy(), tuple("markup" if m else "token" for m in markup),
+            markup, np.arange(len(offs), dtype=np.int64),
+        )
     if granularity == "word":
         starts, kinds = _segment_word(text, chars)
     elif granularity == "sentence":
@@ -525,14 +573,11 @@ def segment(
         starts, kinds = _segment_regex(text, pattern)
     else:
         starts, kinds = _segment_role(text, role_spans)
+    starts, kinds = _cut_markup(chars, starts, kinds, _markup_reach(text, chars))
     ends = np.append(starts[1:], n).astype(np.int64)  # [S]
-    # Token anchors: first non-space character inside the span, else the start.
     if n == 0 or len(starts) == 0:
         token_segment = np.full(len(offs), -1, dtype=np.int64)
     else:
-        first = chars.next_nonspace(offs[:, 0])  # [N]
-        anchor = np.where(first < offs[:, 1], first, offs[:, 0])
-        anchor = np.minimum(anchor, n - 1)
         token_segment = np.searchsorted(starts, anchor, side="right").astype(np.int64) - 1
     excluded = np.array([k == "markup" for k in kinds], dtype=bool)
     return Segmentation(granularity, starts, ends, tuple(kinds), excluded, token_segment)

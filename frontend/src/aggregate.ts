@@ -14,6 +14,10 @@
  *   segment's start, so whitespace joins the earlier unit.
  * - A token belongs to the segment containing its first non-whitespace
  *   character (else its start, clamped into the text).
+ * - Markup units (MARKUP_PATTERN: a chat marker plus the role name written
+ *   right after it, "<|im_start|>user") are atomic "markup" segments at every
+ *   granularity; at `token` granularity the tokens anchored in a unit or the
+ *   whitespace after it are kind "markup".
  * - Template markup (kind "markup") is excluded: NaN in `aggregate` unless
  *   `keepExcluded`, NaN and no say in the scale in the normalisation helpers.
  * - Custom regexes: the subset common to Python `re` and JS `RegExp`
@@ -30,6 +34,12 @@ export const ROLES = ['system', 'user', 'assistant', 'markup'] as const;
 
 /** Chat-template markers; identical to Python's MARKER_PATTERN. */
 export const MARKER_PATTERN = String.raw`<\|[A-Za-z0-9_.:-]{1,64}\|>|<(?:start|end)_of_turn>|</?s>|\[/?INST\]`;
+
+/** Role names that chat templates write right after a marker; identical to Python's. */
+export const TEMPLATE_ROLE_NAMES = ['system', 'user', 'assistant', 'model', 'developer', 'tool', 'ipython'] as const;
+
+/** A markup unit: a marker plus the role name written right after it, if any; identical to Python's. */
+export const MARKUP_PATTERN = `(?:${MARKER_PATTERN})(?:(?:${TEMPLATE_ROLE_NAMES.join('|')})(?![A-Za-z0-9_]))?`;
 
 /** Lower-cased words after which a single "." does not end a sentence. */
 export const ABBREVIATIONS: ReadonlySet<string> = new Set(
@@ -187,7 +197,7 @@ function escapeClassChars(s: string): string {
 
 const WS = escapeClassChars(WHITESPACE);
 const WS_NO_NL = escapeClassChars(WHITESPACE.replace('\n', ''));
-const MARKER_RE = new RegExp(MARKER_PATTERN, 'gu');
+const MARKUP_RE = new RegExp(MARKUP_PATTERN, 'gu');
 const TERMINATOR_RE = new RegExp(
   `[.!?\\u{2026}]+["')\\]\\u{201d}\\u{2019}]*(?=[${WS}]|$)` +
   `|[\\u{3002}\\u{ff01}\\u{ff1f}]+["')\\]\\u{201d}\\u{2019}\\u{300d}\\u{300f}]*`, 'gu');
@@ -266,27 +276,71 @@ class Chars {
   }
 }
 
-function markers(chars: Chars): Array<[number, number]> {
-  const out: Array<[number, number]> = [];
-  for (const m of chars.text.matchAll(MARKER_RE)) {
-    out.push([chars.cpOf[m.index!], chars.cpOf[m.index! + m[0].length]]);
+/** Markup units: [unit starts, reach ends] (each unit plus the whitespace after it), sorted, disjoint. */
+function markupReach(chars: Chars): [number[], number[]] {
+  const starts: number[] = [];
+  const ends: number[] = [];
+  for (const m of chars.text.matchAll(MARKUP_RE)) {
+    starts.push(chars.cpOf[m.index!]);
+    ends.push(chars.nonspaceFrom(chars.cpOf[m.index! + m[0].length]));
   }
-  return out;
+  return [starts, ends];
 }
 
-function finish(chars: Chars, starts: number[], markerSpans: Array<[number, number]>, kind: string):
-    [number[], string[]] {
-  const n = chars.length;
-  if (n === 0) return [[], []];
-  const all = starts.slice();
-  const markerStarts = new Set<number>();
-  for (const [s, e] of markerSpans) {
-    all.push(s, chars.nonspaceFrom(e));
-    markerStarts.add(s);
+/** Index of the last unit starting at or before p, if p lies in its reach; else -1. */
+function reachAt(reach: [number[], number[]], p: number): number {
+  const [us, ue] = reach;
+  let lo = 0;
+  let hi = us.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (us[mid] <= p) {
+      found = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
   }
-  all.push(0);
-  const uniq = Array.from(new Set(all.filter((s) => s < n))).sort((a, b) => a - b);
-  return [uniq, uniq.map((s) => (markerStarts.has(s) ? 'markup' : kind))];
+  return found >= 0 && p < ue[found] ? found : -1;
+}
+
+/** Sorted unique starts below the text length, 0 included, all of one kind. */
+function base(chars: Chars, starts: number[], kind: string): [number[], string[]] {
+  if (chars.length === 0) return [[], []];
+  const uniq = Array.from(new Set([0, ...starts].filter((s) => s < chars.length))).sort((a, b) => a - b);
+  return [uniq, uniq.map(() => kind)];
+}
+
+/** Makes each markup unit an atomic "markup" segment of a base segmentation (see aggregate.py). */
+function cutMarkup(chars: Chars, starts: number[], kinds: string[], reach: [number[], number[]]):
+    [number[], string[]] {
+  const [us, ue] = reach;
+  if (chars.length === 0 || us.length === 0) return [starts, kinds];
+  const kindAt = (p: number): string => {  // base kind at position p (last start <= p)
+    let lo = 0;
+    let hi = starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (starts[mid] <= p) lo = mid; else hi = mid - 1;
+    }
+    return kinds[lo];
+  };
+  const out = new Map<number, string>();
+  for (let u = 0; u < us.length; u++) {  // a unit's start is "markup" even where a base segment starts
+    if (kindAt(us[u]) !== 'markup') out.set(us[u], 'markup');
+  }
+  const unitStarts = new Set(us);
+  for (let i = 0; i < starts.length; i++) {
+    if (!out.has(starts[i]) && (unitStarts.has(starts[i]) || reachAt(reach, starts[i]) < 0)) {
+      out.set(starts[i], kinds[i]);
+    }
+  }
+  for (const a of ue) {
+    if (a < chars.length && !out.has(a) && kindAt(a) !== 'markup') out.set(a, kindAt(a));
+  }
+  const sorted = Array.from(out.keys()).sort((a, b) => a - b);
+  return [sorted, sorted.map((s) => out.get(s)!)];
 }
 
 // Character classes for the word scanner: 1 = letter/number, 2 = mark, 0 = other.
@@ -315,14 +369,14 @@ function charClass(cp: number): number {
   return 0;
 }
 
-const MARKER_STICKY = new RegExp(MARKER_PATTERN, 'y');
+const MARKUP_STICKY = new RegExp(MARKUP_PATTERN, 'y');
 const APOSTROPHES = new Set([0x27, 0x2019]);
 const isDigit = (cp: number) => cp >= 0x30 && cp <= 0x39;
 
 /**
  * Word units, scanned by hand (a regex with these classes is several times
  * slower in V8). Equivalent to Python's _WORD_UNIT_RE, tried in this order at
- * each non-space position: marker | number [0-9]+([.,][0-9]+)+ |
+ * each non-space position: markup unit | number [0-9]+([.,][0-9]+)+ |
  * word [LN][LNM]*(['’][LN][LNM]*)* | punct run (non-LN, non-space, up to a marker).
  */
 function segmentWord(chars: Chars): [number[], string[]] {
@@ -336,11 +390,11 @@ function segmentWord(chars: Chars): [number[], string[]] {
   }
   const n = chars.length;
   const isSpace = (i: number) => chars.nextNonspace[i] !== i;
-  const markerAt = (i: number): number => {  // end of a marker starting at i, or -1
+  const markerAt = (i: number): number => {  // end of a markup unit starting at i, or -1
     if (cps[i] !== 0x3c && cps[i] !== 0x5b) return -1;  // '<' or '['
-    MARKER_STICKY.lastIndex = chars.u16Of[i];
-    const m = MARKER_STICKY.exec(text);
-    return m === null ? -1 : chars.cpOf[MARKER_STICKY.lastIndex];
+    MARKUP_STICKY.lastIndex = chars.u16Of[i];
+    const m = MARKUP_STICKY.exec(text);
+    return m === null ? -1 : chars.cpOf[MARKUP_STICKY.lastIndex];
   };
   const starts: number[] = [];
   const kinds: string[] = [];
@@ -412,7 +466,7 @@ function segmentSentence(chars: Chars): [number[], string[]] {
     if (m[0] === '.' && !dotIsBreak(chars.text, m.index!)) continue;
     starts.push(chars.nonspaceFrom(chars.cpOf[m.index! + m[0].length]));
   }
-  return finish(chars, starts, markers(chars), 'sentence');
+  return base(chars, starts, 'sentence');
 }
 
 function segmentParagraph(chars: Chars): [number[], string[]] {
@@ -420,11 +474,11 @@ function segmentParagraph(chars: Chars): [number[], string[]] {
   for (const m of chars.text.matchAll(BLANK_LINE_RE)) {
     starts.push(chars.nonspaceFrom(chars.cpOf[m.index! + m[0].length]));
   }
-  return finish(chars, starts, markers(chars), 'paragraph');
+  return base(chars, starts, 'paragraph');
 }
 
 function segmentLine(chars: Chars): [number[], string[]] {
-  return finish(chars, chars.newlines.map((p) => p + 1), markers(chars), 'line');
+  return base(chars, chars.newlines.map((p) => p + 1), 'line');
 }
 
 function segmentRegex(chars: Chars, pattern: string | undefined): [number[], string[]] {
@@ -511,17 +565,28 @@ export function segment(text: string, offsets: ArrayLike<ArrayLike<number>>,
   const chars = new Chars(text);
   checkOffsets(chars, offsets);
   const nTok = offsets.length;
+  const n = chars.length;
+  // Token anchors: first non-space character inside the span, else the start (clamped into the text).
+  const anchors = new Int32Array(nTok);
+  for (let k = 0; k < nTok; k++) {
+    const [s, e] = [offsets[k][0], offsets[k][1]];
+    const first = chars.nonspaceFrom(s);
+    anchors[k] = Math.max(0, Math.min(first < e ? first : s, n - 1));
+  }
   if (granularity === 'token') {
     const starts = new Int32Array(nTok);
     const ends = new Int32Array(nTok);
     const tokenSegment = new Int32Array(nTok);
+    const kinds: string[] = new Array(nTok).fill('token');
+    const reach = n > 0 ? markupReach(chars) : [[], []] as [number[], number[]];
     for (let k = 0; k < nTok; k++) {
       starts[k] = offsets[k][0];
       ends[k] = offsets[k][1];
       tokenSegment[k] = k;
+      if (reachAt(reach, anchors[k]) >= 0) kinds[k] = 'markup';
     }
-    return {granularity, starts, ends, kinds: new Array(nTok).fill('token'),
-            excluded: new Uint8Array(nTok), tokenSegment};
+    const excluded = Uint8Array.from(kinds, (k) => (k === 'markup' ? 1 : 0));
+    return {granularity, starts, ends, kinds, excluded, tokenSegment};
   }
   let result: [number[], string[]];
   switch (granularity) {
@@ -535,19 +600,15 @@ export function segment(text: string, offsets: ArrayLike<ArrayLike<number>>,
       throw new SalienceError(
         `unknown granularity "${granularity}". Fix: use one of ${GRANULARITIES.join(', ')}.`);
   }
-  const [startList, kinds] = result;
+  const [startList, kinds] = cutMarkup(chars, result[0], result[1], markupReach(chars));
   const nSeg = startList.length;
-  const n = chars.length;
   const starts = Int32Array.from(startList);
   const ends = new Int32Array(nSeg);
   for (let s = 0; s < nSeg; s++) ends[s] = s + 1 < nSeg ? starts[s + 1] : n;
   const tokenSegment = new Int32Array(nTok).fill(-1);
   if (n > 0 && nSeg > 0) {
     for (let k = 0; k < nTok; k++) {
-      const [s, e] = [offsets[k][0], offsets[k][1]];
-      const first = chars.nonspaceFrom(s);
-      let anchor = first < e ? first : s;
-      if (anchor > n - 1) anchor = n - 1;
+      const anchor = anchors[k];
       // Last segment whose start <= anchor (binary search).
       let lo = 0;
       let hi = nSeg - 1;

@@ -7,8 +7,8 @@ import {describe, expect, test} from 'vitest';
 import cases from '../../tests/data/aggregation_cases.json';
 
 import {
-  aggregate, aggregateSalience, checkPattern, compilePattern, normalizeMaxAbs, normalizePercentile, percentile,
-  SalienceError, segment, Segmentation, WHITESPACE,
+  aggregate, aggregateSalience, checkPattern, compilePattern, MARKUP_PATTERN, normalizeMaxAbs, normalizePercentile,
+  percentile, SalienceError, segment, Segmentation, WHITESPACE,
 } from '../src/aggregate';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -139,7 +139,7 @@ function rng(seed: number): () => number {
 const FRAGMENTS = [
   'Hello', 'world', 'Dr.', '3.14', 'e.g.', 'U.S.', ' ', '  ', '\n', '\n\n', '\r\n', '.', '!', '?', ',', '...',
   '<|im_start|>', '<|im_end|>', '\u{1F600}', '\u6771\u4eac', '\u3002', '\u00a0', "don't", '1.', '\t',
-  'na\u0303o', '\u2764\ufe0f', 'x', '(', ')', '-', '"',
+  'na\u0303o', '\u2764\ufe0f', 'x', '(', ')', '-', '"', 'user', 'model', '<start_of_turn>',
 ];
 const PARTITIONING = ['word', 'sentence', 'paragraph', 'line', 'regex', 'role'];
 const WS = new Set(Array.from(WHITESPACE));
@@ -214,6 +214,24 @@ describe('properties (randomized, seeded)', () => {
         }
       }
       for (const k of s.tokenSegment) expect(k >= 0 && k < s.kinds.length).toBe(true);
+    }
+  });
+
+  test('markup units ("<|im_start|>user") are never split and never scored', () => {
+    const r = rng(4);
+    const unitRe = new RegExp(MARKUP_PATTERN, 'gu');
+    for (let it = 0; it < 300; it++) {
+      const text = randomText(r);
+      const len = Array.from(text).length;
+      const g = [...PARTITIONING, 'token'][it % 7];
+      const offsets = Array.from({length: len}, (_, k) => [k, k + 1]);  // one token per code point
+      const s = seg(text, offsets, g, randomCuts(r, len, 6));
+      for (const m of text.matchAll(unitRe)) {
+        const a = Array.from(text.slice(0, m.index!)).length;
+        const b = a + Array.from(m[0]).length;
+        if (g !== 'token') expect(Array.from(s.starts).some((st) => st > a && st < b)).toBe(false);
+        for (let k = a; k < b; k++) expect(s.excluded[s.tokenSegment[k]]).toBe(1);
+      }
     }
   });
 

@@ -120,7 +120,7 @@ def test_aggregate_salience_convenience():
 FRAGMENTS = [
     "Hello", "world", "Dr.", "3.14", "e.g.", "U.S.", " ", "  ", "\n", "\n\n", "\r\n", ".", "!", "?", ",", "...",
     "<|im_start|>", "<|im_end|>", "\U0001F600", "\u6771\u4eac", "\u3002", "\u00a0", "don't", "1.", "\t",
-    "na\u0303o", "\u2764\ufe0f", "x", "(", ")", "-", "\"",
+    "na\u0303o", "\u2764\ufe0f", "x", "(", ")", "-", "\"", "user", "model", "<start_of_turn>",
 ]
 texts = st.lists(st.sampled_from(FRAGMENTS), max_size=30).map("".join)
 PARTITIONING = ["word", "sentence", "paragraph", "line", "regex", "role"]
@@ -175,6 +175,19 @@ def test_sum_conserves_total(text, granularity, cuts, empties, n_targets, seed):
     np.testing.assert_array_equal(masked[:, ~seg.excluded], values[:, ~seg.excluded])
     abs_values = agg.aggregate(scores, seg, "abs_sum", keep_excluded=True)
     np.testing.assert_allclose(abs_values.sum(-1), np.abs(scores).sum(-1), atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, st.sampled_from(PARTITIONING + ["token"]), st.lists(st.integers(0, 400), max_size=6))
+def test_markup_units_are_atomic_and_excluded(text, granularity, cuts):
+    """A marker with its role name ("<|im_start|>user") is never split and never scored."""
+    offsets = [[k, k + 1] for k in range(len(text))]  # one token per character
+    seg = _segment(text, offsets, granularity, cuts)
+    for m in re.finditer(agg.MARKUP_PATTERN, text):
+        if granularity != "token":  # token segments are the tokens themselves
+            assert not any(m.start() < s < m.end() for s in seg.starts.tolist())
+        chars = np.arange(m.start(), m.end())
+        assert seg.excluded[seg.token_segment[chars]].all(), (text, m.group(), seg.spans())
 
 
 def _aligned_offsets(text, seg, shifts, extra_cuts):
