@@ -110,6 +110,8 @@ def read_body(environ: dict[str, Any], max_bytes: int) -> bytes:
                 raise Rejected(413, f"The request body is {length:,} bytes; this server accepts up to"
                                     f" {max_bytes:,} (--max_body_bytes).")
             body = stream.read(length) if length else b""
+            if len(body) < length:
+                raise Rejected(400, f"The request body ended after {len(body):,} of {length:,} bytes.")
         elif environ.get("wsgi.input_terminated"):  # chunked: the server ends the stream
             body = stream.read(max_bytes + 1)
             if len(body) > max_bytes:
@@ -188,10 +190,10 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
     chat = data.get(fields.CHAT)
     if chat is not None and chat != "" and not isinstance(chat, bool) and str(chat).lower() not in ("true", "false"):
         raise Rejected(400, f'{where}: field "{fields.CHAT}" must be true or false, got {chat!r}.')
-    span = data.get(fields.TARGET_SPAN)
-    if span is not None and not isinstance(span, str):
-        raise Rejected(400, f'{where}: field "{fields.TARGET_SPAN}" must be a string like "0:3",'
-                            f" got {type(span).__name__}.")
+    for name in (fields.TARGET_SPAN, "detail"):
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
 
 
 def _names(names: Callable[[], Collection[str]] | None) -> Collection[str] | None:
