@@ -260,6 +260,19 @@ def validate_request(
         validate_example(ex_data, limits, f"inputs[{i}]")
 
 
+def is_poll(path: str, data: Any) -> bool:
+    """True for a /get_preds request that only polls progress (every input has detail "poll").
+
+    Polls read a background job's status without the model (lit_app/models.py), so
+    they are not counted against `max_pending`: the progress of a long job stays
+    visible while the server is full.
+    """
+    inputs = data.get("inputs") if path == "/get_preds" and isinstance(data, dict) else None
+    return bool(inputs) and all(
+        isinstance(ex, dict) and isinstance(ex.get("data"), dict) and ex["data"].get("detail") == "poll"
+        for ex in inputs)
+
+
 class ComputeSlots:
     """A bounded count of compute requests running or waiting for the model.
 

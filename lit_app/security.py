@@ -493,7 +493,7 @@ class SecureApp:
                 query, new_data = self._confine(path, query, data)
                 if new_data is not data:
                     limits_lib.set_body(environ, json.dumps(new_data).encode("utf-8"))
-            if path not in limits_lib.CHEAP_PATHS:
+            if path not in limits_lib.CHEAP_PATHS and not limits_lib.is_poll(path, data):
                 if not self.slots.try_acquire():
                     raise self.slots.busy_error(self.limits.retry_after_s)
                 slot = True

@@ -369,6 +369,9 @@ def test_a_full_server_answers_503_with_retry_after(lit, shared):
         r = preds(c, TOK, {"prompt": "hi"})
         assert "busy" in one_line_error(r, 503) and r.headers["Retry-After"] == "2"
         assert post(c, "/get_info").status_code == 200  # metadata never waits for the model
+        # Progress polls need no model, so a full server still answers them.
+        r = preds(c, SAL, {"prompt": "Name a color.", "detail": "poll"})
+        assert r.status_code == 200 and json.loads(r.data)[0][fields.SALIENCE]["detail"]["state"] == "none"
     finally:
         shared.lock.release()
     t.join(60)
