@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import grad_norm, grad_x_input, integrated_gradients
+from sequence_salience.methods import grad_norm, grad_x_input, integrated_gradients, smooth_grad
 from sequence_salience.methods.base import SalienceConfig, SalienceMethod
 
 _REGISTRY: dict[str, SalienceMethod] = {
-    m.name: m for m in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD)
+    m.name: m for m in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD, smooth_grad.METHOD)
 }
 
 

@@ -1,0 +1,48 @@
+"""Testing an explanation: is the salience map faithful, and what does acting on it change?
+
+One module per feature, all over the public salience API (never LIT):
+
+* faithfulness.py  deletion / insertion curves and AOPC per method vs. seeded random orders
+* reduction.py     input reduction: the smallest prompt that keeps the response
+* flips.py         gradient-guided single-token flips (HotFlip for causal LMs), verified exactly
+* contrastive.py   salience of log p(target) - log p(foil)
+* ig_quality.py    integrated gradients with as many steps as completeness needs
+* scoring.py       shared plumbing: removable prompt segments, batched scoring, budgets
+
+Segments come from `sequence_salience.aggregate` at any granularity.
+"""
+
+from sequence_salience.explain.contrastive import ContrastiveResult, contrastive_salience
+from sequence_salience.explain.faithfulness import (
+    Curve,
+    FaithfulnessConfig,
+    FaithfulnessReport,
+    faithfulness_curves,
+)
+from sequence_salience.explain.flips import Flip, FlipReport, token_flips, word_vocabulary
+from sequence_salience.explain.ig_quality import IGQuality, IGStep, ig_auto_steps
+from sequence_salience.explain.reduction import ReductionConfig, ReductionResult, reduce_prompt
+from sequence_salience.explain.scoring import PromptSegments, prompt_segments, score, score_greedy
+
+__all__ = [
+    "ContrastiveResult",
+    "Curve",
+    "FaithfulnessConfig",
+    "FaithfulnessReport",
+    "Flip",
+    "FlipReport",
+    "IGQuality",
+    "IGStep",
+    "PromptSegments",
+    "ReductionConfig",
+    "ReductionResult",
+    "contrastive_salience",
+    "faithfulness_curves",
+    "ig_auto_steps",
+    "prompt_segments",
+    "reduce_prompt",
+    "score",
+    "score_greedy",
+    "token_flips",
+    "word_vocabulary",
+]

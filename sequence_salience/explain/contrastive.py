@@ -1,0 +1,133 @@
+"""Contrastive salience: why the target rather than the foil? (Yin & Neubig 2022, https://arxiv.org/abs/2202.10419)
+
+The objective is log p(target | prompt) - log p(foil | prompt), for a target and a foil of
+any lengths. Only the prompt tokens are shared by both continuations, so the salience is
+defined over the prompt's P tokens.
+
+* Linear methods (grad_x_input, integrated_gradients, smooth_grad, ...): the salience of a
+  difference is the difference of the two spans' saliences (compute_span_salience of each).
+* grad_norm is not linear: its value is the norm of the gradient of the difference,
+  ||g_target,i - g_foil,i||, computed directly with one forward + backward over a batch of
+  the two continuations (weights +1 on the target's tokens, -1 on the foil's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.explain import scoring
+from sequence_salience.explain.scoring import Cancel
+from sequence_salience.methods import get_method
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.methods.gradients import weighted_gradient
+from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.salience import build_inputs, compute_span_salience
+from sequence_salience.text import ChatPrompt
+
+DEFAULT_METHODS = ("grad_norm", "grad_x_input")
+
+
+@dataclasses.dataclass(frozen=True)
+class ContrastiveResult:
+    """Salience of log p(target) - log p(foil) for every prompt token.
+
+    Attributes:
+      text: the prompt text; offsets <int64>[P, 2] and tokens: its tokens; special <bool>[P].
+      role_spans: the prompt's role spans (for role granularity).
+      target_text, foil_text; target_logprob, foil_logprob: summed log-probs of each.
+      values: method -> <float32>[P].
+    """
+
+    text: str
+    tokens: tuple[str, ...]
+    offsets: np.ndarray
+    special: np.ndarray
+    role_spans: tuple[tuple[int, int, str], ...]
+    target_text: str
+    foil_text: str
+    target_logprob: float
+    foil_logprob: float
+    values: Mapping[str, np.ndarray]
+
+    @property
+    def logprob_difference(self) -> float:
+        return self.target_logprob - self.foil_logprob
+
+
+def _gradient_norm_of_difference(lm: LanguageModel, prompt_ids, target_ids, foil_ids) -> tuple[np.ndarray, np.ndarray]:
+    """(||d/dx_i [log p(target) - log p(foil)]||  <float32>[P], log-probs <float64>[2])."""
+    P = len(prompt_ids)
+    inputs = build_inputs(lm, [(prompt_ids, target_ids), (prompt_ids, foil_ids)])  # right padding: same positions
+    T = inputs.target_ids.shape[1]
+    weights = torch.zeros(2, T, device=lm.device)
+    weights[0, :len(target_ids)] = 1.0
+    weights[1, :len(foil_ids)] = -1.0
+    logp, g = weighted_gradient(inputs, inputs.embeds, weights)  # [2, T], [2, L, D]
+    diff = g[0, :P] + g[1, :P]  # [P, D]: the foil row already carries the minus sign
+    totals = np.array([float(logp[0, :len(target_ids)].sum()), float(logp[1, :len(foil_ids)].sum())])
+    return diff.norm(dim=-1).float().cpu().numpy(), totals
+
+
+def contrastive_salience(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    foil: str | Generation,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    *,
+    config: SalienceConfig = SalienceConfig(),
+    cancel: Cancel | None = None,
+) -> ContrastiveResult:
+    """Salience of every prompt token for log p(target) - log p(foil).
+
+    Args:
+      lm, prompt: as for compute_salience.
+      target, foil: two continuations of the prompt (texts, or Generations used as is).
+      methods: linear methods and grad_norm (other non-linear methods raise SalienceError).
+      config: method settings (IG steps, SmoothGrad samples, ...).
+      cancel: () -> bool, checked between methods.
+    """
+    if isinstance(methods, str):
+        methods = (methods,)
+    encoded = lm.encode_prompt(prompt)
+    prompt_ids = tuple(encoded.ids)
+    target_ids = scoring.target_ids(lm, target)
+    foil_ids = scoring.target_ids(lm, foil)
+    if target_ids == foil_ids:
+        raise SalienceError("The foil is the same text as the target. Fix: type a different alternative.")
+    total = len(prompt_ids) + max(len(target_ids), len(foil_ids))
+    if total > lm.max_length:
+        raise SalienceError(f"prompt + foil is {total:,} tokens; this model's context is {lm.max_length:,}. "
+                            "Fix: shorten the prompt or the foil.")
+    P = len(prompt_ids)
+    for m in methods:
+        method = get_method(m)
+        if not method.linear and m != "grad_norm":
+            raise SalienceError(f"Contrastive salience is not defined for {m!r} (not linear in the target). "
+                                "Fix: use grad_norm or a linear method.")
+    norm, totals = _gradient_norm_of_difference(lm, prompt_ids, target_ids, foil_ids)
+    values: dict[str, np.ndarray] = {}
+    for m in methods:
+        scoring.check_cancel(cancel, "contrastive salience")
+        if m == "grad_norm":
+            values[m] = norm
+            continue
+        a = compute_span_salience(lm, prompt, target, m, config=config)[:P]
+        b = compute_span_salience(lm, prompt, foil, m, config=config)[:P]
+        values[m] = (np.asarray(a, np.float64) - np.asarray(b, np.float64)).astype(np.float32)
+    text = encoded.text
+    tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i))
+                   for (s, e), i in zip(encoded.offsets, prompt_ids))
+    roles = prompt.role_spans if isinstance(prompt, ChatPrompt) else ((0, len(text), "user"),)
+    return ContrastiveResult(
+        text=text, tokens=tokens, offsets=np.asarray(encoded.offsets, dtype=np.int64).reshape(-1, 2),
+        special=np.asarray(encoded.special, dtype=bool), role_spans=tuple(roles),
+        target_text=target.text if isinstance(target, Generation) else target,
+        foil_text=foil.text if isinstance(foil, Generation) else foil,
+        target_logprob=float(totals[0]), foil_logprob=float(totals[1]), values=values,
+    )

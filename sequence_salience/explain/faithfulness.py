@@ -1,0 +1,300 @@
+"""Faithfulness curves: does removing the most salient prompt segments hurt the target most?
+
+For a target span and each salience method, rank the prompt's segments (at any
+granularity) by their salience for log p(target span), then
+
+* deletion: remove the top n_k segments, k = 0..K, and record log p(target span);
+* insertion: start from the prompt with every removable segment removed and reveal
+  the top n_k segments;
+
+with n_k = round(k * S / K) of the S removable segments (K = min(steps, S)). The same
+for `n_random` seeded random orders gives the reference a faithful map must beat.
+
+Removal (`removal=`):
+* "filler" (default): every token of a removed segment is replaced by one filler token
+  (default: the single token of " ", a space), so positions and the token count stay
+  the same and only the content changes;
+* "delete": the segment's text is deleted and the edited prompt re-tokenized (what a
+  user editing the prompt would get; positions shift).
+
+AOPC (area over the perturbation curve, Samek et al. 2017, https://arxiv.org/abs/1509.06321),
+in nats, higher = more faithful:
+* deletion: mean over k = 0..K of  log p(x) - log p(x with top n_k removed);
+* insertion: mean over k = 0..K of  log p(x with top n_k revealed) - log p(x with all removed).
+`FaithfulnessReport.gap(method, mode)` is the method's AOPC minus the random orders' mean.
+
+All curves of all methods and both modes go through `scoring.score`: identical edited
+prompts are scored once (k = 0 and k = K are shared by every curve), and the rest run in
+padded batches of forward passes; no backward pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.explain import scoring
+from sequence_salience.explain.scoring import Cancel, Progress
+from sequence_salience.methods import get_method
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.salience import SalienceResult, compute_span_result
+from sequence_salience.text import ChatPrompt
+
+MODES = ("deletion", "insertion")
+REMOVALS = ("filler", "delete")
+RANDOM = "random"
+
+
+@dataclasses.dataclass(frozen=True)
+class FaithfulnessConfig:
+    """Settings of faithfulness_curves.
+
+    Attributes:
+      granularity: segments to remove (aggregate.GRANULARITIES); pattern: for "regex".
+      steps: K, the number of points after k = 0 (fewer when there are fewer segments).
+      modes: "deletion" and/or "insertion".
+      removal: "filler" (replace tokens, keep positions) or "delete" (delete the text).
+      filler: the filler token, as a one-token text or a token id.
+      n_random: random orders averaged for the reference; seed: their seed.
+      batch_size: edited prompts per forward pass.
+    """
+
+    granularity: str = "sentence"
+    pattern: str | None = None
+    steps: int = 10
+    modes: tuple[str, ...] = MODES
+    removal: str = "filler"
+    filler: str | int = " "
+    n_random: int = 3
+    seed: int = 0
+    batch_size: int = scoring.DEFAULT_BATCH_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class Curve:
+    """One curve. `order` lists removable-segment positions (into FaithfulnessReport.segments)
+    in removal (deletion) or reveal (insertion) order; for "random" it is the first seed's order
+    and `logprobs` is the mean of `all_logprobs` <float64>[R, K+1]."""
+
+    name: str
+    mode: str
+    order: tuple[int, ...]
+    logprobs: np.ndarray  # [K+1]
+    aopc: float
+    all_logprobs: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FaithfulnessReport:
+    """Deletion / insertion curves of several methods and the random reference, for one target span.
+
+    Attributes:
+      text, prompt_end: the explained text (prompt + target) and where the target starts.
+      span: (t0, t1) target tokens whose summed log-prob is measured.
+      granularity, removal, filler_id: how segments were removed.
+      segments: (start, end) character spans of the S removable prompt segments.
+      segment_scores: method -> <float64>[S] salience of each segment.
+      n_removed: <int64>[K+1] segments removed (deletion) / revealed (insertion) at point k.
+      original_logprob: log p(span | prompt); empty_logprob: with every segment removed.
+      curves: mode -> name (method or "random") -> Curve.
+      n_scored: distinct edited prompts scored (forward rows).
+    """
+
+    text: str
+    prompt_end: int
+    span: tuple[int, int]
+    granularity: str
+    removal: str
+    filler_id: int
+    segments: tuple[tuple[int, int], ...]
+    segment_scores: Mapping[str, np.ndarray]
+    n_removed: np.ndarray
+    original_logprob: float
+    empty_logprob: float
+    curves: Mapping[str, Mapping[str, Curve]]
+    seed: int
+    n_random: int
+    n_scored: int
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.segment_scores)
+
+    def segment_texts(self) -> list[str]:
+        return [self.text[s:e] for s, e in self.segments]
+
+    def aopc(self, name: str, mode: str = "deletion") -> float:
+        return self.curves[mode][name].aopc
+
+    def gap(self, method: str, mode: str = "deletion") -> float:
+        """AOPC of `method` minus that of the random reference (> 0: better than random)."""
+        return self.curves[mode][method].aopc - self.curves[mode][RANDOM].aopc
+
+    def table(self) -> list[dict]:
+        """One row per (mode, method): AOPC, random AOPC and the gap."""
+        return [{"mode": mode, "method": m, "aopc": self.aopc(m, mode), "random_aopc": self.aopc(RANDOM, mode),
+                 "gap": self.gap(m, mode)} for mode in self.curves for m in self.methods]
+
+
+def aopc(logprobs: np.ndarray, mode: str, original: float, empty: float) -> float:
+    """AOPC of one curve (see the module docstring)."""
+    lp = np.asarray(logprobs, dtype=np.float64)
+    if mode == "deletion":
+        return float(np.mean(original - lp))
+    return float(np.mean(lp - empty))
+
+
+def removal_counts(n_segments: int, steps: int) -> np.ndarray:
+    """n_k = round(k * S / K) for k = 0..K, K = min(steps, S): <int64>[K+1], from 0 to S."""
+    k_max = max(1, min(steps, n_segments))
+    return np.rint(np.arange(k_max + 1) * n_segments / k_max).astype(np.int64)
+
+
+def segment_salience(
+    lm: LanguageModel, prompt, target, methods: Sequence[str], span: tuple[int, int],
+    result: SalienceResult | None, config: SalienceConfig,
+) -> tuple[SalienceResult, dict[str, np.ndarray]]:
+    """(result, {method: <float32>[N] salience of the span}); from `result` when it has it,
+    else one direct span computation (compute_span_result) for the missing methods."""
+    values: dict[str, np.ndarray] = {}
+    missing = []
+    if result is not None:
+        for m in methods:
+            try:
+                values[m] = np.asarray(result.span_salience(m, *span))
+            except SalienceError:
+                missing.append(m)
+    else:
+        missing = list(methods)
+    if missing:
+        direct = compute_span_result(lm, prompt, target, methods=missing, t0=span[0], t1=span[1], config=config)
+        for m in missing:
+            values[m] = np.asarray(direct.span_salience(m, *span))
+        result = direct if result is None else result
+    return result, values
+
+
+class _Editor:
+    """Builds edited prompts (token ids) from sets of removed segments."""
+
+    def __init__(self, lm: LanguageModel, prompt, result: SalienceResult, segs: scoring.PromptSegments,
+                 removal: str, filler: int):
+        if removal not in REMOVALS:
+            raise SalienceError(f"Unknown removal {removal!r}. Fix: use one of {', '.join(REMOVALS)}.")
+        self.lm, self.prompt, self.segs, self.removal, self.filler = lm, prompt, segs, removal, filler
+        self.ids = np.asarray(result.ids[:result.n_prompt_tokens], dtype=np.int64)  # [P]
+        self.text = result.text[:result.prompt_end]
+
+    def __call__(self, removed) -> tuple[int, ...]:
+        removed = sorted(int(r) for r in removed)
+        if self.removal == "filler":
+            ids = self.ids.copy()
+            for r in removed:
+                ids[self.segs.tokens[r]] = self.filler
+            return tuple(int(i) for i in ids)
+        edited = scoring.delete_spans(self.text, [self.segs.spans[r] for r in removed])
+        return scoring.encode_prompt(self.lm, self.prompt, edited)
+
+
+def faithfulness_curves(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    methods: Sequence[str] = ("grad_norm", "grad_x_input"),
+    *,
+    span: tuple[int, int] | None = None,
+    config: FaithfulnessConfig = FaithfulnessConfig(),
+    salience_config: SalienceConfig = SalienceConfig(),
+    result: SalienceResult | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+) -> FaithfulnessReport:
+    """Deletion / insertion curves and AOPC of several methods vs. seeded random orders, in one call.
+
+    Args:
+      lm, prompt, target: as for compute_salience (the target's tokens are the ones explained).
+      methods: salience methods to rank segments by (any registered method).
+      span: (t0, t1) target tokens; None: the whole target.
+      config: granularity, steps, removal, filler, random reference (FaithfulnessConfig).
+      salience_config: settings for computing salience when `result` lacks it.
+      result: a SalienceResult of this prompt and target to take the salience from (no backward).
+      progress: progress(stage, done, total); cancel: () -> bool, checked between batches.
+    """
+    if isinstance(methods, str):
+        methods = (methods,)
+    for m in methods:
+        get_method(m)
+    for mode in config.modes:
+        if mode not in MODES:
+            raise SalienceError(f"Unknown curve mode {mode!r}. Fix: use {' and/or '.join(MODES)}.")
+    if config.steps < 1:
+        raise SalienceError(f"steps={config.steps}; it must be at least 1 (10 is a good start).")
+    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
+        raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
+    if result is None:
+        num_t = len(scoring.target_ids(lm, target))
+    else:
+        num_t = result.num_targets
+    t0, t1 = scoring.resolve_span(span, num_t)
+    result, token_values = segment_salience(lm, prompt, target, methods, (t0, t1), result, salience_config)
+    segs = scoring.prompt_segments(result, config.granularity, config.pattern)
+    S = len(segs)
+    fill = scoring.filler_id(lm, config.filler)
+    edit = _Editor(lm, prompt, result, segs, config.removal, fill)
+    counts = removal_counts(S, config.steps)  # [K+1]
+    everything = range(S)
+
+    orders: dict[str, np.ndarray] = {}
+    scores: dict[str, np.ndarray] = {}
+    for m in methods:
+        scores[m] = segs.scores(token_values[m])  # [S]
+        orders[m] = np.argsort(-scores[m], kind="stable")  # most salient first
+    rng = np.random.default_rng(config.seed)
+    random_orders = [rng.permutation(S) for _ in range(max(1, config.n_random))]
+
+    def rows_for(order: np.ndarray, mode: str) -> list[tuple[int, ...]]:
+        if mode == "deletion":
+            return [edit(order[:n]) for n in counts]
+        return [edit(set(everything) - set(order[:n].tolist())) for n in counts]
+
+    plan: list[tuple[str, str, int]] = []  # (mode, name, random index)
+    prompts: list[tuple[int, ...]] = []
+    original_ids = tuple(int(i) for i in result.ids[:result.n_prompt_tokens])
+    prompts.append(original_ids if config.removal == "filler" else edit(()))
+    prompts.append(edit(everything))
+    for mode in config.modes:
+        for m in methods:
+            plan.append((mode, m, -1))
+            prompts.extend(rows_for(orders[m], mode))
+        for r, order in enumerate(random_orders):
+            plan.append((mode, RANDOM, r))
+            prompts.extend(rows_for(order, mode))
+    target = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
+    lp = scoring.score(lm, prompts, target, (t0, t1), config.batch_size, progress, cancel, stage="curves")
+    original, empty = float(lp[0]), float(lp[1])
+    curves: dict[str, dict[str, Curve]] = {mode: {} for mode in config.modes}
+    random_rows: dict[str, list[np.ndarray]] = {mode: [] for mode in config.modes}
+    pos = 2
+    for mode, name, r in plan:
+        values = lp[pos:pos + len(counts)]
+        pos += len(counts)
+        if name == RANDOM:
+            random_rows[mode].append(values)
+            continue
+        curves[mode][name] = Curve(name, mode, tuple(int(i) for i in orders[name]), values,
+                                   aopc(values, mode, original, empty))
+    for mode in config.modes:
+        allr = np.stack(random_rows[mode])  # [R, K+1]
+        mean = allr.mean(0)
+        curves[mode][RANDOM] = Curve(RANDOM, mode, tuple(int(i) for i in random_orders[0]), mean,
+                                     aopc(mean, mode, original, empty), allr)
+    return FaithfulnessReport(
+        text=result.text, prompt_end=result.prompt_end, span=(t0, t1), granularity=config.granularity,
+        removal=config.removal, filler_id=fill, segments=segs.spans, segment_scores=scores, n_removed=counts,
+        original_logprob=original, empty_logprob=empty, curves=curves, seed=config.seed,
+        n_random=len(random_orders), n_scored=len(set(prompts)),
+    )

@@ -1,0 +1,192 @@
+"""Input reduction (Feng et al. 2018, https://arxiv.org/abs/1804.07781), for generated text.
+
+Find a small prompt that still makes the model produce the same response: remove the
+least salient segment first (at any granularity), keep the removal when the response
+survives, otherwise put the segment back and try the next one. Each removal deletes the
+segment's text and re-tokenizes the prompt, so the reduced prompt is exactly what a user
+gets by pasting it into the editor.
+
+Criteria (`criterion=`):
+* "greedy" (default): the target must still be the model's greedy response: every target
+  token stays the argmax after its prefix and, when the original response ended with a
+  stop token, a stop token still follows (teacher forcing; the same as regenerating).
+  The target must then be the model's own greedy response to the original prompt.
+* "logprob": log p(target span) may drop by at most `tolerance` nats.
+
+Checks are batched speculatively: the next `batch_size` candidates are tried as growing
+prefixes (current + c1, current + c1 + c2, ...) in one forward batch; the longest passing
+prefix is accepted, which is exactly what checking them one by one would accept. A step
+budget (checks) and a time budget bound the search; the report says which one stopped it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.explain import scoring
+from sequence_salience.explain.faithfulness import segment_salience
+from sequence_salience.explain.scoring import Cancel, Progress
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.salience import SalienceResult
+from sequence_salience.text import ChatPrompt
+
+CRITERIA = ("greedy", "logprob")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReductionConfig:
+    """Settings of reduce_prompt.
+
+    Attributes:
+      method: salience method that orders the segments (least salient removed first).
+      granularity, pattern: segments to remove (aggregate.GRANULARITIES).
+      criterion: "greedy" or "logprob" (see the module docstring); tolerance: nats, for "logprob".
+      max_steps: most candidate checks (forward rows); max_seconds: wall-clock budget.
+      batch_size: candidates checked per forward batch.
+    """
+
+    method: str = "grad_norm"
+    granularity: str = "sentence"
+    pattern: str | None = None
+    criterion: str = "greedy"
+    tolerance: float = 1.0
+    max_steps: int | None = 200
+    max_seconds: float | None = 120.0
+    batch_size: int = scoring.DEFAULT_BATCH_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class ReductionResult:
+    """The reduced prompt and how it was found.
+
+    Attributes:
+      prompt_text: the original prompt text; reduced_text: it with the removed segments deleted.
+      segments: (start, end) character spans of the removable segments (text order).
+      segment_texts: their texts.
+      removed: positions into `segments`, in the order they were removed.
+      rejected: positions tried and kept because removing them changed the response.
+      criterion, tolerance, needs_stop: the check used (needs_stop: a stop token must follow).
+      original_logprob, reduced_logprob: log p(target span) before and after.
+      n_checks: candidate checks run; stopped_by: "done", "steps" or "time"; seconds: time taken.
+    """
+
+    prompt_text: str
+    reduced_text: str
+    segments: tuple[tuple[int, int], ...]
+    segment_texts: tuple[str, ...]
+    removed: tuple[int, ...]
+    rejected: tuple[int, ...]
+    criterion: str
+    tolerance: float
+    needs_stop: bool
+    original_logprob: float
+    reduced_logprob: float
+    span: tuple[int, int]
+    n_checks: int
+    stopped_by: str
+    seconds: float
+
+    @property
+    def removed_spans(self) -> list[tuple[int, int]]:
+        return [self.segments[r] for r in self.removed]
+
+    def reduce_range(self, start: int, end: int) -> str:
+        """The original prompt's text[start:end] with the removed segments deleted (e.g. one
+        chat message's content, located by the prompt's role spans)."""
+        return scoring.delete_spans(self.prompt_text, self.removed_spans, start, end)
+
+
+def reduce_prompt(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    *,
+    span: tuple[int, int] | None = None,
+    config: ReductionConfig = ReductionConfig(),
+    salience_config: SalienceConfig = SalienceConfig(),
+    result: SalienceResult | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+) -> ReductionResult:
+    """Removes prompt segments, least salient first, while the response survives.
+
+    Args:
+      lm, prompt, target: as for compute_salience; for criterion "greedy" the target must be
+        the model's greedy response to the prompt.
+      span: target tokens whose salience orders the segments (and, for "logprob", whose
+        log-prob is kept); None: the whole target.
+      config: ReductionConfig; result: a SalienceResult of this pair to take the salience from.
+      progress: progress("reduce", checks done, candidates); cancel: () -> bool.
+    """
+    if config.criterion not in CRITERIA:
+        raise SalienceError(f"Unknown criterion {config.criterion!r}. Fix: use one of {', '.join(CRITERIA)}.")
+    budget = scoring.Budget(config.max_steps, config.max_seconds)
+    target_ids = scoring.target_ids(lm, target) if result is None else tuple(
+        int(i) for i in result.ids[result.n_prompt_tokens:])
+    t0, t1 = scoring.resolve_span(span, len(target_ids))
+    result, values = segment_salience(lm, prompt, target, (config.method,), (t0, t1), result, salience_config)
+    segs = scoring.prompt_segments(result, config.granularity, config.pattern)
+    text = result.text[:result.prompt_end]
+    scores = segs.scores(values[config.method])  # [S]
+    candidates = [int(i) for i in np.argsort(scores, kind="stable")]  # least salient first
+
+    def ids_without(removed: Sequence[int]) -> tuple[int, ...]:
+        return scoring.encode_prompt(lm, prompt, scoring.delete_spans(text, [segs.spans[r] for r in removed]))
+
+    original = scoring.encode_prompt(lm, prompt)
+    lp0, greedy0, stop0 = scoring.score_greedy(lm, [original], target_ids, (t0, t1))
+    needs_stop = bool(stop0[0])
+    if config.criterion == "greedy" and not greedy0[0]:
+        raise SalienceError(
+            "criterion='greedy' keeps the model's greedy response, but this target is not what the model "
+            "generates for the prompt. Fix: explain the generated response, or use criterion='logprob'.")
+    floor = float(lp0[0]) - config.tolerance
+
+    def passes(lp: np.ndarray, greedy: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        if config.criterion == "logprob":
+            return lp >= floor
+        return greedy & (stop | (not needs_stop))
+
+    removed: list[int] = []
+    rejected: list[int] = []
+    current_lp = float(lp0[0])
+    queue = list(candidates)
+    stopped_by = "done"
+    while queue:
+        stopped_by = budget.exhausted() or "done"
+        if stopped_by != "done":
+            break
+        scoring.check_cancel(cancel, "input reduction")
+        n = min(config.batch_size, len(queue))
+        left = budget.left()
+        if left is not None:
+            n = min(n, left)
+        trial = [removed + queue[:j + 1] for j in range(n)]
+        lp, greedy, stop = scoring.score_greedy(lm, [ids_without(r) for r in trial], target_ids, (t0, t1), n)
+        ok = passes(lp, greedy, stop)
+        budget.spend(n)
+        accepted = int(np.argmin(ok)) if not ok.all() else n  # longest passing prefix
+        if accepted:
+            removed += queue[:accepted]
+            current_lp = float(lp[accepted - 1])
+        if accepted < n:
+            rejected.append(queue[accepted])
+            queue = queue[accepted + 1:]
+        else:
+            queue = queue[n:]
+        if progress is not None:
+            progress("reduce", len(removed) + len(rejected), len(candidates))
+    if not queue:
+        stopped_by = "done"
+    return ReductionResult(
+        prompt_text=text, reduced_text=scoring.delete_spans(text, [segs.spans[r] for r in removed]),
+        segments=segs.spans, segment_texts=tuple(segs.texts(result.text)), removed=tuple(removed),
+        rejected=tuple(rejected), criterion=config.criterion, tolerance=config.tolerance, needs_stop=needs_stop,
+        original_logprob=float(lp0[0]), reduced_logprob=current_lp, span=(t0, t1), n_checks=budget.steps,
+        stopped_by=stopped_by, seconds=budget.seconds,
+    )

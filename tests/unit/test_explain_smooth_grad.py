@@ -1,0 +1,74 @@
+"""SmoothGrad: zero noise equals grad_x_input; seeded; chunking-invariant; matches a per-target reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import sequence_salience as ss
+from sequence_salience.methods import smooth_grad
+from sequence_salience.methods.base import SalienceConfig
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+PROMPT, TARGET = "The capital of France is", " Paris. The capital"
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
+def tiny_lm(request) -> ss.LanguageModel:
+    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
+
+
+@pytest.fixture(scope="module")
+def llama() -> ss.LanguageModel:
+    return wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+
+
+def test_registered_signed_and_linear():
+    assert "smooth_grad" in ss.list_methods()
+    m = ss.get_method("smooth_grad")
+    assert m.signed and m.linear
+
+
+def test_zero_noise_equals_the_gradient_methods(tiny_lm):
+    cfg = SalienceConfig(smooth_grad_noise=0.0, smooth_grad_samples=3, ig_step_chunk_size=2)
+    r = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_x_input", "smooth_grad"), config=cfg)
+    np.testing.assert_allclose(r.matrices["smooth_grad"], r.matrices["grad_x_input"], rtol=1e-5, atol=1e-7)
+    span = ss.compute_span_salience(tiny_lm, PROMPT, TARGET, "smooth_grad", 1, 3, config=cfg)
+    np.testing.assert_allclose(span, r.span_salience("grad_x_input", 1, 3), rtol=1e-5, atol=1e-7)
+
+
+def test_seeded_repeatable_and_independent_of_chunking(llama):
+    tiny_lm = llama
+    base = dict(smooth_grad_noise=0.3, smooth_grad_samples=4)
+    a = ss.compute_salience(tiny_lm, PROMPT, TARGET, ("smooth_grad",), SalienceConfig(**base, ig_step_chunk_size=4))
+    b = ss.compute_salience(tiny_lm, PROMPT, TARGET, ("smooth_grad",), SalienceConfig(**base, ig_step_chunk_size=1))
+    c = ss.compute_salience(tiny_lm, PROMPT, TARGET, ("smooth_grad",), SalienceConfig(**base, smooth_grad_seed=5))
+    np.testing.assert_allclose(a.matrices["smooth_grad"], b.matrices["smooth_grad"], rtol=1e-6, atol=1e-9)
+    assert not np.allclose(a.matrices["smooth_grad"], c.matrices["smooth_grad"])
+    # Linear: a span computed directly equals the sum of its rows.
+    span = ss.compute_span_salience(tiny_lm, PROMPT, TARGET, "smooth_grad", 0, 3, config=SalienceConfig(**base))
+    np.testing.assert_allclose(span, a.span_salience("smooth_grad", 0, 3), rtol=1e-5, atol=1e-8)
+
+
+def test_matches_a_per_target_reference_with_the_same_noise(llama):
+    tiny_lm = llama
+    cfg = SalienceConfig(smooth_grad_noise=0.5, smooth_grad_samples=3)
+    r = ss.compute_salience(tiny_lm, PROMPT, TARGET, ("smooth_grad",), cfg)
+    ids = r.ids.tolist()
+    P, N = r.n_prompt_tokens, len(ids)
+    x = tiny_lm.model.get_input_embeddings().weight[torch.tensor(ids)].detach()  # [N, D]
+    noisy = smooth_grad.noised_embeddings(x[None], 3, 0.5, 0)  # [3, N, D]
+    # Noise size: about noise x the token's embedding norm.
+    ratio = (noisy - x[None]).norm(dim=-1) / x.norm(dim=-1)
+    assert 0.2 < float(ratio.mean()) < 0.8
+    want = np.zeros((N - P, N))
+    for t in range(N - P):
+        L = P + t
+        total = torch.zeros(L, x.shape[1], dtype=x.dtype)
+        for s in range(3):
+            e = noisy[s, :L].clone().requires_grad_(True)
+            lp = torch.log_softmax(tiny_lm.model(inputs_embeds=e[None]).logits[0, -1], -1)[ids[L]]
+            total += torch.autograd.grad(lp, e)[0] / 3
+        want[t, :L] = (total * x[:L]).sum(-1).numpy()
+    np.testing.assert_allclose(r.matrices["smooth_grad"], want, rtol=1e-5, atol=1e-8)
