@@ -19,7 +19,8 @@ import pathlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -292,23 +293,91 @@ def decode_with_offsets(tokenizer, ids: Sequence[int]) -> tuple[str, tuple[tuple
     return text, tuple(offsets)
 
 
+def parse_max_memory(spec: str) -> dict[int | str, str]:
+    """Parses "0=20GiB,1=20GiB,cpu=60GiB" (a command-line flag) into a max_memory dict."""
+    out: dict[int | str, str] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise SalienceError(
+                f"max_memory entry {item!r} is not DEVICE=SIZE. Fix: write e.g. 0=20GiB,1=20GiB,cpu=60GiB."
+            )
+        key = key.strip()
+        out[int(key) if key.isdigit() else key] = value.strip()
+    return out
+
+
+def _placement_kwargs(device_map, max_memory, offload_folder) -> dict:
+    """from_pretrained arguments that shard the model with accelerate (see load_model)."""
+    kwargs: dict = {"device_map": device_map}
+    if max_memory is not None:
+        kwargs["max_memory"] = dict(max_memory)
+    if offload_folder is None:
+        # accelerate needs a folder for modules the map sends to "disk"; a private one,
+        # removed again when the model is collected or the process exits.
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        offload_folder = tempfile.mkdtemp(prefix="offload-", dir=cache_dir())
+        kwargs["_cleanup"] = offload_folder
+    kwargs["offload_folder"] = str(offload_folder)
+    return kwargs
+
+
+def _input_device(model: torch.nn.Module, name: str) -> torch.device:
+    """Where the input ids go for a model sharded by a device map: its input embedding's device."""
+    embedding = model.get_input_embeddings()
+    weight = embedding.weight  # [V, D]
+    if weight.device.type == "meta":
+        placement = getattr(model, "hf_device_map", {})
+        raise SalienceError(
+            f"The device map offloaded {name}'s input embedding to disk (device map {placement}); salience reads "
+            "the embedding table and the embeddings of every token, so it must stay in memory. Fix: give the "
+            "first device more room in max_memory, or pass a device_map that puts the input embedding "
+            "(e.g. model.embed_tokens) on a device."
+        )
+    return weight.device
+
+
 def load_model(
     model: str = DEFAULT_MODEL,
     *,
     device: str = "cpu",
     dtype: str | torch.dtype = "float32",
+    device_map: str | Mapping[str, int | str] | None = None,
+    max_memory: Mapping[int | str, int | str] | None = None,
+    offload_folder: str | os.PathLike | None = None,
     log: Log = logger.info,
 ) -> LanguageModel:
     """Loads a causal LM by HF id, local folder, .gguf path, or "default" (the embedded model).
 
     Args:
       model: "default", a local folder with config.json, a .gguf file, or an HF Hub id.
-      device: "cpu" (default), "cuda", "cuda:N" or "auto".
+      device: "cpu" (default), "cuda", "cuda:N" or "auto". Leave it at "cpu" when
+        passing device_map.
       dtype: "float32" (default), "bfloat16" or "float16".
+      device_map: shard the model across the devices present with accelerate, e.g.
+        "auto" (fill GPUs in order, then CPU memory, then disk), "balanced", or an
+        explicit {module name: device} such as {"model.embed_tokens": 0, ..., "lm_head": 1}
+        (devices: GPU index, "cpu" or "disk"). None (default): the whole model on `device`.
+        Inputs go to the input embedding's device (`LanguageModel.device`).
+      max_memory: with device_map, the most memory per device, e.g.
+        {0: "20GiB", 1: "20GiB", "cpu": "60GiB"} (see parse_max_memory).
+      offload_folder: where modules mapped to "disk" are kept; default a private
+        folder under the cache dir, removed when the model is freed.
       log: receives progress messages.
+
+    Raises:
+      SalienceError: unknown model, device or dtype; device together with device_map;
+        a device map that offloads the input embedding.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if device_map is not None and device not in ("cpu", "auto"):
+        raise SalienceError(
+            f"device={device!r} and device_map={device_map!r} both place the model. "
+            "Fix: pass one of them (device_map='auto' uses every GPU present)."
+        )
+    if device_map is None and (max_memory is not None or offload_folder is not None):
+        raise SalienceError("max_memory and offload_folder only apply with device_map. Fix: pass device_map='auto'.")
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype)
     start = time.perf_counter()
@@ -326,10 +395,13 @@ def load_model(
         if not folder.is_dir():
             folder = None
     source = str(folder) if folder is not None else model
-    log(f"Loading {name} on {torch_device} as {torch_dtype} ...")
+    placement = {} if device_map is None else _placement_kwargs(device_map, max_memory, offload_folder)
+    cleanup = placement.pop("_cleanup", None)
+    where = torch_device if device_map is None else f"device_map={device_map!r}"
+    log(f"Loading {name} on {where} as {torch_dtype} ...")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **placement)
     except (OSError, ValueError, KeyError) as e:
         if folder is None:
             raise SalienceError(
@@ -342,7 +414,17 @@ def load_model(
             f"Could not load {source} as a causal language model ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
             "Fix: pass a folder with a decoder-only model's config.json, weights and tokenizer."
         ) from e
-    lm.to(torch_device).eval()
+    finally:
+        if cleanup is not None and "lm" not in locals():
+            shutil.rmtree(cleanup, ignore_errors=True)
+    if cleanup is not None:
+        weakref.finalize(lm, shutil.rmtree, cleanup, True)
+    if device_map is None:
+        lm.to(torch_device)
+    else:  # accelerate placed (and hooked) every module; moving it would undo that
+        torch_device = _input_device(lm, name)
+        log(f"Device map: {getattr(lm, 'hf_device_map', {})}")
+    lm.eval()
     for p in lm.parameters():
         p.requires_grad_(False)
     log(f"Loaded {name} in {time.perf_counter() - start:.1f} s.")
