@@ -1,7 +1,7 @@
 import {describe, expect, it} from 'vitest';
 
 import {
-  addIntervention, comparisonRows, formatProb, formatRank, hashString, insideModels, interventionKey,
+  addIntervention, comparisonRows, formatDelta, formatProb, formatRank, hashString, insideModels, interventionKey,
   interventionsJson, layerDeltas, modelGroup, parseIntervention, parseSearch, parseTrace, probPolyline,
   removeIntervention, searchStatus, settlesAt, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
   type InterventionPayload, type LayerTrace, type SearchPayload, type TracePayload,
@@ -91,8 +91,13 @@ describe('intervention list', () => {
 
 describe('display', () => {
   it('formats probabilities, ranks and tokens', () => {
-    expect(formatProb(0.8312)).toBe('0.83');
-    expect(formatProb(0.0041)).toBe('4.1e-3');
+    expect(formatProb(0.8312)).toBe('0.831');
+    expect(formatProb(0.04123)).toBe('0.0412');
+    expect(formatProb(0.99971)).toBe('1.00');
+    expect(formatProb(0.00041)).toBe('4.1e-4');
+    expect(formatDelta(0.0123)).toBe('+0.012');
+    expect(formatDelta(-0.000021)).toBe('−2.1e-5');
+    expect(formatDelta(0)).toBe('±0');
     expect(formatProb(1e-9)).toBe('<1e-6');
     expect([0, 1, 2, 3, 10, 11, 12, 20, 21, 110].map(formatRank))
         .toEqual(['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '22nd', '111th']);
@@ -128,7 +133,7 @@ describe('comparison', () => {
     const rows = comparisonRows(r);
     expect(rows.map((x) => x.label)).toEqual(['p(␣Paris)', 'rank of ␣Paris', 'top prediction', 'generated',
                                               'most salient (grad_x_input)']);
-    expect(rows[0]).toMatchObject({before: '0.70', after: '0.10', changed: true});
+    expect(rows[0]).toMatchObject({before: '0.700', after: '0.100 (−0.600)', changed: true});
     expect(rows[1]).toMatchObject({before: '1st', after: '3rd', changed: true});
     expect(rows[2]).toMatchObject({before: '␣Paris', after: '␣London'});
     expect(rows[3]).toMatchObject({before: 'Paris.', after: 'London.', changed: true});

@@ -163,10 +163,10 @@ def build_layer(arch: Architecture, layer: int, top_k: int) -> tuple[np.ndarray,
     ids = np.empty((f, k), dtype=np.int32)
     scores = np.empty((f, k), dtype=np.float16)
     for s in range(0, f, chunk):
-        block = (emb @ values[s:s + chunk].T).float()  # [V, c]
-        top = torch.topk(block, k, dim=0)  # [K, c]
-        ids[s:s + chunk] = top.indices.T.cpu().numpy()
-        scores[s:s + chunk] = top.values.T.cpu().numpy().astype(np.float16)
+        block = arch.project(values[s:s + chunk]).float()  # [c, V] (row-major: top-k along contiguous rows)
+        top = torch.topk(block, k, dim=-1)  # [c, K]
+        ids[s:s + chunk] = top.indices.cpu().numpy()
+        scores[s:s + chunk] = top.values.cpu().numpy().astype(np.float16)
     return ids, scores
 
 

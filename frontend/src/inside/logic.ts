@@ -254,12 +254,22 @@ export function describeIntervention(iv: Intervention): string {
 
 // ----------------------------------------------------------------- display
 
-/** "0.83", "4.1e-3", "<1e-6". */
+/** Three significant digits: "0.953", "0.0412", "4.1e-4", "<1e-6". */
 export function formatProb(p: number): string {
   if (!Number.isFinite(p)) return '–';
-  if (p >= 0.01) return p.toFixed(2);
+  if (p >= 0.9995) return '1.00';
+  if (p >= 0.001) return p.toPrecision(3);
   if (p < 1e-6) return '<1e-6';
   return p.toExponential(1);
+}
+
+/** A signed change of probability: "+0.012", "−2.1e-5", "±0". */
+export function formatDelta(d: number): string {
+  if (!Number.isFinite(d)) return '–';
+  if (d === 0) return '±0';
+  const sign = d > 0 ? '+' : '−';
+  const a = Math.abs(d);
+  return sign + (a >= 0.001 ? a.toFixed(3) : a.toExponential(1));
 }
 
 /** Rank as shown: 0 -> "1st". */
@@ -306,8 +316,9 @@ export interface ComparisonRow {
 export function comparisonRows(r: InterventionPayload): ComparisonRow[] {
   const b = r.before, a = r.after;
   const tok = showToken(b.trace.target_token);
+  const pb = b.trace.output.target_prob, pa = a.trace.output.target_prob;
   const rows: ComparisonRow[] = [
-    {label: `p(${tok})`, before: formatProb(b.trace.output.target_prob), after: formatProb(a.trace.output.target_prob)},
+    {label: `p(${tok})`, before: formatProb(pb), after: pa === pb ? formatProb(pa) : `${formatProb(pa)} (${formatDelta(pa - pb)})`},
     {label: `rank of ${tok}`, before: formatRank(b.trace.output.target_rank), after: formatRank(a.trace.output.target_rank)},
     {label: 'top prediction', before: showToken(b.trace.output.tokens[0] ?? ''), after: showToken(a.trace.output.tokens[0] ?? '')},
     {label: 'generated', before: b.generation.text, after: a.generation.text},

@@ -1,0 +1,123 @@
+"""The "Inside the model" module in LIT's UI, in Chromium against the real server on the default model.
+
+Flow: select an example; the salience module shows the response; click the
+response token " Paris"; the inside module traces it: its last layer's top
+prediction is the model's actual next token (the greedy response token, so
+rank 1st); switch the largest sub-update of the last layer off, run, and see
+the probability change; search a word and get value vectors (the index builds
+in the background; the search answers from the layers built so far and the
+module polls). Screenshot: artifacts/e2e/inside.png (docs/inside.png too when
+UPDATE_SCREENSHOTS=1).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+SALIENCE = "prompt-salience-module"
+INSIDE = "inside-model-module"
+EXAMPLE_PROMPT = "What is the capital of France?"
+LOAD_TIMEOUT_MS = 240_000
+
+
+def _visible_token(text: str) -> str:
+    """The module's display form of a token (logic.ts showToken)."""
+    return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+
+
+def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:  # printed, never asserted
+        now = time.perf_counter()
+        print(f"\n{name}: {now - clock[0]:.1f} s")
+        clock[0] = now
+
+    page.goto(server_url)
+    inside = page.locator(INSIDE)
+    inside.wait_for(timeout=120_000)
+    expect(inside).to_contain_text("Select a prompt")
+
+    # 1. Select an example; the salience module generates and explains the response.
+    page.locator("data-table-module tbody tr", has_text=EXAMPLE_PROMPT).first.click()
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    sal = page.locator(SALIENCE)
+    lap("select -> salience ready")
+
+    # 2. Click " Paris" in the response: the inside module follows and traces it.
+    targets = sal.locator(".response .tgt")
+    paris = targets.filter(has_text=re.compile(r"Paris"))
+    assert paris.count() >= 1, f"no 'Paris' in the response: {sal.locator('.response').inner_text()!r}"
+    paris.first.click()
+    expect(inside.locator(".target-token")).to_contain_text("Paris", timeout=LOAD_TIMEOUT_MS)
+    page.locator(f"{INSIDE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    lap("click -> trace ready")
+    rows = inside.locator("tr.layer-row")
+    assert rows.count() == 30  # SmolLM2-135M has 30 layers
+    # The response is the model's greedy output, so the actual next token is the clicked one:
+    # the model's own top prediction, and the last layer's logit lens agrees with it.
+    expected = _visible_token(" Paris")
+    expect(inside.locator(".final-top")).to_have_text(expected)
+    expect(inside.locator(".final-rank")).to_have_text("1st")
+    last = rows.nth(29)
+    assert last.locator(".preds .tok").first.inner_text() == expected
+    assert last.locator(".rank b").inner_text() == "1st"
+    p_before = last.locator(".pval").inner_text()
+
+    # Expand the last layer: top-10 before/after the FFN and ten sub-updates with their tokens.
+    last.click()
+    details = inside.locator("tr.details[data-layer='29']")
+    expect(details.locator(".sub-update")).to_have_count(10)
+
+    # 3. Switch the last layer's largest sub-update off and run.
+    chip = last.locator(".sub-update").first
+    layer, index = chip.get_attribute("data-layer"), chip.get_attribute("data-index")
+    chip.click()
+    item = inside.locator(f".iv-item[data-key='{layer}:{index}']")
+    expect(item).to_be_visible()
+    expect(item.locator(".iv-mode")).to_have_text("off")
+    inside.locator("button.run").click()
+    page.locator(f"{INSIDE}[data-run=done]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    lap("run -> before/after ready")
+    compare = inside.locator(".compare")
+    prob_row = compare.locator("tbody tr").first
+    before, after = prob_row.locator("td.before").inner_text(), prob_row.locator("td.after").inner_text()
+    print(f"\np(Paris) before {before}, with L{layer} v{index} off {after}")
+    assert before == p_before
+    assert after != before and re.search(r"\([+−]", after), "switching the sub-update off did not change p"
+    expect(last.locator(".ival")).to_be_visible()  # the layer table shows the new probabilities too
+    expect(compare).to_contain_text("generated")
+
+    # 4. Search a word; the index builds in the background, the module polls until hits arrive.
+    box = inside.locator(".search-input")
+    box.fill("the")
+    box.press("Enter")
+    expect(inside.locator(".search-status")).to_be_visible(timeout=60_000)
+    inside.locator(".search-hit").first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    lap("search -> first hits")
+    status = inside.locator(".search-status").inner_text()
+    print(f"search status: {status}")
+    hit = inside.locator(".search-hit").first
+    assert re.fullmatch(r"L\d+·v\d+", hit.locator(".hit-add").inner_text())
+    hit.locator(".hit-add").click()
+    expect(inside.locator(".iv-item")).to_have_count(2)
+
+    page.mouse.move(5, 5)
+    shot = artifacts_dir / "inside.png"
+    inside.screenshot(path=str(shot))
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(shot, REPO / "docs" / "inside.png")
+    assert not external, f"the page contacted other hosts: {external[:5]}"
