@@ -762,6 +762,11 @@ class SalienceModel(_Wrapper):
         span = (t0, result.num_targets if t1 is None else t1)
         methods, _ = shared._methods_and_config(ig_steps)
         values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
+        if requested is not None:
+            # A clicked span: the client has the text and tokens already; send only the values.
+            errors = {_span_key(*k): float(v) for k, v in result.span_ig_errors.items() if k == span}
+            return {**_status_only(status), fields.SALIENCE: {"detail": status, "span_ig_errors": errors},
+                    fields.SPAN_SALIENCE: values}
         if complete is not None:
             result = complete.merged(result)
         return self._outputs(result, ig_steps, values, status)

@@ -8,11 +8,12 @@ import {css, html, nothing, type LitElement, type PropertyValues, type TemplateR
 
 import {aggregate, checkPattern, GRANULARITIES, segment, type Granularity, type Segmentation} from './aggregate.js';
 import {colorFor, formatValue, legendGradient, legendStops, maxAbs, type ColorScale} from './colormap.js';
-import {METHODS, numTargets, parsePayload, type MethodName, type MethodPayload, type SaliencePayload} from './payload.js';
+import {describeDetail, isFinal, METHODS, numTargets, parseDetail, parsePayload, type DetailStatus, type MethodName,
+        type MethodPayload, type SaliencePayload} from './payload.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './pieces.js';
 import {topSegments} from './rank.js';
-import {errorMessage, igInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
-        SPAN_SALIENCE_FIELD, spanInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
+import {errorMessage, pollInput, quickInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
+        SPAN_SALIENCE_FIELD, spanInput, igMatrixInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {targetStore} from './shared/target_store.js';
 import {describeSpan, dragSpan, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
@@ -22,6 +23,8 @@ import {describeSpan, dragSpan, isWhole, overlaps, snapSpan, spanForKey, targetS
 export const TAG = 'prompt-salience-module';
 
 const DEFAULT_IG_STEPS = 16;
+/** How often the module asks for the progress of the per-token matrices. */
+const POLL_MS = 700;
 const TOP_K = 10;
 const GRANULARITY_LABELS: Record<Granularity, string> = {
   token: 'Tokens', word: 'Words', sentence: 'Sentences', paragraph: 'Paragraphs',
@@ -75,6 +78,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         granularity: {state: true}, regex: {state: true}, span: {state: true},
         intensity: {state: true}, cursor: {state: true}, dragAnchor: {state: true},
         dragTo: {state: true}, side: {state: true}, version: {state: true},
+        detail: {state: true}, igDetail: {state: true}, igPerToken: {state: true},
       };
     }
 
@@ -101,8 +105,19 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare side: {kind: 'loading' | 'error'; text: string} | null;
     /** Bumped when a cache gains data, to re-render. */
     declare version: number;
+    /** Progress of the per-token gradient matrices (computed in the background). */
+    declare detail: DetailStatus | null;
+    /** Progress of the per-token IG matrix, when asked for. */
+    declare igDetail: DetailStatus | null;
+    /** Whether the user asked for the full per-token IG matrix (else IG is computed per span). */
+    declare igPerToken: boolean;
 
     private input: IndexedInputLike | null = null;
+    /** Bumped on every selection: polls and requests of an older one stop. */
+    private generation = 0;
+    private pollCount = 0;
+    /** IG completeness error of spans computed directly, by "steps|t0:t1". */
+    private spanIgErrors = new Map<string, number>();
     private salienceModel: string | null = null;
     private igPayloads = new Map<number, MethodPayload>();
     private serverSpans = new Map<string, Float64Array>();
@@ -138,6 +153,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.dragTo = null;
       this.side = null;
       this.version = 0;
+      this.detail = null;
+      this.igDetail = null;
+      this.igPerToken = false;
     }
 
     override connectedCallback() {
@@ -147,6 +165,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     override disconnectedCallback() {
       window.removeEventListener('mouseup', this.onWindowMouseUp);
+      this.generation++;  // stops polling; the server cancels jobs nobody polls
       clearInterval(this.loadTimer);
       super.disconnectedCallback();
     }
@@ -214,8 +233,12 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     private async onSelection(d: IndexedInputLike | null) {
       this.input = d;
+      this.generation++;
       this.payload = null;
+      this.detail = null;
+      this.igDetail = null;
       this.igPayloads.clear();
+      this.spanIgErrors.clear();
       this.serverSpans.clear();
       this.pendingSpans.clear();
       this.segCache.clear();
@@ -241,19 +264,26 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
       this.markAction('select');
       this.startLoading('Generating the response and computing salience…');
+      const gen = this.generation;
       try {
+        // First highlight: the whole response from one forward + backward; the
+        // per-token matrices follow in the background (pollDetail).
+        const steps = this.method === 'integrated_gradients' ? this.igSteps : 0;
         const req = this.apiService.getPreds(
-            [d], this.salienceModel, this.appState.currentDataset, [],
-            [SALIENCE_FIELD, RESPONSE_FIELD], 'Computing salience…');
+            [quickInput(d, steps)], this.salienceModel, this.appState.currentDataset, [],
+            [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
         const res = await this.loadLatest('salience', req);
-        if (res === null || this.input !== d) return;  // a newer selection won
+        if (res === null || this.input !== d || gen !== this.generation) return;  // a newer selection won
         const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
+        this.absorbSpans(payload, steps);
         const ig = payload.methods.integrated_gradients;
-        if (ig != null) this.igPayloads.set(ig.steps ?? -1, ig);
+        if (ig?.matrix != null) this.igPayloads.set(ig.steps ?? -1, ig);
         this.u16 = codePointToUtf16(payload.text);
         this.span = wholeResponse(numTargets(payload));
         this.payload = payload;
+        this.detail = payload.detail ?? null;
         this.stopLoading('ready');
+        if (!isFinal(this.detail)) void this.pollDetail(d, gen, 0);
         this.ensureData();
       } catch (e) {
         if (this.input !== d) return;
@@ -262,65 +292,127 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
     }
 
-    /** Starts whatever server request the current view needs (IG run, grad_norm span). */
-    private ensureData() {
-      const p = this.payload;
-      if (p === null || this.input === null) return;
-      if (this.method === 'integrated_gradients' && !this.igPayloads.has(this.igSteps)) {
-        void this.fetchIG(this.input, this.igSteps);
-        return;
+    /** Keeps the spans a payload carries (computed directly by the server). */
+    private absorbSpans(p: SaliencePayload, igSteps: number) {
+      for (const [key, vals] of Object.entries(p.spans ?? {})) {
+        const [t0, t1] = key.split(':').map(Number);
+        for (const [method, v] of Object.entries(vals ?? {})) {
+          if (v == null) continue;
+          const name = method === 'integrated_gradients' ? igKey(igSteps) : method;
+          this.serverSpans.set(spanKey(name, {t0, t1}), Float64Array.from(v));
+        }
       }
-      const m = this.methodPayload();
-      if (m !== null && spanSalience(m, this.span, p.tokens.length) === null) {
-        void this.fetchSpan(this.input, this.span);
+      for (const [key, err] of Object.entries(p.span_ig_errors ?? {})) {
+        this.spanIgErrors.set(`${igSteps}|${key}`, err);
       }
     }
 
-    private async fetchIG(d: IndexedInputLike, steps: number) {
-      const key = `ig${steps}`;
+    /**
+     * Polls the background job for this selection until it ends: igSteps 0 is
+     * the gradient matrices, > 0 the per-token IG matrix with that many steps.
+     */
+    private async pollDetail(d: IndexedInputLike, gen: number, igSteps: number) {
+      while (gen === this.generation && this.input === d && this.salienceModel !== null) {
+        await new Promise((r) => setTimeout(r, POLL_MS));
+        if (gen !== this.generation) return;
+        let res: Array<Record<string, unknown>>;
+        try {
+          res = await this.apiService.getPreds(
+              [pollInput(d, igSteps, ++this.pollCount)], this.salienceModel, this.appState.currentDataset, [],
+              [SALIENCE_FIELD], 'Per-token salience…');
+        } catch (e) {
+          if (gen !== this.generation) return;
+          const failed: DetailStatus = {kind: igSteps ? `ig${igSteps}` : 'grad', state: 'error', done: 0, total: 0,
+                                        elapsed_s: 0, eta_s: null, error: errorMessage(e)};
+          if (igSteps) this.igDetail = failed; else this.detail = failed;
+          return;
+        }
+        if (gen !== this.generation || this.payload === null) return;
+        const raw = res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined;
+        const status = parseDetail(raw);
+        if (raw != null && typeof raw['text'] === 'string') {
+          const full = parsePayload(raw);
+          if (full.tokens.length !== this.payload.tokens.length) return;
+          if (igSteps) {
+            const ig = full.methods.integrated_gradients;
+            if (ig != null) this.igPayloads.set(igSteps, ig);
+            this.igDetail = status;
+          } else {
+            this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutIG(full.methods)}};
+            this.detail = status;
+          }
+          this.version++;
+          this.ensureData();
+          return;
+        }
+        if (igSteps) this.igDetail = status; else this.detail = status;
+        if (isFinal(status)) return;
+      }
+    }
+
+    /** Starts whatever server request the current view needs (a span not computable here, an IG matrix). */
+    private ensureData() {
+      const p = this.payload;
+      if (p === null || this.input === null) return;
+      if (this.method === 'integrated_gradients' && this.igPerToken && !this.igPayloads.has(this.igSteps)) {
+        void this.fetchIGMatrix(this.input, this.igSteps);
+      }
+      if (this.tokenValues() === null) void this.fetchSpan(this.input, this.span);
+    }
+
+    /** Asks for the per-token IG matrix (a background job on the server) and polls it. */
+    private async fetchIGMatrix(d: IndexedInputLike, steps: number) {
+      const key = `igmatrix${steps}`;
       if (this.pendingSpans.has(key) || this.salienceModel === null) return;
       this.pendingSpans.add(key);
-      this.side = {kind: 'loading', text: `Computing integrated gradients (${steps} steps)…`};
+      const gen = this.generation;
       try {
         const res = await this.apiService.getPreds(
-            [igInput(d, steps)], this.salienceModel, this.appState.currentDataset, [],
-            [SALIENCE_FIELD], `Computing integrated gradients (${steps} steps)…`);
-        if (this.input !== d) return;
-        const p = parsePayload(res[0]?.[SALIENCE_FIELD]);
-        const ig = p.methods.integrated_gradients;
-        if (ig == null || p.tokens.length !== this.payload?.tokens.length) {
-          throw new Error('The server did not return integrated gradients for the same tokens.');
-        }
-        this.igPayloads.set(steps, ig);
-        this.side = null;
-        this.version++;
+            [igMatrixInput(d, steps)], this.salienceModel, this.appState.currentDataset, [],
+            [SALIENCE_FIELD], `Integrated gradients for every token (${steps} steps)…`);
+        if (gen !== this.generation) return;
+        this.igDetail = parseDetail(res[0]?.[SALIENCE_FIELD]);
+        await this.pollDetail(d, gen, steps);
       } catch (e) {
-        if (this.input === d) this.side = {kind: 'error', text: errorMessage(e)};
+        if (gen === this.generation) this.side = {kind: 'error', text: errorMessage(e)};
       } finally {
         this.pendingSpans.delete(key);
       }
     }
 
+    /** The exact salience of one span, computed by the server (one forward + backward; IG: one batch of steps). */
     private async fetchSpan(d: IndexedInputLike, span: TargetSpan) {
-      const key = spanKey(this.method, span);
-      const method = this.method;
+      const ig = this.method === 'integrated_gradients';
+      const steps = ig ? this.igSteps : 0;
+      const name = ig ? igKey(steps) : this.method;
+      const key = spanKey(name, span);
       if (this.pendingSpans.has(key) || this.salienceModel === null) return;
       this.pendingSpans.add(key);
-      this.side = {kind: 'loading', text: `Asking the server for ${describeSpan(span, numTargets(this.payload!))}…`};
+      const gen = this.generation;
+      this.side = {kind: 'loading', text: ig
+          ? `Integrated gradients (${steps} steps) for ${describeSpan(span, numTargets(this.payload!))}…`
+          : `Computing ${describeSpan(span, numTargets(this.payload!))}…`};
       try {
         const res = await this.apiService.getPreds(
-            [spanInput(d, span.t0, span.t1)], this.salienceModel, this.appState.currentDataset, [],
-            [SPAN_SALIENCE_FIELD], 'Computing span salience…');
-        if (this.input !== d) return;
-        const values = (res[0]?.[SPAN_SALIENCE_FIELD] as Record<string, number[]> | undefined)?.[method];
-        if (!Array.isArray(values) || values.length !== this.payload?.tokens.length) {
-          throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
+            [spanInput(d, span.t0, span.t1, steps)], this.salienceModel, this.appState.currentDataset, [],
+            [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…');
+        if (gen !== this.generation) return;
+        const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, number[]>;
+        const n = this.payload?.tokens.length;
+        for (const [method, values] of Object.entries(all)) {
+          if (!Array.isArray(values) || values.length !== n) continue;
+          const k = spanKey(method === 'integrated_gradients' ? igKey(steps) : method, span);
+          this.serverSpans.set(k, Float64Array.from(values));
         }
-        this.serverSpans.set(key, Float64Array.from(values));
-        this.side = null;
+        const light = res[0]?.[SALIENCE_FIELD] as {span_ig_errors?: Record<string, number>} | undefined;
+        for (const [k, err] of Object.entries(light?.span_ig_errors ?? {})) this.spanIgErrors.set(`${steps}|${k}`, err);
+        if (!this.serverSpans.has(key)) {
+          throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${ig ? 'integrated_gradients' : name}" of the right length.`);
+        }
+        if (this.side?.kind === 'loading') this.side = null;
         this.version++;
       } catch (e) {
-        if (this.input === d) this.side = {kind: 'error', text: errorMessage(e)};
+        if (gen === this.generation) this.side = {kind: 'error', text: errorMessage(e)};
       } finally {
         this.pendingSpans.delete(key);
       }
@@ -332,10 +424,13 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     // ------------------------------------------------------------- derived
 
+    /** The current method's payload; IG without its per-token matrix is {matrix: null}. */
     private methodPayload(): MethodPayload | null {
       const p = this.payload;
       if (p === null) return null;
-      if (this.method === 'integrated_gradients') return this.igPayloads.get(this.igSteps) ?? null;
+      if (this.method === 'integrated_gradients') {
+        return this.igPayloads.get(this.igSteps) ?? {signed: true, matrix: null, steps: this.igSteps};
+      }
       return p.methods[this.method] ?? null;
     }
 
@@ -344,13 +439,22 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const p = this.payload;
       const m = this.methodPayload();
       if (p === null || m === null) return null;
-      return spanSalience(m, this.span, p.tokens.length) ??
-          this.serverSpans.get(spanKey(this.method, this.span)) ?? null;
+      const name = this.method === 'integrated_gradients' ? igKey(this.igSteps) : this.method;
+      return spanSalience(m, this.span, p.tokens.length) ?? this.serverSpans.get(spanKey(name, this.span)) ?? null;
+    }
+
+    /** Where the values on screen come from, for the status line. */
+    private precision(): string {
+      const m = this.methodPayload();
+      if (m?.matrix != null) return 'per-token detail ready: retargeting is instant';
+      const d = this.method === 'integrated_gradients' ? (this.igPerToken ? this.igDetail : null) : this.detail;
+      const ig = this.method === 'integrated_gradients';
+      return `exact for this span; ${ig && !this.igPerToken ? 'per-token IG off (each span is computed on request)' : describeDetail(d)}`;
     }
 
     /** Segment salience for the current method and span (memoised: the same array while nothing changed). */
     private segmentValues(seg: Segmentation): Float64Array | null {
-      const key = `${this.method}|${this.igSteps}|${this.span.t0}:${this.span.t1}|${this.version}`;
+      const key = `${this.method}|${this.igSteps}|${this.span.t0}:${this.span.t1}|${this.version}|${this.serverSpans.size}`;
       const memo = this.valuesMemo;
       if (memo !== null && memo.key === key && memo.seg === seg && memo.payload === this.payload) return memo.values;
       const tokVals = this.tokenValues();
@@ -526,6 +630,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                   this.igSteps = v;
                   this.ensureData();
                 }}></label>
+          ${ig ? html`<label title="Compute integrated gradients for every response token (slow: minutes on a CPU); otherwise only the span on screen">
+            <input class="ig-per-token" type="checkbox" .checked=${this.igPerToken}
+                @change=${(e: Event) => { this.igPerToken = (e.target as HTMLInputElement).checked; this.ensureData(); }}>
+            per-token IG</label>` : nothing}
           <label>Granularity
             <select class="granularity" @change=${(e: Event) => this.setGranularity((e.target as HTMLSelectElement).value as Granularity)}>
               ${GRANULARITIES.map((g) => html`<option value=${g} ?selected=${g === this.granularity}>${GRANULARITY_LABELS[g]}</option>`)}
@@ -637,8 +745,13 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
 
       const spanLogprob = p.target_logprobs.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0);
-      const completeness = this.method === 'integrated_gradients' && m?.completeness_error
-          ? m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0) : null;
+      let completeness: number | null = null;
+      if (this.method === 'integrated_gradients') {
+        completeness = m?.completeness_error
+            ? m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0)
+            : this.spanIgErrors.get(`${this.igSteps}|${this.span.t0}:${this.span.t1}`) ?? null;
+      }
+      const detailState = this.method === 'integrated_gradients' ? (this.igDetail?.state ?? 'off') : (this.detail?.state ?? 'done');
 
       return html`
         <div class="body">
@@ -663,6 +776,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             ${this.renderLegend(cs, m)}
             <div class="facts">
               <div>log p(target) = ${spanLogprob.toFixed(3)}</div>
+              <div class="precision" data-detail=${detailState}
+                  data-exact=${m?.matrix != null ? 'matrix' : 'span'}>${this.precision()}</div>
+              ${p.dtype ? html`<div class="dtype">computed in ${p.dtype}</div>` : nothing}
               ${completeness !== null ? html`<div title="Sum of attributions minus the log-prob difference to the baseline, over the target">IG completeness error: ${formatValue(completeness)}</div>` : nothing}
             </div>
             <div class="section-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()}</div>
@@ -763,3 +879,14 @@ const STYLES = css`
   .top-value { color: #5f6368; font-variant-numeric: tabular-nums; }
   button.reset { font: inherit; font-size: 12px; }
 `;
+
+/** Cache name of IG values with a given step count (steps change the values). */
+function igKey(steps: number): string {
+  return `integrated_gradients#${steps}`;
+}
+
+/** Methods of a full payload without IG (IG matrices are kept per step count). */
+function withoutIG(methods: SaliencePayload['methods']): SaliencePayload['methods'] {
+  const {integrated_gradients: _ig, ...rest} = methods;
+  return rest;
+}

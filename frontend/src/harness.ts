@@ -111,7 +111,8 @@ const harness = {
       const [t0, t1] = span.split(':').map(Number);
       const m = this.payload.methods.grad_norm!;
       // Not the exact norm of summed gradients; only shape matters here.
-      const values = m.matrix[0].map((_, i) => m.matrix.slice(t0, t1).reduce((a, row) => a + row[i], 0));
+      const matrix = m.matrix!;
+      const values = matrix[0].map((_, i) => matrix.slice(t0, t1).reduce((a, row) => a + row[i], 0));
       return [{span_salience: {grad_norm: values}}];
     }
     return [{salience: this.payload, response: this.payload.text.slice(this.payload.prompt_end)}];

@@ -15,8 +15,11 @@ export const METHODS: ReadonlyArray<{id: MethodName; label: string}> = [
 
 export interface MethodPayload {
   signed: boolean;
-  /** <float>[T][N]: salience of token i for log p(target_t | prefix). */
-  matrix: number[][];
+  /**
+   * <float>[T][N]: salience of token i for log p(target_t | prefix); null while the
+   * server computes it in the background (progressive salience: see `detail`).
+   */
+  matrix: number[][] | null;
   /** grad_norm only: <float>[N][T*(T+1)/2] packed upper-triangular Gram rows, or null. */
   gram_packed?: number[][] | null;
   steps?: number;
@@ -35,6 +38,52 @@ export interface SaliencePayload {
   role_spans: Array<[number, number, Role]>;
   target_logprobs: number[];
   methods: Partial<Record<MethodName, MethodPayload>>;
+  /** "t0:t1" -> method -> <float>[N]: spans the server computed directly (the first highlight). */
+  spans?: Record<string, Partial<Record<MethodName, number[]>>>;
+  /** "t0:t1" -> IG completeness error of that span. */
+  span_ig_errors?: Record<string, number>;
+  /** Progress of the background computation of the matrices. */
+  detail?: DetailStatus;
+  /** torch dtype that produced the values, e.g. "float32" or "bfloat16". */
+  dtype?: string;
+}
+
+/** Progress of a background job on the server (lit_app/progressive.py). */
+export interface DetailStatus {
+  kind: string;
+  state: 'queued' | 'running' | 'done' | 'cancelled' | 'error' | 'none';
+  done: number;
+  total: number;
+  elapsed_s: number;
+  eta_s: number | null;
+  error: string;
+}
+
+/** A poll answer: only the progress (no "text"), or a complete payload. */
+export function parseDetail(x: unknown): DetailStatus | null {
+  if (x == null || typeof x !== 'object') return null;
+  const d = (x as {detail?: DetailStatus}).detail;
+  if (d == null || typeof d !== 'object' || typeof d.state !== 'string') return null;
+  return d;
+}
+
+/** Whether a detail status is final (no more polling). */
+export function isFinal(d: DetailStatus | null | undefined): boolean {
+  return d == null || d.state === 'done' || d.state === 'cancelled' || d.state === 'error' || d.state === 'none';
+}
+
+/** Human-readable progress, e.g. "per-token detail 40% (about 12 s left)". */
+export function describeDetail(d: DetailStatus | null | undefined): string {
+  if (d == null || d.state === 'done') return 'per-token detail ready: retargeting is instant';
+  if (d.state === 'queued') return 'per-token detail queued';
+  if (d.state === 'running') {
+    const pct = d.total > 0 ? Math.floor((100 * d.done) / d.total) : 0;
+    const eta = d.eta_s == null ? '' : d.eta_s >= 90 ? ` (about ${Math.round(d.eta_s / 60)} min left)` :
+        ` (about ${Math.max(1, Math.round(d.eta_s))} s left)`;
+    return `per-token detail loading ${pct}%${eta}`;
+  }
+  if (d.state === 'error') return `per-token detail failed: ${d.error}`;
+  return 'per-token detail stopped';
 }
 
 /** Number of target (response) tokens T. */
@@ -70,8 +119,13 @@ export function parsePayload(x: unknown): SaliencePayload {
   if (p.methods == null || typeof p.methods !== 'object') {
     fail('"methods" is missing');
   }
+  for (const [key, vals] of Object.entries(p.spans ?? {})) {
+    for (const [name, v] of Object.entries(vals ?? {})) {
+      if (!Array.isArray(v) || v.length !== n) fail(`spans["${key}"].${name} has ${v?.length} values, expected N=${n}`);
+    }
+  }
   for (const [name, m] of Object.entries(p.methods)) {
-    if (m == null) continue;
+    if (m == null || m.matrix === null) continue;
     if (!Array.isArray(m.matrix) || m.matrix.length !== t) {
       fail(`methods.${name}.matrix has ${m.matrix?.length} rows, expected T=${t}`);
     }

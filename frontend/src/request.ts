@@ -69,12 +69,32 @@ export function derivedInput(
   return {id, data: {...input.data, ...extra, _id: id}, meta: {...input.meta, added: true}};
 }
 
+export const DETAIL_FIELD = 'detail';
+
+/** The full payload at once (blocking; every matrix, IG with `steps`). */
 export function igInput(input: IndexedInputLike, steps: number): IndexedInputLike {
   return derivedInput(input, {[IG_STEPS_FIELD]: steps}, `ig${steps}`);
 }
 
-export function spanInput(input: IndexedInputLike, t0: number, t1: number): IndexedInputLike {
-  return derivedInput(input, {[TARGET_SPAN_FIELD]: `${t0}:${t1}`}, `span${t0}-${t1}`);
+/** First highlight: the whole response's salience now, the matrices in the background. */
+export function quickInput(input: IndexedInputLike, igSteps = 0): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span', [IG_STEPS_FIELD]: igSteps}, `quick${igSteps}`);
+}
+
+/** The exact salience of target tokens [t0, t1) (IG too when igSteps > 0). */
+export function spanInput(input: IndexedInputLike, t0: number, t1: number, igSteps = 0): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span', [TARGET_SPAN_FIELD]: `${t0}:${t1}`, [IG_STEPS_FIELD]: igSteps},
+                      `span${t0}-${t1}-${igSteps}`);
+}
+
+/** Progress of the background matrices (igSteps 0: gradients; > 0: the per-token IG matrix). */
+export function pollInput(input: IndexedInputLike, igSteps: number, n: number): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'poll', [IG_STEPS_FIELD]: igSteps}, `poll${igSteps}-${n}`);
+}
+
+/** Starts the per-token IG matrix with `steps` steps in the background. */
+export function igMatrixInput(input: IndexedInputLike, steps: number): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'ig_matrix', [IG_STEPS_FIELD]: steps}, `igmatrix${steps}`);
 }
 
 /**

@@ -37,6 +37,7 @@ function sumRows(matrix: number[][], t0: number, t1: number, n: number): Float64
  */
 export function spanSalience(
     m: MethodPayload, span: TargetSpan, numTokens: number): Float64Array|null {
+  if (m.matrix == null) return null;  // not computed yet (progressive salience)
   const numTargets = m.matrix.length;
   const t0 = Math.max(0, span.t0);
   const t1 = Math.min(numTargets, span.t1);

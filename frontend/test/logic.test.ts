@@ -37,11 +37,11 @@ describe('spanSalience', () => {
   it('sums rows for signed methods', () => {
     const m = p.methods.grad_x_input!;
     const s = spanSalience(m, {t0: 1, t1: 3}, n)!;
-    for (let i = 0; i < n; i++) expect(s[i]).toBeCloseTo(m.matrix[1][i] + m.matrix[2][i], 9);
+    for (let i = 0; i < n; i++) expect(s[i]).toBeCloseTo(m.matrix![1][i] + m.matrix![2][i], 9);
   });
   it('single-token grad_norm span is the matrix row', () => {
     const m = p.methods.grad_norm!;
-    expect(Array.from(spanSalience(m, {t0: 2, t1: 3}, n)!)).toEqual(m.matrix[2]);
+    expect(Array.from(spanSalience(m, {t0: 2, t1: 3}, n)!)).toEqual(m.matrix![2]);
   });
   it('grad_norm span from the Gram matrix is the norm of summed gradients', () => {
     // The fixture's gradients are g(t, i) = (sin(1 + 0.7 i + t), 0.5 cos(2 + 0.3 i - t)).

@@ -1,0 +1,141 @@
+"""Time to first highlight, to complete matrices and to retarget: ours vs LIT's HFSalienceModel.
+
+    python benchmarks/bench_first_highlight.py [--long_tokens 4000] [--skip_full_long]
+
+Same process, same weights (LIT loads the converted default model's folder), same prompt and
+response for both. LIT's reference implementation of the Sequence Salience paper
+(`lit_nlp.examples.prompt_debugging.transformers_lms.HFSalienceModel`) paints its
+first map after one forward + backward for the whole response; ours answers the
+"span" request of the LIT wrapper (`detail="span"`: grad_norm and grad_x_input from
+one shared forward + backward, plus the JSON payload the browser receives), then
+computes the per-token matrices in the background job. Cases: the shipped long
+chain-of-thought example (greedy response), and a ~4,000-token prompt with a
+64-token target. Prints figures and ratios measured in this run; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import sequence_salience as ss  # noqa: E402
+from lit_app import datasets, fields, models  # noqa: E402
+
+CASE = "chain-of-thought arithmetic"
+
+
+def _best(fn, repeats: int) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def _lit_whole_response(lit_model, tokenizer, prompt_text: str, target_text: str):
+    n_prompt = len(tokenizer(prompt_text)["input_ids"])
+    n_total = len(tokenizer(prompt_text + target_text)["input_ids"])
+    mask = [0] * n_prompt + [1] * (n_total - n_prompt)
+    ex = {"prompt": prompt_text, "target": target_text, "target_mask": mask}
+    return list(lit_model.predict([ex]))[0]
+
+
+def _long_prompt(tokens: int, tokenizer) -> str:
+    lines, k = [], 0
+    text = ""
+    while len(tokenizer(text)["input_ids"]) < tokens:
+        topic = ["the museum", "the harbour", "the library", "the bakery", "the station"][k % 5]
+        lines.append(f"Note {k + 1}: {topic} opens at {7 + k % 5} am on day {k % 28 + 1}; "
+                     f"visitors counted {100 + 7 * k} people.")
+        k += 1
+        if k % 20 == 0:
+            text = "\n".join(lines)
+    return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
+
+
+def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool) -> dict:
+    lm = shared.lm
+    chat = shared.format_prompt(ex)
+    target = ex.get("target", "")
+    explained = target or shared.generate(chat)  # generation is not part of the comparison
+    target_text = target or explained.text
+    n_tokens = len(lm.encode_prompt(chat).ids) + len(explained.ids if not target else lm.tokenize(target).ids)
+    row = {"case": name, "tokens": n_tokens}
+
+    def ours_first():
+        shared._partials = models._LRU(8)  # a cold request each time
+        shared._results = models._LRU(8)
+        out = wrapper.predict([{**ex, "detail": "span"}])[0]
+        for job in list(shared.jobs._jobs.values()):
+            job.cancel("benchmark")
+        return out
+
+    lit_s, lit_out = _best(lambda: _lit_whole_response(lit_model, lm.tokenizer, chat.text, target_text), repeats)
+    ours_s, ours_out = _best(ours_first, repeats)
+    payload = json.dumps(ours_out[fields.SALIENCE])
+    row.update(lit_first_s=round(lit_s, 3), ours_first_s=round(ours_s, 3), ratio_first=round(ours_s / lit_s, 2),
+               first_payload_kb=round(len(payload) / 1024, 1))
+    if full:
+        shared._results = models._LRU(8)
+        t = time.perf_counter()
+        result = shared.salience(chat, target, 0)
+        row["ours_full_matrices_s"] = round(time.perf_counter() - t, 2)
+        t = time.perf_counter()
+        result.span_salience("grad_norm", 1, 3)
+        result.span_salience("grad_x_input", 1, 3)
+        row["retarget_after_matrices_ms"] = round(1000 * (time.perf_counter() - t), 2)
+        full_payload = json.dumps(models.salience_payload(result, 0))
+        row["full_payload_kb"] = round(len(full_payload) / 1024, 1)
+        # LIT's way to get every token's map: one request per target token.
+        if not target:
+            t_lit = time.perf_counter()
+            n_t = len(explained.ids)
+            for k in range(n_t):
+                piece = lm.tokenizer.decode(explained.ids[: k + 1])
+                _lit_whole_response(lit_model, lm.tokenizer, chat.text, piece)
+            row["lit_per_token_loop_s"] = round(time.perf_counter() - t_lit, 2)
+            row["ratio_full_vs_lit_loop"] = round(row["ours_full_matrices_s"] / row["lit_per_token_loop_s"], 2)
+    # Retarget before the matrices arrive: one span request (one forward + backward).
+    shared._partials = models._LRU(8)
+    t = time.perf_counter()
+    wrapper.predict([{**ex, "detail": "span", "target_span": "1:3"}])
+    row["retarget_before_matrices_s"] = round(time.perf_counter() - t, 2)
+    for job in list(shared.jobs._jobs.values()):
+        job.cancel("benchmark")
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--long_tokens", type=int, default=4000)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--skip_full_long", action="store_true", default=True,
+                   help="do not compute the full matrices of the long case (tens of minutes on 2 cores)")
+    args = p.parse_args()
+    from lit_nlp.examples.prompt_debugging import transformers_lms
+
+    lm = ss.load_model("default")
+    # LIT loads its own copy from the same converted model folder.
+    lit_model = transformers_lms.HFSalienceModel(model_name_or_path=lm.model.config._name_or_path)
+    shared = models.SharedLM(lm, max_new_tokens=64, disk_cache=False)
+    wrapper = models.SalienceModel(shared)
+    cot = dict(next(r for r in datasets.load_jsonl(datasets.CASE_STUDIES_PATH) if r.get("case") == CASE))
+    cot.pop("case", None)
+    rows = [run_case(CASE, shared, wrapper, lit_model, cot, args.repeats, full=True)]
+    if args.long_tokens:
+        long_ex = {"prompt": _long_prompt(args.long_tokens, lm.tokenizer), "system": "",
+                   "target": " " + " ".join(["The library opens at nine on day three."] * 6)}
+        rows.append(run_case(f"{args.long_tokens}-token prompt", shared, wrapper, lit_model, long_ex, 1,
+                             full=not args.skip_full_long))
+    print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Progressive salience in the real browser against the real server (issue 10).
+
+* Selecting an example paints the exact whole-response map first ("exact for this
+  span"), then the per-token matrices fill in with progress and the module says so.
+* A 4,000-token prompt with a 64-token target works end to end: first highlight,
+  progress with an estimate of the time left, and selecting another prompt stops
+  the old work (the new selection is served; the old job does not hold the CPU).
+Timings and the server's memory peak are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+TAG = "prompt-salience-module"
+LOAD_TIMEOUT_MS = 600_000
+CASE = "chain-of-thought arithmetic"
+QUESTION = "What is the capital of France?"
+
+
+def _server_pid(url: str) -> int | None:
+    port = re.search(r":(\d+)/", url).group(1)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"lit_app.server" in cmd and port.encode() in cmd:
+            return int(pid)
+    return None
+
+
+def _memory_mb(pid: int | None) -> dict[str, float]:
+    if pid is None:
+        return {}
+    status = Path(f"/proc/{pid}/status").read_text()
+    out = {}
+    for key in ("VmRSS", "VmHWM"):
+        m = re.search(rf"{key}:\s+(\d+) kB", status)
+        if m:
+            out[key] = int(m.group(1)) / 1024
+    return out
+
+
+def _long_prompt(words: int = 3000) -> str:
+    """About 4,000 tokens of varied, numbered notes and a question at the end."""
+    topics = ["the museum", "the harbour", "the library", "the bakery", "the station", "the garden", "the bridge"]
+    lines = []
+    k = 0
+    while sum(len(l.split()) for l in lines) < words:
+        t = topics[k % len(topics)]
+        lines.append(f"Note {k + 1}: {t} opens at {7 + k % 5} am on day {k % 28 + 1}, and {t} closes "
+                     f"{k % 3 + 1} hours after the market; visitors counted {100 + 7 * k} people.")
+        k += 1
+    return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
+
+
+def test_first_highlight_then_detail_with_progress(server_url, browser_page, artifacts_dir):
+    page, external = browser_page
+    page.goto(server_url)
+    mod = page.locator(TAG)
+    mod.wait_for(timeout=120_000)
+    t0 = time.perf_counter()
+    page.locator("data-table-module tbody tr", has_text=CASE).first.click()
+    page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    first = time.perf_counter() - t0
+    precision = mod.locator(".precision")
+    first_state = precision.get_attribute("data-exact")
+    first_text = precision.inner_text()
+    assert mod.locator('.prompt .seg[style*="background"]').count() > 0
+    page.screenshot(path=str(artifacts_dir / "progressive-first.png"))
+    # A long chain-of-thought answer: the first paint comes before its matrices.
+    assert first_state == "span", first_text
+    assert "exact for this span" in first_text
+    # Clicking a word before the matrices arrive is answered by the server for that span.
+    targets = mod.locator(".response .tgt")
+    targets.nth(min(3, targets.count() - 1)).click()
+    page.locator(f'{TAG} .precision[data-detail="done"]').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    full = time.perf_counter() - t0
+    assert precision.get_attribute("data-exact") == "matrix"
+    assert "retargeting is instant" in precision.inner_text()
+    assert "float32" in mod.locator(".dtype").inner_text()
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    assert not external
+    print(f"\n{CASE}: first highlight {first:.1f} s, per-token matrices {full:.1f} s (wall, from the click)")
+
+
+def test_four_thousand_token_prompt_end_to_end(server_url, browser_page, artifacts_dir):
+    page, _ = browser_page
+    pid = _server_pid(server_url)
+    page.goto(server_url)
+    mod = page.locator(TAG)
+    mod.wait_for(timeout=120_000)
+    prompt = _long_prompt()
+    target = " " + " ".join(["The library opens at nine on day three, two hours before the market closes."] * 4)
+    page.get_by_text("Editor", exact=True).first.click()
+    editor = page.locator("single-datapoint-editor-module")
+    editor.locator(".entry", has_text="prompt").first.locator("textarea").fill(prompt)
+    editor.locator(".entry", has_text="target").first.locator("textarea").fill(target)
+    mem_before = _memory_mb(pid)
+    t0 = time.perf_counter()
+    editor.locator("button#make").click()
+    page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    first = time.perf_counter() - t0
+    assert mod.locator('.prompt .seg[style*="background"]').count() > 100
+    precision = mod.locator(".precision")
+    assert precision.get_attribute("data-exact") == "span"
+    # Progress with an estimate of the time left appears while the matrices compute.
+    deadline = time.monotonic() + 600
+    text = precision.inner_text()
+    while "left" not in text and time.monotonic() < deadline:
+        time.sleep(1)
+        text = precision.inner_text()
+    assert re.search(r"loading \d+% \(about \d+ (s|min) left\)", text), text
+    page.screenshot(path=str(artifacts_dir / "progressive-4000.png"))
+    n_tokens = mod.evaluate("e => e.payload.tokens.length")
+    # Select another prompt: the long job stops; the new one is served.
+    page.get_by_text("Prompts", exact=True).first.click()
+    t1 = time.perf_counter()
+    page.locator("data-table-module tbody tr", has_text=QUESTION).first.click()
+    page.locator(f'{TAG} .precision[data-detail="done"]').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    switched = time.perf_counter() - t1
+    assert QUESTION in mod.locator(".prompt").inner_text()
+    mem_after = _memory_mb(pid)
+    print(f"\n{n_tokens}-token prompt+target: first highlight {first:.1f} s; progress shown: {text!r}; "
+          f"next selection fully served {switched:.1f} s after the switch; server memory before "
+          f"{json.dumps(mem_before)} after {json.dumps(mem_after)} (MB; VmHWM = peak)")
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
