@@ -31,7 +31,7 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, layouts, limits, models, security
+from lit_app import client_build, datasets, explain, layouts, limits, models, security
 from lit_app import inside as inside_models
 
 logger = logging.getLogger("lit_app.server")
@@ -129,7 +129,7 @@ def build_app(
         logger.warning("No %s in %s: the layouts leave out the Sequence Salience module.",
                        client_build.BUNDLE_NAME, client_root)
     return SequenceSalienceApp(
-        models=dict(lit_models),
+        models=explain.with_explain_models(lit_models),  # + _<name>_explain (Test this explanation)
         datasets=dict(lit_datasets),
         layouts=layouts.make_layouts(with_salience_module=has_module),
         default_layout=layouts.DEFAULT_LAYOUT,

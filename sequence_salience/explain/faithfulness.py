@@ -61,6 +61,8 @@ class FaithfulnessConfig:
       filler: the filler token, as a one-token text or a token id.
       n_random: random orders averaged for the reference; seed: their seed.
       batch_size: edited prompts per forward pass.
+      regions: optional character ranges of the prompt text to which removal is limited
+        (scoring.prompt_segments), e.g. the user's message.
     """
 
     granularity: str = "sentence"
@@ -72,6 +74,7 @@ class FaithfulnessConfig:
     n_random: int = 3
     seed: int = 0
     batch_size: int = scoring.DEFAULT_BATCH_SIZE
+    regions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +244,7 @@ def faithfulness_curves(
         num_t = result.num_targets
     t0, t1 = scoring.resolve_span(span, num_t)
     result, token_values = segment_salience(lm, prompt, target, methods, (t0, t1), result, salience_config)
-    segs = scoring.prompt_segments(result, config.granularity, config.pattern)
+    segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
     S = len(segs)
     fill = scoring.filler_id(lm, config.filler)
     edit = _Editor(lm, prompt, result, segs, config.removal, fill)

@@ -127,6 +127,7 @@ def token_flips(
     n_verify: int = 64,
     per_position: int = 4,
     batch_size: int = scoring.DEFAULT_BATCH_SIZE,
+    regions: scoring.Regions | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> FlipReport:
@@ -139,6 +140,7 @@ def token_flips(
       top_k: flips returned; n_verify: estimates re-scored exactly (>= top_k);
       per_position: most candidates verified per prompt position (diversity).
       batch_size: edited prompts per forward pass.
+      regions: optional character ranges of the prompt text; only tokens inside them are flipped.
       progress: progress("flips", verified, n_verify); cancel: () -> bool.
     """
     if direction not in DIRECTIONS:
@@ -154,7 +156,14 @@ def token_flips(
     V = emb.shape[0]
     is_word, lead, texts = word_vocabulary(lm.tokenizer, V)
     ids_arr = np.asarray(prompt_ids)
-    positions = np.flatnonzero(is_word[ids_arr] & ~np.asarray(encoded.special, dtype=bool))  # [P']
+    candidate = is_word[ids_arr] & ~np.asarray(encoded.special, dtype=bool)  # [P]
+    if regions is not None:
+        offs = np.asarray(encoded.offsets, dtype=np.int64).reshape(-1, 2)
+        inside = np.zeros(P, dtype=bool)
+        for a, b in regions:
+            inside |= (offs[:, 0] >= a) & (offs[:, 1] <= b)
+        candidate &= inside
+    positions = np.flatnonzero(candidate)  # [P']
     if len(positions) == 0:
         raise SalienceError("The prompt has no word tokens to flip. Fix: use a prompt with words.")
 

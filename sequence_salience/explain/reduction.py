@@ -48,6 +48,8 @@ class ReductionConfig:
       criterion: "greedy" or "logprob" (see the module docstring); tolerance: nats, for "logprob".
       max_steps: most candidate checks (forward rows); max_seconds: wall-clock budget.
       batch_size: candidates checked per forward batch.
+      regions: optional character ranges of the prompt text to which removal is limited
+        (e.g. the user's message: the reduced prompt must be loadable into an editor).
     """
 
     method: str = "grad_norm"
@@ -58,6 +60,7 @@ class ReductionConfig:
     max_steps: int | None = 200
     max_seconds: float | None = 120.0
     batch_size: int = scoring.DEFAULT_BATCH_SIZE
+    regions: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +133,7 @@ def reduce_prompt(
         int(i) for i in result.ids[result.n_prompt_tokens:])
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     result, values = segment_salience(lm, prompt, target, (config.method,), (t0, t1), result, salience_config)
-    segs = scoring.prompt_segments(result, config.granularity, config.pattern)
+    segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
     text = result.text[:result.prompt_end]
     scores = segs.scores(values[config.method])  # [S]
     candidates = [int(i) for i in np.argsort(scores, kind="stable")]  # least salient first

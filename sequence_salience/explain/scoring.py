@@ -93,10 +93,17 @@ class PromptSegments:
         return values[self.index]
 
 
-def prompt_segments(result: SalienceResult, granularity: str, pattern: str | None = None) -> PromptSegments:
+Regions = Sequence[tuple[int, int]]
+
+
+def prompt_segments(result: SalienceResult, granularity: str, pattern: str | None = None,
+                    regions: Regions | None = None) -> PromptSegments:
     """Removable prompt segments: those holding at least one prompt token that is not special.
 
     Chat-template markup (excluded segments, special marker tokens) and BOS are never removed.
+    regions: optional character ranges of the prompt text; only tokens inside one of them
+      are removed, and segment spans are clipped to it (e.g. only the user's own message,
+      not the template's default system prompt).
     """
     seg = aggregate.segment(result.text, result.offsets, granularity, pattern=pattern,
                             role_spans=result.role_spans)
@@ -104,6 +111,12 @@ def prompt_segments(result: SalienceResult, granularity: str, pattern: str | Non
     owner = seg.token_segment[:P]  # [P]
     ok = ~np.asarray(result.special[:P], dtype=bool) & (owner >= 0)
     ok &= ~seg.excluded[np.clip(owner, 0, None)]
+    region_of = np.full(P, -1)
+    if regions is not None:
+        offs = np.asarray(result.offsets[:P])
+        for r, (a, b) in enumerate(regions):
+            region_of[(offs[:, 0] >= a) & (offs[:, 1] <= b) & (offs[:, 1] > offs[:, 0])] = r
+        ok &= region_of >= 0
     index, tokens, spans = [], [], []
     for s in np.unique(owner[ok]):
         toks = np.flatnonzero(ok & (owner == s))
@@ -111,12 +124,16 @@ def prompt_segments(result: SalienceResult, granularity: str, pattern: str | Non
         end = min(int(seg.ends[s]), result.prompt_end)
         if granularity == "token":
             start, end = int(result.offsets[toks[0], 0]), int(result.offsets[toks[-1], 1])
+        if regions is not None:
+            a, b = regions[int(region_of[toks[0]])]
+            start, end = max(start, a), min(end, b)
         index.append(int(s))
         tokens.append(toks)
         spans.append((start, end))
     if not index:
         raise SalienceError(
-            f"The prompt has no removable {granularity} segments (only template markup or special tokens). "
+            f"The prompt has no removable {granularity} segments (only template markup or special tokens"
+            f"{', or nothing inside the editable regions' if regions is not None else ''}). "
             "Fix: use a prompt with text, or another granularity.")
     return PromptSegments(seg, np.asarray(index, dtype=np.int64), tuple(tokens), tuple(spans))
 

@@ -1,0 +1,296 @@
+"""LIT wrapper for "Test this explanation": faithfulness curves, input reduction, token flips,
+contrastive salience (sequence_salience.explain), over the shared model of lit_app/models.py.
+
+One hidden LIT model per loaded model, `_<name>_explain`. Its input is the datapoint
+(prompt, system, target, chat) plus `explain_action` and that action's settings; its one
+output, `explain`, is a JSON object (docs/architecture.md, "Explain payload").
+
+Actions: "curves", "reduce", "flips", "contrastive" run on the model (under the shared lock,
+letting waiting requests go first between batches); "status" and "cancel" never wait for
+it. One test runs at a time: a new one cancels the one running (the user moved on), and
+"cancel" stops it; "status" reports its stage and progress for the browser to poll.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from lit_nlp.api import model as lit_model
+from lit_nlp.api import types as lit_types
+
+import sequence_salience as ss
+from sequence_salience import explain as ex
+from lit_app import fields, models
+
+logger = logging.getLogger(__name__)
+
+# Input fields (besides fields.PROMPT, SYSTEM, TARGET, CHAT, TARGET_SPAN).
+ACTION = "explain_action"
+GRANULARITY = "granularity"
+PATTERN = "pattern"
+FOIL = "foil"
+METHODS = "methods"  # comma-separated method names
+STEPS = "steps"
+REMOVAL = "removal"
+# Output field.
+EXPLAIN = "explain"
+
+ACTIONS = ("curves", "reduce", "flips", "contrastive", "status", "cancel")
+MODEL_ACTIONS = ACTIONS[:4]
+DEFAULT_METHODS = (fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD)
+MAX_STEPS = 50
+REDUCE_MAX_SECONDS = 120.0
+FLIPS_TOP_K = 8
+
+INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
+    fields.TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
+    ACTION: lit_types.TextSegment(required=False, default="curves"),
+    GRANULARITY: lit_types.TextSegment(required=False, default="sentence"),
+    PATTERN: lit_types.TextSegment(required=False, default=""),
+    FOIL: lit_types.TextSegment(required=False, default=""),
+    METHODS: lit_types.TextSegment(required=False, default=""),
+    STEPS: lit_types.Integer(required=False, default=10, min_val=1, max_val=MAX_STEPS),
+    REMOVAL: lit_types.TextSegment(required=False, default="filler"),
+}
+OUTPUT_SPEC: lit_types.Spec = {EXPLAIN: fields.JsonDict()}
+
+
+def explain_model_name(name: str) -> str:
+    return f"_{name}_explain"
+
+
+class _Job:
+    """The test now running: what, how far, and a cancel flag."""
+
+    def __init__(self, action: str, key: str):
+        self.action, self.key = action, key
+        self.stage, self.done, self.total = "starting", 0, 0
+        self.started = time.monotonic()
+        self.cancelled = threading.Event()
+
+    def status(self) -> dict:
+        return {"action": self.action, "key": self.key, "stage": self.stage, "done": self.done,
+                "total": self.total, "elapsed_s": round(time.monotonic() - self.started, 1),
+                "cancelled": self.cancelled.is_set()}
+
+
+class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
+    """Datapoint + action -> the `explain` JSON (see the module docstring)."""
+
+    def __init__(self, shared: models.SharedLM):
+        super().__init__(shared)
+        self._job: _Job | None = None
+        self._job_lock = threading.Lock()
+
+    def input_spec(self) -> lit_types.Spec:
+        return INPUT_SPEC
+
+    def output_spec(self) -> lit_types.Spec:
+        return OUTPUT_SPEC
+
+    # ----------------------------------------------------------------- jobs
+
+    def _start(self, action: str, key: str) -> _Job:
+        job = _Job(action, key)
+        with self._job_lock:
+            if self._job is not None:
+                self._job.cancelled.set()
+            self._job = job
+        return job
+
+    def _finish(self, job: _Job) -> None:
+        with self._job_lock:
+            if self._job is job:
+                self._job = None
+
+    def _hooks(self, job: _Job):
+        lock = self._shared.lock
+
+        def progress(stage: str, done: int, total: int) -> None:
+            job.stage, job.done, job.total = stage, int(done), int(total)
+            yield_to = getattr(lock, "yield_to_waiting", None)
+            if yield_to is not None:
+                yield_to()  # a click in the salience module need not wait for the whole test
+
+        return progress, job.cancelled.is_set
+
+    # -------------------------------------------------------------- predict
+
+    def _predict_one(self, ex_: Mapping[str, Any]) -> dict:
+        action = models._text_field(ex_, ACTION) or "curves"  # pylint: disable=protected-access
+        if action not in ACTIONS:
+            raise models.RequestError(f'Input field "{ACTION}" is {action!r}; use one of {", ".join(ACTIONS)}.')
+        if action == "status":
+            with self._job_lock:
+                return {EXPLAIN: {"action": "status", "job": None if self._job is None else self._job.status()}}
+        if action == "cancel":
+            with self._job_lock:
+                job = self._job
+                if job is not None:
+                    job.cancelled.set()
+            return {EXPLAIN: {"action": "cancel", "cancelled": job is not None}}
+        chat = self._shared.format_prompt(ex_)
+        target = models._text_field(ex_, fields.TARGET)  # pylint: disable=protected-access
+        job = self._start(action, f"{action}:{hash(chat.text) & 0xffffffff:x}")
+        progress, cancel = self._hooks(job)
+        start = time.perf_counter()
+        try:
+            explained = self._shared._explained(chat, target)  # pylint: disable=protected-access
+            with self._shared.lock:
+                out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel)
+        except ss.ComputationCancelled:
+            out = {"cancelled": True}
+        finally:
+            self._finish(job)
+        out.update(action=action, seconds=round(time.perf_counter() - start, 3))
+        return {EXPLAIN: out}
+
+    # ------------------------------------------------------------- helpers
+
+    def _span(self, ex_, explained) -> tuple[int, int]:
+        n = len(explained.ids) if isinstance(explained, ss.Generation) else len(self._shared.lm.tokenize(explained).ids)
+        return models.parse_target_span(ex_.get(fields.TARGET_SPAN), n) or (0, n)
+
+    @staticmethod
+    def _editable(ex_, chat) -> list[tuple[int, int, str]]:
+        """(start, end, field) of the prompt text that the datapoint's fields hold: the user's
+        message and, when the datapoint has one, its system prompt (not a template default)."""
+        out = []
+        has_system = bool(models._text_field(ex_, fields.SYSTEM))  # pylint: disable=protected-access
+        for s, e, role in chat.role_spans:
+            if role == "user":
+                out.append((s, e, fields.PROMPT))
+            elif role == "system" and has_system:
+                out.append((s, e, fields.SYSTEM))
+        return out
+
+    def _granularity(self, ex_) -> tuple[str, str | None]:
+        g = models._text_field(ex_, GRANULARITY) or "sentence"  # pylint: disable=protected-access
+        if g not in ss.aggregate.GRANULARITIES:
+            raise models.RequestError(f'Input field "{GRANULARITY}" is {g!r}; use one of {", ".join(ss.aggregate.GRANULARITIES)}.')
+        pattern = models._text_field(ex_, PATTERN) or None  # pylint: disable=protected-access
+        return g, pattern
+
+    @staticmethod
+    def _methods(ex_) -> tuple[str, ...]:
+        raw = models._text_field(ex_, METHODS)  # pylint: disable=protected-access
+        names = tuple(m.strip() for m in raw.split(",") if m.strip()) or DEFAULT_METHODS
+        for m in names:
+            ss.get_method(m)
+        return names
+
+    # ------------------------------------------------------------- actions
+
+    def _curves(self, ex_, chat, target, explained, progress, cancel) -> dict:
+        granularity, pattern = self._granularity(ex_)
+        steps = int(ex_.get(STEPS) or 10)
+        if not 1 <= steps <= MAX_STEPS:
+            raise models.RequestError(f'Input field "{STEPS}" is {steps}; use 1 to {MAX_STEPS}.')
+        removal = models._text_field(ex_, REMOVAL) or "filler"  # pylint: disable=protected-access
+        cached = getattr(self._shared, "cached_salience", None)
+        result = cached(chat, target, 0) if cached is not None else None
+        span = self._span(ex_, explained)
+        rep = ex.faithfulness_curves(
+            self._shared.lm, chat, explained, self._methods(ex_), span=span, result=result,
+            config=ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal),
+            progress=progress, cancel=cancel)
+        curves = {}
+        for mode, by_name in rep.curves.items():
+            for name, c in by_name.items():
+                entry = {"logprobs": models.compact(c.logprobs), "aopc": float(c.aopc)}
+                if c.all_logprobs is not None:
+                    entry["low"] = models.compact(c.all_logprobs.min(0))
+                    entry["high"] = models.compact(c.all_logprobs.max(0))
+                curves.setdefault(name, {})[mode] = entry
+        return {
+            "span": list(rep.span), "granularity": rep.granularity, "removal": rep.removal,
+            "filler": self._shared.lm.tokenizer.decode([rep.filler_id]), "n_segments": len(rep.segments),
+            "n_removed": [int(n) for n in rep.n_removed], "original_logprob": rep.original_logprob,
+            "empty_logprob": rep.empty_logprob, "methods": rep.methods, "curves": curves,
+            "gaps": {m: {mode: rep.gap(m, mode) for mode in rep.curves} for m in rep.methods},
+            "n_random": rep.n_random, "seed": rep.seed, "n_scored": rep.n_scored,
+        }
+
+    def _reduce(self, ex_, chat, target, explained, progress, cancel) -> dict:
+        granularity, pattern = self._granularity(ex_)
+        editable = self._editable(ex_, chat)
+        methods = self._methods(ex_)
+        config = ex.ReductionConfig(
+            method=methods[0], granularity=granularity, pattern=pattern,
+            criterion="logprob" if target else "greedy", max_seconds=REDUCE_MAX_SECONDS,
+            regions=tuple((s, e) for s, e, _ in editable))
+        red = ex.reduce_prompt(self._shared.lm, chat, explained, span=self._span(ex_, explained), config=config,
+                               progress=progress, cancel=cancel)
+        removed = set(red.removed)
+        fields_out = {}
+        for s, e, name in editable:
+            pieces, pos = [], s
+            for k, (a, b) in sorted(enumerate(red.segments), key=lambda kv: kv[1]):
+                if a < s or b > e:
+                    continue
+                if a > pos:
+                    pieces.append([red.prompt_text[pos:a], False])
+                pieces.append([red.prompt_text[a:b], k in removed])
+                pos = b
+            if pos < e:
+                pieces.append([red.prompt_text[pos:e], False])
+            fields_out[name] = {"reduced": red.reduce_range(s, e), "pieces": pieces}
+        return {
+            "fields": fields_out, "criterion": red.criterion, "tolerance": red.tolerance,
+            "n_segments": len(red.segments), "n_removed": len(red.removed), "stopped_by": red.stopped_by,
+            "n_checks": red.n_checks, "original_logprob": red.original_logprob,
+            "reduced_logprob": red.reduced_logprob, "granularity": granularity, "method": config.method,
+            "removal_order": [red.segment_texts[r] for r in red.removed],
+        }
+
+    def _flips(self, ex_, chat, target, explained, progress, cancel) -> dict:
+        editable = self._editable(ex_, chat)
+        rep = ex.token_flips(self._shared.lm, chat, explained, span=self._span(ex_, explained), top_k=FLIPS_TOP_K,
+                             regions=[(s, e) for s, e, _ in editable], progress=progress, cancel=cancel)
+        flips = []
+        for f in rep.flips:
+            field = next(((s, e, name) for s, e, name in editable if s <= f.char_span[0] and f.char_span[1] <= e), None)
+            if field is None:
+                continue
+            s, e, name = field
+            text = rep.prompt_text
+            value = text[s:f.char_span[0]] + f.new_text + text[f.char_span[1]:e]
+            a, b = f.char_span
+            flips.append({
+                "field": name, "value": value, "old": f.old_text, "new": f.new_text,
+                "before": text[max(s, a - 30):a], "after": text[b:min(e, b + 30)],
+                "delta": f.delta, "estimated_delta": f.estimated_delta, "logprob": f.logprob,
+                "keeps_greedy": f.keeps_greedy,
+            })
+        return {"flips": flips, "original_logprob": rep.original_logprob,
+                "original_keeps_greedy": rep.original_keeps_greedy, "span": list(rep.span),
+                "n_positions": rep.n_positions, "n_verified": rep.n_verified}
+
+    def _contrastive(self, ex_, chat, target, explained, progress, cancel) -> dict:
+        foil = models._text_field(ex_, FOIL)  # pylint: disable=protected-access
+        if not foil:
+            raise models.RequestError(f'Input field "{FOIL}" is empty. Fix: type the alternative to contrast with.')
+        res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_), cancel=cancel)
+        return {
+            "text": res.text, "tokens": list(res.tokens), "offsets": res.offsets.tolist(),
+            "special": [bool(s) for s in res.special], "role_spans": [[int(s), int(e), r] for s, e, r in res.role_spans],
+            "target": res.target_text, "foil": res.foil_text, "target_logprob": res.target_logprob,
+            "foil_logprob": res.foil_logprob,
+            "methods": {m: {"signed": models._method_signed(m),  # pylint: disable=protected-access
+                            "values": models.compact(v)} for m, v in res.values.items()},
+        }
+
+
+def with_explain_models(lit_models: Mapping[str, lit_model.Model]) -> dict[str, lit_model.Model]:
+    """The model map plus `_<name>_explain` for each generation model over a SharedLM."""
+    out = dict(lit_models)
+    for name, model in lit_models.items():
+        if isinstance(model, models.GenerationModel):
+            out[explain_model_name(name)] = ExplainModel(model.shared)
+    return out
