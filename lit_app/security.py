@@ -306,7 +306,6 @@ class SecureApp:
 
     Attributes:
       slots: the bounded compute-request counter (`limits.ComputeSlots`).
-      served: {status code: count} of the answers so far.
     """
 
     def __init__(
@@ -330,7 +329,6 @@ class SecureApp:
         self.dataset_names = dataset_names or getattr(app, "dataset_names", None)
         self.paths = PathConfiner(config.data_dir) if config.data_dir else None
         self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
-        self.served: dict[int, int] = {}
         self._allowed = self._allowed_hosts()
 
     # -- checks ------------------------------------------------------------
@@ -439,7 +437,6 @@ class SecureApp:
                 ("Cache-Control", "no-store"), *_SAFE_HEADERS, *headers]
         if close:  # the body may be unread: do not reuse the connection
             hdrs.append(("Connection", "close"))
-        self.served[status] = self.served.get(status, 0) + 1
         start_response(_status_line(status), hdrs)
         return [body]
 
@@ -468,8 +465,9 @@ class SecureApp:
                 self.config.cookie_name, self.config.token, path="/", httponly=True, samesite="Strict")))
             if method in ("GET", "HEAD") and path not in limits_lib.API_PATHS:
                 # Drop the token from the address bar (and from LIT's shareable URLs).
-                location = raw_path + (f"?{urllib.parse.urlencode(query)}" if query else "")
-                self.served[303] = self.served.get(303, 0) + 1
+                # One leading slash: "//evil.example/" must not become a protocol-relative redirect.
+                location = "/" + urllib.parse.quote(raw_path.lstrip("/\\"))
+                location += f"?{urllib.parse.urlencode(query)}" if query else ""
                 start_response(_status_line(303), [("Location", location), ("Content-Length", "0"),
                                                    *_SAFE_HEADERS, *extra_headers])
                 return [b""]
@@ -518,7 +516,6 @@ class SecureApp:
             if status < 400:
                 # LIT builds the whole answer before returning, so the body is ready.
                 body = list(captured.get("written", [])) + list(result)
-                self.served[status] = self.served.get(status, 0) + 1
                 start_response(captured["status"], list(captured["headers"]) + list(_SAFE_HEADERS) + extra_headers)
                 return body
             text = b"".join(list(captured.get("written", [])) + list(result)).decode("utf-8", "replace")

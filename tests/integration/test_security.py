@@ -184,6 +184,9 @@ def test_token_flow(lit):
     assert cookie.startswith(f"sequence_salience_token_{PORT}={TOKEN};")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     jar = {"Cookie": cookie.split(";", 1)[0]}
+    r = c.get(f"/?token={TOKEN}", headers={"Host": HOST}, environ_overrides={"PATH_INFO": "//evil.example/"})
+    # Never a redirect off this server ("//evil.example/" would be protocol-relative).
+    assert r.status_code == 303 and r.headers["Location"] == "/evil.example/"
     # LIT's client then works with the cookie alone: the page, its scripts and its POSTs.
     assert get(c, headers=jar).status_code == 200
     assert get(c, "/main.js", headers=jar).status_code == 200
