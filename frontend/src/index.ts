@@ -8,6 +8,7 @@
  * customElements.get(tag) only after /get_info returns, which is later.
  */
 import {makeModuleClass, TAG} from './element.js';
+import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
 import {patchGeneratedTextModule} from './lit_fixes.js';
 
@@ -31,6 +32,7 @@ async function register() {
   const LitModule = findLitModule(customElements.get(PROBE_TAG));
   customElements.define(TAG, makeModuleClass(LitModule));
   if (customElements.get(INSIDE_TAG) === undefined) customElements.define(INSIDE_TAG, makeInsideModuleClass(LitModule));
+  if (customElements.get(EXPLAIN_TAG) === undefined) customElements.define(EXPLAIN_TAG, makeExplainModuleClass(LitModule));
 }
 
 if (typeof customElements !== 'undefined') {

@@ -1,0 +1,249 @@
+/**
+ * Pure logic of the "Test this explanation" module: request inputs, payload checks,
+ * chart geometry, AOPC rows, status text and contrastive segment values. No DOM.
+ */
+import {aggregate, segment, type Segmentation} from '../aggregate.js';
+import type {SharedTarget} from '../shared/target_store.js';
+
+export const EXPLAIN_FIELD = 'explain';
+export const ACTIONS = ['curves', 'reduce', 'flips', 'contrastive'] as const;
+export type Action = (typeof ACTIONS)[number];
+export const MODES = ['deletion', 'insertion'] as const;
+export type Mode = (typeof MODES)[number];
+
+/** Methods offered for the curves, in display order, with line colours. */
+export const CURVE_METHODS: ReadonlyArray<{id: string; label: string; color: string}> = [
+  {id: 'grad_norm', label: 'Gradient norm', color: '#7b1fa2'},
+  {id: 'grad_x_input', label: 'Gradient × input', color: '#1a73e8'},
+  {id: 'smooth_grad', label: 'SmoothGrad', color: '#e37400'},
+  {id: 'integrated_gradients', label: 'Integrated gradients', color: '#188038'},
+];
+export const RANDOM_COLOR = '#80868b';
+
+/** The explain model of a salience model: "_smollm2_salience" -> "_smollm2_explain". */
+export function explainModelFor(salienceModel: string): string {
+  return salienceModel.endsWith('_salience') ? `${salienceModel.slice(0, -'_salience'.length)}_explain`
+                                             : `_${salienceModel}_explain`;
+}
+
+let nonce = 0;
+
+/**
+ * An input for the explain model: the datapoint's fields plus the action and its settings,
+ * under a fresh id (LIT caches predictions by id; every test is a new request).
+ */
+export function explainInput(t: SharedTarget, action: string, extra: Record<string, unknown> = {}) {
+  const id = `${t.datapointId}~explain-${action}-${Date.now()}-${nonce++}`;
+  const data: Record<string, unknown> = {...t.input, explain_action: action, ...extra, _id: id};
+  if (action !== 'status' && action !== 'cancel') data['target_span'] = `${t.t0}:${t.t1}`;
+  return {id, data, meta: {added: true}};
+}
+
+/** What a result was computed for; a result is shown only while its key matches the view. */
+export function resultKey(t: SharedTarget | null, action: Action, settings = ''): string {
+  if (t === null) return '';
+  const span = action === 'contrastive' ? '' : `${t.t0}:${t.t1}`;
+  const gran = action === 'flips' || action === 'contrastive' ? '' : t.granularity;
+  return [t.datapointId, t.text.length, action, span, gran, settings].join('|');
+}
+
+export interface CurveEntry {
+  logprobs: number[];
+  aopc: number;
+  low?: number[];
+  high?: number[];
+}
+
+export interface CurvesPayload {
+  span: [number, number];
+  granularity: string;
+  removal: string;
+  filler: string;
+  n_segments: number;
+  n_removed: number[];
+  original_logprob: number;
+  empty_logprob: number;
+  methods: string[];
+  curves: Record<string, Partial<Record<Mode, CurveEntry>>>;
+  gaps: Record<string, Partial<Record<Mode, number>>>;
+  n_random: number;
+  seconds: number;
+}
+
+function fail(what: string): never {
+  throw new Error(`Malformed explain payload: ${what}`);
+}
+
+/** Checks the "curves" payload; throws naming the broken field. */
+export function parseCurves(x: unknown): CurvesPayload {
+  const p = x as CurvesPayload;
+  if (p == null || typeof p !== 'object') fail('expected an object');
+  if (!Array.isArray(p.n_removed) || p.n_removed.length < 2) fail('"n_removed" needs at least two points');
+  if (p.curves == null || p.curves['random'] == null) fail('"curves.random" is missing');
+  for (const [name, byMode] of Object.entries(p.curves)) {
+    for (const [mode, c] of Object.entries(byMode)) {
+      if (!Array.isArray(c?.logprobs) || c.logprobs.length !== p.n_removed.length) {
+        fail(`curves.${name}.${mode}.logprobs has ${c?.logprobs?.length} points, expected ${p.n_removed.length}`);
+      }
+    }
+  }
+  return p;
+}
+
+export interface Scale {
+  /** Maps a data value to pixels. */
+  (v: number): number;
+  domain: [number, number];
+}
+
+export function linearScale(d0: number, d1: number, r0: number, r1: number): Scale {
+  const span = d1 - d0 || 1;
+  const f = ((v: number) => r0 + ((v - d0) / span) * (r1 - r0)) as Scale;
+  f.domain = [d0, d1];
+  return f;
+}
+
+/** [min, max] of finite values, padded by 5 % (a flat line gets +-0.5). */
+export function paddedExtent(values: number[]): [number, number] {
+  const finite = values.filter(Number.isFinite);
+  if (finite.length === 0) return [0, 1];
+  let lo = Math.min(...finite);
+  let hi = Math.max(...finite);
+  if (hi - lo < 1e-9) return [lo - 0.5, hi + 0.5];
+  const pad = (hi - lo) * 0.05;
+  return [lo - pad, hi + pad];
+}
+
+/** SVG path "M x y L x y ..." through the points (non-finite points are skipped). */
+export function linePath(xs: number[], ys: number[], sx: Scale, sy: Scale): string {
+  const parts: string[] = [];
+  for (let i = 0; i < xs.length; i++) {
+    if (!Number.isFinite(ys[i])) continue;
+    parts.push(`${parts.length ? 'L' : 'M'}${sx(xs[i]).toFixed(1)} ${sy(ys[i]).toFixed(1)}`);
+  }
+  return parts.join(' ');
+}
+
+/** Closed SVG path of the band between low and high (the random orders' range). */
+export function bandPath(xs: number[], low: number[], high: number[], sx: Scale, sy: Scale): string {
+  if (xs.length === 0) return '';
+  const top = xs.map((x, i) => `${i ? 'L' : 'M'}${sx(x).toFixed(1)} ${sy(high[i]).toFixed(1)}`);
+  const bottom = xs.map((_, j) => {
+    const i = xs.length - 1 - j;
+    return `L${sx(xs[i]).toFixed(1)} ${sy(low[i]).toFixed(1)}`;
+  });
+  return [...top, ...bottom, 'Z'].join(' ');
+}
+
+/** x positions of a curve's points: the fraction of segments removed (or revealed). */
+export function fractions(p: CurvesPayload): number[] {
+  const n = Math.max(1, p.n_segments);
+  return p.n_removed.map((k) => k / n);
+}
+
+/** Every log-prob drawn in one mode's chart (for a shared y range). */
+export function chartValues(p: CurvesPayload, mode: Mode): number[] {
+  const out: number[] = [];
+  for (const byMode of Object.values(p.curves)) {
+    const c = byMode[mode];
+    if (c == null) continue;
+    out.push(...c.logprobs, ...(c.low ?? []), ...(c.high ?? []));
+  }
+  return out;
+}
+
+export interface AopcRow {
+  method: string;
+  label: string;
+  color: string;
+  aopc: number;
+  random: number;
+  gap: number;
+}
+
+/** One row per method for a mode, best gap first. */
+export function aopcRows(p: CurvesPayload, mode: Mode): AopcRow[] {
+  const random = p.curves['random']?.[mode]?.aopc ?? NaN;
+  const rows: AopcRow[] = [];
+  for (const m of p.methods) {
+    const c = p.curves[m]?.[mode];
+    if (c == null) continue;
+    const meta = CURVE_METHODS.find((x) => x.id === m);
+    rows.push({method: m, label: meta?.label ?? m, color: meta?.color ?? '#000', aopc: c.aopc, random,
+               gap: c.aopc - random});
+  }
+  return rows.sort((a, b) => b.gap - a.gap);
+}
+
+/** The server's job status, as the module shows it. */
+export interface JobStatus {
+  action: string;
+  stage: string;
+  done: number;
+  total: number;
+  elapsed_s: number;
+}
+
+const STAGES: Record<string, string> = {
+  curves: 'Scoring edited prompts', reduce: 'Checking removals', flips: 'Verifying flips',
+  starting: 'Starting',
+};
+
+/** "Scoring edited prompts: 24 / 110" (or the action's name while it starts). */
+export function describeStatus(s: JobStatus | null, fallback: string): string {
+  if (s == null) return fallback;
+  const stage = STAGES[s.stage] ?? s.stage;
+  return s.total > 0 ? `${stage}: ${s.done} / ${s.total}` : `${stage}…`;
+}
+
+/** Progress in [0, 1], or null when unknown. */
+export function progressFraction(s: JobStatus | null): number | null {
+  if (s == null || !(s.total > 0)) return null;
+  return Math.max(0, Math.min(1, s.done / s.total));
+}
+
+export interface ContrastivePayload {
+  text: string;
+  tokens: string[];
+  offsets: Array<[number, number]>;
+  special: boolean[];
+  role_spans: Array<[number, number, string]>;
+  target: string;
+  foil: string;
+  target_logprob: number;
+  foil_logprob: number;
+  methods: Record<string, {signed: boolean; values: number[]}>;
+}
+
+export function parseContrastive(x: unknown): ContrastivePayload {
+  const p = x as ContrastivePayload;
+  if (p == null || typeof p.text !== 'string') fail('"text" is not a string');
+  if (!Array.isArray(p.offsets) || p.offsets.length !== p.tokens?.length) fail('"offsets" and "tokens" differ in length');
+  for (const [m, v] of Object.entries(p.methods ?? {})) {
+    if (!Array.isArray(v.values) || v.values.length !== p.tokens.length) fail(`methods.${m}.values has the wrong length`);
+  }
+  return p;
+}
+
+/**
+ * Segment values of a contrastive map at a granularity, with the same segmentation and sum
+ * reduction as the salience module (aggregate.ts).
+ */
+export function contrastiveSegments(p: ContrastivePayload, method: string, granularity: string, pattern?: string):
+    {seg: Segmentation; values: Float64Array} {
+  const seg = segment(p.text, p.offsets, granularity, {pattern, roleSpans: p.role_spans});
+  const values = aggregate(p.methods[method].values, seg, 'sum') as Float64Array;
+  return {seg, values: Float64Array.from(values)};
+}
+
+/** Pieces of a field's text for "Reduce prompt": [text, removed] pairs, adjacent kept text merged. */
+export function mergePieces(pieces: Array<[string, boolean]>): Array<[string, boolean]> {
+  const out: Array<[string, boolean]> = [];
+  for (const [text, removed] of pieces) {
+    if (!text) continue;
+    const last = out[out.length - 1];
+    if (last && last[1] === removed) last[0] += text;
+    else out.push([text, removed]);
+  }
+  return out;
+}

@@ -1,0 +1,122 @@
+import {describe, expect, it} from 'vitest';
+
+import {
+  aopcRows, bandPath, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
+  linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves, progressFraction, resultKey,
+  type CurvesPayload,
+} from '../src/explain/logic.js';
+import type {SharedTarget} from '../src/shared/target_store.js';
+
+const target: SharedTarget = {
+  datapointId: 'dp1', input: {prompt: 'Hello world. Bye.', system: ''}, salienceModel: '_smollm2_salience',
+  text: 'Hello world. Bye. Ok', promptEnd: 17, tokens: ['Hello', ' world', '.', ' Bye', '.', ' Ok'],
+  offsets: [[0, 5], [5, 11], [11, 12], [12, 16], [16, 17], [17, 20]], nPromptTokens: 5, t0: 0, t1: 1,
+  method: 'grad_norm', granularity: 'sentence',
+};
+
+function curves(): CurvesPayload {
+  return {
+    span: [0, 1], granularity: 'sentence', removal: 'filler', filler: ' ', n_segments: 4, n_removed: [0, 2, 4],
+    original_logprob: -1, empty_logprob: -5, methods: ['grad_norm', 'grad_x_input'],
+    curves: {
+      grad_norm: {deletion: {logprobs: [-1, -4, -5], aopc: 2.0}},
+      grad_x_input: {deletion: {logprobs: [-1, -2, -5], aopc: 1.0}},
+      random: {deletion: {logprobs: [-1, -3, -5], aopc: 1.5, low: [-1, -3.5, -5], high: [-1, -2.5, -5]}},
+    },
+    gaps: {}, n_random: 3, seconds: 1,
+  };
+}
+
+describe('explain requests', () => {
+  it('names the explain model after the salience model', () => {
+    expect(explainModelFor('_smollm2_salience')).toBe('_smollm2_explain');
+    expect(explainModelFor('gpt2')).toBe('_gpt2_explain');
+  });
+
+  it('sends the datapoint, the action and the target span under a fresh id', () => {
+    const a = explainInput(target, 'curves', {steps: 5});
+    const b = explainInput(target, 'curves', {steps: 5});
+    expect(a.id).not.toBe(b.id);
+    expect(a.data).toMatchObject({prompt: 'Hello world. Bye.', explain_action: 'curves', steps: 5, target_span: '0:1'});
+    expect(a.data['_id']).toBe(a.id);
+    expect(explainInput(target, 'status').data['target_span']).toBeUndefined();
+  });
+
+  it('keys results by datapoint, span and granularity (flips ignore granularity)', () => {
+    const other = {...target, t1: 2};
+    expect(resultKey(target, 'curves')).not.toBe(resultKey(other, 'curves'));
+    expect(resultKey(target, 'curves')).not.toBe(resultKey({...target, granularity: 'word'}, 'curves'));
+    expect(resultKey(target, 'flips')).toBe(resultKey({...target, granularity: 'word'}, 'flips'));
+    expect(resultKey(target, 'contrastive', 'x')).toBe(resultKey(other, 'contrastive', 'x'));
+    expect(resultKey(null, 'curves')).toBe('');
+  });
+});
+
+describe('curves payload and chart', () => {
+  it('validates the payload', () => {
+    expect(parseCurves(curves()).methods).toEqual(['grad_norm', 'grad_x_input']);
+    const bad = curves();
+    bad.curves['grad_norm']!.deletion!.logprobs = [-1];
+    expect(() => parseCurves(bad)).toThrow(/grad_norm\.deletion\.logprobs has 1 points, expected 3/);
+    expect(() => parseCurves({n_removed: [0, 1], curves: {}})).toThrow(/curves.random/);
+  });
+
+  it('ranks methods by their AOPC gap to random', () => {
+    const rows = aopcRows(curves(), 'deletion');
+    expect(rows.map((r) => r.method)).toEqual(['grad_norm', 'grad_x_input']);
+    expect(rows[0].gap).toBeCloseTo(0.5);
+    expect(rows[1].gap).toBeCloseTo(-0.5);
+    expect(aopcRows(curves(), 'insertion')).toEqual([]);
+  });
+
+  it('maps points to SVG paths', () => {
+    const p = curves();
+    expect(fractions(p)).toEqual([0, 0.5, 1]);
+    const sx = linearScale(0, 1, 0, 100);
+    const sy = linearScale(-5, -1, 50, 0);
+    expect(linePath([0, 0.5, 1], [-1, -3, -5], sx, sy)).toBe('M0.0 0.0 L50.0 25.0 L100.0 50.0');
+    expect(linePath([0, 1], [NaN, -5], sx, sy)).toBe('M100.0 50.0');
+    expect(bandPath([0, 1], [-5, -5], [-1, -1], sx, sy)).toBe('M0.0 0.0 L100.0 0.0 L100.0 50.0 L0.0 50.0 Z');
+    expect(chartValues(p, 'deletion')).toContain(-3.5);
+    expect(paddedExtent([-5, -1])).toEqual([-5.2, -0.8]);
+    expect(paddedExtent([2, 2])).toEqual([1.5, 2.5]);
+    expect(paddedExtent([])).toEqual([0, 1]);
+  });
+});
+
+describe('status and pieces', () => {
+  it('describes progress', () => {
+    const s = {action: 'curves', stage: 'curves', done: 3, total: 12, elapsed_s: 1};
+    expect(describeStatus(s, 'x')).toBe('Scoring edited prompts: 3 / 12');
+    expect(progressFraction(s)).toBe(0.25);
+    expect(describeStatus(null, 'Starting…')).toBe('Starting…');
+    expect(progressFraction({...s, total: 0})).toBeNull();
+  });
+
+  it('merges neighbouring pieces of the same kind', () => {
+    expect(mergePieces([['a ', false], ['b ', false], ['c', true], ['', true], ['d', true], ['e', false]]))
+        .toEqual([['a b ', false], ['cd', true], ['e', false]]);
+  });
+});
+
+describe('contrastive map', () => {
+  const payload = {
+    text: 'Hello world. Bye.', tokens: ['Hello', ' world', '.', ' Bye', '.'],
+    offsets: [[0, 5], [5, 11], [11, 12], [12, 16], [16, 17]] as Array<[number, number]>,
+    special: [false, false, false, false, false], role_spans: [[0, 17, 'user']] as Array<[number, number, string]>,
+    target: ' A', foil: ' B', target_logprob: -1, foil_logprob: -3,
+    methods: {grad_x_input: {signed: true, values: [1, 2, 3, -1, -2]}},
+  };
+
+  it('sums token values per segment like the salience module', () => {
+    const p = parseContrastive(payload);
+    const {seg, values} = contrastiveSegments(p, 'grad_x_input', 'sentence');
+    expect(seg.starts.length).toBe(2);
+    expect(Array.from(values)).toEqual([6, -3]);
+    expect(Array.from(contrastiveSegments(p, 'grad_x_input', 'word').values)).toEqual([1, 2, 3, -1, -2]);
+  });
+
+  it('rejects values of the wrong length', () => {
+    expect(() => parseContrastive({...payload, methods: {g: {signed: true, values: [1]}}})).toThrow(/methods.g.values/);
+  });
+});
