@@ -9,8 +9,10 @@ _modules = layout.LitModuleName
 # Not "sequence-salience-module": LIT 1.3.1's main.js already registers that
 # tag for its own module, and a tag can be defined only once per page.
 SALIENCE_MODULE_TAG = "prompt-salience-module"
-# "Inside the model" (frontend/src/inside/module.ts `INSIDE_TAG`), shown beside it.
+# "Inside the model" (frontend/src/inside/module.ts `INSIDE_TAG`), shown below it.
 INSIDE_MODULE_TAG = "inside-model-module"
+# "Test this explanation" (frontend/src/explain/module.ts `EXPLAIN_TAG`), a tab beside it.
+EXPLAIN_MODULE_TAG = "explain-test-module"
 
 SALIENCE_LAYOUT_NAME = "sequence_salience"
 SIMPLE_LAYOUT_NAME = "sequence_salience_simple"
@@ -25,9 +27,12 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
         LIT's client rejects a layout naming an undefined element ("Malformed
         layout"), so the layouts then show LIT's built-in modules only.
     """
-    salience = ([layout.ModuleConfig(SALIENCE_MODULE_TAG), layout.ModuleConfig(INSIDE_MODULE_TAG)]
-                if with_salience_module else [])
+    salience = [layout.ModuleConfig(SALIENCE_MODULE_TAG)] if with_salience_module else []
     main = {"Sequence Salience": salience} if salience else {}
+    # Below the salience module, full width: it follows the token clicked there.
+    inside = {"Inside the model": [layout.ModuleConfig(INSIDE_MODULE_TAG)]} if with_salience_module else {}
+    if with_salience_module:
+        inside["Test this explanation"] = [layout.ModuleConfig(EXPLAIN_MODULE_TAG)]
     return {
         SALIENCE_LAYOUT_NAME: layout.LitCanonicalLayout(
             left={
@@ -39,7 +44,8 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
                 "Generated Text": [_modules.GeneratedTextModule],
             },
             upper=main or {"Generated Text": [_modules.GeneratedTextModule]},
-            layoutSettings=layout.LayoutSettings(leftWidth=35, mainHeight=90),
+            lower=inside,
+            layoutSettings=layout.LayoutSettings(leftWidth=35, mainHeight=58 if inside else 90),
             description=(
                 "Prompt debugging: pick or edit a prompt on the left, click part of"
                 " the output to see which parts of the prompt drove it."

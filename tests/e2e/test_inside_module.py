@@ -6,8 +6,8 @@ prediction is the model's actual next token (the greedy response token, so
 rank 1st); switch the largest sub-update of the last layer off, run, and see
 the probability change; search a word and get value vectors (the index builds
 in the background; the search answers from the layers built so far and the
-module polls). Screenshot: artifacts/e2e/inside.png (docs/inside.png too when
-UPDATE_SCREENSHOTS=1).
+module polls). Screenshots: artifacts/e2e/inside.png after the run (docs/inside.png too
+when UPDATE_SCREENSHOTS=1) and inside-search.png.
 """
 
 from __future__ import annotations
@@ -100,6 +100,11 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     assert after != before and re.search(r"\([+−]", after), "switching the sub-update off did not change p"
     expect(last.locator(".ival")).to_be_visible()  # the layer table shows the new probabilities too
     expect(compare).to_contain_text("generated")
+    last.scroll_into_view_if_needed()  # the picture: last layers, the intervention and before/after
+    page.mouse.move(5, 5)
+    page.screenshot(path=str(artifacts_dir / "inside.png"))
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(artifacts_dir / "inside.png", REPO / "docs" / "inside.png")
 
     # 4. Search a word; the index builds in the background, the module polls until hits arrive.
     box = inside.locator(".search-input")
@@ -115,9 +120,5 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     hit.locator(".hit-add").click()
     expect(inside.locator(".iv-item")).to_have_count(2)
 
-    page.mouse.move(5, 5)
-    shot = artifacts_dir / "inside.png"
-    inside.screenshot(path=str(shot))
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(shot, REPO / "docs" / "inside.png")
+    page.screenshot(path=str(artifacts_dir / "inside-search.png"))
     assert not external, f"the page contacted other hosts: {external[:5]}"

@@ -130,7 +130,7 @@ def test_lit_search_builds_the_index_in_the_background(client, monkeypatch, tmp_
     assert "search text is empty" in _error(client, SEARCH, {"query": "  "}, id_="empty")
 
 
-def test_layout_shows_the_inside_module_beside_the_salience_module():
+def test_layout_shows_the_inside_module_below_the_salience_module():
     import os
     import re
 
@@ -140,6 +140,8 @@ def test_layout_shows_the_inside_module_beside_the_salience_module():
     with open(module_ts, encoding="utf-8") as f:
         match = re.search(r"export const INSIDE_TAG = ['\"]([a-z0-9-]+)['\"]", f.read())
     assert match and match.group(1) == layouts.INSIDE_MODULE_TAG
-    upper = layouts.make_layouts()[layouts.DEFAULT_LAYOUT].upper
-    tab = next(mods for mods in upper.values() if any(m.module == layouts.SALIENCE_MODULE_TAG for m in mods))
-    assert [m.module for m in tab] == [layouts.SALIENCE_MODULE_TAG, layouts.INSIDE_MODULE_TAG]
+    default = layouts.make_layouts()[layouts.DEFAULT_LAYOUT]
+    assert [m.module for tab in default.upper.values() for m in tab] == [layouts.SALIENCE_MODULE_TAG]
+    assert [m.module for tab in default.lower.values() for m in tab] == [layouts.INSIDE_MODULE_TAG]
+    bare = layouts.make_layouts(with_salience_module=False)[layouts.DEFAULT_LAYOUT]
+    assert layouts.INSIDE_MODULE_TAG not in str(bare)  # no bundle, no custom elements

@@ -355,9 +355,9 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
           <td class="prob"><div class="pbar"><div style="width:${(p * 100).toFixed(1)}%"></div></div>
             <span class="pval">${formatProb(p)}</span>
             ${iv ? html`<span class="ival ${iv.after.target_prob > p ? 'up' : iv.after.target_prob < p ? 'down' : ''}">→ ${formatProb(iv.after.target_prob)}</span>` : nothing}</td>
-          <td class="preds">${l.after.tokens.slice(0, INLINE_PREDS).map((t, i) =>
-              html`<span class="tok" title="p=${formatProb(l.after.probs[i])}">${showToken(t)}</span>`)}</td>
-          <td class="subs">${l.sub_updates.slice(0, INLINE_SUBS).map((s) => this.renderSub(s))}</td>
+          <td class="preds"><div class="chips">${l.after.tokens.slice(0, INLINE_PREDS).map((t, i) =>
+              html`<span class="tok" title="p=${formatProb(l.after.probs[i])}">${showToken(t)}</span>`)}</div></td>
+          <td class="subs"><div class="chips">${l.sub_updates.slice(0, INLINE_SUBS).map((s) => this.renderSub(s))}</div></td>
         </tr>
         ${open ? this.renderDetails(l) : nothing}`;
     }
@@ -480,7 +480,12 @@ const STYLES = css`
   .axis { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
   table.layers { width: 100%; border-collapse: collapse; font-size: 12px; }
   table.layers th { text-align: left; color: #5f6368; font-weight: 500; border-bottom: 1px solid #dadce0; padding: 2px 4px; position: sticky; top: 0; background: #fff; }
-  .layer-row td { padding: 2px 4px; border-bottom: 1px solid #f1f3f4; vertical-align: middle; }
+  .layer-row td { padding: 1px 4px; border-bottom: 1px solid #f1f3f4; vertical-align: middle; }
+  table.layers { table-layout: fixed; }
+  table.layers th:nth-child(1) { width: 36px; } table.layers th:nth-child(2) { width: 118px; }
+  table.layers th:nth-child(3) { width: 118px; } table.layers th:nth-child(4) { width: 20%; }
+  .chips { display: flex; flex-wrap: nowrap; overflow: hidden; align-items: center; }
+  .chips > * { flex: none; }
   .layer-row { cursor: pointer; }
   .layer-row:hover { background: #f8f9fa; }
   .layer-row:focus-visible { outline: 2px solid #1a73e8; }
@@ -488,7 +493,7 @@ const STYLES = css`
   .num { width: 36px; font-variant-numeric: tabular-nums; }
   .rank { white-space: nowrap; font-variant-numeric: tabular-nums; }
   .prob { white-space: nowrap; min-width: 110px; }
-  .pbar { display: inline-block; width: 50px; height: 8px; background: #e8eaed; border-radius: 2px; vertical-align: middle; }
+  .pbar { display: inline-block; width: 40px; height: 8px; background: #e8eaed; border-radius: 2px; vertical-align: middle; }
   .pbar > div { height: 100%; background: #1a73e8; border-radius: 2px; }
   .pval, .ival { font-variant-numeric: tabular-nums; margin-left: 4px; }
   .ival.up { color: #137333; } .ival.down { color: #a50e0e; }
