@@ -55,3 +55,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_aggregate.py
 	cd frontend && node test/bench_aggregate.mjs
 	$(BIN)/python benchmarks/bench_server.py --skip_cold
+	$(BIN)/python benchmarks/bench_inside.py
