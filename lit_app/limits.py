@@ -68,6 +68,7 @@ class Limits:
       max_ig_steps: largest integrated-gradients step count of a request.
       max_pending: compute requests running or waiting for the model at once (HTTP 503 beyond).
       retry_after_s: the Retry-After a 503 suggests.
+      max_connections: open connections at once, each served by a thread (security.BoundedThreadedServer).
     """
 
     max_body_bytes: int = 4 * 1024 * 1024
@@ -76,10 +77,11 @@ class Limits:
     max_ig_steps: int = models.MAX_IG_STEPS
     max_pending: int = 16
     retry_after_s: int = 2
+    max_connections: int = 64
 
     def __post_init__(self):
         for name in ("max_body_bytes", "max_prompt_chars", "max_new_tokens", "max_ig_steps",
-                     "max_pending", "retry_after_s"):
+                     "max_pending", "retry_after_s", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} is {getattr(self, name)}; it must be at least 1.")
         if self.max_ig_steps > models.MAX_IG_STEPS:

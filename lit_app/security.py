@@ -46,6 +46,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 import urllib.parse
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
@@ -200,6 +201,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                    help=f"Largest integrated-gradients step count (at most {defaults.max_ig_steps}).")
     g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
                    help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
+    g.add_argument("--max_connections", type=int, default=defaults.max_connections,
+                   help="Open connections at once (one thread each; HTTP 503 beyond).")
 
 
 def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -225,6 +228,7 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
         max_new_tokens=args.max_new_tokens,
         max_ig_steps=args.max_ig_steps,
         max_pending=args.max_pending_requests,
+        max_connections=args.max_connections,
     )
     data_dir = os.path.realpath(args.data_dir) if args.data_dir else None
     return SecurityConfig(host=args.host, port=args.port, allowed_hosts=allowed, token=token,
@@ -235,6 +239,68 @@ class RequestHandler(serving.WSGIRequestHandler):
     """werkzeug's handler with a socket timeout, so a stalled client cannot hold a thread forever."""
 
     timeout = SOCKET_TIMEOUT_S
+
+
+class BoundedThreadedServer(serving.ThreadedWSGIServer):
+    """werkzeug's thread-per-connection server, with at most `max_connections` connections at once.
+
+    A connection beyond the bound is answered at once with a one-line 503
+    (Retry-After: 1) and closed, so a flood of (possibly stalled) connections
+    cannot grow the number of threads without bound.
+    """
+
+    def __init__(self, host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int):
+        if max_connections < 1:
+            raise ValueError(f"max_connections is {max_connections}; it must be at least 1.")
+        super().__init__(host, port, app, handler=RequestHandler)
+        self.max_connections = max_connections
+        self.active = 0
+        self.refused = 0
+        self._count_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._count_lock:
+            full = self.active >= self.max_connections
+            if full:
+                self.refused += 1
+            else:
+                self.active += 1
+        if full:
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the connection's thread
+        except BaseException:
+            self._done()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._count_lock:
+            self.active -= 1
+
+    def _refuse(self, request: Any) -> None:
+        body = (f"The server has {self.max_connections} connections open (--max_connections);"
+                " retry in 1 s.").encode("utf-8")
+        head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                f"Retry-After: 1\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n").encode("ascii")
+        try:
+            request.settimeout(0.5)  # never let one slow client stall the accept loop
+            request.sendall(head + body)
+        except OSError:
+            pass
+        finally:
+            self.shutdown_request(request)
+
+
+def make_server(host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int) -> BoundedThreadedServer:
+    """The HTTP server for `app`: threaded, bounded connections, socket timeouts."""
+    return BoundedThreadedServer(host, port, app, max_connections)
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
                              [--max_new_tokens 64] [--device cpu] [--dtype float32]
                              [--data prompts.jsonl] [--allowed_hosts NAME] [--token T]
                              [--data_dir DIR] [--max_body_bytes N] [--max_prompt_chars N]
-                             [--max_ig_steps N] [--max_pending_requests N]
+                             [--max_ig_steps N] [--max_pending_requests N] [--max_connections N]
 
 or the console script `sequence-salience-server` with the same flags. It checks
 the data file, builds the offline client root, loads the model (logging
@@ -179,8 +179,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Starts the server; returns the exit status."""
-    from werkzeug import serving  # pylint: disable=import-outside-toplevel
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
     start = time.perf_counter()
@@ -205,8 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = build_app(inside_models.with_inside(models.make_models(shared, name), shared, name), lit_datasets, client_root)
     sec = security.config_from_args(args)
     try:
-        httpd = serving.make_server(args.host, args.port, security.SecureApp(app, sec), threaded=True,
-                                    request_handler=security.RequestHandler)
+        httpd = security.make_server(args.host, args.port, security.SecureApp(app, sec), sec.limits.max_connections)
     except OSError as e:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)

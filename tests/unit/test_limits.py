@@ -1,0 +1,229 @@
+"""Request limits and the pieces of lit_app/security.py that need no model: hosts, bodies,
+path confinement, compute slots, error messages, and the connection-bounded HTTP server."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from lit_app import limits, security
+from lit_app.limits import Limits, Rejected
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("localhost:5432", ("localhost", 5432)),
+    ("LocalHost.:80", ("localhost", 80)),
+    ("127.0.0.1", ("127.0.0.1", 8080)),
+    ("[::1]:5432", ("::1", 5432)),
+    ("[::1]", ("::1", 8080)),
+    ("::1", ("::1", 8080)),
+    ("lab.example:65535", ("lab.example", 65535)),
+    ("", None), ("[::1", None), ("[::1]x", None), ("host:0", None), ("host:70000", None), ("host:p", None),
+    ("a b:1", None), ("user@host:1", None), ("host/x:1", None),
+])
+def test_parse_host(value, expected):
+    assert security.parse_host(value, 8080) == expected
+
+
+@pytest.mark.parametrize("host,loopback,wildcard", [
+    ("127.0.0.1", True, False), ("127.9.9.9", True, False), ("localhost", True, False), ("::1", True, False),
+    ("[::1]", True, False), ("0.0.0.0", False, True), ("::", False, True), ("10.0.0.1", False, False),
+    ("lab.example", False, False),
+])
+def test_loopback_and_wildcard(host, loopback, wildcard):
+    assert security.is_loopback(host) is loopback and security.is_wildcard(host) is wildcard
+
+
+def _environ(body: bytes, length: str | None, chunked: bool = False) -> dict:
+    env = {"wsgi.input": io.BytesIO(body)}
+    if length is not None:
+        env["CONTENT_LENGTH"] = length
+    if chunked:
+        env["wsgi.input_terminated"] = True
+    return env
+
+
+def test_read_body_within_and_beyond_the_limit():
+    env = _environ(b'{"a": 1}', "8")
+    assert limits.read_body(env, 8) == b'{"a": 1}'
+    assert env["wsgi.input"].read() == b'{"a": 1}' and env["CONTENT_LENGTH"] == "8"  # LIT reads it again
+    with pytest.raises(Rejected) as e:
+        limits.read_body(_environ(b"x" * 9, "9"), 8)
+    assert e.value.status == 413 and "9 bytes" in e.value.message
+    assert limits.read_body(_environ(b"x" * 8, None, chunked=True), 8) == b"x" * 8
+    with pytest.raises(Rejected) as e:
+        limits.read_body(_environ(b"x" * 9, None, chunked=True), 8)
+    assert e.value.status == 413
+    assert limits.read_body(_environ(b"ignored", None), 8) == b""  # no length, not chunked: no body
+
+
+@pytest.mark.parametrize("length,status", [("abc", 400), ("-1", 400), ("10", 400)])
+def test_read_body_bad_lengths(length, status):
+    with pytest.raises(Rejected) as e:
+        limits.read_body(_environ(b"short", length), 100)
+    assert e.value.status == status
+
+
+def test_read_body_stalled_client_is_408():
+    class Stalled:
+        def read(self, n):
+            raise TimeoutError("timed out")
+
+    with pytest.raises(Rejected) as e:
+        limits.read_body({"wsgi.input": Stalled(), "CONTENT_LENGTH": "5"}, 100)
+    assert e.value.status == 408
+
+
+@pytest.mark.parametrize("body,ok", [(b"", True), (b"  ", True), (b'{"x": [1]}', True), (b"{", False),
+                                     ('{"a": "é"}'.encode("utf-16"), False), (b"\xff", False)])
+def test_parse_json(body, ok):
+    if ok:
+        limits.parse_json(body)
+    else:
+        with pytest.raises(Rejected) as e:
+            limits.parse_json(body)
+        assert e.value.status == 400
+
+
+@pytest.mark.parametrize("value,expected", [(3, 3), (3.0, 3), ("3", 3), (" 4 ", 4), ("4.0", 4), (True, None),
+                                            (1.5, None), ("x", None), (None, None), ([1], None)])
+def test_whole_number(value, expected):
+    assert limits._whole_number(value) == expected
+
+
+def test_prompt_chars_count_prompt_system_and_target_together():
+    lim = Limits(max_prompt_chars=10)
+    limits.validate_example({"prompt": "12345", "system": "123", "target": "12"}, lim, "x")
+    with pytest.raises(Rejected, match="11 characters"):
+        limits.validate_example({"prompt": "12345", "system": "123", "target": "123"}, lim, "x")
+
+
+def test_polls_are_recognised_only_when_every_input_polls():
+    poll = {"id": "a", "data": {"prompt": "p", "detail": "poll"}}
+    span = {"id": "b", "data": {"prompt": "p", "detail": "span"}}
+    assert limits.is_poll("/get_preds", {"inputs": [poll, poll]})
+    assert not limits.is_poll("/get_preds", {"inputs": [poll, span]})
+    assert not limits.is_poll("/get_preds", {"inputs": []})
+    assert not limits.is_poll("/get_metrics", {"inputs": [poll]})
+
+
+def test_compute_slots_never_exceed_capacity_under_contention():
+    slots = limits.ComputeSlots(3)
+    barrier = threading.Barrier(20)
+    got = []
+
+    def worker():
+        barrier.wait()
+        got.append(slots.try_acquire())
+
+    threads = [threading.Thread(target=worker) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got.count(True) == 3 and slots.in_use == 3 and slots.rejected == 17
+    for _ in range(3):
+        slots.release()
+    with pytest.raises(RuntimeError):
+        slots.release()
+    err = slots.busy_error(2)
+    assert err.status == 503 and ("Retry-After", "2") in err.headers
+
+
+def test_path_confiner(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "out"
+    root.mkdir()
+    outside.mkdir()
+    (root / "sub").mkdir()
+    os.symlink(outside, root / "link")
+    os.symlink(root / "sub", root / "inner_link")
+    os.symlink(outside / "x.lit.jsonl", root / "f.lit.jsonl")
+    confiner = security.PathConfiner(str(root))
+    real = os.path.realpath(root)
+    assert confiner.resolve("a.jsonl") == os.path.join(real, "a.jsonl")
+    assert confiner.resolve("sub/a") == os.path.join(real, "sub", "a")
+    assert confiner.resolve(str(root / "sub" / "a")) == os.path.join(real, "sub", "a")
+    assert confiner.resolve("inner_link/a") == os.path.join(real, "sub", "a")  # a symlink that stays inside
+    for bad in ("../x", "sub/../../x", "sub/..", "..\\x", "/etc/passwd", str(outside / "a"), "link/a", "link", "f",
+                "a\x00b"):
+        with pytest.raises(Rejected) as e:
+            confiner.resolve(bad)
+        assert e.value.status == 403, bad
+    with pytest.raises(Rejected):
+        confiner.resolve("")
+
+
+@pytest.mark.parametrize("body,message", [
+    ("Uncaught error: bad thing\n\nDetails: Traceback (most recent call last):\n  File \"x\"", "bad thing"),
+    ("Uncaught error: 'nope'\n\nDetails: Traceback", "Unknown or missing name 'nope' in the request"),
+    ("Uncaught error: two\nlines\n\nDetails: tb", "two lines"),
+    ("Not found", "Not found"),
+    ("", "The server failed without a message"),
+])
+def test_lit_error_messages_become_one_line(body, message):
+    got, details = security.lit_error_message(body)
+    assert got == message and "\n" not in got
+    assert ("Traceback" in details) == ("Traceback" in body)
+
+
+def test_one_line_truncates():
+    assert security.one_line("a\n b\r\nc") == "a b c"
+    assert len(security.one_line("x" * 2000)) == 600
+
+
+# ---------------------------------------------------------------------------
+# The connection-bounded server, on a real socket.
+
+
+def _send(port: int, path: str = "/") -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+    return s
+
+
+def _read_all(s: socket.socket) -> bytes:
+    data = b""
+    while chunk := s.recv(4096):
+        data += chunk
+    s.close()
+    return data
+
+
+def test_bounded_server_answers_503_beyond_max_connections():
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def app(environ, start_response):
+        entered.release()
+        release.wait(30)
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        return [b"ok"]
+
+    httpd = security.make_server("127.0.0.1", 0, app, max_connections=2)
+    port = httpd.server_address[1]
+    serve = threading.Thread(target=httpd.serve_forever, daemon=True)
+    serve.start()
+    try:
+        held = [_send(port), _send(port)]
+        assert entered.acquire(timeout=30) and entered.acquire(timeout=30)  # both are inside the app
+        refused = _read_all(_send(port))
+        head, _, body = refused.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in head
+        assert b"--max_connections" in body and b"\n" not in body
+        release.set()
+        for s in held:
+            assert _read_all(s).endswith(b"ok")
+        deadline = time.monotonic() + 10
+        while httpd.active and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert httpd.active == 0 and httpd.refused == 1
+        assert _read_all(_send(port)).endswith(b"ok")  # the slots came back
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
