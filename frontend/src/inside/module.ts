@@ -336,7 +336,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
         <div class="section-label">Layer by layer${settle >= 0 ? html` <span class="hint">— the top prediction from layer ${settle} on</span>` : nothing}</div>
         <table class="layers">
           <thead><tr><th>Layer</th><th title="Rank of the target before → after the feed-forward block">Rank</th>
-            <th>p(${showToken(tr.target_token)})${r ? ' before → after interventions' : ''}</th>
+            <th title="${r ? 'before → under the interventions' : 'after the feed-forward block'}">p(${showToken(tr.target_token)})${r ? ' → with interventions' : ''}</th>
             <th>Top predictions (after FFN)</th><th title="Largest |coefficient| × ‖value‖; click to add to the interventions">Top sub-updates</th></tr></thead>
           <tbody>${tr.layers.map((l) => this.renderLayer(l, after?.[l.layer] ?? null))}</tbody>
         </table>`;
@@ -374,8 +374,8 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
           <span class="vid">v${s.index}</span><span class="coef">${s.coef >= 0 ? '+' : '−'}${Math.abs(s.coef).toFixed(2)}</span>
           <span class="vtoks">${s.top_tokens.slice(0, withButtons ? 8 : 2).map(showToken).join(' ')}</span></button>`;
       if (!withButtons) return chip;
-      return html`<div class="sub-line">${chip}
-        <button class="small add-on" title="Add switched on" @click=${(e: Event) => { e.stopPropagation(); this.add(s.layer, s.index, 'on'); }}>+ on</button></div>`;
+      return html`<div class="sub-line">
+        <button class="small add-on" title="Add switched on" @click=${(e: Event) => { e.stopPropagation(); this.add(s.layer, s.index, 'on'); }}>+ on</button>${chip}</div>`;
     }
 
     private renderDetails(l: LayerTrace) {
@@ -483,7 +483,7 @@ const STYLES = css`
   .layer-row td { padding: 1px 4px; border-bottom: 1px solid #f1f3f4; vertical-align: middle; }
   table.layers { table-layout: fixed; }
   table.layers th:nth-child(1) { width: 36px; } table.layers th:nth-child(2) { width: 118px; }
-  table.layers th:nth-child(3) { width: 118px; } table.layers th:nth-child(4) { width: 20%; }
+  table.layers th:nth-child(3) { width: 150px; } table.layers th:nth-child(4) { width: 20%; }
   .chips { display: flex; flex-wrap: nowrap; overflow: hidden; align-items: center; }
   .chips > * { flex: none; }
   .layer-row { cursor: pointer; }
@@ -493,9 +493,9 @@ const STYLES = css`
   .num { width: 36px; font-variant-numeric: tabular-nums; }
   .rank { white-space: nowrap; font-variant-numeric: tabular-nums; }
   .prob { white-space: nowrap; min-width: 110px; }
-  .pbar { display: inline-block; width: 40px; height: 8px; background: #e8eaed; border-radius: 2px; vertical-align: middle; }
+  .pbar { display: inline-block; width: 32px; height: 8px; background: #e8eaed; border-radius: 2px; vertical-align: middle; }
   .pbar > div { height: 100%; background: #1a73e8; border-radius: 2px; }
-  .pval, .ival { font-variant-numeric: tabular-nums; margin-left: 4px; }
+  .pval, .ival { font-variant-numeric: tabular-nums; margin-left: 3px; font-size: 11.5px; }
   .ival.up { color: #137333; } .ival.down { color: #a50e0e; }
   .tok { font-family: 'Roboto Mono', monospace; background: #f1f3f4; border-radius: 2px; padding: 0 3px; margin-right: 3px; white-space: pre; }
   .sub-update { font: inherit; font-size: 11.5px; border: 1px solid #dadce0; border-radius: 10px; background: #fff;
@@ -506,9 +506,13 @@ const STYLES = css`
   .sub-update.pos .coef { color: #137333; } .sub-update.neg .coef { color: #a50e0e; }
   .vtoks { font-family: 'Roboto Mono', monospace; margin-left: 4px; white-space: pre; }
   .details td { background: #f8f9fa; padding: 4px 8px; }
-  .details-grid { display: grid; grid-template-columns: 1fr 1fr 2.5fr; gap: 8px; }
+  .details-grid { display: grid; grid-template-columns: 150px 150px minmax(0, 1fr); gap: 8px; }
+  .plist li { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+  .slist { overflow: hidden; }
   .plist ol { margin: 0; padding-left: 18px; } .pv { color: #5f6368; font-variant-numeric: tabular-nums; }
-  .sub-line { display: flex; align-items: center; gap: 4px; }
+  .sub-line { display: flex; align-items: center; gap: 4px; min-width: 0; }
+  .sub-line .sub-update { flex: 0 1 auto; min-width: 0; overflow: hidden; text-overflow: ellipsis; }
+  .sub-line .add-on { flex: none; }
   button.small { font: inherit; font-size: 11px; padding: 0 4px; }
   .panel { border-top: 1px solid #dadce0; margin-top: 8px; padding-top: 2px; }
   .iv-list { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; min-height: 24px; }
