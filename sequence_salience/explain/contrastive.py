@@ -110,16 +110,18 @@ def contrastive_salience(
         if not method.linear and m != "grad_norm":
             raise SalienceError(f"Contrastive salience is not defined for {m!r} (not linear in the target). "
                                 "Fix: use grad_norm or a linear method.")
-    norm, totals = _gradient_norm_of_difference(lm, prompt_ids, target_ids, foil_ids)
     values: dict[str, np.ndarray] = {}
+    totals = None
     for m in methods:
         scoring.check_cancel(cancel, "contrastive salience")
         if m == "grad_norm":
-            values[m] = norm
+            values[m], totals = _gradient_norm_of_difference(lm, prompt_ids, target_ids, foil_ids)
             continue
         a = compute_span_salience(lm, prompt, target, m, config=config)[:P]
         b = compute_span_salience(lm, prompt, foil, m, config=config)[:P]
         values[m] = (np.asarray(a, np.float64) - np.asarray(b, np.float64)).astype(np.float32)
+    if totals is None:  # log-probs from two forward passes
+        totals = [float(scoring.score(lm, [prompt_ids], ids, (0, len(ids)))[0]) for ids in (target_ids, foil_ids)]
     text = encoded.text
     tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i))
                    for (s, e), i in zip(encoded.offsets, prompt_ids))

@@ -224,7 +224,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     private settings(action: Action): string {
       if (action === 'curves') return `${this.steps}|${this.removal}|${this.methods.join(',')}`;
       if (action === 'reduce') return this.methods[0] ?? '';
-      if (action === 'contrastive') return this.foil;
+      if (action === 'contrastive') return `${this.foil}|${this.contrastMethod}`;
       return '';
     }
 
@@ -235,10 +235,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         return {...common, steps: this.steps, removal: this.removal, methods: this.methods.join(',')};
       }
       if (action === 'reduce') return {...common, methods: this.methods[0] ?? 'grad_norm'};
-      if (action === 'contrastive') {
-        return {foil: this.foil, methods: CURVE_METHODS.filter((m) => m.id !== 'integrated_gradients')
-                    .map((m) => m.id).join(',')};
-      }
+      if (action === 'contrastive') return {foil: this.foil, methods: this.contrastMethod};
       return {};
     }
 
@@ -438,7 +435,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     }
 
     private renderChart(p: CurvesPayload, mode: Mode) {
-      const W = 320, H = 170, L = 44, R = 8, T = 18, B = 30;
+      const W = 320, H = 160, L = 44, R = 18, T = 18, B = 30;
       const xs = fractions(p);
       const sx = linearScale(0, 1, L, W - R);
       const [y0, y1] = paddedExtent(chartValues(p, mode));

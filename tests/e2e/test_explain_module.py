@@ -1,0 +1,102 @@
+"""The "Test this explanation" module in LIT's UI, against the real server, in Debian Chromium.
+
+Flow: select an example, open the module's tab, run the faithfulness curves (a chart with
+the random reference and AOPC per method appears), reduce the prompt and load it into the
+datapoint editor (then add it and see it explained), and enter two foils: the contrastive
+map differs between them. Screenshots go to artifacts/e2e/ (and to docs/explain.png when
+UPDATE_SCREENSHOTS=1).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+SALIENCE = "prompt-salience-module"
+TAG = "explain-test-module"
+EXAMPLE_PROMPT = "What is the capital of France?"
+TIMEOUT_MS = 300_000
+
+
+def _wait_idle(mod) -> None:
+    mod.page.locator(f'{TAG}[data-run="idle"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+
+
+def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    timings = {}
+    page.goto(server_url)
+    page.locator(SALIENCE).wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=EXAMPLE_PROMPT).first.click()
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    page.locator(".tab", has_text="Test this explanation").first.click()
+    mod = page.locator(TAG)
+    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+
+    # 1. Curves: two charts with one line per method, the dashed random line and the AOPC table.
+    mod.locator("input.steps").fill("3")
+    mod.locator("input.steps").dispatch_event("change")
+    t0 = time.perf_counter()
+    mod.locator("button.run.curves").click()
+    mod.locator("svg.chart.deletion path.line.random").wait_for(timeout=TIMEOUT_MS)
+    timings["curves_s"] = time.perf_counter() - t0
+    for mode in ("deletion", "insertion"):
+        assert mod.locator(f"svg.chart.{mode} path.line.method").count() == 2
+        assert mod.locator(f"table.aopc.{mode} tr[data-method]").count() == 2
+    assert "random" in mod.locator("table.aopc.deletion").inner_text()
+    page.mouse.move(5, 5)
+    page.screenshot(path=str(artifacts_dir / "explain-curves.png"))
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(artifacts_dir / "explain-curves.png", REPO / "docs" / "explain.png")
+
+    # 2. Reduce the prompt (word granularity): removed words struck through; load into the editor.
+    mod.locator("button.tab-btn.reduce").click()
+    t0 = time.perf_counter()
+    mod.locator("button.run.reduce").click()
+    mod.locator(".reduced-text").wait_for(timeout=TIMEOUT_MS)
+    timings["reduce_s"] = time.perf_counter() - t0
+    kept = "".join(mod.locator(".reduced-text > span").all_inner_texts())
+    removed = mod.locator(".reduced-text s.removed").all_inner_texts()
+    print("reduced prompt:", repr(kept), "removed:", removed)
+    assert kept.strip() and len(kept) < len(EXAMPLE_PROMPT)
+    assert removed, "input reduction removed nothing"
+    page.screenshot(path=str(artifacts_dir / "explain-reduce.png"))
+    mod.locator("button.load-reduced").click()
+    expect(mod.locator(".status.notice")).to_contain_text("datapoint editor")
+    editor = page.locator("single-datapoint-editor-module")
+    prompt_box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
+    expect(prompt_box).to_have_value(kept, timeout=10_000)
+    editor.locator("button#make").click()  # Add: the reduced prompt becomes the selected datapoint
+    salience = page.locator(SALIENCE)
+    expect(salience.locator(".prompt")).to_contain_text(kept.strip(), timeout=TIMEOUT_MS)
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+
+    # 3. Contrastive: two foils give two different maps.
+    page.locator(".tab", has_text="Test this explanation").first.click()
+    mod.locator("button.tab-btn.contrastive").click()
+    maps = []
+    for foil in ("The capital of France is Lyon.", "I do not know."):
+        mod.locator("input.foil").fill(foil)
+        t0 = time.perf_counter()
+        mod.locator("button.run.contrastive").click()
+        expect(mod.locator(".contrastive .facts")).to_contain_text(foil[:20], timeout=TIMEOUT_MS)
+        timings.setdefault("contrastive_s", time.perf_counter() - t0)
+        styles = mod.locator(".contrast-map .seg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+        assert any("background" in s for s in styles)
+        maps.append(styles)
+    assert maps[0] != maps[1], "the contrastive map did not change with the foil"
+    page.screenshot(path=str(artifacts_dir / "explain-contrastive.png"))
+
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    assert not external, f"requests to non-local hosts: {external}"
+    print("explain e2e timings (s):", {k: round(v, 1) for k, v in timings.items()})
