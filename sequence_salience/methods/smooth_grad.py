@@ -5,7 +5,8 @@
 
 so the noise on each token's embedding has about `noise` times that embedding's norm
 (`SalienceConfig.smooth_grad_noise`, default 0.1; `smooth_grad_samples` samples, default 8,
-seeded by `smooth_grad_seed`: the same seed gives the same result, whatever the chunking).
+seeded by `smooth_grad_seed`: the same seed gives the same result, whatever the chunking,
+batching or padding side).
 The one documented choice: the averaged gradient times the clean input, signed and linear
 in the target (a span is the sum of its rows, as for grad_x_input); with zero noise it
 equals grad_x_input exactly. Samples run as one batch like the IG steps (in chunks of
@@ -31,13 +32,23 @@ def _settings(config: SalienceConfig) -> tuple[int, float, int]:
             int(getattr(config, "smooth_grad_seed", DEFAULT_SEED)))
 
 
-def noised_embeddings(embeds: torch.Tensor, samples: int, noise: float, seed: int) -> torch.Tensor:
-    """<float>[B, L, D] -> <float>[B * S, L, D] (sample-major within each example, like IG steps)."""
+def noised_embeddings(embeds: torch.Tensor, mask: torch.Tensor, samples: int, noise: float, seed: int) -> torch.Tensor:
+    """Noisy copies of each example: <float>[B, L, D] -> <float>[B * S, L, D] (sample-major within
+    each example, like IG steps).
+
+    Each example's noise is drawn for its real tokens only (mask <int>[B, L]), from its own
+    generator seeded with `seed`, so an example gets the same noise alone or in a batch, with
+    left or right padding. Padding positions get none.
+    """
     batch, seq_len, dim = embeds.shape
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    eps = torch.randn(batch, samples, seq_len, dim, generator=gen, dtype=torch.float64)  # [B, S, L, D]
-    scale = embeds.detach().double().cpu().norm(dim=-1, keepdim=True) / np.sqrt(dim) * noise  # [B, L, 1]
-    noisy = embeds.detach().double().cpu()[:, None] + eps * scale[:, None]  # [B, S, L, D]
+    x = embeds.detach().double().cpu()  # [B, L, D]
+    noisy = x[:, None].repeat(1, samples, 1, 1)  # [B, S, L, D]
+    for b in range(batch):
+        real = torch.nonzero(mask[b].cpu(), as_tuple=True)[0]  # [n]
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        eps = torch.randn(samples, len(real), dim, generator=gen, dtype=torch.float64)  # [S, n, D]
+        scale = x[b, real].norm(dim=-1, keepdim=True) / np.sqrt(dim) * noise  # [n, 1]
+        noisy[b][:, real] += eps * scale[None]
     return noisy.to(embeds.dtype).to(embeds.device).reshape(batch * samples, seq_len, dim)
 
 
@@ -53,7 +64,8 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
     samples, noise, seed = _settings(config)
     batch, seq_len, dim = inputs.embeds.shape
     num_t = inputs.target_ids.shape[1]
-    noisy = noised_embeddings(inputs.embeds, samples, noise, seed).view(batch, samples, seq_len, dim)
+    noisy = noised_embeddings(inputs.embeds, inputs.attention_mask, samples, noise, seed).view(
+        batch, samples, seq_len, dim)
     total = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
     progress = cache.get("progress")
     units = [0, 0]  # (target x sample) units done, target units reported
@@ -84,7 +96,8 @@ def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: Sali
                  progress=None) -> np.ndarray:
     samples, noise, seed = _settings(config)
     batch, seq_len, dim = inputs.embeds.shape
-    noisy = noised_embeddings(inputs.embeds, samples, noise, seed).view(batch, samples, seq_len, dim)
+    noisy = noised_embeddings(inputs.embeds, inputs.attention_mask, samples, noise, seed).view(
+        batch, samples, seq_len, dim)
     total = torch.zeros(batch, seq_len, dim, device=inputs.embeds.device)  # [B, L, D]
     for sl in _chunks(samples, config, batch, seq_len):
         n = sl.stop - sl.start

@@ -46,6 +46,11 @@ def test_seeded_repeatable_and_independent_of_chunking(llama):
     c = ss.compute_salience(tiny_lm, PROMPT, TARGET, ("smooth_grad",), SalienceConfig(**base, smooth_grad_seed=5))
     np.testing.assert_allclose(a.matrices["smooth_grad"], b.matrices["smooth_grad"], rtol=1e-6, atol=1e-9)
     assert not np.allclose(a.matrices["smooth_grad"], c.matrices["smooth_grad"])
+    # Batched with another pair, left or right padded: the same values.
+    for side in ("left", "right"):
+        both = ss.compute_salience_batch(tiny_lm, [("Q: What is 2 + 3? A:", " 5."), (PROMPT, TARGET)], ("smooth_grad",),
+                                         SalienceConfig(**base), padding_side=side)
+        np.testing.assert_allclose(both[1].matrices["smooth_grad"], a.matrices["smooth_grad"], rtol=1e-5, atol=1e-8)
     # Linear: a span computed directly equals the sum of its rows.
     span = ss.compute_span_salience(tiny_lm, PROMPT, TARGET, "smooth_grad", 0, 3, config=SalienceConfig(**base))
     np.testing.assert_allclose(span, a.span_salience("smooth_grad", 0, 3), rtol=1e-5, atol=1e-8)
@@ -58,7 +63,7 @@ def test_matches_a_per_target_reference_with_the_same_noise(llama):
     ids = r.ids.tolist()
     P, N = r.n_prompt_tokens, len(ids)
     x = tiny_lm.model.get_input_embeddings().weight[torch.tensor(ids)].detach()  # [N, D]
-    noisy = smooth_grad.noised_embeddings(x[None], 3, 0.5, 0)  # [3, N, D]
+    noisy = smooth_grad.noised_embeddings(x[None], torch.ones(1, N, dtype=torch.long), 3, 0.5, 0)  # [3, N, D]
     # Noise size: about noise x the token's embedding norm.
     ratio = (noisy - x[None]).norm(dim=-1) / x.norm(dim=-1)
     assert 0.2 < float(ratio.mean()) < 0.8
