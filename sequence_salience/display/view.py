@@ -247,7 +247,13 @@ def make_view(
         Ranked(s, v, result.text[int(seg.starts[s]): int(seg.ends[s])], int(seg.starts[s]) >= result.prompt_end)
         for s, v in top_segments(values, top, signed, target_segs)
     )
-    err = result.ig_completeness_error if method == "integrated_gradients" else None
+    err = None
+    if method == "integrated_gradients":
+        span_errors = getattr(result, "span_ig_errors", None) or {}
+        if (t0, t1) in span_errors:
+            err = np.asarray([span_errors[(t0, t1)]])  # computed for this span directly
+        elif result.ig_completeness_error is not None:
+            err = result.ig_completeness_error[t0:t1]
     return View(
         result=result,
         method=method,
@@ -263,5 +269,5 @@ def make_view(
         ranked=ranked,
         pieces=build_pieces(result.text, seg, result.prompt_end),
         span_logprob=float(np.sum(result.target_logprobs[t0:t1], dtype=np.float64)),
-        completeness_error=None if err is None else float(np.sum(err[t0:t1], dtype=np.float64)),
+        completeness_error=None if err is None else float(np.sum(err, dtype=np.float64)),
     )

@@ -320,3 +320,22 @@ def test_palette_equals_the_typescript_colormap(tmp_path):
     assert [palette.format_value(_nan(v)) for v in cases["formatValue"]] == ts["formatValue"]
     assert [palette.max_abs([_nan(v) for v in vs]) for vs in cases["maxAbs"]] == ts["maxAbs"]
     assert [palette.text_color_on(tuple(c)) for c in cases["rgb"]] == ts["textColorOn"]
+
+
+def test_a_partial_span_result_renders_and_round_trips(lm, tmp_path):
+    """compute_span_result (one backward for one span, no matrices) renders for its span only."""
+    from sequence_salience.salience import compute_span_result
+
+    part = compute_span_result(lm, "Alice has three apples.", " Five apples", methods=("grad_x_input",), t0=1, t1=3)
+    assert not part.matrices
+    full = ss.compute_salience(lm, "Alice has three apples.", " Five apples", methods=("grad_x_input",))
+    a = display.render_html(part, "grad_x_input", "word", target=(1, 3))
+    b = display.render_html(full, "grad_x_input", "word", target=(1, 3))
+    assert _parse(a).text["ss-prompt"] == _parse(b).text["ss-prompt"]
+    va = display.make_view(part, None, "word", target=(1, 3)).values
+    vb = display.make_view(full, None, "word", target=(1, 3)).values
+    np.testing.assert_allclose(va, vb, rtol=1e-5, atol=1e-9)
+    with pytest.raises(ss.SalienceError, match="was not computed"):
+        display.render_html(part, "grad_x_input", "word")  # the whole response was not computed
+    path = part.to_json(tmp_path / "part.json")
+    _assert_results_equal(part, ss.SalienceResult.load(path))
