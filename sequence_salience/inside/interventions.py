@@ -31,7 +31,7 @@ import torch
 from sequence_salience.errors import SalienceError
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
 from sequence_salience.inside.hooks import hook_scope
-from sequence_salience.inside.trace import Trace, TraceConfig, sequence_ids, trace_ids
+from sequence_salience.inside.trace import Trace, TraceConfig, plain, sequence_ids, trace_ids
 from sequence_salience.model import Generation, GenerationConfig, LanguageModel
 from sequence_salience.text import ChatPrompt
 
@@ -173,11 +173,8 @@ class InterventionResult:
     after: Side
 
     def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        for side in ("before", "after"):
-            s = d[side]["salience"]
-            d[side]["salience"] = None if s is None else [float(v) for v in s]
-        return d
+        """Plain JSON-able dict (salience arrays as lists)."""
+        return plain(dataclasses.asdict(self))
 
 
 def _side(lm, arch, prompt, ids, position, target_id, config: InterventionConfig) -> Side:

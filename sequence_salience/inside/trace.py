@@ -29,6 +29,19 @@ from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.text import ChatPrompt
 
 
+def plain(obj):
+    """Tuples -> lists, NumPy scalars/arrays -> Python numbers/lists, recursively (JSON-able)."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
 @dataclasses.dataclass(frozen=True)
 class TraceConfig:
     """How much of the trace to keep.
@@ -136,8 +149,8 @@ class Trace:
         return [getattr(layer, where).target_prob for layer in self.layers]
 
     def as_dict(self) -> dict:
-        """Plain JSON-able dict (the LIT payload of docs/architecture.md, "inside")."""
-        return dataclasses.asdict(self)
+        """Plain JSON-able dict (the LIT payload of docs/architecture.md, "Inside the model")."""
+        return plain(dataclasses.asdict(self))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,6 +35,7 @@ import torch
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
+from sequence_salience.inside.trace import plain
 from sequence_salience.model import LanguageModel, cache_dir
 
 logger = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class SearchResult:
     num_layers: int
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return plain(dataclasses.asdict(self))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

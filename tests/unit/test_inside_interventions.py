@@ -130,5 +130,5 @@ def test_intervene_compares_with_the_edited_model(tiny_lm):
     torch.testing.assert_close(torch.as_tensor(result.after.salience), torch.as_tensor(ref_sal), rtol=1e-6, atol=1e-9)
     assert len(result.after.top_salient) == 3
     d = result.as_dict()
-    assert list(d["interventions"]) == [{"layer": 1, "index": 7, "mode": "off"}, {"layer": 0, "index": 3, "mode": "off"}]
+    assert d["interventions"] == [{"layer": 1, "index": 7, "mode": "off"}, {"layer": 0, "index": 3, "mode": "off"}]
     assert inside.count_hooks(tiny_lm.model) == 0
