@@ -171,7 +171,8 @@ class InsideTraceModel(_Wrapper):
         with self.shared.lock:
             arch = self.state.arch
             with ssi.apply_interventions(self.shared.lm, interventions, arch):
-                tr = ssi.trace_ids(self.shared.lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch)
+                tr = ssi.trace_ids(self.shared.lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch,
+                                   index=self.state.index.snapshot())  # top tokens from the index once built
         logger.info("inside trace: t=%d position=%d %.2f s", at.t, at.position, tr.seconds)
         return {TRACE: _trace_payload(tr, at.t, at.n_targets)}
 

@@ -293,8 +293,13 @@ def trace_ids(
     target_id: int | None = None,
     config: TraceConfig = TraceConfig(),
     arch: Architecture | None = None,
+    index=None,
 ) -> Trace:
-    """The trace of `position` in `ids`; `target_id` defaults to the model's own top prediction there."""
+    """The trace of `position` in `ids`; `target_id` defaults to the model's own top prediction there.
+
+    `index` (a `value_index.ValueIndex` of this model, possibly partial) supplies the
+    sub-updates' top tokens for the layers it holds instead of projecting their values again.
+    """
     start = time.perf_counter()
     arch = arch or resolve_architecture(lm.model)
     cap = capture(lm, ids, position, arch)
@@ -314,9 +319,20 @@ def trace_ids(
     n_sub = min(config.top_sub_updates, scores.shape[1])
     top = torch.topk(scores, n_sub, dim=-1)  # [L, n_sub]
     pairs = [(i, j) for i in range(n) for j in top.indices[i].tolist()]
-    tok_ids, _ = value_top_tokens(arch, pairs, min(config.value_top_tokens, vocab))  # [L * n_sub, k]
+    k_tok = min(config.value_top_tokens, vocab)
+    indexed = index is not None and index.top_k >= k_tok
+    built = index.layers_built if indexed else 0
+    missing = [pq for pq in pairs if pq[0] >= built]
+    projected = value_top_tokens(arch, missing, k_tok)[0].tolist() if missing else []  # [m, k]
+    tok_ids, m = [], 0
+    for layer, j in pairs:
+        if layer < built:
+            tok_ids.append([int(x) for x in index.top_ids[layer, j, :k_tok]])
+        else:
+            tok_ids.append(projected[m])
+            m += 1
     preds = _predictions(probs, k, target_id, decode)  # 2L
-    top_idx, top_val, tok_ids = top.indices.tolist(), top.values.tolist(), tok_ids.tolist()
+    top_idx, top_val = top.indices.tolist(), top.values.tolist()
     coef_np, norm_np = coefs.numpy(), norms.numpy()
     max_coefs, ffn_norms = coefs.max(-1).values.tolist(), cap.ffn_out.float().norm(dim=-1).tolist()
     layers = []

@@ -135,3 +135,17 @@ def test_cancelled_build_reports_an_error_and_writes_nothing(tiny_lm, cache):
     with pytest.raises(ss.SalienceError, match="cancelled"):
         inside.build_value_index(tiny_lm, TOP_K, stop=stop)
     assert not (cache / "value_index").exists() or not any((cache / "value_index").iterdir())
+
+
+def test_trace_reads_value_tokens_from_a_full_or_partial_index(tiny_lm, cache):
+    from sequence_salience.inside.trace import sequence_ids
+
+    index = inside.get_value_index(tiny_lm, top_k=TOP_K)
+    ids, n_prompt = sequence_ids(tiny_lm, "The capital of France is", " Paris.")
+    config = inside.TraceConfig(top_sub_updates=6, value_top_tokens=4)
+    plain = inside.trace_ids(tiny_lm, ids, n_prompt, None, config)
+    partial = vi.ValueIndex(index.key, index.top_ids, index.top_scores, layers_built=1)
+    for idx in (index, partial):
+        got = inside.trace_ids(tiny_lm, ids, n_prompt, None, config, index=idx)
+        assert [[s.top_ids for s in l.sub_updates] for l in got.layers] == \
+            [[s.top_ids for s in l.sub_updates] for l in plain.layers]
