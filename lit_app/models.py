@@ -386,6 +386,8 @@ class SharedLM:
         self._generations = _LRU(cache_size)
         self._results = _LRU(cache_size, cache_bytes)
         self._partials = _LRU(cache_size, cache_bytes)
+        self._tickets: dict[Hashable, int] = {}
+        self._tickets_lock = threading.Lock()
         self._store = None
         if disk_cache:
             self._store = generation_cache.GenerationStore(lm, None if disk_cache is True else disk_cache)
@@ -393,6 +395,15 @@ class SharedLM:
     @property
     def name(self) -> str:
         return str(getattr(self.lm, "name", "model"))
+
+    def next_span_ticket(self, group: Hashable) -> int:
+        """A new number for a clicked-span request of `group`; older ones become stale."""
+        with self._tickets_lock:
+            self._tickets = {group: self._tickets.get(group, 0) + 1}  # other groups are stale anyway
+            return self._tickets[group]
+
+    def span_ticket(self, group: Hashable) -> int:
+        return self._tickets.get(group, 0)
 
     @property
     def dtype(self) -> str:
@@ -729,6 +740,11 @@ class SalienceModel(_Wrapper):
             return job.payload
 
         shared.jobs.focus(group)
+        # Latest wins: a clicked span is stale once another datapoint is selected or
+        # another span of this one is clicked (IG spans stop within one chunk of steps).
+        # The ticket is taken on arrival, before anything waits for the model.
+        requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30) if detail == "span" else None
+        ticket = shared.next_span_ticket(group) if requested is not None else None
         chat = shared.format_prompt(ex)
         target = _text_field(ex, fields.TARGET)
 
@@ -743,16 +759,16 @@ class SalienceModel(_Wrapper):
 
         # detail == "span": the exact salience of one span (default: the whole response) now.
         # The span's range is checked by the core library once the target is tokenized.
-        requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30)
         t0, t1 = requested if requested is not None else (0, None)
 
         def stale() -> bool:
-            return shared.jobs.focus_group != group
+            return shared.jobs.focus_group != group or (
+                ticket is not None and shared.span_ticket(group) != ticket)
 
         try:
             result = shared.quick(chat, target, ig_steps, t0, t1, cancel=stale)
         except ss.ComputationCancelled:
-            raise RequestError("Cancelled: another prompt was selected while this one was computing.") from None
+            raise RequestError("Cancelled: a newer selection replaced this request.") from None
         complete = shared.cached_salience(chat, target, 0)
         if complete is not None:
             status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,

@@ -382,7 +382,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     /** The exact salience of one span, computed by the server (one forward + backward; IG: one batch of steps). */
     private async fetchSpan(d: IndexedInputLike, span: TargetSpan) {
-      const ig = this.method === 'integrated_gradients';
+      const method = this.method;
+      const ig = method === 'integrated_gradients';
       const steps = ig ? this.igSteps : 0;
       const name = ig ? igKey(steps) : this.method;
       const key = spanKey(name, span);
@@ -412,9 +413,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         if (this.side?.kind === 'loading') this.side = null;
         this.version++;
       } catch (e) {
-        if (gen === this.generation) this.side = {kind: 'error', text: errorMessage(e)};
+        // A span the user has moved away from may be cancelled by the server: not an error to show.
+        const current = this.span.t0 === span.t0 && this.span.t1 === span.t1;
+        if (gen === this.generation && current) this.side = {kind: 'error', text: errorMessage(e)};
+        else if (gen === this.generation && this.side?.kind === 'loading') this.side = null;
       } finally {
         this.pendingSpans.delete(key);
+        // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
+        const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
+        if (gen === this.generation && this.payload !== null && moved) this.ensureData();
       }
     }
 

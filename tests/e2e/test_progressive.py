@@ -65,6 +65,17 @@ def _long_prompt(words: int = 3000) -> str:
     return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
 
 
+def _wait_detail_done(page, mod) -> None:
+    """Waits for the per-token matrices; on timeout fails with what the module says."""
+    try:
+        page.locator(f'{TAG} .precision[data-detail="done"]').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    except Exception as e:  # playwright's TimeoutError
+        precision = mod.locator(".precision")
+        state = precision.get_attribute("data-detail") if precision.count() else None
+        text = precision.inner_text() if precision.count() else mod.inner_text()[:500]
+        raise AssertionError(f"per-token matrices not done: data-detail={state!r}: {text!r}") from e
+
+
 def test_first_highlight_then_detail_with_progress(server_url, browser_page, artifacts_dir):
     page, external = browser_page
     page.goto(server_url)
@@ -85,7 +96,7 @@ def test_first_highlight_then_detail_with_progress(server_url, browser_page, art
     # Clicking a word before the matrices arrive is answered by the server for that span.
     targets = mod.locator(".response .tgt")
     targets.nth(min(3, targets.count() - 1)).click()
-    page.locator(f'{TAG} .precision[data-detail="done"]').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    _wait_detail_done(page, mod)
     full = time.perf_counter() - t0
     assert precision.get_attribute("data-exact") == "matrix"
     assert "retargeting is instant" in precision.inner_text()
@@ -128,7 +139,7 @@ def test_four_thousand_token_prompt_end_to_end(server_url, browser_page, artifac
     page.get_by_text("Prompts", exact=True).first.click()
     t1 = time.perf_counter()
     page.locator("data-table-module tbody tr", has_text=QUESTION).first.click()
-    page.locator(f'{TAG} .precision[data-detail="done"]').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    _wait_detail_done(page, mod)
     switched = time.perf_counter() - t1
     assert QUESTION in mod.locator(".prompt").inner_text()
     mem_after = _memory_mb(pid)

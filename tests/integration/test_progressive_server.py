@@ -34,7 +34,7 @@ def _app(shared, tmp_path_factory):
 def shared(default_lm, tmp_path_factory):
     # Two targets per chunk: the jobs report progress, yield and can stop several times.
     return models.SharedLM(default_lm, max_new_tokens=10, disk_cache=str(tmp_path_factory.mktemp("gens")),
-                           salience_config=ss.SalienceConfig(target_chunk_size=2))
+                           salience_config=ss.SalienceConfig(target_chunk_size=2, ig_step_chunk_size=2))
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +201,27 @@ def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_p
         assert len(calls) == 1
     finally:
         default_lm.generate = original
+
+
+def test_a_newer_clicked_span_cancels_an_older_ig_span(client, shared):
+    """Latest wins: the IG span the user clicked away from stops within one chunk of steps."""
+    prompt = "Name three rivers."
+    _salience(client, prompt, detail="span")
+    answers = {}
+
+    def old_click():
+        answers["old"] = _request(client, SAL, {"prompt": prompt, "detail": "span", "ig_steps": 32,
+                                                "target_span": "0:2"})
+
+    thread = threading.Thread(target=old_click)
+    thread.start()
+    time.sleep(1.0)  # the old request is now running (or waiting for the model)
+    new = _salience(client, prompt, detail="span", ig_steps=32, target_span="1:2")
+    thread.join(300)
+    assert "integrated_gradients" in new[fields.SPAN_SALIENCE]
+    old = answers["old"]
+    assert old.status_code == 500
+    assert "Cancelled: a newer selection replaced this request." in old.get_data(as_text=True).split("\n")[0]
 
 
 def test_bad_detail_mode_is_a_clear_error(client):
