@@ -376,7 +376,10 @@ class BackgroundValueIndex:
                 self._index, self._state = index, "ready"
                 self._done = self._total = index.num_layers
         except Exception as e:  # pylint: disable=broad-except  # reported through status()
-            logger.exception("Value index failed")
+            if self._stop.is_set():
+                logger.info("Value index build cancelled.")
+            else:
+                logger.exception("Value index failed")
             with self._lock:
                 self._state, self._error = "error", f"{type(e).__name__}: {e}"
         finally:

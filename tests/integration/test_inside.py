@@ -142,6 +142,6 @@ def test_layout_shows_the_inside_module_below_the_salience_module():
     assert match and match.group(1) == layouts.INSIDE_MODULE_TAG
     default = layouts.make_layouts()[layouts.DEFAULT_LAYOUT]
     assert [m.module for tab in default.upper.values() for m in tab] == [layouts.SALIENCE_MODULE_TAG]
-    assert [m.module for tab in default.lower.values() for m in tab] == [layouts.INSIDE_MODULE_TAG]
+    assert [m.module for m in default.lower["Inside the model"]] == [layouts.INSIDE_MODULE_TAG]
     bare = layouts.make_layouts(with_salience_module=False)[layouts.DEFAULT_LAYOUT]
     assert layouts.INSIDE_MODULE_TAG not in str(bare)  # no bundle, no custom elements
