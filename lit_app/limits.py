@@ -15,9 +15,11 @@ A rejected request raises `Rejected(status, message)`; the message is one line.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import io
 import json
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -273,6 +275,23 @@ def is_poll(path: str, data: Any) -> bool:
     return bool(inputs) and all(
         isinstance(ex, dict) and isinstance(ex.get("data"), dict) and ex["data"].get("detail") == "poll"
         for ex in inputs)
+
+
+def cap_malloc_arenas(count: int = 2) -> bool:
+    """Caps glibc's malloc arenas, as MALLOC_ARENA_MAX=count does; True when applied.
+
+    glibc gives threads up to 8 x cores arenas, and each keeps the high-water mark
+    of the model passes run on it, so a thread-per-connection server running torch
+    grows by one pass's activations per arena. A few arenas bound that. A
+    MALLOC_ARENA_MAX set by the user wins; other C libraries are left alone.
+    """
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(-8, count))  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        return False
 
 
 class ComputeSlots:

@@ -181,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Starts the server; returns the exit status."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    limits.cap_malloc_arenas()  # before any thread runs the model
     start = time.perf_counter()
 
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import platform
 import socket
 import threading
 import time
@@ -227,3 +228,11 @@ def test_bounded_server_answers_503_beyond_max_connections():
         release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limits.cap_malloc_arenas() is False
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    if platform.libc_ver()[0] == "glibc":
+        assert limits.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
