@@ -264,17 +264,25 @@ def validate_request(
         validate_example(ex_data, limits, f"inputs[{i}]")
 
 
-def is_poll(path: str, data: Any) -> bool:
-    """True for a /get_preds request that only polls progress (every input has detail "poll").
+# Input values that only read or cancel a background job, without the model: the salience
+# model's progress poll (lit_app/models.py) and the explain module's status/cancel (lit_app/explain.py).
+_POLL_VALUES = {"detail": ("poll",), "explain_action": ("status", "cancel")}
 
-    Polls read a background job's status without the model (lit_app/models.py), so
-    they are not counted against `max_pending`: the progress of a long job stays
-    visible while the server is full.
+
+def _polls(ex: Any) -> bool:
+    data = ex.get("data") if isinstance(ex, dict) else None
+    return isinstance(data, dict) and any(data.get(k) in values for k, values in _POLL_VALUES.items())
+
+
+def is_poll(path: str, data: Any) -> bool:
+    """True for a /get_preds request whose every input only polls or cancels a background job.
+
+    Those need no model, so they are not counted against `max_pending`: the
+    progress of a long job stays visible, and it stays cancellable, while the
+    server is full.
     """
     inputs = data.get("inputs") if path == "/get_preds" and isinstance(data, dict) else None
-    return bool(inputs) and all(
-        isinstance(ex, dict) and isinstance(ex.get("data"), dict) and ex["data"].get("detail") == "poll"
-        for ex in inputs)
+    return bool(inputs) and all(_polls(ex) for ex in inputs)
 
 
 def cap_malloc_arenas(count: int = 2) -> bool:

@@ -111,6 +111,11 @@ def test_polls_are_recognised_only_when_every_input_polls():
     assert not limits.is_poll("/get_preds", {"inputs": [poll, span]})
     assert not limits.is_poll("/get_preds", {"inputs": []})
     assert not limits.is_poll("/get_metrics", {"inputs": [poll]})
+    status = {"id": "c", "data": {"prompt": "p", "explain_action": "status"}}
+    cancel = {"id": "d", "data": {"prompt": "p", "explain_action": "cancel"}}
+    curves = {"id": "e", "data": {"prompt": "p", "explain_action": "curves"}}
+    assert limits.is_poll("/get_preds", {"inputs": [status, cancel, poll]})
+    assert not limits.is_poll("/get_preds", {"inputs": [curves]})
 
 
 def test_compute_slots_never_exceed_capacity_under_contention():
