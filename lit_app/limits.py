@@ -1,14 +1,17 @@
 """Request limits for the LIT server: body size, prompt length, generation and IG
 sizes, and a bounded number of compute requests at once.
 
-Everything here is pure request checking; `lit_app.security.SecureApp` applies
-it to each HTTP request before LIT sees it:
+`lit_app.security.SecureApp` applies these to each HTTP request before LIT sees it:
 
 * `read_body`         the request body, at most `Limits.max_body_bytes` (else 413).
 * `validate_request`  a parsed JSON body and query of one LIT endpoint (else 400),
                       with messages that name the field, the limit and the flag.
 * `ComputeSlots`      at most `Limits.max_pending` compute requests running or
-                      waiting for the model; the next one gets 503 + Retry-After.
+                      waiting for the model; the next one gets 503 + Retry-After
+                      (`is_poll` requests, which need no model, are not counted).
+
+`cap_malloc_arenas` bounds the memory a thread-per-connection server gains (the
+server calls it at start).
 
 A rejected request raises `Rejected(status, message)`; the message is one line.
 """
@@ -44,8 +47,9 @@ CHEAP_PATHS = frozenset({"/get_info", "/get_dataset", "/fetch_new_data", "/remov
 # Query parameters LIT's client sends to /get_preds (plus LIT's own response_simple_json).
 _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requested_fields",
                                "response_simple_json"})
-# Text inputs whose total length is bounded by `max_prompt_chars`.
-_TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET)
+# Text inputs whose total length is bounded by `max_prompt_chars` ("foil": the explain module's
+# contrastive target).
+_TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
 MAX_NEW_TOKENS_FIELD = "max_new_tokens"
 
 
@@ -177,7 +181,7 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
             raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
         total += len(value)
     if total > limits.max_prompt_chars:
-        raise Rejected(400, f"{where}: prompt + system + target is {total:,} characters; this server accepts"
+        raise Rejected(400, f"{where}: prompt + system + target (+ foil) is {total:,} characters; this server accepts"
                             f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
     steps = data.get(fields.IG_STEPS)
     if steps is not None and steps != "":
