@@ -161,7 +161,9 @@ class Architecture:
 
     def logits(self, residual: torch.Tensor) -> torch.Tensor:
         """Logit lens: <[..., D]> residual -> <[..., V]> logits through the final norm and unembedding."""
-        logits = self.unembed(self.final_norm(residual))
+        # Sharded models (device_map) may keep the norm and the unembedding on other devices.
+        normed = self.final_norm(residual.to(_device_of(self.final_norm, residual)))
+        logits = self.unembed(normed.to(self.unembed.weight.device))
         if self.logit_softcap:
             logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
         return logits
@@ -172,7 +174,13 @@ class Architecture:
         As in Geva et al. (2022) and LM-Debugger: a value vector is read by the
         tokens whose output embeddings align with it.
         """
-        return vectors @ self.unembedding_matrix().T
+        emb = self.unembedding_matrix()
+        return vectors.to(emb.device, emb.dtype) @ emb.T
+
+
+def _device_of(module: torch.nn.Module, default: torch.Tensor) -> torch.device:
+    p = next(module.parameters(), None)
+    return p.device if p is not None else default.device
 
 
 def _text_config(model: torch.nn.Module):

@@ -280,7 +280,7 @@ def value_top_tokens(arch: Architecture, pairs: Sequence[tuple[int, int]], k: in
     One product with the unembedding for all of them (it is read from memory once).
     """
     emb = arch.unembedding_matrix()
-    vectors = torch.stack([arch.value_matrix(layer)[index] for layer, index in pairs]).to(emb.dtype)  # [n, D]
+    vectors = torch.stack([arch.value_matrix(layer)[index].to(emb.device, emb.dtype) for layer, index in pairs])  # [n, D]
     top = torch.topk(arch.project(vectors).float(), k, dim=-1)  # [n, k]
     return top.indices.cpu(), top.values.cpu()
 
@@ -310,7 +310,7 @@ def trace_ids(
     if not 0 <= target_id < vocab:
         raise SalienceError(f"Target token id {target_id} is outside the vocabulary of {vocab}.")
     n = arch.num_layers
-    probs = torch.softmax(arch.logits(torch.cat([cap.before, cap.after]).to(lm.device, lm.dtype)).float(), -1).cpu()  # [2L, V]
+    probs = torch.softmax(arch.logits(torch.cat([cap.before, cap.after])).float(), -1).cpu()  # [2L, V]
     k = min(config.top_k, vocab)
     decode = _Decoder(lm.tokenizer)
     norms = value_norms(arch)  # [L, F]

@@ -157,7 +157,7 @@ def index_path(key: str, top_k: int = DEFAULT_TOP_K, directory: pathlib.Path | N
 def build_layer(arch: Architecture, layer: int, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     """(ids <int32>[F, K], scores <float16>[F, K]): the top-k tokens of E v for every value of one layer."""
     emb = arch.unembedding_matrix()  # [V, D]
-    values = arch.value_matrix(layer).to(emb.dtype)  # [F, D]
+    values = arch.value_matrix(layer)  # [F, D] (project() moves it to the unembedding's device and dtype)
     vocab, f = emb.shape[0], values.shape[0]
     k = min(top_k, vocab)
     chunk = max(1, _MAX_BLOCK // vocab)
