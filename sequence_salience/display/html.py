@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from sequence_salience.display import palette
-from sequence_salience.display.view import View
+from sequence_salience.display.view import View, visible_text
 
 _CSS = """
 .ss-salience { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 13px;
@@ -84,7 +84,7 @@ def _top(view: View) -> str:
     items = []
     for r in view.ranked:
         bg, _ = palette.color_for(r.value, view.scale)
-        text = r.text.strip().replace("\n", " ")
+        text = visible_text(r.text)
         short = text if len(text) <= 40 else text[:39] + "…"
         where = '<span class="ss-where" title="in the response">resp.</span>' if r.in_response else ""
         items.append(

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from sequence_salience.display import palette
 from sequence_salience.display.html import GRANULARITY_LABELS
-from sequence_salience.display.view import View
+from sequence_salience.display.view import View, visible_text
 
 
 def _style(view: View, s: int, response: bool) -> str:
@@ -46,7 +46,7 @@ def top_table(view: View) -> Table:
     for i, r in enumerate(view.ranked):
         bg, fg = palette.color_for(r.value, view.scale)
         bar = "█" * max(1, round(12 * abs(r.value) / scale))
-        text = " ".join(r.text.split())
+        text = visible_text(r.text)
         table.add_row(
             str(i + 1), palette.format_value(r.value), Text(bar, style=bg.replace(" ", "")),
             Text(text[:80], style=f"{fg} on {bg.replace(' ', '')}"), "response" if r.in_response else "prompt",

@@ -110,6 +110,14 @@ class View:
         return palette.color_for(float(v), self.scale)
 
 
+def visible_text(text: str) -> str:
+    """A segment's text for a list: whitespace collapsed; a blank segment shown as its whitespace ("↵", "␣")."""
+    shown = " ".join(text.split())
+    if shown:
+        return shown
+    return "↵" * text.count("\n") if "\n" in text else ("␣" if text else "∅")
+
+
 def token_values(result: "SalienceResult", method: str, t0: int, t1: int) -> np.ndarray:
     """Salience over all N tokens for target tokens [t0, t1); exact, no model pass. <float32>[N]."""
     if t1 - t0 == 1 and method in result.matrices:

@@ -339,3 +339,10 @@ def test_a_partial_span_result_renders_and_round_trips(lm, tmp_path):
         display.render_html(part, "grad_x_input", "word")  # the whole response was not computed
     path = part.to_json(tmp_path / "part.json")
     _assert_results_equal(part, ss.SalienceResult.load(path))
+
+
+def test_blank_segments_are_listed_visibly():
+    from sequence_salience.display.view import visible_text
+
+    assert visible_text("  Hello\n  world ") == "Hello world"
+    assert visible_text("\n\n") == "↵↵" and visible_text("  ") == "␣" and visible_text("") == "∅"
