@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-import sequence_salience as ss
 from sequence_salience import cli, display
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
