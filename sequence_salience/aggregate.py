@@ -573,7 +573,8 @@ def segment(
         starts, kinds = _segment_regex(text, pattern)
     else:
         starts, kinds = _segment_role(text, role_spans)
-    starts, kinds = _cut_markup(chars, starts, kinds, _markup_reach(text, chars))
+    if granularity != "word":  # word units already keep markup units atomic (the cut would change nothing)
+        starts, kinds = _cut_markup(chars, starts, kinds, _markup_reach(text, chars))
     ends = np.append(starts[1:], n).astype(np.int64)  # [S]
     if n == 0 or len(starts) == 0:
         token_segment = np.full(len(offs), -1, dtype=np.int64)

@@ -600,7 +600,8 @@ export function segment(text: string, offsets: ArrayLike<ArrayLike<number>>,
       throw new SalienceError(
         `unknown granularity "${granularity}". Fix: use one of ${GRANULARITIES.join(', ')}.`);
   }
-  const [startList, kinds] = cutMarkup(chars, result[0], result[1], markupReach(chars));
+  // Word units already keep markup units atomic (the cut would change nothing there).
+  const [startList, kinds] = granularity === 'word' ? result : cutMarkup(chars, result[0], result[1], markupReach(chars));
   const nSeg = startList.length;
   const starts = Int32Array.from(startList);
   const ends = new Int32Array(nSeg);

@@ -190,7 +190,7 @@ describe('properties (randomized, seeded)', () => {
         if (i + 1 < s.starts.length) expect(s.ends[i]).toBe(s.starts[i + 1]);
       }
     }
-  });
+  }, 60_000);  // generous: CI machines are shared
 
   test('sum conserves the total; excluded segments are NaN by default', () => {
     const r = rng(2);
@@ -215,7 +215,7 @@ describe('properties (randomized, seeded)', () => {
       }
       for (const k of s.tokenSegment) expect(k >= 0 && k < s.kinds.length).toBe(true);
     }
-  });
+  }, 60_000);  // generous: CI machines are shared
 
   test('markup units ("<|im_start|>user") are never split and never scored', () => {
     const r = rng(4);
@@ -233,7 +233,7 @@ describe('properties (randomized, seeded)', () => {
         for (let k = a; k < b; k++) expect(s.excluded[s.tokenSegment[k]]).toBe(1);
       }
     }
-  });
+  }, 60_000);  // generous: CI machines are shared
 
   test('uniform scores do not depend on the tokenization', () => {
     const r = rng(3);
@@ -263,7 +263,7 @@ describe('properties (randomized, seeded)', () => {
         expect(Array.from(aggregate(scores, s, 'sum', true))).toEqual(expected);
       }
     }
-  });
+  }, 60_000);  // generous: CI machines are shared
 });
 
 test('aggregateSalience is segment then aggregate', () => {
