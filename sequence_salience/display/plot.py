@@ -83,6 +83,7 @@ def heatmap(
     *,
     pattern: str | None = None,
     include_response: bool = False,
+    normalize: str = "all",
     title: str | None = None,
 ) -> "Figure":
     """Heatmap of salience: target tokens (rows) x segments (columns), labelled.
@@ -95,6 +96,8 @@ def heatmap(
       pattern: regex for granularity "regex".
       include_response: also show response segments as columns (salience of earlier answer
         tokens for later ones).
+      normalize: "all" (one colour scale for the whole matrix) or "row" (each target token's row
+        divided by its largest |value|, so rows whose salience is small stay readable).
       title: figure title (default: method, granularity and target).
 
     Returns:
@@ -110,6 +113,11 @@ def heatmap(
     if not cols:
         raise SalienceError("No segments to plot at this granularity. Fix: pick a finer granularity.")
     signed = get_method(method).signed
+    if normalize == "row":
+        scale = np.nanmax(np.abs(np.where(np.isfinite(values), values, np.nan)), axis=1, keepdims=True)  # [T', 1]
+        values = values / np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    elif normalize != "all":
+        raise SalienceError(f"normalize={normalize!r}. Fix: use 'all' or 'row'.")
     vmax = palette.max_abs(values[np.isfinite(values)].ravel().tolist())
     width = min(40.0, max(5.0, 0.32 * len(cols) + 2.0))
     height = min(40.0, max(2.5, 0.26 * len(rows) + 1.8))
@@ -122,5 +130,6 @@ def heatmap(
     ax.set_xlabel(f"prompt {granularity}s" if granularity != "regex" else "regex segments")
     ax.set_ylabel("target tokens")
     ax.set_title(title or f"{method} · {granularity}", fontsize=10)
-    fig.colorbar(img, ax=ax, shrink=0.8, label="salience" if signed else "salience (magnitude)")
+    label = "salience" if signed else "salience (magnitude)"
+    fig.colorbar(img, ax=ax, shrink=0.8, label=label + (" / row max" if normalize == "row" else ""))
     return fig

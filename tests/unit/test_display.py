@@ -346,3 +346,13 @@ def test_blank_segments_are_listed_visibly():
 
     assert visible_text("  Hello\n  world ") == "Hello world"
     assert visible_text("\n\n") == "↵↵" and visible_text("  ") == "␣" and visible_text("") == "∅"
+
+
+def test_heatmap_row_normalisation_scales_each_row_to_its_largest_magnitude(lm):
+    r = ss.compute_salience(lm, "Alice has three apples. Bob has two.", " Five apples", methods=("grad_x_input",))
+    values, _, _, _ = display.segment_matrix(r, "grad_x_input", "word")
+    shown = np.asarray(display.heatmap(r, "grad_x_input", "word", normalize="row").axes[0].images[0].get_array())
+    np.testing.assert_allclose(shown, values / np.abs(values).max(1, keepdims=True), rtol=1e-6)
+    assert np.allclose(np.abs(shown).max(1), 1.0)
+    with pytest.raises(ss.SalienceError, match="normalize"):
+        display.heatmap(r, normalize="column")
