@@ -11,8 +11,9 @@ then re-scored exactly with batched forward passes, which also tell whether the 
 still the greedy response (teacher forcing, see scoring.score_greedy).
 
 Candidates are words only: a position is flipped only when its token decodes to a word
-(letters or digits, optionally after one leading space), and it is replaced only by such
-tokens with the same leading-space form; never special tokens, byte pieces or punctuation.
+(letters or digits, optionally after one leading space) and is a whole word of the prompt
+(no letter or digit right before or after it), and it is replaced only by word tokens with
+the same leading-space form; never special tokens, byte pieces, word pieces or punctuation.
 """
 
 from __future__ import annotations
@@ -106,6 +107,19 @@ class FlipReport:
     n_verified: int
 
 
+def _whole_words(text: str, offsets) -> np.ndarray:
+    """<bool>[P]: the token is a whole word: no letter or digit touches its span on either side
+    (so "ify" in "Classify" is not flipped, " Classify" as one token is)."""
+    out = np.zeros(len(offsets), dtype=bool)
+    for k, (s, e) in enumerate(offsets):
+        if e <= s:
+            continue
+        starts_inside = s > 0 and text[s].isalnum() and text[s - 1].isalnum()
+        ends_inside = e < len(text) and text[e].isalnum() and text[e - 1].isalnum()
+        out[k] = not starts_inside and not ends_inside
+    return out
+
+
 def _replacement(text: str, span: tuple[int, int], old: str, new: str) -> tuple[str, str]:
     """(old text in the prompt, its replacement), keeping the prompt's own spacing."""
     here = text[span[0]:span[1]]
@@ -157,6 +171,7 @@ def token_flips(
     is_word, lead, texts = word_vocabulary(lm.tokenizer, V)
     ids_arr = np.asarray(prompt_ids)
     candidate = is_word[ids_arr] & ~np.asarray(encoded.special, dtype=bool)  # [P]
+    candidate &= _whole_words(encoded.text, encoded.offsets)
     if regions is not None:
         offs = np.asarray(encoded.offsets, dtype=np.int64).reshape(-1, 2)
         inside = np.zeros(P, dtype=bool)

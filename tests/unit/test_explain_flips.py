@@ -42,8 +42,8 @@ def test_reported_flips_change_logp_by_the_reported_amount(tiny_lm, direction):
 
 def test_candidates_are_word_tokens_with_the_same_spacing(tiny_lm):
     tok = tiny_tokenizer()
-    rep = ex.token_flips(tiny_lm, PROMPT, TARGET, top_k=10, n_verify=40, per_position=2)
-    assert rep.n_verified == 40
+    rep = ex.token_flips(tiny_lm, PROMPT, TARGET, top_k=10, n_verify=12, per_position=2)
+    assert rep.n_verified == 12
     prompt_ids = tiny_lm.encode_prompt(PROMPT).ids
     for f in rep.flips:
         old, new = tok.decode([f.old_id]), tok.decode([f.new_id])
@@ -51,6 +51,9 @@ def test_candidates_are_word_tokens_with_the_same_spacing(tiny_lm):
         assert new.strip().isalnum() and "\ufffd" not in new, new
         assert old.startswith(" ") == new.startswith(" ")
         assert f.old_id == prompt_ids[f.position]
+        s, e = f.char_span  # a whole word of the prompt, not a piece of one ("ital" of " capital")
+        assert not (s > 0 and PROMPT[s].isalnum() and PROMPT[s - 1].isalnum())
+        assert e == len(PROMPT) or not PROMPT[e].isalnum()
     positions = [f.position for f in rep.flips]
     assert max(positions.count(p) for p in positions) <= 2  # per_position
 

@@ -1,0 +1,116 @@
+"""Figures for the explanation tests on the default model (docs/benchmarks.md, "Explanation tests").
+
+    .venv/bin/python benchmarks/bench_explain.py [--examples N] [--ig_max_steps 64]
+
+1. Time of a 10-step deletion curve (two methods + 3 random orders, sentence segments), an
+   input reduction and a flip search on a shipped example, next to the time of the salience
+   computation they start from (the baseline measured in the same run).
+2. Deletion AOPC per method vs. the seeded random reference on the shipped examples.
+3. IG auto-steps: completeness error by step count for the whole response of a shipped example.
+Prints Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import sequence_salience as ss
+from sequence_salience import explain as ex
+
+DATA = Path(__file__).resolve().parents[1] / "lit_app" / "data" / "case_studies.jsonl"
+METHODS = ("grad_norm", "grad_x_input", "smooth_grad")
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def load_examples(lm, indices):
+    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    out = []
+    for r in (rows[i] for i in indices):
+        chat = lm.format_prompt(r["prompt"], system=r.get("system") or None)
+        target = r.get("target") or lm.generate(chat, ss.GenerationConfig(max_new_tokens=32))
+        out.append((r["case"], chat, target))
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--examples", default="0,4,7,10", help="rows of lit_app/data/case_studies.jsonl (comma-separated)")
+    p.add_argument("--smooth_grad_samples", type=int, default=4)
+    p.add_argument("--ig_max_steps", type=int, default=64)
+    p.add_argument("--skip_timings", action="store_true")
+    args = p.parse_args()
+    lm = ss.load_model("default")
+    examples = load_examples(lm, [int(i) for i in args.examples.split(",")])
+    sal_config = ss.SalienceConfig(smooth_grad_samples=args.smooth_grad_samples)
+
+    # 1. Timings on the first shipped example (few-shot classification, target " Negative").
+    case, chat, target = examples[0]
+    if not args.skip_timings:
+        timings(lm, case, chat, target)
+
+    # 2. AOPC per method vs random on the shipped examples.
+    print(f"\n## Deletion AOPC (nats, sentence segments, filler ' ', 10 steps, 3 random orders; "
+          f"smooth_grad with {args.smooth_grad_samples} samples)\n")
+    print("| example | sentences | " + " | ".join(METHODS) + " | random |")
+    print("|---|---:|" + "---:|" * (len(METHODS) + 1))
+    gaps = {m: [] for m in METHODS}
+    for case, chat, target in examples:
+        user = tuple((s, e) for s, e, r in chat.role_spans if r in ("user", "system"))
+        try:
+            rep = ex.faithfulness_curves(lm, chat, target, METHODS, salience_config=sal_config,
+                                         config=ex.FaithfulnessConfig(granularity="sentence", steps=10,
+                                                                      modes=("deletion",), n_random=3, regions=user))
+        except ss.SalienceError as e:
+            print(f"| {case} | - | {e} |")
+            continue
+        for m in METHODS:
+            gaps[m].append(rep.gap(m))
+        cells = " | ".join(f"{rep.aopc(m):.2f} ({rep.gap(m):+.2f})" for m in METHODS)
+        print(f"| {case} | {len(rep.segments)} | {cells} | {rep.aopc('random'):.2f} |", flush=True)
+    print("| **mean gap to random** | | " + " | ".join(f"**{np.mean(gaps[m]):+.2f}**" for m in METHODS) + " | |")
+
+    # 3. IG auto-steps.
+    case, chat, target = examples[-1]
+    q, t_ig = timed(lambda: ex.ig_auto_steps(lm, chat, target, tolerance=0.05, start_steps=8,
+                                             max_steps=args.ig_max_steps))
+    print(f"\n## IG auto-steps on {case!r} (whole response, zero baseline, Gauss-Legendre; {t_ig:.0f} s)\n")
+    print("| steps | completeness error (nats) | relative error | seconds |\n|---:|---:|---:|---:|")
+    for s in q.tried:
+        print(f"| {s.steps} | {s.error:+.3f} | {s.relative_error:.1%} | {s.seconds:.1f} |")
+    print(f"\nstopped by: {q.stopped_by} (tolerance 5 %, cap {args.ig_max_steps}); "
+          f"F(x) - F(x') = {q.delta:.3f}")
+
+
+def timings(lm, case, chat, target) -> None:
+    user = [(s, e) for s, e, r in chat.role_spans if r == "user"]
+    result, t_sal = timed(lambda: ss.compute_salience(lm, chat, target, methods=METHODS[:2]))
+    cfg = ex.FaithfulnessConfig(granularity="sentence", steps=10, modes=("deletion",), n_random=3)
+    rep, t_curve = timed(lambda: ex.faithfulness_curves(lm, chat, target, METHODS[:2], result=result, config=cfg))
+    red, t_red = timed(lambda: ex.reduce_prompt(
+        lm, chat, target, result=result, config=ex.ReductionConfig(
+            granularity="sentence", criterion="logprob", tolerance=1.0, regions=tuple(user), max_seconds=None)))
+    flips, t_flip = timed(lambda: ex.token_flips(lm, chat, target, top_k=5, n_verify=32, regions=user))
+    print(f"\n## Timings on {case!r} ({result.n_prompt_tokens} prompt tokens, target {target!r})\n")
+    print("| step | seconds | work |\n|---|---:|---|")
+    print(f"| salience (grad_norm + grad_x_input, full matrix; baseline) | {t_sal:.1f} | 1 forward + backward |")
+    print(f"| 10-step deletion curve, 2 methods + 3 random orders | {t_curve:.1f} | "
+          f"{rep.n_scored} distinct edited prompts, {len(rep.segments)} sentences |")
+    print(f"| input reduction (sentences, log p within 1 nat) | {t_red:.1f} | {red.n_checks} checks, "
+          f"removed {len(red.removed)}/{len(red.segments)} |")
+    print(f"| flip search (rank all word swaps, verify 32) | {t_flip:.1f} | {flips.n_positions} positions x "
+          f"{flips.n_vocabulary} word tokens; best delta {flips.flips[0].delta:+.2f} "
+          f"({flips.flips[0].old_text!r} -> {flips.flips[0].new_text!r}) |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
