@@ -56,3 +56,4 @@ bench: setup
 	cd frontend && node test/bench_aggregate.mjs
 	$(BIN)/python benchmarks/bench_server.py --skip_cold
 	$(BIN)/python benchmarks/bench_inside.py
+	$(BIN)/python benchmarks/bench_explain.py
