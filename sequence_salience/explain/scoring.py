@@ -20,7 +20,7 @@ import torch
 
 from sequence_salience import aggregate
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods.gradients import target_logprobs
+from sequence_salience.methods.gradients import _supports_logits_to_keep, target_logprobs  # noqa: PLC2701
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.salience import SalienceResult, build_inputs
 from sequence_salience.text import ChatPrompt
@@ -211,11 +211,18 @@ def score_greedy(
     T = len(target)
     logps, greedy, stops = [], [], []
     for sl in _batches(len(prompts), batch_size):
-        inputs = build_inputs(lm, [(prompts[i], extended) for i in range(sl.start, sl.stop)])
+        # Left padding puts every row's targets at the end, so only their logits are computed.
+        inputs = build_inputs(lm, [(prompts[i], extended) for i in range(sl.start, sl.stop)], padding_side="left")
+        seq_len = inputs.embeds.shape[1]
+        kwargs = dict(inputs_embeds=inputs.embeds, attention_mask=inputs.attention_mask,
+                      position_ids=inputs.position_ids, use_cache=False)
+        offset = 0
+        if _supports_logits_to_keep(type(inputs.model)):
+            kwargs["logits_to_keep"] = T + 2
+            offset = seq_len - (T + 2)
         with torch.no_grad():
-            logits = inputs.model(inputs_embeds=inputs.embeds, attention_mask=inputs.attention_mask,
-                                  position_ids=inputs.position_ids, use_cache=False).logits  # [b, L, V]
-        pred = (inputs.target_positions - 1).clamp(min=0)  # [b, T+1]
+            logits = inputs.model(**kwargs).logits  # [b, L or T+2, V]
+        pred = (inputs.target_positions - 1).clamp(min=0) - offset  # [b, T+1]
         rows = torch.arange(logits.shape[0], device=logits.device)[:, None]
         picked = logits[rows, pred].float()  # [b, T+1, V]
         logp = picked.log_softmax(-1).gather(-1, inputs.target_ids[..., None]).squeeze(-1)  # [b, T+1]
