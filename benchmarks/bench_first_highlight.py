@@ -8,8 +8,8 @@ response for both. LIT's reference implementation of the Sequence Salience paper
 first map after one forward + backward for the whole response; ours answers the
 "span" request of the LIT wrapper (`detail="span"`: grad_norm and grad_x_input from
 one shared forward + backward, plus the JSON payload the browser receives), then
-computes the per-token matrices in the background job. Cases: the shipped long
-chain-of-thought example (greedy response), and a ~4,000-token prompt with a
+computes the per-token matrices in the background job. Cases: the shipped
+chain-of-thought example with a generated answer (greedy, up to 64 tokens), and a ~4,000-token prompt with a
 64-token target. Prints figures and ratios measured in this run; asserts nothing.
 """
 
@@ -70,7 +70,7 @@ def _long_prompt(tokens: int, tokenizer) -> str:
     return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
 
 
-def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool) -> dict:
+def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit_loop: bool = False) -> dict:
     lm = shared.lm
     chat = shared.format_prompt(ex)
     target = ex.get("target", "")
@@ -88,12 +88,23 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool) -> dict:
         _drain(shared)  # not timed: stops the background matrices before the next measurement
         return took, out
 
-    lit_s, lit_out = _best(lambda: _lit_whole_response(lit_model, lm.tokenizer, chat.text, target_text), repeats)
-    timed = [ours_first() for _ in range(repeats)]
+    # Interleaved (LIT, ours, LIT, ours, ...) so that load changes hit both; best of each.
+    lit_times, timed = [], []
+    for _ in range(repeats):
+        lit_times.append(_best(lambda: _lit_whole_response(lit_model, lm.tokenizer, chat.text, target_text), 1)[0])
+        timed.append(ours_first())
+    lit_s = min(lit_times)
     ours_s, ours_out = min(timed, key=lambda x: x[0])
     payload = json.dumps(ours_out[fields.SALIENCE])
     row.update(lit_first_s=round(lit_s, 3), ours_first_s=round(ours_s, 3), ratio_first=round(ours_s / lit_s, 2),
                first_payload_kb=round(len(payload) / 1024, 1))
+    # Retarget before the matrices arrive: one span request (one forward + backward).
+    shared._partials = models._LRU(8)
+    shared._results = models._LRU(8)
+    t = time.perf_counter()
+    wrapper.predict([{**ex, "detail": "span", "target_span": "1:3"}])
+    row["retarget_before_matrices_s"] = round(time.perf_counter() - t, 2)
+    _drain(shared)
     if full:
         shared._results = models._LRU(8)
         t = time.perf_counter()
@@ -106,27 +117,23 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool) -> dict:
         full_payload = json.dumps(models.salience_payload(result, 0))
         row["full_payload_kb"] = round(len(full_payload) / 1024, 1)
         # LIT's way to get every token's map: one request per target token.
-        if not target:
+        if full_lit_loop:
             t_lit = time.perf_counter()
-            n_t = len(explained.ids)
-            for k in range(n_t):
-                piece = lm.tokenizer.decode(explained.ids[: k + 1])
+            target_ids = lm.tokenize(target_text).ids
+            for k in range(len(target_ids)):
+                piece = lm.tokenizer.decode(target_ids[: k + 1])
                 _lit_whole_response(lit_model, lm.tokenizer, chat.text, piece)
             row["lit_per_token_loop_s"] = round(time.perf_counter() - t_lit, 2)
             row["ratio_full_vs_lit_loop"] = round(row["ours_full_matrices_s"] / row["lit_per_token_loop_s"], 2)
-    # Retarget before the matrices arrive: one span request (one forward + backward).
-    shared._partials = models._LRU(8)
-    t = time.perf_counter()
-    wrapper.predict([{**ex, "detail": "span", "target_span": "1:3"}])
-    row["retarget_before_matrices_s"] = round(time.perf_counter() - t, 2)
-    _drain(shared)
     return row
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--long_tokens", type=int, default=4000)
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--lit_loop", action="store_true",
+                   help="also time LIT's way to every token's map: one request per target token")
     p.add_argument("--skip_full_long", action="store_true", default=True,
                    help="do not compute the full matrices of the long case (tens of minutes on 2 cores)")
     args = p.parse_args()
@@ -137,9 +144,11 @@ def main() -> None:
     lit_model = transformers_lms.HFSalienceModel(model_name_or_path=lm.model.config._name_or_path)
     shared = models.SharedLM(lm, max_new_tokens=64, disk_cache=False)
     wrapper = models.SalienceModel(shared)
-    cot = dict(next(r for r in datasets.load_jsonl(datasets.CASE_STUDIES_PATH) if r.get("case") == CASE))
+    # The chain-of-thought example whose answer the model generates (the longest response).
+    cot = dict(next(r for r in datasets.load_jsonl(datasets.CASE_STUDIES_PATH)
+                    if r.get("case") == CASE and not r.get("target")))
     cot.pop("case", None)
-    rows = [run_case(CASE, shared, wrapper, lit_model, cot, args.repeats, full=True)]
+    rows = [run_case(CASE, shared, wrapper, lit_model, cot, args.repeats, full=True, full_lit_loop=args.lit_loop)]
     if args.long_tokens:
         long_ex = {"prompt": _long_prompt(args.long_tokens, lm.tokenizer), "system": "",
                    "target": " " + " ".join(["The library opens at nine on day three."] * 6)}
