@@ -23,6 +23,8 @@ from sequence_salience.model import cache_dir
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
+# Files kept per model; beyond it the least recently written are removed.
+MAX_FILES = 5000
 
 
 def model_identity(lm: Any) -> str:
@@ -40,11 +42,13 @@ def model_identity(lm: Any) -> str:
 class GenerationStore:
     """Disk store of `sequence_salience.Generation`s for one loaded model."""
 
-    def __init__(self, lm: Any, root: str | os.PathLike | None = None):
+    def __init__(self, lm: Any, root: str | os.PathLike | None = None, max_files: int = MAX_FILES):
         identity = model_identity(lm)
         self.identity = identity
         key = hashlib.sha256(identity.encode()).hexdigest()[:16]
         self.dir = pathlib.Path(root) if root is not None else cache_dir() / "generations" / key
+        self.max_files = max_files
+        self._puts = 0
 
     def _path(self, prompt_text: str, templated: bool, config: Any) -> pathlib.Path:
         settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else repr(config)
@@ -77,5 +81,22 @@ class GenerationStore:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f)
             os.replace(tmp, path)
+            self._puts += 1
+            if self._puts % 100 == 1:
+                self.prune()
         except OSError as e:  # a read-only cache must not break generation
             logger.warning("Could not cache the generation in %s (%s).", path.parent, e)
+
+    def prune(self) -> int:
+        """Removes the oldest files beyond `max_files`; returns how many were removed."""
+        try:
+            files = sorted(self.dir.glob("*.json"), key=lambda f: f.stat().st_mtime)
+        except OSError:
+            return 0
+        extra = files[: max(0, len(files) - self.max_files)]
+        for f in extra:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        return len(extra)

@@ -33,6 +33,8 @@ QUEUED, RUNNING, DONE, CANCELLED, ERROR = "queued", "running", "done", "cancelle
 _FINISHED = (DONE, CANCELLED, ERROR)
 DEFAULT_HEARTBEAT_S = 30.0
 _KEEP_FINISHED = 16
+# Live (queued or running) jobs beyond this cancel the oldest: the queue is bounded.
+MAX_LIVE_JOBS = 4
 
 
 @dataclasses.dataclass(eq=False)
@@ -130,6 +132,9 @@ class DetailJobs:
                     if other.group == group and other.kind != kind and other.kind.startswith(replaces):
                         other.cancel(f"replaced by {kind}")
             job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s)
+            live = [j for j in self._jobs.values() if j.state in (QUEUED, RUNNING) and not j._cancel.is_set()]
+            for old in live[: max(0, len(live) + 1 - MAX_LIVE_JOBS)]:
+                old.cancel(f"more than {MAX_LIVE_JOBS} background jobs")
             self._jobs[(group, kind)] = job
             self._jobs.move_to_end((group, kind))
             self._trim()

@@ -224,6 +224,29 @@ def test_a_newer_clicked_span_cancels_an_older_ig_span(client, shared):
     assert "Cancelled: a newer selection replaced this request." in old.get_data(as_text=True).split("\n")[0]
 
 
+def test_the_background_queue_is_bounded():
+    jobs = progressive.DetailJobs()
+    gate = threading.Event()
+    submitted = [jobs.submit(("g", k), "grad", lambda job: gate.wait(30)) for k in range(progressive.MAX_LIVE_JOBS + 3)]
+    live = [j for j in submitted if not j._cancel.is_set()]
+    assert len(live) == progressive.MAX_LIVE_JOBS
+    assert live == submitted[-progressive.MAX_LIVE_JOBS:]  # the newest survive
+    gate.set()
+
+
+def test_generation_store_keeps_at_most_max_files(default_lm, tmp_path):
+    from lit_app import generation_cache
+
+    store = generation_cache.GenerationStore(default_lm, tmp_path, max_files=3)
+    gen = ss.Generation(text=" x", ids=(1,), offsets=((0, 2),), stopped_by="eos")
+    for k in range(5):
+        store.put(f"prompt {k}", True, "settings", gen)
+        time.sleep(0.01)
+    store.prune()
+    assert len(list(tmp_path.glob("*.json"))) == 3
+    assert store.get("prompt 4", True, "settings") == gen and store.get("prompt 0", True, "settings") is None
+
+
 def test_bad_detail_mode_is_a_clear_error(client):
     response = _request(client, SAL, {"prompt": QUESTION, "detail": "everything"})
     assert response.status_code == 500

@@ -21,7 +21,9 @@ PROMPTS = [
     ("Q: What is 2 + 3? A:", " 5."),
     ("Alice has three apples and Bob has two apples;", " together they have five."),
 ]
-METHODS = ss.list_methods()
+# The methods with a per-target reference in tests/unit/reference.py (smooth_grad has its own,
+# tests/unit/test_explain_smooth_grad.py).
+METHODS = ["grad_norm", "grad_x_input", "integrated_gradients"]
 
 
 @pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
@@ -174,7 +176,7 @@ def test_chunk_size_and_backward_strategy_do_not_change_results(tiny_lm, backwar
 
 
 def test_registry_lists_methods_with_metadata():
-    assert ss.list_methods() == ["grad_norm", "grad_x_input", "integrated_gradients"]
+    assert ss.list_methods() == ["grad_norm", "grad_x_input", "integrated_gradients", "smooth_grad"]
     assert not ss.get_method("grad_norm").signed and not ss.get_method("grad_norm").linear
     assert ss.get_method("grad_x_input").linear and ss.get_method("integrated_gradients").signed
 
