@@ -64,7 +64,7 @@ def main() -> None:
 
         def progress(method, done, total):
             now = time.perf_counter()
-            print(f"  {method} {done}/{total} (+{now - last[0]:.1f} s)", flush=True)
+            print(f"  {method} {done}/{total} (+{now - last[0]:.1f} s, peak RSS {peak_gb():.2f} GB)", flush=True)
             last[0] = now
 
         t = time.perf_counter()
