@@ -31,6 +31,7 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
+from sequence_salience import model as model_lib
 from lit_app import client_build, datasets, explain, layouts, limits, models, security
 from lit_app import inside as inside_models
 
@@ -164,6 +165,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="Longest generated response, in tokens.")
     p.add_argument("--device", default="cpu", help='"cpu", "cuda", "cuda:N" or "auto".')
     p.add_argument("--dtype", default="float32", help='"float32", "bfloat16" or "float16".')
+    p.add_argument("--device_map", default=None,
+                   help='Shard the model across devices with accelerate, e.g. "auto" (leave --device at cpu).')
+    p.add_argument("--max_memory", default=None,
+                   help='With --device_map: per-device budget, e.g. "0=20GiB,1=20GiB,cpu=60GiB".')
     p.add_argument("--data", default=None, help="A .jsonl file of prompts to load besides the shipped examples.")
     p.add_argument("--client_root", default=client_build.DEFAULT_OUTPUT_DIR,
                    help="Where to build the UI's static files (git-ignored).")
@@ -193,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logger.info("Loading model %r on %s (%s) ...", args.model, args.device, args.dtype)
     try:
-        lm = ss.load_model(args.model, device=args.device, dtype=args.dtype, log=logger.info)
+        lm = ss.load_model(
+            args.model, device=args.device, dtype=args.dtype, device_map=args.device_map,
+            max_memory=model_lib.parse_max_memory(args.max_memory) if args.max_memory else None, log=logger.info)
     except ss.SalienceError as e:
         logger.error("Cannot load --model %r: %s", args.model, e)
         return 1
