@@ -114,7 +114,8 @@ def test_grad_norm_span_from_server_without_gram(browser_page, harness_dir):
     calls = page.evaluate("ssHarness.calls")
     # The whole response spans 8 tokens: without a Gram matrix it is asked for.
     assert [c["data"].get("target_span") for c in calls] == [None, "0:8"]
-    assert calls[1]["data"]["_id"] == "dp1~span0-8" and calls[1]["fields"] == ["span_salience"]
+    assert calls[1]["data"]["_id"] == "dp1~span0-8-0" and calls[1]["data"]["detail"] == "span"
+    assert calls[1]["fields"] == ["span_salience", "salience"]
     assert mod.locator('.prompt .seg[style*="background"]').count() > 0
     targets = mod.locator(".response .tgt")
     _act(page, mod, "retarget", lambda: targets.nth(2).click())  # one token: its matrix row, no call
