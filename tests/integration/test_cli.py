@@ -108,7 +108,10 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     rows = [
         json.dumps({"prompt": "Say hello.", "target": " Hello!"}),                                  # line 1
         "{not json",                                                                                  # line 2
-        json.dumps({"prompt": "Name a colour.", "target": " Blue."}),                               # line 3
+        # line 3: long (~1,800 tokens, a few seconds), so that the Ctrl-C sent right after row 1's
+        # file appears lands while it runs, however fast the machine is.
+        json.dumps({"prompt": "Name a colour after reading this list: "
+                    + ", ".join(f"item {k}" for k in range(600)) + ".", "target": " Blue."}),
         json.dumps({"prompt": ""}),                                                                   # line 4
         "",                                                                                           # blank: ignored
         json.dumps({"id": "long", "prompt": "Write one sentence about the sea.",
