@@ -124,7 +124,10 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     cmd = MODULE + ["explain", "--batch", str(prompts), "--out", str(out), "--method", "grad_x_input"]
 
     # Run 1: interrupt (Ctrl-C) as soon as the first row's result exists.
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT back to its default in the child: a test run started in the background (as CI may
+    # do) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = out / "00001.json"
     deadline = time.monotonic() + 300
     while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
