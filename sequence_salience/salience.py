@@ -337,8 +337,15 @@ def compute_span_salience(
 
     Returns: <float32>[N].
     """
-    result = compute_span_result(lm, prompt, target, (method,), t0, t1, config)
-    return result.span_salience(method, t0, result.num_targets if t1 is None else t1)
+    pair = _prepare_pair(lm, prompt, target)
+    num_t = len(pair.target_ids)
+    t1 = num_t if t1 is None else t1
+    if not 0 <= t0 < t1 <= num_t:
+        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
+    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
+    weights = torch.zeros(1, num_t, device=lm.device)
+    weights[0, t0:t1] = 1.0
+    return get_method(method).compute_span(inputs, weights, config)[0]
 
 
 def compute_span_result(
