@@ -4,7 +4,7 @@
  * (payload, spans, aggregate, colormap, target, rank, pieces, request) to
  * LIT's services and renders; it holds no salience maths of its own.
  */
-import {css, html, nothing, type LitElement, type PropertyValues, type TemplateResult} from 'lit';
+import {css, html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
 import {aggregate, checkPattern, GRANULARITIES, segment, type Granularity, type Segmentation} from './aggregate.js';
 import {colorFor, formatValue, legendGradient, legendStops, maxAbs, type ColorScale} from './colormap.js';
@@ -16,6 +16,7 @@ import {errorMessage, pollInput, quickInput, RESPONSE_FIELD, SALIENCE_FIELD, sal
         SPAN_SALIENCE_FIELD, spanInput, igMatrixInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {targetStore} from './shared/target_store.js';
+import {litModuleBase} from './shared/lit_services.js';
 import {describeSpan, dragSpan, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
         type TargetSegment} from './target.js';
 
@@ -32,26 +33,12 @@ const GRANULARITY_LABELS: Record<Granularity, string> = {
 };
 
 /** The LIT services this module uses (see DESIGN.md). */
-interface LitServices {
-  model: string;
-  selectionService: {primarySelectedInputData: IndexedInputLike | null};
-  appState: {currentDataset: string; currentModels: string[]; metadata: {models: Record<string, ModelInfoLike>}};
-  apiService: {
-    getPreds(inputs: IndexedInputLike[], model: string, dataset: string, requestedTypes: unknown[],
-             requestedFields: string[], loadMessage?: string): Promise<Array<Record<string, unknown>>>;
-  };
-  loadLatest<T>(key: string, promise: Promise<T>): Promise<T | null>;
-  reactImmediately<T>(getter: () => T, effect: (v: T) => void): void;
-}
-
-type ModuleBase = new () => LitElement & LitServices;
 
 type Status = 'idle' | 'loading' | 'ready' | 'error';
 
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
-  const Base = LitModule as ModuleBase;
-  const baseStyles = (LitModule as {styles?: unknown}).styles;
+  const {Base, baseStyles} = litModuleBase(LitModule);
 
   class PromptSalienceModule extends Base {
     static title = 'Sequence Salience';

@@ -14,12 +14,13 @@
  * One test runs at a time; it shows the server's progress (polled) and stops when
  * the user selects another datapoint or presses Cancel. Logic lives in ./logic.ts.
  */
-import {css, html, nothing, svg, unsafeCSS, type LitElement, type TemplateResult} from 'lit';
+import {css, html, nothing, svg, unsafeCSS, type TemplateResult} from 'lit';
 
 import {colorFor, formatValue, maxAbs} from '../colormap.js';
 import {buildPieces} from '../pieces.js';
-import {errorMessage, shouldDisplay, type IndexedInputLike, type ModelInfoLike} from '../request.js';
+import {errorMessage, shouldDisplay, type ModelInfoLike} from '../request.js';
 import {targetStore, type SharedTarget} from '../shared/target_store.js';
+import {litModuleBase} from '../shared/lit_services.js';
 import {
   aopcRows, bandPath, chartValues, contrastiveSegments, CURVE_METHODS, describeStatus, EXPLAIN_FIELD,
   explainInput, explainModelFor, fractions, linearScale, linePath, mergePieces, MODES, paddedExtent,
@@ -36,15 +37,6 @@ const TABS: ReadonlyArray<{id: Action; label: string}> = [
 ];
 const EDITOR_TAGS = ['single-datapoint-editor-module', 'simple-datapoint-editor-module'];
 
-interface LitServices {
-  appState: {currentDataset: string};
-  apiService: {
-    getPreds(inputs: IndexedInputLike[], model: string, dataset: string, requestedTypes: unknown[],
-             requestedFields: string[], loadMessage?: string): Promise<Array<Record<string, unknown>>>;
-  };
-}
-
-type ModuleBase = new () => LitElement & LitServices;
 
 interface ReducePayload {
   fields: Record<string, {reduced: string; pieces: Array<[string, boolean]>}>;
@@ -114,8 +106,7 @@ export function loadIntoEditor(values: Record<string, string>): string {
 
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeExplainModuleClass(LitModule: unknown): CustomElementConstructor {
-  const Base = LitModule as ModuleBase;
-  const baseStyles = (LitModule as {styles?: unknown}).styles;
+  const {Base, baseStyles} = litModuleBase(LitModule);
 
   class ExplainTestModule extends Base {
     static title = 'Test this explanation';
@@ -170,7 +161,6 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     private seq = 0;
     private pollTimer: ReturnType<typeof setTimeout> | undefined;
     private clock: ReturnType<typeof setInterval> | undefined;
-    private runningFor = '';
 
     constructor() {
       super();
@@ -249,7 +239,6 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       const seq = ++this.seq;
       const key = resultKey(t, action, this.settings(action));
       this.running = action;
-      this.runningFor = key;
       this.job = null;
       this.error = '';
       this.notice = '';

@@ -8,10 +8,11 @@
  * vectors by token. All logic lives in ./logic.ts; this file wires it to
  * LIT's services and renders.
  */
-import {css, html, nothing, svg, type LitElement, type TemplateResult} from 'lit';
+import {css, html, nothing, svg, type TemplateResult} from 'lit';
 
 import {derivedInput, errorMessage, shouldDisplay, type IndexedInputLike, type ModelInfoLike} from '../request.js';
 import {targetStore, type SharedTarget} from '../shared/target_store.js';
+import {litModuleBase} from '../shared/lit_services.js';
 import {
   addIntervention, comparisonRows, describeIntervention, formatProb, formatRank, hashString, insideModels,
   INSIDE_T_FIELD, INTERVENTION_FIELD, interventionKey, interventionsJson, INTERVENTIONS_FIELD, layerDeltas,
@@ -28,22 +29,12 @@ const POLL_MS = 1500;
 const INLINE_SUBS = 3;
 const INLINE_PREDS = 3;
 
-interface LitServices {
-  appState: {currentDataset: string; metadata: {models: Record<string, ModelInfoLike>}};
-  apiService: {
-    getPreds(inputs: IndexedInputLike[], model: string, dataset: string, requestedTypes: unknown[],
-             requestedFields: string[], loadMessage?: string): Promise<Array<Record<string, unknown>>>;
-  };
-}
-
-type ModuleBase = new () => LitElement & LitServices;
 
 type Status = 'idle' | 'loading' | 'ready' | 'error';
 
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeInsideModuleClass(LitModule: unknown): CustomElementConstructor {
-  const Base = LitModule as ModuleBase;
-  const baseStyles = (LitModule as {styles?: unknown}).styles;
+  const {Base, baseStyles} = litModuleBase(LitModule);
 
   class InsideModelModule extends Base {
     static title = 'Inside the model';
