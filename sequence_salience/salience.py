@@ -393,7 +393,8 @@ def compute_span_result(
         if name in values:
             continue
         method = get_method(name)
-        steps = config.ig_steps if name == "integrated_gradients" else 1
+        # Units compute_span reports: IG steps, SmoothGrad samples, else one pass.
+        steps = {"integrated_gradients": config.ig_steps, "smooth_grad": config.smooth_grad_samples}.get(name, 1)
         tracker = _MethodProgress(progress, name, steps, cancel)
         out = method.compute_span(inputs, weights, config, progress=tracker)  # [1, L]
         values[name] = np.asarray(out[0], dtype=np.float32)

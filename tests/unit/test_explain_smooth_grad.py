@@ -77,3 +77,20 @@ def test_matches_a_per_target_reference_with_the_same_noise(llama):
             total += torch.autograd.grad(lp, e)[0] / 3
         want[t, :L] = (total * x[:L]).sum(-1).numpy()
     np.testing.assert_allclose(r.matrices["smooth_grad"], want, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("span", [pytest.param((0, None), id="whole"), pytest.param((1, 3), id="1:3")])
+def test_span_result_equals_the_sum_of_the_matrix_rows(tiny_lm, span):
+    """What the server's first highlight uses (compute_span_result) against compute_salience's matrix."""
+    cfg = SalienceConfig(smooth_grad_noise=0.3, smooth_grad_samples=3, ig_step_chunk_size=2)
+    full = ss.compute_salience(tiny_lm, PROMPT, TARGET, ("smooth_grad",), cfg)
+    t0, t1 = span
+    t1 = full.num_targets if t1 is None else t1
+    seen = []
+    part = ss.compute_span_result(tiny_lm, PROMPT, TARGET, ("grad_x_input", "smooth_grad"), t0, span[1], cfg,
+                                  progress=lambda m, done, total: seen.append((m, done, total)))
+    assert part.matrices == {} and part.has_span("smooth_grad", t0, t1)
+    rows = full.matrices["smooth_grad"][t0:t1].sum(0)  # [N]
+    np.testing.assert_allclose(part.span_salience("smooth_grad", t0, t1), rows, rtol=1e-5, atol=1e-7)
+    # Progress counts samples (two chunks of at most 2), ending at the sample count.
+    assert [s for s in seen if s[0] == "smooth_grad"] == [("smooth_grad", 2, 3), ("smooth_grad", 3, 3)]
