@@ -15,8 +15,10 @@ TARGET = "target"  # optional text to explain; empty -> greedy generation
 CASE = "case"  # dataset only: name of the case study (CategoryLabel)
 CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
 IG_STEPS = "ig_steps"  # optional Integer: 0 = no integrated gradients
+SMOOTH_GRAD_SAMPLES = "smooth_grad_samples"  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
-DETAIL = "detail"  # optional: "" all matrices at once | "span" | "poll" | "ig_matrix" (progressive)
+# optional: "" all matrices at once | "span" | "poll" | "ig_matrix" | "smooth_grad_matrix" (progressive)
+DETAIL = "detail"
 
 # ---------------------------------------------------------------------------
 # Output fields.
@@ -32,6 +34,7 @@ GRAD_DOT_INPUT = "grad_dot_input"  # SequenceSalienceMap of grad_x_input
 GRAD_NORM_METHOD = "grad_norm"
 GRAD_X_INPUT_METHOD = "grad_x_input"
 IG_METHOD = "integrated_gradients"
+SMOOTH_GRAD_METHOD = "smooth_grad"
 
 
 # ---------------------------------------------------------------------------
@@ -76,6 +79,7 @@ TOKENIZER_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
 
 SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     IG_STEPS: lit_types.Integer(required=False, default=0, min_val=0, max_val=256),
+    SMOOTH_GRAD_SAMPLES: lit_types.Integer(required=False, default=0, min_val=0, max_val=256),
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
 }

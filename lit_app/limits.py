@@ -72,6 +72,7 @@ class Limits:
       max_prompt_chars: largest prompt + system + target of one input, in characters.
       max_new_tokens: largest `max_new_tokens` a request may ask for (the server's flag).
       max_ig_steps: largest integrated-gradients step count of a request.
+      max_smooth_grad_samples: largest SmoothGrad sample count of a request.
       max_pending: compute requests running or waiting for the model at once (HTTP 503 beyond).
       retry_after_s: the Retry-After a 503 suggests.
       max_connections: open connections at once, each served by a thread (security.BoundedThreadedServer).
@@ -81,18 +82,20 @@ class Limits:
     max_prompt_chars: int = 32_000
     max_new_tokens: int = models.DEFAULT_MAX_NEW_TOKENS
     max_ig_steps: int = models.MAX_IG_STEPS
+    max_smooth_grad_samples: int = models.MAX_SMOOTH_GRAD_SAMPLES
     max_pending: int = 16
     retry_after_s: int = 2
     max_connections: int = 64
 
     def __post_init__(self):
         for name in ("max_body_bytes", "max_prompt_chars", "max_new_tokens", "max_ig_steps",
-                     "max_pending", "retry_after_s", "max_connections"):
+                     "max_smooth_grad_samples", "max_pending", "retry_after_s", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} is {getattr(self, name)}; it must be at least 1.")
-        if self.max_ig_steps > models.MAX_IG_STEPS:
-            raise ValueError(f"Limits.max_ig_steps is {self.max_ig_steps}; the models accept at most"
-                             f" {models.MAX_IG_STEPS}.")
+        for name, most in (("max_ig_steps", models.MAX_IG_STEPS),
+                           ("max_smooth_grad_samples", models.MAX_SMOOTH_GRAD_SAMPLES)):
+            if getattr(self, name) > most:
+                raise ValueError(f"Limits.{name} is {getattr(self, name)}; the models accept at most {most}.")
         if self.max_new_tokens > MAX_NEW_TOKENS_CAP:
             raise ValueError(f"Limits.max_new_tokens is {self.max_new_tokens}; use at most {MAX_NEW_TOKENS_CAP}.")
 
@@ -183,12 +186,14 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
     if total > limits.max_prompt_chars:
         raise Rejected(400, f"{where}: prompt + system + target (+ foil) is {total:,} characters; this server accepts"
                             f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
-    steps = data.get(fields.IG_STEPS)
-    if steps is not None and steps != "":
-        n = _whole_number(steps)
-        if n is None or not 0 <= n <= limits.max_ig_steps:
-            raise Rejected(400, f'{where}: field "{fields.IG_STEPS}" is {steps!r}; use a whole number from 0'
-                                f" (off) to {limits.max_ig_steps} (--max_ig_steps).")
+    for field, most, flag in ((fields.IG_STEPS, limits.max_ig_steps, "max_ig_steps"),
+                              (fields.SMOOTH_GRAD_SAMPLES, limits.max_smooth_grad_samples, "max_smooth_grad_samples")):
+        count = data.get(field)
+        if count is not None and count != "":
+            n = _whole_number(count)
+            if n is None or not 0 <= n <= most:
+                raise Rejected(400, f'{where}: field "{field}" is {count!r}; use a whole number from 0'
+                                    f" (off) to {most} (--{flag}).")
     new_tokens = data.get(MAX_NEW_TOKENS_FIELD)
     if new_tokens is not None and new_tokens != "":
         n = _whole_number(new_tokens)

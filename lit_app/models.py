@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_NEW_TOKENS = 64
 MAX_IG_STEPS = 256
+MAX_SMOOTH_GRAD_SAMPLES = 256
 # Largest packed Gram payload shipped to the client (floats); beyond it the
 # client asks for spans with `target_span` instead.
 MAX_GRAM_PACKED_VALUES = 2_000_000
@@ -195,6 +196,35 @@ class FairLock:
         self.release()
 
 
+@dataclasses.dataclass(frozen=True)
+class ExtraMethod:
+    """A method computed only when a request asks for it, with a count (0 = off).
+
+    Attributes:
+      method: the core library's name.
+      field: the input field carrying the count; also the `SalienceConfig` attribute it sets.
+      kind: the background job's kind prefix; the job of count n is f"{kind}{n}".
+      matrix_detail: the `detail` value that starts its per-token matrix job.
+      unit: what the count counts; the payload key of its method entry.
+      maximum: the largest count a request may ask for.
+    """
+
+    method: str
+    field: str
+    kind: str
+    matrix_detail: str
+    unit: str
+    maximum: int
+
+
+EXTRA_METHODS: tuple[ExtraMethod, ...] = (
+    ExtraMethod(fields.IG_METHOD, fields.IG_STEPS, "ig", "ig_matrix", "steps", MAX_IG_STEPS),
+    ExtraMethod(fields.SMOOTH_GRAD_METHOD, fields.SMOOTH_GRAD_SAMPLES, "sg", "smooth_grad_matrix", "samples",
+                MAX_SMOOTH_GRAD_SAMPLES),
+)
+_EXTRA_BY_METHOD = {e.method: e for e in EXTRA_METHODS}
+
+
 def _method_signed(name: str) -> bool:
     return bool(ss.get_method(name).signed)
 
@@ -221,13 +251,16 @@ def _span_key(t0: int, t1: int) -> str:
 
 
 def salience_payload(result: Any, ig_steps: int, methods: Iterable[str] | None = None,
-                     detail: Mapping[str, Any] | None = None, dtype: str = "") -> JsonDict:
+                     detail: Mapping[str, Any] | None = None, dtype: str = "",
+                     smooth_grad_samples: int = 0) -> JsonDict:
     """The `salience` field: exactly the payload of docs/architecture.md.
 
     A partial result (spans computed directly, no matrices yet) gives `"matrix": null`
     for its methods and carries its values under "spans"; `detail` says how far the
-    background computation of the matrices has come.
+    background computation of the matrices has come. `ig_steps` and `smooth_grad_samples`
+    are the counts the IG and SmoothGrad entries carry ("steps", "samples").
     """
+    counts = {fields.IG_STEPS: ig_steps, fields.SMOOTH_GRAD_SAMPLES: smooth_grad_samples}
     spans = getattr(result, "spans", {}) or {}
     names = list(methods) if methods is not None else list(result.matrices)
     for m in (m for v in spans.values() for m in v):
@@ -245,8 +278,10 @@ def salience_payload(result: Any, ig_steps: int, methods: Iterable[str] | None =
                 if n_tokens * n_targets * (n_targets + 1) // 2 <= MAX_GRAM_PACKED_VALUES:
                     packed = compact(pack_gram(np.asarray(gram)))
             entry["gram_packed"] = packed
+        extra = _EXTRA_BY_METHOD.get(name)
+        if extra is not None:
+            entry[extra.unit] = int(counts[extra.field])
         if name == fields.IG_METHOD:
-            entry["steps"] = int(ig_steps)
             err = getattr(result, "ig_completeness_error", None)
             entry["completeness_error"] = None if err is None or matrix is None else compact(err)
         out_methods[name] = entry
@@ -298,22 +333,27 @@ def _chat_field(ex: JsonDict) -> bool | None:
     raise RequestError(f'Input field "{fields.CHAT}" must be true or false, got {value!r}.')
 
 
-def _ig_steps_field(ex: JsonDict) -> int:
-    value = ex.get(fields.IG_STEPS)
+def _count_field(ex: JsonDict, extra: ExtraMethod) -> int:
+    """The count of an extra method's input field (ig_steps, smooth_grad_samples); absent or "" -> 0 (off)."""
+    value = ex.get(extra.field)
     if value is None or value == "":
         return 0
+    fix = f"use a whole number from 0 (off) to {extra.maximum}"
     try:
-        steps = float(value)
+        count = float(value)
     except (TypeError, ValueError):
-        raise RequestError(f'Input field "{fields.IG_STEPS}" must be a whole number, got {value!r}.') from None
-    if steps != int(steps) or not 0 <= steps <= MAX_IG_STEPS:
-        raise RequestError(
-            f'Input field "{fields.IG_STEPS}" is {value!r}; use a whole number from 0 (off) to {MAX_IG_STEPS}.'
-        )
-    return int(steps)
+        raise RequestError(f'Input field "{extra.field}" must be a whole number, got {value!r}; {fix}.') from None
+    if count != int(count) or not 0 <= count <= extra.maximum:
+        raise RequestError(f'Input field "{extra.field}" is {value!r}; {fix}.')
+    return int(count)
 
 
-DETAIL_MODES = ("", "span", "poll", "ig_matrix")
+def extra_counts(ex: JsonDict) -> dict[str, int]:
+    """{count field: count} for every extra method, e.g. {"ig_steps": 16, "smooth_grad_samples": 0}."""
+    return {extra.field: _count_field(ex, extra) for extra in EXTRA_METHODS}
+
+
+DETAIL_MODES = ("", "span", "poll") + tuple(e.matrix_detail for e in EXTRA_METHODS)
 
 
 def _detail_field(ex: JsonDict) -> str:
@@ -321,11 +361,27 @@ def _detail_field(ex: JsonDict) -> str:
     if value is None:
         return ""
     if not isinstance(value, str) or value not in DETAIL_MODES:
+        matrices = " or ".join(f'"{e.matrix_detail}"' for e in EXTRA_METHODS)
         raise RequestError(
             f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
-            ' "span" (first highlight), "poll" (progress of the matrices) or "ig_matrix".'
+            f' "span" (first highlight), "poll" (progress of the matrices) or {matrices}.'
         )
     return value
+
+
+def _job_extra(counts: Mapping[str, int], detail: str) -> ExtraMethod | None:
+    """The extra method whose background job a "poll" or "<method>_matrix" request is about; None: the gradients."""
+    if detail != "poll":
+        extra = next(e for e in EXTRA_METHODS if e.matrix_detail == detail)
+        if not counts[extra.field]:
+            raise RequestError(f'"{detail}" needs "{extra.field}" > 0 (the number of {extra.unit}).')
+        return extra
+    asked = [e for e in EXTRA_METHODS if counts[e.field]]
+    if len(asked) > 1:
+        names = " and ".join(f'"{e.field}"' for e in asked)
+        raise RequestError(f'A "poll" request follows one job, but {names} are both > 0.'
+                           " Fix: send only the count of the method whose matrix you poll (0 or absent for the others).")
+    return asked[0] if asked else None
 
 
 def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
@@ -369,7 +425,8 @@ class SharedLM:
         """Args:
           lm: a loaded `sequence_salience.LanguageModel`.
           max_new_tokens: longest greedy response.
-          salience_config: base `SalienceConfig` (ig_steps comes from each request).
+          salience_config: base `SalienceConfig` (ig_steps and smooth_grad_samples come from
+            each request; the other settings, e.g. SmoothGrad's noise and seed, from here).
           cache_size: how many generations and salience results to keep in memory.
           cache_bytes: most bytes of salience results kept in memory.
           disk_cache: keep generations on disk (True: under the library's cache dir;
@@ -457,12 +514,19 @@ class SharedLM:
             )
         return gen
 
-    def _methods_and_config(self, ig_steps: int) -> tuple[tuple[str, ...], Any]:
+    def _methods_and_config(self, ig_steps: int, smooth_grad_samples: int = 0) -> tuple[tuple[str, ...], Any]:
+        """The gradient methods plus each extra method whose count is > 0; the config with those counts.
+
+        The config is part of every cache key, so results with other counts are kept apart; the
+        other SmoothGrad settings (noise, seed) come from the server's `salience_config`.
+        """
+        counts = {fields.IG_STEPS: ig_steps, fields.SMOOTH_GRAD_SAMPLES: smooth_grad_samples}
         methods = [fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD]
         config = self.salience_config
-        if ig_steps > 0:
-            methods.append(fields.IG_METHOD)
-            config = dataclasses.replace(config, ig_steps=ig_steps)
+        for extra in EXTRA_METHODS:
+            if counts[extra.field] > 0:
+                methods.append(extra.method)
+                config = dataclasses.replace(config, **{extra.field: int(counts[extra.field])})
         available = set(ss.list_methods())
         return tuple(m for m in methods if m in available), config
 
@@ -470,22 +534,24 @@ class SharedLM:
         target_key = ("typed", target) if target else ("generated", explained.ids)
         return (chat.text, getattr(chat, "templated", True), target_key)
 
-    def cached_salience(self, chat: Any, target: str, ig_steps: int) -> Any:
+    def cached_salience(self, chat: Any, target: str, ig_steps: int, smooth_grad_samples: int = 0) -> Any:
         """The complete result if it is in memory, else None; never runs the model."""
         explained = target or self.cached_generation(chat)
         if explained is None:
             return None
-        methods, config = self._methods_and_config(ig_steps)
+        methods, config = self._methods_and_config(ig_steps, smooth_grad_samples)
         return self._results.get(self._pair_key(chat, target, explained) + (methods, config))
 
-    def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None) -> Any:
+    def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None,
+                 smooth_grad_samples: int = 0) -> Any:
         """SalienceResult for prompt + target (the greedy response when target is empty), cached.
 
+        ig_steps, smooth_grad_samples: counts of the extra methods (0: not computed).
         job: when given (a background job), progress goes to it, it is checked for
           cancellation after every chunk, and waiting requests get the model between chunks.
         """
         explained = self._explained(chat, target)
-        methods, config = self._methods_and_config(ig_steps)
+        methods, config = self._methods_and_config(ig_steps, smooth_grad_samples)
         key = self._pair_key(chat, target, explained) + (methods, config)
         result = self._results.get(key)
         if result is None:
@@ -509,18 +575,19 @@ class SharedLM:
         return result
 
     def quick(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int | None,
-              cancel: Callable[[], bool] | None = None) -> Any:
+              cancel: Callable[[], bool] | None = None, smooth_grad_samples: int = 0) -> Any:
         """A result that answers span (t0, t1) exactly: the complete result when cached, else a
-        partial one (one forward + backward for the gradient methods; IG: one batch of steps)."""
-        complete = self.cached_salience(chat, target, ig_steps)
-        methods, config = self._methods_and_config(ig_steps)
+        partial one (one forward + backward for the gradient methods; IG, SmoothGrad: one batch
+        of steps or samples)."""
+        complete = self.cached_salience(chat, target, ig_steps, smooth_grad_samples)
+        methods, config = self._methods_and_config(ig_steps, smooth_grad_samples)
         if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
             return complete
         explained = self._explained(chat, target)
-        pkey = self._pair_key(chat, target, explained) + (config.ig_steps if ig_steps else 0,)
+        pkey = self._pair_key(chat, target, explained) + (int(ig_steps), int(smooth_grad_samples))
         with self.lock:
             partial = self._partials.get(pkey)
-            # Gradient-method values do not depend on ig_steps: also look in the plain result.
+            # Gradient-method values do not depend on the extra counts: also look in the plain result.
             base = complete if complete is not None else self.cached_salience(chat, target, 0)
             known = [r for r in (base, partial) if r is not None]
             missing = [m for m in methods
@@ -532,17 +599,18 @@ class SharedLM:
                 self._partials.put(pkey, partial)
             return partial if base is None else base.merged(partial) if partial is not None else base
 
-    def span_salience(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int) -> dict[str, Any]:
+    def span_salience(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int,
+                      smooth_grad_samples: int = 0) -> dict[str, Any]:
         """{method: <float32>[N]} for log p(target[t0:t1]).
 
         From the cached result (milliseconds); grad_norm falls back to one
         backward pass when the result was too large to keep its Gram tensor.
         """
-        result = self.salience(chat, target, ig_steps)
+        result = self.salience(chat, target, ig_steps, smooth_grad_samples=smooth_grad_samples)
         out = {}
         for method in result.matrices:
             if method == fields.GRAD_NORM_METHOD and getattr(result, "grad_gram", None) is None:
-                _, config = self._methods_and_config(ig_steps)
+                _, config = self._methods_and_config(ig_steps, smooth_grad_samples)
                 with self.lock:
                     out[method] = ss.compute_span_salience(
                         self.lm, chat, self._explained(chat, target), method, t0, t1, config=config)
@@ -680,18 +748,20 @@ class SalienceModel(_Wrapper):
         """Every matrix at once (blocking): LIT's own modules and scripts."""
         chat = self._shared.format_prompt(ex)
         target = _text_field(ex, fields.TARGET)
-        ig_steps = _ig_steps_field(ex)
-        result = self._shared.salience(chat, target, ig_steps)
+        counts = extra_counts(ex)
+        result = self._shared.salience(chat, target, **counts)
         n_prompt = int(result.n_prompt_tokens)
         n_targets = len(result.tokens) - n_prompt
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
         span_salience = {}
         if span is not None:
-            values = self._shared.span_salience(chat, target, ig_steps, *span)
+            values = self._shared.span_salience(chat, target, t0=span[0], t1=span[1], **counts)
             span_salience = {m: compact(v) for m, v in values.items()}
-        return self._outputs(result, ig_steps, span_salience, None)
+        return self._outputs(result, counts, span_salience, None)
 
-    def _outputs(self, result: Any, ig_steps: int, span_salience: JsonDict, detail: JsonDict | None) -> JsonDict:
+    def _outputs(self, result: Any, counts: Mapping[str, int], span_salience: JsonDict,
+                 detail: JsonDict | None) -> JsonDict:
+        """The output fields; `counts` = {count field: count} of the extra methods (extra_counts)."""
         tokens = list(result.tokens)
         n_prompt = int(result.n_prompt_tokens)
 
@@ -704,11 +774,12 @@ class SalienceModel(_Wrapper):
                 salience=np.asarray(result.matrices[method], dtype=np.float32),  # [T, N]
             )
 
-        methods, _ = self._shared._methods_and_config(ig_steps)
+        methods, _ = self._shared._methods_and_config(**counts)
         return {
             fields.RESPONSE: result.text[result.prompt_end:],
             fields.TOKENS: tokens,
-            fields.SALIENCE: salience_payload(result, ig_steps, methods, detail, self._shared.dtype),
+            fields.SALIENCE: salience_payload(result, methods=methods, detail=detail, dtype=self._shared.dtype,
+                                              **counts),
             fields.SPAN_SALIENCE: span_salience,
             fields.GRAD_L2: _seq_map(fields.GRAD_NORM_METHOD),
             fields.GRAD_DOT_INPUT: _seq_map(fields.GRAD_X_INPUT_METHOD),
@@ -721,13 +792,21 @@ class SalienceModel(_Wrapper):
                 _text_field(ex, fields.TARGET))
 
     def _predict_progressive(self, ex: JsonDict, detail: str) -> JsonDict:
-        """First highlight now, matrices in the background (docs/architecture.md, "Progressive salience")."""
+        """First highlight now, matrices in the background (docs/architecture.md, "Progressive salience").
+
+        Background jobs: "grad" (the gradient matrices, started by a "span" request) and, per
+        extra method, f"{kind}{count}" (e.g. "ig16", "sg8": the gradient matrices plus that
+        method's, started by its `matrix_detail` request). A "poll" follows the job of the one
+        extra method whose count is > 0, else the "grad" job.
+        """
         shared = self._shared
         group = self._group(ex)
-        ig_steps = _ig_steps_field(ex)
-        kind = f"ig{ig_steps}" if (ig_steps and detail == "ig_matrix") else "grad"
+        counts = extra_counts(ex)
+        off = {field: 0 for field in counts}
+        extra = _job_extra(counts, detail) if detail != "span" else None
+        job_counts = off if extra is None else {**off, extra.field: counts[extra.field]}
+        kind = "grad" if extra is None else f"{extra.kind}{counts[extra.field]}"
         if detail == "poll":
-            kind = f"ig{ig_steps}" if ig_steps else "grad"
             job = shared.jobs.get(group, kind)
             if job is None:
                 return _status_only({"kind": kind, "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
@@ -736,25 +815,24 @@ class SalienceModel(_Wrapper):
             if job.state != progressive.DONE:
                 return _status_only(job.status())
             if job.payload is None:
-                job.payload = self._outputs(job.result, ig_steps, {}, job.status())
+                job.payload = self._outputs(job.result, job_counts, {}, job.status())
             return job.payload
 
         shared.jobs.focus(group)
         # Latest wins: a clicked span is stale once another datapoint is selected or
-        # another span of this one is clicked (IG spans stop within one chunk of steps).
-        # The ticket is taken on arrival, before anything waits for the model.
+        # another span of this one is clicked (IG and SmoothGrad spans stop within one
+        # chunk of steps or samples). The ticket is taken on arrival, before anything
+        # waits for the model.
         requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30) if detail == "span" else None
         ticket = shared.next_span_ticket(group) if requested is not None else None
         chat = shared.format_prompt(ex)
         target = _text_field(ex, fields.TARGET)
 
-        def run(job: progressive.Job) -> Any:
-            return shared.salience(chat, target, ig_steps if kind != "grad" else 0, job=job)
+        def run_with(job_counts: Mapping[str, int]) -> Callable[[progressive.Job], Any]:
+            return lambda job: shared.salience(chat, target, job=job, **job_counts)
 
-        if detail == "ig_matrix":
-            if not ig_steps:
-                raise RequestError(f'"ig_matrix" needs "{fields.IG_STEPS}" > 0 (the number of IG steps).')
-            job = shared.jobs.submit(group, kind, run, replaces="ig")
+        if extra is not None:  # "<method>_matrix": that method's per-token matrix, in the background
+            job = shared.jobs.submit(group, kind, run_with(job_counts), replaces=extra.kind)
             return _status_only(job.status())
 
         # detail == "span": the exact salience of one span (default: the whole response) now.
@@ -766,7 +844,7 @@ class SalienceModel(_Wrapper):
                 ticket is not None and shared.span_ticket(group) != ticket)
 
         try:
-            result = shared.quick(chat, target, ig_steps, t0, t1, cancel=stale)
+            result = shared.quick(chat, target, t0=t0, t1=t1, cancel=stale, **counts)
         except ss.ComputationCancelled:
             raise RequestError("Cancelled: a newer selection replaced this request.") from None
         complete = shared.cached_salience(chat, target, 0)
@@ -774,9 +852,9 @@ class SalienceModel(_Wrapper):
             status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,
                       "eta_s": None, "error": ""}
         else:
-            status = shared.jobs.submit(group, "grad", run).status()
+            status = shared.jobs.submit(group, "grad", run_with(off)).status()
         span = (t0, result.num_targets if t1 is None else t1)
-        methods, _ = shared._methods_and_config(ig_steps)
+        methods, _ = shared._methods_and_config(**counts)
         values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
         if requested is not None:
             # A clicked span: the client has the text and tokens already; send only the values.
@@ -785,7 +863,7 @@ class SalienceModel(_Wrapper):
                     fields.SPAN_SALIENCE: values}
         if complete is not None:
             result = complete.merged(result)
-        return self._outputs(result, ig_steps, values, status)
+        return self._outputs(result, counts, values, status)
 
 
 def _status_only(status: JsonDict) -> JsonDict:

@@ -199,6 +199,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                    help="Largest prompt + system + target of one input, in characters.")
     g.add_argument("--max_ig_steps", type=int, default=defaults.max_ig_steps,
                    help=f"Largest integrated-gradients step count (at most {defaults.max_ig_steps}).")
+    g.add_argument("--max_smooth_grad_samples", type=int, default=defaults.max_smooth_grad_samples,
+                   help=f"Largest SmoothGrad sample count (at most {defaults.max_smooth_grad_samples}).")
     g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
                    help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
     g.add_argument("--max_connections", type=int, default=defaults.max_connections,
@@ -227,6 +229,7 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
         max_prompt_chars=args.max_prompt_chars,
         max_new_tokens=args.max_new_tokens,
         max_ig_steps=args.max_ig_steps,
+        max_smooth_grad_samples=args.max_smooth_grad_samples,
         max_pending=args.max_pending_requests,
         max_connections=args.max_connections,
     )

@@ -4,7 +4,8 @@
                              [--max_new_tokens 64] [--device cpu] [--dtype float32]
                              [--data prompts.jsonl] [--allowed_hosts NAME] [--token T]
                              [--data_dir DIR] [--max_body_bytes N] [--max_prompt_chars N]
-                             [--max_ig_steps N] [--max_pending_requests N] [--max_connections N]
+                             [--max_ig_steps N] [--max_smooth_grad_samples N]
+                             [--max_pending_requests N] [--max_connections N]
 
 or the console script `sequence-salience-server` with the same flags. It checks
 the data file, builds the offline client root, loads the model (logging

@@ -173,6 +173,40 @@ def test_integrated_gradients_by_span_reports_its_completeness(client):
     np.testing.assert_allclose(out[fields.SPAN_SALIENCE]["integrated_gradients"], rows, rtol=5e-3, atol=5e-5)
 
 
+def test_smooth_grad_by_span_equals_the_library_and_its_matrix_comes_on_request(client, default_lm):
+    prompt = "Name a planet."
+    # The reference: the core library on its own greedy generation, default chunking
+    # (the server's config chunks by 2; SmoothGrad's values do not depend on chunking).
+    chat = default_lm.format_prompt(prompt)
+    gen = default_lm.generate(chat, ss.GenerationConfig(max_new_tokens=10))
+    config = ss.SalienceConfig(smooth_grad_samples=4)
+
+    first = _salience(client, prompt, detail="span", smooth_grad_samples=4)[fields.SALIENCE]
+    num_t = len(first["target_logprobs"])
+    assert first["text"].endswith(gen.text) and num_t == len(gen.ids)
+    assert first["methods"]["smooth_grad"] == {"signed": True, "matrix": None, "samples": 4}
+    whole = np.asarray(first["spans"][f"0:{num_t}"]["smooth_grad"])
+    np.testing.assert_allclose(whole, ss.compute_span_salience(default_lm, chat, gen, "smooth_grad", config=config),
+                               rtol=2e-3, atol=2e-5)
+    clicked = _salience(client, prompt, detail="span", smooth_grad_samples=4, target_span="1:3")
+    assert set(clicked[fields.SPAN_SALIENCE]) == {"grad_norm", "grad_x_input", "smooth_grad"}
+    span = np.asarray(clicked[fields.SPAN_SALIENCE]["smooth_grad"])
+    np.testing.assert_allclose(span, ss.compute_span_salience(default_lm, chat, gen, "smooth_grad", 1, 3, config),
+                               rtol=2e-3, atol=2e-5)
+
+    # The per-token matrix only when asked for; its rows sum to the spans.
+    status = _salience(client, prompt, detail="smooth_grad_matrix", smooth_grad_samples=4)[fields.SALIENCE]["detail"]
+    assert status["kind"] == "sg4"
+    full, seen = _poll_until_done(client, prompt, smooth_grad_samples=4)
+    assert all(d["kind"] == "sg4" for d in seen)
+    sg = full[fields.SALIENCE]["methods"]["smooth_grad"]
+    assert sg["signed"] is True and sg["samples"] == 4
+    matrix = np.asarray(sg["matrix"])  # [T, N]
+    assert matrix.shape == (num_t, len(full[fields.SALIENCE]["tokens"]))
+    np.testing.assert_allclose(matrix.sum(0), whole, rtol=2e-3, atol=2e-5)
+    np.testing.assert_allclose(matrix[1:3].sum(0), span, rtol=2e-3, atol=2e-5)
+
+
 def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_path, tmp_path_factory):
     store = tmp_path / "gens"
     shared = models.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))

@@ -339,7 +339,7 @@ def test_body_size_limit(lit):
     assert post(c, f"/get_preds?model={TOK}", small).status_code == 200
 
 
-def test_prompt_length_ig_steps_and_max_new_tokens_limits(lit):
+def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(lit):
     c = secure(lit, limits=limits.Limits(max_prompt_chars=100, max_ig_steps=4, max_new_tokens=6))
     msg = one_line_error(preds(c, TOK, {"prompt": "x" * 60, "target": "y" * 41}), 400)
     assert "101 characters" in msg and "100" in msg and "--max_prompt_chars" in msg
@@ -348,6 +348,11 @@ def test_prompt_length_ig_steps_and_max_new_tokens_limits(lit):
     for steps in (5, -1, 1.5, "abc", True, [4]):
         msg = one_line_error(preds(c, SAL, {"prompt": "hi", "ig_steps": steps}), 400)
         assert '"ig_steps"' in msg and "0 (off) to 4" in msg and "--max_ig_steps" in msg
+    c_sg = secure(lit, limits=limits.Limits(max_smooth_grad_samples=3))
+    for samples in (4, -1, 2.5, "abc", False):
+        msg = one_line_error(preds(c_sg, SAL, {"prompt": "hi", "smooth_grad_samples": samples}), 400)
+        assert '"smooth_grad_samples"' in msg and "0 (off) to 3" in msg and "--max_smooth_grad_samples" in msg
+    assert preds(c_sg, TOK, {"prompt": "hi", "smooth_grad_samples": 3}).status_code == 200
     for n in (0, 7, "many"):
         msg = one_line_error(preds(c, GEN, {"prompt": "hi", "max_new_tokens": n}), 400)
         assert '"max_new_tokens"' in msg and "1 to 6" in msg
