@@ -1,6 +1,6 @@
 """Time to first highlight, to complete matrices and to retarget: ours vs LIT's HFSalienceModel.
 
-    python benchmarks/bench_first_highlight.py [--long_tokens 4000] [--skip_full_long]
+    python benchmarks/bench_first_highlight.py [--long_tokens 4000] [--full_long] [--lit_loop] [--captum]
 
 Same process, same weights (LIT loads the converted default model's folder), same prompt and
 response for both. LIT's reference implementation of the Sequence Salience paper
@@ -70,7 +70,24 @@ def _long_prompt(tokens: int, tokenizer) -> str:
     return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
 
 
-def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit_loop: bool = False) -> dict:
+def _captum_loop(lm, prompt_ids, target_ids) -> float:
+    """captum's LLMGradientAttribution with LayerGradientXActivation (the fastest peer measured
+    for per-token maps): one forward + backward per target token; returns seconds."""
+    import torch
+    from captum import attr as captum_attr
+
+    layer = captum_attr.LayerGradientXActivation(lm.model, lm.model.get_input_embeddings())
+    llm_attr = captum_attr.LLMGradientAttribution(layer, lm.tokenizer)
+    inp = captum_attr.TextTokenInput(lm.tokenizer.decode(prompt_ids), lm.tokenizer)
+    if inp.to_model_input().view(-1).tolist() != list(prompt_ids):
+        raise SystemExit("captum re-tokenized the prompt differently; the comparison would not be like for like")
+    t = time.perf_counter()
+    llm_attr.attribute(inp, target=torch.tensor(list(target_ids)))
+    return time.perf_counter() - t
+
+
+def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit_loop: bool = False,
+             captum: bool = False) -> dict:
     lm = shared.lm
     chat = shared.format_prompt(ex)
     target = ex.get("target", "")
@@ -116,6 +133,15 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit
         row["retarget_after_matrices_ms"] = round(1000 * (time.perf_counter() - t), 2)
         full_payload = json.dumps(models.salience_payload(result, 0))
         row["full_payload_kb"] = round(len(full_payload) / 1024, 1)
+        if captum:  # same process, same weights, same token ids; interleaved with ours once more
+            n = result.n_prompt_tokens
+            row["captum_per_token_loop_s"] = round(_captum_loop(lm, result.ids[:n].tolist(), result.ids[n:].tolist()), 2)
+            shared._results = models._LRU(8)
+            t = time.perf_counter()
+            shared.salience(chat, target, 0)
+            row["ours_full_matrices_again_s"] = round(time.perf_counter() - t, 2)
+            best = min(row["ours_full_matrices_s"], row["ours_full_matrices_again_s"])
+            row["ratio_full_vs_captum_loop"] = round(best / row["captum_per_token_loop_s"], 2)
         # LIT's way to get every token's map: one request per target token.
         if full_lit_loop:
             t_lit = time.perf_counter()
@@ -134,8 +160,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--lit_loop", action="store_true",
                    help="also time LIT's way to every token's map: one request per target token")
-    p.add_argument("--skip_full_long", action="store_true", default=True,
-                   help="do not compute the full matrices of the long case (tens of minutes on 2 cores)")
+    p.add_argument("--captum", action="store_true",
+                   help="also time captum's LLMGradientAttribution per-token loop (grad x input) on the first case")
+    p.add_argument("--full_long", action="store_true",
+                   help="also compute the full matrices of the long case (about 10 min at 4,000 tokens on 2 cores)")
     args = p.parse_args()
     from lit_nlp.examples.prompt_debugging import transformers_lms
 
@@ -148,12 +176,13 @@ def main() -> None:
     cot = dict(next(r for r in datasets.load_jsonl(datasets.CASE_STUDIES_PATH)
                     if r.get("case") == CASE and not r.get("target")))
     cot.pop("case", None)
-    rows = [run_case(CASE, shared, wrapper, lit_model, cot, args.repeats, full=True, full_lit_loop=args.lit_loop)]
+    rows = [run_case(CASE, shared, wrapper, lit_model, cot, args.repeats, full=True, full_lit_loop=args.lit_loop,
+                     captum=args.captum)]
     if args.long_tokens:
         long_ex = {"prompt": _long_prompt(args.long_tokens, lm.tokenizer), "system": "",
                    "target": " " + " ".join(["The library opens at nine on day three."] * 6)}
         rows.append(run_case(f"{args.long_tokens}-token prompt", shared, wrapper, lit_model, long_ex, 1,
-                             full=not args.skip_full_long))
+                             full=args.full_long))
     print(json.dumps(rows, indent=2))
 
 
