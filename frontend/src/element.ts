@@ -12,8 +12,9 @@ import {describeDetail, isFinal, METHODS, numTargets, parseDetail, parsePayload,
         type MethodPayload, type SaliencePayload} from './payload.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './pieces.js';
 import {topSegments} from './rank.js';
-import {errorMessage, pollInput, quickInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
-        SPAN_SALIENCE_FIELD, spanInput, igMatrixInput, type IndexedInputLike, type ModelInfoLike} from './request.js';
+import {errorMessage, EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, isExtraMethod, jobKind, matrixInput, pollInput,
+        quickInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay, SPAN_SALIENCE_FIELD, spanInput,
+        parseCount, type Extra, type ExtraMethodName, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {targetStore} from './shared/target_store.js';
 import {litModuleBase} from './shared/lit_services.js';
@@ -23,7 +24,6 @@ import {describeSpan, dragSpan, isWhole, overlaps, snapSpan, spanForKey, targetS
 /** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
 export const TAG = 'prompt-salience-module';
 
-const DEFAULT_IG_STEPS = 16;
 /** How often the module asks for the progress of the per-token matrices. */
 const POLL_MS = 700;
 const TOP_K = 10;
@@ -61,11 +61,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     static get properties() {
       return {
         status: {state: true}, message: {state: true}, elapsed: {state: true},
-        payload: {state: true}, method: {state: true}, igSteps: {state: true},
+        payload: {state: true}, method: {state: true}, counts: {state: true},
         granularity: {state: true}, regex: {state: true}, span: {state: true},
         intensity: {state: true}, cursor: {state: true}, dragAnchor: {state: true},
         dragTo: {state: true}, side: {state: true}, version: {state: true},
-        detail: {state: true}, igDetail: {state: true}, igPerToken: {state: true},
+        detail: {state: true}, extraDetail: {state: true}, perToken: {state: true},
       };
     }
 
@@ -80,7 +80,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare elapsed: number;
     declare payload: SaliencePayload | null;
     declare method: MethodName;
-    declare igSteps: number;
+    /** Step / sample count of each method computed on request (IG steps, SmoothGrad samples). */
+    declare counts: Record<ExtraMethodName, number>;
     declare granularity: Granularity;
     declare regex: string;
     declare span: TargetSpan;
@@ -94,10 +95,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare version: number;
     /** Progress of the per-token gradient matrices (computed in the background). */
     declare detail: DetailStatus | null;
-    /** Progress of the per-token IG matrix, when asked for. */
-    declare igDetail: DetailStatus | null;
-    /** Whether the user asked for the full per-token IG matrix (else IG is computed per span). */
-    declare igPerToken: boolean;
+    /** Progress of each extra method's per-token matrix, when asked for. */
+    declare extraDetail: Partial<Record<ExtraMethodName, DetailStatus | null>>;
+    /** Whether the user asked for an extra method's full per-token matrix (else it is computed per span). */
+    declare perToken: Record<ExtraMethodName, boolean>;
 
     private input: IndexedInputLike | null = null;
     /** Bumped on every selection: polls and requests of an older one stop. */
@@ -106,7 +107,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     /** IG completeness error of spans computed directly, by "steps|t0:t1". */
     private spanIgErrors = new Map<string, number>();
     private salienceModel: string | null = null;
-    private igPayloads = new Map<number, MethodPayload>();
+    /** Per-token payloads of the extra methods, by extraKey (method and count). */
+    private extraPayloads = new Map<string, MethodPayload>();
     private serverSpans = new Map<string, Float64Array>();
     private pendingSpans = new Set<string>();
     private segCache = new Map<string, Segmentation>();
@@ -130,7 +132,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.elapsed = 0;
       this.payload = null;
       this.method = 'grad_norm';
-      this.igSteps = DEFAULT_IG_STEPS;
+      this.counts = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, EXTRA_METHODS[m].defaultCount])) as
+          Record<ExtraMethodName, number>;
       this.granularity = 'word';
       this.regex = String.raw`[^,;:.!?\n]+[,;:.!?]*\s*`;
       this.span = {t0: 0, t1: 0};
@@ -141,8 +144,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.side = null;
       this.version = 0;
       this.detail = null;
-      this.igDetail = null;
-      this.igPerToken = false;
+      this.extraDetail = {};
+      this.perToken = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, false])) as Record<ExtraMethodName, boolean>;
     }
 
     override connectedCallback() {
@@ -223,8 +226,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.generation++;
       this.payload = null;
       this.detail = null;
-      this.igDetail = null;
-      this.igPayloads.clear();
+      this.extraDetail = {};
+      this.extraPayloads.clear();
       this.spanIgErrors.clear();
       this.serverSpans.clear();
       this.pendingSpans.clear();
@@ -255,22 +258,21 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       try {
         // First highlight: the whole response from one forward + backward; the
         // per-token matrices follow in the background (pollDetail).
-        const steps = this.method === 'integrated_gradients' ? this.igSteps : 0;
+        const extra = this.extra();
         const req = this.apiService.getPreds(
-            [quickInput(d, steps)], this.salienceModel, this.appState.currentDataset, [],
+            [quickInput(d, extra)], this.salienceModel, this.appState.currentDataset, [],
             [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
         const res = await this.loadLatest('salience', req);
         if (res === null || this.input !== d || gen !== this.generation) return;  // a newer selection won
         const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
-        this.absorbSpans(payload, steps);
-        const ig = payload.methods.integrated_gradients;
-        if (ig?.matrix != null) this.igPayloads.set(ig.steps ?? -1, ig);
+        this.absorbSpans(payload, extra);
+        this.absorbExtraMatrices(payload);
         this.u16 = codePointToUtf16(payload.text);
         this.span = wholeResponse(numTargets(payload));
         this.payload = payload;
         this.detail = payload.detail ?? null;
         this.stopLoading('ready');
-        if (!isFinal(this.detail)) void this.pollDetail(d, gen, 0);
+        if (!isFinal(this.detail)) void this.pollDetail(d, gen, null);
         this.ensureData();
       } catch (e) {
         if (this.input !== d) return;
@@ -279,39 +281,54 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
     }
 
-    /** Keeps the spans a payload carries (computed directly by the server). */
-    private absorbSpans(p: SaliencePayload, igSteps: number) {
+    /** Keeps the spans a payload carries (computed directly by the server for a request with `extra`). */
+    private absorbSpans(p: SaliencePayload, extra: Extra | null) {
       for (const [key, vals] of Object.entries(p.spans ?? {})) {
         const [t0, t1] = key.split(':').map(Number);
         for (const [method, v] of Object.entries(vals ?? {})) {
-          if (v == null) continue;
-          const name = method === 'integrated_gradients' ? igKey(igSteps) : method;
+          const name = valuesName(method, extra);
+          if (v == null || name === null) continue;
           this.serverSpans.set(spanKey(name, {t0, t1}), Float64Array.from(v));
         }
       }
+      if (extra?.method !== 'integrated_gradients') return;
       for (const [key, err] of Object.entries(p.span_ig_errors ?? {})) {
-        this.spanIgErrors.set(`${igSteps}|${key}`, err);
+        this.spanIgErrors.set(`${extra.count}|${key}`, err);
       }
     }
 
+    /** Keeps the per-token matrices of extra methods a payload carries, by method and count. */
+    private absorbExtraMatrices(p: SaliencePayload) {
+      for (const name of EXTRA_METHOD_NAMES) {
+        const m = p.methods[name];
+        const count = m?.[EXTRA_METHODS[name].unit];
+        if (m?.matrix != null && count != null) this.extraPayloads.set(extraKey({method: name, count}), m);
+      }
+    }
+
+    /** The selected method with its count, when it is computed on request; else null. */
+    private extra(): Extra | null {
+      return isExtraMethod(this.method) ? {method: this.method, count: this.counts[this.method]} : null;
+    }
+
     /**
-     * Polls the background job for this selection until it ends: igSteps 0 is
-     * the gradient matrices, > 0 the per-token IG matrix with that many steps.
+     * Polls the background job for this selection until it ends: extra null is
+     * the gradient matrices, else that method's per-token matrix at its count.
      */
-    private async pollDetail(d: IndexedInputLike, gen: number, igSteps: number) {
+    private async pollDetail(d: IndexedInputLike, gen: number, extra: Extra | null) {
       while (gen === this.generation && this.input === d && this.salienceModel !== null) {
         await new Promise((r) => setTimeout(r, POLL_MS));
         if (gen !== this.generation) return;
         let res: Array<Record<string, unknown>>;
         try {
           res = await this.apiService.getPreds(
-              [pollInput(d, igSteps, ++this.pollCount)], this.salienceModel, this.appState.currentDataset, [],
+              [pollInput(d, extra, ++this.pollCount)], this.salienceModel, this.appState.currentDataset, [],
               [SALIENCE_FIELD], 'Per-token salience…');
         } catch (e) {
           if (gen !== this.generation) return;
-          const failed: DetailStatus = {kind: igSteps ? `ig${igSteps}` : 'grad', state: 'error', done: 0, total: 0,
+          const failed: DetailStatus = {kind: jobKind(extra), state: 'error', done: 0, total: 0,
                                         elapsed_s: 0, eta_s: null, error: errorMessage(e)};
-          if (igSteps) this.igDetail = failed; else this.detail = failed;
+          this.setDetail(extra, failed);
           return;
         }
         if (gen !== this.generation || this.payload === null) return;
@@ -320,46 +337,52 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         if (raw != null && typeof raw['text'] === 'string') {
           const full = parsePayload(raw);
           if (full.tokens.length !== this.payload.tokens.length) return;
-          if (igSteps) {
-            const ig = full.methods.integrated_gradients;
-            if (ig != null) this.igPayloads.set(igSteps, ig);
-            this.igDetail = status;
+          if (extra !== null) {
+            const m = full.methods[extra.method];
+            if (m?.matrix != null) this.extraPayloads.set(extraKey(extra), m);
           } else {
-            this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutIG(full.methods)}};
-            this.detail = status;
+            this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutExtras(full.methods)}};
           }
+          this.setDetail(extra, status);
           this.version++;
           this.ensureData();
           return;
         }
-        if (igSteps) this.igDetail = status; else this.detail = status;
+        this.setDetail(extra, status);
         if (isFinal(status)) return;
       }
     }
 
-    /** Starts whatever server request the current view needs (a span not computable here, an IG matrix). */
+    private setDetail(extra: Extra | null, status: DetailStatus | null) {
+      if (extra === null) this.detail = status;
+      else this.extraDetail = {...this.extraDetail, [extra.method]: status};
+    }
+
+    /** Starts whatever server request the current view needs (a span not computable here, an extra method's matrix). */
     private ensureData() {
       const p = this.payload;
       if (p === null || this.input === null) return;
-      if (this.method === 'integrated_gradients' && this.igPerToken && !this.igPayloads.has(this.igSteps)) {
-        void this.fetchIGMatrix(this.input, this.igSteps);
+      const extra = this.extra();
+      if (extra !== null && this.perToken[extra.method] && !this.extraPayloads.has(extraKey(extra))) {
+        void this.fetchMatrix(this.input, extra);
       }
       if (this.tokenValues() === null) void this.fetchSpan(this.input, this.span);
     }
 
-    /** Asks for the per-token IG matrix (a background job on the server) and polls it. */
-    private async fetchIGMatrix(d: IndexedInputLike, steps: number) {
-      const key = `igmatrix${steps}`;
+    /** Asks for an extra method's per-token matrix (a background job on the server) and polls it. */
+    private async fetchMatrix(d: IndexedInputLike, extra: Extra) {
+      const key = `matrix:${extraKey(extra)}`;
       if (this.pendingSpans.has(key) || this.salienceModel === null) return;
       this.pendingSpans.add(key);
       const gen = this.generation;
+      const info = EXTRA_METHODS[extra.method];
       try {
         const res = await this.apiService.getPreds(
-            [igMatrixInput(d, steps)], this.salienceModel, this.appState.currentDataset, [],
-            [SALIENCE_FIELD], `Integrated gradients for every token (${steps} steps)…`);
+            [matrixInput(d, extra)], this.salienceModel, this.appState.currentDataset, [],
+            [SALIENCE_FIELD], `${info.short} for every token (${extra.count} ${info.unit})…`);
         if (gen !== this.generation) return;
-        this.igDetail = parseDetail(res[0]?.[SALIENCE_FIELD]);
-        await this.pollDetail(d, gen, steps);
+        this.setDetail(extra, parseDetail(res[0]?.[SALIENCE_FIELD]));
+        await this.pollDetail(d, gen, extra);
       } catch (e) {
         if (gen === this.generation) this.side = {kind: 'error', text: errorMessage(e)};
       } finally {
@@ -367,35 +390,36 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
     }
 
-    /** The exact salience of one span, computed by the server (one forward + backward; IG: one batch of steps). */
+    /** The exact salience of one span, computed by the server (one forward + backward; IG, SmoothGrad: one batch). */
     private async fetchSpan(d: IndexedInputLike, span: TargetSpan) {
       const method = this.method;
-      const ig = method === 'integrated_gradients';
-      const steps = ig ? this.igSteps : 0;
-      const name = ig ? igKey(steps) : this.method;
+      const extra = this.extra();
+      const name = extra === null ? method : extraKey(extra);
       const key = spanKey(name, span);
       if (this.pendingSpans.has(key) || this.salienceModel === null) return;
       this.pendingSpans.add(key);
       const gen = this.generation;
-      this.side = {kind: 'loading', text: ig
-          ? `Integrated gradients (${steps} steps) for ${describeSpan(span, numTargets(this.payload!))}…`
-          : `Computing ${describeSpan(span, numTargets(this.payload!))}…`};
+      const what = describeSpan(span, numTargets(this.payload!));
+      this.side = {kind: 'loading', text: extra === null ? `Computing ${what}…`
+          : `${METHODS.find((m) => m.id === method)?.label ?? method} (${extra.count} ${EXTRA_METHODS[extra.method].unit}) for ${what}…`};
       try {
         const res = await this.apiService.getPreds(
-            [spanInput(d, span.t0, span.t1, steps)], this.salienceModel, this.appState.currentDataset, [],
+            [spanInput(d, span.t0, span.t1, extra)], this.salienceModel, this.appState.currentDataset, [],
             [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…');
         if (gen !== this.generation) return;
         const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, number[]>;
         const n = this.payload?.tokens.length;
-        for (const [method, values] of Object.entries(all)) {
-          if (!Array.isArray(values) || values.length !== n) continue;
-          const k = spanKey(method === 'integrated_gradients' ? igKey(steps) : method, span);
-          this.serverSpans.set(k, Float64Array.from(values));
+        for (const [m, values] of Object.entries(all)) {
+          const k = valuesName(m, extra);
+          if (!Array.isArray(values) || values.length !== n || k === null) continue;
+          this.serverSpans.set(spanKey(k, span), Float64Array.from(values));
         }
         const light = res[0]?.[SALIENCE_FIELD] as {span_ig_errors?: Record<string, number>} | undefined;
-        for (const [k, err] of Object.entries(light?.span_ig_errors ?? {})) this.spanIgErrors.set(`${steps}|${k}`, err);
+        if (extra?.method === 'integrated_gradients') {
+          for (const [k, err] of Object.entries(light?.span_ig_errors ?? {})) this.spanIgErrors.set(`${extra.count}|${k}`, err);
+        }
         if (!this.serverSpans.has(key)) {
-          throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${ig ? 'integrated_gradients' : name}" of the right length.`);
+          throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
         }
         if (this.side?.kind === 'loading') this.side = null;
         this.version++;
@@ -418,12 +442,14 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     // ------------------------------------------------------------- derived
 
-    /** The current method's payload; IG without its per-token matrix is {matrix: null}. */
+    /** The current method's payload; an extra method without its per-token matrix is {matrix: null}. */
     private methodPayload(): MethodPayload | null {
       const p = this.payload;
       if (p === null) return null;
-      if (this.method === 'integrated_gradients') {
-        return this.igPayloads.get(this.igSteps) ?? {signed: true, matrix: null, steps: this.igSteps};
+      const extra = this.extra();
+      if (extra !== null) {
+        return this.extraPayloads.get(extraKey(extra)) ??
+            {signed: true, matrix: null, [EXTRA_METHODS[extra.method].unit]: extra.count};
       }
       return p.methods[this.method] ?? null;
     }
@@ -433,7 +459,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const p = this.payload;
       const m = this.methodPayload();
       if (p === null || m === null) return null;
-      const name = this.method === 'integrated_gradients' ? igKey(this.igSteps) : this.method;
+      const extra = this.extra();
+      const name = extra === null ? this.method : extraKey(extra);
       return spanSalience(m, this.span, p.tokens.length) ?? this.serverSpans.get(spanKey(name, this.span)) ?? null;
     }
 
@@ -441,14 +468,17 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private precision(): string {
       const m = this.methodPayload();
       if (m?.matrix != null) return 'per-token detail ready: retargeting is instant';
-      const d = this.method === 'integrated_gradients' ? (this.igPerToken ? this.igDetail : null) : this.detail;
-      const ig = this.method === 'integrated_gradients';
-      return `exact for this span; ${ig && !this.igPerToken ? 'per-token IG off (each span is computed on request)' : describeDetail(d)}`;
+      const extra = this.extra();
+      if (extra !== null && !this.perToken[extra.method]) {
+        return `exact for this span; per-token ${EXTRA_METHODS[extra.method].short} off (each span is computed on request)`;
+      }
+      return `exact for this span; ${describeDetail(extra === null ? this.detail : this.extraDetail[extra.method])}`;
     }
 
     /** Segment salience for the current method and span (memoised: the same array while nothing changed). */
     private segmentValues(seg: Segmentation): Float64Array | null {
-      const key = `${this.method}|${this.igSteps}|${this.span.t0}:${this.span.t1}|${this.version}|${this.serverSpans.size}`;
+      const extra = this.extra();
+      const key = `${extra === null ? this.method : extraKey(extra)}|${this.span.t0}:${this.span.t1}|${this.version}|${this.serverSpans.size}`;
       const memo = this.valuesMemo;
       if (memo !== null && memo.key === key && memo.seg === seg && memo.payload === this.payload) return memo.values;
       const tokVals = this.tokenValues();
@@ -607,7 +637,6 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     private renderControls() {
-      const ig = this.method === 'integrated_gradients';
       return html`
         <div class="controls">
           <label>Method
@@ -615,19 +644,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
               ${METHODS.map((m) => html`<option value=${m.id} ?selected=${m.id === this.method}>${m.label}</option>`)}
             </select>
           </label>
-          <label title="Integrated-gradients steps (used when the method is integrated gradients)">IG steps
-            <input class="ig-steps" type="number" min="1" max="256" .value=${String(this.igSteps)}
-                @change=${(e: Event) => {
-                  const v = Math.round(Number((e.target as HTMLInputElement).value));
-                  if (!(v >= 1 && v <= 256)) return;
-                  if (ig) this.markAction('method');
-                  this.igSteps = v;
-                  this.ensureData();
-                }}></label>
-          ${ig ? html`<label title="Compute integrated gradients for every response token (slow: minutes on a CPU); otherwise only the span on screen">
-            <input class="ig-per-token" type="checkbox" .checked=${this.igPerToken}
-                @change=${(e: Event) => { this.igPerToken = (e.target as HTMLInputElement).checked; this.ensureData(); }}>
-            per-token IG</label>` : nothing}
+          ${EXTRA_METHOD_NAMES.map((name) => this.renderCountControls(name))}
           <label>Granularity
             <select class="granularity" @change=${(e: Event) => this.setGranularity((e.target as HTMLSelectElement).value as Granularity)}>
               ${GRANULARITIES.map((g) => html`<option value=${g} ?selected=${g === this.granularity}>${GRANULARITY_LABELS[g]}</option>`)}
@@ -646,6 +663,31 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                 @input=${(e: Event) => { this.intensity = Number((e.target as HTMLInputElement).value); }}>
           </label>
         </div>`;
+    }
+
+    /** The step / sample count of a method computed on request, and its per-token switch when it is selected. */
+    private renderCountControls(name: ExtraMethodName) {
+      const info = EXTRA_METHODS[name];
+      const label = METHODS.find((m) => m.id === name)?.label ?? name;
+      const selected = this.method === name;
+      return html`
+          <label title="${label}: number of ${info.unit} (used when the method is ${label})">${info.short} ${info.unit}
+            <input class="${info.tag}-${info.unit}" type="number" min="1" max=${info.maxCount}
+                .value=${String(this.counts[name])}
+                @change=${(e: Event) => {
+                  const v = parseCount((e.target as HTMLInputElement).value, name);
+                  if (v === null) return;
+                  if (selected) this.markAction('method');
+                  this.counts = {...this.counts, [name]: v};
+                  this.ensureData();
+                }}></label>
+          ${selected ? html`<label title="Compute ${label} for every response token (slow: minutes on a CPU); otherwise only the span on screen">
+            <input class="${info.tag}-per-token" type="checkbox" .checked=${this.perToken[name]}
+                @change=${(e: Event) => {
+                  this.perToken = {...this.perToken, [name]: (e.target as HTMLInputElement).checked};
+                  this.ensureData();
+                }}>
+            per-token ${info.short}</label>` : nothing}`;
     }
 
     private renderStatus() {
@@ -743,9 +785,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       if (this.method === 'integrated_gradients') {
         completeness = m?.completeness_error
             ? m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0)
-            : this.spanIgErrors.get(`${this.igSteps}|${this.span.t0}:${this.span.t1}`) ?? null;
+            : this.spanIgErrors.get(`${this.counts.integrated_gradients}|${this.span.t0}:${this.span.t1}`) ?? null;
       }
-      const detailState = this.method === 'integrated_gradients' ? (this.igDetail?.state ?? 'off') : (this.detail?.state ?? 'done');
+      const extra = this.extra();
+      const detailState = extra !== null ? (this.extraDetail[extra.method]?.state ?? 'off') : (this.detail?.state ?? 'done');
 
       return html`
         <div class="body">
@@ -804,7 +847,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const stops = legendStops(cs, 3);
       return html`<div class="legend" aria-label="colour legend">
         <div class="legend-title">${cs.signed ? 'Signed (diverging)' : 'Magnitude (sequential)'}
-          ${m?.steps ? html`· ${m.steps} steps` : nothing}</div>
+          ${m?.steps ? html`· ${m.steps} steps` : m?.samples ? html`· ${m.samples} samples` : nothing}</div>
         <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
         <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
       </div>`;
@@ -874,13 +917,17 @@ const STYLES = css`
   button.reset { font: inherit; font-size: 12px; }
 `;
 
-/** Cache name of IG values with a given step count (steps change the values). */
-function igKey(steps: number): string {
-  return `integrated_gradients#${steps}`;
+/**
+ * Cache name of a method's values in the answer to a request with `extra`: the extra
+ * method's carry its count (the count changes the values); another extra method's
+ * values (not asked for) are ignored (null).
+ */
+function valuesName(method: string, extra: Extra | null): string | null {
+  if (!isExtraMethod(method)) return method;
+  return extra?.method === method ? extraKey(extra) : null;
 }
 
-/** Methods of a full payload without IG (IG matrices are kept per step count). */
-function withoutIG(methods: SaliencePayload['methods']): SaliencePayload['methods'] {
-  const {integrated_gradients: _ig, ...rest} = methods;
-  return rest;
+/** Methods of a full payload without the extra methods (their matrices are kept per count). */
+function withoutExtras(methods: SaliencePayload['methods']): SaliencePayload['methods'] {
+  return Object.fromEntries(Object.entries(methods).filter(([name]) => !isExtraMethod(name)));
 }

@@ -4,13 +4,14 @@
  * malformed payload into an error that names the broken field.
  */
 
-export type MethodName = 'grad_norm' | 'grad_x_input' | 'integrated_gradients';
+export type MethodName = 'grad_norm' | 'grad_x_input' | 'integrated_gradients' | 'smooth_grad';
 
 /** Method ids in display order, with labels for the method menu. */
 export const METHODS: ReadonlyArray<{id: MethodName; label: string}> = [
   {id: 'grad_norm', label: 'Gradient norm'},
   {id: 'grad_x_input', label: 'Gradient × input'},
   {id: 'integrated_gradients', label: 'Integrated gradients'},
+  {id: 'smooth_grad', label: 'SmoothGrad (× input)'},
 ];
 
 export interface MethodPayload {
@@ -22,7 +23,10 @@ export interface MethodPayload {
   matrix: number[][] | null;
   /** grad_norm only: <float>[N][T*(T+1)/2] packed upper-triangular Gram rows, or null. */
   gram_packed?: number[][] | null;
+  /** integrated_gradients: its step count. */
   steps?: number;
+  /** smooth_grad: its sample count. */
+  samples?: number;
   completeness_error?: number[] | null;
 }
 

@@ -1,8 +1,10 @@
 /**
  * How the module talks to LIT's server: which model carries the salience
- * field, the inputs for integrated-gradients and span requests, and turning
- * server failures into messages that name the cause.
+ * field, the inputs for span requests and for the methods computed on request
+ * (integrated gradients, SmoothGrad), and turning server failures into
+ * messages that name the cause.
  */
+import type {MethodName} from './payload.js';
 
 /** The parts of LIT's IndexedInput the module uses. */
 export interface IndexedInputLike {
@@ -20,6 +22,7 @@ export const SALIENCE_FIELD = 'salience';
 export const RESPONSE_FIELD = 'response';
 export const SPAN_SALIENCE_FIELD = 'span_salience';
 export const IG_STEPS_FIELD = 'ig_steps';
+export const SMOOTH_GRAD_SAMPLES_FIELD = 'smooth_grad_samples';
 export const TARGET_SPAN_FIELD = 'target_span';
 
 /** LitType names accepted for the salience field (lit-nlp 1.3.1 has no JsonDict; the app uses LitType). */
@@ -71,30 +74,97 @@ export function derivedInput(
 
 export const DETAIL_FIELD = 'detail';
 
-/** The full payload at once (blocking; every matrix, IG with `steps`). */
-export function igInput(input: IndexedInputLike, steps: number): IndexedInputLike {
-  return derivedInput(input, {[IG_STEPS_FIELD]: steps}, `ig${steps}`);
+/** Methods the server computes only on request, each with a count (0 = off). */
+export type ExtraMethodName = Extract<MethodName, 'integrated_gradients' | 'smooth_grad'>;
+
+export interface ExtraMethodInfo {
+  /** Input field carrying the count. */
+  field: string;
+  /** `detail` value that starts the method's per-token matrix in the background. */
+  matrixDetail: string;
+  /** Short name in request ids. */
+  tag: string;
+  /** What the count counts; also the payload key of the method's count ("steps", "samples"). */
+  unit: 'steps' | 'samples';
+  /** Short name in the UI ("per-token IG", "IG steps"). */
+  short: string;
+  defaultCount: number;
+  maxCount: number;
 }
 
-/** First highlight: the whole response's salience now, the matrices in the background. */
-export function quickInput(input: IndexedInputLike, igSteps = 0): IndexedInputLike {
-  return derivedInput(input, {[DETAIL_FIELD]: 'span', [IG_STEPS_FIELD]: igSteps}, `quick${igSteps}`);
+/** One table for the methods computed on request; mirrors EXTRA_METHODS in lit_app/models.py. */
+export const EXTRA_METHODS: Readonly<Record<ExtraMethodName, ExtraMethodInfo>> = {
+  integrated_gradients: {field: IG_STEPS_FIELD, matrixDetail: 'ig_matrix', tag: 'ig', unit: 'steps', short: 'IG',
+                         defaultCount: 16, maxCount: 256},
+  smooth_grad: {field: SMOOTH_GRAD_SAMPLES_FIELD, matrixDetail: 'smooth_grad_matrix', tag: 'sg', unit: 'samples',
+                short: 'SmoothGrad', defaultCount: 8, maxCount: 256},
+};
+
+export const EXTRA_METHOD_NAMES = Object.keys(EXTRA_METHODS) as ExtraMethodName[];
+
+export function isExtraMethod(method: string): method is ExtraMethodName {
+  return Object.prototype.hasOwnProperty.call(EXTRA_METHODS, method);
 }
 
-/** The exact salience of target tokens [t0, t1) (IG too when igSteps > 0). */
-export function spanInput(input: IndexedInputLike, t0: number, t1: number, igSteps = 0): IndexedInputLike {
-  return derivedInput(input, {[DETAIL_FIELD]: 'span', [TARGET_SPAN_FIELD]: `${t0}:${t1}`, [IG_STEPS_FIELD]: igSteps},
-                      `span${t0}-${t1}-${igSteps}`);
+/** A method computed on request at a count, e.g. {method: 'smooth_grad', count: 8}; null: none. */
+export interface Extra {
+  method: ExtraMethodName;
+  count: number;
 }
 
-/** Progress of the background matrices (igSteps 0: gradients; > 0: the per-token IG matrix). */
-export function pollInput(input: IndexedInputLike, igSteps: number, n: number): IndexedInputLike {
-  return derivedInput(input, {[DETAIL_FIELD]: 'poll', [IG_STEPS_FIELD]: igSteps}, `poll${igSteps}-${n}`);
+/** Name of an extra method's values at a count (the count changes the values), e.g. "smooth_grad#8". */
+export function extraKey(extra: Extra): string {
+  return `${extra.method}#${extra.count}`;
 }
 
-/** Starts the per-token IG matrix with `steps` steps in the background. */
-export function igMatrixInput(input: IndexedInputLike, steps: number): IndexedInputLike {
-  return derivedInput(input, {[DETAIL_FIELD]: 'ig_matrix', [IG_STEPS_FIELD]: steps}, `igmatrix${steps}`);
+/** Every count field, 0 except the chosen method's, so a request never asks for two at once. */
+function countFields(extra: Extra | null): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const name of EXTRA_METHOD_NAMES) out[EXTRA_METHODS[name].field] = 0;
+  if (extra !== null) out[EXTRA_METHODS[extra.method].field] = extra.count;
+  return out;
+}
+
+function countTag(extra: Extra | null): string {
+  return extra === null ? '0' : `${EXTRA_METHODS[extra.method].tag}${extra.count}`;
+}
+
+/** The full payload at once (blocking; every matrix, the extra method's too). */
+export function fullInput(input: IndexedInputLike, extra: Extra | null = null): IndexedInputLike {
+  return derivedInput(input, countFields(extra), `full${countTag(extra)}`);
+}
+
+/** First highlight: the whole response's salience now (the extra method's too), the matrices in the background. */
+export function quickInput(input: IndexedInputLike, extra: Extra | null = null): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span', ...countFields(extra)}, `quick${countTag(extra)}`);
+}
+
+/** The exact salience of target tokens [t0, t1) (the extra method's too, when given). */
+export function spanInput(input: IndexedInputLike, t0: number, t1: number, extra: Extra | null = null): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span', [TARGET_SPAN_FIELD]: `${t0}:${t1}`, ...countFields(extra)},
+                      `span${t0}-${t1}-${countTag(extra)}`);
+}
+
+/** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */
+export function pollInput(input: IndexedInputLike, extra: Extra | null, n: number): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'poll', ...countFields(extra)}, `poll${countTag(extra)}-${n}`);
+}
+
+/** Starts the extra method's per-token matrix in the background. */
+export function matrixInput(input: IndexedInputLike, extra: Extra): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: EXTRA_METHODS[extra.method].matrixDetail, ...countFields(extra)},
+                      `matrix${countTag(extra)}`);
+}
+
+/** A count typed by the user for an extra method (rounded), or null when it is outside 1..maxCount. */
+export function parseCount(value: string, method: ExtraMethodName): number | null {
+  const v = Math.round(Number(value));
+  return value.trim() !== '' && v >= 1 && v <= EXTRA_METHODS[method].maxCount ? v : null;
+}
+
+/** The job kind the server reports for a background job ("grad", "ig16", "sg8"). */
+export function jobKind(extra: Extra | null): string {
+  return extra === null ? 'grad' : countTag(extra);
 }
 
 /**

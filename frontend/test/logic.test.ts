@@ -187,7 +187,7 @@ describe('pieces and ranking', () => {
   });
 });
 
-import {derivedInput, errorMessage, hasSalienceField, igInput, salienceModelFor, shouldDisplay, spanInput} from '../src/request.js';
+import {derivedInput, errorMessage, fullInput, hasSalienceField, salienceModelFor, shouldDisplay, spanInput} from '../src/request.js';
 
 describe('request helpers', () => {
   const models = {
@@ -205,8 +205,9 @@ describe('request helpers', () => {
   });
   it('derives inputs with their own ids, sent in full', () => {
     const ex = {id: 'abc', data: {_id: 'abc', prompt: 'Hi'}, meta: {}};
-    expect(igInput(ex, 8)).toEqual(
-        {id: 'abc~ig8', data: {_id: 'abc~ig8', prompt: 'Hi', ig_steps: 8}, meta: {added: true}});
+    expect(fullInput(ex, {method: 'integrated_gradients', count: 8})).toEqual(
+        {id: 'abc~fullig8', data: {_id: 'abc~fullig8', prompt: 'Hi', ig_steps: 8, smooth_grad_samples: 0},
+         meta: {added: true}});
     expect(spanInput(ex, 1, 3).data.target_span).toBe('1:3');
     expect(derivedInput(ex, {}, 'x').data._id).toBe('abc~x');
     expect(ex.data._id).toBe('abc');

@@ -144,6 +144,44 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     expect(mod.locator(".legend-title")).to_contain_text("4 steps")
     assert "completeness error" in mod.locator(".side").inner_text()
     assert _highlighted(mod) > 0
+
+    # SmoothGrad (2 samples): the span on screen from the server, a signed map; the
+    # per-token matrix only when ticked, then retargeting (mouse, keyboard) paints at once.
+    _reset_action(mod)
+    mod.locator("select.granularity").select_option("word")
+    _wait_action(page, "granularity")
+    mod.locator("input.sg-samples").fill("2")
+    mod.locator("input.sg-samples").dispatch_event("change")
+    _reset_action(mod)
+    mod.locator("select.method").select_option("smooth_grad")
+    timings["smooth_grad_2_samples_ms_in_page"] = _wait_action(page, "method")
+    expect(mod.locator(".legend-title")).to_contain_text("Signed (diverging)")
+    expect(mod.locator(".legend-title")).to_contain_text("2 samples")
+    expect(mod.locator(".precision")).to_contain_text("per-token SmoothGrad off")
+    assert _highlighted(mod) > 0
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    mod.locator("input.sg-per-token").check()
+    mod.locator('.precision[data-exact="matrix"]').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    expect(mod.locator(".precision")).to_have_attribute("data-detail", "done")
+    if mod.locator("button.reset").count():
+        mod.locator("button.reset").click()
+    expect(mod.locator(".target-desc")).to_contain_text("whole response")
+    before = _prompt_styles(mod)
+    _reset_action(mod)
+    targets.first.click()
+    timings["smooth_grad_retarget_click_ms_in_page"] = _wait_action(page, "retarget")
+    assert "whole response" not in mod.locator(".target-desc").inner_text()
+    assert _highlighted(mod) > 0 and _prompt_styles(mod) != before
+    _reset_action(mod)
+    page.keyboard.press("ArrowRight")
+    timings["smooth_grad_retarget_key_ms_in_page"] = _wait_action(page, "retarget")
+    assert mod.locator(".response .tgt.sel").count() == 1 and _highlighted(mod) > 0
+    _reset_action(mod)
+    page.keyboard.press("Escape")
+    _wait_action(page, "retarget")
+    expect(mod.locator(".target-desc")).to_contain_text("whole response")
+    assert _highlighted(mod) > 0
+    shot("3b-smooth-grad")
     mod.locator("select.method").select_option("grad_norm")
 
     # 4. Edit the prompt in the datapoint editor, add it -> new output and salience.

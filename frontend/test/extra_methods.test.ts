@@ -1,0 +1,98 @@
+/**
+ * Methods computed on request (integrated gradients, SmoothGrad): the request
+ * inputs the module sends, the counts it accepts, and how their values combine.
+ */
+import {describe, expect, it} from 'vitest';
+import fixture from './fixtures/small_payload.json';
+import {METHODS, numTargets, parsePayload, type MethodPayload} from '../src/payload.js';
+import {EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, fullInput, isExtraMethod, jobKind, matrixInput, parseCount,
+        pollInput, quickInput, spanInput, type Extra} from '../src/request.js';
+import {spanSalience} from '../src/spans.js';
+
+const ex = {id: 'dp', data: {_id: 'dp', prompt: 'Hi'}, meta: {}};
+const IG: Extra = {method: 'integrated_gradients', count: 16};
+const SG: Extra = {method: 'smooth_grad', count: 8};
+
+describe('the method menu', () => {
+  it('offers SmoothGrad after integrated gradients', () => {
+    expect(METHODS.map((m) => m.id)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
+    expect(METHODS.find((m) => m.id === 'smooth_grad')?.label).toBe('SmoothGrad (× input)');
+    expect(EXTRA_METHOD_NAMES).toEqual(['integrated_gradients', 'smooth_grad']);
+    expect(isExtraMethod('smooth_grad') && isExtraMethod('integrated_gradients')).toBe(true);
+    expect(isExtraMethod('grad_x_input') || isExtraMethod('toString')).toBe(false);
+  });
+});
+
+describe('request inputs for extra methods', () => {
+  it('sends every count field, only the chosen one non-zero', () => {
+    expect(quickInput(ex, SG).data).toEqual(
+        {_id: 'dp~quicksg8', prompt: 'Hi', detail: 'span', ig_steps: 0, smooth_grad_samples: 8});
+    expect(quickInput(ex).data).toEqual({_id: 'dp~quick0', prompt: 'Hi', detail: 'span', ig_steps: 0, smooth_grad_samples: 0});
+    expect(spanInput(ex, 1, 3, SG).data).toEqual({_id: 'dp~span1-3-sg8', prompt: 'Hi', detail: 'span',
+                                                   target_span: '1:3', ig_steps: 0, smooth_grad_samples: 8});
+    expect(spanInput(ex, 1, 3, IG).data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0});
+    expect(spanInput(ex, 0, 8).id).toBe('dp~span0-8-0');
+    expect(fullInput(ex, SG).data).toMatchObject({smooth_grad_samples: 8, ig_steps: 0});
+    expect(fullInput(ex).data).not.toHaveProperty('detail');
+  });
+  it('starts and polls the per-token matrix of the chosen method', () => {
+    expect(matrixInput(ex, SG).data).toMatchObject({detail: 'smooth_grad_matrix', smooth_grad_samples: 8, ig_steps: 0});
+    expect(matrixInput(ex, IG).data).toMatchObject({detail: 'ig_matrix', ig_steps: 16, smooth_grad_samples: 0});
+    expect(pollInput(ex, SG, 3).data).toMatchObject({detail: 'poll', smooth_grad_samples: 8, ig_steps: 0});
+    expect(pollInput(ex, null, 3).data).toMatchObject({detail: 'poll', smooth_grad_samples: 0, ig_steps: 0});
+    // The job kinds the server reports (lit_app/models.py: kind + count).
+    expect([jobKind(null), jobKind(IG), jobKind(SG)]).toEqual(['grad', 'ig16', 'sg8']);
+  });
+  it('gives every request its own id (LIT caches predictions by id)', () => {
+    const ids = [quickInput(ex), quickInput(ex, IG), quickInput(ex, SG), quickInput(ex, {...SG, count: 4}),
+                 spanInput(ex, 0, 2, IG), spanInput(ex, 0, 2, SG), matrixInput(ex, IG), matrixInput(ex, SG),
+                 pollInput(ex, SG, 1), pollInput(ex, SG, 2), pollInput(ex, IG, 1), fullInput(ex, SG)].map((d) => d.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ex.data._id).toBe('dp');
+  });
+  it('keys values by method and count', () => {
+    expect(extraKey(SG)).toBe('smooth_grad#8');
+    expect(extraKey(IG)).not.toBe(extraKey({method: 'smooth_grad', count: 16}));
+  });
+});
+
+describe('parseCount', () => {
+  it.each([
+    ['8', 'smooth_grad', 8], ['2.4', 'smooth_grad', 2], ['256', 'smooth_grad', 256], ['257', 'smooth_grad', null],
+    ['0', 'smooth_grad', null], ['-3', 'smooth_grad', null], ['', 'smooth_grad', null], ['many', 'smooth_grad', null],
+    ['32', 'integrated_gradients', 32],
+  ] as const)('%s for %s -> %s', (value, method, expected) => {
+    expect(parseCount(value, method)).toBe(expected);
+  });
+  it('defaults follow the server (8 samples, 16 steps)', () => {
+    expect(EXTRA_METHODS.smooth_grad.defaultCount).toBe(8);
+    expect(EXTRA_METHODS.integrated_gradients.defaultCount).toBe(16);
+  });
+});
+
+describe('SmoothGrad payloads', () => {
+  const withSG = (matrix: number[][] | null) => {
+    const p = structuredClone(fixture) as any;
+    p.methods.smooth_grad = {signed: true, matrix, samples: 8};
+    return p;
+  };
+  it('parses the first highlight (no matrix yet) and checks a matrix shape', () => {
+    const first = parsePayload(withSG(null));
+    expect(first.methods.smooth_grad).toEqual({signed: true, matrix: null, samples: 8});
+    const p = parsePayload(structuredClone(fixture));
+    const t = numTargets(p);
+    const n = p.tokens.length;
+    expect(() => parsePayload(withSG(Array.from({length: t - 1}, () => new Array(n).fill(0)))))
+        .toThrow(/methods\.smooth_grad\.matrix has 2 rows, expected T=3/);
+  });
+  it('a span is the sum of its rows (signed, linear)', () => {
+    const p = parsePayload(structuredClone(fixture));
+    const n = p.tokens.length;
+    const matrix = [0, 1, 2].map((t) => Array.from({length: n}, (_, i) => (i < p.n_prompt_tokens + t ? Math.sin(i + 3 * t) : 0)));
+    const m: MethodPayload = {signed: true, matrix, samples: 8};
+    const got = spanSalience(m, {t0: 1, t1: 3}, n)!;
+    for (let i = 0; i < n; i++) expect(got[i]).toBeCloseTo(matrix[1][i] + matrix[2][i], 12);
+    expect(Array.from(got).some((v) => v < 0)).toBe(true);  // signed values stay signed
+    expect(spanSalience({signed: true, matrix: null, samples: 8}, {t0: 0, t1: 3}, n)).toBeNull();  // ask the server
+  });
+});
