@@ -353,9 +353,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
     }
 
+    /** Records a job's progress; a job for a count the user has since changed (cancelled by the server) is ignored. */
     private setDetail(extra: Extra | null, status: DetailStatus | null) {
       if (extra === null) this.detail = status;
-      else this.extraDetail = {...this.extraDetail, [extra.method]: status};
+      else if (extra.count === this.counts[extra.method]) this.extraDetail = {...this.extraDetail, [extra.method]: status};
     }
 
     /** Starts whatever server request the current view needs (a span not computable here, an extra method's matrix). */
