@@ -324,6 +324,20 @@ def compute_salience(
     return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress, cancel=cancel)[0]
 
 
+def _span_inputs(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation, t0: int,
+                 t1: int | None) -> tuple[_Pair, ModelInputs, torch.Tensor, int]:
+    """Tokenized pair, model inputs, target weights <float>[1, T] (1 on [t0, t1)) and t1 for a span."""
+    pair = _prepare_pair(lm, prompt, target)
+    num_t = len(pair.target_ids)
+    t1 = num_t if t1 is None else t1
+    if not 0 <= t0 < t1 <= num_t:
+        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
+    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
+    weights = torch.zeros(1, num_t, device=lm.device)
+    weights[0, t0:t1] = 1.0
+    return pair, inputs, weights, t1
+
+
 def compute_span_salience(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -337,14 +351,7 @@ def compute_span_salience(
 
     Returns: <float32>[N].
     """
-    pair = _prepare_pair(lm, prompt, target)
-    num_t = len(pair.target_ids)
-    t1 = num_t if t1 is None else t1
-    if not 0 <= t0 < t1 <= num_t:
-        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
-    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
-    weights = torch.zeros(1, num_t, device=lm.device)
-    weights[0, t0:t1] = 1.0
+    _, inputs, weights, _ = _span_inputs(lm, prompt, target, t0, t1)
     return get_method(method).compute_span(inputs, weights, config)[0]
 
 
@@ -369,14 +376,7 @@ def compute_span_result(
     Merge it with a full result later with `merged`.
     """
     methods = _validate_methods(methods)
-    pair = _prepare_pair(lm, prompt, target)
-    num_t = len(pair.target_ids)
-    t1 = num_t if t1 is None else t1
-    if not 0 <= t0 < t1 <= num_t:
-        raise SalienceError(f"Target span {t0}:{t1} is outside 0:{num_t}. Fix: pick target tokens in range.")
-    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
-    weights = torch.zeros(1, num_t, device=lm.device)
-    weights[0, t0:t1] = 1.0
+    pair, inputs, weights, t1 = _span_inputs(lm, prompt, target, t0, t1)
     from sequence_salience.methods.gradients import target_logprobs, weighted_gradient
 
     values: dict[str, np.ndarray] = {}
