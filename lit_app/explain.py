@@ -276,7 +276,8 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         foil = models._text_field(ex_, FOIL)  # pylint: disable=protected-access
         if not foil:
             raise models.RequestError(f'Input field "{FOIL}" is empty. Fix: type the alternative to contrast with.')
-        res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_), cancel=cancel)
+        res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_), progress=progress,
+                                      cancel=cancel)
         return {
             "text": res.text, "tokens": list(res.tokens), "offsets": res.offsets.tolist(),
             "special": [bool(s) for s in res.special], "role_spans": [[int(s), int(e), r] for s, e, r in res.role_spans],

@@ -87,7 +87,13 @@ describe('curves payload and chart', () => {
 describe('status and pieces', () => {
   it('describes progress', () => {
     const s = {action: 'curves', stage: 'curves', done: 3, total: 12, elapsed_s: 1};
-    expect(describeStatus(s, 'x')).toBe('Scoring edited prompts: 3 / 12');
+    expect(describeStatus(s, 'x')).toBe('Scoring edited prompts: 3 / 12 (25%)');
+    // Contrastive tests report gradient passes (units) like the others: a determinate percentage.
+    const c = {action: 'contrastive', stage: 'contrastive', done: 1, total: 3, elapsed_s: 0};
+    expect(describeStatus(c, 'x')).toBe('Gradient passes: 1 / 3 (33%)');
+    expect(progressFraction(c)).toBeCloseTo(1 / 3);
+    expect(describeStatus({...c, done: 3}, 'x')).toBe('Gradient passes: 3 / 3 (100%)');
+    expect(describeStatus({...c, stage: 'starting', total: 0}, 'x')).toBe('Starting…');
     expect(progressFraction(s)).toBe(0.25);
     expect(describeStatus(null, 'Starting…')).toBe('Starting…');
     expect(progressFraction({...s, total: 0})).toBeNull();

@@ -12,7 +12,7 @@ One module per feature, all over the public salience API (never LIT):
 Segments come from `sequence_salience.aggregate` at any granularity.
 """
 
-from sequence_salience.explain.contrastive import ContrastiveResult, contrastive_salience
+from sequence_salience.explain.contrastive import ContrastiveResult, contrastive_salience, contrastive_units
 from sequence_salience.explain.faithfulness import (
     Curve,
     FaithfulnessConfig,
@@ -37,6 +37,7 @@ __all__ = [
     "ReductionConfig",
     "ReductionResult",
     "contrastive_salience",
+    "contrastive_units",
     "faithfulness_curves",
     "ig_auto_steps",
     "prompt_segments",

@@ -9,6 +9,11 @@ defined over the prompt's P tokens.
 * grad_norm is not linear: its value is the norm of the gradient of the difference,
   ||g_target,i - g_foil,i||, computed directly with one forward + backward over a batch of
   the two continuations (weights +1 on the target's tokens, -1 on the foil's).
+
+Progress counts units of work (`contrastive_units`): for each of the two continuations, one
+pass for the gradient-at-the-input methods (grad_x_input, ...) plus one per IG step and per
+SmoothGrad sample (other linear methods: one pass each), as compute_span_result counts them;
+plus one for grad_norm's backward.
 """
 
 from __future__ import annotations
@@ -21,12 +26,12 @@ import torch
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain import scoring
-from sequence_salience.explain.scoring import Cancel
+from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import get_method
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.methods.gradients import weighted_gradient
 from sequence_salience.model import Generation, LanguageModel
-from sequence_salience.salience import build_inputs, compute_span_salience
+from sequence_salience.salience import build_inputs, compute_span_result
 from sequence_salience.text import ChatPrompt
 
 DEFAULT_METHODS = ("grad_norm", "grad_x_input")
@@ -73,6 +78,39 @@ def _gradient_norm_of_difference(lm: LanguageModel, prompt_ids, target_ids, foil
     return diff.norm(dim=-1).float().cpu().numpy(), totals
 
 
+def contrastive_units(methods: Sequence[str], config: SalienceConfig = SalienceConfig()) -> int:
+    """Units of work contrastive_salience reports as progress (see the module docstring)."""
+    linear = [m for m in methods if m != "grad_norm"]
+    per_continuation = int(any(get_method(m).from_gradient is not None for m in linear))
+    for m in linear:
+        if get_method(m).from_gradient is None:
+            per_continuation += {"integrated_gradients": config.ig_steps,
+                                 "smooth_grad": config.smooth_grad_samples}.get(m, 1)
+    return 2 * per_continuation + int("grad_norm" in methods)
+
+
+class _UnitCounter:
+    """Turns compute_span_result's per-method progress into one count of units over several calls."""
+
+    def __init__(self, progress: Progress | None, total: int):
+        self.progress, self.total, self.base = progress, total, 0
+        self.current: dict[str, int] = {}
+
+    def __call__(self, method: str, done: int, total: int) -> None:  # compute_span_result's progress
+        self.current[method] = done
+        self._report()
+
+    def add(self, units: int) -> None:
+        """Closes the current call (its units are final) and adds `units` more."""
+        self.base += sum(self.current.values()) + units
+        self.current = {}
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress("contrastive", min(self.total, self.base + sum(self.current.values())), self.total)
+
+
 def contrastive_salience(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -81,6 +119,7 @@ def contrastive_salience(
     methods: Sequence[str] = DEFAULT_METHODS,
     *,
     config: SalienceConfig = SalienceConfig(),
+    progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> ContrastiveResult:
     """Salience of every prompt token for log p(target) - log p(foil).
@@ -90,7 +129,9 @@ def contrastive_salience(
       target, foil: two continuations of the prompt (texts, or Generations used as is).
       methods: linear methods and grad_norm (other non-linear methods raise SalienceError).
       config: method settings (IG steps, SmoothGrad samples, ...).
-      cancel: () -> bool, checked between methods.
+      progress: progress("contrastive", units done, contrastive_units(methods, config)) as the
+        work advances (after every batch of IG steps / SmoothGrad samples).
+      cancel: () -> bool, checked between passes and batches of steps (raises ComputationCancelled).
     """
     if isinstance(methods, str):
         methods = (methods,)
@@ -112,15 +153,27 @@ def contrastive_salience(
                                 "Fix: use grad_norm or a linear method.")
     values: dict[str, np.ndarray] = {}
     totals = None
-    for m in methods:
+    counter = _UnitCounter(progress, contrastive_units(methods, config))
+    counter.add(0)  # 0 of total: the work is known before it starts
+    if "grad_norm" in methods:
         scoring.check_cancel(cancel, "contrastive salience")
-        if m == "grad_norm":
-            values[m], totals = _gradient_norm_of_difference(lm, prompt_ids, target_ids, foil_ids)
-            continue
-        a = compute_span_salience(lm, prompt, target, m, config=config)[:P]
-        b = compute_span_salience(lm, prompt, foil, m, config=config)[:P]
-        values[m] = (np.asarray(a, np.float64) - np.asarray(b, np.float64)).astype(np.float32)
-    if totals is None:  # log-probs from two forward passes
+        values["grad_norm"], totals = _gradient_norm_of_difference(lm, prompt_ids, target_ids, foil_ids)
+        counter.add(1)
+    linear = tuple(m for m in methods if m != "grad_norm")
+    if linear:  # each continuation's span salience, every linear method in one compute_span_result
+        spans = []
+        for cont in (target, foil):
+            spans.append(compute_span_result(lm, prompt, cont, methods=linear, config=config, progress=counter,
+                                             cancel=cancel))
+            counter.add(0)
+        a, b = spans
+        for m in linear:
+            values[m] = (np.asarray(a.span_salience(m)[:P], np.float64)
+                         - np.asarray(b.span_salience(m)[:P], np.float64)).astype(np.float32)
+        if totals is None:  # from the same forward passes
+            totals = [float(np.asarray(r.target_logprobs, np.float64).sum()) for r in spans]
+    values = {m: values[m] for m in methods}
+    if totals is None:  # no method at all: log-probs from two forward passes
         totals = [float(scoring.score(lm, [prompt_ids], ids, (0, len(ids)))[0]) for ids in (target_ids, foil_ids)]
     text = encoded.text
     tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i))

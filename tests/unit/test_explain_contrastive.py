@@ -52,3 +52,35 @@ def test_contrastive_errors(tiny_lm):
         ex.contrastive_salience(tiny_lm, PROMPT, TARGET, TARGET)
     with pytest.raises(ss.SalienceError, match="target is empty"):
         ex.contrastive_salience(tiny_lm, PROMPT, TARGET, "")
+
+
+@pytest.mark.parametrize("methods", [
+    pytest.param(("grad_norm", "grad_x_input"), id="gradient-methods"),
+    pytest.param(("grad_x_input", "integrated_gradients"), id="with-ig"),
+])
+def test_progress_counts_units_up_to_the_announced_total(tiny_lm, methods):
+    config = SalienceConfig(ig_steps=6, ig_step_chunk_size=2) if "integrated_gradients" in methods else SalienceConfig()
+    seen = []
+    res = ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=methods, config=config,
+                                  progress=lambda stage, done, total: seen.append((stage, done, total)))
+    total = ex.contrastive_units(methods, config)
+    # Hand-counted: grad_norm one backward; per continuation one gradient pass (+ 6 IG steps).
+    assert total == (3 if "grad_norm" in methods else 2 * (1 + 6))
+    assert {s for s, _, _ in seen} == {"contrastive"} and {t for _, _, t in seen} == {total}
+    dones = [d for _, d, _ in seen]
+    assert dones[0] == 0 and dones[-1] == total and dones == sorted(dones)
+    if "integrated_gradients" in methods:
+        assert len(set(dones)) > 4  # IG reports within its run, not only at the end
+    assert list(res.values) == list(methods)
+
+
+def test_cancel_stops_within_the_work(tiny_lm):
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        return len(calls) > 2
+
+    with pytest.raises(ss.ComputationCancelled):
+        ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=("grad_norm", "integrated_gradients"),
+                                config=SalienceConfig(ig_steps=8, ig_step_chunk_size=2), cancel=cancel)

@@ -186,14 +186,15 @@ export interface JobStatus {
 
 const STAGES: Record<string, string> = {
   curves: 'Scoring edited prompts', reduce: 'Checking removals', flips: 'Verifying flips',
-  starting: 'Starting',
+  contrastive: 'Gradient passes', starting: 'Starting',
 };
 
-/** "Scoring edited prompts: 24 / 110" (or the action's name while it starts). */
+/** "Scoring edited prompts: 24 / 110 (22%)" (or the stage's name while the total is unknown). */
 export function describeStatus(s: JobStatus | null, fallback: string): string {
   if (s == null) return fallback;
   const stage = STAGES[s.stage] ?? s.stage;
-  return s.total > 0 ? `${stage}: ${s.done} / ${s.total}` : `${stage}…`;
+  const frac = progressFraction(s);
+  return frac === null ? `${stage}…` : `${stage}: ${s.done} / ${s.total} (${Math.floor(frac * 100)}%)`;
 }
 
 /** Progress in [0, 1], or null when unknown. */

@@ -295,7 +295,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
               [explainInput(t, 'status')], explainModelFor(t.salienceModel), this.appState.currentDataset, [],
               [EXPLAIN_FIELD]);
           const job = (res[0]?.[EXPLAIN_FIELD] as {job?: JobStatus | null} | undefined)?.job ?? null;
-          if (seq === this.seq && this.running !== null) this.job = job;
+          // A cancelled test of another kind may still be stopping: show only this one's progress.
+          if (seq === this.seq && this.running !== null) this.job = job?.action === this.running ? job : null;
         } catch {
           // progress is best effort
         }
@@ -397,7 +398,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (this.running !== null) {
         const frac = progressFraction(this.job);
         return html`<div class="status loading" role="status">
-          <div class="bar ${frac === null ? 'indeterminate' : ''}"><div style=${frac === null ? '' : `width:${(frac * 100).toFixed(0)}%`}></div></div>
+          <div class="bar ${frac === null ? 'indeterminate' : ''}" role="progressbar" aria-valuemin="0" aria-valuemax="100"
+              aria-valuenow=${frac === null ? nothing : Math.floor(frac * 100)}><div style=${frac === null ? '' : `width:${(frac * 100).toFixed(0)}%`}></div></div>
           <span class="progress-text">${describeStatus(this.job, 'Starting…')} ${this.elapsed > 0 ? `(${this.elapsed} s)` : ''}</span>
         </div>`;
       }

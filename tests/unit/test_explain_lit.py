@@ -1,0 +1,137 @@
+"""The explain LIT wrapper (lit_app/explain.py) over a tiny random Llama: payloads equal the
+library's, and `status` reports a running test's progress as units done / total.
+
+Progress is observed deterministically through the shared FairLock: a watcher thread is always
+queued for the model lock behind the running test, so every progress call (which yields the lock
+to waiting requests) lets a watcher read `status`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from sequence_salience import explain as ex
+from sequence_salience.methods.base import SalienceConfig
+from lit_app import explain as lit_explain
+from lit_app import models
+from tests.unit.tiny_models import tiny_llama, wrap
+
+PROMPT, TARGET, FOIL = "The capital of France is", " Paris.", " Rome and"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    lm = wrap(tiny_llama(seed=0), "llama")
+    shared = models.SharedLM(lm, max_new_tokens=4, salience_config=SalienceConfig(ig_steps=4, ig_step_chunk_size=1))
+    return lm, shared, lit_explain.ExplainModel(shared)
+
+
+def _data(**extra):
+    return {"prompt": PROMPT, "target": TARGET, "chat": False, **extra}
+
+
+def _one(model, **extra):
+    return model.predict([_data(**extra)])[0][lit_explain.EXPLAIN]
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 60  # a hang guard, not a timing assertion
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.001)
+
+
+def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict]]:
+    """Runs `request` on `model` and reads `status` at every progress call of the running test.
+
+    A chain of watcher threads: each one, holding the model lock, queues the next watcher before
+    it lets go (the first one waits until the request has queued for the test itself), so whenever the test yields the lock at a progress call (FairLock.yield_to_waiting),
+    a watcher is waiting and reads the status then.
+
+    Returns (the request's explain payload, the job statuses the watchers saw, in order).
+    on_status(status): called by a watcher with each status (e.g. to cancel the test).
+    """
+    lock = shared.lock
+    seen: list[dict] = []
+    answer: dict = {}
+    finished = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def run():
+        try:
+            answer.update(model.predict([request])[0][lit_explain.EXPLAIN])
+        finally:
+            finished.set()
+
+    def status():
+        return _one(model, explain_action="status")["job"]
+
+    def spawn(first: bool = False) -> None:
+        t = threading.Thread(target=watcher, args=(first,))
+        threads.append(t)
+        waiting = len(lock._queue)  # pylint: disable=protected-access
+        t.start()
+        _wait_for(lambda: len(lock._queue) > waiting or finished.is_set(), "the next watcher to queue")
+
+    def watcher(first: bool):
+        with lock:
+            if first:  # the request formatted its prompt under the model lock; wait until it queues again
+                _wait_for(lambda: status() is not None and len(lock._queue) == 1, "the request to queue")
+            else:
+                job = status()
+                if job is not None and job["stage"] != "starting":
+                    seen.append(job)
+                    if on_status is not None:
+                        on_status(job)
+            if not finished.is_set():
+                spawn()
+
+    with lock:  # the request queues for the model, then the first watcher behind it
+        runner = threading.Thread(target=run)
+        runner.start()
+        _wait_for(lambda: len(lock._queue) == 1, "the request to queue")
+        # Queued for the test itself (its job exists), or still for formatting its prompt.
+        spawn(first=status() is None)
+    runner.join()
+    while threads:
+        threads.pop(0).join()
+    return answer, seen
+
+
+@pytest.mark.parametrize("methods,config", [
+    pytest.param("grad_norm,grad_x_input", SalienceConfig(), id="gradients"),
+    pytest.param("grad_x_input,integrated_gradients", SalienceConfig(), id="ig-default-16-steps"),
+])
+def test_contrastive_status_is_determinate_and_the_payload_is_the_librarys(tiny, methods, config):
+    lm, shared, model = tiny
+    out, seen = watch(shared, model, _data(explain_action="contrastive", foil=FOIL, methods=methods))
+    names = tuple(methods.split(","))
+    total = ex.contrastive_units(names, config)
+    assert seen, "the watcher saw no progress call"
+    assert seen[0]["action"] == "contrastive" and seen[0]["stage"] == "contrastive" and seen[0]["done"] == 0
+    assert {s["total"] for s in seen} == {total}
+    dones = [s["done"] for s in seen]
+    assert dones == sorted(dones) and dones[-1] <= total
+    want = ex.contrastive_salience(lm, lm.format_prompt(PROMPT, chat=False), TARGET, FOIL, names, config=config)
+    for m in names:
+        np.testing.assert_allclose(out["methods"][m]["values"], want.values[m], rtol=1e-5, atol=1e-7)
+    assert out["target_logprob"] == pytest.approx(want.target_logprob, rel=1e-6)
+
+
+def test_cancel_during_a_contrastive_test(tiny):
+    _, shared, model = tiny
+
+    def cancel_at_first_status(status):
+        if status["done"] == 0:
+            assert _one(model, explain_action="cancel")["cancelled"] is True
+
+    out, seen = watch(shared, model, _data(explain_action="contrastive", foil=FOIL, methods="grad_norm,grad_x_input"),
+                      on_status=cancel_at_first_status)
+    assert out["cancelled"] is True and out["action"] == "contrastive"
+    assert seen[0]["cancelled"] is False
+    assert _one(model, explain_action="status")["job"] is None
