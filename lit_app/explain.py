@@ -1,11 +1,12 @@
 """LIT wrapper for "Test this explanation": faithfulness curves, input reduction, token flips,
-contrastive salience (sequence_salience.explain), over the shared model of lit_app/models.py.
+contrastive salience, IG auto-steps (sequence_salience.explain), over the shared model of
+lit_app/models.py.
 
 One hidden LIT model per loaded model, `_<name>_explain`. Its input is the datapoint
 (prompt, system, target, chat) plus `explain_action` and that action's settings; its one
 output, `explain`, is a JSON object (docs/architecture.md, "Explain payload").
 
-Actions: "curves", "reduce", "flips", "contrastive" run on the model (under the shared lock,
+Actions: "curves", "reduce", "flips", "contrastive", "ig_auto" run on the model (under the shared lock,
 letting waiting requests go first between batches); "status" and "cancel" never wait for
 it. One test runs at a time: a new one cancels the one running (the user moved on), and
 "cancel" stops it; "status" reports its stage and progress for the browser to poll.
@@ -38,15 +39,19 @@ FOIL = "foil"
 METHODS = "methods"  # comma-separated method names
 STEPS = "steps"
 REMOVAL = "removal"
+IG_TOLERANCE = "ig_tolerance"  # ig_auto: largest relative completeness error; the cap is fields.IG_STEPS
 # Output field.
 EXPLAIN = "explain"
 
-ACTIONS = ("curves", "reduce", "flips", "contrastive", "status", "cancel")
-MODEL_ACTIONS = ACTIONS[:4]
+ACTIONS = ("curves", "reduce", "flips", "contrastive", "ig_auto", "status", "cancel")
+MODEL_ACTIONS = ACTIONS[:5]
 DEFAULT_METHODS = (fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD)
 MAX_STEPS = 50
 REDUCE_MAX_SECONDS = 120.0
 FLIPS_TOP_K = 8
+IG_AUTO_START_STEPS = 8
+IG_AUTO_MAX_STEPS = 64  # default cap; a request may ask up to models.MAX_IG_STEPS (--max_ig_steps at the HTTP edge)
+IG_AUTO_TOLERANCE = 0.05
 
 INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
     fields.TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
@@ -57,8 +62,22 @@ INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
     METHODS: lit_types.TextSegment(required=False, default=""),
     STEPS: lit_types.Integer(required=False, default=10, min_val=1, max_val=MAX_STEPS),
     REMOVAL: lit_types.TextSegment(required=False, default="filler"),
+    fields.IG_STEPS: lit_types.Integer(required=False, default=IG_AUTO_MAX_STEPS, min_val=1,
+                                       max_val=models.MAX_IG_STEPS),
+    IG_TOLERANCE: lit_types.Scalar(required=False, default=IG_AUTO_TOLERANCE, min_val=0, max_val=1),
 }
 OUTPUT_SPEC: lit_types.Spec = {EXPLAIN: fields.JsonDict()}
+
+
+def _whole(value: Any) -> int | None:
+    """An int for 3, 3.0, "3"; None for anything else (bools, 1.5, "x")."""
+    if isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f.is_integer() else None
 
 
 def explain_model_name(name: str) -> str:
@@ -285,6 +304,33 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
             "foil_logprob": res.foil_logprob,
             "methods": {m: {"signed": models._method_signed(m),  # pylint: disable=protected-access
                             "values": models.compact(v)} for m, v in res.values.items()},
+        }
+
+
+    def _ig_auto(self, ex_, chat, target, explained, progress, cancel) -> dict:
+        cap = ex_.get(fields.IG_STEPS)
+        cap_n = IG_AUTO_MAX_STEPS if cap is None or cap == "" else _whole(cap)
+        if cap_n is None or not 1 <= cap_n <= models.MAX_IG_STEPS:
+            raise models.RequestError(f'Input field "{fields.IG_STEPS}" is {cap!r}; for "ig_auto" it is the most '
+                                      f"IG steps to try: use a whole number from 1 to {models.MAX_IG_STEPS}.")
+        raw = ex_.get(IG_TOLERANCE)
+        try:
+            tolerance = IG_AUTO_TOLERANCE if raw is None or raw == "" else float(raw)
+        except (TypeError, ValueError):
+            tolerance = float("nan")
+        if not 0 < tolerance <= 1:
+            raise models.RequestError(f'Input field "{IG_TOLERANCE}" is {raw!r}; use a relative error above 0 and'
+                                      " at most 1 (0.05 = 5 %).")
+        span = self._span(ex_, explained)
+        start = min(IG_AUTO_START_STEPS, cap_n)
+        q = ex.ig_auto_steps(self._shared.lm, chat, explained, span=span, tolerance=tolerance, start_steps=start,
+                             max_steps=cap_n, config=self._shared.salience_config, progress=progress, cancel=cancel)
+        return {
+            "span": list(q.span), "steps": q.steps, "stopped_by": q.stopped_by, "converged": q.converged,
+            "tolerance": q.tolerance, "relative_error": q.relative_error, "error": q.tried[-1].error,
+            "delta": q.delta, "max_steps": cap_n, "schedule": ex.step_schedule(start, cap_n),
+            "tried": [{"steps": t.steps, "error": t.error, "relative_error": t.relative_error,
+                       "seconds": round(t.seconds, 3)} for t in q.tried],
         }
 
 

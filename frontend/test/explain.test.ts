@@ -2,8 +2,8 @@ import {describe, expect, it} from 'vitest';
 
 import {
   aopcRows, bandPath, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
-  linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves, progressFraction, resultKey,
-  type CurvesPayload,
+  igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
+  parseIgAuto, percent, progressFraction, resultKey, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 
@@ -124,5 +124,55 @@ describe('contrastive map', () => {
 
   it('rejects values of the wrong length', () => {
     expect(() => parseContrastive({...payload, methods: {g: {signed: true, values: [1]}}})).toThrow(/methods.g.values/);
+  });
+});
+
+describe('IG steps needed', () => {
+  function igAuto(): IgAutoPayload {
+    return {
+      span: [0, 2], steps: 32, stopped_by: 'tolerance', converged: true, tolerance: 0.05, relative_error: 0.031,
+      error: -0.0124, delta: 0.4, max_steps: 64, schedule: [8, 16, 32, 64],
+      tried: [{steps: 8, error: 0.2, relative_error: 0.5, seconds: 1}, {steps: 16, error: 0.06, relative_error: 0.15, seconds: 2},
+              {steps: 32, error: -0.0124, relative_error: 0.031, seconds: 4}],
+      seconds: 7,
+    };
+  }
+
+  it('turns the controls into request fields, or says what to fix', () => {
+    expect(igAutoSettings(5, 64)).toEqual({ig_tolerance: 0.05, ig_steps: 64});
+    expect(igAutoSettings(0, 64)).toMatch(/Tolerance/);
+    expect(igAutoSettings(5, 0)).toMatch(/from 1 to 256/);
+    expect(igAutoSettings(5, 2.5)).toMatch(/whole number/);
+    expect(igAutoSettings(5, 257)).toMatch(/from 1 to 256/);
+    expect(explainInput(target, 'ig_auto', igAutoSettings(5, 64) as Record<string, unknown>).data)
+        .toMatchObject({explain_action: 'ig_auto', ig_tolerance: 0.05, ig_steps: 64, target_span: '0:1'});
+  });
+
+  it('keys results by span and settings, not granularity', () => {
+    expect(resultKey(target, 'ig_auto', '5|64')).toBe(resultKey({...target, granularity: 'word'}, 'ig_auto', '5|64'));
+    expect(resultKey(target, 'ig_auto', '5|64')).not.toBe(resultKey({...target, t1: 2}, 'ig_auto', '5|64'));
+    expect(resultKey(target, 'ig_auto', '5|64')).not.toBe(resultKey(target, 'ig_auto', '1|64'));
+  });
+
+  it('says the steps chosen, the error reached and whether the cap was hit', () => {
+    expect(igAutoSummary(parseIgAuto(igAuto()))).toBe(
+        '32 steps are enough: completeness error -0.0124 nats = 3.1% of F(x) − F(baseline) = 0.400, within the 5.0% tolerance.');
+    const capped = {...igAuto(), stopped_by: 'cap' as const, converged: false, steps: 64, relative_error: 0.12,
+                    error: 0.048, tried: [...igAuto().tried, {steps: 64, error: 0.048, relative_error: 0.12, seconds: 8}]};
+    expect(igAutoSummary(parseIgAuto(capped))).toBe(
+        'Cap hit at 64 steps (most steps: 64) without meeting the 5.0% tolerance: completeness error 0.0480 nats = 12% ' +
+        'of F(x) − F(baseline) = 0.400.');
+    expect(percent(0.0004)).toBe('0.040%');
+  });
+
+  it('validates the payload', () => {
+    expect(() => parseIgAuto({...igAuto(), tried: []})).toThrow(/"tried"/);
+    expect(() => parseIgAuto({...igAuto(), stopped_by: 'time'})).toThrow(/stopped_by/);
+    expect(() => parseIgAuto({...igAuto(), steps: 16})).toThrow(/last run/);
+  });
+
+  it('describes IG progress in steps with a percentage', () => {
+    const s = {action: 'ig_auto', stage: 'ig_steps', done: 24, total: 120, elapsed_s: 3};
+    expect(describeStatus(s, 'x')).toBe('IG steps: 24 / 120 (20%)');
   });
 });

@@ -20,7 +20,7 @@ from sequence_salience.explain.faithfulness import (
     faithfulness_curves,
 )
 from sequence_salience.explain.flips import Flip, FlipReport, token_flips, word_vocabulary
-from sequence_salience.explain.ig_quality import IGQuality, IGStep, ig_auto_steps
+from sequence_salience.explain.ig_quality import IGQuality, IGStep, ig_auto_steps, step_schedule
 from sequence_salience.explain.reduction import ReductionConfig, ReductionResult, reduce_prompt
 from sequence_salience.explain.scoring import PromptSegments, prompt_segments, score, score_greedy
 
@@ -44,6 +44,7 @@ __all__ = [
     "reduce_prompt",
     "score",
     "score_greedy",
+    "step_schedule",
     "token_flips",
     "word_vocabulary",
 ]

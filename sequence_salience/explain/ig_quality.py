@@ -9,6 +9,10 @@ says by how much. `ig_auto_steps` runs IG for the span (compute_span_result) at
 start_steps, start_steps * growth, ... until the relative error is below `tolerance` or
 the next count would exceed `max_steps`, and reports which happened ("tolerance" or "cap")
 with every count tried.
+
+Progress counts IG steps computed, out of the steps of every count that may be tried
+(`step_schedule`: 8 + 16 + ... + 256 = 504 for the defaults); a run that stops at the
+tolerance finishes early, below the total.
 """
 
 from __future__ import annotations
@@ -65,6 +69,17 @@ class IGQuality:
         return self.result.span_salience(IG, *self.span)
 
 
+def step_schedule(start_steps: int = 8, max_steps: int = 256, growth: int = 2) -> list[int]:
+    """The step counts ig_auto_steps may try, in order: start_steps * growth^k <= max_steps."""
+    if not (1 <= start_steps <= max_steps) or growth < 2:
+        raise SalienceError(f"start_steps={start_steps}, max_steps={max_steps}, growth={growth}. "
+                            "Fix: use 1 <= start_steps <= max_steps and growth >= 2.")
+    out = [start_steps]
+    while out[-1] * growth <= max_steps:
+        out.append(out[-1] * growth)
+    return out
+
+
 def ig_auto_steps(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -86,33 +101,37 @@ def ig_auto_steps(
       tolerance: largest acceptable relative completeness error (0.05 = 5 %).
       start_steps, growth, max_steps: counts tried are start_steps * growth^k <= max_steps.
       config: other IG settings (baseline, quadrature rule, chunking); its ig_steps is ignored.
-      progress: progress("ig_steps", steps tried so far, max_steps) after each run.
+      progress: progress("ig_steps", IG steps computed, sum(step_schedule(...))) after every
+        batch of steps; cancel: () -> bool, checked between batches (raises ComputationCancelled).
     """
     import time
 
-    if not (1 <= start_steps <= max_steps) or growth < 2 or tolerance <= 0:
-        raise SalienceError(f"start_steps={start_steps}, max_steps={max_steps}, growth={growth}, "
-                            f"tolerance={tolerance}. Fix: use 1 <= start_steps <= max_steps, growth >= 2, tolerance > 0.")
+    if tolerance <= 0:
+        raise SalienceError(f"tolerance={tolerance}. Fix: use a relative error > 0 (0.05 = 5 %).")
+    schedule = step_schedule(start_steps, max_steps, growth)
+    total = sum(schedule)
     t0, t1 = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
     tried: list[IGStep] = []
-    steps = start_steps
-    while True:
+    done = 0
+    if progress is not None:
+        progress("ig_steps", 0, total)
+    for steps in schedule:
         scoring.check_cancel(cancel, "IG auto-steps")
         start = time.perf_counter()
+        on_steps = None
+        if progress is not None:
+            def on_steps(_method: str, n: int, _total: int, before: int = done) -> None:
+                progress("ig_steps", before + n, total)
         result = compute_span_result(lm, prompt, target, methods=(IG,), t0=t0, t1=t1,
-                                     config=dataclasses.replace(config, ig_steps=steps), cancel=cancel)
+                                     config=dataclasses.replace(config, ig_steps=steps), progress=on_steps,
+                                     cancel=cancel)
+        done += steps
         error = float(result.span_ig_errors[(t0, t1)])
         delta = float(np.asarray(result.span_salience(IG, t0, t1), np.float64).sum()) - error
         relative = abs(error) / max(abs(delta), 1e-12)
         tried.append(IGStep(steps, error, relative, time.perf_counter() - start))
-        if progress is not None:
-            progress("ig_steps", steps, max_steps)
         if relative <= tolerance:
-            stopped_by = "tolerance"
             break
-        if steps * growth > max_steps:
-            stopped_by = "cap"
-            break
-        steps *= growth
+    stopped_by = "tolerance" if relative <= tolerance else "cap"
     return IGQuality(steps=steps, converged=stopped_by == "tolerance", stopped_by=stopped_by, tolerance=tolerance,
                      delta=delta, relative_error=relative, span=(t0, t1), tried=tuple(tried), result=result)

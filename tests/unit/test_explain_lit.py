@@ -135,3 +135,42 @@ def test_cancel_during_a_contrastive_test(tiny):
     assert out["cancelled"] is True and out["action"] == "contrastive"
     assert seen[0]["cancelled"] is False
     assert _one(model, explain_action="status")["job"] is None
+
+
+def test_ig_auto_status_counts_steps_and_the_payload_is_the_librarys(tiny):
+    lm, shared, model = tiny
+    out, seen = watch(shared, model, _data(explain_action="ig_auto", ig_steps=8, ig_tolerance=1e-9,
+                                           target_span="0:2"))
+    schedule = ex.step_schedule(8, 8)  # the cap is below the usual start: one run of 8 steps
+    assert out["schedule"] == schedule == [8] and out["max_steps"] == 8
+    assert seen and seen[0]["stage"] == "ig_steps" and seen[0]["done"] == 0
+    assert {s["total"] for s in seen} == {8}
+    # The server's config: IG one step per chunk, so the status moves after every step.
+    assert [s["done"] for s in seen if s["done"] < 8] == list(range(8))
+    want = ex.ig_auto_steps(lm, lm.format_prompt(PROMPT, chat=False), TARGET, span=(0, 2), tolerance=1e-9,
+                            start_steps=8, max_steps=8, config=shared.salience_config)
+    assert out["steps"] == want.steps == 8 and out["stopped_by"] == "cap" and out["converged"] is False
+    assert out["relative_error"] == pytest.approx(want.relative_error, rel=1e-6)
+    assert out["error"] == pytest.approx(want.tried[-1].error, rel=1e-6, abs=1e-12)
+    assert [t["steps"] for t in out["tried"]] == [8] and out["span"] == [0, 2]
+
+
+def test_ig_auto_stops_at_the_first_count_within_the_tolerance(tiny):
+    _, _, model = tiny
+    out = _one(model, explain_action="ig_auto", ig_steps=64, ig_tolerance=1)
+    assert out["schedule"] == [8, 16, 32, 64] and out["stopped_by"] == "tolerance" and out["converged"] is True
+    errors = [t["relative_error"] for t in out["tried"]]
+    assert errors[-1] <= 1 < min(errors[:-1], default=2) and out["steps"] == out["tried"][-1]["steps"]
+
+
+@pytest.mark.parametrize("extra,match", [
+    pytest.param({"ig_steps": 0}, '"ig_steps" is 0', id="cap-zero"),
+    pytest.param({"ig_steps": 1.5}, '"ig_steps" is 1.5', id="cap-fraction"),
+    pytest.param({"ig_steps": 10_000}, "from 1 to 256", id="cap-too-big"),
+    pytest.param({"ig_tolerance": 0}, '"ig_tolerance" is 0', id="tolerance-zero"),
+    pytest.param({"ig_tolerance": "lots"}, "above 0 and at most 1", id="tolerance-text"),
+])
+def test_ig_auto_bad_settings_are_one_line_errors(tiny, extra, match):
+    _, _, model = tiny
+    with pytest.raises(models.RequestError, match=match):
+        _one(model, explain_action="ig_auto", **extra)

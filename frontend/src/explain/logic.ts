@@ -6,7 +6,7 @@ import {aggregate, segment, type Segmentation} from '../aggregate.js';
 import type {SharedTarget} from '../shared/target_store.js';
 
 export const EXPLAIN_FIELD = 'explain';
-export const ACTIONS = ['curves', 'reduce', 'flips', 'contrastive'] as const;
+export const ACTIONS = ['curves', 'reduce', 'flips', 'contrastive', 'ig_auto'] as const;
 export type Action = (typeof ACTIONS)[number];
 export const MODES = ['deletion', 'insertion'] as const;
 export type Mode = (typeof MODES)[number];
@@ -43,7 +43,7 @@ export function explainInput(t: SharedTarget, action: string, extra: Record<stri
 export function resultKey(t: SharedTarget | null, action: Action, settings = ''): string {
   if (t === null) return '';
   const span = action === 'contrastive' ? '' : `${t.t0}:${t.t1}`;
-  const gran = action === 'flips' || action === 'contrastive' ? '' : t.granularity;
+  const gran = action === 'flips' || action === 'contrastive' || action === 'ig_auto' ? '' : t.granularity;
   return [t.datapointId, t.text.length, action, span, gran, settings].join('|');
 }
 
@@ -186,7 +186,7 @@ export interface JobStatus {
 
 const STAGES: Record<string, string> = {
   curves: 'Scoring edited prompts', reduce: 'Checking removals', flips: 'Verifying flips',
-  contrastive: 'Gradient passes', starting: 'Starting',
+  contrastive: 'Gradient passes', ig_steps: 'IG steps', starting: 'Starting',
 };
 
 /** "Scoring edited prompts: 24 / 110 (22%)" (or the stage's name while the total is unknown). */
@@ -247,4 +247,70 @@ export function mergePieces(pieces: Array<[string, boolean]>): Array<[string, bo
     else out.push([text, removed]);
   }
   return out;
+}
+
+/** One integrated-gradients run of "IG steps needed". */
+export interface IgRun {
+  steps: number;
+  error: number;
+  relative_error: number;
+  seconds: number;
+}
+
+/** The "ig_auto" payload (lit_app/explain.py). */
+export interface IgAutoPayload {
+  span: [number, number];
+  steps: number;
+  stopped_by: 'tolerance' | 'cap';
+  converged: boolean;
+  tolerance: number;
+  relative_error: number;
+  error: number;
+  delta: number;
+  max_steps: number;
+  schedule: number[];
+  tried: IgRun[];
+  seconds: number;
+}
+
+export const IG_AUTO_MAX_STEPS = 256;  // lit_app/models.py MAX_IG_STEPS (the server may allow fewer)
+
+/** Checks the "ig_auto" payload; throws naming the broken field. */
+export function parseIgAuto(x: unknown): IgAutoPayload {
+  const p = x as IgAutoPayload;
+  if (p == null || typeof p !== 'object') fail('expected an object');
+  if (!Array.isArray(p.tried) || p.tried.length === 0) fail('"tried" needs at least one run');
+  if (p.stopped_by !== 'tolerance' && p.stopped_by !== 'cap') fail(`"stopped_by" is ${JSON.stringify(p.stopped_by)}`);
+  if (p.tried[p.tried.length - 1].steps !== p.steps) fail('"steps" is not the last run\'s step count');
+  return p;
+}
+
+/**
+ * Request fields of "IG steps needed" from the controls (tolerance in percent, cap in steps),
+ * or a message saying what to fix.
+ */
+export function igAutoSettings(tolerancePercent: number, cap: number):
+    {ig_tolerance: number; ig_steps: number} | string {
+  if (!(tolerancePercent > 0 && tolerancePercent <= 100)) return 'Tolerance: use a percentage above 0 and at most 100.';
+  if (!Number.isInteger(cap) || cap < 1 || cap > IG_AUTO_MAX_STEPS) {
+    return `Most steps: use a whole number from 1 to ${IG_AUTO_MAX_STEPS}.`;
+  }
+  return {ig_tolerance: tolerancePercent / 100, ig_steps: cap};
+}
+
+/** "12.3%" (relative errors and tolerances). */
+export function percent(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  const v = x * 100;
+  return `${v >= 10 ? v.toFixed(0) : v >= 1 ? v.toFixed(1) : v.toPrecision(2)}%`;
+}
+
+/** One line on the outcome: the step count chosen, the error reached and whether the cap was hit. */
+export function igAutoSummary(p: IgAutoPayload): string {
+  const reached = `completeness error ${p.error.toPrecision(3)} nats = ${percent(p.relative_error)} of ` +
+                  `F(x) − F(baseline) = ${p.delta.toPrecision(3)}`;
+  return p.stopped_by === 'tolerance'
+      ? `${p.steps} steps are enough: ${reached}, within the ${percent(p.tolerance)} tolerance.`
+      : `Cap hit at ${p.steps} steps (most steps: ${p.max_steps}) without meeting the ${percent(p.tolerance)} ` +
+        `tolerance: ${reached}.`;
 }

@@ -9,7 +9,9 @@
  *   struck through, loadable into LIT's datapoint editor;
  * - Flip tokens: single-word substitutions ranked by their effect, each loadable;
  * - Contrastive: the salience of "target rather than foil", coloured like the
- *   salience module (same aggregation and colour map).
+ *   salience module (same aggregation and colour map);
+ * - IG steps: how many integrated-gradients steps the span needs for its completeness
+ *   error to fall under a tolerance (or the cap), with every count tried.
  *
  * One test runs at a time; it shows the server's progress (polled) and stops when
  * the user selects another datapoint or presses Cancel. Logic lives in ./logic.ts.
@@ -23,9 +25,10 @@ import {targetStore, type SharedTarget} from '../shared/target_store.js';
 import {litModuleBase} from '../shared/lit_services.js';
 import {
   aopcRows, bandPath, chartValues, contrastiveSegments, CURVE_METHODS, describeStatus, EXPLAIN_FIELD,
-  explainInput, explainModelFor, fractions, linearScale, linePath, mergePieces, MODES, paddedExtent,
-  parseContrastive, parseCurves, progressFraction, RANDOM_COLOR, resultKey, type Action,
-  type ContrastivePayload, type CurvesPayload, type JobStatus, type Mode,
+  explainInput, explainModelFor, fractions, IG_AUTO_MAX_STEPS, igAutoSettings, igAutoSummary, linearScale, linePath,
+  mergePieces, MODES, paddedExtent, parseContrastive, parseCurves, parseIgAuto, percent, progressFraction,
+  RANDOM_COLOR, resultKey, type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload,
+  type JobStatus, type Mode,
 } from './logic.js';
 
 export const EXPLAIN_TAG = 'explain-test-module';
@@ -34,6 +37,7 @@ const POLL_MS = 1000;
 const TABS: ReadonlyArray<{id: Action; label: string}> = [
   {id: 'curves', label: 'Faithfulness'}, {id: 'reduce', label: 'Reduce prompt'},
   {id: 'flips', label: 'Flip tokens'}, {id: 'contrastive', label: 'Contrastive'},
+  {id: 'ig_auto', label: 'IG steps'},
 ];
 const EDITOR_TAGS = ['single-datapoint-editor-module', 'simple-datapoint-editor-module'];
 
@@ -132,7 +136,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         target: {state: true}, tab: {state: true}, running: {state: true}, job: {state: true},
         error: {state: true}, notice: {state: true}, results: {state: true}, steps: {state: true},
         removal: {state: true}, methods: {state: true}, foil: {state: true}, contrastMethod: {state: true},
-        elapsed: {state: true},
+        elapsed: {state: true}, igTolerance: {state: true}, igCap: {state: true},
       };
     }
 
@@ -156,6 +160,9 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     declare foil: string;
     declare contrastMethod: string;
     declare elapsed: number;
+    /** "IG steps": tolerance in percent of F(x) − F(baseline), and the most steps to try. */
+    declare igTolerance: number;
+    declare igCap: number;
 
     private unsubscribe: (() => void) | null = null;
     private seq = 0;
@@ -177,6 +184,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       this.foil = '';
       this.contrastMethod = 'grad_x_input';
       this.elapsed = 0;
+      this.igTolerance = 5;
+      this.igCap = 64;
     }
 
     override connectedCallback() {
@@ -215,6 +224,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (action === 'curves') return `${this.steps}|${this.removal}|${this.methods.join(',')}`;
       if (action === 'reduce') return this.methods[0] ?? '';
       if (action === 'contrastive') return `${this.foil}|${this.contrastMethod}`;
+      if (action === 'ig_auto') return `${this.igTolerance}|${this.igCap}`;
       return '';
     }
 
@@ -226,6 +236,10 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       }
       if (action === 'reduce') return {...common, methods: this.methods[0] ?? 'grad_norm'};
       if (action === 'contrastive') return {foil: this.foil, methods: this.contrastMethod};
+      if (action === 'ig_auto') {
+        const settings = igAutoSettings(this.igTolerance, this.igCap);
+        return typeof settings === 'string' ? {} : settings;
+      }
       return {};
     }
 
@@ -234,6 +248,11 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (t === null) return;
       if (action === 'contrastive' && !this.foil.trim()) {
         this.error = 'Type a foil: the alternative response to contrast with.';
+        return;
+      }
+      const igSettings = igAutoSettings(this.igTolerance, this.igCap);
+      if (action === 'ig_auto' && typeof igSettings === 'string') {
+        this.error = igSettings;
         return;
       }
       const seq = ++this.seq;
@@ -256,6 +275,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         } else {
           if (action === 'curves') parseCurves(payload);
           if (action === 'contrastive') parseContrastive(payload);
+          if (action === 'ig_auto') parseIgAuto(payload);
           this.results = new Map(this.results).set(key, payload);
         }
       } catch (e) {
@@ -336,7 +356,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       const result = this.results.get(key);
       const busy = this.running !== null;
       const runLabel = {curves: 'Run curves', reduce: 'Reduce prompt', flips: 'Find flips',
-                        contrastive: 'Explain contrast'}[this.tab];
+                        contrastive: 'Explain contrast', ig_auto: 'Find IG steps'}[this.tab];
       return html`
         <div class="controls">
           ${this.renderSettings()}
@@ -355,6 +375,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         reduce: 'Removes the least salient segments while the model still gives the same response.',
         flips: 'Single-word substitutions ranked by the gradient, then checked exactly.',
         contrastive: 'Why this response rather than another? Type the alternative (the foil).',
+        ig_auto: 'Integrated gradients of the target span with 8, 16, 32, … steps until the attributions sum to ' +
+                 'F(x) − F(baseline) within the tolerance (completeness), or the most steps are reached.',
       };
       return html`<div class="hint">${hints[this.tab]}</div>`;
     }
@@ -379,6 +401,16 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       }
       if (this.tab === 'reduce') {
         return html`<span class="setting">ordered by ${CURVE_METHODS.find((m) => m.id === this.methods[0])?.label}</span>`;
+      }
+      if (this.tab === 'ig_auto') {
+        const num = (e: Event) => Number((e.target as HTMLInputElement).value);
+        return html`
+          <label title="Largest completeness error, relative to F(x) − F(baseline) of the span">Tolerance (%)
+            <input class="ig-tolerance" type="number" min="0.01" max="100" step="any" .value=${String(this.igTolerance)}
+                @change=${(e: Event) => { this.igTolerance = num(e); }}></label>
+          <label title="The most IG steps to try (the server may allow fewer)">Most steps
+            <input class="ig-cap" type="number" min="1" max=${IG_AUTO_MAX_STEPS} .value=${String(this.igCap)}
+                @change=${(e: Event) => { this.igCap = num(e); }}></label>`;
       }
       if (this.tab === 'contrastive') {
         return html`
@@ -412,6 +444,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (action === 'curves') return this.renderCurves(r as CurvesPayload);
       if (action === 'reduce') return this.renderReduce(r as ReducePayload);
       if (action === 'flips') return this.renderFlips(r as FlipsPayload);
+      if (action === 'ig_auto') return this.renderIgAuto(r as IgAutoPayload);
       return this.renderContrastive(r as ContrastivePayload, t);
     }
 
@@ -489,6 +522,22 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         </ol></div>`;
     }
 
+    private renderIgAuto(p: IgAutoPayload) {
+      return html`<div class="ig-auto" data-stopped-by=${p.stopped_by}>
+        <div class="ig-summary ${p.stopped_by}">${igAutoSummary(p)}</div>
+        <table class="ig-runs">
+          <tr><th>steps</th><th title="sum of attributions − (F(x) − F(baseline)), nats">error</th>
+            <th>relative</th><th>time</th></tr>
+          ${p.tried.map((r) => html`<tr class=${r.steps === p.steps ? 'chosen' : ''} data-steps=${r.steps}>
+            <td>${r.steps}</td><td>${formatValue(r.error)}</td>
+            <td class=${r.relative_error <= p.tolerance ? 'better' : 'worse'}>${percent(r.relative_error)}</td>
+            <td>${r.seconds.toFixed(1)} s</td></tr>`)}
+        </table>
+        <div class="facts">Target tokens ${p.span[0]}–${p.span[1]}; counts tried: ${p.schedule.join(', ')} (up to
+          ${p.max_steps}). Use ${p.steps} IG steps in the salience module for this span.</div>
+      </div>`;
+    }
+
     private renderContrastive(p: ContrastivePayload, t: SharedTarget) {
       const method = p.methods[this.contrastMethod] ? this.contrastMethod : Object.keys(p.methods)[0];
       const signed = p.methods[method].signed;
@@ -531,6 +580,11 @@ const STYLES = css`
   .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
   .controls input.steps { width: 48px; }
   .controls input.foil { width: 260px; }
+  .controls input.ig-tolerance, .controls input.ig-cap { width: 56px; }
+  .ig-summary { margin: 4px 0; } .ig-summary.cap { color: #a50e0e; } .ig-summary.tolerance { color: #137333; }
+  table.ig-runs { border-collapse: collapse; font-size: 12px; }
+  table.ig-runs th, table.ig-runs td { padding: 2px 8px; text-align: right; }
+  table.ig-runs tr.chosen { font-weight: 500; background: #e8f0fe; }
   .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
   .swatch.dashed { border-top: 2px dashed ${unsafeCSS(RANDOM_COLOR)}; height: 0; border-radius: 0; vertical-align: middle; }
   .status { display: flex; gap: 8px; align-items: center; padding: 4px 8px; }
