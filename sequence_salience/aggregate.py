@@ -52,7 +52,10 @@ Rules (the same in both languages):
 * `regex`: every non-empty match of the user pattern is a segment ("match");
   the text between matches forms its own segments ("gap"). The pattern must be
   in the subset common to Python `re` and JavaScript `RegExp` (see
-  `compile_pattern`).
+  `compile_pattern`). Matching is bounded by `PATTERN_TIMEOUT_S` (a
+  catastrophic-backtracking pattern such as `(a|a)+$` raises SalienceError
+  instead of hanging the caller; it runs on the `regex` package, which has
+  `re`'s semantics for this subset, releases the GIL and takes a timeout).
 * `role`: one segment per given role span (start, end, role), role in ROLES;
   uncovered text (e.g. the generated target after the prompt) forms segments
   of kind "text".
@@ -82,11 +85,12 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import regex
 
 from sequence_salience.errors import SalienceError
 
 __all__ = [
-    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "REDUCTIONS", "ROLES",
+    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "PATTERN_TIMEOUT_S", "REDUCTIONS", "ROLES",
     "TEMPLATE_ROLE_NAMES", "WHITESPACE",
     "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
     "normalize_max_abs", "normalize_percentile", "percentile", "segment",
@@ -94,6 +98,9 @@ __all__ = [
 
 GRANULARITIES = ("token", "word", "sentence", "paragraph", "line", "regex", "role")
 REDUCTIONS = ("sum", "mean", "max", "abs_sum")
+# Longest time one user pattern may spend matching a text (seconds); a sane pattern takes
+# milliseconds on the longest prompt a server accepts.
+PATTERN_TIMEOUT_S = 1.0
 ROLES = ("system", "user", "assistant", "markup")
 
 # Chat-template markers: atomic, always break sentences / paragraphs / lines.
@@ -462,10 +469,17 @@ def _segment_regex(text: str, pattern: str | None):
     compiled = compile_pattern(pattern)
     bounds = [0]
     match_starts = set()
-    for m in compiled.finditer(text):
-        if m.end() > m.start():
-            bounds += [m.start(), m.end()]
-            match_starts.add(m.start())
+    try:
+        for m in compiled.finditer(text, concurrent=True, timeout=PATTERN_TIMEOUT_S):
+            if m.end() > m.start():
+                bounds += [m.start(), m.end()]
+                match_starts.add(m.start())
+    except TimeoutError:
+        raise SalienceError(
+            f"regex pattern {pattern!r} took over {PATTERN_TIMEOUT_S:g} s on {len(text):,} characters"
+            " (catastrophic backtracking). Fix: simplify the pattern: no nested quantifiers like (a+)+"
+            " and no alternatives that match the same text like (a|a)+."
+        ) from None
     starts = np.unique(np.array(bounds, dtype=np.int64))
     starts = starts[starts < len(text)]
     kinds = ["match" if s in match_starts else "gap" for s in starts.tolist()]
@@ -868,20 +882,22 @@ def check_pattern(pattern: str) -> None:
         raise _pattern_error(pattern, n, "unterminated class [", "close it with ]")
 
 
-def compile_pattern(pattern: str) -> re.Pattern:
-    """Checks `pattern` against the shared subset and compiles it.
+def compile_pattern(pattern: str) -> regex.Pattern:
+    """Checks `pattern` against the shared subset and compiles it (with the `regex` package).
 
     Flags are fixed: MULTILINE (`^`/`$` at line boundaries) and ASCII (`\\d`,
     `\\w`, `\\s`, `\\b` in their ASCII meaning, as in JavaScript); `.` matches
-    anything but "\\n". See `check_pattern` for the subset.
+    anything but "\\n"; VERSION0 (`re`'s behaviour). See `check_pattern` for the
+    subset. Match with `timeout=PATTERN_TIMEOUT_S` (as `segment` does): a user
+    pattern may backtrack catastrophically.
 
     Raises:
       SalienceError: a construct outside the subset, or invalid syntax.
     """
     check_pattern(pattern)
     try:
-        return re.compile(pattern, re.MULTILINE | re.ASCII)
-    except re.error as e:
+        return regex.compile(pattern, regex.MULTILINE | regex.ASCII | regex.VERSION0)
+    except regex.error as e:
         raise SalienceError(
             f"regex pattern {pattern!r} is invalid: {e.msg} at position {e.pos}. Fix the pattern syntax."
         ) from e

@@ -65,6 +65,16 @@ def test_regex_rejected(case):
     assert "Fix" in str(info.value)
 
 
+@pytest.mark.parametrize("pattern", [r"(a|a)+$", r"(a|aa)+$"])
+def test_catastrophic_pattern_is_stopped_with_a_one_line_error(pattern):
+    # With Python's `re` these take about 2^40 steps; the time limit turns them into an error.
+    text = "a" * 40 + "!"
+    with pytest.raises(SalienceError) as info:
+        agg.segment(text, [[i, i + 1] for i in range(len(text))], "regex", pattern=pattern)
+    message = str(info.value)
+    assert pattern in message and "simplify the pattern" in message and "\n" not in message
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in DATA["bad_inputs"]])
 def test_bad_input(case):
     with pytest.raises(SalienceError, match=re.escape(case["message"])):
@@ -97,7 +107,8 @@ def test_percentile_rejects_bad_q():
         agg.normalize_percentile([1.0], q=120)
 
 
-def test_module_imports_only_numpy_and_stdlib():
+def test_module_imports_only_numpy_regex_and_stdlib():
+    # `regex`: user patterns matched with a time limit (a declared dependency, light as numpy).
     tree = ast.parse((ROOT / "sequence_salience/aggregate.py").read_text(encoding="utf-8"))
     names = set()
     for node in ast.walk(tree):
@@ -105,7 +116,7 @@ def test_module_imports_only_numpy_and_stdlib():
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             names.add((node.module or "").split(".")[0])
-    assert names <= {"__future__", "dataclasses", "re", "collections", "numpy", "sequence_salience"}
+    assert names <= {"__future__", "dataclasses", "re", "collections", "numpy", "regex", "sequence_salience"}
 
 
 def test_aggregate_salience_convenience():
