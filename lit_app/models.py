@@ -1,7 +1,7 @@
 """Thin LIT model wrappers over `sequence_salience`, sharing one loaded model.
 
-Three LIT models share one `SharedLM` (one set of weights, one lock, two LRU
-caches):
+Three LIT models share one `SharedLM` (one set of weights, one model lock, a
+tokenizer copy under its own lock, LRU caches):
 
 * `GenerationModel`  prompt -> response (greedy) and its tokens.
 * `SalienceModel`    prompt + target -> the salience payload of
@@ -22,6 +22,7 @@ line. LIT's server turns it into HTTP 500 with body
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import logging
 import re
@@ -194,6 +195,11 @@ class FairLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+    def locked(self) -> bool:
+        """True while some thread holds the lock."""
+        with self._cond:
+            return self._owner is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -403,13 +409,35 @@ def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
     return t0, t1
 
 
+def _tokenizer_twin(lm: Any, model_lock: FairLock) -> tuple[Any, Any]:
+    """(a LanguageModel sharing `lm`'s weights with its own copy of the tokenizer, the lock that copy is
+    used under); (lm, model_lock) when the tokenizer cannot be copied or `lm` is not a dataclass."""
+    if not dataclasses.is_dataclass(lm) or getattr(lm, "tokenizer", None) is None:
+        return lm, model_lock
+    try:
+        twin = dataclasses.replace(lm, tokenizer=copy.deepcopy(lm.tokenizer))
+    except Exception as e:  # pylint: disable=broad-except
+        logger.warning("Cannot copy the tokenizer (%s: %s); token-only requests wait for the model.",
+                       type(e).__name__, e)
+        return lm, model_lock
+    return twin, threading.Lock()
+
+
 class SharedLM:
     """One loaded `sequence_salience` LanguageModel shared by all wrappers.
 
-    `lock` serializes every use of the model (generation, salience, even
-    tokenization: fast tokenizers are not safe to share between threads), so
-    concurrent LIT requests queue instead of interfering. Background jobs
-    (`jobs`, lit_app/progressive.py) hold it one chunk at a time.
+    `lock` serializes every use of the model (generation, salience and the
+    tokenization they do), so concurrent LIT requests queue instead of
+    interfering. Background jobs (`jobs`, lit_app/progressive.py) hold it one
+    chunk at a time.
+
+    Requests that only need tokens (`format_prompt`, `tokens`: the tokenizer
+    model, and the first step of every other request) do not wait for it: they
+    use a copy of the tokenizer under `tokenizer_lock`. A fast (Rust) tokenizer
+    is not safe to use from several threads at once ("Already borrowed"), so
+    each tokenizer object is only ever used under its own lock: the model's
+    under `lock`, the copy under `tokenizer_lock`. A tokenizer that cannot be
+    copied falls back to the model's, under `lock`.
     """
 
     def __init__(
@@ -439,6 +467,7 @@ class SharedLM:
         self.salience_config = salience_config if salience_config is not None else ss.SalienceConfig()
         self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
         self.lock = FairLock()
+        self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)
         self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
         self._generations = _LRU(cache_size)
         self._results = _LRU(cache_size, cache_bytes)
@@ -472,8 +501,8 @@ class SharedLM:
         if not prompt.strip():
             raise RequestError("The prompt is empty. Fix: type a prompt in the editor, then add it.")
         system = _text_field(ex, fields.SYSTEM) or None
-        with self.lock:
-            return self.lm.format_prompt(prompt, system=system, chat=_chat_field(ex))
+        with self.tokenizer_lock:
+            return self._tokenizer_lm.format_prompt(prompt, system=system, chat=_chat_field(ex))
 
     def _generation_key(self, chat: Any) -> tuple:
         return (chat.text, getattr(chat, "templated", True), self.generation_config)
@@ -559,6 +588,8 @@ class SharedLM:
                 result = self._results.get(key)
                 if result is None:
                     if job is None:
+                        logger.info("Blocking salience request: computing every matrix (%s) under the model lock.",
+                                    ", ".join(methods))
                         progress, cancel = _log_progress(), None
                     else:
                         log = _log_progress()
@@ -619,17 +650,21 @@ class SharedLM:
         return out
 
     def tokens(self, chat: Any, target: str) -> list[str]:
-        """Display strings of the prompt (+ target) tokens, as the salience model shows them."""
-        with self.lock:
-            prompt = self.lm.encode_prompt(chat)
+        """Display strings of the prompt (+ target) tokens, as the salience model shows them.
+
+        Never waits for the model: the tokenizer copy under `tokenizer_lock`.
+        """
+        lm = self._tokenizer_lm
+        with self.tokenizer_lock:
+            prompt = lm.encode_prompt(chat)
             pieces = [(prompt.text, prompt.offsets, prompt.ids)]
             if target:
-                tok = self.lm.tokenize(target, add_special_tokens=False)
+                tok = lm.tokenize(target, add_special_tokens=False)
                 pieces.append((tok.text, tok.offsets, tok.ids))
             out = []
             for text, offsets, ids in pieces:
                 for (s, e), i in zip(offsets, ids):
-                    out.append(text[s:e] if e > s else self.lm.tokenizer.convert_ids_to_tokens(int(i)))
+                    out.append(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)))
             return out
 
 

@@ -1,28 +1,62 @@
-"""Robustness of the server on the embedded default model: user regexes.
+"""Robustness of the server on the embedded default model: user regexes, the tokenizer lock.
 
-Tests that need a real socket and worker threads start `python -m lit_app.server` and talk
-HTTP to it. Nothing asserts wall-clock time.
+In-process tests send real WSGI requests to the same LIT app the server runs (werkzeug's test
+client, through `security.SecureApp`); tests that need a real socket start
+`python -m lit_app.server` and talk HTTP to it. Nothing asserts wall-clock time: ordering is
+checked (a request answers while another is still running).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from werkzeug.test import Client
 
-from lit_app import fields
+from lit_app import client_build, datasets, fields, models, security, server
 
+PORT = 5432
+HOST = f"127.0.0.1:{PORT}"
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
 EXPLAIN = f"_{MODEL}_explain"
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "What is the capital of France?"
+# A blocking request (every matrix at once) that takes far longer than tokenizing a prompt.
+LONG_PROMPT = ("Read the notes. Parcel one left the depot at nine by van. Parcel two left at ten by bike."
+               " Which parcel left first?")
+LONG_TARGET = " Parcel one left first."
+
+
+@pytest.fixture(scope="module")
+def shared(default_lm):
+    return models.SharedLM(default_lm, max_new_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def lit(shared, tmp_path_factory):
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+
+
+def _client(lit) -> Client:
+    return Client(security.SecureApp(lit, security.SecurityConfig(port=PORT)), use_cookies=False)
+
+
+def _post(client, model, data):
+    body = json.dumps({"inputs": [{"id": "r", "data": data}]})
+    return client.post(f"/get_preds?model={model}", data=body, content_type="application/json",
+                       headers={"Host": HOST})
 
 
 def _wait_for(condition, what: str, limit_s: float = 600):
@@ -31,6 +65,10 @@ def _wait_for(condition, what: str, limit_s: float = 600):
     while not condition():
         assert time.monotonic() < deadline, f"never saw: {what}"
         time.sleep(0.02)
+
+
+def _blocking_started(caplog) -> bool:
+    return any("Blocking salience request" in r.getMessage() for r in caplog.records)
 
 
 # ---------------------------------------------------------------------------
@@ -99,3 +137,37 @@ def test_a_catastrophic_regex_is_stopped_and_the_server_keeps_serving(real_serve
     assert json.loads(body)[0]["explain"]["granularity"] == "regex"
     status, body = _http(port, TOK, {fields.PROMPT: QUESTION})
     assert status == 200 and "capital" in body
+
+
+# ---------------------------------------------------------------------------
+# Tokenization does not wait for the model.
+
+
+def test_a_tokens_request_answers_while_a_blocking_computation_holds_the_model(lit, shared, caplog):
+    caplog.set_level(logging.INFO, logger="lit_app.models")
+    long_answer: dict = {}
+
+    def long_request():
+        long_answer["r"] = _post(_client(lit), SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET})
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    try:
+        _wait_for(lambda: _blocking_started(caplog) and shared.lock.locked(), "the blocking computation start")
+        r = _post(_client(lit), TOK, {fields.PROMPT: QUESTION, fields.TARGET: " Paris."})
+        long_still_running = t.is_alive() and shared.lock.locked()
+    finally:
+        t.join()
+    assert r.status_code == 200, r.get_data(as_text=True)
+    tokens = json.loads(r.data)[0][fields.TOKENS]
+    assert "Paris" in "".join(tokens) and any("capital" in tok for tok in tokens)
+    assert long_still_running, "the tokens request waited for the salience computation"
+    assert long_answer["r"].status_code == 200, long_answer["r"].get_data(as_text=True)
+
+
+def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_lm):
+    chat = shared.format_prompt({fields.PROMPT: QUESTION})
+    assert chat == default_lm.format_prompt(QUESTION)
+    assert shared.tokenizer_lock is not shared.lock
+    ids = default_lm.encode_prompt(chat).ids
+    assert len(shared.tokens(chat, "")) == len(ids)
