@@ -240,9 +240,10 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         granularity, pattern = self._granularity(ex_)
         editable = self._editable(ex_, chat)
         methods = self._methods(ex_)
+        removal = models._text_field(ex_, REMOVAL) or "delete"  # pylint: disable=protected-access
         config = ex.ReductionConfig(
             method=methods[0], granularity=granularity, pattern=pattern,
-            criterion="logprob" if target else "greedy", max_seconds=REDUCE_MAX_SECONDS,
+            criterion="logprob" if target else "greedy", max_seconds=REDUCE_MAX_SECONDS, removal=removal,
             regions=tuple((s, e) for s, e, _ in editable))
         red = ex.reduce_prompt(self._shared.lm, chat, explained, span=self._span(ex_, explained), config=config,
                                progress=progress, cancel=cancel)
@@ -266,6 +267,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
             "n_checks": red.n_checks, "original_logprob": red.original_logprob,
             "reduced_logprob": red.reduced_logprob, "granularity": granularity, "method": config.method,
             "removal_order": [red.segment_texts[r] for r in red.removed],
+            "removal": red.removal, "filler": red.filler_text,
         }
 
     def _flips(self, ex_, chat, target, explained, progress, cancel) -> dict:

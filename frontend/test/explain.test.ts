@@ -3,7 +3,7 @@ import {describe, expect, it} from 'vitest';
 import {
   aopcRows, bandPath, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
   igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
-  parseIgAuto, percent, progressFraction, resultKey, type CurvesPayload, type IgAutoPayload,
+  parseIgAuto, percent, progressFraction, reduceFields, resultKey, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 
@@ -174,5 +174,19 @@ describe('IG steps needed', () => {
   it('describes IG progress in steps with a percentage', () => {
     const s = {action: 'ig_auto', stage: 'ig_steps', done: 24, total: 120, elapsed_s: 3};
     expect(describeStatus(s, 'x')).toBe('IG steps: 24 / 120 (20%)');
+  });
+});
+
+describe('reduce prompt settings', () => {
+  it('sends the removal, deleting text unless filler is chosen', () => {
+    expect(reduceFields('grad_x_input', 'filler')).toEqual({methods: 'grad_x_input', removal: 'filler'});
+    expect(reduceFields(undefined, 'delete')).toEqual({methods: 'grad_norm', removal: 'delete'});
+    expect(reduceFields('grad_norm', 'blank')).toEqual({methods: 'grad_norm', removal: 'delete'});
+    expect(explainInput(target, 'reduce', {granularity: 'word', ...reduceFields('grad_norm', 'filler')}).data)
+        .toMatchObject({explain_action: 'reduce', removal: 'filler', methods: 'grad_norm', target_span: '0:1'});
+  });
+
+  it('keeps filler and delete results apart', () => {
+    expect(resultKey(target, 'reduce', 'grad_norm|filler')).not.toBe(resultKey(target, 'reduce', 'grad_norm|delete'));
   });
 });

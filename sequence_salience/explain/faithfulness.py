@@ -45,7 +45,7 @@ from sequence_salience.salience import SalienceResult, compute_span_result
 from sequence_salience.text import ChatPrompt
 
 MODES = ("deletion", "insertion")
-REMOVALS = ("filler", "delete")
+REMOVALS = scoring.REMOVALS
 RANDOM = "random"
 
 
@@ -181,28 +181,6 @@ def segment_salience(
     return result, values
 
 
-class _Editor:
-    """Builds edited prompts (token ids) from sets of removed segments."""
-
-    def __init__(self, lm: LanguageModel, prompt, result: SalienceResult, segs: scoring.PromptSegments,
-                 removal: str, filler: int):
-        if removal not in REMOVALS:
-            raise SalienceError(f"Unknown removal {removal!r}. Fix: use one of {', '.join(REMOVALS)}.")
-        self.lm, self.prompt, self.segs, self.removal, self.filler = lm, prompt, segs, removal, filler
-        self.ids = np.asarray(result.ids[:result.n_prompt_tokens], dtype=np.int64)  # [P]
-        self.text = result.text[:result.prompt_end]
-
-    def __call__(self, removed) -> tuple[int, ...]:
-        removed = sorted(int(r) for r in removed)
-        if self.removal == "filler":
-            ids = self.ids.copy()
-            for r in removed:
-                ids[self.segs.tokens[r]] = self.filler
-            return tuple(int(i) for i in ids)
-        edited = scoring.delete_spans(self.text, [self.segs.spans[r] for r in removed])
-        return scoring.encode_prompt(self.lm, self.prompt, edited)
-
-
 def faithfulness_curves(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -247,7 +225,7 @@ def faithfulness_curves(
     segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
     S = len(segs)
     fill = scoring.filler_id(lm, config.filler)
-    edit = _Editor(lm, prompt, result, segs, config.removal, fill)
+    edit = scoring.PromptEditor(lm, prompt, result, segs, config.removal, fill)
     counts = removal_counts(S, config.steps)  # [K+1]
     everything = range(S)
 

@@ -2,9 +2,16 @@
 
 Find a small prompt that still makes the model produce the same response: remove the
 least salient segment first (at any granularity), keep the removal when the response
-survives, otherwise put the segment back and try the next one. Each removal deletes the
-segment's text and re-tokenizes the prompt, so the reduced prompt is exactly what a user
-gets by pasting it into the editor.
+survives, otherwise put the segment back and try the next one.
+
+Removal (`removal=`), as for the faithfulness curves:
+* "delete" (default): the segment's text is deleted and the prompt re-tokenized, so the
+  reduced prompt is exactly what a user gets by pasting it into the editor;
+* "filler": every token of the segment becomes the filler token (default: the single token
+  of " "), so positions and the token count stay the same and only the content changes. The
+  guarantee holds for `reduced_ids`; `reduced_text` is their text (each removed token's text
+  replaced by the filler's), and re-tokenizing it may merge neighbouring fillers into other
+  tokens.
 
 Criteria (`criterion=`):
 * "greedy" (default): the target must still be the model's greedy response: every target
@@ -22,7 +29,6 @@ budget (checks) and a time budget bound the search; the report says which one st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -48,6 +54,8 @@ class ReductionConfig:
       criterion: "greedy" or "logprob" (see the module docstring); tolerance: nats, for "logprob".
       max_steps: most candidate checks (forward rows); max_seconds: wall-clock budget.
       batch_size: candidates checked per forward batch.
+      removal: "delete" (delete the text, re-tokenize) or "filler" (replace tokens, keep positions).
+      filler: the filler token for "filler", as a one-token text or a token id.
       regions: optional character ranges of the prompt text to which removal is limited
         (e.g. the user's message: the reduced prompt must be loadable into an editor).
     """
@@ -60,6 +68,8 @@ class ReductionConfig:
     max_steps: int | None = 200
     max_seconds: float | None = 120.0
     batch_size: int = scoring.DEFAULT_BATCH_SIZE
+    removal: str = "delete"
+    filler: str | int = " "
     regions: tuple[tuple[int, int], ...] | None = None
 
 
@@ -68,9 +78,12 @@ class ReductionResult:
     """The reduced prompt and how it was found.
 
     Attributes:
-      prompt_text: the original prompt text; reduced_text: it with the removed segments deleted.
+      prompt_text: the original prompt text; reduced_text: it with the removed segments deleted
+        (removal "filler": each removed token replaced by the filler text).
+      reduced_ids: token ids of the reduced prompt, the ones that were checked.
       segments: (start, end) character spans of the removable segments (text order).
-      segment_texts: their texts.
+      segment_texts: their texts; segment_token_spans: the character spans of each one's tokens.
+      removal: "delete" or "filler"; filler_id, filler_text: the filler token (-1, "" for "delete").
       removed: positions into `segments`, in the order they were removed.
       rejected: positions tried and kept because removing them changed the response.
       criterion, tolerance, needs_stop: the check used (needs_stop: a stop token must follow).
@@ -93,14 +106,23 @@ class ReductionResult:
     n_checks: int
     stopped_by: str
     seconds: float
+    reduced_ids: tuple[int, ...] = ()
+    segment_token_spans: tuple[tuple[tuple[int, int], ...], ...] = ()
+    removal: str = "delete"
+    filler_id: int = -1
+    filler_text: str = ""
 
     @property
     def removed_spans(self) -> list[tuple[int, int]]:
         return [self.segments[r] for r in self.removed]
 
     def reduce_range(self, start: int, end: int) -> str:
-        """The original prompt's text[start:end] with the removed segments deleted (e.g. one
-        chat message's content, located by the prompt's role spans)."""
+        """The original prompt's text[start:end] with the removed segments deleted, or each of
+        their tokens replaced by the filler text (e.g. one chat message's content, located by
+        the prompt's role spans)."""
+        if self.removal == "filler":
+            spans = [sp for r in self.removed for sp in self.segment_token_spans[r]]
+            return scoring.replace_spans(self.prompt_text, spans, [self.filler_text] * len(spans), start, end)
         return scoring.delete_spans(self.prompt_text, self.removed_spans, start, end)
 
 
@@ -138,10 +160,9 @@ def reduce_prompt(
     scores = segs.scores(values[config.method])  # [S]
     candidates = [int(i) for i in np.argsort(scores, kind="stable")]  # least salient first
 
-    def ids_without(removed: Sequence[int]) -> tuple[int, ...]:
-        return scoring.encode_prompt(lm, prompt, scoring.delete_spans(text, [segs.spans[r] for r in removed]))
-
-    original = scoring.encode_prompt(lm, prompt)
+    fill = scoring.filler_id(lm, config.filler) if config.removal == "filler" else -1
+    ids_without = scoring.PromptEditor(lm, prompt, result, segs, config.removal, fill)
+    original = ids_without(())
     lp0, greedy0, stop0 = scoring.score_greedy(lm, [original], target_ids, (t0, t1))
     needs_stop = bool(stop0[0])
     if config.criterion == "greedy" and not greedy0[0]:
@@ -187,7 +208,10 @@ def reduce_prompt(
     if not queue:
         stopped_by = "done"
     return ReductionResult(
-        prompt_text=text, reduced_text=scoring.delete_spans(text, [segs.spans[r] for r in removed]),
+        prompt_text=text, reduced_text=ids_without.edited_text(removed), reduced_ids=ids_without(removed),
+        segment_token_spans=tuple(ids_without.token_spans(r) for r in range(len(segs))), removal=config.removal,
+        filler_id=fill,
+        filler_text=ids_without.filler_text if config.removal == "filler" else "",
         segments=segs.spans, segment_texts=tuple(segs.texts(result.text)), removed=tuple(removed),
         rejected=tuple(rejected), criterion=config.criterion, tolerance=config.tolerance, needs_stop=needs_stop,
         original_logprob=float(lp0[0]), reduced_logprob=current_lp, span=(t0, t1), n_checks=budget.steps,

@@ -147,6 +147,68 @@ def delete_spans(text: str, spans: Sequence[tuple[int, int]], start: int = 0, en
     return "".join(c for c, k in zip(text[start:end], keep[start:end]) if k)
 
 
+def replace_spans(text: str, spans: Sequence[tuple[int, int]], replacements: Sequence[str], start: int = 0,
+                  end: int | None = None) -> str:
+    """text[start:end] with each of `spans` (not overlapping) replaced by its replacement; a span
+    outside [start, end) is left out, one that crosses a bound is clipped to it."""
+    end = len(text) if end is None else end
+    out, pos = [], start
+    for (s, e), r in sorted(zip(spans, replacements)):
+        s, e = max(s, start), min(e, end)
+        if e <= s:
+            continue
+        out += [text[pos:s], r]
+        pos = e
+    out.append(text[pos:end])
+    return "".join(out)
+
+
+REMOVALS = ("filler", "delete")
+
+
+class PromptEditor:
+    """Edited prompts from sets of removed segments (positions into a PromptSegments).
+
+    removal="filler": every token of a removed segment becomes the filler token, so positions
+      and the token count stay the same; removal="delete": the segments' text is deleted and
+      the prompt re-tokenized (BOS / template markers as the original).
+    """
+
+    def __init__(self, lm: LanguageModel, prompt: str | ChatPrompt, result: SalienceResult,
+                 segs: PromptSegments, removal: str, filler: int):
+        if removal not in REMOVALS:
+            raise SalienceError(f"Unknown removal {removal!r}. Fix: use one of {', '.join(REMOVALS)}.")
+        self.lm, self.prompt, self.segs, self.removal, self.filler = lm, prompt, segs, removal, filler
+        self.ids = np.asarray(result.ids[:result.n_prompt_tokens], dtype=np.int64)  # [P]
+        self.offsets = np.asarray(result.offsets[:result.n_prompt_tokens], dtype=np.int64)  # [P, 2]
+        self.text = result.text[:result.prompt_end]
+        self.filler_text = lm.tokenizer.decode([filler]) if removal == "filler" else ""
+
+    def __call__(self, removed) -> tuple[int, ...]:
+        """Token ids of the prompt without the `removed` segments."""
+        removed = sorted(int(r) for r in removed)
+        if self.removal == "filler":
+            ids = self.ids.copy()
+            for r in removed:
+                ids[self.segs.tokens[r]] = self.filler
+            return tuple(int(i) for i in ids)
+        return encode_prompt(self.lm, self.prompt, self.edited_text(removed))
+
+    def token_spans(self, r: int) -> tuple[tuple[int, int], ...]:
+        """Character spans of removable segment r's tokens."""
+        return tuple((int(a), int(b)) for a, b in self.offsets[self.segs.tokens[int(r)]])
+
+    def edited_text(self, removed, start: int = 0, end: int | None = None) -> str:
+        """The prompt text[start:end] without the `removed` segments: deleted, or (filler) each
+        of their tokens' text replaced by the filler text (the text of the edited ids).
+        Re-tokenizing a filler text need not give the filler ids back (neighbouring fillers may
+        merge into one token)."""
+        if self.removal == "delete":
+            return delete_spans(self.text, [self.segs.spans[int(r)] for r in removed], start, end)
+        spans = [sp for r in removed for sp in self.token_spans(r)]
+        return replace_spans(self.text, spans, [self.filler_text] * len(spans), start, end)
+
+
 def filler_id(lm: LanguageModel, filler: str | int) -> int:
     """The token id that replaces removed tokens: an id, or a text that is exactly one token."""
     if isinstance(filler, (int, np.integer)):

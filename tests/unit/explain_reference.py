@@ -39,3 +39,15 @@ def span_gradient(model, prompt_ids, target_ids) -> torch.Tensor:
     total = sum(lp[p - 1, ids[p]] for p in range(P, len(ids)))
     (g,) = torch.autograd.grad(total, emb)
     return g[:P].detach()
+
+
+def greedy_continuation(model, prompt_ids, n: int) -> list[int]:
+    """n tokens of plain greedy decoding (argmax, one unpadded forward per token, no cache)."""
+    ids = list(prompt_ids)
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+            out.append(nxt)
+            ids.append(nxt)
+    return out

@@ -174,3 +174,27 @@ def test_ig_auto_bad_settings_are_one_line_errors(tiny, extra, match):
     _, _, model = tiny
     with pytest.raises(models.RequestError, match=match):
         _one(model, explain_action="ig_auto", **extra)
+
+
+@pytest.mark.parametrize("removal", ["filler", "delete", ""])
+def test_reduce_removal_field_reaches_the_library(tiny, removal):
+    lm, shared, model = tiny
+    prompt = "The capital of France is Paris. The capital of Italy is Rome."
+    out = model.predict([{"prompt": prompt, "target": TARGET, "chat": False, "explain_action": "reduce",
+                          "granularity": "word", "removal": removal}])[0][lit_explain.EXPLAIN]
+    chat = lm.format_prompt(prompt, chat=False)
+    user = next((s, e) for s, e, r in chat.role_spans if r == "user")
+    red = ex.reduce_prompt(lm, chat, TARGET, config=ex.ReductionConfig(
+        method="grad_norm", granularity="word", criterion="logprob", removal=removal or "delete",
+        max_seconds=lit_explain.REDUCE_MAX_SECONDS, regions=(user,)))
+    assert out["removal"] == (removal or "delete") and out["filler"] == (" " if removal == "filler" else "")
+    assert out["n_removed"] == len(red.removed) > 0
+    assert out["fields"]["prompt"]["reduced"] == red.reduce_range(*user)
+    removed_text = "".join(t for t, gone in out["fields"]["prompt"]["pieces"] if gone)
+    assert removed_text and all(t in prompt for t, _ in out["fields"]["prompt"]["pieces"])
+
+
+def test_reduce_with_an_unknown_removal_is_a_one_line_error(tiny):
+    _, _, model = tiny
+    with pytest.raises(models.RequestError, match="Unknown removal 'blank'"):
+        _one(model, explain_action="reduce", granularity="word", removal="blank")

@@ -314,3 +314,12 @@ export function igAutoSummary(p: IgAutoPayload): string {
       : `Cap hit at ${p.steps} steps (most steps: ${p.max_steps}) without meeting the ${percent(p.tolerance)} ` +
         `tolerance: ${reached}.`;
 }
+
+/** Removal of input reduction: delete the text (default) or replace tokens by the filler (keep positions). */
+export const REDUCE_REMOVALS = ['delete', 'filler'] as const;
+
+/** Request fields of "Reduce prompt" (besides granularity): the ordering method and the removal. */
+export function reduceFields(method: string | undefined, removal: string): {methods: string; removal: string} {
+  const r = (REDUCE_REMOVALS as readonly string[]).includes(removal) ? removal : 'delete';
+  return {methods: method ?? 'grad_norm', removal: r};
+}

@@ -6,7 +6,8 @@
  * - Faithfulness: deletion / insertion curves per method with the seeded random
  *   reference (SVG chart) and AOPC per method;
  * - Reduce prompt: the smallest prompt that keeps the response, removed segments
- *   struck through, loadable into LIT's datapoint editor;
+ *   struck through (deleted, or replaced by filler tokens that keep positions),
+ *   loadable into LIT's datapoint editor;
  * - Flip tokens: single-word substitutions ranked by their effect, each loadable;
  * - Contrastive: the salience of "target rather than foil", coloured like the
  *   salience module (same aggregation and colour map);
@@ -27,7 +28,7 @@ import {
   aopcRows, bandPath, chartValues, contrastiveSegments, CURVE_METHODS, describeStatus, EXPLAIN_FIELD,
   explainInput, explainModelFor, fractions, IG_AUTO_MAX_STEPS, igAutoSettings, igAutoSummary, linearScale, linePath,
   mergePieces, MODES, paddedExtent, parseContrastive, parseCurves, parseIgAuto, percent, progressFraction,
-  RANDOM_COLOR, resultKey, type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload,
+  RANDOM_COLOR, reduceFields, resultKey, type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload,
   type JobStatus, type Mode,
 } from './logic.js';
 
@@ -45,6 +46,8 @@ const EDITOR_TAGS = ['single-datapoint-editor-module', 'simple-datapoint-editor-
 interface ReducePayload {
   fields: Record<string, {reduced: string; pieces: Array<[string, boolean]>}>;
   criterion: string;
+  removal: string;
+  filler: string;
   n_segments: number;
   n_removed: number;
   stopped_by: string;
@@ -136,7 +139,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         target: {state: true}, tab: {state: true}, running: {state: true}, job: {state: true},
         error: {state: true}, notice: {state: true}, results: {state: true}, steps: {state: true},
         removal: {state: true}, methods: {state: true}, foil: {state: true}, contrastMethod: {state: true},
-        elapsed: {state: true}, igTolerance: {state: true}, igCap: {state: true},
+        elapsed: {state: true}, igTolerance: {state: true}, igCap: {state: true}, reduceRemoval: {state: true},
       };
     }
 
@@ -155,7 +158,9 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     /** key -> payload of finished tests (resultKey). */
     declare results: Map<string, unknown>;
     declare steps: number;
+    /** Removal of the faithfulness curves ("filler" | "delete") and of input reduction. */
     declare removal: string;
+    declare reduceRemoval: string;
     declare methods: string[];
     declare foil: string;
     declare contrastMethod: string;
@@ -180,6 +185,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       this.results = new Map();
       this.steps = 10;
       this.removal = 'filler';
+      this.reduceRemoval = 'delete';
       this.methods = ['grad_norm', 'grad_x_input'];
       this.foil = '';
       this.contrastMethod = 'grad_x_input';
@@ -222,7 +228,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
 
     private settings(action: Action): string {
       if (action === 'curves') return `${this.steps}|${this.removal}|${this.methods.join(',')}`;
-      if (action === 'reduce') return this.methods[0] ?? '';
+      if (action === 'reduce') return `${this.methods[0] ?? ''}|${this.reduceRemoval}`;
       if (action === 'contrastive') return `${this.foil}|${this.contrastMethod}`;
       if (action === 'ig_auto') return `${this.igTolerance}|${this.igCap}`;
       return '';
@@ -234,7 +240,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (action === 'curves') {
         return {...common, steps: this.steps, removal: this.removal, methods: this.methods.join(',')};
       }
-      if (action === 'reduce') return {...common, methods: this.methods[0] ?? 'grad_norm'};
+      if (action === 'reduce') return {...common, ...reduceFields(this.methods[0], this.reduceRemoval)};
       if (action === 'contrastive') return {foil: this.foil, methods: this.contrastMethod};
       if (action === 'ig_auto') {
         const settings = igAutoSettings(this.igTolerance, this.igCap);
@@ -400,7 +406,12 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
             }}><span class="swatch" style="background:${m.color}"></span>${m.label}</label>`)}`;
       }
       if (this.tab === 'reduce') {
-        return html`<span class="setting">ordered by ${CURVE_METHODS.find((m) => m.id === this.methods[0])?.label}</span>`;
+        return html`<span class="setting">ordered by ${CURVE_METHODS.find((m) => m.id === this.methods[0])?.label}</span>
+          <label title="delete removes the text (what pasting the reduced prompt gives); filler keeps token positions (each removed token becomes a space token)">
+            Removal <select class="reduce-removal" @change=${(e: Event) => { this.reduceRemoval = (e.target as HTMLSelectElement).value; }}>
+              <option value="delete" ?selected=${this.reduceRemoval === 'delete'}>delete text</option>
+              <option value="filler" ?selected=${this.reduceRemoval === 'filler'}>filler (keep positions)</option>
+            </select></label>`;
       }
       if (this.tab === 'ig_auto') {
         const num = (e: Event) => Number((e.target as HTMLInputElement).value);
@@ -497,11 +508,14 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       const names = Object.keys(p.fields);
       const values: Record<string, string> = {};
       for (const n of names) values[n] = p.fields[n].reduced;
-      return html`<div class="reduce">
+      return html`<div class="reduce" data-removal=${p.removal ?? 'delete'}>
         <div class="facts">Removed ${p.n_removed} of ${p.n_segments} ${p.granularity} segments
           (${p.criterion === 'greedy' ? 'same greedy response' : 'log p(target) within tolerance'};
           ${p.n_checks} checks, ${p.stopped_by === 'done' ? 'search finished' : `stopped by the ${p.stopped_by} budget`});
-          log p(target) ${p.original_logprob.toFixed(2)} → ${p.reduced_logprob.toFixed(2)}.</div>
+          log p(target) ${p.original_logprob.toFixed(2)} → ${p.reduced_logprob.toFixed(2)}.
+          ${p.removal === 'filler' ? html`<span class="filler-note">Removed tokens were replaced by the filler token
+            “${p.filler}” (positions kept); the loaded text spells the fillers out and is re-tokenized, so its
+            response may differ.</span>` : nothing}</div>
         ${names.map((n) => html`<div class="section-label">${n}</div>
           <div class="text reduced-text" data-field=${n}>${mergePieces(p.fields[n].pieces).map(([text, removed]) =>
               removed ? html`<s class="removed">${text}</s>` : html`<span>${text}</span>`)}</div>`)}
