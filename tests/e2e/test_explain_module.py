@@ -3,7 +3,8 @@
 Flow: select an example, open the module's tab, run the faithfulness curves (a chart with
 the random reference and AOPC per method appears), reduce the prompt and load it into the
 datapoint editor (then add it and see it explained), and enter two foils: the contrastive
-map differs between them. Screenshots go to artifacts/e2e/ (and to docs/explain.png when
+map differs between them. Then IG steps needed (progress as a percentage, the cap hit) and
+input reduction with filler removal. Screenshots go to artifacts/e2e/ (and to docs/explain.png when
 UPDATE_SCREENSHOTS=1).
 """
 
@@ -100,3 +101,56 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
     assert not external, f"requests to non-local hosts: {external}"
     print("explain e2e timings (s):", {k: round(v, 1) for k, v in timings.items()})
+
+
+def test_ig_steps_progress_and_filler_reduction(server_url, browser_page, artifacts_dir):
+    """IG steps needed: a determinate percentage while it runs, then the count chosen, the error
+    reached and the cap hit (a tolerance no count meets); Reduce prompt with filler removal."""
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    page.goto(server_url)
+    page.locator(SALIENCE).wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=EXAMPLE_PROMPT).first.click()
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    page.locator(".tab", has_text="Test this explanation").first.click()
+    mod = page.locator(TAG)
+    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+
+    # 1. IG steps: 8, 16, 32 steps; a 0.01 % tolerance is not met, so the cap is hit.
+    mod.locator("button.tab-btn.ig_auto").click()
+    mod.locator("input.ig-tolerance").fill("0.01")
+    mod.locator("input.ig-tolerance").dispatch_event("change")
+    mod.locator("input.ig-cap").fill("32")
+    mod.locator("input.ig-cap").dispatch_event("change")
+    mod.locator("button.run.ig_auto").click()
+    # While it runs: the server's step count as a determinate bar and a percentage.
+    expect(mod.locator(".progress-text")).to_contain_text("IG steps:", timeout=TIMEOUT_MS)
+    expect(mod.locator(".progress-text")).to_contain_text("/ 56 (", timeout=TIMEOUT_MS)
+    assert mod.locator(".bar.indeterminate").count() == 0
+    assert mod.locator(".bar[aria-valuenow]").count() == 1
+    assert mod.locator("button.cancel").count() == 1
+    mod.locator(".ig-auto").wait_for(timeout=TIMEOUT_MS)
+    summary = mod.locator(".ig-summary").inner_text()
+    print("IG steps:", summary)
+    assert mod.locator(".ig-auto").get_attribute("data-stopped-by") == "cap"
+    assert "Cap hit at 32 steps" in summary and "nats" in summary
+    assert mod.locator("table.ig-runs tr[data-steps]").count() == 3
+    assert mod.locator("table.ig-runs tr.chosen").get_attribute("data-steps") == "32"
+    expect(mod.locator(".ig-auto .facts")).to_contain_text("More steps")
+    page.screenshot(path=str(artifacts_dir / "explain-ig-steps.png"))
+
+    # 2. Reduce prompt with filler removal: removed words struck through, the filler note shown.
+    mod.locator("button.tab-btn.reduce").click()
+    mod.locator("select.reduce-removal").select_option("filler")
+    mod.locator("button.run.reduce").click()
+    mod.locator('.reduce[data-removal="filler"] .reduced-text').wait_for(timeout=TIMEOUT_MS)
+    removed = mod.locator(".reduced-text s.removed").all_inner_texts()
+    kept = mod.locator(".reduced-text > span").all_inner_texts()
+    print("filler reduction: kept", kept, "removed", removed)
+    assert removed, "input reduction with fillers removed nothing"
+    expect(mod.locator(".filler-note")).to_contain_text("positions kept")
+    page.screenshot(path=str(artifacts_dir / "explain-reduce-filler.png"))
+
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    assert not external, f"requests to non-local hosts: {external}"

@@ -548,7 +548,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
             <td>${r.seconds.toFixed(1)} s</td></tr>`)}
         </table>
         <div class="facts">Target tokens ${p.span[0]}–${p.span[1]}; counts tried: ${p.schedule.join(', ')} (up to
-          ${p.max_steps}). Use ${p.steps} IG steps in the salience module for this span.</div>
+          ${p.max_steps}). ${p.stopped_by === 'tolerance' ? `Use ${p.steps} IG steps in the salience module for this span.`
+                                                     : 'More steps (or another baseline) are needed for this tolerance.'}</div>
       </div>`;
     }
 
