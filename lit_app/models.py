@@ -36,7 +36,7 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
-from lit_app import fields, generation_cache, progressive
+from lit_app import disconnect, fields, generation_cache, progressive
 
 logger = logging.getLogger(__name__)
 
@@ -423,6 +423,31 @@ def _tokenizer_twin(lm: Any, model_lock: FairLock) -> tuple[Any, Any]:
     return twin, threading.Lock()
 
 
+class BlockingCancel:
+    """When a blocking request (every matrix at once, `detail=""`) stops, within one chunk.
+
+    It stops when its HTTP client has disconnected (`lit_app.disconnect`: the page was
+    closed, a script was interrupted or timed out), or when the user selected another
+    datapoint after it arrived (the progressive focus moved, as it stops background jobs).
+    Concurrent blocking requests do not stop each other: scripts may send several at once.
+    `reason` says why it stopped ("" while it runs).
+    """
+
+    def __init__(self, jobs: progressive.DetailJobs, group: Hashable, gone: Callable[[], bool]):
+        self._jobs, self._group, self._gone = jobs, group, gone
+        self._focus = jobs.focus_group
+        self.reason = ""
+
+    def __call__(self) -> bool:
+        if not self.reason:
+            focus = self._jobs.focus_group
+            if focus != self._focus and focus != self._group:
+                self.reason = "another datapoint was selected"
+            elif self._gone():
+                self.reason = "the client disconnected"
+        return bool(self.reason)
+
+
 class SharedLM:
     """One loaded `sequence_salience` LanguageModel shared by all wrappers.
 
@@ -504,6 +529,10 @@ class SharedLM:
         with self.tokenizer_lock:
             return self._tokenizer_lm.format_prompt(prompt, system=system, chat=_chat_field(ex))
 
+    def blocking_cancel(self, ex: JsonDict) -> "BlockingCancel":
+        """The cancel check of a blocking (`detail=""`) request for `ex`, made when it arrives."""
+        return BlockingCancel(self.jobs, SalienceModel._group(ex), disconnect.watcher())
+
     def _generation_key(self, chat: Any) -> tuple:
         return (chat.text, getattr(chat, "templated", True), self.generation_config)
 
@@ -572,12 +601,14 @@ class SharedLM:
         return self._results.get(self._pair_key(chat, target, explained) + (methods, config))
 
     def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None,
-                 smooth_grad_samples: int = 0) -> Any:
+                 smooth_grad_samples: int = 0, cancel: Callable[[], bool] | None = None) -> Any:
         """SalienceResult for prompt + target (the greedy response when target is empty), cached.
 
         ig_steps, smooth_grad_samples: counts of the extra methods (0: not computed).
         job: when given (a background job), progress goes to it, it is checked for
           cancellation after every chunk, and waiting requests get the model between chunks.
+        cancel: without a job (a blocking request), checked once the model is ours and after
+          every chunk (`BlockingCancel`); raises ComputationCancelled when it returns True.
         """
         explained = self._explained(chat, target)
         methods, config = self._methods_and_config(ig_steps, smooth_grad_samples)
@@ -590,7 +621,7 @@ class SharedLM:
                     if job is None:
                         logger.info("Blocking salience request: computing every matrix (%s) under the model lock.",
                                     ", ".join(methods))
-                        progress, cancel = _log_progress(), None
+                        progress = _log_progress()
                     else:
                         log = _log_progress()
 
@@ -780,11 +811,16 @@ class SalienceModel(_Wrapper):
         return self._predict_progressive(ex, detail)
 
     def _predict_complete(self, ex: JsonDict) -> JsonDict:
-        """Every matrix at once (blocking): LIT's own modules and scripts."""
+        """Every matrix at once (blocking): LIT's own modules and scripts; stops early (BlockingCancel)."""
+        cancel = self._shared.blocking_cancel(ex)
         chat = self._shared.format_prompt(ex)
         target = _text_field(ex, fields.TARGET)
         counts = extra_counts(ex)
-        result = self._shared.salience(chat, target, **counts)
+        try:
+            result = self._shared.salience(chat, target, cancel=cancel, **counts)
+        except ss.ComputationCancelled:
+            raise RequestError(f"Cancelled: {cancel.reason or 'stopped'} before every salience matrix was"
+                               " computed. Fix: send the request again (one that nobody waits for is stopped).") from None
         n_prompt = int(result.n_prompt_tokens)
         n_targets = len(result.tokens) - n_prompt
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)

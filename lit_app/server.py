@@ -33,7 +33,7 @@ from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
 from sequence_salience import model as model_lib
-from lit_app import client_build, datasets, explain, layouts, limits, models, security
+from lit_app import client_build, datasets, disconnect, explain, layouts, limits, models, security
 from lit_app import inside as inside_models
 
 logger = logging.getLogger("lit_app.server")
@@ -80,6 +80,11 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         for name, wrapper in list(self._models.items()):
             if getattr(wrapper.wrapped, "caches_itself", False):
                 self._models[name] = _Uncached(wrapper.wrapped, name)
+
+    def __call__(self, environ, start_response):
+        # Long computations ask whether this request's client is still there (lit_app/disconnect.py).
+        with disconnect.serving(environ):
+            return super().__call__(environ, start_response)
 
     def _get_preds(self, data, model: str | None = None, requested_types=None, requested_fields=None, **kw):
         if not model:

@@ -1,4 +1,5 @@
-"""Robustness of the server on the embedded default model: user regexes, the tokenizer lock.
+"""Robustness of the server on the embedded default model: user regexes, the tokenizer lock,
+cancellation of blocking requests.
 
 In-process tests send real WSGI requests to the same LIT app the server runs (werkzeug's test
 client, through `security.SecureApp`); tests that need a real socket start
@@ -11,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import re
 import socket
 import subprocess
 import sys
@@ -30,10 +32,12 @@ GEN, SAL, TOK = fields.model_group_names(MODEL)
 EXPLAIN = f"_{MODEL}_explain"
 REPO = Path(__file__).resolve().parents[2]
 QUESTION = "What is the capital of France?"
-# A blocking request (every matrix at once) that takes far longer than tokenizing a prompt.
+# A blocking request that takes many chunks (targets x IG steps, 8 steps a chunk) and the
+# same pair without IG, one chunk; either takes far longer than tokenizing a prompt.
 LONG_PROMPT = ("Read the notes. Parcel one left the depot at nine by van. Parcel two left at ten by bike."
                " Which parcel left first?")
 LONG_TARGET = " Parcel one left first."
+LONG_IG_STEPS = 16
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +175,65 @@ def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_l
     assert shared.tokenizer_lock is not shared.lock
     ids = default_lm.encode_prompt(chat).ids
     assert len(shared.tokens(chat, "")) == len(ids)
+
+
+# ---------------------------------------------------------------------------
+# Blocking requests stop when nobody waits for them any more.
+
+
+def test_a_blocking_request_stops_when_another_datapoint_is_selected(lit, shared, caplog):
+    caplog.set_level(logging.INFO, logger="lit_app.models")
+    caplog.clear()
+    long_answer: dict = {}
+    long_data = {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS}
+
+    def long_request():
+        long_answer["r"] = _post(_client(lit), SAL, long_data)
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    try:
+        _wait_for(lambda: _blocking_started(caplog) and shared.lock.locked(), "the blocking computation start")
+        # The user selects another datapoint: the module asks for its first highlight.
+        r = _post(_client(lit), SAL, {fields.PROMPT: QUESTION, fields.TARGET: " Paris.", "detail": "span"})
+    finally:
+        t.join()
+    assert r.status_code == 200, r.get_data(as_text=True)
+    long = long_answer["r"]
+    assert long.status_code == 500
+    message = long.get_data(as_text=True)
+    assert message.startswith("Cancelled: another datapoint was selected") and "\n" not in message
+    # Nothing half-computed was cached: the same request computes it from the start.
+    assert shared.cached_salience(shared.format_prompt(long_data), LONG_TARGET, LONG_IG_STEPS) is None
+
+
+def test_concurrent_blocking_requests_do_not_stop_each_other(lit):
+    prompts = [f"Name a fruit that starts with the letter {c}." for c in "AB"]
+    answers: dict = {}
+    threads = [threading.Thread(target=lambda p=p: answers.setdefault(p, _post(_client(lit), SAL, {
+        fields.PROMPT: p, fields.TARGET: " Apple."}))) for p in prompts]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for p in prompts:
+        assert answers[p].status_code == 200, answers[p].get_data(as_text=True)
+
+
+def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
+    port, log = real_server
+    start = len(log.read_text())
+
+    def new_log() -> str:
+        return log.read_text()[start:]
+
+    conn = _send(port, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS})
+    try:
+        _wait_for(lambda: "Blocking salience request" in new_log(), "the blocking computation start")
+    finally:
+        conn.close()  # the client goes away without reading the answer
+    _wait_for(lambda: "Cancelled: the client disconnected" in new_log(), "the cancellation in the server log")
+    # It stopped part-way: IG never reached its last chunk (done == total).
+    assert not re.search(r"salience integrated_gradients: (\d+)/\1\b", new_log()), new_log()[-2000:]
+    status, body = _http(port, TOK, {fields.PROMPT: QUESTION})
+    assert status == 200 and "capital" in body
