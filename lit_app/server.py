@@ -128,8 +128,14 @@ def build_app(
     lit_models: Mapping[str, lit_model.Model],
     lit_datasets: Mapping[str, lit_dataset.Dataset],
     client_root: str | None = None,
+    sync_state: bool = False,
 ) -> SequenceSalienceApp:
-    """The LIT WSGI app over our models, datasets, layouts and client root."""
+    """The LIT WSGI app over our models, datasets, layouts and client root.
+
+    It has no request rules of its own: `main()` serves it through `security.SecureApp`,
+    and so does the notebook widget (`lit_app.notebook.LitWidget`). sync_state: LIT's
+    notebook UI-state tracking (`/push_ui_state`).
+    """
     client_root = client_root or client_build.build_client_root()
     has_module = os.path.isfile(os.path.join(client_root, client_build.BUNDLE_NAME))
     if not has_module:
@@ -145,6 +151,7 @@ def build_app(
         client_root=client_root,
         page_title=PAGE_TITLE,
         onboard_start_doc=_ONBOARD_DOC,
+        sync_state=sync_state,
     )
 
 

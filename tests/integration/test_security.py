@@ -468,3 +468,34 @@ def test_real_server_on_0000_requires_its_printed_token(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------------------
+# The notebook widget: the same rules on its own server.
+
+
+def test_notebook_widget_applies_the_host_and_origin_rules(shared, tmp_path):
+    from lit_app import notebook  # pylint: disable=import-outside-toplevel
+
+    root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
+    widget = notebook.LitWidget(models.make_models(shared, MODEL), datasets.get_datasets(), client_root=root)
+    try:
+        port, json_ = widget.port, {"Content-Type": "application/json"}
+        assert widget.url == f"http://localhost:{port}/"
+        status, headers, body = _request(port, "POST", "/get_info", "{}", json_)
+        assert status == 200 and TOK in json.loads(body)["models"]
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        for extra in ({"Host": f"evil.example:{port}"}, {"Origin": "http://evil.example"},
+                      {"Sec-Fetch-Site": "cross-site"}, {"Content-Type": "text/plain"}):
+            status, _, body = _request(port, "POST", "/get_info", "{}", {**json_, **extra})
+            assert status == 403 and "\n" not in body, (extra, body)
+        assert _request(port, "GET", "/", headers={"Host": f"localhost:{port}"})[0] == 200
+        body = json.dumps({"inputs": [{"id": "x", "data": {"prompt": "hi"}}]})
+        status, _, answer = _request(port, "POST", f"/get_preds?model={TOK}", body,
+                                     {**json_, "Origin": f"http://localhost:{port}", "Host": f"localhost:{port}"})
+        assert status == 200 and json.loads(answer)[0][fields.TOKENS]
+        assert widget.ui_state.primary is None  # LIT's UI-state tracking is on: nothing pushed yet
+    finally:
+        widget.stop()
+    with pytest.raises(OSError):
+        _request(port, "GET", "/")

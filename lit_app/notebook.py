@@ -1,0 +1,94 @@
+"""LIT in a notebook behind the server's request rules (loopback only).
+
+`lit_nlp.notebook.LitWidget` serves LIT's plain app: any web page the user opens
+could POST to it (no Host, Origin or Content-Type checks). `LitWidget` here
+serves the same app as `python -m lit_app.server` (`server.build_app`) through
+`security.SecureApp` on `localhost`, on a free port, on a thread of this kernel:
+
+* Host must be `localhost`, `127.0.0.1` or `[::1]` with the widget's port (plus
+  `allowed_hosts`, e.g. a notebook proxy's name), else 403: DNS rebinding fails.
+* POSTs need `Content-Type: application/json`, a same-origin `Origin` (when
+  sent) and no cross-site `Sec-Fetch-Site`, else 403: other pages cannot drive it.
+* Limits, one-line errors and bounded connections as on the server; no token
+  (loopback) and no file endpoints (no `data_dir`).
+
+The client root's request guard (lit_app/client_build.py) adds the JSON
+Content-Type to the UI's own POSTs, so the UI in the output cell works as before.
+
+    widget = LitWidget(lit_models, datasets.get_datasets(), client_root=root, height=900)
+    widget.render()          # LIT's iframe (Jupyter / Colab), from lit_nlp.notebook
+    widget.url               # http://localhost:<port>/
+    widget.stop()
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lit_nlp import notebook as lit_notebook
+from lit_nlp.api import dataset as lit_dataset
+from lit_nlp.api import model as lit_model
+
+from lit_app import limits as limits_lib
+from lit_app import security, server
+
+HOST = "localhost"
+
+
+class _Served:
+    """What `lit_nlp.notebook.LitWidget.render` / `ui_state` / `stop` read from `_server`."""
+
+    def __init__(self, httpd: security.BoundedThreadedServer, app: server.SequenceSalienceApp):
+        self.httpd, self.app = httpd, app
+        self.port = int(httpd.server_port)
+        self._thread = threading.Thread(target=httpd.serve_forever, name=f"lit-notebook-{self.port}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self.httpd.shutdown()
+            self._thread.join()
+        self.httpd.server_close()
+
+
+class LitWidget(lit_notebook.LitWidget):
+    """LIT's notebook widget over `server.build_app`, behind `security.SecureApp` (module docstring)."""
+
+    def __init__(  # pylint: disable=super-init-not-called
+        self,
+        lit_models: Mapping[str, lit_model.Model],
+        lit_datasets: Mapping[str, lit_dataset.Dataset],
+        *,
+        client_root: str | None = None,
+        height: int = 1000,
+        render: bool = False,
+        proxy_url: str | None = None,
+        allowed_hosts: Sequence[str] = (),
+    ):
+        """Args:
+          lit_models, lit_datasets, client_root: as for `server.build_app`.
+          height, render, proxy_url: as for `lit_nlp.notebook.LitWidget`.
+          allowed_hosts: Host names to accept besides localhost (a notebook proxy's), as --allowed_hosts.
+        """
+        # LIT's __init__ is not called: it would start LIT's own server, without these rules.
+        app = server.build_app(lit_models, lit_datasets, client_root, sync_state=True)
+        limits = limits_lib.Limits()
+        httpd = security.make_server(HOST, 0, app, limits.max_connections)  # port 0: a free one, no race
+        self.config = security.SecurityConfig(host=HOST, port=int(httpd.server_port),
+                                              allowed_hosts=tuple(allowed_hosts), limits=limits)
+        httpd.app = security.SecureApp(app, self.config)
+        self._server: Any = _Served(httpd, app)
+        self._height = height
+        self._proxy_url = proxy_url
+        if render:
+            self.render()
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}/"
