@@ -368,7 +368,9 @@ def test_a_full_server_answers_503_with_retry_after(lit, shared):
     first: dict = {}
     shared.lock.acquire()  # the model is busy: the first request waits for it, holding the only slot
     try:
-        t = threading.Thread(target=lambda: first.setdefault("r", preds(c, GEN, {"prompt": "Name a color."})))
+        # A salience request (never cached on disk, unlike a generation) needs the model.
+        t = threading.Thread(target=lambda: first.setdefault("r", preds(c, SAL, {"prompt": "Name a color.",
+                                                                                 "target": " Blue."})))
         t.start()
         deadline = time.monotonic() + 30
         while app.slots.in_use < 1 and time.monotonic() < deadline:
