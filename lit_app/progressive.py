@@ -158,6 +158,11 @@ class DetailJobs:
             for job in self._jobs.values():
                 job.cancel("shutting down")
 
+    def idle(self) -> bool:
+        """True when no job is queued or running (a cancelled one stops within one chunk)."""
+        with self._lock:
+            return not any(j.state in (QUEUED, RUNNING) for j in self._jobs.values())
+
     def _trim(self) -> None:
         finished = [k for k, j in self._jobs.items() if j.state in _FINISHED]
         for k in finished[: max(0, len(finished) - _KEEP_FINISHED)]:

@@ -42,7 +42,11 @@ LONG_IG_STEPS = 16
 
 @pytest.fixture(scope="module")
 def shared(default_lm):
-    return models.SharedLM(default_lm, max_new_tokens=8)
+    shared = models.SharedLM(default_lm, max_new_tokens=8)
+    yield shared
+    # No background job (the first highlight starts one) may still run torch when the interpreter exits.
+    shared.jobs.cancel_all()
+    _wait_for(shared.jobs.idle, "the background jobs to stop")
 
 
 @pytest.fixture(scope="module")
