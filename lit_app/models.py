@@ -59,6 +59,10 @@ class RequestError(ValueError):
     """A request the wrappers cannot serve; the message is one line and names the fix."""
 
 
+class ClientGone(RequestError):
+    """A request stopped because its HTTP client disconnected: nobody reads the answer."""
+
+
 def _log_progress(every_s: float = 2.0) -> Callable[[str, int, int], None]:
     """A compute_salience progress callback that logs at most every `every_s` seconds (and at the end)."""
     import time
@@ -433,6 +437,8 @@ class BlockingCancel:
     `reason` says why it stopped ("" while it runs).
     """
 
+    CLIENT_GONE = "the client disconnected"
+
     def __init__(self, jobs: progressive.DetailJobs, group: Hashable, gone: Callable[[], bool]):
         self._jobs, self._group, self._gone = jobs, group, gone
         self._focus = jobs.focus_group
@@ -444,7 +450,7 @@ class BlockingCancel:
             if focus != self._focus and focus != self._group:
                 self.reason = "another datapoint was selected"
             elif self._gone():
-                self.reason = "the client disconnected"
+                self.reason = self.CLIENT_GONE
         return bool(self.reason)
 
 
@@ -819,8 +825,9 @@ class SalienceModel(_Wrapper):
         try:
             result = self._shared.salience(chat, target, cancel=cancel, **counts)
         except ss.ComputationCancelled:
-            raise RequestError(f"Cancelled: {cancel.reason or 'stopped'} before every salience matrix was"
-                               " computed. Fix: send the request again (one that nobody waits for is stopped).") from None
+            error = ClientGone if cancel.reason == BlockingCancel.CLIENT_GONE else RequestError
+            raise error(f"Cancelled: {cancel.reason or 'stopped'} before every salience matrix was"
+                        " computed. Fix: send the request again (one that nobody waits for is stopped).") from None
         n_prompt = int(result.n_prompt_tokens)
         n_targets = len(result.tokens) - n_prompt
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)

@@ -100,9 +100,14 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         for i, ex in enumerate(inputs):
             if not isinstance(ex, Mapping) or not isinstance(ex.get("data"), Mapping):
                 raise ValueError(f'inputs[{i}] has no "data" object. Fix: send {{"id": "...", "data": {{...}}}}.')
-        return super()._get_preds(
-            data, model=model, requested_types=requested_types, requested_fields=requested_fields, **kw
-        )
+        try:
+            return super()._get_preds(
+                data, model=model, requested_types=requested_types, requested_fields=requested_fields, **kw
+            )
+        except models.ClientGone:
+            # Nobody reads the answer (the wrapper logged why, in one line): answer nothing
+            # rather than have LIT log a traceback for a request the client gave up.
+            return []
 
     def model_names(self) -> list[str]:
         """Names of the served models (read by lit_app.security.SecureApp)."""

@@ -241,3 +241,5 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
     assert not re.search(r"salience integrated_gradients: (\d+)/\1\b", new_log()), new_log()[-2000:]
     status, body = _http(port, TOK, {fields.PROMPT: QUESTION})
     assert status == 200 and "capital" in body
+    # One line in the log, not LIT's "Uncaught error" with a traceback (checked after a later request).
+    assert "Traceback" not in new_log()
