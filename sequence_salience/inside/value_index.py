@@ -17,6 +17,7 @@ far, with progress.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import hashlib
@@ -28,6 +29,7 @@ import pathlib
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -327,6 +329,7 @@ class BackgroundValueIndex:
         self._started = 0.0
         self._seconds = 0.0
         self._path: pathlib.Path | None = None
+        _ALL_BUILDERS.add(self)
 
     def start(self) -> None:
         """Starts loading/building unless already started (idempotent; thread-safe)."""
@@ -404,3 +407,18 @@ class BackgroundValueIndex:
                 "path": str(path) if path is not None else "",
                 "size_bytes": path.stat().st_size if self._state == "ready" and path and path.exists() else 0,
             }
+
+
+_ALL_BUILDERS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_builds_at_exit(timeout_s: float = 60.0) -> None:
+    """Stops running index builds (between layers) and waits for them, so that the
+    interpreter never exits while a daemon thread is inside torch (an abort after a clean run)."""
+    builders = list(_ALL_BUILDERS)
+    for b in builders:
+        b.stop()
+    deadline = time.monotonic() + timeout_s
+    for b in builders:
+        b.wait(max(0.0, deadline - time.monotonic()))

@@ -108,3 +108,42 @@ def test_progress_of_a_long_input_comes_in_small_chunks(tiny_lm):
     ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=config,
                         progress=lambda m, d, t: seen.append(d))
     assert seen[:2] == [2, 4]
+
+
+_EXIT_SCRIPT = '''
+import sys, time
+import sequence_salience as ss
+from lit_app import progressive
+from sequence_salience.methods.base import SalienceConfig
+from tests.unit.tiny_models import tiny_llama, wrap
+
+lm = wrap(tiny_llama(0), "llama")
+jobs = progressive.DetailJobs()
+
+def run(job):
+    while True:  # until cancelled: a job that is inside torch most of the time
+        ss.compute_salience(lm, "The capital of France is " * 4, " Paris. The capital of Italy is Rome.",
+                            config=SalienceConfig(target_chunk_size=1), progress=lambda *a: job.report(1, 2),
+                            cancel=job.should_stop)
+
+job = jobs.submit("g", "grad", run)
+while job.state != progressive.RUNNING:
+    time.sleep(0.01)
+time.sleep(0.3)
+print("main thread returns while the job runs", flush=True)
+'''
+
+
+def test_interpreter_exit_while_a_job_runs_is_clean():
+    """A background job inside torch when the process exits (a test run, a stopped server)
+    is cancelled and waited for at exit; without that the daemon worker aborts the process
+    ("terminate called without an active exception", exit code 134) after a clean run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT], cwd=root, capture_output=True, text=True, timeout=300)
+    assert "main thread returns" in out.stdout, out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "terminate called" not in out.stderr
