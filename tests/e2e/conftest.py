@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.server_process import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "frontend" / "dist" / "sequence_salience.js"
@@ -29,14 +25,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 ARTIFACTS = REPO / "artifacts" / "e2e"
-SERVER_START_TIMEOUT_S = 300
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -50,36 +39,9 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a freshly started LIT server on the default model."""
     if not BUNDLE.is_file():
         pytest.fail(f"{BUNDLE} is missing: build it with `cd frontend && npm run build` (or `make frontend`).")
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lit_app.server", "--port", str(port), "--host", "127.0.0.1"],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"LIT server exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"LIT server not ready after {SERVER_START_TIMEOUT_S} s:\n{log_path.read_text()[-4000:]}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    # The repository's client root, as `make serve` serves it.
+    with ServerProcess(["--host", "127.0.0.1"], tmp_path_factory.mktemp("server"), own_client_root=False) as proc:
+        yield f"http://127.0.0.1:{proc.port}/"
 
 
 class ExternalRequests(list):

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import re
 import secrets
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
+from tests.server_process import ServerProcess
+
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 ROWS = "data-table-module tbody tr"
 FETCH = """async ([path, body]) => {
   const r = await fetch(path, {method: 'POST', body});
@@ -57,20 +53,9 @@ def test_lit_client_passes_the_rules_and_shows_one_line_errors(server_url, brows
 def test_token_from_the_url_keeps_the_ui_working(browser_page, tmp_path):
     page, _ = browser_page
     token = secrets.token_hex(16)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "lit_app.server", "--port", str(port), "--token", token,
-                                 "--client_root", str(tmp_path / "client_root")],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while "is ready:" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
-        assert f"http://127.0.0.1:{port}/?token={token}" in log.read_text()
+    with ServerProcess(["--token", token], tmp_path) as proc:
+        port = proc.port
+        assert proc.url == f"http://127.0.0.1:{port}/?token={token}"
         page.goto(f"http://127.0.0.1:{port}/")
         assert "needs a token" in page.locator("body").inner_text()
         page.goto(f"http://127.0.0.1:{port}/?token={token}")
@@ -78,10 +63,3 @@ def test_token_from_the_url_keeps_the_ui_working(browser_page, tmp_path):
         assert "token" not in page.url
         status, _ = page.evaluate(FETCH, ["./get_info", "{}"])
         assert status == 200
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

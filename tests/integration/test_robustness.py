@@ -13,24 +13,20 @@ import http.client
 import json
 import logging
 import re
-import socket
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from werkzeug.test import Client
 
 from lit_app import client_build, datasets, fields, models, security, server
+from tests.server_process import ServerProcess
 
 PORT = 5432
 HOST = f"127.0.0.1:{PORT}"
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
 EXPLAIN = f"_{MODEL}_explain"
-REPO = Path(__file__).resolve().parents[2]
 QUESTION = "What is the capital of France?"
 # A blocking request that takes many chunks (targets x IG steps, 8 steps a chunk) and the
 # same pair without IG, one chunk; either takes far longer than tokenizing a prompt.
@@ -83,32 +79,11 @@ def _blocking_started(caplog) -> bool:
 # The real server (a socket to close, a worker thread to keep).
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory):
     """(port, path of the server's log) of `python -m lit_app.server` on loopback."""
-    tmp = tmp_path_factory.mktemp("server")
-    port, log = _free_port(), tmp / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "lit_app.server", "--port", str(port), "--max_new_tokens", "8",
-                                 "--client_root", str(tmp / "client_root")],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_for(lambda: proc.poll() is not None or "is ready:" in log.read_text(), "the server start")
-        assert proc.poll() is None, log.read_text()[-3000:]
-        yield port, log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with ServerProcess(["--max_new_tokens", "8"], tmp_path_factory.mktemp("server")) as proc:
+        yield proc.port, proc.log_path
 
 
 def _send(port: int, model: str, data: dict) -> http.client.HTTPConnection:

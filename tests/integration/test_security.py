@@ -12,9 +12,6 @@ import io
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,6 +20,7 @@ import pytest
 from werkzeug.test import Client
 
 from lit_app import client_build, datasets, fields, limits, models, security, server
+from tests.server_process import ServerProcess
 
 PORT = 5432
 HOST = f"127.0.0.1:{PORT}"
@@ -30,7 +28,6 @@ ORIGIN = f"http://{HOST}"
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
 TOKEN = "s3cret-token-for-tests"
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -414,12 +411,6 @@ def test_client_root_loads_the_request_guard_before_lit(tmp_path):
 # The real server on a non-loopback address.
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _request(port, method, path, body=None, headers=None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
@@ -431,19 +422,8 @@ def _request(port, method, path, body=None, headers=None):
 
 
 def test_real_server_on_0000_requires_its_printed_token(tmp_path):
-    port = _free_port()
-    log = tmp_path / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "lit_app.server", "--host", "0.0.0.0", "--port", str(port),
-                                 "--client_root", str(tmp_path / "client_root")],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while not re.search(r"is ready: (\S+)", log.read_text()):
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
-        url = re.search(r"is ready: (\S+)", log.read_text()).group(1)
+    with ServerProcess(["--host", "0.0.0.0"], tmp_path) as proc:
+        port, url = proc.port, proc.url
         m = re.fullmatch(rf"http://127\.0\.0\.1:{port}/\?token=([0-9a-f]{{48}})", url)
         assert m, url
         token = m.group(1)
@@ -463,13 +443,6 @@ def test_real_server_on_0000_requires_its_printed_token(tmp_path):
         assert status == 200
         status, _, _ = _request(port, "GET", "/", headers={**jar, "Host": f"evil.example:{port}"})
         assert status == 403
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 # ---------------------------------------------------------------------------

@@ -22,12 +22,9 @@ from __future__ import annotations
 import collections
 import http.client
 import json
-import os
 import random
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -37,10 +34,10 @@ import pytest
 
 import sequence_salience as ss
 from lit_app import fields
+from tests.server_process import ServerProcess
 
 pytestmark = pytest.mark.soak
 
-REPO = Path(__file__).resolve().parents[2]
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
 MAX_NEW_TOKENS = 8
@@ -52,45 +49,16 @@ GEN_PROMPTS = ["What is the capital of France?", "Name a primary color.", "Say h
 SAL_CASES = [("What is the capital of France?", "Paris"), ("2+2=", "4"), ("The sky is", " blue today")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, tmp: Path):
-        self.port = _free_port()
-        self.log_path = tmp / "server.log"
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lit_app.server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--max_new_tokens", str(MAX_NEW_TOKENS), "--max_pending_requests", str(MAX_PENDING),
-             "--client_root", str(tmp / "client_root")],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while "is ready:" not in self.log_path.read_text():
-            assert self.proc.poll() is None, self.log_tail()
-            assert time.monotonic() < deadline, self.log_tail()
-            time.sleep(0.3)
+        super().__init__(["--host", "127.0.0.1", "--max_new_tokens", str(MAX_NEW_TOKENS),
+                          "--max_pending_requests", str(MAX_PENDING)], tmp)
         self.host = f"127.0.0.1:{self.port}"
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text()[-4000:]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
 
     def request(self, method: str, path: str, body: bytes | str | None = None, headers: dict | None = None,
                 json_body: object = None) -> tuple[int, dict, str]:
