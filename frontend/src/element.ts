@@ -422,19 +422,32 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         if (!this.serverSpans.has(key)) {
           throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
         }
-        if (this.side?.kind === 'loading') this.side = null;
+        this.settleLoading(key);
         this.version++;
       } catch (e) {
         // A span the user has moved away from may be cancelled by the server: not an error to show.
         const current = this.span.t0 === span.t0 && this.span.t1 === span.t1;
         if (gen === this.generation && current) this.side = {kind: 'error', text: errorMessage(e)};
-        else if (gen === this.generation && this.side?.kind === 'loading') this.side = null;
+        else if (gen === this.generation) this.settleLoading(key);
       } finally {
         this.pendingSpans.delete(key);
         // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
         const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
         if (gen === this.generation && this.payload !== null && moved) this.ensureData();
       }
+    }
+
+    /**
+     * Ends the loading state when the span request `done` finishes, unless the request for
+     * what is on screen now is another one still running (an older span or method finished
+     * first): the status keeps saying "computing" until the values shown are there.
+     */
+    private settleLoading(done: string) {
+      if (this.side?.kind !== 'loading') return;
+      const extra = this.extra();
+      const current = spanKey(extra === null ? this.method : extraKey(extra), this.span);
+      if (current !== done && this.pendingSpans.has(current)) return;
+      this.side = null;
     }
 
     private retry() {
