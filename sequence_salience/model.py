@@ -46,6 +46,7 @@ _DTYPES = {
 _END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
 Log = Callable[[str], None]
+OnToken = Callable[[tuple[int, ...]], None]  # the response ids generated so far
 
 
 def cache_dir() -> pathlib.Path:
@@ -235,8 +236,14 @@ class LanguageModel:
         return [self.tokenizer.decode([i]) for i in ids]
 
     @torch.no_grad()
-    def generate(self, prompt: str | ChatPrompt, config: GenerationConfig = GenerationConfig()) -> Generation:
-        """Generates a response; stops at EOS / end of turn (not included in the text) or max_new_tokens."""
+    def generate(self, prompt: str | ChatPrompt, config: GenerationConfig = GenerationConfig(),
+                 on_token: OnToken | None = None) -> Generation:
+        """Generates a response; stops at EOS / end of turn (not included in the text) or max_new_tokens.
+
+        on_token: called after every new token with the response ids so far (the end-of-turn
+          token excluded), so a caller can show the text as it is produced; an exception it
+          raises (e.g. ComputationCancelled) stops the generation and propagates.
+        """
         encoded = self.encode_prompt(prompt)
         if not encoded.ids:
             raise SalienceError("The prompt is empty. Fix: type a prompt before generating.")
@@ -263,6 +270,8 @@ class LanguageModel:
         with rng if config.do_sample else contextlib.nullcontext():
             if config.do_sample:
                 torch.manual_seed(config.seed)
+            if on_token is not None:
+                kwargs["streamer"] = _TokenStreamer(on_token, stop)
             out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
         new_ids = out[0, input_ids.shape[1]:].tolist()
         stopped_by = "length"
@@ -271,6 +280,29 @@ class LanguageModel:
             stopped_by = "eos"
         text, offsets = decode_with_offsets(self.tokenizer, new_ids)
         return Generation(text=text, ids=tuple(new_ids), offsets=offsets, stopped_by=stopped_by)
+
+
+class _TokenStreamer:
+    """transformers' streamer protocol (put/end) -> on_token(response ids so far)."""
+
+    def __init__(self, on_token: OnToken, stop: Sequence[int]):
+        self.on_token, self.stop = on_token, set(stop)
+        self.ids: list[int] = []
+        self.prompt_seen = self.stopped = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.prompt_seen:  # the first call hands over the prompt
+            self.prompt_seen = True
+            return
+        token = int(value.reshape(-1)[0])  # batch of one
+        if self.stopped or token in self.stop:
+            self.stopped = True  # after the stop token come only pad tokens
+            return
+        self.ids.append(token)
+        self.on_token(tuple(self.ids))
+
+    def end(self) -> None:
+        pass
 
 
 def decode_with_offsets(tokenizer, ids: Sequence[int]) -> tuple[str, tuple[tuple[int, int], ...]]:

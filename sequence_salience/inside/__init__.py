@@ -9,6 +9,7 @@ at any position, with no external service. Never imports LIT.
     index = get_value_index(lm)                         # built once, cached on disk
     search_values(lm, index, "Paris").hits              # values that promote " Paris"
     intervene(lm, prompt, [Intervention(20, 512, "off")], response, t)  # before vs. after
+    # ... or in steps: intervened_trace, intervened_generation (streamed), response_salience
 """
 
 from sequence_salience.inside.architectures import FAMILIES, Architecture, Layout, resolve_architecture
@@ -17,8 +18,14 @@ from sequence_salience.inside.interventions import (
     Intervention,
     InterventionConfig,
     InterventionResult,
+    Located,
+    ResponseSalience,
     apply_interventions,
     intervene,
+    intervened_generation,
+    intervened_trace,
+    locate,
+    response_salience,
 )
 from sequence_salience.inside.trace import (
     LayerTrace,
@@ -52,7 +59,9 @@ __all__ = [
     "InterventionResult",
     "LayerTrace",
     "Layout",
+    "Located",
     "Predictions",
+    "ResponseSalience",
     "SearchResult",
     "SubUpdate",
     "Trace",
@@ -66,9 +75,13 @@ __all__ = [
     "get_value_index",
     "index_path",
     "intervene",
+    "intervened_generation",
+    "intervened_trace",
     "load_value_index",
+    "locate",
     "model_identity",
     "resolve_architecture",
+    "response_salience",
     "search_values",
     "trace",
     "trace_ids",

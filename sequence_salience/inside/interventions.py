@@ -15,7 +15,17 @@ interventions no hook is registered at all, so the model is untouched.
 
 `intervene` runs the comparison the UI shows: the trace, the greedy
 generation and the salience of the response, before and under the
-interventions.
+interventions. Its steps are also offered one by one, so that a caller can
+answer the cheap part first and reuse what it already has for the "before"
+side (the server does):
+
+    at = locate(lm, prompt, response, t)
+    tr = intervened_trace(lm, at, ivs)                         # one forward: p and rank of token t
+    gen = intervened_generation(lm, prompt, ivs, on_token=...)  # streamed, token by token
+    sal = response_salience(lm, prompt, gen, interventions=ivs) # one forward + backward
+
+Each step registers the hooks for its own duration only; every step removes
+them on exit, also when `cancel` stops it (ComputationCancelled).
 """
 
 from __future__ import annotations
@@ -23,12 +33,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from sequence_salience.errors import SalienceError
+from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
 from sequence_salience.inside.hooks import hook_scope
 from sequence_salience.inside.trace import Trace, TraceConfig, plain, sequence_ids, trace_ids
@@ -37,6 +47,11 @@ from sequence_salience.text import ChatPrompt
 
 MODES = ("off", "on")
 ON_MARGIN = 0.01  # "just above": max + 1% of |max|
+STEPS = ("trace", "generate", "salience")  # the stages `intervene` reports to `progress`
+
+Progress = Callable[[str, int, int], None]  # progress(stage, done, total)
+Cancel = Callable[[], bool]  # True: stop (ComputationCancelled)
+OnToken = Callable[[tuple[int, ...]], None]  # the response ids generated so far
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,21 +192,132 @@ class InterventionResult:
         return plain(dataclasses.asdict(self))
 
 
-def _side(lm, arch, prompt, ids, position, target_id, config: InterventionConfig) -> Side:
-    tr = trace_ids(lm, ids, position, target_id, config.trace, arch)
-    start = time.perf_counter()
-    gen = lm.generate(prompt, config.generation)
-    salience, tokens, n_prompt, top = None, (), 0, ()
-    if config.salience_method and gen.ids:
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """Where the traced token sits: prompt + target ids, and the position that predicts token t.
+
+    Attributes:
+      ids: prompt + target token ids.
+      n_prompt_tokens: P.
+      t: the traced target token.
+      position: P + t - 1 (P - 1 when there is no target: the next token after the prompt).
+      target_id: ids[P + t], or None with no target (the model's own top prediction is traced).
+    """
+
+    ids: tuple[int, ...]
+    n_prompt_tokens: int
+    t: int
+    position: int
+    target_id: int | None
+
+    @property
+    def n_targets(self) -> int:
+        return len(self.ids) - self.n_prompt_tokens
+
+
+def locate(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation | None = None, t: int = 0) -> Located:
+    """Token `t` of `target` after `prompt` (None: the next token after the prompt)."""
+    ids, n_prompt = sequence_ids(lm, prompt, target)
+    n_targets = len(ids) - n_prompt
+    if n_targets == 0:
+        return Located(tuple(ids), n_prompt, 0, n_prompt - 1, None)
+    if not 0 <= t < n_targets:
+        raise SalienceError(f"t={t} is outside the {n_targets} target tokens. Fix: pick 0..{n_targets - 1}.")
+    return Located(tuple(ids), n_prompt, t, n_prompt + t - 1, ids[n_prompt + t])
+
+
+def _check(cancel: Cancel | None, what: str) -> None:
+    if cancel is not None and cancel():
+        raise ComputationCancelled(f"intervention run cancelled {what}")
+
+
+def intervened_trace(
+    lm: LanguageModel,
+    at: Located,
+    interventions: Iterable = (),
+    config: TraceConfig = TraceConfig(),
+    arch: Architecture | None = None,
+    target_id: int | None = None,
+    index=None,
+) -> Trace:
+    """The trace of `at` under the interventions: one forward pass, no backward (no interventions: the plain trace).
+
+    target_id: overrides `at.target_id` (e.g. the token the plain model predicts, to follow it under the
+      interventions when there is no target); index: as in `trace_ids`.
+    """
+    arch = arch or resolve_architecture(lm.model)
+    tid = at.target_id if target_id is None else target_id
+    with apply_interventions(lm, interventions, arch):
+        return trace_ids(lm, at.ids, at.position, tid, config, arch, index=index)
+
+
+def intervened_generation(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    interventions: Iterable = (),
+    config: GenerationConfig = GenerationConfig(max_new_tokens=32),
+    arch: Architecture | None = None,
+    on_token: OnToken | None = None,
+    cancel: Cancel | None = None,
+) -> Generation:
+    """The response generated under the interventions; on_token(ids so far) after every token.
+
+    cancel: checked before the first and after every token; True stops the generation with
+      ComputationCancelled (the hooks are removed).
+    """
+    arch = arch or resolve_architecture(lm.model)
+    _check(cancel, "before generating")
+
+    def each(ids: tuple[int, ...]) -> None:
+        if on_token is not None:
+            on_token(ids)
+        _check(cancel, f"after {len(ids)} generated token(s)")
+
+    with apply_interventions(lm, interventions, arch):
+        return lm.generate(prompt, config, on_token=each if on_token is not None or cancel is not None else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResponseSalience:
+    """The salience of a whole response (see `Side`)."""
+
+    salience: np.ndarray | None  # <float32>[N], None when skipped or the response is empty
+    tokens: tuple[str, ...]  # N
+    n_prompt_tokens: int
+    top_salient: tuple[tuple[int, str, float], ...]
+
+
+def response_salience(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    generation: Generation,
+    method: str = "grad_x_input",
+    top_salient: int = 8,
+    interventions: Iterable = (),
+    arch: Architecture | None = None,
+    values: np.ndarray | None = None,
+) -> ResponseSalience:
+    """Salience of log p(whole response) under the interventions: one forward + backward.
+
+    values: <float32>[N] the salience already computed elsewhere (e.g. a server's cache for
+      the plain model); then no model pass runs, only the summary.
+    """
+    if not method or not generation.ids:
+        return ResponseSalience(None, (), 0, ())
+    if values is None:
         from sequence_salience.salience import compute_span_salience  # not at import time: salience imports methods
 
-        salience = compute_span_salience(lm, prompt, gen, config.salience_method)  # [N]
-        p_ids, _ = sequence_ids(lm, prompt, gen)
-        n_prompt = len(p_ids) - len(gen.ids)
-        tokens = tuple(lm.tokenizer.decode([i]) for i in p_ids)
-        order = np.argsort(-np.abs(salience[:n_prompt]))[: config.top_salient]
-        top = tuple((int(i), tokens[i], float(salience[i])) for i in order)
-    return Side(tr, gen, salience, tokens, n_prompt, top, time.perf_counter() - start)
+        with apply_interventions(lm, interventions, arch):
+            values = compute_span_salience(lm, prompt, generation, method)  # [N]
+    p_ids, _ = sequence_ids(lm, prompt, generation)
+    if len(values) != len(p_ids):
+        raise SalienceError(f"{len(values)} salience values for {len(p_ids)} tokens. Fix: pass the values of this "
+                            "prompt + response.")
+    n_prompt = len(p_ids) - len(generation.ids)
+    tokens = tuple(lm.tokenizer.decode([i]) for i in p_ids)
+    order = np.argsort(-np.abs(values[:n_prompt]))[:top_salient]
+    top = tuple((int(i), tokens[i], float(values[i])) for i in order)
+    return ResponseSalience(np.asarray(values), tokens, n_prompt, top)
 
 
 def intervene(
@@ -201,8 +327,14 @@ def intervene(
     target: str | Generation | None = None,
     t: int = 0,
     config: InterventionConfig = InterventionConfig(),
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    on_token: OnToken | None = None,
 ) -> InterventionResult:
     """Before vs. under the interventions: the trace of target token `t`, the greedy response, its salience.
+
+    In steps (`STEPS`): both traces, then both generations, then both saliences, so the
+    probabilities come first.
 
     Args:
       lm: a loaded model.
@@ -212,20 +344,45 @@ def intervene(
         sides, so the probabilities compare); None traces the next token after the prompt.
       t: which target token to trace.
       config: what to compute.
+      progress: progress(stage, done, total) at the start and end of each step and after each
+        generated token (generate: done tokens of at most max_new_tokens per side).
+      cancel: checked between steps and after every generated token; True raises ComputationCancelled.
+      on_token: on_token(ids so far) for the generation under the interventions.
     """
     arch = resolve_architecture(lm.model)
     ivs = validate(interventions, arch)
-    ids, n_prompt = sequence_ids(lm, prompt, target)
-    n_targets = len(ids) - n_prompt
-    if n_targets == 0:
-        position, target_id = n_prompt - 1, None
-    else:
-        if not 0 <= t < n_targets:
-            raise SalienceError(f"t={t} is outside the {n_targets} target tokens. Fix: pick 0..{n_targets - 1}.")
-        position, target_id = n_prompt + t - 1, ids[n_prompt + t]
-    before = _side(lm, arch, prompt, ids, position, target_id, config)
-    if target_id is None:
-        target_id = before.trace.target_id  # follow the same token under the interventions
-    with apply_interventions(lm, ivs, arch):
-        after = _side(lm, arch, prompt, ids, position, target_id, config)
-    return InterventionResult(ivs, before, after)
+    at = locate(lm, prompt, target, t)
+    report = progress or (lambda stage, done, total: None)
+    report("trace", 0, 2)
+    _check(cancel, "before the traces")
+    before_tr = intervened_trace(lm, at, (), config.trace, arch)
+    report("trace", 1, 2)
+    _check(cancel, "between the traces")
+    after_tr = intervened_trace(lm, at, ivs, config.trace, arch, target_id=before_tr.target_id)
+    report("trace", 2, 2)  # same token under the interventions, also when there is no target
+
+    n = config.generation.max_new_tokens
+    sides = (((), before_tr, None), (ivs, after_tr, on_token))
+    gens, starts = [], []
+    for k, (side_ivs, _, stream) in enumerate(sides):
+        report("generate", k * n, 2 * n)
+        starts.append(time.perf_counter())
+
+        def each(ids: tuple[int, ...], k=k, stream=stream) -> None:
+            if stream is not None:
+                stream(ids)
+            report("generate", k * n + len(ids), 2 * n)
+
+        gens.append(intervened_generation(lm, prompt, side_ivs, config.generation, arch, on_token=each, cancel=cancel))
+        starts[k] = time.perf_counter() - starts[k]
+    report("generate", 2 * n, 2 * n)
+    out = []
+    for k, (side_ivs, tr, _) in enumerate(sides):
+        report("salience", k, 2)
+        _check(cancel, "before the salience")
+        start = time.perf_counter()
+        sal = response_salience(lm, prompt, gens[k], config.salience_method, config.top_salient, side_ivs, arch)
+        out.append(Side(tr, gens[k], sal.salience, sal.tokens, sal.n_prompt_tokens, sal.top_salient,
+                        starts[k] + time.perf_counter() - start))
+    report("salience", 2, 2)
+    return InterventionResult(ivs, out[0], out[1])

@@ -132,3 +132,100 @@ def test_intervene_compares_with_the_edited_model(tiny_lm):
     d = result.as_dict()
     assert d["interventions"] == [{"layer": 1, "index": 7, "mode": "off"}, {"layer": 0, "index": 3, "mode": "off"}]
     assert inside.count_hooks(tiny_lm.model) == 0
+
+
+# ------------------------------------------------------------------ the run in steps
+
+OFF = [(1, 7, "off"), (0, 3, "off")]
+
+
+def test_each_step_equals_the_model_with_the_values_zeroed(tiny_lm):
+    """The three steps a server runs one by one vs. an edited copy, and vs. the pieces of `intervene`."""
+    reference = _zeroed_copy(tiny_lm, [(l, i) for l, i, _ in OFF])
+    config = inside.InterventionConfig(generation=GEN, top_salient=3)
+    whole = inside.intervene(tiny_lm, PROMPT, OFF, TARGET, t=1, config=config)
+    at = inside.locate(tiny_lm, PROMPT, TARGET, t=1)
+    assert (at.position, at.target_id) == (whole.after.trace.position, whole.after.trace.target_id)
+    # 1. One traced forward under the interventions.
+    tr = inside.intervened_trace(tiny_lm, at, OFF, config.trace)
+    ref_tr = inside.trace(reference, PROMPT, TARGET, t=1, config=config.trace)
+    assert tr.probs() == pytest.approx(ref_tr.probs(), rel=1e-9) and tr.ranks() == ref_tr.ranks()
+    assert tr.probs() == whole.after.trace.probs()
+    assert inside.intervened_trace(tiny_lm, at, (), config.trace).probs() == whole.before.trace.probs()
+    # 2. The generation.
+    gen = inside.intervened_generation(tiny_lm, PROMPT, OFF, GEN)
+    assert gen.ids == reference.generate(PROMPT, GEN).ids == whole.after.generation.ids
+    # 3. The salience of the new response.
+    sal = inside.response_salience(tiny_lm, PROMPT, gen, "grad_x_input", 3, OFF)
+    ref_sal = ss.compute_span_salience(reference, PROMPT, gen, "grad_x_input")
+    torch.testing.assert_close(torch.as_tensor(sal.salience), torch.as_tensor(ref_sal), rtol=1e-6, atol=1e-9)
+    assert sal.top_salient == whole.after.top_salient and sal.tokens == whole.after.tokens
+    # Values computed elsewhere (a server's cache) give the same summary without a model pass.
+    again = inside.response_salience(tiny_lm, PROMPT, gen, "grad_x_input", 3, values=ref_sal)
+    assert [x[:2] for x in again.top_salient] == [x[:2] for x in sal.top_salient]
+    assert [x[2] for x in again.top_salient] == pytest.approx([x[2] for x in sal.top_salient], rel=1e-5)
+    assert inside.count_hooks(tiny_lm.model) == 0
+
+
+def test_streamed_tokens_equal_the_final_generation(tiny_lm):
+    seen: list[tuple[int, ...]] = []
+    gen = inside.intervened_generation(tiny_lm, PROMPT, OFF, GEN, on_token=seen.append)
+    assert gen.ids, "the tiny model generated nothing; pick another prompt"
+    assert seen == [gen.ids[:k] for k in range(1, len(gen.ids) + 1)]  # one call per token, growing by one
+    assert tiny_lm.tokenizer.decode(list(seen[-1])) == gen.text
+    # Streaming changes nothing: the plain model with and without a callback.
+    plain: list[tuple[int, ...]] = []
+    assert tiny_lm.generate(PROMPT, GEN, on_token=plain.append).ids == tiny_lm.generate(PROMPT, GEN).ids == plain[-1]
+
+
+def test_the_stop_token_is_not_streamed():
+    """A model made to end its turn after a few tokens: the streamed ids stop before the end token."""
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    first = lm.generate(PROMPT, GEN)
+    stop = first.ids[2]  # pretend the third generated token ends the turn
+    lm.model.generation_config.eos_token_id = stop
+    seen: list[tuple[int, ...]] = []
+    gen = lm.generate(PROMPT, GEN, on_token=seen.append)
+    assert gen.stopped_by == "eos" and gen.ids == first.ids[:2] and seen[-1] == gen.ids
+
+
+class _StopAt:
+    """cancel() that turns True once the test sets `stop`."""
+
+    def __init__(self):
+        self.stop = False
+
+    def __call__(self) -> bool:
+        return self.stop
+
+
+@pytest.mark.parametrize("stage", ["trace", "salience"])
+def test_cancel_between_steps_stops_the_run(tiny_lm, stage):
+    cancel, stages = _StopAt(), []
+
+    def progress(name, done, total):
+        stages.append(name)
+        if name == stage:
+            cancel.stop = True
+
+    config = inside.InterventionConfig(generation=GEN)
+    with pytest.raises(ss.ComputationCancelled):
+        inside.intervene(tiny_lm, PROMPT, OFF, TARGET, config=config, progress=progress, cancel=cancel)
+    assert stages[-1] == stage and set(stages) <= set(inside.interventions.STEPS[:1 + inside.interventions.STEPS.index(stage)])
+    assert inside.count_hooks(tiny_lm.model) == 0
+
+
+def test_cancel_during_the_generation_stops_it(tiny_lm):
+    cancel, seen = _StopAt(), []
+
+    def on_token(ids):
+        seen.append(ids)
+        cancel.stop = len(ids) >= 2  # the user cancels while the third token is due
+
+    config = inside.InterventionConfig(generation=GEN)
+    with pytest.raises(ss.ComputationCancelled, match="after 2 generated"):
+        inside.intervene(tiny_lm, PROMPT, OFF, TARGET, config=config, cancel=cancel, on_token=on_token)
+    assert [len(s) for s in seen] == [1, 2]  # no token after the cancel
+    assert inside.count_hooks(tiny_lm.model) == 0
+    # The model is plain again: the same generation as before the run.
+    assert tiny_lm.generate(PROMPT, GEN).ids == _zeroed_copy(tiny_lm, []).generate(PROMPT, GEN).ids
