@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +26,7 @@ from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from sequence_salience import explain as ex
-from lit_app import fields, models
+from lit_app import fields, models, user_jobs
 
 logger = logging.getLogger(__name__)
 
@@ -84,28 +83,12 @@ def explain_model_name(name: str) -> str:
     return f"_{name}_explain"
 
 
-class _Job:
-    """The test now running: what, how far, and a cancel flag."""
-
-    def __init__(self, action: str, key: str):
-        self.action, self.key = action, key
-        self.stage, self.done, self.total = "starting", 0, 0
-        self.started = time.monotonic()
-        self.cancelled = threading.Event()
-
-    def status(self) -> dict:
-        return {"action": self.action, "key": self.key, "stage": self.stage, "done": self.done,
-                "total": self.total, "elapsed_s": round(time.monotonic() - self.started, 1),
-                "cancelled": self.cancelled.is_set()}
-
-
 class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
     """Datapoint + action -> the `explain` JSON (see the module docstring)."""
 
     def __init__(self, shared: models.SharedLM):
         super().__init__(shared)
-        self._job: _Job | None = None
-        self._job_lock = threading.Lock()
+        self.jobs = user_jobs.JobSlot()
 
     def input_spec(self) -> lit_types.Spec:
         return INPUT_SPEC
@@ -115,24 +98,11 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
 
     # ----------------------------------------------------------------- jobs
 
-    def _start(self, action: str, key: str) -> _Job:
-        job = _Job(action, key)
-        with self._job_lock:
-            if self._job is not None:
-                self._job.cancelled.set()
-            self._job = job
-        return job
-
-    def _finish(self, job: _Job) -> None:
-        with self._job_lock:
-            if self._job is job:
-                self._job = None
-
-    def _hooks(self, job: _Job):
+    def _hooks(self, job: user_jobs.UserJob):
         lock = self._shared.lock
 
         def progress(stage: str, done: int, total: int) -> None:
-            job.stage, job.done, job.total = stage, int(done), int(total)
+            job.report(stage, done, total)
             yield_to = getattr(lock, "yield_to_waiting", None)
             if yield_to is not None:
                 yield_to()  # a click in the salience module need not wait for the whole test
@@ -146,17 +116,12 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         if action not in ACTIONS:
             raise models.RequestError(f'Input field "{ACTION}" is {action!r}; use one of {", ".join(ACTIONS)}.')
         if action == "status":
-            with self._job_lock:
-                return {EXPLAIN: {"action": "status", "job": None if self._job is None else self._job.status()}}
+            return {EXPLAIN: {"action": "status", "job": self.jobs.status()}}
         if action == "cancel":
-            with self._job_lock:
-                job = self._job
-                if job is not None:
-                    job.cancelled.set()
-            return {EXPLAIN: {"action": "cancel", "cancelled": job is not None}}
+            return {EXPLAIN: {"action": "cancel", "cancelled": self.jobs.cancel()}}
         chat = self._shared.format_prompt(ex_)
         target = models._text_field(ex_, fields.TARGET)  # pylint: disable=protected-access
-        job = self._start(action, f"{action}:{hash(chat.text) & 0xffffffff:x}")
+        job = self.jobs.start(action, f"{action}:{hash(chat.text) & 0xffffffff:x}")
         progress, cancel = self._hooks(job)
         start = time.perf_counter()
         try:
@@ -166,7 +131,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         except ss.ComputationCancelled:
             out = {"cancelled": True}
         finally:
-            self._finish(job)
+            self.jobs.finish(job)
         out.update(action=action, seconds=round(time.perf_counter() - start, 3))
         return {EXPLAIN: out}
 

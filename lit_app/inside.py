@@ -5,7 +5,10 @@ its FIFO lock and its generation cache) and one `InsideState` (the resolved
 architecture and the background value index):
 
 * `_<name>_inside_trace`      prompt + target + `inside_t` -> per-layer trace of target token t
-* `_<name>_inside_intervene`  ... + `interventions` -> before vs. after (trace, generation, salience)
+* `_<name>_inside_intervene`  ... + `interventions` -> before vs. after (trace, generation, salience),
+                                in steps: a run is a job (lit_app/user_jobs.py) whose "status" carries
+                                the probabilities first, then the regenerated text as it is produced,
+                                then the salience; "cancel" stops it
 * `_<name>_inside_search`     `query` -> value vectors promoting it, and the index's build progress
 
 The value index is never built at server start: the first search starts it on
@@ -17,16 +20,20 @@ docs/architecture.md ("Inside the model").
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import logging
+import threading
+import time
 from typing import Any
 
 from lit_nlp.api import types as lit_types
 
+import sequence_salience as ss
 from sequence_salience import inside as ssi
 from sequence_salience.inside.trace import sequence_ids
-from lit_app import fields
+from lit_app import fields, user_jobs
 from lit_app.models import JsonDict, RequestError, SharedLM, _text_field, _Wrapper
 
 logger = logging.getLogger(__name__)
@@ -34,6 +41,7 @@ logger = logging.getLogger(__name__)
 # Input fields (besides prompt, system, chat, target of fields.py).
 INSIDE_T = "inside_t"  # Integer: which target token to trace (0-based)
 INTERVENTIONS = "interventions"  # TextSegment: JSON list of {"layer", "index", "mode"}
+INSIDE_ACTION = "inside_action"  # TextSegment (intervene only): "run" (default), "status", "cancel"
 QUERY = "query"  # TextSegment: the word to search value vectors for
 LIMIT = "limit"  # Integer: most hits returned
 # Output fields.
@@ -45,6 +53,10 @@ MAX_INTERVENTIONS = 64
 DEFAULT_LIMIT = 30
 MAX_LIMIT = 500
 TRACE_CONFIG = ssi.TraceConfig(top_k=10, top_sub_updates=10, value_top_tokens=8)
+RUN_ACTIONS = ("run", "status", "cancel")
+RUN_STEPS = ssi.interventions.STEPS  # ("trace", "generate", "salience"), in this order
+TOP_SALIENT = 8
+TRACE_CACHE_SIZE = 32  # plain traces kept for the "before" side of a run
 
 
 def model_names(name: str) -> tuple[str, str, str]:
@@ -101,6 +113,20 @@ class InsideState:
         self.shared = shared
         self._arch: ssi.Architecture | None = None
         self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k)
+        self._traces: collections.OrderedDict[tuple, ssi.Trace] = collections.OrderedDict()
+        self._traces_lock = threading.Lock()
+
+    def remember_trace(self, at: "Located", tr: ssi.Trace) -> None:
+        """Keeps a plain (un-intervened) trace: the "before" side of a later run on the same token."""
+        with self._traces_lock:
+            self._traces[at.key] = tr
+            self._traces.move_to_end(at.key)
+            while len(self._traces) > TRACE_CACHE_SIZE:
+                self._traces.popitem(last=False)
+
+    def cached_trace(self, at: "Located") -> ssi.Trace | None:
+        with self._traces_lock:
+            return self._traces.get(at.key)
 
     @property
     def arch(self) -> ssi.Architecture:
@@ -145,6 +171,14 @@ class Located:
     position: int  # the position that predicts token t
     target_id: int
 
+    @property
+    def key(self) -> tuple:
+        return (tuple(self.ids), self.position, self.target_id)
+
+    def library(self) -> ssi.Located:
+        """The library's view of the same token."""
+        return ssi.Located(tuple(self.ids), self.position + 1 - self.t, self.t, self.position, self.target_id)
+
 
 def _trace_payload(tr: ssi.Trace, t: int, n_targets: int) -> JsonDict:
     d = tr.as_dict()
@@ -173,37 +207,150 @@ class InsideTraceModel(_Wrapper):
             with ssi.apply_interventions(self.shared.lm, interventions, arch):
                 tr = ssi.trace_ids(self.shared.lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch,
                                    index=self.state.index.snapshot())  # top tokens from the index once built
+        if not interventions:
+            self.state.remember_trace(at, tr)
         logger.info("inside trace: t=%d position=%d %.2f s", at.t, at.position, tr.seconds)
         return {TRACE: _trace_payload(tr, at.t, at.n_targets)}
 
 
+def _side_payload(tr: ssi.Trace, at: Located, gen: ss.Generation, sal: ssi.ResponseSalience,
+                  seconds: float | None) -> JsonDict:
+    """One side of the comparison as the module reads it (the salience array stays on the server).
+
+    seconds: the time to regenerate and explain it (None for the "before" side, which comes from caches).
+    """
+    return {"trace": _trace_payload(tr, at.t, at.n_targets), "seconds": seconds,
+            "generation": {"text": gen.text, "stopped_by": gen.stopped_by},
+            "n_prompt_tokens": sal.n_prompt_tokens, "salience_method": fields.GRAD_X_INPUT_METHOD,
+            "top_salient": [[i, tok, v] for i, tok, v in sal.top_salient],
+            "salience_total": None if sal.salience is None else float(abs(sal.salience).sum())}
+
+
 class InsideInterveneModel(InsideTraceModel):
-    """... + interventions -> before vs. under the interventions: trace, greedy generation, salience."""
+    """... + interventions -> before vs. under the interventions, in steps (see the module docstring).
+
+    `inside_action` "run" (default) runs the job and answers with the whole comparison when it ends;
+    meanwhile "status" answers at once with the job's step, progress and results so far (`partial`,
+    the same payload with what is not computed yet missing), and "cancel" stops it between steps or
+    between generated tokens. The "before" side reuses what the server has: the plain trace of the
+    trace wrapper, the cached greedy generation, the cached salience of the whole response.
+    """
+
+    def __init__(self, shared: SharedLM, state: InsideState):
+        super().__init__(shared, state)
+        self.jobs = user_jobs.JobSlot()
+
+    def input_spec(self) -> lit_types.Spec:
+        return {**_TARGET_INPUTS, INSIDE_ACTION: lit_types.TextSegment(required=False, default="run")}
 
     def output_spec(self) -> lit_types.Spec:
         return {INTERVENTION: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
+        action = _text_field(ex, INSIDE_ACTION) or "run"
+        if action not in RUN_ACTIONS:
+            raise RequestError(f'Input field "{INSIDE_ACTION}" is {action!r}; use one of {", ".join(RUN_ACTIONS)}.')
+        if action == "status":
+            return {INTERVENTION: {"action": "status", "job": self.jobs.status()}}
+        if action == "cancel":
+            return {INTERVENTION: {"action": "cancel", "cancelled": self.jobs.cancel()}}
         at = self.state.locate(ex)
         interventions = parse_interventions(ex.get(INTERVENTIONS))
         if not interventions:
             raise RequestError("No interventions to run. Fix: click a sub-update (or a search hit) to add it.")
-        config = ssi.InterventionConfig(trace=TRACE_CONFIG, generation=self.shared.generation_config,
-                                        salience_method=fields.GRAD_X_INPUT_METHOD)
-        with self.shared.lock:
-            result = ssi.intervene(self.shared.lm, at.chat, interventions, at.response, at.t, config)
-        d = result.as_dict()
-        for side in ("before", "after"):
-            d[side]["trace"] = _trace_payload(getattr(result, side).trace, at.t, at.n_targets)
-            d[side]["generation"] = {"text": d[side]["generation"]["text"],
-                                     "stopped_by": d[side]["generation"]["stopped_by"]}
-            d[side].pop("tokens")
-            sal = d[side].pop("salience")
-            d[side]["salience_method"] = config.salience_method
-            d[side]["salience_total"] = None if sal is None else float(sum(abs(v) for v in sal))
-        logger.info("inside intervene: %d intervention(s), %.1f s + %.1f s", len(interventions),
-                    result.before.seconds, result.after.seconds)
-        return {INTERVENTION: d}
+        ivs = ssi.interventions.validate(interventions, self.state.arch)
+        job = self.jobs.start("run", f"t{at.t}:{hash((at.key, ivs)) & 0xffffffff:x}")
+        start = time.perf_counter()
+        try:
+            payload = self._run(at, ivs, job)
+        except ss.ComputationCancelled:
+            payload = {"cancelled": True, "partial": job.partial}
+        finally:
+            self.jobs.finish(job)
+        payload.update(action="run", seconds=round(time.perf_counter() - start, 3))
+        logger.info("inside intervene: %d intervention(s), %s in %.1f s", len(ivs),
+                    "cancelled" if payload.get("cancelled") else "done", payload["seconds"])
+        return {INTERVENTION: payload}
+
+    def _run(self, at: Located, ivs: tuple, job: user_jobs.UserJob) -> JsonDict:
+        lm, arch, lock = self.shared.lm, self.state.arch, self.shared.lock
+        cancel = job.cancelled.is_set
+        lib_at = at.library()
+        steps = [{"name": name, "state": "pending", "seconds": None, "before": None} for name in RUN_STEPS]
+        payload: JsonDict = {"interventions": [dataclasses.asdict(iv) for iv in ivs], "steps": steps,
+                             "before": {}, "after": {}}
+
+        def publish(k: int, state: str, before: str | None = None, seconds: float | None = None) -> None:
+            steps[k] = {**steps[k], "state": state, **({"before": before} if before else {}),
+                        **({"seconds": round(seconds, 3)} if seconds is not None else {})}
+            job.partial = json.loads(json.dumps(payload))  # a copy: polls never see a half-built state
+
+        def check() -> None:
+            if cancel():
+                raise ss.ComputationCancelled("intervention run cancelled")
+
+        # 1. The probabilities and ranks: one traced forward under the interventions.
+        job.report("trace", 0, 1)
+        publish(0, "running")
+        t0 = time.perf_counter()
+        before_tr = self.state.cached_trace(at)
+        with lock:
+            check()
+            reused = before_tr is not None
+            if before_tr is None:
+                before_tr = ssi.intervened_trace(lm, lib_at, (), TRACE_CONFIG, arch, index=self.state.index.snapshot())
+                self.state.remember_trace(at, before_tr)
+            after_tr = ssi.intervened_trace(lm, lib_at, ivs, TRACE_CONFIG, arch, index=self.state.index.snapshot())
+        payload["before"]["trace"] = _trace_payload(before_tr, at.t, at.n_targets)
+        payload["after"]["trace"] = _trace_payload(after_tr, at.t, at.n_targets)
+        job.report("trace", 1, 1)
+        publish(0, "done", "cached" if reused else "computed", time.perf_counter() - t0)
+        check()
+
+        # 2. The regenerated response, published token by token.
+        n = self.shared.generation_config.max_new_tokens
+        job.report("generate", 0, n)
+        publish(1, "running")
+        t0 = time.perf_counter()
+        reused = self.shared.cached_generation(at.chat) is not None
+        before_gen = self.shared.generate(at.chat)  # the greedy response: the salience module's, cached
+        payload["before"]["generation"] = {"text": before_gen.text, "stopped_by": before_gen.stopped_by}
+        publish(1, "running", "cached" if reused else "computed")
+
+        def on_token(ids: tuple[int, ...]) -> None:
+            payload["after"]["generation"] = {"text": lm.tokenizer.decode(list(ids)), "stopped_by": None}
+            job.report("generate", len(ids), n)
+            publish(1, "running")
+
+        with lock:
+            after_gen = ssi.intervened_generation(lm, at.chat, ivs, self.shared.generation_config, arch,
+                                                  on_token=on_token, cancel=cancel)
+        payload["after"]["generation"] = {"text": after_gen.text, "stopped_by": after_gen.stopped_by}
+        gen_seconds = time.perf_counter() - t0
+        job.report("generate", n, n)
+        publish(1, "done", seconds=gen_seconds)
+        check()
+
+        # 3. The salience of each whole response (before: from the salience module's cache when it is there).
+        job.report("salience", 0, 2)
+        publish(2, "running")
+        t0 = time.perf_counter()
+        method = fields.GRAD_X_INPUT_METHOD
+        values = None
+        if before_gen.ids:  # the cached whole-response span (the first highlight), else one forward + backward
+            values = self.shared.quick(at.chat, "", 0, 0, None, cancel=cancel).span_salience(method)
+        with lock:  # the model's tokenizer is used only under the model lock
+            before_sal = ssi.response_salience(lm, at.chat, before_gen, method, TOP_SALIENT, values=values)
+        job.report("salience", 1, 2)
+        check()
+        with lock:
+            after_sal = ssi.response_salience(lm, at.chat, after_gen, method, TOP_SALIENT, ivs, arch)
+        seconds = time.perf_counter() - t0
+        payload["before"] = _side_payload(before_tr, at, before_gen, before_sal, None)
+        payload["after"] = _side_payload(after_tr, at, after_gen, after_sal, gen_seconds + seconds)
+        job.report("salience", 2, 2)
+        publish(2, "done", seconds=seconds)
+        return payload
 
 
 class InsideSearchModel(_Wrapper):

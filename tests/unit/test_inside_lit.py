@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -103,3 +104,84 @@ def test_search_wrapper_starts_the_index_and_reports_progress(wrappers, monkeypa
     assert done["index"]["state"] == "ready" and done["layers_searched"] == done["num_layers"] == 2
     assert done["index"]["size_bytes"] > 0 and done["index"]["path"].startswith(str(tmp_path))
     assert len(done["hits"]) <= 5 and done["total"] >= len(done["hits"])
+
+
+# ------------------------------------------------------------ the intervention run in steps
+
+IVS = [{"layer": 1, "index": 5, "mode": "off"}, {"layer": 0, "index": 2, "mode": "on"}]
+
+
+def test_run_equals_the_library_and_reuses_the_plain_trace(wrappers):
+    lm, lit = wrappers
+    shared = lit["_tiny_inside_intervene"].shared
+    chat = shared.format_prompt({"prompt": PROMPT})
+    ex = dict(prompt=PROMPT, target=TARGET, inside_t=1, interventions=json.dumps(IVS))
+    plain = _one(lit["_tiny_inside_trace"], **{**ex, "interventions": ""})[lit_inside.TRACE]
+    out = _one(lit["_tiny_inside_intervene"], **ex)[lit_inside.INTERVENTION]
+    config = inside.InterventionConfig(trace=lit_inside.TRACE_CONFIG, generation=shared.generation_config,
+                                       top_salient=lit_inside.TOP_SALIENT)
+    ref = inside.intervene(lm, chat, IVS, TARGET, t=1, config=config)
+    assert out["before"]["trace"] == plain  # the trace wrapper's trace, not a second pass
+    assert [s["name"] for s in out["steps"]] == ["trace", "generate", "salience"]
+    assert [s["state"] for s in out["steps"]] == ["done"] * 3
+    assert out["steps"][0]["before"] == "cached"
+    for side in ("before", "after"):
+        got, want = out[side], getattr(ref, side)
+        assert got["trace"]["output"]["probs"] == pytest.approx(list(want.trace.output.probs), rel=1e-9)
+        assert got["generation"] == {"text": want.generation.text, "stopped_by": want.generation.stopped_by}
+        assert [x[:2] for x in got["top_salient"]] == [list(x[:2]) for x in want.top_salient]
+        assert [x[2] for x in got["top_salient"]] == pytest.approx([x[2] for x in want.top_salient], rel=1e-4)
+    assert _one(lit["_tiny_inside_intervene"], inside_action="status")[lit_inside.INTERVENTION]["job"] is None
+    assert inside.count_hooks(lm.model) == 0
+
+
+class _Pause:
+    """A forward hook on the model's last norm (the test's own, not a mock) that holds the run at a chosen
+    point (`when(status)` true) until the test lets it go; meanwhile the test polls and cancels."""
+
+    def __init__(self, lm, wrapper, when):
+        self.wrapper, self.when = wrapper, when
+        self.reached, self.gate = threading.Event(), threading.Event()
+        self.handle = lm.model.model.norm.register_forward_hook(self)
+
+    def __call__(self, *_):
+        status = self.wrapper.jobs.status()
+        if status is not None and not self.reached.is_set() and self.when(status):
+            self.reached.set()
+            assert self.gate.wait(60)
+
+
+def test_status_shows_the_probabilities_then_the_streamed_text_and_cancel_stops_the_run(wrappers):
+    lm, lit = wrappers
+    run = lit["_tiny_inside_intervene"]
+    ex = dict(prompt=PROMPT, target=TARGET, inside_t=1, interventions=json.dumps(IVS))
+    chat = run.shared.format_prompt({"prompt": PROMPT})
+    reference = inside.intervened_generation(lm, chat, IVS, run.shared.generation_config)
+    assert len(reference.ids) >= 3, "the tiny model's response is too short for this test"
+    pause = _Pause(lm, run, lambda s: s["stage"] == "generate" and s["done"] >= 2)
+    answer: list = []
+    worker = threading.Thread(target=lambda: answer.append(_one(run, **ex)[lit_inside.INTERVENTION]))
+    worker.start()
+    try:
+        assert pause.reached.wait(60), "the run never reached its second generated token"
+        status = _one(run, inside_action="status")[lit_inside.INTERVENTION]["job"]
+        assert status["stage"] == "generate" and status["done"] == 2
+        steps = status["partial"]["steps"]
+        assert [s["state"] for s in steps] == ["done", "running", "pending"]
+        after = status["partial"]["after"]
+        assert after["trace"]["output"]["probs"]  # the probabilities came before the text
+        assert after["generation"]["text"] == lm.tokenizer.decode(list(reference.ids[:2]))
+        assert "top_salient" not in after
+        assert _one(run, inside_action="cancel")[lit_inside.INTERVENTION]["cancelled"] is True
+    finally:
+        pause.gate.set()
+        worker.join(60)
+        pause.handle.remove()
+    assert answer[0]["cancelled"] is True and answer[0]["partial"]["steps"][2]["state"] == "pending"
+    assert inside.count_hooks(lm.model) == 0  # the interventions' hooks are gone
+    assert _one(run, inside_action="status")[lit_inside.INTERVENTION]["job"] is None
+    assert _one(run, inside_action="cancel")[lit_inside.INTERVENTION]["cancelled"] is False
+    with pytest.raises(models.RequestError, match="inside_action.*use one of run, status, cancel"):
+        _one(run, inside_action="stop")
+    # The model serves again, plain: a new run completes.
+    assert "cancelled" not in _one(run, **ex)[lit_inside.INTERVENTION]
