@@ -8,6 +8,10 @@ this order, before LIT sees it (LIT 1.3.1 itself checks none of them):
    `--allowed_hosts` (any IP literal too when bound to 0.0.0.0 / ::, since an
    IP cannot be DNS-rebound). Else 403. This stops DNS rebinding: a web page
    whose domain re-resolves to 127.0.0.1 still sends its own name as Host.
+   Path: only a canonical spelling is served (`canonical_route`), else 400; the
+   request is classified (API endpoint or page) by the route LIT itself will
+   dispatch it to, so `/get_info;x`, `//get_info`, `/get%5Finfo` and the like
+   never pass as pages while LIT runs the endpoint.
 2. Token: when the server has a token (always for a non-loopback `--host`),
    a request must carry it as `?token=`, `Authorization: token <t>` (or
    `Bearer <t>`) or the cookie a `?token=` page load sets. Else 403.
@@ -53,6 +57,7 @@ from typing import Any
 
 from werkzeug import http as wz_http
 from werkzeug import serving
+from werkzeug import wrappers as wz_wrappers
 
 from lit_app import limits as limits_lib
 from lit_app.limits import Limits, Rejected
@@ -238,10 +243,51 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
                           data_dir=data_dir, limits=lim, token_generated=generated)
 
 
+_QUERY_PAIR = re.compile(r"(?<=[?&;])([^=&;\s\"']*)(=|%3[Dd])([^&;\s\"']*)")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every `token=` query parameter replaced by `[redacted]`.
+
+    Keys are compared after %-decoding (`tok%65n=`), case-insensitively.
+    """
+    def one(m: re.Match) -> str:
+        key = urllib.parse.unquote_plus(m.group(1)).strip().lower()
+        return f"{m.group(1)}{m.group(2)}[redacted]" if key.endswith(TOKEN_PARAM) else m.group(0)
+
+    return _QUERY_PAIR.sub(one, text)
+
+
 class RequestHandler(serving.WSGIRequestHandler):
-    """werkzeug's handler with a socket timeout, so a stalled client cannot hold a thread forever."""
+    """werkzeug's handler with a socket timeout and an access log without secrets.
+
+    werkzeug's own `log_request` writes the request line with its query string
+    (`GET /?token=...`) and raises on some request targets (`http://h:1\\x`),
+    which left such a request without an answer. Here every log line goes
+    through `redact`, control characters are escaped, and no header or cookie
+    value is ever logged.
+    """
 
     timeout = SOCKET_TIMEOUT_S
+
+    def make_environ(self) -> dict[str, Any]:
+        environ = super().make_environ()
+        # Python's http.server turns a leading "//" into "/" before werkzeug sees the path; keep the
+        # target as the client sent it, so that `canonical_route` refuses that spelling too.
+        words = self.requestline.split()
+        if len(words) >= 2:
+            environ["RAW_URI"] = environ["REQUEST_URI"] = words[1]
+        return environ
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        line = f"{self.command} {self.path} {self.request_version}" if hasattr(self, "path") else self.requestline
+        self.log("info", '"%s" %s %s', line, code, size)
+
+    def log(self, type: str, message: str, *args: Any) -> None:  # pylint: disable=redefined-builtin
+        text = redact(message % args if args else message)
+        text = _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+        super().log(type, "%s", text)
 
 
 class BoundedThreadedServer(serving.ThreadedWSGIServer):
@@ -304,6 +350,53 @@ class BoundedThreadedServer(serving.ThreadedWSGIServer):
 def make_server(host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int) -> BoundedThreadedServer:
     """The HTTP server for `app`: threaded, bounded connections, socket timeouts."""
     return BoundedThreadedServer(host, port, app, max_connections)
+
+
+# ---------------------------------------------------------------------------
+# Routing: one decision, the one LIT makes.
+
+# One path segment of a canonical path: every LIT route and every file of the client root is
+# spelled with these characters, and no segment starts with "." (no ".", "..", hidden files).
+_SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
+_CANONICAL_PATH = re.compile(rf"/|(/{_SEGMENT})+")
+_SHOWN_PATH_CHARS = 120
+
+
+def lit_route(environ: dict[str, Any]) -> str:
+    """The route LIT 1.3.1 dispatches `environ` to ("" for the index page).
+
+    The same parse as `lit_nlp.lib.wsgi_app.App.__call__`: werkzeug's `Request.path`
+    (PATH_INFO, already percent-decoded, leading slashes merged), then
+    `urlparse(path).path` (which drops `;params`, `?...` and `#...`), minus one
+    trailing slash.
+    """
+    path = urllib.parse.urlparse(wz_wrappers.Request(environ).path).path
+    return path[:-1] if path.endswith("/") else path
+
+
+def canonical_route(environ: dict[str, Any]) -> str:
+    """The route of a request whose path is in canonical form; Rejected(400) for any other spelling.
+
+    Canonical: the path as sent on the request line (RAW_URI, before "?") equals
+    the decoded PATH_INFO and LIT's route for it (`lit_route`; "/" for the index),
+    and is made of "/"-separated segments of letters, digits and `._~-` that do
+    not start with ".". Refused therefore: `;params`, any %-escape (`%2F`, `%3B`,
+    `%2E`, ...), repeated or trailing slashes, `.` and `..` segments, backslashes,
+    absolute-form targets (`http://host/...`), fragments, non-ASCII. An accepted
+    request is classified (API or static) by the very route LIT will run.
+    """
+    decoded = environ.get("PATH_INFO", "") or "/"
+    raw_target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    sent = raw_target.split("?", 1)[0] if raw_target is not None else decoded
+    route = lit_route(environ)
+    canonical = route or "/"
+    if sent == decoded == canonical and _CANONICAL_PATH.fullmatch(sent):
+        return route
+    shown = sent if len(sent) <= _SHOWN_PATH_CHARS else sent[:_SHOWN_PATH_CHARS] + "..."
+    fix = f" Fix: request {canonical!r}." if _CANONICAL_PATH.fullmatch(canonical) else ""
+    raise Rejected(400, f"The path {shown!r} is not in canonical form: no ';' parameters, '%' escapes, '//',"
+                        f" '.' or '..' segments, trailing '/', or characters other than letters, digits and"
+                        f" '._~-'.{fix}")
 
 
 # ---------------------------------------------------------------------------
@@ -383,6 +476,7 @@ class SecureApp:
         config: SecurityConfig,
         model_names: Callable[[], Collection[str]] | None = None,
         dataset_names: Callable[[], Collection[str]] | None = None,
+        api_paths: Collection[str] = limits_lib.API_PATHS,
     ):
         """Args:
           app: the LIT WSGI app.
@@ -390,6 +484,8 @@ class SecureApp:
           model_names, dataset_names: callables naming the app's models and
             datasets, for clear 400s on unknown names; default: the app's
             `model_names()` / `dataset_names()` methods when it has them.
+          api_paths: the app's API routes (LIT's handler paths); every other
+            route is a page or static file.
         """
         self.app = app
         self.config = config
@@ -398,6 +494,7 @@ class SecureApp:
         self.dataset_names = dataset_names or getattr(app, "dataset_names", None)
         self.paths = PathConfiner(config.data_dir) if config.data_dir else None
         self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
+        self.api_paths = api_paths
         self._allowed = self._allowed_hosts()
 
     # -- checks ------------------------------------------------------------
@@ -496,7 +593,7 @@ class SecureApp:
 
     def _reject(self, environ: dict[str, Any], start_response: Callable[..., Any], err: Rejected) -> list[bytes]:
         logger.warning("%s %s %s -> %d: %s", environ.get("REMOTE_ADDR", "?"), environ.get("REQUEST_METHOD"),
-                       environ.get("PATH_INFO"), err.status, err.message)
+                       redact(environ.get("PATH_INFO", "")), err.status, redact(err.message))
         return self._error(start_response, err.status, err.message, err.headers, close=True)
 
     def _error(self, start_response: Callable[..., Any], status: int, message: str,
@@ -521,29 +618,26 @@ class SecureApp:
 
     def _handle(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
-        raw_path = environ.get("PATH_INFO", "") or "/"
-        path = raw_path.rstrip("/") or "/"
         query = dict(urllib.parse.parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
 
         host = self._check_host(environ)
+        # One routing decision: the route LIT will dispatch to, and only for a canonical spelling.
+        path = canonical_route(environ) or "/"
         token_source = self._check_token(environ, query)
         extra_headers: list[tuple[str, str]] = []
         if token_source == "query":
             query.pop(TOKEN_PARAM)
             extra_headers.append(("Set-Cookie", wz_http.dump_cookie(
                 self.config.cookie_name, self.config.token, path="/", httponly=True, samesite="Strict")))
-            if method in ("GET", "HEAD") and path not in limits_lib.API_PATHS:
-                # Drop the token from the address bar (and from LIT's shareable URLs).
-                # One leading slash: "//evil.example/" must not become a protocol-relative redirect.
-                location = "/" + urllib.parse.quote(raw_path.lstrip("/\\"))
-                location += f"?{urllib.parse.urlencode(query)}" if query else ""
+            if method in ("GET", "HEAD") and path not in self.api_paths:
+                # Drop the token from the address bar (and from LIT's shareable URLs). The path is
+                # canonical (one leading slash), so this never redirects off this server.
+                location = path + (f"?{urllib.parse.urlencode(query)}" if query else "")
                 start_response(_status_line(303), [("Location", location), ("Content-Length", "0"),
                                                    *_SAFE_HEADERS, *extra_headers])
                 return [b""]
 
-        if "\x00" in raw_path or ".." in re.split(r"[\\/]+", raw_path):
-            raise Rejected(400, "The path contains '..' or a NUL character.")
-        is_api = path in limits_lib.API_PATHS
+        is_api = path in self.api_paths
         if is_api and method != "POST":
             raise Rejected(405, f"{path} takes POST requests only.", (("Allow", "POST"),))
         if not is_api and method not in ("GET", "HEAD"):

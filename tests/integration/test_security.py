@@ -182,8 +182,8 @@ def test_token_flow(lit):
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     jar = {"Cookie": cookie.split(";", 1)[0]}
     r = c.get(f"/?token={TOKEN}", headers={"Host": HOST}, environ_overrides={"PATH_INFO": "//evil.example/"})
-    # Never a redirect off this server ("//evil.example/" would be protocol-relative).
-    assert r.status_code == 303 and r.headers["Location"] == "/evil.example/"
+    # Never a redirect off this server ("//evil.example/" would be protocol-relative): not canonical, 400.
+    assert "canonical" in one_line_error(r, 400)
     # LIT's client then works with the cookie alone: the page, its scripts and its POSTs.
     assert get(c, headers=jar).status_code == 200
     assert get(c, "/main.js", headers=jar).status_code == 200
@@ -474,3 +474,20 @@ def test_notebook_widget_applies_the_host_and_origin_rules(shared, tmp_path):
         widget.stop()
     with pytest.raises(OSError):
         _request(port, "GET", "/")
+
+
+# ---------------------------------------------------------------------------
+# Spellings of API paths (the route LIT runs decides; non-canonical spellings are refused).
+
+
+@pytest.mark.parametrize("spelled", ["/get_info;x", "/get_info/", "/get%5Finfo", "/get_info%3Bx", "/x/../get_info",
+                                     "/load_datapoints;x", "/save_datapoints;", "/create_dataset;a=b"])
+def test_api_paths_in_other_spellings_are_refused(client, spelled):
+    assert "canonical" in one_line_error(get(client, spelled, headers={"Sec-Fetch-Site": "cross-site"}), 400)
+    outside = "/tmp/ss_spelling_should_not_exist"
+    r = post(client, f"{spelled}?dataset_name=case_studies&path={outside}",
+             {"inputs": [], "config": {"new_name": "x", "path": "/etc/passwd"}})
+    assert "canonical" in one_line_error(r, 400)
+    big = {"inputs": [{"id": "a", "data": {"prompt": "x" * 120_000}}]}
+    assert one_line_error(post(client, spelled, big, ctype="text/plain"), 400)
+    assert not os.path.exists(outside + ".lit.jsonl")
