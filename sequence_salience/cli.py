@@ -4,19 +4,26 @@
     sequence-salience explain --prompt-file prompt.txt --system "Be brief." --target " Paris." \\
         --method grad_x_input --granularity sentence --top 5 --html out.html --json out.json
     sequence-salience explain --batch prompts.jsonl --out results/ [--html]
+    sequence-salience explain --prompt "..." --per-token --json full.json --heatmap map.png
     sequence-salience show results/00003.json --granularity sentence [--html out.html]
 
 `explain` loads the model, generates the greedy response (unless --target is
-given), computes salience for every response token and prints the coloured
-prompt, the response and a table of the top segments for the whole response
-(or --span T0:T1 of its tokens). `--batch` reads one JSON object per line
+given), computes the salience of the whole response (or of --span T0:T1 of its
+tokens) directly -- ONE forward + backward for grad_norm and grad_x_input, one
+batch of steps for integrated_gradients / smooth_grad -- and prints the coloured
+prompt, the response and a table of the top segments. The per-token matrices
+(every response token's own salience: one backward per token, minutes on a CPU)
+are computed only when an output needs them: --per-token (then --json holds
+them and `show` can re-render any span) or --heatmap. `--batch` reads one JSON object per line
 ({"prompt": ..., "system": ..., "target": ..., "chat": ..., "id": ...}; only
 "prompt" is required), writes OUT/<id or line number>.json (and .html with
 --html) per row, appends one line per row to OUT/log.jsonl, shows a progress
 bar, reports a bad row with its line number and goes on. Rerunning the same
 command skips rows whose result file already holds the same input and
 settings (resumable; files are written atomically, so an interrupted run
-leaves no half-written result). `show` re-renders a saved result without a model.
+leaves no half-written result); a row saved with matrices also answers a run
+without --per-token, a row saved without them is redone when matrices are needed
+or another span is asked for. `show` re-renders a saved result without a model.
 
 Exit codes:
   0   everything asked for was explained and written
@@ -98,7 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     display_flags(ex)
     ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                     help="write a self-contained HTML file (with --batch: no PATH, one per row)")
-    ex.add_argument("--json", default=None, metavar="PATH", help="write the full result as JSON (SalienceResult.load)")
+    ex.add_argument("--json", default=None, metavar="PATH",
+                    help="write the result as JSON (SalienceResult.load); it holds the per-token matrices only "
+                         "with --per-token, else the explained span's salience")
+    ex.add_argument("--per-token", action="store_true",
+                    help="also compute every response token's own salience (the per-token matrices: one backward "
+                         "per token, minutes on a CPU); needed to re-render other spans with `show` (default: "
+                         "one forward+backward for the whole response or --span)")
+    ex.add_argument("--heatmap", default=None, metavar="PATH",
+                    help="write a PNG heatmap (response tokens x prompt segments); computes the per-token matrices")
     ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
     ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
     ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
@@ -107,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("path", help="a JSON file written by explain --json / --batch or result.to_json")
     display_flags(sh)
     sh.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
+    sh.add_argument("--heatmap", default=None, metavar="PATH",
+                    help="write a PNG heatmap (needs a result explained with --per-token)")
     return parser
 
 
@@ -191,8 +208,14 @@ def _settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
 
 
 def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: bool | None, methods, ig_steps: int,
-                max_new_tokens: int, progress=None):
-    """Formats, generates (when target is None) and explains one prompt; returns (result, generated?)."""
+                max_new_tokens: int, progress=None, span: tuple[int, int] | None = None, per_token: bool = False):
+    """Formats, generates (when target is None) and explains one prompt; returns (result, generated?).
+
+    per_token=False (the default) computes only the salience of the target span (`span`, or the
+    whole response) with compute_span_result: one forward + backward for the gradient methods.
+    The result has `spans` and no `matrices`. per_token=True computes the per-token matrices with
+    compute_salience (one backward per target token); every span renders from them.
+    """
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
 
     chat_prompt = lm.format_prompt(prompt, system=system or None, chat=chat)
@@ -203,8 +226,53 @@ def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: b
             raise ss.SalienceError("The model generated an empty response (it ended its turn at once). "
                                    "Fix: give a --target to explain, or change the prompt.")
     config = ss.SalienceConfig(ig_steps=ig_steps)
-    result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
+    if per_token:
+        result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
+    else:
+        t0, t1 = span if span is not None else (0, None)
+        result = ss.compute_span_result(lm, chat_prompt, explained, methods=methods, t0=t0, t1=t1, config=config,
+                                        progress=progress)
     return result, not isinstance(explained, str)
+
+
+def needs_matrices(args) -> bool:
+    """Whether an output asked for needs the per-token matrices (--per-token, --heatmap)."""
+    return bool(getattr(args, "per_token", False) or getattr(args, "heatmap", None))
+
+
+def _span_label(result, span: tuple[int, int] | None) -> str:
+    t0, t1 = span if span is not None else (0, result.num_targets)
+    if (t0, t1) == (0, result.num_targets):
+        return f"the whole response ({result.num_targets} tokens)"
+    return f"response tokens {t0}:{t1} (of {result.num_targets})"
+
+
+def check_renderable(result, span: tuple[int, int] | None, source: str) -> None:
+    """UsageError when a span-only result (no per-token matrices) cannot show `span`."""
+    if result.matrices:
+        return
+    t0, t1 = span if span is not None else (0, result.num_targets)
+    if (t0, t1) in result.spans:
+        return
+    have = ", ".join(f"--span {a}:{b}" for a, b in result.spans) or "none"
+    raise UsageError(
+        f"{source} holds no per-token matrices (it was explained without --per-token), only the salience of "
+        f"{have}; it cannot show tokens {t0}:{t1}. Fix: show the span it holds, or rerun "
+        f"`sequence-salience explain ... --per-token` (or with --span {t0}:{t1})."
+    )
+
+
+def _write_heatmap(result, path: str, method, granularity: str, span, pattern, source: str) -> None:
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    if not result.matrices:
+        raise UsageError(f"--heatmap needs the per-token matrices; {source} was explained without --per-token. "
+                         "Fix: rerun `sequence-salience explain ... --per-token --heatmap PATH`.")
+    fig = display.heatmap(result, method, granularity, span, pattern=pattern)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    _info(f"Wrote {path}")
 
 
 # ----------------------------------------------------------------------------
@@ -219,6 +287,7 @@ def _explain_single(args, methods, span) -> int:
         raise UsageError("--out and --force go with --batch. Fix: use --json/--html PATH for one prompt.")
     if args.html == "":
         raise UsageError("--html needs a PATH for one prompt (e.g. --html salience.html).")
+    per_token = needs_matrices(args)
     prompt = args.prompt if args.prompt is not None else _read_prompt_file(args.prompt_file)
     if not prompt.strip():
         raise UsageError("--prompt is empty. Fix: give the prompt text.")
@@ -235,18 +304,25 @@ def _explain_single(args, methods, span) -> int:
     try:
         _info("Generating ..." if args.target is None else "Explaining the given target ...")
         result, generated = explain_one(lm, prompt, args.system, args.target, False if args.raw else None, methods,
-                                        args.ig_steps, args.max_new_tokens, progress)
+                                        args.ig_steps, args.max_new_tokens, progress, span=span, per_token=per_token)
     except ss.SalienceError as e:
         _err(str(e))
         return EXIT_USAGE
-    _info(f"Explained {result.num_targets} response tokens in {time.perf_counter() - start:.1f} s.")
+    seconds = time.perf_counter() - start
+    if per_token:
+        _info(f"Explained {result.num_targets} response tokens one by one (per-token matrices) in {seconds:.1f} s.")
+    else:
+        _info(f"Explained {_span_label(result, span)} directly in {seconds:.1f} s "
+              "(no per-token matrices; --per-token computes them).")
     meta = {"input": {"prompt": prompt, "system": args.system or "", "target": args.target or ""},
-            "settings": _settings(args, methods), "generated": generated}
+            "settings": _settings(args, methods), "generated": generated, "matrices": per_token}
     if args.json:
         display.to_json(result, args.json, meta)
-        _info(f"Wrote {args.json}")
+        _info(f"Wrote {args.json}" + ("" if per_token else " (this span only; no per-token matrices)"))
     try:
         view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top)
+        if args.heatmap:
+            _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, "this result")
     except ss.SalienceError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -319,15 +395,46 @@ def _read_batch(path: str) -> list[tuple[int, str]]:
     return rows
 
 
-def _existing_result(path: str, fingerprint: dict) -> bool:
-    """True when path holds a complete result for exactly this input and these settings."""
+def reusable(saved: Any, wanted: dict) -> bool | None:
+    """Whether a saved row's fingerprint answers this run: True, False, or None (only if it holds the span).
+
+    The row and settings must be equal. A row saved with the per-token matrices ("matrices": true,
+    or no such key: rows written before span-only runs existed) answers every run and span; a
+    span-only row never answers a run that needs matrices, and answers a span-only run only when
+    it holds the span asked for (None: look at the result).
+    """
+    if not isinstance(saved, dict):
+        return False
+    base = {k: v for k, v in saved.items() if k != "matrices"}
+    if base != {k: v for k, v in wanted.items() if k != "matrices"}:
+        return False
+    if saved.get("matrices", True):
+        return True
+    return None if not wanted["matrices"] else False
+
+
+def _existing_result(path: str, fingerprint: dict, methods: Sequence[str], span: tuple[int, int] | None) -> bool:
+    """True when path holds a complete result for this input and these settings that can show `span`."""
+    from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
+    from sequence_salience.display import serialize  # pylint: disable=import-outside-toplevel
+
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
     except (OSError, ValueError):
         return False
     meta = obj.get("meta") if isinstance(obj, dict) else None
-    return isinstance(meta, dict) and meta.get("fingerprint") == fingerprint and "result" in obj
+    if not isinstance(meta, dict) or "result" not in obj:
+        return False
+    ok = reusable(meta.get("fingerprint"), fingerprint)
+    if ok is not None:
+        return ok
+    try:
+        result = serialize.result_from_dict(obj, path)
+    except (SalienceError, KeyError, TypeError, ValueError):
+        return False
+    t0, t1 = span if span is not None else (0, result.num_targets)
+    return t1 <= result.num_targets and all(m in result.spans.get((t0, t1), {}) for m in methods)
 
 
 def _append_log(out_dir: str, entry: dict) -> None:
@@ -352,6 +459,10 @@ def _explain_batch(args, methods, span) -> int:
         raise UsageError("With --batch, results are always JSON in --out; drop --json.")
     if args.system is not None or args.target is not None:
         raise UsageError("With --batch, the system prompt and target come from each row; drop --system/--target.")
+    if args.heatmap is not None:
+        raise UsageError("--heatmap writes one PNG for one prompt. Fix: run the batch with --per-token, then "
+                         "`sequence-salience show OUT/<id>.json --heatmap PATH` for the rows you want.")
+    per_token = needs_matrices(args)
     lines = _read_batch(args.batch)
     try:
         os.makedirs(args.out, exist_ok=True)
@@ -377,9 +488,10 @@ def _explain_batch(args, methods, span) -> int:
     settings = _settings(args, methods)
     todo, skipped = [], 0
     for lineno, row in rows:
-        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings}
+        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings,
+                       "matrices": per_token}
         json_path = os.path.join(args.out, row["id"] + ".json")
-        if not args.force and _existing_result(json_path, fingerprint):
+        if not args.force and _existing_result(json_path, fingerprint, methods, span):
             skipped += 1
             if args.html == "" and not os.path.exists(os.path.join(args.out, row["id"] + ".html")):
                 todo.append((lineno, row, fingerprint, "html-only"))
@@ -417,9 +529,11 @@ def _explain_batch(args, methods, span) -> int:
                 else:
                     result, generated = explain_one(
                         lm, row["prompt"], row["system"], row["target"] or None,
-                        False if args.raw else row["chat"], methods, args.ig_steps, args.max_new_tokens, progress)
+                        False if args.raw else row["chat"], methods, args.ig_steps, args.max_new_tokens, progress,
+                        span=span, per_token=per_token)
                     meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
-                            "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated}
+                            "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
+                            "matrices": per_token}
                 if args.html == "":
                     display.atomic_write_text(html_path, display.render_html(
                         result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
@@ -454,6 +568,11 @@ def _show(args, span) -> int:
     try:
         result = display.load(args.path)
         methods = [m.strip() for m in args.method.split(",")] if args.method else [None]
+        if not result.matrices:
+            _info(f"{args.path}: no per-token matrices (explained without --per-token); showing the span it holds.")
+        if args.heatmap:
+            _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, args.path)
+        check_renderable(result, span, args.path)
         view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top)
     except SalienceError as e:
         _err(str(e))

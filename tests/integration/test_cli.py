@@ -14,7 +14,11 @@ import time
 
 import pytest
 
+import numpy as np
+
+import sequence_salience as ss
 from sequence_salience import cli, display
+from tests.pass_counter import PassCounter
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = pathlib.Path(sys.executable).parent / "sequence-salience"
@@ -33,7 +37,10 @@ def test_console_script_explains_a_prompt_and_writes_json_and_html(tmp_path):
                  "--json", str(out_json), "--html", str(out_html)])
     assert proc.returncode == 0, proc.stderr
     result, meta = display.load(out_json, with_meta=True)
-    assert set(result.matrices) == {"grad_x_input", "grad_norm"}
+    # Without --per-token: the whole response's salience, computed directly; no matrices.
+    assert result.matrices == {} and meta["matrices"] is False
+    assert set(result.spans[(0, result.num_targets)]) == {"grad_x_input", "grad_norm"}
+    assert "grad_x_input+grad_norm: 1/1" in proc.stderr
     assert 1 <= result.num_targets <= 4 and meta["generated"] is True
     assert "What is the capital of France?" in result.text[: result.prompt_end]
     page = out_html.read_text(encoding="utf-8")
@@ -54,6 +61,41 @@ def test_given_target_is_explained_as_is(tmp_path):
     assert proc.stdout == ""  # --quiet
     result, meta = display.load(out_json, with_meta=True)
     assert result.text.endswith(" Yes.") and meta["generated"] is False
+
+
+def test_whole_answer_is_one_backward_equal_to_the_matrices_and_per_token_keeps_them(tmp_path, monkeypatch, capsys):
+    """The default model, a shipped prompt: the span run does one forward + backward (counted), its
+    values equal the rows sum / Gram of compute_salience's matrices; --per-token computes every row."""
+    lines = (REPO / "lit_app/data/case_studies.jsonl").read_text(encoding="utf-8").splitlines()
+    case = next(json.loads(ln) for ln in lines if "arrive?" in ln)  # the train's chain of thought
+    target = " 2:15 pm + 1 h 50 min = 4:05 pm."
+    args = ["explain", "--prompt", case["prompt"], "--target", target, "--method", "grad_x_input,grad_norm",
+            "--quiet", "--json"]
+    count = PassCounter().install(monkeypatch)
+    assert cli.main(args + [str(tmp_path / "span.json")]) == cli.EXIT_OK
+    assert (count.backwards, count.targets, count.forwards) == (1, 1, 1)
+    span, meta = display.load(tmp_path / "span.json", with_meta=True)
+    assert span.matrices == {} and meta["matrices"] is False
+
+    lm = ss.load_model()
+    ref = ss.compute_salience(lm, lm.format_prompt(case["prompt"], system=case["system"] or None), target,
+                              methods=("grad_x_input", "grad_norm"))
+    np.testing.assert_array_equal(span.ids, ref.ids)
+    n = ref.num_targets
+    values = span.spans[(0, n)]
+    scale = np.abs(ref.matrices["grad_x_input"].sum(0)).max()
+    np.testing.assert_allclose(values["grad_x_input"], ref.matrices["grad_x_input"].sum(0), rtol=1e-3,
+                               atol=1e-4 * scale)
+    gram_norm = np.sqrt(np.clip(ref.grad_gram.sum((1, 2)), 0, None))
+    np.testing.assert_allclose(values["grad_norm"], gram_norm, rtol=1e-3, atol=1e-4 * gram_norm.max())
+
+    before = count.targets
+    assert cli.main(args + [str(tmp_path / "full.json"), "--per-token"]) == cli.EXIT_OK
+    assert count.targets - before == n
+    full = display.load(tmp_path / "full.json")
+    np.testing.assert_allclose(full.matrices["grad_x_input"], ref.matrices["grad_x_input"], rtol=1e-3,
+                               atol=1e-4 * np.abs(ref.matrices["grad_x_input"]).max())
+    assert "per-token matrices" in capsys.readouterr().err
 
 
 def test_missing_prompt_file_is_a_clear_error_with_exit_code_2(tmp_path):
