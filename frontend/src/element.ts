@@ -892,9 +892,11 @@ const STYLES = css`
   .status { display: flex; gap: 8px; align-items: center; padding: 6px 8px; }
   .status.inline { padding: 4px 0; }
   .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; }
+  /* Static on purpose: an endless animation repaints every frame and takes CPU from the model the
+     page is waiting for (docs/benchmarks.md, "First highlight in the browser"). */
   .status .bar { width: 120px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; }
-  .status .bar > div { width: 40%; height: 100%; background: #1a73e8; animation: slide 1.2s ease-in-out infinite; }
-  @keyframes slide { from { transform: translateX(-100%); } to { transform: translateX(250%); } }
+  .status .bar > div { width: 100%; height: 100%;
+                       background: repeating-linear-gradient(90deg, #1a73e8 0 8px, #e8eaed 8px 12px); }
   .empty { padding: 16px; color: #5f6368; }
   .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
   .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }

@@ -10,7 +10,7 @@
 import {makeModuleClass, TAG} from './element.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
-import {patchGeneratedTextModule} from './lit_fixes.js';
+import {patchGeneratedTextModule, patchStatusBar} from './lit_fixes.js';
 
 export {TAG};
 
@@ -39,5 +39,8 @@ if (typeof customElements !== 'undefined') {
   register().catch((e) => console.error(e));
   customElements.whenDefined('generated-text-module')
       .then(() => patchGeneratedTextModule(customElements.get('generated-text-module')))
+      .catch((e) => console.error(e));
+  customElements.whenDefined('lit-app-statusbar')
+      .then(() => patchStatusBar(customElements.get('lit-app-statusbar')))
       .catch((e) => console.error(e));
 }

@@ -29,3 +29,47 @@ export function patchGeneratedTextModule(cls: unknown): boolean {
   proto[PATCHED] = true;
   return true;
 }
+
+/**
+ * LIT's status bar (`lit-app-statusbar`) shows a pending request as a line whose light part
+ * slides by animating `margin-left`/`margin-right` forever: a layout and a repaint every frame
+ * for as long as any request is pending. On a 2-core machine with a software-rendered page
+ * that took 0.2 of a core from the model computing the very answer the page waits for (our
+ * own sliding bar took another 0.1; docs/benchmarks.md, "First highlight in the browser").
+ * This keeps the line's colour as the busy signal and stops the slide.
+ */
+export const QUIET_STATUS_CSS = '.progress-line:before { animation: none !important; display: none !important; }';
+
+const QUIETED = Symbol.for('sequence-salience.statusbar-quieted');
+
+interface UpdatingElementLike {
+  shadowRoot: ShadowRoot | null;
+  updated?(...args: unknown[]): void;
+}
+
+/** Adds QUIET_STATUS_CSS to the element's shadow root once (idempotent). */
+export function quietStatusBarElement(el: UpdatingElementLike): boolean {
+  const root = el.shadowRoot;
+  if (root == null || root.querySelector('style[data-quiet-status]') !== null) return false;
+  const style = root.ownerDocument.createElement('style');
+  style.dataset['quietStatus'] = '';
+  style.textContent = QUIET_STATUS_CSS;
+  root.appendChild(style);
+  return true;
+}
+
+/**
+ * Patches LIT's status bar class so that every instance gets QUIET_STATUS_CSS after each update
+ * (before the frame is painted); returns false when there is nothing to patch or it was patched.
+ */
+export function patchStatusBar(cls: unknown): boolean {
+  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
+  if (proto == null || proto[QUIETED]) return false;
+  const original = proto['updated'] as UpdatingElementLike['updated'];
+  proto['updated'] = function (this: UpdatingElementLike, ...args: unknown[]) {
+    original?.apply(this, args);
+    quietStatusBarElement(this);
+  };
+  proto[QUIETED] = true;
+  return true;
+}

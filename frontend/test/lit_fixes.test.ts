@@ -1,6 +1,6 @@
 import {describe, expect, it} from 'vitest';
 
-import {patchGeneratedTextModule} from '../src/lit_fixes';
+import {patchGeneratedTextModule, patchStatusBar, QUIET_STATUS_CSS} from '../src/lit_fixes';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
 class FakeGeneratedTextModule {
@@ -36,5 +36,37 @@ describe('patchGeneratedTextModule', () => {
     expect(patchGeneratedTextModule(Module)).toBe(false);
     expect(patchGeneratedTextModule(class {})).toBe(false);
     expect(patchGeneratedTextModule(undefined)).toBe(false);
+  });
+});
+
+/** A shadow root with just what quietStatusBarElement uses (the unit tests run without a DOM). */
+function fakeShadowRoot() {
+  const children: Array<{dataset: Record<string, string>; textContent: string}> = [];
+  return {
+    children,
+    ownerDocument: {createElement: () => ({dataset: {} as Record<string, string>, textContent: ''})},
+    querySelector: (sel: string) =>
+      sel === 'style[data-quiet-status]' ? children.find((c) => 'quietStatus' in c.dataset) ?? null : null,
+    appendChild: (c: {dataset: Record<string, string>; textContent: string}) => { children.push(c); },
+  };
+}
+
+describe('patchStatusBar', () => {
+  it('adds the style that stops the sliding line once per element, after LIT\'s own updated()', () => {
+    const calls: string[] = [];
+    class StatusBar {
+      shadowRoot = fakeShadowRoot() as unknown as ShadowRoot;
+      updated() { calls.push('lit'); }
+    }
+    expect(patchStatusBar(StatusBar)).toBe(true);
+    expect(patchStatusBar(StatusBar)).toBe(false);
+    const bar = new StatusBar();
+    bar.updated();
+    bar.updated();
+    const root = bar.shadowRoot as unknown as ReturnType<typeof fakeShadowRoot>;
+    expect(calls).toEqual(['lit', 'lit']);
+    expect(root.children.map((c) => c.textContent)).toEqual([QUIET_STATUS_CSS]);
+    expect(QUIET_STATUS_CSS).toContain('animation: none');
+    expect(patchStatusBar(undefined)).toBe(false);
   });
 });
