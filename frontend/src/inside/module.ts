@@ -13,8 +13,10 @@ import {css, html, nothing, svg, type TemplateResult} from 'lit';
 import {derivedInput, errorMessage, shouldDisplay, type IndexedInputLike, type ModelInfoLike} from '../request.js';
 import {targetStore, type SharedTarget} from '../shared/target_store.js';
 import {litModuleBase} from '../shared/lit_services.js';
+import {renderRunSteps} from './steps.js';
 import {
-  addIntervention, comparisonRows, describeIntervention, formatProb, formatRank, hashString, insideModels,
+  addIntervention, comparisonRows, describeIntervention, describeRun, formatProb, parseRunStatus, RUN_ACTION_FIELD,
+  runFraction, stepViews, type PartialIntervention, type RunJob, formatRank, hashString, insideModels,
   INSIDE_T_FIELD, INTERVENTION_FIELD, interventionKey, interventionsJson, INTERVENTIONS_FIELD, layerDeltas,
   LIMIT_FIELD, parseIntervention, parseSearch, parseTrace, probPolyline, QUERY_FIELD, removeIntervention,
   SEARCH_FIELD, searchStatus, settlesAt, shouldPoll, showToken, toggleMode, TRACE_FIELD, traceKey, traceTarget,
@@ -26,6 +28,8 @@ export const INSIDE_TAG = 'inside-model-module';
 
 const SEARCH_LIMIT = 30;
 const POLL_MS = 1500;
+const RUN_POLL_MS = 400;  // the run's status: probabilities, then the text as it is generated
+let nonce = 0;
 const INLINE_SUBS = 3;
 const INLINE_PREDS = 3;
 
@@ -60,7 +64,8 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
         status: {state: true}, message: {state: true}, target: {state: true}, trace: {state: true},
         expanded: {state: true}, interventions: {state: true}, result: {state: true}, running: {state: true},
         runError: {state: true}, query: {state: true}, search: {state: true}, searchError: {state: true},
-        searching: {state: true},
+        searching: {state: true}, job: {state: true}, partial: {state: true}, runNotice: {state: true},
+        runElapsed: {state: true},
       };
     }
 
@@ -82,12 +87,19 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
     declare search: SearchPayload | null;
     declare searchError: string;
     declare searching: boolean;
+    /** The running job's status (polled), and the results so far (also of a cancelled run). */
+    declare job: RunJob | null;
+    declare partial: PartialIntervention | null;
+    declare runNotice: string;
+    declare runElapsed: number;
 
     private unsubscribe: (() => void) | null = null;
     private traceSeq = 0;
     private runSeq = 0;
     private searchSeq = 0;
     private pollTimer: ReturnType<typeof setTimeout> | undefined;
+    private runTimer: ReturnType<typeof setTimeout> | undefined;
+    private runClock: ReturnType<typeof setInterval> | undefined;
     /** Key of the trace the result belongs to, and the interventions it ran. */
     private resultFor = '';
 
@@ -106,6 +118,10 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       this.search = null;
       this.searchError = '';
       this.searching = false;
+      this.job = null;
+      this.partial = null;
+      this.runNotice = '';
+      this.runElapsed = 0;
     }
 
     override connectedCallback() {
@@ -117,13 +133,15 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       this.unsubscribe?.();
       this.unsubscribe = null;
       clearTimeout(this.pollTimer);
+      if (this.running) this.cancelRun();
       super.disconnectedCallback();
     }
 
     override updated(changed: Map<string, unknown>) {
       (super.updated as ((c: Map<string, unknown>) => void) | undefined)?.call(this, changed);
       this.dataset['state'] = this.status;
-      this.dataset['run'] = this.running ? 'running' : this.result ? 'done' : this.runError ? 'error' : 'idle';
+      this.dataset['run'] = this.running ? 'running' : this.result ? 'done' : this.runError ? 'error'
+          : this.partial ? 'cancelled' : 'idle';
     }
 
     // ---------------------------------------------------------------- data
@@ -150,10 +168,13 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       if (prev === null || tt === null || prev.datapointId !== tt.datapointId) {
         this.interventions = [];  // interventions are per prompt
       }
+      if (this.running) this.cancelRun('');  // the run was for the old token
       this.target = tt;
       this.trace = null;
       this.expanded = new Set();
       this.result = null;
+      this.partial = null;
+      this.runNotice = '';
       this.runError = '';
       if (tt === null) {
         this.status = 'idle';
@@ -188,6 +209,17 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       }
     }
 
+    /** A request to the intervene model; a fresh id each time, so LIT never answers from its cache. */
+    private runInput(tt: TraceTarget, action: string, json = ''): IndexedInputLike {
+      const extra: Record<string, unknown> = {[RUN_ACTION_FIELD]: action, [INSIDE_T_FIELD]: tt.t};
+      if (action === 'run') extra[INTERVENTIONS_FIELD] = json;
+      return derivedInput(this.baseInput(tt), extra, `iv-${action}-t${tt.t}-${hashString(json)}-${Date.now()}-${nonce++}`);
+    }
+
+    /**
+     * Runs the interventions as a job on the server: the request answers when the run ends, while
+     * the status, polled, brings the probabilities first, then the regenerated text, then salience.
+     */
     private async run() {
       const tt = this.target;
       const models = this.models();
@@ -196,18 +228,73 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       const seq = ++this.runSeq;
       this.running = true;
       this.runError = '';
+      this.runNotice = '';
+      this.result = null;
+      this.partial = null;
+      this.job = null;
+      this.resultFor = `${traceKey(tt)}|${json}`;
+      this.startRunTimers(seq, tt, models.intervene);
       try {
-        const input = derivedInput(this.baseInput(tt), {[INSIDE_T_FIELD]: tt.t, [INTERVENTIONS_FIELD]: json},
-                                   `iv-t${tt.t}-${hashString(json)}`);
-        const res = await this.apiService.getPreds([input], models.intervene, this.appState.currentDataset, [],
-                                                   [INTERVENTION_FIELD], 'Running the interventions…');
-        if (seq !== this.runSeq || this.target === null || traceKey(this.target) !== traceKey(tt)) return;
-        this.result = parseIntervention(res[0]?.[INTERVENTION_FIELD]);
-        this.resultFor = `${traceKey(tt)}|${json}`;
+        const res = await this.apiService.getPreds([this.runInput(tt, 'run', json)], models.intervene,
+                                                   this.appState.currentDataset, [], [INTERVENTION_FIELD]);
+        if (seq !== this.runSeq) return;
+        const payload = res[0]?.[INTERVENTION_FIELD] as Record<string, unknown> | undefined;
+        if (payload?.['cancelled']) {
+          this.partial = (payload['partial'] as PartialIntervention | null) ?? this.partial;
+          this.runNotice = 'Cancelled.';
+        } else {
+          this.result = parseIntervention(payload);
+        }
       } catch (e) {
         if (seq === this.runSeq) this.runError = errorMessage(e);
       } finally {
-        if (seq === this.runSeq) this.running = false;
+        if (seq === this.runSeq) {
+          this.running = false;
+          this.stopRunTimers();
+        }
+      }
+    }
+
+    private startRunTimers(seq: number, tt: TraceTarget, model: string) {
+      this.stopRunTimers();
+      const start = performance.now();
+      this.runElapsed = 0;
+      this.runClock = setInterval(() => { this.runElapsed = Math.round((performance.now() - start) / 1000); }, 1000);
+      const poll = async () => {
+        if (seq !== this.runSeq || !this.running) return;
+        try {
+          const res = await this.apiService.getPreds([this.runInput(tt, 'status')], model,
+                                                     this.appState.currentDataset, [], [INTERVENTION_FIELD]);
+          const job = parseRunStatus(res[0]?.[INTERVENTION_FIELD]);
+          if (seq === this.runSeq && this.running && job !== null && job.action === 'run') {
+            this.job = job;
+            if (job.partial) this.partial = job.partial;
+          }
+        } catch {
+          // progress is best effort: the run's own answer brings the result
+        }
+        if (seq === this.runSeq && this.running) this.runTimer = setTimeout(poll, RUN_POLL_MS);
+      };
+      this.runTimer = setTimeout(poll, RUN_POLL_MS);
+    }
+
+    private stopRunTimers() {
+      clearTimeout(this.runTimer);
+      clearInterval(this.runClock);
+    }
+
+    /** Stops the run here at once and on the server (between steps or generated tokens). */
+    private cancelRun(notice = 'Cancelled.') {
+      const tt = this.target;
+      const models = this.models();
+      this.runSeq++;  // whatever comes back now is stale
+      this.running = false;
+      this.job = null;
+      this.runNotice = notice;
+      this.stopRunTimers();
+      if (tt !== null && models !== null) {
+        this.apiService.getPreds([this.runInput(tt, 'cancel')], models.intervene, this.appState.currentDataset, [],
+                                 [INTERVENTION_FIELD]).catch(() => {});
       }
     }
 
@@ -258,10 +345,11 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       this.expanded = next;
     }
 
-    private currentResult(): InterventionPayload | null {
+    /** The finished result, else what a running (or cancelled) run has brought so far. */
+    private shownResult(): InterventionPayload | PartialIntervention | null {
       const tt = this.target;
-      if (this.result === null || tt === null) return null;
-      return this.resultFor.startsWith(`${traceKey(tt)}|`) ? this.result : null;
+      if (tt === null || !this.resultFor.startsWith(`${traceKey(tt)}|`)) return null;
+      return this.result ?? this.partial;
     }
 
     // -------------------------------------------------------------- render
@@ -303,11 +391,12 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       </div>`;
     }
 
-    private renderChart(tr: TracePayload, r: InterventionPayload | null) {
+    private renderChart(tr: TracePayload, r: InterventionPayload | PartialIntervention | null) {
       const w = 300, h = 60;
       const after = tr.layers.map((l) => l.after.target_prob);
       const before = tr.layers.map((l) => l.before.target_prob);
-      const iv = r ? layerDeltas(r).map((d) => d.after) : null;
+      const deltas = r ? layerDeltas(r) : [];
+      const iv = deltas.length ? deltas.map((d) => d.after) : null;
       return html`<div class="chart" title="p(target) after each layer: solid after the FFN, dashed before it${iv ? '; orange under the interventions' : ''}">
         <svg viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" width="100%" height="${h}">
           ${svg`<polyline class="line-before" points=${probPolyline(before, w, h)}></polyline>
@@ -319,15 +408,15 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
     }
 
     private renderTrace(tr: TracePayload) {
-      const r = this.currentResult();
-      const after = r ? r.after.trace.layers : null;
+      const r = this.shownResult();
+      const after = r?.after.trace ? r.after.trace.layers : null;
       const settle = settlesAt(tr.layers);
       return html`
         ${this.renderChart(tr, r)}
         <div class="section-label">Layer by layer${settle >= 0 ? html` <span class="hint">— the top prediction from layer ${settle} on</span>` : nothing}</div>
         <table class="layers">
           <thead><tr><th>Layer</th><th title="Rank of the target before → after the feed-forward block">Rank</th>
-            <th title="${r ? 'before → under the interventions' : 'after the feed-forward block'}">p(${showToken(tr.target_token)})${r ? ' → with interventions' : ''}</th>
+            <th title="${after ? 'before → under the interventions' : 'after the feed-forward block'}">p(${showToken(tr.target_token)})${after ? ' → with interventions' : ''}</th>
             <th>Top predictions (after FFN)</th><th title="Largest |coefficient| × ‖value‖; click to add to the interventions">Top sub-updates</th></tr></thead>
           <tbody>${tr.layers.map((l) => this.renderLayer(l, after?.[l.layer] ?? null))}</tbody>
         </table>`;
@@ -382,8 +471,9 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
 
     private renderInterventions() {
       if (this.target === null) return nothing;
-      const r = this.currentResult();
-      const stale = r !== null && `${traceKey(this.target)}|${interventionsJson(this.interventions)}` !== this.resultFor;
+      const r = this.shownResult();
+      const stale = r !== null && !this.running &&
+          `${traceKey(this.target)}|${interventionsJson(this.interventions)}` !== this.resultFor;
       return html`<div class="panel interventions">
         <div class="section-label">Interventions <span class="hint">— click a sub-update or a search hit to add it</span></div>
         <div class="iv-list">
@@ -399,24 +489,41 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
         <div class="iv-actions">
           <button class="run" ?disabled=${this.interventions.length === 0 || this.running || this.trace === null}
               @click=${() => void this.run()}>${this.running ? 'Running…' : 'Run'}</button>
-          <button class="clear" ?disabled=${this.interventions.length === 0}
-              @click=${() => { this.interventions = []; this.result = null; this.resultFor = ''; }}>Clear</button>
-          ${this.running ? html`<span class="status loading inline"><span class="bar"><span></span></span> regenerating and explaining…</span>` : nothing}
+          ${this.running ? html`<button class="cancel" @click=${() => this.cancelRun()}>Cancel</button>` : nothing}
+          <button class="clear" ?disabled=${this.interventions.length === 0 || this.running}
+              @click=${() => { this.interventions = []; this.result = null; this.partial = null; this.resultFor = ''; this.runNotice = ''; }}>Clear</button>
+          ${this.runNotice ? html`<span class="status notice inline run-notice" role="status">${this.runNotice}</span>` : nothing}
           ${this.runError ? html`<span class="status error inline run-error" role="alert">${this.runError}</span>` : nothing}
         </div>
+        ${this.running ? this.renderRunProgress() : nothing}
         ${r ? this.renderComparison(r, stale) : nothing}
       </div>`;
     }
 
-    private renderComparison(r: InterventionPayload, stale: boolean) {
-      return html`<div class="compare ${stale ? 'stale' : ''}">
+    private renderRunProgress() {
+      const job = this.job;
+      const frac = runFraction(job);
+      return html`<div class="run-progress" role="status">
+        <div class="status loading"><div class="pbar-run" role="progressbar" aria-valuemin="0" aria-valuemax="100"
+            aria-valuenow=${Math.floor(frac * 100)}><div style="width:${(frac * 100).toFixed(1)}%"></div></div>
+          <span class="progress-text">${describeRun(job)}${this.runElapsed > 0 ? ` (${this.runElapsed} s)` : ''}</span></div>
+        ${renderRunSteps(stepViews(job?.partial?.steps ?? this.partial?.steps, job))}
+      </div>`;
+    }
+
+    private renderComparison(r: InterventionPayload | PartialIntervention, stale: boolean) {
+      const rows = comparisonRows(r);
+      const done = this.result !== null && r === this.result;
+      return html`<div class="compare ${stale ? 'stale' : ''} ${done ? 'done' : 'partial'}">
         <div class="sub-title">Before vs. with ${r.interventions.map((iv) => describeIntervention(iv)).join(', ')}
-          ${stale ? html`<span class="hint">(the list changed: run again)</span>` : nothing}</div>
-        <table>
+          ${stale ? html`<span class="hint">(the list changed: run again)</span>` : nothing}
+          ${!done && !this.running ? html`<span class="hint">(stopped before the end: run again for the rest)</span>` : nothing}</div>
+        ${rows.length ? html`<table>
           <thead><tr><th></th><th>Before</th><th>After</th></tr></thead>
-          <tbody>${comparisonRows(r).map((row) => html`<tr class="${row.changed ? 'changed' : ''}">
+          <tbody>${rows.map((row) => html`<tr class="${row.changed ? 'changed' : ''}" data-row=${row.label.split(/[ (]/)[0]}>
             <th>${row.label}</th><td class="before">${row.before}</td><td class="after">${row.after}</td></tr>`)}</tbody>
-        </table>
+        </table>` : nothing}
+        ${done && r.steps ? renderRunSteps(stepViews(r.steps)) : nothing}
       </div>`;
     }
 
@@ -458,6 +565,13 @@ const STYLES = css`
   .status { display: flex; gap: 8px; align-items: center; padding: 4px 0; }
   .status.inline { display: inline-flex; padding: 0 6px; }
   .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; padding: 4px 8px; }
+  .status.notice { color: #137333; }
+  .run-progress { margin: 2px 0 6px; }
+  .pbar-run { width: 140px; height: 6px; background: #e8eaed; border-radius: 3px; overflow: hidden; flex: none; }
+  .pbar-run > div { height: 100%; background: #1a73e8; transition: width 0.3s; }
+  .run-steps { list-style: none; margin: 2px 0; padding: 0; display: flex; gap: 14px; flex-wrap: wrap; font-size: 12px; }
+  .run-step { color: #5f6368; } .run-step.running { color: #1a73e8; font-weight: 500; } .run-step.done { color: #137333; }
+  .run-step .mark { margin-right: 4px; } .step-detail { margin-left: 4px; color: #5f6368; font-weight: normal; }
   .status .bar { width: 100px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; display: inline-block; }
   .status .bar > * { display: block; width: 40%; height: 100%; background: #1a73e8; animation: slide 1.2s ease-in-out infinite; }
   @keyframes slide { from { transform: translateX(-100%); } to { transform: translateX(250%); } }
