@@ -4,7 +4,9 @@ Flow: select an example; the salience module shows the response; click the
 response token " Paris"; the inside module traces it: its last layer's top
 prediction is the model's actual next token (the greedy response token, so
 rank 1st); switch the largest sub-update of the last layer off, run, and see
-the probability change; search a word and get value vectors (the index builds
+the probability change — first, while the run is still going (the probabilities
+come before the regenerated text, which streams, and before the salience); run
+again and cancel it: the server's own answer to the run says it was cancelled; search a word and get value vectors (the index builds
 in the background; the search answers from the layers built so far and the
 module polls). Screenshots: artifacts/e2e/inside.png after the run (docs/inside.png too
 when UPDATE_SCREENSHOTS=1) and inside-search.png.
@@ -12,6 +14,7 @@ when UPDATE_SCREENSHOTS=1) and inside-search.png.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,6 +36,20 @@ LOAD_TIMEOUT_MS = 420_000  # generous: the suite shares 2 cores with the salienc
 def _visible_token(text: str) -> str:
     """The module's display form of a token (logic.ts showToken)."""
     return text.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+
+
+# Samples the module's comparison (row -> "after" text) and run state into window.__ivSamples.
+SAMPLE_JS = """(el) => {
+  window.__ivSamples = [];
+  const sample = () => {
+    const c = el.shadowRoot.querySelector('.compare');
+    const rows = c ? [...c.querySelectorAll('tbody tr')].map((r) => [r.dataset.row, r.querySelector('td.after').textContent]) : [];
+    const s = JSON.stringify({run: el.dataset.run, rows});
+    const all = window.__ivSamples;
+    if (all[all.length - 1] !== s) all.push(s);
+  };
+  window.__ivTimer = setInterval(sample, 50);
+}"""
 
 
 def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
@@ -89,9 +106,18 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     item = inside.locator(f".iv-item[data-key='{layer}:{index}']")
     expect(item).to_be_visible()
     expect(item.locator(".iv-mode")).to_have_text("off")
+    # What the comparison shows, sampled every 50 ms in the page while the run goes on.
+    inside.element_handle().evaluate(SAMPLE_JS)
     inside.locator("button.run").click()
     page.locator(f"{INSIDE}[data-run=done]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     lap("run -> before/after ready")
+    samples = page.evaluate("() => { clearInterval(window.__ivTimer); return window.__ivSamples; }")
+    print("what the comparison showed:", *samples, sep="\n  ")
+    first = next(json.loads(x) for x in samples if json.loads(x)["rows"])
+    rows_first = dict(first["rows"])
+    assert first["run"] == "running", f"nothing was shown before the run ended: {samples}"
+    assert "p" in rows_first and "most" not in rows_first, f"the probabilities did not come first: {first}"
+    assert "generated" not in rows_first or rows_first["generated"].endswith("…"), first  # still streaming
     compare = inside.locator(".compare")
     prob_row = compare.locator("tbody tr").first
     before, after = prob_row.locator("td.before").inner_text(), prob_row.locator("td.after").inner_text()
@@ -108,6 +134,23 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(artifacts_dir / "inside.png", REPO / "docs" / "inside.png")
     page.set_viewport_size({"width": 1440, "height": 960})
+
+    # 3b. Run again and cancel once the probabilities are in: the run stops on the server.
+    def is_run(response) -> bool:
+        post = response.request.post_data or ""
+        return "_inside_intervene" in response.url and '"inside_action":"run"' in post.replace(" ", "")
+
+    with page.expect_response(is_run, timeout=LOAD_TIMEOUT_MS) as run_response:
+        inside.locator("button.run").click()
+        inside.locator(".run-step.done[data-step=trace]").wait_for(timeout=LOAD_TIMEOUT_MS)
+        inside.locator("button.cancel").click()
+    page.locator(f"{INSIDE}[data-run=cancelled]").wait_for(state="attached", timeout=60_000)
+    expect(inside.locator(".run-notice")).to_have_text("Cancelled.")
+    expect(compare.locator("tr[data-row=p]")).to_be_visible()  # what arrived stays
+    expect(compare.locator("tr[data-row=most]")).to_have_count(0)
+    answer = run_response.value.json()[0]["inside_intervention"]
+    assert answer.get("cancelled") is True, f"the server finished the run instead: {sorted(answer)}"
+    lap("run -> cancel -> the server's run answers cancelled")
 
     # 4. Search a word; the index builds in the background, the module polls until hits arrive.
     box = inside.locator(".search-input")
