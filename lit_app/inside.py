@@ -322,9 +322,11 @@ class InsideInterveneModel(InsideTraceModel):
             job.report("generate", len(ids), n)
             publish(1, "running")
 
+        # Between tokens the hooks come off and waiting requests (a click) get the plain model.
+        yield_to = getattr(lock, "yield_to_waiting", None)
         with lock:
             after_gen = ssi.intervened_generation(lm, at.chat, ivs, self.shared.generation_config, arch,
-                                                  on_token=on_token, cancel=cancel)
+                                                  on_token=on_token, cancel=cancel, between_tokens=yield_to)
         payload["after"]["generation"] = {"text": after_gen.text, "stopped_by": after_gen.stopped_by}
         gen_seconds = time.perf_counter() - t0
         job.report("generate", n, n)

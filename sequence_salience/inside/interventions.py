@@ -40,7 +40,7 @@ import torch
 
 from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
-from sequence_salience.inside.hooks import hook_scope
+from sequence_salience.inside.hooks import HookSet, hook_scope
 from sequence_salience.inside.trace import Trace, TraceConfig, plain, sequence_ids, trace_ids
 from sequence_salience.model import Generation, GenerationConfig, LanguageModel
 from sequence_salience.text import ChatPrompt
@@ -126,18 +126,23 @@ def apply_interventions(
     arch = arch or resolve_architecture(lm.model)
     ivs = validate(interventions, arch)
     with hook_scope() as hooks:
-        by_layer: dict[int, list[Intervention]] = {}
-        for iv in ivs:
-            by_layer.setdefault(iv.layer, []).append(iv)
-        f = arch.ffn_size
-        for layer, items in sorted(by_layer.items()):
-            device = arch.ffn_outs[layer].weight.device
-            off = torch.zeros(f, dtype=torch.bool, device=device)
-            on = torch.zeros(f, dtype=torch.bool, device=device)
-            for iv in items:
-                (off if iv.mode == "off" else on)[iv.index] = True
-            hooks.pre(arch.ffn_outs[layer], _layer_hook(off, on))
+        _register(hooks, ivs, arch)
         yield ivs
+
+
+def _register(hooks: HookSet, ivs: Sequence[Intervention], arch: Architecture) -> None:
+    """One pre-hook per touched output projection (none without interventions)."""
+    by_layer: dict[int, list[Intervention]] = {}
+    for iv in ivs:
+        by_layer.setdefault(iv.layer, []).append(iv)
+    f = arch.ffn_size
+    for layer, items in sorted(by_layer.items()):
+        device = arch.ffn_outs[layer].weight.device
+        off = torch.zeros(f, dtype=torch.bool, device=device)
+        on = torch.zeros(f, dtype=torch.bool, device=device)
+        for iv in items:
+            (off if iv.mode == "off" else on)[iv.index] = True
+        hooks.pre(arch.ffn_outs[layer], _layer_hook(off, on))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,22 +264,34 @@ def intervened_generation(
     arch: Architecture | None = None,
     on_token: OnToken | None = None,
     cancel: Cancel | None = None,
+    between_tokens: Callable[[], None] | None = None,
 ) -> Generation:
     """The response generated under the interventions; on_token(ids so far) after every token.
 
     cancel: checked before the first and after every token; True stops the generation with
       ComputationCancelled (the hooks are removed).
+    between_tokens: called after every token with the hooks removed (the model is plain while it
+      runs), then they are registered again: a server lets waiting requests use the model there.
     """
     arch = arch or resolve_architecture(lm.model)
+    ivs = validate(interventions, arch)
     _check(cancel, "before generating")
+    with hook_scope() as hooks:
+        _register(hooks, ivs, arch)
 
-    def each(ids: tuple[int, ...]) -> None:
-        if on_token is not None:
-            on_token(ids)
-        _check(cancel, f"after {len(ids)} generated token(s)")
+        def each(ids: tuple[int, ...]) -> None:
+            if on_token is not None:
+                on_token(ids)
+            _check(cancel, f"after {len(ids)} generated token(s)")
+            if between_tokens is not None:
+                hooks.close()
+                try:
+                    between_tokens()
+                finally:
+                    _register(hooks, ivs, arch)
 
-    with apply_interventions(lm, interventions, arch):
-        return lm.generate(prompt, config, on_token=each if on_token is not None or cancel is not None else None)
+        streamed = on_token is not None or cancel is not None or between_tokens is not None
+        return lm.generate(prompt, config, on_token=each if streamed else None)
 
 
 @dataclasses.dataclass(frozen=True)

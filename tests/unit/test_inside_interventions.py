@@ -229,3 +229,18 @@ def test_cancel_during_the_generation_stops_it(tiny_lm):
     assert inside.count_hooks(tiny_lm.model) == 0
     # The model is plain again: the same generation as before the run.
     assert tiny_lm.generate(PROMPT, GEN).ids == _zeroed_copy(tiny_lm, []).generate(PROMPT, GEN).ids
+
+
+def test_between_tokens_the_model_is_plain_and_the_generation_unchanged(tiny_lm):
+    """A server lets waiting requests use the model between generated tokens: they must see the plain model."""
+    ids, _ = sequence_ids(tiny_lm, PROMPT, TARGET)
+    plain_logits = _logits(tiny_lm, ids)
+    seen = []
+
+    def other_request():
+        seen.append((inside.count_hooks(tiny_lm.model), torch.equal(_logits(tiny_lm, ids), plain_logits)))
+
+    gen = inside.intervened_generation(tiny_lm, PROMPT, OFF, GEN, between_tokens=other_request)
+    assert gen.ids == _zeroed_copy(tiny_lm, [(l, i) for l, i, _ in OFF]).generate(PROMPT, GEN).ids
+    assert seen == [(0, True)] * len(gen.ids)
+    assert inside.count_hooks(tiny_lm.model) == 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import time
 
 import pytest
 
@@ -185,3 +187,50 @@ def test_status_shows_the_probabilities_then_the_streamed_text_and_cancel_stops_
         _one(run, inside_action="stop")
     # The model serves again, plain: a new run completes.
     assert "cancelled" not in _one(run, **ex)[lit_inside.INTERVENTION]
+
+
+def _blocked(thread: threading.Thread) -> bool:
+    """Whether `thread` waits on a condition (the model lock) right now."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "wait" and frame.f_code.co_filename.endswith("threading.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_a_trace_requested_during_the_generation_runs_between_tokens_on_the_plain_model(wrappers):
+    lm, lit = wrappers
+    run, trace_model = lit["_tiny_inside_intervene"], lit["_tiny_inside_trace"]
+    ex = dict(prompt=PROMPT, target=TARGET, inside_t=1, interventions=json.dumps(IVS))
+    plain = _one(trace_model, prompt=PROMPT, target=TARGET, inside_t=2)[lit_inside.TRACE]
+    chat = run.shared.format_prompt({"prompt": PROMPT})
+    n = len(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config).ids)
+    assert n == run.shared.generation_config.max_new_tokens == 4, "the test needs the run to generate 4 tokens"
+    pause = _Pause(lm, run, lambda s: s["stage"] == "generate" and s["done"] >= 1)
+    answer, traced = [], []
+    worker = threading.Thread(target=lambda: answer.append(_one(run, **ex)[lit_inside.INTERVENTION]))
+    clicker = threading.Thread(target=lambda: traced.append(
+        (_one(trace_model, prompt=PROMPT, target=TARGET, inside_t=2)[lit_inside.TRACE], run.jobs.status())))
+    worker.start()
+    try:
+        assert pause.reached.wait(60), "the run never reached its second generated token"
+        clicker.start()  # a click while the run holds the model, computing token 2
+        deadline = time.monotonic() + 60
+        while not _blocked(clicker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _blocked(clicker), "the trace request never waited for the model"
+    finally:
+        pause.gate.set()
+        clicker.join(60)
+        worker.join(60)
+        pause.handle.remove()
+    trace_out, status_then = traced[0]
+    # Served between two tokens, not after the generation (the trace request takes the lock twice:
+    # to locate the token, then to trace it; the run yields after every token).
+    assert status_then["stage"] == "generate" and 2 <= status_then["done"] < n, status_then
+    # The plain model: the interventions' hooks were off meanwhile.
+    assert {k: v for k, v in trace_out.items() if k != "seconds"} == {k: v for k, v in plain.items() if k != "seconds"}
+    assert answer[0]["after"]["generation"]["text"] == lm.tokenizer.decode(
+        list(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config).ids))
+    assert inside.count_hooks(lm.model) == 0
