@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -37,18 +38,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _post(url: str, model: str, data: dict, timeout: float = 600) -> tuple[float, list]:
+def _post(url: str, model: str, data: dict, auth: dict, timeout: float = 600) -> tuple[float, list]:
     body = json.dumps({"inputs": [{"id": "bench", "data": data}]}).encode()
     start = time.perf_counter()
     with urllib.request.urlopen(urllib.request.Request(
-        f"{url}get_preds?model={model}", data=body, headers={"Content-Type": "application/json"}),
+        f"{url}get_preds?model={model}", data=body, headers={"Content-Type": "application/json", **auth}),
                                 timeout=timeout) as r:
         preds = json.loads(r.read())
     return time.perf_counter() - start, preds
 
 
 def start_server(model: str, env: dict, port: int) -> tuple[subprocess.Popen, float, list[str]]:
-    """Starts the server; returns (process, seconds to the ready line, log lines)."""
+    """Starts the server; returns (process, seconds to the ready line, log lines; the last one has the URL)."""
     cmd = [sys.executable, "-m", "lit_app.server", "--model", model, "--port", str(port)]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -71,25 +72,28 @@ def bench(model: str, cold: bool) -> dict[str, float]:
         tmp = tempfile.TemporaryDirectory(prefix="ss-cold-cache-")
         env["SEQUENCE_SALIENCE_CACHE"] = tmp.name
     port = _free_port()
-    proc, ready, _ = start_server(model, env, port)
+    proc, ready, lines = start_server(model, env, port)
     url = f"http://127.0.0.1:{port}/"
+    # The server requires the token printed in its ready URL (?token=...); scripts send it as a header.
+    token = re.search(r"is ready: \S*\?token=(\w+)", lines[-1])
+    auth = {"Authorization": f"token {token.group(1)}"} if token else {}
     gen, sal, _tok = fields.model_group_names(server.model_short_name(model))
     figures = {"start_to_ready_s": ready}
     try:
         t0 = time.perf_counter()
-        urllib.request.urlopen(url, timeout=60).read()
+        urllib.request.urlopen(urllib.request.Request(url, headers=auth), timeout=60).read()
         figures["index_html_s"] = time.perf_counter() - t0
-        figures["first_generation_s"], _ = _post(url, gen, {fields.PROMPT: PROMPT})
+        figures["first_generation_s"], _ = _post(url, gen, {fields.PROMPT: PROMPT}, auth)
         # The UI's flow: salience of the response just generated (generation is reused).
-        figures["first_salience_s"], preds = _post(url, sal, {fields.PROMPT: PROMPT})
+        figures["first_salience_s"], preds = _post(url, sal, {fields.PROMPT: PROMPT}, auth)
         n_targets = len(preds[0][fields.SALIENCE]["target_logprobs"])
-        figures["span_request_s"], _ = _post(url, sal, {fields.PROMPT: PROMPT, fields.TARGET_SPAN: f"0:{n_targets}"})
+        figures["span_request_s"], _ = _post(url, sal, {fields.PROMPT: PROMPT, fields.TARGET_SPAN: f"0:{n_targets}"}, auth)
         # A fresh prompt with a typed target: salience alone, no generation.
         figures["salience_typed_target_s"], _ = _post(
-            url, sal, {fields.PROMPT: "Name the largest planet.", fields.TARGET: "Jupiter is the largest planet."})
+            url, sal, {fields.PROMPT: "Name the largest planet.", fields.TARGET: "Jupiter is the largest planet."}, auth)
         figures["salience_ig16_s"], _ = _post(
             url, sal, {fields.PROMPT: "Name the largest planet.", fields.TARGET: "Jupiter is the largest planet.",
-                       fields.IG_STEPS: 16})
+                       fields.IG_STEPS: 16}, auth)
     finally:
         proc.terminate()
         try:

@@ -12,9 +12,11 @@ this order, before LIT sees it (LIT 1.3.1 itself checks none of them):
    request is classified (API endpoint or page) by the route LIT itself will
    dispatch it to, so `/get_info;x`, `//get_info`, `/get%5Finfo` and the like
    never pass as pages while LIT runs the endpoint.
-2. Token: when the server has a token (always for a non-loopback `--host`),
-   a request must carry it as `?token=`, `Authorization: token <t>` (or
-   `Bearer <t>`) or the cookie a `?token=` page load sets. Else 403.
+2. Token: the server has one on every bind by default (generated at start and
+   printed in the URL, like Jupyter's; `--no_token` opts out on loopback only),
+   and a request must carry it as `?token=`, `Authorization: token <t>` (or
+   `Bearer <t>`) or the HttpOnly SameSite=Strict cookie a `?token=` page load
+   sets. Else 403. On a shared machine any local user can reach loopback.
 3. Methods: LIT's API endpoints take POST only, pages and static files
    GET/HEAD only (405). Every POST needs `Content-Type: application/json`, an
    `Origin` (when present) equal to the server's own origin, and no
@@ -151,7 +153,7 @@ class SecurityConfig:
       host: the address the server is bound to (--host).
       port: the port it listens on (--port).
       allowed_hosts: extra Host names ("name" matches any port, "name:port" that port; "*" any host).
-      token: the token every request must carry; None: no token (loopback default).
+      token: the token every request must carry; None: no token (the server's --no_token).
       data_dir: the one folder LIT's file-path endpoints may read and write; None: they are off.
       limits: request limits (lit_app.limits.Limits).
       token_generated: True when the token was generated at start (printed in the URL).
@@ -169,7 +171,8 @@ class SecurityConfig:
         if self.token is not None and len(self.token) < 8:
             raise ValueError("The token is shorter than 8 characters; use a longer --token (or none on loopback).")
         if not is_loopback(self.host) and not self.token:
-            raise ValueError(f"--host {self.host} is not a loopback address, so a token is required.")
+            raise ValueError(f"--host {self.host} is not a loopback address, so a token is required"
+                             " (drop --no_token).")
         if self.data_dir is not None and not os.path.isdir(self.data_dir):
             raise ValueError(f"--data_dir {self.data_dir!r} is not a folder. Fix: create it or pass another one.")
 
@@ -193,7 +196,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                         " and [::1] (comma-separated or repeated; '*' accepts any).")
     g.add_argument("--token", default=os.environ.get(TOKEN_ENV) or None,
                    help="Token every request must carry (?token=, a cookie, or 'Authorization: token ...')."
-                        f" Default: ${TOKEN_ENV}; generated and printed for a non-loopback --host.")
+                        f" Default: ${TOKEN_ENV}, else one generated at start and printed in the URL.")
+    g.add_argument("--no_token", action="store_true",
+                   help="Serve without a token (loopback --host only): any local process or user can then"
+                        " drive the server. The startup line warns.")
     g.add_argument("--data_dir", default=None,
                    help="Folder that LIT's save/load datapoints and new-dataset dialogs may use."
                         " Without it those endpoints are off.")
@@ -221,14 +227,20 @@ def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 
 def config_from_args(args: argparse.Namespace) -> SecurityConfig:
-    """The SecurityConfig of parsed flags; generates a token for a non-loopback --host without one."""
+    """The SecurityConfig of parsed flags; generates a token unless one is given or --no_token."""
     allowed = tuple(h.strip() for entry in args.allowed_hosts for h in entry.split(",") if h.strip())
     for h in allowed:
         if h != "*" and parse_host(h, args.port) is None:
             raise ValueError(f"--allowed_hosts entry {h!r} is not a host name or name:port.")
     token, generated = args.token, False
-    if not token and not is_loopback(args.host):
-        token, generated = secrets.token_hex(24), True
+    if getattr(args, "no_token", False):
+        if token:
+            raise ValueError("--no_token and --token (or $SEQUENCE_SALIENCE_TOKEN) contradict each other; pass one.")
+        if not is_loopback(args.host):
+            raise ValueError(f"--no_token is only for a loopback --host; {args.host} is reachable from other"
+                             " machines, so a token is required.")
+    elif not token:
+        token, generated = new_token(), True
     lim = Limits(
         max_body_bytes=args.max_body_bytes,
         max_prompt_chars=args.max_prompt_chars,
@@ -243,7 +255,7 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
                           data_dir=data_dir, limits=lim, token_generated=generated)
 
 
-_QUERY_PAIR = re.compile(r"(?<=[?&;])([^=&;\s\"']*)(=|%3[Dd])([^&;\s\"']*)")
+_QUERY_PAIR = re.compile(r"(?<=[?&;])([^=&;\s\"']*)(=|%3[Dd])([^&;\s\"']+)")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -257,6 +269,16 @@ def redact(text: str) -> str:
         return f"{m.group(1)}{m.group(2)}[redacted]" if key.endswith(TOKEN_PARAM) else m.group(0)
 
     return _QUERY_PAIR.sub(one, text)
+
+
+def new_token() -> str:
+    """A fresh random token (48 hex digits)."""
+    return secrets.token_hex(24)
+
+
+def token_headers(token: str | None) -> dict[str, str]:
+    """The header a script sends with a token ({} for none)."""
+    return {"Authorization": f"token {token}"} if token else {}
 
 
 class RequestHandler(serving.WSGIRequestHandler):

@@ -2,7 +2,7 @@
 
     python -m lit_app.server [--model default] [--host 127.0.0.1] [--port 5432]
                              [--max_new_tokens 64] [--device cpu] [--dtype float32]
-                             [--data prompts.jsonl] [--allowed_hosts NAME] [--token T]
+                             [--data prompts.jsonl] [--allowed_hosts NAME] [--token T | --no_token]
                              [--data_dir DIR] [--max_body_bytes N] [--max_prompt_chars N]
                              [--max_ig_steps N] [--max_smooth_grad_samples N]
                              [--max_pending_requests N] [--max_connections N]
@@ -12,7 +12,8 @@ the data file, builds the offline client root, loads the model (logging
 progress), then prints the URL once it accepts connections. Requests are served
 on threads; model access is serialized by one lock (lit_app.models.SharedLM).
 Every request first passes lit_app.security.SecureApp (Host, token, JSON-only
-same-origin POSTs, file paths only inside --data_dir, limits, one-line errors).
+same-origin POSTs, file paths only inside --data_dir, limits, one-line errors). A token
+is required on every bind unless --no_token (loopback only): the printed URL carries it.
 """
 
 from __future__ import annotations
@@ -236,11 +237,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     url = sec.browser_url()
     logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
-                "required" if sec.token else "none (loopback)", sec.data_dir or "off (no --data_dir)")
-    print(f"Sequence Salience is ready: {url}", flush=True)
-    if sec.token_generated:
-        print(f"(--host {args.host} is reachable from other machines, so requests need this generated token;"
-              f" other machines use this machine's address with ?token=..., or pass --token.)", flush=True)
+                "required" if sec.token else "NONE (--no_token)", sec.data_dir or "off (no --data_dir)")
+    if sec.token:
+        print(f"Sequence Salience is ready: {url}", flush=True)
+        print("(Open that URL: it sets a cookie, so the token leaves the address bar. Scripts send"
+              " 'Authorization: token <token>'.)", flush=True)
+    else:
+        print(f"Sequence Salience is ready: {url} WARNING: --no_token: any process or user on this machine can"
+              " drive this server.", flush=True)
+    if sec.token_generated and not security.is_loopback(args.host):
+        print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
+              " the same ?token=..., or pass --token.)", flush=True)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

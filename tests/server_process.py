@@ -1,21 +1,29 @@
 """The real server (`python -m lit_app.server`) as a subprocess, for the tests that claim it.
 
     with ServerProcess(["--max_new_tokens", "8"], tmp_path) as server:
-        ...  # server.port, server.url (the printed "is ready" URL), server.log_tail()
+        page.goto(server.url)                        # the printed URL, with ?token= (sets the cookie)
+        status, headers, body = server.post_json("/get_info", {})   # carries the token
+        server.request("GET", "/", headers={...})    # any request; `auth=False` leaves the token out
+        server.port, server.base_url, server.token, server.headers, server.log_tail()
 
 Starts on a free loopback port with its log in `workdir`/server.log, waits until the server
-prints "Sequence Salience is ready: <url>" (it prints that once it listens), and stops it
-(terminate, then kill after 20 s) on exit.
+prints "Sequence Salience is ready: <url>" (it prints that once it listens), reads the token
+from that URL (the server requires one on every bind unless started with --no_token), and stops
+it (terminate, then kill after 20 s) on exit.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 300
@@ -31,19 +39,24 @@ def free_port() -> int:
 class ServerProcess:
     """`python -m lit_app.server --port <free> [--client_root <workdir>/client_root] <args>`.
 
+    Attributes:
+      url: the printed "is ready" URL (with ?token= unless --no_token): open it in a browser.
+      base_url: the same without the query ("http://127.0.0.1:<port>/").
+      token: the server's token (None with --no_token).
+      headers: {"Authorization": "token <t>"} for scripts ({} without a token).
     own_client_root: False serves the repository's client root (lit_app/client_root, as
       `make serve` does) instead of a private copy in `workdir`.
     """
 
     def __init__(self, args: list[str], workdir: Path, timeout_s: float = START_TIMEOUT_S,
-                 own_client_root: bool = True):
+                 own_client_root: bool = True, env: dict[str, str] | None = None):
         self.port = free_port()
         self.log_path = Path(workdir) / "server.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lit_app.server", "--port", str(self.port),
              *(["--client_root", str(Path(workdir) / "client_root")] if own_client_root else []), *args],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout_s
         while not (m := _READY.search(self.log_path.read_text())):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -52,6 +65,26 @@ class ServerProcess:
                                      f"{self.log_tail()}")
             time.sleep(0.3)
         self.url = m.group(1)
+        parsed = urllib.parse.urlsplit(self.url)
+        self.base_url = urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, parsed.path, "", ""))
+        self.token = dict(urllib.parse.parse_qsl(parsed.query)).get("token")
+        self.headers = {"Authorization": f"token {self.token}"} if self.token else {}
+
+    def request(self, method: str, path: str, body: bytes | str | None = None, headers: dict | None = None,
+                auth: bool = True, timeout: float = 600) -> tuple[int, dict[str, str], str]:
+        """(status, headers with lower-case names, body text) of one request on a fresh connection."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers={**(self.headers if auth else {}), **(headers or {})})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode("utf-8", "replace")
+        finally:
+            conn.close()
+
+    def post_json(self, path: str, body: Any, headers: dict | None = None, **kw) -> tuple[int, dict[str, str], str]:
+        """POSTs `body` as JSON (with the token); see `request`."""
+        return self.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})},
+                            **kw)
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text()[-chars:]

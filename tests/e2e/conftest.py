@@ -36,12 +36,14 @@ def artifacts_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a freshly started LIT server on the default model."""
+    """URL of a freshly started LIT server on the default model, with its ?token= (the first page load
+    turns it into the cookie the page's requests carry, as for a user opening the printed URL)."""
     if not BUNDLE.is_file():
         pytest.fail(f"{BUNDLE} is missing: build it with `cd frontend && npm run build` (or `make frontend`).")
     # The repository's client root, as `make serve` serves it.
     with ServerProcess(["--host", "127.0.0.1"], tmp_path_factory.mktemp("server"), own_client_root=False) as proc:
-        yield f"http://127.0.0.1:{proc.port}/"
+        assert proc.token and proc.url == f"http://127.0.0.1:{proc.port}/?token={proc.token}", proc.url
+        yield proc.url
 
 
 class ExternalRequests(list):

@@ -81,25 +81,21 @@ def _blocking_started(caplog) -> bool:
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory):
-    """(port, path of the server's log) of `python -m lit_app.server` on loopback."""
+    """`python -m lit_app.server` on loopback (tests.server_process.ServerProcess, with its token)."""
     with ServerProcess(["--max_new_tokens", "8"], tmp_path_factory.mktemp("server")) as proc:
-        yield proc.port, proc.log_path
+        yield proc
 
 
-def _send(port: int, model: str, data: dict) -> http.client.HTTPConnection:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+def _send(server: ServerProcess, model: str, data: dict) -> http.client.HTTPConnection:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
     conn.request("POST", f"/get_preds?model={model}", body=json.dumps({"inputs": [{"id": "r", "data": data}]}),
-                 headers={"Content-Type": "application/json"})
+                 headers={"Content-Type": "application/json", **server.headers})
     return conn
 
 
-def _http(port: int, model: str, data: dict) -> tuple[int, str]:
-    conn = _send(port, model, data)
-    try:
-        r = conn.getresponse()
-        return r.status, r.read().decode("utf-8")
-    finally:
-        conn.close()
+def _http(server: ServerProcess, model: str, data: dict) -> tuple[int, str]:
+    status, _, body = server.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+    return status, body
 
 
 # ---------------------------------------------------------------------------
@@ -107,18 +103,17 @@ def _http(port: int, model: str, data: dict) -> tuple[int, str]:
 
 
 def test_a_catastrophic_regex_is_stopped_and_the_server_keeps_serving(real_server):
-    port, _ = real_server
     pattern = "(a|a)+$"
     bad = {fields.PROMPT: "Say " + "a" * 60 + "!", fields.TARGET: " a", "explain_action": "curves",
            "granularity": "regex", "pattern": pattern, "steps": 2}
-    status, body = _http(port, EXPLAIN, bad)
+    status, body = _http(real_server, EXPLAIN, bad)
     assert status == 500 and "\n" not in body, body
     assert pattern in body and "simplify the pattern" in body, body
     # The model lock and the worker were released: the same test with a sane pattern runs.
-    status, body = _http(port, EXPLAIN, {**bad, "pattern": "[^ ]+"})
+    status, body = _http(real_server, EXPLAIN, {**bad, "pattern": "[^ ]+"})
     assert status == 200, body
     assert json.loads(body)[0]["explain"]["granularity"] == "regex"
-    status, body = _http(port, TOK, {fields.PROMPT: QUESTION})
+    status, body = _http(real_server, TOK, {fields.PROMPT: QUESTION})
     assert status == 200 and "capital" in body
 
 
@@ -200,13 +195,13 @@ def test_concurrent_blocking_requests_do_not_stop_each_other(lit):
 
 
 def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
-    port, log = real_server
+    log = real_server.log_path
     start = len(log.read_text())
 
     def new_log() -> str:
         return log.read_text()[start:]
 
-    conn = _send(port, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS})
+    conn = _send(real_server, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS})
     try:
         _wait_for(lambda: "Blocking salience request" in new_log(), "the blocking computation start")
     finally:
@@ -214,7 +209,7 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
     _wait_for(lambda: "Cancelled: the client disconnected" in new_log(), "the cancellation in the server log")
     # It stopped part-way: IG never reached its last chunk (done == total).
     assert not re.search(r"salience integrated_gradients: (\d+)/\1\b", new_log()), new_log()[-2000:]
-    status, body = _http(port, TOK, {fields.PROMPT: QUESTION})
+    status, body = _http(real_server, TOK, {fields.PROMPT: QUESTION})
     assert status == 200 and "capital" in body
     # One line in the log, not LIT's "Uncaught error" with a traceback (checked after a later request).
     assert "Traceback" not in new_log()

@@ -199,19 +199,30 @@ def test_token_flow(lit):
     assert post(c, "/get_info", headers={**jar, "Origin": "http://evil.example"}).status_code == 403
 
 
-def test_loopback_is_token_free_and_non_loopback_needs_a_token():
-    args = server.parse_args([])
-    assert security.config_from_args(args).token is None
+def test_every_bind_has_a_token_unless_no_token_on_loopback(monkeypatch):
+    monkeypatch.delenv(security.TOKEN_ENV, raising=False)
+    for host in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.0.0.2"):
+        cfg = security.config_from_args(server.parse_args(["--host", host, "--port", "6000"]))
+        assert cfg.token_generated and re.fullmatch(r"[0-9a-f]{48}", cfg.token), host
     cfg = security.config_from_args(server.parse_args(["--host", "0.0.0.0", "--port", "6000"]))
-    assert cfg.token_generated and re.fullmatch(r"[0-9a-f]{48}", cfg.token)
     assert cfg.browser_url() == f"http://127.0.0.1:6000/?token={cfg.token}"
-    assert security.config_from_args(server.parse_args(["--host", "::1"])).token is None
+    # Two starts, two tokens.
+    assert security.config_from_args(server.parse_args([])).token != security.config_from_args(
+        server.parse_args([])).token
     given = security.config_from_args(server.parse_args(["--host", "10.0.0.2", "--token", TOKEN]))
     assert given.token == TOKEN and not given.token_generated and given.browser_url().startswith("http://10.0.0.2:")
+    monkeypatch.setenv(security.TOKEN_ENV, TOKEN)
+    assert security.config_from_args(server.parse_args([])).token == TOKEN
+    monkeypatch.delenv(security.TOKEN_ENV)
+    # The explicit opt-out: loopback only.
+    off = security.config_from_args(server.parse_args(["--no_token"]))
+    assert off.token is None and off.browser_url() == "http://127.0.0.1:5432/"
+    assert security.config_from_args(server.parse_args(["--no_token", "--host", "::1"])).token is None
+    for argv in (["--no_token", "--host", "0.0.0.0"], ["--no_token", "--token", TOKEN], ["--token", "short"]):
+        with pytest.raises(SystemExit):
+            server.parse_args(argv)
     with pytest.raises(ValueError, match="token is required"):
         security.SecurityConfig(host="0.0.0.0")
-    with pytest.raises(SystemExit):
-        server.parse_args(["--token", "short"])
 
 
 # ---------------------------------------------------------------------------
@@ -445,6 +456,38 @@ def test_real_server_on_0000_requires_its_printed_token(tmp_path):
         assert status == 403
 
 
+def test_real_server_on_loopback_requires_its_token_and_keeps_it_out_of_the_log(tmp_path):
+    with ServerProcess([], tmp_path) as proc:  # the default: loopback, a generated token
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{proc.port}/\?token=[0-9a-f]{{48}}", proc.url), proc.url
+        guess = "0" * 48
+        assert proc.request("GET", "/", auth=False)[0] == 403
+        assert proc.request("GET", f"/?token={guess}", auth=False)[0] == 403
+        assert proc.post_json("/get_info", {}, auth=False)[0] == 403
+        status, headers, _ = proc.request("GET", f"/?token={proc.token}&layout=default", auth=False)
+        assert status == 303 and headers["location"] == "/?layout=default"
+        cookie = headers["set-cookie"].split(";", 1)[0]
+        assert proc.request("GET", "/", headers={"Cookie": cookie}, auth=False)[0] == 200
+        status, _, body = proc.post_json("/get_info", {})  # scripts: Authorization: token ...
+        assert status == 200 and "smollm2" in json.loads(body)["models"]
+        assert proc.post_json(f"/get_info?token={proc.token}", {}, auth=False)[0] == 200
+        assert proc.request("GET", "/get_info;x")[0] == 400
+        proc.stop()
+        log = proc.log_path.read_text()
+    ready = [line for line in log.splitlines() if "is ready:" in line]
+    assert len(ready) == 1 and proc.token in ready[0]  # printed once, as Jupyter prints its URL
+    rest = log.replace(ready[0], "")
+    assert proc.token not in rest and guess not in rest and cookie.split("=", 1)[1] not in rest
+    assert "GET /?token=[redacted]" in rest and f"token=[redacted]&layout=default" in rest
+
+
+def test_no_token_is_an_explicit_opt_out_with_a_warning(tmp_path):
+    with ServerProcess(["--no_token"], tmp_path) as proc:
+        assert proc.url == f"http://127.0.0.1:{proc.port}/" and proc.token is None and proc.headers == {}
+        ready = [line for line in proc.log_tail().splitlines() if "is ready:" in line][0]
+        assert "WARNING: --no_token" in ready
+        assert proc.post_json("/get_info", {})[0] == 200
+
+
 # ---------------------------------------------------------------------------
 # The notebook widget: the same rules on its own server.
 
@@ -455,8 +498,15 @@ def test_notebook_widget_applies_the_host_and_origin_rules(shared, tmp_path):
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
     widget = notebook.LitWidget(models.make_models(shared, MODEL), datasets.get_datasets(), client_root=root)
     try:
-        port, json_ = widget.port, {"Content-Type": "application/json"}
-        assert widget.url == f"http://localhost:{port}/"
+        port, json_ = widget.port, {"Content-Type": "application/json", **widget.headers}
+        assert re.fullmatch(r"[0-9a-f]{48}", widget.token)
+        assert widget.base_url == f"http://localhost:{port}/" and widget.url == f"{widget.base_url}?token={widget.token}"
+        assert widget.headers == {"Authorization": f"token {widget.token}"}
+        # Another local process without the token is refused; the page load with ?token= sets the cookie.
+        status, _, body = _request(port, "POST", "/get_info", "{}", {"Content-Type": "application/json"})
+        assert status == 403 and "token" in body
+        status, headers, _ = _request(port, "GET", f"/?token={widget.token}", headers={"Host": f"localhost:{port}"})
+        assert status == 303 and "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
         status, headers, body = _request(port, "POST", "/get_info", "{}", json_)
         assert status == 200 and TOK in json.loads(body)["models"]
         assert headers["X-Content-Type-Options"] == "nosniff"
@@ -464,12 +514,19 @@ def test_notebook_widget_applies_the_host_and_origin_rules(shared, tmp_path):
                       {"Sec-Fetch-Site": "cross-site"}, {"Content-Type": "text/plain"}):
             status, _, body = _request(port, "POST", "/get_info", "{}", {**json_, **extra})
             assert status == 403 and "\n" not in body, (extra, body)
-        assert _request(port, "GET", "/", headers={"Host": f"localhost:{port}"})[0] == 200
+        assert _request(port, "GET", "/", headers={"Host": f"localhost:{port}", **widget.headers})[0] == 200
         body = json.dumps({"inputs": [{"id": "x", "data": {"prompt": "hi"}}]})
         status, _, answer = _request(port, "POST", f"/get_preds?model={TOK}", body,
                                      {**json_, "Origin": f"http://localhost:{port}", "Host": f"localhost:{port}"})
         assert status == 200 and json.loads(answer)[0][fields.TOKENS]
         assert widget.ui_state.primary is None  # LIT's UI-state tracking is on: nothing pushed yet
+        # render() puts the token into the iframe's URL (LIT's own HTML, captured from IPython's display).
+        from IPython import display  # pylint: disable=import-outside-toplevel
+        shown = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(display, "display", lambda obj: shown.append(obj.data))
+            widget.render(ui_params=None, data=[{"prompt": "hi"}])
+        assert len(shown) == 1 and f"&token={widget.token}'" in shown[0] and "data0_prompt=hi" in shown[0]
     finally:
         widget.stop()
     with pytest.raises(OSError):

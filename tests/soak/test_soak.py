@@ -59,10 +59,12 @@ class Server(ServerProcess):
         super().__init__(["--host", "127.0.0.1", "--max_new_tokens", str(MAX_NEW_TOKENS),
                           "--max_pending_requests", str(MAX_PENDING)], tmp)
         self.host = f"127.0.0.1:{self.port}"
+        self.auth_line = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())  # the token, for raw sockets
 
     def request(self, method: str, path: str, body: bytes | str | None = None, headers: dict | None = None,
-                json_body: object = None) -> tuple[int, dict, str]:
-        h = {"Host": self.host}
+                json_body: object = None, auth: bool = True) -> tuple[int, dict, str]:
+        """Sends the headers exactly as given (with the token unless `auth=False`)."""
+        h = {"Host": self.host, **(self.headers if auth else {})}
         if json_body is not None:
             body = json.dumps(json_body)
             h["Content-Type"] = "application/json"
@@ -219,7 +221,7 @@ class Soak:
     def huge_body(self, rng):
         # Claims 64 MiB: refused from the header alone, before any byte of the body is read.
         with socket.create_connection(("127.0.0.1", self.s.port), timeout=60) as sock:
-            sock.sendall((f"POST /get_preds?model={GEN} HTTP/1.1\r\nHost: {self.s.host}\r\n"
+            sock.sendall((f"POST /get_preds?model={GEN} HTTP/1.1\r\nHost: {self.s.host}\r\n{self.s.auth_line}"
                           "Content-Type: application/json\r\nContent-Length: 67108864\r\n\r\n").encode())
             data = b""
             while b"\r\n\r\n" not in data:
@@ -262,7 +264,7 @@ class Soak:
 
     def cancel_mid_body(self, rng):
         with socket.create_connection(("127.0.0.1", self.s.port), timeout=60) as sock:
-            sock.sendall((f"POST /get_preds?model={SAL} HTTP/1.1\r\nHost: {self.s.host}\r\n"
+            sock.sendall((f"POST /get_preds?model={SAL} HTTP/1.1\r\nHost: {self.s.host}\r\n{self.s.auth_line}"
                           "Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"inputs\": [").encode())
         self.record("cancel_mid_body", 0)
 
@@ -270,7 +272,7 @@ class Soak:
         k = next(self.fresh) * 7919 + rng.randrange(1000)
         body = json.dumps(_inputs({"prompt": f"Spell {k}.", "target": f" {k}"})).encode()
         with socket.create_connection(("127.0.0.1", self.s.port), timeout=60) as sock:
-            sock.sendall((f"POST /get_preds?model={SAL} HTTP/1.1\r\nHost: {self.s.host}\r\nContent-Type:"
+            sock.sendall((f"POST /get_preds?model={SAL} HTTP/1.1\r\nHost: {self.s.host}\r\n{self.s.auth_line}Content-Type:"
                           f" application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
         self.record("cancel_before_answer", 0)
 
