@@ -104,6 +104,13 @@ def test_lit_trace_follows_the_salience_target(client, default_lm):
     assert res["after"]["trace"]["output"]["target_prob"] != res["before"]["trace"]["output"]["target_prob"]
     assert res["before"]["generation"]["text"].strip() and res["before"]["top_salient"]
     assert res["interventions"] == [{"layer": sub["layer"], "index": sub["index"], "mode": "off"}]
+    # In steps; the before side reused what the server had (the trace just requested, the generation).
+    assert [(s["name"], s["state"]) for s in res["steps"]] == [("trace", "done"), ("generate", "done"),
+                                                                ("salience", "done")]
+    assert res["steps"][0]["before"] == "cached" and res["steps"][1]["before"] == "cached"
+    assert res["before"]["trace"] == out
+    status = _preds(client, INTERVENE, {**data, "inside_action": "status"}, id_="ivstatus")["inside_intervention"]
+    assert status == {"action": "status", "job": None}  # the run is over
     assert "inside_t" in _error(client, TRACE, {**data, "inside_t": 999}, id_="t999")
     assert "not JSON" in _error(client, INTERVENE, {**data, "interventions": "[{"}, id_="badjson")
     assert "No interventions" in _error(client, INTERVENE, data, id_="none")
