@@ -29,7 +29,7 @@ from typing import Any
 
 from lit_nlp.api import types as lit_types
 
-from lit_app import fields, models
+from lit_app import explain, fields, models
 
 # Largest --max_new_tokens the server accepts (generation is one token at a time on the
 # shared model; beyond this one request could hold the model for many minutes on CPU).
@@ -51,6 +51,10 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
 # contrastive target).
 _TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
 MAX_NEW_TOKENS_FIELD = "max_new_tokens"
+# JSON bodies: deepest nesting and longest number literal accepted (LIT's requests nest about 6 deep;
+# beyond these Python's parser raises RecursionError / a digit-limit ValueError, which were 500s).
+MAX_JSON_DEPTH = 64
+MAX_NUMBER_CHARS = 40
 
 
 class Rejected(Exception):
@@ -144,17 +148,49 @@ def set_body(environ: dict[str, Any], body: bytes) -> None:
     environ.pop("HTTP_TRANSFER_ENCODING", None)
 
 
+def _number(text: str, kind: type) -> Any:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise Rejected(400, f"The request body has a number of {len(text):,} characters; this server accepts"
+                            f" numbers of up to {MAX_NUMBER_CHARS} characters.")
+    return kind(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise Rejected(400, f"The request body has {name}, which is not JSON; send a finite number.")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (iterative: never recurses)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= MAX_JSON_DEPTH:
+                stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def parse_json(body: bytes) -> Any:
-    """The JSON value of a request body (None when empty); 400 when it is not JSON."""
+    """The JSON value of a request body (None when empty); 400 when it is not JSON, nests deeper
+    than MAX_JSON_DEPTH, or has a number longer than MAX_NUMBER_CHARS, NaN or Infinity."""
     if not body.strip():
         return None
+    deep = Rejected(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels; this server accepts up to"
+                         f" {MAX_JSON_DEPTH}.")
     try:
-        return json.loads(body.decode("utf-8"))
+        value = json.loads(body.decode("utf-8"), parse_int=lambda t: _number(t, int),
+                           parse_float=lambda t: _number(t, float), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise Rejected(400, "The request body is not UTF-8 JSON.") from None
     except json.JSONDecodeError as e:
         raise Rejected(400, f"The request body is not valid JSON ({e.msg} at line {e.lineno},"
                             f" column {e.colno}).") from None
+    except RecursionError:
+        raise deep from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise deep
+    return value
 
 
 def _whole_number(value: Any) -> int | None:
@@ -203,10 +239,43 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
     chat = data.get(fields.CHAT)
     if chat is not None and chat != "" and not isinstance(chat, bool) and str(chat).lower() not in ("true", "false"):
         raise Rejected(400, f'{where}: field "{fields.CHAT}" must be true or false, got {chat!r}.')
-    for name in (fields.TARGET_SPAN, "detail"):
+    for name in (fields.TARGET_SPAN, fields.DETAIL):
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
+    detail = data.get(fields.DETAIL)
+    if detail is not None and detail not in models.DETAIL_MODES:
+        raise Rejected(400, f'{where}: field "{fields.DETAIL}" is {_shown(detail)}; use one of'
+                            f' {", ".join(repr(m) for m in models.DETAIL_MODES)}.')
+    _validate_explain_fields(data, limits, where)
+
+
+def _shown(value: Any, chars: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= chars else text[:chars] + "..."
+
+
+def _validate_explain_fields(data: Mapping[str, Any], limits: Limits, where: str) -> None:
+    """The explain model's inputs (lit_app/explain.py), checked before it generates anything."""
+    action = data.get(explain.ACTION)
+    if action is not None and action != "" and action not in explain.ACTIONS:
+        raise Rejected(400, f'{where}: field "{explain.ACTION}" is {_shown(action)}; use one of'
+                            f' {", ".join(explain.ACTIONS)}.')
+    steps = data.get(explain.STEPS)
+    if steps is not None and steps != "":
+        n = _whole_number(steps)
+        if n is None or not 1 <= n <= explain.MAX_STEPS:
+            raise Rejected(400, f'{where}: field "{explain.STEPS}" is {_shown(steps)}; use a whole number from 1'
+                                f" to {explain.MAX_STEPS}.")
+    tolerance = data.get(explain.IG_TOLERANCE)
+    if tolerance is not None and tolerance != "":
+        try:
+            t = float(tolerance) if not isinstance(tolerance, bool) else float("nan")
+        except (TypeError, ValueError):
+            t = float("nan")
+        if not 0 < t <= 1:
+            raise Rejected(400, f'{where}: field "{explain.IG_TOLERANCE}" is {_shown(tolerance)}; use a relative'
+                                " error above 0 and at most 1 (0.05 = 5 %).")
 
 
 def _names(names: Callable[[], Collection[str]] | None) -> Collection[str] | None:
@@ -220,11 +289,13 @@ def validate_request(
     limits: Limits,
     model_names: Callable[[], Collection[str]] | None = None,
     dataset_names: Callable[[], Collection[str]] | None = None,
+    example_ids: Callable[[str], Collection[str]] | None = None,
 ) -> None:
     """Checks a LIT API request (path, query parameters, parsed JSON body); raises Rejected(400).
 
     Names of models and datasets are checked when `model_names` /
-    `dataset_names` are given (callables, since LIT can add models at run time).
+    `dataset_names` are given (callables, since LIT can add models at run time);
+    example ids sent with `?dataset_name=` when `example_ids(dataset)` is given.
     """
     if data is not None and not isinstance(data, dict):
         raise Rejected(400, f"The request body must be a JSON object, got {type(data).__name__}.")
@@ -263,6 +334,10 @@ def validate_request(
             validate_example(ex, limits, f"inputs[{i}]")
             continue
         if isinstance(ex, str) and dataset:  # an example id, looked up in the dataset by LIT
+            ids = example_ids(dataset) if example_ids is not None and path != "/create_dataset" else None
+            if ids is not None and ex not in ids:
+                raise Rejected(400, f"inputs[{i}] is the example id {_shown(ex)}, which dataset {dataset!r} does not"
+                                    " have. Fix: send the example itself, {\"id\": ..., \"data\": {...}}.")
             continue
         if not isinstance(ex, dict):
             raise Rejected(400, f"inputs[{i}] must be an object like {{\"id\": \"...\", \"data\": {{...}}}},"
@@ -271,6 +346,10 @@ def validate_request(
         if not isinstance(ex_data, dict):
             raise Rejected(400, f'inputs[{i}] has no "data" object. Fix: send {{"id": "...", "data": {{...}}}}.')
         validate_example(ex_data, limits, f"inputs[{i}]")
+        if dataset and path != "/create_dataset" and ex.get("id") != ex_data.get("_id"):
+            # LIT checks this for every request with ?dataset_name= (its IndexedInput) and answered 500.
+            raise Rejected(400, f'inputs[{i}] has "id" {_shown(ex.get("id"))} but "data"."_id"'
+                                f' {_shown(ex_data.get("_id"))}; with ?dataset_name= both must be the same id.')
 
 
 # Input values that only read or cancel a background job, without the model: the salience

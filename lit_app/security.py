@@ -75,6 +75,14 @@ _PATH_KEY = re.compile(r"(path|file|dir|directory|filename)$", re.IGNORECASE)
 # LIT appends these to a save/load path (lit_nlp.api.dataset.LIT_FILE_EXTENSION / LIT_SPEC_EXTENSION).
 _LIT_SUFFIXES = ("", ".lit.jsonl", ".lit.jsonl.spec", ".spec")
 _MAX_MESSAGE_CHARS = 600
+# WSGI environ key where lit_app.server's handlers leave a client-mistake exception (models.RequestError):
+# LIT answers it with 500; the middleware answers 400 (409 for a request a newer one cancelled).
+CLIENT_ERROR_KEY = "sequence_salience.client_error"
+# LIT 1.3.1's own checks of missing request parameters (ValueError -> 500 in LIT): client mistakes.
+_LIT_PARAMETER_ERRORS = re.compile(r"^(Must provide a |No config specified|No base model specified|Unknown or missing"
+                                   r" name )")
+# Absolute server paths in an error message (two or more segments), replaced before it leaves the server.
+_SERVER_PATH = re.compile(r"(?<![\w:/.~-])(/[\w.~+@-]+){2,}/?")
 # Seconds a connection may stall while sending its request or reading the answer.
 SOCKET_TIMEOUT_S = 120
 _SAFE_HEADERS = (
@@ -514,6 +522,7 @@ class SecureApp:
         self.limits = config.limits
         self.model_names = model_names or getattr(app, "model_names", None)
         self.dataset_names = dataset_names or getattr(app, "dataset_names", None)
+        self.example_ids = getattr(app, "example_ids", None)
         self.paths = PathConfiner(config.data_dir) if config.data_dir else None
         self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
         self.api_paths = api_paths
@@ -613,6 +622,18 @@ class SecureApp:
 
     # -- WSGI --------------------------------------------------------------
 
+    def public_message(self, message: str) -> str:
+        """`message` without server paths: inside --data_dir relative to it, any other one as <server path>."""
+        root = self.config.data_dir
+
+        def one(m: re.Match) -> str:
+            path = m.group(0)
+            if root and os.path.commonpath([root, os.path.normpath(path)]) == root:
+                return os.path.relpath(path, root)
+            return "<server path>"
+
+        return _SERVER_PATH.sub(one, message)
+
     def _reject(self, environ: dict[str, Any], start_response: Callable[..., Any], err: Rejected) -> list[bytes]:
         logger.warning("%s %s %s -> %d: %s", environ.get("REMOTE_ADDR", "?"), environ.get("REQUEST_METHOD"),
                        redact(environ.get("PATH_INFO", "")), err.status, redact(err.message))
@@ -671,7 +692,8 @@ class SecureApp:
             if path in FILE_PATH_ENDPOINTS and self.paths is None:
                 self._confine(path, query, None)  # raises: off without --data_dir
             data = limits_lib.parse_json(limits_lib.read_body(environ, self.limits.max_body_bytes))
-            limits_lib.validate_request(path, query, data, self.limits, self.model_names, self.dataset_names)
+            limits_lib.validate_request(path, query, data, self.limits, self.model_names, self.dataset_names,
+                                        self.example_ids)
             if path in FILE_PATH_ENDPOINTS:
                 query, new_data = self._confine(path, query, data)
                 if new_data is not data:
@@ -709,6 +731,9 @@ class SecureApp:
             if close is not None:
                 close()
         message, details = lit_error_message(text)
+        if status == 500 and (environ.get(CLIENT_ERROR_KEY) is not None or _LIT_PARAMETER_ERRORS.match(message)):
+            status = 409 if message.startswith("Cancelled") else 400  # the client's mistake, not a server fault
+        message = self.public_message(message)
         if details:
             logger.error("%s %s failed: %s\n%s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
                          message, details)

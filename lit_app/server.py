@@ -19,12 +19,13 @@ is required on every bind unless --no_token (loopback only): the printed URL car
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from lit_nlp import app as lit_app_lib
@@ -42,6 +43,8 @@ logger = logging.getLogger("lit_app.server")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5432
 PAGE_TITLE = "Sequence Salience"
+# WSGI environ key under which a handler leaves a client-mistake exception (models.RequestError).
+CLIENT_ERROR_KEY = security.CLIENT_ERROR_KEY
 
 _ONBOARD_DOC = """
 # Sequence Salience
@@ -109,6 +112,30 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
             # Nobody reads the answer (the wrapper logged why, in one line): answer nothing
             # rather than have LIT log a traceback for a request the client gave up.
             return []
+
+    def make_handler(self, fn):
+        """LIT's handler, with the wrappers' RequestError marked as the client's mistake.
+
+        LIT still answers it as "Uncaught error: ..." with status 500 (so the bare app
+        behaves as LIT does); `security.SecureApp` reads the mark (`CLIENT_ERROR_KEY`)
+        and answers 400 (409 for a request cancelled by a newer one).
+        """
+        handler = super().make_handler(fn)
+
+        @functools.wraps(handler)
+        def marked(app, request, environ):
+            try:
+                return handler(app, request, environ)
+            except models.RequestError as e:
+                environ[CLIENT_ERROR_KEY] = e
+                raise
+
+        return marked
+
+    def example_ids(self, dataset_name: str) -> Collection[str]:
+        """Ids of a served dataset's examples (read by lit_app.security.SecureApp)."""
+        dataset = self._datasets.get(dataset_name)
+        return dataset.index if dataset is not None else ()
 
     def model_names(self) -> list[str]:
         """Names of the served models (read by lit_app.security.SecureApp)."""

@@ -302,7 +302,7 @@ def test_error_bodies_are_one_line_and_the_traceback_goes_to_the_log(lit, client
     raw = Client(lit).post(query, data=json.dumps({"inputs": []}))
     assert raw.status_code == 500 and "Traceback" in raw.get_data(as_text=True)  # LIT alone leaks it
     r = post(client, query, {"inputs": []})
-    assert one_line_error(r, 500) == "Unknown or missing name 'nope' in the request"
+    assert one_line_error(r, 400) == "Unknown or missing name 'nope' in the request"  # the client's mistake
     assert "Traceback" in caplog.text and "KeyError" in caplog.text
 
 
@@ -548,3 +548,70 @@ def test_api_paths_in_other_spellings_are_refused(client, spelled):
     big = {"inputs": [{"id": "a", "data": {"prompt": "x" * 120_000}}]}
     assert one_line_error(post(client, spelled, big, ctype="text/plain"), 400)
     assert not os.path.exists(outside + ".lit.jsonl")
+
+
+# ---------------------------------------------------------------------------
+# 4xx for the client's mistakes, 5xx only for server faults.
+
+EXPLAIN_MODEL = f"_{MODEL}_explain"
+
+
+@pytest.mark.parametrize("model,data,needle", [
+    (SAL, {"prompt": "hi", "detail": "everything"}, '"detail"'),
+    (SAL, {"prompt": "hi", "detail": "x" * 5000}, '"detail"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": -1}, '"steps"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": 100000}, '"steps"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": "abc"}, '"steps"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": -1},
+     '"ig_tolerance"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": "abc"},
+     '"ig_tolerance"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "nope"}, '"explain_action"'),
+], ids=["detail", "detail-long", "steps-neg", "steps-huge", "steps-abc", "tol-neg", "tol-abc", "action"])
+def test_bad_fields_are_400_before_any_work(client, model, data, needle):
+    msg = one_line_error(preds(client, model, data), 400)
+    # "inputs[0]: field ..." is the edge's own check (limits.validate_example), before LIT or the model.
+    assert msg.startswith(f"inputs[0]: field {needle}") and "use" in msg and len(msg) < 300, msg
+
+
+def test_wrapper_request_errors_are_400_at_the_edge(client):
+    # Found by the wrapper itself (not by the edge's field checks): still the client's mistake.
+    r = preds(client, SAL, {"prompt": "What is 2+2?", "target": " 4", "target_span": "5:9"})
+    assert '"target_span"' in one_line_error(r, 400)
+
+
+@pytest.mark.parametrize("body,needle", [
+    (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
+    (b'{"inputs": ' + b"[" * 65 + b"]" * 65 + b"}", "nests deeper"),
+    (b'{"inputs": [{"id": "a", "data": {"prompt": "hi", "ig_steps": ' + b"9" * 5000 + b"}}]}", "number of 5,000"),
+    (b'{"inputs": [{"id": "a", "data": {"prompt": "hi", "ig_steps": 1.' + b"5" * 5000 + b"}}]}", "number of"),
+    (b'{"inputs": [{"id": "a", "data": {"prompt": "hi", "ig_steps": NaN}}]}', "NaN"),
+    (b'{"inputs": [{"id": "a", "data": {"prompt": "hi", "ig_steps": -Infinity}}]}', "Infinity"),
+], ids=["deep-100000", "deep-66", "int-5000-digits", "float-5000-digits", "nan", "infinity"])
+def test_json_parser_limits_are_400(client, body, needle):
+    assert needle in one_line_error(post(client, f"/get_preds?model={SAL}", body), 400)
+
+
+def test_unknown_example_ids_are_400(client):
+    r = post(client, f"/get_preds?model={TOK}&dataset_name=case_studies", {"inputs": ["no-such-id"]})
+    assert "no-such-id" in one_line_error(r, 400) and "case_studies" in one_line_error(r, 400)
+    r = post(client, f"/get_preds?model={TOK}&dataset_name=case_studies",
+             {"inputs": [{"id": "v", "data": {"prompt": "hi"}}]})
+    assert '"_id"' in one_line_error(r, 400)  # LIT: "malformed example with inconsistent ids" (500)
+    ok = {"inputs": [{"id": "v", "data": {"prompt": "hi", "_id": "v"}, "meta": {}}]}
+    assert post(client, f"/get_preds?model={TOK}&dataset_name=case_studies", ok).status_code == 200
+
+
+def test_lit_parameter_errors_are_400(client):
+    for path in ("/get_dataset", "/annotate_new_data", "/fetch_new_data"):
+        assert "Must provide" in one_line_error(post(client, path, {"inputs": []}), 400)
+
+
+def test_error_bodies_name_no_server_path(lit, data_dirs):
+    data, _ = data_dirs
+    c = secure(lit, data_dir=str(data))
+    r = post(c, "/load_datapoints?dataset_name=case_studies&path=missing/none.jsonl", {"inputs": []})
+    text = r.get_data(as_text=True)
+    assert r.status_code in (400, 404, 500) and "\n" not in text, text
+    assert str(data) not in text and str(data.parent) not in text, text
+    assert "missing/none.jsonl" in text or "<server path>" in text, text
