@@ -226,12 +226,16 @@ def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: b
             raise ss.SalienceError("The model generated an empty response (it ended its turn at once). "
                                    "Fix: give a --target to explain, or change the prompt.")
     config = ss.SalienceConfig(ig_steps=ig_steps)
-    if per_token:
-        result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
-    else:
-        t0, t1 = span if span is not None else (0, None)
+    t0, t1 = span if span is not None else (0, None)
+    if not per_token:
         result = ss.compute_span_result(lm, chat_prompt, explained, methods=methods, t0=t0, t1=t1, config=config,
                                         progress=progress)
+        return result, not isinstance(explained, str)
+    result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
+    missing = [m for m in methods if not result.has_span(m, t0, t1)]
+    if missing:  # grad_norm when the result is too large to keep its Gram tensor: one more backward
+        result = result.merged(ss.compute_span_result(lm, chat_prompt, explained, methods=missing, t0=t0, t1=t1,
+                                                      config=config))
     return result, not isinstance(explained, str)
 
 

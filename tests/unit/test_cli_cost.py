@@ -8,6 +8,7 @@ pair, then the rows sum (grad_x_input) or the Gram block (grad_norm) of its matr
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -78,6 +79,19 @@ def test_per_token_computes_every_target_and_keeps_the_matrices(folder, referenc
     for m in METHODS:
         np.testing.assert_allclose(result.matrices[m], reference.matrices[m], rtol=1e-4, atol=1e-6)
     assert f"grad_x_input: {reference.num_targets}/{reference.num_targets}" in capsys.readouterr().err
+
+
+def test_per_token_without_a_gram_tensor_adds_the_grad_norm_span_directly(folder, reference, count, tmp_path,
+                                                                          monkeypatch):
+    """A result too large to keep grad_norm's Gram tensor cannot sum its rows: one extra backward answers the span."""
+    monkeypatch.setattr(ss, "SalienceConfig", functools.partial(ss.SalienceConfig, gram_max_elements=0))
+    out = tmp_path / "full.json"
+    assert _explain(folder, "--per-token", "--json", str(out)) == cli.EXIT_OK
+    assert count.targets == reference.num_targets + 1
+    result = display.load(out)
+    assert result.grad_gram is None and set(result.matrices) == set(METHODS)
+    expected = np.sqrt(np.clip(reference.grad_gram.sum((1, 2)), 0, None))
+    np.testing.assert_allclose(result.span_salience("grad_norm"), expected, rtol=1e-4, atol=1e-6)
 
 
 def test_heatmap_needs_and_computes_the_matrices(folder, reference, count, tmp_path):
