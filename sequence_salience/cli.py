@@ -208,34 +208,41 @@ def _settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
 
 
 def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: bool | None, methods, ig_steps: int,
-                max_new_tokens: int, progress=None, span: tuple[int, int] | None = None, per_token: bool = False):
+                max_new_tokens: int, progress=None, span: tuple[int, int] | None = None, per_token: bool = False,
+                timings: dict | None = None):
     """Formats, generates (when target is None) and explains one prompt; returns (result, generated?).
 
     per_token=False (the default) computes only the salience of the target span (`span`, or the
     whole response) with compute_span_result: one forward + backward for the gradient methods.
     The result has `spans` and no `matrices`. per_token=True computes the per-token matrices with
     compute_salience (one backward per target token); every span renders from them.
+    timings: optional dict that receives the seconds spent in "generate" and "salience".
     """
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
 
     chat_prompt = lm.format_prompt(prompt, system=system or None, chat=chat)
     explained: Any = target
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
     if target is None or target == "":
         explained = lm.generate(chat_prompt, ss.GenerationConfig(max_new_tokens=max_new_tokens))
+        timings["generate"] = time.perf_counter() - start
         if not explained.ids:
             raise ss.SalienceError("The model generated an empty response (it ended its turn at once). "
                                    "Fix: give a --target to explain, or change the prompt.")
     config = ss.SalienceConfig(ig_steps=ig_steps)
     t0, t1 = span if span is not None else (0, None)
+    start = time.perf_counter()
     if not per_token:
         result = ss.compute_span_result(lm, chat_prompt, explained, methods=methods, t0=t0, t1=t1, config=config,
                                         progress=progress)
-        return result, not isinstance(explained, str)
-    result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
-    missing = [m for m in methods if not result.has_span(m, t0, t1)]
-    if missing:  # grad_norm when the result is too large to keep its Gram tensor: one more backward
-        result = result.merged(ss.compute_span_result(lm, chat_prompt, explained, methods=missing, t0=t0, t1=t1,
-                                                      config=config))
+    else:
+        result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
+        missing = [m for m in methods if not result.has_span(m, t0, t1)]
+        if missing:  # grad_norm when the result is too large to keep its Gram tensor: one more backward
+            result = result.merged(ss.compute_span_result(lm, chat_prompt, explained, methods=missing, t0=t0, t1=t1,
+                                                          config=config))
+    timings["salience"] = time.perf_counter() - start
     return result, not isinstance(explained, str)
 
 
@@ -300,7 +307,7 @@ def _explain_single(args, methods, span) -> int:
     except ss.SalienceError as e:
         _err(f"cannot load --model {args.model!r}: {e}")
         return EXIT_MODEL
-    start = time.perf_counter()
+    timings: dict[str, float] = {}
 
     def progress(method, done, total):
         print(f"\r  {method}: {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
@@ -308,16 +315,17 @@ def _explain_single(args, methods, span) -> int:
     try:
         _info("Generating ..." if args.target is None else "Explaining the given target ...")
         result, generated = explain_one(lm, prompt, args.system, args.target, False if args.raw else None, methods,
-                                        args.ig_steps, args.max_new_tokens, progress, span=span, per_token=per_token)
+                                        args.ig_steps, args.max_new_tokens, progress, span=span, per_token=per_token,
+                                        timings=timings)
     except ss.SalienceError as e:
         _err(str(e))
         return EXIT_USAGE
-    seconds = time.perf_counter() - start
+    took = f"in {timings['salience']:.1f} s" + (f" (generation: {timings['generate']:.1f} s)" if generated else "")
     if per_token:
-        _info(f"Explained {result.num_targets} response tokens one by one (per-token matrices) in {seconds:.1f} s.")
+        _info(f"Explained {result.num_targets} response tokens one by one (per-token matrices) {took}.")
     else:
-        _info(f"Explained {_span_label(result, span)} directly in {seconds:.1f} s "
-              "(no per-token matrices; --per-token computes them).")
+        _info(f"Explained {_span_label(result, span)} directly {took}; "
+              "no per-token matrices (--per-token computes them).")
     meta = {"input": {"prompt": prompt, "system": args.system or "", "target": args.target or ""},
             "settings": _settings(args, methods), "generated": generated, "matrices": per_token}
     if args.json:
