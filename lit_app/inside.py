@@ -338,10 +338,12 @@ class InsideInterveneModel(InsideTraceModel):
         publish(2, "running")
         t0 = time.perf_counter()
         method = fields.GRAD_X_INPUT_METHOD
-        values = None
-        if before_gen.ids:  # the cached whole-response span (the first highlight), else one forward + backward
-            values = self.shared.quick(at.chat, "", 0, 0, None, cancel=cancel).span_salience(method)
+        # The whole-response span the salience module computed for its first highlight (any IG /
+        # SmoothGrad counts), else one forward + backward for this one method.
+        values = self.shared.cached_span(at.chat, "", method) if before_gen.ids else None
+        reused = values is not None
         with lock:  # the model's tokenizer is used only under the model lock
+            check()
             before_sal = ssi.response_salience(lm, at.chat, before_gen, method, TOP_SALIENT, values=values)
         job.report("salience", 1, 2)
         check()
@@ -351,7 +353,7 @@ class InsideInterveneModel(InsideTraceModel):
         payload["before"] = _side_payload(before_tr, at, before_gen, before_sal, None)
         payload["after"] = _side_payload(after_tr, at, after_gen, after_sal, gen_seconds + seconds)
         job.report("salience", 2, 2)
-        publish(2, "done", seconds=seconds)
+        publish(2, "done", "cached" if reused else "computed", seconds)
         return payload
 
 

@@ -130,6 +130,11 @@ class _LRU:
                 old, _ = self._d.popitem(last=False)
                 self._bytes.pop(old, None)
 
+    def items(self) -> list[tuple[Hashable, Any]]:
+        """A snapshot of (key, value), oldest first; does not touch the order."""
+        with self._lock:
+            return list(self._d.items())
+
     @property
     def total_bytes(self) -> int:
         return sum(self._bytes.values())
@@ -605,6 +610,19 @@ class SharedLM:
             return None
         methods, config = self._methods_and_config(ig_steps, smooth_grad_samples)
         return self._results.get(self._pair_key(chat, target, explained) + (methods, config))
+
+    def cached_span(self, chat: Any, target: str, method: str, t0: int = 0, t1: int | None = None) -> Any:
+        """<float32>[N] salience of span (t0, t1) for `method` from any cached result of this prompt and
+        target (complete or partial, whatever the extra methods' counts), else None; never runs the model."""
+        explained = target or self.cached_generation(chat)
+        if explained is None:
+            return None
+        pair = self._pair_key(chat, target, explained)
+        for cache in (self._results, self._partials):
+            for key, result in reversed(cache.items()):
+                if key[:len(pair)] == pair and result.has_span(method, t0, t1):
+                    return result.span_salience(method, t0, t1)
+        return None
 
     def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None,
                  smooth_grad_samples: int = 0, cancel: Callable[[], bool] | None = None) -> Any:

@@ -97,6 +97,8 @@ def test_lit_trace_follows_the_salience_target(client, default_lm):
     assert last["ids"][0] == out["output"]["ids"][0]
     # The response is the model's greedy output, so its token t is the top prediction.
     assert out["output"]["target_rank"] == 0 and last["target_rank"] == 0
+    # The salience module's first highlight: the whole response, IG on (starts the background matrices).
+    _preds(client, fields.model_group_names(MODEL)[1], {**data, "detail": "span", "ig_steps": 4}, id_="first")
     sub = out["layers"][-1]["sub_updates"][0]
     off = json.dumps([{"layer": sub["layer"], "index": sub["index"], "mode": "off"}])
     res = _preds(client, INTERVENE, {**data, "inside_t": t, "interventions": off}, id_="iv")["inside_intervention"]
@@ -104,10 +106,11 @@ def test_lit_trace_follows_the_salience_target(client, default_lm):
     assert res["after"]["trace"]["output"]["target_prob"] != res["before"]["trace"]["output"]["target_prob"]
     assert res["before"]["generation"]["text"].strip() and res["before"]["top_salient"]
     assert res["interventions"] == [{"layer": sub["layer"], "index": sub["index"], "mode": "off"}]
-    # In steps; the before side reused what the server had (the trace just requested, the generation).
+    # In steps; the before side reused what the server had (the trace just requested, the generation and
+    # the first highlight's whole-response salience).
     assert [(s["name"], s["state"]) for s in res["steps"]] == [("trace", "done"), ("generate", "done"),
                                                                 ("salience", "done")]
-    assert res["steps"][0]["before"] == "cached" and res["steps"][1]["before"] == "cached"
+    assert [s["before"] for s in res["steps"]] == ["cached"] * 3  # trace, generation, whole-response salience
     assert res["before"]["trace"] == out
     status = _preds(client, INTERVENE, {**data, "inside_action": "status"}, id_="ivstatus")["inside_intervention"]
     assert status == {"action": "status", "job": None}  # the run is over

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from sequence_salience import inside
@@ -127,6 +128,7 @@ def test_run_equals_the_library_and_reuses_the_plain_trace(wrappers):
     assert [s["name"] for s in out["steps"]] == ["trace", "generate", "salience"]
     assert [s["state"] for s in out["steps"]] == ["done"] * 3
     assert out["steps"][0]["before"] == "cached"
+    assert out["steps"][2]["before"] == "computed"  # no salience request came first
     for side in ("before", "after"):
         got, want = out[side], getattr(ref, side)
         assert got["trace"]["output"]["probs"] == pytest.approx(list(want.trace.output.probs), rel=1e-9)
@@ -234,3 +236,22 @@ def test_a_trace_requested_during_the_generation_runs_between_tokens_on_the_plai
     assert answer[0]["after"]["generation"]["text"] == lm.tokenizer.decode(
         list(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config).ids))
     assert inside.count_hooks(lm.model) == 0
+
+
+def test_the_before_salience_comes_from_the_salience_modules_first_highlight(wrappers):
+    """A whole-response span cached with other IG/SmoothGrad counts (as the salience module asks) is reused."""
+    lm, _ = wrappers
+    shared = models.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    run = lit_inside.make_inside_models(shared, "tiny")["_tiny_inside_intervene"]
+    chat = shared.format_prompt({"prompt": PROMPT})
+    gen = shared.generate(chat)
+    assert shared.cached_span(chat, "", "grad_x_input") is None
+    first = shared.quick(chat, "", 2, 0, None, smooth_grad_samples=2)  # the first highlight, IG and SmoothGrad on
+    cached = shared.cached_span(chat, "", "grad_x_input")
+    assert cached is not None and np.array_equal(cached, first.span_salience("grad_x_input"))
+    assert shared.cached_span(chat, "", "grad_x_input", 0, 1) is None  # another span is not answered
+    out = _one(run, prompt=PROMPT, inside_t=0, interventions=json.dumps(IVS))[lit_inside.INTERVENTION]
+    assert out["steps"][2]["before"] == "cached"
+    ref = inside.response_salience(lm, chat, gen, "grad_x_input", lit_inside.TOP_SALIENT)  # recomputed
+    assert [x[:2] for x in out["before"]["top_salient"]] == [list(x[:2]) for x in ref.top_salient]
+    assert [x[2] for x in out["before"]["top_salient"]] == pytest.approx([x[2] for x in ref.top_salient], rel=1e-4)
