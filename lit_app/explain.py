@@ -6,8 +6,9 @@ One hidden LIT model per loaded model, `_<name>_explain`. Its input is the datap
 (prompt, system, target, chat) plus `explain_action` and that action's settings; its one
 output, `explain`, is a JSON object (docs/architecture.md, "Explain payload").
 
-Actions: "curves", "reduce", "flips", "contrastive", "ig_auto" run on the model (under the shared lock,
-letting waiting requests go first between batches); "status" and "cancel" never wait for
+Actions: "curves", "reduce", "flips", "contrastive", "ig_auto" run on the model as background work of
+the shared scheduler (lit_app/scheduler.py: waiting clicks, traces and first highlights go first
+between its batches); "status" and "cancel" never wait for
 it. One test runs at a time: a new one cancels the one running (the user moved on), and
 "cancel" stops it; "status" reports its stage and progress for the browser to poll.
 """
@@ -103,9 +104,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
 
         def progress(stage: str, done: int, total: int) -> None:
             job.report(stage, done, total)
-            yield_to = getattr(lock, "yield_to_waiting", None)
-            if yield_to is not None:
-                yield_to()  # a click in the salience module need not wait for the whole test
+            lock.yield_to_waiting()  # a click in the salience module need not wait for the whole test
 
         return progress, job.cancelled.is_set
 
@@ -126,7 +125,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         start = time.perf_counter()
         try:
             explained = self._shared._explained(chat, target)  # pylint: disable=protected-access
-            with self._shared.lock:
+            with self._shared.lock.background():  # clicks go first between its batches
                 out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel)
         except ss.ComputationCancelled:
             out = {"cancelled": True}

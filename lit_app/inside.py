@@ -12,8 +12,8 @@ architecture and the background value index):
 * `_<name>_inside_search`     `query` -> value vectors promoting it, and the index's build progress
 
 The value index is never built at server start: the first search starts it on
-a worker thread (it reads weights only, no forward pass, so it takes no model
-lock); searches answer from the layers built so far and report progress, so
+a worker thread (it reads weights only, no forward pass); each layer is built as a
+background slice of the model scheduler, so clicks and traces go first; searches answer from the layers built so far and report progress, so
 the UI polls until the index is complete. The payloads are documented in
 docs/architecture.md ("Inside the model").
 """
@@ -112,7 +112,8 @@ class InsideState:
     def __init__(self, shared: SharedLM, index_top_k: int = ssi.value_index.DEFAULT_TOP_K):
         self.shared = shared
         self._arch: ssi.Architecture | None = None
-        self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k)
+        # Background work: each layer is built as one slice of the shared scheduler, so clicks go first.
+        self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k, hold=shared.lock.background)
         self._traces: collections.OrderedDict[tuple, ssi.Trace] = collections.OrderedDict()
         self._traces_lock = threading.Lock()
 
@@ -200,6 +201,10 @@ class InsideTraceModel(_Wrapper):
         return {TRACE: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
+        with self.shared.lock:  # interactive, held from locating the token to the trace: no slice in between
+            return self._trace(ex)
+
+    def _trace(self, ex: JsonDict) -> JsonDict:
         at = self.state.locate(ex)
         interventions = parse_interventions(ex.get(INTERVENTIONS))
         with self.shared.lock:

@@ -36,7 +36,9 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
+from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import disconnect, fields, generation_cache, progressive
+from lit_app.scheduler import ModelScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -143,72 +145,9 @@ class _LRU:
         return len(self._d)
 
 
-class FairLock:
-    """A re-entrant lock granted in arrival order.
-
-    LIT's data table asks the generation model for every example of the
-    dataset in one request when the page loads; with a plain lock that thread
-    re-acquires the model after each example and starves the user's salience
-    request. With this lock a waiting request gets the model after the current
-    example at most.
-    """
-
-    def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: collections.deque[object] = collections.deque()
-        self._owner: int | None = None
-        self._depth = 0
-
-    def acquire(self) -> bool:
-        me = threading.get_ident()
-        with self._cond:
-            if self._owner == me:
-                self._depth += 1
-                return True
-            ticket = object()
-            self._queue.append(ticket)
-            while self._owner is not None or self._queue[0] is not ticket:
-                self._cond.wait()
-            self._queue.popleft()
-            self._owner, self._depth = me, 1
-            return True
-
-    def release(self) -> None:
-        with self._cond:
-            if self._owner != threading.get_ident():
-                raise RuntimeError("FairLock released by a thread that does not hold it.")
-            self._depth -= 1
-            if self._depth == 0:
-                self._owner = None
-                self._cond.notify_all()
-
-    def yield_to_waiting(self) -> None:
-        """Lets every thread already waiting have the lock first, then takes it back.
-
-        For long work that holds the lock (background salience matrices): called
-        between chunks, it bounds a waiting request's delay to one chunk. Only the
-        owner may call it, and only at depth 1.
-        """
-        me = threading.get_ident()
-        with self._cond:
-            if self._owner != me:
-                raise RuntimeError("FairLock.yield_to_waiting called by a thread that does not hold it.")
-            if not self._queue or self._depth != 1:
-                return
-        self.release()
-        self.acquire()
-
-    def __enter__(self) -> "FairLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def locked(self) -> bool:
-        """True while some thread holds the lock."""
-        with self._cond:
-            return self._owner is not None
+# The model lock: interactive requests before background slices (lit_app/scheduler.py).
+# `FairLock` is its former name (a lock granted in arrival order, without priorities).
+FairLock = ModelScheduler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -418,7 +357,7 @@ def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
     return t0, t1
 
 
-def _tokenizer_twin(lm: Any, model_lock: FairLock) -> tuple[Any, Any]:
+def _tokenizer_twin(lm: Any, model_lock: ModelScheduler) -> tuple[Any, Any]:
     """(a LanguageModel sharing `lm`'s weights with its own copy of the tokenizer, the lock that copy is
     used under); (lm, model_lock) when the tokenizer cannot be copied or `lm` is not a dataclass."""
     if not dataclasses.is_dataclass(lm) or getattr(lm, "tokenizer", None) is None:
@@ -433,7 +372,7 @@ def _tokenizer_twin(lm: Any, model_lock: FairLock) -> tuple[Any, Any]:
 
 
 class BlockingCancel:
-    """When a blocking request (every matrix at once, `detail=""`) stops, within one chunk.
+    """When a blocking request (every matrix at once, `detail=""`) stops, within one slice.
 
     It stops when its HTTP client has disconnected (`lit_app.disconnect`: the page was
     closed, a script was interrupted or timed out), or when the user selected another
@@ -462,10 +401,12 @@ class BlockingCancel:
 class SharedLM:
     """One loaded `sequence_salience` LanguageModel shared by all wrappers.
 
-    `lock` serializes every use of the model (generation, salience and the
-    tokenization they do), so concurrent LIT requests queue instead of
-    interfering. Background jobs (`jobs`, lit_app/progressive.py) hold it one
-    chunk at a time.
+    `lock` (a `ModelScheduler`, lit_app/scheduler.py) serializes every use of the
+    model (generation, salience and the tokenization they do), so concurrent LIT
+    requests queue instead of interfering; what a person waits for (`with lock:`)
+    goes before background work (`with lock.background():`), which holds it one
+    time slice at a time (`slice_s`): the matrix jobs (`jobs`, lit_app/progressive.py),
+    blocking every-matrix requests, explanation tests, the value-index build.
 
     Requests that only need tokens (`format_prompt`, `tokens`: the tokenizer
     model, and the first step of every other request) do not wait for it: they
@@ -485,6 +426,7 @@ class SharedLM:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         disk_cache: bool | str = True,
         heartbeat_s: float = progressive.DEFAULT_HEARTBEAT_S,
+        slice_s: float = DEFAULT_SLICE_S,
     ):
         """Args:
           lm: a loaded `sequence_salience.LanguageModel`.
@@ -496,13 +438,19 @@ class SharedLM:
           disk_cache: keep generations on disk (True: under the library's cache dir;
             a path: there; False: memory only), so a restarted server shows them at once.
           heartbeat_s: a background job nobody polls for this long is cancelled.
+          slice_s: model time of one background slice (seconds): every-matrix computations
+            run in slices of about this long and let waiting clicks have the model between
+            them (sequence_salience/slices.py, lit_app/scheduler.py).
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
         self.lm = lm
         self.salience_config = salience_config if salience_config is not None else ss.SalienceConfig()
         self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
-        self.lock = FairLock()
+        if not slice_s > 0:
+            raise ValueError(f"slice_s={slice_s}; it must be a positive number of seconds (e.g. 0.4).")
+        self.slice_s = float(slice_s)
+        self.lock = ModelScheduler()
         self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)
         self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
         self._generations = _LRU(cache_size)
@@ -628,35 +576,39 @@ class SharedLM:
                  smooth_grad_samples: int = 0, cancel: Callable[[], bool] | None = None) -> Any:
         """SalienceResult for prompt + target (the greedy response when target is empty), cached.
 
+        Every matrix is background work for the scheduler: it runs in time slices of
+        `slice_s` and lets waiting interactive requests (clicks, traces, the first
+        highlight) use the model between slices.
+
         ig_steps, smooth_grad_samples: counts of the extra methods (0: not computed).
-        job: when given (a background job), progress goes to it, it is checked for
-          cancellation after every chunk, and waiting requests get the model between chunks.
+        job: when given (a background job), progress goes to it and it is checked for
+          cancellation after every slice.
         cancel: without a job (a blocking request), checked once the model is ours and after
-          every chunk (`BlockingCancel`); raises ComputationCancelled when it returns True.
+          every slice (`BlockingCancel`); raises ComputationCancelled when it returns True.
         """
         explained = self._explained(chat, target)
         methods, config = self._methods_and_config(ig_steps, smooth_grad_samples)
         key = self._pair_key(chat, target, explained) + (methods, config)
         result = self._results.get(key)
         if result is None:
-            with self.lock:
+            with self.lock.background():
                 result = self._results.get(key)
                 if result is None:
+                    log = _log_progress()
                     if job is None:
-                        logger.info("Blocking salience request: computing every matrix (%s) under the model lock.",
+                        logger.info("Blocking salience request: computing every matrix (%s) in background slices.",
                                     ", ".join(methods))
-                        progress = _log_progress()
                     else:
-                        log = _log_progress()
-
-                        def progress(method: str, done: int, total: int) -> None:
-                            job.report(done, total)
-                            log(method, done, total)
-                            self.lock.yield_to_waiting()
-
                         cancel = job.should_stop
-                    result = ss.compute_salience(
-                        self.lm, chat, explained, methods=methods, config=config, progress=progress, cancel=cancel)
+
+                    def progress(method: str, done: int, total: int) -> None:
+                        if job is not None:
+                            job.report(done, total)
+                        log(method, done, total)
+                        self.lock.yield_to_waiting()  # clicks that arrived during the slice go now
+
+                    result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config,
+                                                 progress=progress, cancel=cancel, slice_s=self.slice_s)
                     self._results.put(key, result)
         return result
 

@@ -4,10 +4,12 @@ The first highlight comes from one forward + backward for the span on screen
 (`SharedLM.quick`); the full [T, N] matrices that make retargeting instant are
 computed here, in a worker thread, while the user already reads the map:
 
-* One worker runs jobs in order; a job holds the model lock only between
-  chunks of targets: after each chunk it lets waiting requests (a span the user
-  clicked, a generation) use the model first (`FairLock.yield_to_waiting`).
-* Stale work stops within one chunk: a job is cancelled when the user focuses
+* One worker runs jobs in order; a job is background work for the model
+  scheduler (lit_app/scheduler.py): it runs in time slices of bounded model time
+  (`SharedLM.slice_s`, sequence_salience/slices.py) and after each slice every
+  waiting interactive request (a span the user clicked, a trace, a generation)
+  uses the model first (`ModelScheduler.yield_to_waiting`).
+* Stale work stops within one slice: a job is cancelled when the user focuses
   another datapoint (`focus`), when a newer IG job of the same datapoint
   replaces it, or when nobody has polled it for `heartbeat_s` seconds (the page
   was closed).
@@ -68,7 +70,7 @@ class Job:
         self._cancel.set()
 
     def should_stop(self) -> bool:
-        """The `cancel` check given to the core library (called between chunks)."""
+        """The `cancel` check given to the core library (called between slices)."""
         if not self._cancel.is_set() and time.monotonic() - self.last_seen > self.heartbeat_s:
             logger.info("Nobody polled the %s job for %.0f s: cancelling it.", self.kind, self.heartbeat_s)
             self._cancel.set()
@@ -207,7 +209,7 @@ def _stop_at_exit(timeout_s: float = EXIT_WAIT_S) -> None:
     The worker is a daemon thread: if the interpreter exited while it was inside a torch
     backward, torch's thread pool would be torn down under it and the process would abort
     ("terminate called without an active exception", exit code 134) after a clean run.
-    A cancelled job stops within one chunk, so this waits at most one chunk.
+    A cancelled job stops within one slice, so this waits at most one slice.
     """
     deadline = time.monotonic() + timeout_s
     for jobs in list(_ALL_QUEUES):

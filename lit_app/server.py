@@ -209,6 +209,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to serve on.")
     p.add_argument("--max_new_tokens", type=int, default=models.DEFAULT_MAX_NEW_TOKENS,
                    help="Longest generated response, in tokens.")
+    p.add_argument("--slice_s", type=float, default=models.DEFAULT_SLICE_S,
+                   help="Model time of one background slice, in seconds: clicks wait at most about this long"
+                        " for background work (the per-token matrices, explanation tests).")
     p.add_argument("--device", default="cpu", help='"cpu", "cuda", "cuda:N" or "auto".')
     p.add_argument("--dtype", default="float32", help='"float32", "bfloat16" or "float16".')
     p.add_argument("--device_map", default=None,
@@ -220,6 +223,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="Where to build the UI's static files (git-ignored).")
     security.add_flags(p)
     args = p.parse_args(argv)
+    if not args.slice_s > 0:
+        p.error(f"--slice_s is {args.slice_s}; use a positive number of seconds, e.g. 0.4.")
     if not 1 <= args.max_new_tokens <= limits.MAX_NEW_TOKENS_CAP:
         p.error(f"--max_new_tokens is {args.max_new_tokens}; use 1 to {limits.MAX_NEW_TOKENS_CAP}.")
     if not 0 < args.port < 65536:
@@ -252,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     logger.info("Model ready after %.1f s.", time.perf_counter() - start)
 
-    shared = models.SharedLM(lm, max_new_tokens=args.max_new_tokens)
+    shared = models.SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s)
     name = model_short_name(args.model)
     app = build_app(inside_models.with_inside(models.make_models(shared, name), shared, name), lit_datasets, client_root)
     sec = security.config_from_args(args)

@@ -16,6 +16,7 @@ from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import get_method
 from sequence_salience.methods.base import ModelInputs, SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.slices import SliceSizer, make_sizer
 from sequence_salience.text import ChatPrompt, TokenizedText
 
 DEFAULT_METHODS = ("grad_norm", "grad_x_input")
@@ -274,12 +275,16 @@ def compute_salience_batch(
     padding_side: str = "right",
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    slice_s: float | SliceSizer | None = None,
 ) -> list[SalienceResult]:
     """Salience for several (prompt, target) pairs in one padded batch (see compute_salience)."""
     methods = _validate_methods(methods)
     prepared = [_prepare_pair(lm, p, t) for p, t in pairs]
     inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
     cache: dict = {}
+    sizer = make_sizer(slice_s)
+    if sizer is not None:
+        cache["sizer"] = sizer  # one sizer for every method: a unit costs one target's backward over one row
     outputs = {}
     num_t = inputs.target_ids.shape[1]
     for name in methods:
@@ -305,6 +310,7 @@ def compute_salience(
     config: SalienceConfig = SalienceConfig(),
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    slice_s: float | SliceSizer | None = None,
 ) -> SalienceResult:
     """Salience of every prompt (and earlier target) token for every target token.
 
@@ -320,8 +326,18 @@ def compute_salience(
         work use the model.
       cancel: optional check, called before each method and after each chunk; when it returns
         True the computation stops there and raises ComputationCancelled.
+      slice_s: None (default): chunks of `config.target_chunk_size` targets (and
+        `ig_step_chunk_size` steps or samples), capped by `chunk_token_budget`. A number of
+        seconds (or a `slices.SliceSizer`): time slices instead: the forward is one slice and
+        each later one a batched backward over as many targets (and, for IG and SmoothGrad,
+        steps or samples per forward) as take about `slice_s` seconds, sized from the measured
+        cost of the previous slice and still capped by `chunk_token_budget`; `progress` and
+        `cancel` run after every slice. The results are the same either way (only how the
+        same gradients are batched changes; see sequence_salience/slices.py for why the
+        forward is shared across slices).
     """
-    return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress, cancel=cancel)[0]
+    return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress, cancel=cancel,
+                                  slice_s=slice_s)[0]
 
 
 def _span_inputs(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation, t0: int,

@@ -31,6 +31,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from typing import Any, ContextManager
 
 import numpy as np
 import torch
@@ -212,6 +213,7 @@ def build_value_index(
     path: pathlib.Path | None = None,
     stop: threading.Event | None = None,
     _on_layer: Callable[[ValueIndex], None] | None = None,
+    hold: Callable[[], ContextManager[Any]] | None = None,
 ) -> ValueIndex:
     """Builds the index for every layer and writes it to `path` (default: `index_path`), atomically.
 
@@ -221,6 +223,8 @@ def build_value_index(
       progress: progress(layers_done, num_layers) after each layer.
       path: where to write; None uses the cache directory.
       stop: set it to cancel between layers (raises SalienceError).
+      hold: optional; each layer is built inside `with hold():` (a server passes its
+        scheduler's background turn, so that requests people wait for run between layers).
     """
     if top_k < 1:
         raise SalienceError(f"top_k={top_k}; it must be at least 1.")
@@ -235,7 +239,8 @@ def build_value_index(
     for layer in range(n):
         if stop is not None and stop.is_set():
             raise SalienceError("The value-index build was cancelled.")
-        top_ids[layer], top_scores[layer] = build_layer(arch, layer, k)
+        with hold() if hold is not None else contextlib.nullcontext():
+            top_ids[layer], top_scores[layer] = build_layer(arch, layer, k)
         if _on_layer is not None:
             _on_layer(ValueIndex(key, top_ids, top_scores, layer + 1))
         if progress is not None:
@@ -311,11 +316,14 @@ class BackgroundValueIndex:
 
     `start()` returns at once; `status()` reports progress; `snapshot()` gives
     the layers built so far (searchable while the rest builds). Building reads
-    weights only (no forward pass), so it needs no model lock.
+    weights only (no forward pass), so it needs no model lock; `hold` (optional) is
+    entered around each layer, so a server can run it as background slices.
     """
 
-    def __init__(self, lm: LanguageModel, top_k: int = DEFAULT_TOP_K, directory: pathlib.Path | None = None):
+    def __init__(self, lm: LanguageModel, top_k: int = DEFAULT_TOP_K, directory: pathlib.Path | None = None,
+                 hold: Callable[[], ContextManager[Any]] | None = None):
         self.lm = lm
+        self.hold = hold
         self.top_k = top_k
         self.directory = directory
         self._lock = threading.Lock()
@@ -374,7 +382,8 @@ class BackgroundValueIndex:
             if index is None:
                 with self._lock:
                     self._state = "building"
-                index = build_value_index(self.lm, self.top_k, self._progress, path, self._stop, self._partial)
+                index = build_value_index(self.lm, self.top_k, self._progress, path, self._stop, self._partial,
+                                          hold=self.hold)
             with self._lock:
                 self._index, self._state = index, "ready"
                 self._done = self._total = index.num_layers

@@ -18,6 +18,7 @@ import torch
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import ModelInputs
+from sequence_salience.slices import SliceSizer
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ def per_target_gradients(
     reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
     backward: str = "vmap",
     on_chunk: Callable[[int], None] | None = None,
+    sizer: SliceSizer | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of each target token's log-prob w.r.t. the input embeddings.
 
@@ -87,18 +89,32 @@ def per_target_gradients(
         they are stored (IG sums over steps here, keeping memory at [T, B, L, D]).
       backward: "vmap" or "loop" (resolved, see resolve_backward).
       on_chunk: called with the number of targets finished after each chunk (progress).
+      sizer: time slices (sequence_salience/slices.py): each chunk then has as many targets
+        as fit the sizer's target time (measured on the previous chunk), at most chunk_size
+        (the memory cap), and on_chunk(0) also runs once after the forward. The forward's
+        graph is kept across chunks either way, so the gradients are the same.
     Returns:
       logprobs: <float32>[M, T] (detached).
       grads: <float32>[T, M, L, D], or reduce's output shape stacked over T.
     """
     e = embeds.detach().requires_grad_(True)
     with torch.enable_grad():
+        start = sizer.clock() if sizer is not None else 0.0
         logp = target_logprobs(inputs, e)  # [M, T]
         num_rows, num_targets = logp.shape
         weights = torch.ones(num_rows, device=logp.device) if row_weights is None else row_weights.to(logp.device)
         chunks = []
-        for c0 in range(0, num_targets, chunk_size):
-            c = min(chunk_size, num_targets - c0)
+        if sizer is not None:
+            sizer.estimate(num_rows, sizer.clock() - start)  # a backward row costs about a forward row
+            if on_chunk is not None:
+                on_chunk(0)  # the forward was a slice of its own
+        c0 = 0
+        while c0 < num_targets:
+            if sizer is None:
+                c = min(chunk_size, num_targets - c0)
+            else:
+                c = max(1, min(chunk_size, num_targets - c0, sizer.units(chunk_size * num_rows) // num_rows))
+                start = sizer.clock()
             grad_out = torch.zeros(c, num_rows, num_targets, device=logp.device)  # [c, M, T]
             ar = torch.arange(c, device=logp.device)
             grad_out[ar, :, c0 + ar] = weights[None, :]
@@ -108,6 +124,9 @@ def per_target_gradients(
                 g = _batched_grad(logp, e, grad_out)  # [c, M, L, D]
             g = g.float()
             chunks.append(reduce(g) if reduce is not None else g)
+            if sizer is not None:
+                sizer.record(c * num_rows, sizer.clock() - start)
+            c0 += c
             if on_chunk is not None:
                 on_chunk(c)
     return logp.detach(), torch.cat(chunks, dim=0)

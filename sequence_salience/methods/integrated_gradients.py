@@ -20,6 +20,7 @@ from sequence_salience.methods.gradients import (
     target_logprobs,
     weighted_gradient,
 )
+from sequence_salience.slices import SliceSizer, batches
 
 
 def _setup(inputs: ModelInputs, config: SalienceConfig):
@@ -29,11 +30,10 @@ def _setup(inputs: ModelInputs, config: SalienceConfig):
     return torch.tensor(alphas, device=dev), torch.tensor(weights, device=dev, dtype=torch.float32), baseline
 
 
-def _step_chunks(config: SalienceConfig, rows: int, seq_len: int):
+def _step_chunks(config: SalienceConfig, rows: int, seq_len: int, sizer: SliceSizer | None = None):
     """Slices of steps per forward batch: at most ig_step_chunk_size, fewer for long inputs."""
     size = max(1, min(config.ig_step_chunk_size, config.chunk_token_budget // max(1, rows * seq_len)))
-    for s0 in range(0, config.ig_steps, size):
-        yield slice(s0, min(s0 + size, config.ig_steps))
+    return batches(config.ig_steps, size, sizer)
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
@@ -42,7 +42,8 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
     num_t = inputs.target_ids.shape[1]
     avg_grads = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
     progress = cache.get("progress")
-    for steps in _step_chunks(config, batch, seq_len):
+    sizer = cache.get("sizer")
+    for steps in _step_chunks(config, batch, seq_len, sizer):
         n = steps.stop - steps.start
         path = paths.interpolate(baseline, inputs.embeds, alphas[steps])  # [B * n, L, D]
         row_weights = weights[steps].repeat(batch)  # [B * n]
@@ -54,6 +55,7 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
             reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
             backward=resolve_backward(config.backward, inputs.embeds.device),
             on_chunk=(lambda c, n=n: progress(c * n)) if progress is not None else None,
+            sizer=sizer,
         )  # [T, B, L, D]
         avg_grads += g
     diff = (inputs.embeds - baseline).float()  # [B, L, D]

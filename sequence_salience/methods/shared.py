@@ -15,5 +15,6 @@ def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -
             inputs, inputs.embeds, config.targets_per_chunk(inputs.embeds.shape[1], inputs.embeds.shape[0]),
             backward=resolve_backward(config.backward, inputs.embeds.device),
             on_chunk=cache.get("progress"),
+            sizer=cache.get("sizer"),
         )
     return cache["target_gradients"]

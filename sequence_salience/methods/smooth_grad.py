@@ -20,6 +20,7 @@ import torch
 
 from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
 from sequence_salience.methods.gradients import per_target_gradients, resolve_backward, weighted_gradient
+from sequence_salience.slices import SliceSizer, batches
 
 DEFAULT_SAMPLES = 8
 DEFAULT_NOISE = 0.1
@@ -52,12 +53,11 @@ def noised_embeddings(embeds: torch.Tensor, mask: torch.Tensor, samples: int, no
     return noisy.to(embeds.dtype).to(embeds.device).reshape(batch * samples, seq_len, dim)
 
 
-def _chunks(samples: int, config: SalienceConfig, rows: int, seq_len: int):
+def _chunks(samples: int, config: SalienceConfig, rows: int, seq_len: int, sizer: SliceSizer | None = None):
     budget = getattr(config, "chunk_token_budget", None)
     size = config.ig_step_chunk_size if budget is None else max(
         1, min(config.ig_step_chunk_size, budget // max(1, rows * seq_len)))
-    for s0 in range(0, samples, size):
-        yield slice(s0, min(s0 + size, samples))
+    return batches(samples, size, sizer)
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
@@ -68,16 +68,17 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
         batch, samples, seq_len, dim)
     total = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
     progress = cache.get("progress")
+    sizer = cache.get("sizer")
     units = [0, 0]  # (target x sample) units done, target units reported
 
     def on_chunk(c: int, n: int) -> None:  # progress counts target tokens: report whole ones
         units[0] += c * n
         whole = units[0] // samples
-        if whole > units[1]:
+        if whole > units[1] or sizer is not None:  # time slices: the callback runs after every slice
             progress(whole - units[1])
             units[1] = whole
 
-    for sl in _chunks(samples, config, batch, seq_len):
+    for sl in _chunks(samples, config, batch, seq_len, sizer):
         n = sl.stop - sl.start
         chunk = max(1, (config.target_chunk_size * 2) // (batch * n))
         _, g = per_target_gradients(
@@ -85,6 +86,7 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
             reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
             backward=resolve_backward(config.backward, inputs.embeds.device),
             on_chunk=(lambda c, n=n: on_chunk(c, n)) if progress is not None else None,
+            sizer=sizer,
         )  # [T, B, L, D]
         total += g
     mean = total / samples

@@ -314,36 +314,6 @@ def test_server_command_rejects_a_malformed_data_file_naming_the_line(tmp_path):
     assert f"{bad}, line 2" in proc.stderr
 
 
-def test_fair_lock_serves_waiters_in_arrival_order():
-    import time
-
-    lock = models.FairLock()
-    order = []
-
-    def worker(name):
-        with lock:
-            order.append(name)
-
-    def wait_queued(n):
-        deadline = time.monotonic() + 10
-        while len(lock._queue) < n and time.monotonic() < deadline:  # pylint: disable=protected-access
-            time.sleep(0.001)
-
-    lock.acquire()
-    with lock:  # re-entrant for the holder
-        pass
-    threads = []
-    for i, name in enumerate(["a", "b"]):
-        threads.append(threading.Thread(target=worker, args=(name,)))
-        threads[-1].start()
-        wait_queued(i + 1)
-    lock.release()
-    worker("holder-again")  # a thread that just released queues behind the waiters
-    for th in threads:
-        th.join()
-    assert order == ["a", "b", "holder-again"]
-
-
 def test_span_requests_without_a_gram_tensor_fall_back_to_one_backward(default_lm, client, tmp_path):
     target = "Paris is the capital."
     example = {fields.PROMPT: QUESTION, fields.TARGET: target, fields.TARGET_SPAN: "1:3"}

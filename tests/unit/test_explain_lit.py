@@ -1,7 +1,7 @@
 """The explain LIT wrapper (lit_app/explain.py) over a tiny random Llama: payloads equal the
 library's, and `status` reports a running test's progress as units done / total.
 
-Progress is observed deterministically through the shared FairLock: a watcher thread is always
+Progress is observed deterministically through the shared model scheduler: a watcher thread is always
 queued for the model lock behind the running test, so every progress call (which yields the lock
 to waiting requests) lets a watcher read `status`.
 """
@@ -50,7 +50,7 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
     """Runs `request` on `model` and reads `status` at every progress call of the running test.
 
     A chain of watcher threads: each one, holding the model lock, queues the next watcher before
-    it lets go (the first one waits until the request has queued for the test itself), so whenever the test yields the lock at a progress call (FairLock.yield_to_waiting),
+    it lets go (the first one waits until the request has queued for the test itself), so whenever the test yields the lock at a progress call (ModelScheduler.yield_to_waiting),
     a watcher is waiting and reads the status then.
 
     Returns (the request's explain payload, the job statuses the watchers saw, in order).
@@ -74,14 +74,14 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
     def spawn(first: bool = False) -> None:
         t = threading.Thread(target=watcher, args=(first,))
         threads.append(t)
-        waiting = len(lock._queue)  # pylint: disable=protected-access
+        waiting = lock.waiting()
         t.start()
-        _wait_for(lambda: len(lock._queue) > waiting or finished.is_set(), "the next watcher to queue")
+        _wait_for(lambda: lock.waiting() > waiting or finished.is_set(), "the next watcher to queue")
 
     def watcher(first: bool):
-        with lock:
+        with lock.background():  # queued like the test itself: in arrival order
             if first:  # the request formatted its prompt under the model lock; wait until it queues again
-                _wait_for(lambda: status() is not None and len(lock._queue) == 1, "the request to queue")
+                _wait_for(lambda: status() is not None and lock.waiting() == 1, "the request to queue")
             else:
                 job = status()
                 if job is not None and job["stage"] != "starting":
@@ -91,10 +91,10 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
             if not finished.is_set():
                 spawn()
 
-    with lock:  # the request queues for the model, then the first watcher behind it
+    with lock.background():  # the request queues for the model, then the first watcher behind it
         runner = threading.Thread(target=run)
         runner.start()
-        _wait_for(lambda: len(lock._queue) == 1, "the request to queue")
+        _wait_for(lambda: lock.waiting() == 1, "the request to queue")
         # Queued for the test itself (its job exists), or still for formatting its prompt.
         spawn(first=status() is None)
     runner.join()

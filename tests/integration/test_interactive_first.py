@@ -1,0 +1,154 @@
+"""Interactive requests before background slices, through the real LIT app on the default model (issue 16).
+
+The per-token gradient job runs on the shipped chain-of-thought example; a trace and a clicked span
+requested while it runs each complete before the job's next slice. The order is read from an event
+log of the model scheduler (who queued, who got the model, who let go), never from a clock. The job
+then finishes with the matrices of a plain, unsliced compute_salience.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from werkzeug.test import Client
+
+import sequence_salience as ss
+from lit_app import client_build, datasets, fields, models, progressive, server
+from lit_app import inside as lit_inside
+from lit_app.scheduler import ModelScheduler
+
+MODEL = "smollm2"
+GEN, SAL, _ = fields.model_group_names(MODEL)
+TRACE, _, _ = lit_inside.model_names(MODEL)
+
+
+class LoggedScheduler(ModelScheduler):
+    """The real scheduler, with an event log: (event, thread name, background?) for queue/grant/release."""
+
+    def __init__(self):
+        super().__init__()
+        self.events: list[tuple[str, str, bool]] = []
+        self._events_lock = threading.Lock()
+        self._local = threading.local()
+
+    def _log(self, event: str, background: bool) -> None:
+        with self._events_lock:
+            self.events.append((event, threading.current_thread().name, background))
+
+    def acquire(self, background: bool = False) -> bool:
+        depth = getattr(self._local, "n", 0)
+        if depth == 0:
+            self._log("queue", background)
+        super().acquire(background=background)
+        self._local.n = depth + 1
+        if depth == 0:
+            self._local.background = background
+            self._log("grant", background)
+        return True
+
+    def release(self) -> None:
+        self._local.n -= 1
+        if self._local.n == 0:
+            self._log("release", self._local.background)
+        super().release()
+
+
+def _wait_until(condition, what: str, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s  # a hang guard, not a timing assertion
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture(scope="module")
+def app(default_lm, tmp_path_factory):
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+    # Short slices: the job yields after every target, so the test sees many slice boundaries.
+    shared = models.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path_factory.mktemp("gens")),
+                             slice_s=0.05)
+    shared.lock = LoggedScheduler()
+    lit_models = lit_inside.with_inside(models.make_models(shared, MODEL), shared, MODEL)
+    yield shared, Client(server.build_app(lit_models, datasets.get_datasets(), root))
+    shared.jobs.cancel_all()
+
+
+def _post(client, model, data):
+    body = json.dumps({"inputs": [{"id": f"{model}-{time.monotonic_ns()}", "data": data}]})
+    response = client.post(f"/get_preds?model={model}", data=body, content_type="application/json")
+    assert response.status_code == 200, response.get_data(as_text=True)[:800]
+    return json.loads(response.data)[0]
+
+
+def _cot_prompt() -> str:
+    for dataset in datasets.get_datasets().values():
+        for row in dataset.examples:
+            if "train leaves" in row.get("prompt", ""):
+                return row["prompt"]
+    raise AssertionError("the shipped chain-of-thought example is missing")
+
+
+def test_trace_and_clicked_span_complete_before_the_jobs_next_slice(app, default_lm):
+    shared, client = app
+    lock: LoggedScheduler = shared.lock
+    prompt = _cot_prompt()
+    first = _post(client, SAL, {"prompt": prompt, "detail": "span"})  # the first highlight starts the job
+    n_targets = len(first[fields.SALIENCE]["target_logprobs"])
+    group = models.SalienceModel._group({"prompt": prompt})  # pylint: disable=protected-access
+    job = shared.jobs.get(group, "grad")
+    assert job is not None
+    _wait_until(lambda: job.state == progressive.RUNNING and job.done >= 1, "the job's first slices")
+
+    answers: dict[str, dict] = {}
+
+    def request(name, model, data):
+        answers[name] = _post(client, model, data)
+
+    threads = [threading.Thread(target=request, name="trace", args=("trace", TRACE, {"prompt": prompt, "inside_t": 3})),
+               threading.Thread(target=request, name="span",
+                                args=("span", SAL, {"prompt": prompt, "detail": "span", "target_span": "2:5"}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done_after_requests = job.done
+    _wait_until(lambda: job.state in (progressive.DONE, progressive.ERROR, progressive.CANCELLED), "the job")
+    assert job.state == progressive.DONE, job.error
+
+    events = list(lock.events)
+    job_thread = "salience-detail"
+    for name in ("trace", "span"):
+        mine = [i for i, (_, who, _) in enumerate(events) if who == name]
+        queued, released = mine[0], mine[-1]
+        assert events[queued] == ("queue", name, False) and events[released] == ("release", name, False)
+        # The job had started when the request queued (it was mid-job) ...
+        assert ("grant", job_thread, True) in events[:queued]
+        # ... and did not get the model again until the request had finished: no slice in between.
+        between = [e for e in events[queued:released] if e[0] == "grant" and e[1] == job_thread]
+        assert between == [], f"{name} waited for a job slice: {between}"
+    # The job went on afterwards (the requests did not wait for its end).
+    last_request = max(i for i, (_, who, _) in enumerate(events) if who in ("trace", "span"))
+    assert any(e[0] == "grant" and e[1] == job_thread for e in events[last_request:])
+    assert done_after_requests < n_targets
+
+    assert answers["trace"][lit_inside.TRACE]["t"] == 3
+    assert set(answers["span"][fields.SPAN_SALIENCE]) == {"grad_norm", "grad_x_input"}
+
+    # The sliced job's matrices equal a plain, unsliced computation.
+    chat = shared.format_prompt({"prompt": prompt})
+    gen = shared.cached_generation(chat)
+    reference = ss.compute_salience(default_lm, chat, gen)
+    result = shared.cached_salience(chat, "", 0)
+    assert result is not None and result.matrices["grad_norm"].shape == (n_targets, len(reference.ids))
+    for method in ("grad_norm", "grad_x_input"):
+        np.testing.assert_allclose(result.matrices[method], reference.matrices[method], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(result.grad_gram, reference.grad_gram, rtol=1e-4, atol=1e-7)
+    # The clicked span equals its rows of the finished matrices.
+    rows = result.matrices["grad_x_input"][2:5].sum(0)
+    np.testing.assert_allclose(answers["span"][fields.SPAN_SALIENCE]["grad_x_input"], rows, rtol=2e-3, atol=2e-5)

@@ -1,0 +1,121 @@
+"""Time slices (sequence_salience/slices.py): the sizing rule, derived by hand, and matrices assembled
+from slices of every size equal the unsliced ones and the independent per-target reference."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import sequence_salience as ss
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.slices import SliceSizer, batches
+from tests.unit.reference import reference_salience
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+PROMPT, TARGET = "Alice has three apples and Bob has two apples;", " together they have five apples."
+METHODS = ("grad_norm", "grad_x_input", "integrated_gradients", "smooth_grad")
+CONFIG = SalienceConfig(ig_steps=5, ig_rule="riemann_middle", smooth_grad_samples=3, smooth_grad_noise=0.2)
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
+def tiny_lm(request) -> ss.LanguageModel:
+    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
+
+
+class _ScriptedSizer(SliceSizer):
+    """Slice sizes from a script (cycled), whatever the clock says: exercises uneven slices."""
+
+    def __init__(self, script):
+        super().__init__(0.4)
+        self._script = itertools.cycle(script)
+
+    def units(self, cap: int) -> int:
+        return max(1, min(cap, next(self._script)))
+
+
+# --------------------------------------------------------------------------- the sizing rule
+
+
+def test_sizer_takes_as_many_units_as_fit_the_target_time():
+    now = [0.0]
+    sizer = SliceSizer(0.4, clock=lambda: now[0])
+    assert sizer.units(16) == 1  # nothing measured yet: the smallest slice
+    sizer.estimate(2, 0.2)  # the forward: 0.1 s per row
+    assert sizer.units(16) == 4 and sizer.units(3) == 3
+    sizer.record(4, 0.8)  # that slice was slower than estimated: 0.2 s per unit
+    assert sizer.units(16) == 2
+    sizer.estimate(1, 0.01)  # estimates never override a measured slice
+    assert sizer.units(16) == 2
+    sizer.record(1, 1.5)  # one unit already exceeds the target: still one unit
+    assert sizer.units(16) == 1
+    assert sizer.sizes == [4, 1]
+
+
+def test_batches_follow_the_sizer_and_cover_every_step_once():
+    assert [(s.start, s.stop) for s in batches(7, 3)] == [(0, 3), (3, 6), (6, 7)]
+    sizer = SliceSizer(1.0)
+    got = []
+    for sl in batches(7, 3, sizer):
+        got.append((sl.start, sl.stop))
+        sizer.record(1, 0.5)  # 2 units per second from now on
+    assert got == [(0, 1), (1, 3), (3, 5), (5, 7)]
+
+
+def test_bad_slice_time_is_a_clear_error():
+    with pytest.raises(ValueError, match="slice_s=0"):
+        SliceSizer(0)
+
+
+# --------------------------------------------------------------------------- equal results
+
+
+@pytest.mark.parametrize("script", [pytest.param((1,), id="one-by-one"), pytest.param((2, 1, 3), id="uneven"),
+                                    pytest.param((100,), id="capped")])
+def test_sliced_matrices_equal_unsliced_and_the_reference(tiny_lm, script):
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG)
+    sizer = _ScriptedSizer(script)
+    sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG, slice_s=sizer)
+    assert sizer.sizes, "the computation ran in slices"
+    for method in METHODS:
+        np.testing.assert_allclose(sliced.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7,
+                                   err_msg=method)
+    np.testing.assert_allclose(sliced.grad_gram, plain.grad_gram, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sliced.ig_completeness_error, plain.ig_completeness_error, rtol=1e-4, atol=1e-6)
+    ref = reference_salience(tiny_lm.model, sliced.ids.tolist(), sliced.n_prompt_tokens, ig_steps=CONFIG.ig_steps,
+                             keep_gradients=True)
+    for method in ("grad_norm", "grad_x_input", "integrated_gradients"):
+        np.testing.assert_allclose(sliced.matrices[method], ref[method], rtol=1e-5, atol=1e-7, err_msg=method)
+    gram = np.einsum("tld,sld->lts", ref["gradients"], ref["gradients"])  # [N, T, T]
+    np.testing.assert_allclose(sliced.grad_gram, gram, rtol=1e-4, atol=1e-7)
+
+
+def test_real_clock_slices_give_the_same_matrices(tiny_lm):
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG)
+    sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG, slice_s=0.05)
+    for method in METHODS:
+        np.testing.assert_allclose(sliced.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7)
+
+
+def test_progress_runs_after_the_forward_and_after_every_slice():
+    """The callback (where the server lets clicks use the model) runs once per slice, the forward included."""
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    n_targets = len(lm.tokenize(TARGET, add_special_tokens=False).ids)
+    sizer = _ScriptedSizer((2,))
+    seen = []
+    ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=sizer,
+                        progress=lambda m, done, total: seen.append(done))
+    slices = -(-n_targets // 2)
+    assert seen[0] == 0  # after the forward, before any backward
+    assert seen[1:1 + slices] == [min(2 * (k + 1), n_targets) for k in range(slices)]
+    assert sizer.sizes == [2] * (n_targets // 2) + [1] * (n_targets % 2)
+
+
+def test_cancel_stops_after_the_forward_slice():
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    calls = []
+    with pytest.raises(ss.ComputationCancelled):
+        ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=_ScriptedSizer((1,)),
+                            progress=lambda *a: calls.append(a), cancel=lambda: len(calls) >= 1)
+    assert calls == [("grad_norm", 0, calls[0][2])]  # stopped before the first backward
