@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sequence-salience", description=__doc__.split("\n\n")[0],
         epilog=__doc__[__doc__.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,show}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,evaluate,show}")
 
     def display_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--method", default=None,
@@ -117,6 +117,43 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
     ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
     ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
+
+    ev = sub.add_parser("evaluate", help="which method is faithful: faithfulness curves vs. baselines over a JSONL "
+                                         "batch, with a summary and an HTML report",
+                        description=EVALUATE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev.add_argument("--batch", metavar="PROMPTS.jsonl", required=True, help="rows as for explain --batch")
+    ev.add_argument("--out", metavar="DIR", required=True,
+                    help="output folder: <row>.json, log.jsonl, summary.json, report.html")
+    ev.add_argument("--model", default=DEFAULT_MODEL, help="as for explain (default: the embedded model)")
+    ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    ev.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    ev.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    ev.add_argument("--method", default="grad_norm,grad_x_input",
+                    help=f"methods compared, comma-separated (default: grad_norm,grad_x_input; any of "
+                         f"{', '.join(list_methods())})")
+    ev.add_argument("--granularity", default="sentence", choices=_granularities(),
+                    help="segments removed (default: sentence)")
+    ev.add_argument("--pattern", default=None, help="regex for --granularity regex")
+    ev.add_argument("--steps", type=int, default=10, help="curve points after the start (default: 10)")
+    ev.add_argument("--n-random", type=int, default=None,
+                    help="seeded random orders for the random baseline (default: the library's)")
+    ev.add_argument("--removal", default="filler", choices=("filler", "delete"),
+                    help="replace a removed segment's tokens by a space token (filler, default) or delete its text")
+    ev.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    ev.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    ev.add_argument("--reduction", action="store_true", help="also report the input-reduction size per method")
+    ev.add_argument("--ig-completeness", action="store_true",
+                    help="also report integrated gradients' relative completeness error per row")
+    ev.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the CIs (default: 2000)")
+    ev.add_argument("--force", action="store_true", help="redo rows that already have a result")
+    ev.add_argument("--ray", nargs="?", const="", default=None, metavar="auto|ADDRESS",
+                    help="run the rows on Ray actors: no value = a local instance, 'auto' = the cluster started "
+                         "on this machine with `ray start`, or HOST:PORT (needs the [ray] extra)")
+    ev.add_argument("--workers", type=int, default=None,
+                    help="--ray: worker actors (default: local 2, cluster: its GPUs / --gpus-per-worker, or CPUs)")
+    ev.add_argument("--gpus-per-worker", type=float, default=0.0,
+                    help="--ray: GPUs per worker (default 0: CPU workers; > 0 puts the model on cuda)")
+    ev.add_argument("--cpus-per-worker", type=float, default=1.0, help="--ray: CPUs per worker (default: 1)")
 
     sh = sub.add_parser("show", help="render a saved result (JSON) in the terminal or as HTML, without a model")
     sh.add_argument("path", help="a JSON file written by explain --json / --batch or result.to_json")
@@ -430,14 +467,10 @@ def _existing_result(path: str, fingerprint: dict, methods: Sequence[str], span:
     from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
     from sequence_salience.display import serialize  # pylint: disable=import-outside-toplevel
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (OSError, ValueError):
+    saved = _saved_meta(path, "result")
+    if saved is None:
         return False
-    meta = obj.get("meta") if isinstance(obj, dict) else None
-    if not isinstance(meta, dict) or "result" not in obj:
-        return False
+    obj, meta = saved
     ok = reusable(meta.get("fingerprint"), fingerprint)
     if ok is not None:
         return ok
@@ -454,6 +487,47 @@ def _append_log(out_dir: str, entry: dict) -> None:
     with open(os.path.join(out_dir, LOG_NAME), "a", encoding="utf-8") as f:
         f.write(json.dumps(entry, ensure_ascii=False) + "\n")
         f.flush()
+
+
+def _valid_rows(batch: str, out: str) -> tuple[list[tuple[int, str]], list[tuple[int, dict]], list[tuple[int, str]]]:
+    """Reads the batch file and creates OUT; returns (lines, valid rows, failures).
+
+    Every row is validated first: a bad row (or a repeated id) is reported with its line number,
+    logged to OUT/log.jsonl and skipped.
+    """
+    lines = _read_batch(batch)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create it ({e.strerror}).") from None
+    rows: list[tuple[int, dict]] = []
+    failures: list[tuple[int, str]] = []
+    seen: dict[str, int] = {}
+    for lineno, line in lines:
+        try:
+            row = parse_row(line, lineno)
+            if row["id"] in seen:
+                raise UsageError(f'id {row["id"]!r} repeats line {seen[row["id"]]}; ids name the output files')
+            seen[row["id"]] = lineno
+            rows.append((lineno, row))
+        except UsageError as e:
+            failures.append((lineno, str(e)))
+            _err(f"{batch}:{lineno}: {e}")
+            _append_log(out, {"line": lineno, "status": "error", "error": str(e)})
+    return lines, rows, failures
+
+
+def _saved_meta(path: str, body: str) -> tuple[dict, dict] | None:
+    """(whole object, its "meta") of a saved row file that has `body` and a meta dict, else None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return None
+    meta = obj.get("meta") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or body not in obj:
+        return None
+    return obj, meta
 
 
 def _explain_batch(args, methods, span) -> int:
@@ -475,27 +549,7 @@ def _explain_batch(args, methods, span) -> int:
         raise UsageError("--heatmap writes one PNG for one prompt. Fix: run the batch with --per-token, then "
                          "`sequence-salience show OUT/<id>.json --heatmap PATH` for the rows you want.")
     per_token = needs_matrices(args)
-    lines = _read_batch(args.batch)
-    try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {args.out}: cannot create it ({e.strerror}).") from None
-
-    # Validate every row first: bad rows are reported up front and skipped.
-    rows: list[tuple[int, dict]] = []
-    failures: list[tuple[int, str]] = []
-    seen: dict[str, int] = {}
-    for lineno, line in lines:
-        try:
-            row = parse_row(line, lineno)
-            if row["id"] in seen:
-                raise UsageError(f'id {row["id"]!r} repeats line {seen[row["id"]]}; ids name the output files')
-            seen[row["id"]] = lineno
-            rows.append((lineno, row))
-        except UsageError as e:
-            failures.append((lineno, str(e)))
-            _err(f"{args.batch}:{lineno}: {e}")
-            _append_log(args.out, {"line": lineno, "status": "error", "error": str(e)})
+    lines, rows, failures = _valid_rows(args.batch, args.out)
 
     settings = _settings(args, methods)
     todo, skipped = [], 0
@@ -571,6 +625,166 @@ def _explain_batch(args, methods, span) -> int:
 
 
 # ----------------------------------------------------------------------------
+# evaluate --batch
+
+EVALUATE_HELP = """Which salience method is faithful on your model and prompts.
+
+For every row of the batch (as for explain --batch) and every --method: the deletion and
+insertion curves of log p(response) as the prompt's segments are removed / revealed in the
+method's order, the same for the baselines (seeded random orders; every other reference curve
+the library reports), AOPC and the gap to each baseline; optionally the input-reduction size
+(--reduction) and integrated gradients' completeness error (--ig-completeness). Writes
+OUT/<row>.json (atomically; a rerun skips rows already done with the same settings),
+OUT/log.jsonl, OUT/summary.json (per method: mean AOPC gap to each baseline, bootstrap CI,
+win rate, verdict) and OUT/report.html (self-contained, with plots). A failing row is reported
+with its line number and the rest goes on (exit code 1).
+
+--ray runs the rows on Ray actors (one model load per actor, rows handed out as actors free
+up; the driver writes every file); a worker that dies loses only its row, which is retried.
+"""
+
+
+def _eval_config(args, methods):
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.evaluate import EvalConfig  # pylint: disable=import-outside-toplevel
+    from sequence_salience.explain import FaithfulnessConfig  # pylint: disable=import-outside-toplevel
+
+    faith = FaithfulnessConfig(granularity=args.granularity, pattern=args.pattern, steps=args.steps,
+                               removal=args.removal)
+    if args.n_random is not None:
+        faith = dataclasses.replace(faith, n_random=args.n_random)
+    return EvalConfig(methods=methods, faithfulness=faith, ig_steps=args.ig_steps, max_new_tokens=args.max_new_tokens,
+                      raw=bool(args.raw), reduction=args.reduction, ig_completeness=args.ig_completeness)
+
+
+def _evaluate_batch(args, methods) -> int:
+    import contextlib  # pylint: disable=import-outside-toplevel
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn  # pylint: disable=import-outside-toplevel
+
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from sequence_salience import display, evaluate  # pylint: disable=import-outside-toplevel
+
+    if args.steps < 1 or args.n_boot < 1 or (args.n_random is not None and args.n_random < 1):
+        raise UsageError("--steps, --n-boot and --n-random must be at least 1.")
+    if args.ray is None and (args.workers is not None or args.gpus_per_worker):
+        raise UsageError("--workers and --gpus-per-worker go with --ray. Fix: add --ray (a local instance) "
+                         "or --ray auto / --ray HOST:PORT.")
+    if args.ray is not None and not evaluate.ray_available():
+        raise UsageError("--ray needs Ray. Fix: pip install 'sequence-salience[ray]', or run without --ray.")
+    if args.gpus_per_worker < 0 or args.cpus_per_worker <= 0 or (args.workers is not None and args.workers < 1):
+        raise UsageError("--gpus-per-worker must be >= 0, --cpus-per-worker > 0 and --workers >= 1.")
+    if args.granularity == "regex" and not args.pattern:
+        raise UsageError("--granularity regex needs --pattern, e.g. --pattern '[^,;.]+'.")
+    try:
+        if args.pattern:
+            from sequence_salience import aggregate  # pylint: disable=import-outside-toplevel
+
+            aggregate.compile_pattern(args.pattern)
+        config = _eval_config(args, methods)
+    except ss.SalienceError as e:
+        raise UsageError(str(e)) from None
+    lines, rows, failures = _valid_rows(args.batch, args.out)
+    settings = {"model": args.model, "dtype": args.dtype, "evaluation": config.fingerprint()}
+    done_rows: dict[int, dict] = {}  # line -> saved row file (reused or new)
+    todo = []
+    for lineno, row in rows:
+        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings}
+        path = os.path.join(args.out, row["id"] + ".json")
+        saved = None if args.force else _saved_meta(path, "evaluation")
+        if saved is not None and saved[1].get("fingerprint") == fingerprint:
+            done_rows[lineno] = {"id": row["id"], "line": lineno, "evaluation": saved[0]["evaluation"]}
+            _append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
+            continue
+        todo.append((lineno, row, fingerprint))
+    skipped = len(done_rows)
+    _info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
+
+    spec = evaluate.ModelSpec(args.model, args.device, args.dtype)
+    by_line = {lineno: (row, fp) for lineno, row, fp in todo}
+    tasks = [(lineno, row) for lineno, row, _ in todo]
+    if not tasks:
+        outcomes = contextlib.nullcontext(iter(()))
+    elif args.ray is None:
+        try:
+            lm = _load_model(args)
+        except ss.SalienceError as e:
+            _err(f"cannot load --model {args.model!r}: {e}")
+            return EXIT_MODEL
+        outcomes = contextlib.closing(evaluate.run_serial(tasks, evaluate.RowWorker(spec, config, lm=lm)))
+    else:
+        workers = args.workers if args.workers is not None or args.ray else 2
+        outcomes = contextlib.closing(evaluate.run_ray(
+            tasks, spec, config, address=args.ray or None, num_workers=workers,
+            gpus_per_worker=args.gpus_per_worker, cpus_per_worker=args.cpus_per_worker, log=_info))
+
+    start = time.perf_counter()
+    n_new = 0
+    with outcomes as stream, Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("left"), TimeRemainingColumn(), console=_console(stderr=True), transient=False) as bar:
+        task = bar.add_task("rows", total=len(tasks))
+        try:
+            for outcome in stream:
+                lineno = outcome.key
+                row, fingerprint = by_line[lineno]
+                rid = row["id"]
+                if outcome.error is not None:
+                    failures.append((lineno, outcome.error))
+                    bar.console.print(f"[red]sequence-salience: error:[/red] {args.batch}:{lineno} ({rid}): "
+                                      f"{outcome.error}", markup=True, highlight=False, soft_wrap=True)
+                    _append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": outcome.error})
+                else:
+                    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
+                            "line": lineno, "fingerprint": fingerprint, "seconds": round(outcome.seconds, 3),
+                            "worker": outcome.worker, "attempts": outcome.attempts}
+                    obj = {"meta": meta, "evaluation": outcome.evaluation}
+                    display.atomic_write_text(os.path.join(args.out, rid + ".json"),
+                                              json.dumps(obj, ensure_ascii=False, indent=1))
+                    done_rows[lineno] = {"id": rid, "line": lineno, "evaluation": outcome.evaluation}
+                    n_new += 1
+                    _append_log(args.out, {"line": lineno, "id": rid, "status": "done",
+                                           "seconds": round(outcome.seconds, 3), "file": rid + ".json",
+                                           "attempts": outcome.attempts})
+                n_fail = sum(1 for ln, _ in failures if ln in by_line)
+                bar.update(task, advance=1, description=f"rows ({n_fail} failed)" if n_fail else "rows")
+        except ss.SalienceError as e:  # a Ray worker could not start / load the model
+            _err(str(e))
+            return EXIT_MODEL
+    took = time.perf_counter() - start
+    if n_new:
+        _info(f"{n_new} row(s) evaluated in {took:.1f} s ({60 * n_new / took:.2f} rows/min).")
+    _write_evaluation_summary(args, settings, sorted(done_rows.items()), failures)
+    _info(f"Done: {n_new} evaluated, {skipped} skipped (already done), {len(failures)} failed; "
+          f"summary in {os.path.join(args.out, 'summary.json')}, report in {os.path.join(args.out, 'report.html')}")
+    for lineno, msg in sorted(failures):
+        _info(f"  line {lineno}: {msg}")
+    return EXIT_ROWS_FAILED if failures else EXIT_OK
+
+
+def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
+    from sequence_salience import display, evaluate  # pylint: disable=import-outside-toplevel
+
+    rows = [r for _, r in done_rows]
+    failures = sorted(failures)
+    if not rows:
+        _info("No row was evaluated; no summary or report written.")
+        return
+    summary = evaluate.summarize([r["evaluation"] for r in rows], evaluate.SummaryConfig(n_boot=args.n_boot))
+    obj = {"summary": summary, "rows": [{"id": r["id"], "line": r["line"]} for r in rows],
+           "failures": [{"line": ln, "error": msg} for ln, msg in failures], "settings": settings,
+           "batch": os.path.abspath(args.batch)}
+    display.atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(obj, ensure_ascii=False, indent=1))
+    page = evaluate.render_report(summary, rows, failures, title=f"Method evaluation: {os.path.basename(args.batch)}",
+                                  settings=settings)
+    display.atomic_write_text(os.path.join(args.out, "report.html"), page)
+    for m in summary["methods"]:
+        _info(f"  {m}: {summary['verdicts'][m]}")
+
+
+# ----------------------------------------------------------------------------
 # show
 
 
@@ -601,6 +815,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits with 2 on bad flags
     try:
+        if args.command == "evaluate":
+            return _evaluate_batch(args, _parse_methods(args.method))
         span = _parse_span(args.span)
         if args.top < 0:
             raise UsageError(f"--top {args.top}: give 0 or more.")

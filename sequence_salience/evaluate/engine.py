@@ -1,0 +1,185 @@
+"""One row of a method evaluation: faithfulness curves vs. the baselines, as plain JSON-able data.
+
+`evaluate_row(lm, row, config)` formats the row's prompt, takes its target (or generates
+the greedy response), computes the salience of the whole response for every method ONCE
+(compute_span_result: one forward + backward for the gradient methods, one batch of steps
+for integrated gradients), then
+
+* faithfulness curves (deletion and insertion) of every method and of every baseline the
+  library computes (explain.faithfulness_curves: the seeded random orders, and any other
+  reference curve it reports, e.g. a length baseline) from that salience -- no backward;
+* optionally the input-reduction size per method (explain.reduce_prompt, same salience);
+* optionally the integrated-gradients completeness error of the response span.
+
+The outcome is a dict of lists and floats (see RowEvaluation) so that a row travels
+unchanged between processes (a Ray worker and the driver) and into a JSON file; the
+same row and config give the same numbers on any worker (no clock inside).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.explain.faithfulness import RANDOM, FaithfulnessConfig, faithfulness_curves
+from sequence_salience.explain.reduction import ReductionConfig, reduce_prompt
+from sequence_salience.methods import get_method
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.model import GenerationConfig, LanguageModel
+from sequence_salience.salience import compute_span_result
+
+IG = "integrated_gradients"
+DEFAULT_METHODS = ("grad_norm", "grad_x_input")
+
+# A row dict from the batch file: prompt (required), system, target, chat.
+Row = Mapping[str, Any]
+RowEvaluation = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """What is evaluated for every row.
+
+    Attributes:
+      methods: salience methods compared (any registered method).
+      faithfulness: granularity, steps, random orders, removal (FaithfulnessConfig).
+      ig_steps: integrated-gradients steps (when IG is a method or ig_completeness is on).
+      max_new_tokens: longest generated response for rows without a target.
+      raw: do not apply the chat template (else each row's "chat", default: if the model has one).
+      reduction: also run input reduction per method and report the reduced size.
+      reduction_config: its settings (its `method` is replaced by each method in turn).
+      ig_completeness: also report IG's relative completeness error for the response.
+    """
+
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    faithfulness: FaithfulnessConfig = FaithfulnessConfig()
+    ig_steps: int = 16
+    max_new_tokens: int = 64
+    raw: bool = False
+    reduction: bool = False
+    reduction_config: ReductionConfig = ReductionConfig(criterion="logprob", max_seconds=None)
+    ig_completeness: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.methods, str) or not self.methods:
+            raise SalienceError(f"methods={self.methods!r}. Fix: give a tuple of method names, e.g. {DEFAULT_METHODS}.")
+        for m in self.methods:
+            get_method(m)
+        if self.ig_steps < 1 or self.max_new_tokens < 1:
+            raise SalienceError("ig_steps and max_new_tokens must be at least 1.")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Every setting as JSON-able data: a saved row is reused only when this is equal."""
+        return json_ready(dataclasses.asdict(self))
+
+
+def json_ready(value: Any) -> Any:
+    """Tuples -> lists, numpy scalars/arrays -> Python numbers/lists, recursively."""
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def baselines_of(report) -> list[str]:
+    """The reference curves of a FaithfulnessReport: every curve that is not a method, random first."""
+    names = [n for mode in report.curves.values() for n in mode if n not in report.segment_scores]
+    out = list(dict.fromkeys(names))
+    return sorted(out, key=lambda n: (n != RANDOM, n))
+
+
+def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(), progress=None) -> RowEvaluation:
+    """Evaluates every method of `config` on one row; returns a RowEvaluation dict.
+
+    Keys: "target" (text), "generated" (bool), "num_targets", "n_segments", "original_logprob",
+    "empty_logprob", "n_removed" [K+1], "baselines" [names], "curves" {mode: {name: {"logprobs":
+    [K+1], "aopc": float}}}, "gaps" {mode: {method: {baseline: AOPC(method) - AOPC(baseline)}}},
+    "method_order" {method: "signed"/"|value|" when the report names it}, and, when asked,
+    "reduction" {method: {"kept", "n_segments", "kept_fraction", "stopped_by"}} and
+    "ig_completeness" {"steps", "relative_error", "delta"}.
+
+    Raises SalienceError for a row that cannot be evaluated (empty generation, too long, ...).
+    """
+    prompt = lm.format_prompt(row["prompt"], system=row.get("system") or None,
+                              chat=False if config.raw else row.get("chat"))
+    target: Any = row.get("target") or None
+    generated = target is None
+    if generated:
+        target = lm.generate(prompt, GenerationConfig(max_new_tokens=config.max_new_tokens))
+        if not target.ids:
+            raise SalienceError("The model generated an empty response (it ended its turn at once). "
+                                "Fix: give the row a \"target\", or change the prompt.")
+    methods = tuple(config.methods)
+    want_ig = config.ig_completeness and IG not in methods
+    salience_config = SalienceConfig(ig_steps=config.ig_steps)
+    result = compute_span_result(lm, prompt, target, methods=methods + ((IG,) if want_ig else ()),
+                                 config=salience_config)
+    span = (0, result.num_targets)
+    report = faithfulness_curves(lm, prompt, target, methods, config=config.faithfulness,
+                                 salience_config=salience_config, result=result,
+                                 progress=None if progress is None else lambda s, d, t: progress("curves", d, t))
+    baselines = baselines_of(report)
+    curves = {mode: {name: {"logprobs": [float(v) for v in c.logprobs], "aopc": float(c.aopc)}
+                     for name, c in by_name.items()} for mode, by_name in report.curves.items()}
+    gaps = {mode: {m: {b: float(by_name[m].aopc - by_name[b].aopc) for b in baselines if b in by_name}
+                   for m in methods} for mode, by_name in report.curves.items()}
+    out: RowEvaluation = {
+        "target": result.text[result.prompt_end:],
+        "generated": generated,
+        "num_targets": int(result.num_targets),
+        "n_prompt_tokens": int(result.n_prompt_tokens),
+        "n_segments": len(report.segments),
+        "original_logprob": float(report.original_logprob),
+        "empty_logprob": float(report.empty_logprob),
+        "n_removed": [int(n) for n in report.n_removed],
+        "baselines": baselines,
+        "curves": curves,
+        "gaps": gaps,
+    }
+    orders = getattr(report, "orderings", None)  # signed vs |value|, when the library names it
+    if isinstance(orders, Mapping):
+        out["method_order"] = json_ready(orders)
+    if config.reduction:
+        out["reduction"] = {}
+        for m in methods:
+            rc = dataclasses.replace(config.reduction_config, method=m,
+                                     granularity=config.faithfulness.granularity,
+                                     pattern=config.faithfulness.pattern)
+            red = reduce_prompt(lm, prompt, target, span=span, config=rc, salience_config=salience_config,
+                                result=result)
+            n = len(red.segments)
+            kept = n - len(red.removed)
+            out["reduction"][m] = {"kept": kept, "n_segments": n, "kept_fraction": kept / n if n else 1.0,
+                                   "stopped_by": red.stopped_by}
+    if config.ig_completeness:
+        error = float(result.span_ig_errors[span])
+        delta = float(np.asarray(result.span_salience(IG, *span), np.float64).sum()) - error
+        out["ig_completeness"] = {"steps": config.ig_steps, "relative_error": abs(error) / max(abs(delta), 1e-12),
+                                  "delta": delta}
+    return out
+
+
+def row_methods(evaluation: RowEvaluation) -> list[str]:
+    """The methods a RowEvaluation holds, in its order."""
+    first = next(iter(evaluation["gaps"].values()))
+    return list(first)
+
+
+def check_rows(rows: Sequence[RowEvaluation]) -> None:
+    """SalienceError unless every row has the same methods, modes and baselines (one config)."""
+    if not rows:
+        return
+    ref = (row_methods(rows[0]), list(rows[0]["gaps"]), rows[0]["baselines"])
+    for i, r in enumerate(rows[1:], start=1):
+        if (row_methods(r), list(r["gaps"]), r["baselines"]) != ref:
+            raise SalienceError(f"row {i} was evaluated with other methods, modes or baselines than row 0. "
+                                "Fix: evaluate every row with the same settings (rerun with --force).")

@@ -1,0 +1,247 @@
+"""Running rows: one process (serial), or Ray actors (one model load per actor, rows scheduled dynamically).
+
+Both runners take tasks (key, row) and yield an Outcome per task as it finishes, so the
+caller (the driver) writes every result itself, in one place, with one resume rule.
+
+* `run_serial(tasks, worker)`: rows in order on one RowWorker.
+* `run_ray(tasks, spec, config, ...)`: `num_workers` actors, each loads the model once
+  (RowWorker in its own process; `gpus_per_worker` GPUs each, which Ray assigns by
+  CUDA_VISIBLE_DEVICES). Every idle actor gets the next row as soon as it is free (dynamic
+  scheduling: a slow row never holds up the others). A row that raises SalienceError is a
+  failed row (reported, not retried). A worker that dies (process killed, node lost, out of
+  memory) loses only the row it was running: a fresh actor replaces it and the row goes back
+  to the front of the queue, up to `max_attempts` times in all.
+
+Ray is optional (`pip install sequence-salience[ray]`); it is imported only by run_ray.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any
+
+from sequence_salience.errors import SalienceError
+from sequence_salience.evaluate.engine import EvalConfig, Row, RowEvaluation, evaluate_row
+from sequence_salience.model import DEFAULT_MODEL
+
+Task = tuple[Hashable, Row]
+Log = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """How a worker loads its model (sequence_salience.load_model's arguments)."""
+
+    model: str = DEFAULT_MODEL
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The result of one task: `evaluation` when it worked, else `error` (one line).
+
+    seconds: the worker's time on the row (last attempt); attempts: 1 + retries after worker
+    deaths; worker: "pid@host" of the process that ran it.
+    """
+
+    key: Hashable
+    evaluation: RowEvaluation | None
+    error: str | None
+    seconds: float
+    attempts: int = 1
+    worker: str = ""
+
+
+class RowWorker:
+    """Holds one loaded model and evaluates rows with it (a Ray actor class too)."""
+
+    def __init__(self, spec: ModelSpec, config: EvalConfig, lm=None):
+        from sequence_salience.model import load_model  # pylint: disable=import-outside-toplevel
+
+        self.spec, self.config = spec, config
+        self.lm = lm if lm is not None else load_model(spec.model, device=spec.device, dtype=spec.dtype,
+                                                       log=lambda _msg: None)
+        self.name = f"{os.getpid()}@{os.uname().nodename}"
+
+    def ready(self) -> str:
+        return self.name
+
+    def run(self, key: Hashable, row: Row) -> Outcome:
+        start = time.perf_counter()
+        try:
+            evaluation = evaluate_row(self.lm, row, self.config)
+        except SalienceError as e:
+            return Outcome(key, None, str(e), time.perf_counter() - start, worker=self.name)
+        return Outcome(key, evaluation, None, time.perf_counter() - start, worker=self.name)
+
+
+def run_serial(tasks: Iterable[Task], worker: RowWorker) -> Iterator[Outcome]:
+    """Evaluates the tasks in order on one worker."""
+    for key, row in tasks:
+        yield worker.run(key, row)
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError:
+        return False
+    return True
+
+
+def _import_ray():
+    try:
+        import ray  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise SalienceError("Ray is not installed. Fix: pip install 'sequence-salience[ray]' "
+                            "(or pip install ray), or run without --ray.") from None
+    return ray
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def connect(address: str | None, num_cpus: int | None, log: Log = print) -> bool:
+    """ray.init: a local instance on loopback when address is None (num_cpus CPUs), else join the
+    cluster at `address` ("auto": the one started on this machine by `ray start`). Returns whether
+    this call started Ray (so the caller shuts it down)."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        return False
+    # Workers import this package the way the driver does (a source checkout on PYTHONPATH too).
+    path = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"env_vars": {"PYTHONPATH": path}}
+    if address is None:
+        log(f"Starting a local Ray instance ({num_cpus} CPUs, loopback) ...")
+        ray.init(num_cpus=num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=False)
+    else:
+        log(f"Connecting to the Ray cluster at {address} ...")
+        try:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+        except ConnectionError as e:
+            raise SalienceError(f"cannot reach the Ray cluster at {address!r} ({e}). Fix: start it with "
+                                "`ray start --head` (see the README), or drop the address for a local instance.") from None
+    return True
+
+
+def default_workers(gpus_per_worker: float, cpus_per_worker: float) -> int:
+    """As many workers as the cluster's GPUs (or CPUs, without GPUs) allow; at least 1."""
+    ray = _import_ray()
+    res = ray.cluster_resources()
+    if gpus_per_worker > 0:
+        n = int(res.get("GPU", 0) // gpus_per_worker)
+        if n < 1:
+            raise SalienceError(f"--gpus-per-worker {gpus_per_worker}: the cluster has {res.get('GPU', 0)} GPU(s). "
+                                "Fix: add GPU nodes, lower --gpus-per-worker, or use 0 (CPU workers).")
+        return n
+    return max(1, int(res.get("CPU", 1) // cpus_per_worker))
+
+
+def run_ray(
+    tasks: Iterable[Task],
+    spec: ModelSpec,
+    config: EvalConfig,
+    *,
+    address: str | None = None,
+    num_workers: int | None = None,
+    gpus_per_worker: float = 0.0,
+    cpus_per_worker: float = 1.0,
+    max_attempts: int = 3,
+    worker_cls: type = RowWorker,
+    worker_args: tuple = (),
+    log: Log = print,
+) -> Iterator[Outcome]:
+    """Evaluates the tasks on Ray actors; yields an Outcome per task in the order they finish.
+
+    Args:
+      address: None (a local instance on loopback, num_workers * cpus_per_worker CPUs), "auto"
+        or "HOST:PORT" of a running cluster.
+      num_workers: actors (default: what the cluster's GPUs, or CPUs, allow).
+      gpus_per_worker: GPUs per actor (0: CPU workers; with > 0 a "cpu" spec device becomes "cuda").
+      max_attempts: tries per row when its worker dies (a failed row is never retried).
+      worker_cls, worker_args: the actor class (default RowWorker(spec, config, *worker_args)).
+    """
+    ray = _import_ray()
+    tasks = list(tasks)
+    if not tasks:
+        return
+    if gpus_per_worker > 0 and spec.device == "cpu":
+        spec = dataclasses.replace(spec, device="cuda")
+    local_cpus = None
+    if address is None:
+        local_cpus = int(max(1, (num_workers or os.cpu_count() or 1) * cpus_per_worker))
+    started = connect(address, local_cpus, log)
+    actors: list[Any] = []
+    try:
+        n = num_workers or default_workers(gpus_per_worker, cpus_per_worker)
+        n = max(1, min(n, len(tasks)))
+        remote_cls = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0)(worker_cls)
+
+        def new_actor():
+            actor = remote_cls.remote(spec, config, *worker_args)
+            try:
+                name = ray.get(actor.ready.remote())
+            except ray.exceptions.RayActorError as e:
+                raise SalienceError(f"a Ray worker could not start or load --model {spec.model!r}: "
+                                    f"{_first_line(e)}") from None
+            log(f"worker {name} ready")
+            return actor
+
+        start = time.perf_counter()
+        actors = [remote_cls.remote(spec, config, *worker_args) for _ in range(n)]
+        names = []
+        for actor in actors:  # every actor loads its model in parallel; wait for all
+            try:
+                names.append(ray.get(actor.ready.remote()))
+            except ray.exceptions.RayActorError as e:
+                raise SalienceError(f"a Ray worker could not start or load --model {spec.model!r}: "
+                                    f"{_first_line(e)}") from None
+        log(f"{n} Ray worker(s) ready after {time.perf_counter() - start:.1f} s: {', '.join(names)}")
+
+        queue = collections.deque((key, row, 1) for key, row in tasks)
+        idle = list(actors)
+        pending: dict[Any, tuple[Any, Hashable, Row, int]] = {}
+        while queue or pending:
+            while queue and idle:
+                actor = idle.pop()
+                key, row, attempt = queue.popleft()
+                pending[actor.run.remote(key, row)] = (actor, key, row, attempt)
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            ref = ready[0]
+            actor, key, row, attempt = pending.pop(ref)
+            try:
+                outcome = ray.get(ref)
+            except ray.exceptions.RayActorError as e:
+                actors.remove(actor)
+                log(f"worker died on row {key} (attempt {attempt}): {_first_line(e)}")
+                if attempt < max_attempts:
+                    queue.appendleft((key, row, attempt + 1))
+                else:
+                    yield Outcome(key, None, f"its worker died {attempt} times ({_first_line(e)}); "
+                                             "Fix: check the worker's memory and logs", 0.0, attempt)
+                if queue or pending:  # a fresh actor takes the dead one's place
+                    replacement = new_actor()
+                    actors.append(replacement)
+                    idle.append(replacement)
+                continue
+            idle.append(actor)
+            yield dataclasses.replace(outcome, attempts=attempt)
+    finally:
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # pylint: disable=broad-except  # already dead
+                pass
+        if started:
+            ray.shutdown()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
