@@ -17,7 +17,7 @@ CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
 IG_STEPS = "ig_steps"  # optional Integer: 0 = no integrated gradients
 SMOOTH_GRAD_SAMPLES = "smooth_grad_samples"  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
-# optional: "" all matrices at once | "span" | "poll" | "ig_matrix" | "smooth_grad_matrix" (progressive)
+# optional: "" all matrices at once | "span" | "poll" | "stream" | "ig_matrix" | "smooth_grad_matrix" (progressive)
 DETAIL = "detail"
 
 # ---------------------------------------------------------------------------

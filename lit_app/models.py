@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import re
 import threading
+import time
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, Callable
 
@@ -307,7 +308,7 @@ def extra_counts(ex: JsonDict) -> dict[str, int]:
     return {extra.field: _count_field(ex, extra) for extra in EXTRA_METHODS}
 
 
-DETAIL_MODES = ("", "span", "poll") + tuple(e.matrix_detail for e in EXTRA_METHODS)
+DETAIL_MODES = ("", "span", "poll", "stream") + tuple(e.matrix_detail for e in EXTRA_METHODS)
 
 
 def _detail_field(ex: JsonDict) -> str:
@@ -318,7 +319,8 @@ def _detail_field(ex: JsonDict) -> str:
         matrices = " or ".join(f'"{e.matrix_detail}"' for e in EXTRA_METHODS)
         raise RequestError(
             f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
-            f' "span" (first highlight), "poll" (progress of the matrices) or {matrices}.'
+            f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far)'
+            f" or {matrices}."
         )
     return value
 
@@ -398,6 +400,20 @@ class BlockingCancel:
         return bool(self.reason)
 
 
+@dataclasses.dataclass(frozen=True)
+class GenerationStream:
+    """A greedy response as far as it is generated: `detail="stream"` (docs/architecture.md)."""
+
+    state: str  # "none" | "queued" | "running" | "done"
+    text: str = ""
+    tokens: int = 0
+    stopped_by: str = ""  # "eos" | "length" once done
+
+    def as_dict(self, max_new_tokens: int) -> JsonDict:
+        return {"state": self.state, "text": self.text, "tokens": self.tokens, "max_new_tokens": max_new_tokens,
+                "stopped_by": self.stopped_by}
+
+
 class SharedLM:
     """One loaded `sequence_salience` LanguageModel shared by all wrappers.
 
@@ -458,6 +474,9 @@ class SharedLM:
         self._partials = _LRU(cache_size, cache_bytes)
         self._tickets: dict[Hashable, int] = {}
         self._tickets_lock = threading.Lock()
+        # Generations waiting for the model or running, by generation key (generation_stream).
+        self._streams: dict[Hashable, GenerationStream] = {}
+        self._streams_lock = threading.Lock()
         self._store = None
         if disk_cache:
             self._store = generation_cache.GenerationStore(lm, None if disk_cache is True else disk_cache)
@@ -506,18 +525,53 @@ class SharedLM:
         return gen
 
     def generate(self, chat: Any) -> Any:
-        """Greedy generation for a formatted prompt, cached by its text (in memory and on disk)."""
+        """Greedy generation for a formatted prompt, cached by its text (in memory and on disk).
+
+        While it waits for the model and while it runs, the text generated so far is readable
+        without the model lock (`generation_stream`).
+        """
         gen = self.cached_generation(chat)
         if gen is None:
-            with self.lock:
-                gen = self.cached_generation(chat)
-                if gen is None:
-                    gen = self.lm.generate(chat, self.generation_config)
-                    key = self._generation_key(chat)
-                    self._generations.put(key, gen)
-                    if self._store is not None:
-                        self._store.put(*key, gen)
+            key = self._generation_key(chat)
+            self._set_stream(key, GenerationStream("queued"))
+            try:
+                with self.lock:
+                    gen = self.cached_generation(chat)
+                    if gen is None:
+                        self._set_stream(key, GenerationStream("running"))
+                        start = time.perf_counter()
+                        gen = self.lm.generate(chat, self.generation_config, on_token=lambda ids: self._stream_token(key, ids))
+                        logger.info("Generated %d tokens in %.2f s.", len(gen.ids), time.perf_counter() - start)
+                        self._generations.put(key, gen)
+                        if self._store is not None:
+                            self._store.put(*key, gen)
+            finally:
+                with self._streams_lock:
+                    self._streams.pop(key, None)  # the cached generation answers from now on
         return gen
+
+    def _stream_token(self, key: Hashable, ids: tuple[int, ...]) -> None:
+        """Publishes the response so far. On the generating thread (it holds the model lock, so the
+        model's tokenizer is free); a character whose bytes are not all generated yet (U+FFFD at the
+        end) is left out until it is complete, so the text only ever grows."""
+        text = ss.model.decode_text(self.lm.tokenizer, ids).rstrip("\ufffd")
+        self._set_stream(key, GenerationStream("running", text, len(ids)))
+
+    def _set_stream(self, key: Hashable, stream: "GenerationStream") -> None:
+        with self._streams_lock:
+            self._streams[key] = stream
+
+    def generation_stream(self, chat: Any) -> "GenerationStream":
+        """The greedy response of `chat` so far (the `detail="stream"` answer); never waits for the model.
+
+        state "done": the whole generation (cached); "running": the text of the tokens generated so
+        far; "queued": a request for it waits for the model; "none": nobody asked for it.
+        """
+        gen = self.cached_generation(chat)
+        if gen is not None:
+            return GenerationStream("done", gen.text, len(gen.ids), gen.stopped_by)
+        with self._streams_lock:
+            return self._streams.get(self._generation_key(chat)) or GenerationStream("none")
 
     def _explained(self, chat: Any, target: str) -> Any:
         """The target to explain: the typed text, or the greedy Generation (its ids used as they are)."""
@@ -784,7 +838,21 @@ class SalienceModel(_Wrapper):
         detail = _detail_field(ex)
         if detail == "":
             return self._predict_complete(ex)
+        if detail == "stream":
+            return self._predict_stream(ex)
         return self._predict_progressive(ex, detail)
+
+    def _predict_stream(self, ex: JsonDict) -> JsonDict:
+        """The greedy response generated so far (`detail="stream"`); never waits for the model."""
+        if _text_field(ex, fields.TARGET):
+            raise RequestError(f'"{fields.DETAIL}": "stream" follows the generation of the response, but this input'
+                               f' has a "{fields.TARGET}", so nothing is generated. Fix: leave "{fields.TARGET}" empty.')
+        shared = self._shared
+        stream = shared.generation_stream(shared.format_prompt(ex))
+        out = _status_only({})
+        out[fields.RESPONSE] = stream.text
+        out[fields.SALIENCE] = {"stream": stream.as_dict(shared.generation_config.max_new_tokens)}
+        return out
 
     def _predict_complete(self, ex: JsonDict) -> JsonDict:
         """Every matrix at once (blocking): LIT's own modules and scripts; stops early (BlockingCancel)."""

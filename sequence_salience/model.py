@@ -305,6 +305,11 @@ class _TokenStreamer:
         pass
 
 
+def decode_text(tokenizer, ids: Sequence[int]) -> str:
+    """The text of response ids, decoded exactly as `Generation.text` is (a streamed prefix too)."""
+    return tokenizer.decode(list(ids), clean_up_tokenization_spaces=False)
+
+
 def decode_with_offsets(tokenizer, ids: Sequence[int]) -> tuple[str, tuple[tuple[int, int], ...]]:
     """Decodes ids and gives each token its character span in the decoded text.
 
@@ -321,7 +326,7 @@ def decode_with_offsets(tokenizer, ids: Sequence[int]) -> tuple[str, tuple[tuple
             continue
         offsets.append((prev_len, len(prefix)))
         prev_len = len(prefix)
-    text = tokenizer.decode(list(ids), clean_up_tokenization_spaces=False)
+    text = decode_text(tokenizer, ids)
     return text, tuple(offsets)
 
 

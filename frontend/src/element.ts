@@ -8,13 +8,14 @@ import {css, html, nothing, type PropertyValues, type TemplateResult} from 'lit'
 
 import {aggregate, checkPattern, GRANULARITIES, segment, type Granularity, type Segmentation} from './aggregate.js';
 import {colorFor, formatValue, legendGradient, legendStops, maxAbs, type ColorScale} from './colormap.js';
-import {describeDetail, isFinal, METHODS, numTargets, parseDetail, parsePayload, type DetailStatus, type MethodName,
-        type MethodPayload, type SaliencePayload} from './payload.js';
+import {describeDetail, describeStream, isFinal, METHODS, numTargets, parseDetail, parsePayload, parseStream,
+        type DetailStatus, type MethodName, type MethodPayload, type SaliencePayload, type StreamStatus} from './payload.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './pieces.js';
 import {topSegments} from './rank.js';
-import {errorMessage, EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, isExtraMethod, jobKind, matrixInput, pollInput,
-        quickInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay, SPAN_SALIENCE_FIELD, spanInput,
-        parseCount, type Extra, type ExtraMethodName, type IndexedInputLike, type ModelInfoLike} from './request.js';
+import {errorMessage, explainsGeneration, EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, isExtraMethod, jobKind,
+        matrixInput, pollInput, quickInput, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, shouldDisplay,
+        SPAN_SALIENCE_FIELD, spanInput, streamInput, parseCount, type Extra, type ExtraMethodName, type IndexedInputLike,
+        type ModelInfoLike} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {targetStore} from './shared/target_store.js';
 import {litModuleBase} from './shared/lit_services.js';
@@ -26,6 +27,8 @@ export const TAG = 'prompt-salience-module';
 
 /** How often the module asks for the progress of the per-token matrices. */
 const POLL_MS = 700;
+/** How often it asks for the response generated so far while the first highlight is computed. */
+const STREAM_MS = 250;
 const TOP_K = 10;
 const GRANULARITY_LABELS: Record<Granularity, string> = {
   token: 'Tokens', word: 'Words', sentence: 'Sentences', paragraph: 'Paragraphs',
@@ -65,7 +68,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         granularity: {state: true}, regex: {state: true}, span: {state: true},
         intensity: {state: true}, cursor: {state: true}, dragAnchor: {state: true},
         dragTo: {state: true}, side: {state: true}, version: {state: true},
-        detail: {state: true}, extraDetail: {state: true}, perToken: {state: true},
+        detail: {state: true}, extraDetail: {state: true}, perToken: {state: true}, streaming: {state: true},
       };
     }
 
@@ -99,6 +102,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare extraDetail: Partial<Record<ExtraMethodName, DetailStatus | null>>;
     /** Whether the user asked for an extra method's full per-token matrix (else it is computed per span). */
     declare perToken: Record<ExtraMethodName, boolean>;
+    /** The response generated so far, while the first highlight is computed (null: none to show). */
+    declare streaming: StreamStatus | null;
 
     private input: IndexedInputLike | null = null;
     /** Bumped on every selection: polls and requests of an older one stop. */
@@ -146,6 +151,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.detail = null;
       this.extraDetail = {};
       this.perToken = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, false])) as Record<ExtraMethodName, boolean>;
+      this.streaming = null;
     }
 
     override connectedCallback() {
@@ -225,6 +231,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.input = d;
       this.generation++;
       this.payload = null;
+      this.streaming = null;
       this.detail = null;
       this.extraDetail = {};
       this.extraPayloads.clear();
@@ -255,6 +262,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.markAction('select');
       this.startLoading('Generating the response and computing salience…');
       const gen = this.generation;
+      const answered = {done: false};
       try {
         // First highlight: the whole response from one forward + backward; the
         // per-token matrices follow in the background (pollDetail).
@@ -262,8 +270,16 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         const req = this.apiService.getPreds(
             [quickInput(d, extra)], this.salienceModel, this.appState.currentDataset, [],
             [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
-        const res = await this.loadLatest('salience', req);
+        // Meanwhile the response streams in as it is generated.
+        if (explainsGeneration(d)) void this.streamResponse(d, gen, answered);
+        let res: Array<Record<string, unknown>> | null;
+        try {
+          res = await this.loadLatest('salience', req);
+        } finally {
+          answered.done = true;
+        }
         if (res === null || this.input !== d || gen !== this.generation) return;  // a newer selection won
+        this.streaming = null;
         const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
         this.absorbSpans(payload, extra);
         this.absorbExtraMatrices(payload);
@@ -278,6 +294,32 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         if (this.input !== d) return;
         this.actionStart = null;
         this.stopLoading('error', errorMessage(e));
+      }
+    }
+
+    /**
+     * Shows the response as it is generated (`detail="stream"` polls, which never wait for the
+     * model) until the first-highlight request is answered.
+     */
+    private async streamResponse(d: IndexedInputLike, gen: number, answered: {done: boolean}) {
+      const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
+      let n = 0;
+      while (current()) {
+        await new Promise((r) => setTimeout(r, STREAM_MS));
+        if (!current()) return;
+        let s: StreamStatus | null;
+        try {
+          const res = await this.apiService.getPreds(
+              [streamInput(d, ++n)], this.salienceModel!, this.appState.currentDataset, [], [SALIENCE_FIELD],
+              'Generating the response…');
+          s = parseStream(res[0]?.[SALIENCE_FIELD]);
+        } catch {
+          return;  // an older server without streaming: the first highlight still comes
+        }
+        if (!current() || s === null) return;
+        // Only ever longer: a poll answered out of order must not take text away.
+        if (this.streaming === null || s.text.length >= this.streaming.text.length) this.streaming = s;
+        this.message = describeStream(this.streaming);
       }
     }
 
@@ -645,7 +687,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         <div class="module">
           ${this.renderControls()}
           ${this.renderStatus()}
-          ${this.payload === null ? this.renderEmpty() : this.renderBody(this.payload)}
+          ${this.payload !== null ? this.renderBody(this.payload)
+            : this.streaming !== null && this.input !== null ? this.renderStreaming(this.input, this.streaming)
+            : this.renderEmpty()}
           <div class="tooltip" role="tooltip" hidden></div>
         </div>`;
     }
@@ -722,6 +766,24 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private renderEmpty() {
       if (this.status !== 'idle') return nothing;
       return html`<div class="empty">Select a prompt in the data table, or write one in the datapoint editor and click “Add”.</div>`;
+    }
+
+    /** Before the first highlight: the prompt as typed and the response as far as it is generated. */
+    private renderStreaming(d: IndexedInputLike, s: StreamStatus) {
+      const system = typeof d.data['system'] === 'string' ? d.data['system'] : '';
+      const prompt = typeof d.data['prompt'] === 'string' ? d.data['prompt'] : '';
+      return html`
+        <div class="body">
+          <div class="texts">
+            <div class="section-label">Prompt</div>
+            <div class="text prompt pending">${system ? html`<span class="markup">${system}\n\n</span>` : nothing}${prompt}</div>
+            <div class="section-label">Response
+              <span class="hint">— ${s.state === 'done' ? `${s.tokens} tokens; computing the salience of the whole response`
+                  : s.state === 'running' ? `${s.tokens} of at most ${s.max_new_tokens} tokens so far` : 'waiting for the model'}</span>
+            </div>
+            <div class="text response streaming" data-tokens=${s.tokens} data-stream-state=${s.state}>${s.text}</div>
+          </div>
+        </div>`;
     }
 
     private renderBody(p: SaliencePayload) {

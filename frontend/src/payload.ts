@@ -71,6 +71,30 @@ export function parseDetail(x: unknown): DetailStatus | null {
   return d;
 }
 
+/** The greedy response generated so far (`detail="stream"`, docs/architecture.md). */
+export interface StreamStatus {
+  state: 'none' | 'queued' | 'running' | 'done';
+  text: string;
+  tokens: number;
+  max_new_tokens: number;
+  stopped_by: string;
+}
+
+/** A stream poll answer (`salience.stream`), or null when it is not one. */
+export function parseStream(x: unknown): StreamStatus | null {
+  if (x == null || typeof x !== 'object') return null;
+  const s = (x as {stream?: StreamStatus}).stream;
+  if (s == null || typeof s !== 'object' || typeof s.state !== 'string' || typeof s.text !== 'string') return null;
+  return s;
+}
+
+/** The loading line while the response streams in, e.g. "Generating the response: 12 of at most 64 tokens…". */
+export function describeStream(s: StreamStatus | null): string {
+  if (s === null || s.state === 'none' || s.state === 'queued') return 'Waiting for the model…';
+  if (s.state === 'running') return `Generating the response: ${s.tokens} of at most ${s.max_new_tokens} tokens…`;
+  return `Response generated (${s.tokens} tokens); computing its salience…`;
+}
+
 /** Whether a detail status is final (no more polling). */
 export function isFinal(d: DetailStatus | null | undefined): boolean {
   return d == null || d.state === 'done' || d.state === 'cancelled' || d.state === 'error' || d.state === 'none';

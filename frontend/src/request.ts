@@ -145,6 +145,17 @@ export function spanInput(input: IndexedInputLike, t0: number, t1: number, extra
                       `span${t0}-${t1}-${countTag(extra)}`);
 }
 
+/** The greedy response generated so far (never waits for the model): shown while the first highlight computes. */
+export function streamInput(input: IndexedInputLike, n: number): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'stream'}, `stream-${n}`);
+}
+
+/** Whether the module explains the model's own response (no typed target): then it can stream it. */
+export function explainsGeneration(input: IndexedInputLike): boolean {
+  const target = input.data['target'];
+  return target == null || target === '';
+}
+
 /** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */
 export function pollInput(input: IndexedInputLike, extra: Extra | null, n: number): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'poll', ...countFields(extra)}, `poll${countTag(extra)}-${n}`);
