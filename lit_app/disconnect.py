@@ -14,7 +14,8 @@ instead, between chunks of work, through `client_gone()`:
   mean it is still there.
 
 Without a socket (werkzeug's test client, another WSGI server) the client is
-never taken as gone. A client that half-closes its side after sending the
+never taken as gone. Once `shut_down()` is called (the server's Ctrl-C), every
+client reads as gone: every running request's cancel check says stop. A client that half-closes its side after sending the
 request (HTTP clients do not) would read as gone.
 """
 
@@ -24,10 +25,21 @@ import contextlib
 import contextvars
 import select
 import socket
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 _SOCKET: contextvars.ContextVar[Any] = contextvars.ContextVar("sequence_salience_client_socket", default=None)
+_SHUTTING_DOWN = threading.Event()
+
+
+def shut_down() -> None:
+    """The process is stopping: from now on every client reads as gone (running requests stop)."""
+    _SHUTTING_DOWN.set()
+
+
+def shutting_down() -> bool:
+    return _SHUTTING_DOWN.is_set()
 
 
 def peer_closed(sock: Any) -> bool:
@@ -56,10 +68,12 @@ def serving(environ: Mapping[str, Any]) -> Iterator[None]:
 def client_gone() -> bool:
     """True when the client of the request this thread serves has disconnected."""
     sock = _SOCKET.get()
-    return sock is not None and peer_closed(sock)
+    return _SHUTTING_DOWN.is_set() or (sock is not None and peer_closed(sock))
 
 
 def watcher() -> Callable[[], bool]:
     """`client_gone` bound to this thread's request, for code that checks from another call stack."""
     sock = _SOCKET.get()
-    return (lambda: False) if sock is None else (lambda: peer_closed(sock))
+    if sock is None:
+        return _SHUTTING_DOWN.is_set
+    return lambda: _SHUTTING_DOWN.is_set() or peer_closed(sock)

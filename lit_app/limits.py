@@ -80,6 +80,7 @@ class Limits:
       max_pending: compute requests running or waiting for the model at once (HTTP 503 beyond).
       retry_after_s: the Retry-After a 503 suggests.
       max_connections: open connections at once, each served by a thread (security.BoundedThreadedServer).
+      max_connections_per_client: open connections from one client address (at most max_connections).
     """
 
     max_body_bytes: int = 4 * 1024 * 1024
@@ -90,10 +91,12 @@ class Limits:
     max_pending: int = 16
     retry_after_s: int = 2
     max_connections: int = 64
+    max_connections_per_client: int = 32
 
     def __post_init__(self):
         for name in ("max_body_bytes", "max_prompt_chars", "max_new_tokens", "max_ig_steps",
-                     "max_smooth_grad_samples", "max_pending", "retry_after_s", "max_connections"):
+                     "max_smooth_grad_samples", "max_pending", "retry_after_s", "max_connections",
+                     "max_connections_per_client"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} is {getattr(self, name)}; it must be at least 1.")
         for name, most in (("max_ig_steps", models.MAX_IG_STEPS),

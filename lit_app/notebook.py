@@ -103,7 +103,8 @@ class LitWidget(lit_notebook.LitWidget):
         # LIT's __init__ is not called: it would start LIT's own server, without these rules.
         app = server.build_app(lit_models, lit_datasets, client_root, sync_state=True)
         limits = limits_lib.Limits()
-        httpd = security.make_server(HOST, 0, app, limits.max_connections)  # port 0: a free one, no race
+        httpd = security.make_server(HOST, 0, app, limits.max_connections,  # port 0: a free one, no race
+                                     limits.max_connections_per_client)
         self.config = security.SecurityConfig(host=HOST, port=int(httpd.server_port),
                                               allowed_hosts=tuple(allowed_hosts), limits=limits,
                                               token=None if no_token else (token or security.new_token()))

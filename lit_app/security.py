@@ -52,7 +52,9 @@ import logging
 import os
 import re
 import secrets
+import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
@@ -83,8 +85,10 @@ _LIT_PARAMETER_ERRORS = re.compile(r"^(Must provide a |No config specified|No ba
                                    r" name )")
 # Absolute server paths in an error message (two or more segments), replaced before it leaves the server.
 _SERVER_PATH = re.compile(r"(?<![\w:/.~-])(/[\w.~+@-]+){2,}/?")
-# Seconds a connection may stall while sending its request or reading the answer.
+# Seconds a connection may stall while sending a request body or reading the answer.
 SOCKET_TIMEOUT_S = 120
+# Seconds a connection has to send a request's line and headers (from opening, and between keep-alive requests).
+HEADER_TIMEOUT_S = 5.0
 _SAFE_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "SAMEORIGIN"),
@@ -223,7 +227,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
                    help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
     g.add_argument("--max_connections", type=int, default=defaults.max_connections,
-                   help="Open connections at once (one thread each; HTTP 503 beyond).")
+                   help="Open connections at once (one thread each; HTTP 503 beyond). A connection has"
+                        f" {HEADER_TIMEOUT_S:g} s to send its headers; idle ones give their slot to new ones.")
+    g.add_argument("--max_connections_per_client", type=int, default=None,
+                   help="Open connections from one client address (default: half of --max_connections).")
 
 
 def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -257,6 +264,7 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
         max_smooth_grad_samples=args.max_smooth_grad_samples,
         max_pending=args.max_pending_requests,
         max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client or max(1, args.max_connections // 2),
     )
     data_dir = os.path.realpath(args.data_dir) if args.data_dir else None
     return SecurityConfig(host=args.host, port=args.port, allowed_hosts=allowed, token=token,
@@ -301,6 +309,19 @@ class RequestHandler(serving.WSGIRequestHandler):
 
     timeout = SOCKET_TIMEOUT_S
 
+    def handle_one_request(self) -> None:
+        report = getattr(self.server, "reading", None)
+        if report is not None:
+            report(self.connection, True)  # the watchdog closes it if the headers do not come in time
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        report = getattr(self.server, "reading", None)
+        if report is not None:
+            report(self.connection, False)
+        return ok
+
     def make_environ(self) -> dict[str, Any]:
         environ = super().make_environ()
         # Python's http.server turns a leading "//" into "/" before werkzeug sees the path; keep the
@@ -320,52 +341,129 @@ class RequestHandler(serving.WSGIRequestHandler):
         super().log(type, "%s", text)
 
 
-class BoundedThreadedServer(serving.ThreadedWSGIServer):
-    """werkzeug's thread-per-connection server, with at most `max_connections` connections at once.
+@dataclasses.dataclass
+class _Connection:
+    address: str
+    opened: float
+    reading_since: float | None  # waiting for a request's line and headers since (monotonic); None: serving one
 
-    A connection beyond the bound is answered at once with a one-line 503
-    (Retry-After: 1) and closed, so a flood of (possibly stalled) connections
-    cannot grow the number of threads without bound.
+
+class BoundedThreadedServer(serving.ThreadedWSGIServer):
+    """werkzeug's thread-per-connection server with bounded, fairly shared connections.
+
+    * At most `max_connections` connections at once (one thread each), and at
+      most `max_per_client` from one client address.
+    * A connection must send a request's line and headers within
+      `header_timeout_s` of opening (and of each keep-alive request): a watchdog
+      closes it otherwise, so idle or stalled connections cannot hold slots.
+    * When a limit is reached, a new connection takes the slot of the oldest
+      connection still waiting for its headers (from the same address when the
+      per-client limit is the one reached); only when every counted connection
+      is serving a request is the new one answered with a one-line 503
+      (Retry-After: 1) and closed. A local process opening 100 idle connections
+      therefore cannot keep the page's requests out.
     """
 
-    def __init__(self, host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int):
+    def __init__(self, host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int,
+                 max_per_client: int | None = None, header_timeout_s: float = HEADER_TIMEOUT_S):
         if max_connections < 1:
             raise ValueError(f"max_connections is {max_connections}; it must be at least 1.")
         super().__init__(host, port, app, handler=RequestHandler)
         self.max_connections = max_connections
-        self.active = 0
+        self.max_per_client = max(1, max_per_client or max_connections)
+        self.header_timeout_s = header_timeout_s
         self.refused = 0
+        self.evicted = 0
+        self._conns: dict[Any, _Connection] = {}
         self._count_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="connection-watchdog", daemon=True)
+        self._watchdog.start()
+
+    @property
+    def active(self) -> int:
+        """Connections counted against the limits now."""
+        return len(self._conns)
+
+    @property
+    def serving(self) -> int:
+        """Counted connections that are serving a request (not waiting for headers)."""
+        with self._count_lock:
+            return sum(s.reading_since is None for s in self._conns.values())
+
+    def _per_address(self, address: str) -> list[tuple[Any, _Connection]]:
+        return [(c, s) for c, s in self._conns.items() if s.address == address]
+
+    def _victim(self, among: list[tuple[Any, _Connection]]) -> Any:
+        waiting = [(s.reading_since, c) for c, s in among if s.reading_since is not None]
+        return min(waiting, key=lambda t: t[0])[1] if waiting else None
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        address = str(client_address[0]) if isinstance(client_address, tuple) else str(client_address)
+        now = time.monotonic()
         with self._count_lock:
-            full = self.active >= self.max_connections
-            if full:
-                self.refused += 1
-            else:
-                self.active += 1
-        if full:
+            mine = self._per_address(address)
+            ok = True
+            if len(mine) >= self.max_per_client or len(self._conns) >= self.max_connections:
+                pool = mine if len(mine) >= self.max_per_client else list(self._conns.items())
+                victim = self._victim(pool)
+                if victim is None:
+                    ok = False
+                    self.refused += 1
+                else:
+                    self._evict(victim)
+            if ok:
+                self._conns[request] = _Connection(address, now, now)
+        if not ok:
             self._refuse(request)
             return
         try:
             super().process_request(request, client_address)  # starts the connection's thread
         except BaseException:
-            self._done()
+            self._done(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._done()
+            self._done(request)
 
-    def _done(self) -> None:
+    def reading(self, request: Any, waiting: bool) -> None:
+        """The handler's report: waiting for a request's headers (True) or serving one (False)."""
         with self._count_lock:
-            self.active -= 1
+            state = self._conns.get(request)
+            if state is not None:
+                state.reading_since = time.monotonic() if waiting else None
+
+    def _evict(self, request: Any) -> None:
+        """Closes a connection that has not sent its headers; its slot is free at once."""
+        self._conns.pop(request, None)
+        self.evicted += 1
+        try:
+            request.shutdown(socket.SHUT_RDWR)  # its thread's read returns at once, and it ends
+        except OSError:
+            pass
+
+    def _watch(self) -> None:
+        while not self._closing.wait(min(0.5, self.header_timeout_s / 4)):
+            deadline = time.monotonic() - self.header_timeout_s
+            with self._count_lock:
+                for request, state in list(self._conns.items()):
+                    if state.reading_since is not None and state.reading_since < deadline:
+                        self._evict(request)
+
+    def _done(self, request: Any) -> None:
+        with self._count_lock:
+            self._conns.pop(request, None)
+
+    def server_close(self) -> None:
+        self._closing.set()
+        super().server_close()
 
     def _refuse(self, request: Any) -> None:
-        body = (f"The server has {self.max_connections} connections open (--max_connections);"
-                " retry in 1 s.").encode("utf-8")
+        body = (f"The server has {self.max_connections} connections open (--max_connections), or this client"
+                f" {self.max_per_client} (--max_connections_per_client); retry in 1 s.").encode("utf-8")
         head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
                 f"Retry-After: 1\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n").encode("ascii")
         try:
@@ -377,9 +475,16 @@ class BoundedThreadedServer(serving.ThreadedWSGIServer):
             self.shutdown_request(request)
 
 
-def make_server(host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int) -> BoundedThreadedServer:
-    """The HTTP server for `app`: threaded, bounded connections, socket timeouts."""
-    return BoundedThreadedServer(host, port, app, max_connections)
+def make_server(host: str, port: int, app: Callable[..., Iterable[bytes]], max_connections: int,
+                max_per_client: int | None = None, header_timeout_s: float = HEADER_TIMEOUT_S
+                ) -> BoundedThreadedServer:
+    """The HTTP server for `app`: threaded, bounded and fairly shared connections, header and socket timeouts.
+
+    max_per_client: connections from one address (default: half of `max_connections`, at least 1).
+    """
+    if max_per_client is None:
+        max_per_client = max(1, max_connections // 2)
+    return BoundedThreadedServer(host, port, app, max_connections, max_per_client, header_timeout_s)
 
 
 # ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@
                              [--data_dir DIR] [--max_body_bytes N] [--max_prompt_chars N]
                              [--max_ig_steps N] [--max_smooth_grad_samples N]
                              [--max_pending_requests N] [--max_connections N]
+                             [--max_connections_per_client N]
 
 or the console script `sequence-salience-server` with the same flags. It checks
 the data file, builds the offline client root, loads the model (logging
@@ -23,6 +24,7 @@ import functools
 import logging
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -42,6 +44,8 @@ logger = logging.getLogger("lit_app.server")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5432
+# Seconds Ctrl-C waits for cancelled work to stop before the process exits anyway.
+SHUTDOWN_GRACE_S = 2.0
 PAGE_TITLE = "Sequence Salience"
 # WSGI environ key under which a handler leaves a client-mistake exception (models.RequestError).
 CLIENT_ERROR_KEY = security.CLIENT_ERROR_KEY
@@ -262,7 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = build_app(inside_models.with_inside(models.make_models(shared, name), shared, name), lit_datasets, client_root)
     sec = security.config_from_args(args)
     try:
-        httpd = security.make_server(args.host, args.port, security.SecureApp(app, sec), sec.limits.max_connections)
+        httpd = security.make_server(args.host, args.port, security.SecureApp(app, sec), sec.limits.max_connections,
+                                     sec.limits.max_connections_per_client)
     except OSError as e:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)
@@ -280,13 +285,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sec.token_generated and not security.is_loopback(args.host):
         print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
               " the same ?token=..., or pass --token.)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
-        logger.info("Stopping.")
+        pass
     finally:
-        httpd.server_close()
+        stop(httpd, shared)
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def stop(httpd: security.BoundedThreadedServer, shared: models.SharedLM, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+    """Stops serving and the work in progress, within `grace_s` (+ a fraction of a second).
+
+    Running requests and background jobs are cancelled (their cancel checks read
+    `disconnect.shut_down()`; jobs `cancel_all`), so each stops at its next chunk.
+    Work still running after `grace_s` (a generation, an explanation test between
+    two checks) is not waited for: the process exits at once, without tearing
+    torch down under a thread that is inside it.
+    """
+    start = time.monotonic()
+    busy = httpd.serving
+    logger.info("Stopping (%d request(s) running): cancelling the work in progress.", busy)
+    disconnect.shut_down()
+    shared.jobs.cancel_all()
+    httpd.server_close()
+    while (httpd.serving or not shared.jobs.idle()) and time.monotonic() - start < grace_s:
+        time.sleep(0.05)
+    if httpd.serving or not shared.jobs.idle():
+        logger.warning("Stopped after %.1f s without waiting for %d request(s) still running.",
+                       time.monotonic() - start, httpd.serving)
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(0)  # pylint: disable=protected-access
+    logger.info("Stopped after %.1f s.", time.monotonic() - start)
 
 
 def run() -> None:

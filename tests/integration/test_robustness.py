@@ -13,6 +13,7 @@ import http.client
 import json
 import logging
 import re
+import signal
 import threading
 import time
 
@@ -213,3 +214,28 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
     assert status == 200 and "capital" in body
     # One line in the log, not LIT's "Uncaught error" with a traceback (checked after a later request).
     assert "Traceback" not in new_log()
+
+
+# ---------------------------------------------------------------------------
+# Ctrl-C stops the server mid-computation.
+
+
+def test_ctrl_c_stops_the_server_mid_computation(tmp_path):
+    with ServerProcess(["--max_new_tokens", "8"], tmp_path) as proc:
+        conn = _send(proc, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: 64})
+        try:
+            _wait_for(lambda: "Blocking salience request" in proc.log_path.read_text(), "the blocking computation")
+            sent = time.monotonic()
+            proc.proc.send_signal(signal.SIGINT)
+            code = proc.proc.wait(timeout=60)  # a failure bound; the time taken is printed, not asserted
+            took = time.monotonic() - sent
+        finally:
+            conn.close()
+        log = proc.log_path.read_text()
+    print(f"\nCtrl-C to exit: {took:.2f} s (exit code {code})")
+    assert code == 0, log[-3000:]
+    assert "Stopping (1 request(s) running)" in log, log[-3000:]
+    # Cancelled at its next check, or (inside one long chunk: the whole gradient matrix is one) not
+    # waited for after server.SHUTDOWN_GRACE_S; either way a clean exit, no abort inside torch.
+    assert re.search(r"Stopped after \d+\.\d s", log), log[-3000:]
+    assert "Traceback" not in log and "terminate called" not in log, log[-3000:]

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import socket
 import threading
 import time
 from pathlib import Path
@@ -471,6 +472,21 @@ def test_real_server_on_loopback_requires_its_token_and_keeps_it_out_of_the_log(
         assert status == 200 and "smollm2" in json.loads(body)["models"]
         assert proc.post_json(f"/get_info?token={proc.token}", {}, auth=False)[0] == 200
         assert proc.request("GET", "/get_info;x")[0] == 400
+        # One local process opens 100 connections (half idle, half stalled mid-headers); the page's
+        # requests still get through (idle connections give their slots to new ones).
+        flood = [socket.create_connection(("127.0.0.1", proc.port), timeout=30) for _ in range(100)]
+        for i, sock in enumerate(flood):
+            if i % 2:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        assert proc.request("GET", "/", headers={"Cookie": cookie}, auth=False)[0] == 200
+        assert proc.post_json("/get_info", {})[0] == 200
+        # The flood's connections are closed by the server (evicted, or at the header deadline).
+        for sock in flood:
+            try:
+                assert sock.recv(100) == b""
+            except ConnectionResetError:
+                pass
+            sock.close()
         proc.stop()
         log = proc.log_path.read_text()
     ready = [line for line in log.splitlines() if "is ready:" in line]

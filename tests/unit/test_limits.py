@@ -210,7 +210,7 @@ def test_bounded_server_answers_503_beyond_max_connections():
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
         return [b"ok"]
 
-    httpd = security.make_server("127.0.0.1", 0, app, max_connections=2)
+    httpd = security.make_server("127.0.0.1", 0, app, max_connections=2, max_per_client=2)
     port = httpd.server_address[1]
     serve = threading.Thread(target=httpd.serve_forever, daemon=True)
     serve.start()
@@ -241,3 +241,73 @@ def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
     monkeypatch.delenv("MALLOC_ARENA_MAX")
     if platform.libc_ver()[0] == "glibc":
         assert limits.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
+
+
+def _serve(app, **kw):
+    httpd = security.make_server("127.0.0.1", 0, app, **kw)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, httpd.server_address[1]
+
+
+def _ok_app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+    return [b"ok"]
+
+
+def test_a_connection_without_headers_is_closed_after_the_header_timeout():
+    httpd, port = _serve(_ok_app, max_connections=4, header_timeout_s=0.5)
+    try:
+        idle = socket.create_connection(("127.0.0.1", port), timeout=30)
+        idle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # headers never finished (slowloris)
+        assert idle.recv(100) == b""  # closed by the server (a failure bound of 30 s, not a timing claim)
+        idle.close()
+        assert httpd.evicted == 1
+        assert _read_all(_send(port)).endswith(b"ok")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_idle_connections_give_their_slots_to_new_ones():
+    # Header timeout long: only the eviction on a full server frees the slots here.
+    httpd, port = _serve(_ok_app, max_connections=4, max_per_client=4, header_timeout_s=600)
+    try:
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(10)]
+        deadline = time.monotonic() + 30
+        while httpd.evicted < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert httpd.active <= 4 and httpd.evicted >= 6
+        for _ in range(3):  # a real request always gets a slot: an idle one is closed for it
+            assert _read_all(_send(port)).endswith(b"ok")
+        assert httpd.refused == 0
+        for s in idle:
+            s.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_one_client_address_cannot_hold_every_slot():
+    release = threading.Event()
+
+    def slow(environ, start_response):
+        release.wait(30)
+        return _ok_app(environ, start_response)
+
+    httpd, port = _serve(slow, max_connections=4)  # default: 2 per client address
+    assert httpd.max_per_client == 2
+    try:
+        busy = [_send(port) for _ in range(2)]
+        deadline = time.monotonic() + 30
+        while httpd.serving < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        head = _read_all(_send(port)).split(b"\r\n", 1)[0]
+        assert head.startswith(b"HTTP/1.1 503")  # a third from this address, while two slots stay free
+        assert httpd.active == 2 and httpd.refused == 1
+        release.set()
+        for s in busy:
+            assert _read_all(s).endswith(b"ok")
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
