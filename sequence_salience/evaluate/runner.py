@@ -183,16 +183,6 @@ def run_ray(
         n = max(1, min(n, len(tasks)))
         remote_cls = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0)(worker_cls)
 
-        def new_actor():
-            actor = remote_cls.remote(spec, config, *worker_args)
-            try:
-                name = ray.get(actor.ready.remote())
-            except ray.exceptions.RayActorError as e:
-                raise SalienceError(f"a Ray worker could not start or load --model {spec.model!r}: "
-                                    f"{_first_line(e)}") from None
-            log(f"worker {name} ready")
-            return actor
-
         start = time.perf_counter()
         actors = [remote_cls.remote(spec, config, *worker_args) for _ in range(n)]
         names = []
@@ -225,8 +215,8 @@ def run_ray(
                 else:
                     yield Outcome(key, None, f"its worker died {attempt} times ({_first_line(e)}); "
                                              "Fix: check the worker's memory and logs", 0.0, attempt)
-                if queue or pending:  # a fresh actor takes the dead one's place
-                    replacement = new_actor()
+                if queue or pending:  # a fresh actor takes the dead one's place; calls wait for its model
+                    replacement = remote_cls.remote(spec, config, *worker_args)
                     actors.append(replacement)
                     idle.append(replacement)
                 continue

@@ -32,10 +32,7 @@ CONFIG = EvalConfig(faithfulness=FaithfulnessConfig(granularity="word", steps=4,
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> str:
     """A tiny random Llama and its tokenizer saved as a local HF folder (load_model(path) loads it)."""
-    path = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    tiny_models.tiny_llama().save_pretrained(path)
-    tiny_models.tiny_tokenizer().save_pretrained(path)
-    return str(path)
+    return tiny_models.save_tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny-llama")
 
 
 @pytest.fixture(scope="module")

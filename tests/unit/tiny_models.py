@@ -60,3 +60,10 @@ def wrap(model: torch.nn.Module, name: str) -> ss.LanguageModel:
 
 
 MODEL_BUILDERS = {"llama": tiny_llama, "gpt2": tiny_gpt2}
+
+
+def save_tiny_llama(path) -> str:
+    """Saves tiny_llama() and tiny_tokenizer() as a local HF folder that load_model(path) loads."""
+    tiny_llama().save_pretrained(path)
+    tiny_tokenizer().save_pretrained(path)
+    return str(path)
