@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 # Input fields (besides prompt, system, chat, target of fields.py).
 INSIDE_T = "inside_t"  # Integer: which target token to trace (0-based)
-INTERVENTIONS = "interventions"  # TextSegment: JSON list of {"layer", "index", "mode"}
+INTERVENTIONS = "interventions"  # TextSegment: JSON list of {"layer", "index", "mode", "scope"}
 INSIDE_ACTION = "inside_action"  # TextSegment (intervene only): "run" (default), "status", "cancel"
 QUERY = "query"  # TextSegment: the word to search value vectors for
 LIMIT = "limit"  # Integer: most hits returned
@@ -88,7 +88,8 @@ def _int_field(ex: JsonDict, name: str, default: int, lo: int, hi: int) -> int:
 
 
 def parse_interventions(value: Any) -> list[ssi.Intervention]:
-    """The `interventions` field: "" / None -> [], else a JSON list of {"layer", "index", "mode"}."""
+    """The `interventions` field: "" / None -> [], else a JSON list of {"layer", "index", "mode", "scope"}
+    (mode "off" / "on" / "on_layer_max", scope "all" / "position"; see sequence_salience.inside.interventions)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return []
     if isinstance(value, str):
@@ -209,7 +210,7 @@ class InsideTraceModel(_Wrapper):
         interventions = parse_interventions(ex.get(INTERVENTIONS))
         with self.shared.lock:
             arch = self.state.arch
-            with ssi.apply_interventions(self.shared.lm, interventions, arch):
+            with ssi.apply_interventions(self.shared.lm, interventions, arch, at.library()):
                 tr = ssi.trace_ids(self.shared.lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch,
                                    index=self.state.index.snapshot())  # top tokens from the index once built
         if not interventions:
@@ -301,6 +302,8 @@ class InsideInterveneModel(InsideTraceModel):
         before_tr = self.state.cached_trace(at)
         with lock:
             check()
+            ivs = ssi.resolve(lm, lib_at, ivs, arch)  # "on" constants (one plain forward), "position" scope
+            payload["interventions"] = [dataclasses.asdict(iv) for iv in ivs]
             reused = before_tr is not None
             if before_tr is None:
                 before_tr = ssi.intervened_trace(lm, lib_at, (), TRACE_CONFIG, arch, index=self.state.index.snapshot())

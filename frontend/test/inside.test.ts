@@ -3,7 +3,7 @@ import {describe, expect, it} from 'vitest';
 import {
   addIntervention, comparisonRows, formatDelta, formatProb, formatRank, hashString, insideModels, interventionKey,
   interventionsJson, layerDeltas, modelGroup, parseIntervention, parseSearch, parseTrace, probPolyline,
-  removeIntervention, searchStatus, settlesAt, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
+  removeIntervention, describeIntervention, setScope, searchStatus, settlesAt, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
   type InterventionPayload, type LayerTrace, type SearchPayload, type TracePayload,
 } from '../src/inside/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
@@ -75,12 +75,22 @@ describe('intervention list', () => {
     let list = addIntervention([], 12, 300);
     list = addIntervention(list, 3, 9, 'on');
     list = addIntervention(list, 12, 300, 'on');  // already listed: unchanged
-    expect(list).toEqual([{layer: 12, index: 300, mode: 'off'}, {layer: 3, index: 9, mode: 'on'}]);
+    expect(list).toEqual([{layer: 12, index: 300, mode: 'off', scope: 'all'}, {layer: 3, index: 9, mode: 'on', scope: 'all'}]);
     list = toggleMode(list, interventionKey({layer: 12, index: 300}));
     expect(list[0].mode).toBe('on');
-    expect(interventionsJson(list)).toBe('[{"layer":3,"index":9,"mode":"on"},{"layer":12,"index":300,"mode":"on"}]');
+    expect(interventionsJson(list)).toBe(
+        '[{"layer":3,"index":9,"mode":"on","scope":"all"},{"layer":12,"index":300,"mode":"on","scope":"all"}]');
     expect(interventionsJson([...list].reverse())).toBe(interventionsJson(list));
-    expect(removeIntervention(list, '3:9')).toEqual([{layer: 12, index: 300, mode: 'on'}]);
+    expect(removeIntervention(list, '3:9')).toEqual([{layer: 12, index: 300, mode: 'on', scope: 'all'}]);
+    // off → on → on_layer_max → off; the scope is kept per intervention and sent.
+    list = toggleMode(list, '12:300');
+    expect(list[0].mode).toBe('on_layer_max');
+    expect(toggleMode(list, '12:300')[0].mode).toBe('off');
+    list = setScope(list, '3:9', 'position');
+    expect(interventionsJson(list)).toBe(
+        '[{"layer":3,"index":9,"mode":"on","scope":"position"},{"layer":12,"index":300,"mode":"on_layer_max","scope":"all"}]');
+    expect(describeIntervention({layer: 3, index: 9, mode: 'on', scope: 'position', value: 12.3456, position: 40}))
+        .toBe('L3·v9 on (12.3) @pos');
   });
   it('hashes strings stably', () => {
     expect(hashString('')).toBe('811c9dc5');  // FNV-1a offset basis

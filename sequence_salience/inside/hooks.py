@@ -14,9 +14,9 @@ class HookSet:
     def __init__(self) -> None:
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
 
-    def pre(self, module: torch.nn.Module, fn) -> None:
-        """fn(module, args) -> None | new args (a forward pre-hook)."""
-        self._handles.append(module.register_forward_pre_hook(fn))
+    def pre(self, module: torch.nn.Module, fn, with_kwargs: bool = False) -> None:
+        """fn(module, args) -> None | new args (a forward pre-hook); with_kwargs: fn(module, args, kwargs)."""
+        self._handles.append(module.register_forward_pre_hook(fn, with_kwargs=with_kwargs))
 
     def post(self, module: torch.nn.Module, fn) -> None:
         """fn(module, args, output) -> None | new output (a forward hook)."""

@@ -105,13 +105,22 @@ def test_lit_trace_follows_the_salience_target(client, default_lm):
     assert res["before"]["trace"]["output"]["target_prob"] == pytest.approx(out["output"]["target_prob"], rel=1e-6)
     assert res["after"]["trace"]["output"]["target_prob"] != res["before"]["trace"]["output"]["target_prob"]
     assert res["before"]["generation"]["text"].strip() and res["before"]["top_salient"]
-    assert res["interventions"] == [{"layer": sub["layer"], "index": sub["index"], "mode": "off"}]
+    assert res["interventions"] == [{"layer": sub["layer"], "index": sub["index"], "mode": "off", "scope": "all",
+                                     "value": None, "position": None}]
     # In steps; the before side reused what the server had (the trace just requested, the generation and
     # the first highlight's whole-response salience).
     assert [(s["name"], s["state"]) for s in res["steps"]] == [("trace", "done"), ("generate", "done"),
                                                                 ("salience", "done")]
     assert [s["before"] for s in res["steps"]] == ["cached"] * 3  # trace, generation, whole-response salience
     assert res["before"]["trace"] == out
+    # LM-Debugger's "on": one constant, the layer's largest |m|*||v|| at the traced position + 0.01 (the
+    # trace's top sub-update score), at this position only.
+    low = out["layers"][3]["sub_updates"][-1]
+    on = json.dumps([{"layer": 3, "index": low["index"], "mode": "on", "scope": "position"}])
+    res_on = _preds(client, INTERVENE, {**data, "inside_t": t, "interventions": on}, id_="ivon")["inside_intervention"]
+    (iv,) = res_on["interventions"]
+    assert iv["value"] == pytest.approx(out["layers"][3]["sub_updates"][0]["score"] + 0.01, rel=1e-5)
+    assert iv["position"] == out["position"] and iv["scope"] == "position"
     status = _preds(client, INTERVENE, {**data, "inside_action": "status"}, id_="ivstatus")["inside_intervention"]
     assert status == {"action": "status", "job": None}  # the run is over
     assert "inside_t" in _error(client, TRACE, {**data, "inside_t": 999}, id_="t999")

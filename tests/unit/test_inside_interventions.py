@@ -50,12 +50,12 @@ def test_off_equals_zeroing_the_value_in_a_copy(tiny_lm, edits):
     assert gen.ids == reference.generate(PROMPT, GEN).ids
 
 
-def test_on_sets_the_coefficient_just_above_the_layer_max(tiny_lm):
+def test_on_layer_max_sets_the_coefficient_just_above_the_layer_max(tiny_lm):
     ids, n_prompt = sequence_ids(tiny_lm, PROMPT, TARGET)
     arch = inside.resolve_architecture(tiny_lm.model)
     plain = inside.capture(tiny_lm, ids, n_prompt, arch)
     index = int(torch.argmin(plain.coefs[1]))  # the smallest coefficient becomes the largest
-    with inside.apply_interventions(tiny_lm, [(1, index, "on")]):
+    with inside.apply_interventions(tiny_lm, [(1, index, "on_layer_max")]):
         cap = inside.capture(tiny_lm, ids, n_prompt, arch)
     top = float(plain.coefs[1].max())
     assert float(cap.coefs[1, index]) == pytest.approx(top + ON_MARGIN * abs(top), rel=1e-12)
@@ -81,7 +81,7 @@ def test_no_interventions_leave_the_model_bit_identical(tiny_lm):
 def test_hooks_are_removed_after_a_failing_run(tiny_lm):
     assert inside.count_hooks(tiny_lm.model) == 0
     with pytest.raises(RuntimeError, match="boom"):
-        with inside.apply_interventions(tiny_lm, [(0, 1, "off"), (1, 2, "on")]):
+        with inside.apply_interventions(tiny_lm, [(0, 1, "off"), (1, 2, "on_layer_max")]):
             assert inside.count_hooks(tiny_lm.model) == 2
             raise RuntimeError("boom")
     assert inside.count_hooks(tiny_lm.model) == 0
@@ -100,6 +100,9 @@ def test_hooks_are_removed_after_a_failing_run(tiny_lm):
     pytest.param([(5, 0, "off")], "layer 5 is outside", id="layer"),
     pytest.param([(0, 10_000, "off")], "index 10000 is outside", id="index"),
     pytest.param([(0, 1, "mute")], "mode 'mute'", id="mode"),
+    pytest.param([(0, 1, "off", "here")], "scope 'here'", id="scope"),
+    pytest.param([(0, 1, "on")], "needs the traced position", id="on-unresolved"),
+    pytest.param([(0, 1, "off", "position")], "needs the traced position", id="position-unresolved"),
     pytest.param([{"layer": 0}], "Cannot read intervention", id="missing-key"),
     pytest.param([(0.5, 1, "off")], "whole numbers", id="fraction"),
 ])
@@ -130,7 +133,8 @@ def test_intervene_compares_with_the_edited_model(tiny_lm):
     torch.testing.assert_close(torch.as_tensor(result.after.salience), torch.as_tensor(ref_sal), rtol=1e-6, atol=1e-9)
     assert len(result.after.top_salient) == 3
     d = result.as_dict()
-    assert d["interventions"] == [{"layer": 1, "index": 7, "mode": "off"}, {"layer": 0, "index": 3, "mode": "off"}]
+    assert d["interventions"] == [{"layer": 1, "index": 7, "mode": "off", "scope": "all", "value": None, "position": None},
+                                  {"layer": 0, "index": 3, "mode": "off", "scope": "all", "value": None, "position": None}]
     assert inside.count_hooks(tiny_lm.model) == 0
 
 
@@ -243,4 +247,133 @@ def test_between_tokens_the_model_is_plain_and_the_generation_unchanged(tiny_lm)
     gen = inside.intervened_generation(tiny_lm, PROMPT, OFF, GEN, between_tokens=other_request)
     assert gen.ids == _zeroed_copy(tiny_lm, [(l, i) for l, i, _ in OFF]).generate(PROMPT, GEN).ids
     assert seen == [(0, True)] * len(gen.ids)
+    assert inside.count_hooks(tiny_lm.model) == 0
+
+
+# ------------------------------------------- modes and scopes vs. an independent hooked computation
+
+def _ref_coefficients(lm, ids, position):
+    """<float64>[L, F] the coefficients (output projection's input) at `position`, read with our own hooks."""
+    layers = lm.model.transformer.h if hasattr(lm.model, "transformer") else lm.model.model.layers
+    outs = [l.mlp.c_proj if hasattr(l.mlp, "c_proj") else l.mlp.down_proj for l in layers]
+    got = {}
+    handles = [m.register_forward_pre_hook(lambda _m, a, i=i: got.__setitem__(i, a[0][0, position].double()))
+               for i, m in enumerate(outs)]
+    try:
+        _logits(lm, ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack([got[i] for i in range(len(outs))]), layers, outs
+
+
+def _ref_norms(layer_mlp):
+    """||v_j|| for every value: rows of GPT-2's c_proj.weight [F, D], columns of down_proj.weight [D, F]."""
+    if hasattr(layer_mlp, "c_proj"):
+        return layer_mlp.c_proj.weight.double().norm(dim=1)
+    return layer_mlp.down_proj.weight.double().norm(dim=0)
+
+
+def _ref_constant(lm, ids, position, layer):
+    """LM-Debugger's "on" constant: the layer's largest |m| * ||v|| at `position` of the plain run, + 0.01."""
+    coefs, layers, _ = _ref_coefficients(lm, ids, position)
+    return float((coefs[layer].abs() * _ref_norms(layers[layer].mlp)).max()) + 0.01
+
+
+def _install(lm, layer, index, mode, scope, position, constant):
+    """Hooks written from LM-Debugger's description (DESIGN.md), independent of the library; full
+    (uncached) forwards only, so position k of a call is absolute position k."""
+    layers = lm.model.transformer.h if hasattr(lm.model, "transformer") else lm.model.model.layers
+    mlp = layers[layer].mlp
+    out_proj = mlp.c_proj if hasattr(mlp, "c_proj") else mlp.down_proj
+
+    def rows(n):
+        pos = torch.arange(n)
+        return pos >= 0 if scope == "all" else pos == position
+
+    def pre(_m, args):
+        x = args[0].clone()
+        r = rows(x.shape[1])
+        if mode == "off":
+            x[:, r, index] = 0
+        elif mode == "on_layer_max":
+            top = args[0].max(-1).values
+            x[:, r, index] = (top + 0.01 * top.abs())[:, r]
+        else:  # gated "on": the coefficient itself
+            x[:, r, index] = constant
+        return (x,)
+
+    def post_c_fc(_m, _args, out):
+        out = out.clone()
+        out[:, rows(out.shape[1]), index] = constant
+        return out
+
+    if mode == "on" and hasattr(mlp, "c_fc"):
+        return [mlp.c_fc.register_forward_hook(post_c_fc)]
+    return [out_proj.register_forward_pre_hook(pre)]
+
+
+@pytest.mark.parametrize("mode", ["off", "on", "on_layer_max"])
+@pytest.mark.parametrize("scope", ["all", "position"])
+def test_each_mode_and_scope_equals_an_independent_hooked_forward(tiny_lm, mode, scope):
+    at = inside.locate(tiny_lm, PROMPT, TARGET, t=2)
+    ids = list(at.ids)
+    arch = inside.resolve_architecture(tiny_lm.model)
+    plain_coefs = inside.capture(tiny_lm, ids, at.position, arch).coefs[1]
+    index = int(torch.argmin(plain_coefs))  # a value that is far from on
+    constant = _ref_constant(tiny_lm, ids, at.position, 1)
+    handles = _install(tiny_lm, 1, index, mode, scope, at.position, constant)
+    try:
+        expected = _logits(tiny_lm, ids)
+    finally:
+        for h in handles:
+            h.remove()
+    plain = _logits(tiny_lm, ids)
+    ivs = inside.resolve(tiny_lm, at, [{"layer": 1, "index": index, "mode": mode, "scope": scope}])
+    if mode == "on":
+        assert ivs[0].value == pytest.approx(constant, rel=1e-6)
+    assert ivs[0].position == (at.position if scope == "position" else None)
+    with inside.apply_interventions(tiny_lm, ivs):
+        got = _logits(tiny_lm, ids)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    changed = ~torch.isclose(got[0], plain[0], rtol=1e-6, atol=1e-7).all(-1)  # [S] positions whose logits moved
+    assert changed[at.position]
+    if scope == "position":  # causal: nothing before the traced position moves
+        assert not changed[:at.position].any()
+    else:
+        assert changed[:at.position].any()
+    assert inside.count_hooks(tiny_lm.model) == 0
+
+
+def test_gpt2_on_is_written_before_the_activation():
+    """On GPT-2 "on" is GELU(C) at the coefficient (c_fc output set to C), not C itself."""
+    lm = wrap(MODEL_BUILDERS["gpt2"](seed=0), "gpt2")
+    at = inside.locate(lm, PROMPT, TARGET, t=2)
+    arch = inside.resolve_architecture(lm.model)
+    (iv,) = inside.resolve(lm, at, [(1, 4, "on")])
+    with inside.apply_interventions(lm, [iv]):
+        cap = inside.capture(lm, at.ids, at.position, arch)
+    gelu = torch.nn.functional.gelu(torch.tensor(iv.value, dtype=torch.float64), approximate="tanh")
+    assert float(cap.coefs[1, 4]) == pytest.approx(float(gelu), rel=1e-5)
+    assert float(cap.coefs[1, 4]) != pytest.approx(iv.value, rel=1e-3)
+
+
+def test_position_scope_in_a_cached_generation_equals_an_uncached_reference(tiny_lm):
+    """Generation uses a KV cache (one new position per call): "position" must still hit P + t - 1 only."""
+    at = inside.locate(tiny_lm, PROMPT, TARGET, t=2)  # position P + 1: the step that generates token 2
+    P = at.n_prompt_tokens
+    # A strong constant (set by hand) so that the tiny model's greedy tokens change.
+    ivs = [inside.Intervention(0, 0, "on", "position", value=20.0, position=at.position)]
+    gen = inside.intervened_generation(tiny_lm, PROMPT, ivs, GEN)
+    plain = tiny_lm.generate(PROMPT, GEN).ids
+    assert gen.ids[:2] == plain[:2] and gen.ids != plain  # tokens 0 and 1 come before the position
+    ids = list(at.ids[:P])
+    for _ in range(len(gen.ids)):  # greedy, no cache, every forward over the whole sequence so far
+        handles = _install(tiny_lm, 0, 0, "on", "position", at.position, 20.0)
+        try:
+            ids.append(int(_logits(tiny_lm, ids)[0, -1].argmax()))
+        finally:
+            for h in handles:
+                h.remove()
+    assert tuple(ids[P:]) == gen.ids
     assert inside.count_hooks(tiny_lm.model) == 0

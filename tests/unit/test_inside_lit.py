@@ -70,8 +70,14 @@ def test_trace_wrapper_matches_the_library(wrappers):
 def test_intervene_wrapper_payload(wrappers):
     lm, lit = wrappers
     out = _one(lit["_tiny_inside_intervene"], prompt=PROMPT, target=TARGET, inside_t=1,
-               interventions='[{"layer": 0, "index": 1, "mode": "on"}]')[lit_inside.INTERVENTION]
-    assert out["interventions"] == [{"layer": 0, "index": 1, "mode": "on"}]
+               interventions='[{"layer": 0, "index": 1, "mode": "on", "scope": "position"}]')[lit_inside.INTERVENTION]
+    # Resolved as the library does it: LM-Debugger's constant of layer 0 at the traced position.
+    (want,) = inside.resolve(lm, inside.locate(lm, PROMPT, TARGET, t=1), [(0, 1, "on", "position")])
+    assert out["interventions"] == [{"layer": 0, "index": 1, "mode": "on", "scope": "position",
+                                     "value": pytest.approx(want.value, rel=1e-6), "position": want.position}]
+    after = inside.intervened_trace(lm, inside.locate(lm, PROMPT, TARGET, t=1), [want],
+                                    lit_inside.TRACE_CONFIG)
+    assert out["after"]["trace"]["output"]["probs"] == pytest.approx(list(after.output.probs), rel=1e-6)
     for side in ("before", "after"):
         assert set(out[side]) >= {"trace", "generation", "top_salient", "salience_method", "salience_total"}
         assert "salience" not in out[side] and "tokens" not in out[side]  # big arrays stay on the server
@@ -160,7 +166,8 @@ def test_status_shows_the_probabilities_then_the_streamed_text_and_cancel_stops_
     run = lit["_tiny_inside_intervene"]
     ex = dict(prompt=PROMPT, target=TARGET, inside_t=1, interventions=json.dumps(IVS))
     chat = run.shared.format_prompt({"prompt": PROMPT})
-    reference = inside.intervened_generation(lm, chat, IVS, run.shared.generation_config)
+    reference = inside.intervened_generation(lm, chat, IVS, run.shared.generation_config,
+                                              at=inside.locate(lm, chat, TARGET, t=1))
     assert len(reference.ids) >= 3, "the tiny model's response is too short for this test"
     pause = _Pause(lm, run, lambda s: s["stage"] == "generate" and s["done"] >= 2)
     answer: list = []
@@ -207,7 +214,8 @@ def test_a_trace_requested_during_the_generation_runs_between_tokens_on_the_plai
     ex = dict(prompt=PROMPT, target=TARGET, inside_t=1, interventions=json.dumps(IVS))
     plain = _one(trace_model, prompt=PROMPT, target=TARGET, inside_t=2)[lit_inside.TRACE]
     chat = run.shared.format_prompt({"prompt": PROMPT})
-    n = len(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config).ids)
+    n = len(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config,
+                                              at=inside.locate(lm, chat, TARGET, t=1)).ids)
     assert n == run.shared.generation_config.max_new_tokens == 4, "the test needs the run to generate 4 tokens"
     pause = _Pause(lm, run, lambda s: s["stage"] == "generate" and s["done"] >= 1)
     answer, traced = [], []
@@ -234,7 +242,8 @@ def test_a_trace_requested_during_the_generation_runs_between_tokens_on_the_plai
     # The plain model: the interventions' hooks were off meanwhile.
     assert {k: v for k, v in trace_out.items() if k != "seconds"} == {k: v for k, v in plain.items() if k != "seconds"}
     assert answer[0]["after"]["generation"]["text"] == lm.tokenizer.decode(
-        list(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config).ids))
+        list(inside.intervened_generation(lm, chat, IVS, run.shared.generation_config,
+                                              at=inside.locate(lm, chat, TARGET, t=1)).ids))
     assert inside.count_hooks(lm.model) == 0
 
 

@@ -56,12 +56,24 @@ export interface TracePayload {
   n_targets: number;
 }
 
-export type Mode = 'off' | 'on';
+/**
+ * off: coefficient 0. on: LM-Debugger's rule (one constant per layer, the largest |m|·‖v‖ at the
+ * traced position of the plain run + 0.01; GPT-2 before the GELU, gated FFNs on the coefficient).
+ * on_layer_max: just above the layer's largest coefficient at each position (the earlier rule).
+ */
+export type Mode = 'off' | 'on' | 'on_layer_max';
+export const MODE_ORDER: readonly Mode[] = ['off', 'on', 'on_layer_max'];
+/** all: every position (as LM-Debugger); position: only the traced position (P + t − 1). */
+export type Scope = 'all' | 'position';
+export const SCOPES: readonly Scope[] = ['all', 'position'];
 
 export interface Intervention {
   layer: number;
   index: number;
   mode: Mode;
+  scope?: Scope;  // 'all' when absent
+  value?: number | null;  // the server's resolved "on" constant (in a run's payload)
+  position?: number | null;  // the server's resolved position for scope "position"
 }
 
 export interface SidePayload {
@@ -246,15 +258,21 @@ export function interventionKey(iv: {layer: number; index: number}): string {
   return `${iv.layer}:${iv.index}`;
 }
 
-/** Adds a value (mode off) unless it is listed; returns a new list. */
+/** Adds a value (mode off, scope all) unless it is listed; returns a new list. */
 export function addIntervention(list: readonly Intervention[], layer: number, index: number,
-                                mode: Mode = 'off'): Intervention[] {
+                                mode: Mode = 'off', scope: Scope = 'all'): Intervention[] {
   if (list.some((iv) => iv.layer === layer && iv.index === index)) return [...list];
-  return [...list, {layer, index, mode}];
+  return [...list, {layer, index, mode, scope}];
 }
 
+/** The next mode in MODE_ORDER (off → on → on_layer_max → off). */
 export function toggleMode(list: readonly Intervention[], key: string): Intervention[] {
-  return list.map((iv) => interventionKey(iv) === key ? {...iv, mode: iv.mode === 'off' ? 'on' : 'off'} : iv);
+  return list.map((iv) => interventionKey(iv) === key
+      ? {...iv, mode: MODE_ORDER[(MODE_ORDER.indexOf(iv.mode) + 1) % MODE_ORDER.length]} : iv);
+}
+
+export function setScope(list: readonly Intervention[], key: string, scope: Scope): Intervention[] {
+  return list.map((iv) => interventionKey(iv) === key ? {...iv, scope} : iv);
 }
 
 export function removeIntervention(list: readonly Intervention[], key: string): Intervention[] {
@@ -264,7 +282,7 @@ export function removeIntervention(list: readonly Intervention[], key: string): 
 /** The request field: a JSON list in a canonical order (layer, index), so equal lists give equal requests. */
 export function interventionsJson(list: readonly Intervention[]): string {
   const sorted = [...list].sort((a, b) => a.layer - b.layer || a.index - b.index);
-  return JSON.stringify(sorted.map(({layer, index, mode}) => ({layer, index, mode})));
+  return JSON.stringify(sorted.map(({layer, index, mode, scope}) => ({layer, index, mode, scope: scope ?? 'all'})));
 }
 
 /** A short stable hash (FNV-1a, hex) for request ids. */
@@ -278,7 +296,9 @@ export function hashString(s: string): string {
 }
 
 export function describeIntervention(iv: Intervention): string {
-  return `L${iv.layer}·v${iv.index} ${iv.mode}`;
+  const scope = (iv.scope ?? 'all') === 'position' ? ' @pos' : '';
+  const value = iv.mode === 'on' && typeof iv.value === 'number' ? ` (${iv.value.toPrecision(3)})` : '';
+  return `L${iv.layer}·v${iv.index} ${iv.mode}${value}${scope}`;
 }
 
 // ----------------------------------------------------------------- display

@@ -19,7 +19,7 @@ import {
   runFraction, stepViews, type PartialIntervention, type RunJob, formatRank, hashString, insideModels,
   INSIDE_T_FIELD, INTERVENTION_FIELD, interventionKey, interventionsJson, INTERVENTIONS_FIELD, layerDeltas,
   LIMIT_FIELD, parseIntervention, parseSearch, parseTrace, probPolyline, QUERY_FIELD, removeIntervention,
-  SEARCH_FIELD, searchStatus, settlesAt, shouldPoll, showToken, toggleMode, TRACE_FIELD, traceKey, traceTarget,
+  SCOPES, type Scope, SEARCH_FIELD, searchStatus, setScope, settlesAt, shouldPoll, showToken, toggleMode, TRACE_FIELD, traceKey, traceTarget,
   type Intervention, type InterventionPayload, type LayerTrace, type Mode, type SearchPayload, type SubUpdate,
   type TracePayload, type TraceTarget,
 } from './logic.js';
@@ -31,6 +31,9 @@ const POLL_MS = 1500;
 const RUN_POLL_MS = 400;  // the run's status: probabilities, then the text as it is generated
 let nonce = 0;
 const INLINE_SUBS = 3;
+const MODE_TITLE = 'Click to switch: off (coefficient 0) → on (LM-Debugger: the layer\'s largest |m|·‖v‖ at the traced ' +
+    'position + 0.01, one constant; GPT-2 before the GELU) → on_layer_max (just above the layer\'s largest ' +
+    'coefficient at each position)';
 const INLINE_PREDS = 3;
 
 
@@ -479,9 +482,15 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
         <div class="iv-list">
           ${this.interventions.length === 0 ? html`<span class="hint">none yet</span>` : nothing}
           ${this.interventions.map((iv) => html`<span class="iv-item ${iv.mode}" data-key=${interventionKey(iv)}>
-              <span>${describeIntervention(iv).replace(/ (off|on)$/, '')}</span>
-              <button class="iv-mode" title="Switch between off (coefficient 0) and on (just above the layer's largest coefficient)"
+              <span>L${iv.layer}·v${iv.index}</span>
+              <button class="iv-mode" title=${MODE_TITLE}
                   @click=${() => { this.interventions = toggleMode(this.interventions, interventionKey(iv)); }}>${iv.mode}</button>
+              <select class="iv-scope" aria-label="Scope" title="all: every position (as LM-Debugger); this position: only the traced position"
+                  @change=${(e: Event) => { this.interventions = setScope(this.interventions, interventionKey(iv),
+                      (e.target as HTMLSelectElement).value as Scope); }}>
+                ${SCOPES.map((s) => html`<option value=${s} ?selected=${(iv.scope ?? 'all') === s}>${
+                    s === 'all' ? 'all positions' : 'this position'}</option>`)}
+              </select>
               <button class="iv-remove" title="Remove" aria-label="Remove"
                   @click=${() => { this.interventions = removeIntervention(this.interventions, interventionKey(iv)); }}>×</button>
             </span>`)}
