@@ -90,9 +90,17 @@ def json_ready(value: Any) -> Any:
     return value
 
 
+def ranked_of(report) -> list[str]:
+    """The curve names of the methods in a FaithfulnessReport, each ordering the library ranks by
+    (e.g. "grad_x_input" and "grad_x_input:abs" for a signed method, when it computes both)."""
+    ranked = getattr(report, "ranked", None)
+    return list(ranked()) if callable(ranked) else list(report.segment_scores)
+
+
 def baselines_of(report) -> list[str]:
-    """The reference curves of a FaithfulnessReport: every curve that is not a method, random first."""
-    names = [n for mode in report.curves.values() for n in mode if n not in report.segment_scores]
+    """The reference curves of a FaithfulnessReport: every curve that is not a method's, random first."""
+    ranked = set(ranked_of(report))
+    names = [n for mode in report.curves.values() for n in mode if n not in ranked]
     out = list(dict.fromkeys(names))
     return sorted(out, key=lambda n: (n != RANDOM, n))
 
@@ -102,8 +110,10 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
 
     Keys: "target" (text), "generated" (bool), "num_targets", "n_segments", "original_logprob",
     "empty_logprob", "n_removed" [K+1], "baselines" [names], "curves" {mode: {name: {"logprobs":
-    [K+1], "aopc": float}}}, "gaps" {mode: {method: {baseline: AOPC(method) - AOPC(baseline)}}},
-    "method_order" {method: "signed"/"|value|" when the report names it}, and, when asked,
+    [K+1], "aopc": float}}}, "gaps" {mode: {curve: {baseline: AOPC(curve) - AOPC(baseline)}}} where
+    a curve is a method's ordering (the method's name; a signed method may also have
+    "<method>:abs", ranked by |value|, when the library computes it), "orderings" {curve: how it
+    ranks}, "row_verdicts" (the library's per-row verdict, when it gives one), and, when asked,
     "reduction" {method: {"kept", "n_segments", "kept_fraction", "stopped_by"}} and
     "ig_completeness" {"steps", "relative_error", "delta"}.
 
@@ -128,10 +138,13 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
                                  salience_config=salience_config, result=result,
                                  progress=None if progress is None else lambda s, d, t: progress("curves", d, t))
     baselines = baselines_of(report)
+    ranked = ranked_of(report)
     curves = {mode: {name: {"logprobs": [float(v) for v in c.logprobs], "aopc": float(c.aopc)}
                      for name, c in by_name.items()} for mode, by_name in report.curves.items()}
     gaps = {mode: {m: {b: float(by_name[m].aopc - by_name[b].aopc) for b in baselines if b in by_name}
-                   for m in methods} for mode, by_name in report.curves.items()}
+                   for m in ranked} for mode, by_name in report.curves.items()}
+    first = next(iter(report.curves.values()))
+    orderings = {m: getattr(first[m], "ordering", "value") for m in ranked}
     out: RowEvaluation = {
         "target": result.text[result.prompt_end:],
         "generated": generated,
@@ -144,10 +157,10 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
         "baselines": baselines,
         "curves": curves,
         "gaps": gaps,
+        "orderings": orderings,
     }
-    orders = getattr(report, "orderings", None)  # signed vs |value|, when the library names it
-    if isinstance(orders, Mapping):
-        out["method_order"] = json_ready(orders)
+    if callable(getattr(report, "verdict", None)):  # the library's per-row verdict, when it gives one
+        out["row_verdicts"] = {mode: {m: report.verdict(m, mode) for m in ranked} for mode in report.curves}
     if config.reduction:
         out["reduction"] = {}
         for m in methods:

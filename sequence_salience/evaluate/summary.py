@@ -128,7 +128,8 @@ def summarize(rows: Sequence[RowEvaluation], config: SummaryConfig = SummaryConf
         "grid": [float(v) for v in GRID],
     }
     if all("reduction" in r for r in rows):
-        out["reduction"] = {m: float(np.mean([r["reduction"][m]["kept_fraction"] for r in rows])) for m in methods}
+        out["reduction"] = {m: float(np.mean([r["reduction"][m]["kept_fraction"] for r in rows]))
+                            for m in rows[0]["reduction"]}
     if all("ig_completeness" in r for r in rows):
         errs = [r["ig_completeness"]["relative_error"] for r in rows]
         out["ig_completeness"] = {"mean_relative_error": float(np.mean(errs)),
