@@ -3,16 +3,20 @@
 Several client threads, for `--soak-seconds` (default 45 s; `--soak-seconds 600`
 for a long run), send a random mix of valid generation and salience requests
 (short prompts), malformed JSON, wrong types, huge prompts and bodies, unknown
-models, bad Host / Origin / Content-Type headers, disallowed file endpoints and
-cancelled connections to one `python -m lit_app.server` subprocess on the
-default model. Asserted:
+models, bad Host / Origin / Content-Type headers, file endpoints pointed outside
+`--data_dir`, other spellings of the API paths (`;params`, `%`-escapes, `//`,
+trailing `/`, `..`), requests without the token and cancelled connections to one
+`python -m lit_app.server` subprocess on the default model. Asserted:
 
 * every valid request gets the right answer: the same text and matrices as the
   library computes in this process (fixed prompts), or an answer that keeps the
   payload's invariants (fresh prompts); a 503 is retried after its Retry-After,
   as the browser's request guard does, and must succeed in the end;
 * every invalid request gets its expected 4xx and a one-line body;
-* the server stays up and its RSS grows by less than `RSS_GROWTH_LIMIT_MB`.
+* the server stays up and its RSS grows by less than `RSS_GROWTH_LIMIT_MB`;
+* nothing outside the data folder changes (a folder next to it, with a file the
+  probes try to read and one they try to overwrite, is byte-for-byte the same),
+  and no answer contains the outside file's content.
 
 Printed: requests served, answers by kind and status, RSS before/after.
 """
@@ -54,10 +58,21 @@ def _rss_mb(pid: int) -> float:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
+OUTSIDE_MARKER = "soak-outside-marker-41c9"
+# Other spellings of API paths: LIT would route each to an endpoint; the server refuses them (400).
+SPELLINGS = ["/get_info;x", "/get_info;", "//get_info", "/get%5Finfo", "/get_info/", "/x/../get_info",
+             "/get_info%3Bx", "/get_preds;a=b", "/%2Fget_preds", "/./get_preds", "/load_datapoints;x",
+             "/save_datapoints;x", "/create_dataset;x", "/get_info%3Fx", "/get_info#x", "/GET_INFO/"]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 class Server(ServerProcess):
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, data_dir: Path):
         super().__init__(["--host", "127.0.0.1", "--max_new_tokens", str(MAX_NEW_TOKENS),
-                          "--max_pending_requests", str(MAX_PENDING)], tmp)
+                          "--max_pending_requests", str(MAX_PENDING), "--data_dir", str(data_dir)], tmp)
         self.host = f"127.0.0.1:{self.port}"
         self.auth_line = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())  # the token, for raw sockets
 
@@ -104,8 +119,9 @@ def references():
 class Soak:
     """One soak run: the request kinds, their checks, and the tallies."""
 
-    def __init__(self, server: Server, references):
+    def __init__(self, server: Server, references, outside: Path):
         self.s = server
+        self.outside = outside
         self.gen_ref, self.sal_ref = references
         self.lock = threading.Lock()
         self.sent = collections.Counter()  # kind -> requests
@@ -146,9 +162,12 @@ class Soak:
         self.fail(kind, f"still 503 after retrying for {RETRY_FOR_S} s")
         return None
 
-    def invalid(self, kind: str, expected: int, method: str, path: str, body=None, headers=None, json_body=None):
-        status, _, text = self.s.request(method, path, body=body, headers=headers, json_body=json_body)
+    def invalid(self, kind: str, expected: int, method: str, path: str, body=None, headers=None, json_body=None,
+                auth: bool = True):
+        status, _, text = self.s.request(method, path, body=body, headers=headers, json_body=json_body, auth=auth)
         self.record(kind, status)
+        if OUTSIDE_MARKER in text:
+            self.fail(kind, f"the answer has the outside file's content: {path!r}")
         if status != expected:
             self.fail(kind, f"expected HTTP {expected}, got {status}: {text[:300]!r}")
         elif not text or "\n" in text or "Traceback" in text or 'File "' in text:
@@ -257,8 +276,29 @@ class Soak:
                      body=json.dumps(_inputs({"prompt": "hi"})), headers={"Content-Type": "text/plain"})
 
     def file_endpoint(self, rng):
-        self.invalid("file_endpoint", 403, "POST", "/create_dataset?dataset_name=jsonl_prompts",
-                     json_body={"config": {"new_name": "x", "path": "/etc/passwd"}})
+        outside = self.outside
+        path, body = rng.choice([
+            ("/create_dataset?dataset_name=jsonl_prompts", {"config": {"new_name": "x", "path": "/etc/passwd"}}),
+            ("/create_dataset?dataset_name=jsonl_prompts", {"config": {"new_name": "y", "path": f"{outside}/secret.jsonl"}}),
+            (f"/load_datapoints?dataset_name=case_studies&path={outside}/secret.jsonl", {"inputs": []}),
+            ("/load_datapoints?dataset_name=case_studies&path=../outside/secret.jsonl", {"inputs": []}),
+            (f"/save_datapoints?dataset_name=case_studies&path={outside}/victim", {"inputs": []}),
+        ])
+        self.invalid("file_endpoint", 403, "POST", path, json_body=body)
+
+    def spelled_path(self, rng):
+        spelled = rng.choice(SPELLINGS)
+        query = rng.choice(["", "?dataset_name=case_studies&path=" + str(self.outside / "secret.jsonl"),
+                            f"?model={GEN}"])
+        body = rng.choice([{"inputs": [{"id": "a", "data": {"prompt": "x" * 120_000}}]},
+                           {"config": {"new_name": "z", "path": str(self.outside / "secret.jsonl")}}, {}])
+        method = rng.choice(["GET", "POST"])
+        self.invalid("spelled_path", 400, method, spelled + query, json_body=body if method == "POST" else None,
+                     headers={"Sec-Fetch-Site": "cross-site"} if method == "GET" else None)
+
+    def no_token(self, rng):
+        self.invalid("no_token", 403, "POST", f"/get_preds?model={GEN}", json_body=_inputs({"prompt": "hi"}),
+                     auth=False)
 
     # -- cancelled connections ---------------------------------------------
 
@@ -286,7 +326,8 @@ class Soak:
         return [(self.gen_fixed, 4), (self.sal_fixed, 4), (self.sal_fresh, 1), (self.gen_fresh, 1),
                 (self.malformed_json, 1), (self.wrong_types, 1), (self.huge_prompt, 1), (self.too_many_ig_steps, 1),
                 (self.huge_body, 1), (self.unknown_model, 1), (self.bad_host, 1), (self.bad_origin, 1),
-                (self.text_plain, 1), (self.file_endpoint, 1), (self.cancel_mid_body, 1),
+                (self.text_plain, 1), (self.file_endpoint, 1), (self.spelled_path, 1.5), (self.no_token, 0.5),
+                (self.cancel_mid_body, 1),
                 (self.cancel_before_answer, 0.5), (self.connect_and_close, 1)]
 
     def client(self, seed: int, deadline: float) -> None:
@@ -302,9 +343,16 @@ class Soak:
 
 def test_soak(tmp_path, references, request):
     seconds = request.config.getoption("--soak-seconds")
-    server = Server(tmp_path)
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir()
+    outside.mkdir()
+    (outside / "secret.jsonl").write_text(json.dumps({"prompt": OUTSIDE_MARKER}) + "\n", encoding="utf-8")
+    (outside / "victim.lit.jsonl").write_text("keep me\n", encoding="utf-8")
+    before = _snapshot(outside), _snapshot(data)
+    (tmp_path / "server").mkdir()
+    server = Server(tmp_path / "server", data)
     try:
-        soak = Soak(server, references)
+        soak = Soak(server, references, outside)
         rng = random.Random(0)
         for fn in (soak.gen_fixed, soak.sal_fixed, soak.sal_fresh, soak.gen_fresh):  # warm up every path once
             fn(rng)
@@ -342,6 +390,8 @@ def test_soak(tmp_path, references, request):
 
         assert alive, server.log_tail()
         assert not soak.failures, "\n".join(soak.failures[:20])
+        assert (_snapshot(outside), _snapshot(data)) == before, "a file outside (or in) the data folder changed"
+        assert soak.statuses[("spelled_path", 400)] > 0 and soak.statuses[("file_endpoint", 403)] > 0
         assert final is not None and final[0][fields.RESPONSE] == soak.gen_ref[GEN_PROMPTS[0]]
         valid_answered = sum(n for (k, st), n in soak.statuses.items()
                              if st == 200 and k in ("valid_generate", "valid_salience", "fresh_salience"))
