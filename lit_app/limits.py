@@ -266,8 +266,10 @@ def _validate_explain_fields(data: Mapping[str, Any], limits: Limits, where: str
                             f' {", ".join(explain.ACTIONS)}.')
     steps = data.get(explain.STEPS)
     if steps is not None and steps != "":
-        n = _whole_number(steps)
-        if n is None or not 1 <= n <= explain.MAX_STEPS:
+        # As the explain model reads it: int(value or 10), so 0 means the default.
+        n = steps if isinstance(steps, int) and not isinstance(steps, bool) else (
+            int(steps) if isinstance(steps, str) and steps.strip().isdigit() else None)
+        if n is None or not (n == 0 or 1 <= n <= explain.MAX_STEPS):
             raise Rejected(400, f'{where}: field "{explain.STEPS}" is {_shown(steps)}; use a whole number from 1'
                                 f" to {explain.MAX_STEPS}.")
     tolerance = data.get(explain.IG_TOLERANCE)

@@ -578,12 +578,14 @@ EXPLAIN_MODEL = f"_{MODEL}_explain"
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": -1}, '"steps"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": 100000}, '"steps"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": "abc"}, '"steps"'),
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": "3.0"}, '"steps"'),  # int("3.0") was a 500
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": -1},
      '"ig_tolerance"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": "abc"},
      '"ig_tolerance"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "nope"}, '"explain_action"'),
-], ids=["detail", "detail-long", "steps-neg", "steps-huge", "steps-abc", "tol-neg", "tol-abc", "action"])
+], ids=["detail", "detail-long", "steps-neg", "steps-huge", "steps-abc", "steps-float-str", "tol-neg", "tol-abc",
+        "action"])
 def test_bad_fields_are_400_before_any_work(client, model, data, needle):
     msg = one_line_error(preds(client, model, data), 400)
     # "inputs[0]: field ..." is the edge's own check (limits.validate_example), before LIT or the model.
