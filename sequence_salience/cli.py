@@ -6,6 +6,7 @@
     sequence-salience explain --batch prompts.jsonl --out results/ [--html]
     sequence-salience explain --prompt "..." --per-token --json full.json --heatmap map.png
     sequence-salience show results/00003.json --granularity sentence [--html out.html]
+    sequence-salience evaluate --batch prompts.jsonl --out eval/ [--ray [auto|ADDRESS]]
 
 `explain` loads the model, generates the greedy response (unless --target is
 given), computes the salience of the whole response (or of --span T0:T1 of its
@@ -24,6 +25,7 @@ settings (resumable; files are written atomically, so an interrupted run
 leaves no half-written result); a row saved with matrices also answers a run
 without --per-token, a row saved without them is redone when matrices are needed
 or another span is asked for. `show` re-renders a saved result without a model.
+`evaluate` measures which method is faithful over a batch (see `evaluate --help`).
 
 Exit codes:
   0   everything asked for was explained and written

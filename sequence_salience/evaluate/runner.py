@@ -176,6 +176,7 @@ def run_ray(
     local_cpus = None
     if address is None:
         local_cpus = int(max(1, (num_workers or os.cpu_count() or 1) * cpus_per_worker))
+    entered = time.perf_counter()
     started = connect(address, local_cpus, log)
     actors: list[Any] = []
     try:
@@ -192,7 +193,8 @@ def run_ray(
             except ray.exceptions.RayActorError as e:
                 raise SalienceError(f"a Ray worker could not start or load --model {spec.model!r}: "
                                     f"{_first_line(e)}") from None
-        log(f"{n} Ray worker(s) ready after {time.perf_counter() - start:.1f} s: {', '.join(names)}")
+        log(f"{n} Ray worker(s) ready after {time.perf_counter() - start:.1f} s ({time.perf_counter() - entered:.1f} s "
+            f"since the start, Ray included): {', '.join(names)}")
 
         queue = collections.deque((key, row, 1) for key, row in tasks)
         idle = list(actors)

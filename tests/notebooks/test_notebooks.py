@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 def test_there_are_notebooks():
     names = {p.name for p in NOTEBOOKS}
     assert {"quickstart.ipynb", "case_studies.ipynb", "lit_in_notebook.ipynb", "inside_the_model.ipynb",
-            "testing_explanations.ipynb"} <= names, names
+            "testing_explanations.ipynb", "evaluating_methods.ipynb"} <= names, names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
