@@ -9,6 +9,8 @@ for Ray: starting Ray + every worker's model load), the rows phase and rows/minu
 the mean per-row worker time; then whether the per-row results are identical and whether a
 serial rerun over the Ray run's folder resumes with nothing to do. Prints the machine's load
 (the figures on a shared 2-core machine are contention-bound: expect no gain from 2 workers).
+--serial-threads N adds a serial run with OMP_NUM_THREADS=N: Ray runs each 1-CPU worker with
+one torch thread, and on an oversubscribed machine that alone changes the per-row time.
 Asserts nothing.
 """
 
@@ -32,9 +34,11 @@ def _load() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def _run(batch: str, out: str, extra: list[str]) -> dict:
+def _run(batch: str, out: str, extra: list[str], threads: int | None = None) -> dict:
     cmd = [sys.executable, "-m", "sequence_salience.cli", "evaluate", "--batch", batch, "--out", out, *extra]
     env = {**os.environ, "PYTHONPATH": ROOT}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)  # torch's intra-op threads (Ray sets 1 per 1-CPU worker)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
     wall = time.perf_counter() - start
@@ -61,6 +65,8 @@ def main() -> None:
     parser.add_argument("--lines", default="1,5,8,11", help="lines of the shipped examples to evaluate")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--model", default="default")
+    parser.add_argument("--serial-threads", type=int, default=0,
+                        help="also run serially with OMP_NUM_THREADS=N (Ray gives each 1-CPU worker 1 thread)")
     parser.add_argument("--extra", default="", help="more evaluate flags, e.g. '--steps 5 --granularity word'")
     args = parser.parse_args()
     with open(os.path.join(ROOT, "lit_app/data/case_studies.jsonl"), encoding="utf-8") as f:
@@ -76,7 +82,12 @@ def main() -> None:
     print(f"load after serial: {_load()}")
     on_ray = _run(batch, os.path.join(tmp, "ray"), extra + ["--ray", "--workers", str(args.workers)])
     print(f"load after ray: {_load()}")
-    for name, r in (("serial", serial), (f"ray x{args.workers}", on_ray)):
+    runs = [("serial", serial), (f"ray x{args.workers}", on_ray)]
+    if args.serial_threads:
+        runs.append((f"serial {args.serial_threads}t", _run(batch, os.path.join(tmp, "serial_t"), extra,
+                                                             args.serial_threads)))
+        print(f"load after serial {args.serial_threads}t: {_load()}")
+    for name, r in runs:
         print(f"{name:>9}: wall {r['wall']:.1f} s, start-up {r['startup']:.1f} s, rows phase {r['phase']:.1f} s "
               f"= {r['rows_per_min']:.2f} rows/min; mean worker time per row {r['row_mean']:.1f} s")
     print(f"ray/serial rows/min: {on_ray['rows_per_min'] / serial['rows_per_min']:.2f}x; "
