@@ -8,7 +8,8 @@ output, `explain`, is a JSON object (docs/architecture.md, "Explain payload").
 
 Actions: "curves", "reduce", "flips", "contrastive", "ig_auto" run on the model as background work of
 the shared scheduler (lit_app/scheduler.py: waiting clicks, traces and first highlights go first
-between its batches); "status" and "cancel" never wait for
+between its batches, which are time slices of `SharedLM.slice_s`: forward batches sized by time for
+curves, reduce and flips, one IG step per pass for ig_auto, one pass per continuation for contrastive); "status" and "cancel" never wait for
 it. One test runs at a time: a new one cancels the one running (the user moved on), and
 "cancel" stops it; "status" reports its stage and progress for the browser to poll.
 """
@@ -181,7 +182,8 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         span = self._span(ex_, explained)
         rep = ex.faithfulness_curves(
             self._shared.lm, chat, explained, self._methods(ex_), span=span, result=result,
-            config=ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal),
+            config=ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal,
+                                         slice_s=self._shared.slice_s),
             progress=progress, cancel=cancel)
         curves = {}
         for mode, by_name in rep.curves.items():
@@ -208,7 +210,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         config = ex.ReductionConfig(
             method=methods[0], granularity=granularity, pattern=pattern,
             criterion="logprob" if target else "greedy", max_seconds=REDUCE_MAX_SECONDS, removal=removal,
-            regions=tuple((s, e) for s, e, _ in editable))
+            regions=tuple((s, e) for s, e, _ in editable), slice_s=self._shared.slice_s)
         red = ex.reduce_prompt(self._shared.lm, chat, explained, span=self._span(ex_, explained), config=config,
                                progress=progress, cancel=cancel)
         removed = set(red.removed)
@@ -237,7 +239,8 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
     def _flips(self, ex_, chat, target, explained, progress, cancel) -> dict:
         editable = self._editable(ex_, chat)
         rep = ex.token_flips(self._shared.lm, chat, explained, span=self._span(ex_, explained), top_k=FLIPS_TOP_K,
-                             regions=[(s, e) for s, e, _ in editable], progress=progress, cancel=cancel)
+                             regions=[(s, e) for s, e, _ in editable], progress=progress, cancel=cancel,
+                             slice_s=self._shared.slice_s)
         flips = []
         for f in rep.flips:
             field = next(((s, e, name) for s, e, name in editable if s <= f.char_span[0] and f.char_span[1] <= e), None)
@@ -289,8 +292,10 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
                                       " at most 1 (0.05 = 5 %).")
         span = self._span(ex_, explained)
         start = min(IG_AUTO_START_STEPS, cap_n)
+        # One IG step per forward + backward: each is one bounded slice between which clicks go first.
+        config = dataclasses.replace(self._shared.salience_config, ig_step_chunk_size=1)
         q = ex.ig_auto_steps(self._shared.lm, chat, explained, span=span, tolerance=tolerance, start_steps=start,
-                             max_steps=cap_n, config=self._shared.salience_config, progress=progress, cancel=cancel)
+                             max_steps=cap_n, config=config, progress=progress, cancel=cancel)
         return {
             "span": list(q.span), "steps": q.steps, "stopped_by": q.stopped_by, "converged": q.converged,
             "tolerance": q.tolerance, "relative_error": q.relative_error, "error": q.tried[-1].error,

@@ -63,6 +63,9 @@ class FaithfulnessConfig:
       batch_size: edited prompts per forward pass.
       regions: optional character ranges of the prompt text to which removal is limited
         (scoring.prompt_segments), e.g. the user's message.
+      slice_s: None, or seconds: forward batches of about this much model time (at most
+        batch_size prompts), so that a caller sharing the model can let others go between
+        them (sequence_salience/slices.py); the scores do not depend on it.
     """
 
     granularity: str = "sentence"
@@ -75,6 +78,7 @@ class FaithfulnessConfig:
     seed: int = 0
     batch_size: int = scoring.DEFAULT_BATCH_SIZE
     regions: tuple[tuple[int, int], ...] | None = None
+    slice_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,7 +259,8 @@ def faithfulness_curves(
             plan.append((mode, RANDOM, r))
             prompts.extend(rows_for(order, mode))
     target = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
-    lp = scoring.score(lm, prompts, target, (t0, t1), config.batch_size, progress, cancel, stage="curves")
+    lp = scoring.score(lm, prompts, target, (t0, t1), config.batch_size, progress, cancel, stage="curves",
+                       slice_s=config.slice_s)
     original, empty = float(lp[0]), float(lp[1])
     curves: dict[str, dict[str, Curve]] = {mode: {} for mode in config.modes}
     random_rows: dict[str, list[np.ndarray]] = {mode: [] for mode in config.modes}

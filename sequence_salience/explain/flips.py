@@ -144,6 +144,7 @@ def token_flips(
     regions: scoring.Regions | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    slice_s: float | None = None,
 ) -> FlipReport:
     """Ranks single-token word substitutions by the gradient estimate, verifies the best exactly.
 
@@ -156,6 +157,8 @@ def token_flips(
       batch_size: edited prompts per forward pass.
       regions: optional character ranges of the prompt text; only tokens inside them are flipped.
       progress: progress("flips", verified, n_verify); cancel: () -> bool.
+      slice_s: None, or seconds: verification batches of about this much model time (at most
+        batch_size prompts; sequence_salience/slices.py); the scores do not depend on it.
     """
     if direction not in DIRECTIONS:
         raise SalienceError(f"Unknown direction {direction!r}. Fix: use one of {', '.join(DIRECTIONS)}.")
@@ -210,12 +213,13 @@ def token_flips(
         edited.append(ids)
     all_prompts = [list(prompt_ids)] + edited
     lps, greedy, stops = [], [], []
-    for b0 in range(0, len(all_prompts), batch_size):
+    for sl, measured in scoring.sliced_batches(len(all_prompts), batch_size, slice_s):
         scoring.check_cancel(cancel, "token flips")
-        lp, gr, st = scoring.score_greedy(lm, all_prompts[b0:b0 + batch_size], tgt, (t0, t1), batch_size)
+        lp, gr, st = scoring.score_greedy(lm, all_prompts[sl], tgt, (t0, t1), sl.stop - sl.start)
+        measured()
         lps.append(lp), greedy.append(gr), stops.append(st)
         if progress is not None:
-            progress("flips", min(len(all_prompts), b0 + batch_size) - 1, len(edited))
+            progress("flips", sl.stop - 1, len(edited))
     lp, greedy, stops = np.concatenate(lps), np.concatenate(greedy), np.concatenate(stops)
     needs_stop = bool(stops[0])
     keeps = greedy & (stops | (not needs_stop))

@@ -39,6 +39,7 @@ from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.salience import SalienceResult
+from sequence_salience.slices import make_sizer
 from sequence_salience.text import ChatPrompt
 
 CRITERIA = ("greedy", "logprob")
@@ -58,6 +59,9 @@ class ReductionConfig:
       filler: the filler token for "filler", as a one-token text or a token id.
       regions: optional character ranges of the prompt text to which removal is limited
         (e.g. the user's message: the reduced prompt must be loadable into an editor).
+      slice_s: None, or seconds: each speculative batch checks as many candidates (at most
+        batch_size) as took about this much model time on the batch before (the result does
+        not depend on it: a batch accepts its longest passing prefix, as one-by-one checks would).
     """
 
     method: str = "grad_norm"
@@ -71,6 +75,7 @@ class ReductionConfig:
     removal: str = "delete"
     filler: str | int = " "
     regions: tuple[tuple[int, int], ...] | None = None
+    slice_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,17 +186,21 @@ def reduce_prompt(
     current_lp = float(lp0[0])
     queue = list(candidates)
     stopped_by = "done"
+    sizer = make_sizer(config.slice_s)
     while queue:
         stopped_by = budget.exhausted() or "done"
         if stopped_by != "done":
             break
         scoring.check_cancel(cancel, "input reduction")
-        n = min(config.batch_size, len(queue))
+        n = min(config.batch_size if sizer is None else sizer.units(config.batch_size), len(queue))
         left = budget.left()
         if left is not None:
             n = min(n, left)
         trial = [removed + queue[:j + 1] for j in range(n)]
+        start = sizer.clock() if sizer is not None else 0.0
         lp, greedy, stop = scoring.score_greedy(lm, [ids_without(r) for r in trial], target_ids, (t0, t1), n)
+        if sizer is not None:
+            sizer.record(n, sizer.clock() - start)
         ok = passes(lp, greedy, stop)
         budget.spend(n)
         accepted = int(np.argmin(ok)) if not ok.all() else n  # longest passing prefix

@@ -23,6 +23,7 @@ from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods.gradients import _supports_logits_to_keep, target_logprobs  # noqa: PLC2701
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.salience import SalienceResult, build_inputs
+from sequence_salience.slices import SliceSizer, batches, make_sizer
 from sequence_salience.text import ChatPrompt
 
 # progress(stage, done, total); cancel() -> True to stop (raises ComputationCancelled).
@@ -226,6 +227,23 @@ def _batches(n: int, size: int):
         yield slice(b0, min(n, b0 + size))
 
 
+def sliced_batches(n: int, size: int, slice_s: "float | SliceSizer | None"):
+    """(slice of rows, done(rows)) per forward batch: `size` rows each, or, with `slice_s` (seconds or a
+    slices.SliceSizer), as many rows (at most `size`) as took about slice_s on the batches before.
+
+    Call done() right after each batch's forward, so that its cost sizes the next one.
+    """
+    sizer = make_sizer(slice_s)
+    for sl in batches(n, size, sizer):
+        start = sizer.clock() if sizer is not None else 0.0
+
+        def done(start: float = start, rows: int = sl.stop - sl.start) -> None:
+            if sizer is not None:
+                sizer.record(rows, sizer.clock() - start)
+
+        yield sl, done
+
+
 def score(
     lm: LanguageModel,
     prompts: Sequence[Sequence[int]],
@@ -235,17 +253,23 @@ def score(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     stage: str = "score",
+    slice_s: "float | SliceSizer | None" = None,
 ) -> np.ndarray:
-    """log p(target[t0:t1] | prompt) for each prompt: <float64>[M]. Identical prompts are scored once."""
+    """log p(target[t0:t1] | prompt) for each prompt: <float64>[M]. Identical prompts are scored once.
+
+    slice_s: None: batches of `batch_size` prompts; seconds: batches of about that much model
+      time (at most `batch_size` prompts), sized from the previous batch; `progress` runs after each.
+    """
     unique = {tuple(p): None for p in prompts}
     keys = list(unique)
     out = np.zeros(len(keys))
     done = 0
-    for sl in _batches(len(keys), batch_size):
+    for sl, measured in sliced_batches(len(keys), batch_size, slice_s):
         check_cancel(cancel, stage)
         inputs = build_inputs(lm, [(keys[i], target) for i in range(sl.start, sl.stop)])
         with torch.no_grad():
             logp = target_logprobs(inputs, inputs.embeds)  # [b, T]
+        measured()
         out[sl] = logp[:, span[0]:span[1]].double().sum(-1).cpu().numpy()
         done += sl.stop - sl.start
         if progress is not None:
