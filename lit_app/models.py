@@ -662,7 +662,8 @@ class SharedLM:
                         self.lock.yield_to_waiting()  # clicks that arrived during the slice go now
 
                     result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config,
-                                                 progress=progress, cancel=cancel, slice_s=self.slice_s)
+                                                 progress=progress, cancel=cancel, slice_s=self.slice_s,
+                                                 between_slices=self.lock.yield_to_waiting)
                     self._results.put(key, result)
         return result
 

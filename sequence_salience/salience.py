@@ -276,14 +276,16 @@ def compute_salience_batch(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     slice_s: float | SliceSizer | None = None,
+    between_slices: Callable[[], None] | None = None,
 ) -> list[SalienceResult]:
     """Salience for several (prompt, target) pairs in one padded batch (see compute_salience)."""
     methods = _validate_methods(methods)
     prepared = [_prepare_pair(lm, p, t) for p, t in pairs]
     inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
     cache: dict = {}
-    sizer = make_sizer(slice_s)
+    sizer = make_sizer(slice_s, between_slices)
     if sizer is not None:
+        sizer.start()
         cache["sizer"] = sizer  # one sizer for every method: a unit costs one target's backward over one row
     outputs = {}
     num_t = inputs.target_ids.shape[1]
@@ -311,6 +313,7 @@ def compute_salience(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     slice_s: float | SliceSizer | None = None,
+    between_slices: Callable[[], None] | None = None,
 ) -> SalienceResult:
     """Salience of every prompt (and earlier target) token for every target token.
 
@@ -335,9 +338,14 @@ def compute_salience(
         `cancel` run after every slice. The results are the same either way (only how the
         same gradients are batched changes; see sequence_salience/slices.py for why the
         forward is shared across slices).
+      between_slices: optional, with slice_s: also called inside a backward pass, at a layer
+        boundary, once slice_s of model time has passed since the last slice ended, so a slice
+        stays bounded when one target's backward alone is longer. The caller may let other work
+        use the model there (not this computation's tensors); the backward continues after it
+        returns. Called only on the calling thread (a CPU backward runs there).
     """
     return compute_salience_batch(lm, [(prompt, target)], methods, config, progress=progress, cancel=cancel,
-                                  slice_s=slice_s)[0]
+                                  slice_s=slice_s, between_slices=between_slices)[0]
 
 
 def _span_inputs(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation, t0: int,

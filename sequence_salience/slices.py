@@ -15,12 +15,22 @@ could never be shorter than ~0.9 s. The forward's graph is instead kept across
 slices (it was already kept across chunks): the first slice is the forward
 itself, each later one a batched backward over k targets, with k chosen from the
 measured cost of the previous slice. `chunk_token_budget` still caps k (memory).
-The core only offers the slicing and the callback; who waits where (a scheduler,
+The core only offers the slicing and the callbacks; who waits where (a scheduler,
 threads) is the caller's business.
+
+When even one unit is longer than a slice (one target's backward over a 4,000-token
+prompt, or any pass on a machine whose cores are shared with other work), the
+optional `between` callback also runs *inside* the backward, at layer boundaries,
+once `slice_s` of model time has passed (tensor hooks on the hidden states of the
+shared forward; they never change a gradient). The caller may let other work use
+the model there (the LIT server lets waiting clicks run); the paused backward keeps
+its graph and continues afterwards. The time spent in the callback is not counted
+as model time when the next slice is sized.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -40,13 +50,19 @@ class SliceSizer:
       clock: the time source (seconds); tests pass a fake one.
     """
 
-    def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
+                 between: Callable[[], None] | None = None):
         if not target_s > 0:
             raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.4).")
         self.target_s = float(target_s)
         self.clock = clock
+        self.between = between
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
         self.sizes: list[int] = []  # units of each slice recorded so far (for tests and logs)
+        self.paused_s = 0.0  # time spent inside `between` (not model time)
+        self.pauses = 0  # how often `between` ran inside a pass
+        self._thread: int | None = None
+        self._mark = clock()
 
     def units(self, cap: int) -> int:
         """Units for the next slice: 1 ..= cap."""
@@ -59,6 +75,36 @@ class SliceSizer:
         """The last slice did `units` units in `seconds`."""
         self.sizes.append(int(units))
         self.unit_s = max(0.0, float(seconds)) / max(1, int(units))
+
+    def start(self) -> None:
+        """The computation starts on this thread: `checkpoint` pauses only here."""
+        self._thread = threading.get_ident()
+        self._mark = self.clock()
+
+    def mark(self) -> None:
+        """A slice ended (the caller's progress callback ran): model time counts from now."""
+        self._mark = self.clock()
+
+    def checkpoint(self) -> None:
+        """Inside a pass, at a layer boundary: runs `between` once `target_s` of model time has passed.
+
+        This bounds a slice even when one unit (one target's backward) takes longer than
+        `target_s` (a long prompt, a slow or busy machine). Only on the thread that started
+        the computation (a CPU backward runs there; an accelerator's backward runs on the
+        autograd engine's own thread, where this does nothing and slices end between chunks).
+        """
+        if self.between is None or threading.get_ident() != self._thread:
+            return
+        if self.clock() - self._mark < self.target_s:
+            return
+        start = self.clock()
+        self.between()
+        self.pauses += 1
+        self.paused_s += self.clock() - start
+        self._mark = self.clock()
+
+    def hook(self, grad):  # a tensor hook: never changes the gradient
+        self.checkpoint()
 
     def estimate(self, units: int, seconds: float) -> None:
         """A first estimate (e.g. from the forward) used only until a slice is recorded."""
@@ -80,8 +126,12 @@ def batches(total: int, cap: int, sizer: SliceSizer | None = None) -> Iterator[s
         s0 += size
 
 
-def make_sizer(slice_s: "float | SliceSizer | None") -> SliceSizer | None:
-    """None (chunk counts, no time slices), a SliceSizer for `slice_s` seconds, or the given sizer."""
-    if slice_s is None or isinstance(slice_s, SliceSizer):
-        return slice_s
-    return SliceSizer(float(slice_s))
+def make_sizer(slice_s: "float | SliceSizer | None", between: Callable[[], None] | None = None) -> SliceSizer | None:
+    """None (chunk counts, no time slices), a SliceSizer for `slice_s` seconds, or the given sizer;
+    `between` (if given) becomes its callback inside passes."""
+    if slice_s is None:
+        return None
+    sizer = slice_s if isinstance(slice_s, SliceSizer) else SliceSizer(float(slice_s))
+    if between is not None:
+        sizer.between = between
+    return sizer

@@ -28,12 +28,15 @@ def _supports_logits_to_keep(model_cls: type) -> bool:
     return "logits_to_keep" in inspect.signature(model_cls.forward).parameters
 
 
-def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor) -> torch.Tensor:
+def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
+                    on_hidden: Callable[[tuple[torch.Tensor, ...]], None] | None = None) -> torch.Tensor:
     """log p(target_t | tokens before it) for every target token.
 
     Args:
       inputs: the batch (masks, positions, target ids); its batch size M must match embeds.
       embeds: <float>[M, L, D] input embeddings (may require grad).
+      on_hidden: optional; called with the model's hidden states (each <float>[M, L, D], one
+        per layer boundary) of this forward, e.g. to register gradient hooks on them.
     Returns:
       <float32>[M, T], zero where target_mask is False.
     """
@@ -46,7 +49,12 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor) -> torch.Tensor:
         keep = seq_len - int(pred_pos.min())
         kwargs["logits_to_keep"] = keep
         offset = seq_len - keep
-    logits = model(**kwargs, use_cache=False).logits  # [M, K, V]
+    if on_hidden is not None:
+        kwargs["output_hidden_states"] = True
+    out = model(**kwargs, use_cache=False)
+    if on_hidden is not None and getattr(out, "hidden_states", None) is not None:
+        on_hidden(tuple(out.hidden_states))
+    logits = out.logits  # [M, K, V]
     vocab = logits.shape[-1]
     idx = (pred_pos - offset)[..., None].expand(-1, -1, vocab)  # [M, T, V]
     selected = logits.gather(1, idx).float()  # [M, T, V]
@@ -100,7 +108,13 @@ def per_target_gradients(
     e = embeds.detach().requires_grad_(True)
     with torch.enable_grad():
         start = sizer.clock() if sizer is not None else 0.0
-        logp = target_logprobs(inputs, e)  # [M, T]
+        on_hidden = None
+        if sizer is not None and sizer.between is not None:  # pauses inside each backward, between layers
+            def on_hidden(hidden: tuple[torch.Tensor, ...]) -> None:
+                for h in hidden[1:]:
+                    if h.requires_grad:
+                        h.register_hook(sizer.hook)
+        logp = target_logprobs(inputs, e, on_hidden)  # [M, T]
         num_rows, num_targets = logp.shape
         weights = torch.ones(num_rows, device=logp.device) if row_weights is None else row_weights.to(logp.device)
         chunks = []
@@ -108,13 +122,14 @@ def per_target_gradients(
             sizer.estimate(num_rows, sizer.clock() - start)  # a backward row costs about a forward row
             if on_chunk is not None:
                 on_chunk(0)  # the forward was a slice of its own
+            sizer.mark()
         c0 = 0
         while c0 < num_targets:
             if sizer is None:
                 c = min(chunk_size, num_targets - c0)
             else:
                 c = max(1, min(chunk_size, num_targets - c0, sizer.units(chunk_size * num_rows) // num_rows))
-                start = sizer.clock()
+                start, paused = sizer.clock(), sizer.paused_s
             grad_out = torch.zeros(c, num_rows, num_targets, device=logp.device)  # [c, M, T]
             ar = torch.arange(c, device=logp.device)
             grad_out[ar, :, c0 + ar] = weights[None, :]
@@ -125,10 +140,12 @@ def per_target_gradients(
             g = g.float()
             chunks.append(reduce(g) if reduce is not None else g)
             if sizer is not None:
-                sizer.record(c * num_rows, sizer.clock() - start)
+                sizer.record(c * num_rows, sizer.clock() - start - (sizer.paused_s - paused))
             c0 += c
             if on_chunk is not None:
                 on_chunk(c)
+            if sizer is not None:
+                sizer.mark()
     return logp.detach(), torch.cat(chunks, dim=0)
 
 

@@ -119,3 +119,66 @@ def test_cancel_stops_after_the_forward_slice():
         ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=_ScriptedSizer((1,)),
                             progress=lambda *a: calls.append(a), cancel=lambda: len(calls) >= 1)
     assert calls == [("grad_norm", 0, calls[0][2])]  # stopped before the first backward
+
+
+# --------------------------------------------------------------------------- pauses inside a backward
+
+
+def _ticking_clock():
+    ticks = itertools.count()
+    return lambda: float(next(ticks))  # every reading is a second later: each checkpoint is past the target
+
+
+def test_pauses_inside_each_backward_leave_the_matrices_unchanged(tiny_lm):
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG)
+    pauses = []
+    sizer = SliceSizer(0.4, clock=_ticking_clock())
+    sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG, slice_s=sizer,
+                                 between_slices=lambda: pauses.append(1))
+    n_layers = tiny_lm.model.config.num_hidden_layers
+    assert sizer.pauses == len(pauses) >= len(sizer.sizes) * (n_layers - 1)  # at layer boundaries, every slice
+    for method in METHODS:
+        np.testing.assert_allclose(sliced.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7,
+                                   err_msg=method)
+    np.testing.assert_allclose(sliced.grad_gram, plain.grad_gram, rtol=1e-5, atol=1e-7)
+
+
+def test_a_click_computed_on_another_thread_during_a_pause_changes_neither_result():
+    """What the server does: at a pause inside the background backward, another thread uses the model."""
+    import threading
+
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    plain = ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"))
+    alone = ss.compute_span_result(lm, PROMPT, TARGET, t0=1, t1=4)
+    clicks = []
+
+    def click():
+        if len(clicks) < 3:
+            t = threading.Thread(target=lambda: clicks.append(ss.compute_span_result(lm, PROMPT, TARGET, t0=1, t1=4)))
+            t.start()
+            t.join()
+
+    sliced = ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"),
+                                 slice_s=SliceSizer(0.4, clock=_ticking_clock()), between_slices=click)
+    assert len(clicks) == 3
+    for method in ("grad_norm", "grad_x_input"):
+        np.testing.assert_allclose(sliced.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7)
+        for got in clicks:
+            np.testing.assert_allclose(got.span_salience(method, 1, 4), alone.span_salience(method, 1, 4),
+                                       rtol=1e-5, atol=1e-7)
+
+
+def test_no_pause_on_another_thread():
+    """checkpoint() only pauses the thread that started the computation (an accelerator's backward
+    runs on the autograd engine's own thread)."""
+    import threading
+
+    calls = []
+    sizer = SliceSizer(0.4, clock=_ticking_clock(), between=lambda: calls.append(1))
+    sizer.start()
+    t = threading.Thread(target=sizer.checkpoint)
+    t.start()
+    t.join()
+    assert calls == []
+    sizer.checkpoint()
+    assert calls == [1]
