@@ -7,8 +7,8 @@ caller (the driver) writes every result itself, in one place, with one resume ru
 * `run_ray(tasks, spec, config, ...)`: `num_workers` actors, each loads the model once
   (RowWorker in its own process; `gpus_per_worker` GPUs each, which Ray assigns by
   CUDA_VISIBLE_DEVICES). Every idle actor gets the next row as soon as it is free (dynamic
-  scheduling: a slow row never holds up the others). A row that raises SalienceError is a
-  failed row (reported, not retried). A worker that dies (process killed, node lost, out of
+  scheduling: a slow row never holds up the others). A row that raises (SalienceError, or
+  any other exception such as running out of memory) is a failed row (reported, not retried). A worker that dies (process killed, node lost, out of
   memory) loses only the row it was running: a fresh actor replaces it and the row goes back
   to the front of the queue, up to `max_attempts` times in all.
 
@@ -77,6 +77,9 @@ class RowWorker:
             evaluation = evaluate_row(self.lm, row, self.config)
         except SalienceError as e:
             return Outcome(key, None, str(e), time.perf_counter() - start, worker=self.name)
+        except Exception as e:  # pylint: disable=broad-except  # e.g. out of memory: one row fails, not the run
+            return Outcome(key, None, f"{type(e).__name__}: {_first_line(e)}", time.perf_counter() - start,
+                           worker=self.name)
         return Outcome(key, evaluation, None, time.perf_counter() - start, worker=self.name)
 
 

@@ -94,6 +94,21 @@ def test_serial_runner_reports_a_failing_row_and_goes_on(tiny_lm):
     assert out[0].error is None and out[2].error is None
 
 
+def test_an_unexpected_exception_fails_only_its_row(tiny_lm, monkeypatch):
+    real = engine_module.evaluate_row
+
+    def out_of_memory_on_row_b(lm, row, config, progress=None):
+        if row["prompt"] == "b":
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+        return real(lm, row, config, progress)
+
+    monkeypatch.setattr(runner_module, "evaluate_row", out_of_memory_on_row_b)
+    worker = RowWorker(runner_module.ModelSpec("tiny"), CONFIG, lm=tiny_lm)
+    out = list(run_serial([(1, {"prompt": "b", "target": " x"}), (2, ROWS[0])], worker))
+    assert out[0].error == "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert out[1].error is None and out[1].evaluation is not None
+
+
 def test_command_writes_rows_summary_report_and_reports_a_bad_row(tiny_dir, tmp_path, capsys):
     batch = write_batch(tmp_path / "p.jsonl", ROWS[:2] + [{"prompt": "word " * 200, "target": " x"}], bad_line_at=1)
     out = tmp_path / "out"
