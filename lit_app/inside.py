@@ -44,6 +44,7 @@ INTERVENTIONS = "interventions"  # TextSegment: JSON list of {"layer", "index", 
 INSIDE_ACTION = "inside_action"  # TextSegment (intervene only): "run" (default), "status", "cancel"
 QUERY = "query"  # TextSegment: the word to search value vectors for
 LIMIT = "limit"  # Integer: most hits returned
+RANKING = "ranking"  # TextSegment: "top_k" (default: token in the value's top-k, from the index) or "projection"
 # Output fields.
 TRACE = "inside_trace"
 INTERVENTION = "inside_intervention"
@@ -376,6 +377,7 @@ class InsideSearchModel(_Wrapper):
         return {
             QUERY: lit_types.TextSegment(),
             LIMIT: lit_types.Integer(required=False, default=DEFAULT_LIMIT, min_val=1, max_val=MAX_LIMIT),
+            RANKING: lit_types.TextSegment(required=False, default="top_k"),
         }
 
     def output_spec(self) -> lit_types.Spec:
@@ -386,8 +388,17 @@ class InsideSearchModel(_Wrapper):
         limit = _int_field(ex, LIMIT, DEFAULT_LIMIT, 1, MAX_LIMIT)
         if not query.strip():
             raise RequestError("The search text is empty. Fix: type a word, e.g. Paris.")
+        ranking = _text_field(ex, RANKING) or "top_k"
+        if ranking not in ssi.value_index.RANKINGS:
+            raise RequestError(f'Input field "{RANKING}" is {ranking!r}; use one of '
+                               f'{", ".join(ssi.value_index.RANKINGS)}.')
         _ = self.state.arch  # an unsupported model fails here, with the module it lacks
         self.state.index.start()
+        if ranking == "projection":  # every value by (E v)[token]: no index needed
+            with self.shared.lock:
+                result = ssi.search_by_projection(self.shared.lm, query, limit, self.state.arch).as_dict()
+            result["index"] = self.state.index.status()
+            return {SEARCH: result}
         status = self.state.index.status()
         if status["state"] == "error":
             raise RequestError(f"The value index could not be built: {status['error']}")

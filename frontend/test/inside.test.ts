@@ -168,4 +168,10 @@ describe('search', () => {
     expect(searchStatus(s('ready', 30))).toBe('3 values across all 30 layers.');
     expect(searchStatus(s('error', 2))).toBe('The value index failed: boom');
   });
+  it('a projection-ranked search needs no index and does not poll', () => {
+    const p = {...s('building', 4), ranking: 'projection' as const, total: 46080};
+    expect(shouldPoll(p)).toBe(false);
+    expect(searchStatus(p)).toBe(
+        'All 46,080 values of the 30 layers ranked by their projection score (E·v)[token]; strongest first.');
+  });
 });

@@ -48,6 +48,7 @@ from sequence_salience.inside.value_index import (
     index_path,
     load_value_index,
     model_identity,
+    search_by_projection,
     search_values,
 )
 
@@ -84,6 +85,7 @@ __all__ = [
     "model_identity",
     "resolve_architecture",
     "response_salience",
+    "search_by_projection",
     "search_values",
     "trace",
     "trace_ids",

@@ -13,6 +13,15 @@ and of exactly the weights the index depends on (the unembedding and every
 output projection). `BackgroundValueIndex` loads or builds it lazily on a
 worker thread, layer by layer, and answers searches from the layers built so
 far, with progress.
+
+Two rankings for a search (`RANKINGS`):
+
+* ``top_k`` (`search_values`, from the index): the values whose top-k tokens contain the
+  query token, best rank first, then by score;
+* ``projection`` (`search_by_projection`, no index needed): EVERY value of every layer
+  ranked by the query token's projection score (E v)[token], highest first, so the
+  strongest promoters are found even when the token is not in their top k (one [F, D] x [D]
+  product per layer). A hit's `rank` is then the token's rank in that value's full projection.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 INDEX_VERSION = 1
 DEFAULT_TOP_K = 32
+RANKINGS = ("top_k", "projection")
 # Largest [V, chunk] block of projection scores computed at once (floats).
 _MAX_BLOCK = 1 << 25
 
@@ -80,10 +90,12 @@ class SearchResult:
     Attributes:
       query: the text searched.
       tokens: (id, string) of the query tokens looked up.
-      hits: ranked by rank in the value's projection, then by score.
-      total: number of matches before `limit`.
-      layers_searched: layers of the index available (all when complete).
+      hits: "top_k": ranked by rank in the value's projection, then by score; "projection":
+        by the score (E v)[token], highest first.
+      total: number of matches before `limit` (every value for "projection").
+      layers_searched: layers searched (of the index while it builds; all for "projection").
       num_layers: layers of the model.
+      ranking: "top_k" or "projection" (module docstring).
     """
 
     query: str
@@ -92,6 +104,7 @@ class SearchResult:
     total: int
     layers_searched: int
     num_layers: int
+    ranking: str = "top_k"
 
     def as_dict(self) -> dict:
         return plain(dataclasses.asdict(self))
@@ -431,3 +444,44 @@ def _stop_builds_at_exit(timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     for b in builders:
         b.wait(max(0.0, deadline - time.monotonic()))
+
+
+def search_by_projection(lm: LanguageModel, query: str, limit: int = 20,
+                         arch: Architecture | None = None) -> SearchResult:
+    """Every value vector ranked by its projection score (E v)[token] for the query's token(s), highest first.
+
+    With several query tokens (" Paris" and "Paris") a value's score is its largest over them.
+    No index: one [F, D] x [D, Q] product per layer, then the full projection of the `limit`
+    hits only (for each hit's rank and top tokens).
+    """
+    if limit < 1:
+        raise SalienceError(f"limit={limit}; it must be at least 1.")
+    arch = arch or resolve_architecture(lm.model)
+    tokens = query_tokens(lm.tokenizer, query)
+    names = dict(tokens)
+    emb = arch.unembedding_matrix()  # [V, D]
+    q_ids = torch.tensor([i for i, _ in tokens], device=emb.device)
+    q = emb[q_ids].float()  # [Q, D]
+    with torch.no_grad():
+        per_layer = []
+        for layer in range(arch.num_layers):
+            v = arch.value_matrix(layer).to(emb.device).float()  # [F, D]
+            per_layer.append(v @ q.T)  # [F, Q]
+        scores = torch.stack(per_layer)  # [L, F, Q]
+        best, which = scores.max(-1)  # [L, F]
+        flat = best.flatten()
+        k = min(limit, flat.numel())
+        top = torch.topk(flat, k)
+        F = best.shape[1]
+        hits = []
+        for value, pos in zip(top.values.tolist(), top.indices.tolist()):
+            layer, idx = divmod(int(pos), F)
+            tok = int(q_ids[which[layer, idx]])
+            proj = arch.project(arch.value_matrix(layer)[idx:idx + 1]).float()[0]  # [V]
+            rank = int((proj > proj[tok]).sum())
+            hits.append(ValueHit(
+                layer=layer, index=idx, token_id=tok, token=names[tok], rank=rank, score=float(value),
+                top_tokens=tuple(lm.tokenizer.decode([int(t)]) for t in torch.topk(proj, 8).indices.tolist()),
+            ))
+    return SearchResult(query, tokens, tuple(hits), int(flat.numel()), arch.num_layers, arch.num_layers,
+                        ranking="projection")

@@ -165,6 +165,24 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     assert re.fullmatch(r"L\d+·v\d+", hit.locator(".hit-add").inner_text())
     hit.locator(".hit-add").click()
     expect(inside.locator(".iv-item")).to_have_count(2)
+    # Ranked by the projection score (E v)[token] over every value: no index, no polling.
+    inside.locator("select.search-ranking").select_option("projection")
+    expect(inside.locator(".search-status")).to_contain_text("projection score", timeout=LOAD_TIMEOUT_MS)
+    expect(inside.locator(".search-hit .score").first).to_be_visible()
+    scores = [float(x) for x in inside.locator(".search-hit .score").all_inner_texts()]
+    assert scores == sorted(scores, reverse=True) and len(scores) > 1, scores
+    # The new intervention: LM-Debugger's "on", at this position only, then run: the payload is resolved.
+    new_item = inside.locator(".iv-item").nth(1)
+    new_item.locator(".iv-mode").click()
+    expect(new_item.locator(".iv-mode")).to_have_text("on")
+    new_item.locator("select.iv-scope").select_option("position")
+    with page.expect_response(is_run, timeout=LOAD_TIMEOUT_MS) as run_response:
+        inside.locator("button.run").click()
+    page.locator(f"{INSIDE}[data-run=done]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    ivs = run_response.value.json()[0]["inside_intervention"]["interventions"]
+    on = [iv for iv in ivs if iv["mode"] == "on"]
+    assert len(on) == 1 and on[0]["scope"] == "position" and on[0]["value"] > 0.01, ivs
+    expect(compare.locator(".sub-title")).to_contain_text("@pos")
 
     page.screenshot(path=str(artifacts_dir / "inside-search.png"))
     assert not external, f"the page contacted other hosts: {external[:5]}"

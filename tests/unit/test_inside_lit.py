@@ -113,6 +113,14 @@ def test_search_wrapper_starts_the_index_and_reports_progress(wrappers, monkeypa
     assert done["index"]["state"] == "ready" and done["layers_searched"] == done["num_layers"] == 2
     assert done["index"]["size_bytes"] > 0 and done["index"]["path"].startswith(str(tmp_path))
     assert len(done["hits"]) <= 5 and done["total"] >= len(done["hits"])
+    # Ranked by the projection score over every value: the library's answer, no index needed.
+    lm = search.shared.lm
+    proj = _one(search, query="is", limit=5, ranking="projection")[lit_inside.SEARCH]
+    want = inside.search_by_projection(lm, "is", limit=5)
+    assert proj["ranking"] == "projection" and [(h["layer"], h["index"]) for h in proj["hits"]] == \
+        [(h.layer, h.index) for h in want.hits]
+    with pytest.raises(models.RequestError, match="ranking"):
+        _one(search, query="is", ranking="best")
 
 
 # ------------------------------------------------------------ the intervention run in steps

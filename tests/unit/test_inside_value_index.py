@@ -149,3 +149,32 @@ def test_trace_reads_value_tokens_from_a_full_or_partial_index(tiny_lm, cache):
         got = inside.trace_ids(tiny_lm, ids, n_prompt, None, config, index=idx)
         assert [[s.top_ids for s in l.sub_updates] for l in got.layers] == \
             [[s.top_ids for s in l.sub_updates] for l in plain.layers]
+
+
+def test_projection_ranking_equals_a_brute_force_over_every_value(tiny_lm, cache):
+    """search_by_projection vs. a brute force: every value's (E v)[token] from the weights, by hand
+    (rows of GPT-2's c_proj.weight, columns of Llama's down_proj.weight; E = lm_head.weight)."""
+    model = tiny_lm.model
+    layers = model.transformer.h if hasattr(model, "transformer") else model.model.layers
+    E = model.get_output_embeddings().weight.detach().double()  # [V, D]
+    res = inside.search_by_projection(tiny_lm, "Paris", limit=10)
+    assert res.ranking == "projection" and res.layers_searched == len(layers)
+    q = [i for i, _ in res.tokens]
+    rows = []
+    for l, layer in enumerate(layers):
+        mlp = layer.mlp
+        values = mlp.c_proj.weight.detach().double() if hasattr(mlp, "c_proj") else mlp.down_proj.weight.detach().double().T
+        proj = values @ E.T  # [F, V]
+        for j in range(values.shape[0]):
+            tok = max(q, key=lambda t: proj[j, t])
+            rank = int((proj[j] > proj[j, tok]).sum())
+            rows.append((float(proj[j, tok]), l, j, tok, rank))
+    rows.sort(key=lambda r: -r[0])
+    assert res.total == len(rows)
+    assert [(h.layer, h.index, h.token_id) for h in res.hits] == [(l, j, t) for _, l, j, t, _ in rows[:10]]
+    for h, (score, _, _, _, rank) in zip(res.hits, rows):
+        assert h.score == pytest.approx(score, rel=1e-5) and h.rank == rank
+    # Strong promoters outside a value's top 2 are still found by the projection ranking.
+    index = vi.build_value_index(tiny_lm, top_k=2)
+    in_top = {(h.layer, h.index) for h in inside.search_values(tiny_lm, index, "Paris", limit=10_000).hits}
+    assert any((h.layer, h.index) not in in_top for h in res.hits)

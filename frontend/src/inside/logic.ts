@@ -15,6 +15,9 @@ export const INSIDE_T_FIELD = 'inside_t';
 export const INTERVENTIONS_FIELD = 'interventions';
 export const QUERY_FIELD = 'query';
 export const LIMIT_FIELD = 'limit';
+export const RANKING_FIELD = 'ranking';
+/** top_k: the token is in the value's top-k (the index); projection: every value by (E·v)[token]. */
+export type SearchRanking = 'top_k' | 'projection';
 
 export interface Predictions {
   ids: number[];
@@ -149,6 +152,7 @@ export interface SearchPayload {
   layers_searched: number;
   num_layers: number;
   index: IndexStatus;
+  ranking?: SearchRanking;
 }
 
 function fail(what: string): never {
@@ -465,11 +469,15 @@ export function describeRun(job: RunJob | null): string {
 
 /** Whether to ask again: the index is still loading/building (hits may grow). */
 export function shouldPoll(s: SearchPayload | null): boolean {
-  return s !== null && (s.index.state === 'loading' || s.index.state === 'building' || s.index.state === 'idle');
+  return s !== null && s.ranking !== 'projection' && (s.index.state === 'loading' || s.index.state === 'building' || s.index.state === 'idle');
 }
 
 export function searchStatus(s: SearchPayload): string {
   const ix = s.index;
+  if (s.ranking === 'projection') {
+    return `All ${s.total.toLocaleString('en-US')} values of the ${s.num_layers} layers ranked by their projection ` +
+        'score (E·v)[token]; strongest first.';
+  }
   const found = `${s.total.toLocaleString('en-US')} value${s.total === 1 ? '' : 's'}`;
   if (ix.state === 'ready') {
     return `${found} across all ${s.num_layers} layers.`;

@@ -18,7 +18,7 @@ import {
   addIntervention, comparisonRows, describeIntervention, describeRun, formatProb, parseRunStatus, RUN_ACTION_FIELD,
   runFraction, stepViews, type PartialIntervention, type RunJob, formatRank, hashString, insideModels,
   INSIDE_T_FIELD, INTERVENTION_FIELD, interventionKey, interventionsJson, INTERVENTIONS_FIELD, layerDeltas,
-  LIMIT_FIELD, parseIntervention, parseSearch, parseTrace, probPolyline, QUERY_FIELD, removeIntervention,
+  LIMIT_FIELD, RANKING_FIELD, type SearchRanking, parseIntervention, parseSearch, parseTrace, probPolyline, QUERY_FIELD, removeIntervention,
   SCOPES, type Scope, SEARCH_FIELD, searchStatus, setScope, settlesAt, shouldPoll, showToken, toggleMode, TRACE_FIELD, traceKey, traceTarget,
   type Intervention, type InterventionPayload, type LayerTrace, type Mode, type SearchPayload, type SubUpdate,
   type TracePayload, type TraceTarget,
@@ -66,7 +66,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       return {
         status: {state: true}, message: {state: true}, target: {state: true}, trace: {state: true},
         expanded: {state: true}, interventions: {state: true}, result: {state: true}, running: {state: true},
-        runError: {state: true}, query: {state: true}, search: {state: true}, searchError: {state: true},
+        runError: {state: true}, query: {state: true}, searchRanking: {state: true}, search: {state: true}, searchError: {state: true},
         searching: {state: true}, job: {state: true}, partial: {state: true}, runNotice: {state: true},
         runElapsed: {state: true},
       };
@@ -87,6 +87,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
     declare running: boolean;
     declare runError: string;
     declare query: string;
+    declare searchRanking: SearchRanking;
     declare search: SearchPayload | null;
     declare searchError: string;
     declare searching: boolean;
@@ -118,6 +119,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       this.running = false;
       this.runError = '';
       this.query = '';
+      this.searchRanking = 'top_k';
       this.search = null;
       this.searchError = '';
       this.searching = false;
@@ -309,8 +311,9 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       const seq = poll === 0 ? ++this.searchSeq : this.searchSeq;
       this.searching = true;
       if (poll === 0) this.searchError = '';
-      const id = `inside-search-${hashString(query)}-${poll}-${seq}`;
-      const input: IndexedInputLike = {id, data: {[QUERY_FIELD]: query, [LIMIT_FIELD]: SEARCH_LIMIT, _id: id},
+      const id = `inside-search-${hashString(query)}-${this.searchRanking}-${poll}-${seq}`;
+      const input: IndexedInputLike = {id, data: {[QUERY_FIELD]: query, [LIMIT_FIELD]: SEARCH_LIMIT,
+                                                  [RANKING_FIELD]: this.searchRanking, _id: id},
                                        meta: {added: true}};
       try {
         const res = await this.apiService.getPreds([input], insideModels(group).search,
@@ -545,6 +548,12 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
               @input=${(e: Event) => { this.query = (e.target as HTMLInputElement).value; }}
               @keydown=${(e: KeyboardEvent) => { if (e.key === 'Enter') void this.runSearch(); }}>
           <button class="search-go" ?disabled=${!this.query.trim()} @click=${() => void this.runSearch()}>Search</button>
+          <select class="search-ranking" aria-label="Ranking" title="in top-k: values whose 32 top tokens contain the word (the index); projection: every value ranked by its score (E·v)[token], so strong promoters outside their top 32 are found too"
+              @change=${(e: Event) => { this.searchRanking = (e.target as HTMLSelectElement).value as SearchRanking;
+                                        if (this.query.trim()) void this.runSearch(); }}>
+            <option value="top_k" ?selected=${this.searchRanking === 'top_k'}>in top-k</option>
+            <option value="projection" ?selected=${this.searchRanking === 'projection'}>projection score</option>
+          </select>
         </div>
         ${this.searchError ? html`<div class="status error inline" role="alert">${this.searchError}</div>` : nothing}
         ${s ? html`<div class="search-status ${s.index.state}">${searchStatus(s)}
@@ -552,7 +561,8 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
           <ol class="hits">${s.hits.map((h) => html`<li class="search-hit" data-layer=${h.layer} data-index=${h.index}>
             <button class="hit-add" title="Add to the interventions (off)" @click=${() => this.add(h.layer, h.index, 'off')}>
               L${h.layer}·v${h.index}</button>
-            <span class="hint">rank ${h.rank + 1} of ${showToken(h.token)}</span>
+            <span class="hint">rank ${h.rank + 1} of ${showToken(h.token)}${s.ranking === 'projection'
+                ? html` · <span class="score">${h.score.toFixed(3)}</span>` : nothing}</span>
             <span class="vtoks">${h.top_tokens.map(showToken).join(' ')}</span>
             <button class="small add-on" title="Add switched on" @click=${() => this.add(h.layer, h.index, 'on')}>+ on</button>
           </li>`)}</ol>` : nothing}
