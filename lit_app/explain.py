@@ -200,6 +200,10 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
             "empty_logprob": rep.empty_logprob, "methods": rep.methods, "curves": curves,
             "gaps": {m: {mode: rep.gap(m, mode) for mode in rep.curves} for m in rep.methods},
             "n_random": rep.n_random, "seed": rep.seed, "n_scored": rep.n_scored,
+            # Baselines, orderings and verdicts (sequence_salience.explain.faithfulness): one row per
+            # (mode, method, ordering); a signed method has a "signed" and an "abs" row.
+            "ranked": rep.ranked(), "noise_sigmas": ex.faithfulness.NOISE_SIGMAS,
+            "table": [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()} for row in rep.table()],
         }
 
     def _reduce(self, ex_, chat, target, explained, progress, cancel) -> dict:
@@ -254,7 +258,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
                 "field": name, "value": value, "old": f.old_text, "new": f.new_text,
                 "before": text[max(s, a - 30):a], "after": text[b:min(e, b + 30)],
                 "delta": f.delta, "estimated_delta": f.estimated_delta, "logprob": f.logprob,
-                "keeps_greedy": f.keeps_greedy,
+                "keeps_greedy": f.keeps_greedy, "retokenized": f.retokenized, "word_end": f.word_end,
             })
         return {"flips": flips, "original_logprob": rep.original_logprob,
                 "original_keeps_greedy": rep.original_keeps_greedy, "span": list(rep.span),
@@ -264,11 +268,13 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         foil = models._text_field(ex_, FOIL)  # pylint: disable=protected-access
         if not foil:
             raise models.RequestError(f'Input field "{FOIL}" is empty. Fix: type the alternative to contrast with.')
-        res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_), progress=progress,
-                                      cancel=cancel)
+        # The selected target span against the foil at the same position (the whole answer when it is selected).
+        res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_),
+                                      span=self._span(ex_, explained), progress=progress, cancel=cancel)
         return {
             "text": res.text, "tokens": list(res.tokens), "offsets": res.offsets.tolist(),
             "special": [bool(s) for s in res.special], "role_spans": [[int(s), int(e), r] for s, e, r in res.role_spans],
+            "prompt_end": res.prompt_end, "n_prompt_tokens": res.n_prompt_tokens, "span": list(res.span),
             "target": res.target_text, "foil": res.foil_text, "target_logprob": res.target_logprob,
             "foil_logprob": res.foil_logprob,
             "methods": {m: {"signed": models._method_signed(m),  # pylint: disable=protected-access

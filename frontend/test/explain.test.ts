@@ -3,7 +3,7 @@ import {describe, expect, it} from 'vitest';
 import {
   aopcRows, bandPath, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
   igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
-  parseIgAuto, percent, progressFraction, reduceFields, resultKey, type CurvesPayload, type IgAutoPayload,
+  parseIgAuto, percent, progressFraction, reduceFields, resultKey, strongestSegments, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 
@@ -47,7 +47,8 @@ describe('explain requests', () => {
     expect(resultKey(target, 'curves')).not.toBe(resultKey(other, 'curves'));
     expect(resultKey(target, 'curves')).not.toBe(resultKey({...target, granularity: 'word'}, 'curves'));
     expect(resultKey(target, 'flips')).toBe(resultKey({...target, granularity: 'word'}, 'flips'));
-    expect(resultKey(target, 'contrastive', 'x')).toBe(resultKey(other, 'contrastive', 'x'));
+    // Contrastive explains the selected span against the foil at its position: another span, another result.
+    expect(resultKey(target, 'contrastive', 'x')).not.toBe(resultKey(other, 'contrastive', 'x'));
     expect(resultKey(null, 'curves')).toBe('');
   });
 });
@@ -67,6 +68,24 @@ describe('curves payload and chart', () => {
     expect(rows[0].gap).toBeCloseTo(0.5);
     expect(rows[1].gap).toBeCloseTo(-0.5);
     expect(aopcRows(curves(), 'insertion')).toEqual([]);
+  });
+
+  it('shows both orderings of a signed method with the baselines and the verdicts of the table', () => {
+    const p = curves();
+    const row = (name: string, ordering: 'value' | 'signed' | 'abs', aopc: number, verdict: string) => ({
+      mode: 'deletion' as const, method: name.replace(/:abs$/, ''), ordering, name, aopc, random_aopc: 1.5,
+      random_std: 0.1, n_random: 10, length_aopc: 1.8, gap: aopc - 1.5, gap_length: aopc - 1.8,
+      verdict: verdict as 'worse'});
+    p.table = [row('grad_norm', 'value', 2.0, 'beats random and length'), row('grad_x_input', 'signed', 1.0, 'worse'),
+               row('grad_x_input:abs', 'abs', 1.7, 'within noise')];
+    const rows = aopcRows(p, 'deletion');
+    expect(rows.map((r) => [r.name, r.verdict])).toEqual([
+      ['grad_norm', 'beats random and length'], ['grad_x_input:abs', 'within noise'], ['grad_x_input', 'worse']]);
+    expect(rows[1].label).toBe('Gradient × input (largest |value| first)');
+    expect(rows[2].label).toBe('Gradient × input (most positive first)');
+    expect(rows[0].gapLength).toBeCloseTo(0.2);
+    expect(rows[0].randomStd).toBe(0.1);
+    expect(rows[0].length).toBe(1.8);
   });
 
   it('maps points to SVG paths', () => {
@@ -120,6 +139,9 @@ describe('contrastive map', () => {
     expect(seg.starts.length).toBe(2);
     expect(Array.from(values)).toEqual([6, -3]);
     expect(Array.from(contrastiveSegments(p, 'grad_x_input', 'word').values)).toEqual([1, 2, 3, -1, -2]);
+    // The numbers beside the map: largest |value| first, ties in text order.
+    const w = contrastiveSegments(p, 'grad_x_input', 'word');
+    expect(strongestSegments(p.text, w.seg, w.values, 3).map((r) => r.value)).toEqual([3, 2, -2]);
   });
 
   it('rejects values of the wrong length', () => {

@@ -1,8 +1,13 @@
 """Contrastive salience: why the target rather than the foil? (Yin & Neubig 2022, https://arxiv.org/abs/2202.10419)
 
-The objective is log p(target | prompt) - log p(foil | prompt), for a target and a foil of
-any lengths. Only the prompt tokens are shared by both continuations, so the salience is
-defined over the prompt's P tokens.
+For a selected span (t0, t1) of the target (default: the whole target), the objective is
+
+    log p(target[t0:t1] | prompt + target[:t0]) - log p(foil | prompt + target[:t0]),
+
+i.e. the selected part against the foil AT THE SAME POSITION (after the same answer prefix);
+the whole answer is contrasted only when the whole answer is selected. Target span and foil
+may differ in length. The context shared by both continuations is the prompt's P tokens and
+the t0 answer tokens before the span, so the salience is defined over those P + t0 tokens.
 
 * Linear methods (grad_x_input, integrated_gradients, smooth_grad, ...): the salience of a
   difference is the difference of the two spans' saliences (compute_span_salience of each).
@@ -30,7 +35,7 @@ from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import get_method
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.methods.gradients import weighted_gradient
-from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.model import Generation, LanguageModel, decode_with_offsets
 from sequence_salience.salience import build_inputs, compute_span_result
 from sequence_salience.text import ChatPrompt
 
@@ -39,13 +44,17 @@ DEFAULT_METHODS = ("grad_norm", "grad_x_input")
 
 @dataclasses.dataclass(frozen=True)
 class ContrastiveResult:
-    """Salience of log p(target) - log p(foil) for every prompt token.
+    """Salience of log p(target span) - log p(foil) for every context token (prompt + answer before the span).
 
     Attributes:
-      text: the prompt text; offsets <int64>[P, 2] and tokens: its tokens; special <bool>[P].
+      text: the context text (prompt, then the answer up to the span); offsets <int64>[C, 2] and
+        tokens: its C = P + t0 tokens; special <bool>[C].
+      prompt_end: where the prompt ends in `text`; n_prompt_tokens: P.
       role_spans: the prompt's role spans (for role granularity).
-      target_text, foil_text; target_logprob, foil_logprob: summed log-probs of each.
-      values: method -> <float32>[P].
+      span: (t0, t1) the contrasted target tokens.
+      target_text: the span's text; foil_text: the foil's.
+      target_logprob, foil_logprob: summed log-probs of the span / the foil after the same context.
+      values: method -> <float32>[C].
     """
 
     text: str
@@ -58,23 +67,28 @@ class ContrastiveResult:
     target_logprob: float
     foil_logprob: float
     values: Mapping[str, np.ndarray]
+    prompt_end: int = 0
+    n_prompt_tokens: int = 0
+    span: tuple[int, int] = (0, 0)
 
     @property
     def logprob_difference(self) -> float:
         return self.target_logprob - self.foil_logprob
 
 
-def _gradient_norm_of_difference(lm: LanguageModel, prompt_ids, target_ids, foil_ids) -> tuple[np.ndarray, np.ndarray]:
-    """(||d/dx_i [log p(target) - log p(foil)]||  <float32>[P], log-probs <float64>[2])."""
-    P = len(prompt_ids)
-    inputs = build_inputs(lm, [(prompt_ids, target_ids), (prompt_ids, foil_ids)])  # right padding: same positions
+def _gradient_norm_of_difference(lm: LanguageModel, prompt_ids, prefix, span_ids, foil_ids
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(||d/dx_i [log p(span) - log p(foil)]||  <float32>[P + t0], log-probs <float64>[2]), both after prefix."""
+    C = len(prompt_ids) + len(prefix)
+    t0 = len(prefix)
+    inputs = build_inputs(lm, [(prompt_ids, prefix + span_ids), (prompt_ids, prefix + foil_ids)])  # right padding
     T = inputs.target_ids.shape[1]
     weights = torch.zeros(2, T, device=lm.device)
-    weights[0, :len(target_ids)] = 1.0
-    weights[1, :len(foil_ids)] = -1.0
+    weights[0, t0:t0 + len(span_ids)] = 1.0
+    weights[1, t0:t0 + len(foil_ids)] = -1.0
     logp, g = weighted_gradient(inputs, inputs.embeds, weights)  # [2, T], [2, L, D]
-    diff = g[0, :P] + g[1, :P]  # [P, D]: the foil row already carries the minus sign
-    totals = np.array([float(logp[0, :len(target_ids)].sum()), float(logp[1, :len(foil_ids)].sum())])
+    diff = g[0, :C] + g[1, :C]  # [C, D]: the foil row already carries the minus sign
+    totals = np.array([float(logp[0, t0:t0 + len(span_ids)].sum()), float(logp[1, t0:t0 + len(foil_ids)].sum())])
     return diff.norm(dim=-1).float().cpu().numpy(), totals
 
 
@@ -111,6 +125,11 @@ class _UnitCounter:
             self.progress("contrastive", min(self.total, self.base + sum(self.current.values())), self.total)
 
 
+def _as_generation(lm: LanguageModel, ids: tuple[int, ...]) -> Generation:
+    text, offsets = decode_with_offsets(lm.tokenizer, list(ids))
+    return Generation(text=text, ids=tuple(ids), offsets=offsets, stopped_by="length")
+
+
 def contrastive_salience(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -118,16 +137,19 @@ def contrastive_salience(
     foil: str | Generation,
     methods: Sequence[str] = DEFAULT_METHODS,
     *,
+    span: tuple[int, int] | None = None,
     config: SalienceConfig = SalienceConfig(),
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> ContrastiveResult:
-    """Salience of every prompt token for log p(target) - log p(foil).
+    """Salience of every context token for log p(target[t0:t1]) - log p(foil), both after prompt + target[:t0].
 
     Args:
       lm, prompt: as for compute_salience.
-      target, foil: two continuations of the prompt (texts, or Generations used as is).
+      target: the response (text, or a Generation used as is); foil: the alternative text (or Generation)
+        for the selected span.
       methods: linear methods and grad_norm (other non-linear methods raise SalienceError).
+      span: (t0, t1) target tokens to contrast; None: the whole target.
       config: method settings (IG steps, SmoothGrad samples, ...).
       progress: progress("contrastive", units done, contrastive_units(methods, config)) as the
         work advances (after every batch of IG steps / SmoothGrad samples).
@@ -138,14 +160,17 @@ def contrastive_salience(
     encoded = lm.encode_prompt(prompt)
     prompt_ids = tuple(encoded.ids)
     target_ids = scoring.target_ids(lm, target)
+    t0, t1 = scoring.resolve_span(span, len(target_ids))
     foil_ids = scoring.target_ids(lm, foil)
-    if target_ids == foil_ids:
+    prefix, span_ids = target_ids[:t0], target_ids[t0:t1]
+    if span_ids == foil_ids:
         raise SalienceError("The foil is the same text as the target. Fix: type a different alternative.")
-    total = len(prompt_ids) + max(len(target_ids), len(foil_ids))
+    total = len(prompt_ids) + t0 + max(len(span_ids), len(foil_ids))
     if total > lm.max_length:
         raise SalienceError(f"prompt + foil is {total:,} tokens; this model's context is {lm.max_length:,}. "
                             "Fix: shorten the prompt or the foil.")
     P = len(prompt_ids)
+    C = P + t0  # the shared context: the prompt and the answer before the span
     for m in methods:
         method = get_method(m)
         if not method.linear and m != "grad_norm":
@@ -157,32 +182,48 @@ def contrastive_salience(
     counter.add(0)  # 0 of total: the work is known before it starts
     if "grad_norm" in methods:
         scoring.check_cancel(cancel, "contrastive salience")
-        values["grad_norm"], totals = _gradient_norm_of_difference(lm, prompt_ids, target_ids, foil_ids)
+        values["grad_norm"], totals = _gradient_norm_of_difference(lm, prompt_ids, prefix, span_ids, foil_ids)
         counter.add(1)
     linear = tuple(m for m in methods if m != "grad_norm")
     if linear:  # each continuation's span salience, every linear method in one compute_span_result
         spans = []
-        for cont in (target, foil):
-            spans.append(compute_span_result(lm, prompt, cont, methods=linear, config=config, progress=counter,
-                                             cancel=cancel))
+        conts = ((target, t0, t1), (_as_generation(lm, prefix + foil_ids), t0, t0 + len(foil_ids)))
+        for cont, a0, a1 in conts:
+            spans.append(compute_span_result(lm, prompt, cont, methods=linear, t0=a0, t1=a1, config=config,
+                                             progress=counter, cancel=cancel))
             counter.add(0)
         a, b = spans
         for m in linear:
-            values[m] = (np.asarray(a.span_salience(m)[:P], np.float64)
-                         - np.asarray(b.span_salience(m)[:P], np.float64)).astype(np.float32)
+            values[m] = (np.asarray(a.span_salience(m, t0, t1)[:C], np.float64)
+                         - np.asarray(b.span_salience(m, t0, t0 + len(foil_ids))[:C], np.float64)).astype(np.float32)
         if totals is None:  # from the same forward passes
-            totals = [float(np.asarray(r.target_logprobs, np.float64).sum()) for r in spans]
+            totals = [float(np.asarray(r.target_logprobs, np.float64)[t0:].sum()) for r in spans]
+            totals[0] = float(np.asarray(a.target_logprobs, np.float64)[t0:t1].sum())
     values = {m: values[m] for m in methods}
     if totals is None:  # no method at all: log-probs from two forward passes
-        totals = [float(scoring.score(lm, [prompt_ids], ids, (0, len(ids)))[0]) for ids in (target_ids, foil_ids)]
-    text = encoded.text
-    tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i))
-                   for (s, e), i in zip(encoded.offsets, prompt_ids))
-    roles = prompt.role_spans if isinstance(prompt, ChatPrompt) else ((0, len(text), "user"),)
+        totals = [float(scoring.score(lm, [prompt_ids + prefix], ids, (0, len(ids)))[0]) for ids in (span_ids, foil_ids)]
+    # The context's text and tokens: the prompt, then the answer's first t0 tokens.
+    if isinstance(target, Generation):
+        target_text, target_offsets = target.text, tuple(target.offsets)
+    else:
+        tok = lm.tokenize(target)
+        target_text, target_offsets = tok.text, tuple(tok.offsets)
+    prompt_end = len(encoded.text)
+    prefix_end = target_offsets[t0 - 1][1] if t0 else 0
+    text = encoded.text + target_text[:prefix_end]
+    offsets = list(encoded.offsets) + [(s + prompt_end, e + prompt_end) for s, e in target_offsets[:t0]]
+    ids = prompt_ids + prefix
+    tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)) for (s, e), i in zip(offsets, ids))
+    special_ids = set(lm.tokenizer.all_special_ids)
+    special = list(encoded.special) + [int(i) in special_ids for i in prefix]
+    roles = prompt.role_spans if isinstance(prompt, ChatPrompt) else ((0, len(encoded.text), "user"),)
+    span_start = target_offsets[t0][0] if t0 < len(target_offsets) else prefix_end
+    span_end = target_offsets[t1 - 1][1]
     return ContrastiveResult(
-        text=text, tokens=tokens, offsets=np.asarray(encoded.offsets, dtype=np.int64).reshape(-1, 2),
-        special=np.asarray(encoded.special, dtype=bool), role_spans=tuple(roles),
-        target_text=target.text if isinstance(target, Generation) else target,
+        text=text, tokens=tokens, offsets=np.asarray(offsets, dtype=np.int64).reshape(-1, 2),
+        special=np.asarray(special, dtype=bool), role_spans=tuple(roles),
+        target_text=target_text[span_start:span_end],
         foil_text=foil.text if isinstance(foil, Generation) else foil,
         target_logprob=float(totals[0]), foil_logprob=float(totals[1]), values=values,
+        prompt_end=prompt_end, n_prompt_tokens=P, span=(t0, t1),
     )

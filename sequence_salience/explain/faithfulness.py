@@ -7,8 +7,24 @@ granularity) by their salience for log p(target span), then
 * insertion: start from the prompt with every removable segment removed and reveal
   the top n_k segments;
 
-with n_k = round(k * S / K) of the S removable segments (K = min(steps, S)). The same
-for `n_random` seeded random orders gives the reference a faithful map must beat.
+with n_k = round(k * S / K) of the S removable segments (K = min(steps, S)).
+
+Baselines a faithful map must beat:
+* "random": `n_random` (default 10) seeded random orders; the reference curve is their mean and
+  their spread (the standard deviation of the R random orders' AOPCs) is the noise level;
+* "length": the longest segments first (most prompt tokens; ties: more characters, then the
+  earlier segment), which explains much of a map's lead when long segments matter most.
+
+Orderings: an unsigned method (grad_norm) ranks by its value ("value"). A signed method
+(grad_x_input, integrated_gradients, ...) is ranked both ways: "signed" (most positive first,
+the key `method`) and "abs" (largest |value| first, the key `method + ABS_SUFFIX`); every curve
+and table row names the ordering it used.
+
+Verdict per curve and mode (`verdict`), with noise = NOISE_SIGMAS x the random orders' standard
+deviation of AOPC (0 with one random order):
+* "beats random and length": AOPC > random mean + noise AND AOPC > length + noise;
+* "worse": AOPC < max(random mean, length) - noise (a trivial order does clearly better);
+* "within noise": otherwise.
 
 Removal (`removal=`):
 * "filler" (default): every token of a removed segment is replaced by one filler token
@@ -47,6 +63,28 @@ from sequence_salience.text import ChatPrompt
 MODES = ("deletion", "insertion")
 REMOVALS = scoring.REMOVALS
 RANDOM = "random"
+LENGTH = "length"
+BASELINES = (RANDOM, LENGTH)
+ABS_SUFFIX = ":abs"  # the key of a signed method's |value| ordering
+NOISE_SIGMAS = 2.0
+VERDICTS = ("beats random and length", "within noise", "worse")
+
+
+def verdict(aopc_value: float, random_mean: float, random_std: float, length_aopc: float,
+            sigmas: float = NOISE_SIGMAS) -> str:
+    """One of VERDICTS (see the module docstring)."""
+    noise = sigmas * random_std
+    if aopc_value > random_mean + noise and aopc_value > length_aopc + noise:
+        return VERDICTS[0]
+    if aopc_value < max(random_mean, length_aopc) - noise:
+        return VERDICTS[2]
+    return VERDICTS[1]
+
+
+def length_order(token_counts: Sequence[int], char_counts: Sequence[int]) -> np.ndarray:
+    """Segment positions, longest first: most tokens, then most characters, then the earlier segment."""
+    S = len(token_counts)
+    return np.array(sorted(range(S), key=lambda s: (-int(token_counts[s]), -int(char_counts[s]), s)), dtype=np.int64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +97,8 @@ class FaithfulnessConfig:
       modes: "deletion" and/or "insertion".
       removal: "filler" (replace tokens, keep positions) or "delete" (delete the text).
       filler: the filler token, as a one-token text or a token id.
-      n_random: random orders averaged for the reference; seed: their seed.
+      n_random: random orders averaged for the reference (10: enough for a stable mean and spread);
+        seed: their seed.
       batch_size: edited prompts per forward pass.
       regions: optional character ranges of the prompt text to which removal is limited
         (scoring.prompt_segments), e.g. the user's message.
@@ -74,7 +113,7 @@ class FaithfulnessConfig:
     modes: tuple[str, ...] = MODES
     removal: str = "filler"
     filler: str | int = " "
-    n_random: int = 3
+    n_random: int = 10
     seed: int = 0
     batch_size: int = scoring.DEFAULT_BATCH_SIZE
     regions: tuple[tuple[int, int], ...] | None = None
@@ -85,7 +124,9 @@ class FaithfulnessConfig:
 class Curve:
     """One curve. `order` lists removable-segment positions (into FaithfulnessReport.segments)
     in removal (deletion) or reveal (insertion) order; for "random" it is the first seed's order
-    and `logprobs` is the mean of `all_logprobs` <float64>[R, K+1]."""
+    and `logprobs` is the mean of `all_logprobs` <float64>[R, K+1] (`all_aopc` <float64>[R]:
+    each random order's AOPC). `ordering`: "value", "signed" or "abs" for a method; "random" /
+    "length" for the baselines."""
 
     name: str
     mode: str
@@ -93,6 +134,15 @@ class Curve:
     logprobs: np.ndarray  # [K+1]
     aopc: float
     all_logprobs: np.ndarray | None = None
+    ordering: str = "value"
+    all_aopc: np.ndarray | None = None
+
+    @property
+    def aopc_std(self) -> float:
+        """Standard deviation (ddof=1) of the random orders' AOPCs; 0 for one order or a method."""
+        if self.all_aopc is None or len(self.all_aopc) < 2:
+            return 0.0
+        return float(np.std(self.all_aopc, ddof=1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +157,7 @@ class FaithfulnessReport:
       segment_scores: method -> <float64>[S] salience of each segment.
       n_removed: <int64>[K+1] segments removed (deletion) / revealed (insertion) at point k.
       original_logprob: log p(span | prompt); empty_logprob: with every segment removed.
-      curves: mode -> name (method or "random") -> Curve.
+      curves: mode -> name (method, method + ABS_SUFFIX, "random" or "length") -> Curve.
       n_scored: distinct edited prompts scored (forward rows).
     """
 
@@ -131,6 +181,16 @@ class FaithfulnessReport:
     def methods(self) -> list[str]:
         return list(self.segment_scores)
 
+    def ranked(self) -> list[str]:
+        """The curve names of the methods, each ordering: "grad_norm", "grad_x_input", "grad_x_input:abs", ..."""
+        mode = next(iter(self.curves))
+        return [n for n in self.curves[mode] if n not in BASELINES]
+
+    def verdict(self, name: str, mode: str = "deletion") -> str:
+        """The verdict of curve `name` (a method or method + ABS_SUFFIX) in `mode` (module docstring)."""
+        rnd = self.curves[mode][RANDOM]
+        return verdict(self.aopc(name, mode), rnd.aopc, rnd.aopc_std, self.aopc(LENGTH, mode))
+
     def segment_texts(self) -> list[str]:
         return [self.text[s:e] for s, e in self.segments]
 
@@ -142,9 +202,21 @@ class FaithfulnessReport:
         return self.curves[mode][method].aopc - self.curves[mode][RANDOM].aopc
 
     def table(self) -> list[dict]:
-        """One row per (mode, method): AOPC, random AOPC and the gap."""
-        return [{"mode": mode, "method": m, "aopc": self.aopc(m, mode), "random_aopc": self.aopc(RANDOM, mode),
-                 "gap": self.gap(m, mode)} for mode in self.curves for m in self.methods]
+        """One row per (mode, method, ordering): AOPC, the baselines (random mean and spread, length),
+        the gaps to each and the verdict."""
+        rows = []
+        for mode in self.curves:
+            rnd = self.curves[mode][RANDOM]
+            length = self.aopc(LENGTH, mode)
+            for name in self.ranked():
+                c = self.curves[mode][name]
+                rows.append({
+                    "mode": mode, "method": name.removesuffix(ABS_SUFFIX), "ordering": c.ordering, "name": name,
+                    "aopc": c.aopc, "random_aopc": rnd.aopc, "random_std": rnd.aopc_std, "n_random": self.n_random,
+                    "length_aopc": length, "gap": c.aopc - rnd.aopc, "gap_length": c.aopc - length,
+                    "verdict": self.verdict(name, mode),
+                })
+        return rows
 
 
 def aopc(logprobs: np.ndarray, mode: str, original: float, empty: float) -> float:
@@ -234,10 +306,17 @@ def faithfulness_curves(
     everything = range(S)
 
     orders: dict[str, np.ndarray] = {}
+    orderings: dict[str, str] = {}
     scores: dict[str, np.ndarray] = {}
     for m in methods:
         scores[m] = segs.scores(token_values[m])  # [S]
-        orders[m] = np.argsort(-scores[m], kind="stable")  # most salient first
+        orders[m] = np.argsort(-scores[m], kind="stable")  # most salient (most positive) first
+        orderings[m] = "signed" if get_method(m).signed else "value"
+        if get_method(m).signed:
+            orders[m + ABS_SUFFIX] = np.argsort(-np.abs(scores[m]), kind="stable")  # largest |value| first
+            orderings[m + ABS_SUFFIX] = "abs"
+    orders[LENGTH] = length_order([len(t) for t in segs.tokens], [e - s for s, e in segs.spans])
+    orderings[LENGTH] = LENGTH
     rng = np.random.default_rng(config.seed)
     random_orders = [rng.permutation(S) for _ in range(max(1, config.n_random))]
 
@@ -252,7 +331,7 @@ def faithfulness_curves(
     prompts.append(original_ids if config.removal == "filler" else edit(()))
     prompts.append(edit(everything))
     for mode in config.modes:
-        for m in methods:
+        for m in orders:
             plan.append((mode, m, -1))
             prompts.extend(rows_for(orders[m], mode))
         for r, order in enumerate(random_orders):
@@ -272,12 +351,13 @@ def faithfulness_curves(
             random_rows[mode].append(values)
             continue
         curves[mode][name] = Curve(name, mode, tuple(int(i) for i in orders[name]), values,
-                                   aopc(values, mode, original, empty))
+                                   aopc(values, mode, original, empty), ordering=orderings[name])
     for mode in config.modes:
         allr = np.stack(random_rows[mode])  # [R, K+1]
         mean = allr.mean(0)
+        each = np.array([aopc(row, mode, original, empty) for row in allr])  # [R]
         curves[mode][RANDOM] = Curve(RANDOM, mode, tuple(int(i) for i in random_orders[0]), mean,
-                                     aopc(mean, mode, original, empty), allr)
+                                     aopc(mean, mode, original, empty), allr, ordering=RANDOM, all_aopc=each)
     return FaithfulnessReport(
         text=result.text, prompt_end=result.prompt_end, span=(t0, t1), granularity=config.granularity,
         removal=config.removal, filler_id=fill, segments=segs.spans, segment_scores=scores, n_removed=counts,

@@ -6,19 +6,33 @@ vocabulary token v changes it by about
 
     delta(i, v) ~= g_i . (E[v] - e_i)          (first order; one backward for all i, v)
 
-so one [P, V] matrix product ranks every substitution. The `n_verify` best estimates are
-then re-scored exactly with batched forward passes, which also tell whether the target is
-still the greedy response (teacher forcing, see scoring.score_greedy).
+so one [P, V] matrix product ranks every substitution: the estimate is the RANKING score
+(`Flip.estimated_delta`). The `n_verify` best estimates are then checked exactly on what
+*Load* produces: the edited prompt TEXT (the prompt with the old word's text replaced by the
+new word's) re-tokenized, scored with batched forward passes, which also tell whether the
+target is still the greedy response (teacher forcing, see scoring.score_greedy). So
+`Flip.delta` and `Flip.keeps_greedy` are those of the loaded text, also when re-tokenizing
+it gives other ids than the one-id edit (`Flip.retokenized` says when).
 
-Candidates are words only: a position is flipped only when its token decodes to a word
-(letters or digits, optionally after one leading space) and is a whole word of the prompt
-(no letter or digit right before or after it), and it is replaced only by word tokens with
-the same leading-space form; never special tokens, byte pieces, word pieces or punctuation.
+Whole words only (`word_vocabulary` + `word_end_probability`):
+* a position is flipped only when its token is a word (letters only, or digits only,
+  optionally after one leading space) and a whole word of the prompt (no letter or digit
+  right before or after its text);
+* a replacement token must have the same shape: the same leading-space form, letters for
+  letters / digits for digits, the same case pattern (lower, Capitalized, UPPER; others are
+  never used), not a special token, and it must be a complete word, not the first piece of a
+  longer one (" traged", " WARRAN", " subsc"): the model itself, reading "Word:" and the
+  token (after BOS when the tokenizer has one; "Word:\n" for a token without a leading space),
+  must expect the word to END there: the probability that the next token starts with a
+  character that is not a letter or digit (a space, punctuation, a line break) or is a
+  special token is at least WORD_END_MIN. Only the candidates about to be verified are
+  checked (a short batched forward pass; results cached per model and token).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import numpy as np
 import torch
@@ -32,14 +46,38 @@ from sequence_salience.salience import build_inputs
 from sequence_salience.text import ChatPrompt
 
 DIRECTIONS = ("decrease", "increase")
-_VOCAB_CACHE: dict[int, tuple[object, np.ndarray, np.ndarray, list[str]]] = {}
+WORD_END_MIN = 0.35  # p(the word ends after the token) a replacement needs (module docstring)
+WORD_END_CONTEXT = "Word:"
+# Word shapes (`word_vocabulary`): 0 not a word, else the case pattern.
+NOT_WORD, LOWER, CAPITALIZED, UPPER, DIGITS = 0, 1, 2, 3, 4
+_VOCAB_CACHE: dict[int, tuple[object, np.ndarray, np.ndarray, list[str], np.ndarray]] = {}
+_WORD_END_CACHE: "weakref.WeakKeyDictionary[torch.nn.Module, dict[int, float]]" = weakref.WeakKeyDictionary()
+
+
+def _shape(core: str) -> int:
+    if not core:
+        return NOT_WORD
+    if core.isdigit():
+        return DIGITS
+    if not core.isalpha():
+        return NOT_WORD
+    if core.islower():
+        return LOWER
+    if core.isupper():
+        return UPPER if len(core) > 1 else CAPITALIZED
+    if core[0].isupper() and core[1:].islower():
+        return CAPITALIZED
+    return NOT_WORD  # mixed case ("iPhone", "WARRan")
 
 
 def word_vocabulary(tokenizer, size: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Which of the first `size` ids decode to words.
+    """Which of the first `size` ids have the shape of a word (module docstring; completeness is
+    `word_end_probability`'s part).
 
     Returns:
-      is_word: <bool>[size]; leading_space: <bool>[size]; texts: decoded text of each id.
+      shape: <int8>[size] NOT_WORD (0) or the case pattern (LOWER, CAPITALIZED, UPPER, DIGITS) of the
+        text after an optional leading space; leading_space: <bool>[size]; texts: decoded text of each id.
+      `shape > 0` is the word mask.
     """
     key = id(tokenizer)
     cached = _VOCAB_CACHE.get(key)
@@ -49,16 +87,48 @@ def word_vocabulary(tokenizer, size: int) -> tuple[np.ndarray, np.ndarray, list[
     texts = tokenizer.batch_decode([[i] for i in range(min(size, n_tok))], clean_up_tokenization_spaces=False)
     texts += [""] * (size - len(texts))
     special = set(tokenizer.all_special_ids)
-    is_word = np.zeros(size, dtype=bool)
+    shape = np.zeros(size, dtype=np.int8)
     lead = np.zeros(size, dtype=bool)
     for i, t in enumerate(texts):
         if i in special or not t or "\ufffd" in t:
             continue
         core = t[1:] if t[0] == " " else t
-        is_word[i] = bool(core) and core.isalnum()
+        shape[i] = _shape(core)
         lead[i] = t[0] == " "
-    _VOCAB_CACHE[key] = (tokenizer, is_word, lead, texts)
-    return is_word, lead, texts
+    boundary = np.array([i in special or (bool(t) and not t[0].isalnum()) for i, t in enumerate(texts)])
+    _VOCAB_CACHE[key] = (tokenizer, shape, lead, texts, boundary)
+    return shape, lead, texts
+
+
+def word_end_probability(lm: LanguageModel, token_ids) -> np.ndarray:
+    """<float64>[n] p(the next token starts a new word | BOS, "Word:", token) for each token id: the
+    summed probability of the tokens whose text starts with a non-alphanumeric character or that
+    are special ("Word:" + "\n" before a token without a leading space). Cached per model and token."""
+    V = lm.model.get_input_embeddings().weight.shape[0]
+    word_vocabulary(lm.tokenizer, V)
+    _, _, lead, texts, boundary = _VOCAB_CACHE[id(lm.tokenizer)]
+    cache = _WORD_END_CACHE.setdefault(lm.model, {})
+    todo = sorted({int(t) for t in token_ids if int(t) not in cache})
+    if todo:
+        bos = [lm.tokenizer.bos_token_id] if lm.tokenizer.bos_token_id is not None else []
+        with_space = bos + list(lm.tokenize(WORD_END_CONTEXT).ids)
+        without = bos + list(lm.tokenize(WORD_END_CONTEXT + "\n").ids)
+        mask = torch.as_tensor(boundary[:V], device=lm.device)
+        for b0 in range(0, len(todo), 256):
+            chunk = todo[b0:b0 + 256]
+            groups: dict[int, list[int]] = {}
+            for t in chunk:  # the two contexts differ in length: one batch each
+                groups.setdefault(int(lead[t]), []).append(t)
+            for has_space, toks in groups.items():
+                ctx = with_space if has_space else without
+                ids = torch.tensor([ctx + [t] for t in toks], device=lm.device)  # [n, C + 1]
+                with torch.no_grad():
+                    logits = lm.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+                probs = torch.softmax(logits[:, -1].double(), -1)[:, :V]  # [n, V]
+                ends = probs[:, mask].sum(-1).cpu().numpy()
+                for t, p in zip(toks, ends):
+                    cache[t] = float(p)
+    return np.array([cache[int(t)] for t in token_ids], dtype=np.float64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,11 +138,14 @@ class Flip:
     Attributes:
       char_span: (start, end) of the replaced text in the prompt text.
       old_text, new_text: the replaced text and its replacement (as it appears in edited_text).
-      estimated_delta: the first-order estimate; delta: the exact change of log p(target span)
-        (new log-prob minus the original), logprob: the new log-prob.
+      estimated_delta: the first-order estimate of the one-id edit (the ranking score);
+      delta: the exact change of log p(target span) for edited_text re-tokenized (what Load
+        gives), new log-prob minus the original; logprob: the new log-prob.
       keeps_greedy: the target is still the greedy response after the flip (with the stop
-        token when the original had one).
+        token when the original had one), for the re-tokenized text.
       edited_text: the prompt text with the substitution.
+      retokenized: re-tokenizing edited_text gave other ids than the one-id edit.
+      word_end: p(the word ends after new_id) (`word_end_probability`).
     """
 
     position: int
@@ -86,6 +159,8 @@ class Flip:
     logprob: float
     keeps_greedy: bool
     edited_text: str
+    retokenized: bool = False
+    word_end: float = float("nan")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +205,15 @@ def _replacement(text: str, span: tuple[int, int], old: str, new: str) -> tuple[
     return here, new.strip()
 
 
+def _edited(prompt: str | ChatPrompt, s: int, e: int, new_text: str) -> str | ChatPrompt:
+    """The prompt with text[s:e] replaced (role spans after it shifted), as Load would format it."""
+    if not isinstance(prompt, ChatPrompt):
+        return prompt[:s] + new_text + prompt[e:]
+    shift = len(new_text) - (e - s)
+    spans = tuple((a if a <= s else a + shift, b if b < e else b + shift, r) for a, b, r in prompt.role_spans)
+    return dataclasses.replace(prompt, text=prompt.text[:s] + new_text + prompt.text[e:], role_spans=spans)
+
+
 def token_flips(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -142,6 +226,7 @@ def token_flips(
     per_position: int = 4,
     batch_size: int = scoring.DEFAULT_BATCH_SIZE,
     regions: scoring.Regions | None = None,
+    word_end_min: float = WORD_END_MIN,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     slice_s: float | None = None,
@@ -156,6 +241,7 @@ def token_flips(
       per_position: most candidates verified per prompt position (diversity).
       batch_size: edited prompts per forward pass.
       regions: optional character ranges of the prompt text; only tokens inside them are flipped.
+      word_end_min: the p(word ends) a replacement needs (module docstring).
       progress: progress("flips", verified, n_verify); cancel: () -> bool.
       slice_s: None, or seconds: verification batches of about this much model time (at most
         batch_size prompts; sequence_salience/slices.py); the scores do not depend on it.
@@ -171,7 +257,8 @@ def token_flips(
     P = len(prompt_ids)
     emb = lm.model.get_input_embeddings().weight  # [V, D]
     V = emb.shape[0]
-    is_word, lead, texts = word_vocabulary(lm.tokenizer, V)
+    shape, lead, texts = word_vocabulary(lm.tokenizer, V)
+    is_word = shape > 0
     ids_arr = np.asarray(prompt_ids)
     candidate = is_word[ids_arr] & ~np.asarray(encoded.special, dtype=bool)  # [P]
     candidate &= _whole_words(encoded.text, encoded.offsets)
@@ -194,24 +281,42 @@ def token_flips(
     e = emb.detach().double()  # [V, D]
     with torch.no_grad():
         est = g @ e.T - (g * e[torch.as_tensor(ids_arr[positions])]).sum(-1, keepdim=True)  # [P', V]
-    allowed = torch.as_tensor(is_word)[None, :] & (torch.as_tensor(lead)[None, :] ==
-                                                   torch.as_tensor(lead[ids_arr[positions]])[:, None])
-    allowed[torch.arange(len(positions)), torch.as_tensor(ids_arr[positions])] = False
+    old = torch.as_tensor(ids_arr[positions])
+    shape_t, lead_t = torch.as_tensor(shape), torch.as_tensor(lead)
+    # Same shape (case pattern / digits) and the same leading-space form as the replaced word.
+    allowed = (shape_t[None, :] == shape_t[old][:, None]) & (lead_t[None, :] == lead_t[old][:, None])
+    allowed[torch.arange(len(positions)), old] = False
     sign = -1.0 if direction == "decrease" else 1.0
     ranked = torch.where(allowed, sign * est, torch.tensor(-np.inf, dtype=est.dtype))  # larger = better
-    k = min(per_position, int(allowed.sum(-1).max()))
+    # More candidates than needed: some are not complete words (word_end_probability).
+    k = min(4 * per_position, int(allowed.sum(-1).max()))
     best_v, best_j = ranked.topk(max(1, k), dim=-1)  # [P', k]
     flat = best_v.flatten()
-    order = torch.argsort(flat, descending=True)[:n_verify]
-    picks = [(int(order_i) // best_j.shape[1], int(best_j.flatten()[order_i])) for order_i in order
-             if torch.isfinite(flat[order_i])]
+    order = [int(i) for i in torch.argsort(flat, descending=True) if torch.isfinite(flat[i])]
+    pool = [(i // best_j.shape[1], int(best_j.flatten()[i])) for i in order[:4 * n_verify]]
+    ends = dict(zip((v for _, v in pool), word_end_probability(lm, [v for _, v in pool]))) if pool else {}
+    picks, per = [], {}
+    for pi, v in pool:  # best estimates first; complete words only; at most per_position per position
+        if ends[v] < word_end_min or per.get(pi, 0) >= per_position:
+            continue
+        per[pi] = per.get(pi, 0) + 1
+        picks.append((pi, v))
+        if len(picks) == n_verify:
+            break
 
-    edited = []
+    # What Load produces: the edited text, re-tokenized.
+    text = encoded.text
+    edits = []
     for pi, v in picks:
-        ids = list(prompt_ids)
-        ids[int(positions[pi])] = v
-        edited.append(ids)
-    all_prompts = [list(prompt_ids)] + edited
+        pos = int(positions[pi])
+        s, e_ = (int(x) for x in encoded.offsets[pos])
+        old_text, new_text = _replacement(text, (s, e_), texts[prompt_ids[pos]], texts[v])
+        edited_prompt = _edited(prompt, s, e_, new_text)
+        ids = list(lm.encode_prompt(edited_prompt).ids)
+        one_id = list(prompt_ids)
+        one_id[pos] = v
+        edits.append((pos, v, s, e_, old_text, new_text, ids, ids != one_id))
+    all_prompts = [list(prompt_ids)] + [x[6] for x in edits]
     lps, greedy, stops = [], [], []
     for sl, measured in scoring.sliced_batches(len(all_prompts), batch_size, slice_s):
         scoring.check_cancel(cancel, "token flips")
@@ -219,21 +324,18 @@ def token_flips(
         measured()
         lps.append(lp), greedy.append(gr), stops.append(st)
         if progress is not None:
-            progress("flips", sl.stop - 1, len(edited))
+            progress("flips", sl.stop - 1, len(edits))
     lp, greedy, stops = np.concatenate(lps), np.concatenate(greedy), np.concatenate(stops)
     needs_stop = bool(stops[0])
     keeps = greedy & (stops | (not needs_stop))
     original = float(lp[0])
-    text = encoded.text
     flips = []
-    for n, (pi, v) in enumerate(picks):
-        pos = int(positions[pi])
-        s, e_ = (int(x) for x in encoded.offsets[pos])
-        old_text, new_text = _replacement(text, (s, e_), texts[prompt_ids[pos]], texts[v])
+    for n, ((pi, _), (pos, v, s, e_, old_text, new_text, _, retok)) in enumerate(zip(picks, edits)):
         flips.append(Flip(
             position=pos, old_id=int(prompt_ids[pos]), new_id=int(v), char_span=(s, e_), old_text=old_text,
             new_text=new_text, estimated_delta=float(est[pi, v]), delta=float(lp[n + 1] - original),
             logprob=float(lp[n + 1]), keeps_greedy=bool(keeps[n + 1]), edited_text=text[:s] + new_text + text[e_:],
+            retokenized=retok, word_end=float(ends[v]),
         ))
     flips.sort(key=lambda f: sign * -f.delta)
     return FlipReport(

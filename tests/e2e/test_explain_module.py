@@ -52,9 +52,15 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
     mod.locator("svg.chart.deletion path.line.random").wait_for(timeout=TIMEOUT_MS)
     timings["curves_s"] = time.perf_counter() - t0
     for mode in ("deletion", "insertion"):
-        assert mod.locator(f"svg.chart.{mode} path.line.method").count() == 2
-        assert mod.locator(f"table.aopc.{mode} tr[data-method]").count() == 2
-    assert "random" in mod.locator("table.aopc.deletion").inner_text()
+        # grad_norm, grad_x_input (most positive first) and grad_x_input:abs (largest |value| first)
+        assert mod.locator(f"svg.chart.{mode} path.line.method").count() == 3
+        assert mod.locator(f"svg.chart.{mode} path.line.length").count() == 1
+        rows = mod.locator(f"table.aopc.{mode} tr[data-method]")
+        assert rows.count() == 3
+        verdicts = {rows.nth(i).get_attribute("data-verdict") for i in range(3)}
+        assert verdicts <= {"beats random and length", "within noise", "worse"}, verdicts
+    table = mod.locator("table.aopc.deletion").inner_text()
+    assert "random (10)" in table and "length" in table and "largest |value| first" in table
     page.mouse.move(5, 5)
     page.screenshot(path=str(artifacts_dir / "explain-curves.png"))
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":

@@ -84,3 +84,42 @@ def test_cancel_stops_within_the_work(tiny_lm):
     with pytest.raises(ss.ComputationCancelled):
         ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=("grad_norm", "integrated_gradients"),
                                 config=SalienceConfig(ig_steps=8, ig_step_chunk_size=2), cancel=cancel)
+
+
+@pytest.mark.parametrize("span", [(1, 3), (2, 3)], ids=["tokens1-3", "token2"])
+def test_a_selected_span_is_contrasted_with_the_foil_at_the_same_position(tiny_lm, span):
+    """log p(target[t0:t1] | prompt + target[:t0]) - log p(foil | prompt + target[:t0]), and its gradient,
+    from plain unpadded passes (explain_reference), over the P + t0 context tokens."""
+    t0, t1 = span
+    res = ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=("grad_norm", "grad_x_input"), span=span)
+    prompt_ids = list(tiny_lm.encode_prompt(PROMPT).ids)
+    target_ids = list(tiny_lm.tokenize(TARGET).ids)
+    foil_ids = list(tiny_lm.tokenize(FOIL).ids)
+    context = prompt_ids + target_ids[:t0]
+    span_ids = target_ids[t0:t1]
+    want_t = ref.span_logprob(tiny_lm.model, context, span_ids, 0, len(span_ids))
+    want_f = ref.span_logprob(tiny_lm.model, context, foil_ids, 0, len(foil_ids))
+    assert res.target_logprob == pytest.approx(want_t, rel=1e-5)
+    assert res.foil_logprob == pytest.approx(want_f, rel=1e-5)
+    assert res.logprob_difference == pytest.approx(want_t - want_f, rel=1e-5)
+    g = ref.span_gradient(tiny_lm.model, context, span_ids) - ref.span_gradient(tiny_lm.model, context, foil_ids)
+    np.testing.assert_allclose(res.values["grad_norm"], g.norm(dim=-1).numpy(), rtol=1e-5, atol=1e-8)
+    emb = tiny_lm.model.get_input_embeddings().weight[context].detach().double()
+    np.testing.assert_allclose(res.values["grad_x_input"], (g * emb).sum(-1).numpy(), rtol=1e-4, atol=1e-7)
+    # The context: the prompt, then the answer before the span; the span's own text is named.
+    assert len(res.tokens) == len(context) == res.offsets.shape[0] and res.span == span
+    assert res.n_prompt_tokens == len(prompt_ids)
+    assert res.text == res.text[:res.prompt_end] + tiny_lm.tokenizer.decode(target_ids[:t0])
+    assert res.target_text == tiny_lm.tokenizer.decode(span_ids)
+
+
+def test_the_whole_answer_is_contrasted_only_when_it_is_selected(tiny_lm):
+    T = len(tiny_lm.tokenize(TARGET).ids)
+    whole = ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=("grad_norm",))
+    same = ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=("grad_norm",), span=(0, T))
+    part = ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, methods=("grad_norm",), span=(0, 1))
+    np.testing.assert_array_equal(whole.values["grad_norm"], same.values["grad_norm"])
+    assert whole.target_logprob == same.target_logprob and whole.span == (0, T)
+    assert part.target_logprob != pytest.approx(whole.target_logprob)
+    with pytest.raises(ss.SalienceError, match="outside"):
+        ex.contrastive_salience(tiny_lm, PROMPT, TARGET, FOIL, span=(0, T + 1))

@@ -122,3 +122,42 @@ def test_bad_settings_name_the_fix(llama):
         ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",), config=ex.FaithfulnessConfig(modes=("up",)))
     with pytest.raises(ss.SalienceError, match="outside"):
         ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",), span=(0, 99))
+
+
+def test_table_baselines_orderings_and_verdicts_match_the_plain_reference(llama):
+    """10 seeded random orders with their spread, the length baseline, both orderings of a signed
+    method and the verdicts, against tests/unit/explain_reference.deletion_table."""
+    tiny_lm = llama
+    methods = ("grad_norm", "grad_x_input")
+    rep = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, methods,
+                                 config=ex.FaithfulnessConfig(granularity="word", steps=5, modes=("deletion",)))
+    assert rep.n_random == 10  # the default
+    result = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=methods)
+    prompt_ids, target_ids = _ids(tiny_lm, result)
+    segs = ex.prompt_segments(result, "word")
+    space = tiny_tokenizer()(" ", add_special_tokens=False)["input_ids"][0]
+    want = ref.deletion_table(
+        tiny_lm.model, prompt_ids, target_ids, [list(t) for t in segs.tokens], [e - s for s, e in segs.spans],
+        {m: rep.segment_scores[m] for m in methods}, {"grad_norm": False, "grad_x_input": True},
+        space, steps=5, n_random=10, seed=0)
+    rows = {r["name"]: r for r in rep.table()}
+    assert set(rows) == {"grad_norm", "grad_x_input", "grad_x_input:abs"}
+    assert rows["grad_x_input"]["ordering"] == "signed" and rows["grad_x_input:abs"]["ordering"] == "abs"
+    assert rows["grad_norm"]["ordering"] == "value"
+    for name, row in rows.items():
+        assert row["aopc"] == pytest.approx(want[name]["aopc"], abs=2e-5), name  # log-probs ~ -20 at rel 1e-6
+        assert row["random_aopc"] == pytest.approx(want["random"]["aopc"], abs=2e-5)
+        assert row["random_std"] == pytest.approx(want["random"]["std"], abs=2e-5)
+        assert row["length_aopc"] == pytest.approx(want["length"]["aopc"], abs=2e-5)
+        assert row["verdict"] == want[name]["verdict"], name
+        assert row["n_random"] == 10
+    assert want["random"]["std"] > 0
+    # The three verdicts by hand on made-up numbers: mean 1.0, std 0.1 (noise 0.2), length 1.5.
+    assert ex.faithfulness.verdict(1.8, 1.0, 0.1, 1.5) == "beats random and length"
+    assert ex.faithfulness.verdict(1.6, 1.0, 0.1, 1.5) == "within noise"  # beats random, not length by the noise
+    assert ex.faithfulness.verdict(1.2, 1.0, 0.1, 1.5) == "worse"  # length does clearly better
+    assert ex.faithfulness.verdict(0.9, 1.0, 0.1, 0.5) == "within noise"
+
+
+def test_length_order_is_longest_first_with_ties_by_characters_then_position():
+    assert list(ex.faithfulness.length_order([2, 3, 3, 1], [9, 5, 7, 20])) == [2, 1, 0, 3]

@@ -198,3 +198,35 @@ def test_reduce_with_an_unknown_removal_is_a_one_line_error(tiny):
     _, _, model = tiny
     with pytest.raises(models.RequestError, match="Unknown removal 'blank'"):
         _one(model, explain_action="reduce", granularity="word", removal="blank")
+
+
+def test_contrastive_follows_the_selected_target_span(tiny):
+    """target_span 1:2 contrasts that token with the foil at the same position (after the answer's first token)."""
+    lm, _, model = tiny
+    out = _one(model, explain_action="contrastive", foil=FOIL, methods="grad_norm", target_span="1:2")
+    want = ex.contrastive_salience(lm, lm.format_prompt(PROMPT, chat=False), TARGET, FOIL, ("grad_norm",),
+                                   span=(1, 2))
+    assert out["span"] == [1, 2] and out["n_prompt_tokens"] == want.n_prompt_tokens
+    assert len(out["tokens"]) == want.n_prompt_tokens + 1  # the prompt and the answer's first token
+    assert out["target"] == want.target_text and out["foil_logprob"] == pytest.approx(want.foil_logprob, rel=1e-6)
+    np.testing.assert_allclose(out["methods"]["grad_norm"]["values"], want.values["grad_norm"], rtol=1e-5, atol=1e-7)
+
+
+def test_flips_report_what_load_gives(tiny):
+    """A flip's delta and greedy check are those of the datapoint Load makes (the field set to `value`,
+    formatted and re-tokenized by the server), scored by an independent unpadded pass."""
+    from tests.unit import explain_reference as ref
+
+    lm, shared, model = tiny
+    chat = False  # the tiny tokenizer has no chat template
+    out = _one(model, explain_action="flips", chat=chat)
+    assert out["flips"]
+    target_ids = list(lm.tokenize(TARGET).ids)
+    original = shared.format_prompt(_data(chat=chat))
+    for f in out["flips"]:
+        loaded = shared.format_prompt({**_data(chat=chat), f["field"]: f["value"]})
+        ids = list(lm.encode_prompt(loaded).ids)
+        want = ref.span_logprob(lm.model, ids, target_ids, 0, len(target_ids))
+        assert f["logprob"] == pytest.approx(want, rel=1e-6)
+        assert f["keeps_greedy"] in (True, False) and 0 <= f["word_end"] <= 1
+        assert loaded.text != original.text

@@ -19,6 +19,9 @@ export const CURVE_METHODS: ReadonlyArray<{id: string; label: string; color: str
   {id: 'integrated_gradients', label: 'Integrated gradients', color: '#188038'},
 ];
 export const RANDOM_COLOR = '#80868b';
+export const LENGTH_COLOR = '#b06000';
+export const VERDICTS = ['beats random and length', 'within noise', 'worse'] as const;
+export type Verdict = typeof VERDICTS[number];
 
 /** The explain model of a salience model: "_smollm2_salience" -> "_smollm2_explain". */
 export function explainModelFor(salienceModel: string): string {
@@ -42,7 +45,7 @@ export function explainInput(t: SharedTarget, action: string, extra: Record<stri
 /** What a result was computed for; a result is shown only while its key matches the view. */
 export function resultKey(t: SharedTarget | null, action: Action, settings = ''): string {
   if (t === null) return '';
-  const span = action === 'contrastive' ? '' : `${t.t0}:${t.t1}`;
+  const span = `${t.t0}:${t.t1}`;  // contrastive too: the selected span against the foil at its position
   const gran = action === 'flips' || action === 'contrastive' || action === 'ig_auto' ? '' : t.granularity;
   return [t.datapointId, t.text.length, action, span, gran, settings].join('|');
 }
@@ -68,6 +71,26 @@ export interface CurvesPayload {
   gaps: Record<string, Partial<Record<Mode, number>>>;
   n_random: number;
   seconds: number;
+  /** Curve names of the methods, each ordering ("grad_x_input", "grad_x_input:abs", ...). */
+  ranked?: string[];
+  noise_sigmas?: number;
+  /** One row per (mode, method, ordering), with the baselines and the verdict (faithfulness.py). */
+  table?: FaithfulnessRow[];
+}
+
+export interface FaithfulnessRow {
+  mode: Mode;
+  method: string;
+  ordering: 'value' | 'signed' | 'abs';
+  name: string;
+  aopc: number;
+  random_aopc: number;
+  random_std: number;
+  n_random: number;
+  length_aopc: number;
+  gap: number;
+  gap_length: number;
+  verdict: Verdict;
 }
 
 function fail(what: string): never {
@@ -154,23 +177,43 @@ export function chartValues(p: CurvesPayload, mode: Mode): number[] {
 
 export interface AopcRow {
   method: string;
+  /** The curve's key: the method, or method + ":abs" for a signed method ranked by |value|. */
+  name: string;
   label: string;
+  ordering: string;
   color: string;
   aopc: number;
   random: number;
+  randomStd: number;
+  length: number;
   gap: number;
+  gapLength: number;
+  verdict: Verdict | null;
 }
 
-/** One row per method for a mode, best gap first. */
+const ORDERING_LABEL: Record<string, string> = {value: '', signed: 'most positive first', abs: 'largest |value| first'};
+
+/** One row per method and ordering for a mode, best gap to random first (with baselines and verdicts
+ * from the server's table; an older payload without one gives rows without length and verdict). */
 export function aopcRows(p: CurvesPayload, mode: Mode): AopcRow[] {
   const random = p.curves['random']?.[mode]?.aopc ?? NaN;
   const rows: AopcRow[] = [];
-  for (const m of p.methods) {
-    const c = p.curves[m]?.[mode];
-    if (c == null) continue;
-    const meta = CURVE_METHODS.find((x) => x.id === m);
-    rows.push({method: m, label: meta?.label ?? m, color: meta?.color ?? '#000', aopc: c.aopc, random,
-               gap: c.aopc - random});
+  const meta = (m: string) => CURVE_METHODS.find((x) => x.id === m);
+  if (p.table) {
+    for (const r of p.table) {
+      if (r.mode !== mode) continue;
+      const ordering = ORDERING_LABEL[r.ordering] ?? r.ordering;
+      rows.push({method: r.method, name: r.name, label: `${meta(r.method)?.label ?? r.method}${ordering ? ` (${ordering})` : ''}`,
+                 ordering: r.ordering, color: meta(r.method)?.color ?? '#000', aopc: r.aopc, random: r.random_aopc,
+                 randomStd: r.random_std, length: r.length_aopc, gap: r.gap, gapLength: r.gap_length, verdict: r.verdict});
+    }
+  } else {
+    for (const m of p.methods) {
+      const c = p.curves[m]?.[mode];
+      if (c == null) continue;
+      rows.push({method: m, name: m, label: meta(m)?.label ?? m, ordering: 'value', color: meta(m)?.color ?? '#000',
+                 aopc: c.aopc, random, randomStd: NaN, length: NaN, gap: c.aopc - random, gapLength: NaN, verdict: null});
+    }
   }
   return rows.sort((a, b) => b.gap - a.gap);
 }
@@ -214,6 +257,22 @@ export interface ContrastivePayload {
   target_logprob: number;
   foil_logprob: number;
   methods: Record<string, {signed: boolean; values: number[]}>;
+  /** Where the prompt ends in `text` (after it: the answer before the span); the span [t0, t1). */
+  prompt_end?: number;
+  n_prompt_tokens?: number;
+  span?: [number, number];
+}
+
+/** The n segments with the largest |value| (ties: text order), for the numbers beside the map. */
+export function strongestSegments(text: string, seg: Segmentation, values: Float64Array, n = 8):
+    Array<{seg: number; text: string; value: number}> {
+  const out: Array<{seg: number; text: string; value: number}> = [];
+  const chars = Array.from(text);  // segment bounds are code points
+  for (let s = 0; s < values.length; s++) {
+    if (seg.excluded[s] || !Number.isFinite(values[s])) continue;
+    out.push({seg: s, text: chars.slice(seg.starts[s], seg.ends[s]).join('').trim(), value: values[s]});
+  }
+  return out.sort((a, b) => Math.abs(b.value) - Math.abs(a.value) || a.seg - b.seg).slice(0, n);
 }
 
 export function parseContrastive(x: unknown): ContrastivePayload {

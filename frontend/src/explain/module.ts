@@ -19,7 +19,7 @@
  */
 import {css, html, nothing, svg, unsafeCSS, type TemplateResult} from 'lit';
 
-import {colorFor, formatValue, maxAbs} from '../colormap.js';
+import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../colormap.js';
 import {buildPieces} from '../pieces.js';
 import {errorMessage, shouldDisplay, type ModelInfoLike} from '../request.js';
 import {targetStore, type SharedTarget} from '../shared/target_store.js';
@@ -28,7 +28,7 @@ import {
   aopcRows, bandPath, chartValues, contrastiveSegments, CURVE_METHODS, describeStatus, EXPLAIN_FIELD,
   explainInput, explainModelFor, fractions, IG_AUTO_MAX_STEPS, igAutoSettings, igAutoSummary, linearScale, linePath,
   mergePieces, MODES, paddedExtent, parseContrastive, parseCurves, parseIgAuto, percent, progressFraction,
-  RANDOM_COLOR, reduceFields, resultKey, type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload,
+  LENGTH_COLOR, RANDOM_COLOR, reduceFields, resultKey, strongestSegments, type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload,
   type JobStatus, type Mode,
 } from './logic.js';
 
@@ -69,6 +69,8 @@ interface FlipEntry {
   delta: number;
   estimated_delta: number;
   keeps_greedy: boolean;
+  retokenized?: boolean;  // the loaded text re-tokenizes to other ids than the one-token edit
+  word_end?: number;
 }
 
 interface FlipsPayload {
@@ -465,7 +467,9 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         <div class="facts">${p.n_segments} ${p.granularity} segments · removal: ${p.removal === 'filler'
             ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
           log p(target) ${p.original_logprob.toFixed(2)} → ${p.empty_logprob.toFixed(2)} with all removed ·
-          random: mean of ${p.n_random} seeded orders (band: range) · ${p.seconds.toFixed(1)} s</div>
+          random: mean of ${p.n_random} seeded orders (band: range; ± their standard deviation of AOPC) ·
+          length: longest segments first · verdict: beats both by more than ${p.noise_sigmas ?? 2}× the random
+          spread, “worse” when a baseline does better by that much · ${p.seconds.toFixed(1)} s</div>
       </div>`;
     }
 
@@ -476,6 +480,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       const [y0, y1] = paddedExtent(chartValues(p, mode));
       const sy = linearScale(y0, y1, H - B, T);
       const random = p.curves['random']?.[mode];
+      const length = p.curves['length']?.[mode];
       const ticks = [y0, (y0 + y1) / 2, y1];
       return html`<svg class="chart ${mode}" viewBox="0 0 ${W} ${H}" width=${W} height=${H} role="img"
           aria-label="${mode} curve: log p(target) against the fraction of segments ${mode === 'deletion' ? 'removed' : 'revealed'}">
@@ -486,21 +491,33 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         <text x=${(L + W - R) / 2} y=${H - 4} class="axis" text-anchor="middle">segments ${mode === 'deletion' ? 'removed' : 'revealed'}</text>
         ${random?.low && random.high ? svg`<path class="band" d=${bandPath(xs, random.low, random.high, sx, sy)}></path>` : nothing}
         ${random ? svg`<path class="line random" d=${linePath(xs, random.logprobs, sx, sy)} stroke=${RANDOM_COLOR}></path>` : nothing}
-        ${p.methods.map((m) => {
-          const c = p.curves[m]?.[mode];
+        ${length ? svg`<path class="line length" d=${linePath(xs, length.logprobs, sx, sy)} stroke=${LENGTH_COLOR}></path>` : nothing}
+        ${(p.ranked ?? p.methods).map((name) => {
+          const c = p.curves[name]?.[mode];
+          const m = name.replace(/:abs$/, '');
           const color = CURVE_METHODS.find((x) => x.id === m)?.color ?? '#000';
-          return c ? svg`<path class="line method" data-method=${m} d=${linePath(xs, c.logprobs, sx, sy)} stroke=${color}></path>` : nothing;
+          return c ? svg`<path class="line method ${name.endsWith(':abs') ? 'abs' : ''}" data-method=${name}
+              d=${linePath(xs, c.logprobs, sx, sy)} stroke=${color}></path>` : nothing;
         })}
       </svg>`;
     }
 
     private renderAopc(p: CurvesPayload, mode: Mode) {
       const rows = aopcRows(p, mode);
+      const signedGap = (g: number) => Number.isFinite(g) ? `${g >= 0 ? '+' : ''}${g.toFixed(3)}` : '–';
+      const r0 = rows[0];
       return html`<table class="aopc ${mode}">
-        <tr><th>${mode}</th><th title="Area over the perturbation curve (nats; higher = more faithful)">AOPC</th><th>vs random</th></tr>
-        ${rows.map((r) => html`<tr data-method=${r.method}><td><span class="swatch" style="background:${r.color}"></span>${r.label}</td>
-          <td>${r.aopc.toFixed(3)}</td><td class=${r.gap > 0 ? 'better' : 'worse'}>${r.gap >= 0 ? '+' : ''}${r.gap.toFixed(3)}</td></tr>`)}
-        <tr class="random-row"><td><span class="swatch dashed"></span>random</td><td>${rows[0]?.random.toFixed(3) ?? ''}</td><td></td></tr>
+        <tr><th>${mode}</th><th title="Area over the perturbation curve (nats; higher = more faithful)">AOPC</th>
+          <th>vs random</th><th>vs length</th><th>verdict</th></tr>
+        ${rows.map((r) => html`<tr data-method=${r.name} data-verdict=${r.verdict ?? ''}>
+          <td><span class="swatch ${r.ordering === 'abs' ? 'hollow' : ''}" style="background:${r.color};border-color:${r.color}"></span>${r.label}</td>
+          <td>${r.aopc.toFixed(3)}</td><td class=${r.gap > 0 ? 'better' : 'worse'}>${signedGap(r.gap)}</td>
+          <td class=${r.gapLength > 0 ? 'better' : 'worse'}>${signedGap(r.gapLength)}</td>
+          <td class="verdict ${r.verdict === 'worse' ? 'worse' : r.verdict?.startsWith('beats') ? 'better' : ''}">${r.verdict ?? ''}</td></tr>`)}
+        <tr class="random-row"><td><span class="swatch dashed"></span>random (${p.n_random})</td>
+          <td>${r0?.random.toFixed(3) ?? ''}${r0 && Number.isFinite(r0.randomStd) ? ` ± ${r0.randomStd.toFixed(3)}` : ''}</td><td></td><td></td><td></td></tr>
+        ${r0 && Number.isFinite(r0.length) ? html`<tr class="length-row"><td><span class="swatch" style="background:${LENGTH_COLOR}"></span>length</td>
+          <td>${r0.length.toFixed(3)}</td><td></td><td></td><td></td></tr>` : nothing}
       </table>`;
     }
 
@@ -527,10 +544,11 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (p.flips.length === 0) return html`<div class="hint">No word substitutions found in the editable text.</div>`;
       return html`<div class="flips">
         <div class="facts">log p(target) = ${p.original_logprob.toFixed(2)}; the target is
-          ${p.original_keeps_greedy ? '' : 'not '}the greedy response. Strongest drops first.</div>
+          ${p.original_keeps_greedy ? '' : 'not '}the greedy response. Ranked by the first-order estimate; Δ and
+          the response check are measured on the text “Load” gives (re-tokenized). Strongest drops first.</div>
         <ol class="flip-list">${p.flips.map((f, i) => html`<li class="flip" data-i=${i}>
           <span class="ctx">…${f.before}<s>${f.old}</s><b>${f.new}</b>${f.after}…</span>
-          <span class="delta" title="exact change of log p(target); first-order estimate ${formatValue(f.estimated_delta)}">Δ ${formatValue(f.delta)}</span>
+          <span class="delta" title="exact change of log p(target) for the loaded (re-tokenized) text; first-order estimate ${formatValue(f.estimated_delta)}${f.retokenized ? '; the text re-tokenizes differently from the one-token edit' : ''}">Δ ${formatValue(f.delta)}${f.retokenized ? '*' : ''}</span>
           <span class="greedy ${f.keeps_greedy ? 'same' : 'changed'}">${f.keeps_greedy ? 'same response' : 'response changes'}</span>
           <button class="load-flip" @click=${() => this.load({[f.field]: f.value}, 'flipped prompt')}>Load</button></li>`)}
         </ol></div>`;
@@ -564,19 +582,39 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         return html`<div class="status error">${errorMessage(e)}</div>`;
       }
       const shown = Array.from(values).filter((v, s) => Number.isFinite(v) && !seg.excluded[s]);
+      // The salience module's colour scale: the same colormap, scaled to the largest |value| shown.
       const cs = {signed, scale: maxAbs(shown), intensity: 1};
-      const pieces = buildPieces(p.text, seg, p.text.length);
-      return html`<div class="contrastive">
-        <div class="facts">Why “${p.target.trim().slice(0, 60)}” rather than “${p.foil.trim().slice(0, 60)}”:
-          log p(target) − log p(foil) = ${(p.target_logprob - p.foil_logprob).toFixed(2)}.
-          ${signed ? 'Red: favours the target; blue: favours the foil.' : 'Magnitude of the gradient of the difference.'}</div>
+      const nChars = Array.from(p.text).length;  // code points, as Python counts prompt_end
+      const promptEnd = p.prompt_end ?? nChars;
+      const pieces = buildPieces(p.text, seg, promptEnd);  // piece.response: the answer before the span
+      const stops = legendStops(cs, 3);
+      const top = strongestSegments(p.text, seg, values);
+      const span = p.span ? `target tokens ${p.span[0]}–${p.span[1]}` : 'the whole response';
+      return html`<div class="contrastive" data-span=${p.span ? p.span.join(':') : ''}>
+        <div class="facts">Why “${p.target.trim().slice(0, 60)}” (${span}) rather than “${p.foil.trim().slice(0, 60)}”
+          at the same position: log p(target) − log p(foil) = ${p.target_logprob.toFixed(2)} − (${p.foil_logprob.toFixed(2)})
+          = <b class="difference">${(p.target_logprob - p.foil_logprob).toFixed(2)}</b> nats.
+          ${signed ? 'Red: favours the target; blue: favours the foil.' : 'Magnitude of the gradient of the difference.'}
+          ${promptEnd < nChars ? html`<span class="hint">The underlined text is the response before the span
+            (shared by both continuations).</span>` : nothing}</div>
+        <div class="legend contrast-legend" aria-label="colour legend">
+          <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
+          <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
+        </div>
         <div class="text contrast-map">${pieces.map((pc) => {
-          if (pc.seg < 0 || seg.excluded[pc.seg]) return html`<span class="gap">${pc.text}</span>`;
+          const prefix = pc.response;
+          if (pc.seg < 0 || seg.excluded[pc.seg]) return html`<span class="gap ${prefix ? 'answer' : ''}">${pc.text}</span>`;
           const v = values[pc.seg];
           const c = Number.isFinite(v) ? colorFor(v, cs) : null;
-          return html`<span class="seg" data-s=${pc.seg} title=${formatValue(v)}
+          return html`<span class="seg ${prefix ? 'answer' : ''}" data-s=${pc.seg} data-v=${formatValue(v)} title=${formatValue(v)}
               style=${c ? `background:${c.bg};color:${c.fg}` : ''}>${pc.text}</span>`;
-        })}</div></div>`;
+        })}</div>
+        <table class="contrast-top"><tr><th>strongest segments</th><th>${method}</th></tr>
+          ${top.map((r) => {
+            const c = colorFor(r.value, cs);
+            return html`<tr data-s=${r.seg}><td>${r.text.slice(0, 50)}</td>
+              <td class="num" style="background:${c.bg};color:${c.fg}">${formatValue(r.value)}</td></tr>`;
+          })}</table></div>`;
     }
   }
 
@@ -595,6 +633,13 @@ const STYLES = css`
   .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
   .controls input.steps { width: 48px; }
   .controls input.foil { width: 260px; }
+  .contrast-legend { width: 220px; margin: 4px 0; }
+  .contrast-legend .legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
+  .contrast-legend .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
+  .contrast-map .answer { text-decoration: underline dotted #5f6368; }
+  table.contrast-top { border-collapse: collapse; font-size: 12px; margin-top: 6px; }
+  table.contrast-top td, table.contrast-top th { padding: 1px 8px; text-align: left; }
+  table.contrast-top td.num { text-align: right; font-variant-numeric: tabular-nums; }
   .controls input.ig-tolerance, .controls input.ig-cap { width: 56px; }
   .ig-summary { margin: 4px 0; } .ig-summary.cap { color: #a50e0e; } .ig-summary.tolerance { color: #137333; }
   table.ig-runs { border-collapse: collapse; font-size: 12px; }
@@ -618,6 +663,9 @@ const STYLES = css`
   svg.chart .grid { stroke: #e8eaed; }
   svg.chart .line { fill: none; stroke-width: 2; }
   svg.chart .line.random { stroke-dasharray: 4 3; stroke-width: 1.5; }
+  svg.chart .line.length { stroke-dasharray: 1 3; stroke-width: 1.5; }
+  svg.chart .line.method.abs { stroke-dasharray: 6 2; stroke-width: 1.5; }
+  .swatch.hollow { background: none !important; border: 2px solid; width: 6px; height: 6px; }
   svg.chart .band { fill: ${unsafeCSS(RANDOM_COLOR)}; opacity: 0.15; }
   table.aopc { border-collapse: collapse; font-size: 12px; }
   table.aopc th, table.aopc td { padding: 2px 6px; text-align: right; }
