@@ -227,16 +227,20 @@ tok = sal.tokenizer
 prompt = {json.dumps(prompt)}
 chat = tok.apply_chat_template([{{"role": "user", "content": prompt}}], tokenize=False, add_generation_prompt=True)
 gen.max_length = len(tok(chat)["input_ids"]) + {max_new_tokens}  # LIT counts prompt + new tokens
+c0 = time.process_time()
 t0 = time.perf_counter()
 # LIT 1.3.1's predict() fails on a batch of one after generating (ntok_in is built as [batch, ntok_in]: "Batch
 # length of predictions should be same"), so its generation step is timed directly.
 out = gen._get_batched_outputs([{{"prompt": chat}}])
 t1 = time.perf_counter()
 target = out["response"][0]
+c1 = time.process_time()
 n_prompt = len(tok(chat)["input_ids"]); n_total = len(tok(chat + target)["input_ids"])
 list(sal.predict([{{"prompt": chat, "target": target, "target_mask": [0] * n_prompt + [1] * (n_total - n_prompt)}}]))
 t2 = time.perf_counter()
+c2 = time.process_time()
 print(json.dumps({{"generation_s": round(t1 - t0, 3), "span_s": round(t2 - t1, 3), "response": target,
+                  "generation_cpu_s": round(c1 - c0, 2), "span_cpu_s": round(c2 - c1, 2),
                   "response_tokens": n_total - n_prompt}}))
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900,
@@ -271,7 +275,8 @@ def main() -> None:
         if not args.no_lit:
             lit.append(lit_run(row["prompt"], args.max_new_tokens))
             print(f"  LIT: generation {lit[-1]['generation_s']} s ({lit[-1]['response_tokens']} tokens) + span"
-                  f" {lit[-1]['span_s']} s; ours generated {r['generated_tokens']} tokens")
+                  f" {lit[-1]['span_s']} s, CPU {lit[-1]['generation_cpu_s']} + {lit[-1]['span_cpu_s']} s;"
+                  f" ours generated {r['generated_tokens']} tokens")
     med = lambda xs: round(statistics.median(xs), 3) if xs else None  # noqa: E731
     summary = {
         "runs": args.runs,
@@ -284,6 +289,10 @@ def main() -> None:
         summary["lit_span_s"] = med([x["span_s"] for x in lit])
         summary["lit_total_s"] = med([x["generation_s"] + x["span_s"] for x in lit])
         summary["ratio_first_highlight_vs_lit"] = round(summary["first_highlight_s"] / summary["lit_total_s"], 2)
+        # CPU time is less at the mercy of other processes than wall time on a shared machine.
+        summary["server_cpu_to_first_highlight_s"] = med([r["server_cpu_s"] for r in ours])
+        summary["lit_cpu_s"] = med([x["generation_cpu_s"] + x["span_cpu_s"] for x in lit])
+        summary["ratio_cpu_vs_lit"] = round(summary["server_cpu_to_first_highlight_s"] / summary["lit_cpu_s"], 2)
     print(f"load average after: {os.getloadavg()}")
     print(json.dumps(summary, indent=2))
 
