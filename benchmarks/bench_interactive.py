@@ -213,12 +213,11 @@ def main() -> None:
         if args.tokens:
             prompt = _long_prompt(client, args.tokens)
             target = " The library opens at 9 am on day 3, as note 3 says; the others differ."
-            _, first = client.post(SAL, {"prompt": prompt, "target": target, "chat": False, "detail": "span"})
-            payload = first[fields.SALIENCE]
-            n_targets = len(payload["target_logprobs"])
+            data = {"prompt": prompt, "target": target, "chat": False}
+            n_tokens = len(client.post(TOK, data)[1][fields.TOKENS])
             load = _load()
             out = measure(client, {"prompt": prompt, "chat": False}, target, ("span",), args.long_n, rng)
-            _report(f"long prompt ({len(payload['tokens'])} tokens, {n_targets} targets), clicked span", out, load)
+            _report(f"long prompt ({n_tokens} tokens, {client.n_targets(data)} targets), clicked span", out, load)
         print(f"\nload after: {_load()}")
         if args.log:
             with open(args.log, "w", encoding="utf-8") as f:

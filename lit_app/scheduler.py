@@ -28,9 +28,11 @@ class ModelScheduler:
     a background acquirer gets it only while no interactive one waits, again in arrival
     order. Background work holds the model for one bounded slice at a time (about
     0.3-0.5 s of model time, sized by `sequence_salience.slices.SliceSizer`) and calls
-    `yield_to_waiting()` between slices, so a click waits at most for the rest of the
-    slice that is running when it arrives, never for the next one. A slice is never
-    interrupted: the scheduler only decides who goes next.
+    `yield_to_waiting()` between slices (and, when one target's backward alone is longer
+    than a slice, inside it at layer boundaries: `compute_salience(between_slices=...)`),
+    so a click waits at most for the rest of the slice that is running when it arrives,
+    never for the next one. The scheduler interrupts nothing itself: it only decides who
+    goes next when the holder lets go.
 
     Re-entrant: the holder may acquire again (at any priority) without waiting; the
     model is free once it has released as often as it acquired. Holding the model keeps
