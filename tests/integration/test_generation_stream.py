@@ -76,6 +76,9 @@ def test_streamed_text_grows_and_ends_with_the_explained_generation(shared, clie
     worker.start()
     while worker.is_alive():  # polls while the generation and the span run; none waits for the model
         seen.append(_stream(client))
+        # Poll like the module (every 250 ms; here 50 ms): a loop without a pause keeps the GIL busy
+        # formatting prompts, and the generation thread, which needs it between torch ops, crawls.
+        worker.join(0.05)
     worker.join()
     assert answer["status"] == 200, answer["text"][:400]
     final = _stream(client)
