@@ -352,6 +352,9 @@ def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
         )
     t0, t1 = int(m.group(1)), int(m.group(2))
     if not 0 <= t0 < t1 <= n_targets:
+        if t0 >= t1:  # the length may not be known yet (a progressive span: checked once tokenized)
+            raise RequestError(f'Input field "{fields.TARGET_SPAN}" is "{t0}:{t1}"; the end must be after the'
+                               f' start: use t0 < t1, e.g. "{t0}:{t0 + 1}".')
         raise RequestError(
             f'Input field "{fields.TARGET_SPAN}" is "{t0}:{t1}" but the target has {n_targets}'
             f" token(s); use 0 <= t0 < t1 <= {n_targets}."
