@@ -4,7 +4,7 @@ The core library; it never imports LIT. See docs/architecture.md.
 """
 
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods import get_method, list_methods
+from sequence_salience.methods import get_method, list_methods, registry_json
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import (
     DEFAULT_MODEL,
@@ -42,4 +42,5 @@ __all__ = [
     "get_method",
     "list_methods",
     "load_model",
+    "registry_json",
 ]

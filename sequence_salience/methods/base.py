@@ -97,32 +97,74 @@ class MethodOutput:
     extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
+COUNT_UNITS = ("steps", "samples")
+
+
 @dataclasses.dataclass(frozen=True)
 class SalienceMethod:
-    """One salience method in the registry.
+    """One salience method in the registry (methods/__init__.py); the single source of its facts.
 
     Attributes:
       name: snake_case id used by the API, the server and the UI.
-      title: human-readable name.
+      label: human-readable name ("Gradient × input").
+      short: short name for narrow UI places ("G×I", "IG").
       signed: values can be negative (diverging colour map) or not (sequential).
       linear: the salience of a target span is the sum of its tokens' rows.
       compute: (inputs, config, shared) -> MethodOutput for every target token;
         `shared` is a per-call dict through which methods share work; its optional
-        "progress" entry is called with the number of (target x step) units finished.
+        "progress" entry is called with the number of units finished (see progress_total).
       compute_span: (inputs, weights <float>[B, T], config, progress=None) -> <float32>[B, L]:
         the salience of sum_t weights[b, t] * log p(target_t), computed directly;
-        `progress(units)` (optional) is called after each chunk of IG steps.
+        `progress(units)` (optional) is called after each chunk of steps or samples.
+      paper: link to the method's paper.
+      cost_unit: a short phrase saying what one unit of work is ("one backward per target").
       from_gradient: for gradient-at-the-input methods, (grad <float>[B, L, D], embeds
         <float>[B, L, D]) -> <float32>[B, L]; methods that have it share one backward
         when several spans are computed at once (salience.compute_span_result).
-      paper: link to the method's paper.
+      count_field: None, or the `SalienceConfig` field (and LIT input field) carrying the
+        method's count of steps or samples ("ig_steps").
+      count_unit: None, or what the count counts: "steps" or "samples".
+      default_count: the count's default (the SalienceConfig field's default); 0 without one.
+      progress_counts: compute()'s progress counts (target x count) units; else whole targets.
+      span_error: optional (inputs, weights <float>[B, T], config, attributions <float32>[B, L])
+        -> <float32>[B]: the error of a span's attributions (IG's completeness error).
     """
 
     name: str
-    title: str
+    label: str
+    short: str
     signed: bool
     linear: bool
     compute: Callable[[ModelInputs, SalienceConfig, dict], MethodOutput]
     compute_span: Callable[..., np.ndarray]
     paper: str
+    cost_unit: str
     from_gradient: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    count_field: str | None = None
+    count_unit: str | None = None
+    default_count: int = 0
+    progress_counts: bool = False
+    span_error: Callable[..., np.ndarray] | None = None
+
+    @property
+    def title(self) -> str:
+        """Former name of `label` (read-only alias)."""
+        return self.label
+
+    def count(self, config: SalienceConfig) -> int:
+        """The method's count in `config` (steps or samples); 1 for a method without one."""
+        return int(getattr(config, self.count_field)) if self.count_field else 1
+
+    def span_units(self, config: SalienceConfig) -> int:
+        """Progress units of compute_span: one per step or sample, else one pass."""
+        return self.count(config)
+
+    def progress_total(self, num_targets: int, config: SalienceConfig) -> int:
+        """Progress units of compute() for `num_targets` target tokens."""
+        return num_targets * (self.count(config) if self.progress_counts else 1)
+
+    def to_json(self) -> dict:
+        """The JSON-able facts of the method (no callables), as registry_json lists them."""
+        return {"name": self.name, "label": self.label, "short": self.short, "signed": self.signed,
+                "linear": self.linear, "count_field": self.count_field, "count_unit": self.count_unit,
+                "default_count": self.default_count, "cost_unit": self.cost_unit}

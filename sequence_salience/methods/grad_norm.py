@@ -37,9 +37,13 @@ def compute_span(
     return from_gradient(g, inputs.embeds).cpu().numpy()  # [B, L]
 
 
+NAME = "grad_norm"
+
 METHOD = SalienceMethod(
-    name="grad_norm",
-    title="Gradient L2 norm",
+    name=NAME,
+    label="Gradient norm",
+    short="Grad norm",
+    cost_unit="one backward per target (shared with the other gradient-at-the-input methods)",
     signed=False,
     linear=False,
     compute=compute,

@@ -31,9 +31,13 @@ def compute_span(
     return from_gradient(g, inputs.embeds).cpu().numpy()  # [B, L]
 
 
+NAME = "grad_x_input"
+
 METHOD = SalienceMethod(
-    name="grad_x_input",
-    title="Gradient × input",
+    name=NAME,
+    label="Gradient × input",
+    short="G×I",
+    cost_unit="one backward per target (shared with the other gradient-at-the-input methods)",
     signed=True,
     linear=True,
     compute=compute,

@@ -110,9 +110,18 @@ def span_completeness_error(
     return (np.asarray(attributions).sum(-1) - delta).astype(np.float32)
 
 
+NAME = "integrated_gradients"
+
 METHOD = SalienceMethod(
-    name="integrated_gradients",
-    title="Integrated gradients",
+    name=NAME,
+    label="Integrated gradients",
+    short="IG",
+    cost_unit="one backward per target per step",
+    count_field="ig_steps",
+    count_unit="steps",
+    default_count=SalienceConfig.ig_steps,
+    progress_counts=True,
+    span_error=span_completeness_error,
     signed=True,
     linear=True,
     compute=compute,

@@ -111,9 +111,16 @@ def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: Sali
     return ((total / samples) * inputs.embeds.float()).sum(-1).cpu().numpy()  # [B, L]
 
 
+NAME = "smooth_grad"
+
 METHOD = SalienceMethod(
-    name="smooth_grad",
-    title="SmoothGrad (× input)",
+    name=NAME,
+    label="SmoothGrad (× input)",
+    short="SmoothGrad",
+    cost_unit="one backward per target per sample",
+    count_field="smooth_grad_samples",
+    count_unit="samples",
+    default_count=SalienceConfig.smooth_grad_samples,
     signed=True,
     linear=True,
     compute=compute,
