@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 BUNDLE := frontend/dist/sequence_salience.js
 FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/**/*.ts)
 
-.PHONY: setup python-deps frontend chromium serve demo test test-unit bench
+.PHONY: setup python-deps frontend chromium serve demo test test-unit bench dist
 
 setup: python-deps frontend
 
@@ -57,3 +57,10 @@ bench: setup
 	$(BIN)/python benchmarks/bench_server.py --skip_cold
 	$(BIN)/python benchmarks/bench_inside.py
 	$(BIN)/python benchmarks/bench_explain.py
+
+# Release files: dist/sequence_salience-<version>.tar.gz and -py3-none-any.whl, with the built
+# browser modules and fonts inside (setup.py, lit_app/assets.py). `pip install <wheel>` needs
+# no npm and no checkout (README, "Install"); tests/e2e/test_plugin_wheel.py checks it.
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .

@@ -6,9 +6,16 @@ and every other path relative to the folder):
     main.js, main.js.map, ...     LIT's prebuilt client (lit_nlp/client/build/default)
     static/index.html             LIT's page, rewritten: no internet links, our bundle added
     static/favicon.png, ...
-    sequence_salience.js(.map)    our bundle (frontend/dist), when it has been built
+    sequence_salience.js(.map)    our bundle, when it has been built
     request_guard.js              fetch wrapper for the server's request rules (lit_app/security.py)
-    fonts/fonts.css, fonts/*.woff2 Roboto, Roboto Mono, Material Icons (from npm packages)
+    fonts/fonts.css, fonts/*.woff2 Roboto, Roboto Mono, Material Icons
+
+Our files come from `lit_app/assets.py`: in a checkout from frontend/dist and the npm
+font packages in frontend/node_modules; in an installed wheel from the package data
+`lit_app/dist/` (gathered at packaging time, `setup.py`). The folder is written where the
+user can write: lit_app/client_root in a checkout (git-ignored), else
+`<cache dir>/client_root` (`sequence_salience.model.cache_dir()`, $SEQUENCE_SALIENCE_CACHE or
+~/.cache/sequence_salience), never into site-packages.
 
 The build is cheap to repeat: a file is copied only when its source's size or
 mtime changed, and the rewritten index.html is written only when its text
@@ -22,40 +29,29 @@ import os
 import re
 import shutil
 
-from lit_app import security
+from lit_app import assets, security
 
 logger = logging.getLogger(__name__)
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(_HERE)
-DEFAULT_OUTPUT_DIR = os.path.join(_HERE, "client_root")
-DEFAULT_BUNDLE_PATH = os.path.join(REPO_ROOT, "frontend", "dist", "sequence_salience.js")
-DEFAULT_NODE_MODULES = os.path.join(REPO_ROOT, "frontend", "node_modules")
-BUNDLE_NAME = "sequence_salience.js"
-FONTS_DIR = "fonts"
-FONTS_CSS = "fonts.css"
+
+def client_root_dir() -> str:
+    """Default client root: lit_app/client_root in a checkout, else <cache dir>/client_root."""
+    if assets.is_checkout():
+        return os.path.join(assets.PACKAGE_DIR, "client_root")
+    from sequence_salience.model import cache_dir  # pylint: disable=import-outside-toplevel
+
+    return str(cache_dir() / "client_root")
+
+
+DEFAULT_OUTPUT_DIR = client_root_dir()
+BUNDLE_NAME = assets.BUNDLE_NAME
+FONTS_DIR = assets.FONTS_DIR
+FONTS_CSS = assets.FONTS_CSS
+REPO_ROOT = assets.REPO_ROOT
 
 _MAIN_JS_TAG = re.compile(r'<script\s+src="main\.js"\s*>\s*</script>')
 # LIT's index.html loads Google Fonts / Material Icons stylesheets from the internet.
 _REMOTE_LINK = re.compile(r'[ \t]*<link\b[^>]*href="https?://[^"]*"[^>]*>[ \t]*\n?')
-
-# (font-family used by LIT's CSS, npm css file relative to node_modules, family in that file)
-# "Google Sans" and "Share Tech Mono" are not on npm; Roboto / Roboto Mono stand in.
-_FONT_SOURCES = (
-    ("Roboto", "@fontsource/roboto/latin-400.css", "Roboto"),
-    ("Roboto", "@fontsource/roboto/latin-500.css", "Roboto"),
-    ("Roboto", "@fontsource/roboto/latin-700.css", "Roboto"),
-    ("Google Sans", "@fontsource/roboto/latin-400.css", "Roboto"),
-    ("Google Sans", "@fontsource/roboto/latin-500.css", "Roboto"),
-    ("Google Sans", "@fontsource/roboto/latin-700.css", "Roboto"),
-    ("Roboto Mono", "@fontsource/roboto-mono/latin-400.css", "Roboto Mono"),
-    ("Share Tech Mono", "@fontsource/roboto-mono/latin-400.css", "Roboto Mono"),
-    ("Material Icons", "material-icons/iconfont/filled.css", "Material Icons"),
-    ("Google Material Icons", "material-icons/iconfont/filled.css", "Material Icons"),
-    ("Material Icons Outlined", "material-icons/iconfont/outlined.css", "Material Icons Outlined"),
-)
-_FONT_FACE = re.compile(r"@font-face\s*{[^}]*}")
-_URL = re.compile(r"""url\(\s*["']?([^"')]+)["']?\s*\)""")
 
 
 def lit_client_dir() -> str:
@@ -96,42 +92,6 @@ def _write_if_changed(path: str, text: str) -> bool:
     return True
 
 
-def _font_faces(node_modules: str) -> tuple[str, dict[str, str]]:
-    """Returns (fonts.css text, {file name in fonts/: source path})."""
-    rules: list[str] = []
-    files: dict[str, str] = {}
-    for family, css_rel, source_family in _FONT_SOURCES:
-        css_path = os.path.join(node_modules, css_rel)
-        if not os.path.isfile(css_path):
-            raise FileNotFoundError(css_path)
-        with open(css_path, encoding="utf-8") as f:
-            css = f.read()
-        css_dir = os.path.dirname(css_path)
-        for face in _FONT_FACE.findall(css):
-            if source_family not in face:
-                continue
-
-            def _local(m: re.Match[str]) -> str:
-                src = os.path.normpath(os.path.join(css_dir, m.group(1)))
-                name = os.path.basename(src)
-                files[name] = src
-                return f'url("{name}")'
-
-            face = _URL.sub(_local, face)
-            face = re.sub(r"font-family:\s*[^;]+;", f"font-family: '{family}';", face, count=1)
-            rules.append(face)
-    # LIT styles icons with these classes too (Material Icons' own CSS does the same).
-    rules.append(
-        ".material-icons { font-family: 'Material Icons'; font-weight: normal;"
-        " font-style: normal; font-size: 24px; line-height: 1; letter-spacing: normal;"
-        " text-transform: none; display: inline-block; white-space: nowrap;"
-        " word-wrap: normal; direction: ltr; font-feature-settings: 'liga';"
-        " -webkit-font-smoothing: antialiased; }"
-    )
-    header = "/* Generated by lit_app/client_build.py from npm font packages. */\n"
-    return header + "\n".join(rules) + "\n", files
-
-
 def rewrite_index_html(html: str, has_bundle: bool, has_fonts: bool) -> str:
     """LIT's index.html with remote font links replaced by local ones, the request guard and our bundle added."""
     html = _REMOTE_LINK.sub("", html)
@@ -152,17 +112,27 @@ def rewrite_index_html(html: str, has_bundle: bool, has_fonts: bool) -> str:
 
 
 def build_client_root(
-    output_dir: str = DEFAULT_OUTPUT_DIR,
-    bundle_path: str = DEFAULT_BUNDLE_PATH,
-    node_modules: str = DEFAULT_NODE_MODULES,
+    output_dir: str | None = None,
+    bundle_path: str | None = None,
+    node_modules: str | None = None,
     lit_dir: str | None = None,
 ) -> str:
     """Builds (or refreshes) the client root folder and returns its path.
 
+    Args:
+      output_dir: where to write it (default: `client_root_dir()`).
+      bundle_path: our bundle (default: the checkout's frontend/dist, else the package data).
+      node_modules: npm packages with the fonts (default: the checkout's; an installed wheel
+        uses the fonts gathered into its package data).
+      lit_dir: LIT's prebuilt client (default: the installed lit_nlp's).
+
     Missing pieces degrade with a warning rather than an error: without the
-    bundle the page is LIT's plain UI; without the npm font packages icons
-    fall back to text.
+    bundle the page is LIT's plain UI; without the fonts icons fall back to text.
     """
+    sources = assets.find()
+    output_dir = output_dir or client_root_dir()
+    if bundle_path is None:
+        bundle_path = sources.bundle_path or os.path.join(sources.dist_dir or assets.PACKAGED_DIR, BUNDLE_NAME)
     lit_dir = lit_dir or lit_client_dir()
     copied = 0
     for dirpath, _, filenames in os.walk(lit_dir):
@@ -178,33 +148,35 @@ def build_client_root(
         if os.path.isfile(bundle_path + ".map"):
             copied += _copy_if_changed(bundle_path + ".map", os.path.join(output_dir, BUNDLE_NAME + ".map"))
     else:
-        logger.warning(
-            "Sequence Salience bundle not found at %s: serving LIT's UI without the salience"
-            " module. Build it with `cd frontend && npm run build` (or `make frontend`).",
-            bundle_path,
-        )
+        fix = ("Build it with `cd frontend && npm run build` (or `make frontend`)." if sources.origin == "checkout"
+               else "This installation lacks its package data: reinstall the sequence-salience wheel.")
+        logger.warning("Sequence Salience bundle not found at %s: serving LIT's UI without the salience"
+                       " module. %s", bundle_path, fix)
         stale = os.path.join(output_dir, BUNDLE_NAME)
         if os.path.exists(stale):
             os.remove(stale)
 
+    fonts_out = os.path.join(output_dir, FONTS_DIR)
     has_fonts = True
-    try:
-        css, font_files = _font_faces(node_modules)
-    except FileNotFoundError as e:
-        has_fonts = False
-        logger.warning(
-            "Font package file %s not found: icons and fonts will not render offline."
-            " Install the frontend packages with `cd frontend && npm ci`.", e,
-        )
-    if has_fonts:
-        fonts_out = os.path.join(output_dir, FONTS_DIR)
-        for name, src in font_files.items():
-            copied += _copy_if_changed(src, os.path.join(fonts_out, name))
-        copied += _write_if_changed(os.path.join(fonts_out, FONTS_CSS), css)
+    if node_modules is None and sources.fonts_dir is not None:
+        for name in sorted(os.listdir(sources.fonts_dir)):  # gathered at packaging time, fonts.css included
+            copied += _copy_if_changed(os.path.join(sources.fonts_dir, name), os.path.join(fonts_out, name))
+    else:
+        try:
+            css, font_files = assets.font_faces(node_modules or sources.node_modules or "")
+        except FileNotFoundError as e:
+            has_fonts = False
+            logger.warning("Font package file %s not found: icons and fonts will not render offline."
+                           " Install the frontend packages with `cd frontend && npm ci`.", e)
+        if has_fonts:
+            for name, src in font_files.items():
+                copied += _copy_if_changed(src, os.path.join(fonts_out, name))
+            copied += _write_if_changed(os.path.join(fonts_out, FONTS_CSS), css)
 
     copied += _write_if_changed(os.path.join(output_dir, security.REQUEST_GUARD_NAME), security.REQUEST_GUARD_JS)
     with open(os.path.join(lit_dir, "static", "index.html"), encoding="utf-8") as f:
         html = rewrite_index_html(f.read(), has_bundle=has_bundle, has_fonts=has_fonts)
     copied += _write_if_changed(os.path.join(output_dir, "static", "index.html"), html)
-    logger.info("Client root %s ready (%d file(s) updated).", output_dir, copied)
+    logger.info("Client root %s ready (%d file(s) updated; our files from the %s).", output_dir, copied,
+                sources.origin)
     return output_dir

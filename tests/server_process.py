@@ -44,19 +44,23 @@ class ServerProcess:
       base_url: the same without the query ("http://127.0.0.1:<port>/").
       token: the server's token (None with --no_token).
       headers: {"Authorization": "token <t>"} for scripts ({} without a token).
-    own_client_root: False serves the repository's client root (lit_app/client_root, as
+    own_client_root: False serves the default client root (lit_app/client_root in the checkout, as
       `make serve` does) instead of a private copy in `workdir`.
+    command: what to run instead of `<this python> -m lit_app.server` (e.g. an installed
+      `sequence-salience-server`, or an example script taking --port); cwd: its working folder
+      (default: the repository).
     """
 
     def __init__(self, args: list[str], workdir: Path, timeout_s: float = START_TIMEOUT_S,
-                 own_client_root: bool = True, env: dict[str, str] | None = None):
+                 own_client_root: bool = True, env: dict[str, str] | None = None,
+                 command: list[str] | None = None, cwd: Path | None = None):
         self.port = free_port()
         self.log_path = Path(workdir) / "server.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lit_app.server", "--port", str(self.port),
+            [*(command or [sys.executable, "-m", "lit_app.server"]), "--port", str(self.port),
              *(["--client_root", str(Path(workdir) / "client_root")] if own_client_root else []), *args],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+            cwd=cwd or REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout_s
         while not (m := _READY.search(self.log_path.read_text())):
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -1,0 +1,60 @@
+"""Browser checks shared by the plugin tests (installed wheel, own LIT server, interop).
+
+`three_modules_and_first_highlight(page, url)` is what "our modules work in this page" means:
+the salience, inside-the-model and test-this-explanation modules are defined and rendered,
+selecting a shipped example paints the first highlight (salience of the whole response), and
+the inside module follows it.
+"""
+
+from __future__ import annotations
+
+SALIENCE_TAG = "prompt-salience-module"
+INSIDE_TAG = "inside-model-module"
+EXPLAIN_TAG = "explain-test-module"
+TAGS = (SALIENCE_TAG, INSIDE_TAG, EXPLAIN_TAG)
+# A shipped example (lit_app/data/case_studies.jsonl); its greedy answer names Paris.
+EXAMPLE_PROMPT = "What is the capital of France?"
+LOAD_TIMEOUT_MS = 300_000
+
+
+def defined_tags(page) -> dict[str, bool]:
+    """{custom-element tag: defined in this page}."""
+    return page.evaluate("tags => Object.fromEntries(tags.map(t => [t, !!customElements.get(t)]))", list(TAGS))
+
+
+def highlighted_segments(mod) -> int:
+    return mod.locator('.prompt .seg[style*="background"]').count()
+
+
+def select_example(page, prompt: str = EXAMPLE_PROMPT) -> None:
+    page.locator("data-table-module tbody tr", has_text=prompt).first.click()
+
+
+def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROMPT) -> dict[str, str]:
+    """Opens `url`, checks the three modules, selects `prompt`, waits for the first highlight.
+
+    Returns {"response": the salience module's response text, "inside_target": the traced token}.
+    """
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    salience = page.locator(SALIENCE_TAG)
+    salience.wait_for(timeout=120_000)
+    assert defined_tags(page) == {t: True for t in TAGS}, defined_tags(page)
+    expect(salience).to_contain_text("Select a prompt")
+    inside = page.locator(INSIDE_TAG)
+    expect(inside).to_contain_text("Select a prompt")
+
+    select_example(page, prompt)
+    page.locator(f"{SALIENCE_TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    assert highlighted_segments(salience) > 0, "no highlighted prompt segment after selecting an example"
+    assert "whole response" in salience.locator(".target-desc").inner_text()
+    response = salience.locator(".response").inner_text().strip()
+    assert response, "the salience module shows no response"
+    expect(inside.locator(".target-token")).not_to_be_empty(timeout=LOAD_TIMEOUT_MS)
+    inside_target = inside.locator(".target-token").inner_text()
+
+    page.locator(".tab", has_text="Test this explanation").first.click()
+    explain = page.locator(EXPLAIN_TAG)
+    expect(explain.locator(".for")).to_contain_text("target:", timeout=60_000)
+    return {"response": response, "inside_target": inside_target}
