@@ -5,7 +5,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 BUNDLE := frontend/dist/sequence_salience.js
-FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/**/*.ts)
+FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/*/*.ts frontend/src/*/*/*.ts)
 
 .PHONY: setup python-deps frontend chromium serve demo test test-unit bench dist
 

@@ -7,10 +7,11 @@
  * define our module on top of it. LIT resolves layout modules with
  * customElements.get(tag) only after /get_info returns, which is later.
  */
-import {makeModuleClass, TAG} from './element.js';
+import {makeModuleClass, TAG} from './salience/module.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
 import {patchGeneratedTextModule, patchStatusBar} from './lit_fixes.js';
+import {defineOnce} from './shared/lit_module.js';
 
 export {TAG};
 
@@ -30,9 +31,9 @@ async function register() {
   if (customElements.get(TAG) !== undefined) return;
   await customElements.whenDefined(PROBE_TAG);
   const LitModule = findLitModule(customElements.get(PROBE_TAG));
-  customElements.define(TAG, makeModuleClass(LitModule));
-  if (customElements.get(INSIDE_TAG) === undefined) customElements.define(INSIDE_TAG, makeInsideModuleClass(LitModule));
-  if (customElements.get(EXPLAIN_TAG) === undefined) customElements.define(EXPLAIN_TAG, makeExplainModuleClass(LitModule));
+  defineOnce(TAG, makeModuleClass(LitModule));
+  defineOnce(INSIDE_TAG, makeInsideModuleClass(LitModule));
+  defineOnce(EXPLAIN_TAG, makeExplainModuleClass(LitModule));
 }
 
 if (typeof customElements !== 'undefined') {

@@ -9,7 +9,8 @@ import cases from '../../tests/data/aggregation_cases.json';
 import {
   aggregate, aggregateSalience, checkPattern, compilePattern, MARKUP_PATTERN, normalizeMaxAbs, normalizePercentile,
   percentile, SalienceError, segment, Segmentation, WHITESPACE,
-} from '../src/aggregate';
+} from '../src/shared/aggregate/index.js';
+import {rng} from './support/rng.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const DATA: any = cases;  // the cases vary in shape; each test reads the fields it needs
@@ -123,18 +124,7 @@ describe('regex translation', () => {
 });
 
 // ---------------------------------------------------------------------------
-// Property checks with a seeded PRNG (mulberry32).
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// Property checks with a seeded PRNG (support/rng.ts).
 
 const FRAGMENTS = [
   'Hello', 'world', 'Dr.', '3.14', 'e.g.', 'U.S.', ' ', '  ', '\n', '\n\n', '\r\n', '.', '!', '?', ',', '...',

@@ -1,4 +1,4 @@
-// Times src/aggregate.ts on an 8,000-token chat prompt at every granularity.
+// Times src/shared/aggregate on an 8,000-token chat prompt at every granularity.
 //
 // The same synthetic prompt as benchmarks/bench_aggregate.py. Prints ms per
 // granularity (median and best of repeats) for segment() and for
@@ -14,7 +14,7 @@ import {fileURLToPath, pathToFileURL} from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const bundle = buildSync({
-  entryPoints: [join(here, '../src/aggregate.ts')], bundle: true, format: 'esm', write: false,
+  entryPoints: [join(here, '../src/shared/aggregate/index.ts')], bundle: true, format: 'esm', write: false,
   target: 'es2020',
 });
 const file = join(mkdtempSync(join(tmpdir(), 'bench-aggregate-')), 'aggregate.mjs');

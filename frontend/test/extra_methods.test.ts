@@ -4,10 +4,10 @@
  */
 import {describe, expect, it} from 'vitest';
 import fixture from './fixtures/small_payload.json';
-import {METHODS, numTargets, parsePayload, type MethodPayload} from '../src/payload.js';
+import {METHODS, numTargets, parsePayload, type MethodPayload} from '../src/salience/payload.js';
 import {EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, fullInput, isExtraMethod, jobKind, matrixInput, parseCount,
-        pollInput, quickInput, spanInput, type Extra} from '../src/request.js';
-import {spanSalience} from '../src/spans.js';
+        pollInput, quickInput, spanInput, type Extra} from '../src/salience/request.js';
+import {spanSalience} from '../src/salience/spans.js';
 
 const ex = {id: 'dp', data: {_id: 'dp', prompt: 'Hi'}, meta: {}};
 const IG: Extra = {method: 'integrated_gradients', count: 16};

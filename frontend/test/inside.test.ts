@@ -1,11 +1,14 @@
 import {describe, expect, it} from 'vitest';
 
 import {
-  addIntervention, comparisonRows, formatDelta, formatProb, formatRank, hashString, insideModels, interventionKey,
-  interventionsJson, layerDeltas, modelGroup, parseIntervention, parseSearch, parseTrace, probPolyline,
-  removeIntervention, describeIntervention, setScope, searchStatus, settlesAt, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
-  type InterventionPayload, type LayerTrace, type SearchPayload, type TracePayload,
+  addIntervention, comparisonRows, describeIntervention, formatDelta, formatProb, formatRank, hashString,
+  insideModels, interventionKey, interventionsJson, layerDeltas, modelGroup, probPolyline, removeIntervention,
+  searchStatus, setScope, settlesAt, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
 } from '../src/inside/logic.js';
+import {
+  type InterventionPayload, type LayerTrace, parseIntervention, parseSearch, parseTrace, type SearchPayload,
+  type TracePayload,
+} from '../src/inside/payload.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 
 function preds(rank: number, prob: number) {

@@ -1,11 +1,11 @@
 import {describe, expect, it} from 'vitest';
 import type {TemplateResult} from 'lit';
 
+import {comparisonRows, describeRun, layerDeltas, runFraction, stepViews} from '../src/inside/logic.js';
 import {
-  comparisonRows, describeRun, layerDeltas, parseRunStatus, runFraction, stepViews,
-  type PartialIntervention, type RunJob, type RunStep, type TracePayload,
-} from '../src/inside/logic.js';
-import {renderRunSteps} from '../src/inside/steps.js';
+  parseRunStatus, type PartialIntervention, type RunJob, type RunStep, type TracePayload,
+} from '../src/inside/payload.js';
+import {renderRunSteps} from '../src/inside/run_view.js';
 
 function trace(prob: number, rank: number): TracePayload {
   const p = {ids: [5], tokens: [' Paris'], probs: [prob], target_rank: rank, target_prob: prob};

@@ -1,6 +1,6 @@
 import {describe, expect, it} from 'vitest';
 
-import {patchGeneratedTextModule, patchStatusBar, QUIET_STATUS_CSS} from '../src/lit_fixes';
+import {patchGeneratedTextModule, patchStatusBar, QUIET_STATUS_CSS} from '../src/lit_fixes.js';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
 class FakeGeneratedTextModule {

@@ -1,12 +1,12 @@
 import {describe, expect, it} from 'vitest';
 import fixture from './fixtures/small_payload.json';
-import {aggregate, segment} from '../src/aggregate.js';
-import {colorAt, colorFor, legendStops, maxAbs, normalize, textColorOn, formatValue} from '../src/colormap.js';
-import {numTargets, parsePayload, type SaliencePayload} from '../src/payload.js';
-import {buildPieces, codePointToUtf16} from '../src/pieces.js';
-import {topSegments} from '../src/rank.js';
-import {packedIndex, spanSalience} from '../src/spans.js';
-import {describeSpan, dragSpan, isWhole, moveCursor, snapSpan, spanForKey, targetSegments, wholeResponse} from '../src/target.js';
+import {aggregate, segment} from '../src/shared/aggregate/index.js';
+import {colorAt, colorFor, legendStops, maxAbs, normalize, textColorOn, formatValue} from '../src/shared/colormap.js';
+import {numTargets, parsePayload, type SaliencePayload} from '../src/salience/payload.js';
+import {buildPieces, codePointToUtf16} from '../src/shared/pieces.js';
+import {topSegments} from '../src/salience/rank.js';
+import {packedIndex, spanSalience} from '../src/salience/spans.js';
+import {describeSpan, dragSpan, isWhole, moveCursor, snapSpan, spanForKey, targetSegments, wholeResponse} from '../src/salience/target.js';
 
 const payload = (): SaliencePayload => parsePayload(structuredClone(fixture));
 
@@ -187,7 +187,8 @@ describe('pieces and ranking', () => {
   });
 });
 
-import {derivedInput, errorMessage, fullInput, hasSalienceField, salienceModelFor, shouldDisplay, spanInput} from '../src/request.js';
+import {derivedInput, errorMessage, hasSalienceField, salienceModelFor, shouldDisplay} from '../src/shared/request.js';
+import {fullInput, spanInput} from '../src/salience/request.js';
 
 describe('request helpers', () => {
   const models = {

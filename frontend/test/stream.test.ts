@@ -1,7 +1,7 @@
 import {describe, expect, it} from 'vitest';
 
-import {describeStream, parseStream} from '../src/payload';
-import {explainsGeneration, streamInput} from '../src/request';
+import {describeStream, parseStream} from '../src/salience/payload.js';
+import {explainsGeneration, streamInput} from '../src/salience/request.js';
 
 const input = {id: 'a1', data: {prompt: 'Hi', target: ''}, meta: {}};
 

@@ -1,5 +1,5 @@
 """The module in Debian Chromium without LIT or a model: a stand-in LitModule
-(frontend/src/harness.ts) answering requests from a synthetic payload.
+(frontend/test/support/harness.ts) answering requests from a synthetic payload.
 
 Covers what the real-server test cannot cheaply reach: a 4,000-token prompt
 (render, retarget, granularity switch, scrolling), grad-norm spans fetched
@@ -49,7 +49,7 @@ def harness_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not esbuild.exists():
         pytest.skip("frontend/node_modules is missing: run `cd frontend && npm ci`.")
     out = tmp_path_factory.mktemp("harness")
-    subprocess.run([str(esbuild), "src/harness.ts", "--bundle", "--format=iife", "--target=es2020",
+    subprocess.run([str(esbuild), "test/support/harness.ts", "--bundle", "--format=iife", "--target=es2020",
                     f"--outfile={out / 'harness.js'}"], cwd=FRONTEND, check=True, capture_output=True)
     (out / "index.html").write_text(
         '<!doctype html><html><body style="margin:0;font-family:sans-serif">'

@@ -304,7 +304,7 @@ def test_palette_equals_the_typescript_colormap(tmp_path):
     esbuild = FRONTEND / "node_modules" / ".bin" / "esbuild"
     assert node and esbuild.exists(), "node and frontend/node_modules are needed (make setup installs them)"
     bundle = tmp_path / "colormap.mjs"
-    subprocess.run([str(esbuild), str(FRONTEND / "src" / "colormap.ts"), "--format=esm", f"--outfile={bundle}",
+    subprocess.run([str(esbuild), str(FRONTEND / "src" / "shared" / "colormap.ts"), "--format=esm", f"--outfile={bundle}",
                     "--log-level=warning"], check=True)
     cases = _palette_cases()
     out = subprocess.run([node, str(REPO / "tests" / "unit" / "colormap_oracle.mjs"), str(bundle)],

@@ -138,11 +138,11 @@ def test_first_highlight_payload_then_the_per_token_matrix_on_request(tiny):
 
 
 def test_the_frontend_table_mirrors_the_servers():
-    """frontend/src/request.ts EXTRA_METHODS: same methods, count fields, matrix details, tags (= job kinds), units."""
+    """frontend/src/salience/request.ts EXTRA_METHODS: same methods, count fields, matrix details, tags (= job kinds), units."""
     import pathlib
     import re
 
-    source = (pathlib.Path(__file__).resolve().parents[2] / "frontend" / "src" / "request.ts").read_text("utf-8")
+    source = (pathlib.Path(__file__).resolve().parents[2] / "frontend" / "src" / "salience" / "request.ts").read_text("utf-8")
     constants = dict(re.findall(r"export const (\w+_FIELD) = '([^']*)';", source))
     rows = re.findall(r"(\w+): \{field: (\w+), matrixDetail: '([^']*)', tag: '([^']*)', unit: '([^']*)',"
                       r"[^}]*?maxCount: (\d+)\}", source)

@@ -2,7 +2,7 @@
  * Pure logic of the "Test this explanation" module: request inputs, payload checks,
  * chart geometry, AOPC rows, status text and contrastive segment values. No DOM.
  */
-import {aggregate, segment, type Segmentation} from '../aggregate.js';
+import {aggregate, segment, type Segmentation} from '../shared/aggregate/index.js';
 import type {SharedTarget} from '../shared/target_store.js';
 
 export const EXPLAIN_FIELD = 'explain';

@@ -17,20 +17,18 @@
  * One test runs at a time; it shows the server's progress (polled) and stops when
  * the user selects another datapoint or presses Cancel. Logic lives in ./logic.ts.
  */
-import {css, html, nothing, svg, unsafeCSS, type TemplateResult} from 'lit';
+import {html, nothing, type TemplateResult} from 'lit';
 
-import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../colormap.js';
-import {buildPieces} from '../pieces.js';
-import {errorMessage, shouldDisplay, type ModelInfoLike} from '../request.js';
+import {moduleBase} from '../shared/lit_module.js';
+import {errorMessage} from '../shared/request.js';
 import {targetStore, type SharedTarget} from '../shared/target_store.js';
-import {litModuleBase} from '../shared/lit_services.js';
 import {
-  aopcRows, bandPath, chartValues, contrastiveSegments, CURVE_METHODS, describeStatus, EXPLAIN_FIELD,
-  explainInput, explainModelFor, fractions, IG_AUTO_MAX_STEPS, igAutoSettings, igAutoSummary, linearScale, linePath,
-  mergePieces, MODES, paddedExtent, parseContrastive, parseCurves, parseIgAuto, percent, progressFraction,
-  LENGTH_COLOR, RANDOM_COLOR, reduceFields, resultKey, strongestSegments, type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload,
-  type JobStatus, type Mode,
+  CURVE_METHODS, describeStatus, EXPLAIN_FIELD, explainInput, explainModelFor, IG_AUTO_MAX_STEPS, igAutoSettings,
+  parseContrastive, parseCurves, parseIgAuto, progressFraction, reduceFields, resultKey, type Action, type JobStatus,
 } from './logic.js';
+import {loadIntoEditor} from './editor.js';
+import {resultView} from './results.js';
+import {EXPLAIN_STYLES} from './styles.js';
 
 export const EXPLAIN_TAG = 'explain-test-module';
 
@@ -40,116 +38,19 @@ const TABS: ReadonlyArray<{id: Action; label: string}> = [
   {id: 'flips', label: 'Flip tokens'}, {id: 'contrastive', label: 'Contrastive'},
   {id: 'ig_auto', label: 'IG steps'},
 ];
-const EDITOR_TAGS = ['single-datapoint-editor-module', 'simple-datapoint-editor-module'];
 
-
-interface ReducePayload {
-  fields: Record<string, {reduced: string; pieces: Array<[string, boolean]>}>;
-  criterion: string;
-  removal: string;
-  filler: string;
-  n_segments: number;
-  n_removed: number;
-  stopped_by: string;
-  n_checks: number;
-  original_logprob: number;
-  reduced_logprob: number;
-  granularity: string;
-  seconds: number;
-  cancelled?: boolean;
-}
-
-interface FlipEntry {
-  field: string;
-  value: string;
-  old: string;
-  new: string;
-  before: string;
-  after: string;
-  delta: number;
-  estimated_delta: number;
-  keeps_greedy: boolean;
-  retokenized?: boolean;  // the loaded text re-tokenizes to other ids than the one-token edit
-  word_end?: number;
-}
-
-interface FlipsPayload {
-  flips: FlipEntry[];
-  original_logprob: number;
-  original_keeps_greedy: boolean;
-  seconds: number;
-  cancelled?: boolean;
-}
-
-/** Deep querySelectorAll through open shadow roots (LIT nests modules in several). */
-function deepQuery(root: Document | ShadowRoot | Element, selector: string, out: Element[] = []): Element[] {
-  for (const el of Array.from(root.querySelectorAll('*'))) {
-    if (el.matches(selector)) out.push(el);
-    if (el.shadowRoot) deepQuery(el.shadowRoot, selector, out);
-  }
-  return out;
-}
-
-/**
- * Puts field values into LIT's datapoint editor as edits (as if typed), so the user can
- * check them and click "Add". Also brings the editor's tab to the front.
- * @returns an error message, or '' on success.
- */
-export function loadIntoEditor(values: Record<string, string>): string {
-  const editor = deepQuery(document, EDITOR_TAGS.join(','))[0] as
-      (HTMLElement & {dataEdits?: Record<string, unknown>; baseData?: {data: Record<string, unknown>};
-        requestUpdate?: () => void}) | undefined;
-  if (editor === undefined || editor.dataEdits == null) {
-    return 'No datapoint editor in this layout. Copy the text instead.';
-  }
-  for (const [k, v] of Object.entries(values)) {
-    if (editor.baseData?.data?.[k] === v) delete editor.dataEdits[k];
-    else editor.dataEdits[k] = v;
-  }
-  editor.requestUpdate?.();
-  for (const tab of deepQuery(document, '.tab')) {
-    if (tab.textContent?.trim() === 'Editor') (tab as HTMLElement).click();
-  }
-  return '';
-}
 
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeExplainModuleClass(LitModule: unknown): CustomElementConstructor {
-  const {Base, baseStyles} = litModuleBase(LitModule);
-
-  class ExplainTestModule extends Base {
-    static title = 'Test this explanation';
-    static numCols = 12;
-    static duplicateForModelComparison = false;
-    static duplicateForExampleComparison = false;
-    static infoMarkdown =
+  class ExplainTestModule extends moduleBase(LitModule, {
+    tag: EXPLAIN_TAG, title: 'Test this explanation', numCols: 12, styles: EXPLAIN_STYLES,
+    infoMarkdown:
         'Is the salience map faithful, and what does acting on it change? Deletion/insertion curves with a ' +
         'random reference and AOPC per method; input reduction; gradient-guided token flips; contrastive ' +
-        'salience against a foil. Follows the Sequence Salience module\'s target span and granularity.';
-
-    static template(model: string, selectionServiceIndex: number, shouldReact: number): TemplateResult {
-      return html`<explain-test-module model=${model} .shouldReact=${shouldReact}
-          selectionServiceIndex=${selectionServiceIndex}></explain-test-module>`;
-    }
-
-    static shouldDisplayModule(modelSpecs: Record<string, ModelInfoLike>): boolean {
-      return shouldDisplay(modelSpecs);
-    }
-
-    static get properties() {
-      return {
-        target: {state: true}, tab: {state: true}, running: {state: true}, job: {state: true},
-        error: {state: true}, notice: {state: true}, results: {state: true}, steps: {state: true},
-        removal: {state: true}, methods: {state: true}, foil: {state: true}, contrastMethod: {state: true},
-        elapsed: {state: true}, igTolerance: {state: true}, igCap: {state: true}, reduceRemoval: {state: true},
-      };
-    }
-
-    static get styles() {
-      const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
-      return [...base, STYLES];
-    }
-
+        'salience against a foil. Follows the Sequence Salience module\'s target span and granularity.',
+    state: ['target', 'tab', 'running', 'job', 'error', 'notice', 'results', 'steps', 'removal', 'methods', 'foil',
+            'contrastMethod', 'elapsed', 'igTolerance', 'igCap', 'reduceRemoval'],
+  }) {
     declare target: SharedTarget | null;
     declare tab: Action;
     /** The action running now, or null. */
@@ -454,233 +355,10 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     }
 
     private renderResult(action: Action, r: unknown, t: SharedTarget) {
-      if (action === 'curves') return this.renderCurves(r as CurvesPayload);
-      if (action === 'reduce') return this.renderReduce(r as ReducePayload);
-      if (action === 'flips') return this.renderFlips(r as FlipsPayload);
-      if (action === 'ig_auto') return this.renderIgAuto(r as IgAutoPayload);
-      return this.renderContrastive(r as ContrastivePayload, t);
-    }
-
-    private renderCurves(p: CurvesPayload) {
-      return html`<div class="curves">
-        ${MODES.map((mode) => html`<div class="chart-box">${this.renderChart(p, mode)}${this.renderAopc(p, mode)}</div>`)}
-        <div class="facts">${p.n_segments} ${p.granularity} segments · removal: ${p.removal === 'filler'
-            ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
-          log p(target) ${p.original_logprob.toFixed(2)} → ${p.empty_logprob.toFixed(2)} with all removed ·
-          random: mean of ${p.n_random} seeded orders (band: range; ± their standard deviation of AOPC) ·
-          length: longest segments first · verdict: beats both by more than ${p.noise_sigmas ?? 2}× the random
-          spread, “worse” when a baseline does better by that much · ${p.seconds.toFixed(1)} s</div>
-      </div>`;
-    }
-
-    private renderChart(p: CurvesPayload, mode: Mode) {
-      const W = 320, H = 160, L = 44, R = 18, T = 18, B = 30;
-      const xs = fractions(p);
-      const sx = linearScale(0, 1, L, W - R);
-      const [y0, y1] = paddedExtent(chartValues(p, mode));
-      const sy = linearScale(y0, y1, H - B, T);
-      const random = p.curves['random']?.[mode];
-      const length = p.curves['length']?.[mode];
-      const ticks = [y0, (y0 + y1) / 2, y1];
-      return html`<svg class="chart ${mode}" viewBox="0 0 ${W} ${H}" width=${W} height=${H} role="img"
-          aria-label="${mode} curve: log p(target) against the fraction of segments ${mode === 'deletion' ? 'removed' : 'revealed'}">
-        <text x=${L} y="12" class="title">${mode === 'deletion' ? 'Deletion (most salient removed first)' : 'Insertion (most salient revealed first)'}</text>
-        ${ticks.map((v) => svg`<line x1=${L} x2=${W - R} y1=${sy(v)} y2=${sy(v)} class="grid"></line>
-          <text x=${L - 4} y=${sy(v) + 3} class="tick" text-anchor="end">${v.toFixed(1)}</text>`)}
-        ${[0, 0.5, 1].map((f) => svg`<text x=${sx(f)} y=${H - B + 12} class="tick" text-anchor="middle">${Math.round(f * 100)}%</text>`)}
-        <text x=${(L + W - R) / 2} y=${H - 4} class="axis" text-anchor="middle">segments ${mode === 'deletion' ? 'removed' : 'revealed'}</text>
-        ${random?.low && random.high ? svg`<path class="band" d=${bandPath(xs, random.low, random.high, sx, sy)}></path>` : nothing}
-        ${random ? svg`<path class="line random" d=${linePath(xs, random.logprobs, sx, sy)} stroke=${RANDOM_COLOR}></path>` : nothing}
-        ${length ? svg`<path class="line length" d=${linePath(xs, length.logprobs, sx, sy)} stroke=${LENGTH_COLOR}></path>` : nothing}
-        ${(p.ranked ?? p.methods).map((name) => {
-          const c = p.curves[name]?.[mode];
-          const m = name.replace(/:abs$/, '');
-          const color = CURVE_METHODS.find((x) => x.id === m)?.color ?? '#000';
-          return c ? svg`<path class="line method ${name.endsWith(':abs') ? 'abs' : ''}" data-method=${name}
-              d=${linePath(xs, c.logprobs, sx, sy)} stroke=${color}></path>` : nothing;
-        })}
-      </svg>`;
-    }
-
-    private renderAopc(p: CurvesPayload, mode: Mode) {
-      const rows = aopcRows(p, mode);
-      const signedGap = (g: number) => Number.isFinite(g) ? `${g >= 0 ? '+' : ''}${g.toFixed(3)}` : '–';
-      const r0 = rows[0];
-      return html`<table class="aopc ${mode}">
-        <tr><th>${mode}</th><th title="Area over the perturbation curve (nats; higher = more faithful)">AOPC</th>
-          <th>vs random</th><th>vs length</th><th>verdict</th></tr>
-        ${rows.map((r) => html`<tr data-method=${r.name} data-verdict=${r.verdict ?? ''}>
-          <td><span class="swatch ${r.ordering === 'abs' ? 'hollow' : ''}" style="background:${r.color};border-color:${r.color}"></span>${r.label}</td>
-          <td>${r.aopc.toFixed(3)}</td><td class=${r.gap > 0 ? 'better' : 'worse'}>${signedGap(r.gap)}</td>
-          <td class=${r.gapLength > 0 ? 'better' : 'worse'}>${signedGap(r.gapLength)}</td>
-          <td class="verdict ${r.verdict === 'worse' ? 'worse' : r.verdict?.startsWith('beats') ? 'better' : ''}">${r.verdict ?? ''}</td></tr>`)}
-        <tr class="random-row"><td><span class="swatch dashed"></span>random (${p.n_random})</td>
-          <td>${r0?.random.toFixed(3) ?? ''}${r0 && Number.isFinite(r0.randomStd) ? ` ± ${r0.randomStd.toFixed(3)}` : ''}</td><td></td><td></td><td></td></tr>
-        ${r0 && Number.isFinite(r0.length) ? html`<tr class="length-row"><td><span class="swatch" style="background:${LENGTH_COLOR}"></span>length</td>
-          <td>${r0.length.toFixed(3)}</td><td></td><td></td><td></td></tr>` : nothing}
-      </table>`;
-    }
-
-    private renderReduce(p: ReducePayload) {
-      const names = Object.keys(p.fields);
-      const values: Record<string, string> = {};
-      for (const n of names) values[n] = p.fields[n].reduced;
-      return html`<div class="reduce" data-removal=${p.removal ?? 'delete'}>
-        <div class="facts">Removed ${p.n_removed} of ${p.n_segments} ${p.granularity} segments
-          (${p.criterion === 'greedy' ? 'same greedy response' : 'log p(target) within tolerance'};
-          ${p.n_checks} checks, ${p.stopped_by === 'done' ? 'search finished' : `stopped by the ${p.stopped_by} budget`});
-          log p(target) ${p.original_logprob.toFixed(2)} → ${p.reduced_logprob.toFixed(2)}.
-          ${p.removal === 'filler' ? html`<span class="filler-note">Removed tokens were replaced by the filler token
-            “${p.filler}” (positions kept); the loaded text spells the fillers out and is re-tokenized, so its
-            response may differ.</span>` : nothing}</div>
-        ${names.map((n) => html`<div class="section-label">${n}</div>
-          <div class="text reduced-text" data-field=${n}>${mergePieces(p.fields[n].pieces).map(([text, removed]) =>
-              removed ? html`<s class="removed">${text}</s>` : html`<span>${text}</span>`)}</div>`)}
-        <button class="load-reduced" @click=${() => this.load(values, 'reduced prompt')}>Load into editor</button>
-      </div>`;
-    }
-
-    private renderFlips(p: FlipsPayload) {
-      if (p.flips.length === 0) return html`<div class="hint">No word substitutions found in the editable text.</div>`;
-      return html`<div class="flips">
-        <div class="facts">log p(target) = ${p.original_logprob.toFixed(2)}; the target is
-          ${p.original_keeps_greedy ? '' : 'not '}the greedy response. Ranked by the first-order estimate; Δ and
-          the response check are measured on the text “Load” gives (re-tokenized). Strongest drops first.</div>
-        <ol class="flip-list">${p.flips.map((f, i) => html`<li class="flip" data-i=${i}>
-          <span class="ctx">…${f.before}<s>${f.old}</s><b>${f.new}</b>${f.after}…</span>
-          <span class="delta" title="exact change of log p(target) for the loaded (re-tokenized) text; first-order estimate ${formatValue(f.estimated_delta)}${f.retokenized ? '; the text re-tokenizes differently from the one-token edit' : ''}">Δ ${formatValue(f.delta)}${f.retokenized ? '*' : ''}</span>
-          <span class="greedy ${f.keeps_greedy ? 'same' : 'changed'}">${f.keeps_greedy ? 'same response' : 'response changes'}</span>
-          <button class="load-flip" @click=${() => this.load({[f.field]: f.value}, 'flipped prompt')}>Load</button></li>`)}
-        </ol></div>`;
-    }
-
-    private renderIgAuto(p: IgAutoPayload) {
-      return html`<div class="ig-auto" data-stopped-by=${p.stopped_by}>
-        <div class="ig-summary ${p.stopped_by}">${igAutoSummary(p)}</div>
-        <table class="ig-runs">
-          <tr><th>steps</th><th title="sum of attributions − (F(x) − F(baseline)), nats">error</th>
-            <th>relative</th><th>time</th></tr>
-          ${p.tried.map((r) => html`<tr class=${r.steps === p.steps ? 'chosen' : ''} data-steps=${r.steps}>
-            <td>${r.steps}</td><td>${formatValue(r.error)}</td>
-            <td class=${r.relative_error <= p.tolerance ? 'better' : 'worse'}>${percent(r.relative_error)}</td>
-            <td>${r.seconds.toFixed(1)} s</td></tr>`)}
-        </table>
-        <div class="facts">Target tokens ${p.span[0]}–${p.span[1]}; counts tried: ${p.schedule.join(', ')} (up to
-          ${p.max_steps}). ${p.stopped_by === 'tolerance' ? `Use ${p.steps} IG steps in the salience module for this span.`
-                                                     : 'More steps (or another baseline) are needed for this tolerance.'}</div>
-      </div>`;
-    }
-
-    private renderContrastive(p: ContrastivePayload, t: SharedTarget) {
-      const method = p.methods[this.contrastMethod] ? this.contrastMethod : Object.keys(p.methods)[0];
-      const signed = p.methods[method].signed;
-      let seg;
-      let values: Float64Array;
-      try {
-        ({seg, values} = contrastiveSegments(p, method, t.granularity === 'regex' ? 'word' : t.granularity));
-      } catch (e) {
-        return html`<div class="status error">${errorMessage(e)}</div>`;
-      }
-      const shown = Array.from(values).filter((v, s) => Number.isFinite(v) && !seg.excluded[s]);
-      // The salience module's colour scale: the same colormap, scaled to the largest |value| shown.
-      const cs = {signed, scale: maxAbs(shown), intensity: 1};
-      const nChars = Array.from(p.text).length;  // code points, as Python counts prompt_end
-      const promptEnd = p.prompt_end ?? nChars;
-      const pieces = buildPieces(p.text, seg, promptEnd);  // piece.response: the answer before the span
-      const stops = legendStops(cs, 3);
-      const top = strongestSegments(p.text, seg, values);
-      const span = p.span ? `target tokens ${p.span[0]}–${p.span[1]}` : 'the whole response';
-      return html`<div class="contrastive" data-span=${p.span ? p.span.join(':') : ''}>
-        <div class="facts">Why “${p.target.trim().slice(0, 60)}” (${span}) rather than “${p.foil.trim().slice(0, 60)}”
-          at the same position: log p(target) − log p(foil) = ${p.target_logprob.toFixed(2)} − (${p.foil_logprob.toFixed(2)})
-          = <b class="difference">${(p.target_logprob - p.foil_logprob).toFixed(2)}</b> nats.
-          ${signed ? 'Red: favours the target; blue: favours the foil.' : 'Magnitude of the gradient of the difference.'}
-          ${promptEnd < nChars ? html`<span class="hint">The underlined text is the response before the span
-            (shared by both continuations).</span>` : nothing}</div>
-        <div class="legend contrast-legend" aria-label="colour legend">
-          <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
-          <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
-        </div>
-        <div class="text contrast-map">${pieces.map((pc) => {
-          const prefix = pc.response;
-          if (pc.seg < 0 || seg.excluded[pc.seg]) return html`<span class="gap ${prefix ? 'answer' : ''}">${pc.text}</span>`;
-          const v = values[pc.seg];
-          const c = Number.isFinite(v) ? colorFor(v, cs) : null;
-          return html`<span class="seg ${prefix ? 'answer' : ''}" data-s=${pc.seg} data-v=${formatValue(v)} title=${formatValue(v)}
-              style=${c ? `background:${c.bg};color:${c.fg}` : ''}>${pc.text}</span>`;
-        })}</div>
-        <table class="contrast-top"><tr><th>strongest segments</th><th>${method}</th></tr>
-          ${top.map((r) => {
-            const c = colorFor(r.value, cs);
-            return html`<tr data-s=${r.seg}><td>${r.text.slice(0, 50)}</td>
-              <td class="num" style="background:${c.bg};color:${c.fg}">${formatValue(r.value)}</td></tr>`;
-          })}</table></div>`;
+      const load = (values: Record<string, string>, what: string) => this.load(values, what);
+      return resultView(action, r, t.granularity, this.contrastMethod, load);
     }
   }
 
   return ExplainTestModule as unknown as CustomElementConstructor;
 }
-
-const STYLES = css`
-  :host { display: block; height: 100%; }
-  .module { display: flex; flex-direction: column; height: 100%; font-family: Roboto, sans-serif; font-size: 13px; }
-  .tabs { display: flex; gap: 4px; align-items: center; border-bottom: 1px solid #dadce0; padding: 4px 8px 0; }
-  .tab-btn { border: none; background: none; padding: 4px 10px; border-bottom: 2px solid transparent; cursor: pointer;
-             font: inherit; color: #3c4043; }
-  .tab-btn.on { border-bottom-color: #1a73e8; color: #1a73e8; font-weight: 500; }
-  .for { margin-left: auto; color: #5f6368; font-size: 12px; }
-  .controls { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; padding: 6px 8px; }
-  .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
-  .controls input.steps { width: 48px; }
-  .controls input.foil { width: 260px; }
-  .contrast-legend { width: 220px; margin: 4px 0; }
-  .contrast-legend .legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
-  .contrast-legend .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
-  .contrast-map .answer { text-decoration: underline dotted #5f6368; }
-  table.contrast-top { border-collapse: collapse; font-size: 12px; margin-top: 6px; }
-  table.contrast-top td, table.contrast-top th { padding: 1px 8px; text-align: left; }
-  table.contrast-top td.num { text-align: right; font-variant-numeric: tabular-nums; }
-  .controls input.ig-tolerance, .controls input.ig-cap { width: 56px; }
-  .ig-summary { margin: 4px 0; } .ig-summary.cap { color: #a50e0e; } .ig-summary.tolerance { color: #137333; }
-  table.ig-runs { border-collapse: collapse; font-size: 12px; }
-  table.ig-runs th, table.ig-runs td { padding: 2px 8px; text-align: right; }
-  table.ig-runs tr.chosen { font-weight: 500; background: #e8f0fe; }
-  .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; }
-  .swatch.dashed { border-top: 2px dashed ${unsafeCSS(RANDOM_COLOR)}; height: 0; border-radius: 0; vertical-align: middle; }
-  .status { display: flex; gap: 8px; align-items: center; padding: 4px 8px; }
-  .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; margin: 0 8px; }
-  .status.notice { color: #137333; }
-  .bar { width: 160px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; }
-  .bar > div { height: 100%; background: #1a73e8; }
-  .bar.indeterminate > div { width: 40%; animation: slide 1.2s ease-in-out infinite; }
-  @keyframes slide { from { transform: translateX(-100%); } to { transform: translateX(250%); } }
-  .result { flex: 1; overflow: auto; padding: 4px 8px; min-height: 0; }
-  .empty, .hint { padding: 8px; color: #5f6368; }
-  .curves { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
-  .chart-box { display: flex; gap: 8px; align-items: flex-start; }
-  svg.chart .title { font-size: 11px; fill: #3c4043; font-weight: 500; }
-  svg.chart .tick, svg.chart .axis { font-size: 10px; fill: #5f6368; }
-  svg.chart .grid { stroke: #e8eaed; }
-  svg.chart .line { fill: none; stroke-width: 2; }
-  svg.chart .line.random { stroke-dasharray: 4 3; stroke-width: 1.5; }
-  svg.chart .line.length { stroke-dasharray: 1 3; stroke-width: 1.5; }
-  svg.chart .line.method.abs { stroke-dasharray: 6 2; stroke-width: 1.5; }
-  .swatch.hollow { background: none !important; border: 2px solid; width: 6px; height: 6px; }
-  svg.chart .band { fill: ${unsafeCSS(RANDOM_COLOR)}; opacity: 0.15; }
-  table.aopc { border-collapse: collapse; font-size: 12px; }
-  table.aopc th, table.aopc td { padding: 2px 6px; text-align: right; }
-  table.aopc th:first-child, table.aopc td:first-child { text-align: left; white-space: nowrap; }
-  td.better { color: #137333; } td.worse { color: #a50e0e; }
-  .facts { color: #5f6368; margin: 4px 0; flex-basis: 100%; }
-  .section-label { font-weight: 500; color: #5f6368; margin: 6px 0 2px; }
-  .text { white-space: pre-wrap; overflow-wrap: anywhere; font-family: 'Roboto Mono', monospace; font-size: 12.5px;
-          line-height: 1.7; border: 1px solid #e8eaed; border-radius: 4px; padding: 6px; }
-  s.removed { color: #a50e0e; background: #fce8e6; }
-  ol.flip-list { padding-left: 20px; margin: 4px 0; }
-  li.flip { display: flex; gap: 10px; align-items: center; padding: 2px 0; }
-  li.flip .ctx { flex: 1; font-family: 'Roboto Mono', monospace; font-size: 12px; white-space: pre; overflow: hidden; text-overflow: ellipsis; }
-  li.flip .ctx s { color: #a50e0e; } li.flip .ctx b { color: #137333; }
-  .delta { font-variant-numeric: tabular-nums; color: #3c4043; width: 80px; }
-  .greedy.changed { color: #a50e0e; } .greedy.same { color: #5f6368; }
-  button { font: inherit; font-size: 12px; }
-`;

@@ -10,26 +10,15 @@
  */
 import {LitElement} from 'lit';
 
-import {makeModuleClass, TAG} from './element.js';
-import type {SaliencePayload} from './payload.js';
-import {packedIndex} from './spans.js';
+import {makeModuleClass, TAG} from '../../src/salience/module.js';
+import type {SaliencePayload} from '../../src/salience/payload.js';
+import {packedIndex} from '../../src/salience/spans.js';
+import {rng} from './rng.js';
 
 interface Call {
   model: string;
   fields: string[];
   data: Record<string, unknown>;
-}
-
-/** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** A payload following the contract: words, sentences of 12 words, paragraphs of 5 sentences. */

@@ -1,76 +1,16 @@
 /**
- * How the module talks to LIT's server: which model carries the salience
- * field, the inputs for span requests and for the methods computed on request
- * (integrated gradients, SmoothGrad), and turning server failures into
- * messages that name the cause.
+ * The salience module's requests: the inputs for the first highlight, span
+ * requests, progress polls and the methods computed on request (integrated
+ * gradients, SmoothGrad) with their counts. How to reach the server at all
+ * (derived inputs, error messages) is ../shared/request.ts.
  */
+import {derivedInput, type IndexedInputLike} from '../shared/request.js';
 import type {MethodName} from './payload.js';
 
-/** The parts of LIT's IndexedInput the module uses. */
-export interface IndexedInputLike {
-  id: string;
-  data: Record<string, unknown>;
-  meta: Record<string, unknown>;
-}
-
-/** LIT's per-model metadata (appState.metadata.models[name]). */
-export interface ModelInfoLike {
-  spec?: {input?: Record<string, unknown>; output?: Record<string, unknown>};
-}
-
-export const SALIENCE_FIELD = 'salience';
-export const RESPONSE_FIELD = 'response';
 export const SPAN_SALIENCE_FIELD = 'span_salience';
 export const IG_STEPS_FIELD = 'ig_steps';
 export const SMOOTH_GRAD_SAMPLES_FIELD = 'smooth_grad_samples';
 export const TARGET_SPAN_FIELD = 'target_span';
-
-/** LitType names accepted for the salience field (lit-nlp 1.3.1 has no JsonDict; the app uses LitType). */
-const JSON_TYPES = new Set(['JsonDict', 'LitType']);
-
-function typeName(t: unknown): string | undefined {
-  if (t == null || typeof t !== 'object') return undefined;
-  const o = t as {__name__?: string; constructor?: {name?: string}};
-  return o.__name__ ?? o.constructor?.name;
-}
-
-/** True when an output spec has a `salience` field of a JSON type. */
-export function hasSalienceField(output: Record<string, unknown> | undefined): boolean {
-  if (output == null || !(SALIENCE_FIELD in output)) return false;
-  const name = typeName(output[SALIENCE_FIELD]);
-  return name === undefined || JSON_TYPES.has(name);
-}
-
-/**
- * The model to ask for salience: the model itself when it has a `salience`
- * output, else its hidden companion `_<model>_salience` (LIT's convention for
- * prompt debugging), else null.
- */
-export function salienceModelFor(model: string, models: Record<string, ModelInfoLike>): string | null {
-  if (hasSalienceField(models[model]?.spec?.output)) return model;
-  const hidden = `_${model}_salience`;
-  if (hasSalienceField(models[hidden]?.spec?.output)) return hidden;
-  return null;
-}
-
-/** Whether the module applies to the selected models (LIT's shouldDisplayModule). */
-export function shouldDisplay(modelSpecs: Record<string, ModelInfoLike>): boolean {
-  return Object.values(modelSpecs ?? {}).some((info) => {
-    const out = info?.spec?.output;
-    return hasSalienceField(out) || (out != null && RESPONSE_FIELD in out);
-  });
-}
-
-/**
- * A copy of the datapoint with extra input fields, under a derived id so that
- * LIT's prediction cache (keyed by id) keeps it apart from the original, sent
- * in full (meta.added) rather than as an id the server would look up.
- */
-export function derivedInput(
-    input: IndexedInputLike, extra: Record<string, unknown>, tag: string): IndexedInputLike {
-  const id = `${input.id}~${tag}`;
-  return {id, data: {...input.data, ...extra, _id: id}, meta: {...input.meta, added: true}};
-}
 
 export const DETAIL_FIELD = 'detail';
 
@@ -178,20 +118,3 @@ export function jobKind(extra: Extra | null): string {
   return extra === null ? 'grad' : countTag(extra);
 }
 
-/**
- * A one-paragraph message for a failed request. LIT's server answers an
- * exception with "Uncaught error: <message>\n\nDetails: <traceback>"; a
- * network failure is a TypeError from fetch.
- */
-export function errorMessage(e: unknown): string {
-  const raw = e instanceof Error ? e.message : String(e);
-  let msg = raw.split(/\n\nDetails:/)[0].replace(/^Uncaught error:\s*/, '').trim();
-  if (/^(Failed to fetch|NetworkError|Load failed)/i.test(msg)) {
-    return `Could not reach the LIT server (${msg}). Check that it is still running, then retry.`;
-  }
-  if (/^<(!doctype|html)/i.test(msg)) {
-    msg = msg.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim();
-    return `The server answered with an error page: ${msg.slice(0, 300)}`;
-  }
-  return msg || 'The server answered with an empty error. See the server log.';
-}

@@ -3,7 +3,7 @@
  * clicked, which target tokens each covers, dragging, and keyboard moves.
  * Pure functions; the element keeps the state.
  */
-import type {Segmentation} from './aggregate.js';
+import type {Segmentation} from '../shared/aggregate/index.js';
 import type {TargetSpan} from './spans.js';
 
 /** A clickable response segment and the target tokens [t0, t1) it covers. */

@@ -4,7 +4,7 @@
  * text no token covers. Positions are code points (as in the payload), so
  * this converts to JS string (UTF-16) slices.
  */
-import type {Segmentation} from './aggregate.js';
+import type {Segmentation} from './aggregate/index.js';
 
 export interface Piece {
   text: string;

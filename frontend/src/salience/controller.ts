@@ -1,0 +1,463 @@
+/**
+ * The Sequence Salience module's requests and what they bring back, without LIT or a DOM:
+ * the first highlight (one request, the response streaming in meanwhile), the per-token
+ * matrices computed in the background (polled), spans the payload cannot give (asked for),
+ * the methods computed on request at a count (their spans, or their whole matrix), and the
+ * caches that keep all of it per selection. The element (module.ts) owns the view state
+ * (granularity, cursor, drag) and renders; it passes this class LIT's services as a
+ * `SalienceHost` and re-renders when `host.changed()` is called.
+ *
+ * Every selection bumps `generation`; a request or poll of an older one ends without
+ * touching the state, and the server cancels jobs nobody polls.
+ *
+ * About 450 lines, one class: the first highlight, the stream, the polls, span and matrix
+ * requests all read and settle the same per-selection state (generation, pending requests,
+ * the side status); what they bring back is values.ts's, the templates view.ts's.
+ */
+import {errorMessage, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, type IndexedInputLike,
+        type ModelInfoLike} from '../shared/request.js';
+import {describeDetail, describeStream, isFinal, METHODS, numTargets, parseDetail, parsePayload, parseStream,
+        type DetailStatus, type MethodName, type MethodPayload, type SaliencePayload,
+        type StreamStatus} from './payload.js';
+import {explainsGeneration, EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, isExtraMethod, jobKind, matrixInput,
+        pollInput, quickInput, SPAN_SALIENCE_FIELD, spanInput, streamInput, type Extra,
+        type ExtraMethodName} from './request.js';
+import {spanKey, spanSalience, type TargetSpan} from './spans.js';
+import {ServerValues, withoutExtras} from './values.js';
+import {describeSpan, wholeResponse} from './target.js';
+
+/** How often the module asks for the progress of the per-token matrices. */
+export const POLL_MS = 700;
+/** How often it asks for the response generated so far while the first highlight is computed. */
+export const STREAM_MS = 250;
+
+export type Status = 'idle' | 'loading' | 'ready' | 'error';
+
+/** What the controller needs from LIT (the element passes its services). */
+export interface SalienceHost {
+  /** The model the module is for: LIT's module model, else the first selected one. */
+  modelName(): string;
+  /** LIT's model metadata (appState.metadata.models). */
+  models(): Record<string, ModelInfoLike>;
+  /** LIT's apiService.getPreds on the current dataset. */
+  getPreds(inputs: IndexedInputLike[], model: string, fields: string[],
+           loadMessage?: string): Promise<Array<Record<string, unknown>>>;
+  /** LIT's loadLatest: resolves to null when a later call with the same key supersedes it. */
+  loadLatest<T>(key: string, promise: Promise<T>): Promise<T | null>;
+  /** Called after the state changed (the element re-renders). */
+  changed(): void;
+}
+
+/** A user action being timed until the first frame that shows its result. */
+export interface Action {
+  name: string;
+  t: number;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class SalienceController {
+  status: Status = 'idle';
+  /** Error (status 'error') or progress text (status 'loading'). */
+  message = '';
+  /** Seconds since loading started. */
+  elapsed = 0;
+  payload: SaliencePayload | null = null;
+  method: MethodName = 'grad_norm';
+  /** Step / sample count of each method computed on request (IG steps, SmoothGrad samples). */
+  counts = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, EXTRA_METHODS[m].defaultCount])) as
+      Record<ExtraMethodName, number>;
+  /** Whether the user asked for an extra method's full per-token matrix (else it is computed per span). */
+  perToken = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, false])) as Record<ExtraMethodName, boolean>;
+  span: TargetSpan = {t0: 0, t1: 0};
+  /** Progress or error of a secondary request (IG, span), shown beside the text. */
+  side: {kind: 'loading' | 'error'; text: string} | null = null;
+  /** Bumped when a cache gains data, to re-render. */
+  version = 0;
+  /** Progress of the per-token gradient matrices (computed in the background). */
+  detail: DetailStatus | null = null;
+  /** Progress of each extra method's per-token matrix, when asked for. */
+  extraDetail: Partial<Record<ExtraMethodName, DetailStatus | null>> = {};
+  /** The response generated so far, while the first highlight is computed (null: none to show). */
+  streaming: StreamStatus | null = null;
+  input: IndexedInputLike | null = null;
+  salienceModel: string | null = null;
+
+  /** Bumped on every selection: polls and requests of an older one stop. */
+  private generation = 0;
+  private pollCount = 0;
+  private readonly values = new ServerValues();
+  private readonly pendingSpans = new Set<string>();
+  private loadTimer: ReturnType<typeof setInterval> | undefined;
+  private loadStart = 0;
+  private action: Action | null = null;
+
+  constructor(private readonly host: SalienceHost) {}
+
+  /** Stops polling (the server cancels jobs nobody polls) and the clock. */
+  dispose() {
+    this.generation++;
+    clearInterval(this.loadTimer);
+  }
+
+  // ------------------------------------------------------------ actions
+
+  /** Starts timing a user action (`finishedAction` ends it). */
+  markAction(name: string) {
+    this.action = {name, t: performance.now()};
+  }
+
+  /** The timed action, once nothing it waits for is loading (then forgotten); else null. */
+  finishedAction(): Action | null {
+    const a = this.action;
+    if (a === null || this.status === 'loading' || this.side?.kind === 'loading') return null;
+    this.action = null;
+    return a;
+  }
+
+  /** A new datapoint (or none): forgets everything of the previous one and asks for the first highlight. */
+  async select(d: IndexedInputLike | null) {
+    this.input = d;
+    this.generation++;
+    this.payload = null;
+    this.streaming = null;
+    this.detail = null;
+    this.extraDetail = {};
+    this.values.clear();
+    this.pendingSpans.clear();
+    this.side = null;
+    if (d == null) {
+      this.stopLoading('idle');
+      return;
+    }
+    await this.fetchMain(d);
+  }
+
+  retry() {
+    if (this.input !== null) void this.select(this.input);
+  }
+
+  /**
+   * A new target span; `action` names the timed user action (null: not a user action, e.g. the span
+   * widened to whole segments). Returns false when the span is the current one.
+   */
+  setSpan(span: TargetSpan, action: string | null = 'retarget'): boolean {
+    if (span.t0 === this.span.t0 && span.t1 === this.span.t1) return false;
+    if (action !== null) this.markAction(action);
+    this.span = span;
+    this.ensureData();
+    this.host.changed();
+    return true;
+  }
+
+  setMethod(method: MethodName) {
+    this.markAction('method');
+    this.method = method;
+    this.ensureData();
+    this.host.changed();
+  }
+
+  /** A new step / sample count for an extra method (already checked by parseCount). */
+  setCount(name: ExtraMethodName, count: number) {
+    if (this.method === name) this.markAction('method');
+    this.counts = {...this.counts, [name]: count};
+    this.ensureData();
+    this.host.changed();
+  }
+
+  /** Turns an extra method's per-token matrix on or off. */
+  setPerToken(name: ExtraMethodName, on: boolean) {
+    this.perToken = {...this.perToken, [name]: on};
+    this.ensureData();
+    this.host.changed();
+  }
+
+  // ----------------------------------------------------------- derived
+
+  /** The selected method with its count, when it is computed on request; else null. */
+  extra(): Extra | null {
+    return isExtraMethod(this.method) ? {method: this.method, count: this.counts[this.method]} : null;
+  }
+
+  /** Cache name of the current method's values: the method, or the extra method with its count. */
+  valuesName(): string {
+    const extra = this.extra();
+    return extra === null ? this.method : extraKey(extra);
+  }
+
+  /** The current method's payload; an extra method without its per-token matrix is {matrix: null}. */
+  methodPayload(): MethodPayload | null {
+    const p = this.payload;
+    if (p === null) return null;
+    const extra = this.extra();
+    if (extra !== null) {
+      return this.values.matrix(extra) ??
+          {signed: true, matrix: null, [EXTRA_METHODS[extra.method].unit]: extra.count};
+    }
+    return p.methods[this.method] ?? null;
+  }
+
+  /** Token salience for the current method and span, or null while it is being fetched. */
+  tokenValues(): Float64Array | null {
+    const p = this.payload;
+    const m = this.methodPayload();
+    if (p === null || m === null) return null;
+    return spanSalience(m, this.span, p.tokens.length) ?? this.values.span(spanKey(this.valuesName(), this.span)) ?? null;
+  }
+
+  /** Changes whenever tokenValues() may have changed (for memoising what is derived from it). */
+  valuesKey(): string {
+    return `${this.valuesName()}|${this.span.t0}:${this.span.t1}|${this.version}|${this.values.size}`;
+  }
+
+  /** Where the values on screen come from, for the status line. */
+  precision(): string {
+    const m = this.methodPayload();
+    if (m?.matrix != null) return 'per-token detail ready: retargeting is instant';
+    const extra = this.extra();
+    if (extra !== null && !this.perToken[extra.method]) {
+      return `exact for this span; per-token ${EXTRA_METHODS[extra.method].short} off (each span is computed on request)`;
+    }
+    return `exact for this span; ${describeDetail(extra === null ? this.detail : this.extraDetail[extra.method])}`;
+  }
+
+  /** State of the background job behind the values ("off": an extra method's matrix not asked for). */
+  detailState(): string {
+    const extra = this.extra();
+    return extra !== null ? (this.extraDetail[extra.method]?.state ?? 'off') : (this.detail?.state ?? 'done');
+  }
+
+  /** IG's completeness error summed over the span, when IG is shown and it is known; else null. */
+  completeness(): number | null {
+    if (this.method !== 'integrated_gradients') return null;
+    const m = this.methodPayload();
+    return m?.completeness_error
+        ? m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0)
+        : this.values.igError(this.counts.integrated_gradients, this.span) ?? null;
+  }
+
+  // ---------------------------------------------------------- requests
+
+  private startLoading(text: string) {
+    this.status = 'loading';
+    this.message = text;
+    this.loadStart = performance.now();
+    this.elapsed = 0;
+    clearInterval(this.loadTimer);
+    this.loadTimer = setInterval(() => {
+      this.elapsed = Math.round((performance.now() - this.loadStart) / 1000);
+      this.host.changed();
+    }, 1000);
+    this.host.changed();
+  }
+
+  private stopLoading(status: Status, message = '') {
+    clearInterval(this.loadTimer);
+    this.status = status;
+    this.message = message;
+    this.host.changed();
+  }
+
+  private async fetchMain(d: IndexedInputLike) {
+    const model = this.host.modelName();
+    this.salienceModel = salienceModelFor(model, this.host.models());
+    if (this.salienceModel === null) {
+      this.stopLoading('error', `Model "${model}" has no "${SALIENCE_FIELD}" output, nor does ` +
+          `"_${model}_salience". Start the server with python -m lit_app.server.`);
+      return;
+    }
+    this.markAction('select');
+    this.startLoading('Generating the response and computing salience…');
+    const gen = this.generation;
+    const answered = {done: false};
+    try {
+      // First highlight: the whole response from one forward + backward; the
+      // per-token matrices follow in the background (pollDetail).
+      const extra = this.extra();
+      const req = this.host.getPreds([quickInput(d, extra)], this.salienceModel,
+                                     [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
+      // Meanwhile the response streams in as it is generated.
+      if (explainsGeneration(d)) void this.streamResponse(d, gen, answered);
+      let res: Array<Record<string, unknown>> | null;
+      try {
+        res = await this.host.loadLatest('salience', req);
+      } finally {
+        answered.done = true;
+      }
+      if (res === null || this.input !== d || gen !== this.generation) return;  // a newer selection won
+      this.streaming = null;
+      const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
+      this.values.absorbPayload(payload, extra);
+      this.span = wholeResponse(numTargets(payload));
+      this.payload = payload;
+      this.detail = payload.detail ?? null;
+      this.stopLoading('ready');
+      if (!isFinal(this.detail)) void this.pollDetail(d, gen, null);
+      this.ensureData();
+    } catch (e) {
+      if (this.input !== d) return;
+      this.action = null;
+      this.stopLoading('error', errorMessage(e));
+    }
+  }
+
+  /**
+   * Shows the response as it is generated (`detail="stream"` polls, which never wait for the
+   * model) until the first-highlight request is answered.
+   */
+  private async streamResponse(d: IndexedInputLike, gen: number, answered: {done: boolean}) {
+    const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
+    let n = 0;
+    while (current()) {
+      await sleep(STREAM_MS);
+      if (!current()) return;
+      let s: StreamStatus | null;
+      try {
+        const res = await this.host.getPreds([streamInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
+                                             'Generating the response…');
+        s = parseStream(res[0]?.[SALIENCE_FIELD]);
+      } catch {
+        return;  // an older server without streaming: the first highlight still comes
+      }
+      if (!current() || s === null) return;
+      // Only ever longer: a poll answered out of order must not take text away.
+      if (this.streaming === null || s.text.length >= this.streaming.text.length) this.streaming = s;
+      this.message = describeStream(this.streaming);
+      this.host.changed();
+    }
+  }
+
+  /**
+   * Polls the background job for this selection until it ends: extra null is
+   * the gradient matrices, else that method's per-token matrix at its count.
+   */
+  private async pollDetail(d: IndexedInputLike, gen: number, extra: Extra | null) {
+    while (gen === this.generation && this.input === d && this.salienceModel !== null) {
+      await sleep(POLL_MS);
+      if (gen !== this.generation) return;
+      let res: Array<Record<string, unknown>>;
+      try {
+        res = await this.host.getPreds([pollInput(d, extra, ++this.pollCount)], this.salienceModel, [SALIENCE_FIELD],
+                                       'Per-token salience…');
+      } catch (e) {
+        if (gen !== this.generation) return;
+        const failed: DetailStatus = {kind: jobKind(extra), state: 'error', done: 0, total: 0,
+                                      elapsed_s: 0, eta_s: null, error: errorMessage(e)};
+        this.setDetail(extra, failed);
+        return;
+      }
+      if (gen !== this.generation || this.payload === null) return;
+      const raw = res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined;
+      const status = parseDetail(raw);
+      if (raw != null && typeof raw['text'] === 'string') {
+        const full = parsePayload(raw);
+        if (full.tokens.length !== this.payload.tokens.length) return;
+        if (extra !== null) {
+          const m = full.methods[extra.method];
+          if (m?.matrix != null) this.values.setMatrix(extra, m);
+        } else {
+          this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutExtras(full.methods)}};
+        }
+        this.setDetail(extra, status);
+        this.version++;
+        this.ensureData();
+        this.host.changed();
+        return;
+      }
+      this.setDetail(extra, status);
+      if (isFinal(status)) return;
+    }
+  }
+
+  /** Records a job's progress; a job for a count the user has since changed (cancelled by the server) is ignored. */
+  private setDetail(extra: Extra | null, status: DetailStatus | null) {
+    if (extra === null) this.detail = status;
+    else if (extra.count === this.counts[extra.method]) this.extraDetail = {...this.extraDetail, [extra.method]: status};
+    this.host.changed();
+  }
+
+  /** Starts whatever server request the current view needs (a span not computable here, an extra method's matrix). */
+  private ensureData() {
+    const p = this.payload;
+    if (p === null || this.input === null) return;
+    const extra = this.extra();
+    if (extra !== null && this.perToken[extra.method] && this.values.matrix(extra) === undefined) {
+      void this.fetchMatrix(this.input, extra);
+    }
+    if (this.tokenValues() === null) void this.fetchSpan(this.input, this.span);
+  }
+
+  /** Asks for an extra method's per-token matrix (a background job on the server) and polls it. */
+  private async fetchMatrix(d: IndexedInputLike, extra: Extra) {
+    const key = `matrix:${extraKey(extra)}`;
+    if (this.pendingSpans.has(key) || this.salienceModel === null) return;
+    this.pendingSpans.add(key);
+    const gen = this.generation;
+    const info = EXTRA_METHODS[extra.method];
+    try {
+      const res = await this.host.getPreds([matrixInput(d, extra)], this.salienceModel, [SALIENCE_FIELD],
+                                           `${info.short} for every token (${extra.count} ${info.unit})…`);
+      if (gen !== this.generation) return;
+      this.setDetail(extra, parseDetail(res[0]?.[SALIENCE_FIELD]));
+      await this.pollDetail(d, gen, extra);
+    } catch (e) {
+      if (gen === this.generation) {
+        this.side = {kind: 'error', text: errorMessage(e)};
+        this.host.changed();
+      }
+    } finally {
+      this.pendingSpans.delete(key);
+    }
+  }
+
+  /** The exact salience of one span, computed by the server (one forward + backward; IG, SmoothGrad: one batch). */
+  private async fetchSpan(d: IndexedInputLike, span: TargetSpan) {
+    const method = this.method;
+    const extra = this.extra();
+    const key = spanKey(this.valuesName(), span);
+    if (this.pendingSpans.has(key) || this.salienceModel === null) return;
+    this.pendingSpans.add(key);
+    const gen = this.generation;
+    const what = describeSpan(span, numTargets(this.payload!));
+    this.side = {kind: 'loading', text: extra === null ? `Computing ${what}…`
+        : `${METHODS.find((m) => m.id === method)?.label ?? method} (${extra.count} ${EXTRA_METHODS[extra.method].unit}) for ${what}…`};
+    this.host.changed();
+    try {
+      const res = await this.host.getPreds([spanInput(d, span.t0, span.t1, extra)], this.salienceModel,
+                                           [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…');
+      if (gen !== this.generation) return;
+      const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, unknown>;
+      this.values.absorbSpan(all, span, this.payload?.tokens.length, extra);
+      const light = res[0]?.[SALIENCE_FIELD] as {span_ig_errors?: Record<string, number>} | undefined;
+      this.values.absorbIgErrors(light?.span_ig_errors, extra);
+      if (this.values.span(key) === undefined) {
+        throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
+      }
+      this.settleLoading(key);
+      this.version++;
+    } catch (e) {
+      // A span the user has moved away from may be cancelled by the server: not an error to show.
+      const current = this.span.t0 === span.t0 && this.span.t1 === span.t1;
+      if (gen === this.generation && current) this.side = {kind: 'error', text: errorMessage(e)};
+      else if (gen === this.generation) this.settleLoading(key);
+    } finally {
+      this.pendingSpans.delete(key);
+      // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
+      const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
+      if (gen === this.generation && this.payload !== null && moved) this.ensureData();
+      this.host.changed();
+    }
+  }
+
+  /**
+   * Ends the loading state when the span request `done` finishes, unless the request for
+   * what is on screen now is another one still running (an older span or method finished
+   * first): the status keeps saying "computing" until the values shown are there.
+   */
+  private settleLoading(done: string) {
+    if (this.side?.kind !== 'loading') return;
+    const current = spanKey(this.valuesName(), this.span);
+    if (current !== done && this.pendingSpans.has(current)) return;
+    this.side = null;
+  }
+}

@@ -1,0 +1,378 @@
+/**
+ * The Sequence Salience LIT module: a custom element on top of LIT's own LitModule (found
+ * at run time; see ../index.ts and ../shared/lit_module.ts). Requests, polling and their
+ * caches are the controller's (controller.ts); templates are view.ts's. This element keeps
+ * the view state (granularity, regex, intensity, keyboard cursor, drag), derives what is
+ * drawn (segments, their values and colours, the top list) with memos so that a drag or a
+ * cursor move does not rebuild thousands of prompt spans, handles pointer and keyboard
+ * input, and tells the other modules what is selected (../shared/target_store.ts).
+ */
+import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
+
+import {aggregate, checkPattern, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
+import {maxAbs, type ColorScale} from '../shared/colormap.js';
+import {moduleBase} from '../shared/lit_module.js';
+import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/pieces.js';
+import type {IndexedInputLike} from '../shared/request.js';
+import {targetStore} from '../shared/target_store.js';
+import {SalienceController} from './controller.js';
+import {numTargets, type SaliencePayload} from './payload.js';
+import {topSegments} from './rank.js';
+import {SALIENCE_STYLES} from './styles.js';
+import {describeSpan, dragSpan, firstIndexIn, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
+        type TargetSegment} from './target.js';
+import {controlsView, emptyView, promptPieceView, responsePiecesView, sidePanelView, statusView,
+        streamingView} from './view.js';
+
+/** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
+export const TAG = 'prompt-salience-module';
+
+const TOP_K = 10;
+
+/** Defines the module class on top of LIT's LitModule and returns it. */
+export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
+  class PromptSalienceModule extends moduleBase(LitModule, {
+    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: SALIENCE_STYLES,
+    infoMarkdown:
+        'Which parts of the prompt drove the response. Click or drag over the response to choose the ' +
+        'target (Escape: whole response); arrows move it, Shift+arrows extend it.',
+    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo'],
+  }) {
+    declare granularity: Granularity;
+    declare regex: string;
+    declare intensity: number;
+    declare cursor: number | null;
+    declare dragAnchor: number | null;
+    declare dragTo: number | null;
+
+    private readonly ctl = new SalienceController({
+      modelName: () => this.model || this.appState.currentModels?.[0] || '',
+      models: () => this.appState.metadata?.models ?? {},
+      getPreds: (inputs, model, fields, loadMessage) =>
+          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
+      loadLatest: (key, promise) => this.loadLatest(key, promise),
+      changed: () => this.requestUpdate(),
+    });
+    private segCache = new Map<string, Segmentation>();
+    private piecesCache = new Map<string, Piece[]>();
+    /** UTF-16 index of each code point of the payload's text. */
+    private u16: {text: string; map: Int32Array} | null = null;
+    /** Values shown now, for the tooltip (segment values and their segmentation). */
+    private shown: {values: Float64Array; seg: Segmentation; rank: Map<number, number>} | null = null;
+    private valuesMemo: {key: string; seg: Segmentation; payload: SaliencePayload | null;
+                         values: Float64Array | null} | null = null;
+    private promptMemo: {pieces: Piece[]; values: Float64Array | null; scale: number; intensity: number;
+                         signed: boolean; templates: TemplateResult[]} | null = null;
+    private readonly onWindowMouseUp = () => this.finishDrag();
+
+    constructor() {
+      super();
+      this.granularity = 'word';
+      this.regex = String.raw`[^,;:.!?\n]+[,;:.!?]*\s*`;
+      this.intensity = 1;
+      this.cursor = null;
+      this.dragAnchor = null;
+      this.dragTo = null;
+    }
+
+    override connectedCallback() {
+      super.connectedCallback();
+      window.addEventListener('mouseup', this.onWindowMouseUp);
+    }
+
+    override disconnectedCallback() {
+      window.removeEventListener('mouseup', this.onWindowMouseUp);
+      this.ctl.dispose();
+      super.disconnectedCallback();
+    }
+
+    override firstUpdated(changed: PropertyValues) {
+      (super.firstUpdated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
+      this.reactImmediately(() => this.selectionService.primarySelectedInputData,
+                            (d) => void this.onSelection(d));
+    }
+
+    override updated(changed: PropertyValues) {
+      (super.updated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
+      this.dataset['state'] = this.ctl.status;
+      this.publishTarget();
+      const action = this.ctl.finishedAction();
+      if (action !== null) {
+        const {name, t} = action;
+        // Time to the first frame painted with the result.
+        requestAnimationFrame(() => setTimeout(() => {
+          const ms = performance.now() - t;
+          this.dataset['lastAction'] = name;
+          this.dataset['lastActionMs'] = ms.toFixed(1);
+          this.dispatchEvent(new CustomEvent('salience-rendered', {detail: {name, ms}, bubbles: true, composed: true}));
+        }, 0));
+      }
+    }
+
+    /** Tells the other modules of the bundle what is selected (shared/target_store.ts). */
+    private publishTarget() {
+      const {payload: p, input: d, salienceModel} = this.ctl;
+      if (p === null || d === null || salienceModel === null) {
+        targetStore.publish(null);
+        return;
+      }
+      targetStore.publish({
+        datapointId: d.id, input: d.data, salienceModel, text: p.text,
+        promptEnd: p.prompt_end, tokens: p.tokens, offsets: p.offsets, nPromptTokens: p.n_prompt_tokens,
+        t0: this.ctl.span.t0, t1: this.ctl.span.t1, method: this.ctl.method, granularity: this.granularity,
+      });
+    }
+
+    private async onSelection(d: IndexedInputLike | null) {
+      this.segCache.clear();
+      this.piecesCache.clear();
+      this.cursor = null;
+      await this.ctl.select(d);
+    }
+
+    // ------------------------------------------------------------- derived
+
+    private codePoints(p: SaliencePayload): Int32Array {
+      if (this.u16?.text !== p.text) this.u16 = {text: p.text, map: codePointToUtf16(p.text)};
+      return this.u16.map;
+    }
+
+    /** Segment salience for the current method and span (memoised: the same array while nothing changed). */
+    private segmentValues(seg: Segmentation): Float64Array | null {
+      const key = this.ctl.valuesKey();
+      const memo = this.valuesMemo;
+      if (memo !== null && memo.key === key && memo.seg === seg && memo.payload === this.ctl.payload) return memo.values;
+      const tokVals = this.ctl.tokenValues();
+      const values = tokVals === null ? null : aggregate(tokVals, seg, 'sum');
+      this.valuesMemo = {key, seg, payload: this.ctl.payload, values};
+      return values;
+    }
+
+    private segmentation(): Segmentation {
+      const p = this.ctl.payload!;
+      const key = this.granularity === 'regex' ? `regex:${this.regex}` : this.granularity;
+      let seg = this.segCache.get(key);
+      if (seg === undefined) {
+        seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, roleSpans: p.role_spans});
+        this.segCache.set(key, seg);
+      }
+      return seg;
+    }
+
+    private pieces(seg: Segmentation): Piece[] {
+      const key = seg.granularity === 'regex' ? `regex:${this.regex}` : seg.granularity;
+      let pieces = this.piecesCache.get(key);
+      if (pieces === undefined) {
+        pieces = buildPieces(this.ctl.payload!.text, seg, this.ctl.payload!.prompt_end);
+        this.piecesCache.set(key, pieces);
+      }
+      return pieces;
+    }
+
+    // ------------------------------------------------------------- actions
+
+    private setGranularity(g: Granularity) {
+      this.ctl.markAction('granularity');
+      this.granularity = g;
+      this.cursor = null;
+      this.snapToSegments();
+    }
+
+    private setRegex(pattern: string) {
+      this.ctl.markAction('granularity');
+      this.regex = pattern;
+      this.snapToSegments();
+    }
+
+    /** Widens the target to the segments it touches at the current granularity. */
+    private snapToSegments() {
+      const p = this.ctl.payload;
+      if (p === null || isWhole(this.ctl.span, numTargets(p))) return;
+      let seg: Segmentation;
+      try {
+        seg = this.segmentation();
+      } catch {
+        return;  // bad regex: shown by renderBody
+      }
+      this.ctl.setSpan(snapSpan(targetSegments(seg, p.n_prompt_tokens), this.ctl.span), null);
+    }
+
+    private onTargetDown(e: MouseEvent) {
+      const ti = targetIndexOf(e);
+      if (ti === null || e.button !== 0) return;
+      e.preventDefault();
+      this.dragAnchor = ti;
+      this.dragTo = ti;
+      this.cursor = ti;
+      (e.target as HTMLElement).focus({preventScroll: true});
+    }
+
+    private onTargetOver(e: MouseEvent) {
+      if (this.dragAnchor === null) return;
+      const ti = targetIndexOf(e);
+      if (ti !== null && ti !== this.dragTo) this.dragTo = ti;
+    }
+
+    private finishDrag() {
+      const p = this.ctl.payload;
+      if (this.dragAnchor === null || this.dragTo === null || p === null) return;
+      const list = targetSegments(this.segmentation(), p.n_prompt_tokens);
+      const a = list[this.dragAnchor];
+      const b = list[this.dragTo];
+      this.dragAnchor = null;
+      this.dragTo = null;
+      if (a !== undefined && b !== undefined) this.ctl.setSpan(dragSpan(a, b));
+    }
+
+    private onTargetKey(e: KeyboardEvent, list: TargetSegment[]) {
+      const p = this.ctl.payload;
+      if (p === null) return;
+      const first = firstIndexIn(list, this.ctl.span);
+      const extendFrom = e.shiftKey && first >= 0 ? first : null;
+      const r = spanForKey(list, this.cursor, e.key, numTargets(p), extendFrom);
+      if (r === null) return;
+      e.preventDefault();
+      this.cursor = r.cursor;
+      this.ctl.setSpan(r.span);
+      if (r.cursor !== null) {
+        void this.updateComplete.then(() => {
+          this.renderRoot.querySelector<HTMLElement>(`.tgt[data-ti="${r.cursor}"]`)?.focus();
+        });
+      }
+    }
+
+    private showTooltip(e: MouseEvent) {
+      const tip = this.renderRoot.querySelector<HTMLElement>('.tooltip');
+      const el = (e.target as HTMLElement).closest?.('[data-s]') as HTMLElement | null;
+      if (tip === null) return;
+      const p = this.ctl.payload;
+      if (el === null || this.shown === null || p === null) {
+        tip.hidden = true;
+        return;
+      }
+      const s = Number(el.dataset['s']);
+      const v = this.shown.values[s];
+      const text = segmentText(p.text, this.shown.seg, s, this.codePoints(p));
+      const rank = this.shown.rank.get(s);
+      const label = this.shown.seg.excluded[s] ? 'template markup (not scored)'
+          : Number.isFinite(v) ? `salience ${v.toPrecision(6)}${rank !== undefined ? ` · rank ${rank + 1}` : ''}`
+          : 'no value';
+      tip.textContent = `${JSON.stringify(text.length > 60 ? text.slice(0, 57) + '…' : text)} — ${label}`;
+      tip.hidden = false;
+      const host = this.getBoundingClientRect();
+      tip.style.left = `${Math.min(e.clientX - host.left + 12, host.width - 260)}px`;
+      tip.style.top = `${e.clientY - host.top + 16}px`;
+    }
+
+    private hideTooltip() {
+      const tip = this.renderRoot.querySelector<HTMLElement>('.tooltip');
+      if (tip) tip.hidden = true;
+    }
+
+    private scrollToSegment(s: number) {
+      const el = this.renderRoot.querySelector<HTMLElement>(`.prompt [data-s="${s}"], .response [data-s="${s}"]`);
+      if (el == null) return;
+      el.scrollIntoView({block: 'center', behavior: 'smooth'});
+      el.classList.add('flash');
+      setTimeout(() => el.classList.remove('flash'), 1200);
+    }
+
+    // -------------------------------------------------------------- render
+
+    renderImpl(): TemplateResult {
+      const {payload, streaming, input} = this.ctl;
+      return html`
+        <div class="module">
+          ${controlsView(this.ctl, this, {
+            granularity: (g) => this.setGranularity(g),
+            regex: (pattern) => this.setRegex(pattern),
+            intensity: (x) => { this.intensity = x; },
+          })}
+          ${statusView(this.ctl)}
+          ${payload !== null ? this.renderBody(payload)
+            : streaming !== null && input !== null ? streamingView(input, streaming)
+            : emptyView(this.ctl)}
+          <div class="tooltip" role="tooltip" hidden></div>
+        </div>`;
+    }
+
+    private renderBody(p: SaliencePayload) {
+      const T = numTargets(p);
+      const span = this.ctl.span;
+      let seg: Segmentation;
+      let segError = '';
+      try {
+        if (this.granularity === 'regex') checkPattern(this.regex);
+        seg = this.segmentation();
+      } catch (e) {
+        segError = e instanceof Error ? e.message : String(e);
+        seg = segment(p.text, p.offsets, 'token');
+      }
+      const m = this.ctl.methodPayload();
+      const values = this.segmentValues(seg);
+      const signed = m?.signed ?? this.ctl.method !== 'grad_norm';
+      const list = targetSegments(seg, p.n_prompt_tokens);
+      const tiOf = new Map<number, number>(list.map((ts, i) => [ts.seg, i]));
+      // Segments that are (part of) the target do not set the colour scale.
+      const targetSegs = new Set(list.filter((ts) => overlaps(ts, span)).map((ts) => ts.seg));
+      const preview = this.dragAnchor !== null && this.dragTo !== null && list[this.dragAnchor] && list[this.dragTo]
+          ? dragSpan(list[this.dragAnchor], list[this.dragTo]) : null;
+      let scaleVals: number[] = [];
+      if (values !== null) {
+        scaleVals = Array.from(values).filter((v, s) => Number.isFinite(v) && !targetSegs.has(s));
+      }
+      const cs: ColorScale = {signed, scale: maxAbs(scaleVals), intensity: this.intensity};
+      const ranked = values === null ? [] : topSegments(values, TOP_K, signed, targetSegs);
+      this.shown = values === null ? null : {values, seg, rank: new Map(ranked.map((r, i) => [r.seg, i]))};
+
+      const pieces = this.pieces(seg);
+      // The prompt (thousands of spans) is rebuilt only when its colours change,
+      // not on drag previews, cursor moves or tooltip-free re-renders.
+      const memo = this.promptMemo;
+      let promptPieces: TemplateResult[];
+      if (memo !== null && memo.pieces === pieces && memo.values === values && memo.scale === cs.scale &&
+          memo.intensity === cs.intensity && memo.signed === cs.signed) {
+        promptPieces = memo.templates;
+      } else {
+        promptPieces = [];
+        for (const pc of pieces) {
+          if (pc.response) break;
+          promptPieces.push(promptPieceView(pc, seg, values, cs));
+        }
+        this.promptMemo = {pieces, values, scale: cs.scale, intensity: cs.intensity, signed: cs.signed,
+                           templates: promptPieces};
+      }
+      const responsePieces = responsePiecesView(pieces, {seg, values, cs, list, tiOf, span, numTargets: T, preview,
+                                                         cursor: this.cursor});
+      const side = this.ctl.side;
+      return html`
+        <div class="body">
+          <div class="texts" @mouseover=${(e: MouseEvent) => this.showTooltip(e)} @mouseleave=${() => this.hideTooltip()}>
+            ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+            ${side ? html`<div class="status ${side.kind} inline" role=${side.kind === 'error' ? 'alert' : 'status'}>
+                ${side.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
+                <span>${side.text}</span></div>` : nothing}
+            <div class="section-label">Prompt</div>
+            <div class="text prompt ${values === null ? 'pending' : ''}">${promptPieces}</div>
+            <div class="section-label">Response
+              <span class="hint">— target: <b class="target-desc">${describeSpan(span, T)}</b>
+                ${isWhole(span, T) ? html`(click or drag over the response to choose)` :
+                  html`<button class="reset" @click=${() => { this.cursor = null; this.ctl.setSpan(wholeResponse(T)); }}>Whole response</button>`}
+              </span>
+            </div>
+            <div class="text response" @mousedown=${(e: MouseEvent) => this.onTargetDown(e)}
+                @mouseover=${(e: MouseEvent) => this.onTargetOver(e)}
+                @keydown=${(e: KeyboardEvent) => this.onTargetKey(e, list)}>${responsePieces}</div>
+          </div>
+          ${sidePanelView(this.ctl, p, seg, cs, ranked, this.codePoints(p), (s) => this.scrollToSegment(s))}
+        </div>`;
+    }
+  }
+
+  return PromptSalienceModule as unknown as CustomElementConstructor;
+}
+
+function targetIndexOf(e: Event): number | null {
+  const el = (e.target as HTMLElement).closest?.('[data-ti]') as HTMLElement | null;
+  return el === null ? null : Number(el.dataset['ti']);
+}

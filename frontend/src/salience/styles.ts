@@ -1,0 +1,54 @@
+/** Styles of the Sequence Salience module (module.ts, view.ts). */
+import {css} from 'lit';
+
+export const SALIENCE_STYLES = css`
+  :host { display: block; height: 100%; position: relative; }
+  .module { display: flex; flex-direction: column; height: 100%; font-family: Roboto, sans-serif; font-size: 13px; }
+  .controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; padding: 6px 8px;
+              border-bottom: 1px solid #dadce0; }
+  .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
+  .controls input[type=number] { width: 56px; }
+  .controls input.regex { width: 200px; font-family: 'Roboto Mono', monospace; }
+  .status { display: flex; gap: 8px; align-items: center; padding: 6px 8px; }
+  .status.inline { padding: 4px 0; }
+  .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; }
+  /* Static on purpose: an endless animation repaints every frame and takes CPU from the model the
+     page is waiting for (docs/benchmarks.md, "First highlight in the browser"). */
+  .status .bar { width: 120px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; }
+  .status .bar > div { width: 100%; height: 100%;
+                       background: repeating-linear-gradient(90deg, #1a73e8 0 8px, #e8eaed 8px 12px); }
+  .empty { padding: 16px; color: #5f6368; }
+  .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
+  .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }
+  .side { width: 250px; flex: none; overflow-y: auto; }
+  .section-label { font-weight: 500; color: #5f6368; margin: 6px 0 2px; }
+  .hint { font-weight: normal; }
+  .text { white-space: pre-wrap; overflow-wrap: anywhere; font-family: 'Roboto Mono', monospace; font-size: 12.5px;
+          line-height: 1.7; border: 1px solid #e8eaed; border-radius: 4px; padding: 6px; }
+  .prompt { flex: 1 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
+  .response { flex: 0 0 auto; max-height: 30%; overflow-y: auto; user-select: none; }
+  .pending { opacity: 0.6; }
+  .seg, .tgt { border-radius: 2px; transition: none; }
+  .markup { color: #9aa0a6; }
+  .tgt { cursor: pointer; outline: 1px dashed #bdc1c6; outline-offset: -1px; }
+  .tgt:hover { outline: 1px solid #1a73e8; }
+  .tgt:focus-visible { outline: 2px solid #1a73e8; }
+  .tgt.sel { background: #fde293; color: #202124; outline: 2px solid #f29900; }
+  .tgt.preview { outline: 2px solid #1a73e8; }
+  .flash { outline: 2px solid #f29900; }
+  .tooltip { position: absolute; z-index: 10; max-width: 250px; padding: 4px 8px; background: #3c4043; color: #fff;
+             border-radius: 4px; font-size: 12px; pointer-events: none; white-space: pre-wrap; }
+  .legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
+  .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
+  .legend-title { color: #3c4043; margin-bottom: 2px; }
+  .facts { margin: 6px 0; color: #3c4043; }
+  ol.top { list-style: none; padding: 0; margin: 0; }
+  .top-item { display: flex; width: 100%; gap: 6px; align-items: center; border: none; background: none;
+              padding: 2px 0; cursor: pointer; text-align: left; font: inherit; }
+  .top-item:hover { background: #f1f3f4; }
+  .swatch { width: 12px; height: 12px; border-radius: 2px; border: 1px solid #dadce0; flex: none; }
+  .top-text { flex: 1; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; font-family: 'Roboto Mono', monospace; }
+  .where { color: #9aa0a6; font-size: 11px; }
+  .top-value { color: #5f6368; font-variant-numeric: tabular-nums; }
+  button.reset { font: inherit; font-size: 12px; }
+`;

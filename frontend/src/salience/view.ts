@@ -1,0 +1,212 @@
+/**
+ * The Sequence Salience module's templates: controls, status lines, the text pieces of the
+ * prompt and response, and the side panel (legend, facts, top segments). Functions of what
+ * they show and of callbacks for what the user does; the element (module.ts) computes the
+ * values and owns the state.
+ */
+import {html, nothing, type TemplateResult} from 'lit';
+
+import {GRANULARITIES, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
+import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
+import {segmentText, type Piece} from '../shared/pieces.js';
+import type {IndexedInputLike} from '../shared/request.js';
+import type {SalienceController} from './controller.js';
+import {METHODS, type MethodName, type MethodPayload, type SaliencePayload, type StreamStatus} from './payload.js';
+import type {Ranked} from './rank.js';
+import {EXTRA_METHOD_NAMES, EXTRA_METHODS, parseCount, type ExtraMethodName} from './request.js';
+import type {TargetSpan} from './spans.js';
+import {isWhole, overlaps, type TargetSegment} from './target.js';
+
+export const GRANULARITY_LABELS: Record<Granularity, string> = {
+  token: 'Tokens', word: 'Words', sentence: 'Sentences', paragraph: 'Paragraphs',
+  line: 'Lines', regex: 'Custom regex', role: 'Chat roles',
+};
+
+/** The view settings the element keeps (not sent to the server). */
+export interface ViewSettings {
+  granularity: Granularity;
+  regex: string;
+  intensity: number;
+}
+
+/** What the controls report. */
+export interface ControlEvents {
+  granularity(g: Granularity): void;
+  regex(pattern: string): void;
+  intensity(x: number): void;
+}
+
+const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
+
+export function controlsView(ctl: SalienceController, v: ViewSettings, on: ControlEvents): TemplateResult {
+  return html`
+    <div class="controls">
+      <label>Method
+        <select class="method" @change=${(e: Event) => ctl.setMethod(value(e) as MethodName)}>
+          ${METHODS.map((m) => html`<option value=${m.id} ?selected=${m.id === ctl.method}>${m.label}</option>`)}
+        </select>
+      </label>
+      ${EXTRA_METHOD_NAMES.map((name) => countControlsView(ctl, name))}
+      <label>Granularity
+        <select class="granularity" @change=${(e: Event) => on.granularity(value(e) as Granularity)}>
+          ${GRANULARITIES.map((g) => html`<option value=${g} ?selected=${g === v.granularity}>${GRANULARITY_LABELS[g]}</option>`)}
+        </select>
+      </label>
+      ${v.granularity === 'regex' ? html`<label>Regex
+        <input class="regex" type="text" .value=${v.regex} spellcheck="false"
+            @change=${(e: Event) => on.regex(value(e))}></label>`
+        : nothing}
+      <label>Intensity
+        <input class="intensity" type="range" min="0.25" max="4" step="0.05" .value=${String(v.intensity)}
+            @input=${(e: Event) => on.intensity(Number(value(e)))}>
+      </label>
+    </div>`;
+}
+
+/** The step / sample count of a method computed on request, and its per-token switch when it is selected. */
+function countControlsView(ctl: SalienceController, name: ExtraMethodName) {
+  const info = EXTRA_METHODS[name];
+  const label = METHODS.find((m) => m.id === name)?.label ?? name;
+  const selected = ctl.method === name;
+  return html`
+      <label title="${label}: number of ${info.unit} (used when the method is ${label})">${info.short} ${info.unit}
+        <input class="${info.tag}-${info.unit}" type="number" min="1" max=${info.maxCount}
+            .value=${String(ctl.counts[name])}
+            @change=${(e: Event) => {
+              const v = parseCount(value(e), name);
+              if (v !== null) ctl.setCount(name, v);
+            }}></label>
+      ${selected ? html`<label title="Compute ${label} for every response token (slow: minutes on a CPU); otherwise only the span on screen">
+        <input class="${info.tag}-per-token" type="checkbox" .checked=${ctl.perToken[name]}
+            @change=${(e: Event) => ctl.setPerToken(name, (e.target as HTMLInputElement).checked)}>
+        per-token ${info.short}</label>` : nothing}`;
+}
+
+export function statusView(ctl: SalienceController) {
+  if (ctl.status === 'loading') {
+    return html`<div class="status loading" role="status">
+      <div class="bar"><div></div></div>
+      <span>${ctl.message} ${ctl.elapsed > 0 ? html`(${ctl.elapsed} s)` : nothing}</span></div>`;
+  }
+  if (ctl.status === 'error') {
+    return html`<div class="status error" role="alert">
+      <span class="material-icon">error_outline</span>
+      <span class="error-text">${ctl.message}</span>
+      <button @click=${() => ctl.retry()}>Retry</button></div>`;
+  }
+  return nothing;
+}
+
+export function emptyView(ctl: SalienceController) {
+  if (ctl.status !== 'idle') return nothing;
+  return html`<div class="empty">Select a prompt in the data table, or write one in the datapoint editor and click “Add”.</div>`;
+}
+
+/** Before the first highlight: the prompt as typed and the response as far as it is generated. */
+export function streamingView(d: IndexedInputLike, s: StreamStatus) {
+  const system = typeof d.data['system'] === 'string' ? d.data['system'] : '';
+  const prompt = typeof d.data['prompt'] === 'string' ? d.data['prompt'] : '';
+  return html`
+    <div class="body">
+      <div class="texts">
+        <div class="section-label">Prompt</div>
+        <div class="text prompt pending">${system ? html`<span class="markup">${system}\n\n</span>` : nothing}${prompt}</div>
+        <div class="section-label">Response
+          <span class="hint">— ${s.state === 'done' ? `${s.tokens} tokens; computing the salience of the whole response`
+              : s.state === 'running' ? `${s.tokens} of at most ${s.max_new_tokens} tokens so far` : 'waiting for the model'}</span>
+        </div>
+        <div class="text response streaming" data-tokens=${s.tokens} data-stream-state=${s.state}>${s.text}</div>
+      </div>
+    </div>`;
+}
+
+/** The inline style of a scored segment ('' when it has no colour: markup, no value). */
+function segmentStyle(seg: Segmentation, s: number, values: Float64Array | null, cs: ColorScale): string {
+  const v = values?.[s] ?? NaN;
+  const c = seg.excluded[s] !== 1 && Number.isFinite(v) ? colorFor(v, cs) : null;
+  return c ? `background:${c.bg};color:${c.fg}` : '';
+}
+
+export function promptPieceView(pc: Piece, seg: Segmentation, values: Float64Array | null, cs: ColorScale) {
+  if (pc.seg < 0) return html`<span class="gap">${pc.text}</span>`;
+  const excluded = seg.excluded[pc.seg] === 1;
+  return html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg} style=${segmentStyle(seg, pc.seg, values, cs)}>${pc.text}</span>`;
+}
+
+/** How the response pieces are drawn: the clickable target segments, the target and the drag preview. */
+export interface ResponseLook {
+  seg: Segmentation;
+  values: Float64Array | null;
+  cs: ColorScale;
+  /** Target segments in order, and the index of each one's segment. */
+  list: readonly TargetSegment[];
+  tiOf: ReadonlyMap<number, number>;
+  span: TargetSpan;
+  numTargets: number;
+  preview: TargetSpan | null;
+  cursor: number | null;
+}
+
+export function responsePiecesView(pieces: readonly Piece[], r: ResponseLook): TemplateResult[] {
+  const out: TemplateResult[] = [];
+  for (const pc of pieces) {
+    if (!pc.response) continue;
+    if (pc.seg < 0) {
+      out.push(html`<span class="gap">${pc.text}</span>`);
+      continue;
+    }
+    const ti = r.tiOf.get(pc.seg);
+    if (ti === undefined) {
+      out.push(html`<span class="seg${r.seg.excluded[pc.seg] === 1 ? ' markup' : ''}" data-s=${pc.seg}>${pc.text}</span>`);
+      continue;
+    }
+    const ts = r.list[ti];
+    const selected = overlaps(ts, r.span) && !isWhole(r.span, r.numTargets);
+    const inPreview = r.preview !== null && overlaps(ts, r.preview);
+    out.push(html`<span class="tgt${selected ? ' sel' : ''}${inPreview ? ' preview' : ''}"
+        data-s=${pc.seg} data-ti=${ti} tabindex=${(r.cursor ?? 0) === ti ? '0' : '-1'}
+        role="button" aria-pressed=${selected ? 'true' : 'false'}
+        style=${selected ? '' : segmentStyle(r.seg, pc.seg, r.values, r.cs)}>${pc.text}</span>`);
+  }
+  return out;
+}
+
+export function legendView(cs: ColorScale, m: MethodPayload | null) {
+  const stops = legendStops(cs, 3);
+  return html`<div class="legend" aria-label="colour legend">
+    <div class="legend-title">${cs.signed ? 'Signed (diverging)' : 'Magnitude (sequential)'}
+      ${m?.steps ? html`· ${m.steps} steps` : m?.samples ? html`· ${m.samples} samples` : nothing}</div>
+    <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
+    <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
+  </div>`;
+}
+
+/** The side panel: legend, facts about the values, and the top segments (a click scrolls to one). */
+export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: Segmentation, cs: ColorScale,
+                              ranked: readonly Ranked[], u16: Int32Array, scrollTo: (s: number) => void) {
+  const m = ctl.methodPayload();
+  const spanLogprob = p.target_logprobs.slice(ctl.span.t0, ctl.span.t1).reduce((a, b) => a + b, 0);
+  const completeness = ctl.completeness();
+  return html`<div class="side">
+    ${legendView(cs, m)}
+    <div class="facts">
+      <div>log p(target) = ${spanLogprob.toFixed(3)}</div>
+      <div class="precision" data-detail=${ctl.detailState()}
+          data-exact=${m?.matrix != null ? 'matrix' : 'span'}>${ctl.precision()}</div>
+      ${p.dtype ? html`<div class="dtype">computed in ${p.dtype}</div>` : nothing}
+      ${completeness !== null ? html`<div title="Sum of attributions minus the log-prob difference to the baseline, over the target">IG completeness error: ${formatValue(completeness)}</div>` : nothing}
+    </div>
+    <div class="section-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()}</div>
+    <ol class="top">
+      ${ranked.map((r) => {
+        const c = colorFor(r.value, cs);
+        const text = segmentText(p.text, seg, r.seg, u16).trim();
+        return html`<li><button class="top-item" @click=${() => scrollTo(r.seg)} title=${text}>
+          <span class="swatch" style="background:${c.bg}"></span>
+          <span class="top-text">${text.length > 40 ? text.slice(0, 39) + '…' : text}</span>
+          ${seg.starts[r.seg] >= p.prompt_end ? html`<span class="where" title="in the response">resp.</span>` : nothing}
+          <span class="top-value">${formatValue(r.value)}</span></button></li>`;
+      })}
+    </ol>
+  </div>`;
+}

@@ -1,0 +1,183 @@
+/**
+ * Custom regexes: the subset common to Python `re` and JavaScript `RegExp`, checked and
+ * translated so that both match identically (see check_pattern in aggregate.py).
+ */
+import {SalienceError} from './types.js';
+
+const HEX = /^[0-9a-fA-F]+$/;
+const QUANTIFIER_BRACE_RE = /\{[0-9]+(?:,[0-9]*)?\}/y;
+const LETTER_ESCAPES: Record<string, [string, string]> = {
+  A: ['string anchor \\A', 'use ^ (it matches at every line start)'],
+  Z: ['string anchor \\Z', 'use $ (it matches at every line end)'],
+  z: ['string anchor \\z', 'use $ (it matches at every line end)'],
+  G: ['anchor \\G', 'remove it'],
+  p: ['Unicode property class \\p{...}', 'list the characters in a class, e.g. [A-Za-zÀ-ÿ]'],
+  P: ['Unicode property class \\P{...}', 'list the characters in a negated class'],
+  k: ['named backreference \\k<...>', 'remove the backreference'],
+  N: ['named character \\N{...}', 'write the character itself'],
+  U: ['escape \\U', 'write the character itself'],
+  c: ['control escape \\c', 'use \\xHH'],
+};
+const ASCII_SPACE = '\\t\\n\\v\\f\\r ';
+
+function patternError(pattern: string, pos: number, construct: string, fix: string): SalienceError {
+  return new SalienceError(
+    `regex pattern ${JSON.stringify(pattern)}: ${construct} at position ${pos} is not supported ` +
+    `(Python re and JavaScript RegExp treat it differently or only one has it). Fix: ${fix}.`);
+}
+
+/**
+ * Checks `pattern` against the subset shared with Python (see check_pattern in
+ * aggregate.py) and returns its translation to an equivalent JS pattern for the
+ * 'gu' flags: `.` -> `[^\n]`, `^` -> `(?<![^\n])`, `$` -> `(?![^\n])`,
+ * `\s`/`\S` -> ASCII whitespace classes, escaped literals -> `\u{..}`.
+ * Positions in messages count code points, as in Python.
+ * @throws SalienceError naming the construct, its position and the fix.
+ */
+export function checkPattern(pattern: string): string {
+  if (!pattern) {
+    throw new SalienceError('regex pattern is empty. Fix: give a pattern, e.g. [^,;]+ for clauses.');
+  }
+  const p = Array.from(pattern);  // code points, so positions match Python
+  const n = p.length;
+  const out: string[] = [];
+  let i = 0;
+  let inClass = false;
+  let classFirst = 0;
+  let afterQuantifier: false | 'greedy' | 'lazy' = false;
+  while (i < n) {
+    const c = p[i];
+    let quantifier = false;
+    if (c === '\\') {
+      if (i + 1 >= n) throw patternError(pattern, i, 'trailing backslash', 'escape it as \\\\');
+      const d = p[i + 1];
+      if ('dDwWbBntrfv'.includes(d)) {
+        out.push('\\' + d);
+        i += 2;
+      } else if (d === 's') {
+        out.push(inClass ? ASCII_SPACE : `[${ASCII_SPACE}]`);
+        i += 2;
+      } else if (d === 'S') {
+        if (inClass) {
+          throw patternError(pattern, i, '\\S inside a class',
+                             'use a negated class [^...], or (?:.|\\n) for any character');
+        }
+        out.push(`[^${ASCII_SPACE}]`);
+        i += 2;
+      } else if (d === 'x') {
+        const h = p.slice(i + 2, i + 4).join('');
+        if (h.length !== 2 || !HEX.test(h)) throw patternError(pattern, i, '\\x without two hex digits', 'write \\xHH');
+        out.push('\\x' + h);
+        i += 4;
+      } else if (d === 'u') {
+        const h = p.slice(i + 2, i + 6).join('');
+        if (h.length !== 4 || !HEX.test(h)) throw patternError(pattern, i, '\\u without four hex digits', 'write \\uHHHH');
+        out.push('\\u' + h);
+        i += 6;
+      } else if (d >= '0' && d <= '9') {
+        throw patternError(pattern, i, `backreference or octal escape \\${d}`, 'remove it (use \\xHH for a character)');
+      } else if (/^[A-Za-z]$/.test(d)) {
+        const [construct, fix] = LETTER_ESCAPES[d] ?? [`escape \\${d}`, 'remove the backslash or use a class'];
+        throw patternError(pattern, i, construct, fix);
+      } else {
+        out.push(`\\u{${d.codePointAt(0)!.toString(16)}}`);  // escaped punctuation: a literal
+        i += 2;
+      }
+    } else if (inClass) {
+      if (c === ']' && i > classFirst) {
+        inClass = false;
+      } else if (c === '[') {
+        throw patternError(pattern, i, 'unescaped [ inside a class', 'escape it as \\[');
+      }
+      // Literal class members other than syntax are escaped for the u flag.
+      out.push(c === ']' || c === '^' || c === '-' ? c : `\\u{${c.codePointAt(0)!.toString(16)}}`);
+      i += 1;
+    } else if (c === '[') {
+      let j = i + 1;
+      if (j < n && p[j] === '^') j++;
+      if (j < n && p[j] === ']') throw patternError(pattern, i, 'class starting with ] ([] or [^])', 'escape it as \\]');
+      out.push(p.slice(i, j).join(''));
+      inClass = true;
+      classFirst = j;
+      i = j;
+    } else if (c === '(') {
+      if (p[i + 1] === '?') {
+        const a = p[i + 2] ?? '';
+        const b = p[i + 3] ?? '';
+        if (a === ':' || a === '=' || a === '!') {
+          out.push('(?' + a);
+          i += 3;
+        } else if (a === '<' && (b === '=' || b === '!')) {
+          throw patternError(pattern, i, 'lookbehind (?<=...) / (?<!...)', 'match the context and use a group');
+        } else if (a === '<' || a === 'P') {
+          throw patternError(pattern, i, 'named group', 'use a plain group (...)');
+        } else if (a === '>') {
+          throw patternError(pattern, i, 'atomic group (?>...)', 'use a non-capturing group (?:...)');
+        } else if (a === '#') {
+          throw patternError(pattern, i, 'comment group (?#...)', 'remove the comment');
+        } else if (a === '(') {
+          throw patternError(pattern, i, 'conditional group (?(...)...)', 'use alternation a|b');
+        } else {
+          throw patternError(pattern, i, 'inline flags (?...)', 'remove the flags; write both cases, e.g. [Tt]he');
+        }
+      } else {
+        out.push('(');
+        i += 1;
+      }
+    } else if (c === '*' || c === '+' || c === '?') {
+      if (c === '+' && afterQuantifier === 'greedy') {
+        throw patternError(pattern, i, 'possessive quantifier', 'drop the trailing +');
+      }
+      out.push(c);
+      i += 1;
+      if (c === '?' && afterQuantifier === 'greedy') {
+        afterQuantifier = 'lazy';
+        continue;
+      }
+      quantifier = true;
+    } else if (c === '{') {
+      const rest = p.slice(i).join('');
+      QUANTIFIER_BRACE_RE.lastIndex = 0;
+      const m = QUANTIFIER_BRACE_RE.exec(rest);
+      if (m === null) throw patternError(pattern, i, 'lone { or {,n} quantifier', 'escape it as \\{ or write {0,n}');
+      out.push(m[0]);
+      quantifier = true;
+      i += m[0].length;
+    } else if (c === '}') {
+      throw patternError(pattern, i, 'lone }', 'escape it as \\}');
+    } else if (c === ']') {
+      throw patternError(pattern, i, 'lone ]', 'escape it as \\]');
+    } else if (c === '.') {
+      out.push('[^\\n]');
+      i += 1;
+    } else if (c === '^') {
+      out.push('(?<![^\\n])');
+      i += 1;
+    } else if (c === '$') {
+      out.push('(?![^\\n])');
+      i += 1;
+    } else {
+      out.push(c === ')' || c === '|' ? c : `\\u{${c.codePointAt(0)!.toString(16)}}`);
+      i += 1;
+    }
+    afterQuantifier = quantifier ? 'greedy' : false;
+  }
+  if (inClass) throw patternError(pattern, n, 'unterminated class [', 'close it with ]');
+  return out.join('');
+}
+
+/**
+ * Checks `pattern` against the shared subset and compiles its translation with
+ * the 'gu' flags, so that it matches exactly where Python's
+ * re.compile(pattern, re.MULTILINE | re.ASCII) does.
+ * @throws SalienceError for a construct outside the subset or invalid syntax.
+ */
+export function compilePattern(pattern: string): RegExp {
+  const translated = checkPattern(pattern);
+  try {
+    return new RegExp(translated, 'gu');
+  } catch (e) {
+    throw new SalienceError(
+      `regex pattern ${JSON.stringify(pattern)} is invalid: ${(e as Error).message}. Fix the pattern syntax.`);
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * What every module of this bundle needs from LIT, written once: the part of
+ * LIT's LitModule the modules use (typed here, since LIT's client is not on
+ * npm and its class is found at run time, see ../index.ts), and `moduleBase`,
+ * which turns LIT's LitModule into a base class carrying a module's static
+ * facts (title, columns, info text, template, when to show it, styles and
+ * reactive state). A module then only writes its own behaviour:
+ *
+ *     class InsideModelModule extends moduleBase(LitModule, {tag: INSIDE_TAG, title: ..., ...}) { ... }
+ *     defineOnce(INSIDE_TAG, InsideModelModule);
+ */
+import type {CSSResultGroup, LitElement, TemplateResult} from 'lit';
+import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
+
+import {shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
+
+/** The LIT services the modules use (docs/architecture.md, "Frontend rooms"). */
+export interface LitServices {
+  model: string;
+  selectionService: {primarySelectedInputData: IndexedInputLike | null};
+  appState: {currentDataset: string; currentModels: string[]; metadata: {models: Record<string, ModelInfoLike>}};
+  apiService: {
+    getPreds(inputs: IndexedInputLike[], model: string, dataset: string, requestedTypes: unknown[],
+             requestedFields: string[], loadMessage?: string): Promise<Array<Record<string, unknown>>>;
+  };
+  loadLatest<T>(key: string, promise: Promise<T>): Promise<T | null>;
+  reactImmediately<T>(getter: () => T, effect: (v: T) => void): void;
+}
+
+export type ModuleBase = new () => LitElement & LitServices;
+
+/** A module's static facts, as LIT's layout and module picker read them. */
+export interface ModuleInfo {
+  /** Custom-element tag. */
+  tag: string;
+  title: string;
+  /** Width in LIT's 12-column grid. */
+  numCols: number;
+  /** The text of the module's (i) button. */
+  infoMarkdown: string;
+  /** The module's own styles (LIT's module styles come first). */
+  styles: CSSResultGroup;
+  /** Names of the reactive state fields: a change re-renders the module. */
+  state: readonly string[];
+}
+
+/**
+ * LIT's LitModule (found at run time) extended with the module's static facts. Every module of
+ * this bundle shows when a model has a salience or response output (`shouldDisplay`) and is one
+ * instance for all models and examples.
+ */
+export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
+  const Base = LitModule as ModuleBase;
+  const baseStyles = (LitModule as {styles?: CSSResultGroup}).styles;
+  const tag = unsafeStatic(info.tag);
+  const properties = Object.fromEntries(info.state.map((name) => [name, {state: true}]));
+
+  class SequenceSalienceModule extends Base {
+    static title = info.title;
+    static numCols = info.numCols;
+    static duplicateForModelComparison = false;
+    static duplicateForExampleComparison = false;
+    static infoMarkdown = info.infoMarkdown;
+
+    static template(model: string, selectionServiceIndex: number, shouldReact: number): TemplateResult {
+      return staticHtml`<${tag} model=${model} .shouldReact=${shouldReact}
+          selectionServiceIndex=${selectionServiceIndex}></${tag}>`;
+    }
+
+    static shouldDisplayModule(modelSpecs: Record<string, ModelInfoLike>): boolean {
+      return shouldDisplay(modelSpecs);
+    }
+
+    static get properties() {
+      return properties;
+    }
+
+    static get styles(): CSSResultGroup {
+      const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
+      return [...base, info.styles];
+    }
+  }
+  return SequenceSalienceModule;
+}
+
+/** Defines the element unless the tag is taken (the bundle loaded twice, or a test page). */
+export function defineOnce(tag: string, cls: CustomElementConstructor): void {
+  if (customElements.get(tag) === undefined) customElements.define(tag, cls);
+}

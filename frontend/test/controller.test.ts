@@ -1,0 +1,198 @@
+/**
+ * The salience module's request state machine (src/salience/controller.ts) against a stand-in
+ * for LIT's services: which requests it sends for a selection, a span, a method; what it keeps
+ * from the answers; that a newer selection wins over an older answer; progressive detail by
+ * polling; errors shown as one line. Expected values come from the fixture's own matrices.
+ */
+import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
+
+import fixture from './fixtures/small_payload.json';
+import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import type {SaliencePayload} from '../src/salience/payload.js';
+import type {IndexedInputLike} from '../src/shared/request.js';
+
+interface Call {
+  input: IndexedInputLike;
+  model: string;
+  fields: string[];
+}
+
+type Answer = (c: Call) => Promise<Array<Record<string, unknown>>> | Array<Record<string, unknown>>;
+
+/** A host whose getPreds records each call and answers with `answer`. */
+function fakeHost(answer: Answer) {
+  const calls: Call[] = [];
+  let changes = 0;
+  const host: SalienceHost = {
+    modelName: () => 'm',
+    models: () => ({m: {spec: {output: {response: {}}}},
+                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'}}}}}),
+    getPreds: async (inputs, model, fields) => {
+      const c = {input: inputs[0], model, fields};
+      calls.push(c);
+      return answer(c);
+    },
+    loadLatest: (_key, promise) => promise,
+    changed: () => { changes++; },
+  };
+  return {host, calls, changes: () => changes};
+}
+
+const payload = (): SaliencePayload => structuredClone(fixture) as unknown as SaliencePayload;
+/** A datapoint with a typed target (no streaming of a generated response). */
+const dp = (id = 'dp1'): IndexedInputLike => ({id, data: {_id: id, prompt: 'The cat sat.', target: 'Red cat.'}, meta: {}});
+const T = fixture.tokens.length - fixture.n_prompt_tokens;  // 3
+const N = fixture.tokens.length;
+
+/** Sum of the rows t0..t1-1 of a [T][N] matrix. */
+function rowSum(matrix: number[][], t0: number, t1: number): number[] {
+  return matrix[0].map((_, i) => matrix.slice(t0, t1).reduce((a, row) => a + row[i], 0));
+}
+
+beforeEach(() => { vi.useFakeTimers(); });
+afterEach(() => { vi.useRealTimers(); });
+
+describe('SalienceController', () => {
+  it('asks the hidden salience model for the first highlight and shows the whole response', async () => {
+    const {host, calls, changes} = fakeHost(() => [{salience: payload()}]);
+    const ctl = new SalienceController(host);
+    ctl.markAction('warm-up');
+    await ctl.select(dp());
+    expect(calls).toHaveLength(1);
+    expect(calls[0].model).toBe('_m_salience');
+    expect(calls[0].fields).toEqual(['salience', 'response', 'span_salience']);
+    expect(calls[0].input.data).toMatchObject({detail: 'span', ig_steps: 0, smooth_grad_samples: 0, _id: 'dp1~quick0'});
+    expect(ctl.status).toBe('ready');
+    expect(ctl.span).toEqual({t0: 0, t1: T});
+    expect(ctl.tokenValues()).toHaveLength(N);  // grad_norm of the whole response, from the Gram matrix
+    ctl.setMethod('grad_x_input');
+    const gxi = Array.from(ctl.tokenValues()!);
+    rowSum(fixture.methods.grad_x_input.matrix, 0, T).forEach((v, i) => expect(gxi[i]).toBeCloseTo(v, 12));
+    expect(changes()).toBeGreaterThan(0);
+    expect(ctl.finishedAction()?.name).toBe('method');
+    expect(ctl.finishedAction()).toBeNull();
+    ctl.dispose();
+  });
+
+  it('lets a newer selection win over an older answer', async () => {
+    const pending: Array<(v: Array<Record<string, unknown>>) => void> = [];
+    const {host} = fakeHost(() => new Promise((resolve) => pending.push(resolve)));
+    const ctl = new SalienceController(host);
+    const first = ctl.select(dp('old'));
+    const second = ctl.select(dp('new'));
+    const newer = payload();
+    newer.target_logprobs = [-1, -2, -3];
+    pending[1]([{salience: newer}]);
+    await second;
+    pending[0]([{salience: payload()}]);
+    await first;
+    expect(ctl.input?.id).toBe('new');
+    expect(ctl.payload?.target_logprobs).toEqual([-1, -2, -3]);
+    ctl.dispose();
+  });
+
+  it('shows a server failure as its first line and ends the timed action', async () => {
+    const {host} = fakeHost(() => {
+      throw new Error("Uncaught error: prompt + target is 9,311 tokens; this model's context is 8,192. Fix: shorten it." +
+                      '\n\nDetails: Traceback ...');
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    expect(ctl.status).toBe('error');
+    expect(ctl.message).toBe("prompt + target is 9,311 tokens; this model's context is 8,192. Fix: shorten it.");
+    expect(ctl.finishedAction()).toBeNull();
+  });
+
+  it('names the model when none carries a salience field', async () => {
+    const {host, calls} = fakeHost(() => [{}]);
+    host.models = () => ({m: {spec: {output: {response: {}}}}});
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    expect(calls).toHaveLength(0);
+    expect(ctl.status).toBe('error');
+    expect(ctl.message).toContain('Model "m" has no "salience" output, nor does "_m_salience"');
+  });
+
+  it('asks the server for a grad_norm span the payload cannot give, and keeps the answer', async () => {
+    const served = Array.from({length: N}, (_, i) => i / 10);
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['target_span'] === undefined) {
+        const p = payload();
+        p.methods.grad_norm!.gram_packed = null;  // no Gram matrix: a span of 2 tokens needs the server
+        p.spans = {[`0:${T}`]: {grad_norm: served.map(() => 1)}};  // the whole response, computed directly
+        return [{salience: p}];
+      }
+      return [{span_salience: {grad_norm: served, grad_x_input: served.map((v) => -v)}, salience: {}}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    expect(ctl.setSpan({t0: 1, t1: 3})).toBe(true);
+    expect(ctl.side?.kind).toBe('loading');
+    expect(ctl.tokenValues()).toBeNull();
+    await vi.runAllTimersAsync();
+    expect(calls).toHaveLength(2);
+    expect(calls[1].input.data).toMatchObject({detail: 'span', target_span: '1:3'});
+    expect(calls[1].fields).toEqual(['span_salience', 'salience']);
+    expect(ctl.side).toBeNull();
+    expect(Array.from(ctl.tokenValues()!)).toEqual(served);
+    expect(ctl.setSpan({t0: 1, t1: 3})).toBe(false);
+    // Back to the same span later: no second request.
+    ctl.setSpan({t0: 0, t1: 1});
+    ctl.setSpan({t0: 1, t1: 3});
+    await vi.runAllTimersAsync();
+    expect(calls).toHaveLength(2);
+    ctl.dispose();
+  });
+
+  it('computes an extra method per span at its count, and a changed count asks again', async () => {
+    const sg = Array.from({length: N}, (_, i) => i);
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['target_span'] === undefined) return [{salience: payload()}];
+      const samples = c.input.data['smooth_grad_samples'] as number;
+      return [{span_salience: {smooth_grad: sg.map((v) => v * samples)}, salience: {}}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('smooth_grad');
+    await vi.runAllTimersAsync();
+    expect(calls[1].input.data).toMatchObject({target_span: `0:${T}`, smooth_grad_samples: 8, ig_steps: 0});
+    expect(Array.from(ctl.tokenValues()!)).toEqual(sg.map((v) => v * 8));
+    expect(ctl.precision()).toContain('per-token SmoothGrad off');
+    ctl.setCount('smooth_grad', 3);
+    await vi.runAllTimersAsync();
+    expect(calls[2].input.data).toMatchObject({smooth_grad_samples: 3});
+    expect(Array.from(ctl.tokenValues()!)).toEqual(sg.map((v) => v * 3));
+    ctl.dispose();
+  });
+
+  it('polls the background matrices and merges them when they are done', async () => {
+    const full = payload();
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['detail'] === 'poll') {
+        const n = calls.filter((x) => x.input.data['detail'] === 'poll').length;
+        if (n === 1) return [{salience: {detail: {kind: 'grad', state: 'running', done: 1, total: 3, elapsed_s: 1, eta_s: 2, error: ''}}}];
+        return [{salience: {...full, detail: {kind: 'grad', state: 'done', done: 3, total: 3, elapsed_s: 2, eta_s: 0, error: ''}}}];
+      }
+      const p = payload();
+      for (const m of Object.values(p.methods)) m!.matrix = null;
+      p.spans = {[`0:${T}`]: {grad_norm: fixture.methods.grad_norm.matrix[0].map(() => 1)}};
+      p.detail = {kind: 'grad', state: 'queued', done: 0, total: 3, elapsed_s: 0, eta_s: null, error: ''};
+      return [{salience: p}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    expect(ctl.methodPayload()?.matrix).toBeNull();
+    expect(Array.from(ctl.tokenValues()!).every((v) => v === 1)).toBe(true);  // the span the server sent
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.detail?.state).toBe('running');
+    expect(ctl.precision()).toMatch(/per-token detail loading 33%/);
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.detail?.state).toBe('done');
+    expect(ctl.methodPayload()?.matrix).toEqual(fixture.methods.grad_norm.matrix);
+    ctl.setSpan({t0: 2, t1: 3});  // one row of the matrix: no request
+    expect(Array.from(ctl.tokenValues()!)).toEqual(fixture.methods.grad_norm.matrix[2]);
+    await vi.advanceTimersByTimeAsync(5 * POLL_MS);
+    expect(calls.filter((c) => c.input.data['detail'] === 'poll')).toHaveLength(2);
+    ctl.dispose();
+  });
+});
