@@ -1,0 +1,67 @@
+"""examples/own_lit_server.py: LIT's own dev_server with a user's dataset, our wrappers and a mixed layout.
+
+Runs the example as a user would (its own process, its printed URL), then checks in Chromium
+that the user's layout is the page's (LIT's data table, datapoint editor and generated text
+beside our three modules), that our modules work there (first highlight for the user's own
+question, the inside module following it, the test module answering), and that LIT's app is
+behind our request rules (no token: refused; a cross-site POST: refused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import plugin_checks
+from tests.server_process import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "own_lit_server.py"
+
+
+@pytest.fixture(scope="module")
+def example_server(tmp_path_factory):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with ServerProcess(["--max_new_tokens", "24"], tmp_path_factory.mktemp("own"), own_client_root=False,
+                       command=[sys.executable, str(EXAMPLE)], env=env) as server:
+        yield server
+
+
+def test_example_serves_lits_app_behind_our_rules(example_server):
+    status, _, body = example_server.post_json("/get_info", {})
+    assert status == 200, body[:300]
+    info = json.loads(body)
+    assert info["defaultLayout"] == "travel" and {"travel", "sequence_salience"} <= set(info["layouts"])
+    assert info["pageTitle"] == "Travel questions"
+    assert list(info["datasets"]) == ["travel"] or "travel" in info["datasets"]
+    assert {"travel_lm", "_travel_lm_salience", "_travel_lm_tokenizer", "_travel_lm_explain"} <= set(info["models"])
+    # Our rules in front of LIT's app: no token, a foreign origin, a form body: all refused.
+    assert example_server.post_json("/get_info", {}, auth=False)[0] in (401, 403)
+    assert example_server.post_json("/get_info", {}, headers={"Origin": "http://evil.example"})[0] == 403
+    assert example_server.request("POST", "/get_info", "a=1",
+                                  {"Content-Type": "application/x-www-form-urlencoded"})[0] in (400, 403, 415)
+
+
+def test_mixed_layout_shows_lits_modules_and_ours(example_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    seen = plugin_checks.three_modules_and_first_highlight(page, example_server.url)
+    assert "Paris" in seen["response"], seen
+    # LIT's own modules of the user's layout, in the same page.
+    expect(page.locator("data-table-module")).to_contain_text("capitals")  # the user's own column
+    page.locator(".tab", has_text="Editor").first.click()
+    editor = page.locator("single-datapoint-editor-module")
+    editor.locator("textarea").first.wait_for()
+    values = editor.locator("textarea").evaluate_all("els => els.map(e => e.value)")
+    assert plugin_checks.EXAMPLE_PROMPT in values, values
+    page.locator(".tab", has_text="Generated").first.click()
+    expect(page.locator("generated-text-module")).to_contain_text("Paris", timeout=120_000)
+    page.screenshot(path=str(artifacts_dir / "plugin-own-server.png"))
+    assert not external, f"the page reached outside the machine: {external[:5]}"
