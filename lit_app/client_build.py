@@ -27,9 +27,9 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 
 from lit_app import assets, security
+from sequence_salience.files import atomic_copy, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +70,7 @@ def _copy_if_changed(src: str, dst: str) -> bool:
             return False
     except FileNotFoundError:
         pass
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = dst + ".tmp"
-    shutil.copy2(src, tmp)  # keeps mtime, so the next build sees it unchanged
-    os.replace(tmp, dst)
+    atomic_copy(src, dst)  # keeps mtime, so the next build sees it unchanged
     return True
 
 
@@ -84,11 +81,7 @@ def _write_if_changed(path: str, text: str) -> bool:
                 return False
     except FileNotFoundError:
         pass
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
     return True
 
 

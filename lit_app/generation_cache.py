@@ -14,10 +14,10 @@ import json
 import logging
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 import sequence_salience as ss
+from sequence_salience.files import atomic_write_text
 from sequence_salience.model import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -76,11 +76,7 @@ class GenerationStore:
         data = {"text": gen.text, "ids": list(gen.ids), "offsets": [list(o) for o in gen.offsets],
                 "stopped_by": gen.stopped_by}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".gen.", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-            os.replace(tmp, path)
+            atomic_write_text(path, json.dumps(data))
             self._puts += 1
             if self._puts % 100 == 1:
                 self.prune()

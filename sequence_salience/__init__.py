@@ -14,8 +14,8 @@ from sequence_salience.model import (
     from_modules,
     load_model,
 )
+from sequence_salience.result import SalienceResult
 from sequence_salience.salience import (
-    SalienceResult,
     compute_salience,
     compute_salience_batch,
     compute_span_result,

@@ -48,6 +48,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from sequence_salience.files import atomic_write_text
+
 EXIT_OK = 0
 EXIT_ROWS_FAILED = 1
 EXIT_USAGE = 2
@@ -71,6 +73,7 @@ def _granularities() -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     from sequence_salience import DEFAULT_MODEL, list_methods  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import DEFAULT_METHODS  # pylint: disable=import-outside-toplevel
 
     parser = argparse.ArgumentParser(
         prog="sequence-salience", description=__doc__.split("\n\n")[0],
@@ -81,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     def display_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--method", default=None,
                        help=f"salience method(s), comma-separated; the first is shown (one of {', '.join(list_methods())}; "
-                            "explain default: grad_x_input)")
+                            f"explain default: {_explain_default()})")
         p.add_argument("--granularity", default="word", choices=_granularities(), help="segments shown (default: word)")
         p.add_argument("--pattern", default=None, help="regex for --granularity regex, e.g. '[^,;.]+'")
         p.add_argument("--span", default=None, metavar="T0:T1",
@@ -130,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     ev.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
     ev.add_argument("--raw", action="store_true", help="do not apply the chat template")
-    ev.add_argument("--method", default="grad_norm,grad_x_input",
-                    help=f"methods compared, comma-separated (default: grad_norm,grad_x_input; any of "
+    ev.add_argument("--method", default=",".join(DEFAULT_METHODS),
+                    help=f"methods compared, comma-separated (default: {','.join(DEFAULT_METHODS)}; any of "
                          f"{', '.join(list_methods())})")
     ev.add_argument("--granularity", default="sentence", choices=_granularities(),
                     help="segments removed (default: sentence)")
@@ -179,12 +182,19 @@ def _parse_span(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
+def _explain_default() -> str:
+    """The method `explain` shows when --method is not given: gradient x input."""
+    from sequence_salience.methods import grad_x_input  # pylint: disable=import-outside-toplevel
+
+    return grad_x_input.NAME
+
+
 def _parse_methods(text: str | None) -> tuple[str, ...]:
     from sequence_salience import SalienceError, get_method  # pylint: disable=import-outside-toplevel
 
-    names = tuple(m.strip() for m in (text or "grad_x_input").split(",") if m.strip())
+    names = tuple(m.strip() for m in (text or _explain_default()).split(",") if m.strip())
     if not names:
-        raise UsageError("--method is empty. Fix: e.g. --method grad_x_input.")
+        raise UsageError(f"--method is empty. Fix: e.g. --method {_explain_default()}.")
     for name in names:
         try:
             get_method(name)
@@ -378,7 +388,7 @@ def _explain_single(args, methods, span) -> int:
         _err(str(e))
         return EXIT_USAGE
     if args.html:
-        display.atomic_write_text(args.html, view.html())
+        atomic_write_text(args.html, view.html())
         _info(f"Wrote {args.html}")
     if not args.quiet:
         _console().print(view)
@@ -467,7 +477,7 @@ def reusable(saved: Any, wanted: dict) -> bool | None:
 def _existing_result(path: str, fingerprint: dict, methods: Sequence[str], span: tuple[int, int] | None) -> bool:
     """True when path holds a complete result for this input and these settings that can show `span`."""
     from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
-    from sequence_salience.display import serialize  # pylint: disable=import-outside-toplevel
+    from sequence_salience.result import result_from_dict  # pylint: disable=import-outside-toplevel
 
     saved = _saved_meta(path, "result")
     if saved is None:
@@ -477,7 +487,7 @@ def _existing_result(path: str, fingerprint: dict, methods: Sequence[str], span:
     if ok is not None:
         return ok
     try:
-        result = serialize.result_from_dict(obj, path)
+        result = result_from_dict(obj, path)
     except (SalienceError, KeyError, TypeError, ValueError):
         return False
     t0, t1 = span if span is not None else (0, result.num_targets)
@@ -603,7 +613,7 @@ def _explain_batch(args, methods, span) -> int:
                             "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
                             "matrices": per_token}
                 if args.html == "":
-                    display.atomic_write_text(html_path, display.render_html(
+                    atomic_write_text(html_path, display.render_html(
                         result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
                         title=f"{os.path.basename(args.batch)} line {lineno} ({rid})"))
                 if kind != "html-only":
@@ -743,7 +753,7 @@ def _evaluate_batch(args, methods) -> int:
                             "line": lineno, "fingerprint": fingerprint, "seconds": round(outcome.seconds, 3),
                             "worker": outcome.worker, "attempts": outcome.attempts}
                     obj = {"meta": meta, "evaluation": outcome.evaluation}
-                    display.atomic_write_text(os.path.join(args.out, rid + ".json"),
+                    atomic_write_text(os.path.join(args.out, rid + ".json"),
                                               json.dumps(obj, ensure_ascii=False, indent=1))
                     done_rows[lineno] = {"id": rid, "line": lineno, "evaluation": outcome.evaluation}
                     n_new += 1
@@ -778,10 +788,10 @@ def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
     obj = {"summary": summary, "rows": [{"id": r["id"], "line": r["line"]} for r in rows],
            "failures": [{"line": ln, "error": msg} for ln, msg in failures], "settings": settings,
            "batch": os.path.abspath(args.batch)}
-    display.atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(obj, ensure_ascii=False, indent=1))
+    atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(obj, ensure_ascii=False, indent=1))
     page = evaluate.render_report(summary, rows, failures, title=f"Method evaluation: {os.path.basename(args.batch)}",
                                   settings=settings)
-    display.atomic_write_text(os.path.join(args.out, "report.html"), page)
+    atomic_write_text(os.path.join(args.out, "report.html"), page)
     for m in summary["methods"]:
         _info(f"  {m}: {summary['verdicts'][m]}")
 
@@ -806,7 +816,7 @@ def _show(args, span) -> int:
         _err(str(e))
         return EXIT_USAGE
     if args.html:
-        display.atomic_write_text(args.html, view.html())
+        atomic_write_text(args.html, view.html())
         _info(f"Wrote {args.html}")
     _console().print(view)
     return EXIT_OK

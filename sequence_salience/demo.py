@@ -13,6 +13,7 @@ import numpy as np
 
 import sequence_salience as ss
 from sequence_salience import aggregate
+from sequence_salience.methods import grad_x_input
 
 EXAMPLE = (
     "Context: The museum opens at 9 am. Tickets cost 12 euros for adults. "
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=ss.DEFAULT_MODEL, help="HF id, local folder, .gguf path or 'default'")
     parser.add_argument("--prompt", default=EXAMPLE)
-    parser.add_argument("--method", default="grad_x_input", choices=ss.list_methods())
+    parser.add_argument("--method", default=grad_x_input.NAME, choices=ss.list_methods())
     parser.add_argument("--granularity", default="word", choices=aggregate.GRANULARITIES)
     parser.add_argument("--max_new_tokens", type=int, default=32)
     parser.add_argument("--top", type=int, default=10)

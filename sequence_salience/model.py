@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from sequence_salience.errors import SalienceError
+from sequence_salience.files import atomic_dir
 from sequence_salience.text import ChatPrompt, TokenizedText, build_chat_prompt, tokenize
 
 logger = logging.getLogger(__name__)
@@ -112,17 +113,9 @@ def convert_gguf(path: pathlib.Path, *, log: Log = logger.info) -> pathlib.Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with atomic_dir(target, complete=lambda t: (t / "config.json").exists()) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if not (target / "config.json").exists():  # not a concurrent writer that won
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     log(f"Converted in {time.perf_counter() - start:.1f} s.")
     return target
 

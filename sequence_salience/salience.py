@@ -7,27 +7,24 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods import get_method
+from sequence_salience.methods import DEFAULT_METHODS, get_method, grad_norm, integrated_gradients
 from sequence_salience.methods.base import ModelInputs, SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.result import SalienceResult, Span
 from sequence_salience.slices import SliceSizer, make_sizer
 from sequence_salience.text import ChatPrompt, TokenizedText
 
-DEFAULT_METHODS = ("grad_norm", "grad_x_input")
-
 # progress(method, done, total): called as each method advances; `total` counts target
-# tokens (times steps for integrated gradients).
+# tokens (times steps for a method whose record says progress_counts, e.g. integrated gradients).
 Progress = Callable[[str, int, int], None]
 # cancel(): True to stop; checked before each method and after each chunk of targets/steps.
 Cancel = Callable[[], bool]
-
-Span = tuple[int, int]
 
 
 class _MethodProgress:
@@ -49,133 +46,6 @@ class _MethodProgress:
     def finish(self) -> None:
         if self.done < self.total:
             self(self.total - self.done)
-
-
-@dataclasses.dataclass(frozen=True)
-class SalienceResult:
-    """Salience of every token for every target token of one (prompt, target) pair.
-
-    Attributes:
-      text: prompt + target as one string; `offsets` index into it.
-      prompt_end: character index where the target starts.
-      ids: <int64>[N] token ids (prompt then target).
-      tokens: N display strings.
-      offsets: <int64>[N, 2] character spans; special tokens added by the tokenizer are empty.
-      special: <bool>[N].
-      n_prompt_tokens: P; target token t sits at position P + t.
-      target_logprobs: <float32>[T] log p(target_t | prefix).
-      matrices: method name -> <float32>[T, N]: salience of token i for log p(target_t);
-        zero for i >= P + t (causality).
-      grad_gram: <float32>[N, T, T] Gram of per-target gradient vectors at each token, or None.
-      ig_completeness_error: <float32>[T] sum of IG attributions minus (log p(x) - log p(x')), or None.
-      role_spans: (start, end, role) of the prompt (chat template markup vs. content).
-      config: the settings used.
-      spans: (t0, t1) -> method -> <float32>[N]: salience of spans computed directly
-        (compute_span_result); a result may hold spans and no matrices (a partial result).
-      span_ig_errors: (t0, t1) -> IG completeness error of that span (for spans computed with IG).
-    """
-
-    text: str
-    prompt_end: int
-    ids: np.ndarray
-    tokens: tuple[str, ...]
-    offsets: np.ndarray
-    special: np.ndarray
-    n_prompt_tokens: int
-    target_logprobs: np.ndarray
-    matrices: Mapping[str, np.ndarray]
-    grad_gram: np.ndarray | None
-    ig_completeness_error: np.ndarray | None
-    role_spans: tuple[tuple[int, int, str], ...]
-    config: SalienceConfig
-    spans: Mapping[Span, Mapping[str, np.ndarray]] = dataclasses.field(default_factory=dict)
-    span_ig_errors: Mapping[Span, float] = dataclasses.field(default_factory=dict)
-
-    @property
-    def num_targets(self) -> int:
-        return len(self.ids) - self.n_prompt_tokens
-
-    def has_span(self, method: str, t0: int = 0, t1: int | None = None) -> bool:
-        """Whether span_salience(method, t0, t1) can answer without a model pass."""
-        t1 = self.num_targets if t1 is None else t1
-        if method in self.spans.get((t0, t1), {}):
-            return True
-        if method not in self.matrices:
-            return False
-        return get_method(method).linear or self.grad_gram is not None
-
-    def merged(self, other: "SalienceResult") -> "SalienceResult":
-        """This result with `other`'s matrices and spans added (same prompt and target)."""
-        if other.text != self.text or not np.array_equal(other.ids, self.ids):
-            raise SalienceError("Cannot merge salience results of different texts. Fix: merge results of one pair.")
-        spans = {k: dict(v) for k, v in self.spans.items()}
-        for k, v in other.spans.items():
-            spans.setdefault(k, {}).update(v)
-        return dataclasses.replace(
-            self,
-            matrices={**self.matrices, **other.matrices},
-            grad_gram=other.grad_gram if other.grad_gram is not None else self.grad_gram,
-            ig_completeness_error=(other.ig_completeness_error if other.ig_completeness_error is not None
-                                   else self.ig_completeness_error),
-            spans=spans,
-            span_ig_errors={**self.span_ig_errors, **other.span_ig_errors},
-            config=other.config if other.matrices else self.config,
-        )
-
-    def span_salience(self, method: str, t0: int = 0, t1: int | None = None) -> np.ndarray:
-        """Exact salience for log p(target[t0:t1]) (the sum of its tokens' log-probs); no model pass.
-
-        Returns: <float32>[N].
-        """
-        t1 = self.num_targets if t1 is None else t1
-        if not 0 <= t0 < t1 <= self.num_targets:
-            raise SalienceError(f"Target span {t0}:{t1} is outside 0:{self.num_targets}. Fix: pick target tokens in range.")
-        direct = self.spans.get((t0, t1), {}).get(method)
-        if direct is not None:
-            return direct
-        if method not in self.matrices:
-            raise SalienceError(f"{method!r} was not computed here. Fix: pass it in methods=(...); have {list(self.matrices)}.")
-        if get_method(method).linear:
-            return self.matrices[method][t0:t1].sum(0)
-        if self.grad_gram is None:
-            raise SalienceError(
-                "This result is too large to keep the Gram tensor for exact grad_norm spans. "
-                "Fix: call compute_span_salience(...) for this span (one forward and backward)."
-            )
-        block = self.grad_gram[:, t0:t1, t0:t1]  # [N, S, S]
-        return np.sqrt(np.clip(block.sum((1, 2)), 0.0, None)).astype(np.float32)
-
-    # Display and files: thin delegates to sequence_salience.display (see its docstrings).
-
-    def _repr_html_(self) -> str:
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        return display.repr_html(self)
-
-    def show(self, method: str | None = None, granularity: str = "word", target=None, **options) -> None:
-        """Shows the coloured prompt and response: HTML in a notebook, rich text in a terminal."""
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        display.show(self, method, granularity, target, **options)
-
-    def to_html(self, path, method: str | None = None, granularity: str = "word", target=None, **options) -> str:
-        """Writes one self-contained HTML file; returns the path."""
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        return display.to_html(self, path, method, granularity, target, **options)
-
-    def to_json(self, path, meta=None) -> str:
-        """Saves this result exactly as JSON (SalienceResult.load reads it back); returns the path."""
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        return display.to_json(self, path, meta)
-
-    @classmethod
-    def load(cls, path) -> "SalienceResult":
-        """Reads a result written by to_json."""
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        return display.load(path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,7 +131,7 @@ def _validate_methods(methods: Sequence[str]) -> tuple[str, ...]:
     if isinstance(methods, str):
         methods = (methods,)
     if not methods:
-        raise SalienceError("No salience methods requested. Fix: pass e.g. methods=('grad_norm', 'grad_x_input').")
+        raise SalienceError(f"No salience methods requested. Fix: pass e.g. methods={DEFAULT_METHODS!r}.")
     for name in methods:
         get_method(name)  # raises with the list of known methods
     return tuple(methods)
@@ -292,7 +162,7 @@ def compute_salience_batch(
     for name in methods:
         tracker = None
         if progress is not None or cancel is not None:
-            units = num_t * (config.ig_steps if name == "integrated_gradients" else 1)
+            units = get_method(name).progress_total(num_t, config)
             tracker = cache["progress"] = _MethodProgress(progress, name, units, cancel)
         outputs[name] = get_method(name).compute(inputs, config, cache)
         if tracker is not None:
@@ -417,16 +287,13 @@ def compute_span_result(
         if name in values:
             continue
         method = get_method(name)
-        # Units compute_span reports: IG steps, SmoothGrad samples, else one pass.
-        steps = {"integrated_gradients": config.ig_steps, "smooth_grad": config.smooth_grad_samples}.get(name, 1)
-        tracker = _MethodProgress(progress, name, steps, cancel)
+        # Units compute_span reports: one per step or sample (IG, SmoothGrad), else one pass.
+        tracker = _MethodProgress(progress, name, method.span_units(config), cancel)
         out = method.compute_span(inputs, weights, config, progress=tracker)  # [1, L]
         values[name] = np.asarray(out[0], dtype=np.float32)
         tracker.finish()
-        if name == "integrated_gradients":
-            from sequence_salience.methods.integrated_gradients import span_completeness_error
-
-            ig_errors[(t0, t1)] = float(span_completeness_error(inputs, weights, config, out)[0])
+        if method.span_error is not None:  # IG's completeness error of the span
+            ig_errors[(t0, t1)] = float(method.span_error(inputs, weights, config, out)[0])
     if logp is None:
         with torch.no_grad():
             logp = target_logprobs(inputs, inputs.embeds)
@@ -450,11 +317,11 @@ def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) 
     cols = np.flatnonzero(real)  # positions of this example's tokens in the padded batch
     matrices = {name: out.matrix[b, :num_t][:, cols].astype(np.float32) for name, out in outputs.items()}
     gram = None
-    if "grad_norm" in outputs and "gram" in outputs["grad_norm"].extras:
-        gram = outputs["grad_norm"].extras["gram"][b][cols][:, :num_t, :num_t].astype(np.float32)
+    if grad_norm.NAME in outputs and "gram" in outputs[grad_norm.NAME].extras:
+        gram = outputs[grad_norm.NAME].extras["gram"][b][cols][:, :num_t, :num_t].astype(np.float32)
     ig_err = None
-    if "integrated_gradients" in outputs:
-        ig_err = outputs["integrated_gradients"].extras["completeness_error"][b, :num_t].astype(np.float32)
+    if integrated_gradients.NAME in outputs:
+        ig_err = outputs[integrated_gradients.NAME].extras["completeness_error"][b, :num_t].astype(np.float32)
     prompt_end = len(pair.prompt.text)
     offsets = list(pair.prompt.offsets) + [(s + prompt_end, e + prompt_end) for s, e in pair.target_offsets]
     ids = list(pair.prompt.ids) + list(pair.target_ids)

@@ -23,11 +23,13 @@ from typing import Any
 from sequence_salience.display import palette
 from sequence_salience.display.html import render_document, render_fragment
 from sequence_salience.display.plot import colormap, heatmap, segment_matrix
-from sequence_salience.display.serialize import atomic_write_text, load_json, save_json
 from sequence_salience.display.view import DEFAULT_TOP, View, make_view
+from sequence_salience.files import atomic_write_text
+from sequence_salience.methods import grad_x_input
+from sequence_salience.result import load_json, save_json
 
 __all__ = [
-    "DEFAULT_TOP", "SalienceView", "View", "atomic_write_text", "colormap", "heatmap", "load", "make_view",
+    "DEFAULT_TOP", "SalienceView", "View", "colormap", "heatmap", "load", "make_view",
     "palette", "render_html", "repr_html", "segment_matrix", "show", "to_html", "to_json",
 ]
 
@@ -73,8 +75,8 @@ def render_html(result, method=None, granularity="word", target=None, *, pattern
 
 
 def repr_html(result) -> str:
-    """Jupyter's rich display of a result: grad_x_input if present (else the first method), words, whole response."""
-    method = "grad_x_input" if "grad_x_input" in result.matrices else None
+    """Jupyter's rich display of a result: gradient x input if present (else the first method), words, whole response."""
+    method = grad_x_input.NAME if grad_x_input.NAME in result.matrices else None
     return render_html(result, method, "word", document=False)
 
 
@@ -85,7 +87,7 @@ def to_html(result, path: str | os.PathLike, method=None, granularity="word", ta
 
 
 def to_json(result, path: str | os.PathLike, meta: Mapping[str, Any] | None = None) -> str:
-    """Saves the result exactly (see serialize.py for the format); returns the path."""
+    """Saves the result exactly (see sequence_salience/result.py for the format); returns the path."""
     save_json(result, path, meta)
     return os.fspath(path)
 

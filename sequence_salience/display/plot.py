@@ -20,7 +20,7 @@ from sequence_salience.methods import get_method
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-    from sequence_salience.salience import SalienceResult
+    from sequence_salience.result import SalienceResult
 
 MAX_LABEL = 24
 

@@ -17,10 +17,10 @@ import numpy as np
 from sequence_salience import aggregate
 from sequence_salience.display import palette
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import get_method
+from sequence_salience.methods import get_method, integrated_gradients
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sequence_salience.salience import SalienceResult
+    from sequence_salience.result import SalienceResult
 
 DEFAULT_TOP = 10
 
@@ -256,7 +256,7 @@ def make_view(
         for s, v in top_segments(values, top, signed, target_segs)
     )
     err = None
-    if method == "integrated_gradients":
+    if method == integrated_gradients.NAME:
         span_errors = getattr(result, "span_ig_errors", None) or {}
         if (t0, t1) in span_errors:
             err = np.asarray([span_errors[(t0, t1)]])  # computed for this span directly

@@ -27,13 +27,12 @@ import numpy as np
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain.faithfulness import RANDOM, FaithfulnessConfig, faithfulness_curves
 from sequence_salience.explain.reduction import ReductionConfig, reduce_prompt
-from sequence_salience.methods import get_method
+from sequence_salience.methods import DEFAULT_METHODS, get_method, integrated_gradients
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import GenerationConfig, LanguageModel
 from sequence_salience.salience import compute_span_result
 
-IG = "integrated_gradients"
-DEFAULT_METHODS = ("grad_norm", "grad_x_input")
+IG = integrated_gradients.NAME
 
 # A row dict from the batch file: prompt (required), system, target, chat.
 Row = Mapping[str, Any]

@@ -9,16 +9,17 @@ the whole answer is contrasted only when the whole answer is selected. Target sp
 may differ in length. The context shared by both continuations is the prompt's P tokens and
 the t0 answer tokens before the span, so the salience is defined over those P + t0 tokens.
 
-* Linear methods (grad_x_input, integrated_gradients, smooth_grad, ...): the salience of a
+* Linear methods (gradient x input, integrated gradients, SmoothGrad, ...): the salience of a
   difference is the difference of the two spans' saliences (compute_span_salience of each).
-* grad_norm is not linear: its value is the norm of the gradient of the difference,
-  ||g_target,i - g_foil,i||, computed directly with one forward + backward over a batch of
-  the two continuations (weights +1 on the target's tokens, -1 on the foil's).
+* A non-linear gradient-at-the-input method (the gradient norm) maps the gradient of the
+  difference, e.g. ||g_target,i - g_foil,i||, computed directly with one forward + backward over
+  a batch of the two continuations (weights +1 on the target's tokens, -1 on the foil's).
+Which method is which comes from its registry record (`linear`, `from_gradient`).
 
 Progress counts units of work (`contrastive_units`): for each of the two continuations, one
-pass for the gradient-at-the-input methods (grad_x_input, ...) plus one per IG step and per
-SmoothGrad sample (other linear methods: one pass each), as compute_span_result counts them;
-plus one for grad_norm's backward.
+pass for the linear gradient-at-the-input methods plus one per step or sample of a method with
+a count (IG steps, SmoothGrad samples; other linear methods: one pass each), as
+compute_span_result counts them; plus one for the backward of the difference.
 """
 
 from __future__ import annotations
@@ -32,14 +33,12 @@ import torch
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain import scoring
 from sequence_salience.explain.scoring import Cancel, Progress
-from sequence_salience.methods import get_method
+from sequence_salience.methods import DEFAULT_METHODS, get_method, list_methods
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.methods.gradients import weighted_gradient
 from sequence_salience.model import Generation, LanguageModel, decode_with_offsets
 from sequence_salience.salience import build_inputs, compute_span_result
 from sequence_salience.text import ChatPrompt
-
-DEFAULT_METHODS = ("grad_norm", "grad_x_input")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +75,17 @@ class ContrastiveResult:
         return self.target_logprob - self.foil_logprob
 
 
-def _gradient_norm_of_difference(lm: LanguageModel, prompt_ids, prefix, span_ids, foil_ids
-                                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(||d/dx_i [log p(span) - log p(foil)]||  <float32>[P + t0], log-probs <float64>[2]), both after prefix."""
+def _of_difference(method: str) -> bool:
+    """Whether contrastive salience maps the gradient of the difference for `method` (not linear,
+    but a gradient-at-the-input method: the gradient norm)."""
+    m = get_method(method)
+    return not m.linear and m.from_gradient is not None
+
+
+def _gradient_of_difference(lm: LanguageModel, prompt_ids, prefix, span_ids, foil_ids, methods: Sequence[str]
+                            ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """({method: from_gradient(d/dx [log p(span) - log p(foil)]) <float32>[P + t0]}, log-probs <float64>[2]),
+    both continuations after prefix; one forward + backward for all `methods`."""
     C = len(prompt_ids) + len(prefix)
     t0 = len(prefix)
     inputs = build_inputs(lm, [(prompt_ids, prefix + span_ids), (prompt_ids, prefix + foil_ids)])  # right padding
@@ -89,18 +96,19 @@ def _gradient_norm_of_difference(lm: LanguageModel, prompt_ids, prefix, span_ids
     logp, g = weighted_gradient(inputs, inputs.embeds, weights)  # [2, T], [2, L, D]
     diff = g[0, :C] + g[1, :C]  # [C, D]: the foil row already carries the minus sign
     totals = np.array([float(logp[0, t0:t0 + len(span_ids)].sum()), float(logp[1, t0:t0 + len(foil_ids)].sum())])
-    return diff.norm(dim=-1).float().cpu().numpy(), totals
+    embeds = inputs.embeds[:1, :C]  # [1, C, D]: the shared context
+    values = {m: get_method(m).from_gradient(diff[None], embeds)[0].float().cpu().numpy() for m in methods}
+    return values, totals
 
 
 def contrastive_units(methods: Sequence[str], config: SalienceConfig = SalienceConfig()) -> int:
     """Units of work contrastive_salience reports as progress (see the module docstring)."""
-    linear = [m for m in methods if m != "grad_norm"]
+    linear = [m for m in methods if not _of_difference(m)]
     per_continuation = int(any(get_method(m).from_gradient is not None for m in linear))
     for m in linear:
         if get_method(m).from_gradient is None:
-            per_continuation += {"integrated_gradients": config.ig_steps,
-                                 "smooth_grad": config.smooth_grad_samples}.get(m, 1)
-    return 2 * per_continuation + int("grad_norm" in methods)
+            per_continuation += get_method(m).span_units(config)
+    return 2 * per_continuation + int(any(_of_difference(m) for m in methods))
 
 
 class _UnitCounter:
@@ -148,7 +156,8 @@ def contrastive_salience(
       lm, prompt: as for compute_salience.
       target: the response (text, or a Generation used as is); foil: the alternative text (or Generation)
         for the selected span.
-      methods: linear methods and grad_norm (other non-linear methods raise SalienceError).
+      methods: linear methods and non-linear gradient-at-the-input ones (the gradient norm); other
+        non-linear methods raise SalienceError.
       span: (t0, t1) target tokens to contrast; None: the whole target.
       config: method settings (IG steps, SmoothGrad samples, ...).
       progress: progress("contrastive", units done, contrastive_units(methods, config)) as the
@@ -172,19 +181,21 @@ def contrastive_salience(
     P = len(prompt_ids)
     C = P + t0  # the shared context: the prompt and the answer before the span
     for m in methods:
-        method = get_method(m)
-        if not method.linear and m != "grad_norm":
+        if not get_method(m).linear and not _of_difference(m):
+            usable = " or ".join(n for n in list_methods() if _of_difference(n))
             raise SalienceError(f"Contrastive salience is not defined for {m!r} (not linear in the target). "
-                                "Fix: use grad_norm or a linear method.")
+                                f"Fix: use {usable} or a linear method.")
     values: dict[str, np.ndarray] = {}
     totals = None
     counter = _UnitCounter(progress, contrastive_units(methods, config))
     counter.add(0)  # 0 of total: the work is known before it starts
-    if "grad_norm" in methods:
+    direct = tuple(m for m in methods if _of_difference(m))
+    if direct:
         scoring.check_cancel(cancel, "contrastive salience")
-        values["grad_norm"], totals = _gradient_norm_of_difference(lm, prompt_ids, prefix, span_ids, foil_ids)
+        direct_values, totals = _gradient_of_difference(lm, prompt_ids, prefix, span_ids, foil_ids, direct)
+        values.update(direct_values)
         counter.add(1)
-    linear = tuple(m for m in methods if m != "grad_norm")
+    linear = tuple(m for m in methods if not _of_difference(m))
     if linear:  # each continuation's span salience, every linear method in one compute_span_result
         spans = []
         conts = ((target, t0, t1), (_as_generation(lm, prefix + foil_ids), t0, t0 + len(foil_ids)))

@@ -54,10 +54,11 @@ import numpy as np
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain import scoring
 from sequence_salience.explain.scoring import Cancel, Progress
-from sequence_salience.methods import get_method
+from sequence_salience.methods import DEFAULT_METHODS, get_method
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
-from sequence_salience.salience import SalienceResult, compute_span_result
+from sequence_salience.result import SalienceResult
+from sequence_salience.salience import compute_span_result
 from sequence_salience.text import ChatPrompt
 
 MODES = ("deletion", "insertion")
@@ -261,7 +262,7 @@ def faithfulness_curves(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
     target: str | Generation,
-    methods: Sequence[str] = ("grad_norm", "grad_x_input"),
+    methods: Sequence[str] = DEFAULT_METHODS,
     *,
     span: tuple[int, int] | None = None,
     config: FaithfulnessConfig = FaithfulnessConfig(),

@@ -36,9 +36,10 @@ from sequence_salience.errors import SalienceError
 from sequence_salience.explain import scoring
 from sequence_salience.explain.faithfulness import segment_salience
 from sequence_salience.explain.scoring import Cancel, Progress
+from sequence_salience.methods import grad_norm
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
-from sequence_salience.salience import SalienceResult
+from sequence_salience.result import SalienceResult
 from sequence_salience.slices import make_sizer
 from sequence_salience.text import ChatPrompt
 
@@ -64,7 +65,7 @@ class ReductionConfig:
         not depend on it: a batch accepts its longest passing prefix, as one-by-one checks would).
     """
 
-    method: str = "grad_norm"
+    method: str = grad_norm.NAME
     granularity: str = "sentence"
     pattern: str | None = None
     criterion: str = "greedy"

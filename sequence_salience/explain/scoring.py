@@ -20,9 +20,10 @@ import torch
 
 from sequence_salience import aggregate
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods.gradients import _supports_logits_to_keep, target_logprobs  # noqa: PLC2701
+from sequence_salience.methods.gradients import supports_logits_to_keep, target_logprobs
 from sequence_salience.model import Generation, LanguageModel
-from sequence_salience.salience import SalienceResult, build_inputs
+from sequence_salience.result import SalienceResult
+from sequence_salience.salience import build_inputs
 from sequence_salience.slices import SliceSizer, batches, make_sizer
 from sequence_salience.text import ChatPrompt
 
@@ -303,7 +304,7 @@ def score_greedy(
         kwargs = dict(inputs_embeds=inputs.embeds, attention_mask=inputs.attention_mask,
                       position_ids=inputs.position_ids, use_cache=False)
         offset = 0
-        if _supports_logits_to_keep(type(inputs.model)):
+        if supports_logits_to_keep(type(inputs.model)):
             kwargs["logits_to_keep"] = T + 2
             offset = seq_len - (T + 2)
         with torch.no_grad():

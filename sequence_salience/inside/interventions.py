@@ -66,6 +66,7 @@ from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
 from sequence_salience.inside.hooks import HookSet, hook_scope
 from sequence_salience.inside.trace import Trace, TraceConfig, plain, sequence_ids, trace_ids
+from sequence_salience.methods import grad_x_input
 from sequence_salience.model import Generation, GenerationConfig, LanguageModel
 from sequence_salience.text import ChatPrompt
 
@@ -309,7 +310,7 @@ class InterventionConfig:
 
     trace: TraceConfig = TraceConfig()
     generation: GenerationConfig = GenerationConfig(max_new_tokens=32)
-    salience_method: str = "grad_x_input"
+    salience_method: str = grad_x_input.NAME
     top_salient: int = 8
 
 
@@ -463,7 +464,7 @@ def response_salience(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
     generation: Generation,
-    method: str = "grad_x_input",
+    method: str = grad_x_input.NAME,
     top_salient: int = 8,
     interventions: Iterable = (),
     arch: Architecture | None = None,

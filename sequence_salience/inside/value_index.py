@@ -33,9 +33,7 @@ import hashlib
 import io
 import json
 import logging
-import os
 import pathlib
-import tempfile
 import threading
 import time
 import weakref
@@ -46,6 +44,7 @@ import numpy as np
 import torch
 
 from sequence_salience.errors import SalienceError
+from sequence_salience.files import atomic_write_bytes
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
 from sequence_salience.inside.trace import plain
 from sequence_salience.model import LanguageModel, cache_dir
@@ -191,17 +190,7 @@ def _write_atomic(path: pathlib.Path, index: ValueIndex, meta: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     np.savez(buf, top_ids=index.top_ids, top_scores=index.top_scores, meta=np.asarray(json.dumps(meta)))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def load_value_index(path: pathlib.Path, key: str | None = None) -> ValueIndex | None:

@@ -19,15 +19,16 @@ class SalienceConfig:
       ig_rule: quadrature rule: "gausslegendre" (default) or a Riemann rule.
       target_chunk_size: most target tokens whose gradients one batched backward computes;
         bounds memory (each costs about one backward's activations).
-      chunk_token_budget: most (target tokens x sequence length) per batched backward, so
+      chunk_token_budget: most (target tokens x rows x sequence length) per batched backward, so
         long prompts take fewer targets per chunk: memory stays bounded and progress,
-        cancellation and other requests get a turn every few seconds.
-      ig_step_chunk_size: IG steps run in one forward batch.
+        cancellation and other requests get a turn every few seconds. IG and SmoothGrad
+        also take fewer steps or samples per forward (methods/sampling.py: one rule for both).
+      ig_step_chunk_size: IG steps (or SmoothGrad samples) run in one forward batch.
       gram_max_elements: largest N*T*T Gram tensor kept for exact grad-norm spans.
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
-        forward, then one backward per target reusing its graph), or "auto" (see
-        methods/gradients.py for which one each device gets, and why).
+        forward, then one backward per target reusing its graph), or "auto" (vmap on every
+        device, loop for a model whose vmapped backward failed; see methods/gradients.py).
       smooth_grad_samples, smooth_grad_noise, smooth_grad_seed: SmoothGrad's noisy samples, noise
         scale relative to each token embedding's norm, and seed (methods/smooth_grad.py).
     """

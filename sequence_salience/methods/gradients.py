@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=None)
-def _supports_logits_to_keep(model_cls: type) -> bool:
+def supports_logits_to_keep(model_cls: type) -> bool:
+    """Whether the model class's forward takes `logits_to_keep` (only the last K positions' logits)."""
     return "logits_to_keep" in inspect.signature(model_cls.forward).parameters
 
 
@@ -45,7 +46,7 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
     pred_pos = (inputs.target_positions - 1).clamp(min=0)  # [M, T] position whose logits predict t
     kwargs = dict(inputs_embeds=embeds, attention_mask=inputs.attention_mask, position_ids=inputs.position_ids)
     offset = 0
-    if _supports_logits_to_keep(type(model)):
+    if supports_logits_to_keep(type(model)):
         keep = seq_len - int(pred_pos.min())
         kwargs["logits_to_keep"] = keep
         offset = seq_len - keep

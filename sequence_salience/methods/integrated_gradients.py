@@ -2,7 +2,8 @@
 
 IG_t,i = (x_i - x'_i) . integral_0^1 d log p(target_t) / d x_i (x' + a (x - x')) da,
 approximated by quadrature (methods/paths.py). Steps run as one batch (in chunks
-of `ig_step_chunk_size`), and all target tokens share each batched backward.
+of `ig_step_chunk_size`), and all target tokens share each batched backward: the
+sampling loop (methods/sampling.py) shared with SmoothGrad, with its budget rule.
 Signed and linear in the target. Completeness: sum_i IG_t,i should equal
 log p_t(x) - log p_t(x'); `extras["completeness_error"]` reports the difference.
 """
@@ -14,13 +15,8 @@ import torch
 
 from sequence_salience.methods import paths
 from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-from sequence_salience.methods.gradients import (
-    per_target_gradients,
-    resolve_backward,
-    target_logprobs,
-    weighted_gradient,
-)
-from sequence_salience.slices import SliceSizer, batches
+from sequence_salience.methods.gradients import target_logprobs
+from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
 
 
 def _setup(inputs: ModelInputs, config: SalienceConfig):
@@ -30,34 +26,16 @@ def _setup(inputs: ModelInputs, config: SalienceConfig):
     return torch.tensor(alphas, device=dev), torch.tensor(weights, device=dev, dtype=torch.float32), baseline
 
 
-def _step_chunks(config: SalienceConfig, rows: int, seq_len: int, sizer: SliceSizer | None = None):
-    """Slices of steps per forward batch: at most ig_step_chunk_size, fewer for long inputs."""
-    size = max(1, min(config.ig_step_chunk_size, config.chunk_token_budget // max(1, rows * seq_len)))
-    return batches(config.ig_steps, size, sizer)
+def _path(inputs: ModelInputs, baseline: torch.Tensor, alphas: torch.Tensor):
+    """The sampling loop's points: steps sl of every example's path, <float>[B * n, L, D]."""
+    return lambda sl: paths.interpolate(baseline, inputs.embeds, alphas[sl])
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
     alphas, weights, baseline = _setup(inputs, config)
-    batch, seq_len, dim = inputs.embeds.shape
-    num_t = inputs.target_ids.shape[1]
-    avg_grads = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
-    progress = cache.get("progress")
-    sizer = cache.get("sizer")
-    for steps in _step_chunks(config, batch, seq_len, sizer):
-        n = steps.stop - steps.start
-        path = paths.interpolate(baseline, inputs.embeds, alphas[steps])  # [B * n, L, D]
-        row_weights = weights[steps].repeat(batch)  # [B * n]
-        # Keep (targets per backward) x (rows per forward) roughly constant.
-        chunk = max(1, min((config.target_chunk_size * 2) // (batch * n),
-                           config.chunk_token_budget // (batch * n * seq_len)))
-        _, g = per_target_gradients(
-            inputs.repeat(n), path, chunk, row_weights=row_weights,
-            reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
-            backward=resolve_backward(config.backward, inputs.embeds.device),
-            on_chunk=(lambda c, n=n: progress(c * n)) if progress is not None else None,
-            sizer=sizer,
-        )  # [T, B, L, D]
-        avg_grads += g
+    progress = cache.get("progress")  # counts (target x step) units
+    avg_grads = sampled_target_gradients(inputs, config, config.ig_steps, _path(inputs, baseline, alphas), weights,
+                                         on_units=progress, sizer=cache.get("sizer"))  # [T, B, L, D]
     diff = (inputs.embeds - baseline).float()  # [B, L, D]
     ig = (avg_grads * diff[None]).sum(-1).permute(1, 0, 2)  # [B, T, L]
     with torch.no_grad():
@@ -80,17 +58,8 @@ def compute_span(
       (it may raise to cancel the computation).
     """
     alphas, weights, baseline = _setup(inputs, config)
-    batch, seq_len, dim = inputs.embeds.shape
-    total = torch.zeros(batch, seq_len, dim, device=inputs.embeds.device)  # [B, L, D]
-    for steps in _step_chunks(config, batch, seq_len):
-        n = steps.stop - steps.start
-        path = paths.interpolate(baseline, inputs.embeds, alphas[steps])  # [B * n, L, D]
-        _, g = weighted_gradient(
-            inputs.repeat(n), path, target_weights.repeat_interleave(n, 0), row_weights=weights[steps].repeat(batch)
-        )  # [B * n, L, D]
-        total += g.view(batch, n, seq_len, dim).sum(1)
-        if progress is not None:
-            progress(n)
+    total = sampled_span_gradient(inputs, target_weights, config, config.ig_steps, _path(inputs, baseline, alphas),
+                                  weights, progress)  # [B, L, D]
     return (total * (inputs.embeds - baseline).float()).sum(-1).cpu().numpy()  # [B, L]
 
 

@@ -8,9 +8,10 @@ so the noise on each token's embedding has about `noise` times that embedding's 
 seeded by `smooth_grad_seed`: the same seed gives the same result, whatever the chunking,
 batching or padding side).
 The one documented choice: the averaged gradient times the clean input, signed and linear
-in the target (a span is the sum of its rows, as for grad_x_input); with zero noise it
-equals grad_x_input exactly. Samples run as one batch like the IG steps (in chunks of
-`ig_step_chunk_size`), and all target tokens share each batched backward.
+in the target (a span is the sum of its rows, as for gradient x input); with zero noise it
+equals gradient x input exactly. Samples run as one batch like the IG steps, through the same
+sampling loop and budget rule (methods/sampling.py), and all target tokens share each batched
+backward.
 """
 
 from __future__ import annotations
@@ -19,18 +20,11 @@ import numpy as np
 import torch
 
 from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-from sequence_salience.methods.gradients import per_target_gradients, resolve_backward, weighted_gradient
-from sequence_salience.slices import SliceSizer, batches
-
-DEFAULT_SAMPLES = 8
-DEFAULT_NOISE = 0.1
-DEFAULT_SEED = 0
+from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
 
 
 def _settings(config: SalienceConfig) -> tuple[int, float, int]:
-    return (int(getattr(config, "smooth_grad_samples", DEFAULT_SAMPLES)),
-            float(getattr(config, "smooth_grad_noise", DEFAULT_NOISE)),
-            int(getattr(config, "smooth_grad_seed", DEFAULT_SEED)))
+    return int(config.smooth_grad_samples), float(config.smooth_grad_noise), int(config.smooth_grad_seed)
 
 
 def noised_embeddings(embeds: torch.Tensor, mask: torch.Tensor, samples: int, noise: float, seed: int) -> torch.Tensor:
@@ -53,42 +47,30 @@ def noised_embeddings(embeds: torch.Tensor, mask: torch.Tensor, samples: int, no
     return noisy.to(embeds.dtype).to(embeds.device).reshape(batch * samples, seq_len, dim)
 
 
-def _chunks(samples: int, config: SalienceConfig, rows: int, seq_len: int, sizer: SliceSizer | None = None):
-    budget = getattr(config, "chunk_token_budget", None)
-    size = config.ig_step_chunk_size if budget is None else max(
-        1, min(config.ig_step_chunk_size, budget // max(1, rows * seq_len)))
-    return batches(samples, size, sizer)
+def _noisy(inputs: ModelInputs, samples: int, noise: float, seed: int):
+    """The sampling loop's points: samples sl of every example's noisy copies, <float>[B * n, L, D]."""
+    batch, seq_len, dim = inputs.embeds.shape
+    noisy = noised_embeddings(inputs.embeds, inputs.attention_mask, samples, noise, seed).view(
+        batch, samples, seq_len, dim)  # [B, S, L, D]
+    return lambda sl: noisy[:, sl].reshape(batch * (sl.stop - sl.start), seq_len, dim)
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
     samples, noise, seed = _settings(config)
-    batch, seq_len, dim = inputs.embeds.shape
-    num_t = inputs.target_ids.shape[1]
-    noisy = noised_embeddings(inputs.embeds, inputs.attention_mask, samples, noise, seed).view(
-        batch, samples, seq_len, dim)
-    total = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
     progress = cache.get("progress")
     sizer = cache.get("sizer")
     units = [0, 0]  # (target x sample) units done, target units reported
 
-    def on_chunk(c: int, n: int) -> None:  # progress counts target tokens: report whole ones
-        units[0] += c * n
+    def on_units(done: int) -> None:  # progress counts target tokens: report whole ones
+        units[0] += done
         whole = units[0] // samples
         if whole > units[1] or sizer is not None:  # time slices: the callback runs after every slice
             progress(whole - units[1])
             units[1] = whole
 
-    for sl in _chunks(samples, config, batch, seq_len, sizer):
-        n = sl.stop - sl.start
-        chunk = max(1, (config.target_chunk_size * 2) // (batch * n))
-        _, g = per_target_gradients(
-            inputs.repeat(n), noisy[:, sl].reshape(batch * n, seq_len, dim), chunk,
-            reduce=lambda g: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
-            backward=resolve_backward(config.backward, inputs.embeds.device),
-            on_chunk=(lambda c, n=n: on_chunk(c, n)) if progress is not None else None,
-            sizer=sizer,
-        )  # [T, B, L, D]
-        total += g
+    total = sampled_target_gradients(inputs, config, samples, _noisy(inputs, samples, noise, seed),
+                                     on_units=on_units if progress is not None else None,
+                                     sizer=sizer)  # [T, B, L, D]
     mean = total / samples
     matrix = (mean * inputs.embeds.float()[None]).sum(-1).permute(1, 0, 2)  # [B, T, L]
     return MethodOutput(matrix=matrix.cpu().numpy())
@@ -97,17 +79,8 @@ def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodO
 def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig,
                  progress=None) -> np.ndarray:
     samples, noise, seed = _settings(config)
-    batch, seq_len, dim = inputs.embeds.shape
-    noisy = noised_embeddings(inputs.embeds, inputs.attention_mask, samples, noise, seed).view(
-        batch, samples, seq_len, dim)
-    total = torch.zeros(batch, seq_len, dim, device=inputs.embeds.device)  # [B, L, D]
-    for sl in _chunks(samples, config, batch, seq_len):
-        n = sl.stop - sl.start
-        _, g = weighted_gradient(inputs.repeat(n), noisy[:, sl].reshape(batch * n, seq_len, dim),
-                                 target_weights.repeat_interleave(n, 0))  # [B * n, L, D]
-        total += g.view(batch, n, seq_len, dim).sum(1)
-        if progress is not None:
-            progress(n)
+    total = sampled_span_gradient(inputs, target_weights, config, samples, _noisy(inputs, samples, noise, seed),
+                                  progress=progress)  # [B, L, D]
     return ((total / samples) * inputs.embeds.float()).sum(-1).cpu().numpy()  # [B, L]
 
 

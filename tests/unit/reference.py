@@ -57,3 +57,21 @@ def reference_salience(
     out["logp"] = np.array(logps)
     out["ig_delta"] = np.array(deltas)
     return out
+
+
+def reference_smooth_grad(model, ids: list[int], n_prompt: int, noisy: torch.Tensor) -> np.ndarray:
+    """SmoothGrad x input by a per-target, per-sample loop: <float64>[T, N].
+
+    noisy: <float>[S, N, D] the S noisy copies of the input's embeddings (the library draws them;
+    a test checks their size apart); the mean gradient over them times the clean input.
+    """
+    x = model.get_input_embeddings().weight[torch.tensor(ids)].detach()  # [N, D]
+    n, samples = len(ids), noisy.shape[0]
+    out = np.zeros((n - n_prompt, n))
+    for t in range(n - n_prompt):
+        prefix_len = n_prompt + t
+        total = torch.zeros(prefix_len, x.shape[1], dtype=x.dtype)
+        for s in range(samples):
+            total += _grad_for_target(model, noisy[s, :prefix_len], ids[prefix_len]) / samples
+        out[t, :prefix_len] = (total * x[:prefix_len]).sum(-1).numpy()
+    return out

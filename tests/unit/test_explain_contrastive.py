@@ -10,15 +10,10 @@ import sequence_salience as ss
 from sequence_salience import explain as ex
 from sequence_salience.methods.base import SalienceConfig
 from tests.unit import explain_reference as ref
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
 
 PROMPT = "Q: What is 2 + 3? A:"
 TARGET, FOIL = " 5.", " 7 apples"  # different lengths on purpose
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
 
 
 def test_linear_methods_are_the_difference_of_two_single_target_results(tiny_lm):

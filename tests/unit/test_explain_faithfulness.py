@@ -9,21 +9,11 @@ import sequence_salience as ss
 from sequence_salience import aggregate
 from sequence_salience import explain as ex
 from tests.unit import explain_reference as ref
-from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer, wrap
+from tests.unit.tiny_models import tiny_tokenizer
 
 PROMPT = "The capital of France is Paris. The capital of Italy is Rome. Alice has three apples."
 TARGET = " Paris. The capital"
 METHODS = ("grad_norm", "grad_x_input")
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
-
-
-@pytest.fixture(scope="module")
-def llama() -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
 
 
 def _ids(lm, result):

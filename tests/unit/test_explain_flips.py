@@ -15,11 +15,6 @@ PROMPT = "The capital of France is Paris. The capital of Italy is Rome. Alice ha
 TARGET = " Paris. The capital"
 
 
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
-
-
 @pytest.mark.parametrize("direction", ["decrease", "increase"])
 def test_reported_flips_change_logp_by_the_reported_amount(tiny_lm, direction):
     rep = ex.token_flips(tiny_lm, PROMPT, TARGET, direction=direction, top_k=5, n_verify=20)

@@ -9,14 +9,9 @@ import torch
 import sequence_salience as ss
 from sequence_salience import explain as ex
 from tests.unit import explain_reference as ref
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
 
 PROMPT, TARGET = "The capital of France is", " Paris. The"
-
-
-@pytest.fixture(scope="module")
-def llama() -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
 
 
 def test_cap_reached_when_the_tolerance_is_unreachable(llama):

@@ -8,15 +8,10 @@ import pytest
 import sequence_salience as ss
 from sequence_salience import explain as ex
 from tests.unit import explain_reference as ref
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
 
 PROMPT = "The capital of France is Paris. The capital of Italy is Rome. Alice has three apples."
 GEN = ss.GenerationConfig(max_new_tokens=6)
-
-
-@pytest.fixture(scope="module")
-def llama() -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
 
 
 @pytest.fixture(scope="module")

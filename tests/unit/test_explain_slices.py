@@ -4,38 +4,21 @@ every batch."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
-import pytest
 
 import sequence_salience as ss
 from sequence_salience import explain as ex
 from sequence_salience.explain import scoring
-from sequence_salience.slices import SliceSizer
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+from tests.unit.sizers import ScriptedSizer
+
 
 PROMPT = "The capital of France is Paris. The capital of Italy is Rome. Alice has three apples."
 TARGET = " Paris. The capital"
 GEN = ss.GenerationConfig(max_new_tokens=6)
 
 
-class _ScriptedSizer(SliceSizer):
-    def __init__(self, script):
-        super().__init__(0.4)
-        self._script = itertools.cycle(script)
-
-    def units(self, cap: int) -> int:
-        return max(1, min(cap, next(self._script)))
-
-
-@pytest.fixture(scope="module")
-def llama() -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
-
-
 def test_sliced_batches_cover_every_row_once_and_record_each_batch():
-    sizer = _ScriptedSizer((3, 1, 2))
+    sizer = ScriptedSizer((3, 1, 2))
     seen = []
     for sl, measured in scoring.sliced_batches(9, 8, sizer):
         seen.append((sl.start, sl.stop))
@@ -51,7 +34,7 @@ def test_curves_in_slices_equal_fixed_batches(llama):
     fixed = ex.faithfulness_curves(llama, PROMPT, TARGET, result=result, config=ex.FaithfulnessConfig(**base))
     calls = []
     sliced = ex.faithfulness_curves(llama, PROMPT, TARGET, result=result,
-                                    config=ex.FaithfulnessConfig(**base, slice_s=_ScriptedSizer((1, 3, 2))),
+                                    config=ex.FaithfulnessConfig(**base, slice_s=ScriptedSizer((1, 3, 2))),
                                     progress=lambda *a: calls.append(a))
     for mode, by_name in fixed.curves.items():
         for name, curve in by_name.items():
@@ -64,13 +47,13 @@ def test_reduction_in_slices_equals_fixed_batches(llama):
     base = dict(granularity="word", max_seconds=None)
     fixed = ex.reduce_prompt(llama, PROMPT, generation, config=ex.ReductionConfig(**base))
     sliced = ex.reduce_prompt(llama, PROMPT, generation,
-                              config=ex.ReductionConfig(**base, slice_s=_ScriptedSizer((1, 2, 5))))
+                              config=ex.ReductionConfig(**base, slice_s=ScriptedSizer((1, 2, 5))))
     assert sliced.removed == fixed.removed and sliced.rejected == fixed.rejected
     assert sliced.reduced_text == fixed.reduced_text
 
 
 def test_flips_in_slices_equal_fixed_batches(llama):
     fixed = ex.token_flips(llama, PROMPT, TARGET, top_k=4, n_verify=10)
-    sliced = ex.token_flips(llama, PROMPT, TARGET, top_k=4, n_verify=10, slice_s=_ScriptedSizer((2, 1, 3)))
+    sliced = ex.token_flips(llama, PROMPT, TARGET, top_k=4, n_verify=10, slice_s=ScriptedSizer((2, 1, 3)))
     assert [(f.position, f.new_id) for f in sliced.flips] == [(f.position, f.new_id) for f in fixed.flips]
     np.testing.assert_allclose([f.delta for f in sliced.flips], [f.delta for f in fixed.flips], rtol=1e-5, atol=1e-6)

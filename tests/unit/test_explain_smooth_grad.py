@@ -9,19 +9,10 @@ import torch
 import sequence_salience as ss
 from sequence_salience.methods import smooth_grad
 from sequence_salience.methods.base import SalienceConfig
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+from tests.unit.reference import reference_smooth_grad
+
 
 PROMPT, TARGET = "The capital of France is", " Paris. The capital"
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
-
-
-@pytest.fixture(scope="module")
-def llama() -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
 
 
 def test_registered_signed_and_linear():
@@ -67,15 +58,7 @@ def test_matches_a_per_target_reference_with_the_same_noise(llama):
     # Noise size: about noise x the token's embedding norm.
     ratio = (noisy - x[None]).norm(dim=-1) / x.norm(dim=-1)
     assert 0.2 < float(ratio.mean()) < 0.8
-    want = np.zeros((N - P, N))
-    for t in range(N - P):
-        L = P + t
-        total = torch.zeros(L, x.shape[1], dtype=x.dtype)
-        for s in range(3):
-            e = noisy[s, :L].clone().requires_grad_(True)
-            lp = torch.log_softmax(tiny_lm.model(inputs_embeds=e[None]).logits[0, -1], -1)[ids[L]]
-            total += torch.autograd.grad(lp, e)[0] / 3
-        want[t, :L] = (total * x[:L]).sum(-1).numpy()
+    want = reference_smooth_grad(tiny_lm.model, ids, P, noisy)  # [T, N]
     np.testing.assert_allclose(r.matrices["smooth_grad"], want, rtol=1e-5, atol=1e-8)
 
 

@@ -17,11 +17,6 @@ PROMPT, TARGET = "The capital of France is", " Paris. The capital"
 GEN = ss.GenerationConfig(max_new_tokens=6)
 
 
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
-
-
 def _zeroed_copy(lm: ss.LanguageModel, edits: list[tuple[int, int]]) -> ss.LanguageModel:
     """An independent reference: a deep copy whose value vectors are zeroed in the weights."""
     model = copy.deepcopy(lm.model)

@@ -11,14 +11,9 @@ import torch
 import sequence_salience as ss
 from sequence_salience import inside
 from sequence_salience.inside.trace import sequence_ids
-from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer, wrap
+from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer
 
 PROMPT, TARGET = "The capital of France is", " Paris. The capital"
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
 
 
 def _ids(lm):

@@ -12,14 +12,9 @@ import torch
 import sequence_salience as ss
 from sequence_salience import inside
 from sequence_salience.inside import value_index as vi
-from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer, wrap
+from tests.unit.tiny_models import tiny_tokenizer
 
 TOP_K = 5
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
 
 
 @pytest.fixture()

@@ -9,16 +9,10 @@ import torch
 import sequence_salience as ss
 from sequence_salience.methods.base import SalienceConfig
 from tests.unit.reference import reference_salience
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 PROMPT, TARGET = "Alice has three apples and Bob has two apples;", " together they have five apples."
 METHODS = ("grad_norm", "grad_x_input", "integrated_gradients")  # those with a per-target reference
 CONFIG = SalienceConfig(ig_steps=6, ig_rule="riemann_middle", target_chunk_size=2, ig_step_chunk_size=2)
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
 
 
 _REFERENCES: dict[str, dict] = {}

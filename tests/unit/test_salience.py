@@ -14,7 +14,7 @@ from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.methods import paths
 from sequence_salience.salience import build_inputs
 from tests.unit.reference import reference_salience
-from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer, wrap
+from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer
 
 PROMPTS = [
     ("The capital of France is", " Paris. The capital of Italy is Rome."),
@@ -24,11 +24,6 @@ PROMPTS = [
 # The methods with a per-target reference in tests/unit/reference.py (smooth_grad has its own,
 # tests/unit/test_explain_smooth_grad.py).
 METHODS = ["grad_norm", "grad_x_input", "integrated_gradients"]
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
 
 
 # --------------------------------------------------------------------------- reference agreement

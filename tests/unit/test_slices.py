@@ -12,27 +12,12 @@ import sequence_salience as ss
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.slices import SliceSizer, batches
 from tests.unit.reference import reference_salience
+from tests.unit.sizers import ScriptedSizer
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 PROMPT, TARGET = "Alice has three apples and Bob has two apples;", " together they have five apples."
 METHODS = ("grad_norm", "grad_x_input", "integrated_gradients", "smooth_grad")
 CONFIG = SalienceConfig(ig_steps=5, ig_rule="riemann_middle", smooth_grad_samples=3, smooth_grad_noise=0.2)
-
-
-@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
-def tiny_lm(request) -> ss.LanguageModel:
-    return wrap(MODEL_BUILDERS[request.param](seed=0), request.param)
-
-
-class _ScriptedSizer(SliceSizer):
-    """Slice sizes from a script (cycled), whatever the clock says: exercises uneven slices."""
-
-    def __init__(self, script):
-        super().__init__(0.4)
-        self._script = itertools.cycle(script)
-
-    def units(self, cap: int) -> int:
-        return max(1, min(cap, next(self._script)))
 
 
 # --------------------------------------------------------------------------- the sizing rule
@@ -75,7 +60,7 @@ def test_bad_slice_time_is_a_clear_error():
                                     pytest.param((100,), id="capped")])
 def test_sliced_matrices_equal_unsliced_and_the_reference(tiny_lm, script):
     plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG)
-    sizer = _ScriptedSizer(script)
+    sizer = ScriptedSizer(script)
     sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS, config=CONFIG, slice_s=sizer)
     assert sizer.sizes, "the computation ran in slices"
     for method in METHODS:
@@ -102,7 +87,7 @@ def test_progress_runs_after_the_forward_and_after_every_slice():
     """The callback (where the server lets clicks use the model) runs once per slice, the forward included."""
     lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
     n_targets = len(lm.tokenize(TARGET, add_special_tokens=False).ids)
-    sizer = _ScriptedSizer((2,))
+    sizer = ScriptedSizer((2,))
     seen = []
     ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=sizer,
                         progress=lambda m, done, total: seen.append(done))
@@ -116,7 +101,7 @@ def test_cancel_stops_after_the_forward_slice():
     lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
     calls = []
     with pytest.raises(ss.ComputationCancelled):
-        ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=_ScriptedSizer((1,)),
+        ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=ScriptedSizer((1,)),
                             progress=lambda *a: calls.append(a), cancel=lambda: len(calls) >= 1)
     assert calls == [("grad_norm", 0, calls[0][2])]  # stopped before the first backward
 

@@ -1,0 +1,116 @@
+"""One chunked sampling loop for methods that average gradients over S points per input.
+
+Integrated gradients (the S points are quadrature steps on the path from a baseline) and
+SmoothGrad (S noisy copies of the input) both need, for every target token t,
+
+    G_t = sum_s  w_s * d log p(target_t) / d x  at the point x_s          <float32>[T, B, L, D]
+
+(or, for a span, the gradient of one weighted sum of targets). Here the points run in
+forward batches of n <= ig_step_chunk_size points per example, and every backward takes as
+many target tokens as fit, under ONE budget rule for both methods:
+
+    points per forward  n = min(ig_step_chunk_size, chunk_token_budget // (B * L))
+    targets per backward c = min(2 * target_chunk_size // (B * n), chunk_token_budget // (B * n * L))
+
+so that (targets x rows x sequence length) per backward stays within chunk_token_budget
+(while one target over one row fits), and the memory of one backward stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from sequence_salience.methods.base import ModelInputs, SalienceConfig
+from sequence_salience.methods.gradients import per_target_gradients, resolve_backward, weighted_gradient
+from sequence_salience.slices import SliceSizer, batches
+
+# points(sl) -> <float>[B * n, L, D]: the points of samples sl (n = sl.stop - sl.start), sample-major
+# within each example (row b * n + s), as paths.interpolate and smooth_grad.noised_embeddings lay them out.
+Points = Callable[[slice], torch.Tensor]
+
+
+def points_per_forward(config: SalienceConfig, rows: int, seq_len: int) -> int:
+    """Samples (steps) per forward batch for `rows` examples of length `seq_len`."""
+    return max(1, min(config.ig_step_chunk_size, config.chunk_token_budget // max(1, rows * seq_len)))
+
+
+def targets_per_backward(config: SalienceConfig, rows: int, n: int, seq_len: int) -> int:
+    """Target tokens per batched backward over `rows` examples x `n` points of length `seq_len`."""
+    return max(1, min((config.target_chunk_size * 2) // (rows * n),
+                      config.chunk_token_budget // max(1, rows * n * seq_len)))
+
+
+def sample_slices(config: SalienceConfig, count: int, rows: int, seq_len: int,
+                  sizer: SliceSizer | None = None):
+    """Slices of the `count` samples, one per forward batch (time-sized with a sizer)."""
+    return batches(count, points_per_forward(config, rows, seq_len), sizer)
+
+
+def sampled_target_gradients(
+    inputs: ModelInputs,
+    config: SalienceConfig,
+    count: int,
+    points: Points,
+    weights: torch.Tensor | None = None,
+    on_units: Callable[[int], None] | None = None,
+    sizer: SliceSizer | None = None,
+) -> torch.Tensor:
+    """sum_s weights[s] * (gradient of each target's log-prob at point s), for all targets.
+
+    Args:
+      inputs: the batch (B examples, T targets, length L).
+      count: S, the number of points per example.
+      points: see `Points`.
+      weights: optional <float32>[S] weight of each point (IG's quadrature weights); None: 1.
+      on_units: called after each backward with the (target x point) units it finished
+        (and with 0 after each forward when time-sliced).
+      sizer: time slices (sequence_salience/slices.py), or None for chunks by the budget rule.
+    Returns:
+      <float32>[T, B, L, D].
+    """
+    batch, seq_len, dim = inputs.embeds.shape
+    num_t = inputs.target_ids.shape[1]
+    total = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
+    backward = resolve_backward(config.backward, inputs.embeds.device)
+    for sl in sample_slices(config, count, batch, seq_len, sizer):
+        n = sl.stop - sl.start
+        _, g = per_target_gradients(
+            inputs.repeat(n), points(sl), targets_per_backward(config, batch, n, seq_len),
+            row_weights=None if weights is None else weights[sl].repeat(batch),  # [B * n]
+            reduce=lambda g, n=n: g.view(g.shape[0], batch, n, seq_len, dim).sum(2),
+            backward=backward,
+            on_chunk=(lambda c, n=n: on_units(c * n)) if on_units is not None else None,
+            sizer=sizer,
+        )  # [T, B, L, D]
+        total += g
+    return total
+
+
+def sampled_span_gradient(
+    inputs: ModelInputs,
+    target_weights: torch.Tensor,
+    config: SalienceConfig,
+    count: int,
+    points: Points,
+    weights: torch.Tensor | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> torch.Tensor:
+    """sum_s weights[s] * gradient of sum_t target_weights[b, t] log p(target_t) at point s.
+
+    target_weights: <float>[B, T]; progress(n) after each forward + backward of n points.
+    Returns: <float32>[B, L, D].
+    """
+    batch, seq_len, dim = inputs.embeds.shape
+    total = torch.zeros(batch, seq_len, dim, device=inputs.embeds.device)  # [B, L, D]
+    for sl in sample_slices(config, count, batch, seq_len):
+        n = sl.stop - sl.start
+        _, g = weighted_gradient(
+            inputs.repeat(n), points(sl), target_weights.repeat_interleave(n, 0),
+            row_weights=None if weights is None else weights[sl].repeat(batch),
+        )  # [B * n, L, D]
+        total += g.view(batch, n, seq_len, dim).sum(1)
+        if progress is not None:
+            progress(n)
+    return total
