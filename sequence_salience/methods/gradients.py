@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 import warnings
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -66,14 +67,22 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
 BACKWARD_STRATEGIES = ("auto", "vmap", "loop")
 
 
-def resolve_backward(strategy: str, device: torch.device) -> str:
-    """"auto" is vmap: on 2 CPU cores it measured as fast as the loop (6.5 s vs 6.7 s for a
-    16 x 205 matrix of SmolLM2-135M, benchmarks/bench_salience.py) and batches better on
-    accelerators; "loop" needs about a third less memory."""
+# Models whose vmapped backward raised (an op without a batching rule), held weakly: the
+# fallback to one backward per target is kept per model, so one model's failure does not turn
+# vmap off for every other model in the process.
+_VMAP_FAILED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+
+
+def resolve_backward(strategy: str, model: torch.nn.Module | None = None) -> str:
+    """The backward strategy for `model`: "auto" is vmap, except for a model whose vmapped
+    backward has already failed (then "loop", without trying again). The same on every device:
+    on 2 CPU cores vmap measured as fast as the loop (6.5 s vs 6.7 s for a 16 x 205 matrix of
+    SmolLM2-135M, benchmarks/bench_salience.py) and it batches better on accelerators; "loop"
+    needs about a third less memory (ask for it with backward="loop")."""
     if strategy not in BACKWARD_STRATEGIES:
         raise SalienceError(f"Unknown backward strategy {strategy!r}. Fix: use one of {', '.join(BACKWARD_STRATEGIES)}.")
     if strategy == "auto":
-        return "vmap"
+        return "loop" if model is not None and model in _VMAP_FAILED else "vmap"
     return strategy
 
 
@@ -137,7 +146,7 @@ def per_target_gradients(
             if backward == "loop":
                 g = torch.stack([torch.autograd.grad(logp, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out])
             else:
-                g = _batched_grad(logp, e, grad_out)  # [c, M, L, D]
+                g = _batched_grad(inputs.model, logp, e, grad_out)  # [c, M, L, D]
             g = g.float()
             chunks.append(reduce(g) if reduce is not None else g)
             if sizer is not None:
@@ -170,20 +179,17 @@ def weighted_gradient(
     return logp.detach(), g.float()
 
 
-_VMAP_FAILED: set[type] = set()
-
-
-def _batched_grad(logp: torch.Tensor, e: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
-    """d(grad_out[k] . logp)/d e for every k, as one vmapped backward (falls back to a loop of backwards)."""
-    key = type(e.grad_fn) if e.grad_fn is not None else type(None)
-    if key not in _VMAP_FAILED:
+def _batched_grad(model: torch.nn.Module, logp: torch.Tensor, e: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """d(grad_out[k] . logp)/d e for every k, as one vmapped backward (falls back to a loop of
+    backwards, from then on for this model)."""
+    if model not in _VMAP_FAILED:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 (g,) = torch.autograd.grad(logp, e, grad_outputs=grad_out, retain_graph=True, is_grads_batched=True)
             return g
         except RuntimeError as err:  # an op without a batching rule
-            _VMAP_FAILED.add(key)
+            _VMAP_FAILED.add(model)
             logger.warning("Batched backward unavailable (%s); using one backward per target token.", err)
     rows = [torch.autograd.grad(logp, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out]
     return torch.stack(rows)

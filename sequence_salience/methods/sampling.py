@@ -73,7 +73,7 @@ def sampled_target_gradients(
     batch, seq_len, dim = inputs.embeds.shape
     num_t = inputs.target_ids.shape[1]
     total = torch.zeros(num_t, batch, seq_len, dim, device=inputs.embeds.device)  # [T, B, L, D]
-    backward = resolve_backward(config.backward, inputs.embeds.device)
+    backward = resolve_backward(config.backward, inputs.model)
     for sl in sample_slices(config, count, batch, seq_len, sizer):
         n = sl.stop - sl.start
         _, g = per_target_gradients(

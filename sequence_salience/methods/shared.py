@@ -13,7 +13,7 @@ def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -
     if "target_gradients" not in cache:
         cache["target_gradients"] = per_target_gradients(
             inputs, inputs.embeds, config.targets_per_chunk(inputs.embeds.shape[1], inputs.embeds.shape[0]),
-            backward=resolve_backward(config.backward, inputs.embeds.device),
+            backward=resolve_backward(config.backward, inputs.model),
             on_chunk=cache.get("progress"),
             sizer=cache.get("sizer"),
         )
