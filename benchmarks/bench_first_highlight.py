@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets, fields, models  # noqa: E402
+from lit_app import datasets, fields, payloads, salience, shared_model  # noqa: E402
 
 CASE = "chain-of-thought arithmetic"
 
@@ -97,8 +97,7 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit
     row = {"case": name, "tokens": n_tokens}
 
     def ours_first() -> tuple[float, dict]:
-        shared._partials = models._LRU(8)  # a cold request each time
-        shared._results = models._LRU(8)
+        shared.forget_salience()  # a cold request each time
         t = time.perf_counter()
         out = wrapper.predict([{**ex, "detail": "span"}])[0]
         took = time.perf_counter() - t
@@ -116,14 +115,13 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit
     row.update(lit_first_s=round(lit_s, 3), ours_first_s=round(ours_s, 3), ratio_first=round(ours_s / lit_s, 2),
                first_payload_kb=round(len(payload) / 1024, 1))
     # Retarget before the matrices arrive: one span request (one forward + backward).
-    shared._partials = models._LRU(8)
-    shared._results = models._LRU(8)
+    shared.forget_salience()
     t = time.perf_counter()
     wrapper.predict([{**ex, "detail": "span", "target_span": "1:3"}])
     row["retarget_before_matrices_s"] = round(time.perf_counter() - t, 2)
     _drain(shared)
     if full:
-        shared._results = models._LRU(8)
+        shared.forget_salience()
         t = time.perf_counter()
         result = shared.salience(chat, target, 0)
         row["ours_full_matrices_s"] = round(time.perf_counter() - t, 2)
@@ -131,12 +129,12 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit
         result.span_salience("grad_norm", 1, 3)
         result.span_salience("grad_x_input", 1, 3)
         row["retarget_after_matrices_ms"] = round(1000 * (time.perf_counter() - t), 2)
-        full_payload = json.dumps(models.salience_payload(result, 0))
+        full_payload = json.dumps(payloads.salience_payload(result, 0))
         row["full_payload_kb"] = round(len(full_payload) / 1024, 1)
         if captum:  # same process, same weights, same token ids; interleaved with ours once more
             n = result.n_prompt_tokens
             row["captum_per_token_loop_s"] = round(_captum_loop(lm, result.ids[:n].tolist(), result.ids[n:].tolist()), 2)
-            shared._results = models._LRU(8)
+            shared.forget_salience()
             t = time.perf_counter()
             shared.salience(chat, target, 0)
             row["ours_full_matrices_again_s"] = round(time.perf_counter() - t, 2)
@@ -170,8 +168,8 @@ def main() -> None:
     lm = ss.load_model("default")
     # LIT loads its own copy from the same converted model folder.
     lit_model = transformers_lms.HFSalienceModel(model_name_or_path=lm.model.config._name_or_path)
-    shared = models.SharedLM(lm, max_new_tokens=64, disk_cache=False)
-    wrapper = models.SalienceModel(shared)
+    shared = shared_model.SharedLM(lm, max_new_tokens=64, disk_cache=False)
+    wrapper = salience.SalienceModel(shared)
     # The chain-of-thought example whose answer the model generates (the longest response).
     cot = dict(next(r for r in datasets.load_jsonl(datasets.CASE_STUDIES_PATH)
                     if r.get("case") == CASE and not r.get("target")))

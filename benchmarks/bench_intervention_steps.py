@@ -36,11 +36,11 @@ def main() -> None:
 
     import sequence_salience as ss
     from sequence_salience import inside
-    from lit_app import fields, models
+    from lit_app import fields, shared_model
     from lit_app import inside as lit_inside
 
     lm = ss.load_model("default")
-    shared = models.SharedLM(lm, disk_cache=False)
+    shared = shared_model.SharedLM(lm, disk_cache=False)
     lit = lit_inside.make_inside_models(shared, "default")
     trace_model, run_model = lit["_default_inside_trace"], lit["_default_inside_intervene"]
     ex = {"prompt": "What is the capital of France?"}

@@ -7,7 +7,7 @@ and every other path relative to the folder):
     static/index.html             LIT's page, rewritten: no internet links, our bundle added
     static/favicon.png, ...
     sequence_salience.js(.map)    our bundle, when it has been built
-    request_guard.js              fetch wrapper for the server's request rules (lit_app/security.py)
+    request_guard.js              fetch wrapper for the server's request rules (lit_app/request_guard.py)
     fonts/fonts.css, fonts/*.woff2 Roboto, Roboto Mono, Material Icons
 
 Our files come from `lit_app/assets.py`: in a checkout from frontend/dist and the npm
@@ -28,7 +28,7 @@ import logging
 import os
 import re
 
-from lit_app import assets, security
+from lit_app import assets, request_guard
 from sequence_salience.files import atomic_copy, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -88,8 +88,8 @@ def _write_if_changed(path: str, text: str) -> bool:
 def rewrite_index_html(html: str, has_bundle: bool, has_fonts: bool) -> str:
     """LIT's index.html with remote font links replaced by local ones, the request guard and our bundle added."""
     html = _REMOTE_LINK.sub("", html)
-    # The request guard (lit_app/security.py) must wrap fetch before LIT's main.js runs.
-    html = _MAIN_JS_TAG.sub(lambda m: f'<script src="{security.REQUEST_GUARD_NAME}"></script>\n  ' + m.group(0),
+    # The request guard (lit_app/request_guard.py) must wrap fetch before LIT's main.js runs.
+    html = _MAIN_JS_TAG.sub(lambda m: f'<script src="{request_guard.REQUEST_GUARD_NAME}"></script>\n  ' + m.group(0),
                             html, count=1)
     if has_fonts:
         html = html.replace(
@@ -166,7 +166,8 @@ def build_client_root(
                 copied += _copy_if_changed(src, os.path.join(fonts_out, name))
             copied += _write_if_changed(os.path.join(fonts_out, FONTS_CSS), css)
 
-    copied += _write_if_changed(os.path.join(output_dir, security.REQUEST_GUARD_NAME), security.REQUEST_GUARD_JS)
+    guard = os.path.join(output_dir, request_guard.REQUEST_GUARD_NAME)
+    copied += _write_if_changed(guard, request_guard.REQUEST_GUARD_JS)
     with open(os.path.join(lit_dir, "static", "index.html"), encoding="utf-8") as f:
         html = rewrite_index_html(f.read(), has_bundle=has_bundle, has_fonts=has_fonts)
     copied += _write_if_changed(os.path.join(output_dir, "static", "index.html"), html)

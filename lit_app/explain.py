@@ -1,6 +1,6 @@
 """LIT wrapper for "Test this explanation": faithfulness curves, input reduction, token flips,
 contrastive salience, IG auto-steps (sequence_salience.explain), over the shared model of
-lit_app/models.py.
+lit_app/shared_model.py.
 
 One hidden LIT model per loaded model, `_<name>_explain`. Its input is the datapoint
 (prompt, system, target, chat) plus `explain_action` and that action's settings; its one
@@ -28,7 +28,14 @@ from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from sequence_salience import explain as ex
-from lit_app import fields, models, user_jobs
+from lit_app import fields, user_jobs
+from lit_app.errors import RequestError
+from lit_app.generation import GenerationModel
+from lit_app.inputs import parse_target_span, text_field, whole_number
+from lit_app.method_registry import MAX_IG_STEPS
+from lit_app.payloads import compact, method_signed
+from lit_app.shared_model import SharedLM
+from lit_app.wrapper import Wrapper
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +58,7 @@ MAX_STEPS = 50
 REDUCE_MAX_SECONDS = 120.0
 FLIPS_TOP_K = 8
 IG_AUTO_START_STEPS = 8
-IG_AUTO_MAX_STEPS = 64  # default cap; a request may ask up to models.MAX_IG_STEPS (--max_ig_steps at the HTTP edge)
+IG_AUTO_MAX_STEPS = 64  # default cap; a request may ask up to MAX_IG_STEPS (--max_ig_steps at the HTTP edge)
 IG_AUTO_TOLERANCE = 0.05
 
 INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
@@ -64,31 +71,20 @@ INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
     STEPS: lit_types.Integer(required=False, default=10, min_val=1, max_val=MAX_STEPS),
     REMOVAL: lit_types.TextSegment(required=False, default="filler"),
     fields.IG_STEPS: lit_types.Integer(required=False, default=IG_AUTO_MAX_STEPS, min_val=1,
-                                       max_val=models.MAX_IG_STEPS),
+                                       max_val=MAX_IG_STEPS),
     IG_TOLERANCE: lit_types.Scalar(required=False, default=IG_AUTO_TOLERANCE, min_val=0, max_val=1),
 }
 OUTPUT_SPEC: lit_types.Spec = {EXPLAIN: fields.JsonDict()}
-
-
-def _whole(value: Any) -> int | None:
-    """An int for 3, 3.0, "3"; None for anything else (bools, 1.5, "x")."""
-    if isinstance(value, bool):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return int(f) if f.is_integer() else None
 
 
 def explain_model_name(name: str) -> str:
     return f"_{name}_explain"
 
 
-class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
+class ExplainModel(Wrapper):
     """Datapoint + action -> the `explain` JSON (see the module docstring)."""
 
-    def __init__(self, shared: models.SharedLM):
+    def __init__(self, shared: SharedLM):
         super().__init__(shared)
         self.jobs = user_jobs.JobSlot()
 
@@ -112,20 +108,20 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
     # -------------------------------------------------------------- predict
 
     def _predict_one(self, ex_: Mapping[str, Any]) -> dict:
-        action = models._text_field(ex_, ACTION) or "curves"  # pylint: disable=protected-access
+        action = text_field(ex_, ACTION) or "curves"
         if action not in ACTIONS:
-            raise models.RequestError(f'Input field "{ACTION}" is {action!r}; use one of {", ".join(ACTIONS)}.')
+            raise RequestError(f'Input field "{ACTION}" is {action!r}; use one of {", ".join(ACTIONS)}.')
         if action == "status":
             return {EXPLAIN: {"action": "status", "job": self.jobs.status()}}
         if action == "cancel":
             return {EXPLAIN: {"action": "cancel", "cancelled": self.jobs.cancel()}}
         chat = self._shared.format_prompt(ex_)
-        target = models._text_field(ex_, fields.TARGET)  # pylint: disable=protected-access
+        target = text_field(ex_, fields.TARGET)
         job = self.jobs.start(action, f"{action}:{hash(chat.text) & 0xffffffff:x}")
         progress, cancel = self._hooks(job)
         start = time.perf_counter()
         try:
-            explained = self._shared._explained(chat, target)  # pylint: disable=protected-access
+            explained = self._shared.explained(chat, target)
             with self._shared.lock.background():  # clicks go first between its batches
                 out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel)
         except ss.ComputationCancelled:
@@ -139,14 +135,14 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
 
     def _span(self, ex_, explained) -> tuple[int, int]:
         n = len(explained.ids) if isinstance(explained, ss.Generation) else len(self._shared.lm.tokenize(explained).ids)
-        return models.parse_target_span(ex_.get(fields.TARGET_SPAN), n) or (0, n)
+        return parse_target_span(ex_.get(fields.TARGET_SPAN), n) or (0, n)
 
     @staticmethod
     def _editable(ex_, chat) -> list[tuple[int, int, str]]:
         """(start, end, field) of the prompt text that the datapoint's fields hold: the user's
         message and, when the datapoint has one, its system prompt (not a template default)."""
         out = []
-        has_system = bool(models._text_field(ex_, fields.SYSTEM))  # pylint: disable=protected-access
+        has_system = bool(text_field(ex_, fields.SYSTEM))
         for s, e, role in chat.role_spans:
             if role == "user":
                 out.append((s, e, fields.PROMPT))
@@ -155,15 +151,15 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         return out
 
     def _granularity(self, ex_) -> tuple[str, str | None]:
-        g = models._text_field(ex_, GRANULARITY) or "sentence"  # pylint: disable=protected-access
+        g = text_field(ex_, GRANULARITY) or "sentence"
         if g not in ss.aggregate.GRANULARITIES:
-            raise models.RequestError(f'Input field "{GRANULARITY}" is {g!r}; use one of {", ".join(ss.aggregate.GRANULARITIES)}.')
-        pattern = models._text_field(ex_, PATTERN) or None  # pylint: disable=protected-access
+            raise RequestError(f'Input field "{GRANULARITY}" is {g!r}; use one of {", ".join(ss.aggregate.GRANULARITIES)}.')
+        pattern = text_field(ex_, PATTERN) or None
         return g, pattern
 
     @staticmethod
     def _methods(ex_) -> tuple[str, ...]:
-        raw = models._text_field(ex_, METHODS)  # pylint: disable=protected-access
+        raw = text_field(ex_, METHODS)
         names = tuple(m.strip() for m in raw.split(",") if m.strip()) or DEFAULT_METHODS
         for m in names:
             ss.get_method(m)
@@ -175,8 +171,8 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         granularity, pattern = self._granularity(ex_)
         steps = int(ex_.get(STEPS) or 10)
         if not 1 <= steps <= MAX_STEPS:
-            raise models.RequestError(f'Input field "{STEPS}" is {steps}; use 1 to {MAX_STEPS}.')
-        removal = models._text_field(ex_, REMOVAL) or "filler"  # pylint: disable=protected-access
+            raise RequestError(f'Input field "{STEPS}" is {steps}; use 1 to {MAX_STEPS}.')
+        removal = text_field(ex_, REMOVAL) or "filler"
         cached = getattr(self._shared, "cached_salience", None)
         result = cached(chat, target, 0) if cached is not None else None
         span = self._span(ex_, explained)
@@ -188,10 +184,10 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         curves = {}
         for mode, by_name in rep.curves.items():
             for name, c in by_name.items():
-                entry = {"logprobs": models.compact(c.logprobs), "aopc": float(c.aopc)}
+                entry = {"logprobs": compact(c.logprobs), "aopc": float(c.aopc)}
                 if c.all_logprobs is not None:
-                    entry["low"] = models.compact(c.all_logprobs.min(0))
-                    entry["high"] = models.compact(c.all_logprobs.max(0))
+                    entry["low"] = compact(c.all_logprobs.min(0))
+                    entry["high"] = compact(c.all_logprobs.max(0))
                 curves.setdefault(name, {})[mode] = entry
         return {
             "span": list(rep.span), "granularity": rep.granularity, "removal": rep.removal,
@@ -210,7 +206,7 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
         granularity, pattern = self._granularity(ex_)
         editable = self._editable(ex_, chat)
         methods = self._methods(ex_)
-        removal = models._text_field(ex_, REMOVAL) or "delete"  # pylint: disable=protected-access
+        removal = text_field(ex_, REMOVAL) or "delete"
         config = ex.ReductionConfig(
             method=methods[0], granularity=granularity, pattern=pattern,
             criterion="logprob" if target else "greedy", max_seconds=REDUCE_MAX_SECONDS, removal=removal,
@@ -265,9 +261,9 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
                 "n_positions": rep.n_positions, "n_verified": rep.n_verified}
 
     def _contrastive(self, ex_, chat, target, explained, progress, cancel) -> dict:
-        foil = models._text_field(ex_, FOIL)  # pylint: disable=protected-access
+        foil = text_field(ex_, FOIL)
         if not foil:
-            raise models.RequestError(f'Input field "{FOIL}" is empty. Fix: type the alternative to contrast with.')
+            raise RequestError(f'Input field "{FOIL}" is empty. Fix: type the alternative to contrast with.')
         # The selected target span against the foil at the same position (the whole answer when it is selected).
         res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_),
                                       span=self._span(ex_, explained), progress=progress, cancel=cancel)
@@ -277,24 +273,24 @@ class ExplainModel(models._Wrapper):  # pylint: disable=protected-access
             "prompt_end": res.prompt_end, "n_prompt_tokens": res.n_prompt_tokens, "span": list(res.span),
             "target": res.target_text, "foil": res.foil_text, "target_logprob": res.target_logprob,
             "foil_logprob": res.foil_logprob,
-            "methods": {m: {"signed": models._method_signed(m),  # pylint: disable=protected-access
-                            "values": models.compact(v)} for m, v in res.values.items()},
+            "methods": {m: {"signed": method_signed(m),
+                            "values": compact(v)} for m, v in res.values.items()},
         }
 
 
     def _ig_auto(self, ex_, chat, target, explained, progress, cancel) -> dict:
         cap = ex_.get(fields.IG_STEPS)
-        cap_n = IG_AUTO_MAX_STEPS if cap is None or cap == "" else _whole(cap)
-        if cap_n is None or not 1 <= cap_n <= models.MAX_IG_STEPS:
-            raise models.RequestError(f'Input field "{fields.IG_STEPS}" is {cap!r}; for "ig_auto" it is the most '
-                                      f"IG steps to try: use a whole number from 1 to {models.MAX_IG_STEPS}.")
+        cap_n = IG_AUTO_MAX_STEPS if cap is None or cap == "" else whole_number(cap)
+        if cap_n is None or not 1 <= cap_n <= MAX_IG_STEPS:
+            raise RequestError(f'Input field "{fields.IG_STEPS}" is {cap!r}; for "ig_auto" it is the most '
+                                      f"IG steps to try: use a whole number from 1 to {MAX_IG_STEPS}.")
         raw = ex_.get(IG_TOLERANCE)
         try:
             tolerance = IG_AUTO_TOLERANCE if raw is None or raw == "" else float(raw)
         except (TypeError, ValueError):
             tolerance = float("nan")
         if not 0 < tolerance <= 1:
-            raise models.RequestError(f'Input field "{IG_TOLERANCE}" is {raw!r}; use a relative error above 0 and'
+            raise RequestError(f'Input field "{IG_TOLERANCE}" is {raw!r}; use a relative error above 0 and'
                                       " at most 1 (0.05 = 5 %).")
         span = self._span(ex_, explained)
         start = min(IG_AUTO_START_STEPS, cap_n)
@@ -315,6 +311,6 @@ def with_explain_models(lit_models: Mapping[str, lit_model.Model]) -> dict[str, 
     """The model map plus `_<name>_explain` for each generation model over a SharedLM."""
     out = dict(lit_models)
     for name, model in lit_models.items():
-        if isinstance(model, models.GenerationModel):
+        if isinstance(model, GenerationModel):
             out[explain_model_name(name)] = ExplainModel(model.shared)
     return out

@@ -1,7 +1,7 @@
 """LIT wrappers for "Inside the model" (sequence_salience.inside), over the shared loaded model.
 
-Three hidden LIT models share the `SharedLM` of lit_app/models.py (its weights,
-its FIFO lock and its generation cache) and one `InsideState` (the resolved
+Three hidden LIT models share the `SharedLM` of lit_app/shared_model.py (its weights,
+its model scheduler and its generation cache) and one `InsideState` (the resolved
 architecture and the background value index):
 
 * `_<name>_inside_trace`      prompt + target + `inside_t` -> per-layer trace of target token t
@@ -16,6 +16,9 @@ a worker thread (it reads weights only, no forward pass); each layer is built as
 background slice of the model scheduler, so clicks and traces go first; searches answer from the layers built so far and report progress, so
 the UI polls until the index is complete. The payloads are documented in
 docs/architecture.md ("Inside the model").
+
+Over 400 lines for a reason: the three wrappers are one capability and share `InsideState`,
+`Located` and the intervention parser; split per wrapper, each file would import the others'.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ import sequence_salience as ss
 from sequence_salience import inside as ssi
 from sequence_salience.inside.trace import sequence_ids
 from lit_app import fields, user_jobs
-from lit_app.models import JsonDict, RequestError, SharedLM, _text_field, _Wrapper
+from lit_app.errors import RequestError
+from lit_app.inputs import JsonDict, int_field, text_field
+from lit_app.shared_model import SharedLM
+from lit_app.wrapper import Wrapper
 
 logger = logging.getLogger(__name__)
 
@@ -73,19 +79,6 @@ _TARGET_INPUTS: lit_types.Spec = {
     INSIDE_T: lit_types.Integer(required=False, default=0, min_val=0, max_val=100_000),
     INTERVENTIONS: lit_types.TextSegment(required=False, default=""),
 }
-
-
-def _int_field(ex: JsonDict, name: str, default: int, lo: int, hi: int) -> int:
-    value = ex.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise RequestError(f'Input field "{name}" must be a whole number, got {value!r}.') from None
-    if number != int(number) or not lo <= number <= hi:
-        raise RequestError(f'Input field "{name}" is {value!r}; use a whole number from {lo} to {hi}.')
-    return int(number)
 
 
 def parse_interventions(value: Any) -> list[ssi.Intervention]:
@@ -151,11 +144,11 @@ class InsideState:
     def locate(self, ex: JsonDict) -> "Located":
         """Where the response's token `inside_t` sits in prompt + response."""
         chat = self.shared.format_prompt(ex)
-        response = self.explained(chat, _text_field(ex, fields.TARGET))
+        response = self.explained(chat, text_field(ex, fields.TARGET))
         with self.shared.lock:
             ids, n_prompt = sequence_ids(self.shared.lm, chat, response)
         n_targets = len(ids) - n_prompt
-        t = _int_field(ex, INSIDE_T, 0, 0, 100_000)
+        t = int_field(ex, INSIDE_T, 0, 0, 100_000)
         if t >= n_targets:
             raise RequestError(f'Input field "{INSIDE_T}" is {t} but the response has {n_targets} token(s); '
                                f"use 0..{n_targets - 1}.")
@@ -189,7 +182,7 @@ def _trace_payload(tr: ssi.Trace, t: int, n_targets: int) -> JsonDict:
     return d
 
 
-class InsideTraceModel(_Wrapper):
+class InsideTraceModel(Wrapper):
     """Prompt + response + token index -> the layer-by-layer trace of that token (one forward pass)."""
 
     def __init__(self, shared: SharedLM, state: InsideState):
@@ -254,7 +247,7 @@ class InsideInterveneModel(InsideTraceModel):
         return {INTERVENTION: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
-        action = _text_field(ex, INSIDE_ACTION) or "run"
+        action = text_field(ex, INSIDE_ACTION) or "run"
         if action not in RUN_ACTIONS:
             raise RequestError(f'Input field "{INSIDE_ACTION}" is {action!r}; use one of {", ".join(RUN_ACTIONS)}.')
         if action == "status":
@@ -366,7 +359,7 @@ class InsideInterveneModel(InsideTraceModel):
         return payload
 
 
-class InsideSearchModel(_Wrapper):
+class InsideSearchModel(Wrapper):
     """A word -> the value vectors whose vocabulary projection ranks it highest, and the index's progress."""
 
     def __init__(self, shared: SharedLM, state: InsideState):
@@ -384,11 +377,11 @@ class InsideSearchModel(_Wrapper):
         return {SEARCH: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
-        query = _text_field(ex, QUERY, required=True)
-        limit = _int_field(ex, LIMIT, DEFAULT_LIMIT, 1, MAX_LIMIT)
+        query = text_field(ex, QUERY, required=True)
+        limit = int_field(ex, LIMIT, DEFAULT_LIMIT, 1, MAX_LIMIT)
         if not query.strip():
             raise RequestError("The search text is empty. Fix: type a word, e.g. Paris.")
-        ranking = _text_field(ex, RANKING) or "top_k"
+        ranking = text_field(ex, RANKING) or "top_k"
         if ranking not in ssi.value_index.RANKINGS:
             raise RequestError(f'Input field "{RANKING}" is {ranking!r}; use one of '
                                f'{", ".join(ssi.value_index.RANKINGS)}.')

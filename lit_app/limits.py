@@ -1,35 +1,32 @@
-"""Request limits for the LIT server: body size, prompt length, generation and IG
-sizes, and a bounded number of compute requests at once.
+"""Request limits for the LIT server: prompt length, generation and IG / SmoothGrad sizes, and a bounded
+number of compute requests at once.
 
-`lit_app.security.SecureApp` applies these to each HTTP request before LIT sees it:
+`lit_app.security.SecureApp` applies these to each HTTP request before LIT sees it (after
+lit_app/request_body.py has read the body within `Limits.max_body_bytes`):
 
-* `read_body`         the request body, at most `Limits.max_body_bytes` (else 413).
 * `validate_request`  a parsed JSON body and query of one LIT endpoint (else 400),
                       with messages that name the field, the limit and the flag.
 * `ComputeSlots`      at most `Limits.max_pending` compute requests running or
                       waiting for the model; the next one gets 503 + Retry-After
                       (`is_poll` requests, which need no model, are not counted).
 
-`cap_malloc_arenas` bounds the memory a thread-per-connection server gains (the
-server calls it at start).
-
-A rejected request raises `Rejected(status, message)`; the message is one line.
+A rejected request raises `Rejected(status, message)` (lit_app/errors.py); the message is one line.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import io
-import json
-import os
 import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from lit_nlp.api import types as lit_types
 
-from lit_app import explain, fields, models
+from lit_app import explain, fields
+from lit_app.errors import Rejected
+from lit_app.inputs import DETAIL_MODES, whole_number
+from lit_app.method_registry import MAX_IG_STEPS, MAX_SMOOTH_GRAD_SAMPLES
+from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
 # Largest --max_new_tokens the server accepts (generation is one token at a time on the
 # shared model; beyond this one request could hold the model for many minutes on CPU).
@@ -51,20 +48,6 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
 # contrastive target).
 _TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
 MAX_NEW_TOKENS_FIELD = "max_new_tokens"
-# JSON bodies: deepest nesting and longest number literal accepted (LIT's requests nest about 6 deep;
-# beyond these Python's parser raises RecursionError / a digit-limit ValueError, which were 500s).
-MAX_JSON_DEPTH = 64
-MAX_NUMBER_CHARS = 40
-
-
-class Rejected(Exception):
-    """An HTTP request refused before it reaches LIT: status, one-line message, extra headers."""
-
-    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,9 +68,9 @@ class Limits:
 
     max_body_bytes: int = 4 * 1024 * 1024
     max_prompt_chars: int = 32_000
-    max_new_tokens: int = models.DEFAULT_MAX_NEW_TOKENS
-    max_ig_steps: int = models.MAX_IG_STEPS
-    max_smooth_grad_samples: int = models.MAX_SMOOTH_GRAD_SAMPLES
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    max_ig_steps: int = MAX_IG_STEPS
+    max_smooth_grad_samples: int = MAX_SMOOTH_GRAD_SAMPLES
     max_pending: int = 16
     retry_after_s: int = 2
     max_connections: int = 64
@@ -99,117 +82,12 @@ class Limits:
                      "max_connections_per_client"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} is {getattr(self, name)}; it must be at least 1.")
-        for name, most in (("max_ig_steps", models.MAX_IG_STEPS),
-                           ("max_smooth_grad_samples", models.MAX_SMOOTH_GRAD_SAMPLES)):
+        for name, most in (("max_ig_steps", MAX_IG_STEPS),
+                           ("max_smooth_grad_samples", MAX_SMOOTH_GRAD_SAMPLES)):
             if getattr(self, name) > most:
                 raise ValueError(f"Limits.{name} is {getattr(self, name)}; the models accept at most {most}.")
         if self.max_new_tokens > MAX_NEW_TOKENS_CAP:
             raise ValueError(f"Limits.max_new_tokens is {self.max_new_tokens}; use at most {MAX_NEW_TOKENS_CAP}.")
-
-
-def read_body(environ: dict[str, Any], max_bytes: int) -> bytes:
-    """Reads the request body (Content-Length or chunked) and replaces wsgi.input with it.
-
-    Raises:
-      Rejected: 413 when the body is larger than `max_bytes`, 400 for a bad
-        Content-Length, 408 when the client stops sending.
-    """
-    raw_length = environ.get("CONTENT_LENGTH") or ""
-    stream = environ["wsgi.input"]
-    try:
-        if raw_length.strip():
-            try:
-                length = int(raw_length)
-            except ValueError:
-                raise Rejected(400, f"Content-Length {raw_length!r} is not a number.") from None
-            if length < 0:
-                raise Rejected(400, f"Content-Length {raw_length!r} is negative.")
-            if length > max_bytes:
-                raise Rejected(413, f"The request body is {length:,} bytes; this server accepts up to"
-                                    f" {max_bytes:,} (--max_body_bytes).")
-            body = stream.read(length) if length else b""
-            if len(body) < length:
-                raise Rejected(400, f"The request body ended after {len(body):,} of {length:,} bytes.")
-        elif environ.get("wsgi.input_terminated"):  # chunked: the server ends the stream
-            body = stream.read(max_bytes + 1)
-            if len(body) > max_bytes:
-                raise Rejected(413, f"The request body is over {max_bytes:,} bytes; this server accepts up to"
-                                    f" {max_bytes:,} (--max_body_bytes).")
-        else:
-            body = b""
-    except (TimeoutError, ConnectionError) as e:
-        raise Rejected(408, f"The request body did not arrive ({type(e).__name__}).") from None
-    set_body(environ, body)
-    return body
-
-
-def set_body(environ: dict[str, Any], body: bytes) -> None:
-    """Makes `body` the request body LIT reads."""
-    environ["wsgi.input"] = io.BytesIO(body)
-    environ["CONTENT_LENGTH"] = str(len(body))
-    environ.pop("wsgi.input_terminated", None)
-    environ.pop("HTTP_TRANSFER_ENCODING", None)
-
-
-def _number(text: str, kind: type) -> Any:
-    if len(text) > MAX_NUMBER_CHARS:
-        raise Rejected(400, f"The request body has a number of {len(text):,} characters; this server accepts"
-                            f" numbers of up to {MAX_NUMBER_CHARS} characters.")
-    return kind(text)
-
-
-def _no_constant(name: str) -> Any:
-    raise Rejected(400, f"The request body has {name}, which is not JSON; send a finite number.")
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (iterative: never recurses)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (dict, list)):
-            deepest = max(deepest, d)
-            if d <= MAX_JSON_DEPTH:
-                stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return deepest
-
-
-def parse_json(body: bytes) -> Any:
-    """The JSON value of a request body (None when empty); 400 when it is not JSON, nests deeper
-    than MAX_JSON_DEPTH, or has a number longer than MAX_NUMBER_CHARS, NaN or Infinity."""
-    if not body.strip():
-        return None
-    deep = Rejected(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels; this server accepts up to"
-                         f" {MAX_JSON_DEPTH}.")
-    try:
-        value = json.loads(body.decode("utf-8"), parse_int=lambda t: _number(t, int),
-                           parse_float=lambda t: _number(t, float), parse_constant=_no_constant)
-    except UnicodeDecodeError:
-        raise Rejected(400, "The request body is not UTF-8 JSON.") from None
-    except json.JSONDecodeError as e:
-        raise Rejected(400, f"The request body is not valid JSON ({e.msg} at line {e.lineno},"
-                            f" column {e.colno}).") from None
-    except RecursionError:
-        raise deep from None
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise deep
-    return value
-
-
-def _whole_number(value: Any) -> int | None:
-    """An int for 3, 3.0, "3"; None for anything else (bools, 1.5, "x")."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return _whole_number(float(value.strip()))
-        except ValueError:
-            return None
-    return None
 
 
 def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> None:
@@ -229,13 +107,13 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
                               (fields.SMOOTH_GRAD_SAMPLES, limits.max_smooth_grad_samples, "max_smooth_grad_samples")):
         count = data.get(field)
         if count is not None and count != "":
-            n = _whole_number(count)
+            n = whole_number(count)
             if n is None or not 0 <= n <= most:
                 raise Rejected(400, f'{where}: field "{field}" is {count!r}; use a whole number from 0'
                                     f" (off) to {most} (--{flag}).")
     new_tokens = data.get(MAX_NEW_TOKENS_FIELD)
     if new_tokens is not None and new_tokens != "":
-        n = _whole_number(new_tokens)
+        n = whole_number(new_tokens)
         if n is None or not 1 <= n <= limits.max_new_tokens:
             raise Rejected(400, f'{where}: field "{MAX_NEW_TOKENS_FIELD}" is {new_tokens!r}; use a whole number'
                                 f" from 1 to {limits.max_new_tokens} (--max_new_tokens).")
@@ -247,9 +125,9 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
         if value is not None and not isinstance(value, str):
             raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
     detail = data.get(fields.DETAIL)
-    if detail is not None and detail not in models.DETAIL_MODES:
+    if detail is not None and detail not in DETAIL_MODES:
         raise Rejected(400, f'{where}: field "{fields.DETAIL}" is {_shown(detail)}; use one of'
-                            f' {", ".join(repr(m) for m in models.DETAIL_MODES)}.')
+                            f' {", ".join(repr(m) for m in DETAIL_MODES)}.')
     _validate_explain_fields(data, limits, where)
 
 
@@ -358,7 +236,7 @@ def validate_request(
 
 
 # Input values that only read or cancel a background job, without the model: the salience
-# model's progress poll (lit_app/models.py) and the explain module's status/cancel (lit_app/explain.py).
+# model's progress poll (lit_app/salience.py) and the explain module's status/cancel (lit_app/explain.py).
 _POLL_VALUES = {"detail": ("poll", "stream"), "explain_action": ("status", "cancel")}
 
 
@@ -376,23 +254,6 @@ def is_poll(path: str, data: Any) -> bool:
     """
     inputs = data.get("inputs") if path == "/get_preds" and isinstance(data, dict) else None
     return bool(inputs) and all(_polls(ex) for ex in inputs)
-
-
-def cap_malloc_arenas(count: int = 2) -> bool:
-    """Caps glibc's malloc arenas, as MALLOC_ARENA_MAX=count does; True when applied.
-
-    glibc gives threads up to 8 x cores arenas, and each keeps the high-water mark
-    of the model passes run on it, so a thread-per-connection server running torch
-    grows by one pass's activations per arena. A few arenas bound that. A
-    MALLOC_ARENA_MAX set by the user wins; other C libraries are left alone.
-    """
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(-8, count))  # M_ARENA_MAX
-    except (OSError, AttributeError):
-        return False
 
 
 class ComputeSlots:

@@ -40,7 +40,8 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 
 from lit_app import limits as limits_lib
-from lit_app import security, server
+from lit_app import http_server, security, server, tokens
+from lit_app.security_config import SecurityConfig
 
 HOST = "localhost"
 logger = logging.getLogger("lit_app.notebook")
@@ -54,13 +55,13 @@ class _WithToken:
 
     def get_query_str(self) -> str:
         query = self.config.get_query_str()
-        return query + ("&" if len(query) > 1 else "") + urllib.parse.urlencode({security.TOKEN_PARAM: self.token})
+        return query + ("&" if len(query) > 1 else "") + urllib.parse.urlencode({tokens.TOKEN_PARAM: self.token})
 
 
 class _Served:
     """What `lit_nlp.notebook.LitWidget.render` / `ui_state` / `stop` read from `_server`."""
 
-    def __init__(self, httpd: security.BoundedThreadedServer, app: server.SequenceSalienceApp):
+    def __init__(self, httpd: http_server.BoundedThreadedServer, app: server.SequenceSalienceApp):
         self.httpd, self.app = httpd, app
         self.port = int(httpd.server_port)
         self._thread = threading.Thread(target=httpd.serve_forever, name=f"lit-notebook-{self.port}", daemon=True)
@@ -103,11 +104,11 @@ class LitWidget(lit_notebook.LitWidget):
         # LIT's __init__ is not called: it would start LIT's own server, without these rules.
         app = server.build_app(lit_models, lit_datasets, client_root, sync_state=True)
         limits = limits_lib.Limits()
-        httpd = security.make_server(HOST, 0, app, limits.max_connections,  # port 0: a free one, no race
-                                     limits.max_connections_per_client)
-        self.config = security.SecurityConfig(host=HOST, port=int(httpd.server_port),
-                                              allowed_hosts=tuple(allowed_hosts), limits=limits,
-                                              token=None if no_token else (token or security.new_token()))
+        httpd = http_server.make_server(HOST, 0, app, limits.max_connections,  # port 0: a free one, no race
+                                        limits.max_connections_per_client)
+        self.config = SecurityConfig(host=HOST, port=int(httpd.server_port),
+                                     allowed_hosts=tuple(allowed_hosts), limits=limits,
+                                     token=None if no_token else (token or tokens.new_token()))
         httpd.app = security.SecureApp(app, self.config)
         self._server: Any = _Served(httpd, app)
         self._height = height
@@ -131,12 +132,12 @@ class LitWidget(lit_notebook.LitWidget):
     @property
     def url(self) -> str:
         """The URL to open in a browser: with ?token=, which sets the cookie."""
-        return self.base_url + (f"?{security.TOKEN_PARAM}={self.token}" if self.token else "")
+        return self.base_url + (f"?{tokens.TOKEN_PARAM}={self.token}" if self.token else "")
 
     @property
     def headers(self) -> dict[str, str]:
         """{"Authorization": "token <t>"} for scripts ({} with no_token)."""
-        return security.token_headers(self.token)
+        return tokens.token_headers(self.token)
 
     def render(self, height: int | None = None, open_in_new_tab: bool = False,
                ui_params: lit_notebook.RenderConfig | None = None, data: Sequence[Mapping[str, Any]] | None = None):

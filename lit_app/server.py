@@ -11,7 +11,7 @@
 or the console script `sequence-salience-server` with the same flags. It checks
 the data file, builds the offline client root, loads the model (logging
 progress), then prints the URL once it accepts connections. Requests are served
-on threads; model access is serialized by one lock (lit_app.models.SharedLM).
+on threads; model access is serialized by one lock (lit_app.shared_model.SharedLM).
 Every request first passes lit_app.security.SecureApp (Host, token, JSON-only
 same-origin POSTs, file paths only inside --data_dir, limits, one-line errors). A token
 is required on every bind unless --no_token (loopback only): the printed URL carries it.
@@ -37,7 +37,12 @@ from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
 from sequence_salience import model as model_lib
-from lit_app import client_build, datasets, disconnect, explain, layouts, limits, models, security
+from sequence_salience.slices import DEFAULT_SLICE_S
+from lit_app import client_build, datasets, disconnect, explain, http_server, layouts, limits, security, security_config
+from lit_app.errors import ClientGone, RequestError
+from lit_app.hosts import is_loopback
+from lit_app.model_group import make_models
+from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
 from lit_app import inside as inside_models
 
 logger = logging.getLogger("lit_app.server")
@@ -47,7 +52,7 @@ DEFAULT_PORT = 5432
 # Seconds Ctrl-C waits for cancelled work to stop before the process exits anyway.
 SHUTDOWN_GRACE_S = 2.0
 PAGE_TITLE = "Sequence Salience"
-# WSGI environ key under which a handler leaves a client-mistake exception (models.RequestError).
+# WSGI environ key under which a handler leaves a client-mistake exception (lit_app.errors.RequestError).
 CLIENT_ERROR_KEY = security.CLIENT_ERROR_KEY
 
 _ONBOARD_DOC = """
@@ -66,7 +71,7 @@ class _Uncached(lit_caching.CachingModelWrapper):
     """LIT's per-example wrapper without its cache.
 
     LIT caches every prediction by datapoint id, unbounded; our wrappers keep
-    their own caches keyed by content and bounded by bytes (lit_app/models.py),
+    their own caches keyed by content and bounded by bytes (lit_app/shared_model.py),
     and progress polls must reach the model wrapper every time.
     """
 
@@ -112,7 +117,7 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
             return super()._get_preds(
                 data, model=model, requested_types=requested_types, requested_fields=requested_fields, **kw
             )
-        except models.ClientGone:
+        except ClientGone:
             # Nobody reads the answer (the wrapper logged why, in one line): answer nothing
             # rather than have LIT log a traceback for a request the client gave up.
             return []
@@ -130,7 +135,7 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         def marked(app, request, environ):
             try:
                 return handler(app, request, environ)
-            except models.RequestError as e:
+            except RequestError as e:
                 environ[CLIENT_ERROR_KEY] = e
                 raise
 
@@ -196,12 +201,12 @@ def build_app_for_lm(
     lm: Any,
     model_name: str = "smollm2",
     data_path: str | None = None,
-    max_new_tokens: int = models.DEFAULT_MAX_NEW_TOKENS,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     client_root: str | None = None,
 ) -> SequenceSalienceApp:
     """Wraps an already-loaded LanguageModel (tests and notebooks use this)."""
-    shared = models.SharedLM(lm, max_new_tokens=max_new_tokens)
-    lit_models = inside_models.with_inside(models.make_models(shared, model_name), shared, model_name)
+    shared = SharedLM(lm, max_new_tokens=max_new_tokens)
+    lit_models = inside_models.with_inside(make_models(shared, model_name), shared, model_name)
     return build_app(lit_models, datasets.get_datasets(data_path), client_root)
 
 
@@ -211,9 +216,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help='HF model id, local folder or .gguf file; "default" is the embedded SmolLM2-135M-Instruct.')
     p.add_argument("--host", default=DEFAULT_HOST, help="Address to serve on (0.0.0.0 to allow other machines).")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to serve on.")
-    p.add_argument("--max_new_tokens", type=int, default=models.DEFAULT_MAX_NEW_TOKENS,
+    p.add_argument("--max_new_tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
                    help="Longest generated response, in tokens.")
-    p.add_argument("--slice_s", type=float, default=models.DEFAULT_SLICE_S,
+    p.add_argument("--slice_s", type=float, default=DEFAULT_SLICE_S,
                    help="Model time of one background slice, in seconds: clicks wait at most about this long"
                         " for background work (the per-token matrices, explanation tests).")
     p.add_argument("--device", default="cpu", help='"cpu", "cuda", "cuda:N" or "auto".')
@@ -225,7 +230,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=None, help="A .jsonl file of prompts to load besides the shipped examples.")
     p.add_argument("--client_root", default=client_build.DEFAULT_OUTPUT_DIR,
                    help="Where to build the UI's static files (git-ignored).")
-    security.add_flags(p)
+    security_config.add_flags(p)
     args = p.parse_args(argv)
     if not args.slice_s > 0:
         p.error(f"--slice_s is {args.slice_s}; use a positive number of seconds, e.g. 0.4.")
@@ -233,7 +238,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"--max_new_tokens is {args.max_new_tokens}; use 1 to {limits.MAX_NEW_TOKENS_CAP}.")
     if not 0 < args.port < 65536:
         p.error(f"--port is {args.port}; use 1-65535.")
-    security.check_flags(p, args)
+    security_config.check_flags(p, args)
     return args
 
 
@@ -241,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Starts the server; returns the exit status."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    limits.cap_malloc_arenas()  # before any thread runs the model
+    http_server.cap_malloc_arenas()  # before any thread runs the model
     start = time.perf_counter()
 
     try:
@@ -261,13 +266,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     logger.info("Model ready after %.1f s.", time.perf_counter() - start)
 
-    shared = models.SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s)
+    shared = SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s)
     name = model_short_name(args.model)
-    app = build_app(inside_models.with_inside(models.make_models(shared, name), shared, name), lit_datasets, client_root)
-    sec = security.config_from_args(args)
+    app = build_app(inside_models.with_inside(make_models(shared, name), shared, name), lit_datasets, client_root)
+    sec = security_config.config_from_args(args)
     try:
-        httpd = security.make_server(args.host, args.port, security.SecureApp(app, sec), sec.limits.max_connections,
-                                     sec.limits.max_connections_per_client)
+        httpd = http_server.make_server(args.host, args.port, security.SecureApp(app, sec),
+                                        sec.limits.max_connections, sec.limits.max_connections_per_client)
     except OSError as e:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)
@@ -282,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"Sequence Salience is ready: {url} WARNING: --no_token: any process or user on this machine can"
               " drive this server.", flush=True)
-    if sec.token_generated and not security.is_loopback(args.host):
+    if sec.token_generated and not is_loopback(args.host):
         print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
               " the same ?token=..., or pass --token.)", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
@@ -299,7 +304,7 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def stop(httpd: security.BoundedThreadedServer, shared: models.SharedLM, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+def stop(httpd: http_server.BoundedThreadedServer, shared: SharedLM, grace_s: float = SHUTDOWN_GRACE_S) -> None:
     """Stops serving and the work in progress, within `grace_s` (+ a fraction of a second).
 
     Running requests and background jobs are cancelled (their cancel checks read

@@ -12,7 +12,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, models, server
+from lit_app import client_build, datasets, fields, model_group, server, shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -20,12 +20,12 @@ PROMPT = ("A train leaves at 2:15 pm and the trip takes 1 hour and 50 minutes. A
           " Think step by step, then give the answer.")
 
 
-class RecordingSharedLM(models.SharedLM):
+class RecordingSharedLM(shared_model.SharedLM):
     """Keeps every stream state the generation publishes (what any poll could have read)."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.published: list[models.GenerationStream] = []
+        self.published: list[shared_model.GenerationStream] = []
 
     def _set_stream(self, key, stream):
         self.published.append(stream)
@@ -46,7 +46,7 @@ def client(shared, tmp_path):
     bundle = tmp_path / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path / "client_root"), bundle_path=str(bundle))
-    return Client(server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root))
+    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root))
 
 
 _ids = iter(range(10**9))

@@ -16,7 +16,7 @@ from werkzeug.test import Client
 
 import sequence_salience as ss
 from sequence_salience import inside
-from lit_app import client_build, datasets, fields, models, server
+from lit_app import client_build, datasets, fields, model_group, server, shared_model
 from lit_app import inside as lit_inside
 
 PROMPT = "The capital of France is"
@@ -64,8 +64,8 @@ def client(default_lm, tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    shared = models.SharedLM(default_lm, max_new_tokens=12)
-    lit_models = lit_inside.with_inside(models.make_models(shared, MODEL), shared, MODEL)
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=12)
+    lit_models = lit_inside.with_inside(model_group.make_models(shared, MODEL), shared, MODEL)
     yield Client(server.build_app(lit_models, datasets.get_datasets(), root))
     index = lit_models[SEARCH].state.index
     index.stop()  # the background build ends between layers

@@ -17,7 +17,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, models, progressive, server
+from lit_app import client_build, datasets, fields, inputs, model_group, progressive, server, shared_model
 from lit_app import inside as lit_inside
 from lit_app.scheduler import ModelScheduler
 
@@ -71,10 +71,10 @@ def app(default_lm, tmp_path_factory):
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
     # Short slices: the job yields after every target, so the test sees many slice boundaries.
-    shared = models.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path_factory.mktemp("gens")),
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path_factory.mktemp("gens")),
                              slice_s=0.05)
     shared.lock = LoggedScheduler()
-    lit_models = lit_inside.with_inside(models.make_models(shared, MODEL), shared, MODEL)
+    lit_models = lit_inside.with_inside(model_group.make_models(shared, MODEL), shared, MODEL)
     yield shared, Client(server.build_app(lit_models, datasets.get_datasets(), root))
     shared.jobs.cancel_all()
 
@@ -100,7 +100,7 @@ def test_trace_and_clicked_span_complete_before_the_jobs_next_slice(app, default
     prompt = _cot_prompt()
     first = _post(client, SAL, {"prompt": prompt, "detail": "span"})  # the first highlight starts the job
     n_targets = len(first[fields.SALIENCE]["target_logprobs"])
-    group = models.SalienceModel._group({"prompt": prompt})  # pylint: disable=protected-access
+    group = inputs.datapoint_group({"prompt": prompt})
     job = shared.jobs.get(group, "grad")
     assert job is not None
     _wait_until(lambda: job.state == progressive.RUNNING and job.done >= 1, "the job's first slices")

@@ -15,7 +15,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, layouts, models, server
+from lit_app import client_build, datasets, fields, layouts, model_group, server, shared_model
 
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
@@ -26,7 +26,7 @@ _CLIENT_MESSAGE = re.compile(r"^.*?(?=\n\nDetails:)")
 
 @pytest.fixture(scope="module")
 def shared(default_lm):
-    return models.SharedLM(default_lm, max_new_tokens=12)
+    return shared_model.SharedLM(default_lm, max_new_tokens=12)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def app(shared, tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
 
 
 @pytest.fixture()
@@ -289,7 +289,7 @@ def test_layout_tag_matches_the_frontend_module():
 
 def test_without_the_bundle_the_layouts_leave_out_the_module(shared, tmp_path):
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "missing.js"))
-    bare = server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+    bare = server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
     info = json.loads(Client(bare).get("/get_info").data)
     assert layouts.SALIENCE_MODULE_TAG not in json.dumps(info["layouts"])
     assert "generated-text-module" in json.dumps(info["layouts"][layouts.DEFAULT_LAYOUT])
@@ -319,9 +319,9 @@ def test_span_requests_without_a_gram_tensor_fall_back_to_one_backward(default_l
     example = {fields.PROMPT: QUESTION, fields.TARGET: target, fields.TARGET_SPAN: "1:3"}
     (expected,) = _preds(client, SAL, example)
     # A result too large to keep its Gram tensor (gram_max_elements=0).
-    small = models.SharedLM(default_lm, max_new_tokens=12, salience_config=ss.SalienceConfig(gram_max_elements=0))
+    small = shared_model.SharedLM(default_lm, max_new_tokens=12, salience_config=ss.SalienceConfig(gram_max_elements=0))
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
-    bare = server.build_app(models.make_models(small, MODEL), datasets.get_datasets(), root)
+    bare = server.build_app(model_group.make_models(small, MODEL), datasets.get_datasets(), root)
     (pred,) = _preds(Client(bare), SAL, example)
     assert pred[fields.SALIENCE]["methods"]["grad_norm"]["gram_packed"] is None
     for method in ("grad_norm", "grad_x_input"):

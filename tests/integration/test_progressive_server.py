@@ -14,7 +14,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, models, progressive, server
+from lit_app import client_build, datasets, fields, inputs, model_group, progressive, server, shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -27,13 +27,13 @@ def _app(shared, tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
 
 
 @pytest.fixture(scope="module")
 def shared(default_lm, tmp_path_factory):
     # Two targets per chunk: the jobs report progress, yield and can stop several times.
-    return models.SharedLM(default_lm, max_new_tokens=10, disk_cache=str(tmp_path_factory.mktemp("gens")),
+    return shared_model.SharedLM(default_lm, max_new_tokens=10, disk_cache=str(tmp_path_factory.mktemp("gens")),
                            salience_config=ss.SalienceConfig(target_chunk_size=2, ig_step_chunk_size=2))
 
 
@@ -118,7 +118,7 @@ def test_a_span_request_during_the_job_is_served_before_the_job_ends(client, sha
 
 
 def SalienceGroup(prompt: str) -> tuple:
-    return models.SalienceModel._group({"prompt": prompt})
+    return inputs.datapoint_group({"prompt": prompt})
 
 
 def test_selecting_another_prompt_stops_the_old_job(client, shared):
@@ -147,7 +147,7 @@ def test_selecting_another_prompt_stops_the_old_job(client, shared):
 
 
 def test_a_job_nobody_polls_is_cancelled(default_lm):
-    shared = models.SharedLM(default_lm, max_new_tokens=8, disk_cache=False, heartbeat_s=0.0)
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=8, disk_cache=False, heartbeat_s=0.0)
     chat = shared.lm.format_prompt(LONGER)
     job = shared.jobs.submit(("unpolled",), "grad", lambda j: shared.salience(chat, "", 0, job=j))
     deadline = time.monotonic() + 120
@@ -209,7 +209,7 @@ def test_smooth_grad_by_span_equals_the_library_and_its_matrix_comes_on_request(
 
 def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_path, tmp_path_factory):
     store = tmp_path / "gens"
-    shared = models.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
     client = Client(_app(shared, tmp_path_factory))
     rows = [{"prompt": f"Say the number {k}."} for k in range(5)]
     calls = []
@@ -226,7 +226,7 @@ def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_p
         text = json.loads(one.data)[0][fields.RESPONSE]
         assert text and len(calls) == 1
         # A restarted server (a new SharedLM on the same store) has it at once, without the model.
-        restarted = models.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
+        restarted = shared_model.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
         client2 = Client(_app(restarted, tmp_path_factory))
         response = client2.post(f"/get_preds?model={GEN}", data=json.dumps({"inputs": inputs}),
                                 content_type="application/json")

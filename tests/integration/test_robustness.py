@@ -20,7 +20,7 @@ import time
 import pytest
 from werkzeug.test import Client
 
-from lit_app import client_build, datasets, fields, models, security, server
+from lit_app import client_build, datasets, fields, model_group, security, security_config, server, shared_model
 from tests.server_process import ServerProcess
 
 PORT = 5432
@@ -39,7 +39,7 @@ LONG_IG_STEPS = 16
 
 @pytest.fixture(scope="module")
 def shared(default_lm):
-    shared = models.SharedLM(default_lm, max_new_tokens=8)
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=8)
     yield shared
     # No background job (the first highlight starts one) may still run torch when the interpreter exits.
     shared.jobs.cancel_all()
@@ -51,11 +51,11 @@ def lit(shared, tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
 
 
 def _client(lit) -> Client:
-    return Client(security.SecureApp(lit, security.SecurityConfig(port=PORT)), use_cookies=False)
+    return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
 
 
 def _post(client, model, data):
@@ -123,7 +123,7 @@ def test_a_catastrophic_regex_is_stopped_and_the_server_keeps_serving(real_serve
 
 
 def test_a_tokens_request_answers_while_a_blocking_computation_holds_the_model(lit, shared, caplog):
-    caplog.set_level(logging.INFO, logger="lit_app.models")
+    caplog.set_level(logging.INFO, logger="lit_app.shared_model")
     long_answer: dict = {}
 
     def long_request():
@@ -157,7 +157,7 @@ def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_l
 
 
 def test_a_blocking_request_stops_when_another_datapoint_is_selected(lit, shared, caplog):
-    caplog.set_level(logging.INFO, logger="lit_app.models")
+    caplog.set_level(logging.INFO, logger="lit_app.shared_model")
     caplog.clear()
     long_answer: dict = {}
     long_data = {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS}

@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 from lit_nlp.lib import wsgi_app
 from werkzeug import serving, wrappers
 
-from lit_app import client_build, datasets, limits, models, security, server
+from lit_app import (client_build, datasets, http_server, limits, model_group, security, security_config, server,
+                     shared_model)
 
 MODEL = "smollm2"
 STATIC_PATHS = ("/", "/index.html", "/main.js", "/static/index.html", "/request_guard.js", "/nowhere.js")
@@ -78,7 +79,7 @@ SPELLINGS_TRIED = [
 
 class _Served:
     def __init__(self, app, max_connections: int = 64):
-        self.httpd = security.make_server("127.0.0.1", 0, app, max_connections)
+        self.httpd = http_server.make_server("127.0.0.1", 0, app, max_connections)
         self.port = int(self.httpd.server_port)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -124,8 +125,8 @@ def lit(default_lm, tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    shared = models.SharedLM(default_lm, max_new_tokens=4)
-    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root), root
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=4)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root), root
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def servers(lit, folders):
     handlers = {route: (lambda _app, _req, _env, route=route: wrappers.Response(f"route:{route}"))
                 for route in limits.API_PATHS}
     oracle = _Served(wsgi_app.App(handlers=handlers, project_root=root, index_file="static/index.html"))
-    config = security.SecurityConfig(port=0, data_dir=str(data), allowed_hosts=("127.0.0.1",),
+    config = security_config.SecurityConfig(port=0, data_dir=str(data), allowed_hosts=("127.0.0.1",),
                                      limits=limits.Limits(max_prompt_chars=MAX_PROMPT))
     guarded = _Served(security.SecureApp(app, config))
     yield oracle, guarded

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from werkzeug.test import Client
 
-from lit_app import client_build, datasets, fields, limits, models, security, server
+from lit_app import (client_build, datasets, fields, limits, method_registry, model_group, request_guard, security,
+                     security_config, server, shared_model, tokens)
 from tests.server_process import ServerProcess
 
 PORT = 5432
@@ -33,7 +34,7 @@ TOKEN = "s3cret-token-for-tests"
 
 @pytest.fixture(scope="module")
 def shared(default_lm):
-    return models.SharedLM(default_lm, max_new_tokens=6)
+    return shared_model.SharedLM(default_lm, max_new_tokens=6)
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +42,11 @@ def lit(shared, tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    return server.build_app(models.make_models(shared, MODEL), datasets.get_datasets(), root)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
 
 
 def secure(lit, **config) -> Client:
-    return Client(security.SecureApp(lit, security.SecurityConfig(port=PORT, **config)), use_cookies=False)
+    return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT, **config)), use_cookies=False)
 
 
 @pytest.fixture()
@@ -201,29 +202,29 @@ def test_token_flow(lit):
 
 
 def test_every_bind_has_a_token_unless_no_token_on_loopback(monkeypatch):
-    monkeypatch.delenv(security.TOKEN_ENV, raising=False)
+    monkeypatch.delenv(tokens.TOKEN_ENV, raising=False)
     for host in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "10.0.0.2"):
-        cfg = security.config_from_args(server.parse_args(["--host", host, "--port", "6000"]))
+        cfg = security_config.config_from_args(server.parse_args(["--host", host, "--port", "6000"]))
         assert cfg.token_generated and re.fullmatch(r"[0-9a-f]{48}", cfg.token), host
-    cfg = security.config_from_args(server.parse_args(["--host", "0.0.0.0", "--port", "6000"]))
+    cfg = security_config.config_from_args(server.parse_args(["--host", "0.0.0.0", "--port", "6000"]))
     assert cfg.browser_url() == f"http://127.0.0.1:6000/?token={cfg.token}"
     # Two starts, two tokens.
-    assert security.config_from_args(server.parse_args([])).token != security.config_from_args(
+    assert security_config.config_from_args(server.parse_args([])).token != security_config.config_from_args(
         server.parse_args([])).token
-    given = security.config_from_args(server.parse_args(["--host", "10.0.0.2", "--token", TOKEN]))
+    given = security_config.config_from_args(server.parse_args(["--host", "10.0.0.2", "--token", TOKEN]))
     assert given.token == TOKEN and not given.token_generated and given.browser_url().startswith("http://10.0.0.2:")
-    monkeypatch.setenv(security.TOKEN_ENV, TOKEN)
-    assert security.config_from_args(server.parse_args([])).token == TOKEN
-    monkeypatch.delenv(security.TOKEN_ENV)
+    monkeypatch.setenv(tokens.TOKEN_ENV, TOKEN)
+    assert security_config.config_from_args(server.parse_args([])).token == TOKEN
+    monkeypatch.delenv(tokens.TOKEN_ENV)
     # The explicit opt-out: loopback only.
-    off = security.config_from_args(server.parse_args(["--no_token"]))
+    off = security_config.config_from_args(server.parse_args(["--no_token"]))
     assert off.token is None and off.browser_url() == "http://127.0.0.1:5432/"
-    assert security.config_from_args(server.parse_args(["--no_token", "--host", "::1"])).token is None
+    assert security_config.config_from_args(server.parse_args(["--no_token", "--host", "::1"])).token is None
     for argv in (["--no_token", "--host", "0.0.0.0"], ["--no_token", "--token", TOKEN], ["--token", "short"]):
         with pytest.raises(SystemExit):
             server.parse_args(argv)
     with pytest.raises(ValueError, match="token is required"):
-        security.SecurityConfig(host="0.0.0.0")
+        security_config.SecurityConfig(host="0.0.0.0")
 
 
 # ---------------------------------------------------------------------------
@@ -368,11 +369,11 @@ def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(li
     # Within the limits the request reaches the model.
     assert preds(c, TOK, {"prompt": "hi", "ig_steps": "4", "max_new_tokens": 6}).status_code == 200
     with pytest.raises(ValueError, match="max_ig_steps"):
-        limits.Limits(max_ig_steps=models.MAX_IG_STEPS + 1)
+        limits.Limits(max_ig_steps=method_registry.MAX_IG_STEPS + 1)
 
 
 def test_a_full_server_answers_503_with_retry_after(lit, shared):
-    app = security.SecureApp(lit, security.SecurityConfig(port=PORT, limits=limits.Limits(max_pending=1)))
+    app = security.SecureApp(lit, security_config.SecurityConfig(port=PORT, limits=limits.Limits(max_pending=1)))
     c = Client(app, use_cookies=False)
     first: dict = {}
     shared.lock.acquire()  # the model is busy: the first request waits for it, holding the only slot
@@ -416,7 +417,7 @@ def test_client_root_loads_the_request_guard_before_lit(tmp_path):
     root = Path(client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js")))
     html = (root / "static" / "index.html").read_text(encoding="utf-8")
     assert re.search(r'<script src="request_guard\.js"></script>\s*<script src="main\.js"></script>', html)
-    assert (root / security.REQUEST_GUARD_NAME).read_text(encoding="utf-8") == security.REQUEST_GUARD_JS
+    assert (root / request_guard.REQUEST_GUARD_NAME).read_text(encoding="utf-8") == request_guard.REQUEST_GUARD_JS
 
 
 # ---------------------------------------------------------------------------
@@ -512,7 +513,7 @@ def test_notebook_widget_applies_the_host_and_origin_rules(shared, tmp_path):
     from lit_app import notebook  # pylint: disable=import-outside-toplevel
 
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
-    widget = notebook.LitWidget(models.make_models(shared, MODEL), datasets.get_datasets(), client_root=root)
+    widget = notebook.LitWidget(model_group.make_models(shared, MODEL), datasets.get_datasets(), client_root=root)
     try:
         port, json_ = widget.port, {"Content-Type": "application/json", **widget.headers}
         assert re.fullmatch(r"[0-9a-f]{48}", widget.token)

@@ -16,8 +16,8 @@ import pytest
 
 from sequence_salience import explain as ex
 from sequence_salience.methods.base import SalienceConfig
+from lit_app import errors, shared_model
 from lit_app import explain as lit_explain
-from lit_app import models
 from tests.unit.tiny_models import tiny_llama, wrap
 
 PROMPT, TARGET, FOIL = "The capital of France is", " Paris.", " Rome and"
@@ -26,7 +26,7 @@ PROMPT, TARGET, FOIL = "The capital of France is", " Paris.", " Rome and"
 @pytest.fixture(scope="module")
 def tiny():
     lm = wrap(tiny_llama(seed=0), "llama")
-    shared = models.SharedLM(lm, max_new_tokens=4, salience_config=SalienceConfig(ig_steps=4, ig_step_chunk_size=1))
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, salience_config=SalienceConfig(ig_steps=4, ig_step_chunk_size=1))
     return lm, shared, lit_explain.ExplainModel(shared)
 
 
@@ -172,7 +172,7 @@ def test_ig_auto_stops_at_the_first_count_within_the_tolerance(tiny):
 ])
 def test_ig_auto_bad_settings_are_one_line_errors(tiny, extra, match):
     _, _, model = tiny
-    with pytest.raises(models.RequestError, match=match):
+    with pytest.raises(errors.RequestError, match=match):
         _one(model, explain_action="ig_auto", **extra)
 
 
@@ -196,7 +196,7 @@ def test_reduce_removal_field_reaches_the_library(tiny, removal):
 
 def test_reduce_with_an_unknown_removal_is_a_one_line_error(tiny):
     _, _, model = tiny
-    with pytest.raises(models.RequestError, match="Unknown removal 'blank'"):
+    with pytest.raises(errors.RequestError, match="Unknown removal 'blank'"):
         _one(model, explain_action="reduce", granularity="word", removal="blank")
 
 

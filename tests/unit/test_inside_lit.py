@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from sequence_salience import inside
+from lit_app import errors, shared_model
 from lit_app import inside as lit_inside
-from lit_app import models
 from tests.unit.tiny_models import tiny_llama, tiny_tokenizer, wrap
 
 PROMPT, TARGET = "The capital of France is", " Paris. The capital"
@@ -21,7 +21,7 @@ PROMPT, TARGET = "The capital of France is", " Paris. The capital"
 @pytest.fixture(scope="module")
 def wrappers():
     lm = wrap(tiny_llama(seed=0), "llama")
-    shared = models.SharedLM(lm, max_new_tokens=4)
+    shared = shared_model.SharedLM(lm, max_new_tokens=4)
     return lm, lit_inside.make_inside_models(shared, "tiny")
 
 
@@ -45,7 +45,7 @@ def test_parse_interventions(value, expected):
     pytest.param(json.dumps([[0, i] for i in range(65)]), "at most 64", id="too-many"),
 ])
 def test_parse_interventions_errors(value, match):
-    with pytest.raises(models.RequestError, match=match):
+    with pytest.raises(errors.RequestError, match=match):
         lit_inside.parse_interventions(value)
 
 
@@ -88,16 +88,16 @@ def test_intervene_wrapper_payload(wrappers):
 
 def test_wrapper_errors_are_one_line_request_errors(wrappers):
     _, lit = wrappers
-    with pytest.raises(models.RequestError, match="inside_t.* is 99 but the response has"):
+    with pytest.raises(errors.RequestError, match="inside_t.* is 99 but the response has"):
         _one(lit["_tiny_inside_trace"], prompt=PROMPT, target=TARGET, inside_t=99)
-    with pytest.raises(models.RequestError, match="whole number"):
+    with pytest.raises(errors.RequestError, match="whole number"):
         _one(lit["_tiny_inside_trace"], prompt=PROMPT, target=TARGET, inside_t=1.5)
-    with pytest.raises(models.RequestError, match="No interventions"):
+    with pytest.raises(errors.RequestError, match="No interventions"):
         _one(lit["_tiny_inside_intervene"], prompt=PROMPT, target=TARGET, inside_t=0)
-    with pytest.raises(models.RequestError, match="listed twice"):
+    with pytest.raises(errors.RequestError, match="listed twice"):
         _one(lit["_tiny_inside_intervene"], prompt=PROMPT, target=TARGET,
              interventions=[[0, 1, "off"], [0, 1, "on"]])
-    with pytest.raises(models.RequestError, match="search text is empty"):
+    with pytest.raises(errors.RequestError, match="search text is empty"):
         _one(lit["_tiny_inside_search"], query="  ")
 
 
@@ -119,7 +119,7 @@ def test_search_wrapper_starts_the_index_and_reports_progress(wrappers, monkeypa
     want = inside.search_by_projection(lm, "is", limit=5)
     assert proj["ranking"] == "projection" and [(h["layer"], h["index"]) for h in proj["hits"]] == \
         [(h.layer, h.index) for h in want.hits]
-    with pytest.raises(models.RequestError, match="ranking"):
+    with pytest.raises(errors.RequestError, match="ranking"):
         _one(search, query="is", ranking="best")
 
 
@@ -200,7 +200,7 @@ def test_status_shows_the_probabilities_then_the_streamed_text_and_cancel_stops_
     assert inside.count_hooks(lm.model) == 0  # the interventions' hooks are gone
     assert _one(run, inside_action="status")[lit_inside.INTERVENTION]["job"] is None
     assert _one(run, inside_action="cancel")[lit_inside.INTERVENTION]["cancelled"] is False
-    with pytest.raises(models.RequestError, match="inside_action.*use one of run, status, cancel"):
+    with pytest.raises(errors.RequestError, match="inside_action.*use one of run, status, cancel"):
         _one(run, inside_action="stop")
     # The model serves again, plain: a new run completes.
     assert "cancelled" not in _one(run, **ex)[lit_inside.INTERVENTION]
@@ -258,7 +258,7 @@ def test_a_trace_requested_during_the_generation_runs_between_tokens_on_the_plai
 def test_the_before_salience_comes_from_the_salience_modules_first_highlight(wrappers):
     """A whole-response span cached with other IG/SmoothGrad counts (as the salience module asks) is reused."""
     lm, _ = wrappers
-    shared = models.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
     run = lit_inside.make_inside_models(shared, "tiny")["_tiny_inside_intervene"]
     chat = shared.format_prompt({"prompt": PROMPT})
     gen = shared.generate(chat)

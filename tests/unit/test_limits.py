@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from lit_app import limits, security
-from lit_app.limits import Limits, Rejected
+from lit_app import errors, hosts, http_server, inputs, limits, paths, request_body, security
+from lit_app.errors import Rejected
+from lit_app.limits import Limits
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -28,7 +29,7 @@ from lit_app.limits import Limits, Rejected
     ("a b:1", None), ("user@host:1", None), ("host/x:1", None),
 ])
 def test_parse_host(value, expected):
-    assert security.parse_host(value, 8080) == expected
+    assert hosts.parse_host(value, 8080) == expected
 
 
 @pytest.mark.parametrize("host,loopback,wildcard", [
@@ -37,7 +38,7 @@ def test_parse_host(value, expected):
     ("lab.example", False, False),
 ])
 def test_loopback_and_wildcard(host, loopback, wildcard):
-    assert security.is_loopback(host) is loopback and security.is_wildcard(host) is wildcard
+    assert hosts.is_loopback(host) is loopback and hosts.is_wildcard(host) is wildcard
 
 
 def _environ(body: bytes, length: str | None, chunked: bool = False) -> dict:
@@ -51,22 +52,22 @@ def _environ(body: bytes, length: str | None, chunked: bool = False) -> dict:
 
 def test_read_body_within_and_beyond_the_limit():
     env = _environ(b'{"a": 1}', "8")
-    assert limits.read_body(env, 8) == b'{"a": 1}'
+    assert request_body.read_body(env, 8) == b'{"a": 1}'
     assert env["wsgi.input"].read() == b'{"a": 1}' and env["CONTENT_LENGTH"] == "8"  # LIT reads it again
     with pytest.raises(Rejected) as e:
-        limits.read_body(_environ(b"x" * 9, "9"), 8)
+        request_body.read_body(_environ(b"x" * 9, "9"), 8)
     assert e.value.status == 413 and "9 bytes" in e.value.message
-    assert limits.read_body(_environ(b"x" * 8, None, chunked=True), 8) == b"x" * 8
+    assert request_body.read_body(_environ(b"x" * 8, None, chunked=True), 8) == b"x" * 8
     with pytest.raises(Rejected) as e:
-        limits.read_body(_environ(b"x" * 9, None, chunked=True), 8)
+        request_body.read_body(_environ(b"x" * 9, None, chunked=True), 8)
     assert e.value.status == 413
-    assert limits.read_body(_environ(b"ignored", None), 8) == b""  # no length, not chunked: no body
+    assert request_body.read_body(_environ(b"ignored", None), 8) == b""  # no length, not chunked: no body
 
 
 @pytest.mark.parametrize("length,status", [("abc", 400), ("-1", 400), ("10", 400)])
 def test_read_body_bad_lengths(length, status):
     with pytest.raises(Rejected) as e:
-        limits.read_body(_environ(b"short", length), 100)
+        request_body.read_body(_environ(b"short", length), 100)
     assert e.value.status == status
 
 
@@ -76,7 +77,7 @@ def test_read_body_stalled_client_is_408():
             raise TimeoutError("timed out")
 
     with pytest.raises(Rejected) as e:
-        limits.read_body({"wsgi.input": Stalled(), "CONTENT_LENGTH": "5"}, 100)
+        request_body.read_body({"wsgi.input": Stalled(), "CONTENT_LENGTH": "5"}, 100)
     assert e.value.status == 408
 
 
@@ -84,17 +85,17 @@ def test_read_body_stalled_client_is_408():
                                      ('{"a": "é"}'.encode("utf-16"), False), (b"\xff", False)])
 def test_parse_json(body, ok):
     if ok:
-        limits.parse_json(body)
+        request_body.parse_json(body)
     else:
         with pytest.raises(Rejected) as e:
-            limits.parse_json(body)
+            request_body.parse_json(body)
         assert e.value.status == 400
 
 
 @pytest.mark.parametrize("value,expected", [(3, 3), (3.0, 3), ("3", 3), (" 4 ", 4), ("4.0", 4), (True, None),
                                             (1.5, None), ("x", None), (None, None), ([1], None)])
 def test_whole_number(value, expected):
-    assert limits._whole_number(value) == expected
+    assert inputs.whole_number(value) == expected
 
 
 def test_prompt_chars_count_prompt_system_and_target_together():
@@ -149,7 +150,7 @@ def test_path_confiner(tmp_path):
     os.symlink(outside, root / "link")
     os.symlink(root / "sub", root / "inner_link")
     os.symlink(outside / "x.lit.jsonl", root / "f.lit.jsonl")
-    confiner = security.PathConfiner(str(root))
+    confiner = paths.PathConfiner(str(root))
     real = os.path.realpath(root)
     assert confiner.resolve("a.jsonl") == os.path.join(real, "a.jsonl")
     assert confiner.resolve("sub/a") == os.path.join(real, "sub", "a")
@@ -178,8 +179,8 @@ def test_lit_error_messages_become_one_line(body, message):
 
 
 def test_one_line_truncates():
-    assert security.one_line("a\n b\r\nc") == "a b c"
-    assert len(security.one_line("x" * 2000)) == 600
+    assert errors.one_line("a\n b\r\nc") == "a b c"
+    assert len(errors.one_line("x" * 2000)) == 600
 
 
 # ---------------------------------------------------------------------------
@@ -210,7 +211,7 @@ def test_bounded_server_answers_503_beyond_max_connections():
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
         return [b"ok"]
 
-    httpd = security.make_server("127.0.0.1", 0, app, max_connections=2, max_per_client=2)
+    httpd = http_server.make_server("127.0.0.1", 0, app, max_connections=2, max_per_client=2)
     port = httpd.server_address[1]
     serve = threading.Thread(target=httpd.serve_forever, daemon=True)
     serve.start()
@@ -237,14 +238,14 @@ def test_bounded_server_answers_503_beyond_max_connections():
 
 def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert limits.cap_malloc_arenas() is False
+    assert http_server.cap_malloc_arenas() is False
     monkeypatch.delenv("MALLOC_ARENA_MAX")
     if platform.libc_ver()[0] == "glibc":
-        assert limits.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
+        assert http_server.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
 
 
 def _serve(app, **kw):
-    httpd = security.make_server("127.0.0.1", 0, app, **kw)
+    httpd = http_server.make_server("127.0.0.1", 0, app, **kw)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd, httpd.server_address[1]
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import sequence_salience as ss
-from lit_app import fields, limits, models
+from lit_app import errors, fields, inputs, limits, method_registry, model_group, shared_model
 from lit_app.limits import Limits, Rejected
 from tests.unit.tiny_models import tiny_llama, wrap
 
@@ -26,40 +26,40 @@ PROMPT, TARGET = "The capital of France is", " Paris. The capital"
     pytest.param({SG: ""}, {fields.IG_STEPS: 0, SG: 0}, id="empty"),
     pytest.param({SG: 8}, {fields.IG_STEPS: 0, SG: 8}, id="int"),
     pytest.param({SG: "8", fields.IG_STEPS: 4.0}, {fields.IG_STEPS: 4, SG: 8}, id="string-and-float"),
-    pytest.param({SG: models.MAX_SMOOTH_GRAD_SAMPLES}, {fields.IG_STEPS: 0, SG: models.MAX_SMOOTH_GRAD_SAMPLES},
+    pytest.param({SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES}, {fields.IG_STEPS: 0, SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES},
                  id="maximum"),
 ])
 def test_extra_counts(data, expected):
-    assert models.extra_counts(data) == expected
+    assert inputs.extra_counts(data) == expected
 
 
 @pytest.mark.parametrize("field,value", [
     pytest.param(SG, -1, id="sg-negative"),
     pytest.param(SG, 1.5, id="sg-fraction"),
     pytest.param(SG, "many", id="sg-text"),
-    pytest.param(SG, models.MAX_SMOOTH_GRAD_SAMPLES + 1, id="sg-too-many"),
+    pytest.param(SG, method_registry.MAX_SMOOTH_GRAD_SAMPLES + 1, id="sg-too-many"),
     pytest.param(fields.IG_STEPS, -3, id="ig-negative"),
 ])
 def test_bad_counts_are_one_line_errors_naming_the_field_and_the_fix(field, value):
-    with pytest.raises(models.RequestError) as e:
-        models.extra_counts({field: value})
+    with pytest.raises(errors.RequestError) as e:
+        inputs.extra_counts({field: value})
     message = str(e.value)
     assert f'"{field}"' in message and "whole number from 0 (off) to 256" in message and "\n" not in message
 
 
 def test_detail_modes_and_which_job_a_request_follows():
-    assert models._detail_field({fields.DETAIL: "smooth_grad_matrix"}) == "smooth_grad_matrix"
-    with pytest.raises(models.RequestError, match='"smooth_grad_matrix"'):
-        models._detail_field({fields.DETAIL: "sg_matrix"})
-    extra = models._job_extra({fields.IG_STEPS: 0, SG: 8}, "smooth_grad_matrix")
+    assert inputs.detail_field({fields.DETAIL: "smooth_grad_matrix"}) == "smooth_grad_matrix"
+    with pytest.raises(errors.RequestError, match='"smooth_grad_matrix"'):
+        inputs.detail_field({fields.DETAIL: "sg_matrix"})
+    extra = inputs.job_extra({fields.IG_STEPS: 0, SG: 8}, "smooth_grad_matrix")
     assert (extra.method, extra.kind, extra.unit) == ("smooth_grad", "sg", "samples")
-    assert models._job_extra({fields.IG_STEPS: 0, SG: 8}, "poll") is extra
-    assert models._job_extra({fields.IG_STEPS: 4, SG: 0}, "poll").method == fields.IG_METHOD
-    assert models._job_extra({fields.IG_STEPS: 0, SG: 0}, "poll") is None  # the gradient matrices
-    with pytest.raises(models.RequestError, match=f'needs "{SG}" > 0'):
-        models._job_extra({fields.IG_STEPS: 4, SG: 0}, "smooth_grad_matrix")
-    with pytest.raises(models.RequestError, match="Fix: send only the count"):
-        models._job_extra({fields.IG_STEPS: 4, SG: 8}, "poll")
+    assert inputs.job_extra({fields.IG_STEPS: 0, SG: 8}, "poll") is extra
+    assert inputs.job_extra({fields.IG_STEPS: 4, SG: 0}, "poll").method == fields.IG_METHOD
+    assert inputs.job_extra({fields.IG_STEPS: 0, SG: 0}, "poll") is None  # the gradient matrices
+    with pytest.raises(errors.RequestError, match=f'needs "{SG}" > 0'):
+        inputs.job_extra({fields.IG_STEPS: 4, SG: 0}, "smooth_grad_matrix")
+    with pytest.raises(errors.RequestError, match="Fix: send only the count"):
+        inputs.job_extra({fields.IG_STEPS: 4, SG: 8}, "poll")
 
 
 def test_http_limit_on_samples():
@@ -72,7 +72,7 @@ def test_http_limit_on_samples():
         assert e.value.status == 400
         assert f'field "{SG}"' in e.value.message and "0 (off) to 4 (--max_smooth_grad_samples)" in e.value.message
     with pytest.raises(ValueError, match="max_smooth_grad_samples"):
-        Limits(max_smooth_grad_samples=models.MAX_SMOOTH_GRAD_SAMPLES + 1)
+        Limits(max_smooth_grad_samples=method_registry.MAX_SMOOTH_GRAD_SAMPLES + 1)
     with pytest.raises(ValueError, match="max_smooth_grad_samples"):
         Limits(max_smooth_grad_samples=0)
 
@@ -86,8 +86,8 @@ CONFIG = ss.SalienceConfig(smooth_grad_noise=0.3, smooth_grad_seed=7, ig_step_ch
 @pytest.fixture(scope="module")
 def tiny():
     lm = wrap(tiny_llama(seed=0), "llama")
-    shared = models.SharedLM(lm, max_new_tokens=4, salience_config=CONFIG, disk_cache=False)
-    return lm, shared, models.make_models(shared, "tiny")["_tiny_salience"]
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, salience_config=CONFIG, disk_cache=False)
+    return lm, shared, model_group.make_models(shared, "tiny")["_tiny_salience"]
 
 
 def _one(model, **data):
@@ -115,7 +115,7 @@ def test_first_highlight_payload_then_the_per_token_matrix_on_request(tiny):
     assert entry == {"signed": True, "matrix": None, "samples": 3}
     span = np.asarray(first["spans"][f"0:{num_t}"]["smooth_grad"])
     # Only the gradient job runs until the matrix is asked for.
-    assert shared.jobs.get(models.SalienceModel._group({"prompt": PROMPT, "target": TARGET, "chat": False}),
+    assert shared.jobs.get(inputs.datapoint_group({"prompt": PROMPT, "target": TARGET, "chat": False}),
                            "sg3") is None
     status = _one(model, detail="smooth_grad_matrix", smooth_grad_samples=3)[fields.SALIENCE]["detail"]
     assert status["kind"] == "sg3"
@@ -147,4 +147,4 @@ def test_the_frontend_table_mirrors_the_servers():
     rows = re.findall(r"(\w+): \{field: (\w+), matrixDetail: '([^']*)', tag: '([^']*)', unit: '([^']*)',"
                       r"[^}]*?maxCount: (\d+)\}", source)
     assert [(m, constants[f], d, t, u, int(x)) for m, f, d, t, u, x in rows] == [
-        (e.method, e.field, e.matrix_detail, e.kind, e.unit, e.maximum) for e in models.EXTRA_METHODS]
+        (e.method, e.field, e.matrix_detail, e.kind, e.unit, e.maximum) for e in method_registry.EXTRA_METHODS]

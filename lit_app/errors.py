@@ -1,0 +1,42 @@
+"""The errors a request to the LIT server can end with, and the one-line form of their messages.
+
+* `RequestError`: a model input the LIT wrappers cannot serve (every bad input, and every
+  `SalienceError` of the core library, re-raised by `lit_app.wrapper.Wrapper`). It is a
+  `ValueError` whose message is one line: LIT's server turns it into HTTP 500 with body
+  "Uncaught error: <message>\\n\\nDetails: <traceback>", which the middleware
+  (lit_app/security.py) answers as 400 (409 for a cancelled request), and LIT's client
+  shows <message> only when it is a single line (otherwise "Unknown error").
+* `ClientGone`: a request stopped because its HTTP client disconnected.
+* `Rejected`: an HTTP request refused before it reaches LIT (lit_app/security.py,
+  lit_app/limits.py, lit_app/request_body.py, lit_app/paths.py), with its status.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_MESSAGE_CHARS = 600
+
+
+class RequestError(ValueError):
+    """A request the wrappers cannot serve; the message is one line and names the fix."""
+
+
+class ClientGone(RequestError):
+    """A request stopped because its HTTP client disconnected: nobody reads the answer."""
+
+
+class Rejected(Exception):
+    """An HTTP request refused before it reaches LIT: status, one-line message, extra headers."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+def one_line(text: str, limit: int | None = MAX_MESSAGE_CHARS) -> str:
+    """Text collapsed to one line of at most `limit` characters (None: any length)."""
+    line = re.sub(r"\s*[\r\n]+\s*", " ", text).strip()
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"

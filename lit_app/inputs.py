@@ -1,0 +1,156 @@
+"""Parsing of the LIT model inputs shared by the wrappers: one function per input field.
+
+Each parser reads one field of an input example (a JSON object as LIT passes it) and
+returns its value, or raises `RequestError` with a one-line message that names the field
+and the fix. `datapoint_group` says which datapoint a request is about without the model
+(background jobs and the blocking requests' cancel check are keyed by it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from lit_app import fields
+from lit_app.errors import RequestError
+from lit_app.method_registry import EXTRA_METHODS, ExtraMethod
+
+JsonDict = Mapping[str, Any]
+
+
+def text_field(ex: JsonDict, name: str, required: bool = False) -> str:
+    """The string of input field `name`; absent -> "" (RequestError when `required`)."""
+    value = ex.get(name)
+    if value is None:
+        if required:
+            raise RequestError(
+                f'Input field "{name}" is missing. Fix: send {{"{name}": "..."}} in each input.'
+            )
+        return ""
+    if not isinstance(value, str):
+        raise RequestError(f'Input field "{name}" must be a string, got {type(value).__name__}.')
+    return value
+
+
+def chat_field(ex: JsonDict) -> bool | None:
+    """The `chat` field: True / False (also "true" / "false"); absent or "" -> None."""
+    value = ex.get(fields.CHAT)
+    if value is None or value == "":
+        return None  # the core library decides: the chat template when there is one
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise RequestError(f'Input field "{fields.CHAT}" must be true or false, got {value!r}.')
+
+
+def _count_field(ex: JsonDict, extra: ExtraMethod) -> int:
+    """The count of an extra method's input field (ig_steps, smooth_grad_samples); absent or "" -> 0 (off)."""
+    value = ex.get(extra.field)
+    if value is None or value == "":
+        return 0
+    fix = f"use a whole number from 0 (off) to {extra.maximum}"
+    try:
+        count = float(value)
+    except (TypeError, ValueError):
+        raise RequestError(f'Input field "{extra.field}" must be a whole number, got {value!r}; {fix}.') from None
+    if count != int(count) or not 0 <= count <= extra.maximum:
+        raise RequestError(f'Input field "{extra.field}" is {value!r}; {fix}.')
+    return int(count)
+
+
+def int_field(ex: JsonDict, name: str, default: int, lo: int, hi: int) -> int:
+    """Input field `name` as a whole number in [lo, hi]; absent or "" -> `default`."""
+    value = ex.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise RequestError(f'Input field "{name}" must be a whole number, got {value!r}.') from None
+    if number != int(number) or not lo <= number <= hi:
+        raise RequestError(f'Input field "{name}" is {value!r}; use a whole number from {lo} to {hi}.')
+    return int(number)
+
+
+def whole_number(value: Any) -> int | None:
+    """An int for 3, 3.0, "3"; None for anything else (bools, 1.5, "x")."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return whole_number(float(value.strip()))
+        except ValueError:
+            return None
+    return None
+
+
+def extra_counts(ex: JsonDict) -> dict[str, int]:
+    """{count field: count} for every extra method, e.g. {"ig_steps": 16, "smooth_grad_samples": 0}."""
+    return {extra.field: _count_field(ex, extra) for extra in EXTRA_METHODS}
+
+
+DETAIL_MODES = ("", "span", "poll", "stream") + tuple(e.matrix_detail for e in EXTRA_METHODS)
+
+
+def detail_field(ex: JsonDict) -> str:
+    """The `detail` field, one of DETAIL_MODES; absent -> "" (every matrix at once)."""
+    value = ex.get(fields.DETAIL)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or value not in DETAIL_MODES:
+        matrices = " or ".join(f'"{e.matrix_detail}"' for e in EXTRA_METHODS)
+        raise RequestError(
+            f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
+            f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far)'
+            f" or {matrices}."
+        )
+    return value
+
+
+def job_extra(counts: Mapping[str, int], detail: str) -> ExtraMethod | None:
+    """The extra method whose background job a "poll" or "<method>_matrix" request is about; None: the gradients."""
+    if detail != "poll":
+        extra = next(e for e in EXTRA_METHODS if e.matrix_detail == detail)
+        if not counts[extra.field]:
+            raise RequestError(f'"{detail}" needs "{extra.field}" > 0 (the number of {extra.unit}).')
+        return extra
+    asked = [e for e in EXTRA_METHODS if counts[e.field]]
+    if len(asked) > 1:
+        names = " and ".join(f'"{e.field}"' for e in asked)
+        raise RequestError(f'A "poll" request follows one job, but {names} are both > 0.'
+                           " Fix: send only the count of the method whose matrix you poll (0 or absent for the others).")
+    return asked[0] if asked else None
+
+
+def parse_target_span(value: Any, n_targets: int) -> tuple[int, int] | None:
+    """Parses "t0:t1" (target-token indices, end exclusive); "" or None -> None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", str(value))
+    if not m:
+        raise RequestError(
+            f'Input field "{fields.TARGET_SPAN}" is {value!r}; write "t0:t1" with target-token'
+            f" indices, e.g. \"0:{max(n_targets, 1)}\"."
+        )
+    t0, t1 = int(m.group(1)), int(m.group(2))
+    if not 0 <= t0 < t1 <= n_targets:
+        if t0 >= t1:  # the length may not be known yet (a progressive span: checked once tokenized)
+            raise RequestError(f'Input field "{fields.TARGET_SPAN}" is "{t0}:{t1}"; the end must be after the'
+                               f' start: use t0 < t1, e.g. "{t0}:{t0 + 1}".')
+        raise RequestError(
+            f'Input field "{fields.TARGET_SPAN}" is "{t0}:{t1}" but the target has {n_targets}'
+            f" token(s); use 0 <= t0 < t1 <= {n_targets}."
+        )
+    return t0, t1
+
+
+def datapoint_group(ex: JsonDict) -> tuple:
+    """Which datapoint a request is about, without the model (polls must not wait for it)."""
+    return (text_field(ex, fields.PROMPT), text_field(ex, fields.SYSTEM), repr(chat_field(ex)),
+            text_field(ex, fields.TARGET))

@@ -1,0 +1,105 @@
+"""The `salience` payload of the salience model (docs/architecture.md, "LIT salience payload").
+
+`salience_payload` turns a core `SalienceResult` (complete or partial) into the JSON the
+browser reads; `compact` rounds floats for short JSON (the explain and inside payloads use
+it too); `pack_gram` packs the grad_norm Gram tensor's upper triangle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+import sequence_salience as ss
+from lit_app import fields
+from lit_app.inputs import JsonDict
+from lit_app.method_registry import EXTRA_BY_METHOD
+
+# Largest packed Gram payload shipped to the client (floats); beyond it the
+# client asks for spans with `target_span` instead.
+MAX_GRAM_PACKED_VALUES = 2_000_000
+SIGNIFICANT_DIGITS = 6
+
+
+def method_signed(name: str) -> bool:
+    """Whether the core method `name` gives signed values (a diverging colour map)."""
+    return bool(ss.get_method(name).signed)
+
+
+def compact(a: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> list:
+    """Nested lists of floats rounded to `digits` significant digits (short JSON)."""
+    a = np.asarray(a, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(a == 0, 0.0, np.floor(np.log10(np.abs(a))))
+        scale = np.power(10.0, digits - 1 - mag)
+        out = np.where(np.isfinite(a) & (a != 0), np.round(a * scale) / scale, a)
+    return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0).tolist()
+
+
+def pack_gram(gram: np.ndarray) -> np.ndarray:
+    """<float>[N, T, T] -> <float>[N, T*(T+1)/2]: upper triangle, row-major ((0,0),(0,1),..,(1,1),..)."""
+    t = gram.shape[-1]
+    rows, cols = np.triu_indices(t)
+    return gram[:, rows, cols]
+
+
+def span_key(t0: int, t1: int) -> str:
+    """The payload key of target span (t0, t1): "t0:t1"."""
+    return f"{int(t0)}:{int(t1)}"
+
+
+def salience_payload(result: Any, ig_steps: int, methods: Iterable[str] | None = None,
+                     detail: Mapping[str, Any] | None = None, dtype: str = "",
+                     smooth_grad_samples: int = 0) -> JsonDict:
+    """The `salience` field: exactly the payload of docs/architecture.md.
+
+    A partial result (spans computed directly, no matrices yet) gives `"matrix": null`
+    for its methods and carries its values under "spans"; `detail` says how far the
+    background computation of the matrices has come. `ig_steps` and `smooth_grad_samples`
+    are the counts the IG and SmoothGrad entries carry ("steps", "samples").
+    """
+    counts = {fields.IG_STEPS: ig_steps, fields.SMOOTH_GRAD_SAMPLES: smooth_grad_samples}
+    spans = getattr(result, "spans", {}) or {}
+    names = list(methods) if methods is not None else list(result.matrices)
+    for m in (m for v in spans.values() for m in v):
+        if m not in names:
+            names.append(m)
+    out_methods: JsonDict = {}
+    for name in names:
+        matrix = result.matrices.get(name)
+        entry: JsonDict = {"signed": method_signed(name), "matrix": None if matrix is None else compact(matrix)}
+        if name == fields.GRAD_NORM_METHOD:
+            gram = getattr(result, "grad_gram", None)
+            packed = None
+            if matrix is not None and gram is not None:
+                n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
+                if n_tokens * n_targets * (n_targets + 1) // 2 <= MAX_GRAM_PACKED_VALUES:
+                    packed = compact(pack_gram(np.asarray(gram)))
+            entry["gram_packed"] = packed
+        extra = EXTRA_BY_METHOD.get(name)
+        if extra is not None:
+            entry[extra.unit] = int(counts[extra.field])
+        if name == fields.IG_METHOD:
+            err = getattr(result, "ig_completeness_error", None)
+            entry["completeness_error"] = None if err is None or matrix is None else compact(err)
+        out_methods[name] = entry
+    payload = {
+        "text": result.text,
+        "prompt_end": int(result.prompt_end),
+        "tokens": list(result.tokens),
+        "offsets": np.asarray(result.offsets, dtype=np.int64).reshape(-1, 2).tolist(),
+        "special": [bool(s) for s in result.special],
+        "n_prompt_tokens": int(result.n_prompt_tokens),
+        "role_spans": [[int(s), int(e), str(r)] for s, e, r in result.role_spans],
+        "target_logprobs": compact(result.target_logprobs),
+        "methods": out_methods,
+        "spans": {span_key(*k): {m: compact(v) for m, v in vals.items()} for k, vals in spans.items()},
+        "span_ig_errors": {span_key(*k): float(v) for k, v in (getattr(result, "span_ig_errors", {}) or {}).items()},
+    }
+    if detail is not None:
+        payload["detail"] = dict(detail)
+    if dtype:
+        payload["dtype"] = dtype
+    return payload

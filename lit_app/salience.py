@@ -1,0 +1,217 @@
+"""The salience model: prompt + target (or the greedy response) -> salience of every prompt token
+for every target token.
+
+Its output is the `salience` payload of docs/architecture.md (lit_app/payloads.py), LIT-native
+`SequenceSalienceMap`s, tokens, and the exact salience of a target span on request. `detail`
+selects how it answers: every matrix at once (blocking), or progressively ("span" first
+highlight, "poll", "<method>_matrix" background jobs, "stream" the response so far).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any, Callable
+
+import numpy as np
+from lit_nlp.api import dtypes as lit_dtypes
+from lit_nlp.api import types as lit_types
+
+import sequence_salience as ss
+from lit_app import disconnect, fields, progressive
+from lit_app.errors import ClientGone, RequestError
+from lit_app.inputs import (JsonDict, datapoint_group, detail_field, extra_counts, job_extra, parse_target_span,
+                            text_field)
+from lit_app.payloads import compact, salience_payload, span_key
+from lit_app.wrapper import Wrapper
+
+
+class BlockingCancel:
+    """When a blocking request (every matrix at once, `detail=""`) stops, within one slice.
+
+    It stops when its HTTP client has disconnected (`lit_app.disconnect`: the page was
+    closed, a script was interrupted or timed out), or when the user selected another
+    datapoint after it arrived (the progressive focus moved, as it stops background jobs).
+    Concurrent blocking requests do not stop each other: scripts may send several at once.
+    `reason` says why it stopped ("" while it runs).
+    """
+
+    CLIENT_GONE = "the client disconnected"
+
+    def __init__(self, jobs: progressive.DetailJobs, group: Hashable, gone: Callable[[], bool]):
+        self._jobs, self._group, self._gone = jobs, group, gone
+        self._focus = jobs.focus_group
+        self.reason = ""
+
+    def __call__(self) -> bool:
+        if not self.reason:
+            focus = self._jobs.focus_group
+            if focus != self._focus and focus != self._group:
+                self.reason = "another datapoint was selected"
+            elif self._gone():
+                self.reason = self.CLIENT_GONE
+        return bool(self.reason)
+
+
+class SalienceModel(Wrapper):
+    """Prompt + target (or the greedy response) -> salience of every prompt token for every target token."""
+
+    def input_spec(self) -> lit_types.Spec:
+        return fields.SALIENCE_INPUT_SPEC
+
+    def output_spec(self) -> lit_types.Spec:
+        return fields.SALIENCE_OUTPUT_SPEC
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        detail = detail_field(ex)
+        if detail == "":
+            return self._predict_complete(ex)
+        if detail == "stream":
+            return self._predict_stream(ex)
+        return self._predict_progressive(ex, detail)
+
+    def _predict_stream(self, ex: JsonDict) -> JsonDict:
+        """The greedy response generated so far (`detail="stream"`); never waits for the model."""
+        if text_field(ex, fields.TARGET):
+            raise RequestError(f'"{fields.DETAIL}": "stream" follows the generation of the response, but this input'
+                               f' has a "{fields.TARGET}", so nothing is generated. Fix: leave "{fields.TARGET}" empty.')
+        shared = self._shared
+        stream = shared.generation_stream(shared.format_prompt(ex))
+        out = _status_only({})
+        out[fields.RESPONSE] = stream.text
+        out[fields.SALIENCE] = {"stream": stream.as_dict(shared.generation_config.max_new_tokens)}
+        return out
+
+    def _predict_complete(self, ex: JsonDict) -> JsonDict:
+        """Every matrix at once (blocking): LIT's own modules and scripts; stops early (BlockingCancel)."""
+        # The cancel check is made when the request arrives (the focus it compares with is the current one).
+        cancel = BlockingCancel(self._shared.jobs, datapoint_group(ex), disconnect.watcher())
+        chat = self._shared.format_prompt(ex)
+        target = text_field(ex, fields.TARGET)
+        counts = extra_counts(ex)
+        try:
+            result = self._shared.salience(chat, target, cancel=cancel, **counts)
+        except ss.ComputationCancelled:
+            error = ClientGone if cancel.reason == BlockingCancel.CLIENT_GONE else RequestError
+            raise error(f"Cancelled: {cancel.reason or 'stopped'} before every salience matrix was"
+                        " computed. Fix: send the request again (one that nobody waits for is stopped).") from None
+        n_prompt = int(result.n_prompt_tokens)
+        n_targets = len(result.tokens) - n_prompt
+        span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
+        span_salience = {}
+        if span is not None:
+            values = self._shared.span_salience(chat, target, t0=span[0], t1=span[1], **counts)
+            span_salience = {m: compact(v) for m, v in values.items()}
+        return self._outputs(result, counts, span_salience, None)
+
+    def _outputs(self, result: Any, counts: Mapping[str, int], span_salience: JsonDict,
+                 detail: JsonDict | None) -> JsonDict:
+        """The output fields; `counts` = {count field: count} of the extra methods (extra_counts)."""
+        tokens = list(result.tokens)
+        n_prompt = int(result.n_prompt_tokens)
+
+        def _seq_map(method: str) -> lit_dtypes.SequenceSalienceMap | None:
+            if method not in result.matrices:
+                return None
+            return lit_dtypes.SequenceSalienceMap(
+                tokens_in=tokens[:n_prompt],
+                tokens_out=tokens[n_prompt:],
+                salience=np.asarray(result.matrices[method], dtype=np.float32),  # [T, N]
+            )
+
+        methods, _ = self._shared.methods_and_config(**counts)
+        return {
+            fields.RESPONSE: result.text[result.prompt_end:],
+            fields.TOKENS: tokens,
+            fields.SALIENCE: salience_payload(result, methods=methods, detail=detail, dtype=self._shared.dtype,
+                                              **counts),
+            fields.SPAN_SALIENCE: span_salience,
+            fields.GRAD_L2: _seq_map(fields.GRAD_NORM_METHOD),
+            fields.GRAD_DOT_INPUT: _seq_map(fields.GRAD_X_INPUT_METHOD),
+        }
+
+    def _predict_progressive(self, ex: JsonDict, detail: str) -> JsonDict:
+        """First highlight now, matrices in the background (docs/architecture.md, "Progressive salience").
+
+        Background jobs: "grad" (the gradient matrices, started by a "span" request) and, per
+        extra method, f"{kind}{count}" (e.g. "ig16", "sg8": the gradient matrices plus that
+        method's, started by its `matrix_detail` request). A "poll" follows the job of the one
+        extra method whose count is > 0, else the "grad" job.
+        """
+        shared = self._shared
+        group = datapoint_group(ex)
+        counts = extra_counts(ex)
+        off = {field: 0 for field in counts}
+        extra = job_extra(counts, detail) if detail != "span" else None
+        job_counts = off if extra is None else {**off, extra.field: counts[extra.field]}
+        kind = "grad" if extra is None else f"{extra.kind}{counts[extra.field]}"
+        if detail == "poll":
+            job = shared.jobs.get(group, kind)
+            if job is None:
+                return _status_only({"kind": kind, "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
+                                     "eta_s": None, "error": "Nothing is being computed for this prompt;"
+                                     " select it again to start."})
+            if job.state != progressive.DONE:
+                return _status_only(job.status())
+            if job.payload is None:
+                job.payload = self._outputs(job.result, job_counts, {}, job.status())
+            return job.payload
+
+        shared.jobs.focus(group)
+        # Latest wins: a clicked span is stale once another datapoint is selected or
+        # another span of this one is clicked (IG and SmoothGrad spans stop within one
+        # chunk of steps or samples). The ticket is taken on arrival, before anything
+        # waits for the model.
+        requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30) if detail == "span" else None
+        ticket = shared.next_span_ticket(group) if requested is not None else None
+        chat = shared.format_prompt(ex)
+        target = text_field(ex, fields.TARGET)
+
+        def run_with(job_counts: Mapping[str, int]) -> Callable[[progressive.Job], Any]:
+            return lambda job: shared.salience(chat, target, job=job, **job_counts)
+
+        if extra is not None:  # "<method>_matrix": that method's per-token matrix, in the background
+            job = shared.jobs.submit(group, kind, run_with(job_counts), replaces=extra.kind)
+            return _status_only(job.status())
+
+        # detail == "span": the exact salience of one span (default: the whole response) now.
+        # The span's range is checked by the core library once the target is tokenized.
+        t0, t1 = requested if requested is not None else (0, None)
+
+        def stale() -> bool:
+            return shared.jobs.focus_group != group or (
+                ticket is not None and shared.span_ticket(group) != ticket)
+
+        try:
+            result = shared.quick(chat, target, t0=t0, t1=t1, cancel=stale, **counts)
+        except ss.ComputationCancelled:
+            raise RequestError("Cancelled: a newer selection replaced this request.") from None
+        complete = shared.cached_salience(chat, target, 0)
+        if complete is not None:
+            status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,
+                      "eta_s": None, "error": ""}
+        else:
+            status = shared.jobs.submit(group, "grad", run_with(off)).status()
+        span = (t0, result.num_targets if t1 is None else t1)
+        methods, _ = shared.methods_and_config(**counts)
+        values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
+        if requested is not None:
+            # A clicked span: the client has the text and tokens already; send only the values.
+            errors = {span_key(*k): float(v) for k, v in result.span_ig_errors.items() if k == span}
+            return {**_status_only(status), fields.SALIENCE: {"detail": status, "span_ig_errors": errors},
+                    fields.SPAN_SALIENCE: values}
+        if complete is not None:
+            result = complete.merged(result)
+        return self._outputs(result, counts, values, status)
+
+
+def _status_only(status: JsonDict) -> JsonDict:
+    """A poll answer while the matrices are not ready: only the progress."""
+    return {
+        fields.RESPONSE: "",
+        fields.TOKENS: [],
+        fields.SALIENCE: {"detail": dict(status)},
+        fields.SPAN_SALIENCE: {},
+        fields.GRAD_L2: None,
+        fields.GRAD_DOT_INPUT: None,
+    }
+

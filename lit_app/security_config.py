@@ -1,0 +1,128 @@
+"""What the server allows (`SecurityConfig`) and the command-line flags that set it (`add_flags`,
+`config_from_args`): bound address, extra Host names, token, data folder, request limits."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+from lit_app.hosts import is_loopback, is_wildcard, parse_host, url_host
+from lit_app.http_server import HEADER_TIMEOUT_S
+from lit_app.limits import Limits
+from lit_app.tokens import TOKEN_ENV, TOKEN_PARAM, new_token
+
+
+@dataclasses.dataclass(frozen=True)
+class SecurityConfig:
+    """What the middleware allows.
+
+    Attributes:
+      host: the address the server is bound to (--host).
+      port: the port it listens on (--port).
+      allowed_hosts: extra Host names ("name" matches any port, "name:port" that port; "*" any host).
+      token: the token every request must carry; None: no token (the server's --no_token).
+      data_dir: the one folder LIT's file-path endpoints may read and write; None: they are off.
+      limits: request limits (lit_app.limits.Limits).
+      token_generated: True when the token was generated at start (printed in the URL).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 5432
+    allowed_hosts: tuple[str, ...] = ()
+    token: str | None = None
+    data_dir: str | None = None
+    limits: Limits = Limits()
+    token_generated: bool = False
+
+    def __post_init__(self):
+        if self.token is not None and len(self.token) < 8:
+            raise ValueError("The token is shorter than 8 characters; use a longer --token (or none on loopback).")
+        if not is_loopback(self.host) and not self.token:
+            raise ValueError(f"--host {self.host} is not a loopback address, so a token is required"
+                             " (drop --no_token).")
+        if self.data_dir is not None and not os.path.isdir(self.data_dir):
+            raise ValueError(f"--data_dir {self.data_dir!r} is not a folder. Fix: create it or pass another one.")
+
+    @property
+    def cookie_name(self) -> str:
+        # Cookies ignore ports: one name per port keeps two local servers apart.
+        return f"sequence_salience_token_{self.port}"
+
+    def browser_url(self) -> str:
+        """The address to open (with ?token= when there is one)."""
+        host = "127.0.0.1" if is_wildcard(self.host) else self.host
+        url = f"http://{url_host(host)}:{self.port}/"
+        return f"{url}?{TOKEN_PARAM}={self.token}" if self.token else url
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Adds the security and limit flags to the server's parser."""
+    g = parser.add_argument_group("security and limits")
+    g.add_argument("--allowed_hosts", action="append", default=[], metavar="NAME[:PORT]",
+                   help="Extra Host names to accept besides the bound address, localhost, 127.0.0.1"
+                        " and [::1] (comma-separated or repeated; '*' accepts any).")
+    g.add_argument("--token", default=os.environ.get(TOKEN_ENV) or None,
+                   help="Token every request must carry (?token=, a cookie, or 'Authorization: token ...')."
+                        f" Default: ${TOKEN_ENV}, else one generated at start and printed in the URL.")
+    g.add_argument("--no_token", action="store_true",
+                   help="Serve without a token (loopback --host only): any local process or user can then"
+                        " drive the server. The startup line warns.")
+    g.add_argument("--data_dir", default=None,
+                   help="Folder that LIT's save/load datapoints and new-dataset dialogs may use."
+                        " Without it those endpoints are off.")
+    defaults = Limits()
+    g.add_argument("--max_body_bytes", type=int, default=defaults.max_body_bytes,
+                   help="Largest request body (HTTP 413 beyond).")
+    g.add_argument("--max_prompt_chars", type=int, default=defaults.max_prompt_chars,
+                   help="Largest prompt + system + target of one input, in characters.")
+    g.add_argument("--max_ig_steps", type=int, default=defaults.max_ig_steps,
+                   help=f"Largest integrated-gradients step count (at most {defaults.max_ig_steps}).")
+    g.add_argument("--max_smooth_grad_samples", type=int, default=defaults.max_smooth_grad_samples,
+                   help=f"Largest SmoothGrad sample count (at most {defaults.max_smooth_grad_samples}).")
+    g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
+                   help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
+    g.add_argument("--max_connections", type=int, default=defaults.max_connections,
+                   help="Open connections at once (one thread each; HTTP 503 beyond). A connection has"
+                        f" {HEADER_TIMEOUT_S:g} s to send its headers; idle ones give their slot to new ones.")
+    g.add_argument("--max_connections_per_client", type=int, default=None,
+                   help="Open connections from one client address (default: half of --max_connections).")
+
+
+def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reports bad security/limit flags through parser.error."""
+    try:
+        config_from_args(args)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def config_from_args(args: argparse.Namespace) -> SecurityConfig:
+    """The SecurityConfig of parsed flags; generates a token unless one is given or --no_token."""
+    allowed = tuple(h.strip() for entry in args.allowed_hosts for h in entry.split(",") if h.strip())
+    for h in allowed:
+        if h != "*" and parse_host(h, args.port) is None:
+            raise ValueError(f"--allowed_hosts entry {h!r} is not a host name or name:port.")
+    token, generated = args.token, False
+    if getattr(args, "no_token", False):
+        if token:
+            raise ValueError("--no_token and --token (or $SEQUENCE_SALIENCE_TOKEN) contradict each other; pass one.")
+        if not is_loopback(args.host):
+            raise ValueError(f"--no_token is only for a loopback --host; {args.host} is reachable from other"
+                             " machines, so a token is required.")
+    elif not token:
+        token, generated = new_token(), True
+    lim = Limits(
+        max_body_bytes=args.max_body_bytes,
+        max_prompt_chars=args.max_prompt_chars,
+        max_new_tokens=args.max_new_tokens,
+        max_ig_steps=args.max_ig_steps,
+        max_smooth_grad_samples=args.max_smooth_grad_samples,
+        max_pending=args.max_pending_requests,
+        max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client or max(1, args.max_connections // 2),
+    )
+    data_dir = os.path.realpath(args.data_dir) if args.data_dir else None
+    return SecurityConfig(host=args.host, port=args.port, allowed_hosts=allowed, token=token,
+                          data_dir=data_dir, limits=lim, token_generated=generated)
+

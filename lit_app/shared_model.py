@@ -1,0 +1,395 @@
+"""One loaded model shared by every LIT wrapper: its lock, tokenizer copy, caches and background jobs.
+
+`SharedLM` holds one `sequence_salience` LanguageModel and serves the wrappers
+(lit_app/generation.py, salience.py, tokenizer.py, inside.py, explain.py): greedy
+generation (cached in memory and on disk, streamed while it runs), salience results
+(complete, in background slices; partial, for a first highlight or a clicked span),
+tokens. `GenerationStream` is the `detail="stream"` answer.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Hashable
+from typing import Any, Callable
+
+import sequence_salience as ss
+from sequence_salience.slices import DEFAULT_SLICE_S
+from lit_app import fields, generation_cache, progressive
+from lit_app.errors import RequestError
+from lit_app.inputs import JsonDict, chat_field, text_field
+from lit_app.lru_cache import LRUCache
+from lit_app.method_registry import EXTRA_METHODS
+from lit_app.scheduler import ModelScheduler
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_NEW_TOKENS = 64
+CACHE_SIZE = 32
+# Salience results are cached up to this many bytes (a 4,000-token result with
+# its Gram tensor is hundreds of MB).
+DEFAULT_CACHE_BYTES = 2 * 1024**3
+
+
+def _log_progress(every_s: float = 2.0) -> Callable[[str, int, int], None]:
+    """A compute_salience progress callback that logs at most every `every_s` seconds (and at the end)."""
+    last = [time.monotonic()]
+
+    def report(method: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= every_s:
+            last[0] = now
+            logger.info("salience %s: %d/%d", method, done, total)
+
+    return report
+
+
+def _tokenizer_twin(lm: Any, model_lock: ModelScheduler) -> tuple[Any, Any]:
+    """(a LanguageModel sharing `lm`'s weights with its own copy of the tokenizer, the lock that copy is
+    used under); (lm, model_lock) when the tokenizer cannot be copied or `lm` is not a dataclass."""
+    if not dataclasses.is_dataclass(lm) or getattr(lm, "tokenizer", None) is None:
+        return lm, model_lock
+    try:
+        twin = dataclasses.replace(lm, tokenizer=copy.deepcopy(lm.tokenizer))
+    except Exception as e:  # pylint: disable=broad-except
+        logger.warning("Cannot copy the tokenizer (%s: %s); token-only requests wait for the model.",
+                       type(e).__name__, e)
+        return lm, model_lock
+    return twin, threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationStream:
+    """A greedy response as far as it is generated: `detail="stream"` (docs/architecture.md)."""
+
+    state: str  # "none" | "queued" | "running" | "done"
+    text: str = ""
+    tokens: int = 0
+    stopped_by: str = ""  # "eos" | "length" once done
+
+    def as_dict(self, max_new_tokens: int) -> JsonDict:
+        return {"state": self.state, "text": self.text, "tokens": self.tokens, "max_new_tokens": max_new_tokens,
+                "stopped_by": self.stopped_by}
+
+
+class SharedLM:
+    """One loaded `sequence_salience` LanguageModel shared by all wrappers.
+
+    `lock` (a `ModelScheduler`, lit_app/scheduler.py) serializes every use of the
+    model (generation, salience and the tokenization they do), so concurrent LIT
+    requests queue instead of interfering; what a person waits for (`with lock:`)
+    goes before background work (`with lock.background():`), which holds it one
+    time slice at a time (`slice_s`): the matrix jobs (`jobs`, lit_app/progressive.py),
+    blocking every-matrix requests, explanation tests, the value-index build.
+
+    Requests that only need tokens (`format_prompt`, `tokens`: the tokenizer
+    model, and the first step of every other request) do not wait for it: they
+    use a copy of the tokenizer under `tokenizer_lock`. A fast (Rust) tokenizer
+    is not safe to use from several threads at once ("Already borrowed"), so
+    each tokenizer object is only ever used under its own lock: the model's
+    under `lock`, the copy under `tokenizer_lock`. A tokenizer that cannot be
+    copied falls back to the model's, under `lock`.
+    """
+
+    def __init__(
+        self,
+        lm: Any,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        salience_config: Any = None,
+        cache_size: int = CACHE_SIZE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        disk_cache: bool | str = True,
+        heartbeat_s: float = progressive.DEFAULT_HEARTBEAT_S,
+        slice_s: float = DEFAULT_SLICE_S,
+    ):
+        """Args:
+          lm: a loaded `sequence_salience.LanguageModel`.
+          max_new_tokens: longest greedy response.
+          salience_config: base `SalienceConfig` (ig_steps and smooth_grad_samples come from
+            each request; the other settings, e.g. SmoothGrad's noise and seed, from here).
+          cache_size: how many generations and salience results to keep in memory.
+          cache_bytes: most bytes of salience results kept in memory.
+          disk_cache: keep generations on disk (True: under the library's cache dir;
+            a path: there; False: memory only), so a restarted server shows them at once.
+          heartbeat_s: a background job nobody polls for this long is cancelled.
+          slice_s: model time of one background slice (seconds): every-matrix computations
+            run in slices of about this long and let waiting clicks have the model between
+            them (sequence_salience/slices.py, lit_app/scheduler.py).
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
+        self.lm = lm
+        self.salience_config = salience_config if salience_config is not None else ss.SalienceConfig()
+        self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
+        if not slice_s > 0:
+            raise ValueError(f"slice_s={slice_s}; it must be a positive number of seconds (e.g. 0.4).")
+        self.slice_s = float(slice_s)
+        self.lock = ModelScheduler()
+        self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)
+        self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
+        self._generations = LRUCache(cache_size)
+        self._results = LRUCache(cache_size, cache_bytes)
+        self._partials = LRUCache(cache_size, cache_bytes)
+        self._tickets: dict[Hashable, int] = {}
+        self._tickets_lock = threading.Lock()
+        # Generations waiting for the model or running, by generation key (generation_stream).
+        self._streams: dict[Hashable, GenerationStream] = {}
+        self._streams_lock = threading.Lock()
+        self._store = None
+        if disk_cache:
+            self._store = generation_cache.GenerationStore(lm, None if disk_cache is True else disk_cache)
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.lm, "name", "model"))
+
+    def next_span_ticket(self, group: Hashable) -> int:
+        """A new number for a clicked-span request of `group`; older ones become stale."""
+        with self._tickets_lock:
+            self._tickets = {group: self._tickets.get(group, 0) + 1}  # other groups are stale anyway
+            return self._tickets[group]
+
+    def span_ticket(self, group: Hashable) -> int:
+        return self._tickets.get(group, 0)
+
+    @property
+    def dtype(self) -> str:
+        return str(getattr(self.lm, "dtype", "")).replace("torch.", "")
+
+    def format_prompt(self, ex: JsonDict) -> Any:
+        """The model input (a `ChatPrompt`) for an input example."""
+        prompt = text_field(ex, fields.PROMPT, required=True)
+        if not prompt.strip():
+            raise RequestError("The prompt is empty. Fix: type a prompt in the editor, then add it.")
+        system = text_field(ex, fields.SYSTEM) or None
+        with self.tokenizer_lock:
+            return self._tokenizer_lm.format_prompt(prompt, system=system, chat=chat_field(ex))
+
+    def _generation_key(self, chat: Any) -> tuple:
+        return (chat.text, getattr(chat, "templated", True), self.generation_config)
+
+    def cached_generation(self, chat: Any) -> Any:
+        """The generation if it was computed before (memory, then disk), else None; never runs the model."""
+        key = self._generation_key(chat)
+        gen = self._generations.get(key)
+        if gen is None and self._store is not None:
+            gen = self._store.get(*key)
+            if gen is not None:
+                self._generations.put(key, gen)
+        return gen
+
+    def generate(self, chat: Any) -> Any:
+        """Greedy generation for a formatted prompt, cached by its text (in memory and on disk).
+
+        While it waits for the model and while it runs, the text generated so far is readable
+        without the model lock (`generation_stream`).
+        """
+        gen = self.cached_generation(chat)
+        if gen is None:
+            key = self._generation_key(chat)
+            self._set_stream(key, GenerationStream("queued"))
+            try:
+                with self.lock:
+                    gen = self.cached_generation(chat)
+                    if gen is None:
+                        self._set_stream(key, GenerationStream("running"))
+                        start = time.perf_counter()
+                        gen = self.lm.generate(chat, self.generation_config, on_token=lambda ids: self._stream_token(key, ids))
+                        logger.info("Generated %d tokens in %.2f s.", len(gen.ids), time.perf_counter() - start)
+                        self._generations.put(key, gen)
+                        if self._store is not None:
+                            self._store.put(*key, gen)
+            finally:
+                with self._streams_lock:
+                    self._streams.pop(key, None)  # the cached generation answers from now on
+        return gen
+
+    def _stream_token(self, key: Hashable, ids: tuple[int, ...]) -> None:
+        """Publishes the response so far. On the generating thread (it holds the model lock, so the
+        model's tokenizer is free); a character whose bytes are not all generated yet (U+FFFD at the
+        end) is left out until it is complete, so the text only ever grows."""
+        text = ss.model.decode_text(self.lm.tokenizer, ids).rstrip("\ufffd")
+        self._set_stream(key, GenerationStream("running", text, len(ids)))
+
+    def _set_stream(self, key: Hashable, stream: "GenerationStream") -> None:
+        with self._streams_lock:
+            self._streams[key] = stream
+
+    def generation_stream(self, chat: Any) -> "GenerationStream":
+        """The greedy response of `chat` so far (the `detail="stream"` answer); never waits for the model.
+
+        state "done": the whole generation (cached); "running": the text of the tokens generated so
+        far; "queued": a request for it waits for the model; "none": nobody asked for it.
+        """
+        gen = self.cached_generation(chat)
+        if gen is not None:
+            return GenerationStream("done", gen.text, len(gen.ids), gen.stopped_by)
+        with self._streams_lock:
+            return self._streams.get(self._generation_key(chat)) or GenerationStream("none")
+
+    def explained(self, chat: Any, target: str) -> Any:
+        """The target to explain: the typed text, or the greedy Generation (its ids used as they are)."""
+        if target:
+            return target
+        gen = self.generate(chat)
+        if not gen.ids:
+            raise RequestError(
+                "The model generated an empty response, so there is nothing to explain."
+                " Fix: type a target text to explain, or change the prompt."
+            )
+        return gen
+
+    def methods_and_config(self, ig_steps: int, smooth_grad_samples: int = 0) -> tuple[tuple[str, ...], Any]:
+        """The gradient methods plus each extra method whose count is > 0; the config with those counts.
+
+        The config is part of every cache key, so results with other counts are kept apart; the
+        other SmoothGrad settings (noise, seed) come from the server's `salience_config`.
+        """
+        counts = {fields.IG_STEPS: ig_steps, fields.SMOOTH_GRAD_SAMPLES: smooth_grad_samples}
+        methods = [fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD]
+        config = self.salience_config
+        for extra in EXTRA_METHODS:
+            if counts[extra.field] > 0:
+                methods.append(extra.method)
+                config = dataclasses.replace(config, **{extra.field: int(counts[extra.field])})
+        available = set(ss.list_methods())
+        return tuple(m for m in methods if m in available), config
+
+    def _pair_key(self, chat: Any, target: str, explained: Any) -> tuple:
+        target_key = ("typed", target) if target else ("generated", explained.ids)
+        return (chat.text, getattr(chat, "templated", True), target_key)
+
+    def cached_salience(self, chat: Any, target: str, ig_steps: int, smooth_grad_samples: int = 0) -> Any:
+        """The complete result if it is in memory, else None; never runs the model."""
+        explained = target or self.cached_generation(chat)
+        if explained is None:
+            return None
+        methods, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+        return self._results.get(self._pair_key(chat, target, explained) + (methods, config))
+
+    def cached_span(self, chat: Any, target: str, method: str, t0: int = 0, t1: int | None = None) -> Any:
+        """<float32>[N] salience of span (t0, t1) for `method` from any cached result of this prompt and
+        target (complete or partial, whatever the extra methods' counts), else None; never runs the model."""
+        explained = target or self.cached_generation(chat)
+        if explained is None:
+            return None
+        pair = self._pair_key(chat, target, explained)
+        for cache in (self._results, self._partials):
+            for key, result in reversed(cache.items()):
+                if key[:len(pair)] == pair and result.has_span(method, t0, t1):
+                    return result.span_salience(method, t0, t1)
+        return None
+
+    def forget_salience(self) -> None:
+        """Drops every cached salience result, complete and partial (benchmarks time cold requests);
+        generations stay cached."""
+        self._results.clear()
+        self._partials.clear()
+
+    def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None,
+                 smooth_grad_samples: int = 0, cancel: Callable[[], bool] | None = None) -> Any:
+        """SalienceResult for prompt + target (the greedy response when target is empty), cached.
+
+        Every matrix is background work for the scheduler: it runs in time slices of
+        `slice_s` and lets waiting interactive requests (clicks, traces, the first
+        highlight) use the model between slices.
+
+        ig_steps, smooth_grad_samples: counts of the extra methods (0: not computed).
+        job: when given (a background job), progress goes to it and it is checked for
+          cancellation after every slice.
+        cancel: without a job (a blocking request), checked once the model is ours and after
+          every slice (e.g. lit_app/salience.py's `BlockingCancel`); raises ComputationCancelled when it returns True.
+        """
+        explained = self.explained(chat, target)
+        methods, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+        key = self._pair_key(chat, target, explained) + (methods, config)
+        result = self._results.get(key)
+        if result is None:
+            with self.lock.background():
+                result = self._results.get(key)
+                if result is None:
+                    log = _log_progress()
+                    if job is None:
+                        logger.info("Blocking salience request: computing every matrix (%s) in background slices.",
+                                    ", ".join(methods))
+                    else:
+                        cancel = job.should_stop
+
+                    def progress(method: str, done: int, total: int) -> None:
+                        if job is not None:
+                            job.report(done, total)
+                        log(method, done, total)
+                        self.lock.yield_to_waiting()  # clicks that arrived during the slice go now
+
+                    result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config,
+                                                 progress=progress, cancel=cancel, slice_s=self.slice_s,
+                                                 between_slices=self.lock.yield_to_waiting)
+                    self._results.put(key, result)
+        return result
+
+    def quick(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int | None,
+              cancel: Callable[[], bool] | None = None, smooth_grad_samples: int = 0) -> Any:
+        """A result that answers span (t0, t1) exactly: the complete result when cached, else a
+        partial one (one forward + backward for the gradient methods; IG, SmoothGrad: one batch
+        of steps or samples)."""
+        complete = self.cached_salience(chat, target, ig_steps, smooth_grad_samples)
+        methods, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+        if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
+            return complete
+        explained = self.explained(chat, target)
+        pkey = self._pair_key(chat, target, explained) + (int(ig_steps), int(smooth_grad_samples))
+        with self.lock:
+            partial = self._partials.get(pkey)
+            # Gradient-method values do not depend on the extra counts: also look in the plain result.
+            base = complete if complete is not None else self.cached_salience(chat, target, 0)
+            known = [r for r in (base, partial) if r is not None]
+            missing = [m for m in methods
+                       if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
+            if missing:
+                fresh = ss.compute_span_result(self.lm, chat, explained, methods=missing, t0=t0, t1=t1,
+                                               config=config, progress=_log_progress(), cancel=cancel)
+                partial = fresh if partial is None else partial.merged(fresh)
+                self._partials.put(pkey, partial)
+            return partial if base is None else base.merged(partial) if partial is not None else base
+
+    def span_salience(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int,
+                      smooth_grad_samples: int = 0) -> dict[str, Any]:
+        """{method: <float32>[N]} for log p(target[t0:t1]).
+
+        From the cached result (milliseconds); grad_norm falls back to one
+        backward pass when the result was too large to keep its Gram tensor.
+        """
+        result = self.salience(chat, target, ig_steps, smooth_grad_samples=smooth_grad_samples)
+        out = {}
+        for method in result.matrices:
+            if method == fields.GRAD_NORM_METHOD and getattr(result, "grad_gram", None) is None:
+                _, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+                with self.lock:
+                    out[method] = ss.compute_span_salience(
+                        self.lm, chat, self.explained(chat, target), method, t0, t1, config=config)
+            else:
+                out[method] = result.span_salience(method, t0, t1)
+        return out
+
+    def tokens(self, chat: Any, target: str) -> list[str]:
+        """Display strings of the prompt (+ target) tokens, as the salience model shows them.
+
+        Never waits for the model: the tokenizer copy under `tokenizer_lock`.
+        """
+        lm = self._tokenizer_lm
+        with self.tokenizer_lock:
+            prompt = lm.encode_prompt(chat)
+            pieces = [(prompt.text, prompt.offsets, prompt.ids)]
+            if target:
+                tok = lm.tokenize(target, add_special_tokens=False)
+                pieces.append((tok.text, tok.offsets, tok.ids))
+            out = []
+            for text, offsets, ids in pieces:
+                for (s, e), i in zip(offsets, ids):
+                    out.append(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)))
+            return out
+

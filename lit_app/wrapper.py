@@ -1,0 +1,79 @@
+"""The base of every LIT model wrapper over the shared model (`Wrapper`).
+
+A wrapper answers one input at a time (`_predict_one`), over one `SharedLM`; every
+error it raises reaches LIT as a one-line `RequestError` (lit_app/errors.py). The
+capabilities subclass it: lit_app/generation.py, salience.py, tokenizer.py, inside.py,
+explain.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Callable
+
+from lit_nlp.api import model as lit_model
+from lit_nlp.api import types as lit_types
+
+import sequence_salience as ss
+from lit_app.errors import RequestError, one_line
+from lit_app.inputs import JsonDict
+from lit_app.shared_model import SharedLM
+
+logger = logging.getLogger(__name__)
+
+
+class Wrapper(lit_model.Model):
+    """Common plumbing: one example at a time, errors turned into RequestError."""
+
+    # LIT's per-id prediction cache is bypassed for these (lit_app/server.py):
+    # they cache by content themselves.
+    caches_itself = True
+
+    def __init__(self, shared: SharedLM):
+        self._shared = shared
+
+    @classmethod
+    def from_loaded(cls, existing: "Wrapper") -> "Wrapper":
+        """Another wrapper over the same loaded model."""
+        return cls(existing._shared)
+
+    @classmethod
+    def init_spec(cls) -> lit_types.Spec | None:
+        return None  # not loadable from the UI; the server loads the model
+
+    @property
+    def shared(self) -> SharedLM:
+        return self._shared
+
+    def description(self) -> str:
+        return f"{type(self).__name__} over {self._shared.name}"
+
+    def _predict_one(self, ex: JsonDict) -> JsonDict:
+        raise NotImplementedError
+
+    def predict(self, inputs: Iterable[JsonDict], **unused_kw) -> list[JsonDict]:
+        outputs = []
+        for ex in inputs:
+            if not isinstance(ex, Mapping):  # LIT passes dataset rows as read-only mappingproxy
+                raise RequestError(f"Each input must be a JSON object, got {type(ex).__name__}.")
+            outputs.append(_guarded(type(self).__name__, self._predict_one, ex))
+        return outputs
+
+
+def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
+    try:
+        return fn(ex)
+    except RequestError as e:
+        logger.warning("%s: rejected request: %s", who, e)
+        raise
+    except (ss.SalienceError, ValueError, TypeError, KeyError) as e:
+        message = one_line(str(e) if not isinstance(e, KeyError) else f"missing key {e}", limit=None)
+        logger.warning("%s: rejected request: %s", who, message)
+        raise RequestError(message) from e
+    except Exception as e:  # pylint: disable=broad-except
+        logger.exception("%s: internal error", who)
+        raise RequestError(
+            one_line(f"Internal error ({type(e).__name__}: {e}); the server log has the traceback.", limit=None)
+        ) from e
+
