@@ -18,6 +18,7 @@ import sequence_salience as ss
 from sequence_salience import inside
 from lit_app import client_build, datasets, fields, model_group, server, shared_model
 from lit_app import inside as lit_inside
+from tests import frontend_source
 
 PROMPT = "The capital of France is"
 MODEL = "smollm2"
@@ -150,15 +151,9 @@ def test_lit_search_builds_the_index_in_the_background(client, monkeypatch, tmp_
 
 
 def test_layout_shows_the_inside_module_below_the_salience_module():
-    import os
-    import re
-
     from lit_app import layouts
 
-    module_ts = os.path.join(client_build.REPO_ROOT, "frontend", "src", "inside", "module.ts")
-    with open(module_ts, encoding="utf-8") as f:
-        match = re.search(r"export const INSIDE_TAG = ['\"]([a-z0-9-]+)['\"]", f.read())
-    assert match and match.group(1) == layouts.INSIDE_MODULE_TAG
+    assert frontend_source.exported_string("INSIDE_TAG") == layouts.INSIDE_MODULE_TAG
     default = layouts.make_layouts()[layouts.DEFAULT_LAYOUT]
     assert [m.module for tab in default.upper.values() for m in tab] == [layouts.SALIENCE_MODULE_TAG]
     assert [m.module for m in default.lower["Inside the model"]] == [layouts.INSIDE_MODULE_TAG]

@@ -16,6 +16,7 @@ from werkzeug.test import Client
 
 import sequence_salience as ss
 from lit_app import client_build, datasets, fields, layouts, model_group, server, shared_model
+from tests import frontend_source
 
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
@@ -278,13 +279,26 @@ def test_client_root_without_bundle_still_builds_and_warns(tmp_path, caplog):
     assert "npm run build" in caplog.text
 
 
-def test_layout_tag_matches_the_frontend_module():
-    element_ts = os.path.join(client_build.REPO_ROOT, "frontend", "src", "element.ts")
-    if not os.path.isfile(element_ts):
-        pytest.skip("frontend/src/element.ts not present")
-    with open(element_ts, encoding="utf-8") as f:
-        match = re.search(r"export const TAG = ['\"]([a-z0-9-]+)['\"]", f.read())
-    assert match and match.group(1) == layouts.SALIENCE_MODULE_TAG
+@pytest.mark.parametrize("ts_name,layout_tag", [
+    pytest.param("TAG", layouts.SALIENCE_MODULE_TAG, id="salience"),
+    pytest.param("INSIDE_TAG", layouts.INSIDE_MODULE_TAG, id="inside"),
+    pytest.param("EXPLAIN_TAG", layouts.EXPLAIN_MODULE_TAG, id="explain"),
+])
+def test_layout_tags_match_the_frontend_modules(ts_name, layout_tag):
+    # No skip: a module whose declaration moved or vanished fails here (it used to skip when
+    # frontend/src/element.ts was absent, which hid exactly that).
+    assert frontend_source.exported_string(ts_name) == layout_tag
+
+
+def test_frontend_constant_lookup_follows_moves_and_fails_when_missing(tmp_path):
+    (tmp_path / "salience").mkdir()
+    (tmp_path / "salience" / "module.ts").write_text("export const TAG = 'moved-module';\n", encoding="utf-8")
+    assert frontend_source.exported_string("TAG", tmp_path) == "moved-module"
+    with pytest.raises(AssertionError, match="declared 0 times"):
+        frontend_source.exported_string("INSIDE_TAG", tmp_path)
+    (tmp_path / "copy.ts").write_text("export const TAG = 'other';\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="declared 2 times"):
+        frontend_source.exported_string("TAG", tmp_path)
 
 
 def test_without_the_bundle_the_layouts_leave_out_the_module(shared, tmp_path):

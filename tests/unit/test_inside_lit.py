@@ -112,11 +112,18 @@ def test_search_wrapper_starts_the_index_and_reports_progress(wrappers, monkeypa
     done = _one(search, query="is", limit=5)[lit_inside.SEARCH]
     assert done["index"]["state"] == "ready" and done["layers_searched"] == done["num_layers"] == 2
     assert done["index"]["size_bytes"] > 0 and done["index"]["path"].startswith(str(tmp_path))
-    assert len(done["hits"]) <= 5 and done["total"] >= len(done["hits"])
-    # Ranked by the projection score over every value: the library's answer, no index needed.
+    # Independent count from the built index: every (layer, value, rank) whose top-k holds a query token.
+    # "is" and " is" are single tokens of the tiny vocabulary, so the answer cannot be empty.
     lm = search.shared.lm
+    snapshot = search.state.index.snapshot()
+    ids = [i for i, _ in first["tokens"]]
+    assert done["total"] == int(np.isin(snapshot.top_ids, ids).sum()) > 0
+    assert len(done["hits"]) == min(5, done["total"])
+    assert all(int(snapshot.top_ids[h["layer"], h["index"], h["rank"]]) in ids for h in done["hits"])
+    # Ranked by the projection score over every value: the library's answer, no index needed.
     proj = _one(search, query="is", limit=5, ranking="projection")[lit_inside.SEARCH]
     want = inside.search_by_projection(lm, "is", limit=5)
+    assert len(want.hits) == 5  # every value is ranked: a full page
     assert proj["ranking"] == "projection" and [(h["layer"], h["index"]) for h in proj["hits"]] == \
         [(h.layer, h.index) for h in want.hits]
     with pytest.raises(errors.RequestError, match="ranking"):
