@@ -123,20 +123,20 @@ def run_case(name, shared, wrapper, lit_model, ex, repeats, full: bool, full_lit
     if full:
         shared.forget_salience()
         t = time.perf_counter()
-        result = shared.salience(chat, target, 0)
+        result = shared.salience(chat, target)
         row["ours_full_matrices_s"] = round(time.perf_counter() - t, 2)
         t = time.perf_counter()
         result.span_salience("grad_norm", 1, 3)
         result.span_salience("grad_x_input", 1, 3)
         row["retarget_after_matrices_ms"] = round(1000 * (time.perf_counter() - t), 2)
-        full_payload = json.dumps(payloads.salience_payload(result, 0))
+        full_payload = json.dumps(payloads.salience_payload(result))
         row["full_payload_kb"] = round(len(full_payload) / 1024, 1)
         if captum:  # same process, same weights, same token ids; interleaved with ours once more
             n = result.n_prompt_tokens
             row["captum_per_token_loop_s"] = round(_captum_loop(lm, result.ids[:n].tolist(), result.ids[n:].tolist()), 2)
             shared.forget_salience()
             t = time.perf_counter()
-            shared.salience(chat, target, 0)
+            shared.salience(chat, target)
             row["ours_full_matrices_again_s"] = round(time.perf_counter() - t, 2)
             best = min(row["ours_full_matrices_s"], row["ours_full_matrices_again_s"])
             row["ratio_full_vs_captum_loop"] = round(best / row["captum_per_token_loop_s"], 2)

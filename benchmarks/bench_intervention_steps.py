@@ -46,7 +46,7 @@ def main() -> None:
     ex = {"prompt": "What is the capital of France?"}
     chat = shared.format_prompt(ex)
     gen = shared.generate(chat)  # the salience module's generation
-    shared.quick(chat, "", 0, 0, None)  # ... and its first highlight (the whole-response span)
+    shared.quick(chat, "", 0, None)  # ... and its first highlight (the whole-response span)
     toks = [gen.text[s:e] for s, e in gen.offsets]
     t = next((i for i, x in enumerate(toks) if x.strip() == "Paris"), len(toks) - 1)
     plain = trace_model.predict([{**ex, lit_inside.INSIDE_T: t}])[0][lit_inside.TRACE]  # the module's trace

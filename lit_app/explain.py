@@ -22,12 +22,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from sequence_salience import explain as ex
+from sequence_salience import methods as core_methods
 from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
 from lit_app.generation import GenerationModel
@@ -53,7 +53,7 @@ EXPLAIN = "explain"
 
 ACTIONS = ("curves", "reduce", "flips", "contrastive", "ig_auto", "status", "cancel")
 MODEL_ACTIONS = ACTIONS[:5]
-DEFAULT_METHODS = (fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD)
+DEFAULT_METHODS = core_methods.DEFAULT_METHODS
 MAX_STEPS = 50
 REDUCE_MAX_SECONDS = 120.0
 FLIPS_TOP_K = 8

@@ -2,10 +2,22 @@
 
 Every wrapper, dataset, layout, test and benchmark imports its names from here;
 the TypeScript module (frontend/) reads the same names (docs/architecture.md,
-"LIT salience payload").
+"LIT salience payload"). Method names and count fields come from the core registry
+(sequence_salience.methods); the merged method list the browser reads is METHOD_REGISTRY.
 """
 
+from __future__ import annotations
+
 from lit_nlp.api import types as lit_types
+
+from sequence_salience.methods import get_method, grad_norm, grad_x_input, integrated_gradients, smooth_grad
+from lit_app import method_registry
+
+# Names of the core library's methods (sequence_salience.list_methods()), from the registry.
+GRAD_NORM_METHOD = grad_norm.NAME
+GRAD_X_INPUT_METHOD = grad_x_input.NAME
+IG_METHOD = integrated_gradients.NAME
+SMOOTH_GRAD_METHOD = smooth_grad.NAME
 
 # ---------------------------------------------------------------------------
 # Input fields (dataset rows and model inputs).
@@ -14,10 +26,10 @@ SYSTEM = "system"  # optional system prompt (TextSegment, may be empty)
 TARGET = "target"  # optional text to explain; empty -> greedy generation
 CASE = "case"  # dataset only: name of the case study (CategoryLabel)
 CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
-IG_STEPS = "ig_steps"  # optional Integer: 0 = no integrated gradients
-SMOOTH_GRAD_SAMPLES = "smooth_grad_samples"  # optional Integer: 0 = no SmoothGrad
+IG_STEPS = get_method(IG_METHOD).count_field  # optional Integer: 0 = no integrated gradients
+SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count_field  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
-# optional: "" all matrices at once | "span" | "poll" | "stream" | "ig_matrix" | "smooth_grad_matrix" (progressive)
+# optional: "" all matrices at once | "span" | "poll" | "stream" | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
 
 # ---------------------------------------------------------------------------
@@ -29,12 +41,9 @@ SALIENCE = "salience"  # the JSON payload of docs/architecture.md
 SPAN_SALIENCE = "span_salience"  # {method: [N floats]} for TARGET_SPAN, or {}
 GRAD_L2 = "grad_l2"  # SequenceSalienceMap of the grad_norm method
 GRAD_DOT_INPUT = "grad_dot_input"  # SequenceSalienceMap of grad_x_input
-
-# Names of the core library's methods (sequence_salience.list_methods()).
-GRAD_NORM_METHOD = "grad_norm"
-GRAD_X_INPUT_METHOD = "grad_x_input"
-IG_METHOD = "integrated_gradients"
-SMOOTH_GRAD_METHOD = "smooth_grad"
+# Spec only (never in an output): the method list the browser reads (method_registry.published_registry()),
+# as the `default` of the salience model's output field.
+METHOD_REGISTRY = "method_registry"
 
 
 # ---------------------------------------------------------------------------
@@ -57,6 +66,7 @@ def model_group_names(name: str) -> tuple[str, str, str]:
 # knows and which no built-in module tries to render.
 JsonDict = lit_types.LitType
 
+
 # Column order of LIT's data table and editor: the case study's name first.
 DATASET_SPEC: lit_types.Spec = {
     CASE: lit_types.CategoryLabel(required=False, default=""),
@@ -78,8 +88,9 @@ TOKENIZER_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
 }
 
 SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
-    IG_STEPS: lit_types.Integer(required=False, default=0, min_val=0, max_val=256),
-    SMOOTH_GRAD_SAMPLES: lit_types.Integer(required=False, default=0, min_val=0, max_val=256),
+    # ig_steps, smooth_grad_samples: 0 = off (method_registry.EXTRA_METHODS)
+    **{e.field: lit_types.Integer(required=False, default=0, min_val=0, max_val=e.maximum)
+       for e in method_registry.EXTRA_METHODS},
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
 }
@@ -100,4 +111,7 @@ SALIENCE_OUTPUT_SPEC: lit_types.Spec = {
     SPAN_SALIENCE: JsonDict(required=False),
     GRAD_L2: lit_types.SequenceSalience(signed=False),
     GRAD_DOT_INPUT: lit_types.SequenceSalience(signed=True),
+    # LIT 1.3.1's base LitType has `default` only as a class attribute (its to_json leaves it out);
+    # ListLitType has it as a field, and LIT's client and Python both revive it with its value.
+    METHOD_REGISTRY: lit_types.ListLitType(required=False, default=method_registry.published_registry()),
 }

@@ -50,17 +50,16 @@ def span_key(t0: int, t1: int) -> str:
     return f"{int(t0)}:{int(t1)}"
 
 
-def salience_payload(result: Any, ig_steps: int, methods: Iterable[str] | None = None,
-                     detail: Mapping[str, Any] | None = None, dtype: str = "",
-                     smooth_grad_samples: int = 0) -> JsonDict:
+def salience_payload(result: Any, counts: Mapping[str, int] | None = None, methods: Iterable[str] | None = None,
+                     detail: Mapping[str, Any] | None = None, dtype: str = "") -> JsonDict:
     """The `salience` field: exactly the payload of docs/architecture.md.
 
     A partial result (spans computed directly, no matrices yet) gives `"matrix": null`
     for its methods and carries its values under "spans"; `detail` says how far the
-    background computation of the matrices has come. `ig_steps` and `smooth_grad_samples`
-    are the counts the IG and SmoothGrad entries carry ("steps", "samples").
+    background computation of the matrices has come. `counts` ({count field: count}, absent = 0)
+    are the counts the extra methods' entries carry, under their unit ("steps", "samples").
     """
-    counts = {fields.IG_STEPS: ig_steps, fields.SMOOTH_GRAD_SAMPLES: smooth_grad_samples}
+    counts = counts or {}
     spans = getattr(result, "spans", {}) or {}
     names = list(methods) if methods is not None else list(result.matrices)
     for m in (m for v in spans.values() for m in v):
@@ -80,7 +79,7 @@ def salience_payload(result: Any, ig_steps: int, methods: Iterable[str] | None =
             entry["gram_packed"] = packed
         extra = EXTRA_BY_METHOD.get(name)
         if extra is not None:
-            entry[extra.unit] = int(counts[extra.field])
+            entry[extra.unit] = int(counts.get(extra.field, 0))
         if name == fields.IG_METHOD:
             err = getattr(result, "ig_completeness_error", None)
             entry["completeness_error"] = None if err is None or matrix is None else compact(err)

@@ -89,7 +89,7 @@ class SalienceModel(Wrapper):
         target = text_field(ex, fields.TARGET)
         counts = extra_counts(ex)
         try:
-            result = self._shared.salience(chat, target, cancel=cancel, **counts)
+            result = self._shared.salience(chat, target, counts, cancel=cancel)
         except ss.ComputationCancelled:
             error = ClientGone if cancel.reason == BlockingCancel.CLIENT_GONE else RequestError
             raise error(f"Cancelled: {cancel.reason or 'stopped'} before every salience matrix was"
@@ -99,7 +99,7 @@ class SalienceModel(Wrapper):
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
         span_salience = {}
         if span is not None:
-            values = self._shared.span_salience(chat, target, t0=span[0], t1=span[1], **counts)
+            values = self._shared.span_salience(chat, target, span[0], span[1], counts)
             span_salience = {m: compact(v) for m, v in values.items()}
         return self._outputs(result, counts, span_salience, None)
 
@@ -118,12 +118,12 @@ class SalienceModel(Wrapper):
                 salience=np.asarray(result.matrices[method], dtype=np.float32),  # [T, N]
             )
 
-        methods, _ = self._shared.methods_and_config(**counts)
+        methods, _ = self._shared.methods_and_config(counts)
         return {
             fields.RESPONSE: result.text[result.prompt_end:],
             fields.TOKENS: tokens,
-            fields.SALIENCE: salience_payload(result, methods=methods, detail=detail, dtype=self._shared.dtype,
-                                              **counts),
+            fields.SALIENCE: salience_payload(result, counts, methods=methods, detail=detail,
+                                              dtype=self._shared.dtype),
             fields.SPAN_SALIENCE: span_salience,
             fields.GRAD_L2: _seq_map(fields.GRAD_NORM_METHOD),
             fields.GRAD_DOT_INPUT: _seq_map(fields.GRAD_X_INPUT_METHOD),
@@ -167,7 +167,7 @@ class SalienceModel(Wrapper):
         target = text_field(ex, fields.TARGET)
 
         def run_with(job_counts: Mapping[str, int]) -> Callable[[progressive.Job], Any]:
-            return lambda job: shared.salience(chat, target, job=job, **job_counts)
+            return lambda job: shared.salience(chat, target, job_counts, job=job)
 
         if extra is not None:  # "<method>_matrix": that method's per-token matrix, in the background
             job = shared.jobs.submit(group, kind, run_with(job_counts), replaces=extra.kind)
@@ -182,17 +182,17 @@ class SalienceModel(Wrapper):
                 ticket is not None and shared.span_ticket(group) != ticket)
 
         try:
-            result = shared.quick(chat, target, t0=t0, t1=t1, cancel=stale, **counts)
+            result = shared.quick(chat, target, t0, t1, counts, cancel=stale)
         except ss.ComputationCancelled:
             raise RequestError("Cancelled: a newer selection replaced this request.") from None
-        complete = shared.cached_salience(chat, target, 0)
+        complete = shared.cached_salience(chat, target)
         if complete is not None:
             status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,
                       "eta_s": None, "error": ""}
         else:
             status = shared.jobs.submit(group, "grad", run_with(off)).status()
         span = (t0, result.num_targets if t1 is None else t1)
-        methods, _ = shared.methods_and_config(**counts)
+        methods, _ = shared.methods_and_config(counts)
         values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
         if requested is not None:
             # A clicked span: the client has the text and tokens already; send only the values.

@@ -14,16 +14,17 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, Callable
 
 import sequence_salience as ss
+from sequence_salience.methods import DEFAULT_METHODS
 from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import fields, generation_cache, progressive
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, chat_field, text_field
 from lit_app.lru_cache import LRUCache
-from lit_app.method_registry import EXTRA_METHODS
+from lit_app.method_registry import COUNT_FIELDS, EXTRA_METHODS
 from lit_app.scheduler import ModelScheduler
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ CACHE_SIZE = 32
 # Salience results are cached up to this many bytes (a 4,000-token result with
 # its Gram tensor is hundreds of MB).
 DEFAULT_CACHE_BYTES = 2 * 1024**3
+# {count field: count} of the extra methods (lit_app/method_registry.py); None or absent = 0 (off).
+Counts = Mapping[str, int] | None
 
 
 def _log_progress(every_s: float = 2.0) -> Callable[[str, int, int], None]:
@@ -109,8 +112,8 @@ class SharedLM:
         """Args:
           lm: a loaded `sequence_salience.LanguageModel`.
           max_new_tokens: longest greedy response.
-          salience_config: base `SalienceConfig` (ig_steps and smooth_grad_samples come from
-            each request; the other settings, e.g. SmoothGrad's noise and seed, from here).
+          salience_config: base `SalienceConfig` (the extra methods' counts come from each
+            request; their other settings, e.g. SmoothGrad's noise and seed, from here).
           cache_size: how many generations and salience results to keep in memory.
           cache_bytes: most bytes of salience results kept in memory.
           disk_cache: keep generations on disk (True: under the library's cache dir;
@@ -243,17 +246,19 @@ class SharedLM:
             )
         return gen
 
-    def methods_and_config(self, ig_steps: int, smooth_grad_samples: int = 0) -> tuple[tuple[str, ...], Any]:
-        """The gradient methods plus each extra method whose count is > 0; the config with those counts.
+    def methods_and_config(self, counts: Counts = None) -> tuple[tuple[str, ...], Any]:
+        """The default methods plus each extra method whose count is > 0; the config with those counts.
 
+        counts: {count field: count} of the extra methods (`inputs.extra_counts`); absent = 0 (off).
         The config is part of every cache key, so results with other counts are kept apart; the
-        other SmoothGrad settings (noise, seed) come from the server's `salience_config`.
+        other settings of a counted method (e.g. SmoothGrad's noise and seed) come from the server's
+        `salience_config`.
         """
-        counts = {fields.IG_STEPS: ig_steps, fields.SMOOTH_GRAD_SAMPLES: smooth_grad_samples}
-        methods = [fields.GRAD_NORM_METHOD, fields.GRAD_X_INPUT_METHOD]
+        counts = counts or {}
+        methods = list(DEFAULT_METHODS)
         config = self.salience_config
         for extra in EXTRA_METHODS:
-            if counts[extra.field] > 0:
+            if counts.get(extra.field, 0) > 0:
                 methods.append(extra.method)
                 config = dataclasses.replace(config, **{extra.field: int(counts[extra.field])})
         available = set(ss.list_methods())
@@ -263,12 +268,12 @@ class SharedLM:
         target_key = ("typed", target) if target else ("generated", explained.ids)
         return (chat.text, getattr(chat, "templated", True), target_key)
 
-    def cached_salience(self, chat: Any, target: str, ig_steps: int, smooth_grad_samples: int = 0) -> Any:
+    def cached_salience(self, chat: Any, target: str, counts: Counts = None) -> Any:
         """The complete result if it is in memory, else None; never runs the model."""
         explained = target or self.cached_generation(chat)
         if explained is None:
             return None
-        methods, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+        methods, config = self.methods_and_config(counts)
         return self._results.get(self._pair_key(chat, target, explained) + (methods, config))
 
     def cached_span(self, chat: Any, target: str, method: str, t0: int = 0, t1: int | None = None) -> Any:
@@ -290,22 +295,22 @@ class SharedLM:
         self._results.clear()
         self._partials.clear()
 
-    def salience(self, chat: Any, target: str, ig_steps: int, job: progressive.Job | None = None,
-                 smooth_grad_samples: int = 0, cancel: Callable[[], bool] | None = None) -> Any:
+    def salience(self, chat: Any, target: str, counts: Counts = None, job: progressive.Job | None = None,
+                 cancel: Callable[[], bool] | None = None) -> Any:
         """SalienceResult for prompt + target (the greedy response when target is empty), cached.
 
         Every matrix is background work for the scheduler: it runs in time slices of
         `slice_s` and lets waiting interactive requests (clicks, traces, the first
         highlight) use the model between slices.
 
-        ig_steps, smooth_grad_samples: counts of the extra methods (0: not computed).
+        counts: {count field: count} of the extra methods (absent or 0: not computed).
         job: when given (a background job), progress goes to it and it is checked for
           cancellation after every slice.
         cancel: without a job (a blocking request), checked once the model is ours and after
           every slice (e.g. lit_app/salience.py's `BlockingCancel`); raises ComputationCancelled when it returns True.
         """
         explained = self.explained(chat, target)
-        methods, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+        methods, config = self.methods_and_config(counts)
         key = self._pair_key(chat, target, explained) + (methods, config)
         result = self._results.get(key)
         if result is None:
@@ -331,21 +336,21 @@ class SharedLM:
                     self._results.put(key, result)
         return result
 
-    def quick(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int | None,
-              cancel: Callable[[], bool] | None = None, smooth_grad_samples: int = 0) -> Any:
+    def quick(self, chat: Any, target: str, t0: int, t1: int | None, counts: Counts = None,
+              cancel: Callable[[], bool] | None = None) -> Any:
         """A result that answers span (t0, t1) exactly: the complete result when cached, else a
         partial one (one forward + backward for the gradient methods; IG, SmoothGrad: one batch
         of steps or samples)."""
-        complete = self.cached_salience(chat, target, ig_steps, smooth_grad_samples)
-        methods, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+        complete = self.cached_salience(chat, target, counts)
+        methods, config = self.methods_and_config(counts)
         if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
             return complete
         explained = self.explained(chat, target)
-        pkey = self._pair_key(chat, target, explained) + (int(ig_steps), int(smooth_grad_samples))
+        pkey = self._pair_key(chat, target, explained) + tuple(int((counts or {}).get(f, 0)) for f in COUNT_FIELDS)
         with self.lock:
             partial = self._partials.get(pkey)
             # Gradient-method values do not depend on the extra counts: also look in the plain result.
-            base = complete if complete is not None else self.cached_salience(chat, target, 0)
+            base = complete if complete is not None else self.cached_salience(chat, target)
             known = [r for r in (base, partial) if r is not None]
             missing = [m for m in methods
                        if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
@@ -356,18 +361,17 @@ class SharedLM:
                 self._partials.put(pkey, partial)
             return partial if base is None else base.merged(partial) if partial is not None else base
 
-    def span_salience(self, chat: Any, target: str, ig_steps: int, t0: int, t1: int,
-                      smooth_grad_samples: int = 0) -> dict[str, Any]:
+    def span_salience(self, chat: Any, target: str, t0: int, t1: int, counts: Counts = None) -> dict[str, Any]:
         """{method: <float32>[N]} for log p(target[t0:t1]).
 
         From the cached result (milliseconds); grad_norm falls back to one
         backward pass when the result was too large to keep its Gram tensor.
         """
-        result = self.salience(chat, target, ig_steps, smooth_grad_samples=smooth_grad_samples)
+        result = self.salience(chat, target, counts)
         out = {}
         for method in result.matrices:
             if method == fields.GRAD_NORM_METHOD and getattr(result, "grad_gram", None) is None:
-                _, config = self.methods_and_config(ig_steps, smooth_grad_samples)
+                _, config = self.methods_and_config(counts)
                 with self.lock:
                     out[method] = ss.compute_span_salience(
                         self.lm, chat, self.explained(chat, target), method, t0, t1, config=config)

@@ -144,7 +144,7 @@ def test_trace_and_clicked_span_complete_before_the_jobs_next_slice(app, default
     chat = shared.format_prompt({"prompt": prompt})
     gen = shared.cached_generation(chat)
     reference = ss.compute_salience(default_lm, chat, gen)
-    result = shared.cached_salience(chat, "", 0)
+    result = shared.cached_salience(chat, "")
     assert result is not None and result.matrices["grad_norm"].shape == (n_targets, len(reference.ids))
     for method in ("grad_norm", "grad_x_input"):
         np.testing.assert_allclose(result.matrices[method], reference.matrices[method], rtol=1e-4, atol=1e-6)

@@ -149,12 +149,12 @@ def test_selecting_another_prompt_stops_the_old_job(client, shared):
 def test_a_job_nobody_polls_is_cancelled(default_lm):
     shared = shared_model.SharedLM(default_lm, max_new_tokens=8, disk_cache=False, heartbeat_s=0.0)
     chat = shared.lm.format_prompt(LONGER)
-    job = shared.jobs.submit(("unpolled",), "grad", lambda j: shared.salience(chat, "", 0, job=j))
+    job = shared.jobs.submit(("unpolled",), "grad", lambda j: shared.salience(chat, "", job=j))
     deadline = time.monotonic() + 120
     while job.state not in ("cancelled", "done", "error") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert job.state == "cancelled"
-    assert shared.cached_salience(chat, "", 0) is None  # nothing half-done was cached
+    assert shared.cached_salience(chat, "") is None  # nothing half-done was cached
 
 
 def test_integrated_gradients_by_span_reports_its_completeness(client):

@@ -20,6 +20,7 @@ import time
 import pytest
 from werkzeug.test import Client
 
+import sequence_salience as ss
 from lit_app import client_build, datasets, fields, model_group, security, security_config, server, shared_model
 from tests.server_process import ServerProcess
 
@@ -85,6 +86,21 @@ def real_server(tmp_path_factory):
     """`python -m lit_app.server` on loopback (tests.server_process.ServerProcess, with its token)."""
     with ServerProcess(["--max_new_tokens", "8"], tmp_path_factory.mktemp("server")) as proc:
         yield proc
+
+
+def test_the_real_server_publishes_the_method_registry_in_the_salience_spec(real_server):
+    """Contract 2 of docs/architecture.md ("Method registry"): LIT's /get_info carries the core registry
+    plus the LIT facts as the `default` of the salience model's `method_registry` output field."""
+    status, _, body = real_server.post_json("/get_info", {})
+    assert status == 200, body
+    field = json.loads(body)["models"][SAL]["spec"]["output"][fields.METHOD_REGISTRY]
+    assert field["__name__"] == "ListLitType"  # a type LIT's client knows and revives with its default
+    core = ss.registry_json()
+    assert [e["name"] for e in field["default"]] == [e["name"] for e in core]
+    wire = {"integrated_gradients": ("ig", "ig_matrix", 256), "smooth_grad": ("sg", "smooth_grad_matrix", 256)}
+    for got, want in zip(field["default"], core):
+        assert {k: got[k] for k in want} == want
+        assert (got["tag"], got["matrix_detail"], got["max_count"]) == wire.get(want["name"], (None, None, None))
 
 
 def _send(server: ServerProcess, model: str, data: dict) -> http.client.HTTPConnection:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sequence_salience import inside
-from lit_app import errors, shared_model
+from lit_app import errors, fields, shared_model
 from lit_app import inside as lit_inside
 from tests.unit.tiny_models import tiny_llama, tiny_tokenizer, wrap
 
@@ -270,7 +270,8 @@ def test_the_before_salience_comes_from_the_salience_modules_first_highlight(wra
     chat = shared.format_prompt({"prompt": PROMPT})
     gen = shared.generate(chat)
     assert shared.cached_span(chat, "", "grad_x_input") is None
-    first = shared.quick(chat, "", 2, 0, None, smooth_grad_samples=2)  # the first highlight, IG and SmoothGrad on
+    # The first highlight, IG and SmoothGrad on.
+    first = shared.quick(chat, "", 0, None, {fields.IG_STEPS: 2, fields.SMOOTH_GRAD_SAMPLES: 2})
     cached = shared.cached_span(chat, "", "grad_x_input")
     assert cached is not None and np.array_equal(cached, first.span_salience("grad_x_input"))
     assert shared.cached_span(chat, "", "grad_x_input", 0, 1) is None  # another span is not answered

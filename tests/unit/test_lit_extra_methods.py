@@ -26,8 +26,8 @@ PROMPT, TARGET = "The capital of France is", " Paris. The capital"
     pytest.param({SG: ""}, {fields.IG_STEPS: 0, SG: 0}, id="empty"),
     pytest.param({SG: 8}, {fields.IG_STEPS: 0, SG: 8}, id="int"),
     pytest.param({SG: "8", fields.IG_STEPS: 4.0}, {fields.IG_STEPS: 4, SG: 8}, id="string-and-float"),
-    pytest.param({SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES}, {fields.IG_STEPS: 0, SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES},
-                 id="maximum"),
+    pytest.param({SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES},
+                 {fields.IG_STEPS: 0, SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES}, id="maximum"),
 ])
 def test_extra_counts(data, expected):
     assert inputs.extra_counts(data) == expected

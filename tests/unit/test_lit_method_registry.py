@@ -1,0 +1,69 @@
+"""The method registry the LIT layer publishes (lit_app/method_registry.py, docs/architecture.md "Method registry"):
+the core registry plus the LIT facts, carried to the browser in the salience model's output spec."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lit_nlp.api import types as lit_types
+from lit_nlp.lib import serialize
+
+import sequence_salience as ss
+from lit_app import fields, inputs, method_registry
+
+# The LIT facts as the browser and scripts have sent them since before the registry (wire values).
+WIRE = {
+    "grad_norm": {"max_count": None, "tag": None, "matrix_detail": None},
+    "grad_x_input": {"max_count": None, "tag": None, "matrix_detail": None},
+    "integrated_gradients": {"max_count": 256, "tag": "ig", "matrix_detail": "ig_matrix"},
+    "smooth_grad": {"max_count": 256, "tag": "sg", "matrix_detail": "smooth_grad_matrix"},
+}
+
+
+def test_published_registry_is_the_core_registry_plus_the_wire_facts():
+    published = method_registry.published_registry()
+    core = ss.registry_json()
+    assert [e["name"] for e in published] == [e["name"] for e in core] == list(WIRE)
+    for entry, core_entry in zip(published, core):
+        assert entry == {**core_entry, **WIRE[entry["name"]]}
+    assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
+                                 "default_count", "max_count", "tag", "matrix_detail", "cost_unit"}
+    by_name = {e["name"]: e for e in published}
+    assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \
+        (fields.IG_STEPS, fields.SMOOTH_GRAD_SAMPLES) == ("ig_steps", "smooth_grad_samples")
+    assert json.loads(json.dumps(published)) == published
+
+
+def test_the_wrappers_tables_follow_the_registry():
+    assert [(e.method, e.field, e.kind, e.matrix_detail, e.unit, e.maximum) for e in method_registry.EXTRA_METHODS] \
+        == [("integrated_gradients", "ig_steps", "ig", "ig_matrix", "steps", 256),
+            ("smooth_grad", "smooth_grad_samples", "sg", "smooth_grad_matrix", "samples", 256)]
+    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "ig_matrix", "smooth_grad_matrix")
+    for extra in method_registry.EXTRA_METHODS:
+        spec = fields.SALIENCE_INPUT_SPEC[extra.field]
+        assert isinstance(spec, lit_types.Integer)
+        assert (spec.min_val, spec.max_val, spec.default) == (0, extra.maximum, 0)
+    assert list(fields.SALIENCE_INPUT_SPEC) == ["prompt", "system", "chat", "target", "ig_steps", "smooth_grad_samples",
+                                                "target_span", "detail"]
+
+
+def test_a_counted_method_without_lit_facts_is_refused_by_name():
+    facts = dict(method_registry.LIT_FACTS)
+    del facts["smooth_grad"]
+    with pytest.raises(RuntimeError, match=r"without LIT facts \['smooth_grad'\].*Fix: give every"):
+        method_registry.extra_methods(facts)
+    stray = {**method_registry.LIT_FACTS, "grad_norm": method_registry.LitFacts("gn", "gn_matrix", 4)}
+    with pytest.raises(RuntimeError, match=r"without a count \['grad_norm'\]"):
+        method_registry.extra_methods(stray)
+
+
+def test_the_salience_output_spec_carries_the_registry_through_lits_serialization():
+    spec = fields.SALIENCE_OUTPUT_SPEC[fields.METHOD_REGISTRY]
+    sent = json.loads(serialize.to_json({"output": fields.SALIENCE_OUTPUT_SPEC}))["output"][fields.METHOD_REGISTRY]
+    # LIT's client revives a spec entry by __name__ (it must be a type it knows) and copies `default`.
+    assert sent["__class__"] == "LitType" and sent["__name__"] == "ListLitType" and sent["required"] is False
+    assert sent["default"] == method_registry.published_registry()
+    # LIT's Python side (e.g. its RemoteModel reading /get_info) revives it too.
+    back = serialize.from_json(serialize.to_json({"output": fields.SALIENCE_OUTPUT_SPEC}))["output"]
+    assert type(back[fields.METHOD_REGISTRY]) is type(spec) and back[fields.METHOD_REGISTRY].default == sent["default"]
