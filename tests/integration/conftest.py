@@ -1,8 +1,9 @@
-"""Shared fixtures for integration tests: the embedded default model, loaded once per session."""
+"""Shared fixtures for integration tests: the embedded default model (loaded once per session) and a client root."""
 
 import pytest
 
 import sequence_salience as ss
+from lit_app import client_build
 
 
 @pytest.fixture(scope="session")
@@ -12,6 +13,15 @@ def default_lm() -> ss.LanguageModel:
     Shared by every integration test: do not mutate it.
     """
     return ss.load_model("default")
+
+
+@pytest.fixture(scope="module")
+def stub_client_root(tmp_path_factory) -> str:
+    """A client root built around a stub bundle, one per test module: the server-side tests run whether
+    or not the frontend is built."""
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    return client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
 
 
 def pytest_collection_modifyitems(items):

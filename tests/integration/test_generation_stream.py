@@ -11,8 +11,7 @@ import threading
 import pytest
 from werkzeug.test import Client
 
-import sequence_salience as ss
-from lit_app import client_build, datasets, fields, model_group, server, shared_model
+from lit_app import datasets, fields, model_group, server, shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -42,11 +41,8 @@ def shared(default_lm, tmp_path):
 
 
 @pytest.fixture()
-def client(shared, tmp_path):
-    bundle = tmp_path / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    root = client_build.build_client_root(str(tmp_path / "client_root"), bundle_path=str(bundle))
-    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root))
+def client(shared, stub_client_root):
+    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
 
 
 _ids = iter(range(10**9))

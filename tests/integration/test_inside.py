@@ -16,7 +16,7 @@ from werkzeug.test import Client
 
 import sequence_salience as ss
 from sequence_salience import inside
-from lit_app import client_build, datasets, fields, model_group, server, shared_model
+from lit_app import datasets, fields, model_group, server, shared_model
 from lit_app import inside as lit_inside
 from tests import frontend_source
 
@@ -61,10 +61,8 @@ def test_switching_off_the_top_sub_update_changes_the_prediction_only_under_hook
 
 
 @pytest.fixture(scope="module")
-def client(default_lm, tmp_path_factory):
-    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+def client(default_lm, stub_client_root):
+    root = stub_client_root
     shared = shared_model.SharedLM(default_lm, max_new_tokens=12)
     lit_models = lit_inside.with_inside(model_group.make_models(shared, MODEL), shared, MODEL)
     yield Client(server.build_app(lit_models, datasets.get_datasets(), root))

@@ -17,7 +17,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, inputs, model_group, progressive, server, shared_model
+from lit_app import datasets, fields, inputs, model_group, progressive, server, shared_model
 from lit_app import inside as lit_inside
 from lit_app.scheduler import ModelScheduler
 
@@ -66,10 +66,8 @@ def _wait_until(condition, what: str, timeout_s: float = 600) -> None:
 
 
 @pytest.fixture(scope="module")
-def app(default_lm, tmp_path_factory):
-    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+def app(default_lm, stub_client_root, tmp_path_factory):
+    root = stub_client_root
     # Short slices: the job yields after every target, so the test sees many slice boundaries.
     shared = shared_model.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path_factory.mktemp("gens")),
                              slice_s=0.05)

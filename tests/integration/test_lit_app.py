@@ -6,7 +6,6 @@ the browser does.
 """
 
 import json
-import os
 import re
 import threading
 
@@ -31,11 +30,8 @@ def shared(default_lm):
 
 
 @pytest.fixture(scope="module")
-def app(shared, tmp_path_factory):
-    # A stub bundle: these tests check the server side, whether or not the frontend is built.
-    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+def app(shared, stub_client_root):
+    root = stub_client_root
     return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
 
 

@@ -14,7 +14,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, inputs, model_group, progressive, server, shared_model
+from lit_app import datasets, fields, inputs, model_group, progressive, server, shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -23,11 +23,8 @@ LONGER = ("Read the notes and answer. Notes: the museum opens at nine. Tickets c
           "The cafe closes at five. Parking is free on Sundays. Question: when does the museum open?")
 
 
-def _app(shared, tmp_path_factory):
-    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
+def _app(shared, client_root: str):
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), client_root)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +35,8 @@ def shared(default_lm, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(shared, tmp_path_factory):
-    return Client(_app(shared, tmp_path_factory))
+def client(shared, stub_client_root):
+    return Client(_app(shared, stub_client_root))
 
 
 _counter = iter(range(10**9))
@@ -207,10 +204,10 @@ def test_smooth_grad_by_span_equals_the_library_and_its_matrix_comes_on_request(
     np.testing.assert_allclose(matrix[1:3].sum(0), span, rtol=2e-3, atol=2e-5)
 
 
-def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_path, tmp_path_factory):
+def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_path, stub_client_root):
     store = tmp_path / "gens"
     shared = shared_model.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
-    client = Client(_app(shared, tmp_path_factory))
+    client = Client(_app(shared, stub_client_root))
     rows = [{"prompt": f"Say the number {k}."} for k in range(5)]
     calls = []
     original = default_lm.generate
@@ -227,7 +224,7 @@ def test_no_generation_storm_and_generations_survive_a_restart(default_lm, tmp_p
         assert text and len(calls) == 1
         # A restarted server (a new SharedLM on the same store) has it at once, without the model.
         restarted = shared_model.SharedLM(default_lm, max_new_tokens=6, disk_cache=str(store))
-        client2 = Client(_app(restarted, tmp_path_factory))
+        client2 = Client(_app(restarted, stub_client_root))
         response = client2.post(f"/get_preds?model={GEN}", data=json.dumps({"inputs": inputs}),
                                 content_type="application/json")
         listed = [p[fields.RESPONSE] for p in json.loads(response.data)]

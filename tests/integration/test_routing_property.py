@@ -31,10 +31,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lit_nlp.lib import wsgi_app
-from werkzeug import serving, wrappers
+from werkzeug import wrappers
 
-from lit_app import (client_build, datasets, http_server, limits, model_group, security, security_config, server,
-                     shared_model)
+from lit_app import datasets, http_server, limits, model_group, security, security_config, server, shared_model
 
 MODEL = "smollm2"
 STATIC_PATHS = ("/", "/index.html", "/main.js", "/static/index.html", "/request_guard.js", "/nowhere.js")
@@ -121,10 +120,8 @@ def folders(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lit(default_lm, tmp_path_factory):
-    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+def lit(default_lm, stub_client_root):
+    root = stub_client_root
     shared = shared_model.SharedLM(default_lm, max_new_tokens=4)
     return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root), root
 
