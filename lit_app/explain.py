@@ -31,7 +31,7 @@ from sequence_salience import methods as core_methods
 from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
 from lit_app.generation import GenerationModel
-from lit_app.inputs import parse_target_span, text_field, whole_number
+from lit_app.inputs import choice_field, parse_target_span, text_field, whole_number
 from lit_app.method_registry import MAX_IG_STEPS
 from lit_app.payloads import compact, method_signed
 from lit_app.shared_model import SharedLM
@@ -88,11 +88,8 @@ class ExplainModel(Wrapper):
         super().__init__(shared)
         self.jobs = user_jobs.JobSlot()
 
-    def input_spec(self) -> lit_types.Spec:
-        return INPUT_SPEC
-
-    def output_spec(self) -> lit_types.Spec:
-        return OUTPUT_SPEC
+    INPUT_SPEC = INPUT_SPEC
+    OUTPUT_SPEC = OUTPUT_SPEC
 
     # ----------------------------------------------------------------- jobs
 
@@ -108,13 +105,10 @@ class ExplainModel(Wrapper):
     # -------------------------------------------------------------- predict
 
     def _predict_one(self, ex_: Mapping[str, Any]) -> dict:
-        action = text_field(ex_, ACTION) or "curves"
-        if action not in ACTIONS:
-            raise RequestError(f'Input field "{ACTION}" is {action!r}; use one of {", ".join(ACTIONS)}.')
-        if action == "status":
-            return {EXPLAIN: {"action": "status", "job": self.jobs.status()}}
-        if action == "cancel":
-            return {EXPLAIN: {"action": "cancel", "cancelled": self.jobs.cancel()}}
+        action = choice_field(ex_, ACTION, ACTIONS, "curves")
+        answer = self.jobs.poll_answer(action)
+        if answer is not None:  # "status" or "cancel": never waits for the model
+            return {EXPLAIN: answer}
         chat = self._shared.format_prompt(ex_)
         target = text_field(ex_, fields.TARGET)
         job = self.jobs.start(action, f"{action}:{hash(chat.text) & 0xffffffff:x}")
@@ -151,9 +145,7 @@ class ExplainModel(Wrapper):
         return out
 
     def _granularity(self, ex_) -> tuple[str, str | None]:
-        g = text_field(ex_, GRANULARITY) or "sentence"
-        if g not in ss.aggregate.GRANULARITIES:
-            raise RequestError(f'Input field "{GRANULARITY}" is {g!r}; use one of {", ".join(ss.aggregate.GRANULARITIES)}.')
+        g = choice_field(ex_, GRANULARITY, ss.aggregate.GRANULARITIES, "sentence")
         pattern = text_field(ex_, PATTERN) or None
         return g, pattern
 
@@ -174,7 +166,7 @@ class ExplainModel(Wrapper):
             raise RequestError(f'Input field "{STEPS}" is {steps}; use 1 to {MAX_STEPS}.')
         removal = text_field(ex_, REMOVAL) or "filler"
         cached = getattr(self._shared, "cached_salience", None)
-        result = cached(chat, target, 0) if cached is not None else None
+        result = cached(chat, target) if cached is not None else None
         span = self._span(ex_, explained)
         rep = ex.faithfulness_curves(
             self._shared.lm, chat, explained, self._methods(ex_), span=span, result=result,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from lit_app import fields
@@ -23,11 +22,8 @@ class GenerationModel(Wrapper):
     responses empty; a single-input request (the selected datapoint) generates.
     """
 
-    def input_spec(self) -> lit_types.Spec:
-        return fields.GENERATION_INPUT_SPEC
-
-    def output_spec(self) -> lit_types.Spec:
-        return fields.GENERATION_OUTPUT_SPEC
+    INPUT_SPEC = fields.GENERATION_INPUT_SPEC
+    OUTPUT_SPEC = fields.GENERATION_OUTPUT_SPEC
 
     def predict(self, inputs: Iterable[JsonDict], **kw) -> list[JsonDict]:
         inputs = list(inputs)

@@ -9,7 +9,7 @@ and the fix. `datapoint_group` says which datapoint a request is about without t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lit_app import fields
@@ -30,6 +30,14 @@ def text_field(ex: JsonDict, name: str, required: bool = False) -> str:
         return ""
     if not isinstance(value, str):
         raise RequestError(f'Input field "{name}" must be a string, got {type(value).__name__}.')
+    return value
+
+
+def choice_field(ex: JsonDict, name: str, choices: Sequence[str], default: str) -> str:
+    """Input field `name`, one of `choices`; absent or "" -> `default`."""
+    value = text_field(ex, name) or default
+    if value not in choices:
+        raise RequestError(f'Input field "{name}" is {value!r}; use one of {", ".join(choices)}.')
     return value
 
 

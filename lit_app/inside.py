@@ -38,7 +38,7 @@ from sequence_salience import inside as ssi
 from sequence_salience.inside.trace import sequence_ids
 from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
-from lit_app.inputs import JsonDict, int_field, text_field
+from lit_app.inputs import JsonDict, choice_field, int_field, text_field
 from lit_app.shared_model import SharedLM
 from lit_app.wrapper import Wrapper
 
@@ -182,18 +182,19 @@ def _trace_payload(tr: ssi.Trace, t: int, n_targets: int) -> JsonDict:
     return d
 
 
-class InsideTraceModel(Wrapper):
-    """Prompt + response + token index -> the layer-by-layer trace of that token (one forward pass)."""
+class InsideWrapper(Wrapper):
+    """A wrapper of "Inside the model": the shared model plus the shared `InsideState`."""
 
     def __init__(self, shared: SharedLM, state: InsideState):
         super().__init__(shared)
         self.state = state
 
-    def input_spec(self) -> lit_types.Spec:
-        return dict(_TARGET_INPUTS)
 
-    def output_spec(self) -> lit_types.Spec:
-        return {TRACE: fields.JsonDict()}
+class InsideTraceModel(InsideWrapper):
+    """Prompt + response + token index -> the layer-by-layer trace of that token (one forward pass)."""
+
+    INPUT_SPEC = _TARGET_INPUTS
+    OUTPUT_SPEC = {TRACE: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         with self.shared.lock:  # interactive, held from locating the token to the trace: no slice in between
@@ -240,20 +241,14 @@ class InsideInterveneModel(InsideTraceModel):
         super().__init__(shared, state)
         self.jobs = user_jobs.JobSlot()
 
-    def input_spec(self) -> lit_types.Spec:
-        return {**_TARGET_INPUTS, INSIDE_ACTION: lit_types.TextSegment(required=False, default="run")}
-
-    def output_spec(self) -> lit_types.Spec:
-        return {INTERVENTION: fields.JsonDict()}
+    INPUT_SPEC = {**_TARGET_INPUTS, INSIDE_ACTION: lit_types.TextSegment(required=False, default="run")}
+    OUTPUT_SPEC = {INTERVENTION: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
-        action = text_field(ex, INSIDE_ACTION) or "run"
-        if action not in RUN_ACTIONS:
-            raise RequestError(f'Input field "{INSIDE_ACTION}" is {action!r}; use one of {", ".join(RUN_ACTIONS)}.')
-        if action == "status":
-            return {INTERVENTION: {"action": "status", "job": self.jobs.status()}}
-        if action == "cancel":
-            return {INTERVENTION: {"action": "cancel", "cancelled": self.jobs.cancel()}}
+        action = choice_field(ex, INSIDE_ACTION, RUN_ACTIONS, "run")
+        answer = self.jobs.poll_answer(action)
+        if answer is not None:  # "status" or "cancel": never waits for the model
+            return {INTERVENTION: answer}
         at = self.state.locate(ex)
         interventions = parse_interventions(ex.get(INTERVENTIONS))
         if not interventions:
@@ -359,32 +354,22 @@ class InsideInterveneModel(InsideTraceModel):
         return payload
 
 
-class InsideSearchModel(Wrapper):
+class InsideSearchModel(InsideWrapper):
     """A word -> the value vectors whose vocabulary projection ranks it highest, and the index's progress."""
 
-    def __init__(self, shared: SharedLM, state: InsideState):
-        super().__init__(shared)
-        self.state = state
-
-    def input_spec(self) -> lit_types.Spec:
-        return {
-            QUERY: lit_types.TextSegment(),
-            LIMIT: lit_types.Integer(required=False, default=DEFAULT_LIMIT, min_val=1, max_val=MAX_LIMIT),
-            RANKING: lit_types.TextSegment(required=False, default="top_k"),
-        }
-
-    def output_spec(self) -> lit_types.Spec:
-        return {SEARCH: fields.JsonDict()}
+    INPUT_SPEC = {
+        QUERY: lit_types.TextSegment(),
+        LIMIT: lit_types.Integer(required=False, default=DEFAULT_LIMIT, min_val=1, max_val=MAX_LIMIT),
+        RANKING: lit_types.TextSegment(required=False, default="top_k"),
+    }
+    OUTPUT_SPEC = {SEARCH: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         query = text_field(ex, QUERY, required=True)
         limit = int_field(ex, LIMIT, DEFAULT_LIMIT, 1, MAX_LIMIT)
         if not query.strip():
             raise RequestError("The search text is empty. Fix: type a word, e.g. Paris.")
-        ranking = text_field(ex, RANKING) or "top_k"
-        if ranking not in ssi.value_index.RANKINGS:
-            raise RequestError(f'Input field "{RANKING}" is {ranking!r}; use one of '
-                               f'{", ".join(ssi.value_index.RANKINGS)}.')
+        ranking = choice_field(ex, RANKING, ssi.value_index.RANKINGS, "top_k")
         _ = self.state.arch  # an unsupported model fails here, with the module it lacks
         self.state.index.start()
         if ranking == "projection":  # every value by (E v)[token]: no index needed

@@ -14,7 +14,6 @@ from typing import Any, Callable
 
 import numpy as np
 from lit_nlp.api import dtypes as lit_dtypes
-from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from lit_app import disconnect, fields, progressive
@@ -55,11 +54,8 @@ class BlockingCancel:
 class SalienceModel(Wrapper):
     """Prompt + target (or the greedy response) -> salience of every prompt token for every target token."""
 
-    def input_spec(self) -> lit_types.Spec:
-        return fields.SALIENCE_INPUT_SPEC
-
-    def output_spec(self) -> lit_types.Spec:
-        return fields.SALIENCE_OUTPUT_SPEC
+    INPUT_SPEC = fields.SALIENCE_INPUT_SPEC
+    OUTPUT_SPEC = fields.SALIENCE_OUTPUT_SPEC
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         detail = detail_field(ex)

@@ -3,7 +3,6 @@ the model: the shared model's tokenizer copy)."""
 
 from __future__ import annotations
 
-from lit_nlp.api import types as lit_types
 
 from lit_app import fields
 from lit_app.inputs import JsonDict, text_field
@@ -13,11 +12,8 @@ from lit_app.wrapper import Wrapper
 class TokenizerModel(Wrapper):
     """Prompt (+ target) -> the tokens the salience model explains."""
 
-    def input_spec(self) -> lit_types.Spec:
-        return fields.TOKENIZER_INPUT_SPEC
-
-    def output_spec(self) -> lit_types.Spec:
-        return fields.TOKENIZER_OUTPUT_SPEC
+    INPUT_SPEC = fields.TOKENIZER_INPUT_SPEC
+    OUTPUT_SPEC = fields.TOKENIZER_OUTPUT_SPEC
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         chat = self._shared.format_prompt(ex)

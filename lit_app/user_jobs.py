@@ -69,3 +69,11 @@ class JobSlot:
             if job is not None:
                 job.cancelled.set()
         return job is not None
+
+    def poll_answer(self, action: str) -> dict | None:
+        """The answer of a "status" or "cancel" request (no model needed); None for any other action."""
+        if action == "status":
+            return {"action": "status", "job": self.status()}
+        if action == "cancel":
+            return {"action": "cancel", "cancelled": self.cancel()}
+        return None

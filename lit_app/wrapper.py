@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Callable
+from typing import Callable, ClassVar
 
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
@@ -29,6 +29,9 @@ class Wrapper(lit_model.Model):
     # LIT's per-id prediction cache is bypassed for these (lit_app/server.py):
     # they cache by content themselves.
     caches_itself = True
+    # The LIT specs of the subclass (input_spec / output_spec return copies).
+    INPUT_SPEC: ClassVar[lit_types.Spec]
+    OUTPUT_SPEC: ClassVar[lit_types.Spec]
 
     def __init__(self, shared: SharedLM):
         self._shared = shared
@@ -41,6 +44,12 @@ class Wrapper(lit_model.Model):
     @classmethod
     def init_spec(cls) -> lit_types.Spec | None:
         return None  # not loadable from the UI; the server loads the model
+
+    def input_spec(self) -> lit_types.Spec:
+        return dict(self.INPUT_SPEC)
+
+    def output_spec(self) -> lit_types.Spec:
+        return dict(self.OUTPUT_SPEC)
 
     @property
     def shared(self) -> SharedLM:
