@@ -25,7 +25,7 @@ from lit_nlp.api import types as lit_types
 from lit_app import explain, fields
 from lit_app.errors import Rejected
 from lit_app.inputs import DETAIL_MODES, whole_number
-from lit_app.method_registry import MAX_IG_STEPS, MAX_SMOOTH_GRAD_SAMPLES
+from lit_app.method_registry import EXTRA_METHODS, MAX_IG_STEPS, MAX_SMOOTH_GRAD_SAMPLES
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
 # Largest --max_new_tokens the server accepts (generation is one token at a time on the
@@ -77,15 +77,13 @@ class Limits:
     max_connections_per_client: int = 32
 
     def __post_init__(self):
-        for name in ("max_body_bytes", "max_prompt_chars", "max_new_tokens", "max_ig_steps",
-                     "max_smooth_grad_samples", "max_pending", "retry_after_s", "max_connections",
-                     "max_connections_per_client"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Limits.{name} is {getattr(self, name)}; it must be at least 1.")
-        for name, most in (("max_ig_steps", MAX_IG_STEPS),
-                           ("max_smooth_grad_samples", MAX_SMOOTH_GRAD_SAMPLES)):
-            if getattr(self, name) > most:
-                raise ValueError(f"Limits.{name} is {getattr(self, name)}; the models accept at most {most}.")
+        for field in dataclasses.fields(self):
+            if getattr(self, field.name) < 1:
+                raise ValueError(f"Limits.{field.name} is {getattr(self, field.name)}; it must be at least 1.")
+        for extra in EXTRA_METHODS:  # one max_<count field> per counted method of the registry
+            if getattr(self, extra.limit) > extra.maximum:
+                raise ValueError(f"Limits.{extra.limit} is {getattr(self, extra.limit)}; the models accept at most"
+                                 f" {extra.maximum}.")
         if self.max_new_tokens > MAX_NEW_TOKENS_CAP:
             raise ValueError(f"Limits.max_new_tokens is {self.max_new_tokens}; use at most {MAX_NEW_TOKENS_CAP}.")
 
@@ -103,8 +101,8 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
     if total > limits.max_prompt_chars:
         raise Rejected(400, f"{where}: prompt + system + target (+ foil) is {total:,} characters; this server accepts"
                             f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
-    for field, most, flag in ((fields.IG_STEPS, limits.max_ig_steps, "max_ig_steps"),
-                              (fields.SMOOTH_GRAD_SAMPLES, limits.max_smooth_grad_samples, "max_smooth_grad_samples")):
+    for extra in EXTRA_METHODS:
+        field, most, flag = extra.field, getattr(limits, extra.limit), extra.limit
         count = data.get(field)
         if count is not None and count != "":
             n = whole_number(count)

@@ -68,6 +68,11 @@ class ExtraMethod:
     unit: str
     maximum: int
 
+    @property
+    def limit(self) -> str:
+        """The `Limits` attribute and server flag (--max_<field>) bounding the count at the HTTP edge."""
+        return f"max_{self.field}"
+
 
 def extra_methods(facts: Mapping[str, LitFacts]) -> tuple[ExtraMethod, ...]:
     """The core registry's counted methods with their LIT `facts`, in display order; RuntimeError when a

@@ -7,9 +7,11 @@ import argparse
 import dataclasses
 import os
 
+from sequence_salience.methods import get_method
 from lit_app.hosts import is_loopback, is_wildcard, parse_host, url_host
 from lit_app.http_server import HEADER_TIMEOUT_S
 from lit_app.limits import Limits
+from lit_app.method_registry import EXTRA_METHODS
 from lit_app.tokens import TOKEN_ENV, TOKEN_PARAM, new_token
 
 
@@ -76,10 +78,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                    help="Largest request body (HTTP 413 beyond).")
     g.add_argument("--max_prompt_chars", type=int, default=defaults.max_prompt_chars,
                    help="Largest prompt + system + target of one input, in characters.")
-    g.add_argument("--max_ig_steps", type=int, default=defaults.max_ig_steps,
-                   help=f"Largest integrated-gradients step count (at most {defaults.max_ig_steps}).")
-    g.add_argument("--max_smooth_grad_samples", type=int, default=defaults.max_smooth_grad_samples,
-                   help=f"Largest SmoothGrad sample count (at most {defaults.max_smooth_grad_samples}).")
+    for extra in EXTRA_METHODS:  # --max_ig_steps, --max_smooth_grad_samples
+        g.add_argument(f"--{extra.limit}", type=int, default=getattr(defaults, extra.limit),
+                       help=f"Largest {get_method(extra.method).label} count of {extra.unit} (at most"
+                            f" {extra.maximum}).")
     g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
                    help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
     g.add_argument("--max_connections", type=int, default=defaults.max_connections,
@@ -116,8 +118,7 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
         max_body_bytes=args.max_body_bytes,
         max_prompt_chars=args.max_prompt_chars,
         max_new_tokens=args.max_new_tokens,
-        max_ig_steps=args.max_ig_steps,
-        max_smooth_grad_samples=args.max_smooth_grad_samples,
+        **{extra.limit: getattr(args, extra.limit) for extra in EXTRA_METHODS},
         max_pending=args.max_pending_requests,
         max_connections=args.max_connections,
         max_connections_per_client=args.max_connections_per_client or max(1, args.max_connections // 2),
