@@ -58,7 +58,12 @@ from lit_nlp.api import layout
 from lit_nlp.api import model as lit_model
 from lit_nlp.lib import caching as lit_caching
 
-from lit_app import client_build, disconnect, explain, limits, models, security, server
+from sequence_salience.slices import DEFAULT_SLICE_S
+from lit_app import client_build, disconnect, explain, http_server, limits, model_group, security, server
+from lit_app.hosts import is_loopback
+from lit_app.security_config import SecurityConfig
+from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
+from lit_app.tokens import new_token
 from lit_app import layouts as layouts_lib
 from lit_app import inside as inside_models
 
@@ -72,20 +77,20 @@ SERVER_TYPE = "sequence_salience"
 READY_LINE = "Sequence Salience is ready:"
 
 # SharedLMs made by make_models, so that the server type can stop their background work.
-_SHARED: "weakref.WeakSet[models.SharedLM]" = weakref.WeakSet()
+_SHARED: "weakref.WeakSet[SharedLM]" = weakref.WeakSet()
 
 
-def make_models(lm: Any, name: str = "lm", *, max_new_tokens: int = models.DEFAULT_MAX_NEW_TOKENS,
-                slice_s: float = models.DEFAULT_SLICE_S, inside: bool = True,
+def make_models(lm: Any, name: str = "lm", *, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                slice_s: float = DEFAULT_SLICE_S, inside: bool = True,
                 explain_tests: bool = True) -> dict[str, lit_model.Model]:
     """Our LIT wrappers over one loaded LanguageModel (module docstring); the generation model first.
 
     inside / explain_tests: False leaves out the inside-the-model or test-this-explanation
     wrappers (their modules then say the model does not support them).
     """
-    shared = models.SharedLM(lm, max_new_tokens=max_new_tokens, slice_s=slice_s)
+    shared = SharedLM(lm, max_new_tokens=max_new_tokens, slice_s=slice_s)
     _SHARED.add(shared)
-    group = models.make_models(shared, name)
+    group = model_group.make_models(shared, name)
     if inside:
         group = inside_models.with_inside(group, shared, name)
     if explain_tests:
@@ -149,20 +154,20 @@ class _Disconnects:
 
 def security_config(host: str = "127.0.0.1", port: int = 5432, *, token: str | None = None, no_token: bool = False,
                     allowed_hosts: Sequence[str] = (), data_dir: str | None = None,
-                    request_limits: limits.Limits | None = None) -> security.SecurityConfig:
+                    request_limits: limits.Limits | None = None) -> SecurityConfig:
     """Our server's request rules for `host:port`; a fresh token unless `token` is given or `no_token`."""
     if no_token and token:
         raise ValueError("Pass token= or no_token=True, not both.")
-    if no_token and not security.is_loopback(host):
+    if no_token and not is_loopback(host):
         raise ValueError(f"no_token is only for a loopback host; {host} is reachable from other machines.")
     generated = not no_token and not token
-    return security.SecurityConfig(
+    return SecurityConfig(
         host=host, port=port, allowed_hosts=tuple(allowed_hosts),
-        token=None if no_token else (token or security.new_token()), data_dir=data_dir,
+        token=None if no_token else (token or new_token()), data_dir=data_dir,
         limits=request_limits or limits.Limits(), token_generated=generated)
 
 
-def secure(app: lit_app_lib.LitApp, config: security.SecurityConfig) -> security.SecureApp:
+def secure(app: lit_app_lib.LitApp, config: SecurityConfig) -> security.SecureApp:
     """LIT's app (ours or LIT's own) behind our request rules, as a WSGI app."""
     adapt(app)
     model_map = getattr(app, "_models")
@@ -181,7 +186,7 @@ class SecureDevServer:
                                       data_dir=files_dir, request_limits=request_limits)
         self.app = secure(wsgi_app, self.config)
         lim = self.config.limits
-        self.httpd = security.make_server(host, port, self.app, lim.max_connections, lim.max_connections_per_client)
+        self.httpd = http_server.make_server(host, port, self.app, lim.max_connections, lim.max_connections_per_client)
 
     @property
     def url(self) -> str:
