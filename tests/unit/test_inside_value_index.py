@@ -114,12 +114,16 @@ def test_background_index_builds_off_thread_and_serves_partial_searches(tiny_lm,
     snap = bg.snapshot()
     reference = inside.get_value_index(tiny_lm, top_k=TOP_K)  # now loaded from the file the thread wrote
     np.testing.assert_array_equal(snap.top_ids, reference.top_ids)
-    # A partial snapshot searches only its built layers.
+    # A partial snapshot searches only its built layers: a token in the top-k of values of both
+    # layers is found in both by the whole index, and in layer 0 alone (every place) by the partial one.
     partial = vi.ValueIndex(snap.key, snap.top_ids, snap.top_scores, layers_built=1)
-    token_id = int(snap.top_ids[1, 0, 0])
+    both = sorted(set(snap.top_ids[0].ravel().tolist()) & set(snap.top_ids[1].ravel().tolist()))
+    assert both, "no token is in a top-k of both layers"
+    token_id = both[0]
+    assert set(snap.lookup([token_id])[:, 0].tolist()) == {0, 1}
     hits = partial.lookup([token_id])
-    assert len(hits) == 0 or hits[:, 0].max() == 0
-    assert partial.lookup([token_id]).shape[1] == 3
+    assert hits.shape == (int((snap.top_ids[0] == token_id).sum()), 3) and len(hits) > 0
+    assert set(hits[:, 0].tolist()) == {0}
 
 
 def test_cancelled_build_reports_an_error_and_writes_nothing(tiny_lm, cache):
