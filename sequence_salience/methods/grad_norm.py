@@ -7,12 +7,10 @@ that exact for any span without the vectors: ||sum_{t in S} g_t,i||^2 = 1_S^T G_
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from sequence_salience.methods import shared
 from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-from sequence_salience.methods.gradients import weighted_gradient
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
@@ -30,11 +28,7 @@ def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
     return g.float().norm(dim=-1)
 
 
-def compute_span(
-    inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig, progress=None
-) -> np.ndarray:
-    _, g = weighted_gradient(inputs, inputs.embeds, target_weights)  # [B, L, D]
-    return from_gradient(g, inputs.embeds).cpu().numpy()  # [B, L]
+compute_span = shared.span_from_gradient(from_gradient)  # (inputs, weights, config, progress=None) -> [B, L]
 
 
 NAME = "grad_norm"

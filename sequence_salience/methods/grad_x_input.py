@@ -5,12 +5,10 @@ Signed and linear in the target: a span's salience is the sum of its tokens' row
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from sequence_salience.methods import shared
 from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-from sequence_salience.methods.gradients import weighted_gradient
 
 
 def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
@@ -24,11 +22,7 @@ def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
     return (g.float() * embeds.float()).sum(-1)
 
 
-def compute_span(
-    inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig, progress=None
-) -> np.ndarray:
-    _, g = weighted_gradient(inputs, inputs.embeds, target_weights)  # [B, L, D]
-    return from_gradient(g, inputs.embeds).cpu().numpy()  # [B, L]
+compute_span = shared.span_from_gradient(from_gradient)  # (inputs, weights, config, progress=None) -> [B, L]
 
 
 NAME = "grad_x_input"

@@ -1,11 +1,15 @@
-"""Work shared between methods within one compute call (one backward for grad_norm and grad_x_input)."""
+"""Work shared by the gradient-at-the-input methods (gradient norm, gradient x input): one backward
+per compute call for all of them, and the span computation they have in common."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import torch
 
 from sequence_salience.methods.base import ModelInputs, SalienceConfig
-from sequence_salience.methods.gradients import per_target_gradients, resolve_backward
+from sequence_salience.methods.gradients import per_target_gradients, resolve_backward, weighted_gradient
 
 
 def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -18,3 +22,14 @@ def target_gradients(inputs: ModelInputs, config: SalienceConfig, cache: dict) -
             sizer=cache.get("sizer"),
         )
     return cache["target_gradients"]
+
+
+def span_from_gradient(from_gradient: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., np.ndarray]:
+    """The compute_span of a gradient-at-the-input method: `from_gradient` of one weighted backward."""
+
+    def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: SalienceConfig,
+                     progress=None) -> np.ndarray:
+        _, g = weighted_gradient(inputs, inputs.embeds, target_weights)  # [B, L, D]
+        return from_gradient(g, inputs.embeds).cpu().numpy()  # [B, L]
+
+    return compute_span
