@@ -1,0 +1,5 @@
+"""`python -m sequence_salience.cli ...`: the `sequence-salience` command."""
+
+from sequence_salience.cli import run
+
+run()

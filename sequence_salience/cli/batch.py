@@ -1,0 +1,267 @@
+"""`sequence-salience explain --batch`: one result file per JSONL row, resumable, with a log.
+
+The row parsing and the log are shared with `evaluate` (cli/evaluation.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sequence_salience.cli.common import (
+    EXIT_MODEL,
+    EXIT_OK,
+    EXIT_ROWS_FAILED,
+    UsageError,
+    err,
+    info,
+    load_model,
+    progress_bar,
+    run_settings,
+)
+from sequence_salience.cli.explain import explain_one, needs_matrices
+from sequence_salience.files import atomic_write_text
+
+LOG_NAME = "log.jsonl"
+_ROW_KEYS = ("prompt", "system", "target", "chat", "id", "case")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def parse_row(line: str, lineno: int) -> dict[str, Any]:
+    """One JSONL row -> {"prompt", "system", "target", "chat", "id"}; UsageError names the problem."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"not valid JSON ({e.msg} at column {e.colno}); write one object per line, "
+                         'e.g. {"prompt": "..."}') from None
+    if not isinstance(obj, dict):
+        raise UsageError(f'expected a JSON object, got {type(obj).__name__}; write {{"prompt": "..."}}')
+    unknown = sorted(set(obj) - set(_ROW_KEYS))
+    if unknown:
+        raise UsageError(f"unknown field(s) {unknown}; a row may have {list(_ROW_KEYS)}")
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UsageError('field "prompt" is missing or empty; every row needs a non-empty prompt string')
+    row = {"prompt": prompt}
+    for key in ("system", "target", "case"):
+        value = obj.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise UsageError(f'field "{key}" must be a string, got {type(value).__name__}')
+        row[key] = value
+    chat = obj.get("chat")
+    if chat is not None and not isinstance(chat, bool):
+        raise UsageError(f'field "chat" must be true or false, got {chat!r}')
+    row["chat"] = chat
+    rid = obj.get("id")
+    if rid is None:
+        row["id"] = f"{lineno:05d}"
+    else:
+        rid = str(rid) if isinstance(rid, int) and not isinstance(rid, bool) else rid
+        if not isinstance(rid, str) or not _ID_RE.match(rid):
+            raise UsageError(f'field "id" {rid!r} must be letters, digits, "_", "-" or "." (it names the output file)')
+        row["id"] = rid
+    return row
+
+
+def _read_batch(path: str) -> list[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        raise UsageError(f"--batch {path}: no such file. Fix: check the path.") from None
+    except IsADirectoryError:
+        raise UsageError(f"--batch {path} is a folder. Fix: give a .jsonl file.") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--batch {path} is not UTF-8 text ({e.reason} at byte {e.start}).") from None
+    except OSError as e:
+        raise UsageError(f"--batch {path}: cannot read it ({e.strerror}).") from None
+    rows = [(i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    if not rows:
+        raise UsageError(f"--batch {path} has no rows. Fix: write one JSON object per line, e.g. "
+                         '{"prompt": "What is the capital of France?"}')
+    return rows
+
+
+def reusable(saved: Any, wanted: dict) -> bool | None:
+    """Whether a saved row's fingerprint answers this run: True, False, or None (only if it holds the span).
+
+    The row and settings must be equal. A row saved with the per-token matrices ("matrices": true,
+    or no such key: rows written before span-only runs existed) answers every run and span; a
+    span-only row never answers a run that needs matrices, and answers a span-only run only when
+    it holds the span asked for (None: look at the result).
+    """
+    if not isinstance(saved, dict):
+        return False
+    base = {k: v for k, v in saved.items() if k != "matrices"}
+    if base != {k: v for k, v in wanted.items() if k != "matrices"}:
+        return False
+    if saved.get("matrices", True):
+        return True
+    return None if not wanted["matrices"] else False
+
+
+def _existing_result(path: str, fingerprint: dict, methods: Sequence[str], span: tuple[int, int] | None) -> bool:
+    """True when path holds a complete result for this input and these settings that can show `span`."""
+    from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
+    from sequence_salience.result import result_from_dict  # pylint: disable=import-outside-toplevel
+
+    saved = saved_meta(path, "result")
+    if saved is None:
+        return False
+    obj, meta = saved
+    ok = reusable(meta.get("fingerprint"), fingerprint)
+    if ok is not None:
+        return ok
+    try:
+        result = result_from_dict(obj, path)
+    except (SalienceError, KeyError, TypeError, ValueError):
+        return False
+    t0, t1 = span if span is not None else (0, result.num_targets)
+    return t1 <= result.num_targets and all(m in result.spans.get((t0, t1), {}) for m in methods)
+
+
+def append_log(out_dir: str, entry: dict) -> None:
+    entry = {"time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}
+    with open(os.path.join(out_dir, LOG_NAME), "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        f.flush()
+
+
+def valid_rows(batch: str, out: str) -> tuple[list[tuple[int, str]], list[tuple[int, dict]], list[tuple[int, str]]]:
+    """Reads the batch file and creates OUT; returns (lines, valid rows, failures).
+
+    Every row is validated first: a bad row (or a repeated id) is reported with its line number,
+    logged to OUT/log.jsonl and skipped.
+    """
+    lines = _read_batch(batch)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot create it ({e.strerror}).") from None
+    rows: list[tuple[int, dict]] = []
+    failures: list[tuple[int, str]] = []
+    seen: dict[str, int] = {}
+    for lineno, line in lines:
+        try:
+            row = parse_row(line, lineno)
+            if row["id"] in seen:
+                raise UsageError(f'id {row["id"]!r} repeats line {seen[row["id"]]}; ids name the output files')
+            seen[row["id"]] = lineno
+            rows.append((lineno, row))
+        except UsageError as e:
+            failures.append((lineno, str(e)))
+            err(f"{batch}:{lineno}: {e}")
+            append_log(out, {"line": lineno, "status": "error", "error": str(e)})
+    return lines, rows, failures
+
+
+def saved_meta(path: str, body: str) -> tuple[dict, dict] | None:
+    """(whole object, its "meta") of a saved row file that has `body` and a meta dict, else None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError):
+        return None
+    meta = obj.get("meta") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or body not in obj:
+        return None
+    return obj, meta
+
+
+def explain_batch(args, methods, span) -> int:
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    if not args.out:
+        raise UsageError("--batch needs --out DIR (where the per-row results go).")
+    if args.html not in (None, ""):
+        raise UsageError("With --batch, --html takes no PATH: it writes OUT/<row>.html next to each JSON.")
+    if args.json is not None:
+        raise UsageError("With --batch, results are always JSON in --out; drop --json.")
+    if args.system is not None or args.target is not None:
+        raise UsageError("With --batch, the system prompt and target come from each row; drop --system/--target.")
+    if args.heatmap is not None:
+        raise UsageError("--heatmap writes one PNG for one prompt. Fix: run the batch with --per-token, then "
+                         "`sequence-salience show OUT/<id>.json --heatmap PATH` for the rows you want.")
+    per_token = needs_matrices(args)
+    lines, rows, failures = valid_rows(args.batch, args.out)
+
+    settings = run_settings(args, methods)
+    todo, skipped = [], 0
+    for lineno, row in rows:
+        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings,
+                       "matrices": per_token}
+        json_path = os.path.join(args.out, row["id"] + ".json")
+        if not args.force and _existing_result(json_path, fingerprint, methods, span):
+            skipped += 1
+            if args.html == "" and not os.path.exists(os.path.join(args.out, row["id"] + ".html")):
+                todo.append((lineno, row, fingerprint, "html-only"))
+            else:
+                append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
+            continue
+        todo.append((lineno, row, fingerprint, "explain"))
+    info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
+
+    lm = None
+    if any(kind == "explain" for *_, kind in todo):
+        try:
+            lm = load_model(args)
+        except ss.SalienceError as e:
+            err(f"cannot load --model {args.model!r}: {e}")
+            return EXIT_MODEL
+
+    done = 0
+    with progress_bar() as bar:
+        task = bar.add_task("rows", total=len(todo))
+        for lineno, row, fingerprint, kind in todo:
+            rid = row["id"]
+            json_path = os.path.join(args.out, rid + ".json")
+            html_path = os.path.join(args.out, rid + ".html")
+            start = time.perf_counter()
+            bar.update(task, description=f"line {lineno} ({rid})")
+
+            def progress(method, d, total, _line=lineno, _rid=rid):
+                bar.update(task, description=f"line {_line} ({_rid}): {method} {d}/{total}")
+
+            try:
+                if kind == "html-only":
+                    result = display.load(json_path)
+                else:
+                    result, generated = explain_one(
+                        lm, row["prompt"], row["system"], row["target"] or None,
+                        False if args.raw else row["chat"], methods, args.ig_steps, args.max_new_tokens, progress,
+                        span=span, per_token=per_token)
+                    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
+                            "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
+                            "matrices": per_token}
+                if args.html == "":
+                    atomic_write_text(html_path, display.render_html(
+                        result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
+                        title=f"{os.path.basename(args.batch)} line {lineno} ({rid})"))
+                if kind != "html-only":
+                    display.to_json(result, json_path, meta)  # last: its presence marks the row as done
+            except ss.SalienceError as e:
+                failures.append((lineno, str(e)))
+                bar.console.print(f"[red]sequence-salience: error:[/red] {args.batch}:{lineno} ({rid}): {e}",
+                                  markup=True, highlight=False)
+                append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": str(e)})
+            else:
+                done += kind == "explain"
+                append_log(args.out, {"line": lineno, "id": rid, "status": "done" if kind == "explain" else "html",
+                                       "seconds": round(time.perf_counter() - start, 3), "file": rid + ".json"})
+            bar.advance(task)
+        bar.update(task, description="rows")
+
+    info(f"Done: {done} explained, {skipped} skipped (already done), {len(failures)} failed; results in {args.out}")
+    for lineno, msg in sorted(failures):
+        info(f"  line {lineno}: {msg}")
+    return EXIT_ROWS_FAILED if failures else EXIT_OK
+
+

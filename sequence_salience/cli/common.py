@@ -1,0 +1,126 @@
+"""Helpers every subcommand of the `sequence-salience` command shares: exit codes, usage
+errors, flag parsing, messages, the model load and the progress bar."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+EXIT_OK = 0
+EXIT_ROWS_FAILED = 1
+EXIT_USAGE = 2
+EXIT_MODEL = 3
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A problem with the command line or its input files (exit code 2)."""
+
+
+
+def parse_span(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) >= int(m.group(2)):
+        raise UsageError(f"--span {text!r}: write T0:T1 with T0 < T1, e.g. --span 0:3 (response token indices).")
+    return int(m.group(1)), int(m.group(2))
+
+
+def explain_default() -> str:
+    """The method `explain` shows when --method is not given: gradient x input."""
+    from sequence_salience.methods import grad_x_input  # pylint: disable=import-outside-toplevel
+
+    return grad_x_input.NAME
+
+
+def parse_methods(text: str | None) -> tuple[str, ...]:
+    from sequence_salience import SalienceError, get_method  # pylint: disable=import-outside-toplevel
+
+    names = tuple(m.strip() for m in (text or explain_default()).split(",") if m.strip())
+    if not names:
+        raise UsageError(f"--method is empty. Fix: e.g. --method {explain_default()}.")
+    for name in names:
+        try:
+            get_method(name)
+        except SalienceError as e:
+            raise UsageError(str(e)) from None
+    return names
+
+
+def read_prompt_file(path: str) -> str:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"--prompt-file {path}: no such file. Fix: check the path.") from None
+    except IsADirectoryError:
+        raise UsageError(f"--prompt-file {path} is a folder. Fix: give a text file.") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--prompt-file {path} is not UTF-8 text ({e.reason} at byte {e.start}). "
+                         "Fix: save it as UTF-8.") from None
+    except OSError as e:
+        raise UsageError(f"--prompt-file {path}: cannot read it ({e.strerror}).") from None
+    if text.endswith("\n"):
+        text = text[:-1]  # editors end files with a newline; it is not part of the prompt
+    if not text.strip():
+        raise UsageError(f"--prompt-file {path} is empty. Fix: write the prompt into it.")
+    return text
+
+
+def console(stderr: bool = False):
+    from rich.console import Console  # pylint: disable=import-outside-toplevel
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def err(msg: str) -> None:
+    print(f"sequence-salience: error: {msg}", file=sys.stderr, flush=True)
+
+
+def info(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_model(args):
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+
+    info(f"Loading model {args.model!r} ...")
+    start = time.perf_counter()
+    lm = ss.load_model(args.model, device=args.device, dtype=args.dtype, log=info)
+    info(f"Model ready after {time.perf_counter() - start:.1f} s.")
+    return lm
+
+
+def run_settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
+    """What, besides the row, decides a result: a batch row is redone when any of it changes."""
+    return {"model": args.model, "dtype": args.dtype, "methods": list(methods), "ig_steps": args.ig_steps,
+            "max_new_tokens": args.max_new_tokens, "raw": bool(args.raw)}
+
+
+def check_pattern_flags(args) -> None:
+    """UsageError unless --granularity regex has a --pattern and the pattern is in the shared dialect."""
+    from sequence_salience import SalienceError, aggregate  # pylint: disable=import-outside-toplevel
+
+    if args.granularity == "regex" and not args.pattern:
+        raise UsageError("--granularity regex needs --pattern, e.g. --pattern '[^,;.]+'.")
+    if args.pattern:
+        try:
+            aggregate.compile_pattern(args.pattern)
+        except SalienceError as e:
+            raise UsageError(str(e)) from None
+
+
+def progress_bar(time_left_label: bool = False):
+    """The rows progress bar on stderr: description, bar, n/total, elapsed, (left) remaining."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn  # pylint: disable=import-outside-toplevel
+
+    left = (TextColumn("left"),) if time_left_label else ()
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    *left, TimeRemainingColumn(), console=console(stderr=True), transient=False)

@@ -1,0 +1,168 @@
+"""`sequence-salience evaluate`: which method is faithful, over a JSONL batch (serially or on Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from sequence_salience.cli.batch import append_log, saved_meta, valid_rows
+from sequence_salience.cli.common import (
+    EXIT_MODEL,
+    EXIT_OK,
+    EXIT_ROWS_FAILED,
+    UsageError,
+    check_pattern_flags,
+    err,
+    info,
+    load_model,
+    progress_bar,
+)
+from sequence_salience.files import atomic_write_text
+
+EVALUATE_HELP = """Which salience method is faithful on your model and prompts.
+
+For every row of the batch (as for explain --batch) and every --method: the deletion and
+insertion curves of log p(response) as the prompt's segments are removed / revealed in the
+method's order, the same for the baselines (seeded random orders; every other reference curve
+the library reports), AOPC and the gap to each baseline; optionally the input-reduction size
+(--reduction) and integrated gradients' completeness error (--ig-completeness). Writes
+OUT/<row>.json (atomically; a rerun skips rows already done with the same settings),
+OUT/log.jsonl, OUT/summary.json (per method: mean AOPC gap to each baseline, bootstrap CI,
+win rate, verdict) and OUT/report.html (self-contained, with plots). A failing row is reported
+with its line number and the rest goes on (exit code 1).
+
+--ray runs the rows on Ray actors (one model load per actor, rows handed out as actors free
+up; the driver writes every file); a worker that dies loses only its row, which is retried.
+"""
+
+
+def _eval_config(args, methods):
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.evaluate import EvalConfig  # pylint: disable=import-outside-toplevel
+    from sequence_salience.explain import FaithfulnessConfig  # pylint: disable=import-outside-toplevel
+
+    faith = FaithfulnessConfig(granularity=args.granularity, pattern=args.pattern, steps=args.steps,
+                               removal=args.removal)
+    if args.n_random is not None:
+        faith = dataclasses.replace(faith, n_random=args.n_random)
+    return EvalConfig(methods=methods, faithfulness=faith, ig_steps=args.ig_steps, max_new_tokens=args.max_new_tokens,
+                      raw=bool(args.raw), reduction=args.reduction, ig_completeness=args.ig_completeness)
+
+
+def evaluate_batch(args, methods) -> int:
+    import contextlib  # pylint: disable=import-outside-toplevel
+
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
+
+    if args.steps < 1 or args.n_boot < 1 or (args.n_random is not None and args.n_random < 1):
+        raise UsageError("--steps, --n-boot and --n-random must be at least 1.")
+    if args.ray is None and (args.workers is not None or args.gpus_per_worker):
+        raise UsageError("--workers and --gpus-per-worker go with --ray. Fix: add --ray (a local instance) "
+                         "or --ray auto / --ray HOST:PORT.")
+    if args.ray is not None and not evaluate.ray_available():
+        raise UsageError("--ray needs Ray. Fix: pip install 'sequence-salience[ray]', or run without --ray.")
+    if args.gpus_per_worker < 0 or args.cpus_per_worker <= 0 or (args.workers is not None and args.workers < 1):
+        raise UsageError("--gpus-per-worker must be >= 0, --cpus-per-worker > 0 and --workers >= 1.")
+    check_pattern_flags(args)
+    try:
+        config = _eval_config(args, methods)
+    except ss.SalienceError as e:
+        raise UsageError(str(e)) from None
+    lines, rows, failures = valid_rows(args.batch, args.out)
+    settings = {"model": args.model, "dtype": args.dtype, "evaluation": config.fingerprint()}
+    done_rows: dict[int, dict] = {}  # line -> saved row file (reused or new)
+    todo = []
+    for lineno, row in rows:
+        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings}
+        path = os.path.join(args.out, row["id"] + ".json")
+        saved = None if args.force else saved_meta(path, "evaluation")
+        if saved is not None and saved[1].get("fingerprint") == fingerprint:
+            done_rows[lineno] = {"id": row["id"], "line": lineno, "evaluation": saved[0]["evaluation"]}
+            append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
+            continue
+        todo.append((lineno, row, fingerprint))
+    skipped = len(done_rows)
+    info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
+
+    spec = evaluate.ModelSpec(args.model, args.device, args.dtype)
+    by_line = {lineno: (row, fp) for lineno, row, fp in todo}
+    tasks = [(lineno, row) for lineno, row, _ in todo]
+    if not tasks:
+        outcomes = contextlib.nullcontext(iter(()))
+    elif args.ray is None:
+        try:
+            lm = load_model(args)
+        except ss.SalienceError as e:
+            err(f"cannot load --model {args.model!r}: {e}")
+            return EXIT_MODEL
+        outcomes = contextlib.closing(evaluate.run_serial(tasks, evaluate.RowWorker(spec, config, lm=lm)))
+    else:
+        workers = args.workers if args.workers is not None or args.ray else 2
+        outcomes = contextlib.closing(evaluate.run_ray(
+            tasks, spec, config, address=args.ray or None, num_workers=workers,
+            gpus_per_worker=args.gpus_per_worker, cpus_per_worker=args.cpus_per_worker, log=info))
+
+    start = time.perf_counter()
+    n_new = 0
+    with outcomes as stream, progress_bar(time_left_label=True) as bar:
+        task = bar.add_task("rows", total=len(tasks))
+        try:
+            for outcome in stream:
+                lineno = outcome.key
+                row, fingerprint = by_line[lineno]
+                rid = row["id"]
+                if outcome.error is not None:
+                    failures.append((lineno, outcome.error))
+                    bar.console.print(f"[red]sequence-salience: error:[/red] {args.batch}:{lineno} ({rid}): "
+                                      f"{outcome.error}", markup=True, highlight=False, soft_wrap=True)
+                    append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": outcome.error})
+                else:
+                    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
+                            "line": lineno, "fingerprint": fingerprint, "seconds": round(outcome.seconds, 3),
+                            "worker": outcome.worker, "attempts": outcome.attempts}
+                    obj = {"meta": meta, "evaluation": outcome.evaluation}
+                    atomic_write_text(os.path.join(args.out, rid + ".json"), json.dumps(obj, ensure_ascii=False, indent=1))
+                    done_rows[lineno] = {"id": rid, "line": lineno, "evaluation": outcome.evaluation}
+                    n_new += 1
+                    append_log(args.out, {"line": lineno, "id": rid, "status": "done",
+                                           "seconds": round(outcome.seconds, 3), "file": rid + ".json",
+                                           "attempts": outcome.attempts})
+                n_fail = sum(1 for ln, _ in failures if ln in by_line)
+                bar.update(task, advance=1, description=f"rows ({n_fail} failed)" if n_fail else "rows")
+        except ss.SalienceError as e:  # a Ray worker could not start / load the model
+            err(str(e))
+            return EXIT_MODEL
+    took = time.perf_counter() - start
+    if n_new:
+        info(f"{n_new} row(s) evaluated in {took:.1f} s ({60 * n_new / took:.2f} rows/min).")
+    _write_evaluation_summary(args, settings, sorted(done_rows.items()), failures)
+    info(f"Done: {n_new} evaluated, {skipped} skipped (already done), {len(failures)} failed; "
+          f"summary in {os.path.join(args.out, 'summary.json')}, report in {os.path.join(args.out, 'report.html')}")
+    for lineno, msg in sorted(failures):
+        info(f"  line {lineno}: {msg}")
+    return EXIT_ROWS_FAILED if failures else EXIT_OK
+
+
+def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
+    from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
+
+    rows = [r for _, r in done_rows]
+    failures = sorted(failures)
+    if not rows:
+        info("No row was evaluated; no summary or report written.")
+        return
+    summary = evaluate.summarize([r["evaluation"] for r in rows], evaluate.SummaryConfig(n_boot=args.n_boot))
+    obj = {"summary": summary, "rows": [{"id": r["id"], "line": r["line"]} for r in rows],
+           "failures": [{"line": ln, "error": msg} for ln, msg in failures], "settings": settings,
+           "batch": os.path.abspath(args.batch)}
+    atomic_write_text(os.path.join(args.out, "summary.json"), json.dumps(obj, ensure_ascii=False, indent=1))
+    page = evaluate.render_report(summary, rows, failures, title=f"Method evaluation: {os.path.basename(args.batch)}",
+                                  settings=settings)
+    atomic_write_text(os.path.join(args.out, "report.html"), page)
+    for m in summary["methods"]:
+        info(f"  {m}: {summary['verdicts'][m]}")
+
+

@@ -1,0 +1,115 @@
+"""The argument parser of the `sequence-salience` command (its usage text is the package docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from sequence_salience.cli.common import explain_default
+from sequence_salience.cli.evaluation import EVALUATE_HELP
+
+
+def _granularities() -> tuple[str, ...]:
+    from sequence_salience import aggregate  # pylint: disable=import-outside-toplevel
+
+    return aggregate.GRANULARITIES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from sequence_salience import DEFAULT_MODEL, list_methods  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import DEFAULT_METHODS  # pylint: disable=import-outside-toplevel
+
+    __doc__ = importlib.import_module("sequence_salience.cli").__doc__  # pylint: disable=redefined-builtin
+    parser = argparse.ArgumentParser(
+        prog="sequence-salience", description=__doc__.split("\n\n")[0],
+        epilog=__doc__[__doc__.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,evaluate,show}")
+
+    def display_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--method", default=None,
+                       help=f"salience method(s), comma-separated; the first is shown (one of {', '.join(list_methods())}; "
+                            f"explain default: {explain_default()})")
+        p.add_argument("--granularity", default="word", choices=_granularities(), help="segments shown (default: word)")
+        p.add_argument("--pattern", default=None, help="regex for --granularity regex, e.g. '[^,;.]+'")
+        p.add_argument("--span", default=None, metavar="T0:T1",
+                       help="explain response tokens T0..T1-1 only (default: the whole response)")
+        p.add_argument("--top", type=int, default=10, help="how many top segments to list (default: 10)")
+
+    ex = sub.add_parser("explain", help="explain a prompt (or a JSONL file of prompts) with a model",
+                        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog=__doc__[__doc__.index("Exit codes:"):])
+    src = ex.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="the prompt text (the user turn when the model has a chat template)")
+    src.add_argument("--prompt-file", help="read the prompt from this UTF-8 text file ('-' for stdin)")
+    src.add_argument("--batch", metavar="PROMPTS.jsonl", help="explain every row of a JSONL file (needs --out)")
+    ex.add_argument("--model", default=DEFAULT_MODEL,
+                    help="'default' (embedded SmolLM2-135M-Instruct), a local HF folder, a .gguf file or a Hub id")
+    ex.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    ex.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    ex.add_argument("--system", default=None, help="system prompt (needs a chat template)")
+    ex.add_argument("--raw", action="store_true", help="do not apply the chat template; explain the raw text")
+    ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
+    ex.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    ex.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    display_flags(ex)
+    ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
+                    help="write a self-contained HTML file (with --batch: no PATH, one per row)")
+    ex.add_argument("--json", default=None, metavar="PATH",
+                    help="write the result as JSON (SalienceResult.load); it holds the per-token matrices only "
+                         "with --per-token, else the explained span's salience")
+    ex.add_argument("--per-token", action="store_true",
+                    help="also compute every response token's own salience (the per-token matrices: one backward "
+                         "per token, minutes on a CPU); needed to re-render other spans with `show` (default: "
+                         "one forward+backward for the whole response or --span)")
+    ex.add_argument("--heatmap", default=None, metavar="PATH",
+                    help="write a PNG heatmap (response tokens x prompt segments); computes the per-token matrices")
+    ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
+    ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
+    ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
+
+    ev = sub.add_parser("evaluate", help="which method is faithful: faithfulness curves vs. baselines over a JSONL "
+                                         "batch, with a summary and an HTML report",
+                        description=EVALUATE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev.add_argument("--batch", metavar="PROMPTS.jsonl", required=True, help="rows as for explain --batch")
+    ev.add_argument("--out", metavar="DIR", required=True,
+                    help="output folder: <row>.json, log.jsonl, summary.json, report.html")
+    ev.add_argument("--model", default=DEFAULT_MODEL, help="as for explain (default: the embedded model)")
+    ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    ev.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    ev.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    ev.add_argument("--method", default=",".join(DEFAULT_METHODS),
+                    help=f"methods compared, comma-separated (default: {','.join(DEFAULT_METHODS)}; any of "
+                         f"{', '.join(list_methods())})")
+    ev.add_argument("--granularity", default="sentence", choices=_granularities(),
+                    help="segments removed (default: sentence)")
+    ev.add_argument("--pattern", default=None, help="regex for --granularity regex")
+    ev.add_argument("--steps", type=int, default=10, help="curve points after the start (default: 10)")
+    ev.add_argument("--n-random", type=int, default=None,
+                    help="seeded random orders for the random baseline (default: the library's)")
+    ev.add_argument("--removal", default="filler", choices=("filler", "delete"),
+                    help="replace a removed segment's tokens by a space token (filler, default) or delete its text")
+    ev.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    ev.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    ev.add_argument("--reduction", action="store_true", help="also report the input-reduction size per method")
+    ev.add_argument("--ig-completeness", action="store_true",
+                    help="also report integrated gradients' relative completeness error per row")
+    ev.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the CIs (default: 2000)")
+    ev.add_argument("--force", action="store_true", help="redo rows that already have a result")
+    ev.add_argument("--ray", nargs="?", const="", default=None, metavar="auto|ADDRESS",
+                    help="run the rows on Ray actors: no value = a local instance, 'auto' = the cluster started "
+                         "on this machine with `ray start`, or HOST:PORT (needs the [ray] extra)")
+    ev.add_argument("--workers", type=int, default=None,
+                    help="--ray: worker actors (default: local 2, cluster: its GPUs / --gpus-per-worker, or CPUs)")
+    ev.add_argument("--gpus-per-worker", type=float, default=0.0,
+                    help="--ray: GPUs per worker (default 0: CPU workers; > 0 puts the model on cuda)")
+    ev.add_argument("--cpus-per-worker", type=float, default=1.0, help="--ray: CPUs per worker (default: 1)")
+
+    sh = sub.add_parser("show", help="render a saved result (JSON) in the terminal or as HTML, without a model")
+    sh.add_argument("path", help="a JSON file written by explain --json / --batch or result.to_json")
+    display_flags(sh)
+    sh.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
+    sh.add_argument("--heatmap", default=None, metavar="PATH",
+                    help="write a PNG heatmap (needs a result explained with --per-token)")
+    return parser
+
