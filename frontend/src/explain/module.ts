@@ -21,7 +21,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {moduleBase} from '../shared/lit_module.js';
 import {errorMessage} from '../shared/request.js';
-import {targetStore, type SharedTarget} from '../shared/target_store.js';
+import type {SharedTarget} from '../shared/target_store.js';
 import {
   CURVE_METHODS, describeStatus, EXPLAIN_FIELD, explainInput, explainModelFor, IG_AUTO_MAX_STEPS, igAutoSettings,
   parseContrastive, parseCurves, parseIgAuto, progressFraction, reduceFields, resultKey, type Action, type JobStatus,
@@ -48,6 +48,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         'Is the salience map faithful, and what does acting on it change? Deletion/insertion curves with a ' +
         'random reference and AOPC per method; input reduction; gradient-guided token flips; contrastive ' +
         'salience against a foil. Follows the Sequence Salience module\'s target span and granularity.',
+    followsTarget: true,
     state: ['target', 'tab', 'running', 'job', 'error', 'notice', 'results', 'steps', 'removal', 'methods', 'foil',
             'contrastMethod', 'elapsed', 'igTolerance', 'igCap', 'reduceRemoval'],
   }) {
@@ -72,7 +73,6 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     declare igTolerance: number;
     declare igCap: number;
 
-    private unsubscribe: (() => void) | null = null;
     private seq = 0;
     private pollTimer: ReturnType<typeof setTimeout> | undefined;
     private clock: ReturnType<typeof setInterval> | undefined;
@@ -97,14 +97,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       this.igCap = 64;
     }
 
-    override connectedCallback() {
-      super.connectedCallback();
-      this.unsubscribe = targetStore.subscribe((t) => this.onTarget(t));
-    }
-
     override disconnectedCallback() {
-      this.unsubscribe?.();
-      this.unsubscribe = null;
       this.stopTimers();
       super.disconnectedCallback();
     }
@@ -114,7 +107,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       this.dataset['run'] = this.running ?? (this.error ? 'error' : 'idle');
     }
 
-    private onTarget(t: SharedTarget | null) {
+    override onTarget(t: SharedTarget | null) {
       const prev = this.target;
       this.target = t;
       const otherPrompt = prev !== null && (t === null || t.datapointId !== prev.datapointId || t.text !== prev.text);

@@ -14,7 +14,7 @@
 import {html, nothing, type TemplateResult} from 'lit';
 
 import {derivedInput, errorMessage, type IndexedInputLike} from '../shared/request.js';
-import {targetStore, type SharedTarget} from '../shared/target_store.js';
+import type {SharedTarget} from '../shared/target_store.js';
 import {moduleBase} from '../shared/lit_module.js';
 import {
   addIntervention, formatProb, formatRank, hashString, insideModels, interventionKey, interventionsJson,
@@ -52,6 +52,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
         'How the model builds its prediction of the selected response token, layer by layer ' +
         '(LM-Debugger: logit lens before/after each feed-forward block, feed-forward sub-updates). ' +
         'Click a sub-update or a search hit to add it to the interventions, switch it off/on, and run.',
+    followsTarget: true,
     state: ['status', 'message', 'target', 'trace', 'expanded', 'interventions', 'result', 'running', 'runError',
             'query', 'searchRanking', 'search', 'searchError', 'searching', 'job', 'partial', 'runNotice',
             'runElapsed'],
@@ -76,7 +77,6 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
     declare runNotice: string;
     declare runElapsed: number;
 
-    private unsubscribe: (() => void) | null = null;
     private traceSeq = 0;
     private runSeq = 0;
     private searchSeq = 0;
@@ -108,14 +108,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       this.runElapsed = 0;
     }
 
-    override connectedCallback() {
-      super.connectedCallback();
-      this.unsubscribe = targetStore.subscribe((t) => this.onTarget(t));
-    }
-
     override disconnectedCallback() {
-      this.unsubscribe?.();
-      this.unsubscribe = null;
       clearTimeout(this.pollTimer);
       if (this.running) this.cancelRun();
       super.disconnectedCallback();
@@ -142,7 +135,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       return {id: tt.datapointId, data: tt.input, meta: {}};
     }
 
-    private onTarget(s: SharedTarget | null) {
+    override onTarget(s: SharedTarget | null) {
       const tt = traceTarget(s);
       const prev = this.target;
       if (tt !== null && prev !== null && traceKey(tt) === traceKey(prev)) {

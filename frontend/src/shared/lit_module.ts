@@ -4,7 +4,8 @@
  * npm and its class is found at run time, see ../index.ts), and `moduleBase`,
  * which turns LIT's LitModule into a base class carrying a module's static
  * facts (title, columns, info text, template, when to show it, styles and
- * reactive state). A module then only writes its own behaviour:
+ * reactive state) and, if it asks, follows the salience module's target. A
+ * module then only writes its own behaviour:
  *
  *     class InsideModelModule extends moduleBase(LitModule, {tag: INSIDE_TAG, title: ..., ...}) { ... }
  *     defineOnce(INSIDE_TAG, InsideModelModule);
@@ -13,6 +14,7 @@ import type {CSSResultGroup, LitElement, TemplateResult} from 'lit';
 import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
 
 import {shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
+import {targetStore, type SharedTarget} from './target_store.js';
 
 /** The LIT services the modules use (docs/architecture.md, "Frontend rooms"). */
 export interface LitServices {
@@ -27,7 +29,13 @@ export interface LitServices {
   reactImmediately<T>(getter: () => T, effect: (v: T) => void): void;
 }
 
-export type ModuleBase = new () => LitElement & LitServices;
+/** What a module may override. */
+export interface ModuleHooks {
+  /** With `followsTarget`: called on connecting and on every change of the salience module's target. */
+  onTarget(t: SharedTarget | null): void;
+}
+
+export type ModuleBase = new () => LitElement & LitServices & ModuleHooks;
 
 /** A module's static facts, as LIT's layout and module picker read them. */
 export interface ModuleInfo {
@@ -42,6 +50,8 @@ export interface ModuleInfo {
   styles: CSSResultGroup;
   /** Names of the reactive state fields: a change re-renders the module. */
   state: readonly string[];
+  /** Whether `onTarget` follows the salience module's target (shared/target_store.ts) while connected. */
+  followsTarget?: boolean;
 }
 
 /**
@@ -50,7 +60,7 @@ export interface ModuleInfo {
  * instance for all models and examples.
  */
 export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
-  const Base = LitModule as ModuleBase;
+  const Base = LitModule as new () => LitElement & LitServices;
   const baseStyles = (LitModule as {styles?: CSSResultGroup}).styles;
   const tag = unsafeStatic(info.tag);
   const properties = Object.fromEntries(info.state.map((name) => [name, {state: true}]));
@@ -79,6 +89,21 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
       const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
       return [...base, info.styles];
     }
+
+    private unfollow: (() => void) | null = null;
+
+    override connectedCallback() {
+      super.connectedCallback();
+      if (info.followsTarget) this.unfollow = targetStore.subscribe((t) => this.onTarget(t));
+    }
+
+    override disconnectedCallback() {
+      this.unfollow?.();
+      this.unfollow = null;
+      super.disconnectedCallback();
+    }
+
+    onTarget(_t: SharedTarget | null): void {}
   }
   return SequenceSalienceModule;
 }
