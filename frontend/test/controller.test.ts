@@ -6,6 +6,7 @@
  */
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
+import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
 import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
 import type {SaliencePayload} from '../src/salience/payload.js';
@@ -26,7 +27,8 @@ function fakeHost(answer: Answer) {
   const host: SalienceHost = {
     modelName: () => 'm',
     models: () => ({m: {spec: {output: {response: {}}}},
-                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'}}}}}),
+                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
+                                                   method_registry: {__name__: 'LitType', default: registry}}}}}),
     getPreds: async (inputs, model, fields) => {
       const c = {input: inputs[0], model, fields};
       calls.push(c);
@@ -72,6 +74,28 @@ describe('SalienceController', () => {
     expect(ctl.finishedAction()?.name).toBe('method');
     expect(ctl.finishedAction()).toBeNull();
     ctl.dispose();
+  });
+
+  it('reads the methods from the spec: the first is shown, extra methods start at their default counts', () => {
+    const {host} = fakeHost(() => []);
+    const ctl = new SalienceController(host);
+    expect(ctl.registry()?.methods.map((m) => m.name)).toEqual(registry.map((m) => m.name));
+    expect(ctl.method).toBe(registry[0].name);
+    expect(ctl.counts).toEqual({integrated_gradients: 16, smooth_grad: 8});
+    expect(ctl.extra()).toBeNull();
+    ctl.setMethod('smooth_grad');
+    expect(ctl.extra()).toEqual({method: 'smooth_grad', count: 8});
+  });
+
+  it('says so when the server publishes no method registry', async () => {
+    const {host, calls} = fakeHost(() => []);
+    host.models = () => ({m: {spec: {output: {response: {}}}},
+                          _m_salience: {spec: {output: {salience: {__name__: 'LitType'}}}}});
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    expect(calls).toHaveLength(0);
+    expect(ctl.status).toBe('error');
+    expect(ctl.message).toContain('"_m_salience" publishes no "method_registry" in its output spec');
   });
 
   it('lets a newer selection win over an older answer', async () => {

@@ -6,6 +6,13 @@ import {
   parseIgAuto, percent, progressFraction, reduceFields, resultKey, strongestSegments, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
+import {parseRegistry} from '../src/shared/methods.js';
+import registry from './fixtures/method_registry.json';
+
+/** The server's method registry (labels, IG's most steps), as published. */
+const REG = parseRegistry(registry);
+const label = (m: string) => REG.label(m);
+const IG_MAX = REG.extra('integrated_gradients')!.max_count;
 
 const target: SharedTarget = {
   datapointId: 'dp1', input: {prompt: 'Hello world. Bye.', system: ''}, salienceModel: '_smollm2_salience',
@@ -63,11 +70,11 @@ describe('curves payload and chart', () => {
   });
 
   it('ranks methods by their AOPC gap to random', () => {
-    const rows = aopcRows(curves(), 'deletion');
+    const rows = aopcRows(curves(), 'deletion', label);
     expect(rows.map((r) => r.method)).toEqual(['grad_norm', 'grad_x_input']);
     expect(rows[0].gap).toBeCloseTo(0.5);
     expect(rows[1].gap).toBeCloseTo(-0.5);
-    expect(aopcRows(curves(), 'insertion')).toEqual([]);
+    expect(aopcRows(curves(), 'insertion', label)).toEqual([]);
   });
 
   it('shows both orderings of a signed method with the baselines and the verdicts of the table', () => {
@@ -78,7 +85,7 @@ describe('curves payload and chart', () => {
       verdict: verdict as 'worse'});
     p.table = [row('grad_norm', 'value', 2.0, 'beats random and length'), row('grad_x_input', 'signed', 1.0, 'worse'),
                row('grad_x_input:abs', 'abs', 1.7, 'within noise')];
-    const rows = aopcRows(p, 'deletion');
+    const rows = aopcRows(p, 'deletion', label);
     expect(rows.map((r) => [r.name, r.verdict])).toEqual([
       ['grad_norm', 'beats random and length'], ['grad_x_input:abs', 'within noise'], ['grad_x_input', 'worse']]);
     expect(rows[1].label).toBe('Gradient × input (largest |value| first)');
@@ -161,12 +168,12 @@ describe('IG steps needed', () => {
   }
 
   it('turns the controls into request fields, or says what to fix', () => {
-    expect(igAutoSettings(5, 64)).toEqual({ig_tolerance: 0.05, ig_steps: 64});
-    expect(igAutoSettings(0, 64)).toMatch(/Tolerance/);
-    expect(igAutoSettings(5, 0)).toMatch(/from 1 to 256/);
-    expect(igAutoSettings(5, 2.5)).toMatch(/whole number/);
-    expect(igAutoSettings(5, 257)).toMatch(/from 1 to 256/);
-    expect(explainInput(target, 'ig_auto', igAutoSettings(5, 64) as Record<string, unknown>).data)
+    expect(igAutoSettings(5, 64, IG_MAX)).toEqual({ig_tolerance: 0.05, ig_steps: 64});
+    expect(igAutoSettings(0, 64, IG_MAX)).toMatch(/Tolerance/);
+    expect(igAutoSettings(5, 0, IG_MAX)).toMatch(/from 1 to 256/);
+    expect(igAutoSettings(5, 2.5, IG_MAX)).toMatch(/whole number/);
+    expect(igAutoSettings(5, 257, IG_MAX)).toMatch(/from 1 to 256/);
+    expect(explainInput(target, 'ig_auto', igAutoSettings(5, 64, IG_MAX) as Record<string, unknown>).data)
         .toMatchObject({explain_action: 'ig_auto', ig_tolerance: 0.05, ig_steps: 64, target_span: '0:1'});
   });
 

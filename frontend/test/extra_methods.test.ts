@@ -4,49 +4,53 @@
  */
 import {describe, expect, it} from 'vitest';
 import fixture from './fixtures/small_payload.json';
-import {METHODS, numTargets, parsePayload, type MethodPayload} from '../src/salience/payload.js';
-import {EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, fullInput, isExtraMethod, jobKind, matrixInput, parseCount,
+import registry from './fixtures/method_registry.json';
+import {parseRegistry} from '../src/shared/methods.js';
+import {numTargets, parsePayload, type MethodPayload} from '../src/salience/payload.js';
+import {extraKey, fullInput, jobKind, matrixInput, parseCount,
         pollInput, quickInput, spanInput, type Extra} from '../src/salience/request.js';
 import {spanSalience} from '../src/salience/spans.js';
 
+/** The list the server publishes (the fixture a Python test checks against lit_app's). */
+const REG = parseRegistry(registry);
 const ex = {id: 'dp', data: {_id: 'dp', prompt: 'Hi'}, meta: {}};
 const IG: Extra = {method: 'integrated_gradients', count: 16};
 const SG: Extra = {method: 'smooth_grad', count: 8};
 
 describe('the method menu', () => {
   it('offers SmoothGrad after integrated gradients', () => {
-    expect(METHODS.map((m) => m.id)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
-    expect(METHODS.find((m) => m.id === 'smooth_grad')?.label).toBe('SmoothGrad (× input)');
-    expect(EXTRA_METHOD_NAMES).toEqual(['integrated_gradients', 'smooth_grad']);
-    expect(isExtraMethod('smooth_grad') && isExtraMethod('integrated_gradients')).toBe(true);
-    expect(isExtraMethod('grad_x_input') || isExtraMethod('toString')).toBe(false);
+    expect(REG.methods.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
+    expect(REG.label('smooth_grad')).toBe('SmoothGrad (× input)');
+    expect(REG.extras.map((m) => m.name)).toEqual(['integrated_gradients', 'smooth_grad']);
+    expect(REG.isExtra('smooth_grad') && REG.isExtra('integrated_gradients')).toBe(true);
+    expect(REG.isExtra('grad_x_input') || REG.isExtra('toString')).toBe(false);
   });
 });
 
 describe('request inputs for extra methods', () => {
   it('sends every count field, only the chosen one non-zero', () => {
-    expect(quickInput(ex, SG).data).toEqual(
+    expect(quickInput(REG, ex, SG).data).toEqual(
         {_id: 'dp~quicksg8', prompt: 'Hi', detail: 'span', ig_steps: 0, smooth_grad_samples: 8});
-    expect(quickInput(ex).data).toEqual({_id: 'dp~quick0', prompt: 'Hi', detail: 'span', ig_steps: 0, smooth_grad_samples: 0});
-    expect(spanInput(ex, 1, 3, SG).data).toEqual({_id: 'dp~span1-3-sg8', prompt: 'Hi', detail: 'span',
+    expect(quickInput(REG, ex).data).toEqual({_id: 'dp~quick0', prompt: 'Hi', detail: 'span', ig_steps: 0, smooth_grad_samples: 0});
+    expect(spanInput(REG, ex, 1, 3, SG).data).toEqual({_id: 'dp~span1-3-sg8', prompt: 'Hi', detail: 'span',
                                                    target_span: '1:3', ig_steps: 0, smooth_grad_samples: 8});
-    expect(spanInput(ex, 1, 3, IG).data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0});
-    expect(spanInput(ex, 0, 8).id).toBe('dp~span0-8-0');
-    expect(fullInput(ex, SG).data).toMatchObject({smooth_grad_samples: 8, ig_steps: 0});
-    expect(fullInput(ex).data).not.toHaveProperty('detail');
+    expect(spanInput(REG, ex, 1, 3, IG).data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0});
+    expect(spanInput(REG, ex, 0, 8).id).toBe('dp~span0-8-0');
+    expect(fullInput(REG, ex, SG).data).toMatchObject({smooth_grad_samples: 8, ig_steps: 0});
+    expect(fullInput(REG, ex).data).not.toHaveProperty('detail');
   });
   it('starts and polls the per-token matrix of the chosen method', () => {
-    expect(matrixInput(ex, SG).data).toMatchObject({detail: 'smooth_grad_matrix', smooth_grad_samples: 8, ig_steps: 0});
-    expect(matrixInput(ex, IG).data).toMatchObject({detail: 'ig_matrix', ig_steps: 16, smooth_grad_samples: 0});
-    expect(pollInput(ex, SG, 3).data).toMatchObject({detail: 'poll', smooth_grad_samples: 8, ig_steps: 0});
-    expect(pollInput(ex, null, 3).data).toMatchObject({detail: 'poll', smooth_grad_samples: 0, ig_steps: 0});
+    expect(matrixInput(REG, ex, SG).data).toMatchObject({detail: 'smooth_grad_matrix', smooth_grad_samples: 8, ig_steps: 0});
+    expect(matrixInput(REG, ex, IG).data).toMatchObject({detail: 'ig_matrix', ig_steps: 16, smooth_grad_samples: 0});
+    expect(pollInput(REG, ex, SG, 3).data).toMatchObject({detail: 'poll', smooth_grad_samples: 8, ig_steps: 0});
+    expect(pollInput(REG, ex, null, 3).data).toMatchObject({detail: 'poll', smooth_grad_samples: 0, ig_steps: 0});
     // The job kinds the server reports (lit_app/models.py: kind + count).
-    expect([jobKind(null), jobKind(IG), jobKind(SG)]).toEqual(['grad', 'ig16', 'sg8']);
+    expect([jobKind(REG, null), jobKind(REG, IG), jobKind(REG, SG)]).toEqual(['grad', 'ig16', 'sg8']);
   });
   it('gives every request its own id (LIT caches predictions by id)', () => {
-    const ids = [quickInput(ex), quickInput(ex, IG), quickInput(ex, SG), quickInput(ex, {...SG, count: 4}),
-                 spanInput(ex, 0, 2, IG), spanInput(ex, 0, 2, SG), matrixInput(ex, IG), matrixInput(ex, SG),
-                 pollInput(ex, SG, 1), pollInput(ex, SG, 2), pollInput(ex, IG, 1), fullInput(ex, SG)].map((d) => d.id);
+    const ids = [quickInput(REG, ex), quickInput(REG, ex, IG), quickInput(REG, ex, SG), quickInput(REG, ex, {...SG, count: 4}),
+                 spanInput(REG, ex, 0, 2, IG), spanInput(REG, ex, 0, 2, SG), matrixInput(REG, ex, IG), matrixInput(REG, ex, SG),
+                 pollInput(REG, ex, SG, 1), pollInput(REG, ex, SG, 2), pollInput(REG, ex, IG, 1), fullInput(REG, ex, SG)].map((d) => d.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ex.data._id).toBe('dp');
   });
@@ -62,11 +66,11 @@ describe('parseCount', () => {
     ['0', 'smooth_grad', null], ['-3', 'smooth_grad', null], ['', 'smooth_grad', null], ['many', 'smooth_grad', null],
     ['32', 'integrated_gradients', 32],
   ] as const)('%s for %s -> %s', (value, method, expected) => {
-    expect(parseCount(value, method)).toBe(expected);
+    expect(parseCount(value, REG.extra(method)!)).toBe(expected);
   });
   it('defaults follow the server (8 samples, 16 steps)', () => {
-    expect(EXTRA_METHODS.smooth_grad.defaultCount).toBe(8);
-    expect(EXTRA_METHODS.integrated_gradients.defaultCount).toBe(16);
+    expect(REG.extra('smooth_grad')!.default_count).toBe(8);
+    expect(REG.extra('integrated_gradients')!.default_count).toBe(16);
   });
 });
 

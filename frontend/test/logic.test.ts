@@ -189,6 +189,8 @@ describe('pieces and ranking', () => {
 
 import {derivedInput, errorMessage, hasSalienceField, salienceModelFor, shouldDisplay} from '../src/shared/request.js';
 import {fullInput, spanInput} from '../src/salience/request.js';
+import registry from './fixtures/method_registry.json';
+import {parseRegistry} from '../src/shared/methods.js';
 
 describe('request helpers', () => {
   const models = {
@@ -206,10 +208,10 @@ describe('request helpers', () => {
   });
   it('derives inputs with their own ids, sent in full', () => {
     const ex = {id: 'abc', data: {_id: 'abc', prompt: 'Hi'}, meta: {}};
-    expect(fullInput(ex, {method: 'integrated_gradients', count: 8})).toEqual(
+    expect(fullInput(parseRegistry(registry), ex, {method: 'integrated_gradients', count: 8})).toEqual(
         {id: 'abc~fullig8', data: {_id: 'abc~fullig8', prompt: 'Hi', ig_steps: 8, smooth_grad_samples: 0},
          meta: {added: true}});
-    expect(spanInput(ex, 1, 3).data.target_span).toBe('1:3');
+    expect(spanInput(parseRegistry(registry), ex, 1, 3).data.target_span).toBe('1:3');
     expect(derivedInput(ex, {}, 'x').data._id).toBe('abc~x');
     expect(ex.data._id).toBe('abc');
   });

@@ -3,6 +3,7 @@
  * chart geometry, AOPC rows, status text and contrastive segment values. No DOM.
  */
 import {aggregate, segment, type Segmentation} from '../shared/aggregate/index.js';
+import type {MethodInfo, MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
 
 export const EXPLAIN_FIELD = 'explain';
@@ -11,13 +12,26 @@ export type Action = (typeof ACTIONS)[number];
 export const MODES = ['deletion', 'insertion'] as const;
 export type Mode = (typeof MODES)[number];
 
-/** Methods offered for the curves, in display order, with line colours. */
-export const CURVE_METHODS: ReadonlyArray<{id: string; label: string; color: string}> = [
-  {id: 'grad_norm', label: 'Gradient norm', color: '#7b1fa2'},
-  {id: 'grad_x_input', label: 'Gradient × input', color: '#1a73e8'},
-  {id: 'smooth_grad', label: 'SmoothGrad', color: '#e37400'},
-  {id: 'integrated_gradients', label: 'Integrated gradients', color: '#188038'},
-];
+/** Line colours of the methods' curves (presentation), by the registry's method names. */
+export const CURVE_COLORS: Readonly<Record<string, string>> = {
+  grad_norm: '#7b1fa2', grad_x_input: '#1a73e8', smooth_grad: '#e37400', integrated_gradients: '#188038',
+};
+/** The line colour of a method the table above does not name. */
+export const NEUTRAL_COLOR = '#000';
+/**
+ * The method whose step count the "IG steps" test searches. It is not offered for the curves,
+ * reduction and contrastive tests (the server runs those with the gradient methods).
+ */
+export const IG_METHOD = 'integrated_gradients';
+
+export function curveColor(method: string): string {
+  return CURVE_COLORS[method] ?? NEUTRAL_COLOR;
+}
+
+/** The methods the curves, reduction and contrastive tests offer, in the registry's order. */
+export function testedMethods(reg: MethodRegistry): MethodInfo[] {
+  return reg.methods.filter((m) => m.name !== IG_METHOD);
+}
 export const RANDOM_COLOR = '#80868b';
 export const LENGTH_COLOR = '#b06000';
 export const VERDICTS = ['beats random and length', 'within noise', 'worse'] as const;
@@ -194,24 +208,24 @@ export interface AopcRow {
 const ORDERING_LABEL: Record<string, string> = {value: '', signed: 'most positive first', abs: 'largest |value| first'};
 
 /** One row per method and ordering for a mode, best gap to random first (with baselines and verdicts
- * from the server's table; an older payload without one gives rows without length and verdict). */
-export function aopcRows(p: CurvesPayload, mode: Mode): AopcRow[] {
+ * from the server's table; an older payload without one gives rows without length and verdict).
+ * `label` names a method (the registry's label). */
+export function aopcRows(p: CurvesPayload, mode: Mode, label: (method: string) => string): AopcRow[] {
   const random = p.curves['random']?.[mode]?.aopc ?? NaN;
   const rows: AopcRow[] = [];
-  const meta = (m: string) => CURVE_METHODS.find((x) => x.id === m);
   if (p.table) {
     for (const r of p.table) {
       if (r.mode !== mode) continue;
       const ordering = ORDERING_LABEL[r.ordering] ?? r.ordering;
-      rows.push({method: r.method, name: r.name, label: `${meta(r.method)?.label ?? r.method}${ordering ? ` (${ordering})` : ''}`,
-                 ordering: r.ordering, color: meta(r.method)?.color ?? '#000', aopc: r.aopc, random: r.random_aopc,
+      rows.push({method: r.method, name: r.name, label: `${label(r.method)}${ordering ? ` (${ordering})` : ''}`,
+                 ordering: r.ordering, color: curveColor(r.method), aopc: r.aopc, random: r.random_aopc,
                  randomStd: r.random_std, length: r.length_aopc, gap: r.gap, gapLength: r.gap_length, verdict: r.verdict});
     }
   } else {
     for (const m of p.methods) {
       const c = p.curves[m]?.[mode];
       if (c == null) continue;
-      rows.push({method: m, name: m, label: meta(m)?.label ?? m, ordering: 'value', color: meta(m)?.color ?? '#000',
+      rows.push({method: m, name: m, label: label(m), ordering: 'value', color: curveColor(m),
                  aopc: c.aopc, random, randomStd: NaN, length: NaN, gap: c.aopc - random, gapLength: NaN, verdict: null});
     }
   }
@@ -332,7 +346,6 @@ export interface IgAutoPayload {
   seconds: number;
 }
 
-export const IG_AUTO_MAX_STEPS = 256;  // lit_app/models.py MAX_IG_STEPS (the server may allow fewer)
 
 /** Checks the "ig_auto" payload; throws naming the broken field. */
 export function parseIgAuto(x: unknown): IgAutoPayload {
@@ -345,14 +358,14 @@ export function parseIgAuto(x: unknown): IgAutoPayload {
 }
 
 /**
- * Request fields of "IG steps needed" from the controls (tolerance in percent, cap in steps),
- * or a message saying what to fix.
+ * Request fields of "IG steps needed" from the controls (tolerance in percent, cap in steps;
+ * maxSteps: the registry's max_count of IG), or a message saying what to fix.
  */
-export function igAutoSettings(tolerancePercent: number, cap: number):
+export function igAutoSettings(tolerancePercent: number, cap: number, maxSteps: number):
     {ig_tolerance: number; ig_steps: number} | string {
   if (!(tolerancePercent > 0 && tolerancePercent <= 100)) return 'Tolerance: use a percentage above 0 and at most 100.';
-  if (!Number.isInteger(cap) || cap < 1 || cap > IG_AUTO_MAX_STEPS) {
-    return `Most steps: use a whole number from 1 to ${IG_AUTO_MAX_STEPS}.`;
+  if (!Number.isInteger(cap) || cap < 1 || cap > maxSteps) {
+    return `Most steps: use a whole number from 1 to ${maxSteps}.`;
   }
   return {ig_tolerance: tolerancePercent / 100, ig_steps: cap};
 }

@@ -20,11 +20,12 @@
 import {html, nothing, type TemplateResult} from 'lit';
 
 import {moduleBase} from '../shared/lit_module.js';
+import {registryOf, type MethodRegistry} from '../shared/methods.js';
 import {errorMessage} from '../shared/request.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {
-  CURVE_METHODS, describeStatus, EXPLAIN_FIELD, explainInput, explainModelFor, IG_AUTO_MAX_STEPS, igAutoSettings,
-  parseContrastive, parseCurves, parseIgAuto, progressFraction, reduceFields, resultKey, type Action, type JobStatus,
+  curveColor, describeStatus, EXPLAIN_FIELD, explainInput, explainModelFor, IG_METHOD, igAutoSettings, parseContrastive,
+  parseCurves, parseIgAuto, progressFraction, reduceFields, resultKey, testedMethods, type Action, type JobStatus,
 } from './logic.js';
 import {loadIntoEditor} from './editor.js';
 import {resultView} from './results.js';
@@ -76,6 +77,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     private seq = 0;
     private pollTimer: ReturnType<typeof setTimeout> | undefined;
     private clock: ReturnType<typeof setInterval> | undefined;
+    private reg: {model: string; reg: MethodRegistry | null} | null = null;
 
     constructor() {
       super();
@@ -139,7 +141,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (action === 'reduce') return {...common, ...reduceFields(this.methods[0], this.reduceRemoval)};
       if (action === 'contrastive') return {foil: this.foil, methods: this.contrastMethod};
       if (action === 'ig_auto') {
-        const settings = igAutoSettings(this.igTolerance, this.igCap);
+        const settings = igAutoSettings(this.igTolerance, this.igCap, this.maxIgSteps());
         return typeof settings === 'string' ? {} : settings;
       }
       return {};
@@ -152,7 +154,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         this.error = 'Type a foil: the alternative response to contrast with.';
         return;
       }
-      const igSettings = igAutoSettings(this.igTolerance, this.igCap);
+      const igSettings = igAutoSettings(this.igTolerance, this.igCap, this.maxIgSteps());
       if (action === 'ig_auto' && typeof igSettings === 'string') {
         this.error = igSettings;
         return;
@@ -232,6 +234,27 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       clearInterval(this.clock);
     }
 
+    /** The server's methods, read once from the salience model's output spec (null before a target). */
+    private registry(): MethodRegistry | null {
+      const model = this.target?.salienceModel;
+      if (model === undefined) return null;
+      if (this.reg?.model !== model) {
+        let reg: MethodRegistry | null = null;
+        try {
+          reg = registryOf(this.appState.metadata?.models?.[model]);
+        } catch (e) {
+          console.error(e);  // the salience module shows the same error
+        }
+        this.reg = {model, reg};
+      }
+      return this.reg.reg;
+    }
+
+    /** The most IG steps a request may ask for (the registry's; 0 when it is not known). */
+    private maxIgSteps(): number {
+      return this.registry()?.extra(IG_METHOD)?.max_count ?? 0;
+    }
+
     private load(values: Record<string, string>, what: string) {
       const err = loadIntoEditor(values);
       this.notice = err || `Loaded the ${what} into the datapoint editor: check it, then click “Add” to run it.`;
@@ -284,6 +307,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     }
 
     private renderSettings() {
+      const reg = this.registry();
+      const tested = reg === null ? [] : testedMethods(reg);
       if (this.tab === 'curves') {
         return html`
           <label>Steps <input class="steps" type="number" min="1" max="50" .value=${String(this.steps)}
@@ -294,15 +319,15 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
               <option value="filler" ?selected=${this.removal === 'filler'}>filler (keep positions)</option>
               <option value="delete" ?selected=${this.removal === 'delete'}>delete text</option>
             </select></label>
-          ${CURVE_METHODS.filter((m) => m.id !== 'integrated_gradients').map((m) => html`
-            <label class="method"><input type="checkbox" .checked=${this.methods.includes(m.id)} @change=${(e: Event) => {
+          ${tested.map((m) => html`
+            <label class="method"><input type="checkbox" .checked=${this.methods.includes(m.name)} @change=${(e: Event) => {
               const on = (e.target as HTMLInputElement).checked;
-              const next = on ? [...this.methods, m.id] : this.methods.filter((x) => x !== m.id);
-              if (next.length) this.methods = CURVE_METHODS.map((x) => x.id).filter((x) => next.includes(x));
-            }}><span class="swatch" style="background:${m.color}"></span>${m.label}</label>`)}`;
+              const next = on ? [...this.methods, m.name] : this.methods.filter((x) => x !== m.name);
+              if (next.length) this.methods = tested.map((x) => x.name).filter((x) => next.includes(x));
+            }}><span class="swatch" style="background:${curveColor(m.name)}"></span>${m.label}</label>`)}`;
       }
       if (this.tab === 'reduce') {
-        return html`<span class="setting">ordered by ${CURVE_METHODS.find((m) => m.id === this.methods[0])?.label}</span>
+        return html`<span class="setting">ordered by ${reg?.label(this.methods[0])}</span>
           <label title="delete removes the text (what pasting the reduced prompt gives); filler keeps token positions (each removed token becomes a space token)">
             Removal <select class="reduce-removal" @change=${(e: Event) => { this.reduceRemoval = (e.target as HTMLSelectElement).value; }}>
               <option value="delete" ?selected=${this.reduceRemoval === 'delete'}>delete text</option>
@@ -316,7 +341,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
             <input class="ig-tolerance" type="number" min="0.01" max="100" step="any" .value=${String(this.igTolerance)}
                 @change=${(e: Event) => { this.igTolerance = num(e); }}></label>
           <label title="The most IG steps to try (the server may allow fewer)">Most steps
-            <input class="ig-cap" type="number" min="1" max=${IG_AUTO_MAX_STEPS} .value=${String(this.igCap)}
+            <input class="ig-cap" type="number" min="1" max=${this.maxIgSteps()} .value=${String(this.igCap)}
                 @change=${(e: Event) => { this.igCap = num(e); }}></label>`;
       }
       if (this.tab === 'contrastive') {
@@ -326,8 +351,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
               @keydown=${(e: KeyboardEvent) => { if (e.key === 'Enter') void this.run('contrastive'); }}></label>
           <label>Method <select class="contrast-method"
               @change=${(e: Event) => { this.contrastMethod = (e.target as HTMLSelectElement).value; }}>
-            ${CURVE_METHODS.filter((m) => m.id !== 'integrated_gradients').map((m) =>
-                html`<option value=${m.id} ?selected=${m.id === this.contrastMethod}>${m.label}</option>`)}
+            ${tested.map((m) =>
+                html`<option value=${m.name} ?selected=${m.name === this.contrastMethod}>${m.label}</option>`)}
           </select></label>`;
       }
       return nothing;
@@ -348,8 +373,11 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     }
 
     private renderResult(action: Action, r: unknown, t: SharedTarget) {
-      const load = (values: Record<string, string>, what: string) => this.load(values, what);
-      return resultView(action, r, t.granularity, this.contrastMethod, load);
+      return resultView(action, r, {
+        granularity: t.granularity, contrastMethod: this.contrastMethod,
+        label: (m) => this.registry()?.label(m) ?? m,
+        load: (values, what) => this.load(values, what),
+      });
     }
   }
 

@@ -10,7 +10,7 @@ import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../sha
 import {buildPieces} from '../shared/pieces.js';
 import {errorMessage} from '../shared/request.js';
 import {
-  aopcRows, bandPath, chartValues, contrastiveSegments, CURVE_METHODS, fractions, igAutoSummary, LENGTH_COLOR,
+  aopcRows, bandPath, chartValues, contrastiveSegments, curveColor, fractions, igAutoSummary, LENGTH_COLOR,
   linearScale, linePath, mergePieces, MODES, paddedExtent, percent, RANDOM_COLOR, strongestSegments, type Action,
   type ContrastivePayload, type CurvesPayload, type IgAutoPayload, type Mode,
 } from './logic.js';
@@ -56,21 +56,29 @@ export interface FlipsPayload {
 /** Puts field values into LIT's datapoint editor; `what` names them in the notice. */
 export type Load = (values: Record<string, string>, what: string) => void;
 
-/**
- * A finished test's result. `granularity` is the salience module's; `contrastMethod` the
- * method chosen for the contrastive map (the first one the payload has, if not there).
- */
-export function resultView(action: Action, r: unknown, granularity: string, contrastMethod: string, load: Load) {
-  if (action === 'curves') return curvesView(r as CurvesPayload);
-  if (action === 'reduce') return reduceView(r as ReducePayload, load);
-  if (action === 'flips') return flipsView(r as FlipsPayload, load);
-  if (action === 'ig_auto') return igAutoView(r as IgAutoPayload);
-  return contrastiveView(r as ContrastivePayload, granularity, contrastMethod);
+/** What a result is drawn with besides its payload. */
+export interface ResultContext {
+  /** The salience module's granularity. */
+  granularity: string;
+  /** The method chosen for the contrastive map (the payload's first one when it lacks it). */
+  contrastMethod: string;
+  /** A method's label (the server's registry). */
+  label(method: string): string;
+  load: Load;
 }
 
-function curvesView(p: CurvesPayload) {
+/** A finished test's result. */
+export function resultView(action: Action, r: unknown, ctx: ResultContext) {
+  if (action === 'curves') return curvesView(r as CurvesPayload, ctx.label);
+  if (action === 'reduce') return reduceView(r as ReducePayload, ctx.load);
+  if (action === 'flips') return flipsView(r as FlipsPayload, ctx.load);
+  if (action === 'ig_auto') return igAutoView(r as IgAutoPayload);
+  return contrastiveView(r as ContrastivePayload, ctx.granularity, ctx.contrastMethod);
+}
+
+function curvesView(p: CurvesPayload, label: (method: string) => string) {
   return html`<div class="curves">
-    ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode)}</div>`)}
+    ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label)}</div>`)}
     <div class="facts">${p.n_segments} ${p.granularity} segments · removal: ${p.removal === 'filler'
         ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
       log p(target) ${p.original_logprob.toFixed(2)} → ${p.empty_logprob.toFixed(2)} with all removed ·
@@ -102,15 +110,15 @@ function chartView(p: CurvesPayload, mode: Mode) {
     ${(p.ranked ?? p.methods).map((name) => {
       const c = p.curves[name]?.[mode];
       const m = name.replace(/:abs$/, '');
-      const color = CURVE_METHODS.find((x) => x.id === m)?.color ?? '#000';
+      const color = curveColor(m);
       return c ? svg`<path class="line method ${name.endsWith(':abs') ? 'abs' : ''}" data-method=${name}
           d=${linePath(xs, c.logprobs, sx, sy)} stroke=${color}></path>` : nothing;
     })}
   </svg>`;
 }
 
-function aopcView(p: CurvesPayload, mode: Mode) {
-  const rows = aopcRows(p, mode);
+function aopcView(p: CurvesPayload, mode: Mode, label: (method: string) => string) {
+  const rows = aopcRows(p, mode, label);
   const signedGap = (g: number) => Number.isFinite(g) ? `${g >= 0 ? '+' : ''}${g.toFixed(3)}` : '–';
   const r0 = rows[0];
   return html`<table class="aopc ${mode}">

@@ -14,14 +14,13 @@
  * requests all read and settle the same per-selection state (generation, pending requests,
  * the side status); what they bring back is values.ts's, the templates view.ts's.
  */
+import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
 import {errorMessage, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, type IndexedInputLike,
         type ModelInfoLike} from '../shared/request.js';
-import {describeDetail, describeStream, isFinal, METHODS, numTargets, parseDetail, parsePayload, parseStream,
-        type DetailStatus, type MethodName, type MethodPayload, type SaliencePayload,
-        type StreamStatus} from './payload.js';
-import {explainsGeneration, EXTRA_METHOD_NAMES, EXTRA_METHODS, extraKey, isExtraMethod, jobKind, matrixInput,
-        pollInput, quickInput, SPAN_SALIENCE_FIELD, spanInput, streamInput, type Extra,
-        type ExtraMethodName} from './request.js';
+import {describeDetail, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseStream,
+        type DetailStatus, type MethodPayload, type SaliencePayload, type StreamStatus} from './payload.js';
+import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, SPAN_SALIENCE_FIELD, spanInput,
+        streamInput, type Extra} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -63,12 +62,12 @@ export class SalienceController {
   /** Seconds since loading started. */
   elapsed = 0;
   payload: SaliencePayload | null = null;
-  method: MethodName = 'grad_norm';
+  /** The method shown (a registry name; the registry's first once it is known). */
+  method = '';
   /** Step / sample count of each method computed on request (IG steps, SmoothGrad samples). */
-  counts = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, EXTRA_METHODS[m].defaultCount])) as
-      Record<ExtraMethodName, number>;
+  counts: Record<string, number> = {};
   /** Whether the user asked for an extra method's full per-token matrix (else it is computed per span). */
-  perToken = Object.fromEntries(EXTRA_METHOD_NAMES.map((m) => [m, false])) as Record<ExtraMethodName, boolean>;
+  perToken: Record<string, boolean> = {};
   span: TargetSpan = {t0: 0, t1: 0};
   /** Progress or error of a secondary request (IG, span), shown beside the text. */
   side: {kind: 'loading' | 'error'; text: string} | null = null;
@@ -77,7 +76,7 @@ export class SalienceController {
   /** Progress of the per-token gradient matrices (computed in the background). */
   detail: DetailStatus | null = null;
   /** Progress of each extra method's per-token matrix, when asked for. */
-  extraDetail: Partial<Record<ExtraMethodName, DetailStatus | null>> = {};
+  extraDetail: Record<string, DetailStatus | null | undefined> = {};
   /** The response generated so far, while the first highlight is computed (null: none to show). */
   streaming: StreamStatus | null = null;
   input: IndexedInputLike | null = null;
@@ -91,6 +90,8 @@ export class SalienceController {
   private loadTimer: ReturnType<typeof setInterval> | undefined;
   private loadStart = 0;
   private action: Action | null = null;
+  private reg: MethodRegistry | null = null;
+  private regError = '';
 
   constructor(private readonly host: SalienceHost) {}
 
@@ -98,6 +99,29 @@ export class SalienceController {
   dispose() {
     this.generation++;
     clearInterval(this.loadTimer);
+  }
+
+  /**
+   * The server's methods, read once from the salience model's output spec (null while it is not
+   * known, or when the server publishes none: `select` then says so).
+   */
+  registry(): MethodRegistry | null {
+    if (this.reg !== null) return this.reg;
+    const models = this.host.models();
+    const model = salienceModelFor(this.host.modelName(), models);
+    if (model === null) return null;
+    try {
+      this.reg = registryOf(models[model]);
+    } catch (e) {
+      this.regError = errorMessage(e);
+    }
+    if (this.reg === null) return null;
+    if (this.reg.get(this.method) === undefined) this.method = this.reg.methods[0].name;
+    for (const m of this.reg.extras) {
+      this.counts[m.name] ??= m.default_count;
+      this.perToken[m.name] ??= false;
+    }
+    return this.reg;
   }
 
   // ------------------------------------------------------------ actions
@@ -150,7 +174,7 @@ export class SalienceController {
     return true;
   }
 
-  setMethod(method: MethodName) {
+  setMethod(method: string) {
     this.markAction('method');
     this.method = method;
     this.ensureData();
@@ -158,7 +182,7 @@ export class SalienceController {
   }
 
   /** A new step / sample count for an extra method (already checked by parseCount). */
-  setCount(name: ExtraMethodName, count: number) {
+  setCount(name: string, count: number) {
     if (this.method === name) this.markAction('method');
     this.counts = {...this.counts, [name]: count};
     this.ensureData();
@@ -166,7 +190,7 @@ export class SalienceController {
   }
 
   /** Turns an extra method's per-token matrix on or off. */
-  setPerToken(name: ExtraMethodName, on: boolean) {
+  setPerToken(name: string, on: boolean) {
     this.perToken = {...this.perToken, [name]: on};
     this.ensureData();
     this.host.changed();
@@ -176,7 +200,8 @@ export class SalienceController {
 
   /** The selected method with its count, when it is computed on request; else null. */
   extra(): Extra | null {
-    return isExtraMethod(this.method) ? {method: this.method, count: this.counts[this.method]} : null;
+    const info = this.reg?.extra(this.method);
+    return info === undefined ? null : {method: info.name, count: this.counts[info.name] ?? info.default_count};
   }
 
   /** Cache name of the current method's values: the method, or the extra method with its count. */
@@ -192,7 +217,7 @@ export class SalienceController {
     const extra = this.extra();
     if (extra !== null) {
       return this.values.matrix(extra) ??
-          {signed: true, matrix: null, [EXTRA_METHODS[extra.method].unit]: extra.count};
+          {signed: this.reg!.get(extra.method)!.signed, matrix: null, [this.reg!.extra(extra.method)!.count_unit]: extra.count};
     }
     return p.methods[this.method] ?? null;
   }
@@ -216,7 +241,7 @@ export class SalienceController {
     if (m?.matrix != null) return 'per-token detail ready: retargeting is instant';
     const extra = this.extra();
     if (extra !== null && !this.perToken[extra.method]) {
-      return `exact for this span; per-token ${EXTRA_METHODS[extra.method].short} off (each span is computed on request)`;
+      return `exact for this span; per-token ${this.reg!.get(extra.method)!.short} off (each span is computed on request)`;
     }
     return `exact for this span; ${describeDetail(extra === null ? this.detail : this.extraDetail[extra.method])}`;
   }
@@ -227,13 +252,12 @@ export class SalienceController {
     return extra !== null ? (this.extraDetail[extra.method]?.state ?? 'off') : (this.detail?.state ?? 'done');
   }
 
-  /** IG's completeness error summed over the span, when IG is shown and it is known; else null. */
+  /** The completeness error (IG's) summed over the span, when the shown method has one; else null. */
   completeness(): number | null {
-    if (this.method !== 'integrated_gradients') return null;
     const m = this.methodPayload();
-    return m?.completeness_error
-        ? m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0)
-        : this.values.igError(this.counts.integrated_gradients, this.span) ?? null;
+    if (m?.completeness_error) return m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0);
+    const extra = this.extra();
+    return extra === null ? null : this.values.spanError(extra, this.span) ?? null;
   }
 
   // ---------------------------------------------------------- requests
@@ -266,6 +290,12 @@ export class SalienceController {
           `"_${model}_salience". Start the server with python -m lit_app.server.`);
       return;
     }
+    const reg = this.registry();
+    if (reg === null) {
+      this.stopLoading('error', this.regError || `Model "${this.salienceModel}" publishes no "${METHOD_REGISTRY_FIELD}" ` +
+          'in its output spec (a server older than this page). Start the server with python -m lit_app.server.');
+      return;
+    }
     this.markAction('select');
     this.startLoading('Generating the response and computing salience…');
     const gen = this.generation;
@@ -274,7 +304,7 @@ export class SalienceController {
       // First highlight: the whole response from one forward + backward; the
       // per-token matrices follow in the background (pollDetail).
       const extra = this.extra();
-      const req = this.host.getPreds([quickInput(d, extra)], this.salienceModel,
+      const req = this.host.getPreds([quickInput(reg, d, extra)], this.salienceModel,
                                      [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
       // Meanwhile the response streams in as it is generated.
       if (explainsGeneration(d)) void this.streamResponse(d, gen, answered);
@@ -287,7 +317,7 @@ export class SalienceController {
       if (res === null || this.input !== d || gen !== this.generation) return;  // a newer selection won
       this.streaming = null;
       const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
-      this.values.absorbPayload(payload, extra);
+      this.values.absorbPayload(reg, payload, extra);
       this.span = wholeResponse(numTargets(payload));
       this.payload = payload;
       this.detail = payload.detail ?? null;
@@ -337,11 +367,11 @@ export class SalienceController {
       if (gen !== this.generation) return;
       let res: Array<Record<string, unknown>>;
       try {
-        res = await this.host.getPreds([pollInput(d, extra, ++this.pollCount)], this.salienceModel, [SALIENCE_FIELD],
+        res = await this.host.getPreds([pollInput(this.reg!, d, extra, ++this.pollCount)], this.salienceModel, [SALIENCE_FIELD],
                                        'Per-token salience…');
       } catch (e) {
         if (gen !== this.generation) return;
-        const failed: DetailStatus = {kind: jobKind(extra), state: 'error', done: 0, total: 0,
+        const failed: DetailStatus = {kind: jobKind(this.reg!, extra), state: 'error', done: 0, total: 0,
                                       elapsed_s: 0, eta_s: null, error: errorMessage(e)};
         this.setDetail(extra, failed);
         return;
@@ -356,7 +386,7 @@ export class SalienceController {
           const m = full.methods[extra.method];
           if (m?.matrix != null) this.values.setMatrix(extra, m);
         } else {
-          this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutExtras(full.methods)}};
+          this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutExtras(this.reg!, full.methods)}};
         }
         this.setDetail(extra, status);
         this.version++;
@@ -393,10 +423,10 @@ export class SalienceController {
     if (this.pendingSpans.has(key) || this.salienceModel === null) return;
     this.pendingSpans.add(key);
     const gen = this.generation;
-    const info = EXTRA_METHODS[extra.method];
+    const info = this.reg!.extra(extra.method)!;
     try {
-      const res = await this.host.getPreds([matrixInput(d, extra)], this.salienceModel, [SALIENCE_FIELD],
-                                           `${info.short} for every token (${extra.count} ${info.unit})…`);
+      const res = await this.host.getPreds([matrixInput(this.reg!, d, extra)], this.salienceModel, [SALIENCE_FIELD],
+                                           `${info.short} for every token (${extra.count} ${info.count_unit})…`);
       if (gen !== this.generation) return;
       this.setDetail(extra, parseDetail(res[0]?.[SALIENCE_FIELD]));
       await this.pollDetail(d, gen, extra);
@@ -420,16 +450,16 @@ export class SalienceController {
     const gen = this.generation;
     const what = describeSpan(span, numTargets(this.payload!));
     this.side = {kind: 'loading', text: extra === null ? `Computing ${what}…`
-        : `${METHODS.find((m) => m.id === method)?.label ?? method} (${extra.count} ${EXTRA_METHODS[extra.method].unit}) for ${what}…`};
+        : `${this.reg!.label(method)} (${extra.count} ${this.reg!.extra(method)!.count_unit}) for ${what}…`};
     this.host.changed();
     try {
-      const res = await this.host.getPreds([spanInput(d, span.t0, span.t1, extra)], this.salienceModel,
+      const res = await this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel,
                                            [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…');
       if (gen !== this.generation) return;
       const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, unknown>;
-      this.values.absorbSpan(all, span, this.payload?.tokens.length, extra);
+      this.values.absorbSpan(this.reg!, all, span, this.payload?.tokens.length, extra);
       const light = res[0]?.[SALIENCE_FIELD] as {span_ig_errors?: Record<string, number>} | undefined;
-      this.values.absorbIgErrors(light?.span_ig_errors, extra);
+      this.values.absorbSpanErrors(light?.span_ig_errors, extra);
       if (this.values.span(key) === undefined) {
         throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
       }

@@ -310,7 +310,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
       const m = this.ctl.methodPayload();
       const values = this.segmentValues(seg);
-      const signed = m?.signed ?? this.ctl.method !== 'grad_norm';
+      const signed = m?.signed ?? this.ctl.registry()?.get(this.ctl.method)?.signed ?? true;
       const list = targetSegments(seg, p.n_prompt_tokens);
       const tiOf = new Map<number, number>(list.map((ts, i) => [ts.seg, i]));
       // Segments that are (part of) the target do not set the colour scale.

@@ -4,16 +4,6 @@
  * malformed payload into an error that names the broken field.
  */
 
-export type MethodName = 'grad_norm' | 'grad_x_input' | 'integrated_gradients' | 'smooth_grad';
-
-/** Method ids in display order, with labels for the method menu. */
-export const METHODS: ReadonlyArray<{id: MethodName; label: string}> = [
-  {id: 'grad_norm', label: 'Gradient norm'},
-  {id: 'grad_x_input', label: 'Gradient × input'},
-  {id: 'integrated_gradients', label: 'Integrated gradients'},
-  {id: 'smooth_grad', label: 'SmoothGrad (× input)'},
-];
-
 export interface MethodPayload {
   signed: boolean;
   /**
@@ -21,12 +11,13 @@ export interface MethodPayload {
    * server computes it in the background (progressive salience: see `detail`).
    */
   matrix: number[][] | null;
-  /** grad_norm only: <float>[N][T*(T+1)/2] packed upper-triangular Gram rows, or null. */
+  /** Unsigned (norm) methods: <float>[N][T*(T+1)/2] packed upper-triangular Gram rows, or null. */
   gram_packed?: number[][] | null;
-  /** integrated_gradients: its step count. */
+  /** A method with a count: the count, under its count unit (integrated gradients: steps). */
   steps?: number;
-  /** smooth_grad: its sample count. */
+  /** (SmoothGrad: samples.) */
   samples?: number;
+  /** Per target token: sum of attributions minus the log-prob difference to the baseline (IG). */
   completeness_error?: number[] | null;
 }
 
@@ -41,9 +32,10 @@ export interface SaliencePayload {
   n_prompt_tokens: number;
   role_spans: Array<[number, number, Role]>;
   target_logprobs: number[];
-  methods: Partial<Record<MethodName, MethodPayload>>;
+  /** By method name (the server's method registry). */
+  methods: Record<string, MethodPayload | undefined>;
   /** "t0:t1" -> method -> <float>[N]: spans the server computed directly (the first highlight). */
-  spans?: Record<string, Partial<Record<MethodName, number[]>>>;
+  spans?: Record<string, Record<string, number[] | undefined>>;
   /** "t0:t1" -> IG completeness error of that span. */
   span_ig_errors?: Record<string, number>;
   /** Progress of the background computation of the matrices. */

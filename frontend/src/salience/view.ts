@@ -8,12 +8,13 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {GRANULARITIES, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
+import type {ExtraMethodInfo} from '../shared/methods.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
 import type {SalienceController} from './controller.js';
-import {METHODS, type MethodName, type MethodPayload, type SaliencePayload, type StreamStatus} from './payload.js';
+import type {MethodPayload, SaliencePayload, StreamStatus} from './payload.js';
 import type {Ranked} from './rank.js';
-import {EXTRA_METHOD_NAMES, EXTRA_METHODS, parseCount, type ExtraMethodName} from './request.js';
+import {parseCount} from './request.js';
 import type {TargetSpan} from './spans.js';
 import {isWhole, overlaps, type TargetSegment} from './target.js';
 
@@ -39,14 +40,15 @@ export interface ControlEvents {
 const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
 
 export function controlsView(ctl: SalienceController, v: ViewSettings, on: ControlEvents): TemplateResult {
+  const reg = ctl.registry();
   return html`
     <div class="controls">
       <label>Method
-        <select class="method" @change=${(e: Event) => ctl.setMethod(value(e) as MethodName)}>
-          ${METHODS.map((m) => html`<option value=${m.id} ?selected=${m.id === ctl.method}>${m.label}</option>`)}
+        <select class="method" @change=${(e: Event) => ctl.setMethod(value(e))}>
+          ${reg?.methods.map((m) => html`<option value=${m.name} ?selected=${m.name === ctl.method}>${m.label}</option>`)}
         </select>
       </label>
-      ${EXTRA_METHOD_NAMES.map((name) => countControlsView(ctl, name))}
+      ${reg?.extras.map((m) => countControlsView(ctl, m))}
       <label>Granularity
         <select class="granularity" @change=${(e: Event) => on.granularity(value(e) as Granularity)}>
           ${GRANULARITIES.map((g) => html`<option value=${g} ?selected=${g === v.granularity}>${GRANULARITY_LABELS[g]}</option>`)}
@@ -64,16 +66,15 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
 }
 
 /** The step / sample count of a method computed on request, and its per-token switch when it is selected. */
-function countControlsView(ctl: SalienceController, name: ExtraMethodName) {
-  const info = EXTRA_METHODS[name];
-  const label = METHODS.find((m) => m.id === name)?.label ?? name;
+function countControlsView(ctl: SalienceController, info: ExtraMethodInfo) {
+  const {name, label, count_unit: unit} = info;
   const selected = ctl.method === name;
   return html`
-      <label title="${label}: number of ${info.unit} (used when the method is ${label})">${info.short} ${info.unit}
-        <input class="${info.tag}-${info.unit}" type="number" min="1" max=${info.maxCount}
+      <label title="${label}: number of ${unit} (used when the method is ${label})">${info.short} ${unit}
+        <input class="${info.tag}-${unit}" type="number" min="1" max=${info.max_count}
             .value=${String(ctl.counts[name])}
             @change=${(e: Event) => {
-              const v = parseCount(value(e), name);
+              const v = parseCount(value(e), info);
               if (v !== null) ctl.setCount(name, v);
             }}></label>
       ${selected ? html`<label title="Compute ${label} for every response token (slow: minutes on a CPU); otherwise only the span on screen">

@@ -2,7 +2,8 @@
  * A stand-alone page for browser tests of the module without LIT or a model
  * server (tests/e2e/test_module_harness.py builds it with esbuild): a stand-in
  * LitModule with the services the module uses, answering getPreds from a
- * synthetic payload of any size. Not part of the plugin bundle.
+ * synthetic payload of any size, and the server's method registry
+ * (test/fixtures/method_registry.json). Not part of the plugin bundle.
  *
  * Query parameters: n (prompt tokens, default 4000), t (target tokens, 16),
  * gram (1: ship the Gram matrix, 0: grad_norm spans come from the "server"),
@@ -13,6 +14,7 @@ import {LitElement} from 'lit';
 import {makeModuleClass, TAG} from '../../src/salience/module.js';
 import type {SaliencePayload} from '../../src/salience/payload.js';
 import {packedIndex} from '../../src/salience/spans.js';
+import registry from '../fixtures/method_registry.json';
 import {rng} from './rng.js';
 
 interface Call {
@@ -113,7 +115,8 @@ class LitModule extends LitElement {
   selectionService = {get primarySelectedInputData() { return harness.selected; }};
   appState = {
     currentDataset: 'synthetic', currentModels: ['fake'],
-    metadata: {models: {fake: {spec: {output: {salience: {__name__: 'LitType'}, response: {}}}}}},
+    metadata: {models: {fake: {spec: {output: {salience: {__name__: 'LitType'}, response: {},
+                                               method_registry: {__name__: 'LitType', default: registry}}}}}},
   };
   apiService = {
     getPreds: (inputs: Array<{data: Record<string, unknown>}>, model: string, _d: string, _t: unknown[],

@@ -1,0 +1,118 @@
+/**
+ * The salience methods as the server publishes them: one list, read once from the salience
+ * model's output spec (`spec.output.method_registry.default`, docs/architecture.md,
+ * "Frontend rooms"), so that method names, labels, signedness and count fields are spelled in
+ * the core library's registry only. Colours of curves are presentation and stay here.
+ */
+import type {ModelInfoLike} from './request.js';
+
+/** The output field whose `default` holds the list. */
+export const METHOD_REGISTRY_FIELD = 'method_registry';
+
+export type CountUnit = 'steps' | 'samples';
+
+/** One method, as published (snake_case as on the wire). */
+export interface MethodInfo {
+  name: string;
+  label: string;
+  /** Short UI name ("IG", "SmoothGrad"). */
+  short: string;
+  signed: boolean;
+  linear: boolean;
+  /** Input field carrying its count, for a method computed on request; else null. */
+  count_field: string | null;
+  /** What the count counts; also the key of the count in the method's payload entry. */
+  count_unit: CountUnit | null;
+  default_count: number;
+  max_count: number | null;
+  /** Short name in request ids and the job kind prefix ("ig", "sg"). */
+  tag: string | null;
+  /** `detail` value that starts its per-token matrix in the background. */
+  matrix_detail: string | null;
+  cost_unit: string;
+}
+
+/** A method the server computes only on request, with a count (0 = off). */
+export interface ExtraMethodInfo extends MethodInfo {
+  count_field: string;
+  count_unit: CountUnit;
+  max_count: number;
+  tag: string;
+  matrix_detail: string;
+}
+
+function isExtra(m: MethodInfo): m is ExtraMethodInfo {
+  return m.count_field !== null;
+}
+
+export class MethodRegistry {
+  private readonly byName: ReadonlyMap<string, MethodInfo>;
+  /** The methods computed on request, in display order. */
+  readonly extras: readonly ExtraMethodInfo[];
+
+  /** `methods` in display order. */
+  constructor(readonly methods: readonly MethodInfo[]) {
+    this.byName = new Map(methods.map((m) => [m.name, m]));
+    this.extras = methods.filter(isExtra);
+  }
+
+  get(name: string): MethodInfo | undefined {
+    return this.byName.get(name);
+  }
+
+  /** The method's label, or its name when the server does not know it. */
+  label(name: string): string {
+    return this.byName.get(name)?.label ?? name;
+  }
+
+  /** The method's facts when it is computed on request; else undefined. */
+  extra(name: string): ExtraMethodInfo | undefined {
+    const m = this.byName.get(name);
+    return m !== undefined && isExtra(m) ? m : undefined;
+  }
+
+  isExtra(name: string): boolean {
+    return this.extra(name) !== undefined;
+  }
+}
+
+function fail(where: string, what: string): never {
+  throw new Error(`Malformed method registry: ${where} ${what}. Fix: serve this page from the same version's ` +
+                  'server (python -m lit_app.server).');
+}
+
+const STRING_KEYS = ['name', 'label', 'short', 'cost_unit'] as const;
+const BOOLEAN_KEYS = ['signed', 'linear'] as const;
+const EXTRA_KEYS = ['count_field', 'count_unit', 'max_count', 'tag', 'matrix_detail'] as const;
+
+/**
+ * Checks the published list.
+ * @throws Error naming the entry and field that is wrong.
+ */
+export function parseRegistry(x: unknown): MethodRegistry {
+  if (!Array.isArray(x) || x.length === 0) fail('the list', 'is missing or empty');
+  const seen = new Set<string>();
+  x.forEach((m: Record<string, unknown>, i) => {
+    const where = `entry ${i}${typeof m?.['name'] === 'string' ? ` ("${m['name']}")` : ''}`;
+    if (m == null || typeof m !== 'object') fail(where, 'is not an object');
+    for (const k of STRING_KEYS) if (typeof m[k] !== 'string') fail(where, `has no string "${k}"`);
+    for (const k of BOOLEAN_KEYS) if (typeof m[k] !== 'boolean') fail(where, `has no boolean "${k}"`);
+    if (typeof m['default_count'] !== 'number') fail(where, 'has no number "default_count"');
+    if (m['count_field'] !== null) {
+      if (m['count_unit'] !== 'steps' && m['count_unit'] !== 'samples') fail(where, 'has a count_unit other than steps/samples');
+      for (const k of EXTRA_KEYS) if (m[k] == null) fail(where, `has a count_field but no "${k}"`);
+    }
+    if (seen.has(m['name'] as string)) fail(where, 'repeats a name');
+    seen.add(m['name'] as string);
+  });
+  return new MethodRegistry(x as MethodInfo[]);
+}
+
+/**
+ * The registry a salience model publishes in its output spec, or null when it has none.
+ * @throws Error when it has one that is malformed.
+ */
+export function registryOf(info: ModelInfoLike | undefined): MethodRegistry | null {
+  const field = info?.spec?.output?.[METHOD_REGISTRY_FIELD] as {default?: unknown} | undefined;
+  return field?.default == null ? null : parseRegistry(field.default);
+}

@@ -1,0 +1,43 @@
+/**
+ * The method registry the server publishes (src/shared/methods.ts): read from a model's output
+ * spec, checked field by field with errors that name the entry and the field.
+ */
+import {describe, expect, it} from 'vitest';
+
+import registry from './fixtures/method_registry.json';
+import {METHOD_REGISTRY_FIELD, parseRegistry, registryOf} from '../src/shared/methods.js';
+
+const copy = () => structuredClone(registry) as Array<Record<string, unknown>>;
+
+describe('the method registry', () => {
+  it('is read from the default of the output field, in display order', () => {
+    const reg = registryOf({spec: {output: {[METHOD_REGISTRY_FIELD]: {__name__: 'LitType', default: registry}}}})!;
+    expect(reg.methods.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
+    expect(reg.get('grad_norm')?.signed).toBe(false);
+    expect(reg.extra('integrated_gradients')).toMatchObject({count_field: 'ig_steps', count_unit: 'steps', tag: 'ig',
+                                                            matrix_detail: 'ig_matrix', default_count: 16});
+    expect(reg.extra('grad_x_input')).toBeUndefined();
+    expect(reg.label('unknown_method')).toBe('unknown_method');
+  });
+
+  it('is null for a model that publishes none', () => {
+    expect(registryOf({spec: {output: {salience: {}}}})).toBeNull();
+    expect(registryOf(undefined)).toBeNull();
+  });
+
+  it('names the entry and the field that is wrong', () => {
+    expect(() => parseRegistry([])).toThrow(/Malformed method registry: the list is missing or empty/);
+    const noLabel = copy();
+    delete noLabel[1]['label'];
+    expect(() => parseRegistry(noLabel)).toThrow(/entry 1 \("grad_x_input"\) has no string "label"/);
+    const badUnit = copy();
+    badUnit[3]['count_unit'] = 'draws';
+    expect(() => parseRegistry(badUnit)).toThrow(/entry 3 \("smooth_grad"\) has a count_unit other than steps\/samples/);
+    const noTag = copy();
+    noTag[2]['tag'] = null;
+    expect(() => parseRegistry(noTag)).toThrow(/entry 2 \("integrated_gradients"\) has a count_field but no "tag"/);
+    const twice = copy();
+    twice[1]['name'] = 'grad_norm';
+    expect(() => parseRegistry(twice)).toThrow(/entry 1 \("grad_norm"\) repeats a name/);
+  });
+});
