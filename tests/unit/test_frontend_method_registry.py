@@ -25,7 +25,8 @@ def test_the_frontend_fixture_is_the_published_registry():
 
 
 def test_the_salience_spec_publishes_it_under_the_field_the_modules_read():
-    # frontend/src/shared/methods.ts METHOD_REGISTRY_FIELD
-    assert fields.METHOD_REGISTRY == "method_registry"
-    assert "METHOD_REGISTRY_FIELD = 'method_registry'" in (
-        FIXTURE.parents[2] / "src" / "shared" / "methods.ts").read_text("utf-8")
+    # frontend/src/shared/methods.ts reads spec.output[METHOD_REGISTRY_FIELD].default.
+    ts = (FIXTURE.parents[2] / "src" / "shared" / "methods.ts").read_text("utf-8")
+    assert f"METHOD_REGISTRY_FIELD = '{fields.METHOD_REGISTRY}'" in ts
+    published = fields.SALIENCE_OUTPUT_SPEC[fields.METHOD_REGISTRY].default
+    assert published == json.loads(FIXTURE.read_text("utf-8"))

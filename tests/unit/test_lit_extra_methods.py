@@ -135,16 +135,3 @@ def test_first_highlight_payload_then_the_per_token_matrix_on_request(tiny):
     blocking = _one(model, smooth_grad_samples=3)[fields.SALIENCE]["methods"]["smooth_grad"]
     np.testing.assert_allclose(blocking["matrix"], matrix, rtol=1e-5, atol=1e-12)
     shared.jobs.cancel_all()
-
-
-def test_the_frontend_table_mirrors_the_servers():
-    """frontend/src/salience/request.ts EXTRA_METHODS: same methods, count fields, matrix details, tags (= job kinds), units."""
-    import pathlib
-    import re
-
-    source = (pathlib.Path(__file__).resolve().parents[2] / "frontend" / "src" / "salience" / "request.ts").read_text("utf-8")
-    constants = dict(re.findall(r"export const (\w+_FIELD) = '([^']*)';", source))
-    rows = re.findall(r"(\w+): \{field: (\w+), matrixDetail: '([^']*)', tag: '([^']*)', unit: '([^']*)',"
-                      r"[^}]*?maxCount: (\d+)\}", source)
-    assert [(m, constants[f], d, t, u, int(x)) for m, f, d, t, u, x in rows] == [
-        (e.method, e.field, e.matrix_detail, e.kind, e.unit, e.maximum) for e in method_registry.EXTRA_METHODS]
