@@ -7,7 +7,7 @@ and every other path relative to the folder):
     static/index.html             LIT's page, rewritten: no internet links, our bundle added
     static/favicon.png, ...
     sequence_salience.js(.map)    our bundle, when it has been built
-    request_guard.js              fetch wrapper for the server's request rules (lit_app/request_guard.py)
+    request_guard.js              fetch wrapper for the server's request rules (built from frontend/src/request_guard.ts; lit_app/request_guard.py)
     fonts/fonts.css, fonts/*.woff2 Roboto, Roboto Mono, Material Icons
 
 Our files come from `lit_app/assets.py`: in a checkout from frontend/dist and the npm
@@ -120,7 +120,8 @@ def build_client_root(
       lit_dir: LIT's prebuilt client (default: the installed lit_nlp's).
 
     Missing pieces degrade with a warning rather than an error: without the
-    bundle the page is LIT's plain UI; without the fonts icons fall back to text.
+    bundle the page is LIT's plain UI; without the fonts icons fall back to text;
+    without the built request guard the server runs but refuses the page's POSTs.
     """
     sources = assets.find()
     output_dir = output_dir or client_root_dir()
@@ -167,7 +168,12 @@ def build_client_root(
             copied += _write_if_changed(os.path.join(fonts_out, FONTS_CSS), css)
 
     guard = os.path.join(output_dir, request_guard.REQUEST_GUARD_NAME)
-    copied += _write_if_changed(guard, request_guard.REQUEST_GUARD_JS)
+    try:
+        copied += _write_if_changed(guard, request_guard.request_guard_js())
+    except FileNotFoundError as e:  # the server-side still works; LIT's page gets 403s until it is built
+        logger.warning("%s Until then LIT's page is refused its POSTs (403).", e)
+        if os.path.exists(guard):
+            os.remove(guard)
     with open(os.path.join(lit_dir, "static", "index.html"), encoding="utf-8") as f:
         html = rewrite_index_html(f.read(), has_bundle=has_bundle, has_fonts=has_fonts)
     copied += _write_if_changed(os.path.join(output_dir, "static", "index.html"), html)
