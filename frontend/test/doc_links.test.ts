@@ -1,7 +1,8 @@
 /**
  * Every document the sources point to exists, and every quoted section of one is a heading
  * there: a comment saying "see docs/architecture.md, "Frontend rooms"" must lead somewhere.
- * (element.ts once said "see DESIGN.md", a file that is not in the repository.)
+ * (element.ts once said "see DESIGN.md", a file that is not in the repository.) The same for
+ * the repository files and folders they name (lit_app/inside.py, sequence_salience/aggregate/).
  */
 /// <reference types="vite/client" />
 import {describe, expect, it} from 'vitest';
@@ -12,6 +13,12 @@ const SOURCES = byRepoPath(import.meta.glob<string>(['../src/**/*.ts', './suppor
 /** Every Markdown file a source may name: the repository's top level and docs/. */
 const DOCS = byRepoPath(import.meta.glob<string>(['../../*.md', '../../docs/**/*.md'],
                                                  {query: '?raw', import: 'default', eager: true}));
+
+/** Every file of the repository a source may name (paths only; nothing is read). */
+const REPO_FILES = [...byRepoPath(Object.fromEntries(Object.keys(import.meta.glob([
+  '../../sequence_salience/**/*', '../../lit_app/**/*', '!../../lit_app/client_root/**', '../../tests/**/*',
+  '../../benchmarks/**/*', '../../frontend/src/**/*', '../../frontend/test/**/*',
+])).map((k) => [k, '']))).keys()];
 
 function byRepoPath(files: Record<string, string>): Map<string, string> {
   const out = new Map<string, string>();
@@ -42,6 +49,16 @@ function docReferences(): Array<[string, string, string | null]> {
   return out;
 }
 
+/** [file, path] for every repository path (a file, or a folder ending in "/") named in the sources. */
+function repoReferences(): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  const re = /(?<![\w./-])((?:sequence_salience|lit_app|tests|benchmarks|frontend)\/[A-Za-z0-9_./-]*[A-Za-z0-9_/])/g;
+  for (const [file, text] of SOURCES) {
+    for (const m of flat(text).matchAll(re)) out.push([file, m[1]]);
+  }
+  return out;
+}
+
 function headings(doc: string): string[] {
   return doc.split('\n').filter((l) => /^#{1,6} /.test(l)).map((l) => l.replace(/^#+ /, ''));
 }
@@ -63,6 +80,14 @@ describe('documents named in frontend sources', () => {
     const missing = refs.filter(([, path, section]) => section !== null && DOCS.has(path) &&
                                     !headings(DOCS.get(path)!).some((h) => h.startsWith(section)))
         .map(([f, p, s]) => `${f}: ${p} "${s}"`);
+    expect(missing).toEqual([]);
+  });
+
+  it('names repository files and folders that exist', () => {
+    const refs = repoReferences();
+    expect(refs.some(([, p]) => p === 'lit_app/inside.py')).toBe(true);
+    const missing = refs.filter(([, p]) => p.endsWith('/') ? !REPO_FILES.some((f) => f.startsWith(p))
+                                                           : !REPO_FILES.includes(p)).map(([f, p]) => `${f}: ${p}`);
     expect(missing).toEqual([]);
   });
 });

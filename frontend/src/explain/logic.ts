@@ -88,7 +88,7 @@ export interface CurvesPayload {
   /** Curve names of the methods, each ordering ("grad_x_input", "grad_x_input:abs", ...). */
   ranked?: string[];
   noise_sigmas?: number;
-  /** One row per (mode, method, ordering), with the baselines and the verdict (faithfulness.py). */
+  /** One row per (mode, method, ordering), with the baselines and the verdict (sequence_salience/explain/faithfulness.py). */
   table?: FaithfulnessRow[];
 }
 

@@ -10,7 +10,7 @@
  * Every selection bumps `generation`; a request or poll of an older one ends without
  * touching the state, and the server cancels jobs nobody polls.
  *
- * About 450 lines, one class: the first highlight, the stream, the polls, span and matrix
+ * About 500 lines, one class: the first highlight, the stream, the polls, span and matrix
  * requests all read and settle the same per-selection state (generation, pending requests,
  * the side status); what they bring back is values.ts's, the templates view.ts's.
  */

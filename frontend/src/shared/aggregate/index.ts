@@ -2,9 +2,10 @@
  * Aggregates token salience to word, sentence, paragraph, line, regex and role
  * segments in the browser, without a server call.
  *
- * A port of `sequence_salience/aggregate.py`: the same rules, the same names
+ * A port of `sequence_salience/aggregate/` (segments.py, reductions.py, patterns.py,
+ * unicode_tables.py; one file here for each): the same rules, the same names
  * (camelCase here), checked against the same cases in
- * `tests/data/aggregation_cases.json`. Read the Python module docstring for
+ * `tests/data/aggregation_cases.json`. Read the Python package docstring for
  * the rules; they are summarised here:
  *
  * - Positions (offsets, role spans, segment starts/ends) are Unicode code point

@@ -1,6 +1,6 @@
 /**
  * Custom regexes: the subset common to Python `re` and JavaScript `RegExp`, checked and
- * translated so that both match identically (see check_pattern in aggregate.py).
+ * translated so that both match identically (see check_pattern in sequence_salience/aggregate/patterns.py).
  */
 import {SalienceError} from './types.js';
 
@@ -28,7 +28,7 @@ function patternError(pattern: string, pos: number, construct: string, fix: stri
 
 /**
  * Checks `pattern` against the subset shared with Python (see check_pattern in
- * aggregate.py) and returns its translation to an equivalent JS pattern for the
+ * sequence_salience/aggregate/patterns.py) and returns its translation to an equivalent JS pattern for the
  * 'gu' flags: `.` -> `[^\n]`, `^` -> `(?<![^\n])`, `$` -> `(?![^\n])`,
  * `\s`/`\S` -> ASCII whitespace classes, escaped literals -> `\u{..}`.
  * Positions in messages count code points, as in Python.

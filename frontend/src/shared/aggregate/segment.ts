@@ -1,6 +1,6 @@
 /**
  * Segmentation: word, sentence, paragraph, line, regex and role segments of a text, markup
- * units kept atomic, and the segment of each token (the rules: index.ts and aggregate.py).
+ * units kept atomic, and the segment of each token (the rules: index.ts and sequence_salience/aggregate/segments.py).
  */
 import {compilePattern} from './pattern.js';
 import {GRANULARITIES, ROLES, SalienceError, type Granularity, type Segmentation, type SegmentOptions} from './types.js';
@@ -51,7 +51,7 @@ function base(chars: Chars, starts: number[], kind: string): [number[], string[]
   return [uniq, uniq.map(() => kind)];
 }
 
-/** Makes each markup unit an atomic "markup" segment of a base segmentation (see aggregate.py). */
+/** Makes each markup unit an atomic "markup" segment of a base segmentation (see sequence_salience/aggregate/segments.py). */
 function cutMarkup(chars: Chars, starts: number[], kinds: string[], reach: [number[], number[]]):
     [number[], string[]] {
   const [us, ue] = reach;

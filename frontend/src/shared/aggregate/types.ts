@@ -17,7 +17,7 @@ export class SalienceError extends Error {
   }
 }
 
-/** Segments of a text and the segment of each token (see aggregate.py). */
+/** Segments of a text and the segment of each token (see sequence_salience/aggregate/segments.py). */
 export interface Segmentation {
   granularity: Granularity;
   /** [S] segment starts, code points. */

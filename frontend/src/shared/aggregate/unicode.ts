@@ -1,6 +1,6 @@
 /**
  * The Unicode facts the segmentation rules need, frozen so that the browser and
- * `sequence_salience/aggregate.py` agree whatever their engines know: chat-template markup,
+ * `sequence_salience/aggregate/unicode_tables.py` agree whatever their engines know: chat-template markup,
  * abbreviations, whitespace, the letter/number and combining-mark tables (Unicode 14) and a
  * code point view of a JS string (`Chars`).
  */
@@ -25,7 +25,7 @@ export const WHITESPACE =
   '\u2028\u2029\u202f\u205f\u3000';
 
 // Unicode 14 code point ranges (hex) of letters+numbers (L*, N*) and of
-// combining marks (M*), the same table as in aggregate.py.
+// combining marks (M*), the same table as in unicode_tables.py.
 const LN_RANGES =
   '30-39,41-5a,61-7a,aa,b2-b3,b5,b9-ba,bc-be,c0-d6,d8-f6,f8-2c1,2c6-2d1,2e0-2e4,2ec,' +
   '2ee,370-374,376-377,37a-37d,37f,386,388-38a,38c,38e-3a1,3a3-3f5,3f7-481,48a-52f,' +
