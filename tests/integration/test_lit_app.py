@@ -31,8 +31,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def app(shared, stub_client_root):
-    root = stub_client_root
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 @pytest.fixture()

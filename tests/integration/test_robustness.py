@@ -49,8 +49,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def lit(shared, stub_client_root):
-    root = stub_client_root
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
+    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 def _client(lit) -> Client:
@@ -193,7 +192,8 @@ def test_a_blocking_request_stops_when_another_datapoint_is_selected(lit, shared
     message = long.get_data(as_text=True)
     assert message.startswith("Cancelled: another datapoint was selected") and "\n" not in message
     # Nothing half-computed was cached: the same request computes it from the start.
-    assert shared.cached_salience(shared.format_prompt(long_data), LONG_TARGET, {fields.IG_STEPS: LONG_IG_STEPS}) is None
+    long_chat = shared.format_prompt(long_data)
+    assert shared.cached_salience(long_chat, LONG_TARGET, {fields.IG_STEPS: LONG_IG_STEPS}) is None
 
 
 def test_concurrent_blocking_requests_do_not_stop_each_other(lit):
