@@ -8,7 +8,9 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
-import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import {SalienceController, POLL_MS, STREAM_FIRST_MS, STREAM_MS, streamAdvanced, streamDelay,
+        type SalienceHost} from '../src/salience/controller.js';
+import type {StreamStatus} from '../src/salience/payload.js';
 import type {SaliencePayload} from '../src/salience/payload.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
 
@@ -218,5 +220,83 @@ describe('SalienceController', () => {
     await vi.advanceTimersByTimeAsync(5 * POLL_MS);
     expect(calls.filter((c) => c.input.data['detail'] === 'poll')).toHaveLength(2);
     ctl.dispose();
+  });
+
+  it('streams the response: polls often until the first token shows, then half as often, re-rendering only on news', async () => {
+    const stream = (state: string, text: string, tokens: number) =>
+      [{salience: {stream: {state, text, tokens, max_new_tokens: 64, stopped_by: ''}}, response: text}];
+    // The n-th stream poll's answer (the model is slow: a repeated answer brings nothing new).
+    const answers = [stream('queued', '', 0), stream('queued', '', 0), stream('running', 'It', 1),
+                     stream('running', 'It', 1), stream('running', 'It is', 2)];
+    let release: (v: Array<Record<string, unknown>>) => void = () => {};
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['detail'] !== 'stream') return new Promise((r) => { release = r; });
+      const n = calls.filter((x) => x.input.data['detail'] === 'stream').length;
+      return answers[Math.min(n, answers.length) - 1];
+    });
+    const streams = () => calls.filter((c) => c.input.data['detail'] === 'stream').length;
+    const ctl = new SalienceController(host);
+    const gen: IndexedInputLike = {id: 'g1', data: {_id: 'g1', prompt: 'When does it arrive?', target: ''}, meta: {}};
+    const selected = ctl.select(gen);
+    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);
+    expect(streams()).toBe(1);
+    const waiting = ctl.streaming;
+    expect(waiting).toMatchObject({state: 'queued', text: ''});
+    expect(ctl.message).toBe('Waiting for the model…');
+    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // nothing yet: still often, and no new state
+    expect(streams()).toBe(2);
+    expect(ctl.streaming).toBe(waiting);
+    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // the first token
+    expect(streams()).toBe(3);
+    const first = ctl.streaming;
+    expect(first).toMatchObject({state: 'running', text: 'It', tokens: 1});
+    expect(ctl.message).toBe('Generating the response: 1 of at most 64 tokens…');
+    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // from now on half as often
+    expect(streams()).toBe(3);
+    await vi.advanceTimersByTimeAsync(STREAM_MS - STREAM_FIRST_MS);
+    expect(streams()).toBe(4);
+    expect(ctl.streaming).toBe(first);  // the same answer: kept as it was
+    await vi.advanceTimersByTimeAsync(STREAM_MS);
+    expect(streams()).toBe(5);
+    expect(ctl.streaming).toMatchObject({text: 'It is', tokens: 2});
+    // A hidden tab: no polls until it shows again.
+    const g = globalThis as {document?: unknown};
+    g.document = {hidden: true};
+    try {
+      await vi.advanceTimersByTimeAsync(4 * STREAM_MS);
+      expect(streams()).toBe(5);
+    } finally {
+      delete g.document;
+    }
+    await vi.advanceTimersByTimeAsync(STREAM_MS);
+    expect(streams()).toBe(6);
+    release([{salience: payload()}]);
+    await selected;
+    expect(ctl.streaming).toBeNull();
+    expect(ctl.status).toBe('ready');
+    await vi.advanceTimersByTimeAsync(4 * STREAM_MS);
+    expect(streams()).toBe(6);  // no poll after the first highlight
+    ctl.dispose();
+  });
+});
+
+describe('stream polls', () => {
+  const s = (state: StreamStatus['state'], text: string, tokens: number): StreamStatus =>
+      ({state, text, tokens, max_new_tokens: 64, stopped_by: ''});
+
+  it('wait less before the first token than after it', () => {
+    expect(streamDelay(null)).toBe(STREAM_FIRST_MS);
+    expect(streamDelay(s('queued', '', 0))).toBe(STREAM_FIRST_MS);
+    expect(streamDelay(s('running', 'It', 1))).toBe(STREAM_MS);
+    expect(STREAM_MS).toBeGreaterThan(STREAM_FIRST_MS);
+  });
+
+  it('count as news only longer text or another state, never shorter text', () => {
+    expect(streamAdvanced(null, s('queued', '', 0))).toBe(true);
+    expect(streamAdvanced(s('queued', '', 0), s('queued', '', 0))).toBe(false);
+    expect(streamAdvanced(s('queued', '', 0), s('running', '', 0))).toBe(true);
+    expect(streamAdvanced(s('running', 'It', 1), s('running', 'It is', 2))).toBe(true);
+    expect(streamAdvanced(s('running', 'It is', 2), s('running', 'It', 1))).toBe(false);  // answered out of order
+    expect(streamAdvanced(s('running', 'It is', 2), s('done', 'It is', 2))).toBe(true);
   });
 });

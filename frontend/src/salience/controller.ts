@@ -27,8 +27,29 @@ import {describeSpan, wholeResponse} from './target.js';
 
 /** How often the module asks for the progress of the per-token matrices. */
 export const POLL_MS = 700;
-/** How often it asks for the response generated so far while the first highlight is computed. */
-export const STREAM_MS = 250;
+/**
+ * How often it asks for the response generated so far while the first highlight is computed: often
+ * until the first token shows, then half as often. Each poll costs the page about 10 ms of CPU and
+ * the server 1-2 ms, taken from the generation on a 2-core machine (docs/benchmarks.md).
+ */
+export const STREAM_FIRST_MS = 250;
+export const STREAM_MS = 500;
+
+/** The wait before the next stream poll, given what is shown. */
+export function streamDelay(shown: StreamStatus | null): number {
+  return shown !== null && shown.text !== '' ? STREAM_MS : STREAM_FIRST_MS;
+}
+
+/** Whether a stream answer shows something new: longer text or another state (a poll answered out
+ * of order must not take text away, and an unchanged one need not re-render the page). */
+export function streamAdvanced(shown: StreamStatus | null, s: StreamStatus): boolean {
+  if (shown === null) return true;
+  if (s.text.length < shown.text.length) return false;
+  return s.text !== shown.text || s.state !== shown.state || s.tokens !== shown.tokens;
+}
+
+/** Whether the page is in a hidden tab (no document outside a browser: never). */
+const pageHidden = () => (globalThis as {document?: {hidden?: boolean}}).document?.hidden === true;
 
 export type Status = 'idle' | 'loading' | 'ready' | 'error';
 
@@ -339,8 +360,9 @@ export class SalienceController {
     const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
     let n = 0;
     while (current()) {
-      await sleep(STREAM_MS);
+      await sleep(streamDelay(this.streaming));
       if (!current()) return;
+      if (pageHidden()) continue;  // nobody sees it: no poll until the tab shows again
       let s: StreamStatus | null;
       try {
         const res = await this.host.getPreds([streamInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
@@ -350,9 +372,9 @@ export class SalienceController {
         return;  // an older server without streaming: the first highlight still comes
       }
       if (!current() || s === null) return;
-      // Only ever longer: a poll answered out of order must not take text away.
-      if (this.streaming === null || s.text.length >= this.streaming.text.length) this.streaming = s;
-      this.message = describeStream(this.streaming);
+      if (!streamAdvanced(this.streaming, s)) continue;
+      this.streaming = s;
+      this.message = describeStream(s);
       this.host.changed();
     }
   }
