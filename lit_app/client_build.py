@@ -137,6 +137,10 @@ def build_client_root(
             copied += _copy_if_changed(os.path.join(dirpath, name), os.path.join(output_dir, rel, name))
 
     has_bundle = os.path.isfile(bundle_path)
+    if (has_bundle and sources.origin == "checkout" and bundle_path == sources.bundle_path
+            and not assets.bundle_is_current(os.path.dirname(sources.dist_dir))):
+        logger.warning("%s is older than frontend/src: the page runs the modules as last built. Fix: `cd frontend"
+                       " && npm run build` (or `make frontend`), then restart.", bundle_path)
     if has_bundle:
         copied += _copy_if_changed(bundle_path, os.path.join(output_dir, BUNDLE_NAME))
         if os.path.isfile(bundle_path + ".map"):

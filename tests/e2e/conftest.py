@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from lit_app import assets
 from tests.server_process import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "frontend" / "dist" / "sequence_salience.js"
-FRONTEND_SRC = REPO / "frontend" / "src"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -41,22 +41,14 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     turns it into the cookie the page's requests carry, as for a user opening the printed URL)."""
     if not BUNDLE.is_file():
         pytest.fail(f"{BUNDLE} is missing: build it with `cd frontend && npm run build` (or `make frontend`).")
-    newer = stale_sources(BUNDLE, FRONTEND_SRC)
-    if newer:
+    if not assets.bundle_is_current(str(BUNDLE.parents[1])):
         # The page would run the old code: a bundle built before a change passes or fails for the wrong reason.
-        pytest.fail(f"{BUNDLE} is older than {len(newer)} file(s) of frontend/src (e.g. {newer[0]}): rebuild it"
-                    " with `cd frontend && npm run build` (or `make frontend`).")
+        pytest.fail(f"{BUNDLE} is older than frontend/src (or package.json): rebuild it with"
+                    " `cd frontend && npm run build` (or `make frontend`).")
     # The repository's client root, as `make serve` serves it.
     with ServerProcess(["--host", "127.0.0.1"], tmp_path_factory.mktemp("server"), own_client_root=False) as proc:
         assert proc.token and proc.url == f"http://127.0.0.1:{proc.port}/?token={proc.token}", proc.url
         yield proc.url
-
-
-def stale_sources(bundle: Path, src: Path) -> list[str]:
-    """Files under `src` changed after `bundle` was built (newest first), relative to `src`."""
-    built = bundle.stat().st_mtime
-    newer = [(f.stat().st_mtime, f) for f in src.rglob("*") if f.is_file() and f.stat().st_mtime > built]
-    return [str(f.relative_to(src)) for _, f in sorted(newer, reverse=True)]
 
 
 class ExternalRequests(list):

@@ -109,6 +109,26 @@ def test_bundle_is_current_follows_the_sources(tmp_path):
     assert not assets.bundle_is_current(str(fe))
 
 
+def test_client_root_from_a_stale_checkout_bundle_says_so(tmp_path, monkeypatch, caplog):
+    """A bundle older than frontend/src is served (the page works) with a warning naming the rebuild."""
+    fe = _fake_checkout(tmp_path / "repo") / "frontend"
+    sources = assets.Sources(str(fe / "dist"), str(fe / "node_modules"), None, "checkout")
+    monkeypatch.setattr(assets, "find", lambda: sources)
+    old = time.time() - 100
+    for p in (fe / "src" / "index.ts", fe / "package.json", fe / "package-lock.json"):
+        os.utime(p, (old, old))
+    with caplog.at_level("WARNING", logger=client_build.logger.name):
+        client_build.build_client_root(str(tmp_path / "fresh"))
+    assert not [r for r in caplog.records if "older than frontend/src" in r.getMessage()]
+    os.utime(fe / "src" / "index.ts", None)  # edited after the last build
+    os.utime(fe / "dist" / "sequence_salience.js", (old, old))
+    with caplog.at_level("WARNING", logger=client_build.logger.name):
+        out = Path(client_build.build_client_root(str(tmp_path / "stale")))
+    assert (out / "sequence_salience.js").is_file()
+    warned = [r.getMessage() for r in caplog.records if "older than frontend/src" in r.getMessage()]
+    assert len(warned) == 1 and "npm run build" in warned[0], warned
+
+
 def test_client_root_from_package_data(tmp_path, monkeypatch):
     """An installed wheel: the bundle and the gathered fonts land in the client root, offline."""
     root = _fake_checkout(tmp_path / "repo")
