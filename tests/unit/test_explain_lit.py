@@ -9,7 +9,6 @@ to waiting requests) lets a watcher read `status`.
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from sequence_salience.methods.base import SalienceConfig
 from lit_app import errors, shared_model
 from lit_app import explain as lit_explain
 from tests.unit.tiny_models import tiny_llama, wrap
+from tests.unit.waiting import wait_until
 
 PROMPT, TARGET, FOIL = "The capital of France is", " Paris.", " Rome and"
 
@@ -37,13 +37,6 @@ def _data(**extra):
 def _one(model, **extra):
     return model.predict([_data(**extra)])[0][lit_explain.EXPLAIN]
 
-
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + 60  # a hang guard, not a timing assertion
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.001)
 
 
 def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict]]:
@@ -76,12 +69,12 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
         threads.append(t)
         waiting = lock.waiting()
         t.start()
-        _wait_for(lambda: lock.waiting() > waiting or finished.is_set(), "the next watcher to queue")
+        wait_until(lambda: lock.waiting() > waiting or finished.is_set(), "the next watcher to queue")
 
     def watcher(first: bool):
         with lock.background():  # queued like the test itself: in arrival order
             if first:  # the request formatted its prompt under the model lock; wait until it queues again
-                _wait_for(lambda: status() is not None and lock.waiting() == 1, "the request to queue")
+                wait_until(lambda: status() is not None and lock.waiting() == 1, "the request to queue")
             else:
                 job = status()
                 if job is not None and job["stage"] != "starting":
@@ -94,7 +87,7 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
     with lock.background():  # the request queues for the model, then the first watcher behind it
         runner = threading.Thread(target=run)
         runner.start()
-        _wait_for(lambda: lock.waiting() == 1, "the request to queue")
+        wait_until(lambda: lock.waiting() == 1, "the request to queue")
         # Queued for the test itself (its job exists), or still for formatting its prompt.
         spawn(first=status() is None)
     runner.join()

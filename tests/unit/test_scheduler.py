@@ -7,19 +7,12 @@ section (an event log), never timed. Queued states are observed through `waiting
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from lit_app.scheduler import ModelScheduler
+from tests.unit.waiting import wait_until
 
-
-def _wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + 30  # a hang guard, not a timing assertion
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.001)
 
 
 class _Log:
@@ -45,7 +38,7 @@ def _queue(sched: ModelScheduler, log: _Log, name: str, background: bool) -> thr
 
     thread = threading.Thread(target=run, name=name)
     thread.start()
-    _wait_until(lambda: sched.waiting(background) > before, f"{name} to queue")
+    wait_until(lambda: sched.waiting(background) > before, f"{name} to queue")
     return thread
 
 
@@ -128,7 +121,7 @@ def test_background_work_waits_while_clicks_keep_arriving():
         before = sched.waiting(False)
         chain.append(threading.Thread(target=click, args=(k,)))
         chain[-1].start()
-        _wait_until(lambda: sched.waiting(False) > before, f"click{k} to queue")
+        wait_until(lambda: sched.waiting(False) > before, f"click{k} to queue")
 
     start_click(0)
     sched.release()
