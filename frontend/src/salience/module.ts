@@ -65,6 +65,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                          signed: boolean; templates: TemplateResult[]} | null = null;
     private readonly onWindowMouseUp = () => this.finishDrag();
 
+    /** The payload shown (null: none yet); read-only, for tests and the console. */
+    get payload(): SaliencePayload | null {
+      return this.ctl.payload;
+    }
+
     constructor() {
       super();
       this.granularity = 'word';
