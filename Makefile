@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 BUNDLE := frontend/dist/sequence_salience.js
 FRONTEND_SRC := $(wildcard frontend/src/*.ts frontend/src/*/*.ts frontend/src/*/*/*.ts)
 
-.PHONY: setup python-deps frontend chromium serve demo test test-unit bench dist
+.PHONY: setup python-deps frontend chromium serve demo test test-unit bench dist check-versions
 
 setup: python-deps frontend
 
@@ -64,3 +64,8 @@ bench: setup
 dist: setup
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
+
+# The supported range, checked (README "Supported versions"): the unit tier in a throw-away
+# venv with the oldest and with the newest transformers we claim. Slow; not part of `make test`.
+check-versions:
+	scripts/check_versions.sh
