@@ -10,7 +10,8 @@ With the package installed (`pip install sequence-salience-<version>-py3-none-an
 What it shows (README, "Use in your own LIT server"):
 1. a dataset class of your own (any `lit_nlp.api.dataset.Dataset` with a `prompt` TextSegment);
 2. our LIT wrappers over a loaded model (`plugin.make_models`), merged into your model map;
-3. a layout mixing our three modules with LIT's data table, datapoint editor and generated text;
+3. a layout mixing our three modules with LIT's data table, datapoint editor, generated text and
+   LIT's own Sequence Salience module (which reads our salience model as it reads LIT's);
 4. LIT's own `lit_nlp.dev_server.Server`, served through our request rules (`plugin.server_type()`),
    with our client root (LIT's UI + our bundle + local fonts).
 """
@@ -60,7 +61,11 @@ def my_layout() -> layout.LitCanonicalLayout:
             "Editor": [LitModuleName.SingleDatapointEditorModule],
             "Generated": [LitModuleName.GeneratedTextModule],
         },
-        upper={"Which words drove the answer": [plugin.SALIENCE_MODULE]},
+        upper={
+            "Which words drove the answer": [plugin.SALIENCE_MODULE],
+            # LIT's built-in module reads our salience model too (LIT's prompt-debugging field names).
+            "LIT's Sequence Salience": [LitModuleName.SequenceSalienceModule],
+        },
         lower={"Inside the model": [plugin.INSIDE_MODULE], "Test this explanation": [plugin.EXPLAIN_MODULE]},
         layoutSettings=layout.LayoutSettings(leftWidth=35, mainHeight=58),
         description="My travel questions, with Sequence Salience's modules beside LIT's.",

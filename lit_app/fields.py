@@ -31,6 +31,9 @@ SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count_field  # optional Int
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
 # optional: "" all matrices at once | "span" | "poll" | "stream" | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
+# LIT's prompt-debugging convention (lit_app/lit_convention.py): 0/1 per token of TOKENS, 1 on the
+# span to explain; sent by LIT's built-in Sequence Salience module, never by ours.
+TARGET_MASK = "target_mask"
 
 # ---------------------------------------------------------------------------
 # Output fields.
@@ -39,8 +42,12 @@ RESPONSE_TOKENS = "response_tokens"  # Tokens of the response
 TOKENS = "tokens"  # Tokens: all N tokens of prompt (+ target)
 SALIENCE = "salience"  # the JSON payload of docs/architecture.md
 SPAN_SALIENCE = "span_salience"  # {method: [N floats]} for TARGET_SPAN, or {}
-GRAD_L2 = "grad_l2"  # SequenceSalienceMap of the grad_norm method
-GRAD_DOT_INPUT = "grad_dot_input"  # SequenceSalienceMap of grad_x_input
+# TokenScores over TOKENS for a TARGET_MASK request (else None): LIT's prompt-debugging field names,
+# which LIT's built-in Sequence Salience module lists as its methods (lit_app/lit_convention.py).
+GRAD_L2 = "grad_l2"  # grad_norm of the masked span
+GRAD_DOT_INPUT = "grad_dot_input"  # grad_x_input of the masked span
+GRAD_L2_MAP = "grad_l2_map"  # SequenceSalienceMap [T, N] of grad_norm (complete requests), else None
+GRAD_DOT_INPUT_MAP = "grad_dot_input_map"  # SequenceSalienceMap of grad_x_input
 # Spec only (never in an output): the method list the browser reads (method_registry.published_registry()),
 # as the `default` of the salience model's output field.
 METHOD_REGISTRY = "method_registry"
@@ -93,6 +100,7 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
        for e in method_registry.EXTRA_METHODS},
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
+    TARGET_MASK: lit_types.TokenScores(align="", required=False),
 }
 
 GENERATION_OUTPUT_SPEC: lit_types.Spec = {
@@ -109,8 +117,10 @@ SALIENCE_OUTPUT_SPEC: lit_types.Spec = {
     TOKENS: lit_types.Tokens(parent=PROMPT),
     SALIENCE: JsonDict(),
     SPAN_SALIENCE: JsonDict(required=False),
-    GRAD_L2: lit_types.SequenceSalience(signed=False),
-    GRAD_DOT_INPUT: lit_types.SequenceSalience(signed=True),
+    GRAD_L2: lit_types.TokenScores(align=TOKENS, required=False),
+    GRAD_DOT_INPUT: lit_types.TokenScores(align=TOKENS, required=False),
+    GRAD_L2_MAP: lit_types.SequenceSalience(signed=False, required=False),
+    GRAD_DOT_INPUT_MAP: lit_types.SequenceSalience(signed=True, required=False),
     # LIT 1.3.1's base LitType has `default` only as a class attribute (its to_json leaves it out);
     # ListLitType has it as a field, and LIT's client and Python both revive it with its value.
     METHOD_REGISTRY: lit_types.ListLitType(required=False, default=method_registry.published_registry()),

@@ -16,7 +16,7 @@ import numpy as np
 from lit_nlp.api import dtypes as lit_dtypes
 
 import sequence_salience as ss
-from lit_app import disconnect, fields, progressive
+from lit_app import disconnect, fields, lit_convention, progressive
 from lit_app.errors import ClientGone, RequestError
 from lit_app.inputs import (JsonDict, datapoint_group, detail_field, extra_counts, job_extra, parse_target_span,
                             text_field)
@@ -59,11 +59,23 @@ class SalienceModel(Wrapper):
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         detail = detail_field(ex)
+        if ex.get(fields.TARGET_MASK) is not None and detail == "":
+            return self._predict_masked(ex)
         if detail == "":
             return self._predict_complete(ex)
         if detail == "stream":
             return self._predict_stream(ex)
         return self._predict_progressive(ex, detail)
+
+    def _predict_masked(self, ex: JsonDict) -> JsonDict:
+        """LIT's convention: the span `target_mask` marks, as TokenScores (lit_app/lit_convention.py)."""
+        target = text_field(ex, fields.TARGET)
+        scores = lit_convention.token_scores(self._shared, self._shared.format_prompt(ex), target,
+                                             ex.get(fields.TARGET_MASK))
+        out = _status_only({})
+        out.update({fields.RESPONSE: target, fields.TOKENS: scores[fields.TOKENS],
+                    fields.GRAD_L2: scores[fields.GRAD_L2], fields.GRAD_DOT_INPUT: scores[fields.GRAD_DOT_INPUT]})
+        return out
 
     def _predict_stream(self, ex: JsonDict) -> JsonDict:
         """The greedy response generated so far (`detail="stream"`); never waits for the model."""
@@ -121,8 +133,10 @@ class SalienceModel(Wrapper):
             fields.SALIENCE: salience_payload(result, counts, methods=methods, detail=detail,
                                               dtype=self._shared.dtype),
             fields.SPAN_SALIENCE: span_salience,
-            fields.GRAD_L2: _seq_map(fields.GRAD_NORM_METHOD),
-            fields.GRAD_DOT_INPUT: _seq_map(fields.GRAD_X_INPUT_METHOD),
+            fields.GRAD_L2: None,
+            fields.GRAD_DOT_INPUT: None,
+            fields.GRAD_L2_MAP: _seq_map(fields.GRAD_NORM_METHOD),
+            fields.GRAD_DOT_INPUT_MAP: _seq_map(fields.GRAD_X_INPUT_METHOD),
         }
 
     def _predict_progressive(self, ex: JsonDict, detail: str) -> JsonDict:
@@ -209,5 +223,7 @@ def _status_only(status: JsonDict) -> JsonDict:
         fields.SPAN_SALIENCE: {},
         fields.GRAD_L2: None,
         fields.GRAD_DOT_INPUT: None,
+        fields.GRAD_L2_MAP: None,
+        fields.GRAD_DOT_INPUT_MAP: None,
     }
 

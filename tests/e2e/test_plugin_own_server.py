@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,44 @@ def test_mixed_layout_shows_lits_modules_and_ours(example_server, browser_page, 
     expect(page.locator("generated-text-module")).to_contain_text("Paris", timeout=120_000)
     page.screenshot(path=str(artifacts_dir / "plugin-own-server.png"))
     assert not external, f"the page reached outside the machine: {external[:5]}"
+
+
+def test_lits_builtin_sequence_salience_module_reads_our_model(example_server, browser_page):
+    """Interop (a): LIT's own module, in the same page as ours, explains a clicked span with our salience model."""
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mask_requests = []
+    mask_answers = []
+    page.on("request", lambda r: mask_requests.append(r.post_data) if (
+        "_travel_lm_salience" in r.url and r.post_data and '"target_mask"' in r.post_data) else None)
+    page.on("response", lambda r: mask_answers.append(r.status) if (
+        "_travel_lm_salience" in r.url and r.request.post_data and '"target_mask"' in r.request.post_data) else None)
+    plugin_checks.three_modules_and_first_highlight(page, example_server.url)
+    page.locator(".tab", has_text="LIT's Sequence Salience").first.click()
+    lit = page.locator("sequence-salience-module")
+    lit.locator(".interstitial-target-option", has_text="Paris").first.click()  # our generation model's response
+    chips = lit.locator("sequence-salience-chips .salient-token")
+    expect(chips.first).to_be_visible(timeout=120_000)
+    texts = chips.all_inner_texts()
+    assert any("France" in t for t in texts) and any("Paris" in t for t in texts), texts
+    # Its method buttons are our salience model's TokenScores fields (LIT's names).
+    expect(lit.locator("#method-selector")).to_contain_text("grad_l2")
+    expect(lit.locator("#method-selector")).to_contain_text("grad_dot_input")
+    assert not mask_requests
+    chips.filter(has_text="Paris").last.click()
+    expect(lit.locator(".target-info-line", has_text="Explaining")).to_contain_text("Paris", timeout=30_000)
+
+    def weights() -> list[float]:
+        return [float(w) for w in lit.locator("sequence-salience-chips lit-tooltip").evaluate_all(
+            "els => els.map(e => e.getAttribute('content'))") if w not in (None, "")]
+
+    deadline = time.monotonic() + 120
+    while not any(v > 0 for v in weights()) and time.monotonic() < deadline:
+        page.wait_for_timeout(500)
+    values = weights()
+    assert mask_answers == [200], (mask_answers, example_server.log_tail())
+    assert sum(v > 0 for v in values) >= 3, values  # prompt words coloured by grad_l2 of the clicked span
+    assert len(mask_requests) == 1, mask_requests  # one request per click, as with LIT's own models
+    sent = json.loads(mask_requests[0])["inputs"][0]["data"]
+    assert sum(sent["target_mask"]) >= 1 and "Paris" in sent["target"]

@@ -63,8 +63,12 @@ def test_get_info_declares_models_datasets_and_default_layout(client):
     assert list(info["models"])[:3] == [GEN, SAL, TOK]  # LIT selects the first model
     out = info["models"][SAL]["spec"]["output"]
     assert out[fields.SALIENCE]["__name__"] == "LitType"
-    assert out[fields.GRAD_L2]["__name__"] == "SequenceSalience"
-    assert out[fields.GRAD_DOT_INPUT]["__name__"] == "SequenceSalience"
+    assert out[fields.GRAD_L2_MAP]["__name__"] == "SequenceSalience"
+    assert out[fields.GRAD_DOT_INPUT_MAP]["__name__"] == "SequenceSalience"
+    # LIT's prompt-debugging names, as TokenScores over `tokens` (read by LIT's Sequence Salience module).
+    assert out[fields.GRAD_L2]["__name__"] == "TokenScores" and out[fields.GRAD_L2]["align"] == fields.TOKENS
+    assert out[fields.GRAD_DOT_INPUT]["__name__"] == "TokenScores"
+    assert info["models"][SAL]["spec"]["input"][fields.TARGET_MASK]["__name__"] == "TokenScores"
     assert info["models"][GEN]["spec"]["output"][fields.RESPONSE]["__name__"] == "GeneratedText"
     assert datasets.CASE_STUDIES_NAME in info["models"][GEN]["datasets"]
     assert datasets.CASE_STUDIES_NAME in info["models"][SAL]["datasets"]
@@ -115,7 +119,7 @@ def test_salience_payload_follows_the_contract(client):
     assert pred[fields.TOKENS] == s["tokens"]
 
     # LIT-native maps for LIT's own modules.
-    for field, method in ((fields.GRAD_L2, gn), (fields.GRAD_DOT_INPUT, gxi)):
+    for field, method in ((fields.GRAD_L2_MAP, gn), (fields.GRAD_DOT_INPUT_MAP, gxi)):
         smap = pred[field]
         assert smap["tokens_in"] == s["tokens"][:p] and smap["tokens_out"] == s["tokens"][p:]
         np.testing.assert_allclose(smap["salience"], method["matrix"], rtol=1e-5, atol=1e-12)
