@@ -60,7 +60,7 @@ def token_scores(shared: Any, chat: Any, target: str, mask: Any) -> Mapping[str,
     tokens = shared.tokens(chat, target)
     n_prompt = len(shared.tokens(chat, ""))
     t0, t1 = mask_span(mask, n_prompt, len(tokens))
-    result = shared.quick(chat, target, 0, t0, t1)
+    result = shared.quick(chat, target, t0, t1)  # the gradient methods only (no counted method)
     out = {fields.TOKENS: tokens, "span": (t0, t1)}
     for field, method in ((fields.GRAD_L2, fields.GRAD_NORM_METHOD), (fields.GRAD_DOT_INPUT, fields.GRAD_X_INPUT_METHOD)):
         values = [float(v) for v in result.span_salience(method, t0, t1)]

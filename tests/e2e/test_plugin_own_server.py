@@ -3,8 +3,10 @@
 Runs the example as a user would (its own process, its printed URL), then checks in Chromium
 that the user's layout is the page's (LIT's data table, datapoint editor and generated text
 beside our three modules), that our modules work there (first highlight for the user's own
-question, the inside module following it, the test module answering), and that LIT's app is
-behind our request rules (no token: refused; a cross-site POST: refused).
+question, the inside module following it, the test module answering), that LIT's own Sequence
+Salience module in the same page explains a clicked span with our salience model (one
+`target_mask` request), and that LIT's app is behind our request rules (no token, a cross-site
+POST, a form body: refused).
 """
 
 from __future__ import annotations
@@ -49,10 +51,16 @@ def test_example_serves_lits_app_behind_our_rules(example_server):
                                   {"Content-Type": "application/x-www-form-urlencoded"})[0] in (400, 403, 415)
 
 
-def test_mixed_layout_shows_lits_modules_and_ours(example_server, browser_page, artifacts_dir):
+def test_mixed_layout_with_lits_modules_and_lits_own_salience_module(example_server, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
     page, external = browser_page
+    mask_requests = []
+    mask_answers = []
+    page.on("request", lambda r: mask_requests.append(r.post_data) if (
+        "_travel_lm_salience" in r.url and r.post_data and '"target_mask"' in r.post_data) else None)
+    page.on("response", lambda r: mask_answers.append(r.status) if (
+        "_travel_lm_salience" in r.url and r.request.post_data and '"target_mask"' in r.request.post_data) else None)
     seen = plugin_checks.three_modules_and_first_highlight(page, example_server.url)
     assert "Paris" in seen["response"], seen
     # LIT's own modules of the user's layout, in the same page.
@@ -67,19 +75,8 @@ def test_mixed_layout_shows_lits_modules_and_ours(example_server, browser_page, 
     page.screenshot(path=str(artifacts_dir / "plugin-own-server.png"))
     assert not external, f"the page reached outside the machine: {external[:5]}"
 
-
-def test_lits_builtin_sequence_salience_module_reads_our_model(example_server, browser_page):
-    """Interop (a): LIT's own module, in the same page as ours, explains a clicked span with our salience model."""
-    from playwright.sync_api import expect
-
-    page, _ = browser_page
-    mask_requests = []
-    mask_answers = []
-    page.on("request", lambda r: mask_requests.append(r.post_data) if (
-        "_travel_lm_salience" in r.url and r.post_data and '"target_mask"' in r.post_data) else None)
-    page.on("response", lambda r: mask_answers.append(r.status) if (
-        "_travel_lm_salience" in r.url and r.request.post_data and '"target_mask"' in r.request.post_data) else None)
-    plugin_checks.three_modules_and_first_highlight(page, example_server.url)
+    # Interop (a): LIT's own Sequence Salience module, in the same page, explains a clicked span
+    # with our salience model.
     page.locator(".tab", has_text="LIT's Sequence Salience").first.click()
     lit = page.locator("sequence-salience-module")
     lit.locator(".interstitial-target-option", has_text="Paris").first.click()  # our generation model's response

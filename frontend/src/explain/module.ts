@@ -159,6 +159,11 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
         this.error = igSettings;
         return;
       }
+      if (!(explainModelFor(t.salienceModel) in (this.appState.metadata?.models ?? {}))) {
+        this.error = `The server has no "${explainModelFor(t.salienceModel)}" model: the tests need Sequence ` +
+            "Salience's wrappers (python -m lit_app.server, or lit_app.plugin.make_models).";
+        return;
+      }
       const seq = ++this.seq;
       const key = resultKey(t, action, this.settings(action));
       this.running = action;

@@ -165,7 +165,8 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       if (models === null) {
         this.status = 'error';
         this.message = `The server has no "${insideModels(tt.group).trace}" model. ` +
-            'Start it with python -m lit_app.server to get the Inside-the-model wrappers.';
+            'Start it with python -m lit_app.server, or build the models with lit_app.plugin.make_models, ' +
+            'to get the Inside-the-model wrappers.';
         return;
       }
       const seq = ++this.traceSeq;

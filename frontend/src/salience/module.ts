@@ -16,6 +16,7 @@ import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/
 import type {IndexedInputLike} from '../shared/request.js';
 import {targetStore} from '../shared/target_store.js';
 import {SalienceController} from './controller.js';
+import {litConventionHost} from './lit_convention.js';
 import {numTargets, type SaliencePayload} from './payload.js';
 import {topSegments} from './rank.js';
 import {SALIENCE_STYLES} from './styles.js';
@@ -45,14 +46,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare dragAnchor: number | null;
     declare dragTo: number | null;
 
-    private readonly ctl = new SalienceController({
+    // LIT's own prompt-debugging models are answered through lit_convention.ts.
+    private readonly ctl = new SalienceController(litConventionHost({
       modelName: () => this.model || this.appState.currentModels?.[0] || '',
       models: () => this.appState.metadata?.models ?? {},
       getPreds: (inputs, model, fields, loadMessage) =>
           this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
       loadLatest: (key, promise) => this.loadLatest(key, promise),
       changed: () => this.requestUpdate(),
-    });
+    }));
     private segCache = new Map<string, Segmentation>();
     private piecesCache = new Map<string, Piece[]>();
     /** UTF-16 index of each code point of the payload's text. */

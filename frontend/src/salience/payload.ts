@@ -47,7 +47,8 @@ export interface SaliencePayload {
 /** Progress of a background job on the server (lit_app/progressive.py). */
 export interface DetailStatus {
   kind: string;
-  state: 'queued' | 'running' | 'done' | 'cancelled' | 'error' | 'none';
+  /** 'unavailable': these models cannot compute it (`error` says what would). */
+  state: 'queued' | 'running' | 'done' | 'cancelled' | 'error' | 'none' | 'unavailable';
   done: number;
   total: number;
   elapsed_s: number;
@@ -89,7 +90,8 @@ export function describeStream(s: StreamStatus | null): string {
 
 /** Whether a detail status is final (no more polling). */
 export function isFinal(d: DetailStatus | null | undefined): boolean {
-  return d == null || d.state === 'done' || d.state === 'cancelled' || d.state === 'error' || d.state === 'none';
+  return d == null || d.state === 'done' || d.state === 'cancelled' || d.state === 'error' || d.state === 'none' ||
+      d.state === 'unavailable';
 }
 
 /** Human-readable progress, e.g. "per-token detail 40% (about 12 s left)". */
@@ -103,6 +105,7 @@ export function describeDetail(d: DetailStatus | null | undefined): string {
     return `per-token detail loading ${pct}%${eta}`;
   }
   if (d.state === 'error') return `per-token detail failed: ${d.error}`;
+  if (d.state === 'unavailable') return d.error;
   return 'per-token detail stopped';
 }
 

@@ -191,7 +191,7 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
   return html`<div class="side">
     ${legendView(cs, m)}
     <div class="facts">
-      <div>log p(target) = ${spanLogprob.toFixed(3)}</div>
+      ${p.target_logprobs.length >= ctl.span.t1 ? html`<div>log p(target) = ${spanLogprob.toFixed(3)}</div>` : nothing}
       <div class="precision" data-detail=${ctl.detailState()}
           data-exact=${m?.matrix != null ? 'matrix' : 'span'}>${ctl.precision()}</div>
       ${p.dtype ? html`<div class="dtype">computed in ${p.dtype}</div>` : nothing}

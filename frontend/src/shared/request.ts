@@ -23,7 +23,8 @@ export const RESPONSE_FIELD = 'response';
 /** LitType names accepted for the salience field (lit-nlp 1.3.1 has no JsonDict; the app uses LitType). */
 const JSON_TYPES = new Set(['JsonDict', 'LitType']);
 
-function typeName(t: unknown): string | undefined {
+/** A spec entry's LitType name (`__name__` in JSON, the class name once LIT's client revived it). */
+export function typeName(t: unknown): string | undefined {
   if (t == null || typeof t !== 'object') return undefined;
   const o = t as {__name__?: string; constructor?: {name?: string}};
   return o.__name__ ?? o.constructor?.name;
@@ -37,14 +38,25 @@ export function hasSalienceField(output: Record<string, unknown> | undefined): b
 }
 
 /**
+ * True for a salience model of LIT's own prompt-debugging convention (lit_nlp.examples.prompt_debugging):
+ * a `target_mask` input and TokenScores outputs, no `salience` payload (../salience/lit_convention.ts).
+ */
+export function isLitConventionSalience(info: ModelInfoLike | undefined): boolean {
+  const out = info?.spec?.output;
+  if (out == null || hasSalienceField(out) || !('target_mask' in (info?.spec?.input ?? {}))) return false;
+  return Object.values(out).some((t) => typeName(t) === 'TokenScores');
+}
+
+/**
  * The model to ask for salience: the model itself when it has a `salience`
  * output, else its hidden companion `_<model>_salience` (LIT's convention for
- * prompt debugging), else null.
+ * prompt debugging; ours, or LIT's own models' answered through
+ * ../salience/lit_convention.ts), else null.
  */
 export function salienceModelFor(model: string, models: Record<string, ModelInfoLike>): string | null {
   if (hasSalienceField(models[model]?.spec?.output)) return model;
   const hidden = `_${model}_salience`;
-  if (hasSalienceField(models[hidden]?.spec?.output)) return hidden;
+  if (hasSalienceField(models[hidden]?.spec?.output) || isLitConventionSalience(models[hidden])) return hidden;
   return null;
 }
 
