@@ -1,6 +1,6 @@
 """Interactive requests while the background matrix job runs vs. idle, against the real server (issue 16).
 
-    python benchmarks/bench_interactive.py [--n 10] [--tokens 4000 [--long_n 3]] [--slice_s 0.4]
+    python benchmarks/bench_interactive.py [--n 10] [--tokens 4000 [--long_n 3]] [--slice_s 0.25]
 
 Starts `python -m lit_app.server` (tests/server_process.py's ServerProcess), selects the shipped
 chain-of-thought example (the first-highlight request, `detail="span"`, generates the answer and

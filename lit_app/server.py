@@ -233,7 +233,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     security_config.add_flags(p)
     args = p.parse_args(argv)
     if not args.slice_s > 0:
-        p.error(f"--slice_s is {args.slice_s}; use a positive number of seconds, e.g. 0.4.")
+        p.error(f"--slice_s is {args.slice_s}; use a positive number of seconds, e.g. 0.25.")
     if not 1 <= args.max_new_tokens <= limits.MAX_NEW_TOKENS_CAP:
         p.error(f"--max_new_tokens is {args.max_new_tokens}; use 1 to {limits.MAX_NEW_TOKENS_CAP}.")
     if not 0 < args.port < 65536:

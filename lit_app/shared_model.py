@@ -129,7 +129,7 @@ class SharedLM:
         self.salience_config = salience_config if salience_config is not None else ss.SalienceConfig()
         self.generation_config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
         if not slice_s > 0:
-            raise ValueError(f"slice_s={slice_s}; it must be a positive number of seconds (e.g. 0.4).")
+            raise ValueError(f"slice_s={slice_s}; it must be a positive number of seconds (e.g. 0.25).")
         self.slice_s = float(slice_s)
         self.lock = ModelScheduler()
         self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)

@@ -1,7 +1,7 @@
 """Time slices: long salience computations cut into pieces of bounded model time.
 
 A caller that shares the model with people clicking (the LIT server) asks
-`compute_salience(..., slice_s=0.4)`: the per-target backward passes (and, for
+`compute_salience(..., slice_s=0.25)`: the per-target backward passes (and, for
 integrated gradients and SmoothGrad, the steps or samples per forward) then run
 in slices of about `slice_s` seconds each, and the `progress` callback runs
 between slices, where the caller may let other work use the model. Without
@@ -26,6 +26,15 @@ shared forward; they never change a gradient). The caller may let other work use
 the model there (the LIT server lets waiting clicks run); the paused backward keeps
 its graph and continues afterwards. The time spent in the callback is not counted
 as model time when the next slice is sized.
+
+Slices and chunks differ once `between` runs inside passes. A slice is the model time
+between two chances for a click (`slice_s`, 0.25 s by default); a chunk is how many
+targets share one batched backward. Without `between` the two coincide. With it, a chunk
+may be longer than a slice (`chunk_s`, 2 s by default) because the pauses inside its
+backward already bound how long a click waits: on the default model, one target per
+0.4 s slice made the chain-of-thought matrices (64 targets) 24 s instead of 18 s
+unsliced; chunks of ~2 s with pauses every 0.25 s take 18 s and a click waits at most
+one layer's backward beyond the slice (benchmarks/bench_interactive.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-DEFAULT_SLICE_S = 0.4
+DEFAULT_SLICE_S = 0.25
+DEFAULT_CHUNK_S = 2.0
 
 
 class SliceSizer:
@@ -48,13 +58,19 @@ class SliceSizer:
     Args:
       target_s: the model time one slice should take (seconds; > 0).
       clock: the time source (seconds); tests pass a fake one.
+      between: optional callback run inside passes once `target_s` has passed (see `checkpoint`).
+      chunk_s: the model time of one batched backward over several targets when `between`
+        is set (`chunk_units`); at least `target_s`.
     """
 
     def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
-                 between: Callable[[], None] | None = None):
+                 between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S):
         if not target_s > 0:
-            raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.4).")
+            raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.25).")
+        if not chunk_s > 0:
+            raise ValueError(f"chunk_s={chunk_s!r}; it must be a positive number of seconds (e.g. 2.0).")
         self.target_s = float(target_s)
+        self.chunk_s = float(chunk_s)
         self.clock = clock
         self.between = between
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
@@ -65,11 +81,22 @@ class SliceSizer:
         self._mark = clock()
 
     def units(self, cap: int) -> int:
-        """Units for the next slice: 1 ..= cap."""
+        """Units for the next slice: 1 ..= cap (steps or samples per forward; targets without `between`)."""
+        return self._fit(self.target_s, cap)
+
+    def chunk_units(self, cap: int) -> int:
+        """Units (target rows) for the next batched backward: 1 ..= cap.
+
+        Sized to `max(chunk_s, target_s)` when `between` pauses inside the backward (a
+        click then waits at most `target_s` plus one layer), else to `target_s`, as `units`.
+        """
+        return self._fit(max(self.chunk_s, self.target_s) if self.between is not None else self.target_s, cap)
+
+    def _fit(self, seconds: float, cap: int) -> int:
         cap = max(1, int(cap))
         if self.unit_s is None or self.unit_s <= 0:
             return 1 if self.unit_s is None else cap
-        return max(1, min(cap, int(self.target_s / self.unit_s)))
+        return max(1, min(cap, int(seconds / self.unit_s)))
 
     def record(self, units: int, seconds: float) -> None:
         """The last slice did `units` units in `seconds`."""

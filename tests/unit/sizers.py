@@ -16,3 +16,6 @@ class ScriptedSizer(SliceSizer):
 
     def units(self, cap: int) -> int:
         return max(1, min(cap, next(self._script)))
+
+    def chunk_units(self, cap: int) -> int:
+        return self.units(cap)

@@ -38,6 +38,23 @@ def test_sizer_takes_as_many_units_as_fit_the_target_time():
     assert sizer.sizes == [4, 1]
 
 
+def test_chunks_of_targets_are_longer_only_when_backward_passes_pause_inside():
+    now = [0.0]
+    plain = SliceSizer(0.25, clock=lambda: now[0], chunk_s=2.0)
+    plain.record(1, 0.1)  # 0.1 s per target row
+    assert plain.units(64) == 2 and plain.chunk_units(64) == 2  # no pauses inside: chunk = slice
+    pausing = SliceSizer(0.25, clock=lambda: now[0], between=lambda: None, chunk_s=2.0)
+    assert pausing.chunk_units(64) == 1  # nothing measured yet
+    pausing.record(1, 0.1)
+    assert pausing.units(64) == 2  # steps / samples per forward still follow the slice
+    assert pausing.chunk_units(64) == 20 and pausing.chunk_units(7) == 7  # 2.0 s / 0.1 s, capped
+    slow = SliceSizer(3.0, clock=lambda: now[0], between=lambda: None, chunk_s=2.0)
+    slow.record(1, 0.1)
+    assert slow.chunk_units(64) == 30  # never shorter than a slice
+    with pytest.raises(ValueError, match="chunk_s"):
+        SliceSizer(0.25, chunk_s=0)
+
+
 def test_batches_follow_the_sizer_and_cover_every_step_once():
     assert [(s.start, s.stop) for s in batches(7, 3)] == [(0, 3), (3, 6), (6, 7)]
     sizer = SliceSizer(1.0)

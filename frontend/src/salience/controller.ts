@@ -29,11 +29,12 @@ import {describeSpan, wholeResponse} from './target.js';
 export const POLL_MS = 700;
 /**
  * How often it asks for the response generated so far while the first highlight is computed: often
- * until the first token shows, then half as often. Each poll costs the page about 10 ms of CPU and
- * the server 1-2 ms, taken from the generation on a 2-core machine (docs/benchmarks.md).
+ * until the first token shows, then once a second. Each poll costs the page about 10 ms of CPU and
+ * the server 1-2 ms, taken from the generation on a 2-core machine; polling every second rather than
+ * every 0.5 s brought the first highlight from 1.06x to 0.99x LIT's generation + span (docs/benchmarks.md).
  */
 export const STREAM_FIRST_MS = 250;
-export const STREAM_MS = 500;
+export const STREAM_MS = 1000;
 
 /** The wait before the next stream poll, given what is shown. */
 export function streamDelay(shown: StreamStatus | null): number {
