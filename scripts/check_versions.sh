@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3.11}
 SPECS=("$@")
-[ ${#SPECS[@]} -eq 0 ] && SPECS=("transformers==4.45.2" "transformers>=5,<6")
+[ ${#SPECS[@]} -eq 0 ] && SPECS=("transformers==4.57.6" "transformers>=5,<6")
 OUT=artifacts/versions
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"

@@ -341,7 +341,10 @@ def _placement_kwargs(device_map, max_memory, offload_folder) -> dict:
     """from_pretrained arguments that shard the model with accelerate (see load_model)."""
     kwargs: dict = {"device_map": device_map}
     if max_memory is not None:
-        kwargs["max_memory"] = dict(max_memory)
+        # "disk" is never a limit (accelerate appends an unlimited disk to every map it infers),
+        # and accelerate's get_balanced_memory, which transformers 4.x calls for "auto", fails on
+        # it (torch.device("disk")): the key is dropped, the placement is the same.
+        kwargs["max_memory"] = {k: v for k, v in max_memory.items() if k != "disk"}
     if offload_folder is None:
         # accelerate needs a folder for modules the map sends to "disk"; a private one,
         # removed again when the model is collected or the process exits.
@@ -357,14 +360,17 @@ def _input_device(model: torch.nn.Module, name: str) -> torch.device:
     embedding = model.get_input_embeddings()
     weight = embedding.weight  # [V, D]
     if weight.device.type == "meta":
-        placement = getattr(model, "hf_device_map", {})
-        raise SalienceError(
-            f"The device map offloaded {name}'s input embedding to disk (device map {placement}); salience reads "
-            "the embedding table and the embeddings of every token, so it must stay in memory. Fix: give the "
-            "first device more room in max_memory, or pass a device_map that puts the input embedding "
-            "(e.g. model.embed_tokens) on a device."
-        )
+        raise _offloaded_embedding(name, getattr(model, "hf_device_map", {}))
     return weight.device
+
+
+def _offloaded_embedding(name: str, placement: object) -> SalienceError:
+    return SalienceError(
+        f"The device map offloaded {name}'s input embedding to disk (device map {placement}); salience reads "
+        "the embedding table and the embeddings of every token, so it must stay in memory. Fix: give the "
+        "first device more room in max_memory, or pass a device_map that puts the input embedding "
+        "(e.g. model.embed_tokens) on a device."
+    )
 
 
 def load_model(
@@ -431,7 +437,17 @@ def load_model(
     log(f"Loading {name} on {where} as {torch_dtype} ...")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **placement)
+        try:
+            lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **placement)
+        except Exception as e:
+            # transformers 4.x maps a model that fits nowhere in memory to {"": "disk"} and then fails
+            # opening its weights "on" disk (safetensors: "device disk is invalid"); 5.x loads it and
+            # _input_device below finds the embedding offloaded. Same cause, same message.
+            if device_map is not None and "device disk" in str(e):
+                raise _offloaded_embedding(name, {"": "disk"}) from e
+            raise
+    except SalienceError:
+        raise
     except (OSError, ValueError, KeyError) as e:
         if folder is None:
             raise SalienceError(
