@@ -3,6 +3,7 @@
 The core library; it never imports LIT. See docs/architecture.md.
 """
 
+from sequence_salience.compare import SalienceComparison, compare, compare_results
 from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import get_method, list_methods, registry_json
 from sequence_salience.methods.base import SalienceConfig
@@ -32,8 +33,11 @@ __all__ = [
     "LanguageModel",
     "SalienceConfig",
     "SalienceError",
+    "SalienceComparison",
     "SalienceResult",
     "TokenizedText",
+    "compare",
+    "compare_results",
     "compute_salience",
     "compute_salience_batch",
     "compute_span_result",

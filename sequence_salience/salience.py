@@ -57,7 +57,9 @@ class _Pair:
     role_spans: tuple[tuple[int, int, str], ...]
 
 
-def _prepare_pair(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation) -> _Pair:
+def prepare_pair(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation) -> _Pair:
+    """Tokenizes (prompt, target) as every computation here does (a Generation's ids are used as is); checks
+    that neither is empty and that they fit the context."""
     prompt_text = prompt.text if isinstance(prompt, ChatPrompt) else prompt
     if not prompt_text.strip():
         raise SalienceError("The prompt is empty. Fix: type a prompt to explain.")
@@ -150,7 +152,7 @@ def compute_salience_batch(
 ) -> list[SalienceResult]:
     """Salience for several (prompt, target) pairs in one padded batch (see compute_salience)."""
     methods = _validate_methods(methods)
-    prepared = [_prepare_pair(lm, p, t) for p, t in pairs]
+    prepared = [prepare_pair(lm, p, t) for p, t in pairs]
     inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
     cache: dict = {}
     sizer = make_sizer(slice_s, between_slices)
@@ -221,7 +223,7 @@ def compute_salience(
 def _span_inputs(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation, t0: int,
                  t1: int | None) -> tuple[_Pair, ModelInputs, torch.Tensor, int]:
     """Tokenized pair, model inputs, target weights <float>[1, T] (1 on [t0, t1)) and t1 for a span."""
-    pair = _prepare_pair(lm, prompt, target)
+    pair = prepare_pair(lm, prompt, target)
     num_t = len(pair.target_ids)
     t1 = num_t if t1 is None else t1
     if not 0 <= t0 < t1 <= num_t:

@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sequence-salience", description=__doc__.split("\n\n")[0],
         epilog=__doc__[__doc__.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,evaluate,show}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,compare,evaluate,show}")
 
     def display_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--method", default=None,
@@ -67,6 +67,35 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
     ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
     ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
+
+    cp = sub.add_parser("compare", help="what an edit of the prompt changed: both responses with their word diff, "
+                                        "the old response's log p under the new prompt, the aligned salience",
+                        description=importlib.import_module("sequence_salience.cli.compare").__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cp.add_argument("--prompt-a", help="the original prompt (the user turn when the model has a chat template)")
+    cp.add_argument("--file-a", help="read the original prompt from this UTF-8 file ('-' for stdin)")
+    cp.add_argument("--prompt-b", help="the edited prompt")
+    cp.add_argument("--file-b", help="read the edited prompt from this UTF-8 file")
+    cp.add_argument("--model", default=DEFAULT_MODEL, help="as for explain (default: the embedded model)")
+    cp.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    cp.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    cp.add_argument("--system", default=None, help="system prompt of both (needs a chat template)")
+    cp.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    cp.add_argument("--target-a", default=None, help="response A to explain (default: greedy generation)")
+    cp.add_argument("--target-b", default=None, help="response B to explain (default: greedy generation)")
+    cp.add_argument("--same-response", action="store_true",
+                    help="explain response A under prompt B too (the old answer's salience under the new prompt)")
+    cp.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    cp.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    cp.add_argument("--method", default=explain_default(),
+                    help=f"one salience method (default: {explain_default()}; one of {', '.join(list_methods())})")
+    cp.add_argument("--granularity", default="word", choices=_granularities(), help="aligned segments (default: word)")
+    cp.add_argument("--pattern", default=None, help="regex for --granularity regex")
+    cp.add_argument("--label-a", default="A", help="name of side A in the output (default: A)")
+    cp.add_argument("--label-b", default="B", help="name of side B in the output (default: B)")
+    cp.add_argument("--json", default=None, metavar="PATH", help="write the comparison as JSON (both results included)")
+    cp.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
+    cp.add_argument("--quiet", action="store_true", help="print no summary (files and errors only)")
 
     ev = sub.add_parser("evaluate", help="which method is faithful: faithfulness curves vs. baselines over a JSONL "
                                          "batch, with a summary and an HTML report",

@@ -15,6 +15,7 @@ import time
 import pytest
 
 import numpy as np
+import torch
 
 import sequence_salience as ss
 from sequence_salience import cli, display
@@ -222,3 +223,33 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     run4 = {e["line"]: e["status"] for e in _log(out)[-6:]}
     assert run4[7] == "done" and run4[1] == run4[3] == run4[6] == "skipped"
     assert display.load(out / "00007.json").text.endswith(" Four")
+
+
+def test_compare_an_edit_with_the_default_model(tmp_path, default_lm):
+    """`compare` as a user runs it: two prompts one number apart; the old answer's log p under the new prompt
+    equals a plain teacher-forced forward of the default model."""
+    out_json, out_html = tmp_path / "c.json", tmp_path / "c.html"
+    prompt = "Alice has {} apples and Bob gives her 2 more. How many apples does Alice have?"
+    proc = _run([str(SCRIPT), "compare", "--prompt-a", prompt.format(3), "--prompt-b", prompt.format(5),
+                 "--max-new-tokens", "8", "--json", str(out_json), "--html", str(out_html)])
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(out_json.read_text(encoding="utf-8"))
+    changed = [(s["kind"], s["text_a"].strip(), s["text_b"].strip()) for s in obj["prompts"]["segments"]
+               if s["kind"] != "equal"]
+    assert changed == [("replace", "3", "5")]
+    from sequence_salience.result import result_from_dict
+
+    a, b = result_from_dict(obj["result_a"]), result_from_dict(obj["result_b"])
+    assert a.text[: a.prompt_end].count("<|im_start|>") == 3  # the chat template was applied
+    ids = list(b.ids[: b.n_prompt_tokens]) + list(a.ids[a.n_prompt_tokens:])
+    with torch.no_grad():
+        logits = default_lm.model(input_ids=torch.tensor([ids])).logits[0].double()
+    logp = torch.log_softmax(logits, -1)
+    p = b.n_prompt_tokens
+    expected = [logp[p + t - 1, tid].item() for t, tid in enumerate(a.ids[a.n_prompt_tokens:])]
+    np.testing.assert_allclose(obj["cross"]["under_b"]["logprobs"], expected, atol=1e-3)
+    np.testing.assert_allclose(obj["cross"]["under_a"]["logprobs"], a.target_logprobs, atol=1e-6)
+    assert obj["cross"]["delta"] == pytest.approx(sum(expected) - float(a.target_logprobs.sum()), abs=1e-2)
+    page = out_html.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "Δ log p" in page and "ss-view-difference" in page
+    assert f"Δ log p = {obj['cross']['delta']:+.3f}" in proc.stdout

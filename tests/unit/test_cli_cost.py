@@ -201,3 +201,40 @@ def test_batch_rejects_heatmap_with_what_to_do(folder, tmp_path, capsys):
 ])
 def test_reusable_rules(saved, wanted, expected):
     assert cli.reusable(saved, wanted) is expected
+
+
+# ----------------------------------------------------------------------------
+# compare: two salience runs and one teacher-forced forward
+
+
+def test_compare_is_two_explanations_and_one_forward(folder, reference, count, tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert cli.main(["compare", "--model", folder, "--prompt-a", PROMPT, "--prompt-b", "The capital of Italy is",
+                     "--target-a", TARGET, "--target-b", " Rome.", "--json", str(out)]) == cli.EXIT_OK
+    assert (count.backwards, count.forwards) == (2, 3)
+    obj = json.loads(out.read_text(encoding="utf-8"))
+    # Side A is the explain run of the same pair: its log-probs are the reference's.
+    np.testing.assert_allclose(obj["cross"]["under_a"]["logprobs"], reference.target_logprobs, rtol=1e-5, atol=1e-6)
+    assert obj["cross"]["under_a"]["response"] == TARGET and obj["response_b"] == " Rome."
+    printed = capsys.readouterr().out
+    assert f"Δ log p = {obj['cross']['delta']:+.3f}" in printed
+    assert "Response A: [- Paris. The capital of Italy is -]Rome." in printed  # the deleted words marked
+    # The same response under both prompts: no forward beyond the two explanations.
+    count.forwards = count.backwards = 0
+    assert cli.main(["compare", "--model", folder, "--prompt-a", PROMPT, "--prompt-b", "The capital of Italy is",
+                     "--target-a", TARGET, "--same-response", "--quiet"]) == cli.EXIT_OK
+    assert (count.backwards, count.forwards) == (2, 2)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prompt-a", "x"], "--prompt-b TEXT or --file-b PATH"),
+    (["--prompt-a", "x", "--prompt-b", "y", "--file-b", "f.txt"], "both give prompt B"),
+    (["--prompt-a", "x", "--prompt-b", "  "], "--prompt-b is empty"),
+    (["--prompt-a", "x", "--prompt-b", "y", "--method", "grad_norm,grad_x_input"], "one method"),
+    (["--prompt-a", "x", "--prompt-b", "y", "--target-b", "z", "--same-response"], "pass one of them"),
+])
+def test_compare_bad_flags_exit_2_before_loading(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["compare"] + args) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err and "Loading model" not in err

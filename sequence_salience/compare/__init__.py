@@ -1,0 +1,30 @@
+"""Compare two salience results: an edited prompt against the original (`compare`), or any two
+results (`compare_results`; two models on one prompt reuse it).
+
+    alignment.py  segment-level alignment of two texts (equal / insert / delete / replace, char spans)
+    cross.py      teacher-forced log p of a given response under a prompt (one forward)
+    compare.py    SalienceComparison: both results, aligned values on one scale, difference, cross log-probs
+    html.py       its HTML (notebooks, files)
+
+Core library: never imports LIT.
+"""
+
+from sequence_salience.compare.alignment import (
+    KINDS,
+    TEXT_GRANULARITIES,
+    AlignedSegment,
+    Alignment,
+    align_segmentations,
+    align_texts,
+    aligned_values,
+    difference,
+    segment_key,
+)
+from sequence_salience.compare.compare import DEFAULT_METHOD, SalienceComparison, compare, compare_results
+from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
+
+__all__ = [
+    "DEFAULT_METHOD", "KINDS", "TEXT_GRANULARITIES", "AlignedSegment", "Alignment", "CrossLogprobs",
+    "SalienceComparison", "TokenLogprobs", "align_segmentations", "align_texts", "aligned_values", "compare",
+    "compare_results", "difference", "response_logprobs", "segment_key",
+]
