@@ -128,8 +128,8 @@ class _Uncached(lit_caching.CachingModelWrapper):
 def adapt(app: lit_app_lib.LitApp) -> lit_app_lib.LitApp:
     """Has LIT's app call our wrappers without its prediction cache; returns the app.
 
-    Touches `LitApp._models`, LIT 1.3.1's model map (checked by tests/e2e/test_plugin_own_server.py);
-    our own app does the same in its constructor.
+    Touches `LitApp._models`, LIT 1.3.1's model map, and its handlers (checked by
+    tests/e2e/test_plugin_own_server.py); our own app does the same in its constructor and `make_handler`.
     """
     model_map = getattr(app, "_models", None)
     if not isinstance(model_map, dict):
@@ -138,6 +138,12 @@ def adapt(app: lit_app_lib.LitApp) -> lit_app_lib.LitApp:
         wrapped = getattr(wrapper, "wrapped", None)
         if getattr(wrapped, "caches_itself", False) and not isinstance(wrapper, _Uncached):
             model_map[name] = _Uncached(wrapped, name)
+    # Our wrappers' client mistakes (RequestError) marked, so that `secure` answers 400 as our own
+    # server does, not LIT's 500 (LIT 1.3.1 keeps the handlers in `app._wsgi_app._handlers`).
+    handlers = getattr(getattr(app, "_wsgi_app", None), "_handlers", None)
+    if isinstance(handlers, dict):
+        for route, handler in list(handlers.items()):
+            handlers[route] = security.mark_client_errors(handler)
     return app
 
 

@@ -48,6 +48,7 @@ and the flags). The HTTP server itself (connections, timeouts) is http_server.py
 
 from __future__ import annotations
 
+import functools
 import hmac
 import http
 import json
@@ -62,7 +63,7 @@ from werkzeug import http as wz_http
 
 from lit_app import limits as limits_lib
 from lit_app import request_body
-from lit_app.errors import Rejected, one_line
+from lit_app.errors import Rejected, RequestError, one_line
 from lit_app.hosts import LOOPBACK_NAMES, is_ip, is_wildcard, parse_host
 from lit_app.paths import PathConfiner, canonical_route
 from lit_app.security_config import SecurityConfig
@@ -76,6 +77,30 @@ _PATH_KEY = re.compile(r"(path|file|dir|directory|filename)$", re.IGNORECASE)
 # WSGI environ key where lit_app.server's handlers leave a client-mistake exception (lit_app.errors.RequestError):
 # LIT answers it with 500; the middleware answers 400 (409 for a request a newer one cancelled).
 CLIENT_ERROR_KEY = "sequence_salience.client_error"
+
+
+def mark_client_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """A LIT handler `(app, request, environ)` that leaves a `RequestError` under `CLIENT_ERROR_KEY`.
+
+    LIT still answers the error as "Uncaught error: ..." with status 500 (the bare app behaves as
+    LIT does); `SecureApp` reads the mark and answers 400 (409 for a request a newer one cancelled).
+    Used by our app (lit_app/server.py) and, for a LIT user's own `LitApp`, by `lit_app.plugin.adapt`.
+    """
+    if getattr(handler, "marks_client_errors", False):
+        return handler
+
+    @functools.wraps(handler)
+    def marked(app, request, environ):
+        try:
+            return handler(app, request, environ)
+        except RequestError as e:
+            environ[CLIENT_ERROR_KEY] = e
+            raise
+
+    marked.marks_client_errors = True
+    return marked
+
+
 # LIT 1.3.1's own checks of missing request parameters (ValueError -> 500 in LIT): client mistakes.
 _LIT_PARAMETER_ERRORS = re.compile(r"^(Must provide a |No config specified|No base model specified|Unknown or missing"
                                    r" name )")

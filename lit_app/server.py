@@ -20,7 +20,6 @@ is required on every bind unless --no_token (loopback only): the printed URL car
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import os
 import re
@@ -39,7 +38,7 @@ import sequence_salience as ss
 from sequence_salience import model as model_lib
 from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import client_build, datasets, disconnect, explain, http_server, layouts, limits, security, security_config
-from lit_app.errors import ClientGone, RequestError
+from lit_app.errors import ClientGone
 from lit_app.hosts import is_loopback
 from lit_app.model_group import make_models
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
@@ -52,8 +51,6 @@ DEFAULT_PORT = 5432
 # Seconds Ctrl-C waits for cancelled work to stop before the process exits anyway.
 SHUTDOWN_GRACE_S = 2.0
 PAGE_TITLE = "Sequence Salience"
-# WSGI environ key under which a handler leaves a client-mistake exception (lit_app.errors.RequestError).
-CLIENT_ERROR_KEY = security.CLIENT_ERROR_KEY
 
 _ONBOARD_DOC = """
 # Sequence Salience
@@ -123,23 +120,9 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
             return []
 
     def make_handler(self, fn):
-        """LIT's handler, with the wrappers' RequestError marked as the client's mistake.
-
-        LIT still answers it as "Uncaught error: ..." with status 500 (so the bare app
-        behaves as LIT does); `security.SecureApp` reads the mark (`CLIENT_ERROR_KEY`)
-        and answers 400 (409 for a request cancelled by a newer one).
-        """
-        handler = super().make_handler(fn)
-
-        @functools.wraps(handler)
-        def marked(app, request, environ):
-            try:
-                return handler(app, request, environ)
-            except RequestError as e:
-                environ[CLIENT_ERROR_KEY] = e
-                raise
-
-        return marked
+        """LIT's handler, with the wrappers' RequestError marked as the client's mistake
+        (`security.mark_client_errors`: LIT's 500, which the middleware answers as 400)."""
+        return security.mark_client_errors(super().make_handler(fn))
 
     def example_ids(self, dataset_name: str) -> Collection[str]:
         """Ids of a served dataset's examples (read by lit_app.security.SecureApp)."""

@@ -51,6 +51,14 @@ def test_example_serves_lits_app_behind_our_rules(example_server):
                                   {"Content-Type": "application/x-www-form-urlencoded"})[0] in (400, 403, 415)
 
 
+def test_a_wrappers_client_mistake_is_400_in_lits_own_server(example_server):
+    # LIT's app alone answers our wrappers' RequestError with 500; plugin.adapt marks it, as our app does.
+    body = {"inputs": [{"id": "a", "data": {"prompt": "What is 2+2?", "target": " 4", "target_span": "5:9"}}]}
+    status, _, text = example_server.post_json("/get_preds?model=_travel_lm_salience", body)
+    assert status == 400 and '"target_span"' in text.split("\n")[0], (status, text[:300])
+    assert example_server.post_json("/get_info", {})[0] == 200  # and it keeps serving
+
+
 def test_mixed_layout_with_lits_modules_and_lits_own_salience_module(example_server, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
