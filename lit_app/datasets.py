@@ -6,8 +6,15 @@ A JSONL row is one JSON object per line:
 
 `prompt` is required and non-empty; `system`, `target` and `case` are optional
 strings (empty `target` means "generate greedily, then explain the output").
+LIT's prompt-debugging rows ({"prompt", "target", "source"},
+lit_nlp/examples/prompt_debugging/datasets.py) are read too: `source` becomes the
+case name. A `.txt` file is one prompt per line (LIT's plain-text format).
 Blank lines are skipped. Any other problem stops loading with a `DatasetError`
 that names the file and the line.
+
+`load_datasets` reads the server's `--datasets name:path,...` (or the one `--data`
+file) and keeps at most `--max_examples` rows of each, as LIT's prompt-debugging
+server does.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+import lit_nlp
 from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import types as lit_types
 
@@ -27,9 +35,20 @@ logger = logging.getLogger(__name__)
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 CASE_STUDIES_PATH = os.path.join(DATA_DIR, "case_studies.jsonl")
 CASE_STUDIES_NAME = "case_studies"
+CASE_STUDIES_DESCRIPTION = ("Case studies of the Sequence Salience paper: few-shot classification,"
+                            " chain-of-thought arithmetic, constitutional principles.")
 
 _OPTIONAL_FIELDS = (fields.SYSTEM, fields.TARGET, fields.CASE)
-_KNOWN_FIELDS = (fields.PROMPT, *_OPTIONAL_FIELDS)
+# LIT's prompt-debugging JSONL names the case "source" (a CategoryLabel there too).
+LIT_SOURCE = "source"
+_KNOWN_FIELDS = (fields.PROMPT, *_OPTIONAL_FIELDS, LIT_SOURCE)
+# LIT's own sample prompts (its prompt-debugging server's default dataset).
+LIT_SAMPLE_NAME = "sample_prompts"
+LIT_SAMPLE_PATH = os.path.join(os.path.dirname(os.path.abspath(lit_nlp.__file__)), "examples",
+                               "prompt_debugging", "prompt_examples.jsonl")
+# Names --datasets takes without a path.
+BUILTIN_PATHS = {CASE_STUDIES_NAME: CASE_STUDIES_PATH, LIT_SAMPLE_NAME: LIT_SAMPLE_PATH}
+FORMATS = (".jsonl", ".txt")
 
 
 class DatasetError(ValueError):
@@ -85,6 +104,11 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
                     f" {type(value).__name__}."
                 )
             row[key] = value
+        lit_source = obj.get(LIT_SOURCE)
+        if lit_source is not None and not row[fields.CASE]:
+            if not isinstance(lit_source, str):
+                raise DatasetError(f'{where}: field "{LIT_SOURCE}" must be a string, got {type(lit_source).__name__}.')
+            row[fields.CASE] = lit_source
         unknown = sorted(set(obj) - set(_KNOWN_FIELDS))
         if unknown:
             logger.warning(
@@ -95,26 +119,34 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
     return rows
 
 
+def parse_text(lines) -> list[dict[str, str]]:
+    """Prompt rows of a plain-text file: one prompt per non-blank line (LIT's PlaintextSents)."""
+    return [{fields.CASE: "", fields.PROMPT: line.strip(), fields.SYSTEM: "", fields.TARGET: ""}
+            for line in lines if line.strip()]
+
+
 def load_jsonl(path: str) -> list[dict[str, str]]:
-    """Reads prompt rows from a JSONL file (see `parse_jsonl`)."""
+    """Reads prompt rows from a JSONL file (see `parse_jsonl`), or a .txt file (`parse_text`)."""
     if not os.path.isfile(path):
-        raise DatasetError(f"{path}: no such file; pass --data a .jsonl file of prompts.")
+        raise DatasetError(f"{path}: no such file; pass a .jsonl (or .txt) file of prompts.")
+    text = path.endswith(".txt")
     with open(path, encoding="utf-8") as f:
         try:
-            rows = parse_jsonl(f, source=path)
+            rows = parse_text(f) if text else parse_jsonl(f, source=path)
         except UnicodeDecodeError as e:
             raise DatasetError(f"{path}: not UTF-8 text ({e.reason}).") from None
     if not rows:
-        raise DatasetError(f"{path}: no prompts found; write one JSON object per line.")
+        raise DatasetError(f"{path}: no prompts found; write one {'prompt' if text else 'JSON object'} per line.")
     return rows
 
 
 class PromptDataset(lit_dataset.Dataset):
     """Prompts (with optional system prompt, target and case name) from JSONL."""
 
-    def __init__(self, path: str = CASE_STUDIES_PATH, description: str | None = None):
+    def __init__(self, path: str = CASE_STUDIES_PATH, description: str | None = None,
+                 max_examples: int | None = None):
         self._path = path
-        self._examples = load_jsonl(path)
+        self._examples = load_jsonl(path)[:max_examples]
         self._description = description or f"Prompts from {os.path.basename(path)}"
 
     @classmethod
@@ -130,21 +162,38 @@ class PromptDataset(lit_dataset.Dataset):
 
 
 def get_datasets(data_path: str | None = None) -> Mapping[str, lit_dataset.Dataset]:
-    """The shipped case studies, plus the user's file when `data_path` is set.
+    """The shipped case studies, plus the user's file when `data_path` is set (the user's first)."""
+    return load_datasets([], data_path)
 
-    The user's file comes first so that LIT opens it by default.
+
+def load_datasets(
+    specs: Sequence[tuple[str, str]] = (),
+    data_path: str | None = None,
+    max_examples: int | None = None,
+) -> dict[str, lit_dataset.Dataset]:
+    """The server's datasets: `--data` first (LIT opens the first), then `--datasets` in order.
+
+    Args:
+      specs: [(name, path)] from --datasets (.jsonl ours or LIT's, or .txt); empty: the case
+        studies (the default, as LIT's server defaults to its sample prompts).
+      data_path: the --data file, named by its stem.
+      max_examples: keep at most this many rows of each (LIT's --max_examples).
+
+    Raises:
+      DatasetError: a missing or malformed file or an unknown format, naming the file (and line).
     """
-    datasets: dict[str, lit_dataset.Dataset] = {}
+    out: dict[str, lit_dataset.Dataset] = {}
+    wanted = list(specs) or [(CASE_STUDIES_NAME, CASE_STUDIES_PATH)]
     if data_path:
         name = os.path.splitext(os.path.basename(data_path))[0] or "user_prompts"
-        if name == CASE_STUDIES_NAME:
+        if name in dict(wanted):
             name = "user_" + name
-        datasets[name] = PromptDataset(data_path)
-        logger.info("Loaded %d prompts from %s as dataset '%s'.",
-                    len(datasets[name]), data_path, name)
-    datasets[CASE_STUDIES_NAME] = PromptDataset(
-        CASE_STUDIES_PATH,
-        description="Case studies of the Sequence Salience paper: few-shot"
-        " classification, chain-of-thought arithmetic, constitutional principles.",
-    )
-    return datasets
+        wanted.insert(0, (name, data_path))
+    for name, path in wanted:
+        if not path.endswith(FORMATS):
+            raise DatasetError(f"{path} (dataset {name!r}): unsupported format; use a .jsonl file (one JSON object"
+                               " per line) or a .txt file (one prompt per line).")
+        description = CASE_STUDIES_DESCRIPTION if path == CASE_STUDIES_PATH else f"Prompts from {os.path.basename(path)}"
+        out[name] = PromptDataset(path, description=description, max_examples=max_examples)
+        logger.info("Loaded %d prompts from %s as dataset '%s'.", len(out[name]), path, name)
+    return out

@@ -1,4 +1,4 @@
-"""What the server allows (`SecurityConfig`) and the command-line flags that set it (`add_flags`,
+"""What the server allows (`SecurityConfig`) and the command-line flags that set it (`define_flags`,
 `config_from_args`): bound address, extra Host names, token, data folder, request limits."""
 
 from __future__ import annotations
@@ -7,12 +7,17 @@ import argparse
 import dataclasses
 import os
 
+from absl import flags
+
 from sequence_salience.methods import get_method
 from lit_app.hosts import is_loopback, is_wildcard, parse_host, url_host
 from lit_app.http_server import HEADER_TIMEOUT_S
 from lit_app.limits import Limits
 from lit_app.method_registry import EXTRA_METHODS
 from lit_app.tokens import TOKEN_ENV, TOKEN_PARAM, new_token
+
+# --help groups these flags under this label (lit_app/server_flags.py lists the others).
+FLAGS_MODULE = "security and limits (lit_app/security_config.py)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,45 +63,40 @@ class SecurityConfig:
         return f"{url}?{TOKEN_PARAM}={self.token}" if self.token else url
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Adds the security and limit flags to the server's parser."""
-    g = parser.add_argument_group("security and limits")
-    g.add_argument("--allowed_hosts", action="append", default=[], metavar="NAME[:PORT]",
-                   help="Extra Host names to accept besides the bound address, localhost, 127.0.0.1"
-                        " and [::1] (comma-separated or repeated; '*' accepts any).")
-    g.add_argument("--token", default=os.environ.get(TOKEN_ENV) or None,
-                   help="Token every request must carry (?token=, a cookie, or 'Authorization: token ...')."
-                        f" Default: ${TOKEN_ENV}, else one generated at start and printed in the URL.")
-    g.add_argument("--no_token", action="store_true",
-                   help="Serve without a token (loopback --host only): any local process or user can then"
-                        " drive the server. The startup line warns.")
-    g.add_argument("--data_dir", default=None,
-                   help="Folder that LIT's save/load datapoints and new-dataset dialogs may use."
-                        " Without it those endpoints are off.")
+def define_flags(fv: flags.FlagValues) -> None:
+    """Defines the security and limit flags in an absl FlagValues (lit_app/server_flags.py)."""
     defaults = Limits()
-    g.add_argument("--max_body_bytes", type=int, default=defaults.max_body_bytes,
-                   help="Largest request body (HTTP 413 beyond).")
-    g.add_argument("--max_prompt_chars", type=int, default=defaults.max_prompt_chars,
-                   help="Largest prompt + system + target of one input, in characters.")
-    for extra in EXTRA_METHODS:  # --max_ig_steps, --max_smooth_grad_samples
-        g.add_argument(f"--{extra.limit}", type=int, default=getattr(defaults, extra.limit),
-                       help=f"Largest {get_method(extra.method).label} count of {extra.unit} (at most"
-                            f" {extra.maximum}).")
-    g.add_argument("--max_pending_requests", type=int, default=defaults.max_pending,
-                   help="Compute requests running or waiting for the model at once (HTTP 503 beyond).")
-    g.add_argument("--max_connections", type=int, default=defaults.max_connections,
-                   help="Open connections at once (one thread each; HTTP 503 beyond). A connection has"
-                        f" {HEADER_TIMEOUT_S:g} s to send its headers; idle ones give their slot to new ones.")
-    g.add_argument("--max_connections_per_client", type=int, default=None,
-                   help="Open connections from one client address (default: half of --max_connections).")
-
-
-def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Reports bad security/limit flags through parser.error."""
-    try:
-        config_from_args(args)
-    except ValueError as e:
-        parser.error(str(e))
+    holders = [
+        flags.DEFINE_multi_string(
+            "allowed_hosts", [], "Extra Host names (NAME or NAME:PORT) to accept besides the bound address,"
+            " localhost, 127.0.0.1 and [::1] (comma-separated or repeated; '*' accepts any).", flag_values=fv),
+        flags.DEFINE_string(
+            "token", os.environ.get(TOKEN_ENV) or None,
+            "Token every request must carry (?token=, a cookie, or 'Authorization: token ...')."
+            f" Default: ${TOKEN_ENV}, else one generated at start and printed in the URL.", flag_values=fv),
+        flags.DEFINE_bool(
+            "no_token", False, "Serve without a token (loopback --host only): any local process or user can then"
+            " drive the server. The startup line warns.", flag_values=fv),
+        flags.DEFINE_integer("max_body_bytes", defaults.max_body_bytes, "Largest request body (HTTP 413 beyond).",
+                             flag_values=fv),
+        flags.DEFINE_integer("max_prompt_chars", defaults.max_prompt_chars,
+                             "Largest prompt + system + target of one input, in characters.", flag_values=fv),
+        *(flags.DEFINE_integer(extra.limit, getattr(defaults, extra.limit),  # --max_ig_steps, ...
+                               f"Largest {get_method(extra.method).label} count of {extra.unit} (at most"
+                               f" {extra.maximum}).", flag_values=fv) for extra in EXTRA_METHODS),
+        flags.DEFINE_integer("max_pending_requests", defaults.max_pending,
+                             "Compute requests running or waiting for the model at once (HTTP 503 beyond).",
+                             flag_values=fv),
+        flags.DEFINE_integer("max_connections", defaults.max_connections,
+                             "Open connections at once (one thread each; HTTP 503 beyond). A connection has"
+                             f" {HEADER_TIMEOUT_S:g} s to send its headers; idle ones give their slot to new ones.",
+                             flag_values=fv),
+        flags.DEFINE_integer("max_connections_per_client", None,
+                             "Open connections from one client address (default: half of --max_connections).",
+                             flag_values=fv),
+    ]
+    for holder in holders:
+        fv.register_flag_by_module(FLAGS_MODULE, fv[holder.name])
 
 
 def config_from_args(args: argparse.Namespace) -> SecurityConfig:

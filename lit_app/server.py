@@ -1,20 +1,23 @@
 """The Sequence Salience LIT server: one command from a fresh checkout to a working UI.
 
-    python -m lit_app.server [--model default] [--host 127.0.0.1] [--port 5432]
-                             [--max_new_tokens 64] [--device cpu] [--dtype float32]
-                             [--data prompts.jsonl] [--allowed_hosts NAME] [--token T | --no_token]
-                             [--data_dir DIR] [--max_body_bytes N] [--max_prompt_chars N]
-                             [--max_ig_steps N] [--max_smooth_grad_samples N]
-                             [--max_pending_requests N] [--max_connections N]
-                             [--max_connections_per_client N]
+    python -m lit_app.server [--model default | --models a:default,b:/path/to/folder]
+                             [--datasets name:path,... | --data prompts.jsonl] [--max_examples N]
+                             [--host 127.0.0.1] [--port 5432] [--max_new_tokens 64]
+                             [--device cpu] [--dtype float32 | --precision float32]
+                             [--allowed_hosts NAME] [--token T | --no_token] [--data_dir DIR]
+                             [--default_layout L] [--page_title T] [--demo_mode] [...]
 
-or the console script `sequence-salience-server` with the same flags. It checks
-the data file, builds the offline client root, loads the model (logging
-progress), then prints the URL once it accepts connections. Requests are served
-on threads; model access is serialized by one lock (lit_app.shared_model.SharedLM).
-Every request first passes lit_app.security.SecureApp (Host, token, JSON-only
-same-origin POSTs, file paths only inside --data_dir, limits, one-line errors). A token
-is required on every bind unless --no_token (loopback only): the printed URL carries it.
+or the console script `sequence-salience-server` with the same flags. An absl app: it takes
+LIT's own server flags and its prompt-debugging server's (--models, --datasets,
+--max_examples, --precision) with LIT's meaning, refuses those it cannot honour in one line,
+and `--help` lists them all (lit_app/server_flags.py). It checks the data files, builds the
+offline client root, loads each model once (logging progress and its memory), then prints
+the URL once it accepts connections. Requests are served on threads; each model's access is
+serialized by its own lock (lit_app.shared_model.SharedLM, one per model:
+lit_app/served_models.py). Every request first passes lit_app.security.SecureApp (Host,
+token, JSON-only same-origin POSTs, file paths only inside --data_dir, limits, one-line
+errors). A token is required on every bind unless --no_token (loopback only): the printed
+URL carries it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from absl import app as absl_app
+from absl import flags as absl_flags
+from absl import logging as absl_logging
 from lit_nlp import app as lit_app_lib
 from lit_nlp.lib import caching as lit_caching
 from lit_nlp.api import dataset as lit_dataset
@@ -36,8 +42,8 @@ from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
 from sequence_salience import model as model_lib
-from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import client_build, datasets, disconnect, explain, http_server, layouts, limits, security, security_config
+from lit_app import (client_build, datasets, disconnect, explain, http_server, layouts, security, security_config,
+                     served_models, server_flags)
 from lit_app.errors import ClientGone
 from lit_app.hosts import is_loopback
 from lit_app.model_group import make_models
@@ -138,15 +144,8 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         return list(self._datasets)
 
 
-def model_short_name(model: str) -> str:
-    """A LIT model name for a --model value: 'default' -> 'smollm2', org/name -> name, path -> stem."""
-    if model == ss.DEFAULT_MODEL:
-        return "smollm2"
-    base = os.path.basename(os.path.normpath(model))
-    if base.endswith(".gguf"):
-        base = base[: -len(".gguf")]
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", base).strip("_.-")
-    return name or "model"
+# A LIT model name for a --model value ('default' -> 'smollm2', org/name -> name, path -> stem).
+model_short_name = server_flags.model_short_name
 
 
 def build_app(
@@ -154,13 +153,18 @@ def build_app(
     lit_datasets: Mapping[str, lit_dataset.Dataset],
     client_root: str | None = None,
     sync_state: bool = False,
+    **lit_kwargs: Any,
 ) -> SequenceSalienceApp:
     """The LIT WSGI app over our models, datasets, layouts and client root.
 
     It has no request rules of its own: `main()` serves it through `security.SecureApp`,
     and so does the notebook widget (`lit_app.notebook.LitWidget`). sync_state: LIT's
-    notebook UI-state tracking (`/push_ui_state`).
+    notebook UI-state tracking (`/push_ui_state`). lit_kwargs: LitApp arguments that LIT's
+    server flags set (`server_flags.parse(...).lit_app_kwargs`: default_layout, page_title,
+    demo_mode, canonical_url, development_demo, strict_cache_id_validation).
     """
+    options = {"default_layout": layouts.DEFAULT_LAYOUT, "page_title": PAGE_TITLE}
+    options.update({k: v for k, v in lit_kwargs.items() if v is not None})
     client_root = client_root or client_build.build_client_root()
     has_module = os.path.isfile(os.path.join(client_root, client_build.BUNDLE_NAME))
     if not has_module:
@@ -170,13 +174,12 @@ def build_app(
         models=explain.with_explain_models(lit_models),  # + _<name>_explain (Test this explanation)
         datasets=dict(lit_datasets),
         layouts=layouts.make_layouts(with_salience_module=has_module),
-        default_layout=layouts.DEFAULT_LAYOUT,
         dataset_loaders={"jsonl_prompts": (datasets.PromptDataset, datasets.PromptDataset.init_spec())},
         model_loaders={},
         client_root=client_root,
-        page_title=PAGE_TITLE,
         onboard_start_doc=_ONBOARD_DOC,
         sync_state=sync_state,
+        **options,
     )
 
 
@@ -194,65 +197,54 @@ def build_app_for_lm(
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="sequence-salience-server", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=ss.DEFAULT_MODEL,
-                   help='HF model id, local folder or .gguf file; "default" is the embedded SmolLM2-135M-Instruct.')
-    p.add_argument("--host", default=DEFAULT_HOST, help="Address to serve on (0.0.0.0 to allow other machines).")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to serve on.")
-    p.add_argument("--max_new_tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
-                   help="Longest generated response, in tokens.")
-    p.add_argument("--slice_s", type=float, default=DEFAULT_SLICE_S,
-                   help="Model time of one background slice, in seconds: clicks wait at most about this long"
-                        " for background work (the per-token matrices, explanation tests).")
-    p.add_argument("--device", default="cpu", help='"cpu", "cuda", "cuda:N" or "auto".')
-    p.add_argument("--dtype", default="float32", help='"float32", "bfloat16" or "float16".')
-    p.add_argument("--device_map", default=None,
-                   help='Shard the model across devices with accelerate, e.g. "auto" (leave --device at cpu).')
-    p.add_argument("--max_memory", default=None,
-                   help='With --device_map: per-device budget, e.g. "0=20GiB,1=20GiB,cpu=60GiB".')
-    p.add_argument("--data", default=None, help="A .jsonl file of prompts to load besides the shipped examples.")
-    p.add_argument("--client_root", default=client_build.DEFAULT_OUTPUT_DIR,
-                   help="Where to build the UI's static files (git-ignored).")
-    security_config.add_flags(p)
-    args = p.parse_args(argv)
-    if not args.slice_s > 0:
-        p.error(f"--slice_s is {args.slice_s}; use a positive number of seconds, e.g. 0.25.")
-    if not 1 <= args.max_new_tokens <= limits.MAX_NEW_TOKENS_CAP:
-        p.error(f"--max_new_tokens is {args.max_new_tokens}; use 1 to {limits.MAX_NEW_TOKENS_CAP}.")
-    if not 0 < args.port < 65536:
-        p.error(f"--port is {args.port}; use 1-65535.")
-    security_config.check_flags(p, args)
-    return args
+    """The parsed command line (lit_app/server_flags.py); --help prints every flag and exits 0,
+    a bad flag prints one line naming it and exits 2 (argparse's convention)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in server_flags.HELP_ARGS for a in argv):
+        print(server_flags.help_text())
+        raise SystemExit(0)
+    try:
+        return server_flags.parse(argv)
+    except server_flags.FlagError as e:
+        print(f"{server_flags.PROG}: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Starts the server; returns the exit status."""
+    logging.root.removeHandler(absl_logging.get_absl_handler())  # absl.app.run installs it: keep our format
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = parse_args(argv)
+    args = argv if isinstance(argv, argparse.Namespace) else parse_args(argv)
     http_server.cap_malloc_arenas()  # before any thread runs the model
     start = time.perf_counter()
 
     try:
-        lit_datasets = datasets.get_datasets(args.data)
+        lit_datasets = datasets.load_datasets(args.datasets, args.data, args.max_examples)
     except datasets.DatasetError as e:
-        logger.error("Cannot load --data: %s", e)
+        logger.error("Cannot load %s: %s", "--datasets" if args.datasets else "--data", e)
         return 2
     client_root = client_build.build_client_root(args.client_root)
 
-    logger.info("Loading model %r on %s (%s) ...", args.model, args.device, args.dtype)
-    try:
-        lm = ss.load_model(
-            args.model, device=args.device, dtype=args.dtype, device_map=args.device_map,
-            max_memory=model_lib.parse_max_memory(args.max_memory) if args.max_memory else None, log=logger.info)
-    except ss.SalienceError as e:
-        logger.error("Cannot load --model %r: %s", args.model, e)
-        return 1
-    logger.info("Model ready after %.1f s.", time.perf_counter() - start)
+    max_memory = model_lib.parse_max_memory(args.max_memory) if args.max_memory else None
 
-    shared = SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s)
-    name = model_short_name(args.model)
-    app = build_app(inside_models.with_inside(make_models(shared, name), shared, name), lit_datasets, client_root)
+    def load(spec: str) -> Any:
+        return ss.load_model(spec, device=args.device, dtype=args.dtype, device_map=args.device_map,
+                             max_memory=max_memory, log=logger.info)
+
+    def make_shared(lm: Any) -> SharedLM:
+        return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s)
+
+    logger.info("Loading %d model(s) on %s (%s) ...", len(args.models), args.device, args.dtype)
+    try:
+        served = served_models.load_served_models(args.models, load, make_shared)
+    except ss.SalienceError as e:
+        logger.error("Cannot load a model of %s: %s", "--models" if len(args.models) > 1 else "--model", e)
+        return 1
+    logger.info("Model(s) ready after %.1f s: %s.", time.perf_counter() - start, served_models.describe(served))
+
+    app = build_app(served_models.lit_model_map(served), lit_datasets, client_root, **args.lit_app_kwargs)
     sec = security_config.config_from_args(args)
+    shared = [m.shared for m in served]
     try:
         httpd = http_server.make_server(args.host, args.port, security.SecureApp(app, sec),
                                         sec.limits.max_connections, sec.limits.max_connections_per_client)
@@ -287,7 +279,8 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def stop(httpd: http_server.BoundedThreadedServer, shared: SharedLM, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+def stop(httpd: http_server.BoundedThreadedServer, shared: SharedLM | Sequence[SharedLM],
+         grace_s: float = SHUTDOWN_GRACE_S) -> None:
     """Stops serving and the work in progress, within `grace_s` (+ a fraction of a second).
 
     Running requests and background jobs are cancelled (their cancel checks read
@@ -297,14 +290,20 @@ def stop(httpd: http_server.BoundedThreadedServer, shared: SharedLM, grace_s: fl
     torch down under a thread that is inside it.
     """
     start = time.monotonic()
+    every = [shared] if isinstance(shared, SharedLM) else list(shared)
     busy = httpd.serving
     logger.info("Stopping (%d request(s) running): cancelling the work in progress.", busy)
     disconnect.shut_down()
-    shared.jobs.cancel_all()
+    for one in every:
+        one.jobs.cancel_all()
     httpd.server_close()
-    while (httpd.serving or not shared.jobs.idle()) and time.monotonic() - start < grace_s:
+
+    def idle() -> bool:
+        return all(one.jobs.idle() for one in every)
+
+    while (httpd.serving or not idle()) and time.monotonic() - start < grace_s:
         time.sleep(0.05)
-    if httpd.serving or not shared.jobs.idle():
+    if httpd.serving or not idle():
         logger.warning("Stopped after %.1f s without waiting for %d request(s) still running.",
                        time.monotonic() - start, httpd.serving)
         logging.shutdown()
@@ -314,8 +313,15 @@ def stop(httpd: http_server.BoundedThreadedServer, shared: SharedLM, grace_s: fl
 
 
 def run() -> None:
-    """Console-script entry point (`sequence-salience-server`)."""
-    sys.exit(main())
+    """Console-script entry point (`sequence-salience-server`): an absl app over our own flag parser."""
+    absl_app.run(lambda args: sys.exit(main(args)), flags_parser=_absl_flags_parser)
+
+
+def _absl_flags_parser(argv: Sequence[str]) -> argparse.Namespace:
+    """absl.app.run's flags_parser: ours parse (their own FlagValues); absl's global flags keep defaults."""
+    args = parse_args(argv[1:])
+    absl_flags.FLAGS.mark_as_parsed()
+    return args
 
 
 if __name__ == "__main__":

@@ -66,9 +66,12 @@ def test_missing_and_empty_files_are_clear_errors(tmp_path):
 
 
 def test_unknown_fields_are_ignored_with_a_warning(caplog):
-    rows = datasets.parse_jsonl(['{"prompt": "x", "source": "lit"}'], source="f.jsonl")
-    assert rows[0][fields.PROMPT] == "x" and "source" not in rows[0]
-    assert "f.jsonl, line 1" in caplog.text and "source" in caplog.text
+    rows = datasets.parse_jsonl(['{"prompt": "x", "label": "lit"}'], source="f.jsonl")
+    assert rows[0][fields.PROMPT] == "x" and "label" not in rows[0]
+    assert "f.jsonl, line 1" in caplog.text and "label" in caplog.text
+    # LIT's prompt-debugging "source" is not unknown: it is the case name (unless "case" is given).
+    assert datasets.parse_jsonl(['{"prompt": "x", "source": "lit"}'])[0][fields.CASE] == "lit"
+    assert datasets.parse_jsonl(['{"prompt": "x", "source": "lit", "case": "ours"}'])[0][fields.CASE] == "ours"
 
 
 def test_user_file_is_loaded_first_beside_the_case_studies(tmp_path):

@@ -67,3 +67,22 @@ def save_tiny_llama(path) -> str:
     tiny_llama().save_pretrained(path)
     tiny_tokenizer().save_pretrained(path)
     return str(path)
+
+
+def save_tiny_llama_for(tokenizer, path, seed: int = 1) -> str:
+    """A tiny random Llama over `tokenizer`'s vocabulary (e.g. the default model's), saved with that
+    tokenizer as a local HF folder that load_model(path) and the server's --models load.
+
+    Its weights are random: it formats prompts as the tokenizer's chat template does, generates and
+    explains (nonsense), which is what the multi-model server tests need.
+    """
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)

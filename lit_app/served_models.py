@@ -1,0 +1,107 @@
+"""The models a server serves: each loaded once, with its own SharedLM (model lock, caches, jobs).
+
+`load_served_models` loads the `--models` entries in order and logs each one's memory
+(its weights, and how much the process grew while loading it); `lit_model_map` is the LIT
+model map of all of them: for each name `name` (generation), `_name_salience`,
+`_name_tokenizer` (lit_app/model_group.py) and the inside-the-model wrappers
+(lit_app/inside.py); the server adds `_name_explain` (lit_app/explain.py). LIT's model
+selector lists the generation models; selecting two shows the modules once per model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psutil
+
+from lit_app import inside as inside_models
+from lit_app.model_group import make_models
+from lit_app.shared_model import SharedLM
+
+logger = logging.getLogger(__name__)
+
+MIB = 1 << 20
+
+
+@dataclasses.dataclass
+class ServedModel:
+    """One loaded model: its LIT name, what --models gave for it, and what loading it cost.
+
+    Attributes:
+      weight_bytes: bytes of its parameters and buffers.
+      rss_delta_bytes: how much the process's resident memory grew while loading it.
+      load_s: seconds it took to load.
+    """
+
+    name: str
+    spec: str
+    shared: SharedLM
+    weight_bytes: int
+    rss_delta_bytes: int
+    load_s: float
+
+
+def weight_bytes(lm: Any) -> int:
+    """Bytes of a loaded model's parameters and buffers (shared tensors counted once)."""
+    model = getattr(lm, "model", None)
+    if model is None:
+        return 0
+    seen, total = set(), 0
+    for t in (*model.parameters(), *model.buffers()):
+        if t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        total += t.numel() * t.element_size()
+    return total
+
+
+def load_served_models(
+    specs: Sequence[tuple[str, str]],
+    load: Callable[[str], Any],
+    make_shared: Callable[[Any], SharedLM],
+) -> list[ServedModel]:
+    """Loads each (name, spec) once with `load(spec)`, wraps it with `make_shared(lm)`, logs its memory.
+
+    Raises whatever `load` raises (the server reports `ss.SalienceError` naming the entry).
+    """
+    process = psutil.Process()
+    served = []
+    for name, spec in specs:
+        rss0, t0 = process.memory_info().rss, time.perf_counter()
+        logger.info("Loading model %r as %r ...", spec, name)
+        lm = load(spec)
+        shared = make_shared(lm)
+        m = ServedModel(name=name, spec=spec, shared=shared, weight_bytes=weight_bytes(lm),
+                        rss_delta_bytes=process.memory_info().rss - rss0, load_s=time.perf_counter() - t0)
+        logger.info("Model %r (%s): %.0f MiB of weights (%s), process +%.0f MiB (now %.0f MiB), loaded in %.1f s.",
+                    name, spec, m.weight_bytes / MIB, shared.dtype or "?", m.rss_delta_bytes / MIB,
+                    process.memory_info().rss / MIB, m.load_s)
+        served.append(m)
+    return served
+
+
+def lit_model_map(served: Sequence[ServedModel]) -> dict[str, Any]:
+    """The LIT model map of every served model: the generation models first, in --models order.
+
+    LIT selects the first model by default; each generation model is followed in the map by
+    its companions (names from `fields.model_group_names` and `inside.make_inside_models`).
+    """
+    generation: dict[str, Any] = {}
+    companions: dict[str, Any] = {}
+    for m in served:
+        group = inside_models.with_inside(make_models(m.shared, m.name), m.shared, m.name)
+        first = next(iter(group))
+        generation[first] = group.pop(first)
+        companions.update(group)
+    return {**generation, **companions}
+
+
+def describe(served: Sequence[ServedModel]) -> str:
+    """One line naming every served model and its memory."""
+    return "; ".join(f"{m.name} ({m.spec}: {m.weight_bytes / MIB:.0f} MiB weights, +{m.rss_delta_bytes / MIB:.0f}"
+                     " MiB process)" for m in served)
+
