@@ -3,7 +3,7 @@
 The core library; it never imports LIT. See docs/architecture.md.
 """
 
-from sequence_salience.compare import SalienceComparison, compare, compare_results
+from sequence_salience.compare import ModelComparison, SalienceComparison, compare, compare_models, compare_results
 from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import get_method, list_methods, registry_json
 from sequence_salience.methods.base import SalienceConfig
@@ -33,10 +33,12 @@ __all__ = [
     "LanguageModel",
     "SalienceConfig",
     "SalienceError",
+    "ModelComparison",
     "SalienceComparison",
     "SalienceResult",
     "TokenizedText",
     "compare",
+    "compare_models",
     "compare_results",
     "compute_salience",
     "compute_salience_batch",

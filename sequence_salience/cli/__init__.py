@@ -6,6 +6,7 @@
     sequence-salience explain --batch prompts.jsonl --out results/ [--html]
     sequence-salience explain --prompt "..." --per-token --json full.json --heatmap map.png
     sequence-salience compare --prompt-a "Alice has 3 apples ..." --prompt-b "Alice has 4 apples ..." --html c.html
+    sequence-salience compare --model default --model-b /path/to/model --prompt-a "..." --json m.json --html m.html
     sequence-salience show results/00003.json --granularity sentence [--html out.html]
     sequence-salience evaluate --batch prompts.jsonl --out eval/ [--ray [auto|ADDRESS]]
 
@@ -29,7 +30,9 @@ or another span is asked for. `show` re-renders a saved result without a model.
 `compare` explains an original and an edited prompt and shows what the edit
 changed: both responses with their word diff, the log p of the original
 response under the edited prompt (one teacher-forced forward) and the aligned
-prompt salience on one scale, with the difference (see `compare --help`).
+prompt salience on one scale, with the difference (see `compare --help`). With
+`--model-b` it compares two models on one prompt instead: both answers, both maps on
+one scale, and each model's log p of the other's answer (compare_models).
 `evaluate` measures which method is faithful over a batch (see `evaluate --help`).
 
 Exit codes:
@@ -50,6 +53,7 @@ from sequence_salience.cli.batch import LOG_NAME, explain_batch, parse_row, reus
 from sequence_salience.cli.common import EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, UsageError
 from sequence_salience.cli.common import check_pattern_flags, err, parse_methods, parse_span
 from sequence_salience.cli.compare import compare_prompts
+from sequence_salience.cli.compare_models import compare_two_models
 from sequence_salience.cli.evaluation import evaluate_batch
 from sequence_salience.cli.explain import check_renderable, explain_one, explain_single, needs_matrices, show
 from sequence_salience.cli.parser import build_parser
@@ -71,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if len(parse_methods(args.method)) != 1:
                 raise UsageError(f"--method {args.method!r}: compare shows one method. Fix: pass one name.")
             check_pattern_flags(args)
-            return compare_prompts(args)
+            return compare_two_models(args) if args.model_b else compare_prompts(args)
         span = parse_span(args.span)
         if args.top < 0:
             raise UsageError(f"--top {args.top}: give 0 or more.")

@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--prompt-b", help="the edited prompt")
     cp.add_argument("--file-b", help="read the edited prompt from this UTF-8 file")
     cp.add_argument("--model", default=DEFAULT_MODEL, help="as for explain (default: the embedded model)")
+    cp.add_argument("--model-b", default=None,
+                    help="a second model: compare --model and --model-b on ONE prompt (--prompt-a/--file-a): both "
+                         "answers, both salience maps on one scale, each model's log p of the other's answer "
+                         "(sequence_salience.compare_models; labels default to the models' names)")
     cp.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     cp.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
     cp.add_argument("--system", default=None, help="system prompt of both (needs a chat template)")

@@ -5,6 +5,8 @@ results (`compare_results`; two models on one prompt reuse it).
     cross.py      teacher-forced log p of a given response under a prompt (one forward)
     compare.py    SalienceComparison: both results, aligned values on one scale, difference, cross log-probs
     html.py       its HTML (notebooks, files)
+    models.py     two models on one prompt (compare_models -> ModelComparison): the same pieces, plus
+                  each model's log p of the other's answer
 
 Core library: never imports LIT.
 """
@@ -22,9 +24,10 @@ from sequence_salience.compare.alignment import (
 )
 from sequence_salience.compare.compare import DEFAULT_METHOD, SalienceComparison, compare, compare_results
 from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
+from sequence_salience.compare.models import ModelComparison, compare_models
 
 __all__ = [
     "DEFAULT_METHOD", "KINDS", "TEXT_GRANULARITIES", "AlignedSegment", "Alignment", "CrossLogprobs",
-    "SalienceComparison", "TokenLogprobs", "align_segmentations", "align_texts", "aligned_values", "compare",
-    "compare_results", "difference", "response_logprobs", "segment_key",
+    "ModelComparison", "SalienceComparison", "TokenLogprobs", "align_segmentations", "align_texts", "aligned_values", "compare",
+    "compare_models", "compare_results", "difference", "response_logprobs", "segment_key",
 ]
