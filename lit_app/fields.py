@@ -51,6 +51,12 @@ GRAD_DOT_INPUT_MAP = "grad_dot_input_map"  # SequenceSalienceMap of grad_x_input
 # Spec only (never in an output): the method list the browser reads (method_registry.published_registry()),
 # as the `default` of the salience model's output field.
 METHOD_REGISTRY = "method_registry"
+# Compare an edit (lit_app/compare.py): the pinned datapoint's fields sent with the selected one, and the
+# JSON output (the pinned response's log-probs under both prompts).
+PINNED_PROMPT = "pinned_prompt"
+PINNED_SYSTEM = "pinned_system"
+PINNED_TARGET = "pinned_target"
+COMPARE = "compare"
 
 
 # ---------------------------------------------------------------------------
@@ -62,6 +68,11 @@ METHOD_REGISTRY = "method_registry"
 def model_group_names(name: str) -> tuple[str, str, str]:
     """Returns (generation, salience, tokenizer) model names for `name`."""
     return name, f"_{name}_salience", f"_{name}_tokenizer"
+
+
+def compare_model_name(name: str) -> str:
+    """The compare wrapper of generation model `name` (lit_app/compare.py; the browser derives it alike)."""
+    return f"_{name}_compare"
 
 
 # ---------------------------------------------------------------------------
@@ -125,3 +136,11 @@ SALIENCE_OUTPUT_SPEC: lit_types.Spec = {
     # ListLitType has it as a field, and LIT's client and Python both revive it with its value.
     METHOD_REGISTRY: lit_types.ListLitType(required=False, default=method_registry.published_registry()),
 }
+
+COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
+    PINNED_PROMPT: lit_types.TextSegment(required=False, default=""),
+    PINNED_SYSTEM: lit_types.TextSegment(required=False, default=""),
+    PINNED_TARGET: lit_types.TextSegment(required=False, default=""),
+}
+
+COMPARE_OUTPUT_SPEC: lit_types.Spec = {COMPARE: JsonDict()}

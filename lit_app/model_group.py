@@ -1,7 +1,7 @@
-"""The LIT model map of one loaded model: generation, salience and tokenizer wrappers over one SharedLM.
+"""The LIT model map of one loaded model: generation, salience, tokenizer and compare wrappers over one SharedLM.
 
 `make_models` names them after LIT's convention: `name`, `_name_salience`,
-`_name_tokenizer` (see `fields.model_group_names`). The server adds the inside-the-model
+`_name_tokenizer` (see `fields.model_group_names`), and `_name_compare` (lit_app/compare.py). The server adds the inside-the-model
 wrappers (lit_app/inside.py, `with_inside`) and the explain wrapper (lit_app/explain.py).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from lit_nlp.api import model as lit_model
 
 from lit_app import fields
+from lit_app.compare import CompareModel
 from lit_app.generation import GenerationModel
 from lit_app.salience import SalienceModel
 from lit_app.shared_model import SharedLM
@@ -24,4 +25,5 @@ def make_models(shared: SharedLM, name: str) -> dict[str, lit_model.Model]:
         gen_name: generation,
         salience_name: SalienceModel.from_loaded(generation),
         tokenizer_name: TokenizerModel.from_loaded(generation),
+        fields.compare_model_name(name): CompareModel.from_loaded(generation),
     }

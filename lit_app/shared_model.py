@@ -17,7 +17,10 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any, Callable
 
+import numpy as np
+
 import sequence_salience as ss
+from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS
 from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import fields, generation_cache, progressive
@@ -288,6 +291,35 @@ class SharedLM:
                 if key[:len(pair)] == pair and result.has_span(method, t0, t1):
                     return result.span_salience(method, t0, t1)
         return None
+
+    def cached_logprobs(self, chat: Any, target: str) -> Any:
+        """<float32>[T] log p of each target token from any cached result of this prompt and target
+        (complete or partial: every result's forward records them), else None; never runs the model."""
+        explained = target or self.cached_generation(chat)
+        if explained is None:
+            return None
+        pair = self._pair_key(chat, target, explained)
+        for cache in (self._results, self._partials):
+            for key, result in reversed(cache.items()):
+                if key[:len(pair)] == pair:
+                    return result.target_logprobs
+        return None
+
+    def cross_logprobs(self, chat_a: Any, target_a: str, chat_b: Any) -> tuple[Any, int]:
+        """A's response (typed, or its greedy generation) under prompt A and under prompt B, per token
+        (`sequence_salience.compare.CrossLogprobs`), and how many forwards it ran: one for B, plus one
+        for A when no cached result of A holds its log-probs (the salience module has shown A before)."""
+        explained = self.explained(chat_a, target_a)
+        cached = self.cached_logprobs(chat_a, target_a)
+        forwards = 1
+        with self.lock:
+            under_b = response_logprobs(self.lm, chat_b, explained)
+            if cached is not None and len(cached) == len(under_b.ids):
+                under_a = dataclasses.replace(under_b, logprobs=np.asarray(cached, dtype=np.float64))
+            else:
+                under_a = response_logprobs(self.lm, chat_a, explained)
+                forwards += 1
+        return CrossLogprobs(under_a, under_b), forwards
 
     def forget_salience(self) -> None:
         """Drops every cached salience result, complete and partial (benchmarks time cold requests);

@@ -1,0 +1,269 @@
+/**
+ * Compare an edit, the pure part: the segment-level alignment of two texts (the rules of
+ * sequence_salience/compare/alignment.py), the values per aligned segment on one shared scale, the
+ * difference B − A, the `compare` payload of `_<model>_compare` (lit_app/compare.py) and its input.
+ *
+ * A = the pinned datapoint (LIT's *Pin datapoint*, or the parent of *Add and compare*), B = the
+ * selected one. Units are the aggregation's segments (../shared/aggregate/), compared by their text
+ * with whitespace collapsed; positions are code points. The diff is a longest common subsequence over
+ * the segment keys after trimming the common prefix and suffix (an edit is usually small); Python's
+ * difflib gives the same alignment on the hand-derived cases both test suites share.
+ */
+import {segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
+import {maxAbs, type ColorScale} from '../shared/colormap.js';
+import {codePointToUtf16} from '../shared/pieces.js';
+import {derivedInput, type IndexedInputLike} from '../shared/request.js';
+
+export type AlignKind = 'equal' | 'insert' | 'delete' | 'replace';
+
+/** One aligned segment: code point spans in A and B (empty on the side without text) and the segments. */
+export interface AlignedSegment {
+  kind: AlignKind;
+  a: [number, number];
+  b: [number, number];
+  aSegs: number[];
+  bSegs: number[];
+}
+
+export interface Alignment {
+  textA: string;
+  textB: string;
+  segments: AlignedSegment[];
+}
+
+/** Largest middle (after trimming the common prefix and suffix) diffed word by word; longer: one replace. */
+export const MAX_DIFF_CELLS = 4_000_000;
+
+/** What two segments share when they align as equal: their text with whitespace collapsed and trimmed. */
+export function segmentKey(text: string): string {
+  return text.split(/\s+/u).filter((w) => w.length > 0).join(' ');
+}
+
+/** Opcodes [kind, i1, i2, j1, j2] turning keys a into keys b (as difflib's get_opcodes). */
+export function diffKeys(a: readonly string[], b: readonly string[]): Array<[AlignKind, number, number, number, number]> {
+  let pre = 0;
+  while (pre < a.length && pre < b.length && a[pre] === b[pre]) pre++;
+  let suf = 0;
+  while (suf < a.length - pre && suf < b.length - pre && a[a.length - 1 - suf] === b[b.length - 1 - suf]) suf++;
+  const n = a.length - pre - suf;
+  const m = b.length - pre - suf;
+  const pairs: Array<[number, number]> = [];  // matched (i, j), increasing
+  for (let k = 0; k < pre; k++) pairs.push([k, k]);
+  if (n > 0 && m > 0 && n * m <= MAX_DIFF_CELLS) {
+    // lcs[i][j]: LCS length of a[pre+i:] and b[pre+j:], row-major in one array.
+    const w = m + 1;
+    const lcs = new Int32Array((n + 1) * w);
+    for (let i = n - 1; i >= 0; i--) {
+      for (let j = m - 1; j >= 0; j--) {
+        lcs[i * w + j] = a[pre + i] === b[pre + j] ? lcs[(i + 1) * w + j + 1] + 1
+            : Math.max(lcs[(i + 1) * w + j], lcs[i * w + j + 1]);
+      }
+    }
+    let i = 0, j = 0;
+    while (i < n && j < m) {
+      if (a[pre + i] === b[pre + j]) {
+        pairs.push([pre + i, pre + j]);
+        i++; j++;
+      } else if (lcs[(i + 1) * w + j] >= lcs[i * w + j + 1]) {
+        i++;
+      } else {
+        j++;
+      }
+    }
+  }
+  for (let k = 0; k < suf; k++) pairs.push([a.length - suf + k, b.length - suf + k]);
+  const ops: Array<[AlignKind, number, number, number, number]> = [];
+  let i = 0, j = 0;
+  const gap = (i2: number, j2: number) => {
+    if (i2 > i || j2 > j) ops.push([i2 > i && j2 > j ? 'replace' : i2 > i ? 'delete' : 'insert', i, i2, j, j2]);
+  };
+  for (const [pi, pj] of pairs) {
+    gap(pi, pj);
+    const last = ops[ops.length - 1];
+    if (last !== undefined && last[0] === 'equal' && last[2] === pi && last[4] === pj) {
+      last[2]++; last[4]++;
+    } else {
+      ops.push(['equal', pi, pi + 1, pj, pj + 1]);
+    }
+    i = pi + 1;
+    j = pj + 1;
+  }
+  gap(a.length, b.length);
+  return ops;
+}
+
+interface Unit {
+  seg: number;
+  start: number;
+  end: number;
+}
+
+function units(text: string, u16: Int32Array, seg: Segmentation, lo: number, hi: number): Unit[] {
+  const out: Unit[] = [];
+  for (let s = 0; s < seg.kinds.length; s++) {
+    const a = seg.starts[s];
+    const b = Math.min(seg.ends[s], hi);
+    if (a >= lo && a < hi && b > a && text.slice(u16[a], u16[b]).trim() !== '') out.push({seg: s, start: a, end: b});
+  }
+  return out;
+}
+
+/** Aligns two segmented texts over code point regions [lo, hi) (default: the whole texts). */
+export function alignSegmentations(textA: string, segA: Segmentation, textB: string, segB: Segmentation,
+                                   regionA?: [number, number], regionB?: [number, number]): Alignment {
+  const ua16 = codePointToUtf16(textA);
+  const ub16 = codePointToUtf16(textB);
+  const ra = regionA ?? [0, ua16.length - 1];
+  const rb = regionB ?? [0, ub16.length - 1];
+  const ua = units(textA, ua16, segA, ra[0], ra[1]);
+  const ub = units(textB, ub16, segB, rb[0], rb[1]);
+  const keysA = ua.map((u) => segmentKey(textA.slice(ua16[u.start], ua16[u.end])));
+  const keysB = ub.map((u) => segmentKey(textB.slice(ub16[u.start], ub16[u.end])));
+  const span = (us: Unit[], i1: number, i2: number, region: [number, number]): [number, number] => {
+    if (i2 > i1) return [us[i1].start, us[i2 - 1].end];
+    if (i1 < us.length) return [us[i1].start, us[i1].start];
+    const end = us.length ? us[us.length - 1].end : region[0];
+    return [end, end];
+  };
+  const segments: AlignedSegment[] = [];
+  for (const [kind, i1, i2, j1, j2] of diffKeys(keysA, keysB)) {
+    if (kind === 'equal') {
+      for (let k = 0; k < i2 - i1; k++) {
+        const x = ua[i1 + k], y = ub[j1 + k];
+        segments.push({kind, a: [x.start, x.end], b: [y.start, y.end], aSegs: [x.seg], bSegs: [y.seg]});
+      }
+      continue;
+    }
+    segments.push({kind, a: span(ua, i1, i2, ra), b: span(ub, j1, j2, rb),
+                   aSegs: ua.slice(i1, i2).map((u) => u.seg), bSegs: ub.slice(j1, j2).map((u) => u.seg)});
+  }
+  return {textA, textB, segments};
+}
+
+/** Aligns two plain texts (the responses) word by word. */
+export function alignTexts(textA: string, textB: string, granularity: Granularity = 'word'): Alignment {
+  return alignSegmentations(textA, segment(textA, [], granularity), textB, segment(textB, [], granularity));
+}
+
+/** The text of aligned segment k on side 'a' or 'b'. */
+export function alignedText(al: Alignment, k: number, side: 'a' | 'b'): string {
+  const text = side === 'a' ? al.textA : al.textB;
+  const [s, e] = side === 'a' ? al.segments[k].a : al.segments[k].b;
+  const u16 = codePointToUtf16(text);
+  return text.slice(u16[s], u16[e]);
+}
+
+/** Whether anything but whitespace differs. */
+export function changed(al: Alignment): boolean {
+  return al.segments.some((s) => s.kind !== 'equal');
+}
+
+/** Per aligned segment, each side's value: the sum of its segments' finite values; NaN without any. */
+export function alignedValues(al: Alignment, valuesA: ArrayLike<number>, valuesB: ArrayLike<number>):
+    {a: Float64Array; b: Float64Array} {
+  const side = (segs: number[], v: ArrayLike<number>) => {
+    let sum = 0, any = false;
+    for (const s of segs) {
+      if (Number.isFinite(v[s])) { sum += v[s]; any = true; }
+    }
+    return any ? sum : NaN;
+  };
+  return {a: Float64Array.from(al.segments, (s) => side(s.aSegs, valuesA)),
+          b: Float64Array.from(al.segments, (s) => side(s.bSegs, valuesB))};
+}
+
+/** b − a per aligned segment; text only one side has counts 0 on the other; NaN where neither has a value. */
+export function difference(al: Alignment, a: Float64Array, b: Float64Array): Float64Array {
+  return Float64Array.from(al.segments, (s, k) => (s.bSegs.length ? b[k] : 0) - (s.aSegs.length ? a[k] : 0));
+}
+
+/** One colour scale for both sides: the largest |value| of either. */
+export function sharedScale(signed: boolean, a: ArrayLike<number>, b: ArrayLike<number>, intensity = 1): ColorScale {
+  const all = [...Array.from(a), ...Array.from(b)].filter((v) => Number.isFinite(v));
+  return {signed, scale: maxAbs(all), intensity};
+}
+
+/** The signed scale of the difference. */
+export function differenceScale(diff: ArrayLike<number>, intensity = 1): ColorScale {
+  return {signed: true, scale: maxAbs(Array.from(diff).filter((v) => Number.isFinite(v))), intensity};
+}
+
+// ------------------------------------------------------------ the server's compare payload
+
+export const COMPARE_FIELD = 'compare';
+export const PINNED_PROMPT_FIELD = 'pinned_prompt';
+export const PINNED_SYSTEM_FIELD = 'pinned_system';
+export const PINNED_TARGET_FIELD = 'pinned_target';
+
+/** The compare wrapper of generation model `model` (lit_app/fields.py compare_model_name). */
+export function compareModelName(model: string): string {
+  return `_${model}_compare`;
+}
+
+export interface TokenLogprobs {
+  response: string;
+  ids: number[];
+  tokens: string[];
+  logprobs: number[];
+  total: number;
+}
+
+/** `compare` of `_<model>_compare`: the pinned response under the pinned (a) and the selected (b) prompt. */
+export interface CrossPayload {
+  under_a: TokenLogprobs;
+  under_b: TokenLogprobs;
+  delta: number;
+  per_token_delta: number[] | null;
+  forwards: number;
+}
+
+function check(cond: boolean, what: string): void {
+  if (!cond) throw new Error(`Malformed compare payload: ${what}. Fix: restart the server with this version.`);
+}
+
+function parseSide(x: unknown, name: string): TokenLogprobs {
+  const s = x as Record<string, unknown> | null;
+  check(s !== null && typeof s === 'object', `"${name}" is not an object`);
+  check(typeof s!['response'] === 'string', `"${name}.response" is not a string`);
+  for (const f of ['ids', 'tokens', 'logprobs']) check(Array.isArray(s![f]), `"${name}.${f}" is not a list`);
+  const n = (s!['ids'] as unknown[]).length;
+  check((s!['tokens'] as unknown[]).length === n && (s!['logprobs'] as unknown[]).length === n,
+        `"${name}" has ${n} ids but other lengths of tokens or logprobs`);
+  check(typeof s!['total'] === 'number', `"${name}.total" is not a number`);
+  return s as unknown as TokenLogprobs;
+}
+
+export function parseCross(x: unknown): CrossPayload {
+  const p = x as Record<string, unknown> | null;
+  check(p !== null && typeof p === 'object', 'not an object');
+  const a = parseSide(p!['under_a'], 'under_a');
+  const b = parseSide(p!['under_b'], 'under_b');
+  check(typeof p!['delta'] === 'number', '"delta" is not a number');
+  const per = p!['per_token_delta'];
+  check(per === null || (Array.isArray(per) && per.length === a.ids.length), '"per_token_delta" does not match the tokens');
+  return {under_a: a, under_b: b, delta: p!['delta'] as number, per_token_delta: per as number[] | null,
+          forwards: typeof p!['forwards'] === 'number' ? (p!['forwards'] as number) : 0};
+}
+
+/** The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*. */
+export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike): IndexedInputLike {
+  const str = (v: unknown) => (typeof v === 'string' ? v : '');
+  return derivedInput(selected, {
+    [PINNED_PROMPT_FIELD]: str(pinned.data['prompt']),
+    [PINNED_SYSTEM_FIELD]: str(pinned.data['system']),
+    [PINNED_TARGET_FIELD]: str(pinned.data['target']),
+  }, `compare-${pinned.id}`);
+}
+
+/** Whether the module shows the comparison: LIT's compare mode on, a pinned datapoint, another one selected. */
+export function isComparing(enabled: boolean, pinned: IndexedInputLike | null, selected: IndexedInputLike | null):
+    boolean {
+  return enabled && pinned !== null && selected !== null && pinned.id !== selected.id;
+}
+
+/** "−4.43 (B makes the old answer less likely)" */
+export function describeDelta(delta: number): string {
+  const dir = delta > 0 ? 'more' : delta < 0 ? 'less' : 'equally';
+  const sign = delta > 0 ? '+' : delta < 0 ? '−' : '±';
+  return `${sign}${Math.abs(delta).toFixed(3)} (the edit makes the pinned answer ${dir} likely)`;
+}

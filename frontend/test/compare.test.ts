@@ -1,0 +1,106 @@
+import {describe, expect, it} from 'vitest';
+import {alignedText, alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
+        difference, differenceScale, isComparing, parseCross, sharedScale, type Alignment} from '../src/compare/logic.js';
+
+/** (kind, text A, text B) per aligned segment, trimmed: the same hand cases as tests/unit/test_compare.py. */
+const rows = (al: Alignment) => al.segments.map((s, k) => [s.kind, alignedText(al, k, 'a').trim(), alignedText(al, k, 'b').trim()]);
+
+describe('alignTexts (the hand cases of tests/unit/test_compare.py)', () => {
+  it('insertion', () => {
+    const al = alignTexts('Add two and three.', 'Add two and three carefully.');
+    expect(rows(al)).toEqual([['equal', 'Add', 'Add'], ['equal', 'two', 'two'], ['equal', 'and', 'and'],
+                              ['equal', 'three', 'three'], ['insert', '', 'carefully'], ['equal', '.', '.']]);
+    expect(al.segments[4].a).toEqual([17, 17]);
+    expect(al.segments[4].b).toEqual([18, 27]);
+  });
+  it('deletion', () => {
+    const al = alignTexts('Please answer briefly: what is 2 + 2?', 'Please answer: what is 2 + 2?');
+    expect(rows(al).filter((r) => r[0] !== 'equal')).toEqual([['delete', 'briefly', '']]);
+  });
+  it('replacement of one number and of a run', () => {
+    const al = alignTexts('Alice has 3 apples.', 'Alice has 4 apples.');
+    expect(rows(al)).toEqual([['equal', 'Alice', 'Alice'], ['equal', 'has', 'has'], ['replace', '3', '4'],
+                              ['equal', 'apples', 'apples'], ['equal', '.', '.']]);
+    const run = alignTexts('Bob has 3 red apples today.', 'Bob has 10 green pears today.');
+    expect(rows(run)[2]).toEqual(['replace', '3 red apples', '10 green pears']);
+    expect(run.segments[2].aSegs.length).toBe(3);
+    expect(changed(alignTexts('same words', 'same  words'))).toBe(false);
+  });
+  it('chat markup units stay whole', () => {
+    const a = '<|im_start|>user\nWhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n';
+    const al = alignTexts(a, a.replace('4', '5'));
+    expect(rows(al)[0]).toEqual(['equal', '<|im_start|>user', '<|im_start|>user']);
+    expect(rows(al)).toContainEqual(['replace', '4', '5']);
+    expect(rows(alignTexts('<|im_start|>user\nHi', '<|im_start|>system\nHi')))
+        .toEqual([['replace', '<|im_start|>user', '<|im_start|>system'], ['equal', 'Hi', 'Hi']]);
+  });
+  it('Unicode: code point spans', () => {
+    const al = alignTexts('Café 😀 東京 naïve', 'Café 🎉 東京 naïve');
+    expect(rows(al)).toEqual([['equal', 'Café', 'Café'], ['replace', '😀', '🎉'], ['equal', '東京', '東京'],
+                              ['equal', 'naïve', 'naïve']]);
+    expect(al.segments[1].a).toEqual([5, 7]);  // the emoji is one code point (two UTF-16 units)
+    expect(rows(alignTexts('e\u0301te naive', 'e\u0301te nai\u0308ve')))
+        .toEqual([['equal', 'e\u0301te', 'e\u0301te'], ['replace', 'naive', 'nai\u0308ve']]);
+    expect(alignTexts('', 'new text').segments[0].kind).toBe('insert');
+    expect(alignTexts('old text', '').segments[0].kind).toBe('delete');
+  });
+  it('sentences', () => {
+    expect(rows(alignTexts('First one. Second one. Third.', 'First one. Changed second. Third.', 'sentence')))
+        .toEqual([['equal', 'First one.', 'First one.'], ['replace', 'Second one.', 'Changed second.'],
+                  ['equal', 'Third.', 'Third.']]);
+  });
+});
+
+describe('diffKeys', () => {
+  it('gives difflib-style opcodes', () => {
+    expect(diffKeys(['a', 'b', 'c'], ['a', 'x', 'c', 'd'])).toEqual(
+        [['equal', 0, 1, 0, 1], ['replace', 1, 2, 1, 2], ['equal', 2, 3, 2, 3], ['insert', 3, 3, 3, 4]]);
+    expect(diffKeys([], [])).toEqual([]);
+    expect(diffKeys(['a'], [])).toEqual([['delete', 0, 1, 0, 0]]);
+  });
+});
+
+describe('values, difference and scales (hand-derived)', () => {
+  it('sums, NaN on the missing side, 0 for the difference', () => {
+    const al = alignTexts('x y z', 'x w z q');
+    expect(al.segments.map((s) => s.kind)).toEqual(['equal', 'replace', 'equal', 'insert']);
+    const {a, b} = alignedValues(al, [1, 2, 3], [10, 20, 30, 40]);
+    expect(Array.from(a)).toEqual([1, 2, 3, NaN]);
+    expect(Array.from(difference(al, a, b))).toEqual([9, 18, 27, 40]);
+    const d = alignTexts('x y', 'x');
+    const v = alignedValues(d, [1, 2], [5]);
+    expect(Array.from(difference(d, v.a, v.b))).toEqual([4, -2]);
+    const m = alignTexts('x y', 'x y');
+    const mv = alignedValues(m, [NaN, 1], [NaN, 3]);
+    expect(Array.from(difference(m, mv.a, mv.b))).toEqual([NaN, 2]);
+    expect(sharedScale(true, [1, -5, NaN], [3], 2)).toEqual({signed: true, scale: 5, intensity: 2});
+    expect(differenceScale([0.5, -2, NaN])).toEqual({signed: true, scale: 2, intensity: 1});
+  });
+});
+
+describe('the compare request and payload', () => {
+  const selected = {id: 'b', data: {prompt: 'P5', system: '', target: ''}, meta: {}};
+  const pinned = {id: 'a', data: {prompt: 'P3', system: 'S', target: ''}, meta: {}};
+  it('sends the pinned fields with the selected datapoint', () => {
+    const input = compareInput(selected, pinned);
+    expect(input.data).toMatchObject({prompt: 'P5', pinned_prompt: 'P3', pinned_system: 'S', pinned_target: ''});
+    expect(input.id).toBe('b~compare-a');
+    expect(compareModelName('smollm2')).toBe('_smollm2_compare');
+  });
+  it('compares only with a pinned datapoint and another one selected', () => {
+    expect(isComparing(true, pinned, selected)).toBe(true);
+    expect(isComparing(false, pinned, selected)).toBe(false);
+    expect(isComparing(true, pinned, pinned)).toBe(false);
+    expect(isComparing(true, null, selected)).toBe(false);
+  });
+  it('parses and names the broken field', () => {
+    const side = {response: ' 5', ids: [1, 2], tokens: [' ', '5'], logprobs: [-1, -2], total: -3};
+    const ok = parseCross({under_a: side, under_b: {...side, logprobs: [-1, -4], total: -5}, delta: -2,
+                           per_token_delta: [0, -2], forwards: 1});
+    expect(ok.delta).toBe(-2);
+    expect(() => parseCross({under_a: side, delta: 1})).toThrow(/"under_b" is not an object/);
+    expect(() => parseCross({under_a: {...side, tokens: ['x']}, under_b: side, delta: 0, per_token_delta: null}))
+        .toThrow(/under_a/);
+    expect(describeDelta(-4.4256)).toBe('−4.426 (the edit makes the pinned answer less likely)');
+  });
+});

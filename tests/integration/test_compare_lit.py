@@ -1,0 +1,87 @@
+"""`_<model>_compare` (lit_app/compare.py) through LIT's real WSGI app on the embedded default model: the pinned
+response's log p under the selected prompt equals a plain teacher-forced forward; one forward when the pinned
+datapoint's salience was shown before; bad input is a one-line error naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from werkzeug.test import Client
+
+from lit_app import datasets, fields, model_group, server, shared_model
+
+MODEL = "smollm2"
+GEN, SAL, _ = fields.model_group_names(MODEL)
+COMPARE = fields.compare_model_name(MODEL)
+PROMPT_A = "Alice has 3 apples and Bob gives her 2 more. How many apples does Alice have?"
+PROMPT_B = PROMPT_A.replace("3", "5")
+
+
+@pytest.fixture(scope="module")
+def shared(default_lm):
+    return shared_model.SharedLM(default_lm, max_new_tokens=10, disk_cache=False)
+
+
+@pytest.fixture(scope="module")
+def client(shared, stub_client_root):
+    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
+
+
+def _post(client, model, data):
+    return client.post(f"/get_preds?model={model}", data=json.dumps({"inputs": [{"id": "ex", "data": data}]}))
+
+
+def _preds(client, model, data):
+    response = _post(client, model, data)
+    assert response.status_code == 200, response.get_data(as_text=True)[:800]
+    return json.loads(response.data)[0]
+
+
+def _teacher_forced(lm, chat, target_ids) -> list[float]:
+    ids = list(lm.encode_prompt(chat).ids) + list(target_ids)
+    with torch.no_grad():
+        logp = torch.log_softmax(lm.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+    p = len(ids) - len(target_ids)
+    return [logp[p + t - 1, tid].item() for t, tid in enumerate(target_ids)]
+
+
+def test_spec_lists_the_compare_model(client):
+    info = json.loads(client.get("/get_info").data)
+    spec = info["models"][COMPARE]["spec"]
+    assert spec["output"][fields.COMPARE]["__name__"] == "LitType"
+    assert {fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED_TARGET} <= set(spec["input"])
+
+
+def test_pinned_response_under_the_edited_prompt(client, shared, default_lm):
+    # The salience module showed the pinned datapoint first (its first highlight: the whole response).
+    first = _preds(client, SAL, {fields.PROMPT: PROMPT_A, fields.DETAIL: "span"})
+    payload = first[fields.SALIENCE]
+    out = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A})[fields.COMPARE]
+    assert out["forwards"] == 1  # A's log-probs came from the cached first highlight
+    gen = shared.generate(shared.format_prompt({fields.PROMPT: PROMPT_A}))
+    assert out["under_a"]["response"] == gen.text == payload["text"][payload["prompt_end"]:]
+    assert out["under_a"]["ids"] == list(gen.ids) == out["under_b"]["ids"]
+    chat_a = default_lm.format_prompt(PROMPT_A)
+    chat_b = default_lm.format_prompt(PROMPT_B)
+    np.testing.assert_allclose(out["under_a"]["logprobs"], _teacher_forced(default_lm, chat_a, gen.ids), atol=2e-3)
+    np.testing.assert_allclose(out["under_b"]["logprobs"], _teacher_forced(default_lm, chat_b, gen.ids), atol=2e-3)
+    assert out["delta"] == pytest.approx(sum(out["under_b"]["logprobs"]) - sum(out["under_a"]["logprobs"]), abs=1e-4)
+    np.testing.assert_allclose(out["per_token_delta"],
+                               np.subtract(out["under_b"]["logprobs"], out["under_a"]["logprobs"]), atol=1e-6)
+    # A typed pinned target nobody explained yet: both sides need a forward.
+    typed = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                     fields.PINNED_TARGET: " Alice has 5 apples."})[fields.COMPARE]
+    assert typed["forwards"] == 2 and typed["under_a"]["response"] == " Alice has 5 apples."
+
+
+@pytest.mark.parametrize("data, message", [
+    ({fields.PROMPT: PROMPT_B}, fields.PINNED_PROMPT),
+    ({fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: 3}, fields.PINNED_PROMPT),
+])
+def test_bad_input_names_the_field(client, data, message):
+    response = _post(client, COMPARE, data)
+    assert response.status_code == 500  # LIT's own app; behind security.SecureApp (main()) it is 400
+    assert message in response.get_data(as_text=True)
