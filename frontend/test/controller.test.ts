@@ -280,6 +280,94 @@ describe('SalienceController', () => {
   });
 });
 
+describe('status line: what is on screen now (issue 19)', () => {
+  /** A promise resolved or rejected from outside. */
+  function deferred() {
+    let resolve!: (v: Array<Record<string, unknown>>) => void;
+    let reject!: (e: Error) => void;
+    const promise = new Promise<Array<Record<string, unknown>>>((res, rej) => { resolve = res; reject = rej; });
+    return {promise, resolve, reject};
+  }
+  /** The first highlight without a Gram matrix: every span other than the whole response needs the server. */
+  const firstHighlight = () => {
+    const p = payload();
+    p.methods.grad_norm!.gram_packed = null;
+    p.methods.grad_norm!.matrix = null;
+    p.methods.grad_x_input!.matrix = null;
+    p.spans = {[`0:${T}`]: {grad_norm: Array(N).fill(1), grad_x_input: Array(N).fill(1)}};
+    return [{salience: p}];
+  };
+
+  it('says "computing" while the span computes, "exact for this span" once its values are shown, "per-token ready" with the matrix', async () => {
+    const pending = deferred();
+    const {host} = fakeHost((c) => (c.input.data['target_span'] === undefined ? firstHighlight() : pending.promise));
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    expect(ctl.precision()).toMatch(/^exact for this span/);  // the whole response came with the payload
+    ctl.setSpan({t0: 1, t1: 3});
+    expect(ctl.tokenValues()).toBeNull();
+    expect(ctl.precision()).toBe(`computing tokens 2–3 of ${T}…`);
+    expect(ctl.detailState()).toBe('computing');
+    pending.resolve([{span_salience: {grad_norm: Array(N).fill(2), grad_x_input: Array(N).fill(2)}, salience: {}}]);
+    await vi.runAllTimersAsync();
+    expect(ctl.precision()).toMatch(/^exact for this span/);
+    expect(ctl.side).toBeNull();
+    // With the per-token matrix in the payload, the status says so.
+    const ready = new SalienceController(fakeHost(() => [{salience: payload()}]).host);
+    await ready.select(dp());
+    expect(ready.precision()).toBe('per-token detail ready: retargeting is instant');
+    ctl.dispose();
+    ready.dispose();
+  });
+
+  it('shows no "Cancelled" of a method the user left; the new method\'s values replace the status', async () => {
+    const ig = deferred();
+    const sg = deferred();
+    const {host} = fakeHost((c) => {
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      return (c.input.data['ig_steps'] as number) > 0 ? ig.promise : sg.promise;
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ctl.side?.kind).toBe('loading');
+    ctl.setMethod('smooth_grad');  // same span, another method: the server cancels the IG request
+    await vi.advanceTimersByTimeAsync(0);
+    ig.reject(new Error('Cancelled: a newer selection replaced this request.'));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ctl.side?.kind).toBe('loading');  // still computing SmoothGrad; no red line
+    sg.resolve([{span_salience: {smooth_grad: Array(N).fill(3)}, salience: {}}]);
+    await vi.runAllTimersAsync();
+    expect(ctl.side).toBeNull();
+    expect(Array.from(ctl.tokenValues()!)).toEqual(Array(N).fill(3));
+    ctl.dispose();
+  });
+
+  it('clears an error once the user moves on, and after a request that succeeds', async () => {
+    let failNext = true;
+    const {host} = fakeHost((c) => {
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      if (failNext) {
+        failNext = false;
+        throw new Error('Cancelled: a newer selection replaced this request.');
+      }
+      return [{span_salience: {grad_norm: Array(N).fill(4), grad_x_input: Array(N).fill(4)}, salience: {}}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setSpan({t0: 1, t1: 2});
+    await vi.runAllTimersAsync();
+    expect(ctl.side).toEqual({kind: 'error', text: 'Cancelled: a newer selection replaced this request.'});
+    ctl.setSpan({t0: 2, t1: 3});  // another span: the old error is not about it
+    expect(ctl.side?.kind).toBe('loading');
+    await vi.runAllTimersAsync();
+    expect(ctl.side).toBeNull();
+    expect(ctl.precision()).toMatch(/^exact for this span/);
+    ctl.dispose();
+  });
+});
+
 describe('stream polls', () => {
   const s = (state: StreamStatus['state'], text: string, tokens: number): StreamStatus =>
       ({state, text, tokens, max_new_tokens: 64, stopped_by: ''});
@@ -298,5 +386,18 @@ describe('stream polls', () => {
     expect(streamAdvanced(s('running', 'It', 1), s('running', 'It is', 2))).toBe(true);
     expect(streamAdvanced(s('running', 'It is', 2), s('running', 'It', 1))).toBe(false);  // answered out of order
     expect(streamAdvanced(s('running', 'It is', 2), s('done', 'It is', 2))).toBe(true);
+  });
+});
+
+describe('IG completeness (issue 19)', () => {
+  it('is relative to the log-prob change to the baseline, the attributions\' sum minus the error', async () => {
+    const {relativeCompleteness, IG_TOLERANCE} = await import('../src/salience/values.js');
+    // Attributions sum to 1.1 with an error of 0.1: log p(x) − log p(x') = 1.0, so 10 %.
+    expect(relativeCompleteness(0.1, [0.5, 0.6])).toBeCloseTo(0.1, 12);
+    // The issue's case: error −325.7 against attributions summing to −351.5 (a change of −25.8): 1262 %.
+    expect(relativeCompleteness(-325.7, [-351.5])).toBeCloseTo(325.7 / 25.8, 9);
+    expect(relativeCompleteness(0.01, [1.01])! <= IG_TOLERANCE).toBe(true);
+    expect(relativeCompleteness(1, null)).toBeNull();
+    expect(relativeCompleteness(1, [1])).toBeNull();  // no change to compare with
   });
 });

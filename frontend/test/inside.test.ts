@@ -3,7 +3,7 @@ import {describe, expect, it} from 'vitest';
 import {
   addIntervention, comparisonRows, describeIntervention, formatDelta, formatProb, formatRank, hashString,
   insideModels, interventionKey, interventionsJson, layerDeltas, modelGroup, probPolyline, removeIntervention,
-  searchStatus, setScope, settlesAt, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
+  searchStatus, setScope, settlesAt, describeTraced, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
 } from '../src/inside/logic.js';
 import {
   type InterventionPayload, type LayerTrace, parseIntervention, parseSearch, parseTrace, type SearchPayload,
@@ -70,6 +70,13 @@ describe('models and targets', () => {
     expect(traceKey(one)).not.toBe(traceKey(whole));
     expect(traceKey(traceTarget({...shared(1, 2), granularity: 'token'})!)).toBe(traceKey(one));
     expect(traceTarget({...shared(0, 0), tokens: ['<s>', 'q']})).toBeNull();  // no response tokens
+  });
+  it('numbers the traced token as the salience module numbers the span (1-based, "of N")', () => {
+    // The salience module says "tokens 2–3 of 3" for {t0: 1, t1: 3} (salience/target.ts describeSpan).
+    expect(describeTraced(traceTarget(shared(1, 3))!)).toBe(
+        'response token 2 of 3 — the first of the selected tokens 2–3; click one token to trace it');
+    expect(describeTraced(traceTarget(shared(1, 2))!)).toBe('response token 2 of 3');
+    expect(describeTraced(traceTarget(shared(0, 3))!)).toMatch(/^response token 1 of 3 — the whole response/);
   });
 });
 

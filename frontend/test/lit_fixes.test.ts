@@ -1,6 +1,6 @@
 import {describe, expect, it} from 'vitest';
 
-import {patchGeneratedTextModule, patchStatusBar, QUIET_STATUS_CSS} from '../src/lit_fixes.js';
+import {patchGeneratedTextModule, patchStatusBar, QUIET_STATUS_CSS, patchLayoutSettings} from '../src/lit_fixes.js';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
 class FakeGeneratedTextModule {
@@ -68,5 +68,35 @@ describe('patchStatusBar', () => {
     expect(root.children.map((c) => c.textContent)).toEqual([QUIET_STATUS_CSS]);
     expect(QUIET_STATUS_CSS).toContain('animation: none');
     expect(patchStatusBar(undefined)).toBe(false);
+  });
+});
+
+describe('patchLayoutSettings', () => {
+  /** LIT's lit-modules as far as the patch reads it: the declared settings and the two sizes. */
+  class LitModules {
+    upperHeight = 'calc(50% - 4px)';
+    leftColumnWidth = 'calc(50% - 8px)';
+    settings: Record<string, unknown> = {};
+    modulesService = {getSetting: (name: string) => this.settings[name]};
+    calls = 0;
+    updated() { this.calls++; }
+  }
+
+  it('applies the declared mainHeight and leftWidth once they arrive, and again only when they change', () => {
+    expect(patchLayoutSettings(LitModules)).toBe(true);
+    expect(patchLayoutSettings(LitModules)).toBe(false);
+    const el = new LitModules();
+    el.updated();  // before /get_info: nothing declared, LIT's defaults stay
+    expect([el.upperHeight, el.leftColumnWidth, el.calls]).toEqual(['calc(50% - 4px)', 'calc(50% - 8px)', 1]);
+    el.settings = {mainHeight: 100, leftWidth: 30};
+    el.updated();
+    expect([el.upperHeight, el.leftColumnWidth]).toEqual(['100%', '30%']);
+    el.upperHeight = '300px';  // the user drags the divider: kept over later updates
+    el.updated();
+    expect(el.upperHeight).toBe('300px');
+    el.settings = {mainHeight: 60, leftWidth: 30};  // another layout
+    el.updated();
+    expect([el.upperHeight, el.leftColumnWidth, el.calls]).toEqual(['60%', '30%', 4]);
+    expect(patchLayoutSettings(undefined)).toBe(false);
   });
 });

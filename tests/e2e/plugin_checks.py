@@ -26,6 +26,13 @@ def highlighted_segments(mod) -> int:
     return mod.locator('.prompt .seg[style*="background"]').count()
 
 
+def open_tab(page, title: str) -> None:
+    """Opens LIT's tab `title` when the layout has one (our default layout's module tabs)."""
+    tab = page.locator(".tab", has_text=title)
+    if tab.count():
+        tab.first.click()
+
+
 def select_example(page, prompt: str = EXAMPLE_PROMPT) -> None:
     page.locator("data-table-module tbody tr", has_text=prompt).first.click()
 
@@ -43,7 +50,11 @@ def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROM
     assert defined_tags(page) == {t: True for t in TAGS}, defined_tags(page)
     expect(salience).to_contain_text("Select a prompt")
     inside = page.locator(INSIDE_TAG)
+    # In the default layout Inside the model is a tab beside the salience module (LIT renders a
+    # module only while its tab is open); in a layout that shows both, the clicks change nothing.
+    open_tab(page, "Inside the model")
     expect(inside).to_contain_text("Select a prompt")
+    open_tab(page, "Sequence Salience")
 
     select_example(page, prompt)
     page.locator(f"{SALIENCE_TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
@@ -51,6 +62,7 @@ def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROM
     assert "whole response" in salience.locator(".target-desc").inner_text()
     response = salience.locator(".response").inner_text().strip()
     assert response, "the salience module shows no response"
+    open_tab(page, "Inside the model")
     expect(inside.locator(".target-token")).not_to_be_empty(timeout=LOAD_TIMEOUT_MS)
     inside_target = inside.locator(".target-token").inner_text()
 

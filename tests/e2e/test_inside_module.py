@@ -65,8 +65,11 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
 
     page.goto(server_url)
     inside = page.locator(INSIDE)
-    inside.wait_for(timeout=120_000)
+    inside.wait_for(state="attached", timeout=120_000)
+    # A tab beside the salience module (lit_app/layouts.py); LIT renders it while its tab is open.
+    page.locator(".tab", has_text="Inside the model").first.click()
     expect(inside).to_contain_text("Select a prompt")
+    page.locator(".tab", has_text="Sequence Salience").first.click()
 
     # 1. Select an example; the salience module generates and explains the response.
     page.locator("data-table-module tbody tr", has_text=EXAMPLE_PROMPT).first.click()
@@ -79,6 +82,7 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     paris = targets.filter(has_text=re.compile(r"Paris"))
     assert paris.count() >= 1, f"no 'Paris' in the response: {sal.locator('.response').inner_text()!r}"
     paris.first.click()
+    page.locator(".tab", has_text="Inside the model").first.click()  # a tab beside the salience module
     expect(inside.locator(".target-token")).to_contain_text("Paris", timeout=LOAD_TIMEOUT_MS)
     page.locator(f"{INSIDE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     lap("click -> trace ready")

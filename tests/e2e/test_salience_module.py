@@ -82,7 +82,7 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     shot("1-selected")
 
     # Hover: the tooltip shows the exact value.
-    mod.locator('.prompt .seg[style*="background"]').first.hover()
+    mod.locator('.prompt > .seg[style*="background"]').first.hover()  # not in the folded system prompt
     tip = mod.locator(".tooltip")
     tip.wait_for(state="visible")
     assert "salience" in tip.inner_text()
@@ -135,11 +135,14 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     shot("3-sentences")
 
     # Integrated gradients (4 steps, to keep the test short on CPU): a second
-    # request with ig_steps; the legend names the step count.
-    mod.locator("input.ig-steps").fill("4")
-    mod.locator("input.ig-steps").dispatch_event("change")
+    # request with ig_steps; the legend names the step count. The step count shows only
+    # with its method (the request at the default count is replaced by the 4-step one).
+    assert mod.locator("input.ig-steps").count() == 0
     _reset_action(mod)
     mod.locator("select.method").select_option("integrated_gradients")
+    mod.locator("input.ig-steps").fill("4")
+    mod.locator("input.ig-steps").dispatch_event("change")
+    _reset_action(mod)  # the 16-step request may have painted meanwhile: wait for the 4-step one
     timings["integrated_gradients_4_steps_ms_in_page"] = _wait_action(page, "method")
     expect(mod.locator(".legend-title")).to_contain_text("4 steps")
     assert "completeness error" in mod.locator(".side").inner_text()
@@ -150,10 +153,12 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     _reset_action(mod)
     mod.locator("select.granularity").select_option("word")
     _wait_action(page, "granularity")
+    _reset_action(mod)
+    mod.locator("select.method").select_option("smooth_grad")
+    expect(mod.locator("input.ig-steps")).to_have_count(0)
     mod.locator("input.sg-samples").fill("2")
     mod.locator("input.sg-samples").dispatch_event("change")
     _reset_action(mod)
-    mod.locator("select.method").select_option("smooth_grad")
     timings["smooth_grad_2_samples_ms_in_page"] = _wait_action(page, "method")
     expect(mod.locator(".legend-title")).to_contain_text("Signed (diverging)")
     expect(mod.locator(".legend-title")).to_contain_text("2 samples")

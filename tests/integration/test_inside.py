@@ -147,12 +147,16 @@ def test_lit_search_builds_the_index_in_the_background(client, monkeypatch, tmp_
     assert "search text is empty" in _error(client, SEARCH, {"query": "  "}, id_="empty")
 
 
-def test_layout_shows_the_inside_module_below_the_salience_module():
+def test_layout_shows_the_inside_module_as_a_tab_beside_the_salience_module():
     from lit_app import layouts
 
     assert frontend_source.exported_string("INSIDE_TAG") == layouts.INSIDE_MODULE_TAG
     default = layouts.make_layouts()[layouts.DEFAULT_LAYOUT]
-    assert [m.module for tab in default.upper.values() for m in tab] == [layouts.SALIENCE_MODULE_TAG]
-    assert [m.module for m in default.lower["Inside the model"]] == [layouts.INSIDE_MODULE_TAG]
+    # The salience module first (LIT opens the first tab); nothing below it to shrink it.
+    assert [m.module for tab in default.upper.values() for m in tab] == [
+        layouts.SALIENCE_MODULE_TAG, layouts.INSIDE_MODULE_TAG, layouts.EXPLAIN_MODULE_TAG]
+    assert not default.lower and default.layoutSettings.mainHeight == 100
+    split = layouts.make_layouts()[layouts.SPLIT_LAYOUT_NAME]
+    assert [m.module for m in split.lower["Inside the model"]] == [layouts.INSIDE_MODULE_TAG]
     bare = layouts.make_layouts(with_salience_module=False)[layouts.DEFAULT_LAYOUT]
     assert layouts.INSIDE_MODULE_TAG not in str(bare)  # no bundle, no custom elements

@@ -40,6 +40,21 @@ export interface TraceTarget {
   /** Its display text, and whether the whole response is selected (then the first token is traced). */
   token: string;
   whole: boolean;
+  /** End (exclusive) of the selected span, numbered as the salience module numbers it (t + 1 … spanEnd). */
+  spanEnd: number;
+}
+
+/**
+ * Which token is traced, in the salience module's numbering ("token 3 of 8", "tokens 3–4 of 8",
+ * 1-based): one numbering across the two modules.
+ */
+export function describeTraced(tt: TraceTarget): string {
+  const pos = `response token ${tt.t + 1} of ${tt.nTargets}`;
+  if (tt.whole) return `${pos} — the whole response is selected: tracing its first token; click a token to trace it`;
+  if (tt.spanEnd - tt.t > 1) {
+    return `${pos} — the first of the selected tokens ${tt.t + 1}–${tt.spanEnd}; click one token to trace it`;
+  }
+  return pos;
 }
 
 export function traceTarget(s: SharedTarget | null): TraceTarget | null {
@@ -50,6 +65,7 @@ export function traceTarget(s: SharedTarget | null): TraceTarget | null {
   return {
     datapointId: s.datapointId, input: s.input, group: modelGroup(s.salienceModel), t, nTargets,
     token: s.tokens[s.nPromptTokens + t] ?? '', whole: s.t0 <= 0 && s.t1 >= nTargets,
+    spanEnd: Math.min(Math.max(t + 1, s.t1), nTargets),
   };
 }
 

@@ -17,7 +17,7 @@ import {derivedInput, errorMessage, type IndexedInputLike} from '../shared/reque
 import type {SharedTarget} from '../shared/target_store.js';
 import {moduleBase} from '../shared/lit_module.js';
 import {
-  addIntervention, formatProb, formatRank, hashString, insideModels, interventionKey, interventionsJson,
+  addIntervention, describeTraced, formatProb, formatRank, hashString, insideModels, interventionKey, interventionsJson,
   removeIntervention, searchStatus, setScope, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
   type TraceTarget,
 } from './logic.js';
@@ -42,7 +42,7 @@ const MODE_TITLE = 'Click to switch: off (coefficient 0) → on (LM-Debugger: th
     'coefficient at each position)';
 
 
-type Status = 'idle' | 'loading' | 'ready' | 'error';
+type Status = 'idle' | 'waiting' | 'loading' | 'ready' | 'error';
 
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeInsideModuleClass(LitModule: unknown): CustomElementConstructor {
@@ -81,6 +81,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
     private runSeq = 0;
     private searchSeq = 0;
     private pollTimer: ReturnType<typeof setTimeout> | undefined;
+    private shownTimer: ReturnType<typeof setInterval> | undefined;
     private runTimer: ReturnType<typeof setTimeout> | undefined;
     private runClock: ReturnType<typeof setInterval> | undefined;
     /** Key of the trace the result belongs to, and the interventions it ran. */
@@ -110,6 +111,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
 
     override disconnectedCallback() {
       clearTimeout(this.pollTimer);
+      clearInterval(this.shownTimer);
       if (this.running) this.cancelRun();
       super.disconnectedCallback();
     }
@@ -157,7 +159,32 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
         this.status = 'idle';
         return;
       }
-      void this.fetchTrace(tt);
+      this.traceWhenShown(tt);
+    }
+
+    /**
+     * Traces `tt` now if the module is on screen, else once its tab is opened: in the default
+     * layout this module is a tab beside the salience module (lit_app/layouts.py), and a trace
+     * nobody looks at would take the CPU from the salience the user is waiting for. LIT hides
+     * an unselected tab with `visibility: hidden`, which no observer reports, so while a trace
+     * waits the module checks every 300 ms (a style read; nothing else runs).
+     */
+    private traceWhenShown(tt: TraceTarget) {
+      clearInterval(this.shownTimer);
+      if (isShown(this)) {
+        void this.fetchTrace(tt);
+        return;
+      }
+      this.status = 'waiting';
+      this.message = `Will trace ${showToken(tt.token)} when this tab is open.`;
+      this.shownTimer = setInterval(() => {
+        if (this.target !== tt) {
+          clearInterval(this.shownTimer);
+        } else if (isShown(this)) {
+          clearInterval(this.shownTimer);
+          void this.fetchTrace(tt);
+        }
+      }, 300);
     }
 
     private async fetchTrace(tt: TraceTarget) {
@@ -356,7 +383,9 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
           Salience module to see how the model builds it, layer by layer.</div>`;
       }
       const tr = this.trace;
-      const status = this.status === 'loading'
+      const status = this.status === 'waiting'
+          ? html`<div class="status waiting" role="status"><span>${this.message}</span></div>`
+          : this.status === 'loading'
           ? html`<div class="status loading" role="status"><div class="bar"><div></div></div><span>${this.message}</span></div>`
           : this.status === 'error'
           ? html`<div class="status error" role="alert"><span class="error-text">${this.message}</span>
@@ -364,8 +393,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
           : nothing;
       return html`<div class="header">
         <div class="target">Token <b class="target-token">${showToken(tt.token)}</b>
-          (response token ${tt.t + 1} of ${tt.nTargets})${tt.whole ? html`<span class="hint"> — whole response
-          selected: tracing its first token; click a token to trace it</span>` : nothing}
+          <span class="hint traced">(${describeTraced(tt)})</span>
           ${tr ? html`<span class="facts">· model: <b class="final-prob">p=${formatProb(tr.output.target_prob)}</b>,
             <span class="final-rank">${formatRank(tr.output.target_rank)}</span>
             · top prediction <b class="final-top">${showToken(tr.output.tokens[0])}</b>
@@ -444,4 +472,9 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
   }
 
   return InsideModelModule as unknown as CustomElementConstructor;
+}
+
+/** Whether the element is laid out and not hidden (LIT hides unselected tabs with `visibility: hidden`). */
+function isShown(el: HTMLElement): boolean {
+  return el.isConnected && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
 }

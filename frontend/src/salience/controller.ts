@@ -191,6 +191,7 @@ export class SalienceController {
     if (span.t0 === this.span.t0 && span.t1 === this.span.t1) return false;
     if (action !== null) this.markAction(action);
     this.span = span;
+    this.clearSideError();
     this.ensureData();
     this.host.changed();
     return true;
@@ -199,6 +200,7 @@ export class SalienceController {
   setMethod(method: string) {
     this.markAction('method');
     this.method = method;
+    this.clearSideError();
     this.ensureData();
     this.host.changed();
   }
@@ -207,6 +209,7 @@ export class SalienceController {
   setCount(name: string, count: number) {
     if (this.method === name) this.markAction('method');
     this.counts = {...this.counts, [name]: count};
+    this.clearSideError();
     this.ensureData();
     this.host.changed();
   }
@@ -216,6 +219,11 @@ export class SalienceController {
     this.perToken = {...this.perToken, [name]: on};
     this.ensureData();
     this.host.changed();
+  }
+
+  /** An error about an earlier span, method or count is not about what the view shows next. */
+  private clearSideError() {
+    if (this.side?.kind === 'error') this.side = null;
   }
 
   // ----------------------------------------------------------- derived
@@ -257,8 +265,10 @@ export class SalienceController {
     return `${this.valuesName()}|${this.span.t0}:${this.span.t1}|${this.version}|${this.values.size}`;
   }
 
-  /** Where the values on screen come from, for the status line. */
+  /** Where the values on screen come from, for the status line (what is on screen now, never ahead of it). */
   precision(): string {
+    const p = this.payload;
+    if (p !== null && this.tokenValues() === null) return `computing ${describeSpan(this.span, numTargets(p))}…`;
     const m = this.methodPayload();
     if (m?.matrix != null) return 'per-token detail ready: retargeting is instant';
     const extra = this.extra();
@@ -270,6 +280,7 @@ export class SalienceController {
 
   /** State of the background job behind the values ("off": an extra method's matrix not asked for). */
   detailState(): string {
+    if (this.payload !== null && this.tokenValues() === null) return 'computing';
     const extra = this.extra();
     return extra !== null ? (this.extraDetail[extra.method]?.state ?? 'off') : (this.detail?.state ?? 'done');
   }
@@ -452,6 +463,7 @@ export class SalienceController {
                                            `${info.short} for every token (${extra.count} ${info.count_unit})…`);
       if (gen !== this.generation) return;
       this.setDetail(extra, parseDetail(res[0]?.[SALIENCE_FIELD]));
+      if (this.side?.kind === 'error') this.side = null;  // the request went through: an older error is stale
       await this.pollDetail(d, gen, extra);
     } catch (e) {
       if (gen === this.generation) {
@@ -487,10 +499,13 @@ export class SalienceController {
         throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
       }
       this.settleLoading(key);
+      // The values on screen are now this request's: an error left from an earlier one is stale.
+      if (this.side?.kind === 'error' && spanKey(this.valuesName(), this.span) === key) this.side = null;
       this.version++;
     } catch (e) {
-      // A span the user has moved away from may be cancelled by the server: not an error to show.
-      const current = this.span.t0 === span.t0 && this.span.t1 === span.t1;
+      // A span, method or count the user has moved away from may be cancelled by the server: not an
+      // error to show (e.g. "Cancelled: a newer selection replaced this request" above another method's map).
+      const current = spanKey(this.valuesName(), this.span) === key;
       if (gen === this.generation && current) this.side = {kind: 'error', text: errorMessage(e)};
       else if (gen === this.generation) this.settleLoading(key);
     } finally {

@@ -22,7 +22,7 @@ import {topSegments} from './rank.js';
 import {SALIENCE_STYLES} from './styles.js';
 import {describeSpan, dragSpan, firstIndexIn, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
         type TargetSegment} from './target.js';
-import {controlsView, emptyView, promptPieceView, responsePiecesView, sidePanelView, statusView,
+import {controlsView, emptyView, headView, promptPieceView, responsePiecesView, sidePanelView, statusView,
         streamingView} from './view.js';
 
 /** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
@@ -37,7 +37,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     infoMarkdown:
         'Which parts of the prompt drove the response. Click or drag over the response to choose the ' +
         'target (Escape: whole response); arrows move it, Shift+arrows extend it.',
-    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo'],
+    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead'],
   }) {
     declare granularity: Granularity;
     declare regex: string;
@@ -45,6 +45,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare cursor: number | null;
     declare dragAnchor: number | null;
     declare dragTo: number | null;
+    /** Whether the text before the user's turn (chat template, system prompt) is expanded. */
+    declare showHead: boolean;
 
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
     private readonly ctl = new SalienceController(litConventionHost({
@@ -64,7 +66,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private valuesMemo: {key: string; seg: Segmentation; payload: SaliencePayload | null;
                          values: Float64Array | null} | null = null;
     private promptMemo: {pieces: Piece[]; values: Float64Array | null; scale: number; intensity: number;
-                         signed: boolean; templates: TemplateResult[]} | null = null;
+                         signed: boolean; head: TemplateResult[]; templates: TemplateResult[]} | null = null;
+    /** The values the tooltip's text was read from (a re-render with others hides it: no stale value). */
+    private tipValues: Float64Array | null = null;
     private readonly onWindowMouseUp = () => this.finishDrag();
 
     /** The payload shown (null: none yet); read-only, for tests and the console. */
@@ -80,6 +84,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.cursor = null;
       this.dragAnchor = null;
       this.dragTo = null;
+      this.showHead = false;
     }
 
     override connectedCallback() {
@@ -102,6 +107,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     override updated(changed: PropertyValues) {
       (super.updated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
       this.dataset['state'] = this.ctl.status;
+      if (this.tipValues !== null && this.tipValues !== (this.shown?.values ?? null)) this.hideTooltip();
       this.publishTarget();
       const action = this.ctl.finishedAction();
       if (action !== null) {
@@ -266,6 +272,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           : 'no value';
       tip.textContent = `${JSON.stringify(text.length > 60 ? text.slice(0, 57) + '…' : text)} — ${label}`;
       tip.hidden = false;
+      this.tipValues = this.shown.values;
       const host = this.getBoundingClientRect();
       tip.style.left = `${Math.min(e.clientX - host.left + 12, host.width - 260)}px`;
       tip.style.top = `${e.clientY - host.top + 16}px`;
@@ -274,11 +281,14 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private hideTooltip() {
       const tip = this.renderRoot.querySelector<HTMLElement>('.tooltip');
       if (tip) tip.hidden = true;
+      this.tipValues = null;
     }
 
     private scrollToSegment(s: number) {
       const el = this.renderRoot.querySelector<HTMLElement>(`.prompt [data-s="${s}"], .response [data-s="${s}"]`);
       if (el == null) return;
+      const head = el.closest('details');
+      if (head !== null && !head.open) this.showHead = head.open = true;
       el.scrollIntoView({block: 'center', behavior: 'smooth'});
       el.classList.add('flash');
       setTimeout(() => el.classList.remove('flash'), 1200);
@@ -337,17 +347,24 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       // not on drag previews, cursor moves or tooltip-free re-renders.
       const memo = this.promptMemo;
       let promptPieces: TemplateResult[];
+      let headPieces: TemplateResult[];
       if (memo !== null && memo.pieces === pieces && memo.values === values && memo.scale === cs.scale &&
           memo.intensity === cs.intensity && memo.signed === cs.signed) {
+        headPieces = memo.head;
         promptPieces = memo.templates;
       } else {
+        // Pieces before the user's turn (template markup, system prompt) go to the collapsible head.
+        const headEnd = this.codePoints(p)[userTurnStart(p)] ?? 0;
+        headPieces = [];
         promptPieces = [];
+        let pos = 0;
         for (const pc of pieces) {
           if (pc.response) break;
-          promptPieces.push(promptPieceView(pc, seg, values, cs));
+          (pos < headEnd ? headPieces : promptPieces).push(promptPieceView(pc, seg, values, cs));
+          pos += pc.text.length;
         }
         this.promptMemo = {pieces, values, scale: cs.scale, intensity: cs.intensity, signed: cs.signed,
-                           templates: promptPieces};
+                           head: headPieces, templates: promptPieces};
       }
       const responsePieces = responsePiecesView(pieces, {seg, values, cs, list, tiOf, span, numTargets: T, preview,
                                                          cursor: this.cursor});
@@ -360,7 +377,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                 ${side.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
                 <span>${side.text}</span></div>` : nothing}
             <div class="section-label">Prompt</div>
-            <div class="text prompt ${values === null ? 'pending' : ''}">${promptPieces}</div>
+            <div class="text prompt ${values === null ? 'pending' : ''}">${headPieces.length === 0 ? nothing
+              : headView(headPieces, this.showHead, ranked.filter((r) => seg.starts[r.seg] < userTurnStart(p)).length,
+                         (open) => { this.showHead = open; })}${promptPieces}</div>
             <div class="section-label">Response
               <span class="hint">— target: <b class="target-desc">${describeSpan(span, T)}</b>
                 ${isWhole(span, T) ? html`(click or drag over the response to choose)` :
@@ -382,4 +401,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 function targetIndexOf(e: Event): number | null {
   const el = (e.target as HTMLElement).closest?.('[data-ti]') as HTMLElement | null;
   return el === null ? null : Number(el.dataset['ti']);
+}
+
+/** Code point where the user's (last) turn starts: 0 without a chat template or role spans. */
+export function userTurnStart(p: Pick<SaliencePayload, 'role_spans'>): number {
+  let start = 0;
+  for (const [a, , role] of p.role_spans) if (role === 'user') start = a;
+  return start;
 }

@@ -28,6 +28,10 @@ export const SALIENCE_STYLES = css`
   .prompt { flex: 1 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
   .response { flex: 0 0 auto; max-height: 30%; overflow-y: auto; user-select: none; }
   .pending { opacity: 0.6; }
+  details.head > summary { cursor: pointer; white-space: normal; color: #5f6368; font-family: Roboto, sans-serif;
+                           font-size: 12px; line-height: 1.5; margin-bottom: 2px; }
+  details.head[open] > summary { margin-bottom: 0; }
+  .head-ranked { color: #1a73e8; }
   .seg, .tgt { border-radius: 2px; transition: none; }
   .markup { color: #9aa0a6; }
   .tgt { cursor: pointer; outline: 1px dashed #bdc1c6; outline-offset: -1px; }
@@ -42,6 +46,9 @@ export const SALIENCE_STYLES = css`
   .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
   .legend-title { color: #3c4043; margin-bottom: 2px; }
   .facts { margin: 6px 0; color: #3c4043; }
+  .legend.pending { color: #5f6368; font-style: italic; padding: 4px 0; }
+  .completeness.warn { background: #fef7e0; color: #7a4f01; border-left: 3px solid #f9ab00; padding: 4px 6px;
+                       margin: 4px 0; border-radius: 2px; }
   ol.top { list-style: none; padding: 0; margin: 0; }
   .top-item { display: flex; width: 100%; gap: 6px; align-items: center; border: none; background: none;
               padding: 2px 0; cursor: pointer; text-align: left; font: inherit; }

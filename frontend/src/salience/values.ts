@@ -25,6 +25,25 @@ export function withoutExtras(reg: MethodRegistry, methods: SaliencePayload['met
   return Object.fromEntries(Object.entries(methods).filter(([name]) => !reg.isExtra(name)));
 }
 
+/**
+ * Largest relative completeness error of integrated gradients taken as "the attributions add up"
+ * (lit_app/explain.py IG_AUTO_TOLERANCE, the target of "Test this explanation → IG steps").
+ */
+export const IG_TOLERANCE = 0.05;
+
+/**
+ * IG's relative completeness error: |error| / |log p(x) − log p(x′)|, the log-prob change to the
+ * baseline being the attributions' sum minus the error (as sequence_salience/explain/ig_quality.py
+ * computes it). Null without values or with no change to compare with.
+ */
+export function relativeCompleteness(error: number, values: ArrayLike<number> | null): number | null {
+  if (values === null) return null;
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) sum += values[i];
+  const delta = sum - error;
+  return Math.abs(delta) > 1e-12 ? Math.abs(error) / Math.abs(delta) : null;
+}
+
 export class ServerValues {
   /** Span values by spanKey(values name, span). */
   private readonly spans = new Map<string, Float64Array>();

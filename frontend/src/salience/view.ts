@@ -17,6 +17,7 @@ import type {Ranked} from './rank.js';
 import {parseCount} from './request.js';
 import type {TargetSpan} from './spans.js';
 import {isWhole, overlaps, type TargetSegment} from './target.js';
+import {IG_TOLERANCE, relativeCompleteness} from './values.js';
 
 export const GRANULARITY_LABELS: Record<Granularity, string> = {
   token: 'Tokens', word: 'Words', sentence: 'Sentences', paragraph: 'Paragraphs',
@@ -69,18 +70,19 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
 function countControlsView(ctl: SalienceController, info: ExtraMethodInfo) {
   const {name, label, count_unit: unit} = info;
   const selected = ctl.method === name;
+  if (!selected) return nothing;  // the step / sample count is used only by its own method
   return html`
-      <label title="${label}: number of ${unit} (used when the method is ${label})">${info.short} ${unit}
+      <label title="${label}: number of ${unit}">${info.short} ${unit}
         <input class="${info.tag}-${unit}" type="number" min="1" max=${info.max_count}
             .value=${String(ctl.counts[name])}
             @change=${(e: Event) => {
               const v = parseCount(value(e), info);
               if (v !== null) ctl.setCount(name, v);
             }}></label>
-      ${selected ? html`<label title="Compute ${label} for every response token (slow: minutes on a CPU); otherwise only the span on screen">
+      ${html`<label title="Compute ${label} for every response token (slow: minutes on a CPU); otherwise only the span on screen">
         <input class="${info.tag}-per-token" type="checkbox" .checked=${ctl.perToken[name]}
             @change=${(e: Event) => ctl.setPerToken(name, (e.target as HTMLInputElement).checked)}>
-        per-token ${info.short}</label>` : nothing}`;
+        per-token ${info.short}</label>`}`;
 }
 
 export function statusView(ctl: SalienceController) {
@@ -126,6 +128,17 @@ function segmentStyle(seg: Segmentation, s: number, values: Float64Array | null,
   const v = values?.[s] ?? NaN;
   const c = seg.excluded[s] !== 1 && Number.isFinite(v) ? colorFor(v, cs) : null;
   return c ? `background:${c.bg};color:${c.fg}` : '';
+}
+
+/**
+ * The prompt text before the user's turn (chat template markup and the system prompt), folded by
+ * default so that the prompt view starts at the user's turn; `nRanked` of the top list lie in it.
+ */
+export function headView(pieces: readonly TemplateResult[], open: boolean, nRanked: number,
+                         toggle: (open: boolean) => void) {
+  // No line breaks inside the tags: the prompt box keeps white space (pre-wrap).
+  const ranked = nRanked > 0 ? html` <span class="head-ranked">(${nRanked} of the top list)</span>` : nothing;
+  return html`<details class="head" ?open=${open} @toggle=${(e: Event) => toggle((e.target as HTMLDetailsElement).open)}><summary>System prompt and chat template${ranked}</summary>${pieces}</details>`;
 }
 
 export function promptPieceView(pc: Piece, seg: Segmentation, values: Float64Array | null, cs: ColorScale) {
@@ -182,12 +195,33 @@ export function legendView(cs: ColorScale, m: MethodPayload | null) {
   </div>`;
 }
 
+/** The IG completeness error; beyond IG_TOLERANCE of the log-prob change, a warning with what to do. */
+export function completenessView(error: number, relative: number | null) {
+  const title = 'Sum of the attributions minus the log-prob difference to the baseline, over the target';
+  if (relative === null || relative <= IG_TOLERANCE) {
+    return html`<div class="completeness" title=${title}>IG completeness error: ${formatValue(error)}${relative === null ? nothing
+        : html` (${(100 * relative).toFixed(1)} %)`}</div>`;
+  }
+  return html`<div class="completeness warn" role="note" title=${title}>
+    <b>⚠ IG completeness error ${formatValue(error)}</b> — ${(100 * relative).toFixed(0)} % of the log-prob change to
+    the baseline (over ${(100 * IG_TOLERANCE).toFixed(0)} %): the attributions do not add up, so their sizes should not
+    be trusted. Raise IG steps (×4 is a good next try), or let Test this explanation → IG steps find enough.</div>`;
+}
+
 /** The side panel: legend, facts about the values, and the top segments (a click scrolls to one). */
 export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: Segmentation, cs: ColorScale,
                               ranked: readonly Ranked[], u16: Int32Array, scrollTo: (s: number) => void) {
   const m = ctl.methodPayload();
   const spanLogprob = p.target_logprobs.slice(ctl.span.t0, ctl.span.t1).reduce((a, b) => a + b, 0);
   const completeness = ctl.completeness();
+  const tokenValues = ctl.tokenValues();
+  if (tokenValues === null) {
+    // Nothing to scale yet: no placeholder legend, no empty list (the status line says it computes).
+    return html`<div class="side">
+      <div class="legend pending" aria-label="colour legend">Colour scale and top list appear with the values.</div>
+      <div class="facts"><div class="precision" data-detail=${ctl.detailState()} data-exact="none">${ctl.precision()}</div></div>
+    </div>`;
+  }
   return html`<div class="side">
     ${legendView(cs, m)}
     <div class="facts">
@@ -195,7 +229,7 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
       <div class="precision" data-detail=${ctl.detailState()}
           data-exact=${m?.matrix != null ? 'matrix' : 'span'}>${ctl.precision()}</div>
       ${p.dtype ? html`<div class="dtype">computed in ${p.dtype}</div>` : nothing}
-      ${completeness !== null ? html`<div title="Sum of attributions minus the log-prob difference to the baseline, over the target">IG completeness error: ${formatValue(completeness)}</div>` : nothing}
+      ${completeness !== null ? completenessView(completeness, relativeCompleteness(completeness, tokenValues)) : nothing}
     </div>
     <div class="section-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()}</div>
     <ol class="top">

@@ -1,0 +1,112 @@
+"""The screen a researcher reads (issue 19): the default layout at 1280x720, 1440x900 and 1920x1080.
+
+Flow: open the page at 1280x720, select the constitutional-principles case study (a system prompt
+and a chat template before the user's question), and check with bounding boxes that the user's
+question and the response are inside the viewport and inside the prompt / response boxes'
+visible areas (not scrolled out); that the chat template and system prompt start folded and
+unfold on a click; that the top list shows at least 8 entries; that "Inside the model", a tab,
+waits (computes nothing) until its tab is opened, then traces. Screenshots of each module (Sequence
+Salience, Inside the model, Test this explanation) at the three sizes go to artifacts/e2e/layout/
+(docs/screenshot.png too, from 1280x720, when UPDATE_SCREENSHOTS=1).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SALIENCE = "prompt-salience-module"
+INSIDE = "inside-model-module"
+EXPLAIN = "explain-test-module"
+# lit_app/data/case_studies.jsonl: a system prompt, then the user's menu and question.
+CASE_ROW = "I don't eat garlic or onions. What should I order for dinner?"
+QUESTION_FIRST, QUESTION_LAST = "Menu", "dinner"
+SIZES = [(1280, 720), (1440, 900), (1920, 1080)]
+LOAD_TIMEOUT_MS = 240_000
+
+
+def _inside(box: dict, area: dict, what: str) -> None:
+    """`box` lies within `area` (both {x, y, width, height}); 1 px of rounding allowed."""
+    ok = (box["x"] >= area["x"] - 1 and box["y"] >= area["y"] - 1
+          and box["x"] + box["width"] <= area["x"] + area["width"] + 1
+          and box["y"] + box["height"] <= area["y"] + area["height"] + 1)
+    assert ok, f"{what} at {box} is outside {area}"
+
+
+def _segment(mod, part: str, word: str):
+    seg = mod.locator(f".{part} .seg, .{part} .tgt").filter(has_text=word)
+    assert seg.count() >= 1, f"no segment with {word!r} in the {part}"
+    return seg.first
+
+
+def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    out = artifacts_dir / "layout"
+    out.mkdir(exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": 720})
+    viewport = {"x": 0, "y": 0, "width": 1280, "height": 720}
+    page.goto(server_url)
+    sal = page.locator(SALIENCE)
+    sal.wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=CASE_ROW).first.click()
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    page.mouse.move(5, 5)
+
+    # The user's question (its first and last words) and the response: on screen, not scrolled away.
+    prompt_box = sal.locator(".prompt").bounding_box()
+    response_box = sal.locator(".response").bounding_box()
+    _inside(prompt_box, viewport, "the prompt box")
+    _inside(response_box, viewport, "the response box")
+    for word in (QUESTION_FIRST, QUESTION_LAST):
+        _inside(_segment(sal, "prompt", word).bounding_box(), prompt_box, f"the question's {word!r}")
+    targets = sal.locator(".response .tgt")
+    assert targets.count() >= 2
+    _inside(targets.first.bounding_box(), response_box, "the response's first segment")
+    _inside(targets.last.bounding_box(), response_box, "the response's last segment")
+    # At least 8 entries of the top list are on screen.
+    items = sal.locator(".top li")
+    assert items.count() >= 8
+    _inside(items.nth(7).bounding_box(), viewport, "the 8th top-list entry")
+
+    # The chat template and system prompt start folded; a click shows them.
+    head = sal.locator("details.head")
+    assert head.count() == 1 and head.get_attribute("open") is None
+    system_word = _segment(sal, "prompt", "helpful")
+    assert not system_word.is_visible(), "the system prompt is shown while folded"
+    head.locator("summary").click()
+    expect(system_word).to_be_visible()
+    head.locator("summary").click()
+    expect(system_word).to_be_hidden()
+
+    # Inside the model is a tab: it waits, computing nothing, until its tab is opened.
+    inside = page.locator(INSIDE)
+    expect(inside).to_have_attribute("data-state", "waiting")
+
+    def shots(w: int, h: int) -> None:
+        page.set_viewport_size({"width": w, "height": h})
+        page.locator(".tab", has_text="Sequence Salience").first.click()
+        page.mouse.move(5, 5)
+        page.screenshot(path=str(out / f"salience-{w}x{h}.png"))
+        page.locator(".tab", has_text="Inside the model").first.click()
+        page.locator(f"{INSIDE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+        expect(inside.locator("tr.layer-row").first).to_be_visible()
+        page.mouse.move(5, 5)
+        page.screenshot(path=str(out / f"inside-{w}x{h}.png"))
+        page.locator(".tab", has_text="Test this explanation").first.click()
+        page.locator(EXPLAIN).wait_for(state="visible")
+        page.mouse.move(5, 5)
+        page.screenshot(path=str(out / f"explain-{w}x{h}.png"))
+
+    for w, h in SIZES:
+        shots(w, h)
+    print(f"\nscreenshots: {out}")
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(out / "salience-1280x720.png", REPO / "docs" / "screenshot.png")
