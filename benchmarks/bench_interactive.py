@@ -7,9 +7,11 @@ chain-of-thought example (the first-highlight request, `detail="span"`, generate
 starts the per-token gradient job), then, while that job runs, sends clicked spans
 (`detail="span"` + `target_span`), inside-the-model traces and tokenizations, one at a time,
 `--n` of each; a sample counts as "busy" only when the job was running before and after it.
-Then the same requests idle: no job queued or running (a clicked span on a datapoint without
+Each is paired with the same request idle: no job queued or running (a clicked span on a datapoint without
 matrices, so that it computes like the busy one; the job it starts is stopped before the next
-sample by selecting a one-token datapoint). Prints p50/p95 of each and the busy/idle ratios.
+sample by selecting a one-token datapoint). Busy and idle samples alternate, so that a load that
+drifts during the run touches both alike (the job restarts after each idle sample). Prints p50/p95
+of each and the busy/idle ratios.
 
 `--tokens 4000`: the same for clicked spans on a prompt of about that many tokens (a 16-token
 typed target), `--long_n` samples each. Prints figures measured in this run; asserts nothing.
@@ -135,18 +137,21 @@ def measure(client: Client, base: dict, target: str, kinds: tuple[str, ...], n: 
             return client.post(TRACE, {**data, "inside_t": rng.randrange(0, n_targets)})[0]
         return client.post(TOK, data)[0]
 
+    # Busy and idle samples alternate (busy, idle, busy, ...), so that a load that drifts during the
+    # run (other processes on a shared machine) touches both alike; an idle sample first stops the job.
+    idle_k = 0
     for kind in kinds:
-        while len(out[kind]["busy"]) < n:
-            data = busy.ensure()
-            seconds = request(kind, data)
-            if busy.running():  # the job ran before and after: a busy sample
-                out[kind]["busy"].append(seconds)
-    _idle(client, busy.data)
-    for kind in kinds:
-        for k in range(n):
-            data = {**base, "target": target + "\n" * (k + 1)}  # no matrices: the span computes
-            seconds = request(kind, data)
-            out[kind]["idle"].append(seconds)
+        for _ in range(n):
+            while True:
+                data = busy.ensure()
+                seconds = request(kind, data)
+                if busy.running():  # the job ran before and after: a busy sample
+                    out[kind]["busy"].append(seconds)
+                    break
+            _idle(client, busy.data)
+            idle_k += 1
+            data = {**base, "target": target + "\n" * idle_k}  # no matrices: the span computes
+            out[kind]["idle"].append(request(kind, data))
             if kind == "span":
                 _idle(client, data)
     return out
