@@ -1,0 +1,69 @@
+import {describe, expect, it} from 'vitest';
+import {compareSides, crossInput, crossRows, modelPair, ownLogprob, type Side} from '../src/compare_models/logic.js';
+import {PINNED_PROMPT_FIELD, PINNED_TARGET_FIELD, parseCross} from '../src/compare/logic.js';
+
+const GEN = {spec: {input: {}, output: {response: {__name__: 'GeneratedText'}}}};
+const SAL = {spec: {input: {}, output: {salience: {__name__: 'LitType'}}}};
+
+/** "Q: add two" + response, one token per word (code point offsets), values by hand. */
+function side(model: string, response: string, values: number[], logp: number[]): Side {
+  const prompt = 'Q: add two';
+  const text = prompt + response;
+  const offsets: Array<[number, number]> = [[0, 2], [2, 6], [6, 10]];
+  let at = prompt.length;
+  for (const w of response.split(/(?= )/)) {
+    offsets.push([at, at + w.length]);
+    at += w.length;
+  }
+  return {model, text, promptEnd: prompt.length, offsets, roleSpans: [], values, targetLogprobs: logp};
+}
+
+describe('modelPair', () => {
+  it('takes the first two selected generation models that have a salience companion', () => {
+    const models = {a: GEN, _a_salience: SAL, b: GEN, _b_salience: SAL, c: GEN};
+    expect(modelPair(['a', 'b'], models)).toEqual(['a', 'b']);
+    expect(modelPair(['c', 'b', 'a'], models)).toEqual(['b', 'a']);  // c has no salience model
+    expect(modelPair(['a'], models)).toBeNull();
+  });
+});
+
+describe('compareSides', () => {
+  it('aligns one prompt, puts both maps on one scale and takes B − A (hand values)', () => {
+    const a = side('a', ' four', [1, -2, 0.5, 0], [-0.5]);
+    const b = side('b', ' 4 ok', [0.5, 3, 0.5, 0, 0], [-1, -2]);
+    const v = compareSides(a, b, true);
+    expect(v.labels).toEqual(['a', 'b']);
+    expect(v.responseA).toBe(' four');
+    expect(v.responseB).toBe(' 4 ok');
+    // Prompt words: "Q", ":", "add", "two" (the word granularity splits "Q:" into "Q" and ":").
+    const finiteA = Array.from(v.a).filter(Number.isFinite);
+    const sumA = finiteA.reduce((s, x) => s + x, 0);
+    expect(sumA).toBeCloseTo(1 - 2 + 0.5, 12);
+    const sumB = Array.from(v.b).filter(Number.isFinite).reduce((s, x) => s + x, 0);
+    expect(sumB).toBeCloseTo(0.5 + 3 + 0.5, 12);
+    expect(Array.from(v.diff)).toEqual(Array.from(v.b, (x, k) => x - v.a[k]));
+    expect(v.prompts.segments.every((s) => s.kind === 'equal')).toBe(true);
+    expect(v.scale).toMatchObject({signed: true, scale: 3});  // the largest |value| of either side
+    expect(v.diffScale.scale).toBe(5);  // "add": 3 − (−2)
+    expect(v.responses.segments.some((s) => s.kind !== 'equal')).toBe(true);
+    expect(ownLogprob(b)).toBe(-3);
+  });
+});
+
+describe('crossInput and crossRows', () => {
+  it('asks a model for the other answer as a compare request pinned to the same prompt', () => {
+    const sel = {id: 'x', data: {prompt: 'Q: add two', system: 's', target: ''}, meta: {}};
+    const req = crossInput(sel, ' four', 'a');
+    expect(req.data[PINNED_PROMPT_FIELD]).toBe('Q: add two');
+    expect(req.data[PINNED_TARGET_FIELD]).toBe(' four');
+    expect(req.data['prompt']).toBe('Q: add two');
+    expect(req.id).not.toBe(crossInput(sel, ' 4 ok', 'b').id);
+    const lp = (total: number) => ({response: 'r', ids: [1], tokens: ['r'], logprobs: [total], total});
+    const crossA = parseCross({under_a: lp(-7), under_b: lp(-7), delta: 0, per_token_delta: [0], forwards: 2});
+    const crossB = parseCross({under_a: lp(-9), under_b: lp(-9), delta: 0, per_token_delta: [0], forwards: 2});
+    const a = side('a', ' four', [1, -2, 0.5, 0], [-0.5]);
+    const b = side('b', ' 4 ok', [0.5, 3, 0.5, 0, 0], [-1, -2]);
+    const rows = crossRows(compareSides(a, b, true), a, b, crossA, crossB);
+    expect(rows).toEqual([{answerOf: 'a', underA: -0.5, underB: -7}, {answerOf: 'b', underA: -9, underB: -3}]);
+  });
+});
