@@ -3,11 +3,16 @@ prompt (sequence_salience.compare), over the shared model of lit_app/shared_mode
 
 One hidden LIT model per loaded model, `_<name>_compare` (fields.compare_model_name). Its input is
 the selected datapoint (prompt, system, chat) plus the pinned one's prompt, system and target
-(`pinned_*`); its one output, `compare`, is `CrossLogprobs.to_dict()` of the pinned response (its
-greedy generation when its target is empty, the ids as generated) under the pinned prompt ("under_a")
-and under the selected prompt ("under_b"), plus "forwards": the model passes this answer ran. It is
-one teacher-forced forward without gradients when the pinned datapoint's salience was shown before
-(its log-probs are in the salience caches), else two. The browser's compare view
+(`pinned_*`) and the count of the extra method shown (as the salience model's); its one output,
+`compare`, is `CrossLogprobs.to_dict()` of the pinned response (its greedy generation when its target
+is empty, the ids as generated) under the pinned prompt ("under_a") and under the selected prompt
+("under_b"), plus "pinned_salience": the pinned datapoint's whole-response salience (the salience
+payload of a first highlight, docs/architecture.md "LIT salience payload"), "pinned_salience_passes"
+(0 when it came from the caches: the datapoint was shown before; else 1, one forward + backward) and
+"forwards": the teacher-forced forwards this answer ran (one: the pinned side's log-probs come from
+its salience result). Asking here, not through the salience model, leaves the server's focus (the
+datapoint whose background matrices run, lit_app/progressive.py) on the selected datapoint. The
+browser's compare view
 (frontend/src/compare/) asks for it when LIT's *Pin datapoint* (or the editor's *Add and compare*)
 pins a datapoint and another is selected.
 """
@@ -18,7 +23,8 @@ from lit_nlp.api import types as lit_types
 
 from lit_app import fields
 from lit_app.errors import RequestError
-from lit_app.inputs import JsonDict, text_field
+from lit_app.inputs import JsonDict, extra_counts, text_field
+from lit_app.payloads import salience_payload
 from lit_app.wrapper import Wrapper
 
 
@@ -37,5 +43,14 @@ class CompareModel(Wrapper):
         chat_a = self._shared.format_prompt({fields.PROMPT: pinned_prompt,
                                              fields.SYSTEM: text_field(ex, fields.PINNED_SYSTEM),
                                              fields.CHAT: ex.get(fields.CHAT)})
-        cross, forwards = self._shared.cross_logprobs(chat_a, text_field(ex, fields.PINNED_TARGET), chat_b)
-        return {fields.COMPARE: {**cross.to_dict(), "forwards": forwards}}
+        target_a = text_field(ex, fields.PINNED_TARGET)
+        shared = self._shared
+        counts = extra_counts(ex)
+        methods, _ = shared.methods_and_config(counts)
+        cached = all(shared.cached_span(chat_a, target_a, m) is not None for m in methods)
+        pinned = shared.quick(chat_a, target_a, 0, None, counts)  # the whole response; cached when shown before
+        cross, forwards = shared.cross_logprobs(chat_a, target_a, chat_b)
+        return {fields.COMPARE: {
+            **cross.to_dict(), "forwards": forwards, "pinned_salience_passes": 0 if cached else 1,
+            "pinned_salience": salience_payload(pinned, counts, methods=methods, dtype=shared.dtype),
+        }}

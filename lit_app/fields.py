@@ -138,6 +138,9 @@ SALIENCE_OUTPUT_SPEC: lit_types.Spec = {
 }
 
 COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
+    # the extra method shown (its count > 0): the pinned side's salience includes it
+    **{e.field: lit_types.Integer(required=False, default=0, min_val=0, max_val=e.maximum)
+       for e in method_registry.EXTRA_METHODS},
     PINNED_PROMPT: lit_types.TextSegment(required=False, default=""),
     PINNED_SYSTEM: lit_types.TextSegment(required=False, default=""),
     PINNED_TARGET: lit_types.TextSegment(required=False, default=""),

@@ -1,6 +1,8 @@
 import {describe, expect, it} from 'vitest';
+import fixture from './fixtures/small_payload.json';
+import {parsePayload} from '../src/salience/payload.js';
 import {alignedText, alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
-        difference, differenceScale, isComparing, parseCross, sharedScale, type Alignment} from '../src/compare/logic.js';
+        difference, differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues, type Alignment} from '../src/compare/logic.js';
 
 /** (kind, text A, text B) per aligned segment, trimmed: the same hand cases as tests/unit/test_compare.py. */
 const rows = (al: Alignment) => al.segments.map((s, k) => [s.kind, alignedText(al, k, 'a').trim(), alignedText(al, k, 'b').trim()]);
@@ -86,6 +88,22 @@ describe('the compare request and payload', () => {
     expect(input.data).toMatchObject({prompt: 'P5', pinned_prompt: 'P3', pinned_system: 'S', pinned_target: ''});
     expect(input.id).toBe('b~compare-a');
     expect(compareModelName('smollm2')).toBe('_smollm2_compare');
+  });
+  it('sends the extra method\'s count and names it in the id', () => {
+    const input = compareInput(selected, pinned, {ig_steps: 16, smooth_grad_samples: 0}, 'integrated_gradients#16');
+    expect(input.data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0, pinned_prompt: 'P3'});
+    expect(input.id).toBe('b~compare-a-integrated_gradients#16');
+  });
+  it('takes the whole response from the matrix, else from the span the payload holds', () => {
+    const p = parsePayload(structuredClone(fixture));
+    const T = p.target_logprobs.length;
+    const m = p.methods['grad_x_input']!.matrix!;
+    const whole = wholeResponseValues(p, 'grad_x_input')!;
+    for (let i = 0; i < p.tokens.length; i++) expect(whole[i]).toBeCloseTo(m.reduce((s, row) => s + row[i], 0), 9);
+    const partial = parsePayload({...structuredClone(fixture), methods: {grad_x_input: {signed: true, matrix: null}},
+                                  spans: {[`0:${T}`]: {grad_x_input: p.tokens.map((_, i) => i)}}});
+    expect(Array.from(wholeResponseValues(partial, 'grad_x_input')!)).toEqual(p.tokens.map((_, i) => i));
+    expect(wholeResponseValues(partial, 'grad_norm')).toBeNull();
   });
   it('compares only with a pinned datapoint and another one selected', () => {
     expect(isComparing(true, pinned, selected)).toBe(true);

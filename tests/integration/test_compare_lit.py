@@ -1,6 +1,6 @@
 """`_<model>_compare` (lit_app/compare.py) through LIT's real WSGI app on the embedded default model: the pinned
 response's log p under the selected prompt equals a plain teacher-forced forward; one forward when the pinned
-datapoint's salience was shown before; bad input is a one-line error naming the field."""
+datapoint's salience was shown before (and its salience from the caches); bad input is a one-line error naming the field."""
 
 from __future__ import annotations
 
@@ -61,6 +61,9 @@ def test_pinned_response_under_the_edited_prompt(client, shared, default_lm):
     payload = first[fields.SALIENCE]
     out = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A})[fields.COMPARE]
     assert out["forwards"] == 1  # A's log-probs came from the cached first highlight
+    assert out["pinned_salience_passes"] == 0  # and its salience too: the same payload as the first highlight
+    pinned = out["pinned_salience"]
+    assert pinned["text"] == payload["text"] and pinned["spans"] == payload["spans"]
     gen = shared.generate(shared.format_prompt({fields.PROMPT: PROMPT_A}))
     assert out["under_a"]["response"] == gen.text == payload["text"][payload["prompt_end"]:]
     assert out["under_a"]["ids"] == list(gen.ids) == out["under_b"]["ids"]
@@ -71,10 +74,12 @@ def test_pinned_response_under_the_edited_prompt(client, shared, default_lm):
     assert out["delta"] == pytest.approx(sum(out["under_b"]["logprobs"]) - sum(out["under_a"]["logprobs"]), abs=1e-4)
     np.testing.assert_allclose(out["per_token_delta"],
                                np.subtract(out["under_b"]["logprobs"], out["under_a"]["logprobs"]), atol=1e-6)
-    # A typed pinned target nobody explained yet: both sides need a forward.
+    # A typed pinned target nobody explained yet: its salience is computed (its forward gives A's log-probs).
     typed = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
                                      fields.PINNED_TARGET: " Alice has 5 apples."})[fields.COMPARE]
-    assert typed["forwards"] == 2 and typed["under_a"]["response"] == " Alice has 5 apples."
+    assert typed["forwards"] == 1 and typed["pinned_salience_passes"] == 1  # one forward + backward, one forward
+    assert typed["under_a"]["response"] == " Alice has 5 apples."
+    assert typed["pinned_salience"]["text"].endswith(" Alice has 5 apples.")
 
 
 @pytest.mark.parametrize("data, message", [

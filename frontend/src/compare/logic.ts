@@ -13,6 +13,8 @@ import {segment, type Granularity, type Segmentation} from '../shared/aggregate/
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
 import {codePointToUtf16} from '../shared/pieces.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
+import {numTargets, type SaliencePayload} from '../salience/payload.js';
+import {spanSalience} from '../salience/spans.js';
 
 export type AlignKind = 'equal' | 'insert' | 'delete' | 'replace';
 
@@ -208,13 +210,16 @@ export interface TokenLogprobs {
   total: number;
 }
 
-/** `compare` of `_<model>_compare`: the pinned response under the pinned (a) and the selected (b) prompt. */
+/** `compare` of `_<model>_compare`: the pinned response under the pinned (a) and the selected (b) prompt,
+ * and the pinned datapoint's whole-response salience (a salience payload, parsed by ../salience/payload.ts). */
 export interface CrossPayload {
   under_a: TokenLogprobs;
   under_b: TokenLogprobs;
   delta: number;
   per_token_delta: number[] | null;
   forwards: number;
+  pinned_salience: unknown;
+  pinned_salience_passes: number;
 }
 
 function check(cond: boolean, what: string): void {
@@ -241,18 +246,35 @@ export function parseCross(x: unknown): CrossPayload {
   check(typeof p!['delta'] === 'number', '"delta" is not a number');
   const per = p!['per_token_delta'];
   check(per === null || (Array.isArray(per) && per.length === a.ids.length), '"per_token_delta" does not match the tokens');
+  const num = (f: string) => (typeof p![f] === 'number' ? (p![f] as number) : 0);
   return {under_a: a, under_b: b, delta: p!['delta'] as number, per_token_delta: per as number[] | null,
-          forwards: typeof p!['forwards'] === 'number' ? (p!['forwards'] as number) : 0};
+          forwards: num('forwards'), pinned_salience: p!['pinned_salience'] ?? null,
+          pinned_salience_passes: num('pinned_salience_passes')};
 }
 
-/** The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*. */
-export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike): IndexedInputLike {
+/**
+ * The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*
+ * and `counts` (../salience/request.ts countFields: the extra method shown, so the pinned salience has it);
+ * `tag` names the method and count in the derived id.
+ */
+export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike,
+                             counts: Record<string, number> = {}, tag = ''): IndexedInputLike {
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   return derivedInput(selected, {
+    ...counts,
     [PINNED_PROMPT_FIELD]: str(pinned.data['prompt']),
     [PINNED_SYSTEM_FIELD]: str(pinned.data['system']),
     [PINNED_TARGET_FIELD]: str(pinned.data['target']),
-  }, `compare-${pinned.id}`);
+  }, `compare-${pinned.id}${tag ? `-${tag}` : ''}`);
+}
+
+/** A payload's whole-response salience for `method`: from its matrix, else the span it holds; null if neither. */
+export function wholeResponseValues(p: SaliencePayload, method: string): Float64Array | null {
+  const T = numTargets(p);
+  const m = p.methods[method];
+  const fromMatrix = m === undefined ? null : spanSalience(m, {t0: 0, t1: T}, p.tokens.length);
+  const fromSpan = p.spans?.[`0:${T}`]?.[method];
+  return fromMatrix ?? (fromSpan == null ? null : Float64Array.from(fromSpan));
 }
 
 /** Whether the module shows the comparison: LIT's compare mode on, a pinned datapoint, another one selected. */

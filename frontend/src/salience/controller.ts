@@ -252,12 +252,13 @@ export class SalienceController {
     return p.methods[this.method] ?? null;
   }
 
-  /** Token salience for the current method and span, or null while it is being fetched. */
-  tokenValues(): Float64Array | null {
+  /** Token salience for the current method and span (or `span`, e.g. the whole response for the compare
+   * view), or null while it is being fetched (or, for another span, not fetched). */
+  tokenValues(span: TargetSpan = this.span): Float64Array | null {
     const p = this.payload;
     const m = this.methodPayload();
     if (p === null || m === null) return null;
-    return spanSalience(m, this.span, p.tokens.length) ?? this.values.span(spanKey(this.valuesName(), this.span)) ?? null;
+    return spanSalience(m, span, p.tokens.length) ?? this.values.span(spanKey(this.valuesName(), span)) ?? null;
   }
 
   /** Changes whenever tokenValues() may have changed (for memoising what is derived from it). */

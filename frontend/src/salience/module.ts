@@ -11,7 +11,10 @@ import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
 import {aggregate, checkPattern, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
-import {moduleBase} from '../shared/lit_module.js';
+import {CompareRoom} from '../compare/room.js';
+import {COMPARE_STYLES} from '../compare/styles.js';
+import {compareView} from '../compare/view.js';
+import {moduleBase, pinnedSelection} from '../shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
 import {targetStore} from '../shared/target_store.js';
@@ -33,7 +36,7 @@ const TOP_K = 10;
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
   class PromptSalienceModule extends moduleBase(LitModule, {
-    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: SALIENCE_STYLES,
+    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, COMPARE_STYLES],
     infoMarkdown:
         'Which parts of the prompt drove the response. Click or drag over the response to choose the ' +
         'target (Escape: whole response); arrows move it, Shift+arrows extend it.',
@@ -57,6 +60,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       loadLatest: (key, promise) => this.loadLatest(key, promise),
       changed: () => this.requestUpdate(),
     }));
+    // LIT's pin: the comparison with the pinned datapoint (../compare/room.ts).
+    private readonly compare = new CompareRoom({
+      modelName: () => this.model || this.appState.currentModels?.[0] || '',
+      models: () => this.appState.metadata?.models ?? {},
+      getPreds: (inputs, model, fields, loadMessage) =>
+          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
+      loadLatest: (key, promise) => this.loadLatest(key, promise),
+      changed: () => this.requestUpdate(),
+    });
     private segCache = new Map<string, Segmentation>();
     private piecesCache = new Map<string, Piece[]>();
     /** UTF-16 index of each code point of the payload's text. */
@@ -95,6 +107,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     override disconnectedCallback() {
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       this.ctl.dispose();
+      this.compare.dispose();
       super.disconnectedCallback();
     }
 
@@ -102,6 +115,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       (super.firstUpdated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
       this.reactImmediately(() => this.selectionService.primarySelectedInputData,
                             (d) => void this.onSelection(d));
+      const pinned = pinnedSelection(this);
+      this.reactImmediately(() => [this.appState.compareExamplesEnabled ?? false, pinned?.primarySelectedInputData ?? null,
+                                   this.selectionService.primarySelectedInputData] as const,
+                            ([on, p, d]) => void this.compare.update(on, p, d));
     }
 
     override updated(changed: PropertyValues) {
@@ -109,6 +126,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.dataset['state'] = this.ctl.status;
       if (this.tipValues !== null && this.tipValues !== (this.shown?.values ?? null)) this.hideTooltip();
       this.publishTarget();
+      this.compare.sync(this.ctl);
       const action = this.ctl.finishedAction();
       if (action !== null) {
         const {name, t} = action;
@@ -306,11 +324,17 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             intensity: (x) => { this.intensity = x; },
           })}
           ${statusView(this.ctl)}
+          ${this.renderCompare()}
           ${payload !== null ? this.renderBody(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
             : emptyView(this.ctl)}
           <div class="tooltip" role="tooltip" hidden></div>
         </div>`;
+    }
+
+    private renderCompare() {
+      const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity);
+      return m === null ? nothing : compareView(m, (mode) => this.compare.setMode(mode));
     }
 
     private renderBody(p: SaliencePayload) {

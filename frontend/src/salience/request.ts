@@ -25,7 +25,7 @@ export function extraKey(extra: Extra): string {
 }
 
 /** Every count field, 0 except the chosen method's, so a request never asks for two at once. */
-function countFields(reg: MethodRegistry, extra: Extra | null): Record<string, number> {
+export function countFields(reg: MethodRegistry, extra: Extra | null): Record<string, number> {
   const out: Record<string, number> = {};
   for (const m of reg.extras) out[m.count_field] = 0;
   if (extra !== null) out[info(reg, extra).count_field] = extra.count;

@@ -20,7 +20,9 @@ import {targetStore, type SharedTarget} from './target_store.js';
 export interface LitServices {
   model: string;
   selectionService: {primarySelectedInputData: IndexedInputLike | null};
-  appState: {currentDataset: string; currentModels: string[]; metadata: {models: Record<string, ModelInfoLike>}};
+  appState: {currentDataset: string; currentModels: string[]; metadata: {models: Record<string, ModelInfoLike>};
+             /** LIT's compare mode: on while a datapoint is pinned (toolbar *Pin*, editor *Add and compare*). */
+             compareExamplesEnabled?: boolean};
   apiService: {
     getPreds(inputs: IndexedInputLike[], model: string, dataset: string, requestedTypes: unknown[],
              requestedFields: string[], loadMessage?: string): Promise<Array<Record<string, unknown>>>;
@@ -111,4 +113,22 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
 /** Defines the element unless the tag is taken (the bundle loaded twice, or a test page). */
 export function defineOnce(tag: string, cls: CustomElementConstructor): void {
   if (customElements.get(tag) === undefined) customElements.define(tag, cls);
+}
+
+/**
+ * LIT's pinned-datapoint selection (the `'pinned'` SelectionService): LitModule's `selectionService`
+ * getter reads `app.getServiceArray(SelectionService)[this.selectionServiceIndex]`, and index 1 is the
+ * pinned one (LIT's core/app.ts). `app` is not reachable from this bundle, so the getter is called with
+ * index 1. Null when the getter is not found (another LIT version).
+ */
+export function pinnedSelection(module: object): {primarySelectedInputData: IndexedInputLike | null} | null {
+  let proto: object | null = Object.getPrototypeOf(module);
+  while (proto !== null) {
+    const getter = Object.getOwnPropertyDescriptor(proto, 'selectionService')?.get;
+    if (getter !== undefined) {
+      return (getter.call({selectionServiceIndex: 1}) as {primarySelectedInputData: IndexedInputLike | null}) ?? null;
+    }
+    proto = Object.getPrototypeOf(proto);
+  }
+  return null;
 }

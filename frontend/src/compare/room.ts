@@ -1,0 +1,194 @@
+/**
+ * Compare an edit in the salience module: follows LIT's pin (appState.compareExamplesEnabled and the
+ * pinned SelectionService, ../shared/lit_module.ts `pinnedSelection`). While a datapoint is pinned and
+ * another is selected, it asks `_<model>_compare` (lit_app/compare.py) once per pair and method for the
+ * pinned datapoint's whole-response salience (from the server's caches when it was shown before) and the
+ * pinned answer's log p under the selected prompt (one teacher-forced forward); the selected side is the
+ * module's own controller. Not a second salience controller: its requests would move the server's focus
+ * (the datapoint whose background matrices run) away from the selected datapoint. It derives what
+ * view.ts draws: both responses aligned word by word, both prompts aligned with both values per
+ * segment on one shared scale, and the difference (selected − pinned). Unpinning drops all of it.
+ */
+import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
+import type {ColorScale} from '../shared/colormap.js';
+import {codePointToUtf16} from '../shared/pieces.js';
+import {errorMessage, type IndexedInputLike} from '../shared/request.js';
+import type {SalienceController, SalienceHost} from '../salience/controller.js';
+import {numTargets, parsePayload, type SaliencePayload} from '../salience/payload.js';
+import {countFields, extraKey} from '../salience/request.js';
+import {wholeResponse} from '../salience/target.js';
+import {alignedValues, alignSegmentations, alignTexts, COMPARE_FIELD, compareInput, compareModelName, difference,
+        differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues, type Alignment,
+        type CrossPayload} from './logic.js';
+
+export type CompareMode = 'both' | 'difference';
+
+/** What view.ts draws. A = pinned, B = selected. */
+export interface CompareModel {
+  mode: CompareMode;
+  /** Pinned side still loading / failed (its message), else ''. */
+  pinnedStatus: 'loading' | 'error' | 'ready';
+  pinnedMessage: string;
+  responses: Alignment | null;
+  prompts: Alignment | null;
+  valuesA: Float64Array | null;
+  valuesB: Float64Array | null;
+  diff: Float64Array | null;
+  scale: ColorScale | null;
+  diffScale: ColorScale | null;
+  cross: CrossPayload | null;
+  crossLoading: boolean;
+  crossError: string;
+}
+
+function responseText(p: SaliencePayload): string {
+  return p.text.slice(codePointToUtf16(p.text)[p.prompt_end]);
+}
+
+export class CompareRoom {
+  pinned: IndexedInputLike | null = null;
+  selected: IndexedInputLike | null = null;
+  mode: CompareMode = 'both';
+  cross: CrossPayload | null = null;
+  pinnedPayload: SaliencePayload | null = null;
+  crossLoading = false;
+  crossError = '';
+  /** The method (and count) the selected side shows: the pinned salience is asked for it. */
+  private method: {name: string; counts: Record<string, number>; tag: string} | null = null;
+  private crossKey = '';
+  private segMemo = new Map<string, {payload: SaliencePayload; seg: Segmentation}>();
+  private alignMemo: {key: string; a: SaliencePayload; b: SaliencePayload; prompts: Alignment; responses: Alignment} | null = null;
+
+  constructor(private readonly host: SalienceHost) {}
+
+  get active(): boolean {
+    return this.pinned !== null && this.selected !== null;
+  }
+
+  dispose() {
+    this.crossKey = '';
+  }
+
+  /** LIT's compare mode, pinned datapoint or selection changed. */
+  async update(enabled: boolean, pinned: IndexedInputLike | null, selected: IndexedInputLike | null) {
+    if (!isComparing(enabled, pinned, selected)) {
+      if (this.pinned !== null || this.selected !== null) {
+        this.pinned = this.selected = this.cross = this.pinnedPayload = null;
+        this.crossKey = '';
+        this.crossError = '';
+        this.crossLoading = false;
+        this.host.changed();
+      }
+      return;
+    }
+    this.pinned = pinned;
+    this.selected = selected;
+    this.host.changed();
+    await this.fetchCross();
+  }
+
+  setMode(mode: CompareMode) {
+    if (mode === this.mode) return;
+    this.mode = mode;
+    this.host.changed();
+  }
+
+  /** Follows the selected side's method and count (called after each render): a new one asks again. */
+  sync(main: SalienceController) {
+    const reg = main.registry();
+    if (!this.active || main.method === '' || reg === null) return;
+    const extra = main.extra();
+    const tag = extra === null ? main.method : extraKey(extra);
+    if (this.method?.tag === tag) return;
+    this.method = {name: main.method, counts: countFields(reg, extra), tag};
+    void this.fetchCross();
+  }
+
+  private async fetchCross() {
+    const pinned = this.pinned, selected = this.selected, method = this.method;
+    if (pinned === null || selected === null || method === null) return;
+    const key = `${pinned.id}|${selected.id}|${method.tag}`;
+    if (key === this.crossKey) return;
+    const samePair = this.crossKey.startsWith(`${pinned.id}|${selected.id}|`);
+    this.crossKey = key;
+    if (!samePair) this.cross = null;
+    this.pinnedPayload = null;
+    this.crossError = '';
+    const model = compareModelName(this.host.modelName());
+    if (this.host.models()[model] === undefined) {
+      this.crossError = `This server has no "${model}" model, so the pinned datapoint cannot be compared. ` +
+          'Fix: start the server with python -m lit_app.server (its make_models adds it).';
+      this.host.changed();
+      return;
+    }
+    this.crossLoading = true;
+    this.host.changed();
+    try {
+      const req = this.host.getPreds([compareInput(selected, pinned, method.counts, method.tag)], model,
+                                     [COMPARE_FIELD], 'Comparing with the pinned datapoint…');
+      const res = await this.host.loadLatest('compare', req);
+      if (res === null || key !== this.crossKey) return;
+      const cross = parseCross(res[0]?.[COMPARE_FIELD]);
+      this.pinnedPayload = parsePayload(cross.pinned_salience);
+      this.cross = cross;
+    } catch (e) {
+      if (key === this.crossKey) this.crossError = errorMessage(e);
+    } finally {
+      if (key === this.crossKey) {
+        this.crossLoading = false;
+        this.host.changed();
+      }
+    }
+  }
+
+  private segmentation(side: string, p: SaliencePayload, granularity: Granularity, regex: string): Segmentation {
+    const key = `${side}|${granularity}|${granularity === 'regex' ? regex : ''}`;
+    const hit = this.segMemo.get(key);
+    if (hit !== undefined && hit.payload === p) return hit.seg;
+    const seg = segment(p.text, p.offsets, granularity, {pattern: regex, roleSpans: p.role_spans});
+    this.segMemo.set(key, {payload: p, seg});
+    return seg;
+  }
+
+  /** What to draw, from the selected datapoint's controller (B) and the pinned payload (A); null when inactive. */
+  model(main: SalienceController, granularity: Granularity, regex: string, intensity: number): CompareModel | null {
+    if (!this.active) return null;
+    const a = this.pinnedPayload, b = main.payload;
+    const out: CompareModel = {
+      mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
+      pinnedMessage: this.crossError, responses: null, prompts: null, valuesA: null, valuesB: null, diff: null,
+      scale: null, diffScale: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
+    };
+    if (a === null || b === null) return out;
+    let segA: Segmentation, segB: Segmentation;
+    try {
+      segA = this.segmentation('a', a, granularity, regex);
+      segB = this.segmentation('b', b, granularity, regex);
+    } catch {
+      return out;  // a bad regex: the module says so
+    }
+    const key = `${granularity}|${regex}`;
+    const memo = this.alignMemo;
+    let prompts: Alignment, responses: Alignment;
+    if (memo !== null && memo.key === key && memo.a === a && memo.b === b) {
+      ({prompts, responses} = memo);
+    } else {
+      prompts = alignSegmentations(a.text, segA, b.text, segB, [0, a.prompt_end], [0, b.prompt_end]);
+      responses = alignTexts(responseText(a), responseText(b));
+      this.alignMemo = {key, a, b, prompts, responses};
+    }
+    out.prompts = prompts;
+    out.responses = responses;
+    const tokA = wholeResponseValues(a, main.method);
+    const tokB = main.tokenValues(wholeResponse(numTargets(b)));
+    if (tokA === null || tokB === null) return out;
+    const {a: va, b: vb} = alignedValues(prompts, aggregate(tokA, segA, 'sum'), aggregate(tokB, segB, 'sum'));
+    const signed = main.methodPayload()?.signed ?? main.registry()?.get(main.method)?.signed ?? true;
+    out.valuesA = va;
+    out.valuesB = vb;
+    out.diff = difference(prompts, va, vb);
+    out.scale = sharedScale(signed, va, vb, intensity);
+    out.diffScale = differenceScale(out.diff, intensity);
+    return out;
+  }
+}

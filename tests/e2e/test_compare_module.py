@@ -1,0 +1,101 @@
+"""Compare an edit in LIT's UI (issue 21), against the real server, in Debian Chromium.
+
+Flow: select the shipped train example, change one number in the datapoint editor, *Add and compare*
+(LIT pins the original and selects the edit): the salience module shows both responses with the word
+diff marked, the aligned prompt with the changed number struck through / underlined, the pinned answer's
+Δ log p under the edited prompt; switch to the difference view (mouse, then "d" on the keyboard);
+unpin with LIT's toolbar button and the single view is back. Screenshots go to artifacts/e2e/ (and
+to docs/compare.png when UPDATE_SCREENSHOTS=1).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+SALIENCE = "prompt-salience-module"
+EXAMPLE = "A train leaves at 2:15 pm"
+TIMEOUT_MS = 300_000
+
+
+def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    page.goto(server_url)
+    page.locator(SALIENCE).wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=EXAMPLE).first.click()
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    mod = page.locator(SALIENCE)
+    assert mod.locator(".compare").count() == 0  # nothing pinned: the single view
+
+    # Edit one number in LIT's datapoint editor and press its "Add and compare".
+    page.get_by_text("Editor", exact=True).first.click()
+    editor = page.locator("single-datapoint-editor-module")
+    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
+    original = box.input_value()
+    assert "50 minutes" in original
+    box.fill(original.replace("50 minutes", "40 minutes"))
+    box.dispatch_event("input")
+    editor.locator("button#compare").click()
+
+    view = mod.locator(".compare")
+    view.wait_for(timeout=60_000)
+    expect(view.locator(".cross .delta")).to_be_visible(timeout=TIMEOUT_MS)
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    expect(view.locator(".cprompt:not(.pending)")).to_be_visible(timeout=TIMEOUT_MS)
+
+    # Both responses, the word diff marked when they differ.
+    resp_a = view.locator(".response-a").inner_text()
+    resp_b = view.locator(".response-b").inner_text()
+    assert resp_a.strip() and resp_b.strip()
+    marks = view.locator("del.diff").count() + view.locator("ins.diff").count()
+    label = view.locator(".section-label", has_text="Responses").inner_text()
+    assert (marks > 0) == (resp_a != resp_b) == ("(different)" in label), (resp_a, resp_b, label)
+    # The prompts aligned: unchanged text once, the edited number struck (pinned) and underlined (selected).
+    assert [t.strip() for t in view.locator(".cprompt del").all_inner_texts()] == ["50"]
+    assert [t.strip() for t in view.locator(".cprompt ins").all_inner_texts()] == ["40"]
+    assert view.locator(".cprompt").inner_text().count("A train leaves") == 1
+    # Both values per segment on one scale: the unchanged words have two-coloured backgrounds.
+    both = view.locator(".cprompt .cseg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+    assert sum("linear-gradient" in s for s in both) > 5
+    # Δ log p of the pinned answer = log p under the selected prompt − under the pinned one.
+    logp_a = float(view.locator(".logp-a").inner_text())
+    logp_b = float(view.locator(".logp-b").inner_text())
+    delta = view.locator(".delta").inner_text()
+    sign = -1 if delta.startswith("−") else 1
+    assert sign * float(re.match(r"[−+±]([0-9.]+)", delta).group(1)) == pytest.approx(logp_b - logp_a, abs=2e-3)
+    # LIT's fullscreen button of the module's group, for the screenshots (and closed again below).
+    group = page.locator("lit-widget-group").filter(has=page.locator(SALIENCE)).last
+    group.locator("mwc-icon", has_text=re.compile(r"^\s*fullscreen\s*$")).first.click()
+    page.mouse.move(5, 5)
+    page.screenshot(path=str(artifacts_dir / "compare-both.png"))
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(artifacts_dir / "compare-both.png", REPO / "docs" / "compare.png")
+
+    # The difference view (mouse), and back with the keyboard ("d").
+    view.locator("button.mode-difference").click()
+    expect(view.locator("button.mode-difference")).to_have_attribute("aria-pressed", "true")
+    expect(view.locator(".cprompt.mode-difference")).to_be_visible()
+    diff_styles = view.locator(".cprompt .cseg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+    assert not any("linear-gradient" in s for s in diff_styles) and any("background" in s for s in diff_styles)
+    page.screenshot(path=str(artifacts_dir / "compare-difference.png"))
+    view.locator("button.mode-difference").focus()
+    page.keyboard.press("d")
+    expect(view.locator("button.mode-both")).to_have_attribute("aria-pressed", "true")
+
+    group.locator("mwc-icon", has_text="fullscreen_exit").first.click()
+
+    # Unpin: the single view again.
+    page.locator("button.pin-button").click()
+    expect(mod.locator(".compare")).to_have_count(0, timeout=30_000)
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    assert not external, f"requests to non-local hosts: {external}"
