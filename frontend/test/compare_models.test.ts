@@ -67,3 +67,14 @@ describe('crossInput and crossRows', () => {
     expect(rows).toEqual([{answerOf: 'a', underA: -0.5, underB: -7}, {answerOf: 'b', underA: -9, underB: -3}]);
   });
 });
+
+describe('activeModel (the salience module follows LIT\'s model selector)', () => {
+  it('keeps the rendered model while selected, else takes the first selected', async () => {
+    const {activeModel} = await import('../src/shared/request.js');
+    expect(activeModel('a', ['a', 'b'])).toBe('a');
+    expect(activeModel('a', ['b'])).toBe('b');  // a switched off
+    expect(activeModel('', ['b', 'a'])).toBe('b');
+    expect(activeModel('a', [])).toBe('a');
+    expect(activeModel(undefined, [])).toBe('');
+  });
+});

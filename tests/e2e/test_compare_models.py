@@ -1,16 +1,18 @@
 """Two models side by side in LIT's UI (`--models a:default,b:<folder>`), in Debian Chromium.
 
 Model b is a tiny random Llama over the default model's tokenizer (tests/unit/tiny_models.py). Flow:
-one model selected, the "Compare models" tab asks for two; select both models (LIT's `models` URL
-state, what its model selector writes), select a prompt, open the tab: both responses are shown,
-diff-marked, each equal to that model's own greedy answer (asked from the server directly), both
-maps on one shared scale (the legend's end is the largest |value| of either side), the difference
-and each answer's log p under both models.
+LIT opens with model a; the salience module explains a's answer and the "Compare models" tab asks
+for two models. Click b in LIT's model selector (the toolbar's model buttons): both selected, the
+tab shows both responses, diff-marked, each equal to that model's own greedy answer (asked from the
+server directly), both maps on one shared scale (the legend's end is the largest |value| of either
+side), the difference and each answer's log p under both models. Click a off: the salience module
+now explains b's answer.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -40,24 +42,29 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
 
     server = two_model_server
     page, external = browser_page
-    page.goto(server.url)  # sets the token cookie; LIT selects the first model, a
-    page.locator("prompt-salience-module").wait_for(timeout=120_000)
-    page.locator(".tab", has_text="Compare models").first.click()
-    mod = page.locator(TAG)
-    expect(mod.locator(".status")).to_contain_text("Select two models", timeout=60_000)
-
-    # Both models selected (LIT's model selector state in the URL), a prompt selected.
-    page.goto(f"{server.base_url}?models=a,b&layout=sequence_salience")
-    page.locator("data-table-module tbody tr", has_text=PROMPT).first.click()
-    page.locator(".tab", has_text="Compare models").first.click()
-    page.locator(f'{TAG}[data-state="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
-
     want = {}
     for m in ("a", "b"):
         status, _, body = server.post_json(f"/get_preds?model={m}",
                                            {"inputs": [{"id": "x", "data": {fields.PROMPT: PROMPT}}]})
         assert status == 200, body
         want[m] = json.loads(body)[0][fields.RESPONSE]
+    assert want["a"].strip() != want["b"].strip()
+
+    page.goto(server.url)  # LIT selects the first model, a
+    salience = page.locator("prompt-salience-module")
+    salience.wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=PROMPT).first.click()
+    page.locator("prompt-salience-module[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    assert salience.locator(".response").inner_text().strip() == want["a"].strip()
+    page.locator(".tab", has_text="Compare models").first.click()
+    mod = page.locator(TAG)
+    expect(mod.locator(".status")).to_contain_text("Select two models", timeout=60_000)
+
+    # LIT's model selector: add b.
+    model_button = lambda name: page.locator("button.headline-button", has=page.locator(
+        "span.headline-button-text", has_text=re.compile(f"^{name}$")))
+    model_button("b").click()
+    page.locator(f'{TAG}[data-state="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
     got_a = mod.locator(".response-a").inner_text()
     got_b = mod.locator(".response-b").inner_text()
     assert got_a.startswith("a") and got_a[1:].strip() == want["a"].strip()
@@ -70,8 +77,7 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     titles = both.evaluate_all("els => els.map(e => e.title)")
     values = []
     for t in titles:  # "a <v> · b <v> (kind)"
-        parts = t.split(" · ")
-        for part in parts:
+        for part in t.split(" · "):
             tok = part.split(" ")[1]
             if tok != "–":
                 values.append(abs(float(tok)))
@@ -82,4 +88,12 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     assert rows.count() == 2
     assert "a's answer" in rows.nth(0).inner_text() and "b's answer" in rows.nth(1).inner_text()
     page.screenshot(path=str(artifacts_dir / "compare-models.png"))
+
+    # Switch to b alone: the salience module explains b's answer.
+    model_button("a").click()
+    page.locator(".tab", has_text="Sequence Salience").first.click()
+    expect(salience.locator(".response")).to_have_text(re.compile(r"\s*" + re.escape(want["b"].strip()) + r"\s*"),
+                                                       timeout=TIMEOUT_MS)
+    page.locator(".tab", has_text="Compare models").first.click()
+    expect(mod.locator(".status")).to_contain_text("Select two models", timeout=60_000)
     assert not external, external

@@ -16,7 +16,7 @@ import {COMPARE_STYLES} from '../compare/styles.js';
 import {compareView} from '../compare/view.js';
 import {moduleBase, pinnedSelection} from '../shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/pieces.js';
-import type {IndexedInputLike} from '../shared/request.js';
+import {activeModel, type IndexedInputLike} from '../shared/request.js';
 import {targetStore} from '../shared/target_store.js';
 import {SalienceController} from './controller.js';
 import {litConventionHost} from './lit_convention.js';
@@ -53,7 +53,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
     private readonly ctl = new SalienceController(litConventionHost({
-      modelName: () => this.model || this.appState.currentModels?.[0] || '',
+      modelName: () => this.modelName(),
       models: () => this.appState.metadata?.models ?? {},
       getPreds: (inputs, model, fields, loadMessage) =>
           this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
@@ -62,7 +62,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }));
     // LIT's pin: the comparison with the pinned datapoint (../compare/room.ts).
     private readonly compare = new CompareRoom({
-      modelName: () => this.model || this.appState.currentModels?.[0] || '',
+      modelName: () => this.modelName(),
       models: () => this.appState.metadata?.models ?? {},
       getPreds: (inputs, model, fields, loadMessage) =>
           this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
@@ -82,6 +82,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     /** The values the tooltip's text was read from (a re-render with others hides it: no stale value). */
     private tipValues: Float64Array | null = null;
     private readonly onWindowMouseUp = () => this.finishDrag();
+    /** The model the current selection was explained with (a model switch re-explains). */
+    private shownModel = '';
 
     /** The payload shown (null: none yet); read-only, for tests and the console. */
     get payload(): SaliencePayload | null {
@@ -119,6 +121,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.reactImmediately(() => [this.appState.compareExamplesEnabled ?? false, pinned?.primarySelectedInputData ?? null,
                                    this.selectionService.primarySelectedInputData] as const,
                             ([on, p, d]) => void this.compare.update(on, p, d));
+      // LIT's model selector: another model first (e.g. --models a,b and a switched off) explains again.
+      this.reactImmediately(() => this.modelName(), (m) => {
+        if (m !== this.shownModel) void this.onSelection(this.selectionService.primarySelectedInputData);
+      });
+    }
+
+    /** The model explained: the one LIT gave this element while it is selected, else the first selected. */
+    private modelName(): string {
+      return activeModel(this.model, this.appState.currentModels ?? []);
     }
 
     override updated(changed: PropertyValues) {
@@ -155,6 +166,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     private async onSelection(d: IndexedInputLike | null) {
+      this.shownModel = this.modelName();
       this.segCache.clear();
       this.piecesCache.clear();
       this.cursor = null;

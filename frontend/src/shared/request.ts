@@ -60,6 +60,16 @@ export function salienceModelFor(model: string, models: Record<string, ModelInfo
   return null;
 }
 
+/**
+ * The model a module (one instance for all models) works with: `attr` (the model LIT rendered it
+ * with) while it is still selected, else the first selected model. LIT keeps the attribute of its
+ * first render when the model selector changes, so a switch from a to b shows in `selected` only.
+ */
+export function activeModel(attr: string | undefined, selected: readonly string[]): string {
+  if (attr && (selected.length === 0 || selected.includes(attr))) return attr;
+  return selected[0] ?? attr ?? '';
+}
+
 /** Whether the module applies to the selected models (LIT's shouldDisplayModule). */
 export function shouldDisplay(modelSpecs: Record<string, ModelInfoLike>): boolean {
   return Object.values(modelSpecs ?? {}).some((info) => {
