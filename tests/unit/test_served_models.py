@@ -1,0 +1,70 @@
+"""lit_app/served_models.py: several models, each loaded once with its own SharedLM (lock, caches).
+
+Tiny random models (tests/unit/tiny_models.py); the loader is a plain function, as the server's is.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from lit_app import fields, served_models
+from lit_app.shared_model import SharedLM
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+from tests.unit.waiting import wait_until
+
+
+@pytest.fixture(scope="module")
+def served():
+    loads = []
+
+    def load(spec: str):
+        loads.append(spec)
+        return wrap(MODEL_BUILDERS[spec](seed=0), spec)
+
+    out = served_models.load_served_models([("a", "llama"), ("b", "gpt2")], load,
+                                           lambda lm: SharedLM(lm, max_new_tokens=4, disk_cache=False))
+    assert loads == ["llama", "gpt2"]  # each loaded once, in order
+    return out
+
+
+def test_each_model_has_its_own_shared_model_and_weight_count(served):
+    a, b = served
+    assert (a.name, a.spec, b.name, b.spec) == ("a", "llama", "b", "gpt2")
+    assert a.shared is not b.shared and a.shared.lock is not b.shared.lock
+    for m in served:
+        params = {p.data_ptr(): p.numel() * p.element_size() for p in m.shared.lm.model.parameters()}
+        bufs = {t.data_ptr(): t.numel() * t.element_size() for t in m.shared.lm.model.buffers()}
+        assert m.weight_bytes == sum({**params, **bufs}.values()) > 0
+    assert "a (llama:" in served_models.describe(served) and "b (gpt2:" in served_models.describe(served)
+
+
+def test_model_map_names_every_wrapper_per_model_generation_models_first(served):
+    models = served_models.lit_model_map(served)
+    names = list(models)
+    assert names[:2] == ["a", "b"]
+    for m in ("a", "b"):
+        gen, sal, tok = fields.model_group_names(m)
+        assert {gen, sal, tok, fields.compare_model_name(m), f"_{m}_inside_trace"} <= set(names)
+    # Each group's wrappers run on its own model.
+    assert models["_a_salience"].shared is served[0].shared and models["_b_salience"].shared is served[1].shared
+
+
+def test_a_request_on_one_model_does_not_wait_for_the_others_lock(served):
+    models = served_models.lit_model_map(served)
+    done = threading.Event()
+    answers = {}
+
+    def ask_a():
+        answers["a"] = list(models["a"].predict([{fields.PROMPT: "The capital of France is"}]))[0]
+        done.set()
+
+    with served[1].shared.lock:  # model b busy for as long as this block runs
+        worker = threading.Thread(target=ask_a)
+        worker.start()
+        wait_until(done.is_set, "model a's generation while model b's lock is held")
+    worker.join()
+    want = served[0].shared.lm.generate(served[0].shared.lm.format_prompt("The capital of France is"),
+                                        served[0].shared.generation_config).text
+    assert answers["a"][fields.RESPONSE] == want
