@@ -5,8 +5,9 @@ LIT opens with model a; the salience module explains a's answer and the "Compare
 for two models. Click b in LIT's model selector (the toolbar's model buttons): both selected, the
 tab shows both responses, diff-marked, each equal to that model's own greedy answer (asked from the
 server directly), both maps on one shared scale (the legend's end is the largest |value| of either
-side), the difference and each answer's log p under both models. Click a off: the salience module
-now explains b's answer.
+side), the difference and each answer's log p under both models; sentence granularity in the
+salience module gives fewer, longer aligned segments there. Click a off: the salience module now
+explains b's answer.
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     assert rows.count() == 2
     assert "a's answer" in rows.nth(0).inner_text() and "b's answer" in rows.nth(1).inner_text()
     page.screenshot(path=str(artifacts_dir / "compare-models.png"))
+
+    # The segments follow the salience module's granularity: sentences, fewer of them, same scale rule.
+    n_words = both.count()
+    page.locator(".tab", has_text="Sequence Salience").first.click()
+    salience.locator("select.granularity").select_option("sentence")
+    page.locator(".tab", has_text="Compare models").first.click()
+    expect(mod.locator(".head .granularity")).to_have_text("sentence", timeout=60_000)
+    assert 0 < mod.locator(".view-both .seg.both").count() < n_words
 
     # Switch to b alone: the salience module explains b's answer.
     model_button("a").click()

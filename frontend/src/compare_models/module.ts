@@ -6,16 +6,19 @@
  * salience companion (`_<model>_salience`, the whole response's salience: the same request as the
  * salience module's first highlight, so the server answers it from cache when that module asked
  * already) and each model's compare wrapper (`_<model>_compare`, lit_app/compare.py) for the other's
- * answer. Logic in ./logic.ts; rendering in ./view.ts.
+ * answer. The segments follow the salience module's granularity (its shared target; a regex shows as
+ * words). Logic in ./logic.ts; rendering in ./view.ts.
  */
 import {html, type PropertyValues, type TemplateResult} from 'lit';
 
 import {compareModelName, COMPARE_FIELD, parseCross, type CrossPayload} from '../compare/logic.js';
 import {quickInput} from '../salience/request.js';
 import type {SaliencePayload} from '../salience/payload.js';
+import {GRANULARITIES, type Granularity} from '../shared/aggregate/index.js';
 import {moduleBase} from '../shared/lit_module.js';
 import {registryOf} from '../shared/methods.js';
 import {errorMessage, salienceModelFor, SALIENCE_FIELD, type IndexedInputLike} from '../shared/request.js';
+import type {SharedTarget} from '../shared/target_store.js';
 import {COMPARE_MODELS_METHOD, compareSides, crossInput, crossRows, modelPair, type CrossRow, type ModelsView, type Side} from './logic.js';
 import {COMPARE_MODELS_STYLES, hintView, modelsView} from './view.js';
 
@@ -30,13 +33,17 @@ export function makeCompareModelsModuleClass(LitModule: unknown): CustomElementC
         'Select two models in LIT\'s model selector: the selected datapoint\'s responses of both (diff marked), ' +
         'both prompt salience maps on one shared scale, their difference, and each model\'s log p of the ' +
         'other model\'s answer.',
-    state: ['view', 'rows', 'status', 'error'],
+    followsTarget: true,
+    state: ['view', 'rows', 'status', 'error', 'granularity'],
   }) {
     declare view: ModelsView | null;
     declare rows: CrossRow[] | null;
     declare status: string;
     declare error: string;
+    /** The salience module's granularity (shared/target_store.ts); regex shows as words. */
+    declare granularity: Granularity;
     private seq = 0;
+    private sides: {a: Side; b: Side; signed: boolean} | null = null;
 
     constructor() {
       super();
@@ -44,6 +51,16 @@ export function makeCompareModelsModuleClass(LitModule: unknown): CustomElementC
       this.rows = null;
       this.status = '';
       this.error = '';
+      this.granularity = 'word';
+    }
+
+    override onTarget(t: SharedTarget | null) {
+      const g = t?.granularity;
+      if (g === undefined || g === 'regex' || g === this.granularity || !(GRANULARITIES as readonly string[]).includes(g)) {
+        return;
+      }
+      this.granularity = g as Granularity;
+      if (this.sides !== null) this.view = compareSides(this.sides.a, this.sides.b, this.sides.signed, this.granularity);
     }
 
     override firstUpdated(changed: PropertyValues) {
@@ -78,6 +95,7 @@ export function makeCompareModelsModuleClass(LitModule: unknown): CustomElementC
       const seq = ++this.seq;
       this.view = null;
       this.rows = null;
+      this.sides = null;
       this.error = '';
       const pair = modelPair(this.appState.currentModels ?? [], this.appState.metadata.models);
       if (pair === null) {
@@ -96,7 +114,8 @@ export function makeCompareModelsModuleClass(LitModule: unknown): CustomElementC
         if (seq !== this.seq) return;
         const reg = registryOf(this.appState.metadata.models[salienceModelFor(ma, this.appState.metadata.models)!]);
         const signed = reg?.get(COMPARE_MODELS_METHOD)?.signed ?? true;
-        this.view = compareSides(a, b, signed);
+        this.sides = {a, b, signed};
+        this.view = compareSides(a, b, signed, this.granularity);
         this.status = '';
         const crossA = await this.cross(mb, input, this.view.responseA, ma);
         const crossB = await this.cross(ma, input, this.view.responseB, mb);
@@ -119,7 +138,7 @@ export function makeCompareModelsModuleClass(LitModule: unknown): CustomElementC
       return html`<div class="module">
         ${this.error ? hintView(this.error, 'error') : ''}
         ${this.status ? hintView(this.status, 'status') : ''}
-        ${this.view !== null ? modelsView(this.view, this.rows, COMPARE_MODELS_METHOD) : ''}
+        ${this.view !== null ? modelsView(this.view, this.rows, COMPARE_MODELS_METHOD, this.granularity) : ''}
       </div>`;
     }
   }

@@ -67,10 +67,11 @@ function legend(title: string, cs: ColorScale, cls: string): TemplateResult {
     <div class="legend-labels">${legendStops(cs, 3).map((s) => html`<span>${formatValue(s.value)}</span>`)}</div></div>`;
 }
 
-export function modelsView(view: ModelsView, rows: CrossRow[] | null, method: string): TemplateResult {
+export function modelsView(view: ModelsView, rows: CrossRow[] | null, method: string, granularity: string):
+    TemplateResult {
   const [la, lb] = view.labels;
   return html`
-    <div class="head">${method} · words · <b>${la}</b> vs <b>${lb}</b></div>
+    <div class="head">${method} · <span class="granularity">${granularity}</span> · <b>${la}</b> vs <b>${lb}</b></div>
     <div class="label">Responses (${changed(view.responses) ? 'different' : 'the same'})</div>
     <div class="text response response-a"><span class="side">${la}</span>${responseHtml(view, 'a')}</div>
     <div class="text response response-b"><span class="side">${lb}</span>${responseHtml(view, 'b')}</div>
