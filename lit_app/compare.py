@@ -3,18 +3,25 @@ prompt (sequence_salience.compare), over the shared model of lit_app/shared_mode
 
 One hidden LIT model per loaded model, `_<name>_compare` (fields.compare_model_name). Its input is
 the selected datapoint (prompt, system, chat) plus the pinned one's prompt, system and target
-(`pinned_*`) and the count of the extra method shown (as the salience model's); its one output,
-`compare`, is `CrossLogprobs.to_dict()` of the pinned response (its greedy generation when its target
-is empty, the ids as generated) under the pinned prompt ("under_a") and under the selected prompt
-("under_b"), plus "pinned_salience": the pinned datapoint's whole-response salience (the salience
-payload of a first highlight, docs/architecture.md "LIT salience payload"), "pinned_salience_passes"
-(0 when it came from the caches: the datapoint was shown before; else 1, one forward + backward) and
-"forwards": the teacher-forced forwards this answer ran (one: the pinned side's log-probs come from
-its salience result). Asking here, not through the salience model, leaves the server's focus (the
-datapoint whose background matrices run, lit_app/progressive.py) on the selected datapoint. The
-browser's compare view
-(frontend/src/compare/) asks for it when LIT's *Pin datapoint* (or the editor's *Add and compare*)
-pins a datapoint and another is selected.
+(`pinned_*`), the count of the extra method shown (as the salience model's) and two flags. Its one
+output, `compare`, holds:
+
+* `CrossLogprobs.to_dict()` of the pinned response (its greedy generation when its target is empty,
+  the ids as generated) under the pinned prompt ("under_a") and under the selected prompt ("under_b");
+  "forwards": the teacher-forced forwards this answer ran: one when a cached salience result of the
+  pinned datapoint holds its log-probs, else two;
+* with `with_pinned_salience` true (the compare view sends it; a caller that only wants the log-probs,
+  such as frontend/src/compare_models/, does not): "pinned_salience", the pinned datapoint's
+  whole-response salience (the payload of a first highlight, docs/architecture.md "LIT salience
+  payload"; `SharedLM.quick`, from the caches when it was shown before, so the forwards are then one),
+  and "pinned_salience_passes" (0 from the caches, else 1: one forward + backward);
+* with `old_answer` true: "old_answer_salience", the pinned answer's own salience under the selected
+  prompt (one forward + backward for the gradient methods); else null.
+
+Asking here, not through the salience model, leaves the server's focus (the datapoint whose
+background matrices run, lit_app/progressive.py) on the selected datapoint. The browser's compare
+view (frontend/src/compare/) asks when LIT's *Pin datapoint* (or the editor's *Add and compare*) pins
+a datapoint and another is selected.
 """
 
 from __future__ import annotations
@@ -47,10 +54,18 @@ class CompareModel(Wrapper):
         shared = self._shared
         counts = extra_counts(ex)
         methods, _ = shared.methods_and_config(counts)
-        cached = all(shared.cached_span(chat_a, target_a, m) is not None for m in methods)
-        pinned = shared.quick(chat_a, target_a, 0, None, counts)  # the whole response; cached when shown before
+        out: JsonDict = {"pinned_salience": None, "pinned_salience_passes": 0, "old_answer_salience": None}
+        if ex.get(fields.WITH_PINNED_SALIENCE) is True:
+            cached = all(shared.cached_span(chat_a, target_a, m) is not None for m in methods)
+            pinned = shared.quick(chat_a, target_a, 0, None, counts)  # the whole response; cached when shown before
+            out["pinned_salience"] = salience_payload(pinned, counts, methods=methods, dtype=shared.dtype)
+            out["pinned_salience_passes"] = 0 if cached else 1
         cross, forwards = shared.cross_logprobs(chat_a, target_a, chat_b)
-        return {fields.COMPARE: {
-            **cross.to_dict(), "forwards": forwards, "pinned_salience_passes": 0 if cached else 1,
-            "pinned_salience": salience_payload(pinned, counts, methods=methods, dtype=shared.dtype),
-        }}
+        out.update(cross.to_dict(), forwards=forwards)
+        if ex.get(fields.OLD_ANSWER) is True:
+            # On request: the pinned answer's salience under the selected prompt (one forward + backward for
+            # the gradient methods; cached per prompt and answer like any salience).
+            answer = cross.under_a.response
+            old = shared.quick(chat_b, answer, 0, None, counts)
+            out["old_answer_salience"] = salience_payload(old, counts, methods=methods, dtype=shared.dtype)
+        return {fields.COMPARE: out}

@@ -56,6 +56,8 @@ METHOD_REGISTRY = "method_registry"
 PINNED_PROMPT = "pinned_prompt"
 PINNED_SYSTEM = "pinned_system"
 PINNED_TARGET = "pinned_target"
+OLD_ANSWER = "old_answer"  # Boolean: also explain the pinned answer under the selected prompt
+WITH_PINNED_SALIENCE = "with_pinned_salience"  # Boolean: also send the pinned datapoint's salience
 COMPARE = "compare"
 
 
@@ -144,6 +146,8 @@ COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
     PINNED_PROMPT: lit_types.TextSegment(required=False, default=""),
     PINNED_SYSTEM: lit_types.TextSegment(required=False, default=""),
     PINNED_TARGET: lit_types.TextSegment(required=False, default=""),
+    OLD_ANSWER: lit_types.Boolean(required=False, default=False),
+    WITH_PINNED_SALIENCE: lit_types.Boolean(required=False, default=False),
 }
 
 COMPARE_OUTPUT_SPEC: lit_types.Spec = {COMPARE: JsonDict()}

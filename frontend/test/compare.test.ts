@@ -91,8 +91,12 @@ describe('the compare request and payload', () => {
   });
   it('sends the extra method\'s count and names it in the id', () => {
     const input = compareInput(selected, pinned, {ig_steps: 16, smooth_grad_samples: 0}, 'integrated_gradients#16');
-    expect(input.data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0, pinned_prompt: 'P3'});
+    expect(input.data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0, pinned_prompt: 'P3', old_answer: false,
+                                      with_pinned_salience: false});
     expect(input.id).toBe('b~compare-a-integrated_gradients#16');
+    const view = compareInput(selected, pinned, {}, 'grad_norm', true, true);
+    expect(view.data).toMatchObject({old_answer: true, with_pinned_salience: true});
+    expect(view.id).toBe('b~compare-a-grad_norm-old-sal');
   });
   it('takes the whole response from the matrix, else from the span the payload holds', () => {
     const p = parsePayload(structuredClone(fixture));

@@ -3,7 +3,8 @@
 Flow: select the shipped train example, change one number in the datapoint editor, *Add and compare*
 (LIT pins the original and selects the edit): the salience module shows both responses with the word
 diff marked, the aligned prompt with the changed number struck through / underlined, the pinned answer's
-Δ log p under the edited prompt; switch to the difference view (mouse, then "d" on the keyboard);
+Δ log p under the edited prompt; switch to the difference view (mouse, then "d" on the keyboard); ask
+for the pinned answer's salience under the edited prompt;
 unpin with LIT's toolbar button and the single view is back. Screenshots go to artifacts/e2e/ (and
 to docs/compare.png when UPDATE_SCREENSHOTS=1).
 """
@@ -91,6 +92,19 @@ def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
     view.locator("button.mode-difference").focus()
     page.keyboard.press("d")
     expect(view.locator("button.mode-both")).to_have_attribute("aria-pressed", "true")
+
+    # On request: the pinned answer's salience under the selected prompt becomes the selected side's values.
+    own_styles = view.locator(".cprompt .cseg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+    view.locator("button.old-answer").click()
+    expect(view.locator("select.old-answer-select")).to_have_value("pinned", timeout=TIMEOUT_MS)
+    expect(view.locator(".section-label", has_text="the pinned answer under the selected prompt")).to_be_visible()
+    expect(view.locator(".cprompt:not(.pending)")).to_be_visible(timeout=TIMEOUT_MS)
+    old_styles = view.locator(".cprompt .cseg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+    assert old_styles != own_styles  # another answer explained: other values on the selected side
+    assert view.locator(".response-b").inner_text() == resp_b  # the responses stay the datapoints' own
+    page.screenshot(path=str(artifacts_dir / "compare-old-answer.png"))
+    view.locator("select.old-answer-select").select_option("own")
+    expect(view.locator(".section-label", has_text="the pinned answer under the selected prompt")).to_have_count(0)
 
     group.locator("mwc-icon", has_text="fullscreen_exit").first.click()
 

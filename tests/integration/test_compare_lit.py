@@ -59,7 +59,8 @@ def test_pinned_response_under_the_edited_prompt(client, shared, default_lm):
     # The salience module showed the pinned datapoint first (its first highlight: the whole response).
     first = _preds(client, SAL, {fields.PROMPT: PROMPT_A, fields.DETAIL: "span"})
     payload = first[fields.SALIENCE]
-    out = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A})[fields.COMPARE]
+    out = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                   fields.WITH_PINNED_SALIENCE: True})[fields.COMPARE]
     assert out["forwards"] == 1  # A's log-probs came from the cached first highlight
     assert out["pinned_salience_passes"] == 0  # and its salience too: the same payload as the first highlight
     pinned = out["pinned_salience"]
@@ -74,12 +75,31 @@ def test_pinned_response_under_the_edited_prompt(client, shared, default_lm):
     assert out["delta"] == pytest.approx(sum(out["under_b"]["logprobs"]) - sum(out["under_a"]["logprobs"]), abs=1e-4)
     np.testing.assert_allclose(out["per_token_delta"],
                                np.subtract(out["under_b"]["logprobs"], out["under_a"]["logprobs"]), atol=1e-6)
-    # A typed pinned target nobody explained yet: its salience is computed (its forward gives A's log-probs).
+    # Log-probs only (as frontend/src/compare_models/ asks): no salience, the same numbers.
+    bare = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A})[fields.COMPARE]
+    assert bare["pinned_salience"] is None and bare["forwards"] == 1
+    np.testing.assert_allclose(bare["under_b"]["logprobs"], out["under_b"]["logprobs"], atol=1e-6)
+    # A typed pinned target nobody explained yet: log-probs only take two forwards; with its salience, the
+    # salience's forward gives A's log-probs.
+    cold = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                    fields.PINNED_TARGET: " Alice has 5 apples."})[fields.COMPARE]
+    assert cold["forwards"] == 2
     typed = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                     fields.WITH_PINNED_SALIENCE: True,
                                      fields.PINNED_TARGET: " Alice has 5 apples."})[fields.COMPARE]
     assert typed["forwards"] == 1 and typed["pinned_salience_passes"] == 1  # one forward + backward, one forward
     assert typed["under_a"]["response"] == " Alice has 5 apples."
     assert typed["pinned_salience"]["text"].endswith(" Alice has 5 apples.")
+    assert typed["old_answer_salience"] is None  # only on request:
+    old = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                   fields.PINNED_TARGET: " Alice has 5 apples.", fields.OLD_ANSWER: True})[fields.COMPARE]
+    assert old["pinned_salience"] is None  # not asked for
+    salience = old["old_answer_salience"]
+    assert salience["text"] == default_lm.format_prompt(PROMPT_B).text + " Alice has 5 apples."
+    # Its own forward's log-probs are the pinned answer's under the selected prompt.
+    np.testing.assert_allclose(salience["target_logprobs"], old["under_b"]["logprobs"], atol=1e-4)
+    whole = f"0:{len(old['under_b']['ids'])}"
+    assert set(salience["spans"][whole]) >= {"grad_norm", "grad_x_input"}
 
 
 @pytest.mark.parametrize("data, message", [

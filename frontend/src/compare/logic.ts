@@ -196,6 +196,8 @@ export const COMPARE_FIELD = 'compare';
 export const PINNED_PROMPT_FIELD = 'pinned_prompt';
 export const PINNED_SYSTEM_FIELD = 'pinned_system';
 export const PINNED_TARGET_FIELD = 'pinned_target';
+export const OLD_ANSWER_FIELD = 'old_answer';
+export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
 
 /** The compare wrapper of generation model `model` (lit_app/fields.py compare_model_name). */
 export function compareModelName(model: string): string {
@@ -220,6 +222,8 @@ export interface CrossPayload {
   forwards: number;
   pinned_salience: unknown;
   pinned_salience_passes: number;
+  /** With `old_answer`: the pinned answer's salience under the selected prompt (a salience payload), else null. */
+  old_answer_salience: unknown;
 }
 
 function check(cond: boolean, what: string): void {
@@ -249,23 +253,28 @@ export function parseCross(x: unknown): CrossPayload {
   const num = (f: string) => (typeof p![f] === 'number' ? (p![f] as number) : 0);
   return {under_a: a, under_b: b, delta: p!['delta'] as number, per_token_delta: per as number[] | null,
           forwards: num('forwards'), pinned_salience: p!['pinned_salience'] ?? null,
-          pinned_salience_passes: num('pinned_salience_passes')};
+          pinned_salience_passes: num('pinned_salience_passes'), old_answer_salience: p!['old_answer_salience'] ?? null};
 }
 
 /**
  * The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*
  * and `counts` (../salience/request.ts countFields: the extra method shown, so the pinned salience has it);
- * `tag` names the method and count in the derived id.
+ * `tag` names the method and count in the derived id; `oldAnswer` also asks for the pinned answer's salience
+ * under the selected prompt (one forward + backward on the server); `withSalience` asks for the pinned
+ * datapoint's whole-response salience too (the compare view; compare_models wants the log-probs only).
  */
 export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike,
-                             counts: Record<string, number> = {}, tag = ''): IndexedInputLike {
+                             counts: Record<string, number> = {}, tag = '', oldAnswer = false,
+                             withSalience = false): IndexedInputLike {
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   return derivedInput(selected, {
     ...counts,
+    [OLD_ANSWER_FIELD]: oldAnswer,
+    [WITH_PINNED_SALIENCE_FIELD]: withSalience,
     [PINNED_PROMPT_FIELD]: str(pinned.data['prompt']),
     [PINNED_SYSTEM_FIELD]: str(pinned.data['system']),
     [PINNED_TARGET_FIELD]: str(pinned.data['target']),
-  }, `compare-${pinned.id}${tag ? `-${tag}` : ''}`);
+  }, `compare-${pinned.id}${tag ? `-${tag}` : ''}${oldAnswer ? '-old' : ''}${withSalience ? '-sal' : ''}`);
 }
 
 /** A payload's whole-response salience for `method`: from its matrix, else the span it holds; null if neither. */

@@ -39,6 +39,10 @@ export interface CompareModel {
   cross: CrossPayload | null;
   crossLoading: boolean;
   crossError: string;
+  /** The pinned answer's salience under the selected prompt: not asked for, being computed, or shown
+   * as the selected side's values (`useOld`; else the selected datapoint's own answer). */
+  oldAnswer: 'off' | 'loading' | 'ready';
+  useOld: boolean;
 }
 
 function responseText(p: SaliencePayload): string {
@@ -51,13 +55,18 @@ export class CompareRoom {
   mode: CompareMode = 'both';
   cross: CrossPayload | null = null;
   pinnedPayload: SaliencePayload | null = null;
+  /** The pinned answer's salience under the selected prompt (asked for with explainOldAnswer). */
+  oldPayload: SaliencePayload | null = null;
+  wantOld = false;
+  useOld = false;
   crossLoading = false;
   crossError = '';
   /** The method (and count) the selected side shows: the pinned salience is asked for it. */
   private method: {name: string; counts: Record<string, number>; tag: string} | null = null;
   private crossKey = '';
   private segMemo = new Map<string, {payload: SaliencePayload; seg: Segmentation}>();
-  private alignMemo: {key: string; a: SaliencePayload; b: SaliencePayload; prompts: Alignment; responses: Alignment} | null = null;
+  private alignMemo: {key: string; a: SaliencePayload; b: SaliencePayload; own: SaliencePayload; prompts: Alignment;
+                      responses: Alignment} | null = null;
 
   constructor(private readonly host: SalienceHost) {}
 
@@ -73,7 +82,8 @@ export class CompareRoom {
   async update(enabled: boolean, pinned: IndexedInputLike | null, selected: IndexedInputLike | null) {
     if (!isComparing(enabled, pinned, selected)) {
       if (this.pinned !== null || this.selected !== null) {
-        this.pinned = this.selected = this.cross = this.pinnedPayload = null;
+        this.pinned = this.selected = this.cross = this.pinnedPayload = this.oldPayload = null;
+        this.wantOld = this.useOld = false;
         this.crossKey = '';
         this.crossError = '';
         this.crossLoading = false;
@@ -85,6 +95,19 @@ export class CompareRoom {
     this.selected = selected;
     this.host.changed();
     await this.fetchCross();
+  }
+
+  /** On request: the pinned answer's salience under the selected prompt, then shown as the selected side. */
+  explainOldAnswer() {
+    this.wantOld = true;
+    this.useOld = true;
+    void this.fetchCross();
+  }
+
+  /** Which answer the selected side's values explain: the pinned one (true) or its own. */
+  setUseOld(on: boolean) {
+    this.useOld = on && this.oldPayload !== null;
+    this.host.changed();
   }
 
   setMode(mode: CompareMode) {
@@ -107,12 +130,13 @@ export class CompareRoom {
   private async fetchCross() {
     const pinned = this.pinned, selected = this.selected, method = this.method;
     if (pinned === null || selected === null || method === null) return;
-    const key = `${pinned.id}|${selected.id}|${method.tag}`;
+    const pair = `${pinned.id}|${selected.id}|`;
+    if (!this.crossKey.startsWith(pair)) this.wantOld = this.useOld = false;  // a new pair: not asked for yet
+    const key = `${pair}${method.tag}|${this.wantOld}`;
     if (key === this.crossKey) return;
-    const samePair = this.crossKey.startsWith(`${pinned.id}|${selected.id}|`);
+    const samePair = this.crossKey.startsWith(pair);
     this.crossKey = key;
-    if (!samePair) this.cross = null;
-    this.pinnedPayload = null;
+    if (!samePair) this.cross = this.pinnedPayload = this.oldPayload = null;  // same pair: shown until replaced
     this.crossError = '';
     const model = compareModelName(this.host.modelName());
     if (this.host.models()[model] === undefined) {
@@ -124,12 +148,13 @@ export class CompareRoom {
     this.crossLoading = true;
     this.host.changed();
     try {
-      const req = this.host.getPreds([compareInput(selected, pinned, method.counts, method.tag)], model,
+      const req = this.host.getPreds([compareInput(selected, pinned, method.counts, method.tag, this.wantOld, true)], model,
                                      [COMPARE_FIELD], 'Comparing with the pinned datapoint…');
       const res = await this.host.loadLatest('compare', req);
       if (res === null || key !== this.crossKey) return;
       const cross = parseCross(res[0]?.[COMPARE_FIELD]);
       this.pinnedPayload = parsePayload(cross.pinned_salience);
+      this.oldPayload = cross.old_answer_salience == null ? null : parsePayload(cross.old_answer_salience);
       this.cross = cross;
     } catch (e) {
       if (key === this.crossKey) this.crossError = errorMessage(e);
@@ -153,34 +178,39 @@ export class CompareRoom {
   /** What to draw, from the selected datapoint's controller (B) and the pinned payload (A); null when inactive. */
   model(main: SalienceController, granularity: Granularity, regex: string, intensity: number): CompareModel | null {
     if (!this.active) return null;
-    const a = this.pinnedPayload, b = main.payload;
+    const a = this.pinnedPayload;
     const out: CompareModel = {
       mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
       pinnedMessage: this.crossError, responses: null, prompts: null, valuesA: null, valuesB: null, diff: null,
       scale: null, diffScale: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
+      oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
+      useOld: this.useOld && this.oldPayload !== null,
     };
-    if (a === null || b === null) return out;
+    const own = main.payload;
+    if (a === null || own === null) return out;
+    // The selected side: its own answer, or (on request) the pinned answer under the selected prompt.
+    const b = out.useOld ? this.oldPayload! : own;
     let segA: Segmentation, segB: Segmentation;
     try {
       segA = this.segmentation('a', a, granularity, regex);
-      segB = this.segmentation('b', b, granularity, regex);
+      segB = this.segmentation(out.useOld ? 'old' : 'b', b, granularity, regex);
     } catch {
       return out;  // a bad regex: the module says so
     }
     const key = `${granularity}|${regex}`;
     const memo = this.alignMemo;
     let prompts: Alignment, responses: Alignment;
-    if (memo !== null && memo.key === key && memo.a === a && memo.b === b) {
+    if (memo !== null && memo.key === key && memo.a === a && memo.b === b && memo.own === own) {
       ({prompts, responses} = memo);
     } else {
       prompts = alignSegmentations(a.text, segA, b.text, segB, [0, a.prompt_end], [0, b.prompt_end]);
-      responses = alignTexts(responseText(a), responseText(b));
-      this.alignMemo = {key, a, b, prompts, responses};
+      responses = alignTexts(responseText(a), responseText(own));
+      this.alignMemo = {key, a, b, own, prompts, responses};
     }
     out.prompts = prompts;
     out.responses = responses;
     const tokA = wholeResponseValues(a, main.method);
-    const tokB = main.tokenValues(wholeResponse(numTargets(b)));
+    const tokB = out.useOld ? wholeResponseValues(b, main.method) : main.tokenValues(wholeResponse(numTargets(b)));
     if (tokA === null || tokB === null) return out;
     const {a: va, b: vb} = alignedValues(prompts, aggregate(tokA, segA, 'sum'), aggregate(tokB, segB, 'sum'));
     const signed = main.methodPayload()?.signed ?? main.registry()?.get(main.method)?.signed ?? true;

@@ -25,6 +25,9 @@ export const COMPARE_STYLES = css`
   .per-token table { border-collapse: collapse; font-size: 12px; }
   .per-token td, .per-token th { padding: 0 8px; text-align: right; font-variant-numeric: tabular-nums; }
   .per-token td.tok { text-align: left; font-family: 'Roboto Mono', monospace; }
+  .old-answer-row { margin: 4px 0; }
+  button.old-answer { font: inherit; font-size: 12px; }
+  .old-answer-status { color: #5f6368; }
   .clegends { display: flex; gap: 16px; margin-top: 4px; }
   .clegend { width: 240px; }
 `;

@@ -88,8 +88,33 @@ function crossView(m: CompareModel): TemplateResult {
   </div>`;
 }
 
-/** The compare view; `setMode` switches the prompt colouring. */
-export function compareView(m: CompareModel, setMode: (mode: CompareMode) => void): TemplateResult {
+/** What the user can do in the compare view. */
+export interface CompareEvents {
+  /** Colour the prompt by both values or by the difference. */
+  setMode(mode: CompareMode): void;
+  /** Ask for the pinned answer's salience under the selected prompt. */
+  explainOldAnswer(): void;
+  /** Which answer the selected side explains: the pinned one (true) or its own. */
+  setUseOld(on: boolean): void;
+}
+
+function oldAnswerView(m: CompareModel, on: CompareEvents): TemplateResult {
+  if (m.oldAnswer === 'off') {
+    return html`<button class="old-answer" @click=${() => on.explainOldAnswer()}
+        title="One forward + backward: which parts of the selected prompt drive the pinned answer">
+        Explain the pinned answer under the selected prompt</button>`;
+  }
+  if (m.oldAnswer === 'loading') return html`<span class="old-answer-status">Explaining the pinned answer…</span>`;
+  return html`<label class="old-answer-choice">Selected side explains
+    <select class="old-answer-select" @change=${(e: Event) => on.setUseOld((e.target as HTMLSelectElement).value === 'pinned')}>
+      <option value="own" ?selected=${!m.useOld}>its own answer</option>
+      <option value="pinned" ?selected=${m.useOld}>the pinned answer</option>
+    </select></label>`;
+}
+
+/** The compare view. */
+export function compareView(m: CompareModel, on: CompareEvents): TemplateResult {
+  const setMode = (mode: CompareMode) => on.setMode(mode);
   const modes: Array<[CompareMode, string]> = [['both', 'Both values'], ['difference', `Difference (${LABEL_B.toLowerCase()} − ${LABEL_A.toLowerCase()})`]];
   const other = (mode: CompareMode): CompareMode => (mode === 'both' ? 'difference' : 'both');
   const onKey = (e: KeyboardEvent) => {
@@ -108,7 +133,8 @@ export function compareView(m: CompareModel, setMode: (mode: CompareMode) => voi
         <div class="crow"><span class="who">${LABEL_A}</span><div class="text cresp response-a">${responseView(m.responses, 'a')}</div></div>
         <div class="crow"><span class="who">${LABEL_B}</span><div class="text cresp response-b">${responseView(m.responses, 'b')}</div></div>
         ${crossView(m)}
-        <div class="section-label">Prompt: ${m.mode === 'both'
+        <div class="old-answer-row">${oldAnswerView(m, on)}</div>
+        <div class="section-label">Prompt${m.useOld ? ' (selected side: the pinned answer under the selected prompt)' : ''}: ${m.mode === 'both'
             ? html`top half ${LABEL_A.toLowerCase()}, bottom half ${LABEL_B.toLowerCase()} (one scale)`
             : html`selected − pinned per aligned segment`}; struck through: only in the pinned prompt, underlined: only in the selected one</div>
         <div class="text cprompt mode-${m.mode} ${m.valuesA === null ? 'pending' : ''}">${m.prompts ? promptView(m) : nothing}</div>

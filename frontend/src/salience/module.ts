@@ -346,7 +346,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     private renderCompare() {
       const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity);
-      return m === null ? nothing : compareView(m, (mode) => this.compare.setMode(mode));
+      return m === null ? nothing : compareView(m, {
+        setMode: (mode) => this.compare.setMode(mode),
+        explainOldAnswer: () => this.compare.explainOldAnswer(),
+        setUseOld: (on) => this.compare.setUseOld(on),
+      });
     }
 
     private renderBody(p: SaliencePayload) {
