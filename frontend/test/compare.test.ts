@@ -1,6 +1,7 @@
 import {describe, expect, it} from 'vitest';
 import fixture from './fixtures/small_payload.json';
 import {parsePayload} from '../src/salience/payload.js';
+import {pinnedSelection} from '../src/shared/lit_module.js';
 import {alignedText, alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
         difference, differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues, type Alignment} from '../src/compare/logic.js';
 
@@ -124,5 +125,22 @@ describe('the compare request and payload', () => {
     expect(() => parseCross({under_a: {...side, tokens: ['x']}, under_b: side, delta: 0, per_token_delta: null}))
         .toThrow(/under_a/);
     expect(describeDelta(-4.4256)).toBe('−4.426 (the edit makes the pinned answer less likely)');
+  });
+});
+
+describe('pinnedSelection', () => {
+  it("reads LIT's pinned SelectionService through LitModule's selectionService getter (index 1)", () => {
+    const services = [{primarySelectedInputData: {id: 'main'}}, {primarySelectedInputData: {id: 'pinned'}}];
+    class LitModuleLike {
+      selectionServiceIndex = 0;
+      get selectionService() {
+        return services[this.selectionServiceIndex];
+      }
+    }
+    class OurModule extends LitModuleLike {}
+    const el = new OurModule();
+    expect(el.selectionService.primarySelectedInputData.id).toBe('main');
+    expect(pinnedSelection(el)?.primarySelectedInputData?.id).toBe('pinned');
+    expect(pinnedSelection({})).toBeNull();  // another LIT: no getter, no comparison
   });
 });
