@@ -2,6 +2,7 @@ import {describe, expect, it} from 'vitest';
 import fixture from './fixtures/small_payload.json';
 import {parsePayload} from '../src/salience/payload.js';
 import {pinnedSelection} from '../src/shared/lit_module.js';
+import {costText} from '../src/compare/view.js';
 import {alignedText, alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
         difference, differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues, type Alignment} from '../src/compare/logic.js';
 
@@ -125,6 +126,9 @@ describe('the compare request and payload', () => {
     expect(() => parseCross({under_a: {...side, tokens: ['x']}, under_b: side, delta: 0, per_token_delta: null}))
         .toThrow(/under_a/);
     expect(describeDelta(-4.4256)).toBe('−4.426 (the edit makes the pinned answer less likely)');
+    expect(costText(ok)).toBe('(1 teacher-forced forward; pinned salience from the cache)');
+    expect(costText({...ok, forwards: 2, pinned_salience_passes: 1}))
+        .toBe('(2 teacher-forced forwards; pinned salience computed (1 forward + backward))');
   });
 });
 

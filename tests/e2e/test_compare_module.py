@@ -77,6 +77,8 @@ def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
     # LIT's fullscreen button of the module's group, for the screenshots (and closed again below).
     group = page.locator("lit-widget-group").filter(has=page.locator(SALIENCE)).last
     group.locator("mwc-icon", has_text=re.compile(r"^\s*fullscreen\s*$")).first.click()
+    # What it cost the server: one teacher-forced forward; the pinned side came from the caches.
+    expect(view.locator(".cross .cost")).to_have_text("(1 teacher-forced forward; pinned salience from the cache)")
     page.mouse.move(5, 5)
     page.screenshot(path=str(artifacts_dir / "compare-both.png"))
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":

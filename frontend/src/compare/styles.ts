@@ -20,6 +20,7 @@ export const COMPARE_STYLES = css`
   .cprompt ins { text-decoration: underline; text-decoration-color: #188038; text-decoration-thickness: 2px; }
   .cseg { border-radius: 2px; }
   .cross { margin: 4px 0; color: #3c4043; }
+  .cross .cost { color: #5f6368; font-size: 11px; margin-left: 4px; }
   .cross .delta.neg { color: #a50e0e; }
   .cross .delta.pos { color: #137333; }
   .per-token table { border-collapse: collapse; font-size: 12px; }

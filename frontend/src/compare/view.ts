@@ -9,7 +9,7 @@
 import {html, nothing, type TemplateResult} from 'lit';
 
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
-import {alignedText, changed, describeDelta, type Alignment} from './logic.js';
+import {alignedText, changed, describeDelta, type Alignment, type CrossPayload} from './logic.js';
 import type {CompareMode, CompareModel} from './room.js';
 
 const LABEL_A = 'Pinned';
@@ -68,6 +68,13 @@ function legendView(title: string, cs: ColorScale): TemplateResult {
     <div class="legend-labels">${legendStops(cs, 3).map((s) => html`<span>${formatValue(s.value)}</span>`)}</div></div>`;
 }
 
+/** "1 teacher-forced forward; pinned salience from the cache" (what the comparison cost the server). */
+export function costText(c: CrossPayload): string {
+  const fw = `${c.forwards} teacher-forced forward${c.forwards === 1 ? '' : 's'}`;
+  const sal = c.pinned_salience_passes > 0 ? 'pinned salience computed (1 forward + backward)' : 'pinned salience from the cache';
+  return `(${fw}; ${sal})`;
+}
+
 function crossView(m: CompareModel): TemplateResult {
   if (m.crossError) return html`<div class="cross status error inline" role="alert">${m.crossError}</div>`;
   if (m.cross === null) {
@@ -79,6 +86,7 @@ function crossView(m: CompareModel): TemplateResult {
     log p(pinned answer | pinned prompt) = <b class="logp-a">${c.under_a.total.toFixed(3)}</b> ·
     | selected prompt = <b class="logp-b">${c.under_b.total.toFixed(3)}</b> ·
     Δ log p = <b class="delta ${c.delta < 0 ? 'neg' : 'pos'}">${describeDelta(c.delta)}</b>
+    <span class="cost" title="model passes the server ran for this comparison">${costText(c)}</span>
     ${per === null ? nothing : html`<details class="per-token"><summary>per token (${per.length})</summary>
       <table><tr><th>token</th><th>${LABEL_A}</th><th>${LABEL_B}</th><th>Δ</th></tr>
         ${per.map((d, t) => html`<tr><td class="tok">${JSON.stringify(c.under_a.tokens[t])}</td>
