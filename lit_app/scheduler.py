@@ -138,6 +138,10 @@ class ModelScheduler:
                 return len(self._queues[False]) + len(self._queues[True])
             return len(self._queues[background])
 
+    def interactive_waiting(self) -> bool:
+        """True while an interactive request waits (cheap: background work asks at every layer boundary)."""
+        return bool(self._queues[False])  # a deque's length is read atomically; a stale answer costs one layer
+
     def holder_is_background(self) -> bool:
         """True while background work holds the model."""
         with self._cond:

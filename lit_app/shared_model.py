@@ -22,7 +22,7 @@ import numpy as np
 import sequence_salience as ss
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS
-from sequence_salience.slices import DEFAULT_SLICE_S
+from sequence_salience.slices import DEFAULT_SLICE_S, SliceSizer
 from lit_app import fields, generation_cache, progressive
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, chat_field, text_field
@@ -362,8 +362,11 @@ class SharedLM:
                         log(method, done, total)
                         self.lock.yield_to_waiting()  # clicks that arrived during the slice go now
 
+                    # A click that arrives inside a backward goes at the next layer boundary,
+                    # without waiting for the rest of the slice.
+                    sizer = SliceSizer(self.slice_s, urgent=self.lock.interactive_waiting)
                     result = ss.compute_salience(self.lm, chat, explained, methods=methods, config=config,
-                                                 progress=progress, cancel=cancel, slice_s=self.slice_s,
+                                                 progress=progress, cancel=cancel, slice_s=sizer,
                                                  between_slices=self.lock.yield_to_waiting)
                     self._results.put(key, result)
         return result

@@ -61,16 +61,21 @@ class SliceSizer:
       between: optional callback run inside passes once `target_s` has passed (see `checkpoint`).
       chunk_s: the model time of one batched backward over several targets when `between`
         is set (`chunk_units`); at least `target_s`.
+      urgent: optional check, called at every layer boundary inside a pass; when it returns
+        True (e.g. a click waits for the model) `between` runs there at once instead of at the
+        end of the slice. It must be cheap (it runs once per layer).
     """
 
     def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
-                 between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S):
+                 between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S,
+                 urgent: Callable[[], bool] | None = None):
         if not target_s > 0:
             raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.25).")
         if not chunk_s > 0:
             raise ValueError(f"chunk_s={chunk_s!r}; it must be a positive number of seconds (e.g. 2.0).")
         self.target_s = float(target_s)
         self.chunk_s = float(chunk_s)
+        self.urgent = urgent
         self.clock = clock
         self.between = between
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
@@ -113,7 +118,8 @@ class SliceSizer:
         self._mark = self.clock()
 
     def checkpoint(self) -> None:
-        """Inside a pass, at a layer boundary: runs `between` once `target_s` of model time has passed.
+        """Inside a pass, at a layer boundary: runs `between` once `target_s` of model time has
+        passed, or at once when `urgent()` says so.
 
         This bounds a slice even when one unit (one target's backward) takes longer than
         `target_s` (a long prompt, a slow or busy machine). Only on the thread that started
@@ -122,7 +128,7 @@ class SliceSizer:
         """
         if self.between is None or threading.get_ident() != self._thread:
             return
-        if self.clock() - self._mark < self.target_s:
+        if self.clock() - self._mark < self.target_s and not (self.urgent is not None and self.urgent()):
             return
         start = self.clock()
         self.between()

@@ -168,3 +168,17 @@ def test_only_the_holder_may_release_or_yield():
     t.join()
     sched.release()
     assert len(errors) == 2 and not sched.locked()
+
+
+def test_interactive_waiting_says_whether_a_click_waits_not_background_work():
+    sched, log = ModelScheduler(), _Log()
+    with sched.background():
+        assert not sched.interactive_waiting()
+        bg = _queue(sched, log, "bg", True)
+        assert not sched.interactive_waiting()  # other background work is not urgent
+        click = _queue(sched, log, "click", False)
+        assert sched.interactive_waiting()
+        assert sched.yield_to_waiting()  # the click, then the background work that queued first, run here
+        assert log.events == ["click", "bg"] and not sched.interactive_waiting()
+    for t in (bg, click):
+        t.join()

@@ -145,6 +145,26 @@ def test_pauses_inside_each_backward_leave_the_matrices_unchanged(tiny_lm):
     np.testing.assert_allclose(sliced.grad_gram, plain.grad_gram, rtol=1e-5, atol=1e-7)
 
 
+def test_an_urgent_request_pauses_at_the_next_layer_boundary_before_the_slice_ends(tiny_lm):
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG)
+    checks, pauses = [], []
+    # The clock never moves: without `urgent` no pause would come (see the test below).
+    sizer = SliceSizer(0.4, clock=lambda: 0.0, urgent=lambda: checks.append(1) or len(checks) % 3 == 0)
+    sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG, slice_s=sizer,
+                                 between_slices=lambda: pauses.append(len(checks)))
+    assert len(checks) > 3 and pauses == [k for k in range(1, len(checks) + 1) if k % 3 == 0]
+    assert sizer.pauses == len(pauses)
+    np.testing.assert_allclose(sliced.matrices["grad_norm"], plain.matrices["grad_norm"], rtol=1e-5, atol=1e-7)
+
+
+def test_no_pause_before_the_slice_ends_when_nothing_is_urgent(tiny_lm):
+    pauses = []
+    sizer = SliceSizer(0.4, clock=lambda: 0.0, urgent=lambda: False)
+    ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG, slice_s=sizer,
+                        between_slices=lambda: pauses.append(1))
+    assert pauses == [] and sizer.pauses == 0
+
+
 def test_a_click_computed_on_another_thread_during_a_pause_changes_neither_result():
     """What the server does: at a pause inside the background backward, another thread uses the model."""
     import threading
