@@ -29,7 +29,7 @@ CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
 IG_STEPS = get_method(IG_METHOD).count_field  # optional Integer: 0 = no integrated gradients
 SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count_field  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
-# optional: "" all matrices at once | "span" | "poll" | "stream" | a counted method's matrix_detail (progressive)
+# optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
 # LIT's prompt-debugging convention (lit_app/lit_convention.py): 0/1 per token of TOKENS, 1 on the
 # span to explain; sent by LIT's built-in Sequence Salience module, never by ours.
@@ -88,11 +88,13 @@ JsonDict = lit_types.LitType
 
 
 # Column order of LIT's data table and editor: the case study's name first.
+# In the order of LIT's data table columns: the case, the prompt, the typed target (what a row
+# explains), then the (long) system prompt, so that the narrow left column shows what matters.
 DATASET_SPEC: lit_types.Spec = {
     CASE: lit_types.CategoryLabel(required=False, default=""),
     PROMPT: lit_types.TextSegment(),
-    SYSTEM: lit_types.TextSegment(required=False, default=""),
     TARGET: lit_types.TextSegment(required=False, default=""),
+    SYSTEM: lit_types.TextSegment(required=False, default=""),
 }
 
 _PROMPT_INPUTS: lit_types.Spec = {

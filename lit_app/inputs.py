@@ -103,7 +103,7 @@ def extra_counts(ex: JsonDict) -> dict[str, int]:
     return {extra.field: _count_field(ex, extra) for extra in EXTRA_METHODS}
 
 
-DETAIL_MODES = ("", "span", "poll", "stream") + tuple(e.matrix_detail for e in EXTRA_METHODS)
+DETAIL_MODES = ("", "span", "poll", "stream", "span_progress") + tuple(e.matrix_detail for e in EXTRA_METHODS)
 
 
 def detail_field(ex: JsonDict) -> str:
@@ -115,7 +115,8 @@ def detail_field(ex: JsonDict) -> str:
         matrices = " or ".join(f'"{e.matrix_detail}"' for e in EXTRA_METHODS)
         raise RequestError(
             f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
-            f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far)'
+            f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far),'
+            f' "span_progress" (progress of the span being computed)'
             f" or {matrices}."
         )
     return value

@@ -235,7 +235,7 @@ def validate_request(
 
 # Input values that only read or cancel a background job, without the model: the salience
 # model's progress poll (lit_app/salience.py) and the explain module's status/cancel (lit_app/explain.py).
-_POLL_VALUES = {"detail": ("poll", "stream"), "explain_action": ("status", "cancel")}
+_POLL_VALUES = {"detail": ("poll", "stream", "span_progress"), "explain_action": ("status", "cancel")}
 
 
 def _polls(ex: Any) -> bool:

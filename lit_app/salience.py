@@ -9,6 +9,7 @@ highlight, "poll", "<method>_matrix" background jobs, "stream" the response so f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Mapping
 from typing import Any, Callable
 
@@ -65,7 +66,25 @@ class SalienceModel(Wrapper):
             return self._predict_complete(ex)
         if detail == "stream":
             return self._predict_stream(ex)
+        if detail == "span_progress":
+            return self._predict_span_progress(ex)
         return self._predict_progressive(ex, detail)
+
+    def _span_jobs(self) -> dict[Hashable, progressive.Job]:
+        """The progress of the span computed now, per datapoint group (the latest span request's)."""
+        jobs = self.__dict__.get("_span_progress")
+        if jobs is None:
+            jobs = self.__dict__["_span_progress"] = {}
+        return jobs
+
+    def _predict_span_progress(self, ex: JsonDict) -> JsonDict:
+        """Progress of the latest span request of this datapoint (`detail="span_progress"`): IG steps or
+        SmoothGrad samples done, of how many, and the time left; never waits for the model."""
+        job = self._span_jobs().get(datapoint_group(ex))
+        if job is None:
+            return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
+                                 "eta_s": None, "error": "No span is being computed for this prompt."})
+        return _status_only(job.status())
 
     def _predict_masked(self, ex: JsonDict) -> JsonDict:
         """LIT's convention: the span `target_mask` marks, as TokenScores (lit_app/lit_convention.py)."""
@@ -191,10 +210,27 @@ class SalienceModel(Wrapper):
             return shared.jobs.focus_group != group or (
                 ticket is not None and shared.span_ticket(group) != ticket)
 
+        # What `detail="span_progress"` polls read while this runs (the page shows % and time left).
+        progress_job = progressive.Job(group, "span", run=lambda _job: None)
+        self._span_jobs().clear()  # one selection at a time: an older datapoint's entry is stale
+        self._span_jobs()[group] = progress_job
+
+        def report(_method: str, done: int, total: int) -> None:
+            if progress_job.started is None:
+                progress_job.state, progress_job.started = progressive.RUNNING, time.monotonic()
+            progress_job.report(done, total)
+
         try:
-            result = shared.quick(chat, target, t0, t1, counts, cancel=stale)
+            result = shared.quick(chat, target, t0, t1, counts, cancel=stale, progress=report)
         except ss.ComputationCancelled:
+            progress_job.state, progress_job.finished = progressive.CANCELLED, time.monotonic()
             raise RequestError("Cancelled: a newer selection replaced this request.") from None
+        except Exception as e:
+            progress_job.state, progress_job.error, progress_job.finished = progressive.ERROR, str(e), time.monotonic()
+            raise
+        if progress_job.started is None:
+            progress_job.started = time.monotonic()
+        progress_job.state, progress_job.finished = progressive.DONE, time.monotonic()
         complete = shared.cached_salience(chat, target)
         if complete is not None:
             status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,

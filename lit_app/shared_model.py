@@ -372,10 +372,12 @@ class SharedLM:
         return result
 
     def quick(self, chat: Any, target: str, t0: int, t1: int | None, counts: Counts = None,
-              cancel: Callable[[], bool] | None = None) -> Any:
+              cancel: Callable[[], bool] | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> Any:
         """A result that answers span (t0, t1) exactly: the complete result when cached, else a
         partial one (one forward + backward for the gradient methods; IG, SmoothGrad: one batch
-        of steps or samples)."""
+        of steps or samples). `progress(method, done, total)` is called as the core library
+        reports (IG: steps, SmoothGrad: samples), besides the log."""
         complete = self.cached_salience(chat, target, counts)
         methods, config = self.methods_and_config(counts)
         if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
@@ -390,8 +392,15 @@ class SharedLM:
             missing = [m for m in methods
                        if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
             if missing:
+                log = _log_progress()
+
+                def report(method: str, done: int, total: int) -> None:
+                    log(method, done, total)
+                    if progress is not None:
+                        progress(method, done, total)
+
                 fresh = ss.compute_span_result(self.lm, chat, explained, methods=missing, t0=t0, t1=t1,
-                                               config=config, progress=_log_progress(), cancel=cancel)
+                                               config=config, progress=report, cancel=cancel)
                 partial = fresh if partial is None else partial.merged(fresh)
                 self._partials.put(pkey, partial)
             return partial if base is None else base.merged(partial) if partial is not None else base

@@ -7,7 +7,7 @@ import {describe, expect, test} from 'vitest';
 import cases from '../../tests/data/aggregation_cases.json';
 
 import {
-  aggregate, aggregateSalience, checkPattern, compilePattern, MARKUP_PATTERN, normalizeMaxAbs, normalizePercentile,
+  aggregate, aggregateSalience, checkPattern, compilePattern, MARKUP_PATTERN, matchesOnly, normalizeMaxAbs, normalizePercentile,
   percentile, SalienceError, segment, Segmentation, WHITESPACE,
 } from '../src/shared/aggregate/index.js';
 import {rng} from './support/rng.js';
@@ -64,6 +64,9 @@ describe('shared cases', () => {
       expect(Array.from(seg.tokenSegment)).toEqual(c.expected.token_segment);
       expect(Array.from(seg.excluded)).toEqual(seg.kinds.map((k) => (k === 'markup' ? 1 : 0)));
       expectClose(toPlain(values), nan(c.expected.aggregated));
+      if (c.expected.matches_only !== undefined) {  // regex: the text between matches is context, not scored
+        expectClose(Array.from(matchesOnly(values as Float64Array, seg)), nan(c.expected.matches_only));
+      }
     });
   }
 });

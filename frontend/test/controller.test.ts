@@ -344,6 +344,36 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.dispose();
   });
 
+  it('shows the percentage and time left of an IG span while it runs, from span_progress polls', async () => {
+    const ig = deferred();
+    let polls = 0;
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['detail'] === 'span_progress') {
+        polls++;
+        return [{salience: {detail: {kind: 'span', state: 'running', done: 8 * polls, total: 32, elapsed_s: 2 * polls,
+                                     eta_s: 6 / polls, error: ''}}}];
+      }
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      return ig.promise;
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    expect(ctl.side).toEqual({kind: 'loading', text: `Integrated gradients (16 steps) for whole response (${T} tokens)…`});
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).toBe(`Integrated gradients (16 steps) for whole response (${T} tokens)… 25 % · about 6 s left`);
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).toMatch(/… 50 % · about 3 s left$/);
+    ig.resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ctl.side).toBeNull();
+    const before = calls.length;
+    await vi.advanceTimersByTimeAsync(5 * POLL_MS);
+    expect(calls.length).toBe(before);  // no polls once the span is there
+    expect(polls).toBe(2);
+    ctl.dispose();
+  });
+
   it('clears an error once the user moves on, and after a request that succeeds', async () => {
     let failNext = true;
     const {host} = fakeHost((c) => {

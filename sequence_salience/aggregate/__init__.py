@@ -50,7 +50,8 @@ Rules (the same in both languages):
   anchor (see token assignment) lies in a unit's reach; these are the tokens
   that fall in markup segments at `word` granularity.
 * `regex`: every non-empty match of the user pattern is a segment ("match");
-  the text between matches forms its own segments ("gap"). The pattern must be
+  the text between matches forms its own segments ("gap"), context that the
+  views leave uncoloured and unranked (`matches_only`). The pattern must be
   in the subset common to Python `re` and JavaScript `RegExp` (see
   `compile_pattern`). Matching is bounded by `PATTERN_TIMEOUT_S` (a
   catastrophic-backtracking pattern such as `(a|a)+$` raises SalienceError
@@ -87,6 +88,7 @@ from sequence_salience.aggregate.reductions import (
     REDUCTIONS,
     aggregate,
     aggregate_salience,
+    matches_only,
     normalize_max_abs,
     normalize_percentile,
     percentile,
@@ -106,6 +108,6 @@ from sequence_salience.aggregate.unicode_tables import WHITESPACE
 __all__ = [
     "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "PATTERN_TIMEOUT_S", "REDUCTIONS", "ROLES",
     "TEMPLATE_ROLE_NAMES", "WHITESPACE",
-    "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
+    "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern", "matches_only",
     "normalize_max_abs", "normalize_percentile", "percentile", "segment",
 ]

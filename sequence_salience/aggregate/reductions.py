@@ -76,6 +76,23 @@ def aggregate(
     return np.ascontiguousarray(out.T).reshape(values.shape[:-1] + (n_seg,))
 
 
+def matches_only(values, segmentation: Segmentation) -> np.ndarray:
+    """Segment values with the text between regex matches (kind "gap") set to NaN.
+
+    With granularity "regex" the matches are the segments a user asked about: the text between
+    them is context, shown uncoloured, not ranked and without a say in the colour scale. Other
+    granularities have no "gap" segments: the values come back unchanged (as a float64 copy).
+
+    Args:
+      values: float [S] or [T, S] from `aggregate` over `segmentation`.
+    """
+    out = np.array(values, dtype=np.float64)  # copy
+    gaps = np.array([k == "gap" for k in segmentation.kinds], dtype=bool)
+    if gaps.any():
+        out[..., gaps] = np.nan
+    return out
+
+
 def aggregate_salience(
     text: str,
     offsets,

@@ -30,10 +30,11 @@ def parse_span(text: str | None) -> tuple[int, int] | None:
 
 
 def explain_default() -> str:
-    """The method `explain` shows when --method is not given: gradient x input."""
-    from sequence_salience.methods import grad_x_input  # pylint: disable=import-outside-toplevel
+    """The method `explain` shows when --method is not given: the registry's first (gradient norm),
+    which is also the browser module's first (lit_app/method_registry.py keeps the core's order)."""
+    from sequence_salience.methods import registry_json  # pylint: disable=import-outside-toplevel
 
-    return grad_x_input.NAME
+    return registry_json()[0]["name"]
 
 
 def parse_methods(text: str | None) -> tuple[str, ...]:

@@ -55,16 +55,21 @@ def _piece(view: View, text: str, s: int, response: bool, rank: dict[int, int]) 
     if view.seg.excluded[s]:
         classes.append("ss-markup")
     style = ""
-    selected = response and s in view.target_segments
+    # As the browser module: the target is outlined only when it is part of the response (the whole
+    # response is not boxed word by word), and never as an empty box around whitespace.
+    # The target's own segments are not coloured (they are what is explained, outside the scale).
+    whole = tuple(view.target) == (0, view.result.num_targets)
+    in_target = response and s in view.target_segments
+    selected = in_target and not whole and text.strip() != ""
     if selected:
         classes.append("ss-tgt")
-    else:
+    elif not in_target:
         c = view.color(s)
         if c is not None:
             style = f' style="background:{c[0]};color:{c[1]}"'
     v = float(view.values[s])
     title = "chat template markup (no score)" if view.seg.excluded[s] else (
-        "explained target" if selected else f"salience {palette.format_value(v)}"
+        "explained target" if in_target else f"salience {palette.format_value(v)}"
         + (f" · rank {rank[s] + 1}" if s in rank else ""))
     return f'<span class="{" ".join(classes)}" data-s="{s}" title="{_esc(title)}"{style}>{_esc(text)}</span>'
 

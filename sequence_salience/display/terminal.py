@@ -33,6 +33,15 @@ def coloured_text(view: View, response: bool) -> Text:
     return out
 
 
+def signed_bar(value: float, scale: float, half: int = 6) -> str:
+    """A bar from a centre line: left for a negative value, right for a positive one (at least one
+    block), so that -3 and +3 do not look alike. `scale` maps to `half` blocks."""
+    n = max(1, min(half, round(half * abs(value) / scale))) if scale > 0 and value != 0 else 0
+    left = " " * (half - n) + "█" * n if value < 0 else " " * half
+    right = "█" * n + " " * (half - n) if value > 0 else " " * half
+    return left + "│" + right
+
+
 def top_table(view: View) -> Table:
     """The top segments: rank, value, a bar, the segment text (coloured), and where it is."""
     label = GRANULARITY_LABELS[view.granularity]
@@ -45,7 +54,7 @@ def top_table(view: View) -> Table:
     scale = max((abs(r.value) for r in view.ranked), default=1.0) or 1.0
     for i, r in enumerate(view.ranked):
         bg, fg = palette.color_for(r.value, view.scale)
-        bar = "█" * max(1, round(12 * abs(r.value) / scale))
+        bar = signed_bar(r.value, scale) if view.signed else "█" * max(1, round(12 * abs(r.value) / scale))
         text = visible_text(r.text)
         table.add_row(
             str(i + 1), palette.format_value(r.value), Text(bar, style=bg.replace(" ", "")),

@@ -245,7 +245,8 @@ def make_view(
     method = resolve_method(result, method, (t0, t1))
     signed = get_method(method).signed
     seg = aggregate.segment(result.text, result.offsets, granularity, pattern=pattern, role_spans=result.role_spans)
-    values = aggregate.aggregate(token_values(result, method, t0, t1), seg, "sum")  # [S]
+    # Regex: the matches are what is scored; the text between them is context (as in the browser).
+    values = aggregate.matches_only(aggregate.aggregate(token_values(result, method, t0, t1), seg, "sum"), seg)  # [S]
     p = result.n_prompt_tokens
     target_segs = _segments_of_tokens(seg, p + t0, p + t1)
     response_segs = _segments_of_tokens(seg, p, len(result.ids))

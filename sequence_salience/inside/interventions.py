@@ -325,7 +325,8 @@ class Side:
         (prompt + response), or None when skipped or the response is empty.
       tokens: the N token strings `salience` refers to.
       n_prompt_tokens: P.
-      top_salient: (token index, token, value) of the most salient prompt tokens.
+      top_salient: (token index, token, value) of the most salient prompt tokens (chat markup and
+        whitespace-only tokens left out).
       seconds: time for generation + salience.
     """
 
@@ -460,6 +461,18 @@ class ResponseSalience:
     top_salient: tuple[tuple[int, str, float], ...]
 
 
+def _listable(tokens: Sequence[str]) -> np.ndarray:
+    """bool [P]: tokens worth listing as "most salient": not chat template markup (the aggregation's
+    token-granularity rule, as the salience module applies it) and not whitespace only."""
+    from sequence_salience import aggregate  # not at import time: keeps this module's imports light
+
+    text = "".join(tokens)
+    ends = np.cumsum([len(t) for t in tokens], dtype=np.int64)  # code points, as the offsets
+    offsets = np.stack([ends - [len(t) for t in tokens], ends], axis=1) if tokens else np.zeros((0, 2), np.int64)
+    markup = aggregate.segment(text, offsets, "token").excluded
+    return ~markup & np.array([t.strip() != "" for t in tokens], dtype=bool)
+
+
 def response_salience(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -490,8 +503,9 @@ def response_salience(
                             "prompt + response.")
     n_prompt = len(p_ids) - len(generation.ids)
     tokens = tuple(lm.tokenizer.decode([i]) for i in p_ids)
-    order = np.argsort(-np.abs(values[:n_prompt]))[:top_salient]
-    top = tuple((int(i), tokens[i], float(values[i])) for i in order)
+    listed = _listable(tokens[:n_prompt])  # [P]
+    order = [int(i) for i in np.argsort(-np.abs(values[:n_prompt]), kind="stable") if listed[i]][:top_salient]
+    top = tuple((i, tokens[i], float(values[i])) for i in order)
     return ResponseSalience(np.asarray(values), tokens, n_prompt, top)
 
 

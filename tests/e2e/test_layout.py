@@ -13,6 +13,7 @@ Salience, Inside the model, Test this explanation) at the three sizes go to arti
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -85,6 +86,16 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     expect(system_word).to_be_visible()
     head.locator("summary").click()
     expect(system_word).to_be_hidden()
+
+    # Regex granularity: the matches are ranked (the text between them is context), and the pattern
+    # applies after a pause in typing, without Enter or leaving the box.
+    sal.locator("select.granularity").select_option("regex")
+    sal.locator("input.regex").fill(r"garlic|onions|dinner|risotto")
+    expect(sal.locator(".side")).to_contain_text("Top custom regex")
+    expect(sal.locator(".top li").first).to_contain_text(re.compile("garlic|onions|dinner|risotto"))
+    tops = [t.strip() for t in sal.locator(".top .top-text").all_inner_texts()]
+    assert tops and set(tops) <= {"garlic", "onions", "dinner", "risotto"}, tops
+    sal.locator("select.granularity").select_option("word")
 
     # Inside the model is a tab: it waits, computing nothing, until its tab is opened.
     inside = page.locator(INSIDE)

@@ -3,8 +3,8 @@
 Flow: select an example, see highlights, click an output word and see the
 salience change, drag and use the keyboard, switch to sentence granularity,
 edit the prompt in the datapoint editor, add it, see the new output and its
-salience. Screenshots go to artifacts/e2e/ (the retargeted view to
-docs/screenshot.png too when UPDATE_SCREENSHOTS=1); timings measured in the page go to
+salience. Screenshots go to artifacts/e2e/ (docs/screenshot.png is test_layout.py's, at
+1280x720); timings measured in the page go to
 artifacts/e2e/timings.json and are printed (never asserted: no wall-clock
 assertions in tests).
 """
@@ -12,15 +12,9 @@ assertions in tests).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 
 import pytest
-
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -100,8 +94,6 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     after = _prompt_styles(mod)
     assert after != before, "prompt colours did not change after retargeting"
     shot("2-retargeted")
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "2-retargeted.png", REPO / "docs" / "screenshot.png")
 
     # Drag over the response (all but its last segment): a multi-segment target.
     n_targets = targets.count()

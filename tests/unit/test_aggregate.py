@@ -56,6 +56,11 @@ def test_shared_case(case):
     np.testing.assert_allclose(values, np.array(_nan(expected["aggregated"])).reshape(values.shape),
                                rtol=0, atol=1e-9, equal_nan=True)
     assert np.shape(values) == np.shape(np.array(_nan(expected["aggregated"])))
+    if "matches_only" in expected:  # regex: the text between matches is context, not scored
+        np.testing.assert_allclose(agg.matches_only(values, seg), _nan(expected["matches_only"]),
+                                   rtol=0, atol=1e-9, equal_nan=True)
+    elif case["granularity"] != "regex":
+        np.testing.assert_array_equal(agg.matches_only(values, seg), values)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in DATA["regex_errors"]])

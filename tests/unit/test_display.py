@@ -356,3 +356,45 @@ def test_heatmap_row_normalisation_scales_each_row_to_its_largest_magnitude(lm):
     assert np.allclose(np.abs(shown).max(1), 1.0)
     with pytest.raises(ss.SalienceError, match="normalize"):
         display.heatmap(r, normalize="column")
+
+
+def test_regex_ranks_the_matches_and_leaves_the_text_between_them_unscored(results):
+    # Issue 19: with \d+ the numbers are the segments asked about; the text between them is context.
+    r = results["unicode"]
+    view = display.make_view(r, "grad_norm", "regex", pattern=r"\d+", top=20)
+    kinds = view.seg.kinds
+    assert {kinds[x.seg] for x in view.ranked} == {"match"}  # only numbers in the top list
+    assert {r.text[int(view.seg.starts[x.seg]): int(view.seg.ends[x.seg])] for x in view.ranked} <= {"2", "3", "5"}
+    # The sums of the matches are unchanged, the gaps have no value and no colour.
+    from sequence_salience.display.view import token_values
+    raw = aggregate.aggregate(token_values(r, "grad_norm", *view.target), view.seg, "sum")
+    for s, kind in enumerate(kinds):
+        if kind == "match":
+            assert view.values[s] == raw[s]
+        else:
+            assert math.isnan(view.values[s]) and view.color(s) is None
+
+
+def test_terminal_bars_are_signed_for_signed_methods():
+    # Issue 19: bars for -3 and +3 looked identical.
+    from sequence_salience.display.terminal import signed_bar
+
+    assert signed_bar(-3.0, 3.0) == "██████│      "
+    assert signed_bar(3.0, 3.0) == "      │██████"
+    assert signed_bar(-1.0, 3.0) == "    ██│      "
+    assert signed_bar(0.01, 3.0) == "      │█     "  # at least one block
+    assert signed_bar(0.0, 3.0) == "      │      "
+
+
+def test_html_boxes_only_a_clicked_part_of_the_response_and_never_blank_text(results):
+    # Issue 19: the whole response was boxed word by word, with an empty box at its end.
+    r = results["plain"]
+    whole = _parse(display.render_html(r, "grad_x_input", "word"))
+    assert not any("ss-tgt" in span["class"] for span in whole.spans)
+    part = _parse(display.render_html(r, "grad_x_input", "token", target=(0, r.num_targets - 1)))
+    boxed = [span for span in part.spans if "ss-tgt" in span["class"]]
+    assert boxed
+    seg = aggregate.segment(r.text, r.offsets, "token")
+    for span in boxed:
+        s = int(span["data-s"])
+        assert r.text[int(seg.starts[s]): int(seg.ends[s])].strip() != ""

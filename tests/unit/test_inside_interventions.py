@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -372,3 +374,29 @@ def test_position_scope_in_a_cached_generation_equals_an_uncached_reference(tiny
                 h.remove()
     assert tuple(ids[P:]) == gen.ids
     assert inside.count_hooks(tiny_lm.model) == 0
+
+
+def test_most_salient_leaves_out_chat_markup_and_whitespace_tokens(tiny_lm):
+    # Issue 19: "most salient" listed <|im_start|> and a space token. Give those the largest values:
+    # the list must skip them and keep the order of the rest.
+    prompt = "<|im_start|>user\nThe capital of France is"
+    gen = ss.Generation(text=" Paris", ids=tuple(tiny_lm.tokenize(" Paris").ids), offsets=((0, 6),), stopped_by="eos")
+    ids, _ = sequence_ids(tiny_lm, prompt, gen)
+    n_prompt = len(ids) - len(gen.ids)
+    tokens = [tiny_lm.tokenizer.decode([i]) for i in ids]
+    text = "".join(tokens[:n_prompt])
+    marker_end = text.index("user") + len("user")
+    pos, markup, blank = 0, [], []
+    for k, t in enumerate(tokens[:n_prompt]):
+        if pos < marker_end:
+            markup.append(k)  # a token of "<|im_start|>user"
+        elif t.strip() == "":
+            blank.append(k)
+        pos += len(t)
+    assert markup and blank, tokens  # the prompt has both kinds
+    values = np.arange(len(ids), dtype=np.float32) / 100.0
+    values[markup + blank] = 10.0 + np.arange(len(markup + blank))  # the largest
+    sal = inside.response_salience(tiny_lm, prompt, gen, "grad_x_input", top_salient=4, values=values)
+    listed = [i for i, _, _ in sal.top_salient]
+    others = [k for k in range(n_prompt) if k not in markup + blank]
+    assert listed == sorted(others, key=lambda k: -values[k])[:4]

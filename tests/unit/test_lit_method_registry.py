@@ -39,7 +39,7 @@ def test_the_wrappers_tables_follow_the_registry():
     assert [(e.method, e.field, e.kind, e.matrix_detail, e.unit, e.maximum) for e in method_registry.EXTRA_METHODS] \
         == [("integrated_gradients", "ig_steps", "ig", "ig_matrix", "steps", 256),
             ("smooth_grad", "smooth_grad_samples", "sg", "smooth_grad_matrix", "samples", 256)]
-    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "ig_matrix", "smooth_grad_matrix")
+    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "span_progress", "ig_matrix", "smooth_grad_matrix")
     for extra in method_registry.EXTRA_METHODS:
         spec = fields.SALIENCE_INPUT_SPEC[extra.field]
         assert isinstance(spec, lit_types.Integer)
@@ -67,3 +67,10 @@ def test_the_salience_output_spec_carries_the_registry_through_lits_serializatio
     # LIT's Python side (e.g. its RemoteModel reading /get_info) revives it too.
     back = serialize.from_json(serialize.to_json({"output": fields.SALIENCE_OUTPUT_SPEC}))["output"]
     assert type(back[fields.METHOD_REGISTRY]) is type(spec) and back[fields.METHOD_REGISTRY].default == sent["default"]
+
+
+def test_the_cli_shows_the_method_the_browser_module_shows_first():
+    # Issue 19: the CLI's default was grad_x_input while the UI opens on gradient norm.
+    from sequence_salience.cli.common import explain_default
+
+    assert explain_default() == method_registry.published_registry()[0]["name"] == "grad_norm"

@@ -6,6 +6,12 @@ import {aggregate, segment, type Segmentation} from '../shared/aggregate/index.j
 import type {MethodInfo, MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
 
+/**
+ * The budget of "Reduce prompt", shown before a run (lit_app/explain.py REDUCE_MAX_SECONDS and
+ * sequence_salience/explain/reduction.py ReductionConfig.max_steps; tests/unit/test_frontend_budgets.py).
+ */
+export const REDUCE_BUDGET = 'at most 120 s or 200 candidate checks';
+
 export const EXPLAIN_FIELD = 'explain';
 export const ACTIONS = ['curves', 'reduce', 'flips', 'contrastive', 'ig_auto'] as const;
 export type Action = (typeof ACTIONS)[number];

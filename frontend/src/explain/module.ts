@@ -25,7 +25,7 @@ import {errorMessage} from '../shared/request.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {
   curveColor, describeStatus, EXPLAIN_FIELD, explainInput, explainModelFor, IG_METHOD, igAutoSettings, parseContrastive,
-  parseCurves, parseIgAuto, progressFraction, reduceFields, resultKey, testedMethods, type Action, type JobStatus,
+  parseCurves, parseIgAuto, progressFraction, REDUCE_BUDGET, reduceFields, resultKey, testedMethods, type Action, type JobStatus,
 } from './logic.js';
 import {loadIntoEditor} from './editor.js';
 import {resultView} from './results.js';
@@ -302,7 +302,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       const hints: Record<Action, string> = {
         curves: 'Removes the most salient segments first (deletion) or reveals them first (insertion) and ' +
                 'tracks log p(target); a faithful map beats the random orders.',
-        reduce: 'Removes the least salient segments while the model still gives the same response.',
+        reduce: 'Removes the least salient segments while the model still gives the same response. ' +
+                `Budget: ${REDUCE_BUDGET}; when it runs out, the prompt as reduced so far is shown.`,
         flips: 'Single-word substitutions ranked by the gradient, then checked exactly.',
         contrastive: 'Why this response rather than another? Type the alternative (the foil).',
         ig_auto: 'Integrated gradients of the target span with 8, 16, 32, … steps until the attributions sum to ' +

@@ -178,11 +178,13 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       this.status = 'waiting';
       this.message = `Will trace ${showToken(tt.token)} when this tab is open.`;
       this.shownTimer = setInterval(() => {
-        if (this.target !== tt) {
+        // The salience module republishes the same token on every render (a new object, the same key).
+        const now = this.target;
+        if (now === null || traceKey(now) !== traceKey(tt)) {
           clearInterval(this.shownTimer);
         } else if (isShown(this)) {
           clearInterval(this.shownTimer);
-          void this.fetchTrace(tt);
+          void this.fetchTrace(now);
         }
       }, 300);
     }

@@ -41,7 +41,8 @@ export function comparisonView(r: InterventionPayload | PartialIntervention, sta
     ${rows.length ? html`<table>
       <thead><tr><th></th><th>Before</th><th>After</th></tr></thead>
       <tbody>${rows.map((row) => html`<tr class="${row.changed ? 'changed' : ''}" data-row=${row.label.split(/[ (]/)[0]}>
-        <th>${row.label}</th><td class="before">${row.before}</td><td class="after">${row.after}</td></tr>`)}</tbody>
+        <th>${row.label}</th><td class="before">${row.before}</td><td class="after">${row.changed ? row.after
+          : html`<span class="same" title=${row.after}>unchanged</span>`}</td></tr>`)}</tbody>
     </table>` : nothing}
     ${done && r.steps ? renderRunSteps(stepViews(r.steps)) : nothing}
   </div>`;

@@ -29,14 +29,24 @@ export const INSIDE_STYLES = css`
   .line-after { stroke: #1a73e8; }
   .line-before { stroke: #8ab4f8; stroke-dasharray: 3 2; }
   .line-iv { stroke: #f29900; }
-  .axis { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
+  .plot { display: flex; gap: 4px; }
+  .plot svg { flex: 1; min-width: 0; }
+  .y-axis { display: flex; flex-direction: column; justify-content: space-between; font-size: 10px; color: #5f6368;
+            text-align: right; width: 22px; flex: none; line-height: 1; }
+  .chart line.grid { stroke: #e8eaed; stroke-width: 1; vector-effect: non-scaling-stroke; }
+  .chart-legend { display: flex; gap: 14px; flex-wrap: wrap; font-size: 11px; color: #3c4043; margin-top: 2px; }
+  .key { display: inline-block; width: 18px; height: 0; border-top: 2px solid #1a73e8; vertical-align: middle; margin-right: 4px; }
+  .key-before { border-top: 2px dashed #8ab4f8; } .key-iv { border-top-color: #f29900; }
+  .columns-help { font-size: 11.5px; margin: 0 0 4px; }
+  .axis { padding-left: 26px; display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
   table.layers { width: 100%; border-collapse: collapse; font-size: 12px; }
   table.layers th { text-align: left; color: #5f6368; font-weight: 500; border-bottom: 1px solid #dadce0; padding: 2px 4px; position: sticky; top: 0; background: #fff; }
   .layer-row td { padding: 1px 4px; border-bottom: 1px solid #f1f3f4; vertical-align: middle; }
   table.layers { table-layout: fixed; }
-  table.layers th:nth-child(1) { width: 36px; } table.layers th:nth-child(2) { width: 118px; }
+  table.layers th:nth-child(1) { width: 36px; } table.layers th:nth-child(2) { width: 128px; }
   table.layers th:nth-child(3) { width: 150px; } table.layers th:nth-child(4) { width: 20%; }
   .chips { display: flex; flex-wrap: nowrap; overflow: hidden; align-items: center; }
+  .subs .chips { flex-wrap: wrap; overflow: visible; }  /* every chip shown: wraps instead of being cut */
   .chips > * { flex: none; }
   .layer-row { cursor: pointer; }
   .layer-row:hover { background: #f8f9fa; }
@@ -78,6 +88,7 @@ export const INSIDE_STYLES = css`
   .compare td { white-space: pre-wrap; font-family: 'Roboto Mono', monospace; font-size: 12px; }
   .compare tr.changed td.after { background: #fef7e0; }
   .compare.stale { opacity: 0.6; }
+  .compare .same { color: #5f6368; font-family: Roboto, sans-serif; font-style: italic; }
   .search-row { display: flex; gap: 6px; }
   .search-input { flex: 1; max-width: 260px; }
   .search-status { margin: 4px 0; color: #3c4043; }

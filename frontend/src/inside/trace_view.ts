@@ -32,13 +32,23 @@ function chartView(tr: TracePayload, r: Shown) {
   const before = tr.layers.map((l) => l.before.target_prob);
   const deltas = r ? layerDeltas(r) : [];
   const iv = deltas.length ? deltas.map((d) => d.after) : null;
-  return html`<div class="chart" title="p(target) after each layer: solid after the FFN, dashed before it${iv ? '; orange under the interventions' : ''}">
-    <svg viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" width="100%" height="${h}">
-      ${svg`<polyline class="line-before" points=${probPolyline(before, w, h)}></polyline>
-            <polyline class="line-after" points=${probPolyline(after, w, h)}></polyline>
-            ${iv ? svg`<polyline class="line-iv" points=${probPolyline(iv, w, h)}></polyline>` : nothing}`}
-    </svg>
-    <div class="axis"><span>layer 0</span><span>p(${showToken(tr.target_token)}) by layer</span><span>layer ${tr.layers.length - 1}</span></div>
+  return html`<div class="chart">
+    <div class="plot">
+      <div class="y-axis" aria-hidden="true"><span>1</span><span>0.5</span><span>0</span></div>
+      <svg viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" width="100%" height="${h}"
+          aria-label="p(${showToken(tr.target_token)}) by layer, 0 to 1">
+        ${svg`<line class="grid" x1="0" x2=${w} y1=${h / 2} y2=${h / 2}></line>
+              <polyline class="line-before" points=${probPolyline(before, w, h)}></polyline>
+              <polyline class="line-after" points=${probPolyline(after, w, h)}></polyline>
+              ${iv ? svg`<polyline class="line-iv" points=${probPolyline(iv, w, h)}></polyline>` : nothing}`}
+      </svg>
+    </div>
+    <div class="axis"><span>layer 0</span><span>p(${showToken(tr.target_token)}) by layer (y: probability, 0–1)</span><span>layer ${tr.layers.length - 1}</span></div>
+    <div class="chart-legend">
+      <span><i class="key key-after"></i>after the layer's feed-forward block</span>
+      <span><i class="key key-before"></i>before it (after attention)</span>
+      ${iv ? html`<span><i class="key key-iv"></i>with the interventions</span>` : nothing}
+    </div>
   </div>`;
 }
 
@@ -53,8 +63,12 @@ export function traceView(tr: TracePayload, r: Shown, ctx: TraceContext) {
   return html`
     ${chartView(tr, r)}
     <div class="section-label">Layer by layer${settle >= 0 ? html` <span class="hint">— the top prediction from layer ${settle} on</span>` : nothing}</div>
+    <div class="columns-help hint">Rank: where ${showToken(tr.target_token)} stands among all tokens before → after the
+      layer's feed-forward block (1st = the model's top prediction at that layer). p: its probability after the block.
+      Sub-updates: the feed-forward values that moved the prediction most (coefficient; the tokens each value
+      promotes); click one to switch it off in a run.</div>
     <table class="layers">
-      <thead><tr><th>Layer</th><th title="Rank of the target before → after the feed-forward block">Rank</th>
+      <thead><tr><th>Layer</th><th title="Rank of the target before → after the feed-forward block">Rank before → after</th>
         <th title="${after ? 'before → under the interventions' : 'after the feed-forward block'}">p(${showToken(tr.target_token)})${after ? ' → with interventions' : ''}</th>
         <th>Top predictions (after FFN)</th><th title="Largest |coefficient| × ‖value‖; click to add to the interventions">Top sub-updates</th></tr></thead>
       <tbody>${tr.layers.map((l) => layerView(l, after?.[l.layer] ?? null, ctx))}</tbody>

@@ -17,10 +17,10 @@
 import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
 import {errorMessage, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, type IndexedInputLike,
         type ModelInfoLike} from '../shared/request.js';
-import {describeDetail, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseStream,
+import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseStream,
         type DetailStatus, type MethodPayload, type SaliencePayload, type StreamStatus} from './payload.js';
 import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, SPAN_SALIENCE_FIELD, spanInput,
-        streamInput, type Extra} from './request.js';
+        spanProgressInput, streamInput, type Extra} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -485,12 +485,17 @@ export class SalienceController {
     this.pendingSpans.add(key);
     const gen = this.generation;
     const what = describeSpan(span, numTargets(this.payload!));
-    this.side = {kind: 'loading', text: extra === null ? `Computing ${what}…`
-        : `${this.reg!.label(method)} (${extra.count} ${this.reg!.extra(method)!.count_unit}) for ${what}…`};
+    const label = extra === null ? `Computing ${what}…`
+        : `${this.reg!.label(method)} (${extra.count} ${this.reg!.extra(method)!.count_unit}) for ${what}…`;
+    this.side = {kind: 'loading', text: label};
     this.host.changed();
+    const settled = {done: false};
+    // IG and SmoothGrad take seconds to minutes: their progress (% and time left) while they run.
+    if (extra !== null) void this.pollSpanProgress(d, gen, key, label, settled);
     try {
       const res = await this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel,
-                                           [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…');
+                                           [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…')
+          .finally(() => { settled.done = true; });
       if (gen !== this.generation) return;
       const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, unknown>;
       this.values.absorbSpan(this.reg!, all, span, this.payload?.tokens.length, extra);
@@ -514,6 +519,33 @@ export class SalienceController {
       // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
       const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
       if (gen === this.generation && this.payload !== null && moved) this.ensureData();
+      this.host.changed();
+    }
+  }
+
+  /**
+   * Polls `detail="span_progress"` while the span request `key` runs and shows its percentage and
+   * time left in the side status (only while that request is the one on screen).
+   */
+  private async pollSpanProgress(d: IndexedInputLike, gen: number, key: string, label: string,
+                                 settled: {done: boolean}) {
+    const onScreen = () => !settled.done && gen === this.generation && this.input === d && this.salienceModel !== null &&
+        spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
+    let n = 0;
+    while (true) {
+      await sleep(POLL_MS);
+      if (!onScreen()) return;
+      if (pageHidden()) continue;
+      let status: DetailStatus | null;
+      try {
+        const res = await this.host.getPreds([spanProgressInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
+                                             'Span progress…');
+        status = parseDetail(res[0]?.[SALIENCE_FIELD]);
+      } catch {
+        return;  // an older server without span progress: the span still comes
+      }
+      if (!onScreen()) return;
+      this.side = {kind: 'loading', text: label + describeProgress(status)};
       this.host.changed();
     }
   }

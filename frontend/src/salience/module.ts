@@ -9,7 +9,7 @@
  */
 import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
-import {aggregate, checkPattern, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
+import {aggregate, checkPattern, matchesOnly, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
 import {CompareRoom} from '../compare/room.js';
 import {COMPARE_STYLES} from '../compare/styles.js';
@@ -32,14 +32,33 @@ import {controlsView, emptyView, headView, promptPieceView, responsePiecesView, 
 export const TAG = 'prompt-salience-module';
 
 const TOP_K = 10;
+/** Pause in typing after which a regex typed into the box applies. */
+export const REGEX_DEBOUNCE_MS = 400;
+
+/** The module's (i) text: how to use it, each method, the colours, signed vs unsigned (two sentences each). */
+export const SALIENCE_HELP = [
+  'Which parts of the prompt drove the response. Click or drag over the response to choose the target ' +
+  '(Escape: whole response); arrows move it, Shift+arrows extend it.',
+  '**Gradient norm**: the length of the gradient of log p(target) at each prompt token\'s embedding. One ' +
+  'backward pass; it says how strongly a token matters, not in which direction.',
+  '**Gradient × input**: the gradient dotted with the token\'s embedding, a first-order estimate of what the ' +
+  'token adds to log p(target). One backward pass; signed, but only a local (linear) estimate.',
+  '**Integrated gradients**: gradient × input averaged along a path from a baseline (zero embedding) to the ' +
+  'prompt, with *IG steps* points. Its values should sum to the log-prob change from the baseline; the ' +
+  'completeness error says how far they are, and a warning shows when it is over 5 %.',
+  '**SmoothGrad**: gradient × input averaged over *SmoothGrad samples* noisy copies of the embeddings. It ' +
+  'is less noisy than one gradient; more samples are smoother and slower.',
+  '**Colours**: darker means a larger value, scaled to the largest value outside the target (the legend ' +
+  'shows the range; *Intensity* stretches it). Hover a segment for its exact value and rank.',
+  '**Signed vs unsigned**: signed methods colour tokens that raise log p(target) red and those that lower ' +
+  'it blue (white near zero). Gradient norm is unsigned, one purple scale: magnitude only.',
+].join('\n\n');
 
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
   class PromptSalienceModule extends moduleBase(LitModule, {
     tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, COMPARE_STYLES],
-    infoMarkdown:
-        'Which parts of the prompt drove the response. Click or drag over the response to choose the ' +
-        'target (Escape: whole response); arrows move it, Shift+arrows extend it.',
+    infoMarkdown: SALIENCE_HELP,
     state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead'],
   }) {
     declare granularity: Granularity;
@@ -81,6 +100,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                          signed: boolean; head: TemplateResult[]; templates: TemplateResult[]} | null = null;
     /** The values the tooltip's text was read from (a re-render with others hides it: no stale value). */
     private tipValues: Float64Array | null = null;
+    private regexTimer: ReturnType<typeof setTimeout> | undefined;
     private readonly onWindowMouseUp = () => this.finishDrag();
     /** The model the current selection was explained with (a model switch re-explains). */
     private shownModel = '';
@@ -107,6 +127,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     override disconnectedCallback() {
+      clearTimeout(this.regexTimer);
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       this.ctl.dispose();
       this.compare.dispose();
@@ -186,7 +207,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const memo = this.valuesMemo;
       if (memo !== null && memo.key === key && memo.seg === seg && memo.payload === this.ctl.payload) return memo.values;
       const tokVals = this.ctl.tokenValues();
-      const values = tokVals === null ? null : aggregate(tokVals, seg, 'sum');
+      // Regex: the matches are what is scored; the text between them is context (uncoloured, unranked).
+      const values = tokVals === null ? null : matchesOnly(aggregate(tokVals, seg, 'sum'), seg);
       this.valuesMemo = {key, seg, payload: this.ctl.payload, values};
       return values;
     }
@@ -219,6 +241,16 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.granularity = g;
       this.cursor = null;
       this.snapToSegments();
+    }
+
+    /** Applies a regex typed into the box after a short pause in typing (Enter or leaving the box: at once). */
+    private typeRegex(pattern: string, now: boolean) {
+      clearTimeout(this.regexTimer);
+      if (now) {
+        if (pattern !== this.regex) this.setRegex(pattern);
+        return;
+      }
+      this.regexTimer = setTimeout(() => { if (pattern !== this.regex) this.setRegex(pattern); }, REGEX_DEBOUNCE_MS);
     }
 
     private setRegex(pattern: string) {
@@ -298,6 +330,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const text = segmentText(p.text, this.shown.seg, s, this.codePoints(p));
       const rank = this.shown.rank.get(s);
       const label = this.shown.seg.excluded[s] ? 'template markup (not scored)'
+          : this.shown.seg.kinds[s] === 'gap' ? 'between matches (context, not scored)'
           : Number.isFinite(v) ? `salience ${v.toPrecision(6)}${rank !== undefined ? ` · rank ${rank + 1}` : ''}`
           : 'no value';
       tip.textContent = `${JSON.stringify(text.length > 60 ? text.slice(0, 57) + '…' : text)} — ${label}`;
@@ -332,7 +365,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         <div class="module">
           ${controlsView(this.ctl, this, {
             granularity: (g) => this.setGranularity(g),
-            regex: (pattern) => this.setRegex(pattern),
+            regex: (pattern, now) => this.typeRegex(pattern, now),
             intensity: (x) => { this.intensity = x; },
           })}
           ${statusView(this.ctl)}

@@ -109,6 +109,15 @@ export function describeDetail(d: DetailStatus | null | undefined): string {
   return 'per-token detail stopped';
 }
 
+/** " 45 % · about 12 s left" for a running computation with a known total; '' before its first report. */
+export function describeProgress(d: DetailStatus | null | undefined): string {
+  if (d == null || d.state !== 'running' || d.total <= 0) return '';
+  const pct = Math.floor((100 * d.done) / d.total);
+  const eta = d.eta_s == null ? '' : d.eta_s >= 90 ? ` · about ${Math.round(d.eta_s / 60)} min left` :
+      ` · about ${Math.max(1, Math.round(d.eta_s))} s left`;
+  return ` ${pct} %${eta}`;
+}
+
 /** Number of target (response) tokens T. */
 export function numTargets(p: SaliencePayload): number {
   return p.tokens.length - p.n_prompt_tokens;

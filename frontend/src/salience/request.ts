@@ -70,6 +70,11 @@ export function explainsGeneration(input: IndexedInputLike): boolean {
   return target == null || target === '';
 }
 
+/** Progress of the span being computed for this datapoint (IG steps, SmoothGrad samples); never waits for the model. */
+export function spanProgressInput(input: IndexedInputLike, n: number): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span_progress'}, `span-progress-${n}`);
+}
+
 /** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */
 export function pollInput(reg: MethodRegistry, input: IndexedInputLike, extra: Extra | null, n: number): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'poll', ...countFields(reg, extra)}, `poll${countTag(reg, extra)}-${n}`);

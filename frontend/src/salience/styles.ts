@@ -45,6 +45,7 @@ export const SALIENCE_STYLES = css`
   .legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
   .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
   .legend-title { color: #3c4043; margin-bottom: 2px; }
+  .legend-meaning { font-size: 11px; color: #5f6368; }
   .facts { margin: 6px 0; color: #3c4043; }
   .legend.pending { color: #5f6368; font-style: italic; padding: 4px 0; }
   .completeness.warn { background: #fef7e0; color: #7a4f01; border-left: 3px solid #f9ab00; padding: 4px 6px;

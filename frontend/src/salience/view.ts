@@ -34,7 +34,8 @@ export interface ViewSettings {
 /** What the controls report. */
 export interface ControlEvents {
   granularity(g: Granularity): void;
-  regex(pattern: string): void;
+  /** A pattern typed (now: false, applied after a pause) or committed (Enter, leaving the box). */
+  regex(pattern: string, now: boolean): void;
   intensity(x: number): void;
 }
 
@@ -57,7 +58,9 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
       </label>
       ${v.granularity === 'regex' ? html`<label>Regex
         <input class="regex" type="text" .value=${v.regex} spellcheck="false"
-            @change=${(e: Event) => on.regex(value(e))}></label>`
+            title="Each match is a segment (ranked and coloured); the text between matches is context"
+            @input=${(e: Event) => on.regex(value(e), false)}
+            @change=${(e: Event) => on.regex(value(e), true)}></label>`
         : nothing}
       <label>Intensity
         <input class="intensity" type="range" min="0.25" max="4" step="0.05" .value=${String(v.intensity)}
@@ -175,12 +178,15 @@ export function responsePiecesView(pieces: readonly Piece[], r: ResponseLook): T
       continue;
     }
     const ts = r.list[ti];
-    const selected = overlaps(ts, r.span) && !isWhole(r.span, r.numTargets);
+    // The target's segments are not coloured: they are what is explained (outside the colour scale
+    // and the top list); a part of the response is outlined, the whole response is not.
+    const inTarget = overlaps(ts, r.span);
+    const selected = inTarget && !isWhole(r.span, r.numTargets);
     const inPreview = r.preview !== null && overlaps(ts, r.preview);
     out.push(html`<span class="tgt${selected ? ' sel' : ''}${inPreview ? ' preview' : ''}"
         data-s=${pc.seg} data-ti=${ti} tabindex=${(r.cursor ?? 0) === ti ? '0' : '-1'}
         role="button" aria-pressed=${selected ? 'true' : 'false'}
-        style=${selected ? '' : segmentStyle(r.seg, pc.seg, r.values, r.cs)}>${pc.text}</span>`);
+        style=${inTarget ? '' : segmentStyle(r.seg, pc.seg, r.values, r.cs)}>${pc.text}</span>`);
   }
   return out;
 }
@@ -192,6 +198,8 @@ export function legendView(cs: ColorScale, m: MethodPayload | null) {
       ${m?.steps ? html`· ${m.steps} steps` : m?.samples ? html`· ${m.samples} samples` : nothing}</div>
     <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
     <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
+    <div class="legend-meaning">${cs.signed ? 'blue lowers, red raises log p(target)'
+        : 'darker: more influence (direction not shown)'}</div>
   </div>`;
 }
 

@@ -22,7 +22,8 @@
  * - Template markup (kind "markup") is excluded: NaN in `aggregate` unless
  *   `keepExcluded`, NaN and no say in the scale in the normalisation helpers.
  * - Custom regexes: the subset common to Python `re` and JS `RegExp`
- *   (`checkPattern`), translated so that both match identically.
+ *   (`checkPattern`), translated so that both match identically. The text
+ *   between matches ("gap") is context: `matchesOnly` leaves it unscored.
  *
  * Pure TypeScript: no DOM, no lit.
  */

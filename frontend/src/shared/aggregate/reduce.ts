@@ -147,3 +147,14 @@ export function normalizePercentile(values: ArrayLike<number> | ReadonlyArray<Ar
   scaleRows(rows, scale, true);
   return isMatrix(values as Scores) ? rows : rows[0];
 }
+
+/**
+ * Segment values with the text between regex matches (kind "gap") set to NaN (a copy): with
+ * granularity "regex" the matches are the segments asked about, the text between them is context
+ * (uncoloured, not ranked, no say in the colour scale). `matches_only` in reductions.py.
+ */
+export function matchesOnly(values: ArrayLike<number>, seg: Segmentation): Float64Array {
+  const out = Float64Array.from(values);
+  for (let s = 0; s < seg.kinds.length && s < out.length; s++) if (seg.kinds[s] === 'gap') out[s] = NaN;
+  return out;
+}

@@ -1,0 +1,32 @@
+"""Numbers the page states before a run equal the ones the server and the core library use.
+
+"Reduce prompt" shows its budget before it starts (frontend/src/explain/logic.ts REDUCE_BUDGET);
+the salience module warns about IG's completeness error beyond the tolerance that "Test this
+explanation → IG steps" aims for (frontend/src/salience/values.ts IG_TOLERANCE).
+"""
+
+import re
+
+from sequence_salience.explain.reduction import ReductionConfig
+from tests import frontend_source
+
+
+def _exported_number(name: str) -> float:
+    pattern = re.compile(rf"export const {name}\s*=\s*([0-9.]+)\s*;")
+    found = [float(m.group(1)) for p in frontend_source.SRC.rglob("*.ts") for m in pattern.finditer(p.read_text())]
+    assert len(found) == 1, (name, found)
+    return found[0]
+
+
+def test_reduce_budget_text_states_the_servers_budget():
+    from lit_app import explain
+
+    text = frontend_source.exported_string("REDUCE_BUDGET")
+    assert f"{explain.REDUCE_MAX_SECONDS:g} s" in text, text
+    assert f"{ReductionConfig().max_steps} candidate checks" in text, text
+
+
+def test_ig_warning_tolerance_is_the_ig_steps_tolerance():
+    from lit_app import explain
+
+    assert _exported_number("IG_TOLERANCE") == explain.IG_AUTO_TOLERANCE
