@@ -4,7 +4,8 @@
 (its weights, and how much the process grew while loading it); `lit_model_map` is the LIT
 model map of all of them: for each name `name` (generation), `_name_salience`,
 `_name_tokenizer` (lit_app/model_group.py) and the inside-the-model wrappers
-(lit_app/inside.py); the server adds `_name_explain` (lit_app/explain.py). LIT's model
+(lit_app/inside.py); the server adds `_name_explain` (lit_app/explain.py). `warm_start` is LIT's
+--warm_start for the generation models. LIT's model
 selector lists the generation models; selecting two shows the modules once per model.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psutil
@@ -98,6 +100,30 @@ def lit_model_map(served: Sequence[ServedModel]) -> dict[str, Any]:
         generation[first] = group.pop(first)
         companions.update(group)
     return {**generation, **companions}
+
+
+def warm_start(served: Sequence[ServedModel], datasets: Mapping[str, Any], rate: float, seed: int = 0) -> int:
+    """LIT's --warm_start for the generation models: greedy responses of every example (rate 1) or of a
+    random sample of int(n * rate) of each dataset (seeded), computed at start into each model's
+    generation caches (memory and disk), so the data table and the first click show them at once.
+    Salience is not warmed (each explanation needs its own forward + backward). Returns how many
+    generations ran or were found cached."""
+    if not 0 <= rate <= 1:
+        raise ValueError(f"--warm_start is {rate}; use a fraction from 0 to 1 (LIT's meaning).")
+    rng = random.Random(seed)
+    count = 0
+    for m in served:
+        for name, ds in datasets.items():
+            examples = list(ds.examples)
+            if rate < 1:
+                examples = rng.sample(examples, int(len(examples) * rate))
+            start = time.perf_counter()
+            for ex in examples:
+                m.shared.generate(m.shared.format_prompt(ex))
+            count += len(examples)
+            logger.info("Warm start of model %r on dataset %r: %d generation(s) in %.1f s.", m.name, name,
+                        len(examples), time.perf_counter() - start)
+    return count
 
 
 def describe(served: Sequence[ServedModel]) -> str:

@@ -242,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     logger.info("Model(s) ready after %.1f s: %s.", time.perf_counter() - start, served_models.describe(served))
 
+    if args.warm_start > 0:
+        logger.info("Warm start (--warm_start %g): generating ...", args.warm_start)
+        n = served_models.warm_start(served, lit_datasets, args.warm_start)
+        logger.info("Warm start done: %d generation(s) after %.1f s.", n, time.perf_counter() - start)
     app = build_app(served_models.lit_model_map(served), lit_datasets, client_root, **args.lit_app_kwargs)
     sec = security_config.config_from_args(args)
     shared = [m.shared for m in served]

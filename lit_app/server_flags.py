@@ -64,9 +64,6 @@ REFUSED: dict[str, Refusal] = {
     "server_type": Refusal(lambda v: v == "default",
                            "this server runs its own secured WSGI server; to host the app elsewhere, wrap"
                            " lit_app.server.build_app(...) in lit_app.security.SecureApp in your WSGI server"),
-    "warm_start": Refusal(lambda v: not v,
-                          "warming runs every model (generation and salience) on every example at start;"
-                          " generations are cached on disk after the first request instead"),
     "warm_projections": Refusal(lambda v: not v, "this server's models have no embeddings to project"),
     "validate": Refusal(lambda v: v is None or getattr(v, "value", v) == "off",
                         "validating model outputs runs every model on every example at start;"
@@ -96,6 +93,7 @@ def _define_lit_server_flags(fv: flags.FlagValues) -> None:
                     " (those endpoints are off without it); predictions are not cached on disk (the"
                     " wrappers keep bounded caches in memory, generations under the library's cache dir).",
         "client_root": "Here: where the UI's static files are built (git-ignored).",
+        "warm_start": "Here: the generation models' greedy responses (salience is computed on request).",
         "default_layout": f"Here: one of {sorted(layouts.make_layouts())}.",
     }
     for name, note in notes.items():
@@ -250,6 +248,8 @@ def _check(fv: flags.FlagValues) -> argparse.Namespace:
     for name, refusal in REFUSED.items():
         if fv[name].present and not refusal.accepted(fv[name].value):
             raise FlagError(f"{fv[name].serialize()} is not supported: {refusal.reason}.")
+    if not 0 <= fv.warm_start <= 1:
+        raise FlagError(f"--warm_start is {fv.warm_start}; use a fraction from 0 to 1 (1: every example).")
     if not fv.slice_s > 0:
         raise FlagError(f"--slice_s is {fv.slice_s}; use a positive number of seconds, e.g. 0.25.")
     if not 1 <= fv.max_new_tokens <= limits.MAX_NEW_TOKENS_CAP:

@@ -31,7 +31,7 @@ def tiny_folder(default_lm, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def two_models(tiny_folder, tmp_path_factory):
     with ServerProcess(["--models", f"a:default,b:{tiny_folder}", "--max_new_tokens", str(MAX_NEW),
-                        "--datasets", "sample_prompts,case_studies", "--max_examples", "3"],
+                        "--datasets", "sample_prompts,case_studies", "--max_examples", "3", "--warm_start", "1"],
                        tmp_path_factory.mktemp("server")) as proc:
         yield proc
 
@@ -65,6 +65,8 @@ def test_both_models_are_served_each_with_its_own_wrappers(two_models):
     for m, spec in (("a", "default"), ("b", "tiny_llama")):
         assert any(line.count(f"Model {m!r} (") and spec in line and "MiB of weights" in line
                    for line in log.splitlines()), log
+        for d in ("sample_prompts", "case_studies"):  # LIT's --warm_start 1: every example, each model
+            assert f"Warm start of model {m!r} on dataset {d!r}: 3 generation(s)" in log, log
 
 
 def test_each_model_answers_with_its_own_weights_and_caches(two_models, default_lm, tiny_folder):
@@ -79,6 +81,17 @@ def test_each_model_answers_with_its_own_weights_and_caches(two_models, default_
         assert s["text"][s["prompt_end"]:] == want[m]
         t, n = len(s["target_logprobs"]), len(s["tokens"])
         assert np.asarray(s["methods"]["grad_norm"]["matrix"]).shape == (t, n)
+
+
+def test_warm_start_left_every_response_cached(two_models):
+    """After --warm_start 1 the data table's one request for all rows gets every response (a request for
+    several rows answers from the caches only: lit_app/generation.py)."""
+    _, _, body = two_models.post_json("/get_dataset?dataset_name=case_studies", {})
+    rows = [{"id": r["id"], "data": r["data"]} for r in json.loads(body)]
+    for m in ("a", "b"):
+        status, _, out = two_models.post_json(f"/get_preds?model={m}&dataset_name=case_studies", {"inputs": rows})
+        assert status == 200, out
+        assert all(p[fields.RESPONSE] for p in json.loads(out)), out
 
 
 def test_max_examples_caps_each_dataset(two_models):

@@ -68,3 +68,23 @@ def test_a_request_on_one_model_does_not_wait_for_the_others_lock(served):
     want = served[0].shared.lm.generate(served[0].shared.lm.format_prompt("The capital of France is"),
                                         served[0].shared.generation_config).text
     assert answers["a"][fields.RESPONSE] == want
+
+
+def test_warm_start_generates_each_example_into_each_models_cache(served):
+    rows = [{fields.CASE: "", fields.PROMPT: p, fields.SYSTEM: "", fields.TARGET: ""}
+            for p in ("Paragraphs are", "Alice has three apples", "Q: What is 2 + 3? A:", "New paragraph")]
+
+    class Rows:  # what warm_start reads of a LIT dataset (fresh prompts: the other tests cached theirs)
+        examples = rows
+
+    assert served_models.warm_start(served, {"d": Rows()}, 0.5) == 2 * 2  # int(4 * 0.5) per model
+    cached = [[m.shared.cached_generation(m.shared.format_prompt(ex)) is not None for ex in rows] for m in served]
+    assert [sum(c) for c in cached] == [2, 2]
+    assert served_models.warm_start(served, {"d": Rows()}, 1.0) == 2 * 4
+    for m in served:
+        for ex in rows:
+            gen = m.shared.cached_generation(m.shared.format_prompt(ex))
+            assert gen is not None and gen.text == m.shared.lm.generate(m.shared.format_prompt(ex),
+                                                                        m.shared.generation_config).text
+    with pytest.raises(ValueError, match="--warm_start"):
+        served_models.warm_start(served, {"d": Rows()}, 2.0)

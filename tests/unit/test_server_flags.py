@@ -76,7 +76,7 @@ def test_lit_server_flags_are_accepted_with_lit_meaning():
         assert name in fv, name
     args = parse("--demo_mode", "--page_title", "Two models", "--canonical_url", "https://x.example/",
                  "--development_demo", "--default_layout", layouts.SIMPLE_LAYOUT_NAME, "--strict_cache_id_validation",
-                 "--server_type", "default", "--warm_start", "0", "--validate", "off", "--report_all",
+                 "--server_type", "default", "--warm_start", "0.5", "--validate", "off", "--report_all",
                  "--enforce_dataset_fields_required", "--alsologtostderr", "--dl_framework", "transformers",
                  "--dl_runtime", "torch")
     assert args.lit_app_kwargs == {
@@ -90,7 +90,6 @@ def test_lit_server_flags_are_accepted_with_lit_meaning():
 
 @pytest.mark.parametrize("argv, flag", [
     (["--server_type", "external"], "--server_type"),
-    (["--warm_start", "0.5"], "--warm_start"),
     (["--warm_projections"], "--warm_projections"),
     (["--validate", "first"], "--validate"),
     (["--batch_size", "4"], "--batch_size"),
@@ -108,6 +107,7 @@ def test_unsupported_lit_flags_are_refused_with_a_reason(argv, flag):
     (["--port", "70000"], "--port"),
     (["--max_new_tokens", "0"], "--max_new_tokens"),
     (["--slice_s", "0"], "--slice_s"),
+    (["--warm_start", "1.5"], "--warm_start"),
     (["--precision", "float16"], "--precision"),
     (["--default_layout", "nope"], "--default_layout"),
     (["--no_token", "--host", "0.0.0.0"], "--no_token"),
@@ -127,9 +127,9 @@ def test_command_line_help_lists_ours_and_lits_and_errors_exit_2(tmp_path):
     for flag in ("--model:", "--models:", "--datasets:", "--max_examples:", "--precision:", "--warm_start:",
                  "--default_layout:", "--token:", "--max_new_tokens:"):
         assert flag in helped.stdout, flag
-    bad = run("--warm_start", "1")
+    bad = run("--batch_size", "4")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
-    assert bad.stderr.startswith("sequence-salience-server: error: --warm_start=1.0 is not supported")
+    assert bad.stderr.startswith("sequence-salience-server: error: --batch_size=4 is not supported")
 
 
 def test_lit_prompt_debugging_jsonl_and_plain_text_are_read(tmp_path):
