@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from sequence_salience.display import palette
-from sequence_salience.display.view import View, visible_text
+from sequence_salience.display.view import View, completeness_warning, visible_text
 
 _CSS = """
 .ss-salience { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 13px;
@@ -29,6 +29,8 @@ _CSS = """
 .ss-salience .ss-legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
 .ss-salience .ss-legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
 .ss-salience .ss-facts { font-size: 12px; color: #3c4043; margin: 6px 0; }
+.ss-salience .ss-warn { font-size: 12px; background: #fef7e0; color: #7a4f01; border-left: 3px solid #f9ab00;
+  padding: 4px 6px; margin: 4px 0; }
 .ss-salience ol.ss-top { padding-left: 22px; margin: 2px 0; }
 .ss-salience ol.ss-top li { margin: 1px 0; }
 .ss-salience .ss-swatch { display: inline-block; width: 10px; height: 10px; border: 1px solid #dadce0;
@@ -108,6 +110,8 @@ def render_fragment(view: View, title: str | None = None) -> str:
     facts = [f"log p(target) = {view.span_logprob:.3f}"]
     if view.completeness_error is not None:
         facts.append(f"IG completeness error: {palette.format_value(view.completeness_error)}")
+    warning = completeness_warning(view)
+    warn_html = f'<div class="ss-warn" role="note">⚠ {_esc(warning)}</div>' if warning is not None else ""
     head = (
         f"{_esc(view.method)} · {GRANULARITY_LABELS[view.granularity]}"
         + (f" /{_esc(view.pattern)}/" if view.granularity == "regex" and view.pattern else "")
@@ -120,7 +124,7 @@ def render_fragment(view: View, title: str | None = None) -> str:
         f'<div class="ss-label">Prompt</div><div class="ss-text ss-prompt">{prompt}</div>'
         f'<div class="ss-label">Response</div><div class="ss-text ss-response">{response}</div></div>'
         f'<div class="ss-side">{_legend(view)}'
-        f'<div class="ss-facts">{"<br>".join(_esc(f) for f in facts)}</div>'
+        f'<div class="ss-facts">{"<br>".join(_esc(f) for f in facts)}</div>{warn_html}'
         f'<div class="ss-label">Top {GRANULARITY_LABELS[view.granularity]}</div>{_top(view)}</div></div>'
     )
 

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from sequence_salience.display import palette
 from sequence_salience.display.html import GRANULARITY_LABELS
-from sequence_salience.display.view import View, visible_text
+from sequence_salience.display.view import View, completeness_warning, visible_text
 
 
 def _style(view: View, s: int, response: bool) -> str:
@@ -73,4 +73,7 @@ def renderable(view: View, with_text: bool = True) -> Group:
     if view.completeness_error is not None:
         facts += f" · IG completeness error {palette.format_value(view.completeness_error)}"
     parts += [top_table(view), Text(facts, style="dim")]
+    warning = completeness_warning(view)
+    if warning is not None:
+        parts.append(Text("⚠ " + warning, style="bold yellow"))
     return Group(*parts)

@@ -60,6 +60,8 @@ class View:
       pieces: text pieces in order covering all of result.text.
       span_logprob: log p(target tokens t0..t1-1).
       completeness_error: IG completeness error summed over the span, or None.
+      completeness_relative: |completeness_error| / |log p(x) - log p(baseline)| (the change being the
+        attributions' sum minus the error), or None; over IG_TOLERANCE the renderers warn.
     """
 
     result: "SalienceResult"
@@ -77,6 +79,7 @@ class View:
     pieces: tuple[Piece, ...]
     span_logprob: float
     completeness_error: float | None
+    completeness_relative: float | None = None
 
     @property
     def prompt(self) -> str:
@@ -279,4 +282,27 @@ def make_view(
         pieces=build_pieces(result.text, seg, result.prompt_end),
         span_logprob=float(np.sum(result.target_logprobs[t0:t1], dtype=np.float64)),
         completeness_error=None if err is None else float(np.sum(err, dtype=np.float64)),
+        completeness_relative=None if err is None else _relative(
+            float(np.sum(err, dtype=np.float64)), token_values(result, method, t0, t1)),
     )
+
+
+# Relative IG completeness error beyond which the renderers warn, as the browser module does
+# (frontend/src/salience/values.ts IG_TOLERANCE = lit_app/explain.py IG_AUTO_TOLERANCE; tested).
+IG_TOLERANCE = 0.05
+
+
+def _relative(error: float, values: np.ndarray) -> float | None:
+    """|error| / |sum(values) - error|, as sequence_salience/explain/ig_quality.py; None without a change."""
+    delta = float(np.nansum(np.asarray(values, dtype=np.float64))) - error
+    return abs(error) / abs(delta) if abs(delta) > 1e-12 else None
+
+
+def completeness_warning(view: "View") -> str | None:
+    """The warning the browser module shows when IG's attributions do not add up; None when they do."""
+    rel = view.completeness_relative
+    if view.completeness_error is None or rel is None or rel <= IG_TOLERANCE:
+        return None
+    return (f"IG completeness error {palette.format_value(view.completeness_error)} is {100 * rel:.0f} % of the "
+            f"log-prob change to the baseline (over {100 * IG_TOLERANCE:.0f} %): the attributions do not add up. "
+            "Raise --ig-steps (x4 is a good next try).")

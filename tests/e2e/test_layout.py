@@ -29,6 +29,8 @@ EXPLAIN = "explain-test-module"
 CASE_ROW = "I don't eat garlic or onions. What should I order for dinner?"
 QUESTION_FIRST, QUESTION_LAST = "Menu", "dinner"
 SIZES = [(1280, 720), (1440, 900), (1920, 1080)]
+# (LIT shortens a long cell: the start of each case name.)
+FIRST_CASES = ["few-shot classification", "(mislabeled", "chain-of-thought", "constitutional", "simple question"]
 LOAD_TIMEOUT_MS = 240_000
 
 
@@ -57,6 +59,11 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     page.goto(server_url)
     sal = page.locator(SALIENCE)
     sal.wait_for(timeout=120_000)
+    # The data table starts with one row per case study (lit_app/data/case_studies.jsonl); the
+    # variants (other targets, other prompts) follow.
+    rows = page.locator("data-table-module tbody tr")
+    for i, case in enumerate(FIRST_CASES):
+        expect(rows.nth(i)).to_contain_text(case)  # retried: LIT fills the cells after the rows
     page.locator("data-table-module tbody tr", has_text=CASE_ROW).first.click()
     page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     page.mouse.move(5, 5)

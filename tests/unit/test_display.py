@@ -398,3 +398,25 @@ def test_html_boxes_only_a_clicked_part_of_the_response_and_never_blank_text(res
     for span in boxed:
         s = int(span["data-s"])
         assert r.text[int(seg.starts[s]): int(seg.ends[s])].strip() != ""
+
+
+def test_ig_completeness_beyond_the_tolerance_is_a_warning_in_html_and_terminal(results):
+    # Issue 19: "IG completeness error: -325.7" next to log p = -25.8 was plain text. With 4 steps on a
+    # tiny random model the relative error is large; the relative error is |err| / |sum - err|.
+    from sequence_salience.display.view import IG_TOLERANCE, token_values
+
+    r = results["plain"]
+    view = display.make_view(r, "integrated_gradients", "word")
+    err = float(np.sum(r.ig_completeness_error, dtype=np.float64))
+    total = float(np.sum(token_values(r, "integrated_gradients", 0, r.num_targets), dtype=np.float64))
+    assert view.completeness_relative == pytest.approx(abs(err) / abs(total - err), rel=1e-9)
+    assert view.completeness_relative > IG_TOLERANCE  # 4 steps on a random model: far off
+    doc = display.render_html(r, "integrated_gradients", "word")
+    assert 'class="ss-warn"' in doc and "Raise --ig-steps" in doc
+    from rich.console import Console
+    from sequence_salience.display.terminal import renderable
+
+    console = Console(record=True, width=200)
+    console.print(renderable(view))
+    assert "Raise --ig-steps" in console.export_text()
+    assert display.make_view(r, "grad_x_input", "word").completeness_relative is None

@@ -28,5 +28,6 @@ def test_reduce_budget_text_states_the_servers_budget():
 
 def test_ig_warning_tolerance_is_the_ig_steps_tolerance():
     from lit_app import explain
+    from sequence_salience.display import view
 
-    assert _exported_number("IG_TOLERANCE") == explain.IG_AUTO_TOLERANCE
+    assert _exported_number("IG_TOLERANCE") == explain.IG_AUTO_TOLERANCE == view.IG_TOLERANCE
