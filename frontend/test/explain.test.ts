@@ -119,7 +119,8 @@ describe('status and pieces', () => {
     expect(describeStatus(c, 'x')).toBe('Gradient passes: 1 / 3 (33%)');
     expect(progressFraction(c)).toBeCloseTo(1 / 3);
     expect(describeStatus({...c, done: 3}, 'x')).toBe('Gradient passes: 3 / 3 (100%)');
-    expect(describeStatus({...c, stage: 'starting', total: 0}, 'x')).toBe('Starting…');
+    expect(describeStatus({...c, stage: 'starting', total: 0}, 'x')).toBe(
+        'Starting: waiting for the model, then computing the salience maps to test…');
     expect(progressFraction(s)).toBe(0.25);
     expect(describeStatus(null, 'Starting…')).toBe('Starting…');
     expect(progressFraction({...s, total: 0})).toBeNull();

@@ -249,7 +249,10 @@ export interface JobStatus {
 
 const STAGES: Record<string, string> = {
   curves: 'Scoring edited prompts', reduce: 'Checking removals', flips: 'Verifying flips',
-  contrastive: 'Gradient passes', ig_steps: 'IG steps', starting: 'Starting',
+  contrastive: 'Gradient passes', ig_steps: 'IG steps',
+  // Before its first batch a test waits for the model (other work ends its slice) and computes the
+  // maps it tests: 15-25 s on a CPU, which a bare "Starting…" did not explain.
+  starting: 'Starting: waiting for the model, then computing the salience maps to test',
 };
 
 /** "Scoring edited prompts: 24 / 110 (22%)" (or the stage's name while the total is unknown). */
