@@ -1,7 +1,7 @@
 """Atomic file writes: the one place that writes a file (or folder) under a temporary name and
 renames it into place, so a reader never sees a half-written file and a crash leaves none.
 
-    atomic_write_bytes(path, data)       atomic_write_text(path, text)
+    atomic_write_bytes(path, data)       atomic_write_text(path, text)       atomic_write_json(path, obj)
     atomic_copy(src, dst)                with atomic_dir(folder) as tmp: ... (write into tmp)
 
 The temporary file sits in the target's folder (os.replace is atomic only within one file
@@ -12,6 +12,7 @@ files get the usual permissions (0o666 less the umask), not tempfile.mkstemp's 0
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import secrets
@@ -57,6 +58,12 @@ def atomic_write_bytes(path: PathLike, data: bytes) -> None:
 def atomic_write_text(path: PathLike, text: str, encoding: str = "utf-8") -> None:
     """Writes `text` to `path` atomically (see atomic_write_bytes)."""
     atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_json(path: PathLike, obj) -> str:
+    """Writes `obj` as strict JSON (no NaN, UTF-8 text) to `path` atomically; returns the path."""
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, allow_nan=False))
+    return os.fspath(path)
 
 
 def atomic_copy(src: PathLike, dst: PathLike) -> None:

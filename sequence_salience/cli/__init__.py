@@ -50,8 +50,10 @@ import sys
 from collections.abc import Sequence
 
 from sequence_salience.cli.batch import LOG_NAME, explain_batch, parse_row, reusable
-from sequence_salience.cli.common import EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, UsageError
-from sequence_salience.cli.common import check_pattern_flags, err, parse_methods, parse_span
+from sequence_salience.cli.common import (
+    EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, ModelLoadError, UsageError,
+    check_pattern_flags, err, parse_methods, parse_span,
+)
 from sequence_salience.cli.compare import compare_prompts
 from sequence_salience.cli.compare_models import compare_two_models
 from sequence_salience.cli.evaluation import evaluate_batch
@@ -91,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         err(str(e))
         return EXIT_USAGE
+    except ModelLoadError as e:
+        err(str(e))
+        return EXIT_MODEL
     except KeyboardInterrupt:
         err("interrupted; finished results are kept (a --batch rerun resumes).")
         return EXIT_INTERRUPTED

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sequence_salience.cli.common import (
-    EXIT_MODEL,
     EXIT_OK,
     EXIT_ROWS_FAILED,
     UsageError,
@@ -211,11 +210,7 @@ def explain_batch(args, methods, span) -> int:
 
     lm = None
     if any(kind == "explain" for *_, kind in todo):
-        try:
-            lm = load_model(args)
-        except ss.SalienceError as e:
-            err(f"cannot load --model {args.model!r}: {e}")
-            return EXIT_MODEL
+        lm = load_model(args)
 
     done = 0
     with progress_bar() as bar:

@@ -19,6 +19,10 @@ class UsageError(Exception):
     """A problem with the command line or its input files (exit code 2)."""
 
 
+class ModelLoadError(Exception):
+    """A model named on the command line could not be loaded (exit code 3; main() reports it)."""
+
+
 
 def parse_span(text: str | None) -> tuple[int, int] | None:
     if text is None:
@@ -88,12 +92,17 @@ def info(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def load_model(args):
+def load_model(args, flag: str = "--model"):
+    """Loads the model the flag names (its dest: --model-b -> args.model_b); ModelLoadError when it fails."""
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
 
-    info(f"Loading model {args.model!r} ...")
+    spec = getattr(args, flag.lstrip("-").replace("-", "_"))
+    info(f"Loading model {spec!r} ({flag}) ...")
     start = time.perf_counter()
-    lm = ss.load_model(args.model, device=args.device, dtype=args.dtype, log=info)
+    try:
+        lm = ss.load_model(spec, device=args.device, dtype=args.dtype, log=info)
+    except ss.SalienceError as e:
+        raise ModelLoadError(f"cannot load {flag} {spec!r}: {e}") from e
     info(f"Model ready after {time.perf_counter() - start:.1f} s.")
     return lm
 

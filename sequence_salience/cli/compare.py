@@ -8,17 +8,7 @@ A's response and the prompt segments whose salience changed most; writes --json 
 
 from __future__ import annotations
 
-from sequence_salience.cli.common import (
-    EXIT_MODEL,
-    EXIT_OK,
-    EXIT_USAGE,
-    UsageError,
-    console,
-    err,
-    info,
-    load_model,
-    read_prompt_file,
-)
+from sequence_salience.cli.common import EXIT_OK, EXIT_USAGE, UsageError, console, err, info, load_model, read_prompt_file
 from sequence_salience.files import atomic_write_text
 
 
@@ -73,11 +63,7 @@ def compare_prompts(args) -> int:
     if args.same_response and args.target_b is not None:
         raise UsageError("--same-response explains A's response under prompt B; --target-b gives another. "
                          "Fix: pass one of them.")
-    try:
-        lm = load_model(args)
-    except ss.SalienceError as e:
-        err(f"cannot load --model {args.model!r}: {e}")
-        return EXIT_MODEL
+    lm = load_model(args)
     info("Generating and explaining both prompts ...")
     try:
         cmp = ss.compare(

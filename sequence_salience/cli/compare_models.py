@@ -9,7 +9,7 @@ both models and the prompt segments whose salience differs most; writes --json /
 
 from __future__ import annotations
 
-from sequence_salience.cli.common import EXIT_MODEL, EXIT_OK, EXIT_USAGE, UsageError, console, err, info, read_prompt_file
+from sequence_salience.cli.common import EXIT_OK, EXIT_USAGE, UsageError, console, err, info, load_model, read_prompt_file
 
 
 def _one_prompt(args) -> str:
@@ -58,14 +58,7 @@ def compare_two_models(args) -> int:
     prompt = _one_prompt(args)
     if args.max_new_tokens < 1 or args.ig_steps < 1:
         raise UsageError("--max-new-tokens and --ig-steps must be at least 1.")
-    models = []
-    for flag, spec in (("--model", args.model), ("--model-b", args.model_b)):
-        info(f"Loading model {spec!r} ({flag}) ...")
-        try:
-            models.append(ss.load_model(spec, device=args.device, dtype=args.dtype, log=info))
-        except ss.SalienceError as e:
-            err(f"cannot load {flag} {spec!r}: {e}")
-            return EXIT_MODEL
+    models = [load_model(args, flag) for flag in ("--model", "--model-b")]
     labels = (args.label_a, args.label_b) if (args.label_a, args.label_b) != ("A", "B") else None
     info("Generating and explaining with both models ...")
     try:

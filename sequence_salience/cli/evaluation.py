@@ -93,11 +93,7 @@ def evaluate_batch(args, methods) -> int:
     if not tasks:
         outcomes = contextlib.nullcontext(iter(()))
     elif args.ray is None:
-        try:
-            lm = load_model(args)
-        except ss.SalienceError as e:
-            err(f"cannot load --model {args.model!r}: {e}")
-            return EXIT_MODEL
+        lm = load_model(args)
         outcomes = contextlib.closing(evaluate.run_serial(tasks, evaluate.RowWorker(spec, config, lm=lm)))
     else:
         workers = args.workers if args.workers is not None or args.ray else 2

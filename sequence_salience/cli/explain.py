@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from sequence_salience.cli.common import (
-    EXIT_MODEL,
     EXIT_OK,
     EXIT_USAGE,
     UsageError,
@@ -114,11 +113,7 @@ def explain_single(args, methods, span) -> int:
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
     if not prompt.strip():
         raise UsageError("--prompt is empty. Fix: give the prompt text.")
-    try:
-        lm = load_model(args)
-    except ss.SalienceError as e:
-        err(f"cannot load --model {args.model!r}: {e}")
-        return EXIT_MODEL
+    lm = load_model(args)
     timings: dict[str, float] = {}
 
     def progress(method, done, total):

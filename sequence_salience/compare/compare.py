@@ -11,7 +11,6 @@ gradient methods, as `explain` does) and ONE teacher-forced forward for A's resp
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +23,7 @@ from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, respon
 from sequence_salience.display import palette
 from sequence_salience.display.view import resolve_method, token_values
 from sequence_salience.errors import SalienceError
-from sequence_salience.files import atomic_write_text
+from sequence_salience.files import atomic_write_json, atomic_write_text
 from sequence_salience.methods import get_method, grad_x_input
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, GenerationConfig, LanguageModel
@@ -113,10 +112,7 @@ class SalienceComparison:
 
     def to_json(self, path, meta: Mapping[str, Any] | None = None) -> str:
         """Writes to_dict() (plus optional meta) as one JSON file, atomically; returns the path."""
-        obj = self.to_dict()
-        obj["meta"] = dict(meta or {})
-        atomic_write_text(path, json.dumps(obj, ensure_ascii=False, allow_nan=False))
-        return os.fspath(path)
+        return atomic_write_json(path, {**self.to_dict(), "meta": dict(meta or {})})
 
     # Display: sequence_salience/compare/html.py (imported when called).
 

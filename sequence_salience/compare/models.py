@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import html as html_lib
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 from sequence_salience.compare.compare import DEFAULT_METHOD, SalienceComparison, compare_results
 from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
 from sequence_salience.errors import SalienceError
-from sequence_salience.files import atomic_write_text
+from sequence_salience.files import atomic_write_json, atomic_write_text
 from sequence_salience.methods import get_method
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, GenerationConfig, LanguageModel
@@ -65,10 +64,7 @@ class ModelComparison:
 
     def to_json(self, path, meta: Mapping[str, Any] | None = None) -> str:
         """Writes to_dict() (plus optional meta) as one JSON file, atomically; returns the path."""
-        obj = self.to_dict()
-        obj["meta"] = dict(meta or {})
-        atomic_write_text(path, json.dumps(obj, ensure_ascii=False, allow_nan=False))
-        return os.fspath(path)
+        return atomic_write_json(path, {**self.to_dict(), "meta": dict(meta or {})})
 
     def cross_html(self) -> str:
         """Each answer's log p under both models, in total."""
