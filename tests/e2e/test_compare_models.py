@@ -66,25 +66,29 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
         "span.headline-button-text", has_text=re.compile(f"^{name}$")))
     model_button("b").click()
     page.locator(f'{TAG}[data-state="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
-    got_a = mod.locator(".response-a").inner_text()
-    got_b = mod.locator(".response-b").inner_text()
-    assert got_a.startswith("a") and got_a[1:].strip() == want["a"].strip()
-    assert got_b.startswith("b") and got_b[1:].strip() == want["b"].strip()
+    assert mod.locator(".crow .who").all_inner_texts() == ["a", "b"]
+    assert mod.locator(".response-a").inner_text().strip() == want["a"].strip()
+    assert mod.locator(".response-b").inner_text().strip() == want["b"].strip()
     assert mod.locator(".response-a del.diff").count() + mod.locator(".response-b ins.diff").count() > 0
 
-    # Both maps on one scale: every prompt segment carries both halves; the legend ends at the largest |value|.
-    both = mod.locator(".view-both .seg.both")
+    # Both maps on one scale: each scored prompt segment shows both values (two halves); the legend ends at the
+    # largest |value|.
+    both = mod.locator(".view-both .cseg:not(.markup)")
     assert both.count() >= 5
+    assert sum("linear-gradient" in s for s in both.evaluate_all("els => els.map(e => e.getAttribute('style'))")) >= 5
     titles = both.evaluate_all("els => els.map(e => e.title)")
     values = []
-    for t in titles:  # "a <v> · b <v> (kind)"
-        for part in t.split(" · "):
+    for t in titles:  # "a <v> · b <v> · Δ <v>"
+        for part in t.split(" · ")[:2]:
             tok = part.split(" ")[1]
             if tok != "–":
                 values.append(abs(float(tok)))
     legend = mod.locator(".legend-shared .legend-labels span").all_inner_texts()
     assert float(legend[-1]) == pytest.approx(max(values), rel=2e-3)
-    assert mod.locator(".view-difference .diff-seg").count() >= 5
+    diff_styles = mod.locator(".view-difference .cseg:not(.markup)").evaluate_all(
+        "els => els.map(e => e.getAttribute('style') || '')")
+    assert sum(s.startswith("background:") for s in diff_styles) >= 5
+    assert not any("linear-gradient" in s for s in diff_styles)
     rows = mod.locator("table.cross tr.cross-row")
     assert rows.count() == 2
     assert "a's answer" in rows.nth(0).inner_text() and "b's answer" in rows.nth(1).inner_text()
@@ -96,7 +100,7 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     salience.locator("select.granularity").select_option("sentence")
     page.locator(".tab", has_text="Compare models").first.click()
     expect(mod.locator(".head .granularity")).to_have_text("sentence", timeout=60_000)
-    assert 0 < mod.locator(".view-both .seg.both").count() < n_words
+    assert 0 < mod.locator(".view-both .cseg:not(.markup)").count() < n_words
 
     # Switch to b alone: the salience module explains b's answer.
     model_button("a").click()

@@ -9,7 +9,7 @@
  * the segment keys after trimming the common prefix and suffix (an edit is usually small); Python's
  * difflib gives the same alignment on the hand-derived cases both test suites share.
  */
-import {segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
+import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
 import {codePointToUtf16} from '../shared/pieces.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
@@ -177,6 +177,31 @@ export function alignedValues(al: Alignment, valuesA: ArrayLike<number>, valuesB
 /** b − a per aligned segment; text only one side has counts 0 on the other; NaN where neither has a value. */
 export function difference(al: Alignment, a: Float64Array, b: Float64Array): Float64Array {
   return Float64Array.from(al.segments, (s, k) => (s.bSegs.length ? b[k] : 0) - (s.aSegs.length ? a[k] : 0));
+}
+
+/** What the compared prompt shows: both values (top half A, bottom half B, one scale) or the difference B − A. */
+export type CompareMode = 'both' | 'difference';
+
+/** Both sides' values per aligned prompt segment on one shared scale, and the difference B − A. */
+export interface PromptValues {
+  a: Float64Array;
+  b: Float64Array;
+  diff: Float64Array;
+  scale: ColorScale;
+  diffScale: ColorScale;
+}
+
+/** Token values summed per segment (aggregate 'sum'), per aligned segment (alignedValues), B − A and both scales. */
+export function promptValues(prompts: Alignment, segA: Segmentation, tokA: ArrayLike<number>, segB: Segmentation,
+                             tokB: ArrayLike<number>, signed: boolean, intensity = 1): PromptValues {
+  const {a, b} = alignedValues(prompts, aggregate(tokA, segA, 'sum'), aggregate(tokB, segB, 'sum'));
+  const diff = difference(prompts, a, b);
+  return {a, b, diff, scale: sharedScale(signed, a, b, intensity), diffScale: differenceScale(diff, intensity)};
+}
+
+/** The response part of a payload's text: after code point `promptEnd`. */
+export function responseOf(text: string, promptEnd: number): string {
+  return text.slice(codePointToUtf16(text)[promptEnd]);
 }
 
 /** One colour scale for both sides: the largest |value| of either. */

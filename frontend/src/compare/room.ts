@@ -9,19 +9,15 @@
  * view.ts draws: both responses aligned word by word, both prompts aligned with both values per
  * segment on one shared scale, and the difference (selected − pinned). Unpinning drops all of it.
  */
-import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
-import type {ColorScale} from '../shared/colormap.js';
-import {codePointToUtf16} from '../shared/pieces.js';
+import {segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {errorMessage, type IndexedInputLike} from '../shared/request.js';
 import type {SalienceController, SalienceHost} from '../salience/controller.js';
 import {numTargets, parsePayload, type SaliencePayload} from '../salience/payload.js';
 import {countFields, extraKey} from '../salience/request.js';
 import {wholeResponse} from '../salience/target.js';
-import {alignedValues, alignSegmentations, alignTexts, COMPARE_FIELD, compareInput, compareModelName, difference,
-        differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues, type Alignment,
-        type CrossPayload} from './logic.js';
-
-export type CompareMode = 'both' | 'difference';
+import {alignSegmentations, alignTexts, COMPARE_FIELD, compareInput, compareModelName, isComparing, parseCross,
+        promptValues, responseOf, wholeResponseValues, type Alignment, type CrossPayload,
+        type CompareMode, type PromptValues} from './logic.js';
 
 /** What view.ts draws. A = pinned, B = selected. */
 export interface CompareModel {
@@ -31,11 +27,8 @@ export interface CompareModel {
   pinnedMessage: string;
   responses: Alignment | null;
   prompts: Alignment | null;
-  valuesA: Float64Array | null;
-  valuesB: Float64Array | null;
-  diff: Float64Array | null;
-  scale: ColorScale | null;
-  diffScale: ColorScale | null;
+  /** Both sides' values per aligned prompt segment, B − A and the scales; null until both are known. */
+  values: PromptValues | null;
   cross: CrossPayload | null;
   crossLoading: boolean;
   crossError: string;
@@ -43,10 +36,6 @@ export interface CompareModel {
    * as the selected side's values (`useOld`; else the selected datapoint's own answer). */
   oldAnswer: 'off' | 'loading' | 'ready';
   useOld: boolean;
-}
-
-function responseText(p: SaliencePayload): string {
-  return p.text.slice(codePointToUtf16(p.text)[p.prompt_end]);
 }
 
 export class CompareRoom {
@@ -181,8 +170,7 @@ export class CompareRoom {
     const a = this.pinnedPayload;
     const out: CompareModel = {
       mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
-      pinnedMessage: this.crossError, responses: null, prompts: null, valuesA: null, valuesB: null, diff: null,
-      scale: null, diffScale: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
+      pinnedMessage: this.crossError, responses: null, prompts: null, values: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
       oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
       useOld: this.useOld && this.oldPayload !== null,
     };
@@ -204,7 +192,7 @@ export class CompareRoom {
       ({prompts, responses} = memo);
     } else {
       prompts = alignSegmentations(a.text, segA, b.text, segB, [0, a.prompt_end], [0, b.prompt_end]);
-      responses = alignTexts(responseText(a), responseText(own));
+      responses = alignTexts(responseOf(a.text, a.prompt_end), responseOf(own.text, own.prompt_end));
       this.alignMemo = {key, a, b, own, prompts, responses};
     }
     out.prompts = prompts;
@@ -212,13 +200,8 @@ export class CompareRoom {
     const tokA = wholeResponseValues(a, main.method);
     const tokB = out.useOld ? wholeResponseValues(b, main.method) : main.tokenValues(wholeResponse(numTargets(b)));
     if (tokA === null || tokB === null) return out;
-    const {a: va, b: vb} = alignedValues(prompts, aggregate(tokA, segA, 'sum'), aggregate(tokB, segB, 'sum'));
     const signed = main.methodPayload()?.signed ?? main.registry()?.get(main.method)?.signed ?? true;
-    out.valuesA = va;
-    out.valuesB = vb;
-    out.diff = difference(prompts, va, vb);
-    out.scale = sharedScale(signed, va, vb, intensity);
-    out.diffScale = differenceScale(out.diff, intensity);
+    out.values = promptValues(prompts, segA, tokA, segB, tokB, signed, intensity);
     return out;
   }
 }

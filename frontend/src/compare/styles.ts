@@ -1,7 +1,28 @@
-/** Styles of the compare view (view.ts), added to the salience module's. */
+/** Styles of the compare view (view.ts), added to the salience module's, and COMPARE_SIDES_STYLES: those of
+ * the rendering it shares with the Compare models module (sides.ts). */
 import {css} from 'lit';
 
+/** Responses with the diff marked, the aligned prompt, the legends, the log p table (sides.ts). */
+export const COMPARE_SIDES_STYLES = css`
+  .crow { display: flex; gap: 6px; align-items: baseline; margin: 2px 0; }
+  .who { min-width: 60px; flex: none; color: #5f6368; font-size: 11px; }
+  .cresp { flex: 1; padding: 3px 6px; }
+  del.diff { background: #fce8e6; text-decoration: line-through; text-decoration-color: #b3261e; }
+  ins.diff { background: #e6f4ea; text-decoration: underline; text-decoration-color: #188038; }
+  .cprompt { max-height: 180px; overflow-y: auto; }
+  .cprompt del { text-decoration: line-through; text-decoration-color: #b3261e; text-decoration-thickness: 2px; }
+  .cprompt ins { text-decoration: underline; text-decoration-color: #188038; text-decoration-thickness: 2px; }
+  .cseg { border-radius: 2px; }
+  table.logp { border-collapse: collapse; font-size: 12px; }
+  table.logp td, table.logp th { padding: 0 8px; text-align: right; font-variant-numeric: tabular-nums; }
+  table.logp td:first-child { text-align: left; }
+  table.logp td.tok { font-family: 'Roboto Mono', monospace; }
+  .clegends { display: flex; gap: 16px; margin-top: 4px; }
+  .clegend { width: 240px; }
+`;
+
 export const COMPARE_STYLES = css`
+  ${COMPARE_SIDES_STYLES}
   .compare { flex: none; max-height: 55%; overflow-y: auto; padding: 4px 8px 8px; border-bottom: 2px solid #dadce0; }
   .compare:focus { outline: none; }
   .compare-head { display: flex; align-items: center; justify-content: space-between; gap: 8px; }
@@ -10,25 +31,11 @@ export const COMPARE_STYLES = css`
           padding: 1px 10px; cursor: pointer; }
   .mode[aria-pressed="true"] { background: #e8f0fe; border-color: #1a73e8; color: #1967d2; }
   .mode:focus-visible { outline: 2px solid #1a73e8; }
-  .crow { display: flex; gap: 6px; align-items: baseline; margin: 2px 0; }
-  .who { width: 60px; flex: none; color: #5f6368; font-size: 11px; }
-  .cresp { flex: 1; padding: 3px 6px; }
-  del.diff { background: #fce8e6; text-decoration: line-through; text-decoration-color: #b3261e; }
-  ins.diff { background: #e6f4ea; text-decoration: underline; text-decoration-color: #188038; }
-  .cprompt { max-height: 180px; overflow-y: auto; }
-  .cprompt del { text-decoration: line-through; text-decoration-color: #b3261e; text-decoration-thickness: 2px; }
-  .cprompt ins { text-decoration: underline; text-decoration-color: #188038; text-decoration-thickness: 2px; }
-  .cseg { border-radius: 2px; }
   .cross { margin: 4px 0; color: #3c4043; }
   .cross .cost { color: #5f6368; font-size: 11px; margin-left: 4px; }
   .cross .delta.neg { color: #a50e0e; }
   .cross .delta.pos { color: #137333; }
-  .per-token table { border-collapse: collapse; font-size: 12px; }
-  .per-token td, .per-token th { padding: 0 8px; text-align: right; font-variant-numeric: tabular-nums; }
-  .per-token td.tok { text-align: left; font-family: 'Roboto Mono', monospace; }
   .old-answer-row { margin: 4px 0; }
   button.old-answer { font: inherit; font-size: 12px; }
   .old-answer-status { color: #5f6368; }
-  .clegends { display: flex; gap: 16px; margin-top: 4px; }
-  .clegend { width: 240px; }
 `;

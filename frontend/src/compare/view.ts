@@ -4,69 +4,16 @@
  * the pinned answer's log p under both prompts with Δ log p (per token on request), and the aligned
  * prompt coloured either by both values (top half pinned, bottom half selected, one shared scale) or
  * by the difference (selected − pinned, signed scale). The two view buttons are a toggle group:
- * Tab reaches them, Enter/Space or ←/→ switch, and "d" anywhere in the view toggles.
+ * Tab reaches them, Enter/Space or ←/→ switch, and "d" anywhere in the view toggles. The responses,
+ * prompt, legend and log p table are ./sides.ts's (shared with the Compare models module).
  */
 import {html, nothing, type TemplateResult} from 'lit';
 
-import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
-import {alignedText, changed, describeDelta, type Alignment, type CrossPayload} from './logic.js';
-import type {CompareMode, CompareModel} from './room.js';
+import {changed, describeDelta, type CompareMode, type CrossPayload} from './logic.js';
+import type {CompareModel} from './room.js';
+import {legendView, logpTable, promptView, responsesView, type SideLabels} from './sides.js';
 
-const LABEL_A = 'Pinned';
-const LABEL_B = 'Selected';
-
-function fmt(v: number): string {
-  return Number.isFinite(v) ? formatValue(v) : '–';
-}
-
-function responseView(al: Alignment, side: 'a' | 'b'): TemplateResult[] {
-  return al.segments.map((s, k) => {
-    const text = alignedText(al, k, side);
-    if (text === '') return html``;
-    if (s.kind === 'equal') return html`${text}`;
-    return side === 'a' ? html`<del class="diff" title="not in the selected response">${text}</del>`
-        : html`<ins class="diff" title="not in the pinned response">${text}</ins>`;
-  });
-}
-
-function bg(v: number, cs: ColorScale): {bg: string; fg: string} | null {
-  return Number.isFinite(v) ? colorFor(v, cs) : null;
-}
-
-function promptView(m: CompareModel): TemplateResult[] {
-  const al = m.prompts!;
-  return al.segments.map((s, k) => {
-    const ta = alignedText(al, k, 'a'), tb = alignedText(al, k, 'b');
-    const va = m.valuesA?.[k] ?? NaN, vb = m.valuesB?.[k] ?? NaN, d = m.diff?.[k] ?? NaN;
-    const markup = m.valuesA !== null && !Number.isFinite(va) && !Number.isFinite(vb);
-    const title = markup ? 'template markup (not scored)'
-        : `${LABEL_A} ${fmt(va)} · ${LABEL_B} ${fmt(vb)} · Δ ${fmt(d)}`;
-    const one = (v: number, cs: ColorScale | null) => {
-      const c = cs === null || markup ? null : bg(v, cs);
-      return c === null ? '' : `background:${c.bg};color:${c.fg}`;
-    };
-    if (s.kind === 'equal') {
-      let style = '';
-      if (m.mode === 'difference') {
-        style = one(d, m.diffScale);
-      } else if (m.scale !== null && !markup) {
-        const ca = bg(va, m.scale)?.bg ?? '#fff', cb = bg(vb, m.scale)?.bg ?? '#fff';
-        style = `background:linear-gradient(to bottom, ${ca} 0 50%, ${cb} 50% 100%)`;
-      }
-      return html`<span class="cseg ${markup ? 'markup' : ''}" data-k=${k} title=${title} style=${style}>${tb}</span>`;
-    }
-    const styleA = m.mode === 'difference' ? one(d, m.diffScale) : one(va, m.scale);
-    const styleB = m.mode === 'difference' ? one(d, m.diffScale) : one(vb, m.scale);
-    return html`${ta ? html`<del class="cseg" data-k=${k} title=${title} style=${styleA}>${ta}</del>` : nothing}${
-        tb ? html`<ins class="cseg" data-k=${k} title=${title} style=${styleB}>${tb}</ins>` : nothing}`;
-  });
-}
-
-function legendView(title: string, cs: ColorScale): TemplateResult {
-  return html`<div class="clegend"><div class="legend-title">${title}</div>
-    <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
-    <div class="legend-labels">${legendStops(cs, 3).map((s) => html`<span>${formatValue(s.value)}</span>`)}</div></div>`;
-}
+const LABELS: SideLabels = {a: 'Pinned', b: 'Selected'};
 
 /** "1 teacher-forced forward; pinned salience from the cache" (what the comparison cost the server). */
 export function costText(c: CrossPayload): string {
@@ -88,11 +35,9 @@ function crossView(m: CompareModel): TemplateResult {
     Δ log p = <b class="delta ${c.delta < 0 ? 'neg' : 'pos'}">${describeDelta(c.delta)}</b>
     <span class="cost" title="model passes the server ran for this comparison">${costText(c)}</span>
     ${per === null ? nothing : html`<details class="per-token"><summary>per token (${per.length})</summary>
-      <table><tr><th>token</th><th>${LABEL_A}</th><th>${LABEL_B}</th><th>Δ</th></tr>
-        ${per.map((d, t) => html`<tr><td class="tok">${JSON.stringify(c.under_a.tokens[t])}</td>
-          <td>${c.under_a.logprobs[t].toFixed(3)}</td><td>${c.under_b.logprobs[t].toFixed(3)}</td>
-          <td>${d >= 0 ? '+' : ''}${d.toFixed(3)}</td></tr>`)}
-      </table></details>`}
+      ${logpTable('', ['token', LABELS.a, LABELS.b, 'Δ'], per.map((d, t) => ({
+        label: JSON.stringify(c.under_a.tokens[t]), a: c.under_a.logprobs[t], b: c.under_b.logprobs[t], delta: d})),
+        '', 'tok')}</details>`}
   </div>`;
 }
 
@@ -123,7 +68,7 @@ function oldAnswerView(m: CompareModel, on: CompareEvents): TemplateResult {
 /** The compare view. */
 export function compareView(m: CompareModel, on: CompareEvents): TemplateResult {
   const setMode = (mode: CompareMode) => on.setMode(mode);
-  const modes: Array<[CompareMode, string]> = [['both', 'Both values'], ['difference', `Difference (${LABEL_B.toLowerCase()} − ${LABEL_A.toLowerCase()})`]];
+  const modes: Array<[CompareMode, string]> = [['both', 'Both values'], ['difference', `Difference (${LABELS.b.toLowerCase()} − ${LABELS.a.toLowerCase()})`]];
   const other = (mode: CompareMode): CompareMode => (mode === 'both' ? 'difference' : 'both');
   const onKey = (e: KeyboardEvent) => {
     const target = e.target as HTMLElement;
@@ -138,16 +83,17 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
       : m.responses === null ? html`<div class="status inline">Loading the pinned datapoint…</div>`
       : html`
         <div class="section-label">Responses ${changed(m.responses) ? '(different)' : '(the same)'}</div>
-        <div class="crow"><span class="who">${LABEL_A}</span><div class="text cresp response-a">${responseView(m.responses, 'a')}</div></div>
-        <div class="crow"><span class="who">${LABEL_B}</span><div class="text cresp response-b">${responseView(m.responses, 'b')}</div></div>
+        ${responsesView(m.responses, LABELS)}
         ${crossView(m)}
         <div class="old-answer-row">${oldAnswerView(m, on)}</div>
         <div class="section-label">Prompt${m.useOld ? ' (selected side: the pinned answer under the selected prompt)' : ''}: ${m.mode === 'both'
-            ? html`top half ${LABEL_A.toLowerCase()}, bottom half ${LABEL_B.toLowerCase()} (one scale)`
+            ? html`top half ${LABELS.a.toLowerCase()}, bottom half ${LABELS.b.toLowerCase()} (one scale)`
             : html`selected − pinned per aligned segment`}; struck through: only in the pinned prompt, underlined: only in the selected one</div>
-        <div class="text cprompt mode-${m.mode} ${m.valuesA === null ? 'pending' : ''}">${m.prompts ? promptView(m) : nothing}</div>
-        <div class="clegends">${m.scale && m.mode === 'both' ? legendView('Shared scale', m.scale) : nothing}
-          ${m.diffScale && m.mode === 'difference' ? legendView('Difference', m.diffScale) : nothing}</div>`;
+        <div class="text cprompt mode-${m.mode} ${m.values === null ? 'pending' : ''}">${
+            m.prompts ? promptView(m.prompts, m.values, m.mode, LABELS) : nothing}</div>
+        <div class="clegends">${m.values === null ? nothing : m.mode === 'both'
+            ? legendView('Shared scale', m.values.scale, 'legend-shared')
+            : legendView('Difference', m.values.diffScale, 'legend-diff')}</div>`;
   return html`
     <div class="compare" role="region" aria-label="Compared with the pinned datapoint" tabindex="-1" @keydown=${onKey}>
       <div class="compare-head">

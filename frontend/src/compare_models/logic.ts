@@ -5,11 +5,10 @@
  * payload are the prompt comparison's (../compare/logic.ts); the segments the aggregation's
  * (../shared/aggregate/). The same definitions as sequence_salience/compare/models.py.
  */
-import {aggregate, segment, type Granularity} from '../shared/aggregate/index.js';
-import type {ColorScale} from '../shared/colormap.js';
+import {segment, type Granularity} from '../shared/aggregate/index.js';
 import {
-  alignedValues, alignSegmentations, alignTexts, compareInput, difference, differenceScale, sharedScale,
-  type Alignment, type CrossPayload,
+  alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
+  type PromptValues,
 } from '../compare/logic.js';
 import {RESPONSE_FIELD, salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
 
@@ -37,17 +36,13 @@ export interface Side {
   targetLogprobs: ArrayLike<number>;
 }
 
-export interface ModelsView {
+/** Both sides' prompt values (a, b, diff, scale, diffScale: ../compare/logic.ts PromptValues) and the rest. */
+export interface ModelsView extends PromptValues {
   labels: [string, string];
   responseA: string;
   responseB: string;
   prompts: Alignment;
   responses: Alignment;
-  a: Float64Array;
-  b: Float64Array;
-  diff: Float64Array;
-  scale: ColorScale;
-  diffScale: ColorScale;
 }
 
 function sum(v: ArrayLike<number>): number {
@@ -66,13 +61,10 @@ export function compareSides(a: Side, b: Side, signed: boolean, granularity: Gra
   const seg = (s: Side) => segment(s.text, s.offsets, granularity, {roleSpans: s.roleSpans});
   const segA = seg(a), segB = seg(b);
   const prompts = alignSegmentations(a.text, segA, b.text, segB, [0, a.promptEnd], [0, b.promptEnd]);
-  const {a: va, b: vb} = alignedValues(prompts, aggregate(a.values, segA, 'sum'), aggregate(b.values, segB, 'sum'));
-  const diff = difference(prompts, va, vb);
-  const response = (s: Side) => Array.from(s.text).slice(s.promptEnd).join('');
-  const responseA = response(a), responseB = response(b);
+  const responseA = responseOf(a.text, a.promptEnd), responseB = responseOf(b.text, b.promptEnd);
   return {
     labels: [a.model, b.model], responseA, responseB, prompts, responses: alignTexts(responseA, responseB),
-    a: va, b: vb, diff, scale: sharedScale(signed, va, vb), diffScale: differenceScale(diff),
+    ...promptValues(prompts, segA, a.values, segB, b.values, signed),
   };
 }
 
