@@ -374,6 +374,33 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.dispose();
   });
 
+  it('shows the percentage and time left of the first highlight when the method is IG', async () => {
+    const first = deferred();
+    let polls = 0;
+    const {host} = fakeHost((c) => {
+      if (c.input.data['detail'] === 'span_progress') {
+        polls++;
+        return [{salience: {detail: polls === 1 ? {kind: 'span', state: 'queued', done: 0, total: 0, elapsed_s: 0, eta_s: null, error: ''}
+                                                 : {kind: 'span', state: 'running', done: 4, total: 16, elapsed_s: 1, eta_s: 3, error: ''}}}];
+      }
+      return first.promise;
+    });
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    ctl.setMethod('integrated_gradients');
+    const selecting = ctl.select(dp());
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.message).toBe('Generating the response and computing salience…');  // queued: nothing to add
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.message).toBe('Integrated gradients (16 steps) for the whole response… 25 % · about 3 s left');
+    first.resolve(firstHighlight());
+    await selecting;
+    await vi.advanceTimersByTimeAsync(3 * POLL_MS);
+    expect(polls).toBe(2);  // no poll once the first highlight is there
+    expect(ctl.status).toBe('ready');
+    ctl.dispose();
+  });
+
   it('clears an error once the user moves on, and after a request that succeeds', async () => {
     let failNext = true;
     const {host} = fakeHost((c) => {

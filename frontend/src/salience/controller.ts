@@ -342,6 +342,8 @@ export class SalienceController {
                                      [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
       // Meanwhile the response streams in as it is generated.
       if (explainsGeneration(d)) void this.streamResponse(d, gen, answered);
+      // IG and SmoothGrad then take seconds to minutes: their % and time left.
+      if (extra !== null) void this.pollMainProgress(d, gen, answered, extra);
       let res: Array<Record<string, unknown>> | null;
       try {
         res = await this.host.loadLatest('salience', req);
@@ -519,6 +521,34 @@ export class SalienceController {
       // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
       const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
       if (gen === this.generation && this.payload !== null && moved) this.ensureData();
+      this.host.changed();
+    }
+  }
+
+  /**
+   * Polls `detail="span_progress"` while the first highlight computes an IG / SmoothGrad span and
+   * shows its percentage and time left in the loading status (nothing before the model reports).
+   */
+  private async pollMainProgress(d: IndexedInputLike, gen: number, answered: {done: boolean}, extra: Extra) {
+    const info = this.reg!.extra(extra.method)!;
+    const label = `${this.reg!.label(extra.method)} (${extra.count} ${info.count_unit}) for the whole response…`;
+    const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
+    let n = 0;
+    while (true) {
+      await sleep(POLL_MS);
+      if (!current()) return;
+      if (pageHidden()) continue;
+      let status: DetailStatus | null;
+      try {
+        const res = await this.host.getPreds([spanProgressInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
+                                             'Span progress…');
+        status = parseDetail(res[0]?.[SALIENCE_FIELD]);
+      } catch {
+        return;
+      }
+      const progress = describeProgress(status);
+      if (!current() || progress === '') continue;
+      this.message = label + progress;
       this.host.changed();
     }
   }
