@@ -13,9 +13,8 @@ SALIENCE_MODULE_TAG = "prompt-salience-module"
 INSIDE_MODULE_TAG = "inside-model-module"
 # "Test this explanation" (frontend/src/explain/module.ts `EXPLAIN_TAG`), a tab beside it.
 EXPLAIN_MODULE_TAG = "explain-test-module"
-# "Compare models" (frontend/src/compare_models/module.ts `COMPARE_MODELS_TAG`), a tab beside the
-# salience module: two models selected in LIT's model selector on one datapoint.
-COMPARE_MODELS_MODULE_TAG = "compare-models-module"
+# Two models selected in LIT's model selector are compared inside the salience module (its "Compare
+# models" section, frontend/src/compare_models/room.ts), not in a module of their own.
 
 SALIENCE_LAYOUT_NAME = "sequence_salience"
 # The same modules with Inside / Test below the salience module (both in view at once; needs a
@@ -57,15 +56,13 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
     """
     generated = {"Generated Text": [_modules.GeneratedTextModule]}
     if not with_salience_module:
-        main, extras, compare = {}, {}, {}
+        main, extras = {}, {}
     else:
         main = {"Sequence Salience": [layout.ModuleConfig(SALIENCE_MODULE_TAG)]}
         extras = {
             "Inside the model": [layout.ModuleConfig(INSIDE_MODULE_TAG)],
             "Test this explanation": [layout.ModuleConfig(EXPLAIN_MODULE_TAG)],
         }
-        # Beside the salience module in every layout with tabs there (two models selected).
-        compare = {"Compare models": [layout.ModuleConfig(COMPARE_MODELS_MODULE_TAG)]}
     description = (
         "Prompt debugging: pick or edit a prompt on the left, click part of"
         " the output to see which parts of the prompt drove it."
@@ -73,14 +70,14 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
     return {
         SALIENCE_LAYOUT_NAME: layout.LitCanonicalLayout(
             left=_left(),
-            upper={**main, **extras, **compare} or generated,
+            upper={**main, **extras} or generated,
             layoutSettings=layout.LayoutSettings(leftWidth=LEFT_WIDTH, mainHeight=100),
             description=description + " Inside the model and Test this explanation are tabs beside the"
             " salience module.",
         ),
         SPLIT_LAYOUT_NAME: layout.LitCanonicalLayout(
             left=_left(),
-            upper={**main, **compare} or generated,
+            upper=main or generated,
             lower=extras,
             layoutSettings=layout.LayoutSettings(leftWidth=LEFT_WIDTH, mainHeight=60 if extras else 100),
             description=description + " Inside the model and Test this explanation below it (for tall"

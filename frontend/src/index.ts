@@ -10,7 +10,6 @@
 import {makeModuleClass, TAG} from './salience/module.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
-import {COMPARE_MODELS_TAG, makeCompareModelsModuleClass} from './compare_models/module.js';
 import {patchGeneratedTextModule, patchLayoutSettings, patchStatusBar} from './lit_fixes.js';
 import {defineOnce} from './shared/lit_module.js';
 
@@ -35,7 +34,6 @@ async function register() {
   defineOnce(TAG, makeModuleClass(LitModule));
   defineOnce(INSIDE_TAG, makeInsideModuleClass(LitModule));
   defineOnce(EXPLAIN_TAG, makeExplainModuleClass(LitModule));
-  defineOnce(COMPARE_MODELS_TAG, makeCompareModelsModuleClass(LitModule));
 }
 
 if (typeof customElements !== 'undefined') {

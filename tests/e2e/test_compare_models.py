@@ -1,13 +1,14 @@
 """Two models side by side in LIT's UI (`--models a:default,b:<folder>`), in Debian Chromium.
 
 Model b is a tiny random Llama over the default model's tokenizer (tests/unit/tiny_models.py). Flow:
-LIT opens with model a; the salience module explains a's answer and the "Compare models" tab asks
-for two models. Click b in LIT's model selector (the toolbar's model buttons): both selected, the
-tab shows both responses, diff-marked, each equal to that model's own greedy answer (asked from the
-server directly), both maps on one shared scale (the legend's end is the largest |value| of either
-side), the difference and each answer's log p under both models; sentence granularity in the
-salience module gives fewer, longer aligned segments there. Click a off: the salience module now
-explains b's answer.
+LIT opens with model a; the salience module explains a's answer and shows no "Compare models" section
+(one model). Click b in LIT's model selector (the toolbar's model buttons): both selected, the section
+appears inside the salience module; its "Compare models" toggle (mouse) opens it: both responses,
+diff-marked, each equal to that model's own greedy answer (asked from the server directly), both maps on
+one shared scale (the legend's end is the largest |value| of either side), the difference and each
+answer's log p under both models; sentence granularity in the module gives fewer, longer aligned
+segments there. The toggle closes and opens again from the keyboard (Enter, Space). Click a off: the
+section is gone and the salience module explains b's answer.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tests.unit.tiny_models import save_tiny_llama_for
 
 pytestmark = pytest.mark.e2e
 
-TAG = "compare-models-module"
+SALIENCE = "prompt-salience-module"
 PROMPT = "What is the capital of France?"
 TIMEOUT_MS = 300_000
 
@@ -52,20 +53,25 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     assert want["a"].strip() != want["b"].strip()
 
     page.goto(server.url)  # LIT selects the first model, a
-    salience = page.locator("prompt-salience-module")
+    salience = page.locator(SALIENCE)
     salience.wait_for(timeout=120_000)
     page.locator("data-table-module tbody tr", has_text=PROMPT).first.click()
-    page.locator("prompt-salience-module[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
-    assert salience.locator(".response").inner_text().strip() == want["a"].strip()
-    page.locator(".tab", has_text="Compare models").first.click()
-    mod = page.locator(TAG)
-    expect(mod.locator(".status")).to_contain_text("Select two models", timeout=60_000)
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    assert salience.locator(".body .response").inner_text().strip() == want["a"].strip()
+    mod = salience.locator(".compare-models")
+    assert salience.get_attribute("data-compare-models") == "off"
+    assert mod.count() == 0  # one model: no section
+    assert page.locator(".tab", has_text="Compare models").count() == 0  # no tab of its own any more
 
-    # LIT's model selector: add b.
+    # LIT's model selector: add b. The section appears, closed (nothing asked yet); the toggle opens it.
     model_button = lambda name: page.locator("button.headline-button", has=page.locator(
         "span.headline-button-text", has_text=re.compile(f"^{name}$")))
     model_button("b").click()
-    page.locator(f'{TAG}[data-state="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    toggle = mod.locator("button.toggle", has_text="Compare models")
+    expect(toggle).to_have_attribute("aria-expanded", "false", timeout=60_000)
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    page.locator(f'{SALIENCE}[data-compare-models="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
     assert mod.locator(".crow .who").all_inner_texts() == ["a", "b"]
     assert mod.locator(".response-a").inner_text().strip() == want["a"].strip()
     assert mod.locator(".response-b").inner_text().strip() == want["b"].strip()
@@ -94,19 +100,25 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     assert "a's answer" in rows.nth(0).inner_text() and "b's answer" in rows.nth(1).inner_text()
     page.screenshot(path=str(artifacts_dir / "compare-models.png"))
 
-    # The segments follow the salience module's granularity: sentences, fewer of them, same scale rule.
+    # The segments follow the module's granularity: sentences, fewer of them, same scale rule.
     n_words = both.count()
-    page.locator(".tab", has_text="Sequence Salience").first.click()
     salience.locator("select.granularity").select_option("sentence")
-    page.locator(".tab", has_text="Compare models").first.click()
-    expect(mod.locator(".head .granularity")).to_have_text("sentence", timeout=60_000)
+    expect(mod.locator(".models-head .granularity")).to_have_text("sentence", timeout=60_000)
     assert 0 < mod.locator(".view-both .cseg:not(.markup)").count() < n_words
 
-    # Switch to b alone: the salience module explains b's answer.
+    # The keyboard: Enter on the toggle closes the section, Space opens it again (answers from the room's state).
+    toggle.focus()
+    page.keyboard.press("Enter")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    assert mod.locator(".view-both").count() == 0
+    page.keyboard.press("Space")
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    page.locator(f'{SALIENCE}[data-compare-models="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    assert mod.locator(".response-b").inner_text().strip() == want["b"].strip()
+
+    # Switch to b alone: the section is gone and the salience module explains b's answer.
     model_button("a").click()
-    page.locator(".tab", has_text="Sequence Salience").first.click()
-    expect(salience.locator(".response")).to_have_text(re.compile(r"\s*" + re.escape(want["b"].strip()) + r"\s*"),
-                                                       timeout=TIMEOUT_MS)
-    page.locator(".tab", has_text="Compare models").first.click()
-    expect(mod.locator(".status")).to_contain_text("Select two models", timeout=60_000)
+    expect(mod).to_have_count(0, timeout=60_000)
+    expect(salience.locator(".body .response")).to_have_text(
+        re.compile(r"\s*" + re.escape(want["b"].strip()) + r"\s*"), timeout=TIMEOUT_MS)
     assert not external, external

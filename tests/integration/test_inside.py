@@ -154,8 +154,7 @@ def test_layout_shows_the_inside_module_as_a_tab_beside_the_salience_module():
     default = layouts.make_layouts()[layouts.DEFAULT_LAYOUT]
     # The salience module first (LIT opens the first tab); nothing below it to shrink it.
     assert [m.module for tab in default.upper.values() for m in tab] == [
-        layouts.SALIENCE_MODULE_TAG, layouts.INSIDE_MODULE_TAG, layouts.EXPLAIN_MODULE_TAG,
-        layouts.COMPARE_MODELS_MODULE_TAG]
+        layouts.SALIENCE_MODULE_TAG, layouts.INSIDE_MODULE_TAG, layouts.EXPLAIN_MODULE_TAG]
     assert not default.lower and default.layoutSettings.mainHeight == 100
     split = layouts.make_layouts()[layouts.SPLIT_LAYOUT_NAME]
     assert [m.module for m in split.lower["Inside the model"]] == [layouts.INSIDE_MODULE_TAG]

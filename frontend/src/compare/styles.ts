@@ -1,5 +1,5 @@
 /** Styles of the compare view (view.ts), added to the salience module's, and COMPARE_SIDES_STYLES: those of
- * the rendering it shares with the Compare models module (sides.ts). */
+ * the rendering it shares with the Compare models section (sides.ts, ../compare_models/view.ts). */
 import {css} from 'lit';
 
 /** Responses with the diff marked, the aligned prompt, the legends, the log p table (sides.ts). */

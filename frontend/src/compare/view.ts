@@ -5,7 +5,7 @@
  * prompt coloured either by both values (top half pinned, bottom half selected, one shared scale) or
  * by the difference (selected − pinned, signed scale). The two view buttons are a toggle group:
  * Tab reaches them, Enter/Space or ←/→ switch, and "d" anywhere in the view toggles. The responses,
- * prompt, legend and log p table are ./sides.ts's (shared with the Compare models module).
+ * prompt, legend and log p table are ./sides.ts's (shared with the Compare models section of the salience module, ../compare_models/).
  */
 import {html, nothing, type TemplateResult} from 'lit';
 

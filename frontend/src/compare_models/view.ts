@@ -1,47 +1,61 @@
-/** Rendering of the Compare models module (module.ts): the responses diff-marked, the log p table, both maps on
- * one shared scale per aligned prompt segment (A top half, B bottom half), the difference, the legends; all
- * but the head and the layout are ../compare/sides.ts's (shared with the compare view of an edit). */
-import {css, html, type TemplateResult} from 'lit';
+/** Rendering of the "Compare models" section of the salience module (room.ts says what to show): the toggle,
+ * the responses diff-marked, the log p table, both maps on one shared scale per aligned prompt segment (A top
+ * half, B bottom half), the difference, the legends; all but the head and the layout are ../compare/sides.ts's
+ * (shared with the compare view of an edit). */
+import {css, html, nothing, type TemplateResult} from 'lit';
 
 import {changed} from '../compare/logic.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from '../compare/sides.js';
-import {COMPARE_SIDES_STYLES} from '../compare/styles.js';
 import type {CrossRow, ModelsView} from './logic.js';
+import type {CompareModelsRoom} from './room.js';
 
-export const COMPARE_MODELS_STYLES = [COMPARE_SIDES_STYLES, css`
-  :host { display: block; height: 100%; }
-  .module { font-family: Roboto, sans-serif; font-size: 13px; padding: 6px 8px; overflow: auto; height: 100%;
-            box-sizing: border-box; }
-  .label { font-weight: 500; color: #3c4043; margin: 10px 0 2px; }
-  .text { white-space: pre-wrap; line-height: 1.9; }
-  .legend-bar { height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
-  .legend-labels { display: flex; justify-content: space-between; font-size: 11px; color: #5f6368; }
-  .legend-title { font-size: 11px; color: #5f6368; }
-  .hint, .status { color: #5f6368; padding: 8px 0; }
-  .error { color: #c5221f; padding: 8px 0; }
-`];
+/** Added to the salience module's styles (which include COMPARE_STYLES: `.compare`, the shared sides). */
+export const COMPARE_MODELS_STYLES = css`
+  .compare-models .toggle { font: inherit; font-size: 12px; border: 1px solid #dadce0; background: #fff;
+                            border-radius: 12px; padding: 1px 10px; cursor: pointer; }
+  .compare-models .toggle[aria-expanded="true"] { background: #e8f0fe; border-color: #1a73e8; color: #1967d2; }
+  .compare-models .toggle:focus-visible { outline: 2px solid #1a73e8; }
+  .compare-models .models-head { color: #3c4043; margin: 4px 0; }
+  .compare-models .models-status { color: #5f6368; padding: 4px 0; }
+  .compare-models .models-error { color: #a50e0e; background: #fce8e6; border-radius: 4px; padding: 4px 8px; }
+`;
 
-export function modelsView(view: ModelsView, rows: CrossRow[] | null, method: string, granularity: string):
-    TemplateResult {
+function modelsView(view: ModelsView, rows: CrossRow[] | null, method: string, granularity: string): TemplateResult {
   const [la, lb] = view.labels;
   const labels: SideLabels = {a: la, b: lb};
   return html`
-    <div class="head">${method} · <span class="granularity">${granularity}</span> · <b>${la}</b> vs <b>${lb}</b></div>
-    <div class="label">Responses (${changed(view.responses) ? 'different' : 'the same'})</div>
+    <div class="models-head">${method} · <span class="granularity">${granularity}</span> · <b>${la}</b> vs <b>${lb}</b></div>
+    <div class="section-label">Responses (${changed(view.responses) ? 'different' : 'the same'})</div>
     ${responsesView(view.responses, labels)}
-    <div class="label">Each answer under both models (teacher-forced log p)</div>
-    ${rows === null ? html`<div class="status cross-pending">Scoring each answer under the other model ...</div>`
+    <div class="section-label">Each answer under both models (teacher-forced log p)</div>
+    ${rows === null ? html`<div class="models-status cross-pending">Scoring each answer under the other model ...</div>`
         : logpTable('cross', ['', `under ${la}`, `under ${lb}`, `Δ (${lb} − ${la})`], rows.map((r) => ({
           label: `${r.answerOf}'s answer`, a: r.underA, b: r.underB, delta: r.underB - r.underA})), 'cross-row')}
-    <div class="label">Prompt salience, both (${la} top half, ${lb} bottom half; one scale)</div>
+    <div class="section-label">Prompt salience, both (${la} top half, ${lb} bottom half; one scale)</div>
     <div class="text cprompt view-both">${promptView(view.prompts, view, 'both', labels)}</div>
-    <div class="label">Difference (${lb} − ${la})</div>
+    <div class="section-label">Difference (${lb} − ${la})</div>
     <div class="text cprompt view-difference">${promptView(view.prompts, view, 'difference', labels)}</div>
     <div class="clegends">${legendView('Shared scale', view.scale, 'legend-shared')}${
         legendView(`Difference ${lb} − ${la}`, view.diffScale, 'legend-diff')}</div>
   `;
 }
 
-export function hintView(text: string, cls = 'hint'): TemplateResult {
-  return html`<div class=${cls}>${text}</div>`;
+/** The section: nothing unless two models are selected; the toggle, then (open) the comparison. */
+export function compareModelsView(room: CompareModelsRoom, method: string, toggle: () => void): TemplateResult | typeof nothing {
+  if (room.pair === null) return nothing;
+  const [a, b] = room.pair;
+  return html`
+    <div class="compare compare-models" role="region" aria-label="Compare models">
+      <div class="compare-head">
+        <span class="section-label">Two models selected: <b>${a}</b> and <b>${b}</b></span>
+        <button class="toggle" aria-expanded=${room.open ? 'true' : 'false'} aria-controls="compare-models-body"
+            title="Both responses, both salience maps on one scale, the difference and each model's log p of the other's answer"
+            @click=${toggle}>Compare models</button>
+      </div>
+      ${!room.open ? nothing : html`<div id="compare-models-body">
+        ${room.error ? html`<div class="models-error" role="alert">${room.error}</div>` : nothing}
+        ${room.status ? html`<div class="models-status" role="status">${room.status}</div>` : nothing}
+        ${room.view !== null ? modelsView(room.view, room.rows, method, room.granularity) : nothing}
+      </div>`}
+    </div>`;
 }

@@ -14,6 +14,9 @@ import {maxAbs, type ColorScale} from '../shared/colormap.js';
 import {CompareRoom} from '../compare/room.js';
 import {COMPARE_STYLES} from '../compare/styles.js';
 import {compareView} from '../compare/view.js';
+import {COMPARE_MODELS_METHOD} from '../compare_models/logic.js';
+import {CompareModelsRoom} from '../compare_models/room.js';
+import {COMPARE_MODELS_STYLES, compareModelsView} from '../compare_models/view.js';
 import {moduleBase, pinnedSelection} from '../shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/pieces.js';
 import {activeModel, type IndexedInputLike} from '../shared/request.js';
@@ -57,7 +60,7 @@ export const SALIENCE_HELP = [
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
   class PromptSalienceModule extends moduleBase(LitModule, {
-    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, COMPARE_STYLES],
+    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, COMPARE_STYLES, COMPARE_MODELS_STYLES],
     infoMarkdown: SALIENCE_HELP,
     state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead'],
   }) {
@@ -86,6 +89,13 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       getPreds: (inputs, model, fields, loadMessage) =>
           this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
       loadLatest: (key, promise) => this.loadLatest(key, promise),
+      changed: () => this.requestUpdate(),
+    });
+    // Two models selected in LIT's model selector: the "Compare models" section (../compare_models/room.ts).
+    private readonly compareModels = new CompareModelsRoom({
+      models: () => this.appState.metadata?.models ?? {},
+      getPreds: (inputs, model, fields, loadMessage) =>
+          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
       changed: () => this.requestUpdate(),
     });
     private segCache = new Map<string, Segmentation>();
@@ -131,6 +141,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       this.ctl.dispose();
       this.compare.dispose();
+      this.compareModels.dispose();
       super.disconnectedCallback();
     }
 
@@ -142,6 +153,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.reactImmediately(() => [this.appState.compareExamplesEnabled ?? false, pinned?.primarySelectedInputData ?? null,
                                    this.selectionService.primarySelectedInputData] as const,
                             ([on, p, d]) => void this.compare.update(on, p, d));
+      this.reactImmediately(() => [this.selectionService.primarySelectedInputData,
+                                   (this.appState.currentModels ?? []).join(',')] as const,
+                            ([d, models]) => this.compareModels.update(d, models === '' ? [] : models.split(',')));
       // LIT's model selector: another model first (e.g. --models a,b and a switched off) explains again.
       this.reactImmediately(() => this.modelName(), (m) => {
         if (m !== this.shownModel) void this.onSelection(this.selectionService.primarySelectedInputData);
@@ -159,6 +173,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       if (this.tipValues !== null && this.tipValues !== (this.shown?.values ?? null)) this.hideTooltip();
       this.publishTarget();
       this.compare.sync(this.ctl);
+      this.compareModels.sync(this.granularity);
+      this.dataset['compareModels'] = this.compareModels.state;
       const action = this.ctl.finishedAction();
       if (action !== null) {
         const {name, t} = action;
@@ -370,6 +386,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           })}
           ${statusView(this.ctl)}
           ${this.renderCompare()}
+          ${compareModelsView(this.compareModels, COMPARE_MODELS_METHOD, () => this.compareModels.toggle())}
           ${payload !== null ? this.renderBody(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
             : emptyView(this.ctl)}
