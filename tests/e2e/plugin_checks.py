@@ -8,6 +8,8 @@ the inside module follows it.
 
 from __future__ import annotations
 
+import re
+
 SALIENCE_TAG = "prompt-salience-module"
 INSIDE_TAG = "inside-model-module"
 EXPLAIN_TAG = "explain-test-module"
@@ -27,8 +29,11 @@ def highlighted_segments(mod) -> int:
 
 
 def open_tab(page, title: str) -> None:
-    """Opens LIT's tab `title` when the layout has one (our default layout's module tabs)."""
-    tab = page.locator(".tab", has_text=title)
+    """Opens LIT's tab `title` when the layout has one (our default layout's module tabs).
+
+    The whole title must match: the own-server example also has a tab "LIT's Sequence Salience".
+    """
+    tab = page.locator(".tab", has_text=re.compile(rf"^\s*{re.escape(title)}\s*$"))
     if tab.count():
         tab.first.click()
 
