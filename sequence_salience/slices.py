@@ -30,11 +30,14 @@ as model time when the next slice is sized.
 Slices and chunks differ once `between` runs inside passes. A slice is the model time
 between two chances for a click (`slice_s`, 0.25 s by default); a chunk is how many
 targets share one batched backward. Without `between` the two coincide. With it, a chunk
-may be longer than a slice (`chunk_s`, 2 s by default) because the pauses inside its
-backward already bound how long a click waits: on the default model, one target per
-0.4 s slice made the chain-of-thought matrices (64 targets) 24 s instead of 18 s
-unsliced; chunks of ~2 s with pauses every 0.25 s take 18 s and a click waits at most
-one layer's backward beyond the slice (benchmarks/bench_interactive.py, docs/benchmarks.md).
+may be longer than a slice (`chunk_s`, 0.5 s by default) because the pauses inside its
+backward bound how long a click waits: on the default model, one target per slice made the
+chain-of-thought matrices (64 targets) 12.7 s against 11.1 s unsliced, two targets per
+chunk (0.5 s) 10.8 s. Chunks must not be much longer: the backward through the output
+layer and the softmax over the vocabulary (one op, no layer boundary inside) grows with
+the targets per chunk, and a click waits for it: with 2 s chunks (10-12 targets) a click
+during the job took 1.55x (span) / 1.89x (trace) its idle time, with 0.5 s chunks 1.10x /
+1.08x (benchmarks/bench_interactive.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 
 DEFAULT_SLICE_S = 0.25
-DEFAULT_CHUNK_S = 2.0
+DEFAULT_CHUNK_S = 0.5
 
 
 class SliceSizer:
