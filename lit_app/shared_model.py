@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -282,28 +282,29 @@ class SharedLM:
     def cached_span(self, chat: Any, target: str, method: str, t0: int = 0, t1: int | None = None) -> Any:
         """<float32>[N] salience of span (t0, t1) for `method` from any cached result of this prompt and
         target (complete or partial, whatever the extra methods' counts), else None; never runs the model."""
-        explained = target or self.cached_generation(chat)
-        if explained is None:
-            return None
-        pair = self._pair_key(chat, target, explained)
-        for cache in (self._results, self._partials):
-            for key, result in reversed(cache.items()):
-                if key[:len(pair)] == pair and result.has_span(method, t0, t1):
-                    return result.span_salience(method, t0, t1)
+        for result in self._cached_results(chat, target):
+            if result.has_span(method, t0, t1):
+                return result.span_salience(method, t0, t1)
         return None
 
     def cached_logprobs(self, chat: Any, target: str) -> Any:
         """<float32>[T] log p of each target token from any cached result of this prompt and target
         (complete or partial: every result's forward records them), else None; never runs the model."""
+        for result in self._cached_results(chat, target):
+            return result.target_logprobs
+        return None
+
+    def _cached_results(self, chat: Any, target: str) -> Iterator[Any]:
+        """Every cached result (complete first, then partial; newest first) of this prompt and target,
+        whatever the methods and counts; nothing when the greedy response is not cached yet."""
         explained = target or self.cached_generation(chat)
         if explained is None:
-            return None
+            return
         pair = self._pair_key(chat, target, explained)
         for cache in (self._results, self._partials):
             for key, result in reversed(cache.items()):
                 if key[:len(pair)] == pair:
-                    return result.target_logprobs
-        return None
+                    yield result
 
     def cross_logprobs(self, chat_a: Any, target_a: str, chat_b: Any) -> tuple[Any, int]:
         """A's response (typed, or its greedy generation) under prompt A and under prompt B, per token

@@ -532,11 +532,33 @@ export class SalienceController {
   private async pollMainProgress(d: IndexedInputLike, gen: number, answered: {done: boolean}, extra: Extra) {
     const info = this.reg!.extra(extra.method)!;
     const label = `${this.reg!.label(extra.method)} (${extra.count} ${info.count_unit}) for the whole response…`;
-    const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
+    await this.pollProgress(d, () => !answered.done && gen === this.generation && this.input === d, (progress) => {
+      if (progress !== '') this.message = label + progress;
+    });
+  }
+
+  /**
+   * Polls `detail="span_progress"` while the span request `key` runs and shows its percentage and
+   * time left in the side status (only while that request is the one on screen).
+   */
+  private async pollSpanProgress(d: IndexedInputLike, gen: number, key: string, label: string,
+                                 settled: {done: boolean}) {
+    const onScreen = () => !settled.done && gen === this.generation && this.input === d &&
+        spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
+    await this.pollProgress(d, onScreen, (progress) => {
+      this.side = {kind: 'loading', text: label + progress};
+    });
+  }
+
+  /** Every POLL_MS while `wanted()` (and the tab is visible): asks `detail="span_progress"` and
+   * passes its description ('' before the model reports) to `show`. Stops on an error (an older
+   * server without span progress: the span still comes). */
+  private async pollProgress(d: IndexedInputLike, wanted: () => boolean, show: (progress: string) => void) {
+    const still = () => wanted() && this.salienceModel !== null;
     let n = 0;
     while (true) {
       await sleep(POLL_MS);
-      if (!current()) return;
+      if (!still()) return;
       if (pageHidden()) continue;
       let status: DetailStatus | null;
       try {
@@ -546,36 +568,8 @@ export class SalienceController {
       } catch {
         return;
       }
-      const progress = describeProgress(status);
-      if (!current() || progress === '') continue;
-      this.message = label + progress;
-      this.host.changed();
-    }
-  }
-
-  /**
-   * Polls `detail="span_progress"` while the span request `key` runs and shows its percentage and
-   * time left in the side status (only while that request is the one on screen).
-   */
-  private async pollSpanProgress(d: IndexedInputLike, gen: number, key: string, label: string,
-                                 settled: {done: boolean}) {
-    const onScreen = () => !settled.done && gen === this.generation && this.input === d && this.salienceModel !== null &&
-        spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
-    let n = 0;
-    while (true) {
-      await sleep(POLL_MS);
-      if (!onScreen()) return;
-      if (pageHidden()) continue;
-      let status: DetailStatus | null;
-      try {
-        const res = await this.host.getPreds([spanProgressInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
-                                             'Span progress…');
-        status = parseDetail(res[0]?.[SALIENCE_FIELD]);
-      } catch {
-        return;  // an older server without span progress: the span still comes
-      }
-      if (!onScreen()) return;
-      this.side = {kind: 'loading', text: label + describeProgress(status)};
+      if (!still()) return;
+      show(describeProgress(status));
       this.host.changed();
     }
   }

@@ -21,7 +21,7 @@ import {moduleBase, pinnedSelection} from '../shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/pieces.js';
 import {activeModel, type IndexedInputLike} from '../shared/request.js';
 import {targetStore} from '../shared/target_store.js';
-import {SalienceController} from './controller.js';
+import {SalienceController, type SalienceHost} from './controller.js';
 import {litConventionHost} from './lit_convention.js';
 import {numTargets, type SaliencePayload} from './payload.js';
 import {topSegments} from './rank.js';
@@ -73,31 +73,21 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     /** Whether the text before the user's turn (chat template, system prompt) is expanded. */
     declare showHead: boolean;
 
+    /** What the controller and the two comparison rooms need from LIT: this element's services. */
+    private readonly host: SalienceHost = {
+      modelName: () => this.modelName(),
+      models: () => this.appState.metadata?.models ?? {},
+      getPreds: (inputs, model, fields, loadMessage) =>
+          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
+      loadLatest: (key, promise) => this.loadLatest(key, promise),
+      changed: () => this.requestUpdate(),
+    };
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
-    private readonly ctl = new SalienceController(litConventionHost({
-      modelName: () => this.modelName(),
-      models: () => this.appState.metadata?.models ?? {},
-      getPreds: (inputs, model, fields, loadMessage) =>
-          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
-      loadLatest: (key, promise) => this.loadLatest(key, promise),
-      changed: () => this.requestUpdate(),
-    }));
+    private readonly ctl = new SalienceController(litConventionHost(this.host));
     // LIT's pin: the comparison with the pinned datapoint (../compare/room.ts).
-    private readonly compare = new CompareRoom({
-      modelName: () => this.modelName(),
-      models: () => this.appState.metadata?.models ?? {},
-      getPreds: (inputs, model, fields, loadMessage) =>
-          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
-      loadLatest: (key, promise) => this.loadLatest(key, promise),
-      changed: () => this.requestUpdate(),
-    });
+    private readonly compare = new CompareRoom(this.host);
     // Two models selected in LIT's model selector: the "Compare models" section (../compare_models/room.ts).
-    private readonly compareModels = new CompareModelsRoom({
-      models: () => this.appState.metadata?.models ?? {},
-      getPreds: (inputs, model, fields, loadMessage) =>
-          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
-      changed: () => this.requestUpdate(),
-    });
+    private readonly compareModels = new CompareModelsRoom(this.host);
     private segCache = new Map<string, Segmentation>();
     private piecesCache = new Map<string, Piece[]>();
     /** UTF-16 index of each code point of the payload's text. */
