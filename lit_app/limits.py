@@ -47,6 +47,7 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
 # Text inputs whose total length is bounded by `max_prompt_chars` ("foil": the explain module's
 # contrastive target).
 _TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
+_PINNED_TEXT_FIELDS = (fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED_TARGET)
 MAX_NEW_TOKENS_FIELD = "max_new_tokens"
 
 
@@ -90,17 +91,20 @@ class Limits:
 
 def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> None:
     """Checks one model input ("data" of an input) against the limits; 400 on failure."""
-    total = 0
-    for name in _TEXT_FIELDS:
-        value = data.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
-        total += len(value)
-    if total > limits.max_prompt_chars:
-        raise Rejected(400, f"{where}: prompt + system + target (+ foil) is {total:,} characters; this server accepts"
-                            f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
+    # The selected datapoint's texts, then (the compare model) the pinned one's: each within the limit.
+    for group, label in ((_TEXT_FIELDS, "prompt + system + target (+ foil)"),
+                         (_PINNED_TEXT_FIELDS, "pinned_prompt + pinned_system + pinned_target")):
+        total = 0
+        for name in group:
+            value = data.get(name)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
+            total += len(value)
+        if total > limits.max_prompt_chars:
+            raise Rejected(400, f"{where}: {label} is {total:,} characters; this server accepts"
+                                f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
     for extra in EXTRA_METHODS:
         field, most, flag = extra.field, getattr(limits, extra.limit), extra.limit
         count = data.get(field)
@@ -118,6 +122,10 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
     chat = data.get(fields.CHAT)
     if chat is not None and chat != "" and not isinstance(chat, bool) and str(chat).lower() not in ("true", "false"):
         raise Rejected(400, f'{where}: field "{fields.CHAT}" must be true or false, got {chat!r}.')
+    for name in (fields.OLD_ANSWER, fields.WITH_PINNED_SALIENCE):  # read as `is True` by lit_app/compare.py
+        value = data.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise Rejected(400, f'{where}: field "{name}" is {_shown(value)}; use true or false (JSON booleans).')
     for name in (fields.TARGET_SPAN, fields.DETAIL):
         value = data.get(name)
         if value is not None and not isinstance(value, str):

@@ -568,6 +568,7 @@ def test_api_paths_in_other_spellings_are_refused(client, spelled):
 # 4xx for the client's mistakes, 5xx only for server faults.
 
 EXPLAIN_MODEL = f"_{MODEL}_explain"
+COMPARE_MODEL = f"_{MODEL}_compare"
 
 
 @pytest.mark.parametrize("model,data,needle", [
@@ -582,12 +583,23 @@ EXPLAIN_MODEL = f"_{MODEL}_explain"
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": "abc"},
      '"ig_tolerance"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "nope"}, '"explain_action"'),
+    (COMPARE_MODEL, {"prompt": "hi", "pinned_prompt": "hello", "old_answer": "yes"}, '"old_answer"'),
+    (COMPARE_MODEL, {"prompt": "hi", "pinned_prompt": "hello", "with_pinned_salience": 3}, '"with_pinned_salience"'),
 ], ids=["detail", "detail-long", "steps-neg", "steps-huge", "steps-abc", "steps-float-str", "tol-neg", "tol-abc",
-        "action"])
+        "action", "old-answer-str", "with-pinned-int"])
 def test_bad_fields_are_400_before_any_work(client, model, data, needle):
     msg = one_line_error(preds(client, model, data), 400)
     # "inputs[0]: field ..." is the edge's own check (limits.validate_example), before LIT or the model.
     assert msg.startswith(f"inputs[0]: field {needle}") and "use" in msg and len(msg) < 300, msg
+
+
+def test_the_pinned_datapoints_texts_are_checked_at_the_edge_like_the_selected_ones(client):
+    msg = one_line_error(preds(client, COMPARE_MODEL, {"prompt": "hi", "pinned_prompt": 5}), 400)
+    assert msg.startswith('inputs[0]: field "pinned_prompt" must be a string'), msg
+    long = {"prompt": "hi", "pinned_prompt": "x" * 120_000}
+    msg = one_line_error(preds(client, COMPARE_MODEL, long), 400)
+    assert msg.startswith("inputs[0]: pinned_prompt + pinned_system + pinned_target is 120,000 characters"), msg
+    assert "--max_prompt_chars" in msg
 
 
 def test_wrapper_request_errors_are_400_at_the_edge(client):
