@@ -1,0 +1,35 @@
+"""Every request/response field name the browser modules spell (`const X_FIELD = '...'` in
+frontend/src) is one the server's LIT layer declares (a module constant of lit_app), so a
+renamed field on either side fails here rather than as an empty module in the browser."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from tests.frontend_source import SRC
+
+LIT_MODULES = ("fields", "inside", "explain", "lit_convention", "method_registry", "compare", "inputs")
+
+
+def _frontend_fields() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.ts")):
+        for name, value in re.findall(r"const ([A-Z_]+_FIELD)\s*=\s*'([^']*)'", path.read_text(encoding="utf-8")):
+            found.setdefault(value, []).append(f"{path.relative_to(SRC)}:{name}")
+    return found
+
+
+def _server_names() -> set[str]:
+    names: set[str] = set()
+    for module in LIT_MODULES:
+        mod = importlib.import_module(f"lit_app.{module}")
+        names |= {v for k, v in vars(mod).items() if k.isupper() and isinstance(v, str)}
+    return names
+
+
+def test_every_field_the_browser_names_is_declared_by_the_server():
+    frontend = _frontend_fields()
+    assert {"salience", "old_answer", "pinned_prompt", "inside_trace"} <= set(frontend)  # the scan finds them
+    unknown = {value: where for value, where in frontend.items() if value not in _server_names()}
+    assert not unknown, f"field names the browser uses but lit_app does not declare: {unknown}"
