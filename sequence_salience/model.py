@@ -228,10 +228,14 @@ class LanguageModel:
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return [self.tokenizer.decode([i]) for i in ids]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(self, prompt: str | ChatPrompt, config: GenerationConfig = GenerationConfig(),
                  on_token: OnToken | None = None) -> Generation:
         """Generates a response; stops at EOS / end of turn (not included in the text) or max_new_tokens.
+
+        Runs under torch.inference_mode (not only no_grad): no version counters or view
+        tracking on any tensor, about 4 % less time per generated token on the default model on
+        2 CPU cores (docs/benchmarks.md); nothing produced here is used in autograd.
 
         on_token: called after every new token with the response ids so far (the end-of-turn
           token excluded), so a caller can show the text as it is produced; an exception it
