@@ -1,9 +1,10 @@
 """Rows per minute of `sequence-salience evaluate`: serial vs a local Ray instance with 2 CPU workers.
 
-    python benchmarks/bench_evaluate.py [--lines 1,5,8,11] [--workers 2] [--model default] [--extra "..."]
+    python benchmarks/bench_evaluate.py [--lines 5,4,9,11] [--workers 2] [--model default] [--extra "..."]
 
 Runs the command in a subprocess, as a user does, on the given lines of the shipped examples
-(lit_app/data/case_studies.jsonl; default one per case), once serially and once with
+(`lit_app.datasets.shipped_rows()`, numbered from 1: the case studies, then their variants;
+default one per case), once serially and once with
 `--ray --workers N`. Prints, for each: the command's wall time, its start-up (model load;
 for Ray: starting Ray + every worker's model load), the rows phase and rows/minute over it,
 the mean per-row worker time; then whether the per-row results are identical and whether a
@@ -27,6 +28,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from lit_app import datasets  # noqa: E402
 
 
 def _load() -> str:
@@ -62,15 +66,15 @@ def _run(batch: str, out: str, extra: list[str], threads: int | None = None) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lines", default="1,5,8,11", help="lines of the shipped examples to evaluate")
+    # (Before the split into case studies and variants these were lines 1,5,8,11 of case_studies.jsonl.)
+    parser.add_argument("--lines", default="5,4,9,11", help="rows of the shipped examples to evaluate (from 1)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--model", default="default")
     parser.add_argument("--serial-threads", type=int, default=0,
                         help="also run serially with OMP_NUM_THREADS=N (Ray gives each 1-CPU worker 1 thread)")
     parser.add_argument("--extra", default="", help="more evaluate flags, e.g. '--steps 5 --granularity word'")
     args = parser.parse_args()
-    with open(os.path.join(ROOT, "lit_app/data/case_studies.jsonl"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    lines = [json.dumps(row) for row in datasets.shipped_rows()]
     wanted = [int(x) for x in args.lines.split(",")]
     tmp = tempfile.mkdtemp(prefix="bench_evaluate_")
     batch = os.path.join(tmp, "rows.jsonl")

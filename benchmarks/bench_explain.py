@@ -13,16 +13,18 @@ Prints Markdown tables.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-import sequence_salience as ss
-from sequence_salience import explain as ex
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DATA = Path(__file__).resolve().parents[1] / "lit_app" / "data" / "case_studies.jsonl"
+import sequence_salience as ss  # noqa: E402
+from lit_app import datasets  # noqa: E402
+from sequence_salience import explain as ex  # noqa: E402
+
 METHODS = ("grad_norm", "grad_x_input", "smooth_grad")
 
 
@@ -33,7 +35,7 @@ def timed(fn):
 
 
 def load_examples(lm, indices):
-    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    rows = datasets.shipped_rows()
     out = []
     for r in (rows[i] for i in indices):
         chat = lm.format_prompt(r["prompt"], system=r.get("system") or None)
@@ -44,7 +46,9 @@ def load_examples(lm, indices):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--examples", default="0,4,7,10", help="rows of lit_app/data/case_studies.jsonl (comma-separated)")
+    # (Before the split into case studies and variants these were rows 0,4,7,10 of case_studies.jsonl.)
+    p.add_argument("--examples", default="4,3,8,10",
+                   help="rows of datasets.shipped_rows(): the case studies, then their variants (comma-separated)")
     p.add_argument("--smooth_grad_samples", type=int, default=4)
     p.add_argument("--ig_max_steps", type=int, default=64)
     p.add_argument("--skip_timings", action="store_true")

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_faithfulness_baselines.py [--granularity sentence word] [--examples 0 1 ...]
 
-For every example of lit_app/data/case_studies.jsonl (chat template, as the app formats it;
+For every shipped example (`lit_app.datasets.shipped_rows()`: the case studies, then their variants; chat template, as the app formats it;
 an empty target is the greedy response, 32 tokens at most), one deletion run of
 `faithfulness_curves` with the defaults (10 steps, filler removal, 10 seeded random orders,
 the length baseline, both orderings of grad_x_input) and prints, per granularity:
@@ -17,17 +17,19 @@ Prints Markdown. The figures depend on the load of the machine only in their tim
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-import sequence_salience as ss
-from sequence_salience import explain as ex
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DATA = Path(__file__).resolve().parents[1] / "lit_app" / "data" / "case_studies.jsonl"
+import sequence_salience as ss  # noqa: E402
+from lit_app import datasets  # noqa: E402
+from sequence_salience import explain as ex  # noqa: E402
+
 METHODS = ("grad_norm", "grad_x_input")
 
 
@@ -37,7 +39,7 @@ def main() -> None:
     parser.add_argument("--examples", nargs="*", type=int, default=None)
     args = parser.parse_args()
     lm = ss.load_model("default")
-    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    rows = datasets.shipped_rows()
     indices = args.examples if args.examples is not None else list(range(len(rows)))
     examples = []
     for i in indices:

@@ -1,5 +1,10 @@
 """Prompt datasets for the LIT app: the shipped case studies and user JSONL files.
 
+Two shipped files: `case_studies.jsonl`, one row per case (what the data table opens on), and
+`case_study_variants.jsonl`, the same cases with other targets or prompts (a correctly labelled
+few-shot prompt, a wrong chain-of-thought answer, a response that breaks a principle, ...).
+The server loads both by default (LIT's dataset selector switches); `shipped_rows()` reads all.
+
 A JSONL row is one JSON object per line:
 
     {"prompt": "...", "system": "...", "target": "...", "case": "..."}
@@ -35,8 +40,16 @@ logger = logging.getLogger(__name__)
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 CASE_STUDIES_PATH = os.path.join(DATA_DIR, "case_studies.jsonl")
 CASE_STUDIES_NAME = "case_studies"
-CASE_STUDIES_DESCRIPTION = ("Case studies of the Sequence Salience paper: few-shot classification,"
-                            " chain-of-thought arithmetic, constitutional principles.")
+CASE_STUDIES_DESCRIPTION = ("Case studies of the Sequence Salience paper, one row per case: few-shot"
+                            " classification with a mislabeled exemplar, chain-of-thought arithmetic,"
+                            " constitutional principles, a simple question.")
+VARIANTS_PATH = os.path.join(DATA_DIR, "case_study_variants.jsonl")
+VARIANTS_NAME = "case_study_variants"
+VARIANTS_DESCRIPTION = ("Variants of the case studies: other targets (right and wrong answers, a response"
+                        " that breaks a principle) and other prompts for the same cases.")
+# The shipped files in order: the case studies first, then their variants.
+SHIPPED = ((CASE_STUDIES_NAME, CASE_STUDIES_PATH), (VARIANTS_NAME, VARIANTS_PATH))
+_DESCRIPTIONS = {CASE_STUDIES_PATH: CASE_STUDIES_DESCRIPTION, VARIANTS_PATH: VARIANTS_DESCRIPTION}
 
 _OPTIONAL_FIELDS = (fields.SYSTEM, fields.TARGET, fields.CASE)
 # LIT's prompt-debugging JSONL names the case "source" (a CategoryLabel there too).
@@ -47,7 +60,7 @@ LIT_SAMPLE_NAME = "sample_prompts"
 LIT_SAMPLE_PATH = os.path.join(os.path.dirname(os.path.abspath(lit_nlp.__file__)), "examples",
                                "prompt_debugging", "prompt_examples.jsonl")
 # Names --datasets takes without a path.
-BUILTIN_PATHS = {CASE_STUDIES_NAME: CASE_STUDIES_PATH, LIT_SAMPLE_NAME: LIT_SAMPLE_PATH}
+BUILTIN_PATHS = {**dict(SHIPPED), LIT_SAMPLE_NAME: LIT_SAMPLE_PATH}
 FORMATS = (".jsonl", ".txt")
 
 
@@ -140,6 +153,11 @@ def load_jsonl(path: str) -> list[dict[str, str]]:
     return rows
 
 
+def shipped_rows() -> list[dict[str, str]]:
+    """Every shipped row: the case studies (one per case), then their variants (`SHIPPED` order)."""
+    return [row for _, path in SHIPPED for row in load_jsonl(path)]
+
+
 class PromptDataset(lit_dataset.Dataset):
     """Prompts (with optional system prompt, target and case name) from JSONL."""
 
@@ -162,7 +180,7 @@ class PromptDataset(lit_dataset.Dataset):
 
 
 def get_datasets(data_path: str | None = None) -> Mapping[str, lit_dataset.Dataset]:
-    """The shipped case studies, plus the user's file when `data_path` is set (the user's first)."""
+    """The shipped datasets (case studies, variants), plus the user's file when `data_path` is set (first)."""
     return load_datasets([], data_path)
 
 
@@ -175,7 +193,8 @@ def load_datasets(
 
     Args:
       specs: [(name, path)] from --datasets (.jsonl ours or LIT's, or .txt); empty: the case
-        studies (the default, as LIT's server defaults to its sample prompts).
+        studies and their variants (`SHIPPED`; the default, as LIT's server defaults to its sample
+        prompts).
       data_path: the --data file, named by its stem.
       max_examples: keep at most this many rows of each (LIT's --max_examples).
 
@@ -183,7 +202,7 @@ def load_datasets(
       DatasetError: a missing or malformed file or an unknown format, naming the file (and line).
     """
     out: dict[str, lit_dataset.Dataset] = {}
-    wanted = list(specs) or [(CASE_STUDIES_NAME, CASE_STUDIES_PATH)]
+    wanted = list(specs) or list(SHIPPED)
     if data_path:
         name = os.path.splitext(os.path.basename(data_path))[0] or "user_prompts"
         if name in dict(wanted):
@@ -193,7 +212,7 @@ def load_datasets(
         if not path.endswith(FORMATS):
             raise DatasetError(f"{path} (dataset {name!r}): unsupported format; use a .jsonl file (one JSON object"
                                " per line) or a .txt file (one prompt per line).")
-        description = CASE_STUDIES_DESCRIPTION if path == CASE_STUDIES_PATH else f"Prompts from {os.path.basename(path)}"
+        description = _DESCRIPTIONS.get(path, f"Prompts from {os.path.basename(path)}")
         out[name] = PromptDataset(path, description=description, max_examples=max_examples)
         logger.info("Loaded %d prompts from %s as dataset '%s'.", len(out[name]), path, name)
     return out

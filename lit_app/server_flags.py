@@ -119,7 +119,8 @@ def _define_prompt_debugging_flags(fv: flags.FlagValues) -> None:
             "Datasets to load, as <name>:<path>,... Format: .jsonl where each record has 'prompt' and"
             " optional 'target' and 'source' fields (LIT's; ours adds 'system' and 'case'), or a plain"
             " .txt file with one prompt per line. 'sample_prompts' is LIT's sample file and"
-            f" '{datasets.CASE_STUDIES_NAME}' our case studies. Default: the case studies (+ --data).",
+            f" '{datasets.CASE_STUDIES_NAME}' our case studies (one row per case),"
+            f" '{datasets.VARIANTS_NAME}' their variants. Default: those two (+ --data).",
             flag_values=fv),
         flags.DEFINE_integer(
             "max_examples", DEFAULT_MAX_EXAMPLES,

@@ -48,7 +48,7 @@ def test_wheel_and_sdist_carry_the_built_modules(built_dist):
     for family in ("Roboto", "Roboto Mono", "Material Icons", "Google Sans"):
         assert f"font-family: '{family}'" in css, family
     assert "lit_app/dist/fonts/material-icons.woff2" in names
-    assert "lit_app/data/case_studies.jsonl" in names
+    assert "lit_app/data/case_studies.jsonl" in names and "lit_app/data/case_study_variants.jsonl" in names
     assert not any(n.startswith(("frontend/", "tests/", "lit_app/client_root")) for n in names)
     import tarfile
     with tarfile.open(sdist) as t:

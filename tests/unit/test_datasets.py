@@ -7,21 +7,47 @@ import pytest
 from lit_app import datasets, fields
 
 
-def test_shipped_case_studies_cover_the_papers_three_cases():
+def test_shipped_case_studies_are_one_row_per_case_of_the_paper():
     ds = datasets.PromptDataset(datasets.CASE_STUDIES_PATH)
-    cases = {ex[fields.CASE] for ex in ds.examples}
-    assert any("few-shot" in c for c in cases)
-    assert any("chain-of-thought" in c for c in cases)
-    assert any("constitution" in c for c in cases)
+    cases = [ex[fields.CASE] for ex in ds.examples]
+    # What the data table opens on: one row per case, the paper's three first, in its order.
+    assert cases == ["few-shot classification (mislabeled exemplar)", "chain-of-thought arithmetic",
+                     "constitutional principles", "simple question"]
     # The constitutional case puts its principles in a system prompt.
     assert any(ex[fields.SYSTEM] for ex in ds.examples if "constitution" in ex[fields.CASE])
-    # Some rows explain a given target, some ask for the model's own response.
+    # Some rows explain a given target, some ask for the model's own response; the chain of thought
+    # is the model's own (the example the benchmarks and the compare e2e test click).
     assert any(ex[fields.TARGET] for ex in ds.examples)
-    assert any(not ex[fields.TARGET] for ex in ds.examples)
+    cot = ds.examples[1]
+    assert cot[fields.PROMPT].startswith("A train leaves at 2:15 pm") and cot[fields.TARGET] == ""
 
 
-def test_rows_have_exactly_the_spec_fields():
-    ds = datasets.PromptDataset(datasets.CASE_STUDIES_PATH)
+def test_variants_are_other_rows_of_the_same_cases_and_shipped_rows_reads_both():
+    main = datasets.load_jsonl(datasets.CASE_STUDIES_PATH)
+    variants = datasets.load_jsonl(datasets.VARIANTS_PATH)
+    # Each variant belongs to a case of the first file ("few-shot classification (mislabeled
+    # exemplar)" is of the few-shot family).
+    families = {ex[fields.CASE].split(" (")[0] for ex in main}
+    assert {v[fields.CASE] for v in variants} <= families
+    rows = [(r[fields.CASE], r[fields.SYSTEM], r[fields.PROMPT], r[fields.TARGET]) for r in main + variants]
+    assert len(set(rows)) == len(rows) == 11  # no row twice, none lost in the split
+    # The chain of thought's right and wrong answers, given as targets, are variants.
+    assert {v[fields.TARGET][-3:] for v in variants if "Tom has 3 boxes" in v[fields.PROMPT]} == {"26.", "24."}
+    assert datasets.shipped_rows() == main + variants
+    assert datasets.BUILTIN_PATHS[datasets.VARIANTS_NAME] == datasets.VARIANTS_PATH
+
+
+def test_the_server_loads_both_shipped_datasets_by_default_with_their_descriptions():
+    loaded = datasets.load_datasets()
+    assert list(loaded) == [datasets.CASE_STUDIES_NAME, datasets.VARIANTS_NAME]
+    assert "one row per case" in loaded[datasets.CASE_STUDIES_NAME].description()
+    assert "Variants" in loaded[datasets.VARIANTS_NAME].description()
+    assert [len(d) for d in loaded.values()] == [4, 7]
+
+
+@pytest.mark.parametrize("path", [datasets.CASE_STUDIES_PATH, datasets.VARIANTS_PATH])
+def test_rows_have_exactly_the_spec_fields(path):
+    ds = datasets.PromptDataset(path)
     assert set(ds.spec()) == set(fields.DATASET_SPEC)
     for ex in ds.examples:
         assert set(ex) == set(fields.DATASET_SPEC)
@@ -78,7 +104,7 @@ def test_user_file_is_loaded_first_beside_the_case_studies(tmp_path):
     path = tmp_path / "my_prompts.jsonl"
     path.write_text(json.dumps({"prompt": "Why is the sky blue?", "case": "mine"}) + "\n", encoding="utf-8")
     loaded = datasets.get_datasets(str(path))
-    assert list(loaded) == ["my_prompts", datasets.CASE_STUDIES_NAME]
+    assert list(loaded) == ["my_prompts", datasets.CASE_STUDIES_NAME, datasets.VARIANTS_NAME]
     assert loaded["my_prompts"].examples[0][fields.PROMPT] == "Why is the sky blue?"
 
 

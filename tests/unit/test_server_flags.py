@@ -60,9 +60,11 @@ def test_lit_models_flag_takes_name_path_pairs_and_bare_paths():
 
 
 def test_lit_datasets_and_max_examples():
-    args = parse("--datasets", "mine:/d/p.jsonl,sample_prompts,case_studies,/d/more.txt", "--max_examples", "3")
+    args = parse("--datasets", "mine:/d/p.jsonl,sample_prompts,case_studies,/d/more.txt,case_study_variants",
+                 "--max_examples", "3")
     assert args.datasets == [("mine", "/d/p.jsonl"), ("sample_prompts", datasets.LIT_SAMPLE_PATH),
-                             ("case_studies", datasets.CASE_STUDIES_PATH), ("more", "/d/more.txt")]
+                             ("case_studies", datasets.CASE_STUDIES_PATH), ("more", "/d/more.txt"),
+                             ("case_study_variants", datasets.VARIANTS_PATH)]
     assert args.max_examples == 3
     assert parse().max_examples == server_flags.DEFAULT_MAX_EXAMPLES == 1000  # LIT's default
     assert "--max_examples" in refused("--max_examples", "0")
@@ -147,8 +149,9 @@ def test_lit_prompt_debugging_jsonl_and_plain_text_are_read(tmp_path):
     # LIT's sample file, in full: 12 rows, each with LIT's source as our case.
     full = datasets.load_datasets([("s", datasets.LIT_SAMPLE_PATH)])["s"]
     assert len(full) == 12
-    # The default stays: the case studies, after the --data file.
+    # The default stays: the case studies and their variants, after the --data file.
     (tmp_path / "mine.jsonl").write_text('{"prompt": "p"}\n', encoding="utf-8")
-    assert list(datasets.load_datasets([], str(tmp_path / "mine.jsonl"))) == ["mine", datasets.CASE_STUDIES_NAME]
+    assert list(datasets.load_datasets([], str(tmp_path / "mine.jsonl"))) == ["mine", datasets.CASE_STUDIES_NAME,
+                                                                          datasets.VARIANTS_NAME]
     with pytest.raises(datasets.DatasetError, match="unsupported format"):
         datasets.load_datasets([("x", str(tmp_path / "x.csv"))])
