@@ -10,7 +10,7 @@
 import {makeModuleClass, TAG} from './salience/module.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
-import {patchGeneratedTextModule, patchLayoutSettings, patchStatusBar} from './lit_fixes.js';
+import {patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar} from './lit_fixes.js';
 import {defineOnce} from './shared/lit_module.js';
 
 export {TAG};
@@ -43,6 +43,9 @@ if (typeof customElements !== 'undefined') {
       .catch((e) => console.error(e));
   customElements.whenDefined('lit-app-statusbar')
       .then(() => patchStatusBar(customElements.get('lit-app-statusbar')))
+      .catch((e) => console.error(e));
+  customElements.whenDefined(PROBE_TAG)
+      .then(() => patchDataTableColumns(customElements.get(PROBE_TAG)))
       .catch((e) => console.error(e));
   customElements.whenDefined('lit-modules')
       .then(() => patchLayoutSettings(customElements.get('lit-modules')))

@@ -1,6 +1,9 @@
 import {describe, expect, it} from 'vitest';
 
-import {patchGeneratedTextModule, patchStatusBar, QUIET_STATUS_CSS, patchLayoutSettings} from '../src/lit_fixes.js';
+import {
+  DATA_TABLE_CSS, fitColumnWidths, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar,
+  QUIET_STATUS_CSS,
+} from '../src/lit_fixes.js';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
 class FakeGeneratedTextModule {
@@ -39,14 +42,17 @@ describe('patchGeneratedTextModule', () => {
   });
 });
 
-/** A shadow root with just what quietStatusBarElement uses (the unit tests run without a DOM). */
+/** A shadow root with just what the style patches use (the unit tests run without a DOM). */
 function fakeShadowRoot() {
   const children: Array<{dataset: Record<string, string>; textContent: string}> = [];
+  const markers: Record<string, string> = {'style[data-quiet-status]': 'quietStatus', 'style[data-table-fit]': 'tableFit'};
   return {
     children,
     ownerDocument: {createElement: () => ({dataset: {} as Record<string, string>, textContent: ''})},
-    querySelector: (sel: string) =>
-      sel === 'style[data-quiet-status]' ? children.find((c) => 'quietStatus' in c.dataset) ?? null : null,
+    querySelector: (sel: string) => {
+      const marker = markers[sel];
+      return marker === undefined ? null : children.find((c) => marker in c.dataset) ?? null;
+    },
     appendChild: (c: {dataset: Record<string, string>; textContent: string}) => { children.push(c); },
   };
 }
@@ -98,5 +104,53 @@ describe('patchLayoutSettings', () => {
     el.updated();
     expect([el.upperHeight, el.leftColumnWidth, el.calls]).toEqual(['60%', '30%', 4]);
     expect(patchLayoutSettings(undefined)).toBe(false);
+  });
+});
+
+describe('patchDataTableColumns', () => {
+  /** LIT's data-table-module as far as the patch reads it: `keys` by LIT type, `updateColumns` showing all. */
+  class DataTableModule {
+    shadowRoot = fakeShadowRoot() as unknown as ShadowRoot;
+    updates = 0;
+    updated() { this.updates++; }
+    names = ['case', 'prompt', 'target', 'system', 'source'];
+    columnVisibility = new Map<string, boolean>();
+    get keys() {
+      return this.names.map((name) => name === 'case' ? {name, minWidth: 60, maxWidth: 100, width: 100}
+          : {name, minWidth: 220, maxWidth: 600, width: 600});
+    }
+    updateColumns() {
+      this.columnVisibility = new Map([['index', true], ...this.names.map((n) => [n, true] as [string, boolean])]);
+    }
+  }
+
+  it('narrows the prompt datasets\' columns to fit the left panel and starts the system column hidden', () => {
+    expect(patchDataTableColumns(DataTableModule)).toBe(true);
+    expect(patchDataTableColumns(DataTableModule)).toBe(false);
+    const m = new DataTableModule();
+    const widths = Object.fromEntries(m.keys.map((k) => [k.name, [k.minWidth, k.width, k.maxWidth]]));
+    expect(widths).toEqual({
+      case: [72, 72, 120], prompt: [112, 112, 360], target: [64, 64, 240], system: [112, 112, 360],
+      source: [220, 600, 600],  // not ours: LIT's widths
+    });
+    // (Whether the row then fits the ~370 px panel at 1280x720 is measured in tests/e2e/test_layout.py.)
+    m.updateColumns();
+    expect([...m.columnVisibility]).toEqual(
+        [['index', true], ['case', true], ['prompt', true], ['target', true], ['system', false], ['source', true]]);
+    m.names = ['prompt'];  // a dataset without a system column: nothing to hide
+    m.updateColumns();
+    expect([...m.columnVisibility]).toEqual([['index', true], ['prompt', true]]);
+    // The narrower cell padding, once, after LIT's own updated().
+    m.updated();
+    m.updated();
+    const root = m.shadowRoot as unknown as ReturnType<typeof fakeShadowRoot>;
+    expect(m.updates).toBe(2);
+    expect(root.children.map((c) => c.textContent)).toEqual([DATA_TABLE_CSS]);
+  });
+
+  it('leaves a class alone that lacks the getter or the method', () => {
+    expect(patchDataTableColumns(class { updateColumns() {} })).toBe(false);
+    expect(patchDataTableColumns(undefined)).toBe(false);
+    expect(fitColumnWidths([{name: 'x', width: 5}])).toEqual([{name: 'x', width: 5}]);
   });
 });

@@ -1,6 +1,8 @@
 """The screen a researcher reads (issue 19): the default layout at 1280x720, 1440x900 and 1920x1080.
 
-Flow: open the page at 1280x720, select the constitutional-principles case study (a system prompt
+Flow: open the page at 1280x720, check that the data table shows one row per case study with the
+columns that matter (case, prompt, target; no sideways scrolling, before or after a row click),
+select the constitutional-principles case study (a system prompt
 and a chat template before the user's question), and check with bounding boxes that the user's
 question and the response are inside the viewport and inside the prompt / response boxes'
 visible areas (not scrolled out); that the chat template and system prompt start folded and
@@ -30,7 +32,7 @@ CASE_ROW = "I don't eat garlic or onions. What should I order for dinner?"
 QUESTION_FIRST, QUESTION_LAST = "Menu", "dinner"
 SIZES = [(1280, 720), (1440, 900), (1920, 1080)]
 # (LIT shortens a long cell: the start of each case name.)
-FIRST_CASES = ["few-shot classification", "(mislabeled", "chain-of-thought", "constitutional", "simple question"]
+CASES = ["few-shot classification", "chain-of-thought", "constitutional", "simple question"]
 LOAD_TIMEOUT_MS = 240_000
 
 
@@ -59,12 +61,27 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     page.goto(server_url)
     sal = page.locator(SALIENCE)
     sal.wait_for(timeout=120_000)
-    # The data table starts with one row per case study (lit_app/data/case_studies.jsonl); the
-    # variants (other targets, other prompts) follow.
+    # The data table shows one row per case study (lit_app/data/case_studies.jsonl); the variants
+    # (other targets, other prompts) are the dataset selector's case_study_variants.
     rows = page.locator("data-table-module tbody tr")
-    for i, case in enumerate(FIRST_CASES):
+    for i, case in enumerate(CASES):
         expect(rows.nth(i)).to_contain_text(case)  # retried: LIT fills the cells after the rows
-    page.locator("data-table-module tbody tr", has_text=CASE_ROW).first.click()
+    expect(rows.filter(has_text=re.compile(r"\S"))).to_have_count(len(CASES))  # (LIT pads with empty rows)
+    # The columns that matter fit the left panel (frontend/src/lit_fixes.ts patchDataTableColumns): the
+    # system column starts hidden, and nothing scrolls sideways, not even after the click below
+    # (Playwright brings the row's centre into view first: on an 850 px row that scrolled the table
+    # onto the empty system column).
+    expect(page.locator("data-table-module thead th")).to_have_text(["index", "case", "prompt", "target"],
+                                                                     use_inner_text=True)
+    row = page.locator("data-table-module tbody tr", has_text=CASE_ROW).first
+    row.click()
+    area = page.locator("data-table-module .module-results-area")
+    scroll_left, scroll_width, client_width = area.evaluate("a => [a.scrollLeft, a.scrollWidth, a.clientWidth]")
+    assert scroll_left == 0 and scroll_width <= client_width, (scroll_left, scroll_width, client_width)
+    expect(row).to_have_class(re.compile("primary-selected"))
+    _inside(row.locator("td").nth(2).bounding_box(), area.bounding_box(), "the selected row's prompt cell")
+    _inside(row.locator("td").nth(3).bounding_box(), area.bounding_box(), "the selected row's target cell")
+    page.screenshot(path=str(out / "table-1280x720.png"))
     page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     page.mouse.move(5, 5)
 

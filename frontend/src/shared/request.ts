@@ -19,6 +19,11 @@ export interface ModelInfoLike {
 
 export const SALIENCE_FIELD = 'salience';
 export const RESPONSE_FIELD = 'response';
+/** The prompt datasets' fields (lit_app/fields.py DATASET_SPEC). */
+export const CASE_FIELD = 'case';
+export const PROMPT_FIELD = 'prompt';
+export const TARGET_FIELD = 'target';
+export const SYSTEM_FIELD = 'system';
 
 /** LitType names accepted for the salience field (lit-nlp 1.3.1 has no JsonDict; the app uses LitType). */
 const JSON_TYPES = new Set(['JsonDict', 'LitType']);
