@@ -61,6 +61,17 @@ IG_AUTO_START_STEPS = 8
 IG_AUTO_MAX_STEPS = 64  # default cap; a request may ask up to MAX_IG_STEPS (--max_ig_steps at the HTTP edge)
 IG_AUTO_TOLERANCE = 0.05
 
+# The job's stage before a test's own progress (user_jobs starts at "starting"); the browser names
+# each (frontend/src/explain/logic.ts STAGES), so the first seconds say what runs.
+STAGE_GENERATING = "generating"  # no target: the model's greedy response (cached once generated)
+STAGE_WAITING = "waiting"  # queued for the model behind other work
+STAGE_SALIENCE = "salience"  # curves, reduce: the salience maps whose order the test follows
+STAGE_GRADIENT = "gradient"  # flips: the gradient that ranks the candidate token flips
+PRE_STAGES = ("starting", STAGE_GENERATING, STAGE_WAITING)
+# The first stage of each test once it holds the model (contrastive and ig_auto then report units).
+FIRST_STAGES = {"curves": STAGE_SALIENCE, "reduce": STAGE_SALIENCE, "flips": STAGE_GRADIENT,
+                "contrastive": "contrastive", "ig_auto": "ig_steps"}
+
 INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
     fields.TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     ACTION: lit_types.TextSegment(required=False, default="curves"),
@@ -115,8 +126,12 @@ class ExplainModel(Wrapper):
         progress, cancel = self._hooks(job)
         start = time.perf_counter()
         try:
+            if not target:
+                job.report(STAGE_GENERATING, 0, 0)
             explained = self._shared.explained(chat, target)
+            job.report(STAGE_WAITING, 0, 0)
             with self._shared.lock.background():  # clicks go first between its batches
+                job.report(FIRST_STAGES[action], 0, 0)
                 out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel)
         except ss.ComputationCancelled:
             out = {"cancelled": True}

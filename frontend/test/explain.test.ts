@@ -119,8 +119,12 @@ describe('status and pieces', () => {
     expect(describeStatus(c, 'x')).toBe('Gradient passes: 1 / 3 (33%)');
     expect(progressFraction(c)).toBeCloseTo(1 / 3);
     expect(describeStatus({...c, done: 3}, 'x')).toBe('Gradient passes: 3 / 3 (100%)');
-    expect(describeStatus({...c, stage: 'starting', total: 0}, 'x')).toBe(
-        'Starting: waiting for the model, then computing the salience maps to test…');
+    // The stages before a test's own progress say what runs (lit_app/explain.py STAGE_*).
+    expect(describeStatus({...c, stage: 'generating', total: 0}, 'x')).toBe('Generating the response to explain…');
+    expect(describeStatus({...c, stage: 'waiting', total: 0}, 'x')).toBe(
+        'Waiting for the model (a click in another module goes first)…');
+    expect(describeStatus({...s, stage: 'salience', done: 0, total: 0}, 'x')).toBe(
+        'Computing the salience maps to test (a forward and backward pass)…');
     expect(progressFraction(s)).toBe(0.25);
     expect(describeStatus(null, 'Starting…')).toBe('Starting…');
     expect(progressFraction({...s, total: 0})).toBeNull();

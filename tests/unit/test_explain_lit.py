@@ -17,6 +17,7 @@ from sequence_salience import explain as ex
 from sequence_salience.methods.base import SalienceConfig
 from lit_app import errors, shared_model
 from lit_app import explain as lit_explain
+from tests.frontend_source import SRC
 from tests.unit.tiny_models import tiny_llama, wrap
 from tests.unit.waiting import wait_until
 
@@ -77,7 +78,7 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
                 wait_until(lambda: status() is not None and lock.waiting() == 1, "the request to queue")
             else:
                 job = status()
-                if job is not None and job["stage"] != "starting":
+                if job is not None and job["stage"] not in lit_explain.PRE_STAGES:
                     seen.append(job)
                     if on_status is not None:
                         on_status(job)
@@ -223,3 +224,45 @@ def test_flips_report_what_load_gives(tiny):
         assert f["logprob"] == pytest.approx(want, rel=1e-6)
         assert f["keeps_greedy"] in (True, False) and 0 <= f["word_end"] <= 1
         assert loaded.text != original.text
+
+
+def test_the_first_status_says_what_runs_before_the_tests_own_progress(tiny):
+    """Before a test's first batch the status names the step (generating, waiting for the model, the
+    maps it tests), not a bare "starting"; the browser has a text for each of these stage names."""
+    _, shared, model = tiny
+    lock, statuses = shared.lock, []
+
+    def run(**extra):
+        t = threading.Thread(target=lambda: model.predict([_data(explain_action="curves", steps=2, **extra)]))
+        t.start()
+        return t
+
+    def queued_stage() -> str:
+        """The job's stage once the request waits for the model (its job started)."""
+        seen = []
+
+        def queued() -> bool:
+            job = _one(model, explain_action="status")["job"]
+            if lock.waiting() == 1 and job is not None and job["stage"] != "starting":
+                seen.append(job["stage"])
+            return bool(seen)
+
+        wait_until(queued, "the request to queue for the model")
+        return seen[0]
+
+    with lock.background():  # the model is busy: the test reports what it waits for
+        # No target, a prompt not generated before: the response is generated first.
+        t = run(target="", prompt="A prompt of its own")
+        statuses.append(queued_stage())
+    t.join()
+    with lock.background():
+        t = run()  # a given target: straight to waiting for the model
+        statuses.append(queued_stage())
+    t.join()
+    assert statuses == [lit_explain.STAGE_GENERATING, lit_explain.STAGE_WAITING]
+    # Once it holds the model the curves test computes its maps (then reports scoring units).
+    assert lit_explain.FIRST_STAGES["curves"] == lit_explain.STAGE_SALIENCE
+    logic = (SRC / "explain" / "logic.ts").read_text(encoding="utf-8")
+    stages = logic[logic.index("const STAGES"):logic.index("};", logic.index("const STAGES"))]
+    for stage in {*lit_explain.PRE_STAGES, *lit_explain.FIRST_STAGES.values()}:
+        assert f"{stage}:" in stages, f"frontend/src/explain/logic.ts STAGES has no text for {stage!r}"

@@ -250,9 +250,13 @@ export interface JobStatus {
 const STAGES: Record<string, string> = {
   curves: 'Scoring edited prompts', reduce: 'Checking removals', flips: 'Verifying flips',
   contrastive: 'Gradient passes', ig_steps: 'IG steps',
-  // Before its first batch a test waits for the model (other work ends its slice) and computes the
-  // maps it tests: 15-25 s on a CPU, which a bare "Starting…" did not explain.
-  starting: 'Starting: waiting for the model, then computing the salience maps to test',
+  // Before its first batch a test may generate the response, waits for the model (other work ends
+  // its slice) and computes what it starts from: 15-25 s on a CPU, which a bare "Starting…" did
+  // not explain (lit_app/explain.py STAGE_*).
+  starting: 'Starting', generating: 'Generating the response to explain',
+  waiting: 'Waiting for the model (a click in another module goes first)',
+  salience: 'Computing the salience maps to test (a forward and backward pass)',
+  gradient: 'Computing the gradient that ranks candidate flips',
 };
 
 /** "Scoring edited prompts: 24 / 110 (22%)" (or the stage's name while the total is unknown). */
