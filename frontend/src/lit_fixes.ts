@@ -154,17 +154,18 @@ export interface ColumnHeaderLike {
 }
 
 /**
- * [min, max] px per column name; `width` is set to the min (the table grows the columns when it has
- * room). LIT's text cells also clip their text at about 0.4 characters per px of the max ("..."
- * shows the rest): 120 px keeps a whole case name, 360 px ~145 characters of a prompt (the shipped
- * prompts whole but the few-shot one, which no longer pushes the next case out of view), 240 px a
- * one-sentence target.
+ * [min, preferred, max] px per column name. The table (auto layout) gives each column its preferred
+ * width when the panel has room and shrinks them towards the min (the longest word) when not: at
+ * 1280x720 the four columns fit 372 px, wider panels go to the prompt first. LIT's text cells also
+ * clip their text at about 0.4 characters per px of the max ("…" shows the rest): 120 px keeps a
+ * whole case name, 360 px ~145 characters of a prompt (the shipped prompts whole but the few-shot
+ * one, which no longer pushes the next case out of view), 240 px a one-sentence target.
  */
-export const DATA_TABLE_WIDTHS: Readonly<Record<string, readonly [number, number]>> = {
-  [CASE_FIELD]: [72, 120],
-  [PROMPT_FIELD]: [112, 360],
-  [TARGET_FIELD]: [64, 240],
-  [SYSTEM_FIELD]: [112, 360],
+export const DATA_TABLE_WIDTHS: Readonly<Record<string, readonly [number, number, number]>> = {
+  [CASE_FIELD]: [72, 100, 120],
+  [PROMPT_FIELD]: [112, 360, 360],
+  [TARGET_FIELD]: [64, 140, 240],
+  [SYSTEM_FIELD]: [112, 360, 360],
 };
 /** Half LIT's horizontal cell padding (8 px): 8 px more for the text of each column. */
 export const DATA_TABLE_CSS = 'lit-data-table { --table-cell-padding: 2px 4px; }';
@@ -175,7 +176,7 @@ export const DATA_TABLE_HIDDEN = [SYSTEM_FIELD] as const;
 export function fitColumnWidths<T extends ColumnHeaderLike>(headers: readonly T[]): T[] {
   return headers.map((h) => {
     const w = DATA_TABLE_WIDTHS[h.name];
-    return w === undefined ? h : {...h, minWidth: w[0], maxWidth: w[1], width: w[0]};
+    return w === undefined ? h : {...h, minWidth: w[0], width: w[1], maxWidth: w[2]};
   });
 }
 

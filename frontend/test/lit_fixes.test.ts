@@ -130,7 +130,7 @@ describe('patchDataTableColumns', () => {
     const m = new DataTableModule();
     const widths = Object.fromEntries(m.keys.map((k) => [k.name, [k.minWidth, k.width, k.maxWidth]]));
     expect(widths).toEqual({
-      case: [72, 72, 120], prompt: [112, 112, 360], target: [64, 64, 240], system: [112, 112, 360],
+      case: [72, 100, 120], prompt: [112, 360, 360], target: [64, 140, 240], system: [112, 360, 360],
       source: [220, 600, 600],  // not ours: LIT's widths
     });
     // (Whether the row then fits the ~370 px panel at 1280x720 is measured in tests/e2e/test_layout.py.)

@@ -127,6 +127,10 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
 
     def shots(w: int, h: int) -> None:
         page.set_viewport_size({"width": w, "height": h})
+        # The table's columns fit its panel at every size (wider panels widen the prompt first).
+        expect(area).to_have_js_property("scrollLeft", 0)
+        fits = area.evaluate("a => a.scrollWidth <= a.clientWidth")
+        assert fits, f"the data table scrolls sideways at {w}x{h}"
         page.locator(".tab", has_text="Sequence Salience").first.click()
         page.mouse.move(5, 5)
         page.screenshot(path=str(out / f"salience-{w}x{h}.png"))
