@@ -63,7 +63,7 @@ IG_AUTO_TOLERANCE = 0.05
 
 # The job's stage before a test's own progress (user_jobs starts at "starting"); the browser names
 # each (frontend/src/explain/logic.ts STAGES), so the first seconds say what runs.
-STAGE_GENERATING = "generating"  # no target: the model's greedy response (cached once generated)
+STAGE_GENERATING = "generating"  # no target: the model's greedy response (tokens / max_new_tokens)
 STAGE_WAITING = "waiting"  # queued for the model behind other work
 STAGE_SALIENCE = "salience"  # curves, reduce: the salience maps whose order the test follows
 STAGE_GRADIENT = "gradient"  # flips: the gradient that ranks the candidate token flips
@@ -126,8 +126,9 @@ class ExplainModel(Wrapper):
         progress, cancel = self._hooks(job)
         start = time.perf_counter()
         try:
-            if not target:
-                job.report(STAGE_GENERATING, 0, 0)
+            if not target:  # the tokens generated so far, read without the model lock at each poll
+                most = self._shared.generation_config.max_new_tokens
+                job.follow(STAGE_GENERATING, lambda: (self._shared.generation_stream(chat).tokens, most))
             explained = self._shared.explained(chat, target)
             job.report(STAGE_WAITING, 0, 0)
             with self._shared.lock.background():  # clicks go first between its batches

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -24,13 +25,25 @@ class UserJob:
         self.started = time.monotonic()
         self.cancelled = threading.Event()
         self.partial: dict[str, Any] | None = None  # replaced whole (never mutated) so a poll reads one state
+        # (done, total) read at each poll while a step the job does not report itself runs (`follow`).
+        self._live: tuple[str, Callable[[], tuple[int, int]]] | None = None
 
     def report(self, stage: str, done: int, total: int) -> None:
+        self._live = None
         self.stage, self.done, self.total = stage, int(done), int(total)
 
+    def follow(self, stage: str, live: Callable[[], tuple[int, int]]) -> None:
+        """Enters `stage` whose (done, total) `live()` reads at each poll (it must not wait for the
+        model), until the next `report`."""
+        self.stage, self.done, self.total = stage, 0, 0
+        self._live = (stage, live)
+
     def status(self) -> dict:
-        out = {"action": self.action, "key": self.key, "stage": self.stage, "done": self.done,
-               "total": self.total, "elapsed_s": round(time.monotonic() - self.started, 1),
+        stage, done, total, live = self.stage, self.done, self.total, self._live
+        if live is not None and live[0] == stage:
+            done, total = live[1]()
+        out = {"action": self.action, "key": self.key, "stage": stage, "done": int(done),
+               "total": int(total), "elapsed_s": round(time.monotonic() - self.started, 1),
                "cancelled": self.cancelled.is_set()}
         if self.partial is not None:
             out["partial"] = self.partial

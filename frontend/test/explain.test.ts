@@ -121,6 +121,9 @@ describe('status and pieces', () => {
     expect(describeStatus({...c, done: 3}, 'x')).toBe('Gradient passes: 3 / 3 (100%)');
     // The stages before a test's own progress say what runs (lit_app/explain.py STAGE_*).
     expect(describeStatus({...c, stage: 'generating', total: 0}, 'x')).toBe('Generating the response to explain…');
+    // (tokens so far out of the server's --max_new_tokens)
+    expect(describeStatus({...c, stage: 'generating', done: 16, total: 64}, 'x')).toBe(
+        'Generating the response to explain: 16 / 64 (25%)');
     expect(describeStatus({...c, stage: 'waiting', total: 0}, 'x')).toBe(
         'Waiting for the model (a click in another module goes first)…');
     expect(describeStatus({...s, stage: 'salience', done: 0, total: 0}, 'x')).toBe(

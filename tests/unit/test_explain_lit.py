@@ -229,7 +229,9 @@ def test_flips_report_what_load_gives(tiny):
 def test_the_first_status_says_what_runs_before_the_tests_own_progress(tiny):
     """Before a test's first batch the status names the step (generating, waiting for the model, the
     maps it tests), not a bare "starting"; the browser has a text for each of these stage names."""
-    _, shared, model = tiny
+    # A model of its own without the disk cache: the generation below is never cached beforehand.
+    shared = shared_model.SharedLM(tiny[0], max_new_tokens=4, disk_cache=False)
+    model = lit_explain.ExplainModel(shared)
     lock, statuses = shared.lock, []
 
     def run(**extra):
@@ -244,22 +246,23 @@ def test_the_first_status_says_what_runs_before_the_tests_own_progress(tiny):
         def queued() -> bool:
             job = _one(model, explain_action="status")["job"]
             if lock.waiting() == 1 and job is not None and job["stage"] != "starting":
-                seen.append(job["stage"])
+                seen.append((job["stage"], job["done"], job["total"]))
             return bool(seen)
 
         wait_until(queued, "the request to queue for the model")
         return seen[0]
 
     with lock.background():  # the model is busy: the test reports what it waits for
-        # No target, a prompt not generated before: the response is generated first.
-        t = run(target="", prompt="A prompt of its own")
+        t = run(target="")  # no target: the response is generated first
         statuses.append(queued_stage())
     t.join()
     with lock.background():
         t = run()  # a given target: straight to waiting for the model
         statuses.append(queued_stage())
     t.join()
-    assert statuses == [lit_explain.STAGE_GENERATING, lit_explain.STAGE_WAITING]
+    # Generating counts tokens out of the most the server generates (none yet: it waits for the model).
+    assert statuses == [(lit_explain.STAGE_GENERATING, 0, shared.generation_config.max_new_tokens),
+                        (lit_explain.STAGE_WAITING, 0, 0)]
     # Once it holds the model the curves test computes its maps (then reports scoring units).
     assert lit_explain.FIRST_STAGES["curves"] == lit_explain.STAGE_SALIENCE
     logic = (SRC / "explain" / "logic.ts").read_text(encoding="utf-8")
