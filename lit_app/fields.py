@@ -31,6 +31,9 @@ SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count_field  # optional Int
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
 # optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
+# optional Integer with detail="stream": the response tokens the page shows; the answer then waits (a long
+# poll, at most salience.STREAM_WAIT_S) until there are more or the generation is done. Absent: answer at once.
+STREAM_AFTER = "stream_after"
 # LIT's prompt-debugging convention (lit_app/lit_convention.py): 0/1 per token of TOKENS, 1 on the
 # span to explain; sent by LIT's built-in Sequence Salience module, never by ours.
 TARGET_MASK = "target_mask"
@@ -115,6 +118,7 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
        for e in method_registry.EXTRA_METHODS},
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
+    STREAM_AFTER: lit_types.Integer(required=False, default=-1, min_val=-1, max_val=1_000_000),
     TARGET_MASK: lit_types.TokenScores(align="", required=False),
 }
 

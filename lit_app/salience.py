@@ -19,10 +19,14 @@ from lit_nlp.api import dtypes as lit_dtypes
 import sequence_salience as ss
 from lit_app import disconnect, fields, lit_convention, progressive
 from lit_app.errors import ClientGone, RequestError
-from lit_app.inputs import (JsonDict, datapoint_group, detail_field, extra_counts, job_extra, parse_target_span,
-                            text_field)
+from lit_app.inputs import (JsonDict, datapoint_group, detail_field, extra_counts, int_field, job_extra,
+                            parse_target_span, text_field)
 from lit_app.payloads import compact, salience_payload, span_key
 from lit_app.wrapper import Wrapper
+
+# Longest wait of a `detail="stream"` request with `stream_after` (a long poll) before it answers what
+# there is: the page then shows "waiting for the model" when another request holds it.
+STREAM_WAIT_S = 1.0
 
 
 class BlockingCancel:
@@ -97,15 +101,22 @@ class SalienceModel(Wrapper):
         return out
 
     def _predict_stream(self, ex: JsonDict) -> JsonDict:
-        """The greedy response generated so far (`detail="stream"`); never waits for the model."""
+        """The greedy response generated so far (`detail="stream"`); never waits for the model.
+
+        With `stream_after` (the tokens the page shows) it answers once there are more, the generation
+        is done, or STREAM_WAIT_S passed: one request per new piece of text instead of fixed-rate polls.
+        """
         if text_field(ex, fields.TARGET):
             raise RequestError(f'"{fields.DETAIL}": "stream" follows the generation of the response, but this input'
                                f' has a "{fields.TARGET}", so nothing is generated. Fix: leave "{fields.TARGET}" empty.')
         shared = self._shared
-        stream = shared.generation_stream(shared.format_prompt(ex))
+        max_new = shared.generation_config.max_new_tokens
+        after = int_field(ex, fields.STREAM_AFTER, -1, -1, max_new)  # -1: answer at once
+        stream = shared.generation_stream(shared.format_prompt(ex), after=after if after >= 0 else None,
+                                          wait_s=STREAM_WAIT_S)
         out = _status_only({})
         out[fields.RESPONSE] = stream.text
-        out[fields.SALIENCE] = {"stream": stream.as_dict(shared.generation_config.max_new_tokens)}
+        out[fields.SALIENCE] = {"stream": stream.as_dict(max_new)}
         return out
 
     def _predict_complete(self, ex: JsonDict) -> JsonDict:

@@ -145,6 +145,10 @@ class SharedLM:
         # Generations waiting for the model or running, by generation key (generation_stream).
         self._streams: dict[Hashable, GenerationStream] = {}
         self._streams_lock = threading.Lock()
+        # Notified on every change of _streams (a token, a state, a finished generation), counted by
+        # _streams_version: what a waiting `generation_stream(..., after=...)` wakes up on.
+        self._streams_changed = threading.Condition(self._streams_lock)
+        self._streams_version = 0
         self._store = None
         if disk_cache:
             self._store = generation_cache.GenerationStore(lm, None if disk_cache is True else disk_cache)
@@ -210,8 +214,10 @@ class SharedLM:
                         if self._store is not None:
                             self._store.put(*key, gen)
             finally:
-                with self._streams_lock:
+                with self._streams_changed:
                     self._streams.pop(key, None)  # the cached generation answers from now on
+                    self._streams_version += 1
+                    self._streams_changed.notify_all()
         return gen
 
     def _stream_token(self, key: Hashable, ids: tuple[int, ...]) -> None:
@@ -222,20 +228,38 @@ class SharedLM:
         self._set_stream(key, GenerationStream("running", text, len(ids)))
 
     def _set_stream(self, key: Hashable, stream: "GenerationStream") -> None:
-        with self._streams_lock:
+        with self._streams_changed:
             self._streams[key] = stream
+            self._streams_version += 1
+            self._streams_changed.notify_all()
 
-    def generation_stream(self, chat: Any) -> "GenerationStream":
+    def generation_stream(self, chat: Any, after: int | None = None, wait_s: float = 0.0) -> "GenerationStream":
         """The greedy response of `chat` so far (the `detail="stream"` answer); never waits for the model.
 
         state "done": the whole generation (cached); "running": the text of the tokens generated so
         far; "queued": a request for it waits for the model; "none": nobody asked for it.
+
+        after: the number of response tokens the caller already shows. Then the answer waits, up to
+          `wait_s` seconds, until there are more tokens or the generation is done (a long poll: the
+          page gets the first token the moment it exists, with one request instead of a poll every
+          few hundred milliseconds); after the wait it answers what there is. None: answer at once.
         """
-        gen = self.cached_generation(chat)
-        if gen is not None:
-            return GenerationStream("done", gen.text, len(gen.ids), gen.stopped_by)
-        with self._streams_lock:
-            return self._streams.get(self._generation_key(chat)) or GenerationStream("none")
+        key = self._generation_key(chat)
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._streams_lock:
+                stream, version = self._streams.get(key), self._streams_version
+            if stream is None:
+                gen = self.cached_generation(chat)
+                if gen is not None:
+                    return GenerationStream("done", gen.text, len(gen.ids), gen.stopped_by)
+                stream = GenerationStream("none")
+            left = deadline - time.monotonic()
+            if after is None or stream.tokens > after or left <= 0:
+                return stream
+            with self._streams_changed:
+                if self._streams_version == version:  # nothing changed since we looked: wait for a change
+                    self._streams_changed.wait(left)
 
     def explained(self, chat: Any, target: str) -> Any:
         """The target to explain: the typed text, or the greedy Generation (its ids used as they are)."""

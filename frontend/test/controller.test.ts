@@ -222,10 +222,10 @@ describe('SalienceController', () => {
     ctl.dispose();
   });
 
-  it('streams the response: polls often until the first token shows, then half as often, re-rendering only on news', async () => {
+  it('streams the response: long polls from the first-highlight request on, then once a second, re-rendering only on news', async () => {
     const stream = (state: string, text: string, tokens: number) =>
       [{salience: {stream: {state, text, tokens, max_new_tokens: 64, stopped_by: ''}}, response: text}];
-    // The n-th stream poll's answer (the model is slow: a repeated answer brings nothing new).
+    // The n-th stream request's answer (the model is slow: a repeated answer brings nothing new).
     const answers = [stream('queued', '', 0), stream('queued', '', 0), stream('running', 'It', 1),
                      stream('running', 'It', 1), stream('running', 'It is', 2)];
     let release: (v: Array<Record<string, unknown>>) => void = () => {};
@@ -234,27 +234,30 @@ describe('SalienceController', () => {
       const n = calls.filter((x) => x.input.data['detail'] === 'stream').length;
       return answers[Math.min(n, answers.length) - 1];
     });
-    const streams = () => calls.filter((c) => c.input.data['detail'] === 'stream').length;
+    const streamCalls = () => calls.filter((c) => c.input.data['detail'] === 'stream');
+    const streams = () => streamCalls().length;
     const ctl = new SalienceController(host);
     const gen: IndexedInputLike = {id: 'g1', data: {_id: 'g1', prompt: 'When does it arrive?', target: ''}, meta: {}};
     const selected = ctl.select(gen);
-    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);
+    await vi.advanceTimersByTimeAsync(0);  // the first ask goes with the first-highlight request, no wait
     expect(streams()).toBe(1);
+    expect(streamCalls()[0].input.data['stream_after']).toBe(0);  // nothing shown yet
     const waiting = ctl.streaming;
     expect(waiting).toMatchObject({state: 'queued', text: ''});
     expect(ctl.message).toBe('Waiting for the model…');
-    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // nothing yet: still often, and no new state
+    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // nothing yet (the server waited): ask again at once
     expect(streams()).toBe(2);
-    expect(ctl.streaming).toBe(waiting);
+    expect(ctl.streaming).toBe(waiting);  // the same answer: not re-rendered
     await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // the first token
     expect(streams()).toBe(3);
     const first = ctl.streaming;
     expect(first).toMatchObject({state: 'running', text: 'It', tokens: 1});
     expect(ctl.message).toBe('Generating the response: 1 of at most 64 tokens…');
-    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // from now on half as often
+    await vi.advanceTimersByTimeAsync(STREAM_FIRST_MS);  // from now on once a second
     expect(streams()).toBe(3);
     await vi.advanceTimersByTimeAsync(STREAM_MS - STREAM_FIRST_MS);
     expect(streams()).toBe(4);
+    expect(streamCalls()[3].input.data['stream_after']).toBe(1);  // the server waits for a second token
     expect(ctl.streaming).toBe(first);  // the same answer: kept as it was
     await vi.advanceTimersByTimeAsync(STREAM_MS);
     expect(streams()).toBe(5);

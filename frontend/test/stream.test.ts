@@ -6,10 +6,10 @@ import {explainsGeneration, streamInput} from '../src/salience/request.js';
 const input = {id: 'a1', data: {prompt: 'Hi', target: ''}, meta: {}};
 
 describe('streaming the response', () => {
-  it('asks for the stream under a derived id, in full', () => {
-    const s = streamInput(input, 3);
+  it('asks for the stream under a derived id, in full, with the tokens shown (a long poll)', () => {
+    const s = streamInput(input, 3, 5);
     expect(s.id).toBe('a1~stream-3');
-    expect(s.data).toEqual({prompt: 'Hi', target: '', detail: 'stream', _id: 'a1~stream-3'});
+    expect(s.data).toEqual({prompt: 'Hi', target: '', detail: 'stream', stream_after: 5, _id: 'a1~stream-3'});
     expect(s.meta['added']).toBe(true);
   });
 

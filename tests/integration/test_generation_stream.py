@@ -12,6 +12,7 @@ import pytest
 from werkzeug.test import Client
 
 from lit_app import datasets, fields, model_group, server, shared_model
+from lit_app import salience as salience_wrapper
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -121,3 +122,48 @@ def test_stream_with_a_typed_target_is_a_clear_error(client):
 def test_unknown_detail_names_stream(client):
     status, text = _post(client, SAL, {"prompt": PROMPT, "detail": "streaming"})
     assert status == 500 and '"stream" (the response generated so far)' in text.split("\n")[0]
+
+
+def test_long_polls_answer_only_with_news(shared, client, monkeypatch):
+    """With `stream_after` (the tokens the page shows) a request waits for more tokens or the end, so
+    back-to-back requests never see the same token count twice while the generation runs (fixed-rate
+    polls do: several answers per token)."""
+    monkeypatch.setattr(salience_wrapper, "STREAM_WAIT_S", 5.0)  # longer than any token takes here
+    answer = {}
+
+    def first_highlight():
+        answer["status"], answer["text"] = _post(client, SAL, {"prompt": PROMPT, "detail": "span"})
+
+    worker = threading.Thread(target=first_highlight)
+    worker.start()
+    shown, seen = 0, []
+    while True:
+        stream = _stream(client, stream_after=shown)[fields.SALIENCE]["stream"]
+        seen.append((shown, stream))
+        if stream["state"] == "done":
+            break
+        shown = stream["tokens"]
+    worker.join()
+    assert answer["status"] == 200, answer["text"][:400]
+    gen = shared.cached_generation(shared.format_prompt({"prompt": PROMPT}))
+    assert seen[-1][1]["text"] == gen.text and seen[-1][1]["tokens"] == len(gen.ids)
+    for after, stream in seen[:-1]:  # each answer before the end brought more tokens than were shown
+        assert stream["state"] == "running" and stream["tokens"] > after, (after, stream)
+        assert gen.text.startswith(stream["text"])
+    assert len(seen) <= len(gen.ids) + 1  # at most one answer per token, plus the end
+
+
+def test_a_long_poll_answers_at_once_when_done_and_after_the_wait_when_nothing_comes(shared, client, monkeypatch):
+    monkeypatch.setattr(salience_wrapper, "STREAM_WAIT_S", 0.3)
+    # Nobody asked for this prompt's generation: after the wait, what there is ("none").
+    assert _stream(client, stream_after=0)[fields.SALIENCE]["stream"]["state"] == "none"
+    gen = shared.generate(shared.format_prompt({"prompt": PROMPT}))
+    # Generated (cached): "done" at once, whatever the page shows.
+    stream = _stream(client, stream_after=len(gen.ids))[fields.SALIENCE]["stream"]
+    assert stream["state"] == "done" and stream["text"] == gen.text
+
+
+@pytest.mark.parametrize("value", ["x", -2, 1.5, 10**6])
+def test_a_bad_stream_after_names_the_field(client, value):
+    status, text = _post(client, SAL, {"prompt": PROMPT, "detail": "stream", "stream_after": value})
+    assert status == 500 and f'"{fields.STREAM_AFTER}"' in text.split("\n")[0], text[:300]

@@ -28,15 +28,18 @@ import {describeSpan, wholeResponse} from './target.js';
 /** How often the module asks for the progress of the per-token matrices. */
 export const POLL_MS = 700;
 /**
- * How often it asks for the response generated so far while the first highlight is computed: often
- * until the first token shows, then once a second. Each poll costs the page about 10 ms of CPU and
- * the server 1-2 ms, taken from the generation on a 2-core machine; polling every second rather than
- * every 0.5 s brought the first highlight from 1.06x to 0.99x LIT's generation + span (docs/benchmarks.md).
+ * How often it asks for the response generated so far while the first highlight is computed. Each ask is
+ * a long poll (`stream_after`: the server answers when there are more tokens than shown, or after about a
+ * second), so before the first token the next ask follows at once (STREAM_FIRST_MS, a floor against a
+ * server that answers at once) and the first token shows the moment it exists; after it, once a second.
+ * Each request costs the page about 10 ms of CPU and the server 1-2 ms, taken from the generation on a
+ * 2-core machine: one a second rather than two brought the first highlight from 1.06x to 0.99x LIT's
+ * generation + span, and the long poll drops the empty polls before the first token (docs/benchmarks.md).
  */
-export const STREAM_FIRST_MS = 250;
+export const STREAM_FIRST_MS = 100;
 export const STREAM_MS = 1000;
 
-/** The wait before the next stream poll, given what is shown. */
+/** The wait before the next stream request, given what is shown. */
 export function streamDelay(shown: StreamStatus | null): number {
   return shown !== null && shown.text !== '' ? STREAM_MS : STREAM_FIRST_MS;
 }
@@ -375,13 +378,16 @@ export class SalienceController {
     const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
     let n = 0;
     while (current()) {
-      await sleep(streamDelay(this.streaming));
+      if (n > 0) await sleep(streamDelay(this.streaming));  // the first ask goes with the first-highlight request
       if (!current()) return;
-      if (pageHidden()) continue;  // nobody sees it: no poll until the tab shows again
+      if (pageHidden()) {  // nobody sees it: no request until the tab shows again
+        await sleep(STREAM_MS);
+        continue;
+      }
       let s: StreamStatus | null;
       try {
-        const res = await this.host.getPreds([streamInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
-                                             'Generating the response…');
+        const res = await this.host.getPreds([streamInput(d, ++n, this.streaming?.tokens ?? 0)], this.salienceModel!,
+                                             [SALIENCE_FIELD], 'Generating the response…');
         s = parseStream(res[0]?.[SALIENCE_FIELD]);
       } catch {
         return;  // an older server without streaming: the first highlight still comes

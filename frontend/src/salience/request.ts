@@ -12,6 +12,8 @@ export const SPAN_SALIENCE_FIELD = 'span_salience';
 export const TARGET_SPAN_FIELD = 'target_span';
 
 export const DETAIL_FIELD = 'detail';
+/** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
+export const STREAM_AFTER_FIELD = 'stream_after';
 
 /** A method computed on request at a count, e.g. {method: 'smooth_grad', count: 8}; null: none. */
 export interface Extra {
@@ -59,9 +61,13 @@ export function spanInput(reg: MethodRegistry, input: IndexedInputLike, t0: numb
                       `span${t0}-${t1}-${countTag(reg, extra)}`);
 }
 
-/** The greedy response generated so far (never waits for the model): shown while the first highlight computes. */
-export function streamInput(input: IndexedInputLike, n: number): IndexedInputLike {
-  return derivedInput(input, {[DETAIL_FIELD]: 'stream'}, `stream-${n}`);
+/**
+ * The greedy response generated so far (never waits for the model): shown while the first highlight computes.
+ * `after`: the response tokens shown; the server answers when there are more, the generation is done or
+ * about a second passed (lit_app/salience.py STREAM_WAIT_S).
+ */
+export function streamInput(input: IndexedInputLike, n: number, after: number): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'stream', [STREAM_AFTER_FIELD]: after}, `stream-${n}`);
 }
 
 /** Whether the module explains the model's own response (no typed target): then it can stream it. */
