@@ -83,6 +83,8 @@ const FAIL = params.get('fail') === '1';
 const harness = {
   payload: syntheticPayload(N, T, GRAM),
   calls: [] as Call[],
+  /** The `detail="stream"` requests (the response as generated), kept apart from the salience calls. */
+  streams: [] as Call[],
   reactions: [] as Array<() => void>,
   selected: null as {id: string; data: Record<string, unknown>; meta: Record<string, unknown>} | null,
   /** Selects a datapoint (as LIT's data table would). */
@@ -91,6 +93,11 @@ const harness = {
     for (const r of this.reactions) r();
   },
   async getPreds(inputs: Array<{data: Record<string, unknown>}>, model: string, fields: string[]) {
+    if (inputs[0].data['detail'] === 'stream') {  // a server whose generation is done (cached)
+      this.streams.push({model, fields, data: inputs[0].data});
+      const text = this.payload.text.slice(this.payload.prompt_end);
+      return [{salience: {stream: {state: 'done', text, tokens: T, max_new_tokens: T, stopped_by: 'eos'}}, response: text}];
+    }
     this.calls.push({model, fields, data: inputs[0].data});
     await new Promise((res) => setTimeout(res, 20));
     if (FAIL) {
