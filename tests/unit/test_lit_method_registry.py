@@ -45,7 +45,7 @@ def test_the_wrappers_tables_follow_the_registry():
         assert isinstance(spec, lit_types.Integer)
         assert (spec.min_val, spec.max_val, spec.default) == (0, extra.maximum, 0)
     assert list(fields.SALIENCE_INPUT_SPEC) == ["prompt", "system", "chat", "target", "ig_steps", "smooth_grad_samples",
-                                                "target_span", "detail", "target_mask"]
+                                                "target_span", "detail", "stream_after", "target_mask"]
 
 
 def test_a_counted_method_without_lit_facts_is_refused_by_name():
