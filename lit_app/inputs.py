@@ -73,6 +73,8 @@ def int_field(ex: JsonDict, name: str, default: int, lo: int, hi: int) -> int:
     value = ex.get(name)
     if value is None or value == "":
         return default
+    if isinstance(value, bool):  # JSON true/false are not numbers here (float(True) would read 1)
+        raise RequestError(f'Input field "{name}" must be a whole number, got {value!r}.')
     try:
         number = float(value)
     except (TypeError, ValueError):

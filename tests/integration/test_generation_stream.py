@@ -163,7 +163,7 @@ def test_a_long_poll_answers_at_once_when_done_and_after_the_wait_when_nothing_c
     assert stream["state"] == "done" and stream["text"] == gen.text
 
 
-@pytest.mark.parametrize("value", ["x", -2, 1.5, 10**6])
+@pytest.mark.parametrize("value", ["x", -2, 1.5, 10**6, True, [], {}])
 def test_a_bad_stream_after_names_the_field(client, value):
     status, text = _post(client, SAL, {"prompt": PROMPT, "detail": "stream", "stream_after": value})
     assert status == 500 and f'"{fields.STREAM_AFTER}"' in text.split("\n")[0], text[:300]
