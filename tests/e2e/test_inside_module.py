@@ -6,7 +6,8 @@ prediction is the model's actual next token (the greedy response token, so
 rank 1st); switch the largest sub-update of the last layer off, run, and see
 the probability change — first, while the run is still going (the probabilities
 come before the regenerated text, which streams, and before the salience); run
-again and cancel it: the server's own answer to the run says it was cancelled; search a word and get value vectors (the index builds
+again with the value switched on (a 64-token regeneration) and cancel it while the text
+streams: the server's own answer to the run says it was cancelled; search a word and get value vectors (the index builds
 in the background; the search answers from the layers built so far and the
 module polls). Screenshots: artifacts/e2e/inside.png after the run (docs/inside.png too
 when UPDATE_SCREENSHOTS=1) and inside-search.png.
@@ -139,7 +140,14 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
         shutil.copyfile(artifacts_dir / "inside.png", REPO / "docs" / "inside.png")
     page.set_viewport_size({"width": 1440, "height": 960})
 
-    # 3b. Run again and cancel once the probabilities are in: the run stops on the server.
+    # 3b. Switch the same value "on" (its layer's largest |m|·‖v‖), run again and cancel once the
+    # probabilities are in and the new text streams: the run stops on the server. With the value on, the
+    # greedy regeneration runs to the 64-token limit (the model is deterministic; in process it takes
+    # ~2.4 s on 2 cores, against ~0.35 s for the 6-token text with the value off), so Cancel arrives
+    # while tokens are still being generated, not in a race with a run about to finish.
+    item.locator(".iv-mode").click()
+    expect(item.locator(".iv-mode")).to_have_text("on")
+
     def is_run(response) -> bool:
         post = response.request.post_data or ""
         return "_inside_intervene" in response.url and '"inside_action":"run"' in post.replace(" ", "")
@@ -147,6 +155,7 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     with page.expect_response(is_run, timeout=LOAD_TIMEOUT_MS) as run_response:
         inside.locator("button.run").click()
         inside.locator(".run-step.done[data-step=trace]").wait_for(timeout=LOAD_TIMEOUT_MS)
+        expect(compare.locator("tr[data-row=generated] td.after")).to_contain_text("…", timeout=LOAD_TIMEOUT_MS)
         inside.locator("button.cancel").click()
     page.locator(f"{INSIDE}[data-run=cancelled]").wait_for(state="attached", timeout=60_000)
     expect(inside.locator(".run-notice")).to_have_text("Cancelled.")
@@ -154,6 +163,11 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     expect(compare.locator("tr[data-row=most]")).to_have_count(0)
     answer = run_response.value.json()[0]["inside_intervention"]
     assert answer.get("cancelled") is True, f"the server finished the run instead: {sorted(answer)}"
+    cut = answer["partial"]["after"].get("generation", {}).get("text", "")
+    print(f"regenerated text when the cancel arrived: {cut!r}")
+    item.locator(".iv-mode").click()  # on -> on_layer_max -> off again, as in the first run
+    item.locator(".iv-mode").click()
+    expect(item.locator(".iv-mode")).to_have_text("off")
     lap("run -> cancel -> the server's run answers cancelled")
 
     # 4. Search a word; the index builds in the background, the module polls until hits arrive.
