@@ -222,6 +222,32 @@ describe('SalienceController', () => {
     ctl.dispose();
   });
 
+  it('counts seconds while it waits, not while tokens stream (they are the progress)', async () => {
+    const stream = (state: string, text: string, tokens: number) =>
+      [{salience: {stream: {state, text, tokens, max_new_tokens: 64, stopped_by: ''}}, response: text}];
+    let tokens = false;
+    const {host, changes} = fakeHost((c) => {
+      if (c.input.data['detail'] !== 'stream') return new Promise(() => {});  // the first highlight: pending
+      // Before the first token the server answers after its wait (here 900 ms); then one token each time.
+      return tokens ? stream('running', 'It', 1) : new Promise((r) => setTimeout(() => r(stream('queued', '', 0)), 900));
+    });
+    const ctl = new SalienceController(host);
+    void ctl.select({id: 'g1', data: {_id: 'g1', prompt: 'When?', target: ''}, meta: {}});
+    await vi.advanceTimersByTimeAsync(2000);
+    expect(ctl.tokensStreaming()).toBe(false);
+    expect(ctl.elapsed).toBe(2);  // waiting for the model: the seconds count, and each one re-renders
+    let before = changes();
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(changes()).toBeGreaterThan(before);
+    tokens = true;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(ctl.tokensStreaming()).toBe(true);
+    before = changes();
+    await vi.advanceTimersByTimeAsync(3000);  // the same token in every answer: nothing new to show
+    expect(changes()).toBe(before);  // no re-render for the seconds while tokens stream
+    ctl.dispose();
+  });
+
   it('streams the response: long polls from the first-highlight request on, then once a second, re-rendering only on news', async () => {
     const stream = (state: string, text: string, tokens: number) =>
       [{salience: {stream: {state, text, tokens, max_new_tokens: 64, stopped_by: ''}}, response: text}];

@@ -92,7 +92,7 @@ export function statusView(ctl: SalienceController) {
   if (ctl.status === 'loading') {
     return html`<div class="status loading" role="status">
       <div class="bar"><div></div></div>
-      <span>${ctl.message} ${ctl.elapsed > 0 ? html`(${ctl.elapsed} s)` : nothing}</span></div>`;
+      <span>${ctl.message} ${ctl.elapsed > 0 && !ctl.tokensStreaming() ? html`(${ctl.elapsed} s)` : nothing}</span></div>`;
   }
   if (ctl.status === 'error') {
     return html`<div class="status error" role="alert">
