@@ -23,6 +23,7 @@ URL carries it.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import re
@@ -56,6 +57,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5432
 # Seconds Ctrl-C waits for cancelled work to stop before the process exits anyway.
 SHUTDOWN_GRACE_S = 2.0
+# From Ctrl-C / SIGTERM to the process gone. A stop that takes longer is a hang (a thread that ignores
+# its cancel, a native thread pool at exit): every thread's stack is printed and the process exits 1.
+EXIT_DEADLINE_S = 20.0
 PAGE_TITLE = "Sequence Salience"
 
 _ONBOARD_DOC = """
@@ -270,11 +274,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
               " the same ?token=..., or pass --token.)", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack into the log (a stuck server)
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        # Armed for the rest of the process: the exit after stop() (atexit, interpreter teardown) is covered.
+        faulthandler.dump_traceback_later(EXIT_DEADLINE_S, file=sys.stderr, exit=True)
         stop(httpd, shared)
     return 0
 

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -241,7 +242,7 @@ def test_ctrl_c_stops_the_server_mid_computation(tmp_path):
             _wait_for(lambda: "Blocking salience request" in proc.log_path.read_text(), "the blocking computation")
             sent = time.monotonic()
             proc.proc.send_signal(signal.SIGINT)
-            code = proc.proc.wait(timeout=60)  # a failure bound; the time taken is printed, not asserted
+            code = _exit_code(proc, timeout_s=60)  # a failure bound; the time taken is printed, not asserted
             took = time.monotonic() - sent
         finally:
             conn.close()
@@ -253,3 +254,28 @@ def test_ctrl_c_stops_the_server_mid_computation(tmp_path):
     # waited for after server.SHUTDOWN_GRACE_S; either way a clean exit, no abort inside torch.
     assert re.search(r"Stopped after \d+\.\d s", log), log[-3000:]
     assert "Traceback" not in log and "terminate called" not in log, log[-3000:]
+
+
+def _exit_code(proc: ServerProcess, timeout_s: float) -> int:
+    """The server's exit code; if it is still running after `timeout_s`, a failure with every thread's
+    stack (the server prints them on SIGUSR1) and the log's end."""
+    try:
+        return proc.proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        raise AssertionError(f"the server did not exit {timeout_s:.0f} s after the signal:\n{proc.log_tail(12000)}")
+
+
+def test_sigusr1_prints_every_thread_and_the_server_keeps_serving(tmp_path):
+    with ServerProcess(["--max_new_tokens", "4"], tmp_path) as proc:
+        proc.proc.send_signal(signal.SIGUSR1)
+        _wait_for(lambda: "serve_forever" in proc.log_path.read_text() or proc.proc.poll() is not None,
+                  "the stack dump", limit_s=60)
+        assert proc.proc.poll() is None, f"SIGUSR1 ended the server: {proc.log_tail()}"
+        log = proc.log_path.read_text()
+        # faulthandler's format: one "Thread 0x..." block per thread, the main one serving requests.
+        assert len(re.findall(r"^(?:Current thread|Thread) 0x[0-9a-f]+", log, re.M)) >= 2, log[-3000:]
+        status, _, body = proc.request("GET", "/")
+        assert status == 200, body[:300]
+        assert proc.proc.poll() is None
