@@ -260,23 +260,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)
         return 1
-    url = sec.browser_url()
-    logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
-                "required" if sec.token else "NONE (--no_token)", sec.data_dir or "off (no --data_dir)")
-    if sec.token:
-        print(f"Sequence Salience is ready: {url}", flush=True)
-        print("(Open that URL: it sets a cookie, so the token leaves the address bar. Scripts send"
-              " 'Authorization: token <token>'.)", flush=True)
-    else:
-        print(f"Sequence Salience is ready: {url} WARNING: --no_token: any process or user on this machine can"
-              " drive this server.", flush=True)
-    if sec.token_generated and not is_loopback(args.host):
-        print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
-              " the same ?token=..., or pass --token.)", flush=True)
+    # Before the ready line: whoever reads it may signal at once.
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack into the log (a stuck server)
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
-    try:
+    try:  # from here a signal (SIGTERM as KeyboardInterrupt) ends in stop()
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started as a background job of a script
+            logger.warning("Ctrl-C (SIGINT) is ignored in this process (it was started in the background). "
+                           "Fix: stop it with `kill %d` (SIGTERM: the same clean stop).", os.getpid())
+        url = sec.browser_url()
+        logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
+                    "required" if sec.token else "NONE (--no_token)", sec.data_dir or "off (no --data_dir)")
+        if sec.token:
+            print(f"Sequence Salience is ready: {url}", flush=True)
+            print("(Open that URL: it sets a cookie, so the token leaves the address bar. Scripts send"
+                  " 'Authorization: token <token>'.)", flush=True)
+        else:
+            print(f"Sequence Salience is ready: {url} WARNING: --no_token: any process or user on this machine can"
+                  " drive this server.", flush=True)
+        if sec.token_generated and not is_loopback(args.host):
+            print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
+                  " the same ?token=..., or pass --token.)", flush=True)
         httpd.serve_forever()
     except KeyboardInterrupt:
         pass

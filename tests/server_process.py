@@ -18,6 +18,7 @@ import http.client
 import json
 import re
 import socket
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +35,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _foreground_signals() -> None:
+    """In the child: SIGINT as in a terminal's foreground job. A suite started as a background job of a
+    non-interactive shell (`make test &`) inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt: the Ctrl-C tests would send a signal nobody hears."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _background_signals() -> None:
+    """In the child: SIGINT ignored, as in a background job of a script (`server &`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class ServerProcess:
@@ -53,14 +66,15 @@ class ServerProcess:
 
     def __init__(self, args: list[str], workdir: Path, timeout_s: float = START_TIMEOUT_S,
                  own_client_root: bool = True, env: dict[str, str] | None = None,
-                 command: list[str] | None = None, cwd: Path | None = None):
+                 command: list[str] | None = None, cwd: Path | None = None, sigint_ignored: bool = False):
         self.port = free_port()
         self.log_path = Path(workdir) / "server.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [*(command or [sys.executable, "-m", "lit_app.server"]), "--port", str(self.port),
              *(["--client_root", str(Path(workdir) / "client_root")] if own_client_root else []), *args],
-            cwd=cwd or REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+            cwd=cwd or REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=_background_signals if sigint_ignored else _foreground_signals)
         deadline = time.monotonic() + timeout_s
         while not (m := _READY.search(self.log_path.read_text())):
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -279,3 +279,13 @@ def test_sigusr1_prints_every_thread_and_the_server_keeps_serving(tmp_path):
         status, _, body = proc.request("GET", "/")
         assert status == 200, body[:300]
         assert proc.proc.poll() is None
+
+
+def test_a_server_started_with_sigint_ignored_says_how_to_stop_it_and_stops_on_sigterm(tmp_path):
+    with ServerProcess(["--max_new_tokens", "4"], tmp_path, sigint_ignored=True) as proc:
+        assert f"Fix: stop it with `kill {proc.proc.pid}`" in proc.log_path.read_text(), proc.log_tail()
+        proc.proc.send_signal(signal.SIGTERM)
+        code = _exit_code(proc, timeout_s=60)
+        log = proc.log_path.read_text()
+    assert code == 0, log[-3000:]
+    assert "Stopping (0 request(s) running)" in log and re.search(r"Stopped after \d+\.\d s", log), log[-3000:]
