@@ -200,9 +200,10 @@ class SecureDevServer:
 
     def serve(self) -> None:
         """Serves until Ctrl-C or SIGTERM, then stops the work in progress (as `sequence-salience-server`)."""
-        print(f"{READY_LINE} {self.url}", flush=True)
         previous = signal.signal(signal.SIGTERM, _interrupt)
-        try:
+        try:  # the handler is set before the ready line: whoever reads it may signal at once
+            server.warn_if_sigint_ignored()
+            print(f"{READY_LINE} {self.url}", flush=True)
             self.httpd.serve_forever()
         except KeyboardInterrupt:
             pass

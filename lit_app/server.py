@@ -260,14 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)
         return 1
-    # Before the ready line: whoever reads it may signal at once.
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
-    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack into the log (a stuck server)
-        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:  # from here a signal (SIGTERM as KeyboardInterrupt) ends in stop()
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started as a background job of a script
-            logger.warning("Ctrl-C (SIGINT) is ignored in this process (it was started in the background). "
-                           "Fix: stop it with `kill %d` (SIGTERM: the same clean stop).", os.getpid())
+        # Before the ready line: whoever reads it may signal at once.
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
+        if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack into the log (a stuck server)
+            faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+        warn_if_sigint_ignored()
         url = sec.browser_url()
         logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
                     "required" if sec.token else "NONE (--no_token)", sec.data_dir or "off (no --data_dir)")
@@ -293,6 +291,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def warn_if_sigint_ignored() -> None:
+    """Logs how to stop this process when it inherited SIGINT ignored (a script's background job:
+    Python then never raises KeyboardInterrupt, so Ctrl-C does nothing)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        logger.warning("Ctrl-C (SIGINT) is ignored in this process (it was started in the background). "
+                       "Fix: stop it with `kill %d` (SIGTERM: the same clean stop).", os.getpid())
 
 
 def stop(httpd: http_server.BoundedThreadedServer, shared: SharedLM | Sequence[SharedLM],
