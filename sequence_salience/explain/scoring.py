@@ -89,6 +89,13 @@ class PromptSegments:
     def texts(self, text: str) -> list[str]:
         return [text[s:e] for s, e in self.spans]
 
+    def matches_only(self) -> "PromptSegments":
+        """These segments without the text between regex matches (kind "gap": context, not ranked)."""
+        kinds = self.segmentation.kinds
+        keep = [i for i, s in enumerate(self.index) if kinds[int(s)] != "gap"]
+        return dataclasses.replace(self, index=self.index[keep], tokens=tuple(self.tokens[i] for i in keep),
+                                   spans=tuple(self.spans[i] for i in keep))
+
     def scores(self, token_salience: np.ndarray) -> np.ndarray:
         """<float64>[K] salience of each removable segment: the sum over its tokens (aggregate, "sum")."""
         values = aggregate.aggregate(token_salience, self.segmentation, "sum", keep_excluded=True)  # [S]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -146,6 +146,7 @@ class SalienceMethod:
     default_count: int = 0
     progress_counts: bool = False
     span_error: Callable[..., np.ndarray] | None = None
+    kind: str = "token"
 
     @property
     def title(self) -> str:
@@ -168,4 +169,113 @@ class SalienceMethod:
         """The JSON-able facts of the method (no callables), as registry_json lists them."""
         return {"name": self.name, "label": self.label, "short": self.short, "signed": self.signed,
                 "linear": self.linear, "count_field": self.count_field, "count_unit": self.count_unit,
-                "default_count": self.default_count, "cost_unit": self.cost_unit}
+                "default_count": self.default_count, "cost_unit": self.cost_unit, "kind": self.kind}
+
+
+# Segment methods: values measured on a segmentation of the prompt by removing segments and
+# re-scoring the target (forward passes only), instead of a gradient at every token.
+
+SEGMENT_REMOVALS = ("filler", "delete")  # the explanation tests' removals (explain/scoring.py REMOVALS)
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationConfig:
+    """Settings of the segment methods (leave_one_out, ablation_surrogate); one frozen value.
+
+    Attributes:
+      removal: how a segment is removed, as the explanation tests do: "filler" (each of its tokens
+        replaced by one filler token: positions and the token count stay) or "delete" (its text
+        deleted and the prompt re-tokenized).
+      filler: the filler, a one-token text or a token id.
+      surrogate_masks: k, the random ablations the surrogate is fitted on (ContextCite's default
+        is 64; 32 here: on the shipped rows 64 were no more faithful, at twice the cost).
+      surrogate_keep: probability that a segment is kept in a random ablation (ContextCite: 0.5).
+      surrogate_alpha: the Lasso's L1 weight on standardized masks and log-odds per target token
+        (ContextCite's LassoRegression: 0.01).
+      surrogate_folds: folds of the cross-validated fit quality (held-out R^2 and correlation).
+      min_r2: below this held-out R^2 the surrogate's values come with a warning.
+      seed: seed of the random ablations.
+      batch_size: most ablated prompts per forward batch.
+      chunk_token_budget: most (rows x tokens recomputed) per forward batch (memory), as
+        SalienceConfig.chunk_token_budget bounds a backward.
+      reuse_prefix: run each ablation from its first changed token on, over the cached keys and
+        values of the unchanged prefix (exact; False: one full forward per ablation).
+    """
+
+    removal: str = "filler"
+    filler: str | int = " "
+    surrogate_masks: int = 32
+    surrogate_keep: float = 0.5
+    surrogate_alpha: float = 0.01
+    surrogate_folds: int = 4
+    min_r2: float = 0.5
+    seed: int = 0
+    batch_size: int = 8
+    chunk_token_budget: int = 8192
+    reuse_prefix: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentProblem:
+    """What a segment method works on, prepared by sequence_salience.ablation.
+
+    Attributes:
+      n_segments: S, the removable segments of the prompt.
+      edit: removed segment positions (0..S-1) -> token ids of the edited prompt.
+      score: edited prompts -> <float64>[M] log p(target span | prompt), batched forwards.
+      original_logprob: log p(target span | the unedited prompt).
+      span_tokens: target tokens in the span (the surrogate fits log-odds per token, as ContextCite).
+    """
+
+    n_segments: int
+    edit: Callable[[Sequence[int]], tuple[int, ...]]
+    score: Callable[[Sequence[Sequence[int]]], np.ndarray]
+    original_logprob: float
+    span_tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentOutput:
+    """values: <float64>[S] one value per removable segment (positive: the segment raises p(target));
+    kept: <bool>[R, S] which segments each scored ablation kept; logprobs: <float64>[R] its log p;
+    quality: named figures of the fit (the surrogate's held-out "r2" and "correlation")."""
+
+    values: np.ndarray
+    kept: np.ndarray
+    logprobs: np.ndarray
+    quality: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentMethod:
+    """One segment method in the registry (methods/__init__.py); the single source of its facts.
+
+    Its values live on a segmentation (sentence, line, paragraph, role, regex matches; word on
+    request), so a change of granularity recomputes them (no model pass for gradient methods).
+
+    Attributes:
+      name, label, short, signed, paper, cost_unit: as SalienceMethod.
+      compute: (problem, config) -> SegmentOutput.
+      rows: (n_segments, config) -> the ablated prompts it scores (progress total, cost model).
+      count_field, count_unit, default_count: the AblationConfig field of its count, if any.
+    """
+
+    name: str
+    label: str
+    short: str
+    signed: bool
+    compute: Callable[[SegmentProblem, AblationConfig], SegmentOutput]
+    rows: Callable[[int, AblationConfig], int]
+    paper: str
+    cost_unit: str
+    count_field: str | None = None
+    count_unit: str | None = None
+    default_count: int = 0
+    kind: str = "segment"
+    linear: bool = False
+
+    def to_json(self) -> dict:
+        """The JSON-able facts of the method (no callables), with the keys of SalienceMethod.to_json."""
+        return {"name": self.name, "label": self.label, "short": self.short, "signed": self.signed,
+                "linear": self.linear, "count_field": self.count_field, "count_unit": self.count_unit,
+                "default_count": self.default_count, "cost_unit": self.cost_unit, "kind": self.kind}

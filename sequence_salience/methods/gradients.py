@@ -56,12 +56,25 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
     out = model(**kwargs, use_cache=False)
     if on_hidden is not None and getattr(out, "hidden_states", None) is not None:
         on_hidden(tuple(out.hidden_states))
-    logits = out.logits  # [M, K, V]
+    return gather_target_logprobs(out.logits, pred_pos - offset, inputs.target_ids, inputs.target_mask)
+
+
+def gather_target_logprobs(logits: torch.Tensor, pred_pos: torch.Tensor, target_ids: torch.Tensor,
+                           target_mask: torch.Tensor) -> torch.Tensor:
+    """log p(target_t) read from a forward's logits.
+
+    Args:
+      logits: <float>[M, K, V] the logits the forward kept.
+      pred_pos: <int64>[M, T] index into K of the logits that predict each target token.
+      target_ids: <int64>[M, T]; target_mask: <bool>[M, T].
+    Returns:
+      <float32>[M, T], zero where target_mask is False.
+    """
     vocab = logits.shape[-1]
-    idx = (pred_pos - offset)[..., None].expand(-1, -1, vocab)  # [M, T, V]
+    idx = pred_pos[..., None].expand(-1, -1, vocab)  # [M, T, V]
     selected = logits.gather(1, idx).float()  # [M, T, V]
-    logp = selected.log_softmax(-1).gather(-1, inputs.target_ids[..., None]).squeeze(-1)  # [M, T]
-    return logp * inputs.target_mask
+    logp = selected.log_softmax(-1).gather(-1, target_ids[..., None]).squeeze(-1)  # [M, T]
+    return logp * target_mask
 
 
 BACKWARD_STRATEGIES = ("auto", "vmap", "loop")

@@ -1,0 +1,13 @@
+"""Segment methods in practice: removing prompt segments and re-scoring the target, forwards only.
+
+The registry records (methods/leave_one_out.py, methods/ablation_surrogate.py) hold each method's
+facts and its maths over a `SegmentProblem`; this room prepares that problem (segments, edits) and
+scores the edited prompts fast (prefix.py: batched, from each ablation's first changed token on).
+"""
+
+from sequence_salience.ablation.engine import SegmentSalience, fit_warning, segment_salience
+from sequence_salience.ablation.prefix import PrefixScorer, PrefixStats, common_prefix
+from sequence_salience.methods.base import AblationConfig
+
+__all__ = ["AblationConfig", "PrefixScorer", "PrefixStats", "SegmentSalience", "common_prefix", "fit_warning",
+           "segment_salience"]

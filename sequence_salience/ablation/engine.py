@@ -1,0 +1,177 @@
+"""Segment salience: the value of each prompt segment for a target span, measured by removing segments.
+
+    prompt + target -> removable segments at a granularity (explain.scoring.prompt_segments, the
+    explanation tests' own) -> the method's ablated prompts (explain.scoring.PromptEditor: filler
+    or deletion) -> batched forwards from each ablation's first changed token (ablation/prefix.py)
+    -> the method's values per segment (methods/leave_one_out.py, methods/ablation_surrogate.py).
+
+No backward pass. The values live on one segmentation: a change of granularity (or pattern,
+removal, span) is a new computation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
+from sequence_salience.errors import SalienceError
+from sequence_salience.explain import scoring
+from sequence_salience.methods import get_segment_method
+from sequence_salience.methods.base import SEGMENT_REMOVALS, AblationConfig, SegmentProblem
+from sequence_salience.model import Generation, LanguageModel
+from sequence_salience.result import SalienceResult
+from sequence_salience.salience import prepare_pair, tokenized_result
+from sequence_salience.slices import SliceSizer
+from sequence_salience.text import ChatPrompt
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentSalience:
+    """The values of one segment method for one target span, on one segmentation of the prompt.
+
+    Attributes:
+      method: the segment method's name; granularity, pattern: the segmentation; removal: how
+        segments were removed ("filler" or "delete"); span: (t0, t1) target tokens explained.
+      text, prompt_end: prompt + target as one string, and where the target starts.
+      segments: S character spans (start, end) of the removable segments, in text order.
+      segment_tokens: S arrays of token indices (into the result's tokens) of each segment.
+      segment_index: <int64>[S] index of each into aggregate.segment(text, ...) at this granularity.
+      values: <float64>[S] the method's value of each segment (positive: it raises p(target)).
+      original_logprob: log p(target span | the unedited prompt).
+      kept: <bool>[R, S] the ablations scored (True = segment kept); logprobs: <float64>[R] their log p.
+      quality: the fit's figures (the surrogate's held-out "r2", "correlation", "intercept").
+      warning: "" or what makes the values doubtful (a poor surrogate fit), with what to do.
+      stats: the forward work (rows, tokens, tokens recomputed; the share the cached prefix saved).
+      n_tokens: N, tokens of prompt + target (for token_values).
+    """
+
+    method: str
+    granularity: str
+    pattern: str | None
+    removal: str
+    span: tuple[int, int]
+    text: str
+    prompt_end: int
+    segments: tuple[tuple[int, int], ...]
+    segment_tokens: tuple[np.ndarray, ...]
+    segment_index: np.ndarray
+    values: np.ndarray
+    original_logprob: float
+    kept: np.ndarray
+    logprobs: np.ndarray
+    quality: Mapping[str, float]
+    warning: str
+    stats: PrefixStats
+    n_tokens: int
+
+    def segment_texts(self) -> list[str]:
+        return [self.text[s:e] for s, e in self.segments]
+
+    def token_values(self) -> np.ndarray:
+        """<float32>[N]: each segment's value spread evenly over its tokens, 0 elsewhere, so that
+        summing tokens per segment at this granularity gives the values back (aggregate, "sum")."""
+        out = np.zeros(self.n_tokens, dtype=np.float64)
+        for toks, v in zip(self.segment_tokens, self.values):
+            out[toks] = v / len(toks)
+        return out.astype(np.float32)
+
+    def ranked(self) -> list[int]:
+        """Segment positions, largest value first (ties: text order)."""
+        return [int(i) for i in np.argsort(-self.values, kind="stable")]
+
+    def to_json(self) -> dict:
+        """A JSON-able summary: the segments, their texts and values, the fit and the cost."""
+        return {
+            "method": self.method, "granularity": self.granularity, "pattern": self.pattern,
+            "removal": self.removal, "span": list(self.span),
+            "segments": [{"start": s, "end": e, "text": self.text[s:e], "value": float(v)}
+                         for (s, e), v in zip(self.segments, self.values)],
+            "original_logprob": self.original_logprob,
+            "quality": {k: float(v) for k, v in self.quality.items()}, "warning": self.warning,
+            "rows": self.stats.rows, "tokens": self.stats.tokens, "tokens_computed": self.stats.computed,
+            "prefix_reuse": self.stats.reuse,
+        }
+
+
+def fit_warning(method: str, quality: Mapping[str, float], config: AblationConfig) -> str:
+    """What makes a surrogate's values doubtful, with what to do; "" for a good fit or no fit."""
+    r2 = quality.get("r2")
+    if r2 is None:
+        return ""
+    if not np.isfinite(r2):
+        return ("The surrogate's fit could not be checked (its random ablations barely change the target's "
+                "probability). Fix: use leave one segment out, or a coarser granularity.")
+    if r2 < config.min_r2:
+        return (f"The surrogate explains only R\u00b2 = {r2:.2f} of the held-out ablations (below "
+                f"{config.min_r2:.2f}): segments interact, and a linear model of them is a poor summary. Fix: "
+                f"read leave one segment out beside it, or raise the number of ablations "
+                f"(now {config.surrogate_masks}).")
+    return ""
+
+
+def segment_salience(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    method: str,
+    *,
+    granularity: str = "sentence",
+    pattern: str | None = None,
+    span: tuple[int, int] | None = None,
+    config: AblationConfig = AblationConfig(),
+    regions: scoring.Regions | None = None,
+    result: SalienceResult | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    slice_s: "float | SliceSizer | None" = None,
+) -> SegmentSalience:
+    """The values of a segment method for log p(target[t0:t1]), one per removable prompt segment.
+
+    Args:
+      lm, prompt, target: as for compute_salience.
+      method: a segment method (methods.list_segment_methods()).
+      granularity, pattern: the segments (aggregate.GRANULARITIES; pattern for "regex").
+      span: (t0, t1) target tokens; None: the whole target.
+      config: removal, filler, the surrogate's settings, batching (AblationConfig).
+      regions: optional character ranges of the prompt text to which removal is limited.
+      result: a SalienceResult of this prompt and target (tokens, offsets, roles); without one the
+        pair is tokenized here (no extra model pass).
+      progress: progress(method, rows done, rows); cancel: () -> bool, checked between batches.
+      slice_s: None, or seconds: forward batches of about that much model time.
+    """
+    record = get_segment_method(method)
+    if config.removal not in SEGMENT_REMOVALS:
+        raise SalienceError(f"Unknown removal {config.removal!r}. Fix: use one of {', '.join(SEGMENT_REMOVALS)}.")
+    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
+        raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
+    if result is not None:
+        prompt_ids = [int(i) for i in result.ids[:result.n_prompt_tokens]]
+        target_ids = [int(i) for i in result.ids[result.n_prompt_tokens:]]
+    else:
+        pair = prepare_pair(lm, prompt, target)
+        prompt_ids, target_ids = list(pair.prompt.ids), list(pair.target_ids)
+    t0, t1 = scoring.resolve_span(span, len(target_ids))
+    scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix,
+                          batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
+                          slice_s=slice_s, progress=progress, cancel=cancel, stage=method)
+    if result is None:
+        result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
+    segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()  # regex: the matches
+    if len(segs) == 0:
+        raise SalienceError(f"The prompt has no removable {granularity} segments (only template markup or "
+                            "special tokens). Fix: pick another granularity, or a pattern that matches the prompt.")
+    editor = scoring.PromptEditor(lm, prompt, result, segs, config.removal, scoring.filler_id(lm, config.filler))
+    problem = SegmentProblem(n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
+                             span_tokens=t1 - t0)
+    out = record.compute(problem, config)
+    return SegmentSalience(
+        method=method, granularity=granularity, pattern=pattern, removal=config.removal, span=(t0, t1),
+        text=result.text, prompt_end=result.prompt_end, segments=tuple(segs.spans), segment_tokens=tuple(segs.tokens),
+        segment_index=np.asarray(segs.index, dtype=np.int64), values=np.asarray(out.values, dtype=np.float64),
+        original_logprob=scorer.original_logprob, kept=np.asarray(out.kept, dtype=bool),
+        logprobs=np.asarray(out.logprobs, dtype=np.float64), quality=dict(out.quality),
+        warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids),
+    )

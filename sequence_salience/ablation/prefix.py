@@ -1,0 +1,237 @@
+"""Scoring many edited prompts of one (prompt, target) pair, each from its first changed token on.
+
+An ablation removes one or a few segments; every token before the first changed one is the same
+as in the unedited prompt, and so are its keys and values in every layer of a causal LM. One
+forward over the unedited prompt + target keeps them (the KV cache); an edited row then runs only
+from its first changed token on, attending to the cached prefix. That is exact: the same
+attention over the same keys and values as one full forward of the edited row (up to the order
+of float additions; tests/unit/test_ablation.py checks it against plain forwards).
+
+Rows are sorted by how much prefix they share and batched; a batch starts at the shortest shared
+prefix among its rows (right-padded suffixes, positions continuing after the prefix). A batch
+holds at most `batch_size` rows and `chunk_token_budget` recomputed tokens (memory), or, with
+`slice_s`, as many rows as take about that much model time (sequence_salience/slices.py).
+`progress` runs and `cancel` is checked after every batch.
+
+Reuse is off (one full forward per row, through explain.scoring's plain path) for a cache that is
+not a plain per-layer key/value cache (sliding-window or recurrent layers, older transformers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from sequence_salience.errors import ComputationCancelled
+from sequence_salience.methods.gradients import gather_target_logprobs, supports_logits_to_keep
+from sequence_salience.model import LanguageModel
+from sequence_salience.slices import SliceSizer, make_sizer
+
+logger = logging.getLogger(__name__)
+
+# A batch may recompute this share more tokens than its rows need (they start at its shortest prefix).
+MAX_EXTRA = 0.15
+
+Progress = Callable[[str, int, int], None]
+Cancel = Callable[[], bool]
+
+
+@dataclasses.dataclass
+class PrefixStats:
+    """Forward work of a PrefixScorer: rows scored, tokens they hold (prompt + target, every row) and
+    tokens actually run through the model (the rest came from the cached prefix)."""
+
+    rows: int = 0
+    tokens: int = 0
+    computed: int = 0
+    reuse: bool = True
+
+    @property
+    def saved(self) -> float:
+        """Share of the rows' tokens that were not recomputed (0 without reuse)."""
+        return 1.0 - self.computed / self.tokens if self.tokens else 0.0
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two id sequences."""
+    n = min(len(a), len(b))
+    x = np.asarray(a[:n]) != np.asarray(b[:n])
+    return int(np.argmax(x)) if x.any() else n
+
+
+@functools.lru_cache(maxsize=None)
+def cache_argument(model_cls: type) -> str:
+    """The forward's name for a key/value cache: "cache" (transformers >= 5.25), else "past_key_values"."""
+    return "cache" if "cache" in inspect.signature(model_cls.forward).parameters else "past_key_values"
+
+
+def _returned_cache(out):
+    return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else getattr(out, "past_key_values", None)
+
+
+def _plain_cache(cache) -> bool:
+    """A transformers DynamicCache whose every layer is a plain (full-attention) key/value layer."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None
+                                for layer in layers)
+
+
+class PrefixScorer:
+    """log p(target[t0:t1] | prompt) for edited prompts of one pair, reusing the unedited prefix.
+
+    Args:
+      lm: the model; prompt_ids: the unedited prompt's ids; target_ids: the target's ids;
+      span: (t0, t1) target tokens whose log-probs are summed.
+      reuse: False: every row runs in full (the exactness reference).
+      batch_size, chunk_token_budget: most rows, and rows x recomputed tokens, per forward.
+      slice_s: None or seconds (or a SliceSizer): rows per forward sized to that much model time.
+      progress(stage, done, total), cancel(): per batch; `stage` names the caller's work.
+    """
+
+    def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
+                 span: tuple[int, int], *, reuse: bool = True, batch_size: int = 8, chunk_token_budget: int = 8192,
+                 slice_s: "float | SliceSizer | None" = None, progress: Progress | None = None,
+                 cancel: Cancel | None = None, stage: str = "ablations"):
+        self.lm, self.span, self.stage = lm, (int(span[0]), int(span[1])), stage
+        self.prompt = tuple(int(i) for i in prompt_ids)
+        self.target = tuple(int(i) for i in target_ids)
+        self.batch_size, self.budget = max(1, batch_size), max(1, chunk_token_budget)
+        self.sizer = make_sizer(slice_s)
+        self.progress, self.cancel = progress, cancel
+        self.stats = PrefixStats(reuse=reuse)
+        self._layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.token_logprobs, self.original_logprob = self._base_forward(reuse)
+
+    # -- the unedited row -----------------------------------------------------------------------
+
+    def _base_forward(self, reuse: bool) -> tuple[np.ndarray, float]:
+        """One forward over prompt + target: every target token's log-prob and (reuse) the KV cache."""
+        full = self.prompt + self.target
+        logp, cache = self._forward([full], start=0, cache=None, keep_cache=reuse)
+        if reuse:
+            if _plain_cache(cache):
+                self._layers = [(layer.keys, layer.values) for layer in cache.layers]  # each [1, H, L, Dh]
+            else:
+                logger.info("KV-prefix reuse is off for %s: its cache is not a plain key/value cache.",
+                            type(self.lm.model).__name__)
+                self.stats.reuse = False
+        self._count(1, len(full), len(full))
+        t0, t1 = self.span
+        token_lp = logp[0]  # [T]
+        return token_lp, float(token_lp[t0:t1].astype(np.float64).sum())
+
+    # -- edited rows ----------------------------------------------------------------------------
+
+    def __call__(self, prompts: Sequence[Sequence[int]]) -> np.ndarray:
+        """<float64>[M] log p(span | prompt) for each prompt; identical prompts are scored once."""
+        keys = list({tuple(int(i) for i in p): None for p in prompts})
+        todo = [k for k in keys if k != self.prompt]
+        starts = [self._start(k) for k in todo]
+        order = sorted(range(len(todo)), key=lambda i: (-starts[i], i))
+        scores = {self.prompt: self.original_logprob}
+        done = 0
+        pos = 0
+        while pos < len(order):
+            self._check_cancel()
+            size = self._batch_rows(order, starts, todo, pos)
+            rows = [todo[i] for i in order[pos:pos + size]]
+            start = min(starts[i] for i in order[pos:pos + size])
+            t_start = time.perf_counter()
+            logp, _ = self._forward([r + self.target for r in rows], start=start, cache=self._layers, keep_cache=False)
+            if self.sizer is not None:
+                self.sizer.record(len(rows), time.perf_counter() - t_start)
+            t0, t1 = self.span
+            for r, lp in zip(rows, logp):
+                scores[r] = float(lp[t0:t1].astype(np.float64).sum())
+            self._count(len(rows), sum(len(r) + len(self.target) for r in rows),
+                        sum(len(r) + len(self.target) - start for r in rows))
+            pos += size
+            done += len(rows)
+            if self.progress is not None:
+                self.progress(self.stage, done, len(todo))
+        return np.array([scores[tuple(int(i) for i in p)] for p in prompts], dtype=np.float64)
+
+    def _start(self, prompt: tuple[int, ...]) -> int:
+        """First position a row recomputes: after the prefix it shares with the unedited row, and at
+        the latest its last prompt token (whose logits predict the first target token)."""
+        if self._layers is None:
+            return 0
+        shared = common_prefix(prompt + self.target, self.prompt + self.target)
+        return max(0, min(shared, len(prompt) - 1))
+
+    def _batch_rows(self, order: list[int], starts: list[int], todo: list[tuple[int, ...]], pos: int) -> int:
+        """Rows in the next batch: at most `cap`, within the token budget (rows x recomputed tokens), and
+        only while starting them all at the batch's shortest prefix recomputes at most MAX_EXTRA more
+        tokens than starting each at its own (on a CPU, work is tokens; batching saves little)."""
+        cap = self.batch_size if self.sizer is None else self.sizer.units(self.batch_size)
+        size, own = 0, 0
+        while pos + size < len(order) and size < cap:
+            rows = order[pos:pos + size + 1]
+            start = min(starts[j] for j in rows)
+            longest = max(len(todo[j]) for j in rows) + len(self.target) - start
+            own_next = own + len(todo[rows[-1]]) + len(self.target) - starts[rows[-1]]
+            if size > 0 and ((size + 1) * longest > self.budget or (size + 1) * longest > (1 + MAX_EXTRA) * own_next):
+                break
+            size, own = size + 1, own_next
+        return max(1, size)
+
+    def _forward(self, rows: list[tuple[int, ...]], start: int, cache, keep_cache: bool):
+        """Forward of rows[b][start:] over the cached rows[b][:start] (start = 0: no cache).
+
+        Returns (<float32>[B, T] target log-probs as numpy, the model's cache when keep_cache).
+        """
+        lm = self.lm
+        dev = lm.device
+        B = len(rows)
+        T = len(self.target)
+        lengths = [len(r) for r in rows]
+        width = max(lengths) - start
+        pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else (lm.tokenizer.eos_token_id or 0)
+        ids = torch.full((B, width), int(pad), dtype=torch.long)  # [B, S] right-padded suffixes
+        mask = torch.zeros(B, start + width, dtype=torch.long)  # [B, start + S] prefix + suffix
+        pred = torch.zeros(B, T, dtype=torch.long)  # [B, T] suffix index of the logits predicting t
+        for b, r in enumerate(rows):
+            ids[b, :len(r) - start] = torch.tensor(r[start:])
+            mask[b, :len(r)] = 1
+            pred[b] = len(r) - T - 1 + torch.arange(T) - start
+        position_ids = (start + torch.arange(width)).expand(B, -1)  # [B, S]
+        with torch.no_grad():
+            embeds = lm.model.get_input_embeddings()(ids.to(dev))  # [B, S, D]
+            kwargs = dict(inputs_embeds=embeds, attention_mask=mask.to(dev), position_ids=position_ids.to(dev),
+                          use_cache=keep_cache or cache is not None)
+            if cache is not None and start > 0:
+                kwargs[cache_argument(type(lm.model))] = self._prefix_cache(cache, start, B)
+            offset = 0
+            if supports_logits_to_keep(type(lm.model)):
+                keep = width - int(pred.min())
+                kwargs["logits_to_keep"] = keep
+                offset = width - keep
+            out = lm.model(**kwargs)
+            target = torch.tensor(self.target, dtype=torch.long, device=dev).expand(B, -1)  # [B, T]
+            logp = gather_target_logprobs(out.logits, (pred - offset).to(dev), target,
+                                          torch.ones(B, T, dtype=torch.bool, device=dev))  # [B, T]
+        return logp.cpu().numpy(), (_returned_cache(out) if keep_cache else None)
+
+    def _prefix_cache(self, layers, start: int, batch: int):
+        """A fresh cache holding the first `start` positions of the unedited row, for `batch` rows."""
+        from transformers import DynamicCache  # pylint: disable=import-outside-toplevel
+
+        data = [(k[:, :, :start].expand(batch, -1, -1, -1), v[:, :, :start].expand(batch, -1, -1, -1))
+                for k, v in layers]  # each [B, H, start, Dh]
+        return DynamicCache(data, config=self.lm.model.config)
+
+    def _count(self, rows: int, tokens: int, computed: int) -> None:
+        self.stats.rows += rows
+        self.stats.tokens += tokens
+        self.stats.computed += computed
+
+    def _check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel():
+            raise ComputationCancelled(f"{self.stage} cancelled after {self.stats.rows - 1} ablated prompts")

@@ -1,0 +1,41 @@
+"""Leave one segment out: log p(target) - log p(target | segment removed), one ablation per segment.
+
+The occlusion test of Zeiler & Fergus (2014, https://arxiv.org/abs/1311.2901) at the granularity on
+screen, as ContextCite's leave-one-out baseline and TracLLM use it for LLM prompts. Signed: positive
+when removing the segment lowers the probability of the target (the segment supports it). Its values
+live on the segmentation; computed by forward passes only (sequence_salience/ablation: batched,
+reusing the keys and values of each ablation's unchanged prefix).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
+
+
+def rows(n_segments: int, config: AblationConfig) -> int:
+    """Ablated prompts scored: one per segment (the unedited prompt is scored once beside them)."""
+    return n_segments
+
+
+def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
+    S = problem.n_segments
+    prompts = [problem.edit((s,)) for s in range(S)]
+    logp = problem.score(prompts)  # [S]
+    kept = ~np.eye(S, dtype=bool)  # [S, S] row s keeps every segment but s
+    return SegmentOutput(values=problem.original_logprob - logp, kept=kept, logprobs=logp)
+
+
+NAME = "leave_one_out"
+
+METHOD = SegmentMethod(
+    name=NAME,
+    label="Leave one segment out",
+    short="Leave-one-out",
+    signed=True,
+    compute=compute,
+    rows=rows,
+    paper="https://arxiv.org/abs/1311.2901",
+    cost_unit="one forward per segment (from the segment on, over the cached prefix)",
+)

@@ -1,0 +1,247 @@
+"""Segment methods (leave one segment out, the ContextCite surrogate) on tiny random models.
+
+References, each independent of the code under test:
+* leave one out = one plain forward per ablation through explain.scoring.score (no KV cache,
+  its own batching), and KV-prefix reuse = the same numbers without reuse;
+* the surrogate's Lasso = scikit-learn's Lasso on the same masks, and ContextCite's own solver
+  (context_cite/solver.py of the context-cite 0.0.4 wheel, loaded from its file);
+* hand-derived values for the log-odds, the fit quality and the registry's facts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import Lasso
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import sequence_salience as ss
+from sequence_salience import ablation, aggregate, methods
+from sequence_salience.ablation import AblationConfig, PrefixScorer, segment_salience
+from sequence_salience.errors import ComputationCancelled, SalienceError
+from sequence_salience.explain import scoring
+from sequence_salience.methods import ablation_surrogate, lasso, leave_one_out
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+PROMPT = ("The capital of France is Paris. The capital of Italy is Rome.\n\n"
+          "Alice has three apples and Bob has two apples. Q: What is 2 + 3?")
+TARGET = " A: 5. Paris."
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_BUILDERS))
+def lm(request):
+    return wrap(MODEL_BUILDERS[request.param](), request.param)
+
+
+def brute_force(lm, prompt, target, granularity, removal, span=None):
+    """Leave one out by plain forwards: one row per ablation, scored by explain.scoring.score."""
+    result = ss.compute_span_result(lm, prompt, target, methods=("grad_norm",))
+    segs = scoring.prompt_segments(result, granularity)
+    edit = scoring.PromptEditor(lm, prompt, result, segs, removal, scoring.filler_id(lm, " "))
+    t = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
+    span = span or (0, len(t))
+    rows = [edit(())] if removal == "filler" else [tuple(int(i) for i in result.ids[:result.n_prompt_tokens])]
+    rows += [edit((s,)) for s in range(len(segs))]
+    lp = scoring.score(lm, rows, t, span, batch_size=1)
+    return lp[0] - lp[1:], segs
+
+
+@pytest.mark.parametrize("removal", ["filler", "delete"])
+@pytest.mark.parametrize("granularity", ["word", "sentence", "paragraph"])
+def test_leave_one_out_equals_one_plain_forward_per_ablation(lm, granularity, removal):
+    want, segs = brute_force(lm, PROMPT, TARGET, granularity, removal)
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity=granularity,
+                           config=AblationConfig(removal=removal))
+    assert got.segments == segs.spans
+    np.testing.assert_allclose(got.values, want, rtol=0, atol=1e-9)
+    assert got.stats.reuse and got.stats.computed < got.stats.tokens  # the cached prefix was used
+
+
+@pytest.mark.parametrize("method", [leave_one_out.NAME, ablation_surrogate.NAME])
+@pytest.mark.parametrize("removal", ["filler", "delete"])
+def test_kv_prefix_reuse_gives_the_numbers_of_full_forwards(lm, method, removal):
+    with_reuse = segment_salience(lm, PROMPT, TARGET, method, granularity="word",
+                                  config=AblationConfig(removal=removal, batch_size=4))
+    without = segment_salience(lm, PROMPT, TARGET, method, granularity="word",
+                               config=AblationConfig(removal=removal, reuse_prefix=False))
+    np.testing.assert_allclose(with_reuse.logprobs, without.logprobs, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(with_reuse.values, without.values, rtol=0, atol=1e-7)
+    assert without.stats.saved == 0.0 and without.stats.computed == without.stats.tokens
+    assert 0.0 < with_reuse.stats.saved < 1.0
+
+
+def test_the_original_logprob_is_the_span_of_the_models_own_logprobs(lm):
+    result = ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",))
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, span=(1, 4))
+    assert got.original_logprob == pytest.approx(float(result.target_logprobs[1:4].sum()), abs=1e-5)  # float32
+    want, _ = brute_force(lm, PROMPT, TARGET, "sentence", "filler", span=(1, 4))
+    np.testing.assert_allclose(got.values, want, atol=1e-9)
+
+
+def test_every_batching_gives_the_same_values(lm):
+    base = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word")
+    for cfg in (AblationConfig(batch_size=1), AblationConfig(chunk_token_budget=1), AblationConfig(batch_size=64)):
+        got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word", config=cfg)
+        np.testing.assert_allclose(got.values, base.values, atol=1e-9)
+    sliced = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word", slice_s=0.001)
+    np.testing.assert_allclose(sliced.values, base.values, atol=1e-9)
+
+
+def test_rows_reported_through_progress_and_cancel_stops_between_batches(lm):
+    seen = []
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word",
+                           config=AblationConfig(batch_size=2), progress=lambda *a: seen.append(a))
+    S = len(got.segments)
+    assert seen[-1] == (leave_one_out.NAME, S, S)
+    assert [d for _, d, _ in seen] == sorted(d for _, d, _ in seen)
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        return len(calls) > 2
+
+    with pytest.raises(ComputationCancelled):
+        segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word",
+                         config=AblationConfig(batch_size=1, reuse_prefix=False), cancel=cancel)
+    assert len(calls) == 3  # checked before each batch: stopped at the third
+
+
+def test_token_values_sum_back_to_the_segment_values_at_their_granularity(lm):
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence")
+    per_token = got.token_values()  # [N]
+    seg = aggregate.segment(got.text, ss.compute_span_result(lm, PROMPT, TARGET, ("grad_norm",)).offsets,
+                            "sentence")
+    summed = aggregate.aggregate(per_token, seg, "sum", keep_excluded=True)[got.segment_index]
+    np.testing.assert_allclose(summed, got.values, rtol=1e-5, atol=1e-6)
+
+
+# --- the surrogate ----------------------------------------------------------------------------------
+
+
+def contextcite_solver():
+    """ContextCite's LassoRegression, from the installed wheel's file (its package __init__ imports
+    datasets and transformers pipelines we do not install)."""
+    spec = importlib.util.find_spec("context_cite")
+    assert spec is not None, "context-cite is installed by `make setup` (pip install --no-deps context-cite==0.0.4)"
+    path = pathlib.Path(spec.submodule_search_locations[0]) / "solver.py"
+    module_spec = importlib.util.spec_from_file_location("context_cite_solver", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.LassoRegression()
+
+
+def test_surrogate_equals_contextcites_solver_on_the_same_masks(lm):
+    got = segment_salience(lm, PROMPT, TARGET, ablation_surrogate.NAME, granularity="word")
+    cfg = AblationConfig()
+    np.testing.assert_array_equal(got.kept, ablation_surrogate.masks(len(got.segments), cfg))
+    y = lasso.log_odds(got.logprobs)
+    n_tokens = got.span[1] - got.span[0]
+    weight, bias = contextcite_solver().fit(got.kept, y, n_tokens)
+    # sklearn's coordinate descent stops at its default tolerance (1e-4 of the duality gap); ours
+    # runs to convergence, so agreement is to that tolerance.
+    np.testing.assert_allclose(got.values, weight, rtol=0, atol=2e-2 * max(1.0, np.abs(weight).max()))
+    assert got.quality["intercept"] == pytest.approx(float(bias), abs=2e-2 * max(1.0, abs(float(bias))))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_lasso_equals_sklearn_at_a_tight_tolerance(seed):
+    rng = np.random.default_rng(seed)
+    masks = rng.random((32, 7)) < 0.5
+    true = rng.normal(size=7) * (rng.random(7) < 0.6)
+    y = masks @ true + 0.3 * rng.normal(size=32) - 2.0
+    n_tokens = 5
+    pipe = make_pipeline(StandardScaler(), Lasso(alpha=0.01, tol=1e-14, max_iter=1_000_000))
+    pipe.fit(masks.astype(float), y / n_tokens)
+    scaler, model = pipe.steps[0][1], pipe.steps[1][1]
+    want = model.coef_ / scaler.scale_ * n_tokens
+    want_bias = (model.intercept_ - (scaler.mean_ / scaler.scale_) @ model.coef_) * n_tokens
+    fit = lasso.fit_lasso(masks, y, 0.01, n_tokens)
+    np.testing.assert_allclose(fit.weight, want, atol=1e-8)
+    assert fit.bias == pytest.approx(want_bias, abs=1e-8)
+
+
+def test_lasso_with_no_penalty_recovers_an_exact_linear_law_and_cross_validates_perfectly():
+    rng = np.random.default_rng(1)
+    masks = rng.random((40, 5)) < 0.5
+    w = np.array([2.0, -1.0, 0.0, 0.5, 3.0])
+    y = masks @ w + 1.5
+    fit = lasso.fit_lasso(masks, y, alpha=0.0)
+    np.testing.assert_allclose(fit.weight, w, atol=1e-8)
+    assert fit.bias == pytest.approx(1.5, abs=1e-8)
+    q = lasso.cross_validated(masks, y, alpha=0.0, n_tokens=1, k=4)
+    assert q["r2"] == pytest.approx(1.0, abs=1e-9) and q["correlation"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_cross_validation_of_noise_is_poor_and_warned_about():
+    rng = np.random.default_rng(2)
+    masks = rng.random((32, 6)) < 0.5
+    q = lasso.cross_validated(masks, rng.normal(size=32), 0.01, 1, 4)
+    assert q["r2"] < 0.2
+    assert "R\u00b2" in ablation.fit_warning(ablation_surrogate.NAME, q, AblationConfig())
+    assert ablation.fit_warning(ablation_surrogate.NAME, {"r2": 0.9}, AblationConfig()) == ""
+    assert ablation.fit_warning(leave_one_out.NAME, {}, AblationConfig()) == ""
+
+
+def test_log_odds_by_hand():
+    got = lasso.log_odds(np.log([0.5, 0.25, 0.9, 1e-30]))
+    np.testing.assert_allclose(got[:3], [0.0, np.log(1 / 3), np.log(9)], atol=1e-12)
+    assert got[3] == pytest.approx(np.log(1e-30), abs=1e-9)  # log(1 - p) ~ 0 for tiny p
+    assert np.isfinite(lasso.log_odds(np.array([0.0]))).all()
+
+
+def test_surrogate_masks_are_seeded_and_keep_about_half():
+    cfg = AblationConfig(surrogate_masks=400, seed=3)
+    a, b = ablation_surrogate.masks(9, cfg), ablation_surrogate.masks(9, cfg)
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (400, 9) and 0.45 < a.mean() < 0.55
+    assert not np.array_equal(a, ablation_surrogate.masks(9, AblationConfig(surrogate_masks=400, seed=4)))
+
+
+# --- the registry and errors ------------------------------------------------------------------------
+
+
+def test_segment_methods_are_in_the_registry_with_their_kind():
+    assert methods.list_segment_methods() == [leave_one_out.NAME, ablation_surrogate.NAME]
+    every = methods.registry_json(("token", "segment"))
+    assert [e["name"] for e in every] == ss.list_methods() + methods.list_segment_methods()
+    assert {e["name"]: e["kind"] for e in every}[leave_one_out.NAME] == "segment"
+    assert all(e["kind"] == "token" for e in methods.registry_json())
+    surrogate = methods.get_segment_method(ablation_surrogate.NAME)
+    assert (surrogate.count_field, surrogate.count_unit, surrogate.default_count) == (
+        "surrogate_masks", "ablations", AblationConfig().surrogate_masks)
+    assert surrogate.rows(7, AblationConfig()) == 32 and leave_one_out.METHOD.rows(7, AblationConfig()) == 7
+    with pytest.raises(SalienceError, match="segment method.*segment_salience"):
+        methods.get_method(leave_one_out.NAME)
+    with pytest.raises(SalienceError, match="Unknown segment method 'grad_norm'"):
+        methods.get_segment_method("grad_norm")
+
+
+def test_bad_requests_name_the_fix(lm):
+    with pytest.raises(SalienceError, match="Unknown removal 'erase'"):
+        segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, config=AblationConfig(removal="erase"))
+    with pytest.raises(SalienceError, match="no removable regex segments"):
+        segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="regex", pattern="zzz+")
+    with pytest.raises(SalienceError, match="outside"):
+        segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, span=(0, 99))
+
+
+def test_prefix_scorer_scores_the_unedited_prompt_without_a_forward(lm):
+    pair_ids = lm.encode_prompt(PROMPT).ids
+    target = lm.tokenize(TARGET, add_special_tokens=False).ids
+    scorer = PrefixScorer(lm, pair_ids, target, (0, len(target)))
+    rows_before = scorer.stats.rows
+    assert scorer([pair_ids])[0] == scorer.original_logprob
+    assert scorer.stats.rows == rows_before
+    assert ablation.common_prefix([1, 2, 3], [1, 2, 4]) == 2 and ablation.common_prefix([1, 2], [1, 2, 5]) == 2
+    with torch.no_grad():
+        assert np.isfinite(scorer.original_logprob)
+
+
+def test_at_regex_granularity_only_the_matches_are_removed(lm):
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="regex", pattern=r"capital|apples")
+    assert [got.text[s:e] for s, e in got.segments] == ["capital", "capital", "apples", "apples"]
