@@ -54,11 +54,11 @@ import numpy as np
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain import scoring
 from sequence_salience.explain.scoring import Cancel, Progress
-from sequence_salience.methods import DEFAULT_METHODS, get_method
-from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.methods import DEFAULT_METHODS, get_any_method, is_segment_method
+from sequence_salience.methods.base import AblationConfig, SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
-from sequence_salience.salience import compute_span_result
+from sequence_salience.salience import compute_span_result, tokenized_result
 from sequence_salience.text import ChatPrompt
 
 MODES = ("deletion", "insertion")
@@ -258,6 +258,29 @@ def segment_salience(
     return result, values
 
 
+def ablation_values(lm: LanguageModel, prompt, target, methods: Sequence[str], span: tuple[int, int],
+                    segs: scoring.PromptSegments, config: "FaithfulnessConfig", result: SalienceResult,
+                    ablation_config: AblationConfig | None, progress: Progress | None, cancel: Cancel | None,
+                    ) -> dict[str, np.ndarray]:
+    """{segment method: <float64>[S] its value of each of `segs`}, measured with the curves' own
+    segments and removal (ablation.segment_salience); a segment it does not rank (the text between
+    regex matches) gets 0."""
+    if not methods:
+        return {}
+    # Imported here: sequence_salience.ablation builds on explain.scoring (this package imports this module).
+    from sequence_salience.ablation import segment_salience as measure  # pylint: disable=import-outside-toplevel
+
+    cfg = ablation_config or AblationConfig(removal=config.removal, filler=config.filler)
+    out = {}
+    for m in methods:
+        got = measure(lm, prompt, target, m, granularity=config.granularity, pattern=config.pattern, span=span,
+                      config=cfg, regions=config.regions, result=result, progress=progress, cancel=cancel,
+                      slice_s=config.slice_s)
+        by_index = dict(zip(got.segment_index.tolist(), got.values.tolist()))
+        out[m] = np.array([by_index.get(int(i), 0.0) for i in segs.index], dtype=np.float64)
+    return out
+
+
 def faithfulness_curves(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -270,22 +293,26 @@ def faithfulness_curves(
     result: SalienceResult | None = None,
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    ablation_config: AblationConfig | None = None,
 ) -> FaithfulnessReport:
     """Deletion / insertion curves and AOPC of several methods vs. seeded random orders, in one call.
 
     Args:
       lm, prompt, target: as for compute_salience (the target's tokens are the ones explained).
-      methods: salience methods to rank segments by (any registered method).
+      methods: salience methods to rank segments by (any registered method; a segment method is
+        measured with the curves' own segments and removal, sequence_salience.ablation).
       span: (t0, t1) target tokens; None: the whole target.
       config: granularity, steps, removal, filler, random reference (FaithfulnessConfig).
       salience_config: settings for computing salience when `result` lacks it.
       result: a SalienceResult of this prompt and target to take the salience from (no backward).
       progress: progress(stage, done, total); cancel: () -> bool, checked between batches.
+      ablation_config: the segment methods' settings; None: AblationConfig with the curves' removal
+        and filler.
     """
     if isinstance(methods, str):
         methods = (methods,)
     for m in methods:
-        get_method(m)
+        get_any_method(m)
     for mode in config.modes:
         if mode not in MODES:
             raise SalienceError(f"Unknown curve mode {mode!r}. Fix: use {' and/or '.join(MODES)}.")
@@ -298,8 +325,14 @@ def faithfulness_curves(
     else:
         num_t = result.num_targets
     t0, t1 = scoring.resolve_span(span, num_t)
-    result, token_values = segment_salience(lm, prompt, target, methods, (t0, t1), result, salience_config)
+    token_methods = [m for m in methods if not is_segment_method(m)]
+    if token_methods:
+        result, token_values = segment_salience(lm, prompt, target, token_methods, (t0, t1), result, salience_config)
+    else:
+        result, token_values = result or tokenized_result(lm, prompt, target), {}
     segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
+    measured = ablation_values(lm, prompt, target, [m for m in methods if is_segment_method(m)], (t0, t1), segs,
+                               config, result, ablation_config, progress, cancel)
     S = len(segs)
     fill = scoring.filler_id(lm, config.filler)
     edit = scoring.PromptEditor(lm, prompt, result, segs, config.removal, fill)
@@ -310,10 +343,10 @@ def faithfulness_curves(
     orderings: dict[str, str] = {}
     scores: dict[str, np.ndarray] = {}
     for m in methods:
-        scores[m] = segs.scores(token_values[m])  # [S]
+        scores[m] = measured[m] if m in measured else segs.scores(token_values[m])  # [S]
         orders[m] = np.argsort(-scores[m], kind="stable")  # most salient (most positive) first
-        orderings[m] = "signed" if get_method(m).signed else "value"
-        if get_method(m).signed:
+        orderings[m] = "signed" if get_any_method(m).signed else "value"
+        if get_any_method(m).signed:
             orders[m + ABS_SUFFIX] = np.argsort(-np.abs(scores[m]), kind="stable")  # largest |value| first
             orderings[m + ABS_SUFFIX] = "abs"
     orders[LENGTH] = length_order([len(t) for t in segs.tokens], [e - s for s, e in segs.spans])
