@@ -27,10 +27,10 @@ import numpy as np
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain.faithfulness import RANDOM, FaithfulnessConfig, faithfulness_curves
 from sequence_salience.explain.reduction import ReductionConfig, reduce_prompt
-from sequence_salience.methods import DEFAULT_METHODS, get_method, integrated_gradients
+from sequence_salience.methods import DEFAULT_METHODS, get_any_method, integrated_gradients, is_segment_method
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import GenerationConfig, LanguageModel
-from sequence_salience.salience import compute_span_result
+from sequence_salience.salience import compute_span_result, tokenized_result
 
 IG = integrated_gradients.NAME
 
@@ -67,7 +67,7 @@ class EvalConfig:
         if isinstance(self.methods, str) or not self.methods:
             raise SalienceError(f"methods={self.methods!r}. Fix: give a tuple of method names, e.g. {DEFAULT_METHODS}.")
         for m in self.methods:
-            get_method(m)
+            get_any_method(m)
         if self.ig_steps < 1 or self.max_new_tokens < 1:
             raise SalienceError("ig_steps and max_new_tokens must be at least 1.")
 
@@ -128,10 +128,12 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
             raise SalienceError("The model generated an empty response (it ended its turn at once). "
                                 "Fix: give the row a \"target\", or change the prompt.")
     methods = tuple(config.methods)
+    token_methods = tuple(m for m in methods if not is_segment_method(m))  # segment methods: faithfulness_curves
     want_ig = config.ig_completeness and IG not in methods
     salience_config = SalienceConfig(ig_steps=config.ig_steps)
-    result = compute_span_result(lm, prompt, target, methods=methods + ((IG,) if want_ig else ()),
-                                 config=salience_config)
+    with_ig = token_methods + ((IG,) if want_ig else ())
+    result = (compute_span_result(lm, prompt, target, methods=with_ig, config=salience_config) if with_ig
+              else tokenized_result(lm, prompt, target))
     span = (0, result.num_targets)
     report = faithfulness_curves(lm, prompt, target, methods, config=config.faithfulness,
                                  salience_config=salience_config, result=result,
@@ -162,7 +164,7 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
         out["row_verdicts"] = {mode: {m: report.verdict(m, mode) for m in ranked} for mode in report.curves}
     if config.reduction:
         out["reduction"] = {}
-        for m in methods:
+        for m in token_methods:  # input reduction follows token salience; segment methods have none
             rc = dataclasses.replace(config.reduction_config, method=m,
                                      granularity=config.faithfulness.granularity,
                                      pattern=config.faithfulness.pattern)

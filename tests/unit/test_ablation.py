@@ -264,3 +264,18 @@ def test_faithfulness_curves_rank_by_the_segment_methods_own_values(lm):
     curve = only.curves["deletion"][leave_one_out.NAME]
     assert curve.order[0] == top
     assert only.original_logprob - curve.logprobs[1] == pytest.approx(loo.values[top], abs=1e-9)
+
+
+def test_evaluate_row_compares_segment_methods_with_gradients(lm):
+    from sequence_salience.evaluate.engine import EvalConfig, evaluate_row
+    from sequence_salience.explain import FaithfulnessConfig
+
+    cfg = EvalConfig(methods=("grad_norm", leave_one_out.NAME, ablation_surrogate.NAME),
+                     faithfulness=FaithfulnessConfig(n_random=2, steps=3), reduction=True)
+    row = evaluate_row(lm, {"prompt": PROMPT, "target": TARGET, "chat": False}, cfg)
+    assert set(row["gaps"]["deletion"]) >= {"grad_norm", leave_one_out.NAME, ablation_surrogate.NAME}
+    assert row["orderings"][leave_one_out.NAME] == "signed"
+    assert set(row["reduction"]) == {"grad_norm"}  # input reduction ranks by token salience only
+    only = evaluate_row(lm, {"prompt": PROMPT, "target": TARGET, "chat": False},
+                        dataclasses.replace(cfg, methods=(leave_one_out.NAME,), reduction=False))
+    assert only["curves"]["deletion"][leave_one_out.NAME] == row["curves"]["deletion"][leave_one_out.NAME]
