@@ -6,7 +6,11 @@
   "Uncaught error: <message>\\n\\nDetails: <traceback>", which the middleware
   (lit_app/security.py) answers as 400 (409 for a cancelled request), and LIT's client
   shows <message> only when it is a single line (otherwise "Unknown error").
-* `ClientGone`: a request stopped because its HTTP client disconnected.
+* `Cancelled`: a request stopped because a newer one superseded it or nobody waits for it
+  (lit_app/cancel.py); its message starts with "Cancelled:". Not a fault: the handlers answer it
+  without LIT's traceback (`security.mark_client_errors`) and log one INFO line; 409 through the
+  middleware.
+* `ClientGone`: a `Cancelled` request whose HTTP client disconnected (nobody reads the answer).
 * `Rejected`: an HTTP request refused before it reaches LIT (lit_app/security.py,
   lit_app/limits.py, lit_app/request_body.py, lit_app/paths.py), with its status.
 """
@@ -22,7 +26,11 @@ class RequestError(ValueError):
     """A request the wrappers cannot serve; the message is one line and names the fix."""
 
 
-class ClientGone(RequestError):
+class Cancelled(RequestError):
+    """A request stopped because it was superseded or abandoned; the message starts with "Cancelled:"."""
+
+
+class ClientGone(Cancelled):
     """A request stopped because its HTTP client disconnected: nobody reads the answer."""
 
 

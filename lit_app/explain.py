@@ -111,7 +111,7 @@ class ExplainModel(Wrapper):
             job.report(stage, done, total)
             lock.yield_to_waiting()  # a click in the salience module need not wait for the whole test
 
-        return progress, job.cancelled.is_set
+        return progress, job.should_stop
 
     # -------------------------------------------------------------- predict
 
@@ -135,10 +135,13 @@ class ExplainModel(Wrapper):
                 job.report(FIRST_STAGES[action], 0, 0)
                 out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel)
         except ss.ComputationCancelled:
-            out = {"cancelled": True}
+            out = {"cancelled": True, "reason": job.check.reason}
         finally:
             self.jobs.finish(job)
         out.update(action=action, seconds=round(time.perf_counter() - start, 3))
+        logger.info("explain %s: %s at %s %d/%d in %.1f s", action,
+                    f"cancelled ({job.check.reason})" if out.get("cancelled") else "done", job.stage, job.done,
+                    job.total, out["seconds"])
         return {EXPLAIN: out}
 
     # ------------------------------------------------------------- helpers

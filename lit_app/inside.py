@@ -259,17 +259,18 @@ class InsideInterveneModel(InsideTraceModel):
         try:
             payload = self._run(at, ivs, job)
         except ss.ComputationCancelled:
-            payload = {"cancelled": True, "partial": job.partial}
+            payload = {"cancelled": True, "reason": job.check.reason, "partial": job.partial}
         finally:
             self.jobs.finish(job)
         payload.update(action="run", seconds=round(time.perf_counter() - start, 3))
-        logger.info("inside intervene: %d intervention(s), %s in %.1f s", len(ivs),
-                    "cancelled" if payload.get("cancelled") else "done", payload["seconds"])
+        logger.info("inside intervene: %d intervention(s), %s at %s %d/%d in %.1f s", len(ivs),
+                    f"cancelled ({job.check.reason})" if payload.get("cancelled") else "done", job.stage, job.done,
+                    job.total, payload["seconds"])
         return {INTERVENTION: payload}
 
     def _run(self, at: Located, ivs: tuple, job: user_jobs.UserJob) -> JsonDict:
         lm, arch, lock = self.shared.lm, self.state.arch, self.shared.lock
-        cancel = job.cancelled.is_set
+        cancel = job.should_stop
         lib_at = at.library()
         steps = [{"name": name, "state": "pending", "seconds": None, "before": None} for name in RUN_STEPS]
         payload: JsonDict = {"interventions": [dataclasses.asdict(iv) for iv in ivs], "steps": steps,

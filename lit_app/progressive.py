@@ -109,6 +109,7 @@ class DetailJobs:
         self._queue: collections.deque[Job] = collections.deque()
         self._jobs: collections.OrderedDict[tuple[Hashable, str], Job] = collections.OrderedDict()
         self._focus: Hashable | None = None
+        self._focus_moves = 0
         self._worker: threading.Thread | None = None
         _ALL_QUEUES.add(self)
 
@@ -116,9 +117,16 @@ class DetailJobs:
     def focus_group(self) -> Hashable | None:
         return self._focus
 
+    @property
+    def focus_moves(self) -> int:
+        """How many times the focus moved to another datapoint (lit_app/cancel.py's `focus_moved`)."""
+        return self._focus_moves
+
     def focus(self, group: Hashable) -> None:
         """The user looks at `group` now: cancel every job of other datapoints."""
         with self._lock:
+            if group != self._focus:
+                self._focus_moves += 1
             self._focus = group
             for job in self._jobs.values():
                 if job.group != group:

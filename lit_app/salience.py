@@ -17,8 +17,8 @@ import numpy as np
 from lit_nlp.api import dtypes as lit_dtypes
 
 import sequence_salience as ss
-from lit_app import disconnect, fields, lit_convention, progressive
-from lit_app.errors import ClientGone, RequestError
+from lit_app import cancel, fields, lit_convention, progressive
+from lit_app.errors import Cancelled, RequestError
 from lit_app.inputs import (JsonDict, datapoint_group, detail_field, extra_counts, int_field, job_extra,
                             parse_target_span, text_field)
 from lit_app.payloads import compact, salience_payload, span_key
@@ -27,33 +27,6 @@ from lit_app.wrapper import Wrapper
 # Longest wait of a `detail="stream"` request with `stream_after` (a long poll) before it answers what
 # there is: the page then shows "waiting for the model" when another request holds it.
 STREAM_WAIT_S = 1.0
-
-
-class BlockingCancel:
-    """When a blocking request (every matrix at once, `detail=""`) stops, within one slice.
-
-    It stops when its HTTP client has disconnected (`lit_app.disconnect`: the page was
-    closed, a script was interrupted or timed out), or when the user selected another
-    datapoint after it arrived (the progressive focus moved, as it stops background jobs).
-    Concurrent blocking requests do not stop each other: scripts may send several at once.
-    `reason` says why it stopped ("" while it runs).
-    """
-
-    CLIENT_GONE = "the client disconnected"
-
-    def __init__(self, jobs: progressive.DetailJobs, group: Hashable, gone: Callable[[], bool]):
-        self._jobs, self._group, self._gone = jobs, group, gone
-        self._focus = jobs.focus_group
-        self.reason = ""
-
-    def __call__(self) -> bool:
-        if not self.reason:
-            focus = self._jobs.focus_group
-            if focus != self._focus and focus != self._group:
-                self.reason = "another datapoint was selected"
-            elif self._gone():
-                self.reason = self.CLIENT_GONE
-        return bool(self.reason)
 
 
 class SalienceModel(Wrapper):
@@ -120,18 +93,19 @@ class SalienceModel(Wrapper):
         return out
 
     def _predict_complete(self, ex: JsonDict) -> JsonDict:
-        """Every matrix at once (blocking): LIT's own modules and scripts; stops early (BlockingCancel)."""
-        # The cancel check is made when the request arrives (the focus it compares with is the current one).
-        cancel = BlockingCancel(self._shared.jobs, datapoint_group(ex), disconnect.watcher())
+        """Every matrix at once (blocking): LIT's own modules and scripts; stops early (lit_app/cancel.py)."""
+        # It stops when its client disconnects or another datapoint is selected after it arrived (the
+        # focus it compares with is the current one); concurrent blocking requests do not stop each
+        # other (scripts may send several at once).
+        check = cancel.for_request("a blocking salience request",
+                                   cancel.focus_moved(self._shared.jobs, datapoint_group(ex)))
         chat = self._shared.format_prompt(ex)
         target = text_field(ex, fields.TARGET)
         counts = extra_counts(ex)
         try:
-            result = self._shared.salience(chat, target, counts, cancel=cancel)
+            result = self._shared.salience(chat, target, counts, cancel=check)
         except ss.ComputationCancelled:
-            error = ClientGone if cancel.reason == BlockingCancel.CLIENT_GONE else RequestError
-            raise error(f"Cancelled: {cancel.reason or 'stopped'} before every salience matrix was"
-                        " computed. Fix: send the request again (one that nobody waits for is stopped).") from None
+            raise check.error("every salience matrix was computed") from None
         n_prompt = int(result.n_prompt_tokens)
         n_targets = len(result.tokens) - n_prompt
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
@@ -196,13 +170,15 @@ class SalienceModel(Wrapper):
                 job.payload = self._outputs(job.result, job_counts, {}, job.status())
             return job.payload
 
+        if detail == "span":
+            # Latest wins: a span request (first highlight or clicked span) stops within one chunk of
+            # IG steps or SmoothGrad samples once its client disconnects, another datapoint is selected,
+            # or a newer span request of this datapoint arrives (another span, method or count). Its
+            # ticket is taken on arrival, before anything waits for the model.
+            check = cancel.for_request("a span request", cancel.focus_moved(shared.jobs, group),
+                                       shared.span_requests.take(group))
         shared.jobs.focus(group)
-        # Latest wins: a clicked span is stale once another datapoint is selected or
-        # another span of this one is clicked (IG and SmoothGrad spans stop within one
-        # chunk of steps or samples). The ticket is taken on arrival, before anything
-        # waits for the model.
         requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30) if detail == "span" else None
-        ticket = shared.next_span_ticket(group) if requested is not None else None
         chat = shared.format_prompt(ex)
         target = text_field(ex, fields.TARGET)
 
@@ -217,10 +193,6 @@ class SalienceModel(Wrapper):
         # The span's range is checked by the core library once the target is tokenized.
         t0, t1 = requested if requested is not None else (0, None)
 
-        def stale() -> bool:
-            return shared.jobs.focus_group != group or (
-                ticket is not None and shared.span_ticket(group) != ticket)
-
         # What `detail="span_progress"` polls read while this runs (the page shows % and time left).
         progress_job = progressive.Job(group, "span", run=lambda _job: None)
         self._span_jobs().clear()  # one selection at a time: an older datapoint's entry is stale
@@ -232,10 +204,15 @@ class SalienceModel(Wrapper):
             progress_job.report(done, total)
 
         try:
-            result = shared.quick(chat, target, t0, t1, counts, cancel=stale, progress=report)
+            result = shared.quick(chat, target, t0, t1, counts, cancel=check, progress=report)
         except ss.ComputationCancelled:
             progress_job.state, progress_job.finished = progressive.CANCELLED, time.monotonic()
-            raise RequestError("Cancelled: a newer selection replaced this request.") from None
+            progress_job.error = f"Cancelled: {check.reason}."
+            if check.client_gone:
+                raise check.error("the span was computed") from None
+            done = (f" It stopped after {progress_job.done} of {progress_job.total} IG steps or SmoothGrad samples."
+                    if progress_job.total else "")
+            raise Cancelled(f"Cancelled: {check.reason}.{done}") from None
         except Exception as e:
             progress_job.state, progress_job.error, progress_job.finished = progressive.ERROR, str(e), time.monotonic()
             raise

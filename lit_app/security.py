@@ -63,7 +63,7 @@ from werkzeug import http as wz_http
 
 from lit_app import limits as limits_lib
 from lit_app import request_body
-from lit_app.errors import Rejected, RequestError, one_line
+from lit_app.errors import Cancelled, Rejected, RequestError, one_line
 from lit_app.hosts import LOOPBACK_NAMES, is_ip, is_wildcard, parse_host
 from lit_app.paths import PathConfiner, canonical_route
 from lit_app.security_config import SecurityConfig
@@ -85,6 +85,10 @@ def mark_client_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     LIT still answers the error as "Uncaught error: ..." with status 500 (the bare app behaves as
     LIT does); `SecureApp` reads the mark and answers 400 (409 for a request a newer one cancelled).
     Used by our app (lit_app/server.py) and, for a LIT user's own `LitApp`, by `lit_app.plugin.adapt`.
+
+    A `Cancelled` request (superseded, or its client gone: lit_app/cancel.py) is no fault: it is
+    answered here with LIT's error body and status (500; the middleware's 409), without LIT's
+    ERROR log and traceback (the wrapper logs it as one INFO line).
     """
     if getattr(handler, "marks_client_errors", False):
         return handler
@@ -93,6 +97,9 @@ def mark_client_errors(handler: Callable[..., Any]) -> Callable[..., Any]:
     def marked(app, request, environ):
         try:
             return handler(app, request, environ)
+        except Cancelled as e:  # the wrapper logged it (lit_app/wrapper.py)
+            environ[CLIENT_ERROR_KEY] = e
+            return app.respond(request, f"Uncaught error: {one_line(str(e))}", "text/plain", 500)
         except RequestError as e:
             environ[CLIENT_ERROR_KEY] = e
             raise
@@ -381,7 +388,9 @@ class SecureApp:
         if status == 500 and (environ.get(CLIENT_ERROR_KEY) is not None or _LIT_PARAMETER_ERRORS.match(message)):
             status = 409 if message.startswith("Cancelled") else 400  # the client's mistake, not a server fault
         message = self.public_message(message)
-        if details:
+        if status == 409:  # a cancelled request: the wrapper logged it (one INFO line)
+            logger.debug("%s %s -> 409: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), message)
+        elif details:
             logger.error("%s %s failed: %s\n%s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
                          message, details)
         else:

@@ -236,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              max_memory=max_memory, log=logger.info)
 
     def make_shared(lm: Any) -> SharedLM:
-        return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s)
+        return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s,
+                         heartbeat_s=args.job_heartbeat_s)
 
     logger.info("Loading %d model(s) on %s (%s) ...", len(args.models), args.device, args.dtype)
     try:

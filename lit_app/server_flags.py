@@ -31,7 +31,7 @@ from lit_nlp import server_flags as lit_server_flags
 
 import sequence_salience as ss
 from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import client_build, datasets, layouts, limits, security_config
+from lit_app import client_build, datasets, layouts, limits, progressive, security_config
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
 PROG = "sequence-salience-server"
@@ -155,6 +155,9 @@ def _define_our_flags(fv: flags.FlagValues) -> None:
         flags.DEFINE_float("slice_s", DEFAULT_SLICE_S,
                            "Model time of one background slice, in seconds: clicks wait at most about this long"
                            " for background work (the per-token matrices, explanation tests).", flag_values=fv),
+        flags.DEFINE_float("job_heartbeat_s", progressive.DEFAULT_HEARTBEAT_S,
+                           "A background matrix job nobody polls for this many seconds is abandoned (the page"
+                           " was closed) and stops within one slice.", flag_values=fv),
         flags.DEFINE_string("device", "cpu", '"cpu", "cuda", "cuda:N" or "auto".', flag_values=fv),
         flags.DEFINE_string("dtype", "float32", '"float32", "bfloat16" or "float16".', flag_values=fv),
         flags.DEFINE_string("device_map", None,
@@ -253,6 +256,8 @@ def _check(fv: flags.FlagValues) -> argparse.Namespace:
         raise FlagError(f"--warm_start is {fv.warm_start}; use a fraction from 0 to 1 (1: every example).")
     if not fv.slice_s > 0:
         raise FlagError(f"--slice_s is {fv.slice_s}; use a positive number of seconds, e.g. 0.25.")
+    if not fv.job_heartbeat_s > 0:
+        raise FlagError(f"--job_heartbeat_s is {fv.job_heartbeat_s}; use a positive number of seconds, e.g. 30.")
     if not 1 <= fv.max_new_tokens <= limits.MAX_NEW_TOKENS_CAP:
         raise FlagError(f"--max_new_tokens is {fv.max_new_tokens}; use 1 to {limits.MAX_NEW_TOKENS_CAP}.")
     if not 0 < fv.port < 65536:

@@ -23,7 +23,7 @@ import sequence_salience as ss
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS
 from sequence_salience.slices import DEFAULT_SLICE_S, SliceSizer
-from lit_app import fields, generation_cache, progressive
+from lit_app import cancel, fields, generation_cache, progressive
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, chat_field, text_field
 from lit_app.lru_cache import LRUCache
@@ -140,8 +140,9 @@ class SharedLM:
         self._generations = LRUCache(cache_size)
         self._results = LRUCache(cache_size, cache_bytes)
         self._partials = LRUCache(cache_size, cache_bytes)
-        self._tickets: dict[Hashable, int] = {}
-        self._tickets_lock = threading.Lock()
+        # `detail="span"` requests (first highlights and clicked spans), per datapoint group: the
+        # newest supersedes the older ones (lit_app/cancel.py).
+        self.span_requests = cancel.Latest()
         # Generations waiting for the model or running, by generation key (generation_stream).
         self._streams: dict[Hashable, GenerationStream] = {}
         self._streams_lock = threading.Lock()
@@ -156,15 +157,6 @@ class SharedLM:
     @property
     def name(self) -> str:
         return str(getattr(self.lm, "name", "model"))
-
-    def next_span_ticket(self, group: Hashable) -> int:
-        """A new number for a clicked-span request of `group`; older ones become stale."""
-        with self._tickets_lock:
-            self._tickets = {group: self._tickets.get(group, 0) + 1}  # other groups are stale anyway
-            return self._tickets[group]
-
-    def span_ticket(self, group: Hashable) -> int:
-        return self._tickets.get(group, 0)
 
     @property
     def dtype(self) -> str:
@@ -364,7 +356,7 @@ class SharedLM:
         job: when given (a background job), progress goes to it and it is checked for
           cancellation after every slice.
         cancel: without a job (a blocking request), checked once the model is ours and after
-          every slice (e.g. lit_app/salience.py's `BlockingCancel`); raises ComputationCancelled when it returns True.
+          every slice (a `lit_app.cancel.Cancel`); raises ComputationCancelled when it returns True.
         """
         explained = self.explained(chat, target)
         methods, config = self.methods_and_config(counts)

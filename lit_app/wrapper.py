@@ -16,7 +16,7 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
-from lit_app.errors import RequestError, one_line
+from lit_app.errors import Cancelled, RequestError, one_line
 from lit_app.inputs import JsonDict
 from lit_app.shared_model import SharedLM
 
@@ -73,6 +73,9 @@ class Wrapper(lit_model.Model):
 def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
     try:
         return fn(ex)
+    except Cancelled as e:  # no mistake and no fault: one INFO line (lit_app/cancel.py)
+        logger.info("%s: %s", who, e)
+        raise
     except RequestError as e:
         logger.warning("%s: rejected request: %s", who, e)
         raise

@@ -4,6 +4,7 @@
         page.goto(server.url)                        # the printed URL, with ?token= (sets the cookie)
         status, headers, body = server.post_json("/get_info", {})   # carries the token
         server.request("GET", "/", headers={...})    # any request; `auth=False` leaves the token out
+        conn = server.send_json(path, body); conn.close()   # a client that goes away mid-request
         server.port, server.base_url, server.token, server.headers, server.log_tail()
 
 Starts on a free loopback port with its log in `workdir`/server.log, waits until the server
@@ -103,6 +104,13 @@ class ServerProcess:
         """POSTs `body` as JSON (with the token); see `request`."""
         return self.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})},
                             **kw)
+
+    def send_json(self, path: str, body: Any, timeout: float = 600) -> http.client.HTTPConnection:
+        """POSTs `body` as JSON (with the token) and returns the open connection without reading the
+        answer: `getresponse()` reads it; `close()` is a client that goes away mid-request."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.request("POST", path, body=json.dumps(body), headers={**self.headers, "Content-Type": "application/json"})
+        return conn
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text()[-chars:]

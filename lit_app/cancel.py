@@ -1,0 +1,129 @@
+"""When a computation a client started stops: one check per computation, read between its chunks.
+
+Every computation the server runs for a client goes through one of three pieces of shared
+plumbing, and each gives the core library a cancel check (`Cancel`) that it calls before the work
+and after every chunk (IG steps, SmoothGrad samples, target chunks, forward batches of an
+explanation test, generated tokens), so abandoned or superseded work stops within one chunk:
+
+* a request that computes and answers (the `detail="span"` first highlight and clicked spans,
+  `SharedLM.quick`; blocking `detail=""` requests, `SharedLM.salience(cancel=)`): `for_request(...)`;
+* a user job (explanation tests, intervention runs: `lit_app/user_jobs.py`): `JobSlot.start`
+  builds the job's check, read by `UserJob.should_stop`;
+* a background matrix job (`lit_app/progressive.py`), which its request only starts: `Job.should_stop`.
+
+Reasons a check says stop (each a `Reason`: "" while the work is still wanted):
+
+* `client_gone()`: the HTTP client of the request that runs the work disconnected (a closed
+  tab, an aborted fetch, a killed script; `lit_app/disconnect.py`). A background matrix job has
+  no connection of its own: it is abandoned when nobody polls it for `heartbeat_s` seconds.
+* `Latest.take(key)`: superseded, a newer request of the same kind and key arrived (a newer
+  span of the same datapoint, whatever its method or count; a newer job of the same wrapper).
+* `focus_moved(jobs, group)`: the user selected another datapoint.
+* the server is stopping (`disconnect.shut_down`, read through `client_gone`).
+
+A new kind of computation plugs in by running through one of the three (docs/architecture.md,
+"Cancellation"); nothing else needs to know about it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from lit_app import disconnect
+from lit_app.errors import Cancelled, ClientGone
+
+logger = logging.getLogger(__name__)
+
+CLIENT_GONE = "the client disconnected"
+SUPERSEDED = "a newer selection replaced this request"
+FOCUS_MOVED = "another datapoint was selected"
+
+# "" while the work is wanted, else why it stops (one short clause).
+Reason = Callable[[], str]
+
+
+class Cancel:
+    """The cancel check of one computation: the first reason that fires, latched.
+
+    Call it (True: stop) between chunks; `reason` says why ("" while it runs). The first time it
+    fires it logs one INFO line naming `what` and the reason.
+    """
+
+    def __init__(self, what: str, *reasons: Reason):
+        self.what = what
+        self._reasons = reasons
+        self.reason = ""
+
+    def __call__(self) -> bool:
+        if not self.reason:
+            for check in self._reasons:
+                why = check()
+                if why:
+                    self.reason = why
+                    logger.info("Cancelling %s: %s.", self.what, why)
+                    break
+        return bool(self.reason)
+
+    def stop(self, why: str) -> None:
+        """Says stop from outside (a "cancel" request); the first reason given stays."""
+        if not self.reason:
+            self.reason = why
+            logger.info("Cancelling %s: %s.", self.what, why)
+
+    @property
+    def client_gone(self) -> bool:
+        return self.reason == CLIENT_GONE
+
+    def error(self, unfinished: str) -> Cancelled:
+        """The request's one-line error: `ClientGone` when nobody reads the answer, else `Cancelled`.
+
+        unfinished: what was not finished, e.g. "every salience matrix was computed"."""
+        error = ClientGone if self.client_gone else Cancelled
+        return error(f"Cancelled: {self.reason or 'stopped'} before {unfinished}."
+                     " Fix: send the request again (one that nobody waits for is stopped).")
+
+
+def client_gone() -> Reason:
+    """The disconnect of the HTTP client of the request this thread serves (call it on that thread).
+
+    Always "" without a socket (werkzeug's test client), until the server stops."""
+    gone = disconnect.watcher()
+    return lambda: CLIENT_GONE if gone() else ""
+
+
+def for_request(what: str, *reasons: Reason) -> Cancel:
+    """The check of work that the current request runs and answers: its client's disconnect, plus `reasons`."""
+    return Cancel(what, client_gone(), *reasons)
+
+
+def focus_moved(jobs: Any, group: Hashable) -> Reason:
+    """The user selected a datapoint other than `group` after this call (`jobs`: the
+    `progressive.DetailJobs` whose focus the `detail="span"` requests move)."""
+    start = jobs.focus_moves
+
+    def check() -> str:
+        return FOCUS_MOVED if jobs.focus_moves != start and jobs.focus_group != group else ""
+
+    return check
+
+
+class Latest:
+    """Superseding: per key, the newest request wins; older ones read as superseded.
+
+    `take(key)` on arrival (before anything waits for the model) returns that request's reason."""
+
+    def __init__(self, keep: int = 64):
+        self._tickets: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+        self._keep = keep
+
+    def take(self, key: Hashable, why: str = SUPERSEDED) -> Reason:
+        with self._lock:
+            ticket = self._tickets.pop(key, 0) + 1
+            self._tickets[key] = ticket  # newest last: the oldest keys go first
+            while len(self._tickets) > self._keep:
+                del self._tickets[next(iter(self._tickets))]
+        return lambda: why if self._tickets.get(key) != ticket else ""

@@ -1,0 +1,218 @@
+"""Every computation a client started stops within one chunk once that client goes away or a newer
+request supersedes it (issue 33), on the real server (`python -m lit_app.server`, the default model).
+
+One test per kind of computation: a span's integrated gradients (a clicked span) and SmoothGrad (a
+first highlight), a span replaced by a newer span of its datapoint, an explanation test (IG
+auto-steps), an intervention run, a background matrix job nobody polls. Each starts the work,
+closes the socket mid-run (or stops polling, or sends the newer request), and checks (a) from the
+server's own progress report or log that the work stopped within one chunk of the moment it was
+abandoned, and (b) that the next request (a trace: one forward, which waits for the model) is
+answered. The disconnect-to-free times are printed (docs/benchmarks.md, "Disconnect to free,
+issue 33"), never asserted. The blocking `detail=""` request has its own test in test_robustness.py.
+
+"Within one chunk": the progress read just before the close may be one chunk behind the chunk
+running at the close, and the chunk running when the client goes is finished before the check
+that stops it, so the work done at the end is at most two chunks past the last progress read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+
+import sequence_salience as ss
+from lit_app import explain, fields, inside
+from tests.server_process import ServerProcess
+
+MODEL = "smollm2"
+GEN, SAL, TOK = fields.model_group_names(MODEL)
+EXPLAIN = explain.explain_model_name(MODEL)
+TRACE, INTERVENE, _ = inside.model_names(MODEL)
+HEARTBEAT_S = 2
+MAX_NEW_TOKENS = 48
+# Steps (IG) or samples (SmoothGrad) per forward of a span: the span's chunk.
+SPAN_CHUNK = ss.SalienceConfig().ig_step_chunk_size
+COUNT = 32  # steps or samples: 4 chunks, so "stopped within one chunk" and "ran to the end" differ
+FINISHED = ("done", "cancelled", "error")
+NEXT = {fields.PROMPT: "What is the capital of France?", fields.TARGET: " Paris.", inside.INSIDE_T: 0}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with ServerProcess(["--max_new_tokens", str(MAX_NEW_TOKENS), "--job_heartbeat_s", str(HEARTBEAT_S)],
+                       tmp_path_factory.mktemp("server")) as proc:
+        _next_request(proc)  # the trace's first call resolves the architecture: not part of a figure
+        yield proc
+
+
+def _preds(server: ServerProcess, model: str, data: dict) -> dict[str, Any]:
+    status, _, body = server.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+    assert status == 200, body[:2000]
+    return json.loads(body)[0]
+
+
+def _send(server: ServerProcess, model: str, data: dict):
+    return server.send_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+
+
+def _wait(read, until, what: str, server: ServerProcess, limit_s: float = 300) -> Any:
+    """Reads `read()` until `until(value)` (a failure bound, not a timing assertion)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        value = read()
+        if until(value):
+            return value
+        assert time.monotonic() < deadline, f"never saw {what}; last {value}; log:\n{server.log_tail()}"
+        time.sleep(0.05)
+
+
+def _next_request(server: ServerProcess) -> float:
+    """Seconds to answer a trace of another prompt (one forward; it waits until the model is free)."""
+    start = time.monotonic()
+    out = _preds(server, TRACE, NEXT)
+    assert out[inside.TRACE]["t"] == 0
+    return time.monotonic() - start
+
+
+def _report(kind: str, stopped_s: float, next_s: float, detail: str) -> None:
+    print(f"\ndisconnect to free, {kind}: stopped after {stopped_s:.2f} s, next request answered after "
+          f"{next_s:.2f} s ({detail})")
+
+
+def _span_progress(server: ServerProcess, data: dict) -> dict:
+    out = _preds(server, SAL, {**data, fields.DETAIL: "span_progress"})
+    return out[fields.SALIENCE]["detail"]
+
+
+@pytest.mark.parametrize("kind, extra", [
+    pytest.param("span IG (clicked span)", {fields.IG_STEPS: COUNT, fields.TARGET_SPAN: "0:2"}, id="ig-clicked-span"),
+    pytest.param("span SmoothGrad (first highlight)", {fields.SMOOTH_GRAD_SAMPLES: COUNT}, id="smoothgrad-first"),
+])
+def test_a_span_stops_within_one_chunk_when_its_client_disconnects(server, kind, extra):
+    # No chat template: a short sequence keeps each chunk short on a busy machine.
+    data = {fields.PROMPT: f"Two colours of the sea ({kind}):", fields.TARGET: " blue and green.",
+            fields.CHAT: False, fields.DETAIL: "span", **extra}
+    conn = _send(server, SAL, data)
+    try:
+        seen = _wait(lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
+                     "the first chunk of the span", server)
+    finally:
+        conn.close()  # the tab is closed: the client goes away without reading the answer
+    closed = time.monotonic()
+    next_s = _next_request(server)
+    end = _wait(lambda: _span_progress(server, data), lambda s: s["state"] in FINISHED, "the span's end", server)
+    stopped_s = time.monotonic() - closed
+    _report(kind, stopped_s, next_s, f"{seen['done']} of {seen['total']} before the close, {end['done']} at the end")
+    assert end["state"] == "cancelled", end
+    assert seen["done"] <= end["done"] <= seen["done"] + 2 * SPAN_CHUNK < end["total"], (seen, end)
+    assert "Traceback" not in server.log_path.read_text()
+
+
+def test_a_span_stops_within_one_chunk_when_a_newer_span_of_its_datapoint_replaces_it(server):
+    """The user switches method while IG computes the first highlight: the IG request stops."""
+    data = {fields.PROMPT: "Two animals that live in the sea:", fields.TARGET: " fish and crabs.",
+            fields.CHAT: False, fields.DETAIL: "span", fields.IG_STEPS: COUNT}
+    old = _send(server, SAL, data)
+    try:
+        seen = _wait(lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
+                     "the first chunk of the span", server)
+        sent = time.monotonic()
+        newer = _preds(server, SAL, {**data, fields.IG_STEPS: 0})  # plain gradients: one forward + backward
+        next_s = time.monotonic() - sent
+        answer = old.getresponse()
+        body = answer.read().decode()
+    finally:
+        old.close()
+    stopped = re.search(r"stopped after (\d+) of (\d+)", body)
+    _report("span replaced by a newer span", next_s, next_s, f"{seen['done']} of {seen['total']} before the newer,"
+            f" {stopped[1] if stopped else '?'} at the end")
+    assert set(newer[fields.SPAN_SALIENCE]) == {"grad_norm", "grad_x_input"}
+    assert answer.status == 409, body
+    assert body.startswith("Cancelled: a newer selection replaced this request."), body
+    assert stopped, body
+    assert seen["done"] <= int(stopped[1]) <= seen["done"] + 2 * SPAN_CHUNK < int(stopped[2]), (seen, body)
+    # A normal cancellation: one INFO line, no ERROR with LIT's traceback.
+    log = server.log_path.read_text()
+    assert "Traceback" not in log and "Uncaught error: Cancelled" not in log, log[-3000:]
+
+
+def _explain_status(server: ServerProcess, data: dict) -> dict | None:
+    return _preds(server, EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
+
+
+def test_an_explanation_test_stops_within_one_step_when_its_client_disconnects(server):
+    start = len(server.log_path.read_text())
+    # IG auto-steps with a tolerance it never meets: 8 + 16 + 32 = 56 steps, one per pass.
+    data = {fields.PROMPT: "Name a river in France.", fields.TARGET: " The Seine.", explain.ACTION: "ig_auto",
+            fields.IG_STEPS: COUNT, explain.IG_TOLERANCE: 1e-9}
+    conn = _send(server, EXPLAIN, data)
+    try:
+        seen = _wait(lambda: _explain_status(server, data), lambda j: j is not None and j["stage"] == "ig_steps"
+                     and j["done"] >= 2, "two IG steps", server)
+    finally:
+        conn.close()
+    closed = time.monotonic()
+    next_s = _next_request(server)
+    _wait(lambda: _explain_status(server, data), lambda j: j is None, "the end of the test", server)
+    stopped_s = time.monotonic() - closed
+    line = re.search(r"explain ig_auto: (.*) at ig_steps (\d+)/(\d+)", server.log_path.read_text()[start:])
+    _report("explanation test (IG auto-steps)", stopped_s, next_s, f"{seen['done']} of {seen['total']} steps before"
+            f" the close; log: {line[0] if line else None}")
+    assert line, server.log_tail()
+    assert line[1] == "cancelled (the client disconnected)", line[0]
+    assert seen["done"] <= int(line[2]) <= seen["done"] + 2 < int(line[3]), (seen, line[0])
+
+
+def _run_status(server: ServerProcess, data: dict) -> dict | None:
+    return _preds(server, INTERVENE, {**data, inside.INSIDE_ACTION: "status"})[inside.INTERVENTION]["job"]
+
+
+def test_an_intervention_run_stops_within_one_token_when_its_client_disconnects(server):
+    start = len(server.log_path.read_text())
+    data = {fields.PROMPT: "Write a long story about a dragon who lives in a castle.", inside.INSIDE_T: 0,
+            inside.INTERVENTIONS: json.dumps([{"layer": 10, "index": 5, "mode": "off"}])}
+    conn = _send(server, INTERVENE, data)
+    try:
+        seen = _wait(lambda: _run_status(server, data), lambda j: j is not None and j["stage"] == "generate"
+                     and j["done"] >= 2, "two regenerated tokens", server)
+    finally:
+        conn.close()
+    closed = time.monotonic()
+    next_s = _next_request(server)
+    _wait(lambda: _run_status(server, data), lambda j: j is None, "the end of the run", server)
+    stopped_s = time.monotonic() - closed
+    line = re.search(r"inside intervene: 1 intervention\(s\), (.*?) (?:at (\w+) (\d+)/(\d+) )?in",
+                     server.log_path.read_text()[start:])
+    _report("intervention run", stopped_s, next_s, f"{seen['done']} of {seen['total']} tokens before the close;"
+            f" log: {line[0] if line else None}")
+    assert line, server.log_tail()
+    assert line[1] == "cancelled (the client disconnected)", line[0]
+    assert line[2] == "generate" and seen["done"] <= int(line[3]) <= seen["done"] + 2 < int(line[4]), (seen, line[0])
+
+
+def test_a_matrix_job_nobody_polls_stops(server):
+    """A background job has no connection of its own: abandoned when nobody polls it for --job_heartbeat_s."""
+    start = len(server.log_path.read_text())
+    data = {fields.PROMPT: "Read the notes. Parcel one left the depot at nine by van. Parcel two left at ten by"
+            " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: COUNT}
+
+    def poll() -> dict:
+        return _preds(server, SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
+
+    started = _preds(server, SAL, {**data, fields.DETAIL: "ig_matrix"})[fields.SALIENCE]["detail"]
+    assert started["kind"] == f"ig{COUNT}"
+    seen = _wait(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice", server)
+    last_poll = time.monotonic()  # the page is closed: nobody polls from here on
+    line = f"Nobody polled the ig{COUNT} job for {HEARTBEAT_S} s: cancelling it."
+    _wait(lambda: server.log_path.read_text()[start:], lambda log: line in log, "the job's cancellation", server)
+    stopped_s = time.monotonic() - last_poll
+    next_s = _next_request(server)
+    end = poll()
+    _report("background matrix job (heartbeat %d s)" % HEARTBEAT_S, stopped_s, next_s,
+            f"{seen['done']} of {seen['total']} at the last poll, {end['done']} at the end; next request timed"
+            " from the cancellation")
+    assert end["state"] == "cancelled" and end["done"] < end["total"], end

@@ -1,0 +1,102 @@
+"""The cancel checks of lit_app/cancel.py and the user jobs built on them (no model, no server).
+
+The disconnect itself is checked on a real socket pair: `client_gone` is bound to the socket of the
+request a thread serves (`disconnect.serving`), and says gone once the peer closes it.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from lit_app import cancel, disconnect, progressive, user_jobs
+from lit_app.errors import Cancelled, ClientGone
+
+
+def test_the_first_reason_that_fires_is_latched():
+    fired = {"a": "", "b": ""}
+    check = cancel.Cancel("work", lambda: fired["a"], lambda: fired["b"])
+    assert not check() and check.reason == ""
+    fired["b"] = "b went"
+    assert check() and check.reason == "b went"
+    fired["a"], fired["b"] = "a went", ""
+    assert check() and check.reason == "b went"  # latched: the first reason stays
+
+
+def test_a_newer_request_of_the_same_key_supersedes_only_its_own_key():
+    latest = cancel.Latest()
+    old_a = latest.take("a")
+    b = latest.take("b")
+    assert old_a() == "" and b() == ""
+    new_a = latest.take("a")
+    assert old_a() == cancel.SUPERSEDED and new_a() == "" and b() == ""
+
+
+def test_the_oldest_keys_are_forgotten_and_read_as_superseded():
+    latest = cancel.Latest(keep=2)
+    first = latest.take(1)
+    latest.take(2)
+    latest.take(3)
+    assert first() == cancel.SUPERSEDED
+
+
+def test_focus_moved_fires_only_for_another_datapoint_selected_after_the_call():
+    jobs = progressive.DetailJobs()
+    jobs.focus("A")
+    on_b = cancel.focus_moved(jobs, "B")  # a request for B while the user looks at A (a script)
+    jobs.focus("A")
+    assert on_b() == ""
+    jobs.focus("B")  # the user selects B: still wanted
+    assert on_b() == ""
+    jobs.focus("C")
+    assert on_b() == cancel.FOCUS_MOVED
+    on_a = cancel.focus_moved(jobs, "A")
+    jobs.focus("A")
+    jobs.focus("C")
+    jobs.focus("A")  # away and back: A is on screen again
+    assert on_a() == ""
+
+
+def test_client_gone_follows_the_socket_of_the_request_this_thread_serves():
+    server_side, client_side = socket.socketpair()
+    try:
+        with disconnect.serving({"werkzeug.socket": server_side}):
+            check = cancel.for_request("a test request")
+        assert not check()
+        client_side.close()
+        assert check() and check.client_gone
+        assert isinstance(check.error("it finished"), ClientGone)
+    finally:
+        server_side.close()
+
+
+def test_without_a_socket_the_client_is_never_gone():
+    check = cancel.for_request("a test request")
+    assert not check()
+    check.stop("told to")
+    error = check.error("it finished")
+    assert check() and type(error) is Cancelled and str(error).startswith("Cancelled: told to before it finished.")
+
+
+@pytest.mark.parametrize("how", ["newer job", "cancel request", "client gone"])
+def test_a_user_job_stops_when_superseded_cancelled_or_its_client_goes(how):
+    slot = user_jobs.JobSlot()
+    server_side, client_side = socket.socketpair()
+    try:
+        with disconnect.serving({"werkzeug.socket": server_side}):
+            job = slot.start("curves", "k")
+        assert not job.should_stop() and slot.status()["cancelled"] is False
+        if how == "newer job":
+            slot.start("reduce", "k2")
+            reason = user_jobs.NEWER_JOB
+        elif how == "cancel request":
+            assert slot.poll_answer("cancel") == {"action": "cancel", "cancelled": True}
+            reason = user_jobs.CANCEL_REQUEST
+        else:
+            client_side.close()
+            reason = cancel.CLIENT_GONE
+        assert job.should_stop() and job.check.reason == reason and job.status()["cancelled"] is True
+    finally:
+        server_side.close()
+        client_side.close()
