@@ -222,7 +222,9 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
         _wait_for(lambda: "Blocking salience request" in new_log(), "the blocking computation start")
     finally:
         conn.close()  # the client goes away without reading the answer
+        closed = time.monotonic()
     _wait_for(lambda: "Cancelled: the client disconnected" in new_log(), "the cancellation in the server log")
+    print(f"\ndisconnect to free, blocking request: cancelled {time.monotonic() - closed:.2f} s after the close")
     # It stopped part-way: IG never reached its last chunk (done == total).
     assert not re.search(r"salience integrated_gradients: (\d+)/\1\b", new_log()), new_log()[-2000:]
     status, body = _http(real_server, TOK, {fields.PROMPT: QUESTION})
