@@ -12,14 +12,25 @@ caller (the driver) writes every result itself, in one place, with one resume ru
   memory) loses only the row it was running: a fresh actor replaces it and the row goes back
   to the front of the queue, up to `max_attempts` times in all.
 
-Ray is optional (`pip install sequence-salience[ray]`); it is imported only by run_ray.
+Ray is optional (`pip install sequence-salience[ray]`, SUPPORTED_RAY); it is imported only by
+connect / run_ray.
+
+A local instance (no address) listens on loopback only: `connect` sets Ray's single-node switch
+(LOOPBACK_ENV) before this process first imports ray, so Ray takes 127.0.0.1 as the node's address
+(as it does on macOS and Windows) and binds every server of the node to it: GCS, raylet and
+object manager, each worker's and the driver's gRPC server, the runtime-env agent. It checks the
+address Ray will use before starting anything and refuses (SalienceError) when it is not
+loopback, e.g. when ray was imported earlier in the process without the switch.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.util
+import ipaddress
 import os
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
@@ -89,12 +100,43 @@ def run_serial(tasks: Iterable[Task], worker: RowWorker) -> Iterator[Outcome]:
         yield worker.run(key, row)
 
 
+# The Ray versions this module was checked with (tests/integration/test_evaluate_ray.py; the same
+# range as pyproject's [ray] extra). Outside it, connect refuses with the fix.
+SUPPORTED_RAY = ">=2.9"
+# Ray's single-node switch (ray._private.ray_constants.ENABLE_RAY_CLUSTER, read when ray is first
+# imported): "0" makes the node's address 127.0.0.1, so every server Ray starts binds to loopback.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
 def ray_available() -> bool:
+    """Whether Ray is installed (without importing it: connect sets LOOPBACK_ENV first)."""
+    return "ray" in sys.modules or importlib.util.find_spec("ray") is not None
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and the IPv4-mapped ::ffff:127.x.y.z; "localhost"."""
+    if host == "localhost":
+        return True
     try:
-        import ray  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    except ImportError:
+        ip = ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
         return False
-    return True
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def check_ray_version(version: str) -> None:
+    """SalienceError unless `version` is in SUPPORTED_RAY."""
+    from packaging.specifiers import SpecifierSet  # pylint: disable=import-outside-toplevel
+    from packaging.version import InvalidVersion, Version  # pylint: disable=import-outside-toplevel
+
+    try:
+        ok = Version(version) in SpecifierSet(SUPPORTED_RAY)
+    except InvalidVersion:
+        ok = False
+    if not ok:
+        raise SalienceError(f"Ray {version} is installed; --ray was checked with Ray {SUPPORTED_RAY}. "
+                            f"Fix: pip install 'ray{SUPPORTED_RAY}' (or 'sequence-salience[ray]').")
 
 
 def _import_ray():
@@ -103,6 +145,7 @@ def _import_ray():
     except ImportError:
         raise SalienceError("Ray is not installed. Fix: pip install 'sequence-salience[ray]' "
                             "(or pip install ray), or run without --ray.") from None
+    check_ray_version(ray.__version__)
     return ray
 
 
@@ -113,15 +156,32 @@ def _package_root() -> str:
 def connect(address: str | None, num_cpus: int | None, log: Log = print) -> bool:
     """ray.init: a local instance on loopback when address is None (num_cpus CPUs), else join the
     cluster at `address` ("auto": the one started on this machine by `ray start`). Returns whether
-    this call started Ray (so the caller shuts it down)."""
+    this call started Ray (so the caller shuts it down); an instance already initialized in this
+    process is used as it is.
+
+    For a local instance, LOOPBACK_ENV is set in os.environ before ray is imported (it stays set:
+    the processes Ray starts later inherit it), and Ray's node address is checked to be loopback
+    before ray.init. A process that imported ray without it gets a SalienceError naming the fix; a
+    process that imported it with it cannot join a remote cluster (its driver would be 127.0.0.1).
+    """
+    if address is None and "ray" not in sys.modules:
+        os.environ.update(LOOPBACK_ENV)
     ray = _import_ray()
     if ray.is_initialized():
         return False
+    if address is None:
+        node_ip = ray.util.get_node_ip_address()
+        if not is_loopback(node_ip):
+            raise SalienceError(
+                f"a local Ray instance would listen on {node_ip} (every interface), not loopback: ray was imported "
+                f"in this process before {' '.join(f'{k}={v}' for k, v in LOOPBACK_ENV.items())} was set. Fix: set "
+                "that variable before importing ray (or in the environment), or start a cluster yourself "
+                "(`ray start --head`, see the README) and pass its address.")
     # Workers import this package the way the driver does (a source checkout on PYTHONPATH too).
     path = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH", "")) if p)
     env = {"env_vars": {"PYTHONPATH": path}}
     if address is None:
-        log(f"Starting a local Ray instance ({num_cpus} CPUs, loopback) ...")
+        log(f"Starting a local Ray instance ({num_cpus} CPUs, Ray {ray.__version__}, listening on {node_ip} only) ...")
         ray.init(num_cpus=num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=False)
     else:
         log(f"Connecting to the Ray cluster at {address} ...")
@@ -170,7 +230,6 @@ def run_ray(
       max_attempts: tries per row when its worker dies (a failed row is never retried).
       worker_cls, worker_args: the actor class (default RowWorker(spec, config, *worker_args)).
     """
-    ray = _import_ray()
     tasks = list(tasks)
     if not tasks:
         return
@@ -180,7 +239,8 @@ def run_ray(
     if address is None:
         local_cpus = int(max(1, (num_workers or os.cpu_count() or 1) * cpus_per_worker))
     entered = time.perf_counter()
-    started = connect(address, local_cpus, log)
+    started = connect(address, local_cpus, log)  # imports ray (after LOOPBACK_ENV, for a local instance)
+    ray = _import_ray()
     actors: list[Any] = []
     try:
         n = num_workers or default_workers(gpus_per_worker, cpus_per_worker)

@@ -1,5 +1,6 @@
 """`evaluate --ray` on a local Ray instance (2 CPU workers, loopback): the same per-row results as
-the serial run, and a worker that dies loses only its row, which is retried.
+the serial run, a worker that dies loses only its row, which is retried, and every socket the
+instance listens on is on loopback (the CLI run in a child process, its process tree watched).
 
 Plumbing tests on a tiny random model saved as an HF folder (each worker loads it). Skipped
 only when Ray is not installed (`make test` installs the [ray] extra).
@@ -9,14 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
+from sequence_salience.evaluate import runner
+
+# This process imports ray here, so it sets Ray's single-node switch first (as runner.connect does
+# for a process that has not imported ray yet): the in-process instance below is loopback-only too.
+os.environ.update(runner.LOOPBACK_ENV)
 ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
 
 from sequence_salience import cli  # noqa: E402
 from sequence_salience.evaluate import EvalConfig, ModelSpec, RowWorker, run_ray, run_serial  # noqa: E402
-from sequence_salience.evaluate import runner  # noqa: E402
 from sequence_salience.explain import FaithfulnessConfig  # noqa: E402
 from tests import ray_workers  # noqa: E402
 from tests.unit import tiny_models  # noqa: E402
@@ -28,6 +38,7 @@ ROWS = [
     {"prompt": "Sentences end with periods. Paragraphs are separated by blank lines."},
 ]
 FLAGS = ["--granularity", "word", "--steps", "4", "--n-random", "3", "--max-new-tokens", "4", "--n-boot", "200"]
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = EvalConfig(faithfulness=FaithfulnessConfig(granularity="word", steps=4, n_random=3), max_new_tokens=4)
 
 
@@ -84,3 +95,61 @@ def test_a_worker_that_dies_loses_only_its_row_which_is_retried(local_ray, tiny_
     dead = open(marker, encoding="utf-8").read()
     assert next(o for o in out if o.key == 2).worker != dead  # retried on a live actor
     assert all(o.error is None and o.evaluation == serial[o.key] for o in out)
+
+
+def _listening(procs) -> dict[tuple[int, str], set[str]]:
+    """(pid, name) -> the local addresses "ip:port" its TCP sockets listen on and its UDP sockets are bound to."""
+    out: dict[tuple[int, str], set[str]] = {}
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="inet")
+            name = p.name()
+        except psutil.Error:  # ended meanwhile
+            continue
+        for c in conns:
+            if c.status == psutil.CONN_LISTEN or (c.type == socket.SOCK_DGRAM and not c.raddr):
+                out.setdefault((p.pid, name), set()).add(f"{c.laddr.ip}:{c.laddr.port}")
+    return out
+
+
+def test_every_socket_of_the_local_instance_is_on_loopback(tiny_dir, tmp_path):
+    """`evaluate --ray` in a fresh process (ray not imported before: the CLI's own path, the switch not
+    inherited from this test), its whole process tree (driver, GCS, raylet, agents, workers) polled
+    while it runs: every listening socket seen is on 127.0.0.1 / ::1 (IPv4-mapped included). Before the
+    fix, GCS, raylet, driver and workers listened on `*` and the runtime-env agent on the network address."""
+    batch = tmp_path / "p.jsonl"
+    batch.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in runner.LOOPBACK_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-m", "sequence_salience.cli", "evaluate", "--batch", str(batch), "--model", tiny_dir,
+           "--out", str(tmp_path / "out"), "--ray", "--workers", "2"] + FLAGS
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[tuple[int, str], set[str]] = {}
+    driver = psutil.Process(proc.pid)
+    driver_name = driver.name()
+    try:
+        while proc.poll() is None:
+            try:
+                tree = [driver] + driver.children(recursive=True)
+            except psutil.Error:
+                break
+            for key, addrs in _listening(tree).items():
+                seen.setdefault(key, set()).update(addrs)
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == cli.EXIT_OK, err
+    assert "2 Ray worker(s) ready" in err
+    names = {name for _, name in seen}
+    print("listening sockets seen:", {f"{name}[{pid}]": sorted(a) for (pid, name), a in sorted(seen.items())})
+    # The processes that listen (seen before the fix on * / the network address) were all watched.
+    assert {"gcs_server", "raylet"} <= names, names
+    assert (proc.pid, driver_name) in seen  # the driver's own gRPC server
+    assert sum(1 for n in names if n.startswith("ray::") and "Agent" not in n) >= 1, names  # the workers
+    exposed = {f"{name}[{pid}]": sorted(a for a in addrs if not runner.is_loopback(a.rsplit(":", 1)[0]))
+               for (pid, name), addrs in seen.items()}
+    assert not any(exposed.values()), exposed
+    assert runner.is_loopback("127.0.0.1") and runner.is_loopback("::1") and runner.is_loopback("::ffff:127.0.0.1")
+    assert not runner.is_loopback("0.0.0.0") and not runner.is_loopback("::") and not runner.is_loopback("192.0.2.2")
