@@ -100,9 +100,10 @@ def run_serial(tasks: Iterable[Task], worker: RowWorker) -> Iterator[Outcome]:
         yield worker.run(key, row)
 
 
-# The Ray versions this module was checked with (tests/integration/test_evaluate_ray.py; the same
-# range as pyproject's [ray] extra). Outside it, connect refuses with the fix.
-SUPPORTED_RAY = ">=2.9"
+# The Ray versions --ray supports (the same range as pyproject's [ray] extra; checked: 2.60.0 by
+# tests/integration/test_evaluate_ray.py, 2.9.3's loopback-only start by hand). Outside it, connect
+# refuses with the fix: a Ray 3 may start its servers otherwise.
+SUPPORTED_RAY = ">=2.9,<3"
 # Ray's single-node switch (ray._private.ray_constants.ENABLE_RAY_CLUSTER, read when ray is first
 # imported): "0" makes the node's address 127.0.0.1, so every server Ray starts binds to loopback.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}

@@ -142,6 +142,7 @@ def test_every_socket_of_the_local_instance_is_on_loopback(tiny_dir, tmp_path):
             proc.kill()
     assert proc.returncode == cli.EXIT_OK, err
     assert "2 Ray worker(s) ready" in err
+    assert f"Ray {ray.__version__}, listening on 127.0.0.1 only" in err  # the version and the path it took
     names = {name for _, name in seen}
     print("listening sockets seen:", {f"{name}[{pid}]": sorted(a) for (pid, name), a in sorted(seen.items())})
     # The processes that listen (seen before the fix on * / the network address) were all watched.
@@ -153,3 +154,18 @@ def test_every_socket_of_the_local_instance_is_on_loopback(tiny_dir, tmp_path):
     assert not any(exposed.values()), exposed
     assert runner.is_loopback("127.0.0.1") and runner.is_loopback("::1") and runner.is_loopback("::ffff:127.0.0.1")
     assert not runner.is_loopback("0.0.0.0") and not runner.is_loopback("::") and not runner.is_loopback("192.0.2.2")
+
+
+def test_the_supported_ray_range_is_declared_once_and_holds_for_the_installed_ray():
+    """pyproject's [ray] extra is runner.SUPPORTED_RAY; the installed Ray is in it; others are refused with the fix."""
+    import tomllib  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(_ROOT, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["ray"]
+    assert extra == [f"ray{runner.SUPPORTED_RAY}"]
+    runner.check_ray_version(ray.__version__)  # the installed one: no error
+    for version in ("2.8.1", "3.0.0", "not-a-version"):
+        with pytest.raises(SalienceError, match=f"Ray {version} is installed.*Fix: pip install"):
+            runner.check_ray_version(version)
