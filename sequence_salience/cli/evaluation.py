@@ -80,6 +80,14 @@ def evaluate_batch(args, methods) -> int:
         path = os.path.join(args.out, row["id"] + ".json")
         saved = None if args.force else saved_meta(path, "evaluation")
         if saved is not None and saved[1].get("fingerprint") == fingerprint:
+            try:  # a file edited by hand must neither crash the run nor reach the report unchecked
+                evaluate.check_evaluation(saved[0]["evaluation"])
+            except ss.SalienceError as e:
+                msg = f"its saved result {path} is not as evaluate writes it: {e}. Fix: delete that file or rerun with --force"
+                failures.append((lineno, msg))
+                err(f"{args.batch}:{lineno} ({row['id']}): {msg}")
+                append_log(args.out, {"line": lineno, "id": row["id"], "status": "error", "error": msg})
+                continue
             done_rows[lineno] = {"id": row["id"], "line": lineno, "evaluation": saved[0]["evaluation"]}
             append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
             continue
@@ -143,6 +151,7 @@ def evaluate_batch(args, methods) -> int:
 
 
 def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
     from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
 
     rows = [r for _, r in done_rows]
@@ -150,7 +159,10 @@ def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
     if not rows:
         info("No row was evaluated; no summary or report written.")
         return
-    summary = evaluate.summarize([r["evaluation"] for r in rows], evaluate.SummaryConfig(n_boot=args.n_boot))
+    try:
+        summary = evaluate.summarize([r["evaluation"] for r in rows], evaluate.SummaryConfig(n_boot=args.n_boot))
+    except ss.SalienceError as e:  # e.g. saved rows with other methods than the new ones
+        raise UsageError(f"cannot summarize the rows in {args.out}: {e}") from None
     obj = {"summary": summary, "rows": [{"id": r["id"], "line": r["line"]} for r in rows],
            "failures": [{"line": ln, "error": msg} for ln, msg in failures], "settings": settings,
            "batch": os.path.abspath(args.batch)}

@@ -10,13 +10,13 @@ Unchanged text is shown once; deleted text (only in A) is struck through (<del>)
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sequence_salience.display import palette
 from sequence_salience.display.html import GRANULARITY_LABELS
+from sequence_salience.display.markup import esc as _esc
 
 if TYPE_CHECKING:  # pragma: no cover
     from sequence_salience.compare.compare import SalienceComparison
@@ -44,10 +44,6 @@ _CSS = """
 .ss-compare table.ss-logp td.ss-tok { text-align: left; white-space: pre; font-family: monospace; }
 .ss-compare ol.ss-top { padding-left: 22px; margin: 2px 0; }
 """
-
-
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
 
 
 def _fmt(v: float) -> str:

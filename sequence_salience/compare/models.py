@@ -13,13 +13,13 @@ itself (then the per-token rows do not line up and only the totals compare).
 from __future__ import annotations
 
 import dataclasses
-import html as html_lib
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from sequence_salience.compare.compare import DEFAULT_METHOD, SalienceComparison, compare_results
 from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
+from sequence_salience.display.markup import esc
 from sequence_salience.errors import SalienceError
 from sequence_salience.files import atomic_write_json, atomic_write_text
 from sequence_salience.methods import get_method
@@ -71,11 +71,11 @@ class ModelComparison:
         la, lb = self.labels
         rows = []
         for owner, c in ((la, self.cross_a), (lb, self.cross_b)):
-            rows.append(f"<tr><td>{html_lib.escape(owner)}'s answer</td><td>{c.under_a.total:.3f}</td>"
+            rows.append(f"<tr><td>{esc(owner)}'s answer</td><td>{c.under_a.total:.3f}</td>"
                         f"<td>{c.under_b.total:.3f}</td><td>{c.delta:+.3f}</td></tr>")
         return (f'<div class="ss-label">Each answer under both models (teacher-forced log p)</div>'
-                f'<table class="ss-logp ss-cross-models"><tr><th></th><th>under {html_lib.escape(la)}</th>'
-                f'<th>under {html_lib.escape(lb)}</th><th>Δ ({html_lib.escape(lb)} − {html_lib.escape(la)})</th></tr>'
+                f'<table class="ss-logp ss-cross-models"><tr><th></th><th>under {esc(la)}</th>'
+                f'<th>under {esc(lb)}</th><th>Δ ({esc(lb)} − {esc(la)})</th></tr>'
                 f'{"".join(rows)}</table>')
 
     def html(self, document: bool = True, title: str | None = None) -> str:
@@ -90,7 +90,7 @@ class ModelComparison:
         if not document:
             return fragment
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>{html_lib.escape(title or 'Sequence Salience: compare models')}</title></head>\n"
+                f"<title>{esc(title or 'Sequence Salience: compare models')}</title></head>\n"
                 f"<body style=\"margin:16px\">{fragment}</body></html>\n")
 
     def _repr_html_(self) -> str:

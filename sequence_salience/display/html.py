@@ -9,9 +9,8 @@ once, in order, inside `.ss-prompt`, and the response inside `.ss-response`.
 
 from __future__ import annotations
 
-import html
-
 from sequence_salience.display import palette
+from sequence_salience.display.markup import esc as _esc
 from sequence_salience.display.view import View, completeness_warning, visible_text
 
 _CSS = """
@@ -44,10 +43,6 @@ GRANULARITY_LABELS = {
     "token": "tokens", "word": "words", "sentence": "sentences", "paragraph": "paragraphs",
     "line": "lines", "regex": "regex matches", "role": "roles",
 }
-
-
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
 
 
 def _piece(view: View, text: str, s: int, response: bool, rank: dict[int, int]) -> str:

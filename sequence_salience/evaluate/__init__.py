@@ -5,6 +5,7 @@
 * summary.py  summarize: per method and baseline, mean AOPC gap, bootstrap CI, win rate, verdict
 * report.py   render_report: a self-contained HTML report (inline PNG plots)
 * runner.py   run_serial / run_ray: rows on one process, or on Ray actors (optional extra)
+* validate.py check_evaluation: a saved row (resume file) checked field by field before reuse
 
 The command line is `sequence-salience evaluate --batch prompts.jsonl --out DIR [--ray]`.
 """
@@ -13,6 +14,7 @@ from sequence_salience.evaluate.engine import EvalConfig, RowEvaluation, evaluat
 from sequence_salience.evaluate.report import render_report
 from sequence_salience.evaluate.runner import ModelSpec, Outcome, RowWorker, ray_available, run_ray, run_serial
 from sequence_salience.evaluate.summary import SummaryConfig, summarize, table
+from sequence_salience.evaluate.validate import check_evaluation
 
 __all__ = [
     "EvalConfig",
@@ -21,6 +23,7 @@ __all__ = [
     "RowEvaluation",
     "RowWorker",
     "SummaryConfig",
+    "check_evaluation",
     "evaluate_row",
     "ray_available",
     "render_report",

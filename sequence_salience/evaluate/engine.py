@@ -192,8 +192,11 @@ def check_rows(rows: Sequence[RowEvaluation]) -> None:
     """SalienceError unless every row has the same methods, modes and baselines (one config)."""
     if not rows:
         return
-    ref = (row_methods(rows[0]), list(rows[0]["gaps"]), rows[0]["baselines"])
+    def key(r):
+        return row_methods(r), list(r["gaps"]), r["baselines"], sorted(r.get("reduction", {}))
+
+    ref = key(rows[0])
     for i, r in enumerate(rows[1:], start=1):
-        if (row_methods(r), list(r["gaps"]), r["baselines"]) != ref:
+        if key(r) != ref:
             raise SalienceError(f"row {i} was evaluated with other methods, modes or baselines than row 0. "
                                 "Fix: evaluate every row with the same settings (rerun with --force).")

@@ -9,10 +9,11 @@ plot, the per-row gaps, and the rows that failed (with their line numbers).
 from __future__ import annotations
 
 import base64
-import html
 import io
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from sequence_salience.display.markup import esc as _esc  # every value written into the page goes through it
 
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 BASELINE_STYLE = {"random": ("#7f7f7f", "--"), "length": ("#bcbd22", ":")}
@@ -24,10 +25,6 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.beats{color:#1a7f37;font-weight
 .worse{color:#b42318;font-weight:600}.noise{color:#6e6e6e}img{max-width:100%}
 small{color:#666}
 """
-
-
-def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _png(fig) -> str:
@@ -99,10 +96,10 @@ def render_report(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] 
     methods, baselines, modes = summary["methods"], summary["baselines"], summary["modes"]
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_esc(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>",
-             f"<p>{summary['n_rows']} row(s) evaluated, {len(failures)} failed. AOPC gap = AOPC(method) - "
+             f"<p>{_esc(summary['n_rows'])} row(s) evaluated, {len(failures)} failed. AOPC gap = AOPC(method) - "
              "AOPC(baseline), in nats; &gt; 0: removing (deletion) or revealing (insertion) the segments the "
              "method ranks first changes log p(target) more than the baseline's order does. CI: percentile "
-             f"bootstrap over rows ({summary['config']['n_boot']} resamples).</p>",
+             f"bootstrap over rows ({_esc(summary['config']['n_boot'])} resamples).</p>",
              "<h2>Verdicts</h2><table><tr><th class=l>method</th><th class=l>verdict</th></tr>"]
     for m in methods:
         v = summary["verdicts"][m]
@@ -114,14 +111,14 @@ def render_report(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] 
         for m in methods:
             for b in baselines:
                 s = summary["gaps"][mode][m][b]
-                parts.append(f"<tr><td class=l>{mode}</td><td class=l>{_esc(m)}</td><td class=l>{_esc(b)}</td>"
+                parts.append(f"<tr><td class=l>{_esc(mode)}</td><td class=l>{_esc(m)}</td><td class=l>{_esc(b)}</td>"
                              f"<td>{s['mean_gap']:+.3f}</td><td>[{s['ci'][0]:+.3f}, {s['ci'][1]:+.3f}]</td>"
                              f"<td>{s['win_rate']:.0%}</td><td class='l {_verdict_class(s['verdict'])}'>"
                              f"{_esc(s['verdict'])}</td></tr>")
     parts.append("</table><h2>Mean AOPC</h2><table><tr><th class=l>mode</th>"
                  + "".join(f"<th>{_esc(k)}</th>" for k in methods + baselines) + "</tr>")
     for mode in modes:
-        parts.append(f"<tr><td class=l>{mode}</td>"
+        parts.append(f"<tr><td class=l>{_esc(mode)}</td>"
                      + "".join(f"<td>{summary['mean_aopc'][mode][k]:.3f}</td>" for k in methods + baselines)
                      + "</tr>")
     parts.append("</table>")
@@ -139,18 +136,18 @@ def render_report(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] 
     parts.append(f"<h2>Gaps with CIs</h2><img alt='gaps' src='{_png(gaps_figure(summary))}'>")
     if rows:
         parts.append("<h2>Per row</h2><table><tr><th class=l>line</th><th class=l>id</th><th>segments</th>"
-                     + "".join(f"<th>{mode[:3]} {_esc(m)}−{_esc(b)}</th>" for mode in modes for m in methods
+                     + "".join(f"<th>{_esc(mode[:3])} {_esc(m)}−{_esc(b)}</th>" for mode in modes for m in methods
                                for b in baselines) + "</tr>")
         for r in rows:
             ev = r["evaluation"]
-            parts.append(f"<tr><td class=l>{r['line']}</td><td class=l>{_esc(r['id'])}</td>"
-                         f"<td>{ev['n_segments']}</td>"
+            parts.append(f"<tr><td class=l>{_esc(r['line'])}</td><td class=l>{_esc(r['id'])}</td>"
+                         f"<td>{_esc(ev['n_segments'])}</td>"
                          + "".join(f"<td>{ev['gaps'][mode][m][b]:+.2f}</td>" for mode in modes for m in methods
                                    for b in baselines) + "</tr>")
         parts.append("</table>")
     if failures:
         parts.append("<h2>Failed rows</h2><table><tr><th>line</th><th class=l>error</th></tr>"
-                     + "".join(f"<tr><td>{ln}</td><td class=l>{_esc(msg)}</td></tr>" for ln, msg in failures)
+                     + "".join(f"<tr><td>{_esc(ln)}</td><td class=l>{_esc(msg)}</td></tr>" for ln, msg in failures)
                      + "</table>")
     if settings:
         parts.append("<h2>Settings</h2><pre>" + _esc(_pretty(settings)) + "</pre>")
