@@ -6,6 +6,7 @@ The row parsing and the log are shared with `evaluate` (cli/evaluation.py).
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import re
@@ -38,6 +39,9 @@ def parse_row(line: str, lineno: int) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise UsageError(f"not valid JSON ({e.msg} at column {e.colno}); write one object per line, "
                          'e.g. {"prompt": "..."}') from None
+    except RecursionError:  # Python's parser gives up on a few thousand nested [ or {: this row fails, not the run
+        raise UsageError("JSON nested too deeply to read; a row is one flat object, "
+                         'e.g. {"prompt": "...", "target": "..."}') from None
     if not isinstance(obj, dict):
         raise UsageError(f'expected a JSON object, got {type(obj).__name__}; write {{"prompt": "..."}}')
     unknown = sorted(set(obj) - set(_ROW_KEYS))
@@ -126,9 +130,29 @@ def _existing_result(path: str, fingerprint: dict, methods: Sequence[str], span:
     return t1 <= result.num_targets and all(m in result.spans.get((t0, t1), {}) for m in methods)
 
 
+def _open_log(out_dir: str) -> int:
+    """OUT/log.jsonl opened for appending (created if missing), never through a symbolic link.
+
+    The other files in OUT are written by atomic rename (files.py), which replaces a link instead
+    of writing through it; the log is appended to, so a link there would send it elsewhere.
+    """
+    path = os.path.join(out_dir, LOG_NAME)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        if os.path.islink(path):  # also where O_NOFOLLOW does not exist
+            raise OSError(errno.ELOOP, "a symbolic link")
+        return os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            target = os.readlink(path) if os.path.islink(path) else "?"
+            raise UsageError(f"--out {out_dir}: {LOG_NAME} there is a symbolic link (to {target}); the batch tools "
+                             "do not write through links. Fix: remove the link, or give another --out.") from None
+        raise UsageError(f"--out {out_dir}: cannot write {LOG_NAME} there ({e.strerror}).") from None
+
+
 def append_log(out_dir: str, entry: dict) -> None:
     entry = {"time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **entry}
-    with open(os.path.join(out_dir, LOG_NAME), "a", encoding="utf-8") as f:
+    with os.fdopen(_open_log(out_dir), "a", encoding="utf-8") as f:
         f.write(json.dumps(entry, ensure_ascii=False) + "\n")
         f.flush()
 
@@ -144,6 +168,7 @@ def valid_rows(batch: str, out: str) -> tuple[list[tuple[int, str]], list[tuple[
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--out {out}: cannot create it ({e.strerror}).") from None
+    os.close(_open_log(out))  # a linked or unwritable log stops the run before any row
     rows: list[tuple[int, dict]] = []
     failures: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
@@ -166,7 +191,7 @@ def saved_meta(path: str, body: str) -> tuple[dict, dict] | None:
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, or nested too deeply: not done
         return None
     meta = obj.get("meta") if isinstance(obj, dict) else None
     if not isinstance(meta, dict) or body not in obj:

@@ -1,0 +1,96 @@
+"""The batch tools' input and output files on a tiny model folder (issue 33, smaller points).
+
+* One JSON line nested too deeply for Python's parser (RecursionError) fails that row with a clear
+  message; the other rows run. The same for a saved row file nested too deeply: it is not done.
+* The files `explain --batch` and `evaluate` write in --out never go through a symbolic link: a
+  linked log.jsonl stops the run before any row, with the fix, and the link's target (existing or
+  not) is left as it was; a linked row file is replaced by the row's file (atomic rename), its
+  target untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from sequence_salience import cli
+from tests.unit.tiny_models import save_tiny_llama
+
+ROWS = [{"prompt": "The capital of France is", "target": " Paris."},
+        {"prompt": "Alice has three apples.", "target": " Bob has two."}]
+DEEP = "[" * 100_000 + "]" * 100_000
+DEEP_FIELD = '{"prompt": "x", "case": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> str:
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
+def _explain(folder, batch, out):
+    return cli.main(["explain", "--model", folder, "--batch", str(batch), "--out", str(out),
+                     "--method", "grad_x_input"])
+
+
+def test_a_deeply_nested_line_fails_its_row_and_the_batch_goes_on(folder, tmp_path, capsys):
+    batch = tmp_path / "p.jsonl"
+    batch.write_text("\n".join([json.dumps(ROWS[0]), DEEP, DEEP_FIELD, json.dumps(ROWS[1])]) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert _explain(folder, batch, out) == cli.EXIT_ROWS_FAILED
+    err = capsys.readouterr().err
+    for line in (2, 3):
+        assert f"{batch}:{line}: JSON nested too deeply to read; a row is one flat object" in err
+    assert sorted(p for p in os.listdir(out) if p.endswith(".json")) == ["00001.json", "00004.json"]
+    log = [json.loads(ln) for ln in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {(e["line"], e["status"]) for e in log} == {(1, "done"), (2, "error"), (3, "error"), (4, "done")}
+    # A saved row file nested too deeply (edited, or truncated into garbage) is not done: the row is redone.
+    (out / "00001.json").write_text(DEEP, encoding="utf-8")
+    assert _explain(folder, batch, out) == cli.EXIT_ROWS_FAILED
+    err = capsys.readouterr().err
+    assert "4 row(s): 1 to do, 1 already done, 2 invalid." in err
+    assert json.loads((out / "00001.json").read_text(encoding="utf-8"))["meta"]["line"] == 1
+
+
+@pytest.mark.parametrize("target_exists", [True, False], ids=["to-a-file", "dangling"])
+@pytest.mark.parametrize("command", ["explain", "evaluate"])
+def test_a_symlinked_log_in_out_is_refused_and_its_target_untouched(folder, tmp_path, capsys, command,
+                                                                     target_exists):
+    batch = tmp_path / "p.jsonl"
+    batch.write_text(json.dumps(ROWS[0]) + "\n", encoding="utf-8")
+    outside = tmp_path / "elsewhere" / "victim.txt"
+    outside.parent.mkdir()
+    if target_exists:
+        outside.write_text("keep me\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(outside, out / "log.jsonl")
+    if command == "explain":
+        code = _explain(folder, batch, out)
+    else:
+        code = cli.main(["evaluate", "--model", folder, "--batch", str(batch), "--out", str(out), "--steps", "2",
+                         "--n-random", "1", "--n-boot", "10"])
+    assert code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (f"--out {out}: log.jsonl there is a symbolic link (to {outside}); the batch tools do not write "
+            "through links. Fix: remove the link, or give another --out." in err)
+    assert "Loading model" not in err and sorted(os.listdir(out)) == ["log.jsonl"]  # stopped before any row
+    if target_exists:
+        assert outside.read_text(encoding="utf-8") == "keep me\n"
+    else:
+        assert not outside.exists()
+
+
+def test_a_symlinked_row_file_is_replaced_not_written_through(folder, tmp_path):
+    batch = tmp_path / "p.jsonl"
+    batch.write_text(json.dumps(ROWS[0]) + "\n", encoding="utf-8")
+    outside = tmp_path / "victim.json"
+    outside.write_text("keep me\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(outside, out / "00001.json")
+    assert _explain(folder, batch, out) == cli.EXIT_OK
+    assert outside.read_text(encoding="utf-8") == "keep me\n"
+    assert not os.path.islink(out / "00001.json")
+    assert json.loads((out / "00001.json").read_text(encoding="utf-8"))["meta"]["line"] == 1
