@@ -21,6 +21,7 @@ from sequence_salience.cli.common import (
     err,
     info,
     load_model,
+    plain,
     progress_bar,
     run_settings,
 )
@@ -269,8 +270,8 @@ def explain_batch(args, methods, span) -> int:
                     display.to_json(result, json_path, meta)  # last: its presence marks the row as done
             except ss.SalienceError as e:
                 failures.append((lineno, str(e)))
-                bar.console.print(f"[red]sequence-salience: error:[/red] {args.batch}:{lineno} ({rid}): {e}",
-                                  markup=True, highlight=False)
+                bar.console.print(f"[red]sequence-salience: error:[/red] {plain(f'{args.batch}:{lineno} ({rid}): {e}')}",
+                                  markup=True, highlight=False, soft_wrap=True)
                 append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": str(e)})
             else:
                 done += kind == "explain"

@@ -84,6 +84,14 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
+def plain(text: str) -> str:
+    """`text` for a rich console that reads markup: its [tags] printed as they are (a path or message
+    holding "[/x]" would otherwise raise rich's MarkupError)."""
+    from rich.markup import escape  # pylint: disable=import-outside-toplevel
+
+    return escape(text)
+
+
 def err(msg: str) -> None:
     print(f"sequence-salience: error: {msg}", file=sys.stderr, flush=True)
 

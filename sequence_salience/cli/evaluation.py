@@ -16,6 +16,7 @@ from sequence_salience.cli.common import (
     err,
     info,
     load_model,
+    plain,
     progress_bar,
 )
 from sequence_salience.files import atomic_write_text
@@ -120,8 +121,9 @@ def evaluate_batch(args, methods) -> int:
                 rid = row["id"]
                 if outcome.error is not None:
                     failures.append((lineno, outcome.error))
-                    bar.console.print(f"[red]sequence-salience: error:[/red] {args.batch}:{lineno} ({rid}): "
-                                      f"{outcome.error}", markup=True, highlight=False, soft_wrap=True)
+                    bar.console.print("[red]sequence-salience: error:[/red] "
+                                      + plain(f"{args.batch}:{lineno} ({rid}): {outcome.error}"),
+                                      markup=True, highlight=False, soft_wrap=True)
                     append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": outcome.error})
                 else:
                     meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},

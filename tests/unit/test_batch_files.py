@@ -94,3 +94,23 @@ def test_a_symlinked_row_file_is_replaced_not_written_through(folder, tmp_path):
     assert outside.read_text(encoding="utf-8") == "keep me\n"
     assert not os.path.islink(out / "00001.json")
     assert json.loads((out / "00001.json").read_text(encoding="utf-8"))["meta"]["line"] == 1
+
+
+@pytest.mark.parametrize("command", ["explain", "evaluate"])
+def test_a_failing_row_whose_message_looks_like_console_markup_is_printed_as_it_is(folder, tmp_path, capsys, command):
+    """The progress bar's console reads [tags]: a batch file named "[/x]..." made the first failing row's
+    message raise rich's MarkupError and end the run."""
+    (tmp_path / "[").mkdir()
+    batch = tmp_path / "[" / "x][bold]p.jsonl"  # the path holds "[/x]"
+    batch.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({"prompt": "word " * 200, "target": " x"}) + "\n",
+                     encoding="utf-8")
+    out = tmp_path / "out"
+    if command == "explain":
+        code = _explain(folder, batch, out)
+    else:
+        code = cli.main(["evaluate", "--model", folder, "--batch", str(batch), "--out", str(out), "--steps", "2",
+                         "--n-random", "1", "--n-boot", "10", "--granularity", "word"])
+    assert code == cli.EXIT_ROWS_FAILED
+    err = capsys.readouterr().err
+    assert f"{batch}:2 (00002): prompt + target is" in err  # the path printed as it is, [tags] included
+    assert (out / "00001.json").exists()
