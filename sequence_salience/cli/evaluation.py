@@ -35,6 +35,7 @@ with its line number and the rest goes on (exit code 1).
 
 --ray runs the rows on Ray actors (one model load per actor, rows handed out as actors free
 up; the driver writes every file); a worker that dies loses only its row, which is retried.
+Without an address it starts a local Ray instance whose every port listens on loopback only.
 """
 
 

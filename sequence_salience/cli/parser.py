@@ -130,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the CIs (default: 2000)")
     ev.add_argument("--force", action="store_true", help="redo rows that already have a result")
     ev.add_argument("--ray", nargs="?", const="", default=None, metavar="auto|ADDRESS",
-                    help="run the rows on Ray actors: no value = a local instance, 'auto' = the cluster started "
-                         "on this machine with `ray start`, or HOST:PORT (needs the [ray] extra)")
+                    help="run the rows on Ray actors: no value = a local instance listening on loopback only, 'auto' = "
+                         "the cluster started on this machine with `ray start`, or HOST:PORT (a cluster you start "
+                         "is yours to secure: see the README) (needs the [ray] extra, Ray >=2.9,<3)")
     ev.add_argument("--workers", type=int, default=None,
                     help="--ray: worker actors (default: local 2, cluster: its GPUs / --gpus-per-worker, or CPUs)")
     ev.add_argument("--gpus-per-worker", type=float, default=0.0,
