@@ -23,6 +23,7 @@ from sequence_salience.cli.common import (
     load_model,
     plain,
     progress_bar,
+    reading_saved,
     run_settings,
 )
 from sequence_salience.cli.explain import explain_one, needs_matrices
@@ -253,7 +254,12 @@ def explain_batch(args, methods, span) -> int:
 
             try:
                 if kind == "html-only":
-                    result = display.load(json_path)
+                    with reading_saved(json_path):
+                        result = display.load(json_path)
+                        page = display.render_html(
+                            result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
+                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})")
+                    atomic_write_text(html_path, page)
                 else:
                     result, generated = explain_one(
                         lm, row["prompt"], row["system"], row["target"] or None,
@@ -262,11 +268,10 @@ def explain_batch(args, methods, span) -> int:
                     meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
                             "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
                             "matrices": per_token}
-                if args.html == "":
-                    atomic_write_text(html_path, display.render_html(
-                        result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
-                        title=f"{os.path.basename(args.batch)} line {lineno} ({rid})"))
-                if kind != "html-only":
+                    if args.html == "":
+                        atomic_write_text(html_path, display.render_html(
+                            result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
+                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})"))
                     display.to_json(result, json_path, meta)  # last: its presence marks the row as done
             except ss.SalienceError as e:
                 failures.append((lineno, str(e)))

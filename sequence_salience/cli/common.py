@@ -3,9 +3,11 @@ errors, flag parsing, messages, the model load and the progress bar."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 EXIT_OK = 0
@@ -82,6 +84,24 @@ def console(stderr: bool = False):
     from rich.console import Console  # pylint: disable=import-outside-toplevel
 
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+@contextlib.contextmanager
+def reading_saved(path: str) -> Iterator[None]:
+    """Turns what a saved result edited into something explain does not write (a count that is a
+    string, a text that is a number, ...) raises while it is loaded or drawn into a SalienceError
+    naming the file and the fix; SalienceErrors pass as they are."""
+    from sequence_salience.errors import SalienceError  # pylint: disable=import-outside-toplevel
+
+    try:
+        yield
+    except SalienceError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+        detail = (str(e).strip().splitlines() or [""])[0][:200]
+        raise SalienceError(f"{path} is not a result as `sequence-salience explain` writes it ({type(e).__name__}: "
+                            f"{detail}). Fix: delete it and explain the row again (or rerun the batch with "
+                            "--force).") from None
 
 
 def plain(text: str) -> str:

@@ -16,6 +16,7 @@ from sequence_salience.cli.common import (
     err,
     info,
     load_model,
+    reading_saved,
     read_prompt_file,
     run_settings,
 )
@@ -157,19 +158,22 @@ def show(args, span) -> int:
     from sequence_salience import SalienceError, display  # pylint: disable=import-outside-toplevel
 
     try:
-        result = display.load(args.path)
-        methods = [m.strip() for m in args.method.split(",")] if args.method else [None]
-        if not result.matrices:
-            info(f"{args.path}: no per-token matrices (explained without --per-token); showing the span it holds.")
-        if args.heatmap:
-            _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, args.path)
-        check_renderable(result, span, args.path)
-        view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top)
+        with reading_saved(args.path):
+            result = display.load(args.path)
+            methods = [m.strip() for m in args.method.split(",")] if args.method else [None]
+            if not result.matrices:
+                info(f"{args.path}: no per-token matrices (explained without --per-token); showing the span it holds.")
+            if args.heatmap:
+                _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, args.path)
+            check_renderable(result, span, args.path)
+            view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern,
+                                        top=args.top)
+            page = view.html() if args.html else None
     except SalienceError as e:
         err(str(e))
         return EXIT_USAGE
     if args.html:
-        atomic_write_text(args.html, view.html())
+        atomic_write_text(args.html, page)
         info(f"Wrote {args.html}")
     console().print(view)
     return EXIT_OK

@@ -114,3 +114,36 @@ def test_a_failing_row_whose_message_looks_like_console_markup_is_printed_as_it_
     err = capsys.readouterr().err
     assert f"{batch}:2 (00002): prompt + target is" in err  # the path printed as it is, [tags] included
     assert (out / "00001.json").exists()
+
+
+NOT_AS_WRITTEN = "{path} is not a result as `sequence-salience explain` writes it"
+
+
+@pytest.mark.parametrize("field,value,message", [
+    pytest.param("prompt_end", "<script>", NOT_AS_WRITTEN, id="string-prompt_end"),
+    pytest.param("text", 5, NOT_AS_WRITTEN, id="number-text"),
+    pytest.param("offsets", [1, 2], "offsets have shape (2,); expected [N, 2]", id="flat-offsets"),  # as it was
+])
+def test_a_saved_result_edited_out_of_shape_fails_its_row_not_the_run(folder, tmp_path, capsys, field, value,
+                                                                      message):
+    """explain --batch --html over rows already done draws their HTML from the saved files; `show` too.
+    A field edited into another type made both die with a traceback (TypeError deep in the drawing)."""
+    batch = tmp_path / "p.jsonl"
+    batch.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert _explain(folder, batch, out) == cli.EXIT_OK
+    path = out / "00001.json"
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    obj["result"][field] = value
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    capsys.readouterr()
+    code = cli.main(["explain", "--model", folder, "--batch", str(batch), "--out", str(out), "--method",
+                     "grad_x_input", "--html"])
+    assert code == cli.EXIT_ROWS_FAILED
+    err = capsys.readouterr().err
+    message = message.format(path=path)
+    assert f"{batch}:1 (00001): {message}" in err
+    assert message != NOT_AS_WRITTEN.format(path=path) or "Fix: delete it and explain the row again" in err
+    assert sorted(p.name for p in out.glob("*.html")) == ["00002.html"]  # the other row went on
+    assert cli.main(["show", str(path), "--html", str(tmp_path / "x.html")]) == cli.EXIT_USAGE
+    assert message in capsys.readouterr().err and not (tmp_path / "x.html").exists()
