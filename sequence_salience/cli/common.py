@@ -89,7 +89,7 @@ def console(stderr: bool = False):
 @contextlib.contextmanager
 def reading_saved(path: str) -> Iterator[None]:
     """Turns what a saved result edited into something explain does not write (a count that is a
-    string, a text that is a number, ...) raises while it is loaded or drawn into a SalienceError
+    string, a text that is a number, JSON nested too deeply) raises while it is loaded or drawn into a SalienceError
     naming the file and the fix; SalienceErrors pass as they are."""
     from sequence_salience.errors import SalienceError  # pylint: disable=import-outside-toplevel
 
@@ -97,7 +97,7 @@ def reading_saved(path: str) -> Iterator[None]:
         yield
     except SalienceError:
         raise
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
         detail = (str(e).strip().splitlines() or [""])[0][:200]
         raise SalienceError(f"{path} is not a result as `sequence-salience explain` writes it ({type(e).__name__}: "
                             f"{detail}). Fix: delete it and explain the row again (or rerun the batch with "

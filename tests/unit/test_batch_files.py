@@ -147,3 +147,10 @@ def test_a_saved_result_edited_out_of_shape_fails_its_row_not_the_run(folder, tm
     assert sorted(p.name for p in out.glob("*.html")) == ["00002.html"]  # the other row went on
     assert cli.main(["show", str(path), "--html", str(tmp_path / "x.html")]) == cli.EXIT_USAGE
     assert message in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+
+
+def test_show_of_a_file_nested_too_deeply_is_a_clear_error(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text(DEEP, encoding="utf-8")
+    assert cli.main(["show", str(path)]) == cli.EXIT_USAGE
+    assert NOT_AS_WRITTEN.format(path=path) + " (RecursionError: maximum recursion depth" in capsys.readouterr().err
