@@ -59,28 +59,37 @@ def shipped_examples(lm, indices=None):
 
 
 def evaluate(args) -> None:
+    """Granularity by granularity (sentence first: the main table), row by row; each row's token
+    salience (every token method, whole response) is computed once and kept in --out for the next."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lm = ss.load_model("default")
-    for i, case, chat, target in shipped_examples(lm, args.examples):
-        todo = [g for g in args.granularity if not (out / f"row{i:02d}_{g}.json").exists()]
-        if not todo:
-            continue
-        t = time.perf_counter()
-        result = ss.compute_span_result(lm, chat, target, methods=TOKEN_METHODS)
-        t_tokens = time.perf_counter() - t
-        for gran in todo:
+    examples = list(shipped_examples(lm, args.examples))
+    for gran in args.granularity:
+        for i, case, chat, target in examples:
+            path = out / f"row{i:02d}_{gran}.json"
+            if path.exists():
+                continue
+            saved = out / f"row{i:02d}_tokens.json"
+            t = time.perf_counter()
+            if saved.exists():
+                result = ss.SalienceResult.load(saved)
+                t_tokens = json.loads(saved.with_suffix(".seconds").read_text())
+            else:
+                result = ss.compute_span_result(lm, chat, target, methods=TOKEN_METHODS)
+                t_tokens = time.perf_counter() - t
+                result.to_json(saved)
+                saved.with_suffix(".seconds").write_text(json.dumps(t_tokens))
             t = time.perf_counter()
             rep = ex.faithfulness_curves(lm, chat, target, METHODS, result=result,
                                          config=ex.FaithfulnessConfig(granularity=gran))
-            rows = rep.table()
             rnd = {m: rep.curves[m][ex.faithfulness.RANDOM] for m in rep.curves}
             record = {"row": i, "case": case, "granularity": gran, "n_segments": len(rep.segments),
                       "num_targets": result.num_targets, "seconds_token_methods": t_tokens,
                       "seconds_curves": time.perf_counter() - t, "n_scored": rep.n_scored,
                       "random_aopc_all": {m: [float(v) for v in rnd[m].all_aopc] for m in rnd},
-                      "table": rows}
-            (out / f"row{i:02d}_{gran}.json").write_text(json.dumps(record, indent=1))
+                      "table": rep.table()}
+            path.write_text(json.dumps(record, indent=1))
             print(f"row {i} ({case}) {gran}: {len(rep.segments)} segments, {time.perf_counter() - t:.0f} s", flush=True)
 
 
