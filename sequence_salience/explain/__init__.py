@@ -3,6 +3,7 @@
 One module per feature, all over the public salience API (never LIT):
 
 * faithfulness.py  deletion / insertion curves and AOPC per method vs. seeded random orders
+* upper_bound.py   the best order the curves test can find (exact or greedy): when it is undecidable
 * reduction.py     input reduction: the smallest prompt that keeps the response
 * flips.py         gradient-guided single-token flips (HotFlip for causal LMs), verified exactly
 * contrastive.py   salience of log p(target) - log p(foil)

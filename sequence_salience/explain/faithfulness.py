@@ -20,11 +20,21 @@ Orderings: an unsigned method (grad_norm) ranks by its value ("value"). A signed
 the key `method`) and "abs" (largest |value| first, the key `method + ABS_SUFFIX`); every curve
 and table row names the ordering it used.
 
+Upper bound ("upper_bound", `upper_bound=True` by default): the best order the test can find on
+its own metric (upper_bound.py: an exact search over every subset when S <= 8, 2^S forward rows
+shared by both modes; a greedy search over the curve points, at most 16 candidates per point, for
+larger S; never below the best order the test scored). Its curve sits beside the baselines.
+
 Verdict per curve and mode (`verdict`), with noise = NOISE_SIGMAS x the random orders' standard
 deviation of AOPC (0 with one random order):
 * "beats random and length": AOPC > random mean + noise AND AOPC > length + noise;
 * "worse": AOPC < max(random mean, length) - noise (a trivial order does clearly better);
+* "not decidable on this prompt": even the upper bound does not beat random and length by the
+  noise (the prompt has too few segments, or too little spread between orders, for any order to
+  pass): every method that is not "worse" gets it instead of "within noise";
 * "within noise": otherwise.
+"worse" stays "worse" on an undecidable prompt: a trivial order doing clearly better is a finding
+even where no order could pass the test.
 
 Removal (`removal=`):
 * "filler" (default): every token of a removed segment is replaced by one filler token
@@ -41,7 +51,11 @@ in nats, higher = more faithful:
 
 All curves of all methods and both modes go through `scoring.score`: identical edited
 prompts are scored once (k = 0 and k = K are shared by every curve), and the rest run in
-padded batches of forward passes; no backward pass.
+padded batches of forward passes; no backward pass. The upper bound's search runs after them
+(stage "upper_bound"), reusing every prompt they scored.
+
+Curves are built from `orders` (name -> segment order) and `scores` (method -> segment values):
+a method that gives segment values directly enters the report the same way.
 """
 
 from __future__ import annotations
@@ -53,6 +67,7 @@ import numpy as np
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain import scoring
+from sequence_salience.explain import upper_bound as search
 from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import DEFAULT_METHODS, get_any_method, is_segment_method
 from sequence_salience.methods.base import AblationConfig, SalienceConfig
@@ -66,20 +81,33 @@ REMOVALS = scoring.REMOVALS
 RANDOM = "random"
 LENGTH = "length"
 BASELINES = (RANDOM, LENGTH)
+UPPER = "upper_bound"  # the curve of the best order found (upper_bound.py); not a method, not a baseline
+REFERENCES = BASELINES + (UPPER,)  # every curve that is not a method's
 ABS_SUFFIX = ":abs"  # the key of a signed method's |value| ordering
 NOISE_SIGMAS = 2.0
-VERDICTS = ("beats random and length", "within noise", "worse")
+MAX_EXHAUSTIVE = 14  # 2^14 = 16,384 edited prompts
+VERDICTS = ("beats random and length", "within noise", "worse", "not decidable on this prompt")
+BEATS, NOISE, WORSE, UNDECIDABLE = VERDICTS
 
 
 def verdict(aopc_value: float, random_mean: float, random_std: float, length_aopc: float,
-            sigmas: float = NOISE_SIGMAS) -> str:
-    """One of VERDICTS (see the module docstring)."""
+            sigmas: float = NOISE_SIGMAS, bound_aopc: float | None = None) -> str:
+    """One of VERDICTS (see the module docstring); bound_aopc: the upper bound's AOPC (None: no bound)."""
     noise = sigmas * random_std
     if aopc_value > random_mean + noise and aopc_value > length_aopc + noise:
-        return VERDICTS[0]
+        return BEATS
     if aopc_value < max(random_mean, length_aopc) - noise:
-        return VERDICTS[2]
-    return VERDICTS[1]
+        return WORSE
+    if bound_aopc is not None and not decidable(bound_aopc, random_mean, random_std, length_aopc, sigmas):
+        return UNDECIDABLE
+    return NOISE
+
+
+def decidable(bound_aopc: float, random_mean: float, random_std: float, length_aopc: float,
+              sigmas: float = NOISE_SIGMAS) -> bool:
+    """Whether the best order found beats random and length by the noise (else no order can pass)."""
+    noise = sigmas * random_std
+    return bound_aopc > random_mean + noise and bound_aopc > length_aopc + noise
 
 
 def length_order(token_counts: Sequence[int], char_counts: Sequence[int]) -> np.ndarray:
@@ -106,6 +134,12 @@ class FaithfulnessConfig:
       slice_s: None, or seconds: forward batches of about this much model time (at most
         batch_size prompts), so that a caller sharing the model can let others go between
         them (sequence_salience/slices.py); the scores do not depend on it.
+      upper_bound: also search the best order on the test's own metric (upper_bound.py) and say
+        "not decidable on this prompt" when even it stays within the noise. On by default: at
+        sentence granularity (S <= 8: exact, at most 2^S = 256 forward rows for both modes, many
+        shared with the curves) it costs about as much as the curves themselves; off saves that.
+      exhaustive_max_segments: the exact search up to this many segments (2^S rows), greedy above.
+      greedy_candidates: the greedy search's candidates per curve point (None: every remaining one).
     """
 
     granularity: str = "sentence"
@@ -119,6 +153,9 @@ class FaithfulnessConfig:
     batch_size: int = scoring.DEFAULT_BATCH_SIZE
     regions: tuple[tuple[int, int], ...] | None = None
     slice_s: float | None = None
+    upper_bound: bool = True
+    exhaustive_max_segments: int = search.DEFAULT_EXHAUSTIVE_MAX_SEGMENTS
+    greedy_candidates: int | None = search.DEFAULT_GREEDY_CANDIDATES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +164,8 @@ class Curve:
     in removal (deletion) or reveal (insertion) order; for "random" it is the first seed's order
     and `logprobs` is the mean of `all_logprobs` <float64>[R, K+1] (`all_aopc` <float64>[R]:
     each random order's AOPC). `ordering`: "value", "signed" or "abs" for a method; "random" /
-    "length" for the baselines."""
+    "length" for the baselines; for the upper bound the search that found it ("exhaustive",
+    "greedy") or the tested curve that beat the greedy search (e.g. "grad_norm")."""
 
     name: str
     mode: str
@@ -158,8 +196,9 @@ class FaithfulnessReport:
       segment_scores: method -> <float64>[S] salience of each segment.
       n_removed: <int64>[K+1] segments removed (deletion) / revealed (insertion) at point k.
       original_logprob: log p(span | prompt); empty_logprob: with every segment removed.
-      curves: mode -> name (method, method + ABS_SUFFIX, "random" or "length") -> Curve.
-      n_scored: distinct edited prompts scored (forward rows).
+      curves: mode -> name (method, method + ABS_SUFFIX, "random", "length" or UPPER) -> Curve.
+      n_scored: distinct edited prompts scored (forward rows), the upper bound's included.
+      upper_bound_rows: forward rows the upper bound's search added (0 without it).
     """
 
     text: str
@@ -177,6 +216,7 @@ class FaithfulnessReport:
     seed: int
     n_random: int
     n_scored: int
+    upper_bound_rows: int = 0
 
     @property
     def methods(self) -> list[str]:
@@ -185,12 +225,26 @@ class FaithfulnessReport:
     def ranked(self) -> list[str]:
         """The curve names of the methods, each ordering: "grad_norm", "grad_x_input", "grad_x_input:abs", ..."""
         mode = next(iter(self.curves))
-        return [n for n in self.curves[mode] if n not in BASELINES]
+        return [n for n in self.curves[mode] if n not in REFERENCES]
+
+    def bound(self, mode: str = "deletion") -> float | None:
+        """The upper bound's AOPC in `mode`, or None when it was not searched."""
+        c = self.curves[mode].get(UPPER)
+        return None if c is None else c.aopc
+
+    def decidable(self, mode: str = "deletion") -> bool | None:
+        """Whether any order can pass the test on this prompt in `mode` (None: no upper bound searched)."""
+        b = self.bound(mode)
+        if b is None:
+            return None
+        rnd = self.curves[mode][RANDOM]
+        return decidable(b, rnd.aopc, rnd.aopc_std, self.aopc(LENGTH, mode))
 
     def verdict(self, name: str, mode: str = "deletion") -> str:
         """The verdict of curve `name` (a method or method + ABS_SUFFIX) in `mode` (module docstring)."""
         rnd = self.curves[mode][RANDOM]
-        return verdict(self.aopc(name, mode), rnd.aopc, rnd.aopc_std, self.aopc(LENGTH, mode))
+        return verdict(self.aopc(name, mode), rnd.aopc, rnd.aopc_std, self.aopc(LENGTH, mode),
+                       bound_aopc=self.bound(mode))
 
     def segment_texts(self) -> list[str]:
         return [self.text[s:e] for s, e in self.segments]
@@ -204,7 +258,8 @@ class FaithfulnessReport:
 
     def table(self) -> list[dict]:
         """One row per (mode, method, ordering): AOPC, the baselines (random mean and spread, length),
-        the gaps to each and the verdict."""
+        the gaps to each, the upper bound's AOPC and whether the prompt can decide (None without
+        a bound), and the verdict."""
         rows = []
         for mode in self.curves:
             rnd = self.curves[mode][RANDOM]
@@ -215,6 +270,7 @@ class FaithfulnessReport:
                     "mode": mode, "method": name.removesuffix(ABS_SUFFIX), "ordering": c.ordering, "name": name,
                     "aopc": c.aopc, "random_aopc": rnd.aopc, "random_std": rnd.aopc_std, "n_random": self.n_random,
                     "length_aopc": length, "gap": c.aopc - rnd.aopc, "gap_length": c.aopc - length,
+                    "upper_bound_aopc": self.bound(mode), "decidable": self.decidable(mode),
                     "verdict": self.verdict(name, mode),
                 })
         return rows
@@ -318,6 +374,13 @@ def faithfulness_curves(
             raise SalienceError(f"Unknown curve mode {mode!r}. Fix: use {' and/or '.join(MODES)}.")
     if config.steps < 1:
         raise SalienceError(f"steps={config.steps}; it must be at least 1 (10 is a good start).")
+    if not 0 <= config.exhaustive_max_segments <= MAX_EXHAUSTIVE:
+        raise SalienceError(f"exhaustive_max_segments={config.exhaustive_max_segments}; use 0 to {MAX_EXHAUSTIVE} "
+                            f"(the exact search scores 2^S prompts; {search.DEFAULT_EXHAUSTIVE_MAX_SEGMENTS} "
+                            "is the default).")
+    if config.greedy_candidates is not None and config.greedy_candidates < 1:
+        raise SalienceError(f"greedy_candidates={config.greedy_candidates}; use at least 1, or None for every "
+                            "remaining segment.")
     if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
         raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
     if result is None:
@@ -392,9 +455,53 @@ def faithfulness_curves(
         each = np.array([aopc(row, mode, original, empty) for row in allr])  # [R]
         curves[mode][RANDOM] = Curve(RANDOM, mode, tuple(int(i) for i in random_orders[0]), mean,
                                      aopc(mean, mode, original, empty), allr, ordering=RANDOM, all_aopc=each)
+    bound_rows = 0
+    if config.upper_bound:
+        bounds, bound_rows = upper_bound_curves(
+            lm, S, counts, config, edit, dict(zip(map(tuple, prompts), lp)), target, (t0, t1), curves,
+            {mode: [(orders[n], curves[mode][n].logprobs, n) for n in orders]
+             + [(o, row, RANDOM) for o, row in zip(random_orders, random_rows[mode])] for mode in config.modes},
+            original, empty, progress, cancel)
+        for mode in config.modes:
+            curves[mode][UPPER] = bounds[mode]
     return FaithfulnessReport(
         text=result.text, prompt_end=result.prompt_end, span=(t0, t1), granularity=config.granularity,
         removal=config.removal, filler_id=fill, segments=segs.spans, segment_scores=scores, n_removed=counts,
         original_logprob=original, empty_logprob=empty, curves=curves, seed=config.seed,
-        n_random=len(random_orders), n_scored=len(set(prompts)),
+        n_random=len(random_orders), n_scored=len(set(prompts)) + bound_rows, upper_bound_rows=bound_rows,
     )
+
+
+def upper_bound_curves(
+    lm: LanguageModel, n_segments: int, counts: np.ndarray, config: FaithfulnessConfig, edit,
+    known: Mapping[tuple[int, ...], float], target: Sequence[int], span: tuple[int, int],
+    curves: Mapping[str, Mapping[str, Curve]], tested: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray, str]]],
+    original: float, empty: float, progress: Progress | None, cancel: Cancel | None,
+) -> tuple[dict[str, Curve], int]:
+    """The UPPER curve per mode and the forward rows its search added (upper_bound.py).
+
+    known: prompts already scored -> log p; tested: mode -> (order, logprobs <float64>[K+1], name)
+    of every order the test scored; the bound is never below the best of them.
+    """
+    S = n_segments
+    modes = list(curves)
+    exact = S <= config.exhaustive_max_segments
+    cand = config.greedy_candidates
+    planned = (search.exhaustive_rows(S) if exact
+               else len(modes) * search.greedy_rows(S, counts, cand))
+    scorer = search.MemoScorer(lm, target, span, known, batch_size=config.batch_size, slice_s=config.slice_s,
+                                    progress=progress, cancel=cancel, planned=planned)
+    out: dict[str, Curve] = {}
+    found = search.exhaustive(S, counts, modes, edit, scorer) if exact else {}
+    for mode in modes:
+        best_tested = max(tested[mode], key=lambda t: aopc(t[1], mode, original, empty))
+        if not exact:
+            found[mode] = search.greedy(S, counts, mode, edit, scorer, [int(i) for i in best_tested[0]], cand)
+        res = found[mode]
+        a = aopc(res.logprobs, mode, original, empty)
+        order, logprobs, ordering = res.order, res.logprobs, res.search
+        if aopc(best_tested[1], mode, original, empty) > a:  # greedy only: a tested order did better
+            order, logprobs, ordering = best_tested[0], np.asarray(best_tested[1]), best_tested[2]
+        out[mode] = Curve(UPPER, mode, tuple(int(i) for i in order), np.asarray(logprobs, np.float64),
+                          aopc(logprobs, mode, original, empty), ordering=ordering)
+    return out, scorer.rows
