@@ -26,11 +26,14 @@ EVALUATE_HELP = """Which salience method is faithful on your model and prompts.
 For every row of the batch (as for explain --batch) and every --method: the deletion and
 insertion curves of log p(response) as the prompt's segments are removed / revealed in the
 method's order, the same for the baselines (seeded random orders; every other reference curve
-the library reports), AOPC and the gap to each baseline; optionally the input-reduction size
-(--reduction) and integrated gradients' completeness error (--ig-completeness). Writes
-OUT/<row>.json (atomically; a rerun skips rows already done with the same settings),
-OUT/log.jsonl, OUT/summary.json (per method: mean AOPC gap to each baseline, bootstrap CI,
-win rate, verdict) and OUT/report.html (self-contained, with plots). A failing row is reported
+the library reports), AOPC and the gap to each baseline; the best order the test can find (its upper bound: when even
+that order does not beat the baselines by the noise, the row is "not decidable on this prompt";
+--no-upper-bound skips it); optionally the input-reduction size (--reduction) and integrated
+gradients' completeness error (--ig-completeness). Writes OUT/<row>.json (atomically; a rerun
+skips rows already done with the same settings), OUT/log.jsonl, OUT/summary.json (per method:
+mean AOPC gap to each baseline, bootstrap CI, win rate, verdict; paired comparisons with the
+--reference method: mean AOPC difference, bootstrap CI, rows better / worse / tied; the count of
+rows not decidable) and OUT/report.html (self-contained, with plots). A failing row is reported
 with its line number and the rest goes on (exit code 1).
 
 --ray runs the rows on Ray actors (one model load per actor, rows handed out as actors free
@@ -46,11 +49,20 @@ def _eval_config(args, methods):
     from sequence_salience.explain import FaithfulnessConfig  # pylint: disable=import-outside-toplevel
 
     faith = FaithfulnessConfig(granularity=args.granularity, pattern=args.pattern, steps=args.steps,
-                               removal=args.removal)
+                               removal=args.removal, upper_bound=not args.no_upper_bound)
     if args.n_random is not None:
         faith = dataclasses.replace(faith, n_random=args.n_random)
     return EvalConfig(methods=methods, faithfulness=faith, ig_steps=args.ig_steps, max_new_tokens=args.max_new_tokens,
                       raw=bool(args.raw), reduction=args.reduction, ig_completeness=args.ig_completeness)
+
+
+def _is_curve(name: str, methods) -> bool:
+    """Whether `name` is a curve the rows will hold: a method, or a signed method + ":abs"."""
+    from sequence_salience.explain.faithfulness import ABS_SUFFIX  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import get_method  # pylint: disable=import-outside-toplevel
+
+    base = name.removesuffix(ABS_SUFFIX)
+    return base in methods and (base == name or get_method(base).signed)
 
 
 def evaluate_batch(args, methods) -> int:
@@ -73,6 +85,9 @@ def evaluate_batch(args, methods) -> int:
         config = _eval_config(args, methods)
     except ss.SalienceError as e:
         raise UsageError(str(e)) from None
+    if args.reference is not None and not _is_curve(args.reference, methods):
+        raise UsageError(f"--reference {args.reference} is not among the methods evaluated ({', '.join(methods)}). "
+                         f"Fix: add it to --method, or pick one of them.")
     lines, rows, failures = valid_rows(args.batch, args.out)
     settings = {"model": args.model, "dtype": args.dtype, "evaluation": config.fingerprint()}
     done_rows: dict[int, dict] = {}  # line -> saved row file (reused or new)
@@ -163,7 +178,8 @@ def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
         info("No row was evaluated; no summary or report written.")
         return
     try:
-        summary = evaluate.summarize([r["evaluation"] for r in rows], evaluate.SummaryConfig(n_boot=args.n_boot))
+        summary = evaluate.summarize([r["evaluation"] for r in rows],
+                                     evaluate.SummaryConfig(n_boot=args.n_boot, reference=args.reference))
     except ss.SalienceError as e:  # e.g. saved rows with other methods than the new ones
         raise UsageError(f"cannot summarize the rows in {args.out}: {e}") from None
     obj = {"summary": summary, "rows": [{"id": r["id"], "line": r["line"]} for r in rows],
@@ -173,7 +189,7 @@ def _write_evaluation_summary(args, settings, done_rows, failures) -> None:
     page = evaluate.render_report(summary, rows, failures, title=f"Method evaluation: {os.path.basename(args.batch)}",
                                   settings=settings)
     atomic_write_text(os.path.join(args.out, "report.html"), page)
-    for m in summary["methods"]:
-        info(f"  {m}: {summary['verdicts'][m]}")
+    for line in evaluate.summary_lines(summary):
+        info(f"  {line}")
 
 

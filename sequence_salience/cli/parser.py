@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ig-completeness", action="store_true",
                     help="also report integrated gradients' relative completeness error per row")
     ev.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples for the CIs (default: 2000)")
+    ev.add_argument("--reference", default=None, metavar="METHOD",
+                    help="the method every other is compared with, row by row (mean AOPC difference, bootstrap "
+                         "CI, rows better / worse / tied; default: grad_norm when evaluated, else the first)")
+    ev.add_argument("--no-upper-bound", action="store_true",
+                    help="skip the search for the best order (the upper bound that says when a row cannot "
+                         "decide; exact for <= 8 segments: at most 256 forward rows per row, greedy above)")
     ev.add_argument("--force", action="store_true", help="redo rows that already have a result")
     ev.add_argument("--ray", nargs="?", const="", default=None, metavar="auto|ADDRESS",
                     help="run the rows on Ray actors: no value = a local instance listening on loopback only, 'auto' = "

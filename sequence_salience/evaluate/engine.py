@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain.faithfulness import RANDOM, FaithfulnessConfig, faithfulness_curves
+from sequence_salience.explain.faithfulness import RANDOM, UPPER, FaithfulnessConfig, faithfulness_curves
 from sequence_salience.explain.reduction import ReductionConfig, reduce_prompt
 from sequence_salience.methods import DEFAULT_METHODS, get_any_method, integrated_gradients, is_segment_method
 from sequence_salience.methods.base import SalienceConfig
@@ -97,9 +97,10 @@ def ranked_of(report) -> list[str]:
 
 
 def baselines_of(report) -> list[str]:
-    """The reference curves of a FaithfulnessReport: every curve that is not a method's, random first."""
+    """The reference curves of a FaithfulnessReport: every curve that is not a method's nor the upper
+    bound (the best order found, which no method is expected to beat), random first."""
     ranked = set(ranked_of(report))
-    names = [n for mode in report.curves.values() for n in mode if n not in ranked]
+    names = [n for mode in report.curves.values() for n in mode if n not in ranked and n != UPPER]
     out = list(dict.fromkeys(names))
     return sorted(out, key=lambda n: (n != RANDOM, n))
 
@@ -112,7 +113,11 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
     [K+1], "aopc": float}}}, "gaps" {mode: {curve: {baseline: AOPC(curve) - AOPC(baseline)}}} where
     a curve is a method's ordering (the method's name; a signed method may also have
     "<method>:abs", ranked by |value|, when the library computes it), "orderings" {curve: how it
-    ranks}, "row_verdicts" (the library's per-row verdict, when it gives one), and, when asked,
+    ranks}, "row_verdicts" (the library's per-row verdict, when it gives one), "upper_bound" {mode:
+    AOPC of the best order the test found}, "decidable" {mode: whether that order beats random and
+    length by the noise, i.e. whether any order can pass on this row} and "upper_bound_rows" (its
+    forward rows) when the library searched it (its curve is in "curves" under "upper_bound"; it is
+    not a baseline), and, when asked,
     "reduction" {method: {"kept", "n_segments", "kept_fraction", "stopped_by"}} and
     "ig_completeness" {"steps", "relative_error", "delta"}.
 
@@ -162,6 +167,10 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
     }
     if callable(getattr(report, "verdict", None)):  # the library's per-row verdict, when it gives one
         out["row_verdicts"] = {mode: {m: report.verdict(m, mode) for m in ranked} for mode in report.curves}
+    if all(UPPER in by_name for by_name in report.curves.values()):
+        out["upper_bound"] = {mode: float(by_name[UPPER].aopc) for mode, by_name in report.curves.items()}
+        out["decidable"] = {mode: bool(report.decidable(mode)) for mode in report.curves}
+        out["upper_bound_rows"] = int(report.upper_bound_rows)
     if config.reduction:
         out["reduction"] = {}
         for m in token_methods:  # input reduction follows token salience; segment methods have none

@@ -4,6 +4,8 @@
 the gap table (mean AOPC gap to each baseline with its bootstrap CI and win rate), the mean
 deletion / insertion curves of every method and baseline, the gaps with their CIs as a bar
 plot, the per-row gaps, and the rows that failed (with their line numbers).
+`pairs_section` adds the paired comparisons with the reference method and the rows on which
+the test cannot decide (the upper bound stays within the noise).
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ def render_report(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] 
                      f"max {ig['max_relative_error']:.1%}")
     if extra:
         parts.append("<p>" + "<br>".join(extra) + "</p>")
+    parts.append(pairs_section(summary, rows))
     parts.append(f"<h2>Curves</h2><img alt='mean curves' src='{_png(curves_figure(summary))}'>")
     parts.append(f"<h2>Gaps with CIs</h2><img alt='gaps' src='{_png(gaps_figure(summary))}'>")
     if rows:
@@ -159,3 +162,44 @@ def _pretty(obj: Any) -> str:
     import json  # pylint: disable=import-outside-toplevel
 
     return json.dumps(obj, indent=2, ensure_ascii=False)
+
+
+def pairs_section(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The paired comparisons with the reference method and the rows the test cannot decide (HTML;
+    every value escaped). Empty for a summary without them."""
+    esc = html.escape
+    parts = []
+    pairs = summary.get("pairs") or {}
+    if any(pairs.values()):
+        level = int(round(summary["config"]["level"] * 100))
+        ref = summary.get("reference", "")
+        parts.append(f"<h2>Paired comparisons with {esc(str(ref))}</h2><p>Per row, AOPC(method) - AOPC("
+                     f"{esc(str(ref))}) in nats; mean over rows, {level}% percentile bootstrap CI over rows, and "
+                     "the rows where the method is better, worse or tied.</p><table><tr><th class=l>mode</th>"
+                     "<th class=l>method</th><th>mean difference</th><th>CI</th><th>better</th><th>worse</th>"
+                     "<th>tied</th><th class=l>verdict</th></tr>")
+        for mode, by_m in pairs.items():
+            for m, p in by_m.items():
+                cells = [f"{p['mean_diff']:+.3f}", f"[{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]", p["better"],
+                         p["worse"], p["tied"]]
+                parts.append(f"<tr><td class=l>{esc(str(mode))}</td><td class=l>{esc(str(m))}</td>"
+                             + "".join(f"<td>{esc(str(c))}</td>" for c in cells)
+                             + f"<td class='l {_verdict_class(str(p['verdict']))}'>{esc(str(p['verdict']))}</td>"
+                             "</tr>")
+        parts.append("</table>")
+    if "not_decidable" in summary:
+        n = summary["n_rows"]
+        parts.append("<h2>Rows the test cannot decide</h2><p>On these rows even the best order the test found "
+                     "(its upper bound) does not beat random and length by the noise, so no method can pass "
+                     "there: their verdict is “not decidable on this prompt”, not a failure of the method.</p>"
+                     "<table><tr><th class=l>mode</th><th>rows not decidable</th><th>mean AOPC of the best order"
+                     "</th><th class=l>rows</th></tr>")
+        for mode, k in summary["not_decidable"].items():
+            which = [f"{r.get('line', '')}: {r.get('id', '')}" for r in rows
+                     if "decidable" in r.get("evaluation", {}) and not r["evaluation"]["decidable"][mode]]
+            best = summary.get("mean_upper_bound", {}).get(mode)
+            parts.append(f"<tr><td class=l>{esc(str(mode))}</td><td>{esc(f'{k} of {n}')}</td>"
+                         f"<td>{esc('' if best is None else f'{best:.3f}')}</td>"
+                         f"<td class=l>{esc(', '.join(which))}</td></tr>")
+        parts.append("</table>")
+    return "".join(parts)

@@ -57,7 +57,13 @@ def test_row_equals_a_direct_faithfulness_call(tiny_lm):
     prompt = tiny_lm.format_prompt(row["prompt"])
     report = faithfulness_curves(tiny_lm, prompt, row["target"], config.methods, config=config.faithfulness)
     ranked = [n for n in report.curves["deletion"] if n.split(":")[0] in config.methods]
-    assert ev["baselines"][0] == "random" and set(ev["baselines"]) == set(report.curves["deletion"]) - set(ranked)
+    # the upper bound is a curve but no baseline: no method is expected to beat the best order found
+    assert ev["baselines"][0] == "random"
+    assert set(ev["baselines"]) == set(report.curves["deletion"]) - set(ranked) - {"upper_bound"}
+    for mode in ("deletion", "insertion"):
+        assert ev["upper_bound"][mode] == pytest.approx(report.aopc("upper_bound", mode), abs=1e-12)
+        assert ev["decidable"][mode] == report.decidable(mode)
+    assert ev["upper_bound_rows"] == report.upper_bound_rows
     assert list(ev["gaps"]["deletion"]) == ranked
     assert ev["n_segments"] == len(report.segments) and ev["n_removed"] == report.n_removed.tolist()
     for mode in ("deletion", "insertion"):
@@ -130,6 +136,18 @@ def test_command_writes_rows_summary_report_and_reports_a_bad_row(tiny_dir, tmp_
     assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 2
     assert "http://" not in page and "https://" not in page and "<script" not in page  # self-contained
     assert "Failed rows" in page and "grad_norm" in page
+    # Paired comparisons with the reference (grad_norm) and the undecidable rows, in all three outputs.
+    pairs = summary["summary"]["pairs"]["deletion"]
+    assert summary["summary"]["reference"] == "grad_norm" and set(pairs) == {"grad_x_input", "grad_x_input:abs"}
+    rows = [json.loads((out / f).read_text())["evaluation"] for f in ("00001.json", "00003.json")]
+    d = [r["curves"]["deletion"]["grad_x_input"]["aopc"] - r["curves"]["deletion"]["grad_norm"]["aopc"] for r in rows]
+    assert pairs["grad_x_input"]["mean_diff"] == pytest.approx(np.mean(d))
+    assert pairs["grad_x_input"]["better"] + pairs["grad_x_input"]["worse"] + pairs["grad_x_input"]["tied"] == 2
+    undecided = sum(not r["decidable"]["deletion"] for r in rows)
+    assert summary["summary"]["not_decidable"]["deletion"] == undecided
+    assert "Paired comparisons with grad_norm" in page and "Rows the test cannot decide" in page
+    assert "grad_x_input vs grad_norm (deletion): AOPC difference" in err
+    assert f"not decidable on this prompt (deletion): {undecided} of 2 rows" in err
 
 
 def test_interrupted_run_resumes_with_the_rows_it_had(tiny_dir, tmp_path, capsys, monkeypatch):
@@ -182,3 +200,6 @@ def test_usage_errors(tmp_path, capsys):
     assert "--pattern" in capsys.readouterr().err
     assert cli.main(["evaluate", "--batch", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
+    assert cli.main(base + ["--reference", "smooth_grad"]) == cli.EXIT_USAGE
+    assert "--reference smooth_grad is not among the methods evaluated" in capsys.readouterr().err
+    assert cli.main(base + ["--reference", "grad_norm:abs"]) == cli.EXIT_USAGE  # grad_norm is not signed

@@ -9,7 +9,7 @@ import pytest
 
 from sequence_salience import SalienceError
 from sequence_salience.evaluate import SummaryConfig, summarize, table
-from sequence_salience.evaluate.summary import bootstrap_ci, mean_curve, win_rate
+from sequence_salience.evaluate.summary import bootstrap_ci, mean_curve, pairs_table, summary_lines, win_rate
 
 MODES = ("deletion", "insertion")
 
@@ -107,3 +107,68 @@ def test_rows_with_other_settings_or_none_are_refused():
         summarize([a, b])
     with pytest.raises(SalienceError, match="n_boot"):
         SummaryConfig(n_boot=0)
+
+
+def rows_with_aopc(gn: list[float], gx: list[float], decidable: list[bool] | None = None) -> list[dict]:
+    """Rows whose AOPCs (both modes) are grad_norm = gn[i], grad_x_input = gx[i], random 0, length 0."""
+    rows = []
+    for i, (a, b) in enumerate(zip(gn, gx)):
+        aopc = {"grad_norm": a, "grad_x_input": b, "random": 0.0, "length": 0.0}
+        gaps = {"grad_norm": {"random": a, "length": a}, "grad_x_input": {"random": b, "length": b}}
+        row = fake_row({mode: gaps for mode in MODES}, {mode: aopc for mode in MODES})
+        if decidable is not None:
+            row["decidable"] = {"deletion": decidable[i], "insertion": True}
+            row["upper_bound"] = {"deletion": 2.0 + i, "insertion": 4.0}
+        rows.append(row)
+    return rows
+
+
+def test_paired_comparison_with_the_reference_by_hand():
+    # d = grad_x_input - grad_norm = [1, -1, 0, 2]: mean 0.5, better on 2 rows, worse on 1, tied on 1.
+    rows = rows_with_aopc([1.0, 2.0, 3.0, 4.0], [2.0, 1.0, 3.0, 6.0])
+    cfg = SummaryConfig(n_boot=3000, seed=7)
+    s = summarize(rows, cfg)
+    assert s["reference"] == "grad_norm"  # the default reference
+    p = s["pairs"]["deletion"]["grad_x_input"]
+    assert set(s["pairs"]["deletion"]) == {"grad_x_input"}  # no pair of the reference with itself
+    assert p["mean_diff"] == pytest.approx(0.5)
+    assert (p["better"], p["worse"], p["tied"], p["n"]) == (2, 1, 1, 4)
+    assert p["reference"] == "grad_norm"
+    # The bootstrap, reimplemented with plain numpy: the same seeded resamples of the 4 rows.
+    d = np.array([1.0, -1.0, 0.0, 2.0])
+    index = np.random.default_rng(7).integers(0, 4, size=(3000, 4))
+    means = d[index].mean(axis=1)
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    assert p["ci"] == [pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12)]
+    assert -1.0 <= lo < 0.5 < hi <= 2.0  # resample means lie between the smallest and largest d
+    assert p["verdict"] == "within noise"  # the CI spans 0
+    # Another reference: the differences change sign, better and worse swap.
+    s2 = summarize(rows, SummaryConfig(n_boot=3000, seed=7, reference="grad_x_input"))
+    q = s2["pairs"]["insertion"]["grad_norm"]
+    assert q["mean_diff"] == pytest.approx(-0.5) and (q["better"], q["worse"], q["tied"]) == (1, 2, 1)
+    assert q["ci"] == [pytest.approx(-hi, abs=1e-12), pytest.approx(-lo, abs=1e-12)]
+    json.dumps(s)
+    flat = [r for r in pairs_table(s) if r["mode"] == "deletion"]
+    assert flat == [{"mode": "deletion", "method": "grad_x_input", **p}]
+
+
+def test_paired_comparison_constant_difference_and_unknown_reference():
+    s = summarize(rows_with_aopc([1.0, 2.0, 3.0], [1.5, 2.5, 3.5]), SummaryConfig(n_boot=200))
+    p = s["pairs"]["deletion"]["grad_x_input"]
+    assert p["ci"] == [pytest.approx(0.5), pytest.approx(0.5)] and p["verdict"] == "beats"
+    assert (p["better"], p["worse"], p["tied"]) == (3, 0, 0)
+    with pytest.raises(SalienceError, match="reference method 'smooth_grad' was not evaluated"):
+        summarize(rows_with_aopc([1.0], [1.0]), SummaryConfig(reference="smooth_grad"))
+
+
+def test_not_decidable_rows_are_counted_and_printed():
+    rows = rows_with_aopc([1.0, 2.0, 3.0], [2.0, 1.0, 3.0], decidable=[False, True, False])
+    s = summarize(rows, SummaryConfig(n_boot=200))
+    assert s["not_decidable"] == {"deletion": 2, "insertion": 0}
+    assert s["mean_upper_bound"] == {"deletion": pytest.approx(3.0), "insertion": pytest.approx(4.0)}
+    lines = summary_lines(s)
+    assert "not decidable on this prompt (deletion): 2 of 3 rows" in "\n".join(lines)
+    assert any(ln.startswith("grad_x_input vs grad_norm (deletion): AOPC difference +0.000") and
+               "better on 1, worse on 1, tied on 1 of 3 rows" in ln for ln in lines)
+    # Rows without the bound (an older run): no count rather than a wrong one.
+    assert "not_decidable" not in summarize(rows_with_aopc([1.0], [2.0]), SummaryConfig(n_boot=10))
