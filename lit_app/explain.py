@@ -211,7 +211,19 @@ class ExplainModel(Wrapper):
             # (mode, method, ordering); a signed method has a "signed" and an "abs" row.
             "ranked": rep.ranked(), "noise_sigmas": ex.faithfulness.NOISE_SIGMAS,
             "table": [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()} for row in rep.table()],
+            # The best order the test found (its curve is curves[name]); decidable[mode] False: no order
+            # beats random and length by the noise, and the methods' verdict is `undecidable`.
+            "upper_bound": self._upper_bound(rep),
         }
+
+    @staticmethod
+    def _upper_bound(rep) -> dict | None:
+        name = ex.faithfulness.UPPER
+        if not all(name in by_name for by_name in rep.curves.values()):
+            return None
+        return {"name": name, "rows": rep.upper_bound_rows, "undecidable": ex.faithfulness.UNDECIDABLE,
+                "search": {mode: by_name[name].ordering for mode, by_name in rep.curves.items()},
+                "decidable": {mode: bool(rep.decidable(mode)) for mode in rep.curves}}
 
     def _reduce(self, ex_, chat, target, explained, progress, cancel) -> dict:
         granularity, pattern = self._granularity(ex_)

@@ -1,7 +1,7 @@
 import {describe, expect, it} from 'vitest';
 
 import {
-  aopcRows, bandPath, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
+  aopcRows, bandPath, boundView, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
   igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
   parseIgAuto, percent, progressFraction, reduceFields, resultKey, strongestSegments, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
@@ -93,6 +93,27 @@ describe('curves payload and chart', () => {
     expect(rows[0].gapLength).toBeCloseTo(0.2);
     expect(rows[0].randomStd).toBe(0.1);
     expect(rows[0].length).toBe(1.8);
+  });
+
+  it('says when the prompt cannot decide, from the upper bound of the payload', () => {
+    const p = curves();
+    expect(boundView(p, 'deletion', label)).toBeNull();  // an older payload: no bound, no claim
+    p.noise_sigmas = 2;
+    p.curves['best'] = {deletion: {logprobs: [-1, -4.5, -5], aopc: 2.25}, insertion: {logprobs: [-5, -2, -1], aopc: 2.5}};
+    p.upper_bound = {name: 'best', rows: 12, undecidable: 'not decidable on this prompt',
+                     search: {deletion: 'exhaustive', insertion: 'grad_norm'}, decidable: {deletion: false, insertion: true}};
+    const del = boundView(p, 'deletion', label)!;
+    expect(del).toMatchObject({name: 'best', aopc: 2.25, decidable: false, search: 'exact search over every order'});
+    expect(del.text).toMatch(/^Not decidable on this prompt: even the best order found \(exact search over every order, AOPC 2\.250\) does not beat random and length by 2× the random spread/);
+    const ins = boundView(p, 'insertion', label)!;
+    expect(ins.decidable).toBe(true);
+    // A tested curve that beat the greedy search is named by the registry's label.
+    expect(ins.search).toBe(`the order of ${REG.label('grad_norm')} (greedy search found none better)`);
+    expect(ins.text).toMatch(/^Best order found .*AOPC 2\.500; an order can beat random and length/);
+    // The bound's curve is part of the chart's y range.
+    expect(chartValues(p, 'deletion')).toContain(-4.5);
+    p.upper_bound.decidable = {};
+    expect(boundView(p, 'deletion', label)).toBeNull();
   });
 
   it('maps points to SVG paths', () => {

@@ -1,7 +1,7 @@
 """The "Test this explanation" module in LIT's UI, against the real server, in Debian Chromium.
 
 Flow: select an example, open the module's tab, run the faithfulness curves (a chart with
-the random reference and AOPC per method appears), reduce the prompt and load it into the
+the random reference, the upper bound and AOPC per method appears, and whether the prompt can decide), reduce the prompt and load it into the
 datapoint editor (then add it and see it explained), and enter two foils: the contrastive
 map differs between them. Then IG steps needed (progress as a percentage, the cap hit) and
 input reduction with filler removal. Screenshots go to artifacts/e2e/ (and to docs/explain.png when
@@ -58,7 +58,16 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
         rows = mod.locator(f"table.aopc.{mode} tr[data-method]")
         assert rows.count() == 3
         verdicts = {rows.nth(i).get_attribute("data-verdict") for i in range(3)}
-        assert verdicts <= {"beats random and length", "within noise", "worse"}, verdicts
+        assert verdicts <= {"beats random and length", "within noise", "worse", "not decidable on this prompt"}, verdicts
+        # The upper bound: its dotted curve, its row, and whether this prompt can decide at all.
+        assert mod.locator(f"svg.chart.{mode} path.line.upper-bound").count() == 1
+        assert mod.locator(f"table.aopc.{mode} tr.upper-bound-row").count() == 1
+        decidable = mod.locator(f".bound[data-mode={mode}]").get_attribute("data-decidable")
+        if decidable == "false":  # no order can pass: no method is "within noise" or "beats"
+            assert verdicts <= {"not decidable on this prompt", "worse"}, verdicts
+            expect(mod.locator(f".bound[data-mode={mode}]")).to_contain_text("Not decidable on this prompt")
+        else:
+            assert decidable == "true" and "not decidable on this prompt" not in verdicts, (decidable, verdicts)
     table = mod.locator("table.aopc.deletion").inner_text()
     assert "random (10)" in table and "length" in table and "largest |value| first" in table
     page.mouse.move(5, 5)

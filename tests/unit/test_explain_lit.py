@@ -267,5 +267,26 @@ def test_the_first_status_says_what_runs_before_the_tests_own_progress(tiny):
     assert lit_explain.FIRST_STAGES["curves"] == lit_explain.STAGE_SALIENCE
     logic = (SRC / "explain" / "logic.ts").read_text(encoding="utf-8")
     stages = logic[logic.index("const STAGES"):logic.index("};", logic.index("const STAGES"))]
-    for stage in {*lit_explain.PRE_STAGES, *lit_explain.FIRST_STAGES.values()}:
+    for stage in {*lit_explain.PRE_STAGES, *lit_explain.FIRST_STAGES.values(), ex.upper_bound.STAGE}:
         assert f"{stage}:" in stages, f"frontend/src/explain/logic.ts STAGES has no text for {stage!r}"
+
+
+def test_curves_payload_has_the_upper_bound_and_its_verdicts(tiny):
+    """The curves payload carries the library's upper bound: its curve, the search, whether each mode
+    can decide, and the verdict text of the undecidable state (which the browser shows as it is)."""
+    lm, shared, model = tiny
+    out = _one(model, explain_action="curves", granularity="word", steps=3)
+    rep = ex.faithfulness_curves(lm, lm.format_prompt(PROMPT, chat=False), TARGET,
+                                 config=ex.FaithfulnessConfig(granularity="word", steps=3))
+    up = out["upper_bound"]
+    name = ex.faithfulness.UPPER
+    assert up["name"] == name and up["undecidable"] == "not decidable on this prompt"
+    assert up["rows"] == rep.upper_bound_rows
+    for mode in ("deletion", "insertion"):
+        assert up["decidable"][mode] == rep.decidable(mode)
+        assert up["search"][mode] == rep.curves[mode][name].ordering
+        assert out["curves"][name][mode]["aopc"] == pytest.approx(rep.aopc(name, mode), abs=1e-9)
+        np.testing.assert_allclose(out["curves"][name][mode]["logprobs"], rep.curves[mode][name].logprobs,
+                                   rtol=1e-5, atol=1e-6)
+    assert name not in out["ranked"]
+    assert [r["verdict"] for r in out["table"]] == [r["verdict"] for r in rep.table()]

@@ -40,7 +40,8 @@ export function testedMethods(reg: MethodRegistry): MethodInfo[] {
 }
 export const RANDOM_COLOR = '#80868b';
 export const LENGTH_COLOR = '#b06000';
-export const VERDICTS = ['beats random and length', 'within noise', 'worse'] as const;
+export const UPPER_COLOR = '#00897b';
+export const VERDICTS = ['beats random and length', 'within noise', 'worse', 'not decidable on this prompt'] as const;
 export type Verdict = typeof VERDICTS[number];
 
 /** The explain model of a salience model: "_smollm2_salience" -> "_smollm2_explain". */
@@ -96,6 +97,22 @@ export interface CurvesPayload {
   noise_sigmas?: number;
   /** One row per (mode, method, ordering), with the baselines and the verdict (sequence_salience/explain/faithfulness.py). */
   table?: FaithfulnessRow[];
+  /** The best order the test found (sequence_salience/explain/upper_bound.py); absent or null when not searched. */
+  upper_bound?: UpperBound | null;
+}
+
+/** The upper bound of a curves payload (lit_app/explain.py `_upper_bound`). */
+export interface UpperBound {
+  /** The key of its curve in `curves`. */
+  name: string;
+  /** Forward rows its search added. */
+  rows: number;
+  /** The verdict text of a mode no order can decide. */
+  undecidable: string;
+  /** Per mode: "exhaustive", "greedy", or the tested curve that beat the greedy search. */
+  search: Partial<Record<Mode, string>>;
+  /** Per mode: whether the best order found beats random and length by the noise. */
+  decidable: Partial<Record<Mode, boolean>>;
 }
 
 export interface FaithfulnessRow {
@@ -110,6 +127,9 @@ export interface FaithfulnessRow {
   length_aopc: number;
   gap: number;
   gap_length: number;
+  /** The upper bound's AOPC in this mode and whether any order can pass (null: not searched). */
+  upper_bound_aopc?: number | null;
+  decidable?: boolean | null;
   verdict: Verdict;
 }
 
@@ -238,6 +258,37 @@ export function aopcRows(p: CurvesPayload, mode: Mode, label: (method: string) =
   return rows.sort((a, b) => b.gap - a.gap);
 }
 
+/** What one mode's upper bound says, for the chart and the table (null: no bound in the payload). */
+export interface BoundView {
+  /** The key of its curve in the payload's `curves`. */
+  name: string;
+  aopc: number;
+  decidable: boolean;
+  /** How it was found, in words. */
+  search: string;
+  /** One sentence for the researcher. */
+  text: string;
+}
+
+/** The upper bound of `mode` in words; `label` names a tested curve that beat the greedy search. */
+export function boundView(p: CurvesPayload, mode: Mode, label: (name: string) => string): BoundView | null {
+  const up = p.upper_bound;
+  const curve = up ? p.curves[up.name]?.[mode] : undefined;
+  if (!up || !curve || up.decidable[mode] === undefined) return null;
+  const how = up.search[mode] ?? '';
+  const search = how === 'exhaustive' ? 'exact search over every order'
+      : how === 'greedy' ? 'greedy search' : `the order of ${label(how)} (greedy search found none better)`;
+  const margin = `${p.noise_sigmas ?? 2}× the random spread`;
+  const decidable = up.decidable[mode] === true;
+  const text = decidable
+      ? `Best order found (${search}): AOPC ${curve.aopc.toFixed(3)}; an order can beat random and length by ` +
+        `${margin} on this prompt, so the verdicts can tell methods apart.`
+      : `${up.undecidable[0].toUpperCase()}${up.undecidable.slice(1)}: even the best order found (${search}, AOPC ` +
+        `${curve.aopc.toFixed(3)}) does not beat random and length by ${margin}, so no method can; “within noise” ` +
+        'here says nothing against a method. More segments (a finer granularity) or a longer prompt can decide.';
+  return {name: up.name, aopc: curve.aopc, decidable, search, text};
+}
+
 /** The server's job status, as the module shows it. */
 export interface JobStatus {
   action: string;
@@ -257,6 +308,8 @@ const STAGES: Record<string, string> = {
   waiting: 'Waiting for the model (a click in another module goes first)',
   salience: 'Computing the salience maps to test (a forward and backward pass)',
   gradient: 'Computing the gradient that ranks candidate flips',
+  // After the curves: the best order on the test's own metric (sequence_salience/explain/upper_bound.py).
+  upper_bound: 'Searching the best order (the upper bound that says whether this prompt can decide)',
 };
 
 /** "Scoring edited prompts: 24 / 110 (22%)" (or the stage's name while the total is unknown). */

@@ -10,9 +10,9 @@ import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../sha
 import {buildPieces} from '../shared/pieces.js';
 import {errorMessage} from '../shared/request.js';
 import {
-  aopcRows, bandPath, chartValues, contrastiveSegments, curveColor, fractions, igAutoSummary, LENGTH_COLOR,
-  linearScale, linePath, mergePieces, MODES, paddedExtent, percent, RANDOM_COLOR, strongestSegments, type Action,
-  type ContrastivePayload, type CurvesPayload, type IgAutoPayload, type Mode,
+  aopcRows, bandPath, boundView, chartValues, contrastiveSegments, curveColor, fractions, igAutoSummary, LENGTH_COLOR,
+  linearScale, linePath, mergePieces, MODES, paddedExtent, percent, RANDOM_COLOR, strongestSegments, UPPER_COLOR,
+  type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload, type Mode,
 } from './logic.js';
 
 export interface ReducePayload {
@@ -78,13 +78,15 @@ export function resultView(action: Action, r: unknown, ctx: ResultContext) {
 
 function curvesView(p: CurvesPayload, label: (method: string) => string) {
   return html`<div class="curves">
-    ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label)}</div>`)}
+    ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label)}${boundNotice(p, mode, label)}</div>`)}
     <div class="facts">${p.n_segments} ${p.granularity} segments · removal: ${p.removal === 'filler'
         ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
       log p(target) ${p.original_logprob.toFixed(2)} → ${p.empty_logprob.toFixed(2)} with all removed ·
       random: mean of ${p.n_random} seeded orders (band: range; ± their standard deviation of AOPC) ·
       length: longest segments first · verdict: beats both by more than ${p.noise_sigmas ?? 2}× the random
-      spread, “worse” when a baseline does better by that much · ${p.seconds.toFixed(1)} s</div>
+      spread, “worse” when a baseline does better by that much${p.upper_bound ? html`, “${p.upper_bound.undecidable}”
+      when not even the best order found (dotted line; ${p.upper_bound.rows} more forward rows) does` : nothing} ·
+      ${p.seconds.toFixed(1)} s</div>
   </div>`;
 }
 
@@ -96,6 +98,7 @@ function chartView(p: CurvesPayload, mode: Mode) {
   const sy = linearScale(y0, y1, H - B, T);
   const random = p.curves['random']?.[mode];
   const length = p.curves['length']?.[mode];
+  const upper = p.upper_bound ? p.curves[p.upper_bound.name]?.[mode] : undefined;
   const ticks = [y0, (y0 + y1) / 2, y1];
   return html`<svg class="chart ${mode}" viewBox="0 0 ${W} ${H}" width=${W} height=${H} role="img"
       aria-label="${mode} curve: log p(target) against the fraction of segments ${mode === 'deletion' ? 'removed' : 'revealed'}">
@@ -107,6 +110,7 @@ function chartView(p: CurvesPayload, mode: Mode) {
     ${random?.low && random.high ? svg`<path class="band" d=${bandPath(xs, random.low, random.high, sx, sy)}></path>` : nothing}
     ${random ? svg`<path class="line random" d=${linePath(xs, random.logprobs, sx, sy)} stroke=${RANDOM_COLOR}></path>` : nothing}
     ${length ? svg`<path class="line length" d=${linePath(xs, length.logprobs, sx, sy)} stroke=${LENGTH_COLOR}></path>` : nothing}
+    ${upper ? svg`<path class="line upper-bound" d=${linePath(xs, upper.logprobs, sx, sy)} stroke=${UPPER_COLOR}></path>` : nothing}
     ${(p.ranked ?? p.methods).map((name) => {
       const c = p.curves[name]?.[mode];
       const m = name.replace(/:abs$/, '');
@@ -117,8 +121,17 @@ function chartView(p: CurvesPayload, mode: Mode) {
   </svg>`;
 }
 
+/** Whether this prompt can decide in `mode`: the upper bound's sentence (nothing without a bound). */
+function boundNotice(p: CurvesPayload, mode: Mode, label: (method: string) => string) {
+  const b = boundView(p, mode, label);
+  if (b === null) return nothing;
+  return html`<div class="bound ${b.decidable ? 'decidable' : 'undecidable'}" data-mode=${mode}
+      data-decidable=${String(b.decidable)}>${b.text}</div>`;
+}
+
 function aopcView(p: CurvesPayload, mode: Mode, label: (method: string) => string) {
   const rows = aopcRows(p, mode, label);
+  const bound = boundView(p, mode, label);
   const signedGap = (g: number) => Number.isFinite(g) ? `${g >= 0 ? '+' : ''}${g.toFixed(3)}` : '–';
   const r0 = rows[0];
   return html`<table class="aopc ${mode}">
@@ -128,11 +141,15 @@ function aopcView(p: CurvesPayload, mode: Mode, label: (method: string) => strin
       <td><span class="swatch ${r.ordering === 'abs' ? 'hollow' : ''}" style="background:${r.color};border-color:${r.color}"></span>${r.label}</td>
       <td>${r.aopc.toFixed(3)}</td><td class=${r.gap > 0 ? 'better' : 'worse'}>${signedGap(r.gap)}</td>
       <td class=${r.gapLength > 0 ? 'better' : 'worse'}>${signedGap(r.gapLength)}</td>
-      <td class="verdict ${r.verdict === 'worse' ? 'worse' : r.verdict?.startsWith('beats') ? 'better' : ''}">${r.verdict ?? ''}</td></tr>`)}
+      <td class="verdict ${r.verdict === 'worse' ? 'worse' : r.verdict?.startsWith('beats') ? 'better'
+          : r.verdict === p.upper_bound?.undecidable ? 'undecidable' : ''}">${r.verdict ?? ''}</td></tr>`)}
     <tr class="random-row"><td><span class="swatch dashed"></span>random (${p.n_random})</td>
       <td>${r0?.random.toFixed(3) ?? ''}${r0 && Number.isFinite(r0.randomStd) ? ` ± ${r0.randomStd.toFixed(3)}` : ''}</td><td></td><td></td><td></td></tr>
     ${r0 && Number.isFinite(r0.length) ? html`<tr class="length-row"><td><span class="swatch" style="background:${LENGTH_COLOR}"></span>length</td>
       <td>${r0.length.toFixed(3)}</td><td></td><td></td><td></td></tr>` : nothing}
+    ${bound ? html`<tr class="upper-bound-row" title=${bound.search}><td><span class="swatch dotted" style="border-color:${UPPER_COLOR}"></span>best order found</td>
+      <td>${bound.aopc.toFixed(3)}</td><td></td><td></td>
+      <td class="verdict ${bound.decidable ? '' : 'undecidable'}">${bound.decidable ? 'decidable' : 'not decidable'}</td></tr>` : nothing}
   </table>`;
 }
 

@@ -39,7 +39,12 @@ export const EXPLAIN_STYLES = css`
   .result { flex: 1; overflow: auto; padding: 4px 8px; min-height: 0; }
   .empty, .hint { padding: 8px; color: #5f6368; }
   .curves { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
-  .chart-box { display: flex; gap: 8px; align-items: flex-start; }
+  .chart-box { display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; }
+  .bound { flex-basis: 100%; max-width: 640px; font-size: 12px; padding: 4px 6px; border-radius: 4px; }
+  .bound.undecidable { background: #fef7e0; color: #7a4f01; } .bound.decidable { color: #5f6368; }
+  td.undecidable { color: #7a4f01; }
+  svg.chart .line.upper-bound { stroke-dasharray: 2 2; stroke-width: 1.5; }
+  .swatch.dotted { background: none; border-top: 2px dotted; height: 0; border-radius: 0; vertical-align: middle; }
   svg.chart .title { font-size: 11px; fill: #3c4043; font-weight: 500; }
   svg.chart .tick, svg.chart .axis { font-size: 10px; fill: #5f6368; }
   svg.chart .grid { stroke: #e8eaed; }
