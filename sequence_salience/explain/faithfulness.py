@@ -492,11 +492,13 @@ def upper_bound_curves(
     scorer = search.MemoScorer(lm, target, span, known, batch_size=config.batch_size, slice_s=config.slice_s,
                                     progress=progress, cancel=cancel, planned=planned)
     out: dict[str, Curve] = {}
-    found = search.exhaustive(S, counts, modes, edit, scorer) if exact else {}
+    best = {mode: max(tested[mode], key=lambda t, mode=mode: aopc(t[1], mode, original, empty)) for mode in modes}
+    if exact:
+        found = search.exhaustive(S, counts, modes, edit, scorer)
+    else:
+        found = search.greedy(S, counts, modes, edit, scorer, {m: [int(i) for i in best[m][0]] for m in modes}, cand)
     for mode in modes:
-        best_tested = max(tested[mode], key=lambda t: aopc(t[1], mode, original, empty))
-        if not exact:
-            found[mode] = search.greedy(S, counts, mode, edit, scorer, [int(i) for i in best_tested[0]], cand)
+        best_tested = best[mode]
         res = found[mode]
         a = aopc(res.logprobs, mode, original, empty)
         order, logprobs, ordering = res.order, res.logprobs, res.search

@@ -189,31 +189,42 @@ def exhaustive(n_segments: int, counts: Sequence[int], modes: Sequence[str], edi
     return out
 
 
-def greedy(n_segments: int, counts: Sequence[int], mode: str, edit: Editor, scorer: MemoScorer,
-           seed_order: Sequence[int], candidates: int | None) -> SearchResult:
-    """Greedy order for one mode (module docstring); `seed_order` picks candidates when capped."""
+def greedy(n_segments: int, counts: Sequence[int], modes: Sequence[str], edit: Editor, scorer: MemoScorer,
+           seed_orders: Mapping[str, Sequence[int]], candidates: int | None) -> dict[str, SearchResult]:
+    """Greedy order per mode (module docstring); `seed_orders[mode]` picks the candidates when capped.
+    The modes advance point by point together: one scoring call per point holds both modes' candidates
+    (fuller batches)."""
     S = n_segments
     everything = set(range(S))
-    chosen: list[int] = []  # segments in the order added (removed for deletion, revealed for insertion)
+    chosen: dict[str, list[int]] = {mode: [] for mode in modes}  # in the order added (removed / revealed)
 
-    def prompt(current: set[int]) -> Prompt:
+    def prompt(mode: str, current: set[int]) -> Prompt:
         return edit(sorted(current if mode == "deletion" else everything - current))
 
     for k in range(1, len(counts)):
         d = int(counts[k]) - int(counts[k - 1])
-        remaining = [s for s in seed_order if s not in set(chosen)]
-        if d >= len(remaining):  # forced: the rest
-            chosen += sorted(remaining)
+        pools: dict[str, list[int]] = {}
+        for mode in modes:
+            taken = set(chosen[mode])
+            remaining = [s for s in seed_orders[mode] if s not in taken]
+            if d >= len(remaining):  # forced: the rest
+                chosen[mode] += sorted(remaining)
+            else:
+                pools[mode] = remaining if candidates is None else remaining[:candidates]
+        if not pools:
             continue
-        pool = remaining if candidates is None else remaining[:candidates]
-        base = set(chosen)
-        planned = len(pool) + (1 if d > 1 else 0)
-        lp = scorer([prompt(base | {c}) for c in pool], planned_here=len(pool))  # [len(pool)]
-        effect = -lp if mode == "deletion" else lp  # larger = better for the test's metric
-        rank = np.argsort(-effect, kind="stable")
-        chosen += [pool[i] for i in rank[:d]]
-        if d > 1:
-            scorer.done = min(scorer.planned, scorer.done + 1)
-    sets = [set(chosen[:int(n)]) for n in counts]
-    lps = scorer([prompt(s) for s in sets], planned_here=0)  # [K+1]; mostly known already
-    return SearchResult(np.array(chosen, dtype=np.int64), lps, GREEDY)
+        batch = [prompt(mode, set(chosen[mode]) | {c}) for mode, pool in pools.items() for c in pool]
+        lp = scorer(batch, planned_here=len(batch) + (len(pools) if d > 1 else 0))  # [sum of pool sizes]
+        pos = 0
+        for mode, pool in pools.items():
+            part = lp[pos:pos + len(pool)]
+            pos += len(pool)
+            effect = -part if mode == "deletion" else part  # larger = better for the test's metric
+            rank = np.argsort(-effect, kind="stable")
+            chosen[mode] += [pool[i] for i in rank[:d]]
+    # The log-probs at the curve points (a point that added several segments is one more row each).
+    points = {mode: [prompt(mode, set(chosen[mode][:int(n)])) for n in counts] for mode in modes}
+    lps = scorer([p for mode in modes for p in points[mode]], planned_here=0)  # [modes * (K+1)]
+    K1 = len(counts)
+    return {mode: SearchResult(np.array(chosen[mode], dtype=np.int64), lps[j * K1:(j + 1) * K1], GREEDY)
+            for j, mode in enumerate(modes)}
