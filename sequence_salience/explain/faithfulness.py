@@ -487,10 +487,10 @@ def upper_bound_curves(
     modes = list(curves)
     exact = S <= config.exhaustive_max_segments
     cand = config.greedy_candidates
-    planned = (search.exhaustive_rows(S) if exact
+    planned = (search.exhaustive_rows(S, counts) if exact
                else len(modes) * search.greedy_rows(S, counts, cand))
     scorer = search.MemoScorer(lm, target, span, known, batch_size=config.batch_size, slice_s=config.slice_s,
-                                    progress=progress, cancel=cancel, planned=planned)
+                               progress=progress, cancel=cancel, planned=planned)
     out: dict[str, Curve] = {}
     best = {mode: max(tested[mode], key=lambda t, mode=mode: aopc(t[1], mode, original, empty)) for mode in modes}
     if exact:

@@ -16,8 +16,9 @@ An order is a chain of such sets, so
   subset, insertion removes its complement), then a dynamic programme over the chains finds
   the best one: best(A) = value(A) + max over B within A with |B| = n_{k-1} of best(B). This
   is the exact optimum over all S! orders.
-  Cost: 2^S forward rows in all, minus those the curves already scored (the original,
-  all-removed and every method's points): S = 4: 16, S = 6: 64, S = 8: 256.
+  Cost: 2^S forward rows in all when every size is a curve point's (S <= steps; fewer when the
+  points skip sizes), minus those the curves already scored (the original, all-removed and every
+  method's and random order's points): S = 4: 16, S = 6: 64, S = 8: 256.
 * greedy (larger S): at each curve point k, each candidate segment c is added alone to the
   current set (deletion: removed, insertion: revealed) and scored; the d_k = n_k - n_{k-1}
   candidates with the largest effect (lowest log p for deletion, highest for insertion) are
@@ -37,6 +38,7 @@ memo of the prompts the curves already scored.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -104,9 +106,17 @@ class MemoScorer:
         return np.array([self.memo[p] for p in prompts], dtype=np.float64)
 
 
-def exhaustive_rows(n_segments: int) -> int:
-    """Forward rows of the exhaustive search before the memo: every subset, 2^S."""
-    return 2 ** n_segments
+def subset_sizes(n_segments: int, counts: Sequence[int]) -> set[int]:
+    """Sizes of the removed sets the exhaustive search scores: n_k (deletion) and S - n_k (insertion)."""
+    return {int(n) for n in counts} | {n_segments - int(n) for n in counts}
+
+
+def exhaustive_rows(n_segments: int, counts: Sequence[int] | None = None) -> int:
+    """Forward rows of the exhaustive search before the memo: every subset whose size is a curve
+    point's (2^S when every size is one, e.g. S <= steps)."""
+    if counts is None:
+        return 2 ** n_segments
+    return sum(math.comb(n_segments, n) for n in subset_sizes(n_segments, counts))
 
 
 def greedy_rows(n_segments: int, counts: Sequence[int], candidates: int | None) -> int:
@@ -174,8 +184,11 @@ def exhaustive(n_segments: int, counts: Sequence[int], modes: Sequence[str], edi
     """The exact best order per mode: every subset scored once, then best_chain (module docstring)."""
     S = n_segments
     full = (1 << S) - 1
-    prompts = [edit(_bits(mask)) for mask in range(1 << S)]  # mask = the removed segments
-    removed_lp = scorer(prompts)  # [2^S]
+    sizes = subset_sizes(S, counts)
+    masks = [m for m in range(1 << S) if _popcount(m) in sizes]  # the removed segments
+    scored = scorer([edit(_bits(mask)) for mask in masks])
+    removed_lp = np.full(1 << S, np.nan)  # [2^S]; sizes no curve point has stay NaN (never read)
+    removed_lp[masks] = scored
     out = {}
     for mode in modes:
         if mode == "deletion":  # maximize sum_k log p(x) - log p(R_k removed)

@@ -72,9 +72,10 @@ def test_exhaustive_bound_equals_brute_force_over_every_order(llama, steps):
         for name in rep.ranked() + [fa.LENGTH]:
             assert bound.aopc >= rep.aopc(name, mode) - 1e-9, (mode, name)
         assert bound.aopc >= rep.curves[mode][fa.RANDOM].all_aopc.max() - 1e-9
-    # Filler removal: every curve point is a subset, so the test scored exactly the 2^S subsets.
-    assert rep.n_scored == 2 ** S
-    assert 0 <= rep.upper_bound_rows <= 2 ** S
+    # Filler removal: the test scored exactly the subsets of the curve points' sizes: all 2^S = 16 with one
+    # segment per point; with two, the sizes 0, 2, 4: 1 + 6 + 1 = 8.
+    assert rep.n_scored == (16 if steps == 10 else 8) == ub.exhaustive_rows(S, counts)
+    assert 0 <= rep.upper_bound_rows <= rep.n_scored
 
 
 def test_greedy_search_takes_the_best_next_segment_at_each_point(llama):
@@ -123,7 +124,8 @@ def test_greedy_rows_formula_by_hand():
     assert ub.greedy_rows(20, counts, 16) == 111
     assert ub.greedy_rows(20, counts, None) == 20 + 18 + 16 + 14 + 12 + 10 + 8 + 6 + 4 + 9
     assert ub.greedy_rows(4, [0, 1, 2, 3, 4], None) == 4 + 3 + 2  # one per point: no extra rows
-    assert ub.exhaustive_rows(8) == 256
+    assert ub.exhaustive_rows(8) == 256 == ub.exhaustive_rows(8, [0, 1, 2, 3, 4, 5, 6, 7, 8])
+    assert ub.exhaustive_rows(5, [0, 2, 5]) == 1 + 10 + 10 + 1  # removed sizes 0, 2, 5 and (insertion) 3
 
 
 def test_greedy_with_few_candidates_counts_its_rows_and_reports_progress(llama):
