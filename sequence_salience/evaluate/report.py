@@ -191,7 +191,8 @@ def pairs_section(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] 
         n = summary["n_rows"]
         parts.append("<h2>Rows the test cannot decide</h2><p>On these rows even the best order the test found "
                      "(its upper bound) does not beat random and length by the noise, so no method can pass "
-                     "there: their verdict is “not decidable on this prompt”, not a failure of the method.</p>"
+                     "there: a method that is not clearly worse gets “not decidable on this prompt”, not a "
+                     "failure.</p>"
                      "<table><tr><th class=l>mode</th><th>rows not decidable</th><th>mean AOPC of the best order"
                      "</th><th class=l>rows</th></tr>")
         for mode, k in summary["not_decidable"].items():

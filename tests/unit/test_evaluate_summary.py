@@ -172,3 +172,17 @@ def test_not_decidable_rows_are_counted_and_printed():
                "better on 1, worse on 1, tied on 1 of 3 rows" in ln for ln in lines)
     # Rows without the bound (an older run): no count rather than a wrong one.
     assert "not_decidable" not in summarize(rows_with_aopc([1.0], [2.0]), SummaryConfig(n_boot=10))
+
+
+def test_report_section_shows_pairs_and_undecidable_rows_escaped():
+    from sequence_salience.evaluate.report import pairs_section
+
+    rows = rows_with_aopc([1.0, 2.0], [2.0, 1.0], decidable=[False, True])
+    s = summarize(rows, SummaryConfig(n_boot=50))
+    page = pairs_section(s, [{"id": "<b>row</b>", "line": 1, "evaluation": rows[0]},
+                             {"id": "two", "line": 2, "evaluation": rows[1]}])
+    assert "Paired comparisons with grad_norm" in page and "<td>+0.000</td>" in page  # d = [+1, -1]
+    assert "<td>1</td><td>1</td><td>0</td>" in page  # better, worse, tied
+    assert "<td>1 of 2</td>" in page and "1: &lt;b&gt;row&lt;/b&gt;" in page and "<b>row" not in page
+    assert "2: two" not in page  # a decidable row is not listed
+    assert pairs_section({"n_rows": 1}) == ""  # an older summary: no section
