@@ -167,7 +167,7 @@ def _pretty(obj: Any) -> str:
 def pairs_section(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]] = ()) -> str:
     """The paired comparisons with the reference method and the rows the test cannot decide (HTML;
     every value escaped). Empty for a summary without them."""
-    esc = html.escape
+    esc = _esc  # display.markup.esc, the one escaping helper
     parts = []
     pairs = summary.get("pairs") or {}
     if any(pairs.values()):

@@ -6,7 +6,9 @@ nor put its text into the report: every field the summary and the report read is
 its type (an int is an int, not a string or a bool; a number is an int or a float), every
 curve, method, baseline and mode name for its spelling (NAME_RE: what the method registry and
 the faithfulness library produce; modes from explain.faithfulness.MODES), and the structure
-the summary relies on (every gap has its curves, every curve as many points as n_removed).
+the summary relies on (every gap has its curves, every curve as many points as n_removed; the
+upper bound's fields "upper_bound", "decidable" and "upper_bound_rows" all or none, with a number,
+a bool per mode and the "upper_bound" curve in every mode).
 The first problem found is a SalienceError naming the field's path, e.g.
 `evaluation.gaps.deletion.grad_norm.random: expected a number, got str '<script>...'`.
 
@@ -22,8 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain.faithfulness import MODES
+from sequence_salience.explain.faithfulness import MODES, UPPER
 
+BOUND_FIELDS = ("upper_bound", "decidable", "upper_bound_rows")  # evaluate_row's upper-bound fields
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]{0,99}$")  # method / curve / baseline names
 _SHOW = 60  # characters of a bad value quoted in the message
 
@@ -86,6 +89,19 @@ def _names(obj: Mapping[str, Any], path: tuple[str, ...]) -> list[str]:
     return list(obj)
 
 
+def _curve(mode_curves: Mapping[str, Any], name: str, path: tuple[str, ...], n_points: int) -> None:
+    """One curve {logprobs: [n_points numbers], aopc: number} under `name`."""
+    c = _dict(_get(mode_curves, name, path), path + (name,))
+    where = path + (name,)
+    logprobs = _list(_get(c, "logprobs", where), where + ("logprobs",))
+    if len(logprobs) != n_points:
+        raise SalienceError(f"{_where(where + ('logprobs',))}: {len(logprobs)} points, but n_removed has "
+                            f"{n_points}")
+    for i, v in enumerate(logprobs):
+        _number(v, where + ("logprobs", str(i)))
+    _number(_get(c, "aopc", where), where + ("aopc",))
+
+
 def check_evaluation(evaluation: Any, path: tuple[str, ...] = ("evaluation",)) -> None:
     """SalienceError naming the first field of `evaluation` (a RowEvaluation) that is not as written
     by evaluate_row (see the module docstring)."""
@@ -109,6 +125,7 @@ def check_evaluation(evaluation: Any, path: tuple[str, ...] = ("evaluation",)) -
     if not gaps:
         raise SalienceError(f"{_where(path + ('gaps',))}: empty (no mode)")
     methods: list[str] | None = None
+    bounded = any(k in ev for k in BOUND_FIELDS)  # the upper bound's fields come together, with its curves
     for mode in _names(gaps, path + ("gaps",)):
         if mode not in MODES:
             raise _bad(path + ("gaps", mode), f"a mode in {list(MODES)}", mode)
@@ -126,19 +143,19 @@ def check_evaluation(evaluation: Any, path: tuple[str, ...] = ("evaluation",)) -
                                     f"evaluation.baselines {sorted(baselines)}")
             for b in baselines:
                 _number(by_base[b], path + ("gaps", mode, m, b))
-        for name in names + baselines:
-            c = _dict(_get(mode_curves, name, path + ("curves", mode)), path + ("curves", mode, name))
-            where = path + ("curves", mode, name)
-            logprobs = _list(_get(c, "logprobs", where), where + ("logprobs",))
-            if len(logprobs) != len(n_removed):
-                raise SalienceError(f"{_where(where + ('logprobs',))}: {len(logprobs)} points, but n_removed has "
-                                    f"{len(n_removed)}")
-            for i, v in enumerate(logprobs):
-                _number(v, where + ("logprobs", str(i)))
-            _number(_get(c, "aopc", where), where + ("aopc",))
+        for name in names + baselines + ([UPPER] if bounded else []):
+            _curve(mode_curves, name, path + ("curves", mode), len(n_removed))
     for name in _names(curves, path + ("curves",)):
         _dict(curves[name], path + ("curves", name))
 
+    if bounded:
+        bound = _dict(_get(ev, "upper_bound", path), path + ("upper_bound",))
+        decidable = _dict(_get(ev, "decidable", path), path + ("decidable",))
+        _int(_get(ev, "upper_bound_rows", path), path + ("upper_bound_rows",))
+        for mode in gaps:
+            _number(_get(bound, mode, path + ("upper_bound",)), path + ("upper_bound", mode))
+            if not isinstance(_get(decidable, mode, path + ("decidable",)), bool):
+                raise _bad(path + ("decidable", mode), "true or false", decidable[mode])
     if "orderings" in ev:
         for name, how in _dict(ev["orderings"], path + ("orderings",)).items():
             _str(how, path + ("orderings", _name(name, path + ("orderings", str(name)))))

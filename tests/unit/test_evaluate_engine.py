@@ -203,3 +203,35 @@ def test_usage_errors(tmp_path, capsys):
     assert cli.main(base + ["--reference", "smooth_grad"]) == cli.EXIT_USAGE
     assert "--reference smooth_grad is not among the methods evaluated" in capsys.readouterr().err
     assert cli.main(base + ["--reference", "grad_norm:abs"]) == cli.EXIT_USAGE  # grad_norm is not signed
+
+
+def test_saved_upper_bound_fields_are_checked_before_reuse(tiny_lm):
+    """A resume file's upper-bound fields (read by the summary and the report) are checked like the rest:
+    all three or none, a number and a bool per mode, and the bound's curve in every mode."""
+    import copy
+
+    from sequence_salience.evaluate import check_evaluation
+
+    ev = evaluate_row(tiny_lm, ROWS[0], EvalConfig(faithfulness=FaithfulnessConfig(granularity="word", steps=3,
+                                                                                   n_random=2)))
+    check_evaluation(ev)  # as written
+    bare = {k: v for k, v in ev.items() if k not in ("upper_bound", "decidable", "upper_bound_rows")}
+    bare["curves"] = {mode: {n: c for n, c in by.items() if n != "upper_bound"} for mode, by in ev["curves"].items()}
+    check_evaluation(bare)  # a row written without the bound (an older run, or --no-upper-bound)
+
+    def broken(edit):
+        bad = copy.deepcopy(ev)
+        edit(bad)
+        return bad
+
+    cases = [
+        (lambda e: e["decidable"].__setitem__("deletion", "<script>"), "evaluation.decidable.deletion: expected true"),
+        (lambda e: e["upper_bound"].__setitem__("insertion", "x"), "evaluation.upper_bound.insertion: expected a number"),
+        (lambda e: e.pop("upper_bound"), "evaluation.upper_bound: missing"),
+        (lambda e: e.pop("upper_bound_rows"), "evaluation.upper_bound_rows: missing"),
+        (lambda e: e["curves"]["deletion"].pop("upper_bound"), "evaluation.curves.deletion.upper_bound: missing"),
+        (lambda e: e["curves"]["insertion"]["upper_bound"]["logprobs"].pop(), "upper_bound.logprobs: 3 points"),
+    ]
+    for edit, message in cases:
+        with pytest.raises(ss.SalienceError, match=message.replace(".", r"\.")):
+            check_evaluation(broken(edit))
