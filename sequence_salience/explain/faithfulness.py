@@ -21,7 +21,7 @@ the key `method`) and "abs" (largest |value| first, the key `method + ABS_SUFFIX
 and table row names the ordering it used.
 
 Upper bound ("upper_bound", `upper_bound=True` by default): the best order the test can find on
-its own metric (upper_bound.py: an exact search over every subset when S <= 8, 2^S forward rows
+its own metric (upper_bound.py: an exact search over every subset when S <= 6, 2^S forward rows
 shared by both modes; a greedy search over the curve points, at most 16 candidates per point, for
 larger S; never below the best order the test scored). Its curve sits beside the baselines.
 
@@ -136,7 +136,7 @@ class FaithfulnessConfig:
         them (sequence_salience/slices.py); the scores do not depend on it.
       upper_bound: also search the best order on the test's own metric (upper_bound.py) and say
         "not decidable on this prompt" when even it stays within the noise. On by default: at
-        sentence granularity (S <= 8: exact, at most 2^S = 256 forward rows for both modes, many
+        sentence granularity (S <= 6: exact, at most 2^S = 64 forward rows for both modes, many
         shared with the curves) it costs about as much as the curves themselves; off saves that.
       exhaustive_max_segments: the exact search up to this many segments (2^S rows), greedy above.
       greedy_candidates: the greedy search's candidates per curve point (None: every remaining one).
