@@ -41,12 +41,12 @@ logger = logging.getLogger(__name__)
 
 # Input fields (besides fields.PROMPT, SYSTEM, TARGET, CHAT, TARGET_SPAN).
 ACTION = "explain_action"
-GRANULARITY = "granularity"
-PATTERN = "pattern"
+GRANULARITY = fields.GRANULARITY
+PATTERN = fields.PATTERN
 FOIL = "foil"
-METHODS = "methods"  # comma-separated method names
+METHODS = "methods"  # comma-separated method names (segment methods: only for "curves")
 STEPS = "steps"
-REMOVAL = "removal"
+REMOVAL = fields.REMOVAL
 IG_TOLERANCE = "ig_tolerance"  # ig_auto: largest relative completeness error; the cap is fields.IG_STEPS
 # Output field.
 EXPLAIN = "explain"
@@ -169,11 +169,17 @@ class ExplainModel(Wrapper):
         return g, pattern
 
     @staticmethod
-    def _methods(ex_) -> tuple[str, ...]:
+    def _methods(ex_, segment_methods: bool = False) -> tuple[str, ...]:
+        """The `methods` field's names; segment methods (leave one out, the surrogate) only where the test
+        takes them (`segment_methods`: the curves), else the error says which tests do."""
         raw = text_field(ex_, METHODS)
         names = tuple(m.strip() for m in raw.split(",") if m.strip()) or DEFAULT_METHODS
         for m in names:
-            ss.get_method(m)
+            if core_methods.is_segment_method(m) and not segment_methods:
+                raise RequestError(f'Input field "{METHODS}" names the segment method {m!r}, which this test does'
+                                   ' not take (its values live on segments, not tokens). Fix: use it with'
+                                   ' "explain_action": "curves", or pick a token method here.')
+            core_methods.get_any_method(m)
         return names
 
     # ------------------------------------------------------------- actions
@@ -188,7 +194,7 @@ class ExplainModel(Wrapper):
         result = cached(chat, target) if cached is not None else None
         span = self._span(ex_, explained)
         rep = ex.faithfulness_curves(
-            self._shared.lm, chat, explained, self._methods(ex_), span=span, result=result,
+            self._shared.lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
             config=ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal,
                                          slice_s=self._shared.slice_s),
             progress=progress, cancel=cancel)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from lit_nlp.api import types as lit_types
 
-from sequence_salience.methods import get_method, grad_norm, grad_x_input, integrated_gradients, smooth_grad
+from sequence_salience.methods import (get_method, get_segment_method, grad_norm, grad_x_input, integrated_gradients,
+                                       list_segment_methods, smooth_grad)
 from lit_app import method_registry
 
 # Names of the core library's methods (sequence_salience.list_methods()), from the registry.
@@ -37,6 +38,14 @@ STREAM_AFTER = "stream_after"
 # LIT's prompt-debugging convention (lit_app/lit_convention.py): 0/1 per token of TOKENS, 1 on the
 # span to explain; sent by LIT's built-in Sequence Salience module, never by ours.
 TARGET_MASK = "target_mask"
+# A segment method's request (detail=method_registry.SEGMENT_DETAIL; docs/architecture.md "Segment salience"):
+SEGMENT_METHOD = "segment_method"  # the segment method (methods.list_segment_methods())
+GRANULARITY = "granularity"  # the segmentation its values live on (aggregate.GRANULARITIES); default "sentence"
+PATTERN = "pattern"  # the regex of granularity "regex"
+REMOVAL = "removal"  # how a segment is removed: "filler" (default) or "delete" (methods.base.SEGMENT_REMOVALS)
+# Each counted segment method's count field (the surrogate's "surrogate_masks"); absent: its default count.
+SEGMENT_COUNT_FIELDS = {name: get_segment_method(name).count_field for name in list_segment_methods()
+                        if get_segment_method(name).count_field}
 
 # ---------------------------------------------------------------------------
 # Output fields.
@@ -45,6 +54,8 @@ RESPONSE_TOKENS = "response_tokens"  # Tokens of the response
 TOKENS = "tokens"  # Tokens: all N tokens of prompt (+ target)
 SALIENCE = "salience"  # the JSON payload of docs/architecture.md
 SPAN_SALIENCE = "span_salience"  # {method: [N floats]} for TARGET_SPAN, or {}
+# The key of a segment method's values inside the SALIENCE payload (lit_app/payloads.py segment_payload).
+SEGMENTS = "segments"
 # TokenScores over TOKENS for a TARGET_MASK request (else None): LIT's prompt-debugging field names,
 # which LIT's built-in Sequence Salience module lists as its methods (lit_app/lit_convention.py).
 GRAD_L2 = "grad_l2"  # grad_norm of the masked span
@@ -120,6 +131,13 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     DETAIL: lit_types.TextSegment(required=False, default=""),
     STREAM_AFTER: lit_types.Integer(required=False, default=-1, min_val=-1, max_val=1_000_000),
     TARGET_MASK: lit_types.TokenScores(align="", required=False),
+    SEGMENT_METHOD: lit_types.TextSegment(required=False, default=""),
+    GRANULARITY: lit_types.TextSegment(required=False, default="sentence"),
+    PATTERN: lit_types.TextSegment(required=False, default=""),
+    REMOVAL: lit_types.TextSegment(required=False, default="filler"),
+    **{field: lit_types.Integer(required=False, default=get_segment_method(name).default_count, min_val=1,
+                                max_val=method_registry.SEGMENT_MAX_COUNTS[name])
+       for name, field in SEGMENT_COUNT_FIELDS.items()},
 }
 
 GENERATION_OUTPUT_SPEC: lit_types.Spec = {

@@ -8,13 +8,18 @@ and the fix. `datapoint_group` says which datapoint a request is about without t
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sequence_salience import aggregate
+from sequence_salience import methods as core_methods
+from sequence_salience.errors import SalienceError
+from sequence_salience.methods.base import SEGMENT_REMOVALS
 from lit_app import fields
 from lit_app.errors import RequestError
-from lit_app.method_registry import EXTRA_METHODS, ExtraMethod
+from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, SEGMENT_MAX_COUNTS, ExtraMethod
 
 JsonDict = Mapping[str, Any]
 
@@ -105,7 +110,8 @@ def extra_counts(ex: JsonDict) -> dict[str, int]:
     return {extra.field: _count_field(ex, extra) for extra in EXTRA_METHODS}
 
 
-DETAIL_MODES = ("", "span", "poll", "stream", "span_progress") + tuple(e.matrix_detail for e in EXTRA_METHODS)
+DETAIL_MODES = (("", "span", "poll", "stream", "span_progress") + tuple(e.matrix_detail for e in EXTRA_METHODS)
+                + (SEGMENT_DETAIL,))
 
 
 def detail_field(ex: JsonDict) -> str:
@@ -118,7 +124,7 @@ def detail_field(ex: JsonDict) -> str:
         raise RequestError(
             f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
             f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far),'
-            f' "span_progress" (progress of the span being computed)'
+            f' "span_progress" (progress of the span being computed), "{SEGMENT_DETAIL}" (a segment method)'
             f" or {matrices}."
         )
     return value
@@ -165,3 +171,57 @@ def datapoint_group(ex: JsonDict) -> tuple:
     """Which datapoint a request is about, without the model (polls must not wait for it)."""
     return (text_field(ex, fields.PROMPT), text_field(ex, fields.SYSTEM), repr(chat_field(ex)),
             text_field(ex, fields.TARGET))
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentRequest:
+    """What a segment method's request (`detail` = method_registry.SEGMENT_DETAIL) asks for.
+
+    span: (t0, t1) target tokens as sent, or None (the whole target); count: the method's count (the
+    surrogate's random ablations), 0 for a method without one. Together with the datapoint it is the
+    cache key of the values (lit_app/shared_model.py `segment_salience`).
+    """
+
+    method: str
+    granularity: str
+    pattern: str | None
+    removal: str
+    span: tuple[int, int] | None
+    count: int
+
+    @property
+    def job_kind(self) -> str:
+        """The background job's kind: every setting that changes the values."""
+        span = "all" if self.span is None else f"{self.span[0]}:{self.span[1]}"
+        return f"{SEGMENT_JOB_TAG}{self.method}#{self.count}@{self.granularity}/{self.pattern or ''}/{self.removal}/{span}"
+
+
+def segment_request(ex: JsonDict) -> SegmentRequest:
+    """Parses a segment method's request; RequestError naming the field for an unknown method, granularity,
+    removal, a bad pattern or count."""
+    method = text_field(ex, fields.SEGMENT_METHOD)
+    names = core_methods.list_segment_methods()
+    if method not in names:
+        shown = f"{method!r}" if method else "missing"
+        raise RequestError(f'Input field "{fields.SEGMENT_METHOD}" is {shown}; with "{fields.DETAIL}":'
+                           f' "{SEGMENT_DETAIL}" use one of {", ".join(names)}.')
+    granularity = choice_field(ex, fields.GRANULARITY, aggregate.GRANULARITIES, "sentence")
+    pattern = text_field(ex, fields.PATTERN) or None
+    if granularity == "regex":
+        if pattern is None:
+            raise RequestError(f'Input field "{fields.PATTERN}" is empty, but "{fields.GRANULARITY}" is "regex".'
+                               " Fix: send the regular expression whose matches are the segments.")
+        try:
+            aggregate.compile_pattern(pattern)
+        except SalienceError as e:
+            raise RequestError(f'Input field "{fields.PATTERN}": {e}') from None
+    else:
+        pattern = None  # only regex segments have one: the same values whatever the field holds
+    removal = choice_field(ex, fields.REMOVAL, SEGMENT_REMOVALS, "filler")
+    span = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30)
+    count = 0
+    field = fields.SEGMENT_COUNT_FIELDS.get(method)
+    if field is not None:
+        count = int_field(ex, field, core_methods.get_segment_method(method).default_count, 1,
+                          SEGMENT_MAX_COUNTS[method])
+    return SegmentRequest(method, granularity, pattern, removal, span, count)

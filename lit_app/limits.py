@@ -25,7 +25,7 @@ from lit_nlp.api import types as lit_types
 from lit_app import explain, fields
 from lit_app.errors import Rejected
 from lit_app.inputs import DETAIL_MODES, whole_number
-from lit_app.method_registry import EXTRA_METHODS, MAX_IG_STEPS, MAX_SMOOTH_GRAD_SAMPLES
+from lit_app.method_registry import EXTRA_METHODS, MAX_IG_STEPS, MAX_SMOOTH_GRAD_SAMPLES, SEGMENT_DETAIL
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
 # Largest --max_new_tokens the server accepts (generation is one token at a time on the
@@ -243,7 +243,8 @@ def validate_request(
 
 # Input values that only read or cancel a background job, without the model: the salience
 # model's progress poll (lit_app/salience.py) and the explain module's status/cancel (lit_app/explain.py).
-_POLL_VALUES = {"detail": ("poll", "stream", "span_progress"), "explain_action": ("status", "cancel")}
+# A segment request (method_registry.SEGMENT_DETAIL) starts or finds a background job and never waits either.
+_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", SEGMENT_DETAIL), "explain_action": ("status", "cancel")}
 
 
 def _polls(ex: Any) -> bool:

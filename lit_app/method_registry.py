@@ -26,10 +26,29 @@ from collections.abc import Mapping
 from typing import Any
 
 from sequence_salience import methods as core_methods
-from sequence_salience.methods import integrated_gradients, smooth_grad
+from sequence_salience.methods import ablation_surrogate, integrated_gradients, leave_one_out, smooth_grad
 
 MAX_IG_STEPS = 256
 MAX_SMOOTH_GRAD_SAMPLES = 256
+MAX_SURROGATE_MASKS = 256
+
+# ---------------------------------------------------------------------------
+# Segment methods (kind "segment": their values live on one segmentation; lit_app/salience.py runs them
+# as background jobs, docs/architecture.md "Segment salience").
+# The `detail` value of a segment request: it starts the job (or finds it) and answers its progress, then
+# its values; the same request polls.
+SEGMENT_DETAIL = "segments"
+# The background job's kind prefix; a new segment job of a datapoint cancels its live older ones.
+SEGMENT_JOB_TAG = "seg:"
+# The largest count (the surrogate's random ablations) a request may ask for, per counted segment method.
+SEGMENT_MAX_COUNTS: dict[str, int] = {ablation_surrogate.NAME: MAX_SURROGATE_MASKS}
+# What the salience module shows once its forwards finish, per granularity (after the gradient's first
+# highlight): the lead's choice from docs/benchmarks.md's evaluation table. A granularity absent here
+# (token, word, regex) keeps the gradient; there a segment method is computed only on request.
+DEFAULT_SEGMENT_METHOD: dict[str, str] = {
+    "sentence": leave_one_out.NAME, "paragraph": leave_one_out.NAME, "line": leave_one_out.NAME,
+    "role": leave_one_out.NAME,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,18 +114,37 @@ EXTRA_BY_METHOD: dict[str, ExtraMethod] = {e.method: e for e in EXTRA_METHODS}
 COUNT_FIELDS: tuple[str, ...] = tuple(e.field for e in EXTRA_METHODS)
 
 
-def published_registry() -> list[dict[str, Any]]:
-    """Every method's core facts (`registry_json()`, all its keys) plus its LIT facts, in display order:
+def _check_segment_facts() -> None:
+    segment = set(core_methods.list_segment_methods())
+    counted = {m for m in segment if core_methods.get_segment_method(m).count_field}
+    stray = (set(SEGMENT_MAX_COUNTS) ^ counted) | (set(DEFAULT_SEGMENT_METHOD.values()) - segment)
+    if stray:
+        raise RuntimeError(f"lit_app.method_registry: segment facts out of step with the core registry: {sorted(stray)}."
+                           " Fix: one SEGMENT_MAX_COUNTS entry per counted segment method; defaults name segment methods.")
 
-    {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, max_count,
-    tag, matrix_detail} (JSON-able); count_field, count_unit, max_count, tag and matrix_detail are
-    None (null) for a method without a count.
+
+_check_segment_facts()
+
+
+def published_registry() -> list[dict[str, Any]]:
+    """Every method's core facts (`registry_json(kinds=("token", "segment"))`, all its keys) plus its LIT
+    facts, in display order (token methods first):
+
+    {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind, max_count,
+    tag, matrix_detail, detail, default_at} (JSON-able); count_field, count_unit, max_count are None (null)
+    for a method without a count; tag and matrix_detail are None except for a counted token method;
+    `detail` is SEGMENT_DETAIL for a segment method (else None); `default_at` lists the granularities at
+    which the module shows the method once computed (DEFAULT_SEGMENT_METHOD).
     """
     out = []
-    for core in core_methods.registry_json():
-        extra = EXTRA_BY_METHOD.get(core["name"])
+    for core in core_methods.registry_json(kinds=("token", "segment")):
+        name = core["name"]
+        extra = EXTRA_BY_METHOD.get(name)
+        segment = core["kind"] == "segment"
         out.append({**core,
-                    "max_count": None if extra is None else extra.maximum,
+                    "max_count": SEGMENT_MAX_COUNTS.get(name) if segment else None if extra is None else extra.maximum,
                     "tag": None if extra is None else extra.kind,
-                    "matrix_detail": None if extra is None else extra.matrix_detail})
+                    "matrix_detail": None if extra is None else extra.matrix_detail,
+                    "detail": SEGMENT_DETAIL if segment else None,
+                    "default_at": [g for g, m in DEFAULT_SEGMENT_METHOD.items() if m == name]})
     return out

@@ -102,3 +102,26 @@ def salience_payload(result: Any, counts: Mapping[str, int] | None = None, metho
     if dtype:
         payload["dtype"] = dtype
     return payload
+
+
+def segment_payload(seg: Any, count: int, detail: Mapping[str, Any] | None = None) -> JsonDict:
+    """The `salience` field of a finished segment request (docs/architecture.md, "Segment salience"):
+    `fields.SEGMENTS` holds the method's values per removable segment, their character spans and
+    indices into the segmentation, the values spread over tokens, the fit quality, warning and cost."""
+    stats = seg.stats
+    out: JsonDict = {fields.SEGMENTS: {
+        "method": seg.method, "granularity": seg.granularity, "pattern": seg.pattern, "removal": seg.removal,
+        "span": [int(seg.span[0]), int(seg.span[1])], "count": int(count),
+        "values": compact(seg.values),
+        "spans": [[int(s), int(e)] for s, e in seg.segments],
+        "segment_index": [int(i) for i in seg.segment_index],
+        "token_values": compact(seg.token_values()),
+        "original_logprob": float(seg.original_logprob),
+        "quality": {k: (float(v) if np.isfinite(v) else None) for k, v in seg.quality.items()},
+        "warning": seg.warning,
+        "stats": {"rows": int(stats.rows), "tokens": int(stats.tokens), "tokens_computed": int(stats.computed),
+                  "prefix_reuse": bool(stats.reuse), "saved": round(float(stats.saved), 4)},
+    }}
+    if detail is not None:
+        out["detail"] = dict(detail)
+    return out

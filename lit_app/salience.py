@@ -19,9 +19,10 @@ from lit_nlp.api import dtypes as lit_dtypes
 import sequence_salience as ss
 from lit_app import cancel, fields, lit_convention, progressive
 from lit_app.errors import Cancelled, RequestError
-from lit_app.inputs import (JsonDict, datapoint_group, detail_field, extra_counts, int_field, job_extra,
-                            parse_target_span, text_field)
-from lit_app.payloads import compact, salience_payload, span_key
+from lit_app.inputs import (JsonDict, SegmentRequest, datapoint_group, detail_field, extra_counts, int_field,
+                            job_extra, parse_target_span, segment_request, text_field)
+from lit_app.method_registry import SEGMENT_DETAIL, SEGMENT_JOB_TAG
+from lit_app.payloads import compact, salience_payload, segment_payload, span_key
 from lit_app.wrapper import Wrapper
 
 # Longest wait of a `detail="stream"` request with `stream_after` (a long poll) before it answers what
@@ -45,6 +46,8 @@ class SalienceModel(Wrapper):
             return self._predict_stream(ex)
         if detail == "span_progress":
             return self._predict_span_progress(ex)
+        if detail == SEGMENT_DETAIL:
+            return self._predict_segments(ex)
         return self._predict_progressive(ex, detail)
 
     def _span_jobs(self) -> dict[Hashable, progressive.Job]:
@@ -62,6 +65,52 @@ class SalienceModel(Wrapper):
             return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": "No span is being computed for this prompt."})
         return _status_only(job.status())
+
+    def _predict_segments(self, ex: JsonDict) -> JsonDict:
+        """A segment method's values (`detail="segments"`, docs/architecture.md "Segment salience").
+
+        The request starts the background job of its settings (inputs.SegmentRequest) or finds it, and
+        never waits for the model: it answers the job's progress (rows done of rows, time left) until
+        the values are there, then the values; the page repeats the same request to poll. A new
+        segment request of the datapoint cancels its older live segment jobs (another granularity,
+        span or method: superseded); another datapoint's selection and a job nobody polls for
+        `heartbeat_s` are cancelled as every background job is. A request the core library refuses
+        (no removable segments at this granularity, a span outside the target) is a RequestError
+        naming the fields.
+        """
+        shared = self._shared
+        request = segment_request(ex)
+        group = datapoint_group(ex)
+        chat = shared.format_prompt(ex)
+        target = text_field(ex, fields.TARGET)
+        cached = shared.cached_segments(chat, target, request)
+        if cached is not None:
+            rows = int(cached.stats.rows) - 1  # the ablated prompts (the job's progress unit), not the unedited one
+            done = {"kind": request.job_kind, "state": progressive.DONE, "done": rows, "total": rows,
+                    "elapsed_s": 0, "eta_s": None, "error": ""}
+            return self._segment_outputs(cached, request, done)
+        shared.jobs.focus(group)
+
+        def run(job: progressive.Job) -> Any:
+            try:
+                return shared.segment_salience(chat, target, request, job=job)
+            except (ss.SalienceError, RequestError) as e:  # a refusal of this request, not a failure
+                return SegmentRefusal(_refusal(request, str(e)))
+
+        job = shared.jobs.submit(group, request.job_kind, run, replaces=SEGMENT_JOB_TAG)
+        if job.state != progressive.DONE:
+            return _status_only(job.status())
+        if isinstance(job.result, SegmentRefusal):
+            raise RequestError(job.result.message)
+        if job.payload is None:
+            job.payload = self._segment_outputs(job.result, request, job.status())
+        return job.payload
+
+    @staticmethod
+    def _segment_outputs(seg: Any, request: SegmentRequest, status: JsonDict) -> JsonDict:
+        out = _status_only(status)
+        out[fields.SALIENCE] = segment_payload(seg, request.count, status)
+        return out
 
     def _predict_masked(self, ex: JsonDict) -> JsonDict:
         """LIT's convention: the span `target_mask` marks, as TokenScores (lit_app/lit_convention.py)."""
@@ -236,6 +285,23 @@ class SalienceModel(Wrapper):
         if complete is not None:
             result = complete.merged(result)
         return self._outputs(result, counts, values, status)
+
+
+class SegmentRefusal:
+    """A segment job's answer when the core library refused its request (the poll raises RequestError)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _refusal(request: SegmentRequest, message: str) -> str:
+    """The core library's message prefixed with the request's fields, so that it names what to change."""
+    where = f'"{fields.SEGMENT_METHOD}": "{request.method}", "{fields.GRANULARITY}": "{request.granularity}"'
+    if request.pattern:
+        where += f', "{fields.PATTERN}": {request.pattern!r}'
+    if request.span is not None:
+        where += f', "{fields.TARGET_SPAN}": "{request.span[0]}:{request.span[1]}"'
+    return " ".join(f"Input fields {where}: {message}".split())
 
 
 def _status_only(status: JsonDict) -> JsonDict:

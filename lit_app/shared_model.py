@@ -20,8 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 import sequence_salience as ss
+from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.compare import CrossLogprobs, response_logprobs
-from sequence_salience.methods import DEFAULT_METHODS
+from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
 from sequence_salience.slices import DEFAULT_SLICE_S, SliceSizer
 from lit_app import cancel, fields, generation_cache, progressive
 from lit_app.errors import RequestError
@@ -34,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_NEW_TOKENS = 64
 CACHE_SIZE = 32
+# Segment salience results kept (each holds a few arrays of the prompt's size).
+SEGMENT_CACHE_SIZE = 64
 # Salience results are cached up to this many bytes (a 4,000-token result with
 # its Gram tensor is hundreds of MB).
 DEFAULT_CACHE_BYTES = 2 * 1024**3
@@ -143,6 +146,8 @@ class SharedLM:
         # `detail="span"` requests (first highlights and clicked spans), per datapoint group: the
         # newest supersedes the older ones (lit_app/cancel.py).
         self.span_requests = cancel.Latest()
+        # Segment methods' values (SegmentSalience), by pair + SegmentRequest (every setting that changes them).
+        self._segments = LRUCache(SEGMENT_CACHE_SIZE)
         # Generations waiting for the model or running, by generation key (generation_stream).
         self._streams: dict[Hashable, GenerationStream] = {}
         self._streams_lock = threading.Lock()
@@ -339,10 +344,61 @@ class SharedLM:
         return CrossLogprobs(under_a, under_b), forwards
 
     def forget_salience(self) -> None:
-        """Drops every cached salience result, complete and partial (benchmarks time cold requests);
-        generations stay cached."""
+        """Drops every cached salience result, complete, partial and per segment (benchmarks time cold
+        requests); generations stay cached."""
         self._results.clear()
         self._partials.clear()
+        self._segments.clear()
+
+    def _segment_key(self, chat: Any, target: str, explained: Any, request: Any) -> tuple:
+        return self._pair_key(chat, target, explained) + (request,)
+
+    def cached_segments(self, chat: Any, target: str, request: Any) -> Any:
+        """The SegmentSalience of `request` (inputs.SegmentRequest) when cached, else None; never runs the model."""
+        explained = target or self.cached_generation(chat)
+        if explained is None:
+            return None
+        return self._segments.get(self._segment_key(chat, target, explained, request))
+
+    def segment_salience(self, chat: Any, target: str, request: Any, job: progressive.Job | None = None,
+                         cancel: Callable[[], bool] | None = None) -> Any:
+        """`sequence_salience.ablation.segment_salience` of `request` (inputs.SegmentRequest), cached.
+
+        Background work for the scheduler, as every matrix: its forward batches are time slices of
+        `slice_s` between which waiting clicks use the model. job: progress (rows done / rows) goes to
+        it and it is checked for cancellation between batches; cancel: the check without a job.
+        """
+        explained = self.explained(chat, target)
+        key = self._segment_key(chat, target, explained, request)
+        out = self._segments.get(key)
+        if out is not None:
+            return out
+        if job is not None:
+            cancel = job.should_stop
+        # Any cached result of this pair has its tokens and offsets: no tokenization under the model lock.
+        known = next(self._cached_results(chat, target), None)
+        config = AblationConfig(removal=request.removal)
+        if request.count:
+            config = dataclasses.replace(config, **{get_segment_method(request.method).count_field: request.count})
+        with self.lock.background():
+            out = self._segments.get(key)
+            if out is None:
+                if cancel is not None and cancel():  # superseded or abandoned while it waited for the model
+                    raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
+                log = _log_progress()
+
+                def progress(stage: str, done: int, total: int) -> None:
+                    if job is not None:
+                        job.report(done, total)
+                    log(stage, done, total)
+                    self.lock.yield_to_waiting()  # clicks that arrived during the batch go now
+
+                sizer = SliceSizer(self.slice_s, urgent=self.lock.interactive_waiting)
+                out = segment_salience(self.lm, chat, explained, request.method, granularity=request.granularity,
+                                       pattern=request.pattern, span=request.span, config=config, result=known,
+                                       progress=progress, cancel=cancel, slice_s=sizer)
+                self._segments.put(key, out)
+        return out
 
     def salience(self, chat: Any, target: str, counts: Counts = None, job: progressive.Job | None = None,
                  cancel: Callable[[], bool] | None = None) -> Any:

@@ -13,22 +13,30 @@ import sequence_salience as ss
 from lit_app import fields, inputs, method_registry
 
 # The LIT facts as the browser and scripts have sent them since before the registry (wire values).
+TOKEN = {"detail": None, "default_at": []}
+# Segment methods: their values come from `detail="segments"` jobs; `default_at` the granularities at which
+# the module shows the method once its forwards finish (method_registry.DEFAULT_SEGMENT_METHOD).
 WIRE = {
-    "grad_norm": {"max_count": None, "tag": None, "matrix_detail": None},
-    "grad_x_input": {"max_count": None, "tag": None, "matrix_detail": None},
-    "integrated_gradients": {"max_count": 256, "tag": "ig", "matrix_detail": "ig_matrix"},
-    "smooth_grad": {"max_count": 256, "tag": "sg", "matrix_detail": "smooth_grad_matrix"},
+    "grad_norm": {"max_count": None, "tag": None, "matrix_detail": None, **TOKEN},
+    "grad_x_input": {"max_count": None, "tag": None, "matrix_detail": None, **TOKEN},
+    "integrated_gradients": {"max_count": 256, "tag": "ig", "matrix_detail": "ig_matrix", **TOKEN},
+    "smooth_grad": {"max_count": 256, "tag": "sg", "matrix_detail": "smooth_grad_matrix", **TOKEN},
+    "leave_one_out": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+                      "default_at": ["sentence", "paragraph", "line", "role"]},
+    "ablation_surrogate": {"max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
+                           "default_at": []},
 }
 
 
 def test_published_registry_is_the_core_registry_plus_the_wire_facts():
     published = method_registry.published_registry()
-    core = ss.registry_json()
+    core = ss.methods.registry_json(kinds=("token", "segment"))
     assert [e["name"] for e in published] == [e["name"] for e in core] == list(WIRE)
     for entry, core_entry in zip(published, core):
         assert entry == {**core_entry, **WIRE[entry["name"]]}
     assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
-                                 "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "kind"}
+                                 "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "kind",
+                                 "detail", "default_at"}
     by_name = {e["name"]: e for e in published}
     assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \
         (fields.IG_STEPS, fields.SMOOTH_GRAD_SAMPLES) == ("ig_steps", "smooth_grad_samples")
@@ -39,13 +47,15 @@ def test_the_wrappers_tables_follow_the_registry():
     assert [(e.method, e.field, e.kind, e.matrix_detail, e.unit, e.maximum) for e in method_registry.EXTRA_METHODS] \
         == [("integrated_gradients", "ig_steps", "ig", "ig_matrix", "steps", 256),
             ("smooth_grad", "smooth_grad_samples", "sg", "smooth_grad_matrix", "samples", 256)]
-    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "span_progress", "ig_matrix", "smooth_grad_matrix")
+    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "span_progress", "ig_matrix", "smooth_grad_matrix",
+                                   "segments")
     for extra in method_registry.EXTRA_METHODS:
         spec = fields.SALIENCE_INPUT_SPEC[extra.field]
         assert isinstance(spec, lit_types.Integer)
         assert (spec.min_val, spec.max_val, spec.default) == (0, extra.maximum, 0)
     assert list(fields.SALIENCE_INPUT_SPEC) == ["prompt", "system", "chat", "target", "ig_steps", "smooth_grad_samples",
-                                                "target_span", "detail", "stream_after", "target_mask"]
+                                                "target_span", "detail", "stream_after", "target_mask",
+                                                "segment_method", "granularity", "pattern", "removal", "surrogate_masks"]
 
 
 def test_a_counted_method_without_lit_facts_is_refused_by_name():

@@ -1,0 +1,154 @@
+"""The server's segment methods (leave one out, the ContextCite surrogate) as background jobs of the
+salience model (`detail="segments"`): request parsing, the payload against the core library called
+directly, cancellation when a newer segment request supersedes a job, refusals naming the fields.
+
+Parsing needs no model; the wrapper runs on a tiny random Llama.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sequence_salience.ablation import AblationConfig, segment_salience
+from sequence_salience.methods import ablation_surrogate, leave_one_out
+from lit_app import errors, fields, inputs, limits, method_registry, model_group, progressive, shared_model
+from tests.unit.tiny_models import tiny_llama, wrap
+from tests.unit.waiting import wait_until
+
+PROMPT = "Alice has three apples. Bob has two apples. Carol has none.\nHow many apples are there?"
+TARGET = " Five apples in all."
+DETAIL = method_registry.SEGMENT_DETAIL
+MASKS = ablation_surrogate.METHOD.count_field
+
+
+def test_segment_request_defaults_and_what_changes_the_job():
+    r = inputs.segment_request({fields.SEGMENT_METHOD: leave_one_out.NAME})
+    assert (r.method, r.granularity, r.pattern, r.removal, r.span, r.count) == (
+        leave_one_out.NAME, "sentence", None, "filler", None, 0)
+    s = inputs.segment_request({fields.SEGMENT_METHOD: ablation_surrogate.NAME, fields.GRANULARITY: "regex",
+                                fields.PATTERN: r"\w+", fields.REMOVAL: "delete", fields.TARGET_SPAN: "1:3"})
+    assert (s.pattern, s.removal, s.span, s.count) == (r"\w+", "delete", (1, 3), ablation_surrogate.METHOD.default_count)
+    # A pattern sent with another granularity does not change the values, nor the job.
+    assert inputs.segment_request({fields.SEGMENT_METHOD: leave_one_out.NAME, fields.PATTERN: "x"}) == r
+    kinds = {inputs.segment_request({fields.SEGMENT_METHOD: ablation_surrogate.NAME, **d}).job_kind
+             for d in ({}, {MASKS: 8}, {fields.GRANULARITY: "line"}, {fields.REMOVAL: "delete"},
+                       {fields.TARGET_SPAN: "0:1"})}
+    assert len(kinds) == 5 and all(k.startswith(method_registry.SEGMENT_JOB_TAG) for k in kinds)
+
+
+@pytest.mark.parametrize("data,field", [
+    pytest.param({}, fields.SEGMENT_METHOD, id="no-method"),
+    pytest.param({fields.SEGMENT_METHOD: "grad_norm"}, fields.SEGMENT_METHOD, id="token-method"),
+    pytest.param({fields.SEGMENT_METHOD: "loo"}, fields.SEGMENT_METHOD, id="unknown-method"),
+    pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "chapter"}, fields.GRANULARITY,
+                 id="granularity"),
+    pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.REMOVAL: "mask"}, fields.REMOVAL, id="removal"),
+    pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "regex"}, fields.PATTERN,
+                 id="regex-without-pattern"),
+    pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "regex", fields.PATTERN: "(a"},
+                 fields.PATTERN, id="bad-pattern"),
+    pytest.param({fields.SEGMENT_METHOD: "ablation_surrogate", MASKS: 0}, MASKS, id="no-masks"),
+    pytest.param({fields.SEGMENT_METHOD: "ablation_surrogate", MASKS: method_registry.MAX_SURROGATE_MASKS + 1},
+                 MASKS, id="too-many-masks"),
+    pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.TARGET_SPAN: "3:1"}, fields.TARGET_SPAN,
+                 id="span"),
+])
+def test_bad_segment_requests_are_one_line_errors_naming_the_field(data, field):
+    with pytest.raises(errors.RequestError) as e:
+        inputs.segment_request(data)
+    assert f'"{field}"' in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_segment_request_is_a_poll_at_the_http_edge():
+    # It starts or finds a background job and never waits for the model: not counted against max_pending.
+    body = {"inputs": [{"id": "a", "data": {"prompt": "p", fields.DETAIL: DETAIL}}]}
+    assert limits.is_poll("/get_preds", body)
+    limits.validate_example({"prompt": "p", fields.DETAIL: DETAIL}, limits.Limits(), "inputs[0]")
+
+
+# ---------------------------------------------------------------------------
+# The salience wrapper on a tiny model.
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    lm = wrap(tiny_llama(seed=0), "llama")
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    yield lm, shared, model_group.make_models(shared, "tiny")["_tiny_salience"]
+    shared.jobs.cancel_all()
+
+
+def _data(**extra):
+    return {"prompt": PROMPT, "target": TARGET, "chat": False, fields.DETAIL: DETAIL, **extra}
+
+
+def _until_done(model, **extra) -> dict:
+    """Repeats the segment request (the page's poll) until it answers the values."""
+    answer = {}
+
+    def done() -> bool:
+        answer["out"] = model.predict([_data(**extra)])[0][fields.SALIENCE]
+        state = answer["out"]["detail"]["state"]
+        assert state in ("queued", "running", "done"), answer["out"]
+        return state == "done"
+
+    wait_until(done, "the segment job")
+    return answer["out"]
+
+
+@pytest.mark.parametrize("method,extra,config", [
+    pytest.param(leave_one_out.NAME, {}, AblationConfig(), id="leave-one-out-sentence"),
+    pytest.param(leave_one_out.NAME, {fields.GRANULARITY: "line", fields.REMOVAL: "delete",
+                                      fields.TARGET_SPAN: "1:3"}, AblationConfig(removal="delete"), id="loo-line-span"),
+    pytest.param(ablation_surrogate.NAME, {fields.GRANULARITY: "word", MASKS: 12}, AblationConfig(surrogate_masks=12),
+                 id="surrogate-word"),
+])
+def test_segment_job_payload_equals_the_core_library_called_directly(tiny, method, extra, config):
+    lm, shared, model = tiny
+    out = _until_done(model, **{fields.SEGMENT_METHOD: method, **extra})
+    seg = out[fields.SEGMENTS]
+    span = inputs.parse_target_span(extra.get(fields.TARGET_SPAN), 1 << 30)
+    granularity = extra.get(fields.GRANULARITY, "sentence")
+    want = segment_salience(lm, lm.format_prompt(PROMPT, chat=False), TARGET, method, granularity=granularity,
+                            span=span, config=config)
+    assert (seg["method"], seg["granularity"], seg["removal"]) == (method, granularity, config.removal)
+    assert seg["spans"] == [list(s) for s in want.segments] and len(seg["spans"]) > 1
+    assert seg["segment_index"] == want.segment_index.tolist()
+    np.testing.assert_allclose(seg["values"], want.values, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(seg["token_values"], want.token_values(), rtol=1e-5, atol=1e-9)
+    assert seg["span"] == list(want.span) and seg["warning"] == want.warning
+    assert seg["stats"]["rows"] == want.stats.rows and seg["stats"]["tokens"] == want.stats.tokens
+    assert set(seg["quality"]) == set(want.quality)
+    for k, v in want.quality.items():
+        assert seg["quality"][k] == pytest.approx(v, rel=1e-6) if np.isfinite(v) else seg["quality"][k] is None
+    assert out["detail"]["done"] == out["detail"]["total"] == want.stats.rows - 1  # ablated rows, not the unedited
+    # Asked again: the cached values, no new job.
+    again = model.predict([_data(**{fields.SEGMENT_METHOD: method, **extra})])[0][fields.SALIENCE]
+    assert again[fields.SEGMENTS] == seg
+
+
+def test_a_newer_segment_request_cancels_the_older_job(tiny):
+    lm, shared, model = tiny
+    shared.forget_salience()
+    group = inputs.datapoint_group(_data())
+    old = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "word", fields.REMOVAL: "delete"}
+    new = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "sentence", fields.REMOVAL: "delete"}
+    with shared.lock:  # the model is busy: the first job waits for it
+        first = model.predict([_data(**old)])[0][fields.SALIENCE]["detail"]
+        assert first["state"] in ("queued", "running")
+        old_job = shared.jobs.get(group, inputs.segment_request(old).job_kind)
+        model.predict([_data(**new)])
+    wait_until(lambda: old_job.state == progressive.CANCELLED, "the superseded job to stop")
+    assert shared.cached_segments(lm.format_prompt(PROMPT, chat=False), TARGET, inputs.segment_request(old)) is None
+    assert _until_done(model, **new)[fields.SEGMENTS]["granularity"] == "sentence"
+
+
+def test_no_removable_segments_is_a_request_error_naming_the_fields(tiny):
+    _, _, model = tiny
+    data = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "regex", fields.PATTERN: "zqzqzq"}
+    with pytest.raises(errors.RequestError) as e:
+        _until_done(model, **data)
+    message = str(e.value)
+    assert f'"{fields.GRANULARITY}": "regex"' in message and f'"{fields.PATTERN}"' in message
+    assert "no removable" in message and "Fix:" in message
