@@ -3,7 +3,7 @@ import {describe, expect, it} from 'vitest';
 import {
   aopcRows, bandPath, boundView, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
   igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
-  parseIgAuto, percent, progressFraction, reduceFields, resultKey, strongestSegments, type CurvesPayload, type IgAutoPayload,
+  parseIgAuto, percent, progressFraction, reduceFields, reductionMethod, resultKey, testedMethods, curveColor, strongestSegments, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 import {parseRegistry} from '../src/shared/methods.js';
@@ -246,5 +246,17 @@ describe('reduce prompt settings', () => {
 
   it('keeps filler and delete results apart', () => {
     expect(resultKey(target, 'reduce', 'grad_norm|filler')).not.toBe(resultKey(target, 'reduce', 'grad_norm|delete'));
+  });
+});
+
+describe('segment methods in the explanation tests', () => {
+  const reg = parseRegistry(registry);
+  it('are offered for the curves only, and never order input reduction', () => {
+    expect(testedMethods(reg, 'curves').map((m) => m.name)).toEqual(
+        ['grad_norm', 'grad_x_input', 'smooth_grad', 'leave_one_out', 'ablation_surrogate']);
+    expect(testedMethods(reg, 'contrastive').map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'smooth_grad']);
+    expect(reductionMethod(reg, ['leave_one_out', 'grad_x_input'])).toBe('grad_x_input');
+    expect(reductionMethod(reg, ['ablation_surrogate'])).toBe('grad_norm');
+    expect(curveColor('leave_one_out')).not.toBe(curveColor('ablation_surrogate'));
   });
 });

@@ -19,7 +19,7 @@ const SG: Extra = {method: 'smooth_grad', count: 8};
 
 describe('the method menu', () => {
   it('offers SmoothGrad after integrated gradients', () => {
-    expect(REG.methods.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
+    expect(REG.tokens.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
     expect(REG.label('smooth_grad')).toBe('SmoothGrad (× input)');
     expect(REG.extras.map((m) => m.name)).toEqual(['integrated_gradients', 'smooth_grad']);
     expect(REG.isExtra('smooth_grad') && REG.isExtra('integrated_gradients')).toBe(true);

@@ -12,12 +12,28 @@ const copy = () => structuredClone(registry) as Array<Record<string, unknown>>;
 describe('the method registry', () => {
   it('is read from the default of the output field, in display order', () => {
     const reg = registryOf({spec: {output: {[METHOD_REGISTRY_FIELD]: {__name__: 'LitType', default: registry}}}})!;
-    expect(reg.methods.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
+    expect(reg.methods.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad',
+                                                    'leave_one_out', 'ablation_surrogate']);
     expect(reg.get('grad_norm')?.signed).toBe(false);
     expect(reg.extra('integrated_gradients')).toMatchObject({count_field: 'ig_steps', count_unit: 'steps', tag: 'ig',
                                                             matrix_detail: 'ig_matrix', default_count: 16});
     expect(reg.extra('grad_x_input')).toBeUndefined();
     expect(reg.label('unknown_method')).toBe('unknown_method');
+  });
+
+  it('tells the segment methods apart: not extras, their detail, and the default per granularity', () => {
+    const reg = parseRegistry(registry);
+    expect(reg.segments.map((m) => m.name)).toEqual(['leave_one_out', 'ablation_surrogate']);
+    expect(reg.tokens.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
+    // The surrogate has a count (its random ablations) but is not a token method computed on request.
+    expect(reg.extras.map((m) => m.name)).toEqual(['integrated_gradients', 'smooth_grad']);
+    expect(reg.segment('ablation_surrogate')).toMatchObject({count_field: 'surrogate_masks', detail: 'segments'});
+    expect(reg.isSegment('grad_norm')).toBe(false);
+    expect(reg.defaultSegment('sentence')?.name).toBe('leave_one_out');
+    expect(reg.defaultSegment('word')).toBeUndefined();
+    const broken = copy();
+    delete broken[4]['detail'];
+    expect(() => parseRegistry(broken)).toThrow(/entry 4 \("leave_one_out"\) is a segment method without a string "detail"/);
   });
 
   it('is null for a model that publishes none', () => {

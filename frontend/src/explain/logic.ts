@@ -21,6 +21,7 @@ export type Mode = (typeof MODES)[number];
 /** Line colours of the methods' curves (presentation), by the registry's method names. */
 export const CURVE_COLORS: Readonly<Record<string, string>> = {
   grad_norm: '#7b1fa2', grad_x_input: '#1a73e8', smooth_grad: '#e37400', integrated_gradients: '#188038',
+  leave_one_out: '#d93025', ablation_surrogate: '#00838f',
 };
 /** The line colour of a method the table above does not name. */
 export const NEUTRAL_COLOR = '#000';
@@ -34,9 +35,18 @@ export function curveColor(method: string): string {
   return CURVE_COLORS[method] ?? NEUTRAL_COLOR;
 }
 
-/** The methods the curves, reduction and contrastive tests offer, in the registry's order. */
-export function testedMethods(reg: MethodRegistry): MethodInfo[] {
-  return reg.methods.filter((m) => m.name !== IG_METHOD);
+/**
+ * The methods the curves, reduction and contrastive tests offer, in the registry's order. The segment
+ * methods (leave one out, the surrogate) are offered for the curves only: the server measures them on the
+ * curves' own segments and removal; reduction and contrastive salience take token methods.
+ */
+export function testedMethods(reg: MethodRegistry, action: string = 'curves'): MethodInfo[] {
+  return reg.methods.filter((m) => m.name !== IG_METHOD && (action === 'curves' || !reg.isSegment(m.name)));
+}
+
+/** The method whose order input reduction follows: the first token method ticked (segment methods order the curves only). */
+export function reductionMethod(reg: MethodRegistry | null, ticked: readonly string[]): string | undefined {
+  return ticked.find((m) => reg === null || !reg.isSegment(m)) ?? reg?.tokens[0]?.name;
 }
 export const RANDOM_COLOR = '#80868b';
 export const LENGTH_COLOR = '#b06000';

@@ -25,7 +25,7 @@ import {errorMessage} from '../shared/request.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {
   curveColor, describeStatus, EXPLAIN_FIELD, explainInput, explainModelFor, IG_METHOD, igAutoSettings, parseContrastive,
-  parseCurves, parseIgAuto, progressFraction, REDUCE_BUDGET, reduceFields, resultKey, testedMethods, type Action, type JobStatus,
+  parseCurves, parseIgAuto, progressFraction, REDUCE_BUDGET, reduceFields, reductionMethod, resultKey, testedMethods, type Action, type JobStatus,
 } from './logic.js';
 import {loadIntoEditor} from './editor.js';
 import {resultView} from './results.js';
@@ -126,7 +126,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
 
     private settings(action: Action): string {
       if (action === 'curves') return `${this.steps}|${this.removal}|${this.methods.join(',')}`;
-      if (action === 'reduce') return `${this.methods[0] ?? ''}|${this.reduceRemoval}`;
+      if (action === 'reduce') return `${reductionMethod(this.registry(), this.methods) ?? ''}|${this.reduceRemoval}`;
       if (action === 'contrastive') return `${this.foil}|${this.contrastMethod}`;
       if (action === 'ig_auto') return `${this.igTolerance}|${this.igCap}`;
       return '';
@@ -138,7 +138,9 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       if (action === 'curves') {
         return {...common, steps: this.steps, removal: this.removal, methods: this.methods.join(',')};
       }
-      if (action === 'reduce') return {...common, ...reduceFields(this.methods[0], this.reduceRemoval)};
+      if (action === 'reduce') {
+        return {...common, ...reduceFields(reductionMethod(this.registry(), this.methods), this.reduceRemoval)};
+      }
       if (action === 'contrastive') return {foil: this.foil, methods: this.contrastMethod};
       if (action === 'ig_auto') {
         const settings = igAutoSettings(this.igTolerance, this.igCap, this.maxIgSteps());
@@ -314,7 +316,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
 
     private renderSettings() {
       const reg = this.registry();
-      const tested = reg === null ? [] : testedMethods(reg);
+      const tested = reg === null ? [] : testedMethods(reg, this.tab);
       if (this.tab === 'curves') {
         return html`
           <label>Steps <input class="steps" type="number" min="1" max="50" .value=${String(this.steps)}
@@ -333,7 +335,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
             }}><span class="swatch" style="background:${curveColor(m.name)}"></span>${m.label}</label>`)}`;
       }
       if (this.tab === 'reduce') {
-        return html`<span class="setting">ordered by ${reg?.label(this.methods[0])}</span>
+        return html`<span class="setting">ordered by ${reg?.label(reductionMethod(reg, this.methods) ?? '')}</span>
           <label title="delete removes the text (what pasting the reduced prompt gives); filler keeps token positions (each removed token becomes a space token)">
             Removal <select class="reduce-removal" @change=${(e: Event) => { this.reduceRemoval = (e.target as HTMLSelectElement).value; }}>
               <option value="delete" ?selected=${this.reduceRemoval === 'delete'}>delete text</option>

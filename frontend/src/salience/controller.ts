@@ -17,10 +17,11 @@
 import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
 import {errorMessage, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, type IndexedInputLike,
         type ModelInfoLike} from '../shared/request.js';
-import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseStream,
-        type DetailStatus, type MethodPayload, type SaliencePayload, type StreamStatus} from './payload.js';
-import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, SPAN_SALIENCE_FIELD, spanInput,
-        spanProgressInput, streamInput, type Extra} from './request.js';
+import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
+        parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
+        type StreamStatus} from './payload.js';
+import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, segmentInput, segmentKey,
+        SPAN_SALIENCE_FIELD, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -52,6 +53,20 @@ export function streamAdvanced(shown: StreamStatus | null, s: StreamStatus): boo
   return s.text !== shown.text || s.state !== shown.state || s.tokens !== shown.tokens;
 }
 
+/**
+ * Granularities at which a segment method is measured only when the user asks (a button that says the
+ * cost): one forward per word or token is many forwards. At the others its job starts at once.
+ */
+export const ON_REQUEST_GRANULARITIES: readonly string[] = ['token', 'word'];
+/** How a segment is removed for the segment methods: as the explanation tests' default (a filler token each). */
+export const DEFAULT_REMOVAL = 'filler';
+
+/** The unit a segment method measures, for "measured per sentence". */
+export const SEGMENT_NOUNS: Readonly<Record<string, string>> = {
+  token: 'token', word: 'word', sentence: 'sentence', paragraph: 'paragraph', line: 'line', regex: 'regex match',
+  role: 'chat role',
+};
+
 /** Whether the page is in a hidden tab (no document outside a browser: never). */
 const pageHidden = () => (globalThis as {document?: {hidden?: boolean}}).document?.hidden === true;
 
@@ -80,6 +95,11 @@ export interface Action {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** The cache key of segment values: every setting that changes them, and the target span. */
+export function segmentCacheKey(ask: SegmentAsk): string {
+  return `${segmentKey(ask)}|${ask.span.t0}:${ask.span.t1}`;
+}
+
 export class SalienceController {
   status: Status = 'idle';
   /** Error (status 'error') or progress text (status 'loading'). */
@@ -107,6 +127,23 @@ export class SalienceController {
   input: IndexedInputLike | null = null;
   salienceModel: string | null = null;
 
+  // Segment methods (values per segment of one segmentation, from forwards; a background job each).
+  /** The segmentation the element shows (segment methods are measured on it). */
+  granularity = 'word';
+  /** The regex of granularity "regex". */
+  pattern = '';
+  removal = DEFAULT_REMOVAL;
+  /** Removable prompt segments at this granularity, as the element counts them: leave one out's cost. */
+  segmentCount = 0;
+  /** Progress of the segment job behind what is on screen (or measured for the automatic switch). */
+  segmentDetail: DetailStatus | null = null;
+  /** A segment request the server refused (names the field) or that failed; '' when none. */
+  segmentError = '';
+  /** Whether the module switched to the method on screen itself (the default segment method, once measured). */
+  autoShown = false;
+  /** The gradient method to go back to from a segment method. */
+  gradientMethod = '';
+
   /** Bumped on every selection: polls and requests of an older one stop. */
   private generation = 0;
   private pollCount = 0;
@@ -117,6 +154,13 @@ export class SalienceController {
   private action: Action | null = null;
   private reg: MethodRegistry | null = null;
   private regError = '';
+  /** False once the user chose a method for this selection (or went back to the gradient): no automatic switch. */
+  private autoSegment = true;
+  /** Segment values by segmentCacheKey, and their token values as arrays. */
+  private readonly segValues = new Map<string, {payload: SegmentPayload; tokens: Float64Array}>();
+  private readonly pendingSegments = new Set<string>();
+  /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
+  private readonly requestedSegments = new Set<string>();
 
   constructor(private readonly host: SalienceHost) {}
 
@@ -142,6 +186,7 @@ export class SalienceController {
     }
     if (this.reg === null) return null;
     if (this.reg.get(this.method) === undefined) this.method = this.reg.methods[0].name;
+    if (this.gradientMethod === '') this.gradientMethod = this.reg.tokens[0]?.name ?? this.method;
     for (const m of this.reg.extras) {
       this.counts[m.name] ??= m.default_count;
       this.perToken[m.name] ??= false;
@@ -175,6 +220,14 @@ export class SalienceController {
     this.values.clear();
     this.pendingSpans.clear();
     this.side = null;
+    this.segValues.clear();
+    this.requestedSegments.clear();
+    this.segmentDetail = null;
+    this.segmentError = '';
+    // The first highlight is the gradient's (one pass); a segment method follows once measured.
+    this.autoSegment = true;
+    this.autoShown = false;
+    if (this.reg?.isSegment(this.method)) this.method = this.gradientMethod;
     if (d == null) {
       this.stopLoading('idle');
       return;
@@ -203,7 +256,52 @@ export class SalienceController {
   setMethod(method: string) {
     this.markAction('method');
     this.method = method;
+    // The user chose: no automatic switch for this selection.
+    this.autoSegment = false;
+    this.autoShown = false;
+    if (this.reg !== null && !this.reg.isSegment(method)) this.gradientMethod = method;
+    this.segmentError = '';
     this.clearSideError();
+    this.ensureData();
+    this.host.changed();
+  }
+
+  /** Back to the gradient from a segment method (the "Show gradient" button); no automatic switch after it. */
+  showGradient() {
+    this.setMethod(this.gradientMethod || (this.reg?.tokens[0]?.name ?? this.method));
+  }
+
+  /**
+   * The segmentation the element shows (granularity, its regex) and how many removable prompt segments
+   * it has. A segment method on screen is re-measured on the new one; one the module switched to itself
+   * follows the server's default for the new granularity (or goes back to the gradient where it has none).
+   */
+  setSegmentation(granularity: string, pattern: string, segmentCount: number) {
+    this.segmentCount = segmentCount;
+    if (granularity === this.granularity && pattern === this.pattern) return;
+    this.granularity = granularity;
+    this.pattern = pattern;
+    this.segmentError = '';
+    this.segmentDetail = null;
+    if (this.autoShown && this.reg !== null) {
+      const def = this.reg.defaultSegment(granularity);
+      if (def !== undefined) {
+        this.method = def.name;
+      } else {
+        this.method = this.gradientMethod;
+        this.autoShown = false;
+      }
+    }
+    this.ensureData();
+    this.host.changed();
+  }
+
+  /** Measures the segment method on screen at an on-request granularity (the button that says the cost). */
+  measureSegments() {
+    const ask = this.segmentAsk();
+    if (ask === null) return;
+    this.markAction('method');
+    this.requestedSegments.add(segmentCacheKey(ask));
     this.ensureData();
     this.host.changed();
   }
@@ -237,16 +335,58 @@ export class SalienceController {
     return info === undefined ? null : {method: info.name, count: this.counts[info.name] ?? info.default_count};
   }
 
-  /** Cache name of the current method's values: the method, or the extra method with its count. */
+  /** Cache name of the current method's values: the method, the extra method with its count, or the segment
+   * method with its segmentation. */
   valuesName(): string {
+    const ask = this.segmentAsk();
+    if (ask !== null) return `seg:${segmentKey(ask)}`;
     const extra = this.extra();
     return extra === null ? this.method : extraKey(extra);
+  }
+
+  /** What the segment method `method` (default: the one on screen) is measured on now; null for a token method. */
+  segmentAsk(method: string = this.method): SegmentAsk | null {
+    const info = this.reg?.segment(method);
+    if (info === undefined) return null;
+    return {method, count: info.count_field !== null ? info.default_count : 0, granularity: this.granularity,
+            pattern: this.granularity === 'regex' ? this.pattern : '', removal: this.removal, span: this.span};
+  }
+
+  /** The segment values behind the view (the method on screen's), or null while they are not measured. */
+  segmentValues(): SegmentPayload | null {
+    const ask = this.segmentAsk();
+    return ask === null ? null : this.segValues.get(segmentCacheKey(ask))?.payload ?? null;
+  }
+
+  /** Whether the segment method on screen waits for the user to ask (an on-request granularity, not asked yet). */
+  segmentsOnRequest(): boolean {
+    const ask = this.segmentAsk();
+    return ask !== null && ON_REQUEST_GRANULARITIES.includes(ask.granularity) &&
+        !this.requestedSegments.has(segmentCacheKey(ask)) && !this.segValues.has(segmentCacheKey(ask));
+  }
+
+  /** About how many forwards the segment method on screen costs: its count, or one per segment (+ the unedited prompt). */
+  segmentCost(method: string = this.method): number {
+    const info = this.reg?.segment(method);
+    if (info === undefined) return 0;
+    return (info.count_field !== null ? info.default_count : this.segmentCount) + 1;
+  }
+
+  /**
+   * The default segment method being measured for the automatic switch while the gradient is on screen,
+   * or null (none at this granularity, the user chose a method, or a segment method is on screen).
+   */
+  pendingDefault(): string | null {
+    if (!this.autoSegment || this.payload === null || this.reg === null || this.reg.isSegment(this.method)) return null;
+    return this.reg.defaultSegment(this.granularity)?.name ?? null;
   }
 
   /** The current method's payload; an extra method without its per-token matrix is {matrix: null}. */
   methodPayload(): MethodPayload | null {
     const p = this.payload;
     if (p === null) return null;
+    const seg = this.reg?.segment(this.method);
+    if (seg !== undefined) return {signed: seg.signed, matrix: null};
     const extra = this.extra();
     if (extra !== null) {
       return this.values.matrix(extra) ??
@@ -261,6 +401,8 @@ export class SalienceController {
     const p = this.payload;
     const m = this.methodPayload();
     if (p === null || m === null) return null;
+    const ask = this.segmentAsk();
+    if (ask !== null) return this.segValues.get(segmentCacheKey({...ask, span}))?.tokens ?? null;
     return spanSalience(m, span, p.tokens.length) ?? this.values.span(spanKey(this.valuesName(), span)) ?? null;
   }
 
@@ -272,6 +414,14 @@ export class SalienceController {
   /** Where the values on screen come from, for the status line (what is on screen now, never ahead of it). */
   precision(): string {
     const p = this.payload;
+    const ask = this.segmentAsk();
+    if (ask !== null) {
+      const noun = SEGMENT_NOUNS[ask.granularity] ?? ask.granularity;
+      const s = this.segmentValues();
+      if (s === null) return this.segmentsOnRequest() ? `not measured per ${noun} yet` : `measuring per ${noun}…`;
+      const saved = s.stats.prefix_reuse && s.stats.saved > 0 ? `, ${Math.round(100 * s.stats.saved)} % of the work saved by the cached prefix` : '';
+      return `measured per ${noun} by removing each: ${s.stats.rows} forwards${saved}`;
+    }
     if (p !== null && this.tokenValues() === null) return `computing ${describeSpan(this.span, numTargets(p))}…`;
     const m = this.methodPayload();
     if (m?.matrix != null) return 'per-token detail ready: retargeting is instant';
@@ -284,6 +434,9 @@ export class SalienceController {
 
   /** State of the background job behind the values ("off": an extra method's matrix not asked for). */
   detailState(): string {
+    if (this.segmentAsk() !== null) {
+      return this.segmentValues() !== null ? 'done' : this.segmentsOnRequest() ? 'off' : 'computing';
+    }
     if (this.payload !== null && this.tokenValues() === null) return 'computing';
     const extra = this.extra();
     return extra !== null ? (this.extraDetail[extra.method]?.state ?? 'off') : (this.detail?.state ?? 'done');
@@ -460,6 +613,12 @@ export class SalienceController {
   private ensureData() {
     const p = this.payload;
     if (p === null || this.input === null) return;
+    const ask = this.segmentAsk();
+    if (ask !== null) {
+      if (!this.segValues.has(segmentCacheKey(ask)) && !this.segmentsOnRequest()) void this.fetchSegments(this.input, ask);
+      return;
+    }
+    this.autoSwitch();
     const extra = this.extra();
     if (extra !== null && this.perToken[extra.method] && this.values.matrix(extra) === undefined) {
       void this.fetchMatrix(this.input, extra);
@@ -535,6 +694,77 @@ export class SalienceController {
       const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
       if (gen === this.generation && this.payload !== null && moved) this.ensureData();
       this.host.changed();
+    }
+  }
+
+  /**
+   * The automatic switch: while the gradient is on screen at a granularity with a default segment method
+   * (the server's `default_at`) and the user has not chosen a method, that method is measured, and shown
+   * once its values are there.
+   */
+  private autoSwitch() {
+    const name = this.pendingDefault();
+    if (name === null || this.input === null) return;
+    const ask = this.segmentAsk(name)!;
+    if (!this.segValues.has(segmentCacheKey(ask))) {
+      void this.fetchSegments(this.input, ask);
+      return;
+    }
+    this.gradientMethod = this.method;
+    this.method = name;
+    this.autoShown = true;
+    this.markAction('auto-segment');
+    this.clearSideError();
+  }
+
+  /** The cache key of the segment values the view wants now (on screen, or for the automatic switch); else null. */
+  private wantedSegments(): string | null {
+    const ask = this.segmentAsk() ?? (this.pendingDefault() !== null ? this.segmentAsk(this.pendingDefault()!) : null);
+    return ask === null ? null : segmentCacheKey(ask);
+  }
+
+  /**
+   * Starts a segment method's job on the server and repeats the request (the poll) until the values come,
+   * while the view still wants them: a view that moved on (another granularity, span, method or selection)
+   * stops asking, and the server cancels the job (a newer segment request of the datapoint supersedes it;
+   * one nobody polls is abandoned).
+   */
+  private async fetchSegments(d: IndexedInputLike, ask: SegmentAsk) {
+    const key = segmentCacheKey(ask);
+    if (this.pendingSegments.has(key) || this.salienceModel === null || this.payload === null) return;
+    this.pendingSegments.add(key);
+    const gen = this.generation;
+    const wanted = () => gen === this.generation && this.input === d && this.wantedSegments() === key;
+    const n = this.payload.tokens.length;
+    try {
+      for (let i = 1; ; i++) {
+        const res = await this.host.getPreds([segmentInput(this.reg!, d, ask, i)], this.salienceModel,
+                                             [SALIENCE_FIELD], 'Measuring segments…');
+        if (gen !== this.generation) return;
+        const {values, status} = parseSegments(res[0]?.[SALIENCE_FIELD], n);
+        if (wanted()) this.segmentDetail = status;
+        if (values !== null) {
+          this.segValues.set(key, {payload: values, tokens: Float64Array.from(values.token_values)});
+          this.version++;
+          this.ensureData();
+          this.host.changed();
+          return;
+        }
+        this.host.changed();
+        if (status === null || status.state === 'cancelled' || status.state === 'error') {
+          if (wanted()) this.segmentError = status?.error || 'The server stopped measuring the segments. Retry by choosing the method again.';
+          return;
+        }
+        await sleep(POLL_MS);
+        if (!wanted()) return;
+      }
+    } catch (e) {
+      if (gen === this.generation && this.wantedSegments() === key) {
+        this.segmentError = errorMessage(e);
+        this.host.changed();
+      }
+    } finally {
+      this.pendingSegments.delete(key);
     }
   }
 

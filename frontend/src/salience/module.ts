@@ -28,8 +28,8 @@ import {topSegments} from './rank.js';
 import {SALIENCE_STYLES} from './styles.js';
 import {describeSpan, dragSpan, firstIndexIn, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
         type TargetSegment} from './target.js';
-import {controlsView, emptyView, headView, promptPieceView, responsePiecesView, sidePanelView, statusView,
-        streamingView} from './view.js';
+import {controlsView, emptyView, headView, promptPieceView, responsePiecesView, segmentStatusView, sidePanelView,
+        statusView, streamingView} from './view.js';
 
 /** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
 export const TAG = 'prompt-salience-module';
@@ -247,6 +247,24 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.granularity = g;
       this.cursor = null;
       this.snapToSegments();
+      this.ctl.setSegmentation(g, this.regex, this.removableSegments());
+    }
+
+    /** Removable prompt segments at the granularity shown (not template markup, not between regex matches). */
+    private removableSegments(): number {
+      const p = this.ctl.payload;
+      if (p === null) return 0;
+      let seg: Segmentation;
+      try {
+        seg = this.segmentation();
+      } catch {
+        return 0;
+      }
+      let n = 0;
+      for (let s = 0; s < seg.starts.length; s++) {
+        if (seg.starts[s] < p.prompt_end && seg.excluded[s] !== 1 && seg.kinds[s] !== 'gap') n++;
+      }
+      return n;
     }
 
     /** Applies a regex typed into the box after a short pause in typing (Enter or leaving the box: at once). */
@@ -263,6 +281,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.ctl.markAction('granularity');
       this.regex = pattern;
       this.snapToSegments();
+      this.ctl.setSegmentation(this.granularity, pattern, this.removableSegments());
     }
 
     /** Widens the target to the segments it touches at the current granularity. */
@@ -375,6 +394,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             intensity: (x) => { this.intensity = x; },
           })}
           ${statusView(this.ctl)}
+          ${this.renderSegmentStatus()}
           ${this.renderCompare()}
           ${compareModelsView(this.compareModels, COMPARE_MODELS_METHOD, () => this.compareModels.toggle())}
           ${payload !== null ? this.renderBody(payload)
@@ -382,6 +402,14 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             : emptyView(this.ctl)}
           <div class="tooltip" role="tooltip" hidden></div>
         </div>`;
+    }
+
+    private renderSegmentStatus() {
+      if (this.ctl.payload !== null && this.ctl.registry()?.segments.length) this.ctl.segmentCount = this.removableSegments();
+      return segmentStatusView(this.ctl, {
+        showGradient: () => this.ctl.showGradient(),
+        measure: () => this.ctl.measureSegments(),
+      });
     }
 
     private renderCompare() {

@@ -175,3 +175,55 @@ export function parsePayload(x: unknown): SaliencePayload {
   }
   return p;
 }
+
+/** The key of a segment method's values inside the `salience` answer (lit_app/fields.py SEGMENTS). */
+export const SEGMENTS_FIELD = 'segments';
+
+/** A segment method's values for one target span on one segmentation (docs/architecture.md, "Segment salience"). */
+export interface SegmentPayload {
+  method: string;
+  granularity: string;
+  pattern: string | null;
+  removal: string;
+  span: [number, number];
+  count: number;
+  /** <float>[S]: one value per removable prompt segment (positive: it raises p(target)). */
+  values: number[];
+  /** S character spans [start, end) of those segments (code points), in text order. */
+  spans: Array<[number, number]>;
+  /** Index of each into the segmentation at this granularity. */
+  segment_index: number[];
+  /** <float>[N]: each segment's value spread over its tokens (summed per segment: the values back). */
+  token_values: number[];
+  original_logprob: number;
+  /** The surrogate's fit: held-out "r2", "correlation" (null: could not be computed); {} for leave one out. */
+  quality: Record<string, number | null>;
+  /** '' or what makes the values doubtful, with what to do. */
+  warning: string;
+  /** Forward work: rows scored (the unedited prompt included), tokens, tokens recomputed, share saved. */
+  stats: {rows: number; tokens: number; tokens_computed: number; prefix_reuse: boolean; saved: number};
+}
+
+/**
+ * A segment request's answer: the values (with the job's final status), or only the job's progress.
+ * @throws Error naming the broken field of malformed values (`n`: the payload's token count).
+ */
+export function parseSegments(x: unknown, n: number): {values: SegmentPayload | null; status: DetailStatus | null} {
+  const status = parseDetail(x);
+  const s = (x as Record<string, unknown> | null)?.[SEGMENTS_FIELD] as SegmentPayload | undefined;
+  if (s == null) return {values: null, status};
+  if (!Array.isArray(s.values) || !Array.isArray(s.spans) || s.spans.length !== s.values.length) {
+    fail(`${SEGMENTS_FIELD}.values and .spans differ in length`);
+  }
+  if (!Array.isArray(s.token_values) || s.token_values.length !== n) {
+    fail(`${SEGMENTS_FIELD}.token_values has ${s.token_values?.length} values, expected N=${n}`);
+  }
+  return {values: s, status};
+}
+
+/** "held-out R² 0.62" for a fit with a quality; '' without one. */
+export function describeFit(s: SegmentPayload): string {
+  const r2 = s.quality['r2'];
+  if (r2 === undefined) return '';
+  return r2 === null ? 'held-out R² not computable' : `held-out R² ${r2.toFixed(2)}`;
+}

@@ -7,6 +7,7 @@
  */
 import type {ExtraMethodInfo, MethodRegistry} from '../shared/methods.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
+import type {TargetSpan} from './spans.js';
 
 export const SPAN_SALIENCE_FIELD = 'span_salience';
 export const TARGET_SPAN_FIELD = 'target_span';
@@ -101,4 +102,43 @@ export function parseCount(value: string, method: ExtraMethodInfo): number | nul
 /** The job kind the server reports for a background job ("grad", "ig16", "sg8"). */
 export function jobKind(reg: MethodRegistry, extra: Extra | null): string {
   return extra === null ? 'grad' : countTag(reg, extra);
+}
+
+// A segment method's request (`detail` = the method's registry `detail`; docs/architecture.md "Segment salience").
+export const SEGMENT_METHOD_FIELD = 'segment_method';
+export const GRANULARITY_FIELD = 'granularity';
+export const PATTERN_FIELD = 'pattern';
+export const REMOVAL_FIELD = 'removal';
+
+/** What a segment method is measured on: every setting that changes its values. */
+export interface SegmentAsk {
+  method: string;
+  /** The method's count (the surrogate's random ablations); 0 for a method without one. */
+  count: number;
+  granularity: string;
+  /** The regex of granularity "regex" ('' otherwise). */
+  pattern: string;
+  removal: string;
+  span: TargetSpan;
+}
+
+/** The cache name of a segment method's values: every setting of `ask` ("leave_one_out#0@sentence//filler"). */
+export function segmentKey(ask: Omit<SegmentAsk, 'span'>): string {
+  return `${ask.method}#${ask.count}@${ask.granularity}/${ask.pattern}/${ask.removal}`;
+}
+
+/**
+ * Starts (or finds) the segment method's background job on the server, and polls it: the server
+ * answers its progress until the values are there, then the values. `n` numbers the requests.
+ */
+export function segmentInput(reg: MethodRegistry, input: IndexedInputLike, ask: SegmentAsk, n: number): IndexedInputLike {
+  const info = reg.segment(ask.method);
+  if (info === undefined) throw new Error(`"${ask.method}" is not a segment method.`);
+  const data: Record<string, unknown> = {
+    [DETAIL_FIELD]: info.detail, [SEGMENT_METHOD_FIELD]: ask.method, [GRANULARITY_FIELD]: ask.granularity,
+    [PATTERN_FIELD]: ask.granularity === 'regex' ? ask.pattern : '', [REMOVAL_FIELD]: ask.removal,
+    [TARGET_SPAN_FIELD]: `${ask.span.t0}:${ask.span.t1}`,
+  };
+  if (info.count_field !== null) data[info.count_field] = ask.count;
+  return derivedInput(input, data, `seg-${ask.method}-${ask.granularity}-${ask.span.t0}-${ask.span.t1}-${n}`);
 }

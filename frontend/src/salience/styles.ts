@@ -17,6 +17,14 @@ export const SALIENCE_STYLES = css`
   .status .bar { width: 120px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; }
   .status .bar > div { width: 100%; height: 100%;
                        background: repeating-linear-gradient(90deg, #1a73e8 0 8px, #e8eaed 8px 12px); }
+  .segment-status { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 4px 8px;
+                    background: #e8f0fe; color: #174ea6; border-radius: 4px; margin: 2px 8px; }
+  .segment-status.pending { background: #f1f3f4; color: #3c4043; }
+  .segment-status .bar { width: 60px; height: 4px; background: #e8eaed; border-radius: 2px; flex: none; }
+  .segment-status .bar > div { width: 100%; height: 100%;
+                               background: repeating-linear-gradient(90deg, #1a73e8 0 8px, #e8eaed 8px 12px); }
+  .segment-status .fit.warn, .segment-status .error-text { color: #a50e0e; }
+  .segment-warning { flex-basis: 100%; color: #a50e0e; }
   .empty { padding: 16px; color: #5f6368; }
   .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
   .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }

@@ -11,8 +11,9 @@ import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} fro
 import type {ExtraMethodInfo} from '../shared/methods.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
-import type {SalienceController} from './controller.js';
-import type {MethodPayload, SaliencePayload, StreamStatus} from './payload.js';
+import {SEGMENT_NOUNS, type SalienceController} from './controller.js';
+import {describeFit, describeProgress, type DetailStatus, type MethodPayload, type SaliencePayload,
+        type StreamStatus} from './payload.js';
 import type {Ranked} from './rank.js';
 import {parseCount} from './request.js';
 import type {TargetSpan} from './spans.js';
@@ -47,7 +48,11 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
     <div class="controls">
       <label>Method
         <select class="method" @change=${(e: Event) => ctl.setMethod(value(e))}>
-          ${reg?.methods.map((m) => html`<option value=${m.name} ?selected=${m.name === ctl.method}>${m.label}</option>`)}
+          ${reg?.segments.length ? html`
+            <optgroup label="Gradients (one pass)">${reg.tokens.map((m) => methodOption(ctl, m.name, m.label))}</optgroup>
+            <optgroup label="Removing segments (forwards; per granularity)">
+              ${reg.segments.map((m) => methodOption(ctl, m.name, m.label))}</optgroup>`
+            : reg?.methods.map((m) => methodOption(ctl, m.name, m.label))}
         </select>
       </label>
       ${reg?.extras.map((m) => countControlsView(ctl, m))}
@@ -67,6 +72,56 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
             @input=${(e: Event) => on.intensity(Number(value(e)))}>
       </label>
     </div>`;
+}
+
+function methodOption(ctl: SalienceController, name: string, label: string) {
+  return html`<option value=${name} ?selected=${name === ctl.method}>${label}</option>`;
+}
+
+/**
+ * What a segment method on screen is and how it was measured (or what is measured for the automatic
+ * switch while the gradient is shown): its name, the unit ("measured per sentence: changing granularity
+ * re-measures"), progress, the surrogate's fit and warning, the button that measures at an on-request
+ * granularity (with its cost), and the way back to the gradient.
+ */
+export function segmentStatusView(ctl: SalienceController, on: {showGradient(): void; measure(): void}) {
+  const reg = ctl.registry();
+  if (reg === null || ctl.payload === null) return nothing;
+  const info = reg.segment(ctl.method);
+  const noun = SEGMENT_NOUNS[ctl.granularity] ?? ctl.granularity;
+  const progress = (d: DetailStatus | null) => d === null || d.state === 'queued' ? ' (waiting for the model…)'
+      : d.state === 'running' && d.total > 0 ? ` (${d.done} / ${d.total} forwards${describeProgress(d).replace(/^ \d+ %/, '')})`
+      : '';
+  if (info === undefined) {
+    const pending = ctl.pendingDefault();
+    if (pending === null) return nothing;
+    return html`<div class="segment-status pending" role="status" data-pending=${pending}>
+      <div class="bar"><div></div></div>
+      <span>Gradient shown. <b>${reg.label(pending)}</b> is being measured per ${noun}${progress(ctl.segmentDetail)};
+        it replaces the gradient when done.</span>
+      ${ctl.segmentError ? html`<span class="error-text">${ctl.segmentError}</span>` : nothing}</div>`;
+  }
+  const s = ctl.segmentValues();
+  const gradient = html`<button class="show-gradient" accesskey="g" title="Back to ${reg.label(ctl.gradientMethod)} (one pass; Alt+G)"
+      @click=${() => on.showGradient()}>Show gradient (${reg.get(ctl.gradientMethod)?.short ?? ctl.gradientMethod})</button>`;
+  let body;
+  if (ctl.segmentError) {
+    body = html`<span class="error-text" role="alert">${ctl.segmentError}</span>`;
+  } else if (s !== null) {
+    const fit = describeFit(s);
+    body = html`${fit ? html`<span class="fit ${s.warning ? 'warn' : ''}">${fit}</span>` : nothing}
+      ${s.warning ? html`<div class="segment-warning" role="note">⚠ ${s.warning}</div>` : nothing}`;
+  } else if (ctl.segmentsOnRequest()) {
+    const verb = info.count_field !== null ? `Fit ${info.short} on ${info.default_count} random ${noun} removals`
+        : `Measure each ${noun} by removing it`;
+    body = html`<button class="measure" @click=${() => on.measure()}>${verb}: ~${ctl.segmentCost()} forwards</button>`;
+  } else {
+    body = html`<span class="measuring">measuring${progress(ctl.segmentDetail)}…</span>`;
+  }
+  return html`<div class="segment-status" role="status" data-method=${info.name} data-auto=${ctl.autoShown ? 'true' : 'false'}>
+    <span>On screen: <b class="method-on-screen">${info.label}</b>, measured per ${noun}: changing granularity
+      re-measures${ctl.autoShown ? ' (shown instead of the gradient once measured)' : ''}.</span>
+    ${body} ${gradient}</div>`;
 }
 
 /** The step / sample count of a method computed on request, and its per-token switch when it is selected. */

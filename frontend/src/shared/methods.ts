@@ -11,6 +11,13 @@ export const METHOD_REGISTRY_FIELD = 'method_registry';
 
 export type CountUnit = 'steps' | 'samples';
 
+/**
+ * "token": a value for every token and target token, from gradients (aggregated here without the
+ * server). "segment": a value per segment of one segmentation, from forward passes over prompts with
+ * segments removed (leave one out, the ContextCite surrogate): a change of granularity re-measures.
+ */
+export type MethodKind = 'token' | 'segment';
+
 /** One method, as published (snake_case as on the wire). */
 export interface MethodInfo {
   name: string;
@@ -21,8 +28,8 @@ export interface MethodInfo {
   linear: boolean;
   /** Input field carrying its count, for a method computed on request; else null. */
   count_field: string | null;
-  /** What the count counts; also the key of the count in the method's payload entry. */
-  count_unit: CountUnit | null;
+  /** What the count counts; for a token method also the key of the count in its payload entry. */
+  count_unit: string | null;
   default_count: number;
   max_count: number | null;
   /** Short name in request ids and the job kind prefix ("ig", "sg"). */
@@ -30,9 +37,15 @@ export interface MethodInfo {
   /** `detail` value that starts its per-token matrix in the background. */
   matrix_detail: string | null;
   cost_unit: string;
+  /** Absent on an older server: "token". */
+  kind?: MethodKind;
+  /** A segment method's `detail` value (its request starts or polls its job); else null. */
+  detail?: string | null;
+  /** Granularities at which the module shows this segment method once its forwards finish. */
+  default_at?: string[];
 }
 
-/** A method the server computes only on request, with a count (0 = off). */
+/** A token method the server computes only on request, with a count (0 = off). */
 export interface ExtraMethodInfo extends MethodInfo {
   count_field: string;
   count_unit: CountUnit;
@@ -41,19 +54,51 @@ export interface ExtraMethodInfo extends MethodInfo {
   matrix_detail: string;
 }
 
+/** A segment method: its values come from a background job per segmentation (`detail`). */
+export interface SegmentMethodInfo extends MethodInfo {
+  kind: 'segment';
+  detail: string;
+  default_at: string[];
+}
+
+export function isSegmentInfo(m: MethodInfo): m is SegmentMethodInfo {
+  return m.kind === 'segment';
+}
+
 function isExtra(m: MethodInfo): m is ExtraMethodInfo {
-  return m.count_field !== null;
+  return m.count_field !== null && !isSegmentInfo(m);
 }
 
 export class MethodRegistry {
   private readonly byName: ReadonlyMap<string, MethodInfo>;
-  /** The methods computed on request, in display order. */
+  /** The token methods computed on request, in display order. */
   readonly extras: readonly ExtraMethodInfo[];
+  /** The segment methods, in display order. */
+  readonly segments: readonly SegmentMethodInfo[];
+  /** The token (gradient) methods, in display order. */
+  readonly tokens: readonly MethodInfo[];
 
   /** `methods` in display order. */
   constructor(readonly methods: readonly MethodInfo[]) {
     this.byName = new Map(methods.map((m) => [m.name, m]));
     this.extras = methods.filter(isExtra);
+    this.segments = methods.filter(isSegmentInfo);
+    this.tokens = methods.filter((m) => !isSegmentInfo(m));
+  }
+
+  /** The method's facts when it is a segment method; else undefined. */
+  segment(name: string): SegmentMethodInfo | undefined {
+    const m = this.byName.get(name);
+    return m !== undefined && isSegmentInfo(m) ? m : undefined;
+  }
+
+  isSegment(name: string): boolean {
+    return this.segment(name) !== undefined;
+  }
+
+  /** The segment method shown at `granularity` once measured (the server's `default_at`), or undefined. */
+  defaultSegment(granularity: string): SegmentMethodInfo | undefined {
+    return this.segments.find((m) => m.default_at.includes(granularity));
   }
 
   get(name: string): MethodInfo | undefined {
@@ -98,7 +143,14 @@ export function parseRegistry(x: unknown): MethodRegistry {
     for (const k of STRING_KEYS) if (typeof m[k] !== 'string') fail(where, `has no string "${k}"`);
     for (const k of BOOLEAN_KEYS) if (typeof m[k] !== 'boolean') fail(where, `has no boolean "${k}"`);
     if (typeof m['default_count'] !== 'number') fail(where, 'has no number "default_count"');
-    if (m['count_field'] !== null) {
+    if (m['kind'] === 'segment') {
+      if (typeof m['detail'] !== 'string' || !Array.isArray(m['default_at'])) {
+        fail(where, 'is a segment method without a string "detail" and a list "default_at"');
+      }
+      if (m['count_field'] !== null && (typeof m['count_unit'] !== 'string' || typeof m['max_count'] !== 'number')) {
+        fail(where, 'has a count_field but no "count_unit" and "max_count"');
+      }
+    } else if (m['count_field'] !== null) {
       if (m['count_unit'] !== 'steps' && m['count_unit'] !== 'samples') fail(where, 'has a count_unit other than steps/samples');
       for (const k of EXTRA_KEYS) if (m[k] == null) fail(where, `has a count_field but no "${k}"`);
     }

@@ -1,0 +1,176 @@
+/**
+ * Segment methods in the salience module's controller (src/salience/controller.ts): the first
+ * highlight stays the gradient's; at a granularity with a default segment method (the server's
+ * `default_at`) that method is measured in a background job (polled) and shown once measured, with
+ * the gradient one call away; a change of granularity re-measures; at word granularity it is measured
+ * only on request, at the cost the button names. Against a stand-in for LIT's services.
+ */
+import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
+
+import registry from './fixtures/method_registry.json';
+import fixture from './fixtures/small_payload.json';
+import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import type {SegmentPayload} from '../src/salience/payload.js';
+import {segmentInput} from '../src/salience/request.js';
+import {parseRegistry} from '../src/shared/methods.js';
+import type {IndexedInputLike} from '../src/shared/request.js';
+
+type Data = Record<string, unknown>;
+
+const N = fixture.tokens.length;
+const T = N - fixture.n_prompt_tokens;
+const REG = parseRegistry(registry);
+
+/** Values the server would send for a segment request: distinct per granularity, so that a mix-up shows. */
+function segmentAnswer(data: Data): SegmentPayload {
+  const scale = data['granularity'] === 'sentence' ? 1 : data['granularity'] === 'paragraph' ? 10 : 100;
+  return {
+    method: data['segment_method'] as string, granularity: data['granularity'] as string, pattern: null,
+    removal: data['removal'] as string, span: [0, T], count: 0, values: [2 * scale, -scale],
+    spans: [[17, 30], [30, 41]], segment_index: [1, 2],
+    token_values: Array.from({length: N}, (_, i) => (i < 4 ? scale : i < 8 ? -scale / 4 : 0)),
+    original_logprob: -3, quality: {}, warning: '',
+    stats: {rows: 3, tokens: 40, tokens_computed: 20, prefix_reuse: true, saved: 0.5},
+  };
+}
+
+/** A host that answers the first highlight with the fixture, and each segment request `running` `polls` times
+ * before its values. */
+function fakeHost(polls = 1) {
+  const calls: Data[] = [];
+  const seen = new Map<string, number>();
+  const host: SalienceHost = {
+    modelName: () => 'm',
+    models: () => ({m: {spec: {output: {response: {}}}},
+                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
+                                                   method_registry: {__name__: 'LitType', default: registry}}}}}),
+    getPreds: async (inputs) => {
+      const data = inputs[0].data;
+      calls.push(data);
+      if (data['detail'] !== 'segments') return [{salience: structuredClone(fixture)}];
+      const key = `${data['segment_method']}@${data['granularity']}`;
+      const n = (seen.get(key) ?? 0) + 1;
+      seen.set(key, n);
+      const status = {kind: 'seg', state: n > polls ? 'done' : 'running', done: n > polls ? 2 : 1, total: 2,
+                      elapsed_s: 0.1, eta_s: n > polls ? null : 0.1, error: ''};
+      return [{salience: n > polls ? {segments: segmentAnswer(data), detail: status} : {detail: status}}];
+    },
+    loadLatest: (_key, promise) => promise,
+    changed: () => {},
+  };
+  return {host, calls};
+}
+
+const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},
+                                     meta: {}});
+const segmentCalls = (calls: Data[]) => calls.filter((c) => c['detail'] === 'segments');
+
+beforeEach(() => { vi.useFakeTimers(); });
+afterEach(() => { vi.useRealTimers(); });
+
+describe('segment methods in the controller', () => {
+  it('shows the gradient first, then leave one sentence out once measured, and the gradient back on request', async () => {
+    const {host, calls} = fakeHost(1);
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    ctl.setSegmentation('sentence', '', 2);
+    await ctl.select(dp());
+    // The first highlight is the gradient's; the default segment method's job starts right after it.
+    expect(calls[0]['detail']).toBe('span');
+    expect(ctl.method).toBe('grad_norm');
+    expect(ctl.pendingDefault()).toBe('leave_one_out');
+    expect(segmentCalls(calls)).toHaveLength(1);
+    expect(segmentCalls(calls)[0]).toMatchObject({segment_method: 'leave_one_out', granularity: 'sentence',
+                                                  removal: 'filler', target_span: `0:${T}`, pattern: ''});
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ctl.segmentDetail).toMatchObject({state: 'running', done: 1, total: 2});
+    expect(ctl.method).toBe('grad_norm');  // still measuring: the gradient stays on screen
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(segmentCalls(calls)).toHaveLength(2);  // the same request again: the poll
+    expect(ctl.method).toBe('leave_one_out');
+    expect(ctl.autoShown).toBe(true);
+    expect(Array.from(ctl.tokenValues()!)).toEqual(segmentAnswer({granularity: 'sentence'}).token_values);
+    expect(ctl.methodPayload()).toEqual({signed: true, matrix: null});
+    expect(ctl.precision()).toBe('measured per sentence by removing each: 3 forwards, 50 % of the work saved by the cached prefix');
+    ctl.showGradient();
+    expect(ctl.method).toBe('grad_norm');
+    expect(ctl.pendingDefault()).toBeNull();  // no second automatic switch for this selection
+    await vi.advanceTimersByTimeAsync(5 * POLL_MS);
+    expect(ctl.method).toBe('grad_norm');
+    ctl.dispose();
+  });
+
+  it('re-measures on a change of granularity and stops polling the superseded job', async () => {
+    const {host, calls} = fakeHost(2);
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    ctl.setSegmentation('sentence', '', 2);
+    await ctl.select(dp());
+    await vi.advanceTimersByTimeAsync(3 * POLL_MS);
+    expect(ctl.method).toBe('leave_one_out');
+    // Paragraphs also default to leave one out: the method stays, measured again per paragraph.
+    ctl.setSegmentation('paragraph', '', 1);
+    expect(ctl.tokenValues()).toBeNull();
+    expect(ctl.precision()).toBe('measuring per paragraph…');
+    await vi.advanceTimersByTimeAsync(0);
+    ctl.setSegmentation('line', '', 1);  // moved on before the paragraph job finished
+    const paragraphPolls = segmentCalls(calls).filter((c) => c['granularity'] === 'paragraph').length;
+    await vi.advanceTimersByTimeAsync(4 * POLL_MS);
+    expect(segmentCalls(calls).filter((c) => c['granularity'] === 'paragraph')).toHaveLength(paragraphPolls);
+    expect(ctl.segmentValues()?.granularity).toBe('line');
+    expect(ctl.tokenValues()![0]).toBe(100);
+    // Back to sentences: measured before, shown from the cache without a request.
+    const before = calls.length;
+    ctl.setSegmentation('sentence', '', 2);
+    expect(ctl.tokenValues()![0]).toBe(1);
+    expect(calls).toHaveLength(before);
+    // Words have no default segment method: the switched-to method gives way to the gradient.
+    ctl.setSegmentation('word', '', 6);
+    expect(ctl.method).toBe('grad_norm');
+    expect(ctl.autoShown).toBe(false);
+    ctl.dispose();
+  });
+
+  it('measures per word only on request, naming the cost, and says what the server refused', async () => {
+    const {host, calls} = fakeHost(0);
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    await ctl.select(dp());  // word granularity (the element's default): no segment job
+    await vi.advanceTimersByTimeAsync(2 * POLL_MS);
+    expect(segmentCalls(calls)).toHaveLength(0);
+    ctl.setSegmentation('word', '', 6);
+    ctl.setMethod('leave_one_out');
+    expect(ctl.segmentsOnRequest()).toBe(true);
+    expect(ctl.segmentCost()).toBe(7);  // one forward per word, plus the unedited prompt
+    expect(ctl.segmentCost('ablation_surrogate')).toBe(33);  // its default 32 random ablations, plus the unedited
+    expect(ctl.detailState()).toBe('off');
+    expect(segmentCalls(calls)).toHaveLength(0);
+    ctl.measureSegments();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(segmentCalls(calls)).toHaveLength(1);
+    expect(segmentCalls(calls)[0]).toMatchObject({granularity: 'word', segment_method: 'leave_one_out'});
+    expect(ctl.tokenValues()![0]).toBe(100);
+    // A refusal (4xx) is shown, one line, with the server's words.
+    host.getPreds = async () => { throw new Error('Uncaught error: Input fields "granularity": "regex": no removable segments. Fix: ...\n\nDetails: tb'); };
+    ctl.setMethod('ablation_surrogate');
+    ctl.setSegmentation('regex', 'zzz', 0);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ctl.segmentError).toBe('Input fields "granularity": "regex": no removable segments. Fix: ...');
+    ctl.dispose();
+  });
+
+  it('sends the count field of a counted segment method and the pattern only with regex', () => {
+    const span = {t0: 1, t1: 2};
+    const sur = segmentInput(REG, dp(), {method: 'ablation_surrogate', count: 32, granularity: 'regex', pattern: 'a+',
+                                         removal: 'delete', span}, 3).data;
+    expect(sur).toMatchObject({detail: 'segments', segment_method: 'ablation_surrogate', surrogate_masks: 32,
+                               pattern: 'a+', removal: 'delete', target_span: '1:2'});
+    const loo = segmentInput(REG, dp(), {method: 'leave_one_out', count: 0, granularity: 'line', pattern: 'a+',
+                                         removal: 'filler', span}, 4).data;
+    expect(loo['pattern']).toBe('');
+    expect('surrogate_masks' in loo).toBe(false);
+    expect(() => segmentInput(REG, dp(), {method: 'grad_norm', count: 0, granularity: 'line', pattern: '',
+                                          removal: 'filler', span}, 5)).toThrow(/not a segment method/);
+  });
+});
+
