@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sequence_salience import explain as ex
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
 from lit_app import errors, fields, inputs, limits, method_registry, model_group, progressive, shared_model
+from lit_app import explain as lit_explain
 from tests.unit.tiny_models import tiny_llama, wrap
 from tests.unit.waiting import wait_until
 
@@ -152,3 +154,23 @@ def test_no_removable_segments_is_a_request_error_naming_the_fields(tiny):
     message = str(e.value)
     assert f'"{fields.GRANULARITY}": "regex"' in message and f'"{fields.PATTERN}"' in message
     assert "no removable" in message and "Fix:" in message
+
+
+# ---------------------------------------------------------------------------
+# The explain wrapper: the curves take segment methods, the token-only tests name the field.
+
+
+def test_explain_curves_take_a_segment_method_and_equal_the_library(tiny):
+    lm, shared, _ = tiny
+    model = lit_explain.ExplainModel(shared)
+    data = {"prompt": PROMPT, "target": TARGET, "chat": False, lit_explain.ACTION: "curves",
+            lit_explain.METHODS: f"grad_norm,{leave_one_out.NAME}", lit_explain.STEPS: 4}
+    out = model.predict([data])[0][lit_explain.EXPLAIN]
+    assert out["methods"] == ["grad_norm", leave_one_out.NAME]
+    want = ex.faithfulness_curves(lm, lm.format_prompt(PROMPT, chat=False), TARGET, ("grad_norm", leave_one_out.NAME),
+                                  config=ex.FaithfulnessConfig(granularity="sentence", steps=4, removal="filler"))
+    for mode, by_name in want.curves.items():
+        np.testing.assert_allclose(out["curves"][leave_one_out.NAME][mode]["logprobs"],
+                                   by_name[leave_one_out.NAME].logprobs, rtol=1e-5, atol=1e-9)
+    with pytest.raises(errors.RequestError, match=f'"{lit_explain.METHODS}" names the segment method'):
+        model.predict([{**data, lit_explain.ACTION: "reduce", lit_explain.METHODS: leave_one_out.NAME}])

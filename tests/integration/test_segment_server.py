@@ -1,0 +1,130 @@
+"""Segment methods through the LIT app on the default model (`detail="segments"`, docs/architecture.md
+"Segment salience"), behind the server's HTTP rules (security.SecureApp): the values equal
+`sequence_salience.ablation.segment_salience` called directly on the same model; a newer segment request
+of the datapoint cancels the older job; client mistakes are 400 with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+from werkzeug.test import Client
+
+from sequence_salience.ablation import AblationConfig, segment_salience
+from sequence_salience.methods import ablation_surrogate, leave_one_out
+from lit_app import datasets, fields, inputs, method_registry, model_group, progressive, security, security_config
+from lit_app import server, shared_model
+
+PORT = 5433
+HOST = f"127.0.0.1:{PORT}"
+MODEL = "smollm2"
+_, SAL, _ = fields.model_group_names(MODEL)
+DETAIL = method_registry.SEGMENT_DETAIL
+
+
+def _row() -> dict:
+    """The constitutional-principles case study (a typed target: nothing to generate)."""
+    rows = datasets.get_datasets()["case_studies"].examples
+    row = next(r for r in rows if r["case"] == "constitutional principles")
+    return {k: row[k] for k in ("prompt", "system", "target")}
+
+
+@pytest.fixture(scope="module")
+def shared(default_lm):
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=8)
+    yield shared
+    shared.jobs.cancel_all()
+    _wait_for(shared.jobs.idle, "the background jobs to stop")
+
+
+@pytest.fixture(scope="module")
+def client(shared, stub_client_root):
+    lit = server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+    return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
+
+
+def _post(client, data):
+    body = json.dumps({"inputs": [{"id": "r", "data": data}]})
+    return client.post(f"/get_preds?model={SAL}", data=body, content_type="application/json", headers={"Host": HOST})
+
+
+def _wait_for(condition, what: str, limit_s: float = 600):
+    """Polls `condition` (a failure bound, not a timing assertion)."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never saw: {what}"
+        time.sleep(0.05)
+
+
+def _until_done(client, **extra) -> dict:
+    answer = {}
+
+    def done() -> bool:
+        response = _post(client, {**_row(), fields.DETAIL: DETAIL, **extra})
+        assert response.status_code == 200, response.get_data(as_text=True)[:400]
+        answer["out"] = json.loads(response.data)[0][fields.SALIENCE]
+        assert answer["out"]["detail"]["state"] in ("queued", "running", "done"), answer["out"]
+        return answer["out"]["detail"]["state"] == "done"
+
+    _wait_for(done, "the segment job")
+    return answer["out"]
+
+
+@pytest.mark.parametrize("method,extra,config", [
+    pytest.param(leave_one_out.NAME, {}, AblationConfig(), id="leave-one-sentence-out"),
+    pytest.param(ablation_surrogate.NAME, {ablation_surrogate.METHOD.count_field: 8, fields.TARGET_SPAN: "0:4"},
+                 AblationConfig(surrogate_masks=8), id="surrogate-8-first-tokens"),
+])
+def test_values_equal_the_core_library_on_the_default_model(client, default_lm, method, extra, config):
+    out = _until_done(client, **{fields.SEGMENT_METHOD: method, **extra})
+    seg = out[fields.SEGMENTS]
+    row = _row()
+    span = inputs.parse_target_span(extra.get(fields.TARGET_SPAN), 1 << 30)
+    want = segment_salience(default_lm, default_lm.format_prompt(row["prompt"], system=row["system"]), row["target"],
+                            method, granularity="sentence", span=span, config=config)
+    assert seg["spans"] == [list(s) for s in want.segments] and len(want.segments) >= 5
+    # float32 model: the server's forward batches are sized by time (slices), the direct call's by count,
+    # so rows are summed in other batch shapes; log p of the target (~-30 over 20 tokens) then differs in
+    # the 5th-6th digit (seen: 3e-5).
+    np.testing.assert_allclose(seg["values"], want.values, rtol=1e-3, atol=3e-4)
+    np.testing.assert_allclose(seg["token_values"], want.token_values(), rtol=1e-3, atol=3e-4)
+    assert seg["stats"]["rows"] == want.stats.rows and seg["warning"] == want.warning
+    if method == ablation_surrogate.NAME:
+        assert seg["quality"]["r2"] == pytest.approx(want.quality["r2"], rel=1e-3, abs=1e-3)
+
+
+def test_a_newer_segment_request_cancels_the_older_job(client, shared):
+    group = inputs.datapoint_group(_row())
+    old = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "word"}  # ~50 forwards: still running
+    new = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "paragraph"}
+    assert _post(client, {**_row(), fields.DETAIL: DETAIL, **old}).status_code == 200
+    job = shared.jobs.get(group, inputs.segment_request(old).job_kind)
+    _wait_for(lambda: job.state == progressive.RUNNING and job.done > 0, "the word job to report progress")
+    assert _until_done(client, **new)[fields.SEGMENTS]["granularity"] == "paragraph"
+    assert job.state == progressive.CANCELLED and job.done < job.total, job.status()
+
+
+@pytest.mark.parametrize("extra,field", [
+    pytest.param({fields.SEGMENT_METHOD: "occlusion"}, fields.SEGMENT_METHOD, id="unknown-method"),
+    pytest.param({fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "chapter"}, fields.GRANULARITY,
+                 id="granularity"),
+    pytest.param({fields.SEGMENT_METHOD: leave_one_out.NAME, fields.REMOVAL: "blank"}, fields.REMOVAL, id="removal"),
+    pytest.param({fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "regex", fields.PATTERN: "(?<=a)b"},
+                 fields.PATTERN, id="pattern"),
+    pytest.param({fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "regex", fields.PATTERN: "zqzq"},
+                 fields.GRANULARITY, id="no-removable-segments"),
+])
+def test_client_mistakes_are_400_naming_the_field(client, extra, field):
+    deadline = time.monotonic() + 300
+    while True:  # a refusal found by the job comes with a later poll of the same request
+        response = _post(client, {**_row(), fields.DETAIL: DETAIL, **extra})
+        if response.status_code != 200:
+            break
+        assert time.monotonic() < deadline, "the refusal never came"
+        time.sleep(0.05)
+    text = response.get_data(as_text=True)
+    assert response.status_code == 400, text[:400]
+    assert f'"{field}"' in text and "\n" not in text.strip(), text[:400]
