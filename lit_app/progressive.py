@@ -4,7 +4,7 @@ The first highlight comes from one forward + backward for the span on screen
 (`SharedLM.quick`); the full [T, N] matrices that make retargeting instant are
 computed here, in a worker thread, while the user already reads the map:
 
-* One worker runs jobs in order; a job is background work for the model
+* One worker per lane runs its jobs in order (segment methods have a lane of their own); a job is background work for the model
   scheduler (lit_app/scheduler.py): it runs in time slices of bounded model time
   (`SharedLM.slice_s`, sequence_salience/slices.py) and after each slice every
   waiting interactive request (a span the user clicked, a trace, a generation)
@@ -100,17 +100,24 @@ def _short(group: Hashable) -> str:
 
 
 class DetailJobs:
-    """Queue of background jobs with one worker thread."""
+    """Queues of background jobs, one worker thread per lane.
+
+    A lane is a queue with its own worker: jobs of one lane run one after the other, jobs of two
+    lanes side by side, alternating slice by slice on the model (the scheduler's fairness among
+    background holders). The per-token matrices go in the default lane; a segment method's job
+    (a few forwards, what the view switches to) in its own, so it does not wait for a matrix job
+    of T backwards to end.
+    """
 
     def __init__(self, heartbeat_s: float = DEFAULT_HEARTBEAT_S):
         self.heartbeat_s = heartbeat_s
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._queue: collections.deque[Job] = collections.deque()
+        self._queues: dict[str, collections.deque[Job]] = collections.defaultdict(collections.deque)
         self._jobs: collections.OrderedDict[tuple[Hashable, str], Job] = collections.OrderedDict()
         self._focus: Hashable | None = None
         self._focus_moves = 0
-        self._worker: threading.Thread | None = None
+        self._workers: dict[str, threading.Thread] = {}
         _ALL_QUEUES.add(self)
 
     @property
@@ -132,11 +139,13 @@ class DetailJobs:
                 if job.group != group:
                     job.cancel("another datapoint was selected")
 
-    def submit(self, group: Hashable, kind: str, run: Callable[[Job], Any], replaces: str | None = None) -> Job:
-        """The job for (group, kind): the live or finished one, else a new one queued.
+    def submit(self, group: Hashable, kind: str, run: Callable[[Job], Any], replaces: str | None = None,
+               lane: str = "") -> Job:
+        """The job for (group, kind): the live or finished one, else a new one queued in `lane`.
 
         replaces: a kind prefix (e.g. "ig"): live jobs of this group whose kind starts with it
           and differs from `kind` are cancelled (a new IG step count replaces the old one).
+        lane: the queue (and worker) the job runs in (see the class docstring).
         """
         with self._lock:
             job = self._jobs.get((group, kind))
@@ -154,10 +163,13 @@ class DetailJobs:
             self._jobs[(group, kind)] = job
             self._jobs.move_to_end((group, kind))
             self._trim()
-            self._queue.append(job)
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._work, name="salience-detail", daemon=True)
-                self._worker.start()
+            self._queues[lane].append(job)
+            worker = self._workers.get(lane)
+            if worker is None or not worker.is_alive():
+                worker = threading.Thread(target=self._work, args=(lane,), name=f"salience-detail{lane and '-' + lane}",
+                                          daemon=True)
+                self._workers[lane] = worker
+                worker.start()
             self._wake.notify_all()
             return job
 
@@ -184,14 +196,16 @@ class DetailJobs:
         for k in finished[: max(0, len(finished) - _KEEP_FINISHED)]:
             del self._jobs[k]
 
-    def _work(self) -> None:
+    def _work(self, lane: str = "") -> None:
+        queue = self._queues[lane]
         while True:
             with self._lock:
-                while not self._queue:
-                    if not self._wake.wait(timeout=60):
-                        self._worker = None
+                while not queue:
+                    if not self._wake.wait(timeout=60) and not queue:
+                        if self._workers.get(lane) is threading.current_thread():
+                            del self._workers[lane]
                         return
-                job = self._queue.popleft()
+                job = queue.popleft()
             if job.should_stop():
                 job.state, job.finished = CANCELLED, time.monotonic()
                 continue

@@ -97,7 +97,7 @@ class SalienceModel(Wrapper):
             except (ss.SalienceError, RequestError) as e:  # a refusal of this request, not a failure
                 return SegmentRefusal(_refusal(request, str(e)))
 
-        job = shared.jobs.submit(group, request.job_kind, run, replaces=SEGMENT_JOB_TAG)
+        job = shared.jobs.submit(group, request.job_kind, run, replaces=SEGMENT_JOB_TAG, lane=SEGMENT_DETAIL)
         if job.state != progressive.DONE:
             return _status_only(job.status())
         if isinstance(job.result, SegmentRefusal):

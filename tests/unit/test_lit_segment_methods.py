@@ -7,6 +7,8 @@ Parsing needs no model; the wrapper runs on a tiny random Llama.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -144,6 +146,21 @@ def test_a_newer_segment_request_cancels_the_older_job(tiny):
     wait_until(lambda: old_job.state == progressive.CANCELLED, "the superseded job to stop")
     assert shared.cached_segments(lm.format_prompt(PROMPT, chat=False), TARGET, inputs.segment_request(old)) is None
     assert _until_done(model, **new)[fields.SEGMENTS]["granularity"] == "sentence"
+
+
+def test_a_segment_job_does_not_wait_for_a_matrix_job_to_end(tiny):
+    """Its own lane: it finishes while a job of the default lane (the per-token matrices) still runs."""
+    lm, shared, model = tiny
+    shared.forget_salience()
+    release = threading.Event()
+    matrices = shared.jobs.submit(inputs.datapoint_group(_data()), "grad", lambda job: release.wait(120))
+    try:
+        wait_until(lambda: matrices.state == progressive.RUNNING, "the matrix job to start")
+        out = _until_done(model, **{fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "line"})
+        assert out[fields.SEGMENTS]["granularity"] == "line" and matrices.state == progressive.RUNNING
+    finally:
+        release.set()
+    wait_until(lambda: matrices.state == progressive.DONE, "the matrix job to end")
 
 
 def test_no_removable_segments_is_a_request_error_naming_the_fields(tiny):

@@ -712,8 +712,7 @@ export class SalienceController {
     }
     this.gradientMethod = this.method;
     this.method = name;
-    this.autoShown = true;
-    this.markAction('auto-segment');
+    this.autoShown = true;  // not a timed user action: a pending one (a click) keeps its timing
     this.clearSideError();
   }
 

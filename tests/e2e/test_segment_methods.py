@@ -1,0 +1,56 @@
+"""Segment methods in the Sequence Salience module, in a real browser against the real server (issue 32):
+at sentence granularity, selecting the constitutional-principles row shows the gradient first (one pass),
+then leave one sentence out once its forwards finish, with its name on screen; the gradient comes back
+with one key press."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+TAG = "prompt-salience-module"
+LOAD_TIMEOUT_MS = 300_000
+
+
+def _prompt_styles(mod) -> list[str]:
+    return mod.locator(".prompt .seg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+
+
+def test_gradient_first_then_leave_one_sentence_out_and_back(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    page.goto(server_url)
+    mod = page.locator(TAG)
+    mod.wait_for(timeout=120_000)
+    mod.locator("select.granularity").select_option("sentence")
+    page.locator("data-table-module tbody tr", has_text="constitutional principles").first.click()
+    page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+
+    # First highlight: the gradient (the default segment method is being measured meanwhile).
+    method = mod.locator("select.method")
+    expect(method).to_have_value("grad_norm")
+    mod.locator('.prompt .seg[style*="background"]').first.wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    gradient = _prompt_styles(mod)
+
+    # Then leave one sentence out, named on screen, once its forwards finish.
+    status = mod.locator('.segment-status[data-method="leave_one_out"]')
+    status.wait_for(timeout=LOAD_TIMEOUT_MS)
+    expect(status.locator(".method-on-screen")).to_have_text("Leave one segment out")
+    expect(status).to_contain_text("measured per sentence: changing granularity re-measures")
+    expect(method).to_have_value("leave_one_out")
+    expect(mod.locator(".precision")).to_contain_text("measured per sentence by removing each")
+    assert mod.locator('.prompt .seg[style*="background"]').count() > 0
+    assert _prompt_styles(mod) != gradient, "the leave-one-out map looks like the gradient's"
+    page.mouse.move(5, 5)
+    page.screenshot(path=str(artifacts_dir / "segment-leave-one-out.png"))
+
+    # The gradient back, from the keyboard.
+    status.locator("button.show-gradient").focus()
+    page.keyboard.press("Enter")
+    expect(method).to_have_value("grad_norm")
+    expect(mod.locator(".segment-status")).to_have_count(0)
+    assert _prompt_styles(mod) == gradient
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    assert not external, f"requests to non-local hosts: {external}"
