@@ -99,6 +99,8 @@ def test_long_prompt(browser_page, harness_dir, artifacts_dir):
     timings["granularity_word_ms"] = _act(
         page, mod, "granularity", lambda: mod.locator("select.granularity").select_option("word"))
     assert page.evaluate("ssHarness.calls.length") == 1, "retargeting or regrouping called the server"
+    # Paragraphs have a default segment method: its measurement was asked for (and is not the gradient's).
+    assert page.evaluate("ssHarness.segments.map(c => c.data.granularity)")[:1] == ["paragraph"]
 
     scroll = page.evaluate(SCROLL_JS)
     assert scroll["scrollHeight"] > 3 * scroll["clientHeight"]

@@ -85,6 +85,8 @@ const harness = {
   calls: [] as Call[],
   /** The `detail="stream"` requests (the response as generated), kept apart from the salience calls. */
   streams: [] as Call[],
+  /** The segment methods' requests (a granularity with a default segment method starts one), kept apart too. */
+  segments: [] as Call[],
   reactions: [] as Array<() => void>,
   selected: null as {id: string; data: Record<string, unknown>; meta: Record<string, unknown>} | null,
   /** Selects a datapoint (as LIT's data table would). */
@@ -97,6 +99,10 @@ const harness = {
       this.streams.push({model, fields, data: inputs[0].data});
       const text = this.payload.text.slice(this.payload.prompt_end);
       return [{salience: {stream: {state: 'done', text, tokens: T, max_new_tokens: T, stopped_by: 'eos'}}, response: text}];
+    }
+    if (inputs[0].data['detail'] === 'segments') {  // a segment method's job (docs/architecture.md "Segment salience")
+      this.segments.push({model, fields, data: inputs[0].data});
+      return [{salience: {detail: {kind: 'seg', state: 'queued', done: 0, total: 0, elapsed_s: 0, eta_s: null, error: ''}}}];
     }
     this.calls.push({model, fields, data: inputs[0].data});
     await new Promise((res) => setTimeout(res, 20));
