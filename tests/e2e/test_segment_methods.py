@@ -1,7 +1,7 @@
 """Segment methods in the Sequence Salience module, in a real browser against the real server (issue 32):
 at sentence granularity, selecting the constitutional-principles row shows the gradient first (one pass),
 then leave one sentence out once its forwards finish, with its name on screen; the gradient comes back
-with one key press."""
+with one key press. The Test tab offers leave one out for the faithfulness curves and draws its curves."""
 
 from __future__ import annotations
 
@@ -53,4 +53,17 @@ def test_gradient_first_then_leave_one_sentence_out_and_back(server_url, browser
     expect(mod.locator(".segment-status")).to_have_count(0)
     assert _prompt_styles(mod) == gradient
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+
+    # The Test tab: leave one out's curves beside the gradient's (3 deletion steps, sentences).
+    page.locator(".tab", has_text="Test this explanation").first.click()
+    explain = page.locator("explain-test-module")
+    explain.locator("input.steps").fill("3")
+    explain.locator("input.steps").dispatch_event("change")
+    explain.locator("label.method", has_text="Gradient × input").locator("input").uncheck()
+    explain.locator("label.method", has_text="Leave one segment out").locator("input").check()
+    explain.locator("button.run.curves").click()
+    loo = explain.locator('svg.chart.deletion path.line.method[data-method="leave_one_out"]')
+    loo.wait_for(timeout=LOAD_TIMEOUT_MS)
+    expect(explain.locator('table.aopc.deletion tr[data-method="leave_one_out"]')).to_have_count(1)
+    expect(explain.locator('table.aopc.deletion tr[data-method="leave_one_out"]')).to_contain_text("Leave one segment out")
     assert not external, f"requests to non-local hosts: {external}"
