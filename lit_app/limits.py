@@ -8,7 +8,8 @@ lit_app/request_body.py has read the body within `Limits.max_body_bytes`):
                       with messages that name the field, the limit and the flag.
 * `ComputeSlots`      at most `Limits.max_pending` compute requests running or
                       waiting for the model; the next one gets 503 + Retry-After
-                      (`is_poll` requests, which need no model, are not counted).
+                      (`needs_model`: requests that never wait for the model, the
+                      tokenizer's and progress polls, are not counted).
 
 A rejected request raises `Rejected(status, message)` (lit_app/errors.py); the message is one line.
 """
@@ -260,6 +261,21 @@ def is_poll(path: str, data: Any) -> bool:
     """
     inputs = data.get("inputs") if path == "/get_preds" and isinstance(data, dict) else None
     return bool(inputs) and all(_polls(ex) for ex in inputs)
+
+
+def needs_model(path: str, query: Mapping[str, str], data: Any,
+                model_free_names: Callable[[], Collection[str]] | None = None) -> bool:
+    """Whether a request may wait for the model, and so counts against `max_pending`.
+
+    Not counted: LIT's metadata routes (`CHEAP_PATHS`), progress polls (`is_poll`), and /get_preds of
+    a model that never waits for it (`model_free_names()`: the tokenizer, which uses the tokenizer
+    copy), so those are answered while the model queue is full.
+    """
+    if path in CHEAP_PATHS or is_poll(path, data):
+        return False
+    if path == "/get_preds" and model_free_names is not None and query.get("model") in model_free_names():
+        return False
+    return True
 
 
 class ComputeSlots:

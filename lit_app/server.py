@@ -45,6 +45,7 @@ import sequence_salience as ss
 from sequence_salience import model as model_lib
 from lit_app import (client_build, datasets, disconnect, explain, http_server, layouts, security, security_config,
                      served_models, server_flags)
+from lit_app import wrapper as wrapper_lib
 from lit_app.errors import ClientGone
 from lit_app.hosts import is_loopback
 from lit_app.model_group import make_models
@@ -142,6 +143,10 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
     def model_names(self) -> list[str]:
         """Names of the served models (read by lit_app.security.SecureApp)."""
         return list(self._models)
+
+    def model_free_names(self) -> list[str]:
+        """Names of the served models that never wait for the loaded model (read by lit_app.security.SecureApp)."""
+        return [name for name, model in self._models.items() if not wrapper_lib.needs_model(model)]
 
     def dataset_names(self) -> list[str]:
         """Names of the served datasets (read by lit_app.security.SecureApp)."""

@@ -167,7 +167,8 @@ def test_path_confiner(tmp_path):
 
 @pytest.mark.parametrize("body,message", [
     ("Uncaught error: bad thing\n\nDetails: Traceback (most recent call last):\n  File \"x\"", "bad thing"),
-    ("Uncaught error: 'nope'\n\nDetails: Traceback", "Unknown or missing name 'nope' in the request"),
+    ("Uncaught error: 'nope'\n\nDetails: Traceback", "Unknown or missing name 'nope' in the request. Fix: use a"
+     " name that /get_info lists (models, datasets, generators, interpreters, metrics)."),
     ("Uncaught error: two\nlines\n\nDetails: tb", "two lines"),
     ("Not found", "Not found"),
     ("", "The server failed without a message"),
