@@ -49,7 +49,7 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
 # contrastive target).
 _TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
 _PINNED_TEXT_FIELDS = (fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED_TARGET)
-MAX_NEW_TOKENS_FIELD = "max_new_tokens"
+MAX_NEW_TOKENS_FIELD = fields.MAX_NEW_TOKENS
 
 
 @dataclasses.dataclass(frozen=True)
