@@ -23,7 +23,7 @@ import sequence_salience as ss
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS
 from sequence_salience.slices import DEFAULT_SLICE_S, SliceSizer
-from lit_app import cancel, fields, generation_cache, progressive
+from lit_app import cancel, fields, generation_cache, memory, progressive
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, chat_field, text_field
 from lit_app.lru_cache import LRUCache
@@ -135,6 +135,10 @@ class SharedLM:
             raise ValueError(f"slice_s={slice_s}; it must be a positive number of seconds (e.g. 0.25).")
         self.slice_s = float(slice_s)
         self.lock = ModelScheduler()
+        # Each time the model is let go, the pass's freed memory goes back to the OS (at most every 2 s):
+        # glibc kept it, and RSS grew with every larger pass (issue 33).
+        self.trimmer = memory.Trimmer()
+        self.lock.on_free = self.trimmer
         self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)
         self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
         self._generations = LRUCache(cache_size)

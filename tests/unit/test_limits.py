@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lit_app import errors, hosts, http_server, inputs, limits, paths, request_body, security
+from lit_app import errors, hosts, http_server, inputs, limits, memory, paths, request_body, security
 from lit_app.errors import Rejected
 from lit_app.limits import Limits
 
@@ -239,10 +239,10 @@ def test_bounded_server_answers_503_beyond_max_connections():
 
 def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert http_server.cap_malloc_arenas() is False
+    assert memory.cap_malloc_arenas() is False
     monkeypatch.delenv("MALLOC_ARENA_MAX")
     if platform.libc_ver()[0] == "glibc":
-        assert http_server.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
+        assert memory.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
 
 
 def _serve(app, **kw):
