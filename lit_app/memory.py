@@ -10,9 +10,9 @@ the arenas were free; `malloc_trim(0)` gave ~170 MB of it back at once).
 * `cap_malloc_arenas`  at most a few arenas (each keeps its own high-water mark); the server
                        calls it at start.
 * `malloc_trim`        glibc's malloc_trim(0): every free page of every arena back to the OS.
-* `Trimmer`            calls it when the model is let go (`ModelScheduler.on_free`), at most once
-                       per `min_interval_s`, never twice at once: RSS then follows the memory in
-                       use instead of the high-water mark.
+* `Trimmer`            schedules it (on a timer thread) when the model is let go
+                       (`ModelScheduler.on_free`), at most once per `min_interval_s`: RSS then
+                       follows the memory in use instead of the high-water mark.
 
 Other C libraries (musl, macOS) are left alone: every function returns False there.
 """
@@ -67,11 +67,12 @@ def malloc_trim() -> bool:
 
 
 class Trimmer:
-    """`malloc_trim` at most once per `min_interval_s`, skipped while another thread trims.
+    """Schedules `malloc_trim` on a timer thread, at most once per `min_interval_s`.
 
-    Called on the thread that let the model go (`ModelScheduler.on_free`); it never waits. A
-    call inside the interval is not lost: one trim is scheduled for the interval's end (on a
-    timer thread), so the memory of the last pass of a burst is given back too.
+    Called on the thread that let the model go (`ModelScheduler.on_free`); it never waits and never
+    trims there, so no request's answer waits for a trim. A call while a trim is scheduled adds
+    nothing; a call inside the interval schedules the trim for the interval's end, so the memory of
+    the last pass of a burst is given back too.
 
     Attributes:
       trims: how many times it trimmed.
@@ -85,39 +86,35 @@ class Trimmer:
         self._trim, self._clock = trim, clock
         self._lock = threading.Lock()
         self._last: float | None = None
-        self._deferred: threading.Timer | None = None
+        self._pending: threading.Timer | None = None
         self.trims = 0
 
-    def __call__(self) -> bool:
-        """Trims unless one ran less than `min_interval_s` ago (then one is scheduled for the end of the
-        interval) or runs now; True when it trimmed."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
+    def __call__(self) -> None:
+        """Schedules a trim: at once, or at the end of `min_interval_s` after the last one."""
+        with self._lock:
+            if self._pending is not None:
+                return
             now = self._clock()
-            if self._last is not None and now - self._last < self.min_interval_s:
-                if self._deferred is None:
-                    self._deferred = threading.Timer(self.min_interval_s - (now - self._last), self._run_deferred)
-                    self._deferred.daemon = True
-                    self._deferred.start()
-                return False
-            self._last = now
-            try:
-                self._trim()
-            except Exception:  # pylint: disable=broad-except  # memory housekeeping never fails a request
-                logger.exception("malloc_trim failed")
-                return False
-            self.trims += 1
-            return True
-        finally:
-            self._lock.release()
+            delay = 0.0 if self._last is None else max(0.0, self.min_interval_s - (now - self._last))
+            self._pending = threading.Timer(delay, self._run)
+            self._pending.daemon = True
+            self._pending.start()
 
-    def _run_deferred(self) -> None:
-        self._deferred = None
-        self()
+    def _run(self) -> None:
+        with self._lock:
+            self._pending = None
+            self._last = self._clock()
+        try:
+            self._trim()
+        except Exception:  # pylint: disable=broad-except  # memory housekeeping never fails anything
+            logger.exception("malloc_trim failed")
+            return
+        with self._lock:
+            self.trims += 1
 
     def cancel(self) -> None:
         """Drops a scheduled trim (tests; a stopping server)."""
-        timer, self._deferred = self._deferred, None
+        with self._lock:
+            timer, self._pending = self._pending, None
         if timer is not None:
             timer.cancel()
