@@ -41,7 +41,7 @@ API_PATHS = frozenset({
     "/get_interpretations", "/get_metrics",
 })
 # Endpoints that do not touch a model: never counted against `max_pending`.
-CHEAP_PATHS = frozenset({"/get_info", "/get_dataset", "/fetch_new_data", "/remove_new_data"})
+CHEAP_PATHS = frozenset({"/get_info", "/get_dataset", "/fetch_new_data", "/remove_new_data", "/push_ui_state"})
 # Query parameters LIT's client sends to /get_preds (plus LIT's own response_simple_json).
 _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requested_fields",
                                "response_simple_json"})

@@ -313,3 +313,18 @@ def test_one_client_address_cannot_hold_every_slot():
         release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.mark.parametrize("path,query,data,counted", [
+    pytest.param("/get_preds", {"model": "m"}, {"inputs": [{"data": {"prompt": "x"}}]}, True, id="model-request"),
+    pytest.param("/get_preds", {"model": "_m_tokenizer"}, {"inputs": [{"data": {"prompt": "x"}}]}, False,
+                 id="tokenizer-request"),
+    pytest.param("/get_preds", {"model": "m"}, {"inputs": [{"data": {"prompt": "x", "detail": "poll"}}]}, False,
+                 id="progress-poll"),
+    pytest.param("/get_info", {}, {}, False, id="metadata"),
+    pytest.param("/push_ui_state", {}, {"inputs": []}, False, id="ui-state"),
+    pytest.param("/get_interpretations", {"model": "_m_tokenizer"}, {"inputs": []}, True,
+                 id="interpretations-of-the-tokenizer-model"),
+])
+def test_only_requests_that_may_wait_for_the_model_take_a_slot(path, query, data, counted):
+    assert limits.needs_model(path, query, data, lambda: ["_m_tokenizer"]) is counted
