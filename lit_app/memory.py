@@ -10,9 +10,10 @@ the arenas were free; `malloc_trim(0)` gave ~170 MB of it back at once).
 * `cap_malloc_arenas`  at most a few arenas (each keeps its own high-water mark); the server
                        calls it at start.
 * `malloc_trim`        glibc's malloc_trim(0): every free page of every arena back to the OS.
-* `Trimmer`            schedules it (on a timer thread) when the model is let go
-                       (`ModelScheduler.on_free`), at most once per `min_interval_s`: RSS then
-                       follows the memory in use instead of the high-water mark.
+* `trim_soon`          schedules it (`Trimmer`, one per process, on a timer thread) when a model is
+                       let go (`ModelScheduler.on_free`) and when a compute request ends
+                       (`security.SecureApp`), at most every 2 s: RSS then follows the memory in use
+                       instead of the high-water mark.
 
 Other C libraries (musl, macOS) are left alone: every function returns False there.
 """
@@ -32,6 +33,9 @@ _M_ARENA_MAX = -8
 # Seconds between two trims: a trim takes a few milliseconds per hundred MB free, and the pages it
 # returns are faulted in again by the next pass, so it runs after a burst of passes, not after each.
 DEFAULT_TRIM_INTERVAL_S = 2.0
+# Seconds from a call to its trim: what the caller frees right after (the request's graph and result
+# objects, its answer once written) is given back by the same trim.
+DEFAULT_TRIM_DELAY_S = 0.5
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -69,20 +73,20 @@ def malloc_trim() -> bool:
 class Trimmer:
     """Schedules `malloc_trim` on a timer thread, at most once per `min_interval_s`.
 
-    Called on the thread that let the model go (`ModelScheduler.on_free`); it never waits and never
-    trims there, so no request's answer waits for a trim. A call while a trim is scheduled adds
-    nothing; a call inside the interval schedules the trim for the interval's end, so the memory of
-    the last pass of a burst is given back too.
+    Called on the thread that let the model go (`ModelScheduler.on_free`) and when a compute request
+    ends (`security.SecureApp`); it never waits and never trims there, so no request's answer waits
+    for a trim. A call while a trim is scheduled adds nothing; a call inside the interval schedules
+    the trim for the interval's end, so the memory of the last request of a burst is given back too.
 
     Attributes:
       trims: how many times it trimmed.
     """
 
-    def __init__(self, min_interval_s: float = DEFAULT_TRIM_INTERVAL_S,
+    def __init__(self, min_interval_s: float = DEFAULT_TRIM_INTERVAL_S, delay_s: float = DEFAULT_TRIM_DELAY_S,
                  trim: Callable[[], bool] = malloc_trim, clock: Callable[[], float] = time.monotonic):
-        if min_interval_s < 0:
-            raise ValueError(f"min_interval_s={min_interval_s}; it must be 0 or more seconds.")
-        self.min_interval_s = min_interval_s
+        if min_interval_s < 0 or delay_s < 0:
+            raise ValueError(f"min_interval_s={min_interval_s}, delay_s={delay_s}; use 0 or more seconds.")
+        self.min_interval_s, self.delay_s = min_interval_s, delay_s
         self._trim, self._clock = trim, clock
         self._lock = threading.Lock()
         self._last: float | None = None
@@ -90,12 +94,12 @@ class Trimmer:
         self.trims = 0
 
     def __call__(self) -> None:
-        """Schedules a trim: at once, or at the end of `min_interval_s` after the last one."""
+        """Schedules a trim `delay_s` from now, or at the end of `min_interval_s` after the last one if later."""
         with self._lock:
             if self._pending is not None:
                 return
             now = self._clock()
-            delay = 0.0 if self._last is None else max(0.0, self.min_interval_s - (now - self._last))
+            delay = self.delay_s if self._last is None else max(self.delay_s, self.min_interval_s - (now - self._last))
             self._pending = threading.Timer(delay, self._run)
             self._pending.daemon = True
             self._pending.start()
@@ -118,3 +122,17 @@ class Trimmer:
             timer, self._pending = self._pending, None
         if timer is not None:
             timer.cancel()
+
+
+# One per process: malloc_trim acts on the whole process, whichever model or request calls it.
+_PROCESS_TRIMMER = Trimmer()
+
+
+def trim_soon() -> None:
+    """Schedules a trim of the process's freed memory (`Trimmer`; at most every 2 s, 0.5 s after the call)."""
+    _PROCESS_TRIMMER()
+
+
+def trim_count() -> int:
+    """How many times the process's trimmer trimmed."""
+    return _PROCESS_TRIMMER.trims

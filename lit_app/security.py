@@ -67,7 +67,7 @@ from typing import Any
 from werkzeug import http as wz_http
 
 from lit_app import limits as limits_lib
-from lit_app import lit_routes, request_body
+from lit_app import lit_routes, memory, request_body
 from lit_app.errors import Cancelled, Rejected, RequestError, one_line
 from lit_app.hosts import LOOPBACK_NAMES, is_ip, is_wildcard, parse_host
 from lit_app.paths import PathConfiner, canonical_route
@@ -378,6 +378,7 @@ class SecureApp:
         finally:
             if slot:
                 self.slots.release()
+                memory.trim_soon()  # what the request freed after the model let go (lit_app/memory.py)
 
     def _call_app(self, environ: dict[str, Any], start_response: Callable[..., Any],
                   extra_headers: list[tuple[str, str]]) -> Iterable[bytes]:

@@ -137,8 +137,7 @@ class SharedLM:
         self.lock = ModelScheduler()
         # Each time the model is let go, the pass's freed memory goes back to the OS (at most every 2 s):
         # glibc kept it, and RSS grew with every larger pass (issue 33).
-        self.trimmer = memory.Trimmer()
-        self.lock.on_free = self.trimmer
+        self.lock.on_free = memory.trim_soon
         self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)
         self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
         self._generations = LRUCache(cache_size)

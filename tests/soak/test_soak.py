@@ -172,8 +172,9 @@ class Soak:
     def valid(self, kind: str, path: str, body: dict, superseded_ok: bool = False) -> object | None:
         """POSTs a valid request, retrying 503s after Retry-After; returns the JSON answer.
 
-        superseded_ok: a selection or span click, which another client's newer selection may cancel
-          (409 "Cancelled: ...": the UI's latest-wins rule, shared by every client of one server).
+        superseded_ok: a selection, span click or blocking salience request, which another client's
+          newer selection may cancel (409 "Cancelled: ...": the UI's latest-wins rule, shared by every
+          client of one server).
         """
         give_up = time.monotonic() + RETRY_FOR_S
         while time.monotonic() < give_up:
@@ -222,7 +223,7 @@ class Soak:
     def sal_fixed(self, rng: random.Random) -> None:
         prompt, target = rng.choice(SAL_CASES)
         out = self.valid("valid_salience", f"/get_preds?model={SAL}",
-                         _inputs({"prompt": prompt, "target": target}))
+                         _inputs({"prompt": prompt, "target": target}), superseded_ok=True)
         if out is None:
             return
         tokens, ref = self.sal_ref[(prompt, target)]
@@ -237,7 +238,7 @@ class Soak:
         k = next(self.fresh) * 7919 + rng.randrange(1000)
         target = f" {k}"
         out = self.valid("fresh_salience", f"/get_preds?model={SAL}",
-                         _inputs({"prompt": f"Repeat the number {k}.", "target": target}))
+                         _inputs({"prompt": f"Repeat the number {k}.", "target": target}), superseded_ok=True)
         if out is None:
             return
         p = out[0][fields.SALIENCE]
@@ -519,6 +520,7 @@ def test_soak(tmp_path, references, request):
         valid_answered = sum(n for (k, st), n in soak.statuses.items()
                              if st == 200 and k in ("valid_generate", "valid_salience", "fresh_salience", "select_span"))
         assert valid_answered >= 3, "the soak answered almost no valid request"
+        assert soak.statuses[("valid_salience", 200)] > 0, "no blocking salience answer was checked"
         assert rss_after <= rss_warm * (1 + RSS_GROWTH_LIMIT), (
             f"RSS {rss_after:.0f} MB, {rss_after / rss_warm - 1:+.1%} of its {rss_warm:.0f} MB after warm-up")
         if "Traceback" in server.log_path.read_text():

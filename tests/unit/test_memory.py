@@ -32,7 +32,7 @@ class FakeClock:
 def test_trimmer_trims_at_most_once_per_interval_and_then_once_more_at_its_end():
     calls = []
     clock = FakeClock()
-    trimmer = memory.Trimmer(min_interval_s=0.3, trim=lambda: calls.append(clock.now) or True, clock=clock)
+    trimmer = memory.Trimmer(min_interval_s=0.3, delay_s=0, trim=lambda: calls.append(clock.now) or True, clock=clock)
     try:
         trimmer()
         wait_until(lambda: len(calls) == 1, "the first trim (at once, on a timer thread)")
@@ -54,7 +54,7 @@ def test_a_failing_trim_never_fails_the_caller():
         tried.append(1)
         raise OSError("no")
 
-    trimmer = memory.Trimmer(min_interval_s=0, trim=boom)
+    trimmer = memory.Trimmer(min_interval_s=0, delay_s=0, trim=boom)
     trimmer()
     wait_until(lambda: tried, "the trim attempt")
     assert trimmer.trims == 0
@@ -86,9 +86,9 @@ def test_shared_model_gives_memory_back_when_its_model_is_let_go():
     from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
     shared = SharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), max_new_tokens=2, disk_cache=False)
-    before = shared.trimmer.trims
+    before = memory.trim_count()
     shared.generate(shared.format_prompt({"prompt": "hi", "chat": False}))
-    wait_until(lambda: shared.trimmer.trims > before, "a trim after the generation")
+    wait_until(lambda: memory.trim_count() > before, "a trim after the generation")
 
 
 @pytest.mark.skipif(not GLIBC, reason="malloc_trim is glibc's; other C libraries are left alone")
@@ -117,3 +117,21 @@ def test_malloc_trim_returns_freed_heap_memory_that_glibc_kept():
     libc.free(blocks[-1])
     print(f"RSS: start {start:.0f} MB, 200 MB allocated {grown:.0f}, freed {kept:.0f}, trimmed {trimmed:.0f}")
     assert kept - trimmed > 150
+
+
+def test_a_compute_request_that_ends_schedules_a_trim():
+    """What a request frees after the model is let go (its graph, its answer) is given back too."""
+    from werkzeug.test import Client
+
+    from lit_app import security, security_config
+
+    def lit(environ, start_response):  # a stand-in for LIT's app: any answer
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"[]"]
+
+    client = Client(security.SecureApp(lit, security_config.SecurityConfig(port=5432)), use_cookies=False)
+    before = memory.trim_count()
+    r = client.post("/get_preds?model=m", data='{"inputs": [{"id": "a", "data": {"prompt": "hi"}}]}',
+                    headers={"Host": "127.0.0.1:5432", "Content-Type": "application/json"})
+    assert r.status_code == 200
+    wait_until(lambda: memory.trim_count() > before, "a trim after the request")
