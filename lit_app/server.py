@@ -288,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = build_app(served_models.lit_model_map(served), lit_datasets, client_root, **args.lit_app_kwargs)
     sec = security_config.config_from_args(args)
     shared = [m.shared for m in served]
+    memory.freeze_startup_objects()  # the collector's full passes then scan only what requests create
     try:
         httpd = http_server.make_server(args.host, args.port, security.SecureApp(app, sec),
                                         sec.limits.max_connections, sec.limits.max_connections_per_client)

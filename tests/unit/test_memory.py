@@ -135,3 +135,36 @@ def test_a_compute_request_that_ends_schedules_a_trim():
                     headers={"Host": "127.0.0.1:5432", "Content-Type": "application/json"})
     assert r.status_code == 200
     wait_until(lambda: memory.trim_count() > before, "a trim after the request")
+
+
+def test_release_memory_collects_cycles_holding_tensors_once_startup_objects_are_frozen():
+    """A reference cycle (a cancelled computation's exception and frames) keeps its tensors until a full
+    collection; after `freeze_startup_objects` the trimmer runs one, cheaply, before malloc_trim."""
+    import gc
+    import weakref
+
+    import torch
+
+    class Holder:
+        pass
+
+    def cycle() -> weakref.ref:
+        a, b = Holder(), Holder()
+        a.other, b.other = b, a
+        a.tensor = torch.zeros(1000)
+        return weakref.ref(a.tensor)
+
+    gc.disable()  # only an explicit collection may free the cycles
+    try:
+        unfrozen = cycle()
+        memory.release_memory()
+        assert unfrozen() is not None  # not frozen: no full collection (it would hold the GIL ~1 s)
+        memory.freeze_startup_objects()  # its own collection frees the first cycle
+        assert unfrozen() is None
+        alive = cycle()
+        assert alive() is not None  # a cycle: reference counting alone never frees it
+        memory.release_memory()
+        assert alive() is None
+    finally:
+        memory.unfreeze()
+        gc.enable()
