@@ -149,6 +149,19 @@ def _status_line(status: int) -> str:
         return str(status)
 
 
+def _not_lits_uncaught_error(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Uncaught error:")
+
+
+def quiet_lit_error_log() -> None:
+    """Drops LIT's own log of every exception ("Uncaught error: <message> <traceback>", lit_nlp's WSGI app,
+    through absl's logger): `SecureApp` logs each one itself, one line for a client's mistake and with
+    the traceback for a server fault."""
+    absl_logger = logging.getLogger("absl")
+    if _not_lits_uncaught_error not in absl_logger.filters:
+        absl_logger.addFilter(_not_lits_uncaught_error)
+
+
 # ---------------------------------------------------------------------------
 # The middleware.
 
@@ -192,6 +205,7 @@ class SecureApp:
         self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
         self.api_paths = api_paths
         self._allowed = self._allowed_hosts()
+        quiet_lit_error_log()
 
     # -- checks ------------------------------------------------------------
 
@@ -416,7 +430,7 @@ class SecureApp:
         message = self.public_message(message)
         if status == 409:  # a cancelled request: the wrapper logged it (one INFO line)
             logger.debug("%s %s -> 409: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), message)
-        elif details:
+        elif details and status >= 500:  # a server fault; a client's mistake is one warning line
             logger.error("%s %s failed: %s\n%s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
                          message, details)
         else:

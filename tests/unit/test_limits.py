@@ -328,3 +328,19 @@ def test_one_client_address_cannot_hold_every_slot():
 ])
 def test_only_requests_that_may_wait_for_the_model_take_a_slot(path, query, data, counted):
     assert limits.needs_model(path, query, data, lambda: ["_m_tokenizer"]) is counted
+
+
+def test_a_server_fault_is_500_with_one_line_and_its_traceback_goes_to_the_log(caplog):
+    from werkzeug.test import Client
+
+    from lit_app import security_config
+
+    def lit(environ, start_response):  # a stand-in for LIT's app failing inside a handler
+        start_response("500 INTERNAL SERVER ERROR", [("Content-Type", "text/html")])
+        return [b"Uncaught error: boom in the model\n\nDetails: Traceback (most recent call last):\n  File \"x\"\n"]
+
+    client = Client(security.SecureApp(lit, security_config.SecurityConfig(port=5432)), use_cookies=False)
+    r = client.post("/get_preds?model=m", data='{"inputs": [{"id": "a", "data": {"prompt": "hi"}}]}',
+                    headers={"Host": "127.0.0.1:5432", "Content-Type": "application/json"})
+    assert r.status_code == 500 and r.get_data(as_text=True) == "boom in the model"
+    assert "boom in the model" in caplog.text and "Traceback (most recent call last)" in caplog.text
