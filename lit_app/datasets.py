@@ -34,6 +34,7 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import types as lit_types
 
 from lit_app import fields
+from lit_app.errors import RequestError
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,11 @@ BUILTIN_PATHS = {**dict(SHIPPED), LIT_SAMPLE_NAME: LIT_SAMPLE_PATH}
 FORMATS = (".jsonl", ".txt")
 
 
-class DatasetError(ValueError):
-    """A prompt file cannot be read; the message names the file, line and fix."""
+class DatasetError(RequestError):
+    """A prompt file cannot be read; the message names the file, line and fix.
+
+    A `RequestError`: during a request the file is one the client named (/create_dataset,
+    /load_datapoints), so the middleware answers 400, not LIT's 500."""
 
 
 def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
@@ -140,6 +144,8 @@ def parse_text(lines) -> list[dict[str, str]]:
 
 def load_jsonl(path: str) -> list[dict[str, str]]:
     """Reads prompt rows from a JSONL file (see `parse_jsonl`), or a .txt file (`parse_text`)."""
+    if not isinstance(path, str):  # an int would be taken as an open file descriptor of this process
+        raise DatasetError(f"The path must be a string naming a .jsonl (or .txt) file, got {type(path).__name__}.")
     if not os.path.isfile(path):
         raise DatasetError(f"{path}: no such file; pass a .jsonl (or .txt) file of prompts.")
     text = path.endswith(".txt")

@@ -23,7 +23,15 @@ MAX_MESSAGE_CHARS = 600
 
 
 class RequestError(ValueError):
-    """A request the wrappers cannot serve; the message is one line and names the fix."""
+    """A request the wrappers cannot serve; the message is one line and names the fix.
+
+    status: the HTTP status the middleware answers (400; 404 for a thing the request names that
+    the server does not have; 403 for an endpoint this server has off).
+    """
+
+    def __init__(self, message: str = "", status: int = 400):
+        super().__init__(message)
+        self.status = status
 
 
 class Cancelled(RequestError):

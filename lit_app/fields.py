@@ -27,6 +27,9 @@ SYSTEM = "system"  # optional system prompt (TextSegment, may be empty)
 TARGET = "target"  # optional text to explain; empty -> greedy generation
 CASE = "case"  # dataset only: name of the case study (CategoryLabel)
 CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
+# optional whole number, generation model (scripts; not in its LIT spec): this request's longest response,
+# 1 to the server's --max_new_tokens; absent: the server's
+MAX_NEW_TOKENS = "max_new_tokens"
 IG_STEPS = get_method(IG_METHOD).count_field  # optional Integer: 0 = no integrated gradients
 SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count_field  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens

@@ -1,16 +1,13 @@
 """The HTTP server: werkzeug's thread-per-connection server with bounded, fairly shared connections,
-header and socket timeouts, an access log without secrets, and a cap on malloc arenas.
+header and socket timeouts, and an access log without secrets.
 
 `make_server` builds it; `BoundedThreadedServer` holds the connection rules; `RequestHandler`
-times sockets out and logs without tokens; `cap_malloc_arenas` bounds the memory the
-server's threads gain (the server calls it at start).
+times sockets out and logs without tokens. (The process's malloc arenas: lit_app/memory.py.)
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import os
 import re
 import socket
 import threading
@@ -219,18 +216,3 @@ def make_server(host: str, port: int, app: Callable[..., Iterable[bytes]], max_c
     return BoundedThreadedServer(host, port, app, max_connections, max_per_client, header_timeout_s)
 
 
-def cap_malloc_arenas(count: int = 2) -> bool:
-    """Caps glibc's malloc arenas, as MALLOC_ARENA_MAX=count does; True when applied.
-
-    glibc gives threads up to 8 x cores arenas, and each keeps the high-water mark
-    of the model passes run on it, so a thread-per-connection server running torch
-    grows by one pass's activations per arena. A few arenas bound that. A
-    MALLOC_ARENA_MAX set by the user wins; other C libraries are left alone.
-    """
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(-8, count))  # M_ARENA_MAX
-    except (OSError, AttributeError):
-        return False

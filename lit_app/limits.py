@@ -8,7 +8,8 @@ lit_app/request_body.py has read the body within `Limits.max_body_bytes`):
                       with messages that name the field, the limit and the flag.
 * `ComputeSlots`      at most `Limits.max_pending` compute requests running or
                       waiting for the model; the next one gets 503 + Retry-After
-                      (`is_poll` requests, which need no model, are not counted).
+                      (`needs_model`: requests that never wait for the model, the
+                      tokenizer's and progress polls, are not counted).
 
 A rejected request raises `Rejected(status, message)` (lit_app/errors.py); the message is one line.
 """
@@ -40,7 +41,7 @@ API_PATHS = frozenset({
     "/get_interpretations", "/get_metrics",
 })
 # Endpoints that do not touch a model: never counted against `max_pending`.
-CHEAP_PATHS = frozenset({"/get_info", "/get_dataset", "/fetch_new_data", "/remove_new_data"})
+CHEAP_PATHS = frozenset({"/get_info", "/get_dataset", "/fetch_new_data", "/remove_new_data", "/push_ui_state"})
 # Query parameters LIT's client sends to /get_preds (plus LIT's own response_simple_json).
 _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requested_fields",
                                "response_simple_json"})
@@ -48,7 +49,7 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
 # contrastive target).
 _TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
 _PINNED_TEXT_FIELDS = (fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED_TARGET)
-MAX_NEW_TOKENS_FIELD = "max_new_tokens"
+MAX_NEW_TOKENS_FIELD = fields.MAX_NEW_TOKENS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +262,21 @@ def is_poll(path: str, data: Any) -> bool:
     """
     inputs = data.get("inputs") if path == "/get_preds" and isinstance(data, dict) else None
     return bool(inputs) and all(_polls(ex) for ex in inputs)
+
+
+def needs_model(path: str, query: Mapping[str, str], data: Any,
+                model_free_names: Callable[[], Collection[str]] | None = None) -> bool:
+    """Whether a request may wait for the model, and so counts against `max_pending`.
+
+    Not counted: LIT's metadata routes (`CHEAP_PATHS`), progress polls (`is_poll`), and /get_preds of
+    a model that never waits for it (`model_free_names()`: the tokenizer, which uses the tokenizer
+    copy), so those are answered while the model queue is full.
+    """
+    if path in CHEAP_PATHS or is_poll(path, data):
+        return False
+    if path == "/get_preds" and model_free_names is not None and query.get("model") in model_free_names():
+        return False
+    return True
 
 
 class ComputeSlots:

@@ -12,9 +12,11 @@ import numpy as np
 
 
 def nbytes(value: Any) -> int:
-    """Approximate memory held by a cached value: its numpy arrays (recursively) plus 1 KiB."""
+    """Approximate memory held by a cached value: its numpy arrays and torch tensors (recursively) plus 1 KiB."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
+    if callable(getattr(value, "element_size", None)) and callable(getattr(value, "numel", None)):  # a torch tensor
+        return int(value.element_size() * value.numel())
     total = 1024
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         items = [getattr(value, f.name) for f in dataclasses.fields(value)]
@@ -26,7 +28,8 @@ def nbytes(value: Any) -> int:
     else:
         return total
     for item in items:
-        if isinstance(item, (np.ndarray, Mapping, list, tuple)) or dataclasses.is_dataclass(item):
+        if (isinstance(item, (np.ndarray, Mapping, list, tuple)) or dataclasses.is_dataclass(item)
+                or callable(getattr(item, "element_size", None))):
             total += nbytes(item)
     return total
 

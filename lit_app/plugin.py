@@ -64,6 +64,7 @@ from lit_app.hosts import is_loopback
 from lit_app.security_config import SecurityConfig
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
 from lit_app.tokens import new_token
+from lit_app.wrapper import needs_model
 from lit_app import layouts as layouts_lib
 from lit_app import inside as inside_models
 
@@ -179,7 +180,8 @@ def secure(app: lit_app_lib.LitApp, config: SecurityConfig) -> security.SecureAp
     model_map = getattr(app, "_models")
     dataset_map = getattr(app, "_datasets", {})
     return security.SecureApp(_Disconnects(app), config, model_names=lambda: list(model_map),
-                              dataset_names=lambda: list(dataset_map))
+                              dataset_names=lambda: list(dataset_map),
+                              model_free_names=lambda: [n for n, m in model_map.items() if not needs_model(m)])
 
 
 class SecureDevServer:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import sequence_salience as ss
+from lit_app.lru_cache import nbytes
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,10 @@ QUEUED, RUNNING, DONE, CANCELLED, ERROR = "queued", "running", "done", "cancelle
 _FINISHED = (DONE, CANCELLED, ERROR)
 DEFAULT_HEARTBEAT_S = 30.0
 _KEEP_FINISHED = 16
+# Bytes of the finished jobs' results and payloads kept (`lru_cache.nbytes`; the newest finished job is
+# always kept). A long prompt's complete result is tens of MB (grad_gram [N, T, T]); 16 of them were kept
+# whatever their size. The results stay in SharedLM's byte-bounded cache besides.
+FINISHED_JOBS_BYTES = 256 * 1024**2
 # Live (queued or running) jobs beyond this cancel the oldest: the queue is bounded.
 MAX_LIVE_JOBS = 4
 # Longest wait at interpreter exit for a cancelled job to finish its current chunk.
@@ -109,8 +114,9 @@ class DetailJobs:
     of T backwards to end.
     """
 
-    def __init__(self, heartbeat_s: float = DEFAULT_HEARTBEAT_S):
+    def __init__(self, heartbeat_s: float = DEFAULT_HEARTBEAT_S, finished_bytes: int = FINISHED_JOBS_BYTES):
         self.heartbeat_s = heartbeat_s
+        self.finished_bytes = finished_bytes
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._queues: dict[str, collections.deque[Job]] = collections.defaultdict(collections.deque)
@@ -192,9 +198,25 @@ class DetailJobs:
             return not any(j.state in (QUEUED, RUNNING) for j in self._jobs.values())
 
     def _trim(self) -> None:
+        """Drops the oldest finished jobs beyond `_KEEP_FINISHED`, then while the finished ones hold more
+        than `finished_bytes` (never the newest)."""
         finished = [k for k, j in self._jobs.items() if j.state in _FINISHED]
-        for k in finished[: max(0, len(finished) - _KEEP_FINISHED)]:
+        drop = finished[: max(0, len(finished) - _KEEP_FINISHED)]
+        kept = finished[len(drop):]
+        sizes = {k: nbytes(self._jobs[k].result) + nbytes(self._jobs[k].payload) for k in kept}
+        total = sum(sizes.values())
+        for k in kept[:-1]:
+            if total <= self.finished_bytes:
+                break
+            total -= sizes[k]
+            drop.append(k)
+        for k in drop:
             del self._jobs[k]
+
+    def finished_job_bytes(self) -> int:
+        """Bytes the finished jobs hold (`lru_cache.nbytes` of results and payloads)."""
+        with self._lock:
+            return sum(nbytes(j.result) + nbytes(j.payload) for j in self._jobs.values() if j.state in _FINISHED)
 
     def _work(self, lane: str = "") -> None:
         queue = self._queues[lane]
@@ -222,6 +244,8 @@ class DetailJobs:
                 job.state = ERROR
             finally:
                 job.finished = time.monotonic()
+                with self._lock:
+                    self._trim()  # the bounds hold as soon as a job finishes, not at the next submit
 
 
 @atexit.register

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from lit_app.errors import Rejected
+from lit_app.errors import Rejected, one_line
 
 # JSON bodies: deepest nesting and longest number literal accepted (LIT's requests nest about 6 deep;
 # beyond these Python's parser raises RecursionError / a digit-limit ValueError, which were 500s).
@@ -20,7 +20,7 @@ def read_body(environ: dict[str, Any], max_bytes: int) -> bytes:
 
     Raises:
       Rejected: 413 when the body is larger than `max_bytes`, 400 for a bad
-        Content-Length, 408 when the client stops sending.
+        Content-Length or a malformed chunked body, 408 when the client stops sending.
     """
     raw_length = environ.get("CONTENT_LENGTH") or ""
     stream = environ["wsgi.input"]
@@ -47,6 +47,10 @@ def read_body(environ: dict[str, Any], max_bytes: int) -> bytes:
             body = b""
     except (TimeoutError, ConnectionError) as e:
         raise Rejected(408, f"The request body did not arrive ({type(e).__name__}).") from None
+    except OSError as e:  # werkzeug's chunked reader: "Invalid chunk header", "Negative chunk length not allowed"
+        raise Rejected(400, f"The chunked request body is malformed ({one_line(str(e), 80)}). Fix: send each chunk"
+                            " as its size in hex, CRLF, the bytes, CRLF, and end with 0 CRLF CRLF; or send a"
+                            " Content-Length instead.") from None
     set_body(environ, body)
     return body
 

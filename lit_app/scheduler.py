@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class ModelScheduler:
@@ -52,6 +52,9 @@ class ModelScheduler:
         self._owner: int | None = None
         self._owner_background = False
         self._depth = 0
+        # Called (outside the lock, on the releasing thread) each time the model is let go:
+        # SharedLM gives the freed pass memory back to the OS there (lit_app/memory.py, `Trimmer`).
+        self.on_free: Callable[[], object] | None = None
 
     def _my_turn(self, ticket: object, background: bool) -> bool:
         if self._owner is not None:
@@ -86,9 +89,12 @@ class ModelScheduler:
             if self._owner != threading.get_ident():
                 raise RuntimeError("ModelScheduler released by a thread that does not hold it.")
             self._depth -= 1
-            if self._depth == 0:
+            freed = self._depth == 0
+            if freed:
                 self._owner = None
                 self._cond.notify_all()
+        if freed and self.on_free is not None:
+            self.on_free()
 
     def yield_to_waiting(self) -> bool:
         """Between two slices: lets the waiting acquirers that go first use the model, then takes it back.

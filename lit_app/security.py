@@ -28,10 +28,15 @@ this order, before LIT sees it (LIT 1.3.1 itself checks none of them):
    unless the server has a `--data_dir`, and then every path is confined to it
    (no `..`, no symlink leading out; relative paths are taken inside it).
 5. Limits (`lit_app.limits`): body size (413), JSON and input checks (400),
-   a bounded number of compute requests at once (503 + Retry-After).
+   a bounded number of compute requests at once (503 + Retry-After); requests
+   that never need the model (LIT's metadata, progress polls, the tokenizer
+   model) are not counted, so they are answered while the queue is full.
 6. Errors: every error body is one line of text; LIT's "Uncaught error: ...
    Details: <traceback>" bodies are cut to the message and the traceback is
-   logged on the server.
+   logged on the server. The client's mistakes are 4xx on every route, LIT's
+   own included (lit_app/lit_routes.py: LIT-encoded JSON objects and create
+   configs checked before LIT runs; LIT's own request checks rewritten with the
+   field and the fix), never 500.
 
 LIT's own client sends POST bodies without a Content-Type; the client root
 loads the request guard (lit_app/request_guard.py) before LIT's main.js, which
@@ -62,7 +67,7 @@ from typing import Any
 from werkzeug import http as wz_http
 
 from lit_app import limits as limits_lib
-from lit_app import request_body
+from lit_app import lit_routes, memory, request_body
 from lit_app.errors import Cancelled, Rejected, RequestError, one_line
 from lit_app.hosts import LOOPBACK_NAMES, is_ip, is_wildcard, parse_host
 from lit_app.paths import PathConfiner, canonical_route
@@ -132,7 +137,8 @@ def lit_error_message(body: str) -> tuple[str, str]:
     body = re.sub(r"^\s*Uncaught error:\s*", "", body)
     message = one_line(body) or "The server failed without a message"
     if re.fullmatch(r"'[^']*'", message):  # LIT's bare KeyError
-        message = f"Unknown or missing name {message} in the request"
+        message = (f"Unknown or missing name {message} in the request. Fix: use a name that /get_info lists"
+                   " (models, datasets, generators, interpreters, metrics).")
     return message, details.strip()
 
 
@@ -141,6 +147,19 @@ def _status_line(status: int) -> str:
         return f"{status} {http.HTTPStatus(status).phrase}"
     except ValueError:
         return str(status)
+
+
+def _not_lits_uncaught_error(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Uncaught error:")
+
+
+def quiet_lit_error_log() -> None:
+    """Drops LIT's own log of every exception ("Uncaught error: <message> <traceback>", lit_nlp's WSGI app,
+    through absl's logger): `SecureApp` logs each one itself, one line for a client's mistake and with
+    the traceback for a server fault."""
+    absl_logger = logging.getLogger("absl")
+    if _not_lits_uncaught_error not in absl_logger.filters:
+        absl_logger.addFilter(_not_lits_uncaught_error)
 
 
 # ---------------------------------------------------------------------------
@@ -161,6 +180,7 @@ class SecureApp:
         model_names: Callable[[], Collection[str]] | None = None,
         dataset_names: Callable[[], Collection[str]] | None = None,
         api_paths: Collection[str] = limits_lib.API_PATHS,
+        model_free_names: Callable[[], Collection[str]] | None = None,
     ):
         """Args:
           app: the LIT WSGI app.
@@ -170,6 +190,9 @@ class SecureApp:
             `model_names()` / `dataset_names()` methods when it has them.
           api_paths: the app's API routes (LIT's handler paths); every other
             route is a page or static file.
+          model_free_names: a callable naming the models that never wait for the
+            loaded model (the tokenizer); their /get_preds requests are not
+            counted against `max_pending`. Default: the app's `model_free_names()`.
         """
         self.app = app
         self.config = config
@@ -177,10 +200,12 @@ class SecureApp:
         self.model_names = model_names or getattr(app, "model_names", None)
         self.dataset_names = dataset_names or getattr(app, "dataset_names", None)
         self.example_ids = getattr(app, "example_ids", None)
+        self.model_free_names = model_free_names or getattr(app, "model_free_names", None)
         self.paths = PathConfiner(config.data_dir) if config.data_dir else None
         self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
         self.api_paths = api_paths
         self._allowed = self._allowed_hosts()
+        quiet_lit_error_log()
 
     # -- checks ------------------------------------------------------------
 
@@ -269,8 +294,12 @@ class SecureApp:
             if isinstance(config, dict):
                 config = dict(config)
                 for key, value in config.items():
-                    if _PATH_KEY.search(key) and isinstance(value, str) and value:
-                        config[key] = self.paths.resolve(value, f'config "{key}"')
+                    if not _PATH_KEY.search(key):
+                        continue
+                    if not isinstance(value, str) or not value:  # an int would name an open file descriptor
+                        raise Rejected(400, f'config "{key}" is {type(value).__name__} {str(value)[:40]!r}; use a'
+                                            " non-empty string naming a file inside --data_dir.")
+                    config[key] = self.paths.resolve(value, f'config "{key}"')
                 data = dict(data, config=config)
         return query, data
 
@@ -348,11 +377,12 @@ class SecureApp:
             data = request_body.parse_json(request_body.read_body(environ, self.limits.max_body_bytes))
             limits_lib.validate_request(path, query, data, self.limits, self.model_names, self.dataset_names,
                                         self.example_ids)
+            lit_routes.check_request(path, data)
             if path in FILE_PATH_ENDPOINTS:
                 query, new_data = self._confine(path, query, data)
                 if new_data is not data:
                     request_body.set_body(environ, json.dumps(new_data).encode("utf-8"))
-            if path not in limits_lib.CHEAP_PATHS and not limits_lib.is_poll(path, data):
+            if limits_lib.needs_model(path, query, data, self.model_free_names):
                 if not self.slots.try_acquire():
                     raise self.slots.busy_error(self.limits.retry_after_s)
                 slot = True
@@ -362,6 +392,7 @@ class SecureApp:
         finally:
             if slot:
                 self.slots.release()
+                memory.trim_soon()  # what the request freed after the model let go (lit_app/memory.py)
 
     def _call_app(self, environ: dict[str, Any], start_response: Callable[..., Any],
                   extra_headers: list[tuple[str, str]]) -> Iterable[bytes]:
@@ -385,12 +416,21 @@ class SecureApp:
             if close is not None:
                 close()
         message, details = lit_error_message(text)
-        if status == 500 and (environ.get(CLIENT_ERROR_KEY) is not None or _LIT_PARAMETER_ERRORS.match(message)):
-            status = 409 if message.startswith("Cancelled") else 400  # the client's mistake, not a server fault
+        if status == 500:  # the client's mistakes are 4xx, not a server fault
+            marked = environ.get(CLIENT_ERROR_KEY)
+            mistake = lit_routes.client_mistake(message)
+            if marked is not None:
+                status = 409 if message.startswith("Cancelled") else getattr(marked, "status", 400)
+            elif mistake is not None:  # one of LIT's own checks of the request
+                (status, message), details = mistake, ""
+                logger.warning("LIT refused %s %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
+                               one_line(text.split("\n\nDetails:", 1)[0]))
+            elif _LIT_PARAMETER_ERRORS.match(message):
+                status = 400
         message = self.public_message(message)
         if status == 409:  # a cancelled request: the wrapper logged it (one INFO line)
             logger.debug("%s %s -> 409: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), message)
-        elif details:
+        elif details and status >= 500:  # a server fault; a client's mistake is one warning line
             logger.error("%s %s failed: %s\n%s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
                          message, details)
         else:

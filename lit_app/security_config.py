@@ -71,9 +71,11 @@ def define_flags(fv: flags.FlagValues) -> None:
             "allowed_hosts", [], "Extra Host names (NAME or NAME:PORT) to accept besides the bound address,"
             " localhost, 127.0.0.1 and [::1] (comma-separated or repeated; '*' accepts any).", flag_values=fv),
         flags.DEFINE_string(
-            "token", os.environ.get(TOKEN_ENV) or None,
+            "token", None,
             "Token every request must carry (?token=, a cookie, or 'Authorization: token ...')."
-            f" Default: ${TOKEN_ENV}, else one generated at start and printed in the URL.", flag_values=fv),
+            f" Default: ${TOKEN_ENV}, else one generated at start and printed in the URL. A --token on the"
+            " command line is visible to every user of this machine (`ps`, /proc/<pid>/cmdline): prefer"
+            f" `export {TOKEN_ENV}=...`, which is not.", flag_values=fv),
         flags.DEFINE_bool(
             "no_token", False, "Serve without a token (loopback --host only): any local process or user can then"
             " drive the server. The startup line warns.", flag_values=fv),
@@ -100,12 +102,14 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> SecurityConfig:
-    """The SecurityConfig of parsed flags; generates a token unless one is given or --no_token."""
+    """The SecurityConfig of parsed flags; the token is --token, else $SEQUENCE_SALIENCE_TOKEN, else
+    generated (unless --no_token)."""
     allowed = tuple(h.strip() for entry in args.allowed_hosts for h in entry.split(",") if h.strip())
     for h in allowed:
         if h != "*" and parse_host(h, args.port) is None:
             raise ValueError(f"--allowed_hosts entry {h!r} is not a host name or name:port.")
-    token, generated = args.token, False
+    # The variable is read here, not as the flag's default: --help would print a default's value.
+    token, generated = args.token or os.environ.get(TOKEN_ENV) or None, False
     if getattr(args, "no_token", False):
         if token:
             raise ValueError("--no_token and --token (or $SEQUENCE_SALIENCE_TOKEN) contradict each other; pass one.")

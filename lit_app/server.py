@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import json
 import logging
 import os
 import re
@@ -45,6 +46,8 @@ import sequence_salience as ss
 from sequence_salience import model as model_lib
 from lit_app import (client_build, datasets, disconnect, explain, http_server, layouts, security, security_config,
                      served_models, server_flags)
+from lit_app import memory
+from lit_app import wrapper as wrapper_lib
 from lit_app.errors import ClientGone
 from lit_app.hosts import is_loopback
 from lit_app.model_group import make_models
@@ -86,6 +89,12 @@ class _Uncached(lit_caching.CachingModelWrapper):
         return self.wrapped.predict(list(inputs), **kw)
 
 
+# Datapoints LIT keeps for /post_new_data (in memory until /remove_new_data, which a client may never
+# send): the newest are kept up to this count and these bytes of JSON together; older ids answer 404.
+MAX_SAVED_DATAPOINTS = 32
+MAX_SAVED_DATAPOINTS_BYTES = 32 * 1024**2
+
+
 class SequenceSalienceApp(lit_app_lib.LitApp):
     """LIT's app with clear messages for malformed prediction requests.
 
@@ -97,6 +106,7 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
+        self._saved_sizes: dict[str, int] = {}  # saved-datapoints id -> bytes of its JSON, measured once
         for name, wrapper in list(self._models.items()):
             if getattr(wrapper.wrapped, "caches_itself", False):
                 self._models[name] = _Uncached(wrapper.wrapped, name)
@@ -129,6 +139,26 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
             # rather than have LIT log a traceback for a request the client gave up.
             return []
 
+    def _post_new_data(self, data, dataset_name: str | None = None, **kw):
+        """LIT's, with the saved datapoints bounded (MAX_SAVED_DATAPOINTS, MAX_SAVED_DATAPOINTS_BYTES): LIT
+        kept every POST until its id was removed, so a client could grow the server without bound."""
+        answer = super()._post_new_data(data, dataset_name=dataset_name, **kw)
+        sizes = self._saved_sizes
+        with self._saved_datapoints_lock:
+            saved = self._saved_datapoints  # LIT 1.3.1: {id: annotated inputs}, oldest first
+            for key in set(sizes) - set(saved):  # removed by /remove_new_data
+                del sizes[key]
+            for key, value in saved.items():
+                if key not in sizes:
+                    sizes[key] = len(json.dumps(value, default=str))
+            total = sum(sizes.values())
+            for key in list(saved)[:-1]:  # never the one just saved
+                if len(saved) <= MAX_SAVED_DATAPOINTS and total <= MAX_SAVED_DATAPOINTS_BYTES:
+                    break
+                total -= sizes.pop(key)
+                del saved[key]
+        return answer
+
     def make_handler(self, fn):
         """LIT's handler, with the wrappers' RequestError marked as the client's mistake
         (`security.mark_client_errors`: LIT's 500, which the middleware answers as 400)."""
@@ -142,6 +172,10 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
     def model_names(self) -> list[str]:
         """Names of the served models (read by lit_app.security.SecureApp)."""
         return list(self._models)
+
+    def model_free_names(self) -> list[str]:
+        """Names of the served models that never wait for the loaded model (read by lit_app.security.SecureApp)."""
+        return [name for name, model in self._models.items() if not wrapper_lib.needs_model(model)]
 
     def dataset_names(self) -> list[str]:
         """Names of the served datasets (read by lit_app.security.SecureApp)."""
@@ -219,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.root.removeHandler(absl_logging.get_absl_handler())  # absl.app.run installs it: keep our format
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = argv if isinstance(argv, argparse.Namespace) else parse_args(argv)
-    http_server.cap_malloc_arenas()  # before any thread runs the model
+    memory.cap_malloc_arenas()  # before any thread runs the model
     start = time.perf_counter()
 
     try:
@@ -254,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = build_app(served_models.lit_model_map(served), lit_datasets, client_root, **args.lit_app_kwargs)
     sec = security_config.config_from_args(args)
     shared = [m.shared for m in served]
+    memory.freeze_startup_objects()  # the collector's full passes then scan only what requests create
     try:
         httpd = http_server.make_server(args.host, args.port, security.SecureApp(app, sec),
                                         sec.limits.max_connections, sec.limits.max_connections_per_client)

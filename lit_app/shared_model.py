@@ -24,7 +24,7 @@ from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
 from sequence_salience.slices import DEFAULT_SLICE_S, SliceSizer
-from lit_app import cancel, fields, generation_cache, progressive
+from lit_app import cancel, fields, generation_cache, memory, progressive
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, chat_field, text_field
 from lit_app.lru_cache import LRUCache
@@ -138,6 +138,9 @@ class SharedLM:
             raise ValueError(f"slice_s={slice_s}; it must be a positive number of seconds (e.g. 0.25).")
         self.slice_s = float(slice_s)
         self.lock = ModelScheduler()
+        # Each time the model is let go, the pass's freed memory goes back to the OS (at most every 2 s):
+        # glibc kept it, and RSS grew with every larger pass (issue 33).
+        self.lock.on_free = memory.trim_soon
         self._tokenizer_lm, self.tokenizer_lock = _tokenizer_twin(lm, self.lock)
         self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
         self._generations = LRUCache(cache_size)
@@ -176,12 +179,28 @@ class SharedLM:
         with self.tokenizer_lock:
             return self._tokenizer_lm.format_prompt(prompt, system=system, chat=chat_field(ex))
 
-    def _generation_key(self, chat: Any) -> tuple:
-        return (chat.text, getattr(chat, "templated", True), self.generation_config)
+    def generation_config_for(self, max_new_tokens: int | None = None) -> Any:
+        """The server's GenerationConfig, or one with a shorter `max_new_tokens` (a request's own limit).
 
-    def cached_generation(self, chat: Any) -> Any:
-        """The generation if it was computed before (memory, then disk), else None; never runs the model."""
-        key = self._generation_key(chat)
+        Raises:
+          RequestError: `max_new_tokens` is not a whole number from 1 to the server's limit.
+        """
+        most = self.generation_config.max_new_tokens
+        if max_new_tokens is None or max_new_tokens == most:
+            return self.generation_config
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= most:
+            raise RequestError(f'Input field "{fields.MAX_NEW_TOKENS}" is {max_new_tokens!r}; use a whole number from 1'
+                               f" to {most} (the server's --max_new_tokens).")
+        return dataclasses.replace(self.generation_config, max_new_tokens=max_new_tokens)
+
+    def _generation_key(self, chat: Any, max_new_tokens: int | None = None) -> tuple:
+        return (chat.text, getattr(chat, "templated", True), self.generation_config_for(max_new_tokens))
+
+    def cached_generation(self, chat: Any, max_new_tokens: int | None = None) -> Any:
+        """The generation if it was computed before (memory, then disk), else None; never runs the model.
+
+        max_new_tokens: a request's own limit (at most the server's); None: the server's."""
+        key = self._generation_key(chat, max_new_tokens)
         gen = self._generations.get(key)
         if gen is None and self._store is not None:
             gen = self._store.get(*key)
@@ -189,23 +208,27 @@ class SharedLM:
                 self._generations.put(key, gen)
         return gen
 
-    def generate(self, chat: Any) -> Any:
+    def generate(self, chat: Any, max_new_tokens: int | None = None) -> Any:
         """Greedy generation for a formatted prompt, cached by its text (in memory and on disk).
 
         While it waits for the model and while it runs, the text generated so far is readable
-        without the model lock (`generation_stream`).
+        without the model lock (`generation_stream`; for the server's own `max_new_tokens`).
+
+        max_new_tokens: a request's own limit, from 1 to the server's (`generation_config_for`);
+          None: the server's.
         """
-        gen = self.cached_generation(chat)
+        gen = self.cached_generation(chat, max_new_tokens)
         if gen is None:
-            key = self._generation_key(chat)
+            key = self._generation_key(chat, max_new_tokens)
+            config = key[2]
             self._set_stream(key, GenerationStream("queued"))
             try:
                 with self.lock:
-                    gen = self.cached_generation(chat)
+                    gen = self.cached_generation(chat, max_new_tokens)
                     if gen is None:
                         self._set_stream(key, GenerationStream("running"))
                         start = time.perf_counter()
-                        gen = self.lm.generate(chat, self.generation_config, on_token=lambda ids: self._stream_token(key, ids))
+                        gen = self.lm.generate(chat, config, on_token=lambda ids: self._stream_token(key, ids))
                         logger.info("Generated %d tokens in %.2f s.", len(gen.ids), time.perf_counter() - start)
                         self._generations.put(key, gen)
                         if self._store is not None:

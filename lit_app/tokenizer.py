@@ -12,6 +12,7 @@ from lit_app.wrapper import Wrapper
 class TokenizerModel(Wrapper):
     """Prompt (+ target) -> the tokens the salience model explains."""
 
+    needs_model = False  # the tokenizer copy (SharedLM.tokens): answered while the model queue is full
     INPUT_SPEC = fields.TOKENIZER_INPUT_SPEC
     OUTPUT_SPEC = fields.TOKENIZER_OUTPUT_SPEC
 

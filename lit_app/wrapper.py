@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
@@ -23,12 +23,21 @@ from lit_app.shared_model import SharedLM
 logger = logging.getLogger(__name__)
 
 
+def needs_model(model: Any) -> bool:
+    """Whether a LIT model (ours, or LIT's wrapper around one) may wait for the loaded model; True for
+    any model that does not say otherwise."""
+    return bool(getattr(getattr(model, "wrapped", model), "needs_model", True))
+
+
 class Wrapper(lit_model.Model):
     """Common plumbing: one example at a time, errors turned into RequestError."""
 
     # LIT's per-id prediction cache is bypassed for these (lit_app/server.py):
     # they cache by content themselves.
     caches_itself = True
+    # False for a wrapper that never waits for the model (the tokenizer): the middleware does not count
+    # its requests against --max_pending_requests, so it answers while the model queue is full.
+    needs_model = True
     # The LIT specs of the subclass (input_spec / output_spec return copies).
     INPUT_SPEC: ClassVar[lit_types.Spec]
     OUTPUT_SPEC: ClassVar[lit_types.Spec]

@@ -1,5 +1,6 @@
 """Prompt datasets: the shipped case studies and user JSONL files (no model needed)."""
 
+import os
 import json
 
 import pytest
@@ -114,3 +115,18 @@ def test_load_returns_a_dataset_with_the_same_spec(tmp_path):
     loaded = datasets.PromptDataset().load(str(path))
     assert [ex[fields.PROMPT] for ex in loaded.examples] == ["a", "b"]
     assert set(loaded.spec()) == set(fields.DATASET_SPEC)
+
+
+def test_a_non_string_path_is_refused_and_never_read_as_a_file_descriptor(tmp_path):
+    """os.path.isfile / open take an int as a file descriptor: load_jsonl(fd) read (and closed) an open
+    file of the process, whatever its path."""
+    secret = tmp_path / "elsewhere.jsonl"
+    secret.write_text('{"prompt": "secret"}\n', encoding="utf-8")
+    fd = os.open(secret, os.O_RDONLY)
+    try:
+        for bad in (fd, [str(secret)], None):
+            with pytest.raises(datasets.DatasetError, match="must be a string"):
+                datasets.load_jsonl(bad)
+        os.fstat(fd)  # still open
+    finally:
+        os.close(fd)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lit_app import errors, hosts, http_server, inputs, limits, paths, request_body, security
+from lit_app import errors, hosts, http_server, inputs, limits, memory, paths, request_body, security
 from lit_app.errors import Rejected
 from lit_app.limits import Limits
 
@@ -167,7 +167,8 @@ def test_path_confiner(tmp_path):
 
 @pytest.mark.parametrize("body,message", [
     ("Uncaught error: bad thing\n\nDetails: Traceback (most recent call last):\n  File \"x\"", "bad thing"),
-    ("Uncaught error: 'nope'\n\nDetails: Traceback", "Unknown or missing name 'nope' in the request"),
+    ("Uncaught error: 'nope'\n\nDetails: Traceback", "Unknown or missing name 'nope' in the request. Fix: use a"
+     " name that /get_info lists (models, datasets, generators, interpreters, metrics)."),
     ("Uncaught error: two\nlines\n\nDetails: tb", "two lines"),
     ("Not found", "Not found"),
     ("", "The server failed without a message"),
@@ -238,10 +239,10 @@ def test_bounded_server_answers_503_beyond_max_connections():
 
 def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert http_server.cap_malloc_arenas() is False
+    assert memory.cap_malloc_arenas() is False
     monkeypatch.delenv("MALLOC_ARENA_MAX")
     if platform.libc_ver()[0] == "glibc":
-        assert http_server.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
+        assert memory.cap_malloc_arenas(4) is True  # glibc accepts M_ARENA_MAX
 
 
 def _serve(app, **kw):
@@ -312,3 +313,34 @@ def test_one_client_address_cannot_hold_every_slot():
         release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.mark.parametrize("path,query,data,counted", [
+    pytest.param("/get_preds", {"model": "m"}, {"inputs": [{"data": {"prompt": "x"}}]}, True, id="model-request"),
+    pytest.param("/get_preds", {"model": "_m_tokenizer"}, {"inputs": [{"data": {"prompt": "x"}}]}, False,
+                 id="tokenizer-request"),
+    pytest.param("/get_preds", {"model": "m"}, {"inputs": [{"data": {"prompt": "x", "detail": "poll"}}]}, False,
+                 id="progress-poll"),
+    pytest.param("/get_info", {}, {}, False, id="metadata"),
+    pytest.param("/push_ui_state", {}, {"inputs": []}, False, id="ui-state"),
+    pytest.param("/get_interpretations", {"model": "_m_tokenizer"}, {"inputs": []}, True,
+                 id="interpretations-of-the-tokenizer-model"),
+])
+def test_only_requests_that_may_wait_for_the_model_take_a_slot(path, query, data, counted):
+    assert limits.needs_model(path, query, data, lambda: ["_m_tokenizer"]) is counted
+
+
+def test_a_server_fault_is_500_with_one_line_and_its_traceback_goes_to_the_log(caplog):
+    from werkzeug.test import Client
+
+    from lit_app import security_config
+
+    def lit(environ, start_response):  # a stand-in for LIT's app failing inside a handler
+        start_response("500 INTERNAL SERVER ERROR", [("Content-Type", "text/html")])
+        return [b"Uncaught error: boom in the model\n\nDetails: Traceback (most recent call last):\n  File \"x\"\n"]
+
+    client = Client(security.SecureApp(lit, security_config.SecurityConfig(port=5432)), use_cookies=False)
+    r = client.post("/get_preds?model=m", data='{"inputs": [{"id": "a", "data": {"prompt": "hi"}}]}',
+                    headers={"Host": "127.0.0.1:5432", "Content-Type": "application/json"})
+    assert r.status_code == 500 and r.get_data(as_text=True) == "boom in the model"
+    assert "boom in the model" in caplog.text and "Traceback (most recent call last)" in caplog.text

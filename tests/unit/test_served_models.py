@@ -9,7 +9,9 @@ import threading
 
 import pytest
 
-from lit_app import fields, served_models
+import sequence_salience as ss
+from lit_app import fields, model_group, served_models
+from lit_app.errors import RequestError
 from lit_app.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
@@ -88,3 +90,23 @@ def test_warm_start_generates_each_example_into_each_models_cache(served):
                                                                         m.shared.generation_config).text
     with pytest.raises(ValueError, match="--warm_start"):
         served_models.warm_start(served, {"d": Rows()}, 2.0)
+
+
+def test_a_requests_own_max_new_tokens_is_honoured_within_the_servers_limit():
+    """The generation model answers at most the request's `max_new_tokens` (it was validated, then ignored)."""
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    shared = SharedLM(lm, max_new_tokens=6, disk_cache=False)
+    gen = model_group.make_models(shared, "tiny")["tiny"]
+    ex = {"prompt": "one two three", "chat": False}
+    full = gen.predict([ex])[0]
+    # Independent reference: the library's own greedy generation with each limit.
+    chat = lm.format_prompt("one two three", chat=False)
+    for n in (1, 3, 6):
+        want = lm.generate(chat, ss.GenerationConfig(max_new_tokens=n))
+        got = gen.predict([{**ex, "max_new_tokens": n}])[0]
+        assert got[fields.RESPONSE] == want.text and len(got[fields.RESPONSE_TOKENS]) == len(want.ids) <= n
+    assert len(full[fields.RESPONSE_TOKENS]) == 6  # the tiny model never stops early: each limit shows
+    assert gen.predict([{**ex, "max_new_tokens": "2"}])[0][fields.RESPONSE_TOKENS] == full[fields.RESPONSE_TOKENS][:2]
+    for bad in (0, 7, -1, 2.5, "x", True):  # above the server's limit, or not a whole number from 1
+        with pytest.raises(RequestError, match="max_new_tokens"):
+            gen.predict([{**ex, "max_new_tokens": bad}])

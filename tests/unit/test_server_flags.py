@@ -4,6 +4,7 @@ No model is loaded: `server.parse_args` only parses (and checks the security fla
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from lit_nlp import server_flags as lit_server_flags
 
-from lit_app import datasets, fields, layouts, server, server_flags
+from lit_app import datasets, fields, layouts, server, server_flags, tokens
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 from tests.server_process import REPO
 
@@ -155,3 +156,16 @@ def test_lit_prompt_debugging_jsonl_and_plain_text_are_read(tmp_path):
                                                                           datasets.VARIANTS_NAME]
     with pytest.raises(datasets.DatasetError, match="unsupported format"):
         datasets.load_datasets([("x", str(tmp_path / "x.csv"))])
+
+
+def test_token_help_warns_that_the_flag_shows_in_ps_and_never_prints_the_environment_token():
+    """--token is visible to every local user in `ps`; the help says so and names the variable, and
+    (since the variable is no longer the flag's default) never prints the variable's value."""
+    secret = "env-token-9f3e1c77"
+    helped = subprocess.run([sys.executable, "-m", "lit_app.server", "--help"], capture_output=True, text=True,
+                            timeout=120, cwd=REPO, env={**os.environ, tokens.TOKEN_ENV: secret})
+    assert helped.returncode == 0
+    text = " ".join(helped.stdout.split())
+    entry = text[text.index("--token:"):text.index("--token:") + 600]
+    assert "`ps`" in entry and f"export {tokens.TOKEN_ENV}=" in entry, entry
+    assert secret not in helped.stdout + helped.stderr

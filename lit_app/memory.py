@@ -1,0 +1,175 @@
+"""The server process's native memory: glibc's malloc arenas capped, and freed model-pass memory given back.
+
+PyTorch on CPU takes a model pass's activations and gradients from malloc. glibc keeps what is
+freed in its arenas for reuse and gives memory back to the OS only from the top of a heap, so the
+server's RSS kept the high-water mark of every pass and the holes between live blocks: issue 33
+measured 1,261 MB after warm-up and 1,529 MB after 60 s of mixed requests, not released 10 s
+later. Two causes, the byte-bounded caches staying small: glibc kept freed pass memory (mallinfo2:
+~500 MB of the arenas free after warm-up; `malloc_trim(0)` gave ~170 MB back at once), and
+reference cycles held computations' tensors until the cyclic collector's rare full pass (in-use
+malloc memory grew 209 -> 648 MB in 150 s of the soak's mix; `gc.collect()` freed it at once).
+
+* `cap_malloc_arenas`  at most a few arenas (each keeps its own high-water mark); the server
+                       calls it at start.
+* `malloc_trim`        glibc's malloc_trim(0): every free page of every arena back to the OS.
+* `release_memory`     gc.collect() (reference cycles that hold a computation's tensors), then
+                       malloc_trim: what the trimmer runs.
+* `freeze_startup_objects`  gc.freeze() after start, so that the collector's full passes are
+                       cheap and frequent (they scan only what requests created).
+* `trim_soon`          schedules it (`Trimmer`, one per process, on a timer thread) when a model is
+                       let go (`ModelScheduler.on_free`) and when a compute request ends
+                       (`security.SecureApp`), at most every 2 s: RSS then follows the memory in use
+                       instead of the high-water mark.
+
+Other C libraries (musl, macOS) are left alone: every function returns False there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+_M_ARENA_MAX = -8
+# Seconds between two trims: a trim takes a few milliseconds per hundred MB free, and the pages it
+# returns are faulted in again by the next pass, so it runs after a burst of passes, not after each.
+DEFAULT_TRIM_INTERVAL_S = 2.0
+# Seconds from a call to its trim: what the caller frees right after (the request's graph and result
+# objects, its answer once written) is given back by the same trim.
+DEFAULT_TRIM_DELAY_S = 0.5
+
+
+def _glibc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # pylint: disable=pointless-statement  # glibc only
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _glibc()
+_FROZEN = False  # freeze_startup_objects ran: a full collection scans only what came after
+
+
+def cap_malloc_arenas(count: int = 2) -> bool:
+    """Caps glibc's malloc arenas, as MALLOC_ARENA_MAX=count does; True when applied.
+
+    glibc gives threads up to 8 x cores arenas, and each keeps the high-water mark
+    of the model passes run on it, so a thread-per-connection server running torch
+    grows by one pass's activations per arena. A few arenas bound that. A
+    MALLOC_ARENA_MAX set by the user wins; other C libraries are left alone.
+    """
+    if os.environ.get("MALLOC_ARENA_MAX") or _LIBC is None:
+        return False
+    return bool(_LIBC.mallopt(_M_ARENA_MAX, count))
+
+
+def freeze_startup_objects() -> None:
+    """Moves every object alive now (the model, torch, LIT) out of the cyclic collector's sight (gc.freeze).
+
+    The collector's full pass then scans only what requests created, so it runs often and fast: with
+    hundreds of thousands of long-lived startup objects it ran rarely, and reference cycles holding a
+    computation's tensors (in the soak: 430 MB of malloc'd memory in use, freed at once by gc.collect)
+    waited for it. The server calls it once, after loading the models and building the app.
+    """
+    global _FROZEN
+    gc.collect()
+    gc.freeze()
+    _FROZEN = True
+
+
+def unfreeze() -> None:
+    """Undoes `freeze_startup_objects` (tests)."""
+    global _FROZEN
+    gc.unfreeze()
+    _FROZEN = False
+
+
+def release_memory() -> bool:
+    """Collects reference cycles (once `freeze_startup_objects` made that cheap: a full pass over a loaded
+    model's ~600,000 objects holds the GIL for about a second), then gives every free page back to the OS."""
+    if _FROZEN:
+        gc.collect()
+    return malloc_trim()
+
+
+def malloc_trim() -> bool:
+    """Gives every free page of glibc's arenas back to the OS (malloc_trim(0)); True when memory was released."""
+    if _LIBC is None:
+        return False
+    return bool(_LIBC.malloc_trim(0))
+
+
+class Trimmer:
+    """Schedules `malloc_trim` on a timer thread, at most once per `min_interval_s`.
+
+    Called on the thread that let the model go (`ModelScheduler.on_free`) and when a compute request
+    ends (`security.SecureApp`); it never waits and never trims there, so no request's answer waits
+    for a trim. A call while a trim is scheduled adds nothing; a call inside the interval schedules
+    the trim for the interval's end, so the memory of the last request of a burst is given back too.
+
+    Attributes:
+      trims: how many times it trimmed.
+    """
+
+    def __init__(self, min_interval_s: float = DEFAULT_TRIM_INTERVAL_S, delay_s: float = DEFAULT_TRIM_DELAY_S,
+                 trim: Callable[[], bool] = release_memory, clock: Callable[[], float] = time.monotonic):
+        if min_interval_s < 0 or delay_s < 0:
+            raise ValueError(f"min_interval_s={min_interval_s}, delay_s={delay_s}; use 0 or more seconds.")
+        self.min_interval_s, self.delay_s = min_interval_s, delay_s
+        self._trim, self._clock = trim, clock
+        self._lock = threading.Lock()
+        self._last: float | None = None
+        self._pending: threading.Timer | None = None
+        self.trims = 0
+
+    def __call__(self) -> None:
+        """Schedules a trim `delay_s` from now, or at the end of `min_interval_s` after the last one if later."""
+        with self._lock:
+            if self._pending is not None:
+                return
+            now = self._clock()
+            delay = self.delay_s if self._last is None else max(self.delay_s, self.min_interval_s - (now - self._last))
+            self._pending = threading.Timer(delay, self._run)
+            self._pending.daemon = True
+            self._pending.start()
+
+    def _run(self) -> None:
+        with self._lock:
+            self._pending = None
+            self._last = self._clock()
+        try:
+            self._trim()
+        except Exception:  # pylint: disable=broad-except  # memory housekeeping never fails anything
+            logger.exception("malloc_trim failed")
+            return
+        with self._lock:
+            self.trims += 1
+
+    def cancel(self) -> None:
+        """Drops a scheduled trim (tests; a stopping server)."""
+        with self._lock:
+            timer, self._pending = self._pending, None
+        if timer is not None:
+            timer.cancel()
+
+
+# One per process: malloc_trim acts on the whole process, whichever model or request calls it.
+_PROCESS_TRIMMER = Trimmer()
+
+
+def trim_soon() -> None:
+    """Schedules a trim of the process's freed memory (`Trimmer`; at most every 2 s, 0.5 s after the call)."""
+    _PROCESS_TRIMMER()
+
+
+def trim_count() -> int:
+    """How many times the process's trimmer trimmed."""
+    return _PROCESS_TRIMMER.trims

@@ -1,0 +1,234 @@
+"""Every client mistake is a 4xx on every route, LIT's own included, from the real server.
+
+One real server (`python -m lit_app.server --data_dir ...`, the default model) answers a table of
+route x mistake: each gets its 4xx, a one-line body that names the field (or parameter) and the fix,
+no traceback and no server path; after each the server still answers a valid request. Then: a
+malformed chunked body, and token-only requests answered while the model queue is full (503 for
+another model request).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lit_app import fields
+from tests.server_process import REPO, ServerProcess
+
+MODEL = "smollm2"
+GEN, SAL, TOK = fields.model_group_names(MODEL)
+MAX_PENDING = 16
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    data = tmp_path_factory.mktemp("data")
+    (data / "prompts.jsonl").write_text('{"prompt": "Hello"}\n', encoding="utf-8")
+    (data / "binary.jsonl").write_bytes(b"\xff\xfe\x00 not text\n")
+    (data / "list.jsonl").write_text("[1, 2]\n", encoding="utf-8")
+    (data / "folder").mkdir()
+    return data
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data_dir):
+    with ServerProcess(["--max_new_tokens", "8", "--data_dir", str(data_dir), "--max_pending_requests",
+                        str(MAX_PENDING)], tmp_path_factory.mktemp("server")) as s:
+        yield s
+
+
+def _ex(**data):
+    return {"inputs": [{"id": "a", "data": {"prompt": "Hello", **data}}]}
+
+
+CREATE = "/create_dataset?dataset_name=jsonl_prompts"
+IN_CASES = "dataset_name=case_studies"
+# (route with query, JSON body, status, words the message must contain).
+MISTAKES = [
+    # Saved datapoints (LIT keeps them in memory by id).
+    pytest.param("/fetch_new_data?saved_datapoints_id=nope", {}, 404, ["'nope'", "saved_datapoints_id", "Fix"],
+                 id="fetch_new_data-unknown-id"),
+    pytest.param("/remove_new_data?saved_datapoints_id=nope", {}, 404, ["'nope'", "saved_datapoints_id", "Fix"],
+                 id="remove_new_data-unknown-id"),
+    pytest.param("/fetch_new_data", {}, 400, ["saved_datapoints_id"], id="fetch_new_data-no-id"),
+    pytest.param(f"/post_new_data?{IN_CASES}", {}, 400, ['"inputs"', "Fix"], id="post_new_data-no-inputs"),
+    pytest.param(f"/post_new_data?{IN_CASES}", {"inputs": [{"prompt": 3}]}, 400, ['"prompt"', "string"],
+                 id="post_new_data-prompt-int"),
+    pytest.param("/post_new_data", {"inputs": [{"prompt": "hi"}]}, 400, ["dataset_name"],
+                 id="post_new_data-no-dataset"),
+    # UI-state sync: off outside a notebook widget.
+    pytest.param(f"/push_ui_state?{IN_CASES}", {"inputs": []}, 403, ["/push_ui_state", "off", "Fix"],
+                 id="push_ui_state-sync-off"),
+    # Create a dataset: config and file.
+    pytest.param(CREATE, {}, 400, ['"config"', "Fix"], id="create_dataset-no-config"),
+    pytest.param(CREATE, {"config": "prompts.jsonl"}, 400, ['"config"', "object"], id="create_dataset-config-str"),
+    pytest.param(CREATE, {"config": {"path": "prompts.jsonl"}}, 400, ['"new_name"', "Fix"],
+                 id="create_dataset-no-new-name"),
+    pytest.param(CREATE, {"config": {"new_name": 5, "path": "prompts.jsonl"}}, 400, ['"new_name"', "string"],
+                 id="create_dataset-new-name-int"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": "missing.jsonl"}}, 400, ["missing.jsonl", "no such file"],
+                 id="create_dataset-missing-file"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": "folder"}}, 400, ["folder", "no such file"],
+                 id="create_dataset-folder"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": "binary.jsonl"}}, 400, ["binary.jsonl", "UTF-8"],
+                 id="create_dataset-binary-file"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": "list.jsonl"}}, 400, ["list.jsonl", "line 1"],
+                 id="create_dataset-not-an-object"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": 4}}, 400, ['config "path"', "int", "string"],
+                 id="create_dataset-path-int"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": ["prompts.jsonl"]}}, 400, ['config "path"', "list"],
+                 id="create_dataset-path-list"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": "prompts.jsonl", "bogus": 1}}, 400,
+                 ["'bogus'", "initSpecs"], id="create_dataset-unknown-param"),
+    pytest.param("/create_dataset?dataset_name=nope", {"config": {"new_name": "a", "path": "prompts.jsonl"}}, 400,
+                 ["'nope'", "initSpecs"], id="create_dataset-unknown-loader"),
+    pytest.param(CREATE, {"config": {"new_name": "a", "path": "../x.jsonl"}}, 403, ["'..'", "--data_dir"],
+                 id="create_dataset-dotdot"),
+    # Create a model: this server has no model loaders.
+    pytest.param(f"/create_model?model_name={MODEL}", {"config": {"new_name": "m"}}, 400, [f"'{MODEL}'", "initSpecs"],
+                 id="create_model-no-loader"),
+    pytest.param("/create_model", {"config": {"new_name": "m"}}, 400, ["base model"], id="create_model-no-name"),
+    pytest.param(f"/create_model?model_name={MODEL}", {"config": []}, 400, ['"config"', "object"],
+                 id="create_model-config-list"),
+    # LIT's JSON decoding: objects with "__class__" / "__name__" are read as encoded Python values.
+    pytest.param(f"/get_preds?model={TOK}", _ex(x={"__class__": "np.ndarray"}), 400,
+                 ["inputs[0].data.x", '"__class__"', "Fix"], id="get_preds-class-without-value"),
+    pytest.param(f"/get_preds?model={TOK}", _ex(x={"__class__": "tuple", "__value__": 3}), 400,
+                 ["inputs[0].data.x", '"__class__"'], id="get_preds-class-tuple-int"),
+    pytest.param(f"/get_preds?model={TOK}", _ex(x={"__name__": "NoSuchType"}), 400,
+                 ["inputs[0].data.x", '"__name__"', "Fix"], id="get_preds-name-unknown-type"),
+    pytest.param("/get_info", {"__name__": "NoSuchType"}, 400, ['"__name__"'], id="get_info-name-unknown-type"),
+    pytest.param(f"/get_dataset?{IN_CASES}", {"a": [{"b": {"__class__": "np.ndarray"}}]}, 400,
+                 ["a[0].b", '"__class__"'], id="get_dataset-nested-class"),
+    # Inputs and names.
+    pytest.param(f"/annotate_new_data?{IN_CASES}", {}, 400, ['"inputs"'], id="annotate_new_data-no-inputs"),
+    pytest.param(f"/annotate_new_data?{IN_CASES}", {"inputs": [5]}, 400, ["inputs[0]"], id="annotate_new_data-int"),
+    pytest.param(f"/save_datapoints?{IN_CASES}&path=saved", {}, 400, ['"inputs"'], id="save_datapoints-no-inputs"),
+    pytest.param(f"/load_datapoints?{IN_CASES}&path=missing.jsonl", {}, 400, ["missing.jsonl", "no such file"],
+                 id="load_datapoints-missing-file"),
+    pytest.param(f"/load_datapoints?{IN_CASES}&path=binary.jsonl", {}, 400, ["binary.jsonl", "UTF-8"],
+                 id="load_datapoints-binary-file"),
+    pytest.param(f"/get_metrics?{IN_CASES}&model={GEN}", {"inputs": []}, 400, ["/get_metrics", "input", "Fix"],
+                 id="get_metrics-no-inputs"),
+    pytest.param(f"/get_metrics?{IN_CASES}&model={GEN}&metrics=nope", _ex(_id="a"), 400, ["nope", "Fix"],
+                 id="get_metrics-unknown-metric"),
+    pytest.param(f"/get_interpretations?{IN_CASES}&model={GEN}&interpreter=nope", {"inputs": []}, 400,
+                 ["'nope'", "/get_info"], id="get_interpretations-unknown"),
+    pytest.param(f"/get_interpretations?{IN_CASES}&model={GEN}&interpreter=nope", {}, 400, ['"inputs"'],
+                 id="get_interpretations-no-inputs"),
+    pytest.param(f"/get_generated?{IN_CASES}&model={GEN}&generator=nope", {"inputs": []}, 400, ["'nope'"],
+                 id="get_generated-unknown"),
+    pytest.param(f"/get_generated?{IN_CASES}&model={GEN}", {"inputs": []}, 400, ['"generator"'],
+                 id="get_generated-no-generator"),
+    pytest.param("/get_dataset?dataset_name=nope", {}, 400, ["'nope'", "Fix"], id="get_dataset-unknown"),
+    pytest.param("/get_dataset", {}, 400, ["dataset_name"], id="get_dataset-no-name"),
+    pytest.param("/get_preds?model=nope", _ex(), 400, ["'nope'", "Fix"], id="get_preds-unknown-model"),
+    pytest.param(f"/get_preds?model={GEN}", [1, 2], 400, ["JSON object"], id="get_preds-list-body"),
+    pytest.param(f"/get_preds?model={GEN}", _ex(max_new_tokens=9), 400, ['"max_new_tokens"', "1 to 8"],
+                 id="get_preds-max-new-tokens-over-limit"),
+]
+
+
+def _no_leak(text: str, data_dir: Path) -> None:
+    assert text and "\n" not in text, text
+    for leak in ("Traceback", 'File "', str(data_dir), str(REPO), "site-packages", "/tmp/"):
+        assert leak not in text, (leak, text)
+
+
+@pytest.mark.parametrize("route,body,status,words", MISTAKES)
+def test_each_route_answers_each_client_mistake_with_a_4xx_naming_the_fix(server, data_dir, route, body, status,
+                                                                          words):
+    got, _, text = server.post_json(route, body)
+    assert got == status, text
+    _no_leak(text, data_dir)
+    for word in words:
+        assert word in text, (word, text)
+    assert server.proc.poll() is None, server.log_tail()
+    assert server.post_json("/get_info", {})[0] == 200  # still serving
+
+
+def test_an_integer_path_never_names_an_open_file_of_the_server(server, data_dir):
+    """An int path reached PromptDataset unconfined: open(<int>) reads (and then closes) that file descriptor."""
+    got, _, text = server.post_json(CREATE, {"config": {"new_name": "fd", "path": 2}})  # 2: the server's stderr
+    assert got == 400 and 'config "path"' in text, text
+    got, _, text = server.post_json("/get_info", {})
+    assert got == 200 and "fd" not in json.loads(text)["datasets"]
+    # Inside --data_dir, a string path still creates the dataset.
+    got, _, text = server.post_json(CREATE, {"config": {"new_name": "mine", "path": "prompts.jsonl"}})
+    assert got == 200 and json.loads(text)[1] == "mine", text
+
+
+def test_a_malformed_chunked_body_is_400_and_the_server_keeps_serving(server, data_dir):
+    head = (f"POST /get_preds?model={TOK} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+            f"Authorization: token {server.token}\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n")
+    for body in ("zz\r\n{}\r\n0\r\n\r\n", "-5\r\n{}\r\n0\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+            sock.sendall((head + body).encode())
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        status_line, _, rest = answer.decode("utf-8", "replace").partition("\r\n")
+        text = rest.split("\r\n\r\n", 1)[1]
+        assert " 400 " in status_line, answer
+        assert "chunk" in text and "Fix" in text, text
+        _no_leak(text, data_dir)
+    assert server.post_json("/get_info", {})[0] == 200
+
+
+def test_token_only_requests_are_answered_while_the_model_queue_is_full(server):
+    """16 model requests pending: a 17th is 503, a tokenizer request (which never waits for the model) is 200."""
+    gen_body = json.dumps(_ex()).encode()
+    held: list[socket.socket] = []
+
+    def hold(i: int) -> None:
+        # Salience of the whole response with IG: long model work, one per pending request.
+        body = json.dumps({"inputs": [{"id": f"h{i}", "data": {
+            "prompt": f"Count from {i} to {i + 40}.", "target": " " + " ".join(str(i + k) for k in range(40)),
+            "ig_steps": 64}}]}).encode()
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=600)
+        sock.sendall((f"POST /get_preds?model={SAL} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                      f"Authorization: token {server.token}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        held.append(sock)
+
+    # Cached first: from now on this generation request takes a slot but answers at once when it gets one.
+    assert server.request("POST", f"/get_preds?model={GEN}", gen_body, {"Content-Type": "application/json"})[0] == 200
+    try:
+        for i in range(MAX_PENDING):
+            hold(i)
+        deadline = time.monotonic() + 120
+        status = 0
+        while time.monotonic() < deadline:  # the 16 requests reach the middleware: then a 17th is refused
+            status, headers, text = server.request("POST", f"/get_preds?model={GEN}", gen_body,
+                                                   {"Content-Type": "application/json"})
+            if status == 503:
+                break
+            time.sleep(0.2)
+        assert status == 503 and "Retry-After" in {k.title(): v for k, v in headers.items()}, text
+        results: dict[str, tuple] = {}
+        t = threading.Thread(target=lambda: results.setdefault("tok", server.post_json(
+            f"/get_preds?model={TOK}", _ex(target=" World"), timeout=60)))
+        t.start()
+        t.join(60)
+        got, _, text = results["tok"]
+        assert got == 200, text
+        assert json.loads(text)[0][fields.TOKENS][-1].strip() == "World"
+        # Still full for model requests: the tokens answer did not take a slot from them.
+        assert server.request("POST", f"/get_preds?model={GEN}", gen_body,
+                              {"Content-Type": "application/json"})[0] == 503
+    finally:
+        for sock in held:
+            sock.close()  # the blocking requests stop within one chunk once their client is gone
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if server.request("POST", f"/get_preds?model={GEN}", gen_body, {"Content-Type": "application/json"})[0] == 200:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("the model queue did not empty after the clients went away:\n" + server.log_tail())

@@ -1,0 +1,170 @@
+"""lit_app/memory.py: freed model-pass memory goes back to the OS when the model is let go, at a bounded rate."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import re
+import threading
+
+import pytest
+
+from lit_app import memory
+from lit_app.scheduler import ModelScheduler
+from tests.unit.waiting import wait_until
+
+GLIBC = platform.libc_ver()[0] == "glibc"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_trimmer_trims_at_most_once_per_interval_and_then_once_more_at_its_end():
+    calls = []
+    clock = FakeClock()
+    trimmer = memory.Trimmer(min_interval_s=0.3, delay_s=0, trim=lambda: calls.append(clock.now) or True, clock=clock)
+    try:
+        trimmer()
+        wait_until(lambda: len(calls) == 1, "the first trim (at once, on a timer thread)")
+        clock.now += 0.1
+        trimmer()  # inside the interval: one trim scheduled for its end (0.2 s from now) ...
+        trimmer()  # ... and not a second one
+        assert len(calls) == 1
+        clock.now += 0.5
+        wait_until(lambda: trimmer.trims == 2, "the trim at the end of the interval")
+        assert calls == [100.0, 100.6]
+    finally:
+        trimmer.cancel()
+
+
+def test_a_failing_trim_never_fails_the_caller():
+    tried = []
+
+    def boom() -> bool:
+        tried.append(1)
+        raise OSError("no")
+
+    trimmer = memory.Trimmer(min_interval_s=0, delay_s=0, trim=boom)
+    trimmer()
+    wait_until(lambda: tried, "the trim attempt")
+    assert trimmer.trims == 0
+
+
+def test_the_scheduler_calls_on_free_once_the_re_entrant_model_is_let_go():
+    freed = []
+    lock = ModelScheduler()
+    lock.on_free = lambda: freed.append(lock.locked())
+    with lock:
+        with lock.background():  # re-entrant: not let go yet
+            pass
+        assert freed == []
+    assert freed == [False]  # after the outermost release, with the model already free
+
+    # yield_to_waiting lets a waiting request go first: the model is let go (and taken back) once.
+    got = threading.Event()
+    with lock.background():
+        t = threading.Thread(target=lambda: (lock.acquire(), got.set(), lock.release()))
+        t.start()
+        wait_until(lambda: lock.waiting() == 1, "the second acquirer to queue")
+        assert lock.yield_to_waiting() and got.is_set()
+    t.join(5)
+    assert len(freed) == 4  # ours at the yield, the waiter's, ours at the end
+
+
+def test_shared_model_gives_memory_back_when_its_model_is_let_go():
+    from lit_app.shared_model import SharedLM
+    from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+    shared = SharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), max_new_tokens=2, disk_cache=False)
+    before = memory.trim_count()
+    shared.generate(shared.format_prompt({"prompt": "hi", "chat": False}))
+    wait_until(lambda: memory.trim_count() > before, "a trim after the generation")
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is glibc's; other C libraries are left alone")
+def test_malloc_trim_returns_freed_heap_memory_that_glibc_kept():
+    """200 MB in 64 KiB blocks (below glibc's mmap threshold: from the arenas), all freed but the last
+    (it pins the top of the heap, so glibc's automatic trim gives nothing back): RSS stays high until
+    malloc_trim, which returns the freed pages."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    block, count = 64 * 1024, 3200
+    start = _rss_mb()
+    blocks = []
+    for _ in range(count):
+        p = libc.malloc(block)
+        ctypes.memset(p, 1, block)  # touch every page
+        blocks.append(p)
+    grown = _rss_mb()
+    assert grown - start > 150
+    for p in blocks[:-1]:
+        libc.free(p)
+    kept = _rss_mb()
+    assert kept - start > 150, "glibc gave the memory back without a trim; nothing to test here"
+    assert memory.malloc_trim() is True
+    trimmed = _rss_mb()
+    libc.free(blocks[-1])
+    print(f"RSS: start {start:.0f} MB, 200 MB allocated {grown:.0f}, freed {kept:.0f}, trimmed {trimmed:.0f}")
+    assert kept - trimmed > 150
+
+
+def test_a_compute_request_that_ends_schedules_a_trim():
+    """What a request frees after the model is let go (its graph, its answer) is given back too."""
+    from werkzeug.test import Client
+
+    from lit_app import security, security_config
+
+    def lit(environ, start_response):  # a stand-in for LIT's app: any answer
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"[]"]
+
+    client = Client(security.SecureApp(lit, security_config.SecurityConfig(port=5432)), use_cookies=False)
+    before = memory.trim_count()
+    r = client.post("/get_preds?model=m", data='{"inputs": [{"id": "a", "data": {"prompt": "hi"}}]}',
+                    headers={"Host": "127.0.0.1:5432", "Content-Type": "application/json"})
+    assert r.status_code == 200
+    wait_until(lambda: memory.trim_count() > before, "a trim after the request")
+
+
+def test_release_memory_collects_cycles_holding_tensors_once_startup_objects_are_frozen():
+    """A reference cycle (a cancelled computation's exception and frames) keeps its tensors until a full
+    collection; after `freeze_startup_objects` the trimmer runs one, cheaply, before malloc_trim."""
+    import gc
+    import weakref
+
+    import torch
+
+    class Holder:
+        pass
+
+    def cycle() -> weakref.ref:
+        a, b = Holder(), Holder()
+        a.other, b.other = b, a
+        a.tensor = torch.zeros(1000)
+        return weakref.ref(a.tensor)
+
+    gc.disable()  # only an explicit collection may free the cycles
+    try:
+        unfrozen = cycle()
+        memory.release_memory()
+        assert unfrozen() is not None  # not frozen: no full collection (it would hold the GIL ~1 s)
+        memory.freeze_startup_objects()  # its own collection frees the first cycle
+        assert unfrozen() is None
+        alive = cycle()
+        assert alive() is not None  # a cycle: reference counting alone never frees it
+        memory.release_memory()
+        assert alive() is None
+    finally:
+        memory.unfreeze()
+        gc.enable()
