@@ -46,6 +46,8 @@ class SegmentSalience:
       warning: "" or what makes the values doubtful (a poor surrogate fit), with what to do.
       stats: the forward work (rows, tokens, tokens recomputed; the share the cached prefix saved).
       n_tokens: N, tokens of prompt + target (for token_values).
+      result: the SalienceResult of the pair the values were computed on (tokens, offsets, roles;
+        the caller's own when one was passed), so that display can draw them (display.show(seg)).
     """
 
     method: str
@@ -66,6 +68,7 @@ class SegmentSalience:
     warning: str
     stats: PrefixStats
     n_tokens: int
+    result: SalienceResult | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def segment_texts(self) -> list[str]:
         return [self.text[s:e] for s, e in self.segments]
@@ -94,6 +97,17 @@ class SegmentSalience:
             "rows": self.stats.rows, "tokens": self.stats.tokens, "tokens_computed": self.stats.computed,
             "prefix_reuse": self.stats.reuse,
         }
+
+    def show(self, **options) -> None:
+        """Shows the prompt coloured by segment value (HTML in a notebook, rich text in a terminal)."""
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        display.show(self, **options)
+
+    def _repr_html_(self) -> str:
+        from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+        return display.render_html(self, document=False)
 
 
 def fit_warning(method: str, quality: Mapping[str, float], config: AblationConfig) -> str:
@@ -174,4 +188,5 @@ def segment_salience(
         original_logprob=scorer.original_logprob, kept=np.asarray(out.kept, dtype=bool),
         logprobs=np.asarray(out.logprobs, dtype=np.float64), quality=dict(out.quality),
         warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids),
+        result=result,
     )

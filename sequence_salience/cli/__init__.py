@@ -5,6 +5,8 @@
         --method grad_x_input --granularity sentence --top 5 --html out.html --json out.json
     sequence-salience explain --batch prompts.jsonl --out results/ [--html]
     sequence-salience explain --prompt "..." --per-token --json full.json --heatmap map.png
+    sequence-salience explain --prompt-file p.txt --method leave_one_out --granularity sentence [--removal delete]
+    sequence-salience explain --prompt-file p.txt --method ablation_surrogate --ablations 32 --html s.html
     sequence-salience compare --prompt-a "Alice has 3 apples ..." --prompt-b "Alice has 4 apples ..." --html c.html
     sequence-salience compare --model default --model-b /path/to/model --prompt-a "..." --json m.json --html m.html
     sequence-salience show results/00003.json --granularity sentence [--html out.html]
@@ -17,7 +19,11 @@ batch of steps for integrated_gradients / smooth_grad -- and prints the coloured
 prompt, the response and a table of the top segments. The per-token matrices
 (every response token's own salience: one backward per token, minutes on a CPU)
 are computed only when an output needs them: --per-token (then --json holds
-them and `show` can re-render any span) or --heatmap. `--batch` reads one JSON object per line
+them and `show` can re-render any span) or --heatmap. Segment methods
+(leave_one_out, ablation_surrogate) measure each --granularity segment (default
+then: sentence) by removing it: forward passes only, one per segment or per
+random ablation, over the cached prefix; they print the fit of the surrogate and
+the forward work, and their values are shown at that granularity only. `--batch` reads one JSON object per line
 ({"prompt": ..., "system": ..., "target": ..., "chat": ..., "id": ...}; only
 "prompt" is required), writes OUT/<id or line number>.json (and .html with
 --html) per row, appends one line per row to OUT/log.jsonl, shows a progress
@@ -52,12 +58,14 @@ from collections.abc import Sequence
 from sequence_salience.cli.batch import LOG_NAME, explain_batch, parse_row, reusable
 from sequence_salience.cli.common import (
     EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, ModelLoadError, UsageError,
-    check_pattern_flags, err, parse_methods, parse_span,
+    check_pattern_flags, err, explain_default, parse_methods, parse_span, segment_methods,
 )
 from sequence_salience.cli.compare import compare_prompts
 from sequence_salience.cli.compare_models import compare_two_models
 from sequence_salience.cli.evaluation import evaluate_batch
-from sequence_salience.cli.explain import check_renderable, explain_one, explain_single, needs_matrices, show
+from sequence_salience.cli.explain import (
+    check_renderable, check_segment_flags, explain_one, explain_single, needs_matrices, show,
+)
 from sequence_salience.cli.parser import build_parser
 
 __all__ = [
@@ -76,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "compare":
             if len(parse_methods(args.method)) != 1:
                 raise UsageError(f"--method {args.method!r}: compare shows one method. Fix: pass one name.")
+            if segment_methods(parse_methods(args.method)):
+                raise UsageError(f"--method {args.method}: compare aligns token salience, and this is a segment "
+                                 f"method (values on one segmentation). Fix: compare with a token method, e.g. "
+                                 f"--method {explain_default()}, or run `explain --method {args.method}` on each "
+                                 "prompt.")
             check_pattern_flags(args)
             return compare_two_models(args) if args.model_b else compare_prompts(args)
         span = parse_span(args.span)
@@ -85,8 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "show":
             return show(args, span)
         methods = parse_methods(args.method)
-        if args.max_new_tokens < 1 or args.ig_steps < 1:
-            raise UsageError("--max-new-tokens and --ig-steps must be at least 1.")
+        if args.granularity is None:  # a segment method's values are computed on the segments shown
+            args.granularity = "sentence" if segment_methods(methods) else "word"
+        check_segment_flags(args, methods)
+        if args.max_new_tokens < 1 or args.ig_steps < 1 or args.smooth_grad_samples < 1:
+            raise UsageError("--max-new-tokens, --ig-steps and --smooth-grad-samples must be at least 1.")
         if args.batch is not None:
             return explain_batch(args, methods, span)
         return explain_single(args, methods, span)

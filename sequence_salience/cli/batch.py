@@ -18,6 +18,7 @@ from sequence_salience.cli.common import (
     EXIT_OK,
     EXIT_ROWS_FAILED,
     UsageError,
+    ablation_config,
     err,
     info,
     load_model,
@@ -25,8 +26,9 @@ from sequence_salience.cli.common import (
     progress_bar,
     reading_saved,
     run_settings,
+    salience_config,
 )
-from sequence_salience.cli.explain import explain_one, needs_matrices
+from sequence_salience.cli.explain import SEGMENTS_KEY, explain_one, needs_matrices, saved_segments
 from sequence_salience.files import atomic_write_text
 
 LOG_NAME = "log.jsonl"
@@ -255,23 +257,27 @@ def explain_batch(args, methods, span) -> int:
             try:
                 if kind == "html-only":
                     with reading_saved(json_path):
-                        result = display.load(json_path)
+                        result, saved = display.load(json_path, with_meta=True)
                         page = display.render_html(
                             result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
-                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})")
+                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})",
+                            segments=saved_segments(saved))
                     atomic_write_text(html_path, page)
                 else:
-                    result, generated = explain_one(
+                    result, generated, segments = explain_one(
                         lm, row["prompt"], row["system"], row["target"] or None,
-                        False if args.raw else row["chat"], methods, args.ig_steps, args.max_new_tokens, progress,
-                        span=span, per_token=per_token)
+                        False if args.raw else row["chat"], methods, salience_config(args), args.max_new_tokens,
+                        progress, span=span, per_token=per_token,
+                        segments=(args.granularity, args.pattern, ablation_config(args)))
                     meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
                             "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
                             "matrices": per_token}
+                    if segments:
+                        meta[SEGMENTS_KEY] = [v.to_json() for v in segments]
                     if args.html == "":
                         atomic_write_text(html_path, display.render_html(
                             result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
-                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})"))
+                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})", segments=segments))
                     display.to_json(result, json_path, meta)  # last: its presence marks the row as done
             except ss.SalienceError as e:
                 failures.append((lineno, str(e)))

@@ -44,17 +44,60 @@ def explain_default() -> str:
 
 
 def parse_methods(text: str | None) -> tuple[str, ...]:
-    from sequence_salience import SalienceError, get_method  # pylint: disable=import-outside-toplevel
+    """The --method names, each a token or a segment method of the registry (else UsageError)."""
+    from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import get_any_method  # pylint: disable=import-outside-toplevel
 
     names = tuple(m.strip() for m in (text or explain_default()).split(",") if m.strip())
     if not names:
         raise UsageError(f"--method is empty. Fix: e.g. --method {explain_default()}.")
     for name in names:
         try:
-            get_method(name)
+            get_any_method(name)
         except SalienceError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"--method: {e}") from None
     return names
+
+
+def segment_methods(methods) -> list[str]:
+    """The segment methods (values per segment, from ablations) among `methods`."""
+    from sequence_salience.methods import is_segment_method  # pylint: disable=import-outside-toplevel
+
+    return [m for m in methods if is_segment_method(m)]
+
+
+def method_help(token_only: bool = False) -> str:
+    """The --method choices for a help text, read from the registry: token methods, then segment
+    methods with their cost (one forward per segment or ablation; at token granularity, per token)."""
+    from sequence_salience.methods import registry_json  # pylint: disable=import-outside-toplevel
+
+    token = ", ".join(m["name"] for m in registry_json(("token",)))
+    if token_only:
+        return f"one of {token}"
+    segment = "; ".join(f"{m['name']}: {m['cost_unit']}" for m in registry_json(("segment",)))
+    return (f"token methods: {token}; segment methods (a value per segment of --granularity, from forward "
+            f"passes over ablated prompts; at token granularity one per token, the slowest): {segment}")
+
+
+def count_default(method: str) -> int:
+    """The default count (steps, samples, ablations) of a method, from its registry record."""
+    from sequence_salience.methods import get_any_method  # pylint: disable=import-outside-toplevel
+
+    return get_any_method(method).default_count
+
+
+def salience_config(args):
+    """The SalienceConfig of the count flags (--ig-steps, --smooth-grad-samples)."""
+    from sequence_salience import SalienceConfig  # pylint: disable=import-outside-toplevel
+
+    return SalienceConfig(ig_steps=args.ig_steps, smooth_grad_samples=args.smooth_grad_samples)
+
+
+def ablation_config(args):
+    """The AblationConfig of the segment methods' flags (--removal, --ablations)."""
+    from sequence_salience.methods import AblationConfig  # pylint: disable=import-outside-toplevel
+
+    return AblationConfig(removal=args.removal, surrogate_masks=args.ablations)
 
 
 def read_prompt_file(path: str) -> str:
@@ -136,9 +179,20 @@ def load_model(args, flag: str = "--model"):
 
 
 def run_settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
-    """What, besides the row, decides a result: a batch row is redone when any of it changes."""
-    return {"model": args.model, "dtype": args.dtype, "methods": list(methods), "ig_steps": args.ig_steps,
-            "max_new_tokens": args.max_new_tokens, "raw": bool(args.raw)}
+    """What, besides the row, decides a result: a batch row is redone when any of it changes.
+
+    SmoothGrad's samples and the segment methods' segmentation, removal and ablations count only
+    when those methods run (so rows saved by token methods alone keep their fingerprint)."""
+    from sequence_salience.methods import smooth_grad  # pylint: disable=import-outside-toplevel
+
+    settings = {"model": args.model, "dtype": args.dtype, "methods": list(methods), "ig_steps": args.ig_steps,
+                "max_new_tokens": args.max_new_tokens, "raw": bool(args.raw)}
+    if smooth_grad.NAME in methods:
+        settings["smooth_grad_samples"] = args.smooth_grad_samples
+    if segment_methods(methods):
+        settings["segments"] = {"granularity": args.granularity, "pattern": args.pattern, "removal": args.removal,
+                                "ablations": args.ablations}
+    return settings
 
 
 def check_pattern_flags(args) -> None:

@@ -8,7 +8,9 @@ A's response and the prompt segments whose salience changed most; writes --json 
 
 from __future__ import annotations
 
-from sequence_salience.cli.common import EXIT_OK, EXIT_USAGE, UsageError, console, err, info, load_model, read_prompt_file
+from sequence_salience.cli.common import (
+    EXIT_OK, EXIT_USAGE, UsageError, console, err, info, load_model, read_prompt_file, salience_config,
+)
 from sequence_salience.files import atomic_write_text
 
 
@@ -71,7 +73,7 @@ def compare_prompts(args) -> int:
             response_a=args.target_a or None, response_b=args.target_b or None, same_response=args.same_response,
             system=args.system or None, chat=False if args.raw else None,
             generation=ss.GenerationConfig(max_new_tokens=args.max_new_tokens),
-            config=ss.SalienceConfig(ig_steps=args.ig_steps), labels=(args.label_a, args.label_b),
+            config=salience_config(args), labels=(args.label_a, args.label_b),
         )
     except ss.SalienceError as e:
         err(str(e))

@@ -9,7 +9,9 @@ both models and the prompt segments whose salience differs most; writes --json /
 
 from __future__ import annotations
 
-from sequence_salience.cli.common import EXIT_OK, EXIT_USAGE, UsageError, console, err, info, load_model, read_prompt_file
+from sequence_salience.cli.common import (
+    EXIT_OK, EXIT_USAGE, UsageError, console, err, info, load_model, read_prompt_file, salience_config,
+)
 
 
 def _one_prompt(args) -> str:
@@ -66,7 +68,7 @@ def compare_two_models(args) -> int:
             models[0], models[1], prompt, method=args.method, granularity=args.granularity, pattern=args.pattern,
             response_a=args.target_a or None, response_b=args.target_b or None, system=args.system or None,
             chat=False if args.raw else None, generation=ss.GenerationConfig(max_new_tokens=args.max_new_tokens),
-            config=ss.SalienceConfig(ig_steps=args.ig_steps), labels=labels)
+            config=salience_config(args), labels=labels)
     except ss.SalienceError as e:
         err(str(e))
         return EXIT_USAGE

@@ -1,5 +1,10 @@
 """`sequence-salience explain` for one prompt, and `show` for a saved result: both render one
-result (terminal, HTML, heatmap); explain_one is the explain step the batch shares."""
+result (terminal, HTML, heatmap); explain_one is the explain step the batch shares.
+
+Segment methods (leave_one_out, ablation_surrogate) run beside the token methods: their values
+(one per segment of --granularity, sequence_salience.ablation) join the result as the span
+salience of their method (display/segments.py), and their JSON (SegmentSalience.to_json(): values,
+fit, cost) is saved in the file's meta under SEGMENTS_KEY, from which `show` reads their facts."""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from sequence_salience.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     UsageError,
+    ablation_config,
+    explain_default,
     console,
     err,
     info,
@@ -19,22 +26,32 @@ from sequence_salience.cli.common import (
     reading_saved,
     read_prompt_file,
     run_settings,
+    salience_config,
+    segment_methods,
 )
 from sequence_salience.files import atomic_write_text
 
+SEGMENTS_KEY = "segment_salience"  # meta key of the segment methods' JSON in a saved result
 
-def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: bool | None, methods, ig_steps: int,
+
+def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: bool | None, methods, config,
                 max_new_tokens: int, progress=None, span: tuple[int, int] | None = None, per_token: bool = False,
-                timings: dict | None = None):
-    """Formats, generates (when target is None) and explains one prompt; returns (result, generated?).
+                timings: dict | None = None, segments=None):
+    """Formats, generates (when target is None) and explains one prompt; returns (result, generated?, segment values).
 
     per_token=False (the default) computes only the salience of the target span (`span`, or the
     whole response) with compute_span_result: one forward + backward for the gradient methods.
     The result has `spans` and no `matrices`. per_token=True computes the per-token matrices with
     compute_salience (one backward per target token); every span renders from them.
+    config: the SalienceConfig (IG steps, SmoothGrad samples).
+    segments: (granularity, pattern, AblationConfig) of the segment methods among `methods`; each
+      runs ablation.segment_salience on the same pair and span, and its values join the result's
+      spans (display/segments.py). The third item returned lists their SegmentSalience.
     timings: optional dict that receives the seconds spent in "generate" and "salience".
     """
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from sequence_salience import ablation  # pylint: disable=import-outside-toplevel
+    from sequence_salience.display.segments import with_segment_values  # pylint: disable=import-outside-toplevel
 
     chat_prompt = lm.format_prompt(prompt, system=system or None, chat=chat)
     explained: Any = target
@@ -46,20 +63,56 @@ def explain_one(lm, prompt: str, system: str | None, target: str | None, chat: b
         if not explained.ids:
             raise ss.SalienceError("The model generated an empty response (it ended its turn at once). "
                                    "Fix: give a --target to explain, or change the prompt.")
-    config = ss.SalienceConfig(ig_steps=ig_steps)
+    by_segments = segment_methods(methods)
+    token_methods = [m for m in methods if m not in by_segments]
     t0, t1 = span if span is not None else (0, None)
     start = time.perf_counter()
-    if not per_token:
-        result = ss.compute_span_result(lm, chat_prompt, explained, methods=methods, t0=t0, t1=t1, config=config,
-                                        progress=progress)
+    result = None
+    if not token_methods:
+        pass  # the first segment method tokenizes the pair (no extra model pass)
+    elif not per_token:
+        result = ss.compute_span_result(lm, chat_prompt, explained, methods=token_methods, t0=t0, t1=t1,
+                                        config=config, progress=progress)
     else:
-        result = ss.compute_salience(lm, chat_prompt, explained, methods=methods, config=config, progress=progress)
-        missing = [m for m in methods if not result.has_span(m, t0, t1)]
+        result = ss.compute_salience(lm, chat_prompt, explained, methods=token_methods, config=config,
+                                     progress=progress)
+        missing = [m for m in token_methods if not result.has_span(m, t0, t1)]
         if missing:  # grad_norm when the result is too large to keep its Gram tensor: one more backward
             result = result.merged(ss.compute_span_result(lm, chat_prompt, explained, methods=missing, t0=t0, t1=t1,
                                                           config=config))
+    values = []
+    if by_segments:
+        granularity, pattern, ablation_cfg = segments
+        for m in by_segments:
+            values.append(ablation.segment_salience(lm, chat_prompt, explained, m, granularity=granularity,
+                                                    pattern=pattern, span=span, config=ablation_cfg, result=result,
+                                                    progress=progress))
+            result = values[-1].result if result is None else result
+        result = with_segment_values(result, values)
     timings["salience"] = time.perf_counter() - start
-    return result, not isinstance(explained, str)
+    return result, not isinstance(explained, str), values
+
+
+def check_segment_flags(args, methods) -> None:
+    """UsageError when a segment method is asked for with an output it cannot give."""
+    by_segments = segment_methods(methods)
+    if not by_segments:
+        return
+    names = ", ".join(by_segments)
+    if needs_matrices(args):
+        flag = "--per-token" if getattr(args, "per_token", False) else "--heatmap"
+        raise UsageError(
+            f"{flag} needs per-token matrices, and {names} is a segment method (one value per {args.granularity} "
+            f"segment, from ablations; no value per response token). Fix: drop {flag}, or run it with a token "
+            f"method only (e.g. --method {explain_default()} {flag}).")
+    if args.ablations < 1:
+        raise UsageError(f"--ablations {args.ablations}: give 1 or more (the surrogate's random ablations).")
+
+
+def segment_summary(values) -> list[str]:
+    """One line per segment method: its segments, forward rows, seconds are the caller's."""
+    return [f"{v.method}: {len(v.values)} {v.granularity} segments, {v.stats.rows} forward rows "
+            f"(the cached prefix saved {100 * v.stats.saved:.0f} % of their tokens)" for v in values]
 
 
 def needs_matrices(args) -> bool:
@@ -122,9 +175,10 @@ def explain_single(args, methods, span) -> int:
 
     try:
         info("Generating ..." if args.target is None else "Explaining the given target ...")
-        result, generated = explain_one(lm, prompt, args.system, args.target, False if args.raw else None, methods,
-                                        args.ig_steps, args.max_new_tokens, progress, span=span, per_token=per_token,
-                                        timings=timings)
+        result, generated, values = explain_one(
+            lm, prompt, args.system, args.target, False if args.raw else None, methods, salience_config(args),
+            args.max_new_tokens, progress, span=span, per_token=per_token, timings=timings,
+            segments=(args.granularity, args.pattern, ablation_config(args)))
     except ss.SalienceError as e:
         err(str(e))
         return EXIT_USAGE
@@ -134,13 +188,18 @@ def explain_single(args, methods, span) -> int:
     else:
         info(f"Explained {_span_label(result, span)} directly {took}; "
               "no per-token matrices (--per-token computes them).")
+    for line in segment_summary(values):
+        info("  " + line)
     meta = {"input": {"prompt": prompt, "system": args.system or "", "target": args.target or ""},
             "settings": run_settings(args, methods), "generated": generated, "matrices": per_token}
+    if values:
+        meta[SEGMENTS_KEY] = [v.to_json() for v in values]
     if args.json:
         display.to_json(result, args.json, meta)
         info(f"Wrote {args.json}" + ("" if per_token else " (this span only; no per-token matrices)"))
     try:
-        view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top)
+        view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
+                                    segments=values)
         if args.heatmap:
             _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, "this result")
     except ss.SalienceError as e:
@@ -154,20 +213,27 @@ def explain_single(args, methods, span) -> int:
     return EXIT_OK
 
 
+def saved_segments(meta) -> list[dict]:
+    """The segment methods' JSON saved beside a result (SEGMENTS_KEY), as display takes it."""
+    saved = meta.get(SEGMENTS_KEY) if isinstance(meta, dict) else None
+    return [dict(s) for s in saved] if isinstance(saved, (list, tuple)) else []
+
+
 def show(args, span) -> int:
     from sequence_salience import SalienceError, display  # pylint: disable=import-outside-toplevel
 
     try:
         with reading_saved(args.path):
-            result = display.load(args.path)
-            methods = [m.strip() for m in args.method.split(",")] if args.method else [None]
+            result, meta = display.load(args.path, with_meta=True)
+            saved_methods = (meta.get("settings") or {}).get("methods") or (None,) if isinstance(meta, dict) else (None,)
+            methods = [m.strip() for m in args.method.split(",")] if args.method else [saved_methods[0]]
             if not result.matrices:
                 info(f"{args.path}: no per-token matrices (explained without --per-token); showing the span it holds.")
             if args.heatmap:
                 _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, args.path)
             check_renderable(result, span, args.path)
             view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern,
-                                        top=args.top)
+                                        top=args.top, segments=saved_segments(meta))
             page = view.html() if args.html else None
     except SalienceError as e:
         err(str(e))

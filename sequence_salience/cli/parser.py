@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from sequence_salience.cli.common import explain_default
+from sequence_salience.cli.common import count_default, explain_default, method_help
 from sequence_salience.cli.evaluation import EVALUATE_HELP
 
 
@@ -15,8 +15,34 @@ def _granularities() -> tuple[str, ...]:
     return aggregate.GRANULARITIES
 
 
+def _count_flags(p: argparse.ArgumentParser, smooth_grad_samples: bool = True, segments: bool = False) -> None:
+    """The count flags, their defaults and help read from the methods' registry records."""
+    from sequence_salience.methods import (  # pylint: disable=import-outside-toplevel
+        ablation_surrogate, get_any_method, integrated_gradients, smooth_grad,
+    )
+
+    def add(flag: str, name: str) -> None:
+        m = get_any_method(name)
+        p.add_argument(flag, type=int, default=m.default_count,
+                       help=f"{m.label}: {m.count_unit} (default: {m.default_count}; cost: {m.cost_unit})")
+
+    add("--ig-steps", integrated_gradients.NAME)
+    if smooth_grad_samples:
+        add("--smooth-grad-samples", smooth_grad.NAME)
+    if segments:
+        add("--ablations", ablation_surrogate.NAME)
+
+
+def _removal_flag(p: argparse.ArgumentParser, what: str) -> None:
+    from sequence_salience.methods.base import SEGMENT_REMOVALS  # pylint: disable=import-outside-toplevel
+
+    p.add_argument("--removal", default=SEGMENT_REMOVALS[0], choices=SEGMENT_REMOVALS,
+                   help=f"how {what} removes a segment: replace its tokens by a space token (filler, default: "
+                        "positions stay) or delete its text")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from sequence_salience import DEFAULT_MODEL, list_methods  # pylint: disable=import-outside-toplevel
+    from sequence_salience import DEFAULT_MODEL  # pylint: disable=import-outside-toplevel
     from sequence_salience.methods import DEFAULT_METHODS  # pylint: disable=import-outside-toplevel
 
     __doc__ = importlib.import_module("sequence_salience.cli").__doc__  # pylint: disable=redefined-builtin
@@ -28,9 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def display_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--method", default=None,
-                       help=f"salience method(s), comma-separated; the first is shown (one of {', '.join(list_methods())}; "
+                       help=f"salience method(s), comma-separated; the first is shown ({method_help()}; "
                             f"explain default: {explain_default()})")
-        p.add_argument("--granularity", default="word", choices=_granularities(), help="segments shown (default: word)")
+        p.add_argument("--granularity", default=None, choices=_granularities(),
+                       help="segments shown (default: word; sentence when a segment method runs: its values are "
+                            "computed on these segments, and at token granularity it costs one forward per token)")
         p.add_argument("--pattern", default=None, help="regex for --granularity regex, e.g. '[^,;.]+'")
         p.add_argument("--span", default=None, metavar="T0:T1",
                        help="explain response tokens T0..T1-1 only (default: the whole response)")
@@ -51,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--raw", action="store_true", help="do not apply the chat template; explain the raw text")
     ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
     ex.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
-    ex.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    _count_flags(ex, segments=True)
+    _removal_flag(ex, "a segment method")
     display_flags(ex)
     ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                     help="write a self-contained HTML file (with --batch: no PATH, one per row)")
@@ -90,9 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--same-response", action="store_true",
                     help="explain response A under prompt B too (the old answer's salience under the new prompt)")
     cp.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
-    cp.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    _count_flags(cp)
     cp.add_argument("--method", default=explain_default(),
-                    help=f"one salience method (default: {explain_default()}; one of {', '.join(list_methods())})")
+                    help=f"one token salience method (default: {explain_default()}; {method_help(token_only=True)})")
     cp.add_argument("--granularity", default="word", choices=_granularities(), help="aligned segments (default: word)")
     cp.add_argument("--pattern", default=None, help="regex for --granularity regex")
     cp.add_argument("--label-a", default="A", help="name of side A in the output (default: A)")
@@ -112,18 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
     ev.add_argument("--raw", action="store_true", help="do not apply the chat template")
     ev.add_argument("--method", default=",".join(DEFAULT_METHODS),
-                    help=f"methods compared, comma-separated (default: {','.join(DEFAULT_METHODS)}; any of "
-                         f"{', '.join(list_methods())})")
+                    help=f"methods compared, comma-separated (default: {','.join(DEFAULT_METHODS)}; "
+                         f"{method_help()})")
     ev.add_argument("--granularity", default="sentence", choices=_granularities(),
                     help="segments removed (default: sentence)")
     ev.add_argument("--pattern", default=None, help="regex for --granularity regex")
     ev.add_argument("--steps", type=int, default=10, help="curve points after the start (default: 10)")
     ev.add_argument("--n-random", type=int, default=None,
                     help="seeded random orders for the random baseline (default: the library's)")
-    ev.add_argument("--removal", default="filler", choices=("filler", "delete"),
-                    help="replace a removed segment's tokens by a space token (filler, default) or delete its text")
+    _removal_flag(ev, "the curves (and a segment method)")
     ev.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
-    ev.add_argument("--ig-steps", type=int, default=16, help="integrated gradients steps (default: 16)")
+    _count_flags(ev, smooth_grad_samples=False)  # EvalConfig has IG's steps only
     ev.add_argument("--reduction", action="store_true", help="also report the input-reduction size per method")
     ev.add_argument("--ig-completeness", action="store_true",
                     help="also report integrated gradients' relative completeness error per row")

@@ -6,12 +6,14 @@ rules); colours are `palette` (the browser's colormap.ts, tested equal).
 
     from sequence_salience import display
     display.show(result, method="grad_x_input", granularity="sentence", target=(3, 5))
+    display.show(ablation.segment_salience(lm, prompt, target, "leave_one_out", granularity="sentence"))
     display.to_html(result, "salience.html", granularity="word")
     display.to_json(result, "salience.json"); same = display.load("salience.json")
     fig = display.heatmap(result, granularity="sentence")
 
 The same calls exist as SalienceResult methods: result.show(...), result.to_html(path, ...),
-result.to_json(path), SalienceResult.load(path), and the result renders itself in Jupyter.
+result.to_json(path), SalienceResult.load(path), and the result renders itself in Jupyter
+(as does a SegmentSalience, on its own segmentation: display/segments.py).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from typing import Any
 from sequence_salience.display import palette
 from sequence_salience.display.html import render_document, render_fragment
 from sequence_salience.display.plot import colormap, heatmap, segment_matrix
+from sequence_salience.display.segments import SegmentFacts
 from sequence_salience.display.view import DEFAULT_TOP, View, make_view
 from sequence_salience.files import atomic_write_text
 from sequence_salience.methods import grad_x_input
 from sequence_salience.result import load_json, save_json
 
 __all__ = [
-    "DEFAULT_TOP", "SalienceView", "View", "colormap", "heatmap", "load", "make_view",
+    "DEFAULT_TOP", "SalienceView", "SegmentFacts", "View", "colormap", "heatmap", "load", "make_view",
     "palette", "render_html", "repr_html", "segment_matrix", "show", "to_html", "to_json",
 ]
 
@@ -37,9 +40,10 @@ __all__ = [
 class SalienceView:
     """A result with display options; Jupyter renders it as HTML, rich renders it in a terminal."""
 
-    def __init__(self, result, method=None, granularity="word", target=None, *, pattern=None,
-                 top=DEFAULT_TOP, intensity=1.0, title=None):
-        self.view = make_view(result, method, granularity, target, pattern=pattern, top=top, intensity=intensity)
+    def __init__(self, result, method=None, granularity=None, target=None, *, pattern=None,
+                 top=DEFAULT_TOP, intensity=1.0, title=None, segments=None):
+        self.view = make_view(result, method, granularity, target, pattern=pattern, top=top, intensity=intensity,
+                              segments=segments)
         self.title = title
 
     def _repr_html_(self) -> str:
@@ -55,22 +59,26 @@ class SalienceView:
         return render_document(self.view, self.title)
 
 
-def render_html(result, method=None, granularity="word", target=None, *, pattern=None, top=DEFAULT_TOP,
-                intensity=1.0, title=None, document=True) -> str:
+def render_html(result, method=None, granularity=None, target=None, *, pattern=None, top=DEFAULT_TOP,
+                intensity=1.0, title=None, document=True, segments=None) -> str:
     """HTML of the coloured prompt and response, legend and top segments.
 
     Args:
-      result: a SalienceResult.
-      method: a method in result.matrices (default: the first computed).
-      granularity: token | word | sentence | paragraph | line | regex | role.
+      result: a SalienceResult, or an ablation.SegmentSalience (a segment method's values).
+      method: a method in result.matrices or spans (default: the first computed; with `segments`,
+        the first segment method).
+      granularity: token | word | sentence | paragraph | line | regex | role (default: word, or a
+        segment method's own granularity: the only one it is shown at).
       target: (t0, t1) target tokens, an int for one token, or None for the whole response.
       pattern: the regex for granularity="regex".
       top: number of top segments listed.
       intensity: colour multiplier (> 0; > 1 brightens faint salience).
       title: optional heading (and page title).
       document: a full HTML file (True) or a <div> fragment (False).
+      segments: ablation.SegmentSalience value(s) shown with `result` (see view.make_view).
     """
-    view = make_view(result, method, granularity, target, pattern=pattern, top=top, intensity=intensity)
+    view = make_view(result, method, granularity, target, pattern=pattern, top=top, intensity=intensity,
+                     segments=segments)
     return render_document(view, title) if document else render_fragment(view, title)
 
 
@@ -80,7 +88,7 @@ def repr_html(result) -> str:
     return render_html(result, method, "word", document=False)
 
 
-def to_html(result, path: str | os.PathLike, method=None, granularity="word", target=None, **options) -> str:
+def to_html(result, path: str | os.PathLike, method=None, granularity=None, target=None, **options) -> str:
     """Writes one self-contained HTML file (no network needed to view it); returns the path."""
     atomic_write_text(path, render_html(result, method, granularity, target, document=True, **options))
     return os.fspath(path)
@@ -106,7 +114,7 @@ def _in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-def show(result, method=None, granularity="word", target=None, **options) -> None:
+def show(result, method=None, granularity=None, target=None, **options) -> None:
     """Displays the result: HTML in a notebook, coloured text and a table in a terminal.
 
     Arguments as render_html.

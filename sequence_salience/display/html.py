@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sequence_salience.display import palette
 from sequence_salience.display.markup import esc as _esc
-from sequence_salience.display.view import View, completeness_warning, visible_text
+from sequence_salience.display.view import View, facts_lines, visible_text, warnings
 
 _CSS = """
 .ss-salience { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 13px;
@@ -102,11 +102,8 @@ def render_fragment(view: View, title: str | None = None) -> str:
     rank = {r.seg: i for i, r in enumerate(view.ranked)}
     prompt = "".join(_piece(view, p.text, p.seg, False, rank) for p in view.pieces if not p.response)
     response = "".join(_piece(view, p.text, p.seg, True, rank) for p in view.pieces if p.response)
-    facts = [f"log p(target) = {view.span_logprob:.3f}"]
-    if view.completeness_error is not None:
-        facts.append(f"IG completeness error: {palette.format_value(view.completeness_error)}")
-    warning = completeness_warning(view)
-    warn_html = f'<div class="ss-warn" role="note">⚠ {_esc(warning)}</div>' if warning is not None else ""
+    facts = facts_lines(view)
+    warn_html = "".join(f'<div class="ss-warn" role="note">⚠ {_esc(w)}</div>' for w in warnings(view))
     head = (
         f"{_esc(view.method)} · {GRANULARITY_LABELS[view.granularity]}"
         + (f" /{_esc(view.pattern)}/" if view.granularity == "regex" and view.pattern else "")

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from sequence_salience.display import palette
 from sequence_salience.display.html import GRANULARITY_LABELS
-from sequence_salience.display.view import View, completeness_warning, visible_text
+from sequence_salience.display.view import View, facts_lines, visible_text, warnings
 
 
 def _style(view: View, s: int, response: bool) -> str:
@@ -69,11 +69,6 @@ def renderable(view: View, with_text: bool = True) -> Group:
     if with_text:
         parts += [Text("Prompt", style="bold"), coloured_text(view, False), Text(""),
                   Text("Response", style="bold"), coloured_text(view, True), Text("")]
-    facts = f"log p(target) = {view.span_logprob:.3f}"
-    if view.completeness_error is not None:
-        facts += f" · IG completeness error {palette.format_value(view.completeness_error)}"
-    parts += [top_table(view), Text(facts, style="dim")]
-    warning = completeness_warning(view)
-    if warning is not None:
-        parts.append(Text("⚠ " + warning, style="bold yellow"))
+    parts += [top_table(view), Text(" · ".join(facts_lines(view)), style="dim")]
+    parts += [Text("⚠ " + w, style="bold yellow") for w in warnings(view)]
     return Group(*parts)

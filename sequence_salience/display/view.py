@@ -10,14 +10,16 @@ skipping excluded markup, zeros and the target's segments.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sequence_salience import aggregate
 from sequence_salience.display import palette
+from sequence_salience.display.segments import SegmentFacts, SegmentValues, check_granularity, gather
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import get_method, integrated_gradients
+from sequence_salience.methods import get_any_method, integrated_gradients
 
 if TYPE_CHECKING:  # pragma: no cover
     from sequence_salience.result import SalienceResult
@@ -62,6 +64,7 @@ class View:
       completeness_error: IG completeness error summed over the span, or None.
       completeness_relative: |completeness_error| / |log p(x) - log p(baseline)| (the change being the
         attributions' sum minus the error), or None; over IG_TOLERANCE the renderers warn.
+      segment_facts: for a segment method shown with its facts: the fit, its warning, the cost.
     """
 
     result: "SalienceResult"
@@ -80,6 +83,7 @@ class View:
     span_logprob: float
     completeness_error: float | None
     completeness_relative: float | None = None
+    segment_facts: SegmentFacts | None = None
 
     @property
     def prompt(self) -> str:
@@ -144,7 +148,7 @@ def resolve_method(result: "SalienceResult", method: str | None, target: tuple[i
             raise SalienceError("This result has no salience for this target. Fix: compute_salience(..., methods=(...)).")
         return have[0]
     if method not in have:
-        get_method(method)  # unknown names get the registry's message
+        get_any_method(method)  # unknown names get the registry's message
         raise SalienceError(
             f"{method!r} was not computed for this result. Fix: use one of {have}, "
             f"or compute it with compute_salience(..., methods=({method!r},))."
@@ -217,27 +221,45 @@ def top_segments(values: np.ndarray, k: int, signed: bool, skip=frozenset()) -> 
 def make_view(
     result: "SalienceResult",
     method: str | None = None,
-    granularity: str = "word",
+    granularity: str | None = None,
     target=None,
     *,
     pattern: str | None = None,
     top: int = DEFAULT_TOP,
     intensity: float = 1.0,
+    segments: "Sequence[SegmentValues] | SegmentValues | None" = None,
 ) -> View:
     """Computes what to draw.
 
     Args:
-      result: from compute_salience.
-      method: a method in result.matrices (default: the first one computed).
-      granularity: one of aggregate.GRANULARITIES ("regex" needs `pattern`).
-      target: (t0, t1) target tokens to explain, an int for one token, or None for the whole response.
-      pattern: regex for granularity "regex".
+      result: from compute_salience; or an ablation.SegmentSalience (a segment method's values,
+        drawn on the result of its pair).
+      method: a method in result.matrices or spans, or of `segments` (default: the first segment
+        method given, else the first one computed).
+      granularity: one of aggregate.GRANULARITIES ("regex" needs `pattern`); default: a segment
+        method's own, else "word". A segment method is shown only at the granularity it was
+        computed on (display/segments.py).
+      target: (t0, t1) target tokens to explain, an int for one token, or None for the whole
+        response (for a segment method: its own span).
+      pattern: regex for granularity "regex" (default for a segment method: its own).
       top: how many top segments to list.
       intensity: colour multiplier (> 0), as the browser's slider: > 1 brightens faint salience.
+      segments: ablation.SegmentSalience value(s) to show with the result, or their to_json()
+        (facts only: the values already in result.spans, as the CLI saves them).
 
     Raises:
-      SalienceError: unknown method or granularity, bad span, bad regex, intensity <= 0.
+      SalienceError: unknown method or granularity, bad span, bad regex, intensity <= 0, a segment
+        method at another granularity than its own.
     """
+    result, facts_by_method = gather(result, segments)
+    facts = facts_by_method.get(method if method is not None else next(iter(facts_by_method), ""))
+    if facts is not None:
+        method = facts.method
+        granularity = facts.granularity if granularity is None else granularity
+        pattern = facts.pattern if pattern is None and granularity == "regex" else pattern
+        target = facts.span if target is None else target
+        check_granularity(facts, granularity, pattern)
+    granularity = "word" if granularity is None else granularity
     if granularity not in aggregate.GRANULARITIES:
         raise SalienceError(f"Unknown granularity {granularity!r}. Fix: use one of {', '.join(aggregate.GRANULARITIES)}.")
     if granularity == "regex" and not pattern:
@@ -246,7 +268,7 @@ def make_view(
         raise SalienceError(f"intensity={intensity}. Fix: pass a positive number (1 = no change).")
     t0, t1 = resolve_target(result, target)
     method = resolve_method(result, method, (t0, t1))
-    signed = get_method(method).signed
+    signed = get_any_method(method).signed
     seg = aggregate.segment(result.text, result.offsets, granularity, pattern=pattern, role_spans=result.role_spans)
     # Regex: the matches are what is scored; the text between them is context (as in the browser).
     values = aggregate.matches_only(aggregate.aggregate(token_values(result, method, t0, t1), seg, "sum"), seg)  # [S]
@@ -284,6 +306,7 @@ def make_view(
         completeness_error=None if err is None else float(np.sum(err, dtype=np.float64)),
         completeness_relative=None if err is None else _relative(
             float(np.sum(err, dtype=np.float64)), token_values(result, method, t0, t1)),
+        segment_facts=facts,
     )
 
 
@@ -296,6 +319,27 @@ def _relative(error: float, values: np.ndarray) -> float | None:
     """|error| / |sum(values) - error|, as sequence_salience/explain/ig_quality.py; None without a change."""
     delta = float(np.nansum(np.asarray(values, dtype=np.float64))) - error
     return abs(error) / abs(delta) if abs(delta) > 1e-12 else None
+
+
+def facts_lines(view: "View") -> list[str]:
+    """The facts under the colours: log p of the target, IG's completeness error, a segment method's
+    fit and forward work (terminal and HTML say the same)."""
+    lines = [f"log p(target) = {view.span_logprob:.3f}"]
+    if view.completeness_error is not None:
+        lines.append(f"IG completeness error {palette.format_value(view.completeness_error)}")
+    sf = view.segment_facts
+    if sf is not None:
+        fit = sf.fit_text()
+        lines += ([fit] if fit else []) + [f"cost: {sf.cost_text()}"]
+    return lines
+
+
+def warnings(view: "View") -> list[str]:
+    """What makes the view doubtful, each with its fix: IG's completeness, a poor surrogate fit."""
+    found = [completeness_warning(view)]
+    if view.segment_facts is not None:
+        found.append(view.segment_facts.warning or None)
+    return [w for w in found if w]
 
 
 def completeness_warning(view: "View") -> str | None:
