@@ -225,12 +225,13 @@ def show(args, span) -> int:
     try:
         with reading_saved(args.path):
             result, meta = display.load(args.path, with_meta=True)
-            saved_methods = (meta.get("settings") or {}).get("methods") or (None,) if isinstance(meta, dict) else (None,)
+            saved_methods = ((meta.get("settings") or {}).get("methods") or (None,)) if isinstance(meta, dict) else (None,)
             methods = [m.strip() for m in args.method.split(",")] if args.method else [saved_methods[0]]
             if not result.matrices:
                 info(f"{args.path}: no per-token matrices (explained without --per-token); showing the span it holds.")
             if args.heatmap:
-                _write_heatmap(result, args.heatmap, methods[0], args.granularity, span, args.pattern, args.path)
+                _write_heatmap(result, args.heatmap, methods[0], args.granularity or "word", span, args.pattern,
+                               args.path)
             check_renderable(result, span, args.path)
             view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern,
                                         top=args.top, segments=saved_segments(meta))

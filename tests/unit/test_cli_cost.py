@@ -238,3 +238,11 @@ def test_compare_bad_flags_exit_2_before_loading(tmp_path, monkeypatch, capsys, 
     assert cli.main(["compare"] + args) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert message in err and "Loading model" not in err
+
+
+def test_show_draws_a_heatmap_at_the_default_granularity(folder, tmp_path):
+    """`show` leaves --granularity unset (a segment method's own is its default); a heatmap still gets words."""
+    saved, png = tmp_path / "full.json", tmp_path / "map.png"
+    assert _explain(folder, "--per-token", "--json", str(saved)) == cli.EXIT_OK
+    assert cli.main(["show", str(saved), "--heatmap", str(png)]) == cli.EXIT_OK
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
