@@ -185,6 +185,8 @@ def explain_single(args, methods, span) -> int:
     took = f"in {timings['salience']:.1f} s" + (f" (generation: {timings['generate']:.1f} s)" if generated else "")
     if per_token:
         info(f"Explained {result.num_targets} response tokens one by one (per-token matrices) {took}.")
+    elif len(values) == len(methods):
+        info(f"Measured {_span_label(result, span)} by removing prompt segments {took}.")
     else:
         info(f"Explained {_span_label(result, span)} directly {took}; "
               "no per-token matrices (--per-token computes them).")
