@@ -139,3 +139,12 @@ def test_a_token_result_shows_segment_values_beside_its_gradients(lm, computed):
     other = ss.compute_span_result(lm, PROMPT + " More.", TARGET, methods=("grad_norm",))
     with pytest.raises(ss.SalienceError, match="another prompt"):
         display.make_view(other, segments=seg)
+
+
+def test_facts_read_back_from_a_file_are_escaped(computed, tmp_path):
+    """A saved file's segment JSON is data: an edited warning or method name with markup stays text."""
+    loo = computed[leave_one_out.NAME, "sentence"]
+    edited = {**loo.to_json(), "warning": '<img src=x onerror="alert(1)"> & co'}
+    result = display.make_view(loo).result
+    page = display.render_html(result, segments=[edited])
+    assert "<img" not in page and html.escape(edited["warning"], quote=True) in page
