@@ -37,8 +37,8 @@ def _removal_flag(p: argparse.ArgumentParser, what: str) -> None:
     from sequence_salience.methods.base import SEGMENT_REMOVALS  # pylint: disable=import-outside-toplevel
 
     p.add_argument("--removal", default=SEGMENT_REMOVALS[0], choices=SEGMENT_REMOVALS,
-                   help=f"how {what} removes a segment: replace its tokens by a space token (filler, default: "
-                        "positions stay) or delete its text")
+                   help=f"how a segment is removed ({what}): its tokens replaced by a space token (filler, "
+                        "default: positions stay) or its text deleted")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
     ex.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
     _count_flags(ex, segments=True)
-    _removal_flag(ex, "a segment method")
+    _removal_flag(ex, "by a segment method")
     display_flags(ex)
     ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                     help="write a self-contained HTML file (with --batch: no PATH, one per row)")
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--steps", type=int, default=10, help="curve points after the start (default: 10)")
     ev.add_argument("--n-random", type=int, default=None,
                     help="seeded random orders for the random baseline (default: the library's)")
-    _removal_flag(ev, "the curves (and a segment method)")
+    _removal_flag(ev, "by the curves and by a segment method")
     ev.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
     _count_flags(ev, smooth_grad_samples=False)  # EvalConfig has IG's steps only
     ev.add_argument("--reduction", action="store_true", help="also report the input-reduction size per method")
