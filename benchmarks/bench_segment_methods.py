@@ -115,7 +115,7 @@ def table(args) -> None:
             ref = by[REFERENCE]
             print(f"\n#### {gran} segments, {mode} ({len(records)} rows; AOPC in nats, higher = more faithful)\n")
             print("| method (ordering) | vs random | vs length | vs grad_norm: mean (95 % CI) | rows better / worse "
-                  "| verdicts (beats / within noise / worse) |")
+                  f"| verdicts ({' / '.join(ex.faithfulness.VERDICTS)}) |")
             print("|---|---:|---:|---|---|---|")
             for name, rows in by.items():
                 keys = sorted(rows)
