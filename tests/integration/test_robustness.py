@@ -93,9 +93,10 @@ def test_the_real_server_publishes_the_method_registry_in_the_salience_spec(real
     assert status == 200, body
     field = json.loads(body)["models"][SAL]["spec"]["output"][fields.METHOD_REGISTRY]
     assert field["__name__"] == "ListLitType"  # a type LIT's client knows and revives with its default
-    core = ss.registry_json()
+    core = ss.registry_json(kinds=("token", "segment"))  # both kinds: the module lists the segment methods too
     assert [e["name"] for e in field["default"]] == [e["name"] for e in core]
-    wire = {"integrated_gradients": ("ig", "ig_matrix", 256), "smooth_grad": ("sg", "smooth_grad_matrix", 256)}
+    wire = {"integrated_gradients": ("ig", "ig_matrix", 256), "smooth_grad": ("sg", "smooth_grad_matrix", 256),
+            "ablation_surrogate": (None, None, 256)}
     for got, want in zip(field["default"], core):
         assert {k: got[k] for k in want} == want
         assert (got["tag"], got["matrix_detail"], got["max_count"]) == wire.get(want["name"], (None, None, None))
