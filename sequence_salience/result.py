@@ -93,7 +93,7 @@ class SalienceResult:
             return True
         if method not in self.matrices:
             return False
-        return get_method(method).linear or self.grad_gram is not None
+        return get_method(method).linear or t1 - t0 == 1 or self.grad_gram is not None
 
     def merged(self, other: "SalienceResult") -> "SalienceResult":
         """This result with `other`'s matrices and spans added (same prompt and target)."""
@@ -126,15 +126,13 @@ class SalienceResult:
             return direct
         if method not in self.matrices:
             raise SalienceError(f"{method!r} was not computed here. Fix: pass it in methods=(...); have {list(self.matrices)}.")
-        if get_method(method).linear:
-            return self.matrices[method][t0:t1].sum(0)
-        if self.grad_gram is None:
+        values = span_from_rows(self.matrices[method], self.grad_gram, t0, t1, get_method(method).linear)
+        if values is None:
             raise SalienceError(
                 f"This result is too large to keep the Gram tensor for exact {method} spans. "
                 "Fix: call compute_span_salience(...) for this span (one forward and backward)."
             )
-        block = self.grad_gram[:, t0:t1, t0:t1]  # [N, S, S]
-        return np.sqrt(np.clip(block.sum((1, 2)), 0.0, None)).astype(np.float32)
+        return values
 
     # Display: thin delegates to sequence_salience.display (imported when called: display reads
     # results, a result never needs display to exist). Files: this module's JSON I/O.
@@ -165,6 +163,31 @@ class SalienceResult:
     def load(cls, path) -> "SalienceResult":
         """Reads a result written by to_json."""
         return load_json(path)
+
+
+def span_from_rows(matrix: np.ndarray, gram: np.ndarray | None, t0: int, t1: int, linear: bool) -> np.ndarray | None:
+    """The salience of target span [t0, t1) from per-token rows, or None where only a model pass can tell.
+
+    The rule the browser follows too (frontend/src/salience/spans.ts; cases: tests/data/span_cases.json):
+    a method linear in the target's log-prob (its registry record's `linear`) sums its rows, whatever its
+    sign; a one-token span is its row, for any method; otherwise the norm of the summed gradient vectors,
+    sqrt(sum_{j,k in span} G_i[j, k]), needs the Gram tensor.
+
+    Args:
+      matrix: <float32>[T, N] rows of one method.
+      gram: <float32>[N, T, T] Gram of the per-target gradient vectors at each token, or None.
+
+    Returns:
+      <float32>[N], or None (a non-linear method, a span of several tokens and no Gram tensor).
+    """
+    if linear:
+        return matrix[t0:t1].sum(0)
+    if t1 - t0 == 1:
+        return np.array(matrix[t0])
+    if gram is None:
+        return None
+    block = gram[:, t0:t1, t0:t1]  # [N, S, S]
+    return np.sqrt(np.clip(block.sum((1, 2)), 0.0, None)).astype(np.float32)
 
 
 FORMAT = "sequence_salience.SalienceResult"

@@ -104,12 +104,12 @@ describe('the compare request and payload', () => {
     const p = parsePayload(structuredClone(fixture));
     const T = p.target_logprobs.length;
     const m = p.methods['grad_x_input']!.matrix!;
-    const whole = wholeResponseValues(p, 'grad_x_input')!;
+    const whole = wholeResponseValues(p, 'grad_x_input', true)!;
     for (let i = 0; i < p.tokens.length; i++) expect(whole[i]).toBeCloseTo(m.reduce((s, row) => s + row[i], 0), 9);
     const partial = parsePayload({...structuredClone(fixture), methods: {grad_x_input: {signed: true, matrix: null}},
                                   spans: {[`0:${T}`]: {grad_x_input: p.tokens.map((_, i) => i)}}});
-    expect(Array.from(wholeResponseValues(partial, 'grad_x_input')!)).toEqual(p.tokens.map((_, i) => i));
-    expect(wholeResponseValues(partial, 'grad_norm')).toBeNull();
+    expect(Array.from(wholeResponseValues(partial, 'grad_x_input', true)!)).toEqual(p.tokens.map((_, i) => i));
+    expect(wholeResponseValues(partial, 'grad_norm', false)).toBeNull();
   });
   it('compares only with a pinned datapoint and another one selected', () => {
     expect(isComparing(true, pinned, selected)).toBe(true);

@@ -94,9 +94,9 @@ describe('SmoothGrad payloads', () => {
     const n = p.tokens.length;
     const matrix = [0, 1, 2].map((t) => Array.from({length: n}, (_, i) => (i < p.n_prompt_tokens + t ? Math.sin(i + 3 * t) : 0)));
     const m: MethodPayload = {signed: true, matrix, samples: 8};
-    const got = spanSalience(m, {t0: 1, t1: 3}, n)!;
+    const got = spanSalience(m, {t0: 1, t1: 3}, n, true)!;
     for (let i = 0; i < n; i++) expect(got[i]).toBeCloseTo(matrix[1][i] + matrix[2][i], 12);
     expect(Array.from(got).some((v) => v < 0)).toBe(true);  // signed values stay signed
-    expect(spanSalience({signed: true, matrix: null, samples: 8}, {t0: 0, t1: 3}, n)).toBeNull();  // ask the server
+    expect(spanSalience({signed: true, matrix: null, samples: 8}, {t0: 0, t1: 3}, n, true)).toBeNull();  // ask the server
   });
 });

@@ -34,19 +34,19 @@ describe('spanSalience', () => {
     expect([packedIndex(0, 0, 3), packedIndex(0, 2, 3), packedIndex(1, 1, 3),
             packedIndex(2, 1, 3), packedIndex(2, 2, 3)]).toEqual([0, 2, 3, 4, 5]);
   });
-  it('sums rows for signed methods', () => {
+  it('sums rows for linear methods', () => {
     const m = p.methods.grad_x_input!;
-    const s = spanSalience(m, {t0: 1, t1: 3}, n)!;
+    const s = spanSalience(m, {t0: 1, t1: 3}, n, true)!;
     for (let i = 0; i < n; i++) expect(s[i]).toBeCloseTo(m.matrix![1][i] + m.matrix![2][i], 9);
   });
   it('single-token grad_norm span is the matrix row', () => {
     const m = p.methods.grad_norm!;
-    expect(Array.from(spanSalience(m, {t0: 2, t1: 3}, n)!)).toEqual(m.matrix![2]);
+    expect(Array.from(spanSalience(m, {t0: 2, t1: 3}, n, false)!)).toEqual(m.matrix![2]);
   });
   it('grad_norm span from the Gram matrix is the norm of summed gradients', () => {
     // The fixture's gradients are g(t, i) = (sin(1 + 0.7 i + t), 0.5 cos(2 + 0.3 i - t)).
     const m = p.methods.grad_norm!;
-    const s = spanSalience(m, {t0: 0, t1: 3}, n)!;
+    const s = spanSalience(m, {t0: 0, t1: 3}, n, false)!;
     for (let i = 0; i < n; i++) {
       let x = 0, y = 0;
       for (let t = 0; t < 3; t++) {
@@ -59,12 +59,12 @@ describe('spanSalience', () => {
   });
   it('returns null when grad_norm has no Gram matrix and the span is longer than one token', () => {
     const m = {...p.methods.grad_norm!, gram_packed: null};
-    expect(spanSalience(m, {t0: 0, t1: 2}, n)).toBeNull();
-    expect(spanSalience(m, {t0: 1, t1: 2}, n)).not.toBeNull();
+    expect(spanSalience(m, {t0: 0, t1: 2}, n, false)).toBeNull();
+    expect(spanSalience(m, {t0: 1, t1: 2}, n, false)).not.toBeNull();
   });
   it('clips the span to the targets; an empty span is all zero', () => {
     const m = p.methods.grad_x_input!;
-    expect(Array.from(spanSalience(m, {t0: 5, t1: 9}, n)!).every((v) => v === 0)).toBe(true);
+    expect(Array.from(spanSalience(m, {t0: 5, t1: 9}, n, true)!).every((v) => v === 0)).toBe(true);
   });
 });
 
@@ -178,7 +178,7 @@ describe('pieces and ranking', () => {
   });
   it('aggregates the selected span to words', () => {
     const seg = segment(p.text, p.offsets, 'word');
-    const s = spanSalience(p.methods.grad_x_input!, {t0: 0, t1: 3}, p.tokens.length)!;
+    const s = spanSalience(p.methods.grad_x_input!, {t0: 0, t1: 3}, p.tokens.length, true)!;
     const v = aggregate(s, seg, 'sum');
     const total = Array.from(v).filter(Number.isFinite).reduce((a, b) => a + b, 0);
     const markup = p.offsets.map((_, k) => k).filter((k) => seg.excluded[seg.tokenSegment[k]]);

@@ -302,11 +302,12 @@ export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLik
   }, `compare-${pinned.id}${tag ? `-${tag}` : ''}${oldAnswer ? '-old' : ''}${withSalience ? '-sal' : ''}`);
 }
 
-/** A payload's whole-response salience for `method`: from its matrix, else the span it holds; null if neither. */
-export function wholeResponseValues(p: SaliencePayload, method: string): Float64Array | null {
+/** A payload's whole-response salience for `method` (`linear`: its registry record's): from its matrix, else the
+ * span it holds; null if neither. */
+export function wholeResponseValues(p: SaliencePayload, method: string, linear: boolean): Float64Array | null {
   const T = numTargets(p);
   const m = p.methods[method];
-  const fromMatrix = m === undefined ? null : spanSalience(m, {t0: 0, t1: T}, p.tokens.length);
+  const fromMatrix = m === undefined ? null : spanSalience(m, {t0: 0, t1: T}, p.tokens.length, linear);
   const fromSpan = p.spans?.[`0:${T}`]?.[method];
   return fromMatrix ?? (fromSpan == null ? null : Float64Array.from(fromSpan));
 }

@@ -197,8 +197,9 @@ export class CompareRoom {
     }
     out.prompts = prompts;
     out.responses = responses;
-    const tokA = wholeResponseValues(a, main.method);
-    const tokB = out.useOld ? wholeResponseValues(b, main.method) : main.tokenValues(wholeResponse(numTargets(b)));
+    const linear = main.registry()?.get(main.method)?.linear ?? false;
+    const tokA = wholeResponseValues(a, main.method, linear);
+    const tokB = out.useOld ? wholeResponseValues(b, main.method, linear) : main.tokenValues(wholeResponse(numTargets(b)));
     if (tokA === null || tokB === null) return out;
     const signed = main.methodPayload()?.signed ?? main.registry()?.get(main.method)?.signed ?? true;
     out.values = promptValues(prompts, segA, tokA, segB, tokB, signed, intensity);

@@ -403,7 +403,8 @@ export class SalienceController {
     if (p === null || m === null) return null;
     const ask = this.segmentAsk();
     if (ask !== null) return this.segValues.get(segmentCacheKey({...ask, span}))?.tokens ?? null;
-    return spanSalience(m, span, p.tokens.length) ?? this.values.span(spanKey(this.valuesName(), span)) ?? null;
+    const linear = this.reg?.get(this.method)?.linear ?? false;  // unknown: the server answers (not a sum of rows)
+    return spanSalience(m, span, p.tokens.length, linear) ?? this.values.span(spanKey(this.valuesName(), span)) ?? null;
   }
 
   /** Changes whenever tokenValues() may have changed (for memoising what is derived from it). */

@@ -2,11 +2,12 @@
  * Salience of a target span [t0, t1) of response tokens, computed from the
  * payload without a model pass where the maths allows it.
  *
- * Linear methods (signed: grad×input, integrated gradients): the span's
- * salience is the sum of its rows. Gradient norm: the norm of the summed
- * gradient vectors, sqrt(sum_{j,k in span} G_i[j,k]) from the packed Gram
- * matrix; a single-token span is its matrix row; otherwise, without a Gram
- * matrix, the server must be asked (returns null).
+ * The rule of sequence_salience/result.py `span_from_rows` (cases shared with pytest:
+ * tests/data/span_cases.json): a method linear in the target's log-prob (the registry's
+ * `linear`: grad×input, integrated gradients, SmoothGrad) sums its rows, whatever its sign; a
+ * one-token span is its row, for any method; otherwise (gradient norm) the norm of the summed
+ * gradient vectors, sqrt(sum_{j,k in span} G_i[j,k]) from the packed Gram matrix, and without a
+ * Gram matrix the server must be asked (returns null).
  */
 import type {MethodPayload} from './payload.js';
 
@@ -32,17 +33,18 @@ function sumRows(matrix: number[][], t0: number, t1: number, n: number): Float64
 }
 
 /**
- * Salience over all N tokens for the target span, or null when only the
- * server can compute it (grad_norm with no Gram matrix and a span of > 1 token).
+ * Salience over all N tokens for the target span, or null when only the server can compute it
+ * (a method that is not linear, no Gram matrix and a span of > 1 token). `linear`: the method's
+ * registry record (shared/methods.ts `MethodInfo.linear`).
  */
 export function spanSalience(
-    m: MethodPayload, span: TargetSpan, numTokens: number): Float64Array|null {
+    m: MethodPayload, span: TargetSpan, numTokens: number, linear: boolean): Float64Array|null {
   if (m.matrix == null) return null;  // not computed yet (progressive salience)
   const numTargets = m.matrix.length;
   const t0 = Math.max(0, span.t0);
   const t1 = Math.min(numTargets, span.t1);
   if (t1 <= t0) return new Float64Array(numTokens);
-  if (m.signed) return sumRows(m.matrix, t0, t1, numTokens);
+  if (linear) return sumRows(m.matrix, t0, t1, numTokens);
   if (t1 - t0 === 1) return Float64Array.from(m.matrix[t0]);
   if (m.gram_packed == null) return null;
   const out = new Float64Array(numTokens);
