@@ -3,63 +3,19 @@ import fixture from './fixtures/small_payload.json';
 import {parsePayload} from '../src/salience/payload.js';
 import {pinnedSelection} from '../src/shared/lit_module.js';
 import {costText} from '../src/compare/view.js';
-import {alignedText, alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
-        difference, differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues, type Alignment} from '../src/compare/logic.js';
+import {alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
+        difference, differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues} from '../src/compare/logic.js';
 
-/** (kind, text A, text B) per aligned segment, trimmed: the same hand cases as tests/unit/test_compare.py. */
-const rows = (al: Alignment) => al.segments.map((s, k) => [s.kind, alignedText(al, k, 'a').trim(), alignedText(al, k, 'b').trim()]);
-
-describe('alignTexts (the hand cases of tests/unit/test_compare.py)', () => {
-  it('insertion', () => {
-    const al = alignTexts('Add two and three.', 'Add two and three carefully.');
-    expect(rows(al)).toEqual([['equal', 'Add', 'Add'], ['equal', 'two', 'two'], ['equal', 'and', 'and'],
-                              ['equal', 'three', 'three'], ['insert', '', 'carefully'], ['equal', '.', '.']]);
-    expect(al.segments[4].a).toEqual([17, 17]);
-    expect(al.segments[4].b).toEqual([18, 27]);
-  });
-  it('deletion', () => {
-    const al = alignTexts('Please answer briefly: what is 2 + 2?', 'Please answer: what is 2 + 2?');
-    expect(rows(al).filter((r) => r[0] !== 'equal')).toEqual([['delete', 'briefly', '']]);
-  });
-  it('replacement of one number and of a run', () => {
-    const al = alignTexts('Alice has 3 apples.', 'Alice has 4 apples.');
-    expect(rows(al)).toEqual([['equal', 'Alice', 'Alice'], ['equal', 'has', 'has'], ['replace', '3', '4'],
-                              ['equal', 'apples', 'apples'], ['equal', '.', '.']]);
-    const run = alignTexts('Bob has 3 red apples today.', 'Bob has 10 green pears today.');
-    expect(rows(run)[2]).toEqual(['replace', '3 red apples', '10 green pears']);
-    expect(run.segments[2].aSegs.length).toBe(3);
-    expect(changed(alignTexts('same words', 'same  words'))).toBe(false);
-  });
-  it('chat markup units stay whole', () => {
-    const a = '<|im_start|>user\nWhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n';
-    const al = alignTexts(a, a.replace('4', '5'));
-    expect(rows(al)[0]).toEqual(['equal', '<|im_start|>user', '<|im_start|>user']);
-    expect(rows(al)).toContainEqual(['replace', '4', '5']);
-    expect(rows(alignTexts('<|im_start|>user\nHi', '<|im_start|>system\nHi')))
-        .toEqual([['replace', '<|im_start|>user', '<|im_start|>system'], ['equal', 'Hi', 'Hi']]);
-  });
-  it('Unicode: code point spans', () => {
-    const al = alignTexts('Café 😀 東京 naïve', 'Café 🎉 東京 naïve');
-    expect(rows(al)).toEqual([['equal', 'Café', 'Café'], ['replace', '😀', '🎉'], ['equal', '東京', '東京'],
-                              ['equal', 'naïve', 'naïve']]);
-    expect(al.segments[1].a).toEqual([5, 7]);  // the emoji is one code point (two UTF-16 units)
-    expect(rows(alignTexts('e\u0301te naive', 'e\u0301te nai\u0308ve')))
-        .toEqual([['equal', 'e\u0301te', 'e\u0301te'], ['replace', 'naive', 'nai\u0308ve']]);
-    expect(alignTexts('', 'new text').segments[0].kind).toBe('insert');
-    expect(alignTexts('old text', '').segments[0].kind).toBe('delete');
-  });
-  it('sentences', () => {
-    expect(rows(alignTexts('First one. Second one. Third.', 'First one. Changed second. Third.', 'sentence')))
-        .toEqual([['equal', 'First one.', 'First one.'], ['replace', 'Second one.', 'Changed second.'],
-                  ['equal', 'Third.', 'Third.']]);
-  });
-});
+// alignTexts on hand-derived texts: alignment_cases.test.ts (the cases pytest reads too).
 
 describe('diffKeys', () => {
   it('gives difflib-style opcodes', () => {
     expect(diffKeys(['a', 'b', 'c'], ['a', 'x', 'c', 'd'])).toEqual(
         [['equal', 0, 1, 0, 1], ['replace', 1, 2, 1, 2], ['equal', 2, 3, 2, 3], ['insert', 3, 3, 3, 4]]);
     expect(diffKeys([], [])).toEqual([]);
+    expect(diffKeys(['x', 'y'], ['y', 'x'])).toEqual([['insert', 0, 0, 0, 1], ['equal', 0, 1, 1, 2], ['delete', 1, 2, 2, 2]]);
+    expect(changed(alignTexts('same words', 'same  words'))).toBe(false);
+    expect(changed(alignTexts('same words', 'same word'))).toBe(true);
     expect(diffKeys(['a'], [])).toEqual([['delete', 0, 1, 0, 0]]);
   });
 });

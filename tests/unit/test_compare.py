@@ -21,77 +21,11 @@ def _rows(alignment):
             for k, s in enumerate(alignment.segments)]
 
 
-def _check_spans(alignment):
-    """Spans index the texts, in order on each side, and empty sides sit between their neighbours."""
-    for side, text in (("a", alignment.text_a), ("b", alignment.text_b)):
-        pos = 0
-        for seg in alignment.segments:
-            s, e = seg.a if side == "a" else seg.b
-            assert 0 <= pos <= s <= e <= len(text)
-            pos = e
+# align_texts on hand-derived texts: tests/unit/test_alignment_cases.py (tests/data/alignment_cases.json,
+# which the browser's tests read too).
 
 
-def test_insertion():
-    a = align_texts("Add two and three.", "Add two and three carefully.")
-    assert _rows(a) == [("equal", "Add", "Add"), ("equal", "two", "two"), ("equal", "and", "and"),
-                        ("equal", "three", "three"), ("insert", "", "carefully"), ("equal", ".", ".")]
-    ins = a.segments[4]
-    assert ins.a == (17, 17) and ins.b == (18, 27) and ins.a_segments == () and len(ins.b_segments) == 1
-    _check_spans(a)
-
-
-def test_deletion():
-    a = align_texts("Please answer briefly: what is 2 + 2?", "Please answer: what is 2 + 2?")
-    assert ("delete", "briefly", "") in _rows(a)
-    # "answer" and ":" are separate word units (punctuation is its own unit), so only "briefly" goes.
-    assert [k for k, _, _ in _rows(a)].count("delete") == 1 and a.segments[0].kind == "equal"
-    d = next(s for s in a.segments if s.kind == "delete")
-    assert a.text_a[d.a[0]:d.a[1]] == "briefly" and d.b[0] == d.b[1] == a.text_b.index(":")
-    _check_spans(a)
-
-
-def test_replacement_of_one_number_and_of_a_run():
-    a = align_texts("Alice has 3 apples.", "Alice has 4 apples.")
-    assert _rows(a) == [("equal", "Alice", "Alice"), ("equal", "has", "has"), ("replace", "3", "4"),
-                        ("equal", "apples", "apples"), ("equal", ".", ".")]
-    assert a.segments[2].a == (10, 12) and a.segments[2].b == (10, 12)  # the digit and its space
-    b = align_texts("Bob has 3 red apples today.", "Bob has 10 green pears today.")
-    assert _rows(b) == [("equal", "Bob", "Bob"), ("equal", "has", "has"),
-                        ("replace", "3 red apples", "10 green pears"), ("equal", "today", "today"), ("equal", ".", ".")]
-    assert len(b.segments[2].a_segments) == 3 and len(b.segments[2].b_segments) == 3
-    assert not align_texts("same words", "same  words").changed  # spacing alone is not a change
-
-
-def test_chat_markup_units_stay_whole_and_align():
-    a_text = "<|im_start|>user\nWhat is 3 + 4?<|im_end|>\n<|im_start|>assistant\n"
-    b_text = "<|im_start|>user\nWhat is 3 + 5?<|im_end|>\n<|im_start|>assistant\n"
-    a = align_texts(a_text, b_text)
-    rows = _rows(a)
-    assert rows[0] == ("equal", "<|im_start|>user", "<|im_start|>user")
-    assert ("replace", "4", "5") in rows
-    assert rows[-2:] == [("equal", "<|im_end|>", "<|im_end|>"), ("equal", "<|im_start|>assistant", "<|im_start|>assistant")]
-    # An edit inside a role name's marker is a replaced markup unit, never a split marker.
-    c = align_texts("<|im_start|>user\nHi", "<|im_start|>system\nHi")
-    assert _rows(c) == [("replace", "<|im_start|>user", "<|im_start|>system"), ("equal", "Hi", "Hi")]
-
-
-def test_unicode_code_point_spans():
-    a = align_texts("Café 😀 東京 naïve", "Café 🎉 東京 naïve")
-    assert _rows(a) == [("equal", "Café", "Café"), ("replace", "😀", "🎉"), ("equal", "東京", "東京"),
-                        ("equal", "naïve", "naïve")]
-    rep = a.segments[1]
-    assert rep.a == (5, 7) and a.text_a[rep.a[0]] == "😀"  # code points: the emoji is one character
-    # A combining accent is part of its word: "nai\u0308ve" differs from "naive" as a whole word.
-    b = align_texts("e\u0301te naive", "e\u0301te nai\u0308ve")
-    assert _rows(b) == [("equal", "e\u0301te", "e\u0301te"), ("replace", "naive", "nai\u0308ve")]
-    assert align_texts("", "new text").segments[0].kind == "insert"
-    assert align_texts("old text", "").segments[0].kind == "delete"
-
-
-def test_sentence_granularity():
-    a = align_texts("First one. Second one. Third.", "First one. Changed second. Third.", "sentence")
-    assert _rows(a) == [("equal", "First one.", "First one."), ("replace", "Second one.", "Changed second."),
-                        ("equal", "Third.", "Third.")]
+def test_align_texts_needs_a_granularity_without_tokens():
     with pytest.raises(ss.SalienceError, match="granularity"):
         align_texts("a", "b", "token")
 

@@ -5,9 +5,8 @@
  *
  * A = the pinned datapoint (LIT's *Pin datapoint*, or the parent of *Add and compare*), B = the
  * selected one. Units are the aggregation's segments (../shared/aggregate/), compared by their text
- * with whitespace collapsed; positions are code points. The diff is a longest common subsequence over
- * the segment keys after trimming the common prefix and suffix (an edit is usually small); Python's
- * difflib gives the same alignment on the hand-derived cases both test suites share.
+ * with whitespace collapsed; positions are code points. The diff is difflib's (`diffKeys`): the same
+ * alignment as Python's on the hand-derived cases both test suites share (tests/data/alignment_cases.json).
  */
 import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
@@ -33,64 +32,72 @@ export interface Alignment {
   segments: AlignedSegment[];
 }
 
-/** Largest middle (after trimming the common prefix and suffix) diffed word by word; longer: one replace. */
-export const MAX_DIFF_CELLS = 4_000_000;
-
 /** What two segments share when they align as equal: their text with whitespace collapsed and trimmed. */
 export function segmentKey(text: string): string {
   return text.split(/\s+/u).filter((w) => w.length > 0).join(' ');
 }
 
-/** Opcodes [kind, i1, i2, j1, j2] turning keys a into keys b (as difflib's get_opcodes). */
-export function diffKeys(a: readonly string[], b: readonly string[]): Array<[AlignKind, number, number, number, number]> {
-  let pre = 0;
-  while (pre < a.length && pre < b.length && a[pre] === b[pre]) pre++;
-  let suf = 0;
-  while (suf < a.length - pre && suf < b.length - pre && a[a.length - 1 - suf] === b[b.length - 1 - suf]) suf++;
-  const n = a.length - pre - suf;
-  const m = b.length - pre - suf;
-  const pairs: Array<[number, number]> = [];  // matched (i, j), increasing
-  for (let k = 0; k < pre; k++) pairs.push([k, k]);
-  if (n > 0 && m > 0 && n * m <= MAX_DIFF_CELLS) {
-    // lcs[i][j]: LCS length of a[pre+i:] and b[pre+j:], row-major in one array.
-    const w = m + 1;
-    const lcs = new Int32Array((n + 1) * w);
-    for (let i = n - 1; i >= 0; i--) {
-      for (let j = m - 1; j >= 0; j--) {
-        lcs[i * w + j] = a[pre + i] === b[pre + j] ? lcs[(i + 1) * w + j + 1] + 1
-            : Math.max(lcs[(i + 1) * w + j], lcs[i * w + j + 1]);
-      }
+/** A run of equal keys: a[i, i + size) == b[j, j + size). */
+type Block = [i: number, j: number, size: number];
+
+/**
+ * The longest run of equal keys inside a[alo, ahi) x b[blo, bhi): the earliest in a, then in b, of the
+ * longest (difflib's find_longest_match with no junk). `where`: each key's positions in b, increasing.
+ */
+function longestRun(a: readonly string[], where: Map<string, number[]>, alo: number, ahi: number, blo: number,
+                    bhi: number): Block {
+  let best: Block = [alo, blo, 0];
+  let runs = new Map<number, number>();  // j -> length of the run of equal keys ending at (i - 1, j)
+  for (let i = alo; i < ahi; i++) {
+    const next = new Map<number, number>();
+    for (const j of where.get(a[i]) ?? []) {
+      if (j < blo) continue;
+      if (j >= bhi) break;
+      const k = (runs.get(j - 1) ?? 0) + 1;
+      next.set(j, k);
+      if (k > best[2]) best = [i - k + 1, j - k + 1, k];
     }
-    let i = 0, j = 0;
-    while (i < n && j < m) {
-      if (a[pre + i] === b[pre + j]) {
-        pairs.push([pre + i, pre + j]);
-        i++; j++;
-      } else if (lcs[(i + 1) * w + j] >= lcs[i * w + j + 1]) {
-        i++;
-      } else {
-        j++;
-      }
-    }
+    runs = next;
   }
-  for (let k = 0; k < suf; k++) pairs.push([a.length - suf + k, b.length - suf + k]);
+  return best;
+}
+
+/**
+ * Opcodes [kind, i1, i2, j1, j2] turning keys a into keys b: difflib.SequenceMatcher(None, a, b,
+ * autojunk=False).get_opcodes(), as sequence_salience/compare/alignment.py computes them: the longest run
+ * of equal keys first, then the same on each side of it.
+ */
+export function diffKeys(a: readonly string[], b: readonly string[]): Array<[AlignKind, number, number, number, number]> {
+  const where = new Map<string, number[]>();
+  b.forEach((key, j) => {
+    const list = where.get(key);
+    if (list === undefined) where.set(key, [j]); else list.push(j);
+  });
+  const blocks: Block[] = [];
+  const todo: Array<[number, number, number, number]> = [[0, a.length, 0, b.length]];
+  while (todo.length > 0) {
+    const [alo, ahi, blo, bhi] = todo.pop()!;
+    const [i, j, k] = longestRun(a, where, alo, ahi, blo, bhi);
+    if (k === 0) continue;
+    blocks.push([i, j, k]);
+    if (alo < i && blo < j) todo.push([alo, i, blo, j]);
+    if (i + k < ahi && j + k < bhi) todo.push([i + k, ahi, j + k, bhi]);
+  }
+  blocks.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  blocks.push([a.length, b.length, 0]);
   const ops: Array<[AlignKind, number, number, number, number]> = [];
   let i = 0, j = 0;
-  const gap = (i2: number, j2: number) => {
-    if (i2 > i || j2 > j) ops.push([i2 > i && j2 > j ? 'replace' : i2 > i ? 'delete' : 'insert', i, i2, j, j2]);
-  };
-  for (const [pi, pj] of pairs) {
-    gap(pi, pj);
+  for (const [bi, bj, size] of blocks) {
+    if (i < bi || j < bj) ops.push([i < bi && j < bj ? 'replace' : i < bi ? 'delete' : 'insert', i, bi, j, bj]);
     const last = ops[ops.length - 1];
-    if (last !== undefined && last[0] === 'equal' && last[2] === pi && last[4] === pj) {
-      last[2]++; last[4]++;
-    } else {
-      ops.push(['equal', pi, pi + 1, pj, pj + 1]);
+    if (size > 0 && last !== undefined && last[0] === 'equal' && last[2] === bi && last[4] === bj) {
+      last[2] += size; last[4] += size;  // adjacent runs are one equal opcode
+    } else if (size > 0) {
+      ops.push(['equal', bi, bi + size, bj, bj + size]);
     }
-    i = pi + 1;
-    j = pj + 1;
+    i = bi + size;
+    j = bj + size;
   }
-  gap(a.length, b.length);
   return ops;
 }
 

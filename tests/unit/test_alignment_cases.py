@@ -1,0 +1,35 @@
+"""align_texts (sequence_salience/compare/alignment.py) on the cases shared with the browser.
+
+tests/data/alignment_cases.json is read here and by frontend/test/alignment_cases.test.ts
+(frontend/src/compare/logic.ts alignTexts), so both languages align two prompts alike.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from sequence_salience.compare import align_texts
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = json.loads((ROOT / "tests/data/alignment_cases.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in DATA["cases"]])
+def test_shared_alignment_case(case):
+    al = align_texts(case["a"], case["b"], case["granularity"])
+    rows = [[s.kind, al.text(k, "a").strip(), al.text(k, "b").strip()] for k, s in enumerate(al.segments)]
+    assert rows == case["rows"]
+    for k, a, b in case.get("spans", []):
+        assert [list(al.segments[k].a), list(al.segments[k].b)] == [a, b]
+    for k, n_a, n_b in case.get("segment_counts", []):
+        assert (len(al.segments[k].a_segments), len(al.segments[k].b_segments)) == (n_a, n_b)
+    # Spans tile each text in order: every aligned segment starts where the one before ended, or later.
+    for side, text in (("a", al.text_a), ("b", al.text_b)):
+        pos = 0
+        for seg in al.segments:
+            s, e = seg.a if side == "a" else seg.b
+            assert 0 <= pos <= s <= e <= len(text)
+            pos = e
