@@ -4,7 +4,6 @@ import {aggregate, segment} from '../src/shared/aggregate/index.js';
 import {colorAt, colorFor, legendStops, maxAbs, normalize, textColorOn, formatValue} from '../src/shared/colormap.js';
 import {numTargets, parsePayload, type SaliencePayload} from '../src/salience/payload.js';
 import {buildPieces, codePointToUtf16} from '../src/shared/pieces.js';
-import {topSegments} from '../src/salience/rank.js';
 import {packedIndex, spanSalience} from '../src/salience/spans.js';
 import {describeSpan, dragSpan, isWhole, moveCursor, snapSpan, spanForKey, targetSegments, wholeResponse} from '../src/salience/target.js';
 
@@ -170,12 +169,7 @@ describe('pieces and ranking', () => {
     const seg = segment(text, [[0, 1], [1, 2], [2, 3]], 'token');
     expect(buildPieces(text, seg, 2).map((x) => x.text)).toEqual(['a', '😀', 'b']);
   });
-  it('ranks by |value| for signed and by value for unsigned methods', () => {
-    const v = [0.1, -0.9, NaN, 0.5, 0, -0.2];
-    expect(topSegments(v, 2, true).map((r) => r.seg)).toEqual([1, 3]);
-    expect(topSegments(v, 3, false).map((r) => r.seg)).toEqual([3, 0]);
-    expect(topSegments(v, 2, true, new Set([1])).map((r) => r.seg)).toEqual([3, 5]);
-  });
+  // topSegments: ranking_cases.test.ts (the cases pytest reads too).
   it('aggregates the selected span to words', () => {
     const seg = segment(p.text, p.offsets, 'word');
     const s = spanSalience(p.methods.grad_x_input!, {t0: 0, t1: 3}, p.tokens.length, true)!;
