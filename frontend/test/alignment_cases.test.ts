@@ -5,7 +5,7 @@
 import {describe, expect, test} from 'vitest';
 
 import cases from '../../tests/data/alignment_cases.json';
-import {alignedText, alignTexts} from '../src/compare/logic.js';
+import {alignedText, alignedValues, alignTexts, difference} from '../src/compare/logic.js';
 import type {Granularity} from '../src/shared/aggregate/index.js';
 
 interface AlignmentCase {
@@ -16,7 +16,10 @@ interface AlignmentCase {
   rows: string[][];
   spans?: Array<[number, number[], number[]]>;
   segment_counts?: number[][];
+  values?: Record<'a' | 'b' | 'aligned_a' | 'aligned_b' | 'difference', Array<number | null>>;
 }
+
+const nan = (xs: Array<number | null>): number[] => xs.map((x) => (x === null ? NaN : x));
 
 describe('shared alignment cases', () => {
   for (const c of (cases as unknown as {cases: AlignmentCase[]}).cases) {
@@ -27,6 +30,12 @@ describe('shared alignment cases', () => {
       for (const [k, a, b] of c.spans ?? []) expect([al.segments[k].a, al.segments[k].b]).toEqual([a, b]);
       for (const [k, nA, nB] of c.segment_counts ?? []) {
         expect([al.segments[k].aSegs.length, al.segments[k].bSegs.length]).toEqual([nA, nB]);
+      }
+      if (c.values !== undefined) {
+        const {a, b} = alignedValues(al, nan(c.values.a), nan(c.values.b));
+        expect(Array.from(a)).toEqual(nan(c.values.aligned_a));
+        expect(Array.from(b)).toEqual(nan(c.values.aligned_b));
+        expect(Array.from(difference(al, a, b))).toEqual(nan(c.values.difference));
       }
     });
   }

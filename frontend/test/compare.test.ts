@@ -3,8 +3,8 @@ import fixture from './fixtures/small_payload.json';
 import {parsePayload} from '../src/salience/payload.js';
 import {pinnedSelection} from '../src/shared/lit_module.js';
 import {costText} from '../src/compare/view.js';
-import {alignedValues, alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
-        difference, differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues} from '../src/compare/logic.js';
+import {alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
+        differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues} from '../src/compare/logic.js';
 
 // alignTexts on hand-derived texts: alignment_cases.test.ts (the cases pytest reads too).
 
@@ -20,19 +20,8 @@ describe('diffKeys', () => {
   });
 });
 
-describe('values, difference and scales (hand-derived)', () => {
-  it('sums, NaN on the missing side, 0 for the difference', () => {
-    const al = alignTexts('x y z', 'x w z q');
-    expect(al.segments.map((s) => s.kind)).toEqual(['equal', 'replace', 'equal', 'insert']);
-    const {a, b} = alignedValues(al, [1, 2, 3], [10, 20, 30, 40]);
-    expect(Array.from(a)).toEqual([1, 2, 3, NaN]);
-    expect(Array.from(difference(al, a, b))).toEqual([9, 18, 27, 40]);
-    const d = alignTexts('x y', 'x');
-    const v = alignedValues(d, [1, 2], [5]);
-    expect(Array.from(difference(d, v.a, v.b))).toEqual([4, -2]);
-    const m = alignTexts('x y', 'x y');
-    const mv = alignedValues(m, [NaN, 1], [NaN, 3]);
-    expect(Array.from(difference(m, mv.a, mv.b))).toEqual([NaN, 2]);
+describe('scales (hand-derived; values per aligned segment and B − A: alignment_cases.test.ts)', () => {
+  it('one shared scale for both sides, a signed one for the difference', () => {
     expect(sharedScale(true, [1, -5, NaN], [3], 2)).toEqual({signed: true, scale: 5, intensity: 2});
     expect(differenceScale([0.5, -2, NaN])).toEqual({signed: true, scale: 2, intensity: 1});
   });

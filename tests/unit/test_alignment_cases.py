@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
-from sequence_salience.compare import align_texts
+from sequence_salience.compare import align_texts, aligned_values, difference
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = json.loads((ROOT / "tests/data/alignment_cases.json").read_text(encoding="utf-8"))
@@ -26,6 +27,12 @@ def test_shared_alignment_case(case):
         assert [list(al.segments[k].a), list(al.segments[k].b)] == [a, b]
     for k, n_a, n_b in case.get("segment_counts", []):
         assert (len(al.segments[k].a_segments), len(al.segments[k].b_segments)) == (n_a, n_b)
+    if "values" in case:
+        v = {k: [np.nan if x is None else x for x in xs] for k, xs in case["values"].items()}
+        va, vb = aligned_values(al, v["a"], v["b"])
+        np.testing.assert_array_equal(va, v["aligned_a"])
+        np.testing.assert_array_equal(vb, v["aligned_b"])
+        np.testing.assert_array_equal(difference(al, va, vb), v["difference"])
     # Spans tile each text in order: every aligned segment starts where the one before ended, or later.
     for side, text in (("a", al.text_a), ("b", al.text_b)):
         pos = 0

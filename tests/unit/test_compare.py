@@ -12,7 +12,7 @@ import torch
 
 import sequence_salience as ss
 from sequence_salience import aggregate
-from sequence_salience.compare import align_texts, aligned_values, difference, response_logprobs
+from sequence_salience.compare import align_texts, response_logprobs
 
 
 def _rows(alignment):
@@ -28,21 +28,6 @@ def _rows(alignment):
 def test_align_texts_needs_a_granularity_without_tokens():
     with pytest.raises(ss.SalienceError, match="granularity"):
         align_texts("a", "b", "token")
-
-
-def test_aligned_values_and_difference_by_hand():
-    a = align_texts("x y z", "x w z q")  # x equal, y->w replace, z equal, q insert
-    assert [s.kind for s in a.segments] == ["equal", "replace", "equal", "insert"]
-    va, vb = aligned_values(a, [1.0, 2.0, 3.0], [10.0, 20.0, 30.0, 40.0])
-    np.testing.assert_array_equal(va, [1.0, 2.0, 3.0, np.nan])
-    np.testing.assert_array_equal(vb, [10.0, 20.0, 30.0, 40.0])
-    np.testing.assert_array_equal(difference(a, va, vb), [9.0, 18.0, 27.0, 40.0])  # inserted: counts 0 in A
-    d = align_texts("x y", "x")
-    va, vb = aligned_values(d, [1.0, 2.0], [5.0])
-    np.testing.assert_array_equal(difference(d, va, vb), [4.0, -2.0])  # deleted: counts 0 in B
-    m = align_texts("x y", "x y")
-    va, vb = aligned_values(m, [np.nan, 1.0], [np.nan, 3.0])  # markup scores NaN on both sides
-    assert np.isnan(difference(m, va, vb)[0]) and difference(m, va, vb)[1] == 2.0
 
 
 def _teacher_forced(lm, prompt_ids, target_ids) -> np.ndarray:
