@@ -5,7 +5,7 @@ from lit_nlp.api import layout
 _modules = layout.LitModuleName
 
 # Custom-element tag of the Sequence Salience module defined by our bundle
-# (frontend/src/salience/module.ts `TAG`, built into frontend/dist/sequence_salience.js).
+# (frontend/src/salience_module.ts `TAG`, built into frontend/dist/sequence_salience.js).
 # Not "sequence-salience-module": LIT 1.3.1's main.js already registers that
 # tag for its own module, and a tag can be defined only once per page.
 SALIENCE_MODULE_TAG = "prompt-salience-module"

@@ -7,7 +7,7 @@
  * define our module on top of it. LIT resolves layout modules with
  * customElements.get(tag) only after /get_info returns, which is later.
  */
-import {makeModuleClass, TAG} from './salience/module.js';
+import {makeModuleClass, TAG} from './salience_module.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
 import {patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar} from './lit_fixes.js';

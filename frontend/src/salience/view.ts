@@ -1,7 +1,7 @@
 /**
  * The Sequence Salience module's templates: controls, status lines, the text pieces of the
  * prompt and response, and the side panel (legend, facts, top segments). Functions of what
- * they show and of callbacks for what the user does; the element (module.ts) computes the
+ * they show and of callbacks for what the user does; the element (../salience_module.ts) computes the
  * values and owns the state.
  */
 import {html, nothing, type TemplateResult} from 'lit';

@@ -11,7 +11,7 @@
  */
 import {LitElement} from 'lit';
 
-import {makeModuleClass, TAG} from '../../src/salience/module.js';
+import {makeModuleClass, TAG} from '../../src/salience_module.js';
 import type {SaliencePayload} from '../../src/salience/payload.js';
 import {packedIndex} from '../../src/salience/spans.js';
 import registry from '../fixtures/method_registry.json';

@@ -1,35 +1,37 @@
 /**
  * The Sequence Salience LIT module: a custom element on top of LIT's own LitModule (found
- * at run time; see ../index.ts and ../shared/lit_module.ts). Requests, polling and their
- * caches are the controller's (controller.ts); templates are view.ts's. This element keeps
+ * at run time; see index.ts and shared/lit_module.ts). Requests, polling and their
+ * caches are the controller's (salience/controller.ts); templates are salience/view.ts's. It mounts
+ * the two comparisons (compare/room.ts, compare_models/room.ts), which build on the salience
+ * folder; so it stands beside index.ts, above those three folders, not inside one. This element keeps
  * the view state (granularity, regex, intensity, keyboard cursor, drag), derives what is
  * drawn (segments, their values and colours, the top list) with memos so that a drag or a
  * cursor move does not rebuild thousands of prompt spans, handles pointer and keyboard
- * input, and tells the other modules what is selected (../shared/target_store.ts).
+ * input, and tells the other modules what is selected (shared/target_store.ts).
  */
 import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
-import {aggregate, checkPattern, matchesOnly, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
-import {maxAbs, type ColorScale} from '../shared/colormap.js';
-import {CompareRoom} from '../compare/room.js';
-import {COMPARE_STYLES} from '../compare/styles.js';
-import {compareView} from '../compare/view.js';
-import {COMPARE_MODELS_METHOD} from '../compare_models/logic.js';
-import {CompareModelsRoom} from '../compare_models/room.js';
-import {COMPARE_MODELS_STYLES, compareModelsView} from '../compare_models/view.js';
-import {moduleBase, pinnedSelection} from '../shared/lit_module.js';
-import {buildPieces, codePointToUtf16, segmentText, type Piece} from '../shared/pieces.js';
-import {activeModel, type IndexedInputLike} from '../shared/request.js';
-import {targetStore} from '../shared/target_store.js';
-import {SalienceController, type SalienceHost} from './controller.js';
-import {litConventionHost} from './lit_convention.js';
-import {numTargets, type SaliencePayload} from './payload.js';
-import {topSegments} from './rank.js';
-import {SALIENCE_STYLES} from './styles.js';
+import {aggregate, checkPattern, matchesOnly, segment, type Granularity, type Segmentation} from './shared/aggregate/index.js';
+import {maxAbs, type ColorScale} from './shared/colormap.js';
+import {CompareRoom} from './compare/room.js';
+import {COMPARE_STYLES} from './compare/styles.js';
+import {compareView} from './compare/view.js';
+import {COMPARE_MODELS_METHOD} from './compare_models/logic.js';
+import {CompareModelsRoom} from './compare_models/room.js';
+import {COMPARE_MODELS_STYLES, compareModelsView} from './compare_models/view.js';
+import {moduleBase, pinnedSelection} from './shared/lit_module.js';
+import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/pieces.js';
+import {activeModel, type IndexedInputLike} from './shared/request.js';
+import {targetStore} from './shared/target_store.js';
+import {SalienceController, type SalienceHost} from './salience/controller.js';
+import {litConventionHost} from './salience/lit_convention.js';
+import {numTargets, type SaliencePayload} from './salience/payload.js';
+import {topSegments} from './salience/rank.js';
+import {SALIENCE_STYLES} from './salience/styles.js';
 import {describeSpan, dragSpan, firstIndexIn, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
-        type TargetSegment} from './target.js';
+        type TargetSegment} from './salience/target.js';
 import {controlsView, emptyView, headView, promptPieceView, responsePiecesView, segmentStatusView, sidePanelView,
-        statusView, streamingView} from './view.js';
+        statusView, streamingView} from './salience/view.js';
 
 /** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
 export const TAG = 'prompt-salience-module';
@@ -84,9 +86,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     };
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
     private readonly ctl = new SalienceController(litConventionHost(this.host));
-    // LIT's pin: the comparison with the pinned datapoint (../compare/room.ts).
+    // LIT's pin: the comparison with the pinned datapoint (compare/room.ts).
     private readonly compare = new CompareRoom(this.host);
-    // Two models selected in LIT's model selector: the "Compare models" section (../compare_models/room.ts).
+    // Two models selected in LIT's model selector: the "Compare models" section (compare_models/room.ts).
     private readonly compareModels = new CompareModelsRoom(this.host);
     private segCache = new Map<string, Segmentation>();
     private piecesCache = new Map<string, Piece[]>();
