@@ -65,16 +65,22 @@ const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The 
                                      meta: {}});
 const segmentCalls = (calls: Data[]) => calls.filter((c) => c['detail'] === 'segments');
 
+/** A controller with the registry read, segmenting by sentence (2 segments), and dp() selected. */
+async function selectedBySentence(polls: number) {
+  const {host, calls} = fakeHost(polls);
+  const ctl = new SalienceController(host);
+  ctl.registry();
+  ctl.setSegmentation('sentence', '', 2);
+  await ctl.select(dp());
+  return {ctl, calls};
+}
+
 beforeEach(() => { vi.useFakeTimers(); });
 afterEach(() => { vi.useRealTimers(); });
 
 describe('segment methods in the controller', () => {
   it('shows the gradient first, then leave one sentence out once measured, and the gradient back on request', async () => {
-    const {host, calls} = fakeHost(1);
-    const ctl = new SalienceController(host);
-    ctl.registry();
-    ctl.setSegmentation('sentence', '', 2);
-    await ctl.select(dp());
+    const {ctl, calls} = await selectedBySentence(1);
     // The first highlight is the gradient's; the default segment method's job starts right after it.
     expect(calls[0]['detail']).toBe('span');
     expect(ctl.method).toBe('grad_norm');
@@ -101,11 +107,7 @@ describe('segment methods in the controller', () => {
   });
 
   it('re-measures on a change of granularity and stops polling the superseded job', async () => {
-    const {host, calls} = fakeHost(2);
-    const ctl = new SalienceController(host);
-    ctl.registry();
-    ctl.setSegmentation('sentence', '', 2);
-    await ctl.select(dp());
+    const {ctl, calls} = await selectedBySentence(2);
     await vi.advanceTimersByTimeAsync(3 * POLL_MS);
     expect(ctl.method).toBe('leave_one_out');
     // Paragraphs also default to leave one out: the method stays, measured again per paragraph.
