@@ -6,8 +6,12 @@ tests/data/alignment_cases.json is read here and by frontend/test/alignment_case
 
 from __future__ import annotations
 
+import difflib
 import json
 import pathlib
+import random
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -40,3 +44,23 @@ def test_shared_alignment_case(case):
             s, e = seg.a if side == "a" else seg.b
             assert 0 <= pos <= s <= e <= len(text)
             pos = e
+
+
+def test_the_browser_diff_equals_difflib_on_seeded_key_lists(tmp_path):
+    """diffKeys (frontend/src/compare/logic.ts, run by node) against difflib itself on 400 seeded pairs of
+    key lists over small alphabets, where runs, repeats and ties are common."""
+    node = shutil.which("node")
+    esbuild = ROOT / "frontend" / "node_modules" / ".bin" / "esbuild"
+    assert node and esbuild.exists(), "node and frontend/node_modules are needed (make setup installs them)"
+    bundle = tmp_path / "logic.mjs"
+    subprocess.run([str(esbuild), str(ROOT / "frontend" / "src" / "compare" / "logic.ts"), "--bundle", "--format=esm",
+                    f"--outfile={bundle}", "--log-level=warning"], check=True)
+    rng = random.Random(0)
+    pairs = []
+    for _ in range(400):
+        alphabet = "abcdefgh"[: rng.randint(1, 8)]
+        pairs.append([[rng.choice(alphabet) for _ in range(rng.randint(0, 14))] for _ in range(2)])
+    out = subprocess.run([node, str(ROOT / "tests" / "unit" / "diff_oracle.mjs"), str(bundle)],
+                         input=json.dumps(pairs), capture_output=True, text=True, check=True)
+    want = [[list(op) for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()] for a, b in pairs]
+    assert json.loads(out.stdout) == want
