@@ -1,6 +1,7 @@
-"""Shared plumbing for the explanation tests: pair tokenization, prompt segments, batched scoring.
+"""Shared plumbing for the explanation tests (explain/) and the segment methods (ablation/): pair
+tokenization, prompt segments, batched scoring.
 
-Every test in this package edits the prompt (replaces or deletes segments, swaps one
+Every explanation test and ablation edits the prompt (replaces or deletes segments, swaps one
 token) and asks how log p(target span) changes. `score` answers that for many edited
 prompts at once: padded batches (salience.build_inputs), one forward pass per batch,
 no backward. `score_greedy` also says whether the target is still the model's greedy

@@ -1,7 +1,7 @@
 """Segment salience: the value of each prompt segment for a target span, measured by removing segments.
 
-    prompt + target -> removable segments at a granularity (explain.scoring.prompt_segments, the
-    explanation tests' own) -> the method's ablated prompts (explain.scoring.PromptEditor: filler
+    prompt + target -> removable segments at a granularity (scoring.prompt_segments, the
+    explanation tests' own) -> the method's ablated prompts (scoring.PromptEditor: filler
     or deletion) -> batched forwards from each ablation's first changed token (ablation/prefix.py)
     -> the method's values per segment (methods/leave_one_out.py, methods/ablation_surrogate.py).
 
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sequence_salience import scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain import scoring
 from sequence_salience.methods import get_segment_method
 from sequence_salience.methods.base import SEGMENT_REMOVALS, AblationConfig, SegmentProblem
 from sequence_salience.model import Generation, LanguageModel

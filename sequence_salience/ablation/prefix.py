@@ -13,7 +13,7 @@ holds at most `batch_size` rows and `chunk_token_budget` recomputed tokens (memo
 `slice_s`, as many rows as take about that much model time (sequence_salience/slices.py).
 `progress` runs and `cancel` is checked after every batch.
 
-Reuse is off (one full forward per row, through explain.scoring's plain path) for a cache that is
+Reuse is off (one full forward per row, through scoring's plain path) for a cache that is
 not a plain per-layer key/value cache (sliding-window or recurrent layers, older transformers).
 """
 

@@ -23,7 +23,7 @@ from sequence_salience.explain.faithfulness import (
 from sequence_salience.explain.flips import Flip, FlipReport, token_flips, word_end_probability, word_vocabulary
 from sequence_salience.explain.ig_quality import IGQuality, IGStep, ig_auto_steps, step_schedule
 from sequence_salience.explain.reduction import ReductionConfig, ReductionResult, reduce_prompt
-from sequence_salience.explain.scoring import PromptSegments, prompt_segments, score, score_greedy
+from sequence_salience.scoring import PromptSegments, prompt_segments, score, score_greedy
 
 __all__ = [
     "ContrastiveResult",

@@ -30,14 +30,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from sequence_salience import scoring
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain import scoring
-from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import DEFAULT_METHODS, get_method, list_methods
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.methods.gradients import weighted_gradient
 from sequence_salience.model import Generation, LanguageModel, decode_with_offsets
 from sequence_salience.salience import build_inputs, compute_span_result
+from sequence_salience.scoring import Cancel, Progress
 from sequence_salience.text import ChatPrompt
 
 

@@ -65,15 +65,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from sequence_salience import ablation, scoring
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain import scoring
 from sequence_salience.explain import upper_bound as search
-from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import DEFAULT_METHODS, get_any_method, is_segment_method
 from sequence_salience.methods.base import AblationConfig, SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
 from sequence_salience.salience import compute_span_result, tokenized_result
+from sequence_salience.scoring import Cancel, Progress
 from sequence_salience.text import ChatPrompt
 
 MODES = ("deletion", "insertion")
@@ -323,13 +323,10 @@ def ablation_values(lm: LanguageModel, prompt, target, methods: Sequence[str], s
     regex matches) gets 0."""
     if not methods:
         return {}
-    # Imported here: sequence_salience.ablation builds on explain.scoring (this package imports this module).
-    from sequence_salience.ablation import segment_salience as measure  # pylint: disable=import-outside-toplevel
-
     cfg = ablation_config or AblationConfig(removal=config.removal, filler=config.filler)
     out = {}
     for m in methods:
-        got = measure(lm, prompt, target, m, granularity=config.granularity, pattern=config.pattern, span=span,
+        got = ablation.segment_salience(lm, prompt, target, m, granularity=config.granularity, pattern=config.pattern, span=span,
                       config=cfg, regions=config.regions, result=result, progress=progress, cancel=cancel,
                       slice_s=config.slice_s)
         by_index = dict(zip(got.segment_index.tolist(), got.values.tolist()))

@@ -37,12 +37,12 @@ import weakref
 import numpy as np
 import torch
 
+from sequence_salience import scoring
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain import scoring
-from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods.gradients import weighted_gradient
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.salience import build_inputs
+from sequence_salience.scoring import Cancel, Progress
 from sequence_salience.text import ChatPrompt
 
 DIRECTIONS = ("decrease", "increase")

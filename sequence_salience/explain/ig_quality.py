@@ -21,14 +21,14 @@ import dataclasses
 
 import numpy as np
 
+from sequence_salience import scoring
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain import scoring
-from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import integrated_gradients
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
 from sequence_salience.salience import compute_span_result
+from sequence_salience.scoring import Cancel, Progress
 from sequence_salience.text import ChatPrompt
 
 IG = integrated_gradients.NAME

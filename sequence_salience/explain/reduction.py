@@ -32,14 +32,14 @@ import dataclasses
 
 import numpy as np
 
+from sequence_salience import scoring
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain import scoring
 from sequence_salience.explain.faithfulness import segment_salience
-from sequence_salience.explain.scoring import Cancel, Progress
 from sequence_salience.methods import grad_norm
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
+from sequence_salience.scoring import Cancel, Progress
 from sequence_salience.slices import make_sizer
 from sequence_salience.text import ChatPrompt
 

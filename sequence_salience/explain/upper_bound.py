@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from sequence_salience.explain import scoring
-from sequence_salience.explain.scoring import Cancel, Progress
+from sequence_salience import scoring
+from sequence_salience.scoring import Cancel, Progress
 from sequence_salience.slices import make_sizer
 
 EXHAUSTIVE = "exhaustive"

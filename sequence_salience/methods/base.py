@@ -175,7 +175,7 @@ class SalienceMethod:
 # Segment methods: values measured on a segmentation of the prompt by removing segments and
 # re-scoring the target (forward passes only), instead of a gradient at every token.
 
-SEGMENT_REMOVALS = ("filler", "delete")  # the explanation tests' removals (explain/scoring.py REMOVALS)
+SEGMENT_REMOVALS = ("filler", "delete")  # the explanation tests' removals (scoring.py REMOVALS)
 
 
 @dataclasses.dataclass(frozen=True)

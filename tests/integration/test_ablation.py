@@ -1,7 +1,7 @@
 """Segment methods on the embedded default model (SmolLM2-135M, float32): exact against plain forwards.
 
 Leave one segment out with the KV-prefix reuse = one plain forward per ablation through
-explain.scoring.score (no cache, its own batching); the surrogate = ContextCite's own solver on the
+scoring.score (no cache, its own batching); the surrogate = ContextCite's own solver on the
 same masks and log-odds.
 """
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from lit_app import datasets
+from sequence_salience import scoring
 from sequence_salience.ablation import AblationConfig, segment_salience
-from sequence_salience.explain import scoring
 from sequence_salience.methods import ablation_surrogate, lasso, leave_one_out
 from tests.unit.test_ablation import contextcite_solver
 

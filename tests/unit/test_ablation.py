@@ -1,7 +1,7 @@
 """Segment methods (leave one segment out, the ContextCite surrogate) on tiny random models.
 
 References, each independent of the code under test:
-* leave one out = one plain forward per ablation through explain.scoring.score (no KV cache,
+* leave one out = one plain forward per ablation through scoring.score (no KV cache,
   its own batching), and KV-prefix reuse = the same numbers without reuse;
 * the surrogate's Lasso = scikit-learn's Lasso on the same masks, and ContextCite's own solver
   (context_cite/solver.py of the context-cite 0.0.4 wheel, loaded from its file);
@@ -23,9 +23,9 @@ from sklearn.preprocessing import StandardScaler
 
 import sequence_salience as ss
 from sequence_salience import ablation, aggregate, methods
+from sequence_salience import scoring
 from sequence_salience.ablation import AblationConfig, PrefixScorer, segment_salience
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.explain import scoring
 from sequence_salience.methods import ablation_surrogate, lasso, leave_one_out
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
@@ -40,7 +40,7 @@ def lm(request):
 
 
 def brute_force(lm, prompt, target, granularity, removal, span=None):
-    """Leave one out by plain forwards: one row per ablation, scored by explain.scoring.score."""
+    """Leave one out by plain forwards: one row per ablation, scored by scoring.score."""
     result = ss.compute_span_result(lm, prompt, target, methods=("grad_norm",))
     segs = scoring.prompt_segments(result, granularity)
     edit = scoring.PromptEditor(lm, prompt, result, segs, removal, scoring.filler_id(lm, " "))

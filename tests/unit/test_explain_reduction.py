@@ -123,5 +123,5 @@ def test_unknown_removal_is_an_error(llama, generation):
     pytest.param([(0, 3)], ["_"], 4, None, "quick fox", id="outside-window"),
 ])
 def test_replace_spans(spans, reps, start, end, want):
-    from sequence_salience.explain import scoring
+    from sequence_salience import scoring
     assert scoring.replace_spans("The quick fox", spans, reps, start, end) == want

@@ -8,7 +8,7 @@ import numpy as np
 
 import sequence_salience as ss
 from sequence_salience import explain as ex
-from sequence_salience.explain import scoring
+from sequence_salience import scoring
 from tests.unit.sizers import ScriptedSizer
 
 
