@@ -3,8 +3,9 @@ results (`compare_results`; two models on one prompt reuse it).
 
     alignment.py  segment-level alignment of two texts (equal / insert / delete / replace, char spans)
     cross.py      teacher-forced log p of a given response under a prompt (one forward)
-    compare.py    SalienceComparison: both results, aligned values on one scale, difference, cross log-probs
-    html.py       its HTML (notebooks, files)
+    comparison.py SalienceComparison: both results, aligned values on one scale, difference, cross log-probs;
+                  its JSON and HTML (notebooks, files)
+    compare.py    compare / compare_results: what builds one
     models.py     two models on one prompt (compare_models -> ModelComparison): the same pieces, plus
                   each model's log p of the other's answer
 
@@ -22,7 +23,8 @@ from sequence_salience.compare.alignment import (
     difference,
     segment_key,
 )
-from sequence_salience.compare.compare import DEFAULT_METHOD, SalienceComparison, compare, compare_results
+from sequence_salience.compare.compare import DEFAULT_METHOD, compare, compare_results
+from sequence_salience.compare.comparison import SalienceComparison
 from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
 from sequence_salience.compare.models import ModelComparison, compare_models
 

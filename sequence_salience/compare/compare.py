@@ -10,125 +10,24 @@ gradient methods, as `explain` does) and ONE teacher-forced forward for A's resp
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from sequence_salience import aggregate
-from sequence_salience.compare.alignment import Alignment, align_segmentations, align_texts, aligned_values, difference
+from sequence_salience.compare.alignment import align_segmentations, align_texts, aligned_values, difference
+from sequence_salience.compare.comparison import SalienceComparison
 from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
 from sequence_salience.display import palette
 from sequence_salience.display.view import resolve_method, token_values
 from sequence_salience.errors import SalienceError
-from sequence_salience.files import atomic_write_json, atomic_write_text
 from sequence_salience.methods import get_method, grad_x_input
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import Generation, GenerationConfig, LanguageModel
-from sequence_salience.result import SalienceResult, result_to_dict
+from sequence_salience.result import SalienceResult
 from sequence_salience.salience import compute_span_result
 from sequence_salience.text import ChatPrompt
 
-FORMAT = "sequence_salience.SalienceComparison"
 DEFAULT_METHOD = grad_x_input.NAME
 DEFAULT_LABELS = ("A", "B")
-
-
-@dataclasses.dataclass(frozen=True)
-class SalienceComparison:
-    """Two salience results side by side.
-
-    Attributes:
-      result_a, result_b: the two results (salience of each side's whole response).
-      method, granularity, pattern: what the values are (method's salience summed over segments).
-      labels: short names of the two sides (e.g. "original", "edited", or two model names).
-      prompts: alignment of the prompt parts of result_a.text and result_b.text (chat markup included,
-        excluded from values).
-      responses: word alignment of the two responses.
-      values_a, values_b: <float64>[K] per aligned prompt segment, each side's salience (NaN: no text
-        on that side, or markup).
-      difference: <float64>[K] values_b − values_a (text only on one side counts 0 on the other).
-      scale: the shared colour scale of values_a and values_b (largest |value| of either side).
-      difference_scale: the signed scale of `difference`.
-      cross: A's response under A and under B (None when not computed).
-    """
-
-    result_a: SalienceResult
-    result_b: SalienceResult
-    method: str
-    granularity: str
-    pattern: str | None
-    labels: tuple[str, str]
-    prompts: Alignment
-    responses: Alignment
-    values_a: np.ndarray
-    values_b: np.ndarray
-    difference: np.ndarray
-    scale: palette.ColorScale
-    difference_scale: palette.ColorScale
-    cross: CrossLogprobs | None
-
-    @property
-    def response_a(self) -> str:
-        return self.result_a.text[self.result_a.prompt_end:]
-
-    @property
-    def response_b(self) -> str:
-        return self.result_b.text[self.result_b.prompt_end:]
-
-    @property
-    def signed(self) -> bool:
-        return self.scale.signed
-
-    def top_changes(self, k: int = 10) -> list[tuple[int, float]]:
-        """The k aligned prompt segments whose value changed most: (index, difference), largest |Δ| first."""
-        items = [(i, float(d)) for i, d in enumerate(self.difference) if np.isfinite(d) and d != 0]
-        items.sort(key=lambda r: (-abs(r[1]), r[0]))
-        return items[: max(0, k)]
-
-    def to_dict(self, with_results: bool = True) -> dict:
-        """A JSON-ready form (NaN as null); with_results adds both results in SalienceResult's JSON layout."""
-        def floats(v: np.ndarray) -> list:
-            return [float(x) if np.isfinite(x) else None for x in v]
-
-        prompts = self.prompts.to_dict()
-        for k, seg in enumerate(prompts["segments"]):
-            seg.update(value_a=floats(self.values_a[k:k + 1])[0], value_b=floats(self.values_b[k:k + 1])[0],
-                       difference=floats(self.difference[k:k + 1])[0])
-        out: dict[str, Any] = {
-            "format": FORMAT, "version": 1, "method": self.method, "granularity": self.granularity,
-            "pattern": self.pattern, "labels": list(self.labels),
-            "scale": {"signed": self.scale.signed, "max_abs": self.scale.scale},
-            "difference_scale": {"signed": True, "max_abs": self.difference_scale.scale},
-            "prompts": prompts, "responses": self.responses.to_dict(),
-            "response_a": self.response_a, "response_b": self.response_b,
-            "cross": None if self.cross is None else self.cross.to_dict(),
-        }
-        if with_results:
-            out["result_a"], out["result_b"] = result_to_dict(self.result_a), result_to_dict(self.result_b)
-        return out
-
-    def to_json(self, path, meta: Mapping[str, Any] | None = None) -> str:
-        """Writes to_dict() (plus optional meta) as one JSON file, atomically; returns the path."""
-        return atomic_write_json(path, {**self.to_dict(), "meta": dict(meta or {})})
-
-    # Display: sequence_salience/compare/html.py (imported when called).
-
-    def html(self, document: bool = True, title: str | None = None) -> str:
-        """Both views (the two values per segment, and the difference) as HTML: a file or a <div>."""
-        from sequence_salience.compare import html  # pylint: disable=import-outside-toplevel
-
-        return html.render_document(self, title) if document else html.render_fragment(self, title)
-
-    def _repr_html_(self) -> str:
-        return self.html(document=False)
-
-    def to_html(self, path, title: str | None = None) -> str:
-        """Writes one self-contained HTML file (no scripts, no network); returns the path."""
-        atomic_write_text(path, self.html(document=True, title=title))
-        return os.fspath(path)
 
 
 def _segment_values(result: SalienceResult, method: str, granularity: str, pattern: str | None):

@@ -1,25 +1,128 @@
-"""HTML of a SalienceComparison: the two responses with their word diff, A's response's log p under
-both prompts, and the aligned prompt twice: both values per segment (top half A, bottom half B, one
-shared scale) and the difference B − A (signed scale).
+"""SalienceComparison: two salience results side by side, its JSON form, and its HTML: the two responses
+with their word diff, A's response's log p under both prompts, and the aligned prompt twice: both values
+per segment (top half A, bottom half B, one shared scale) and the difference B − A (signed scale).
 
-Self-contained like display/html.py (inline CSS scoped under `.ss-compare`, no scripts, fonts or
-links) and coloured with the same palette (sequence_salience/display/palette.py, the browser's).
-Unchanged text is shown once; deleted text (only in A) is struck through (<del>), inserted text
-(only in B) underlined (<ins>).
+compare.py computes comparisons (compare, compare_results); this module holds what one is and how it
+shows, so that the class and its renderer need no import of each other.
+
+The HTML is self-contained like display/html.py (inline CSS scoped under `.ss-compare`, no scripts,
+fonts or links) and coloured with the same palette (sequence_salience/display/palette.py, the
+browser's). Unchanged text is shown once; deleted text (only in A) is struck through (<del>),
+inserted text (only in B) underlined (<ins>).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from sequence_salience.compare.alignment import Alignment
+from sequence_salience.compare.cross import CrossLogprobs
 from sequence_salience.display import palette
 from sequence_salience.display.html import GRANULARITY_LABELS
 from sequence_salience.display.markup import esc as _esc
+from sequence_salience.files import atomic_write_json, atomic_write_text
+from sequence_salience.result import SalienceResult, result_to_dict
 
-if TYPE_CHECKING:  # pragma: no cover
-    from sequence_salience.compare.compare import SalienceComparison
+FORMAT = "sequence_salience.SalienceComparison"
+
+
+@dataclasses.dataclass(frozen=True)
+class SalienceComparison:
+    """Two salience results side by side.
+
+    Attributes:
+      result_a, result_b: the two results (salience of each side's whole response).
+      method, granularity, pattern: what the values are (method's salience summed over segments).
+      labels: short names of the two sides (e.g. "original", "edited", or two model names).
+      prompts: alignment of the prompt parts of result_a.text and result_b.text (chat markup included,
+        excluded from values).
+      responses: word alignment of the two responses.
+      values_a, values_b: <float64>[K] per aligned prompt segment, each side's salience (NaN: no text
+        on that side, or markup).
+      difference: <float64>[K] values_b − values_a (text only on one side counts 0 on the other).
+      scale: the shared colour scale of values_a and values_b (largest |value| of either side).
+      difference_scale: the signed scale of `difference`.
+      cross: A's response under A and under B (None when not computed).
+    """
+
+    result_a: SalienceResult
+    result_b: SalienceResult
+    method: str
+    granularity: str
+    pattern: str | None
+    labels: tuple[str, str]
+    prompts: Alignment
+    responses: Alignment
+    values_a: np.ndarray
+    values_b: np.ndarray
+    difference: np.ndarray
+    scale: palette.ColorScale
+    difference_scale: palette.ColorScale
+    cross: CrossLogprobs | None
+
+    @property
+    def response_a(self) -> str:
+        return self.result_a.text[self.result_a.prompt_end:]
+
+    @property
+    def response_b(self) -> str:
+        return self.result_b.text[self.result_b.prompt_end:]
+
+    @property
+    def signed(self) -> bool:
+        return self.scale.signed
+
+    def top_changes(self, k: int = 10) -> list[tuple[int, float]]:
+        """The k aligned prompt segments whose value changed most: (index, difference), largest |Δ| first."""
+        items = [(i, float(d)) for i, d in enumerate(self.difference) if np.isfinite(d) and d != 0]
+        items.sort(key=lambda r: (-abs(r[1]), r[0]))
+        return items[: max(0, k)]
+
+    def to_dict(self, with_results: bool = True) -> dict:
+        """A JSON-ready form (NaN as null); with_results adds both results in SalienceResult's JSON layout."""
+        def floats(v: np.ndarray) -> list:
+            return [float(x) if np.isfinite(x) else None for x in v]
+
+        prompts = self.prompts.to_dict()
+        for k, seg in enumerate(prompts["segments"]):
+            seg.update(value_a=floats(self.values_a[k:k + 1])[0], value_b=floats(self.values_b[k:k + 1])[0],
+                       difference=floats(self.difference[k:k + 1])[0])
+        out: dict[str, Any] = {
+            "format": FORMAT, "version": 1, "method": self.method, "granularity": self.granularity,
+            "pattern": self.pattern, "labels": list(self.labels),
+            "scale": {"signed": self.scale.signed, "max_abs": self.scale.scale},
+            "difference_scale": {"signed": True, "max_abs": self.difference_scale.scale},
+            "prompts": prompts, "responses": self.responses.to_dict(),
+            "response_a": self.response_a, "response_b": self.response_b,
+            "cross": None if self.cross is None else self.cross.to_dict(),
+        }
+        if with_results:
+            out["result_a"], out["result_b"] = result_to_dict(self.result_a), result_to_dict(self.result_b)
+        return out
+
+    def to_json(self, path, meta: Mapping[str, Any] | None = None) -> str:
+        """Writes to_dict() (plus optional meta) as one JSON file, atomically; returns the path."""
+        return atomic_write_json(path, {**self.to_dict(), "meta": dict(meta or {})})
+
+    # Display: the renderers below.
+
+    def html(self, document: bool = True, title: str | None = None) -> str:
+        """Both views (the two values per segment, and the difference) as HTML: a file or a <div>."""
+        return render_document(self, title) if document else render_fragment(self, title)
+
+    def _repr_html_(self) -> str:
+        return self.html(document=False)
+
+    def to_html(self, path, title: str | None = None) -> str:
+        """Writes one self-contained HTML file (no scripts, no network); returns the path."""
+        atomic_write_text(path, self.html(document=True, title=title))
+        return os.fspath(path)
+
 
 _CSS = """
 .ss-compare { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 13px;
@@ -50,7 +153,7 @@ def _fmt(v: float) -> str:
     return palette.format_value(v) if np.isfinite(v) else "–"
 
 
-def response_diff_html(cmp: "SalienceComparison", side: str) -> str:
+def response_diff_html(cmp: SalienceComparison, side: str) -> str:
     """One response with the words the other lacks marked: side "a" marks deletions, "b" insertions."""
     out = []
     for k, seg in enumerate(cmp.responses.segments):
@@ -66,7 +169,7 @@ def response_diff_html(cmp: "SalienceComparison", side: str) -> str:
     return "".join(out)
 
 
-def _title(cmp: "SalienceComparison", k: int) -> str:
+def _title(cmp: SalienceComparison, k: int) -> str:
     la, lb = cmp.labels
     return f"{la} {_fmt(cmp.values_a[k])} · {lb} {_fmt(cmp.values_b[k])} · Δ {_fmt(cmp.difference[k])}"
 
@@ -80,7 +183,7 @@ def _style(values: list[float], scale: palette.ColorScale) -> str:
     return f' style="background:linear-gradient(to bottom, {ca} 0 50%, {cb} 50% 100%);color:{ta}"'
 
 
-def prompt_html(cmp: "SalienceComparison", view: str = "both") -> str:
+def prompt_html(cmp: SalienceComparison, view: str = "both") -> str:
     """The aligned prompt: unchanged segments once, deleted text struck through, inserted text underlined.
 
     view: "both" (each segment coloured by A's value on top and B's below, on the shared scale) or
@@ -125,7 +228,7 @@ def _legend(title: str, cs: palette.ColorScale) -> str:
             f'<div class="ss-legend-labels">{labels}</div></div>')
 
 
-def cross_html(cmp: "SalienceComparison", max_rows: int = 64) -> str:
+def cross_html(cmp: SalienceComparison, max_rows: int = 64) -> str:
     """log p of A's response under A and under B, in total and (when they tokenize alike) per token."""
     if cmp.cross is None:
         return ""
@@ -146,7 +249,7 @@ def cross_html(cmp: "SalienceComparison", max_rows: int = 64) -> str:
     return f'<div class="ss-label">Old answer</div><div class="ss-facts ss-cross">{_esc(facts)}</div>{rows}'
 
 
-def render_fragment(cmp: "SalienceComparison", title: str | None = None) -> str:
+def render_fragment(cmp: SalienceComparison, title: str | None = None) -> str:
     """A <div> with its own <style>, for notebooks (`_repr_html_`) and embedding."""
     la, lb = cmp.labels
     head = f"{_esc(cmp.method)} · {GRANULARITY_LABELS[cmp.granularity]} · {_esc(la)} vs {_esc(lb)}"
@@ -174,7 +277,7 @@ def render_fragment(cmp: "SalienceComparison", title: str | None = None) -> str:
     )
 
 
-def render_document(cmp: "SalienceComparison", title: str | None = None) -> str:
+def render_document(cmp: SalienceComparison, title: str | None = None) -> str:
     """One self-contained HTML file (no network: no scripts, fonts, images or links)."""
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -2,8 +2,8 @@
 segment, the difference, and each model's log p of the other model's answer (teacher-forced).
 
 `compare_models(lm_a, lm_b, prompt)` reuses the prompt comparison's pieces (compare.py
-`compare_results`: alignment, shared scale, difference; html.py: rendering): each model formats the
-prompt with its own chat template (the alignment keeps chat markup whole and out of the values),
+`compare_results`: alignment, shared scale, difference; comparison.py: the class and its rendering): each
+model formats the prompt with its own chat template (the alignment keeps chat markup whole and out of the values),
 generates (unless responses are given) and explains its whole response; then each answer is scored
 under the other model by one teacher-forced forward. When the two tokenizers have the same vocabulary
 the other model reads the answer's token ids as generated; otherwise it tokenizes the answer's text
@@ -17,7 +17,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from sequence_salience.compare.compare import DEFAULT_METHOD, SalienceComparison, compare_results
+from sequence_salience.compare.compare import DEFAULT_METHOD, compare_results
+from sequence_salience.compare.comparison import SalienceComparison, render_fragment
 from sequence_salience.compare.cross import CrossLogprobs, TokenLogprobs, response_logprobs
 from sequence_salience.display.markup import esc
 from sequence_salience.errors import SalienceError
@@ -81,10 +82,8 @@ class ModelComparison:
     def html(self, document: bool = True, title: str | None = None) -> str:
         """The prompt comparison's views (responses diff-marked, both maps on one scale, difference) with
         the two-way log p table."""
-        from sequence_salience.compare import html  # pylint: disable=import-outside-toplevel
-
         bare = dataclasses.replace(self.comparison, cross=None)  # its "old answer" line is the prompt-edit wording
-        fragment = html.render_fragment(bare, title)
+        fragment = render_fragment(bare, title)
         head_end = fragment.index('<div class="ss-label">')
         fragment = fragment[:head_end] + self.cross_html() + fragment[head_end:]
         if not document:
