@@ -15,15 +15,29 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 import numpy as np
 
 from sequence_salience.errors import SalienceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from sequence_salience.ablation import SegmentSalience
     from sequence_salience.result import SalienceResult
+
+
+class SegmentSalience(Protocol):
+    """What display reads of an ablation.SegmentSalience (whose show() calls display, so display does
+    not import ablation/: no import circle)."""
+
+    method: str
+    span: tuple[int, int]
+    text: str
+    n_tokens: int
+    result: "SalienceResult | None"
+
+    def token_values(self) -> np.ndarray: ...
+
+    def to_json(self) -> dict: ...
 
 # A segment method's values, or their JSON (SegmentSalience.to_json()) when read back from a file.
 SegmentValues = Union["SegmentSalience", Mapping[str, Any]]
