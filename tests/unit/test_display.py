@@ -17,7 +17,6 @@ import pytest
 import sequence_salience as ss
 from sequence_salience import aggregate, display
 from sequence_salience.display import palette
-from tests.unit.tiny_models import tiny_llama, wrap
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FRONTEND = REPO / "frontend"
@@ -30,16 +29,11 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def lm() -> ss.LanguageModel:
-    return wrap(tiny_llama(), "llama")
-
-
-@pytest.fixture(scope="module")
-def results(lm):
+def results(llama):
     out = {}
     for p in PROMPTS:
         prompt, target = p.values
-        out[p.id] = ss.compute_salience(lm, prompt, target, methods=ss.list_methods(),
+        out[p.id] = ss.compute_salience(llama, prompt, target, methods=ss.list_methods(),
                                         config=ss.SalienceConfig(ig_steps=4))
     return out
 
@@ -242,8 +236,8 @@ def test_loading_a_bad_file_is_a_clear_error(tmp_path, content, match):
         display.load(tmp_path / "missing.json")
 
 
-def test_heatmap_has_segment_and_token_labels_and_the_aggregated_values(lm):
-    r = ss.compute_salience(lm, "Alice has three apples. Bob has two.", " Five apples", methods=("grad_x_input",))
+def test_heatmap_has_segment_and_token_labels_and_the_aggregated_values(llama):
+    r = ss.compute_salience(llama, "Alice has three apples. Bob has two.", " Five apples", methods=("grad_x_input",))
     fig = display.heatmap(r, granularity="word")
     from matplotlib.figure import Figure
 
@@ -322,13 +316,13 @@ def test_palette_equals_the_typescript_colormap(tmp_path):
     assert [palette.text_color_on(tuple(c)) for c in cases["rgb"]] == ts["textColorOn"]
 
 
-def test_a_partial_span_result_renders_and_round_trips(lm, tmp_path):
+def test_a_partial_span_result_renders_and_round_trips(llama, tmp_path):
     """compute_span_result (one backward for one span, no matrices) renders for its span only."""
     from sequence_salience.salience import compute_span_result
 
-    part = compute_span_result(lm, "Alice has three apples.", " Five apples", methods=("grad_x_input",), t0=1, t1=3)
+    part = compute_span_result(llama, "Alice has three apples.", " Five apples", methods=("grad_x_input",), t0=1, t1=3)
     assert not part.matrices
-    full = ss.compute_salience(lm, "Alice has three apples.", " Five apples", methods=("grad_x_input",))
+    full = ss.compute_salience(llama, "Alice has three apples.", " Five apples", methods=("grad_x_input",))
     a = display.render_html(part, "grad_x_input", "word", target=(1, 3))
     b = display.render_html(full, "grad_x_input", "word", target=(1, 3))
     assert _parse(a).text["ss-prompt"] == _parse(b).text["ss-prompt"]
@@ -348,8 +342,8 @@ def test_blank_segments_are_listed_visibly():
     assert visible_text("\n\n") == "↵↵" and visible_text("  ") == "␣" and visible_text("") == "∅"
 
 
-def test_heatmap_row_normalisation_scales_each_row_to_its_largest_magnitude(lm):
-    r = ss.compute_salience(lm, "Alice has three apples. Bob has two.", " Five apples", methods=("grad_x_input",))
+def test_heatmap_row_normalisation_scales_each_row_to_its_largest_magnitude(llama):
+    r = ss.compute_salience(llama, "Alice has three apples. Bob has two.", " Five apples", methods=("grad_x_input",))
     values, _, _, _ = display.segment_matrix(r, "grad_x_input", "word")
     shown = np.asarray(display.heatmap(r, "grad_x_input", "word", normalize="row").axes[0].images[0].get_array())
     np.testing.assert_allclose(shown, values / np.abs(values).max(1, keepdims=True), rtol=1e-6)

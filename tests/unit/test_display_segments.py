@@ -19,7 +19,6 @@ from sequence_salience import ablation, aggregate, display
 from sequence_salience.ablation import AblationConfig
 from sequence_salience.display import palette
 from sequence_salience.methods import ablation_surrogate, get_any_method, leave_one_out
-from tests.unit.tiny_models import tiny_llama, wrap
 
 # Markup and entities in the prompt: every one must come out escaped.
 PROMPT = ('Alice has three apples. Bob has <b>two</b> apples & "pears".\n\n'
@@ -28,19 +27,14 @@ TARGET = "Five."
 
 
 @pytest.fixture(scope="module")
-def lm() -> ss.LanguageModel:
-    return wrap(tiny_llama(), "llama")
-
-
-@pytest.fixture(scope="module")
-def computed(lm):
+def computed(llama):
     """(method, granularity) -> SegmentSalience of the pair."""
     out = {}
     for method in (leave_one_out.NAME, ablation_surrogate.NAME):
         for granularity in ("sentence", "word"):
             out[method, granularity] = ablation.segment_salience(
-                lm, PROMPT, TARGET, method, granularity=granularity, config=AblationConfig(surrogate_masks=16))
-    out[leave_one_out.NAME, "regex"] = ablation.segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME,
+                llama, PROMPT, TARGET, method, granularity=granularity, config=AblationConfig(surrogate_masks=16))
+    out[leave_one_out.NAME, "regex"] = ablation.segment_salience(llama, PROMPT, TARGET, leave_one_out.NAME,
                                                                  granularity="regex", pattern=r"[A-Z][a-z]+")
     return out
 
@@ -128,15 +122,15 @@ def test_saved_json_renders_like_the_values_it_came_from(computed, tmp_path):
         assert display.render_html(result, seg.method, segments=meta["segments"]) == display.render_html(seg)
 
 
-def test_a_token_result_shows_segment_values_beside_its_gradients(lm, computed):
+def test_a_token_result_shows_segment_values_beside_its_gradients(llama, computed):
     seg = computed[leave_one_out.NAME, "sentence"]
-    result = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",))
+    result = ss.compute_span_result(llama, PROMPT, TARGET, methods=("grad_norm",))
     view = display.make_view(result, "grad_norm", "sentence", segments=seg)
     assert view.method == "grad_norm" and view.segment_facts is None and not view.signed
     both = display.make_view(result, segments=seg)  # the segment method by default
     assert both.method == leave_one_out.NAME
     np.testing.assert_allclose(both.values[seg.segment_index], seg.values, rtol=1e-5, atol=1e-6)
-    other = ss.compute_span_result(lm, PROMPT + " More.", TARGET, methods=("grad_norm",))
+    other = ss.compute_span_result(llama, PROMPT + " More.", TARGET, methods=("grad_norm",))
     with pytest.raises(ss.SalienceError, match="another prompt"):
         display.make_view(other, segments=seg)
 
