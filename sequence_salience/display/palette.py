@@ -1,4 +1,4 @@
-"""Salience colours, the same as the browser module's (`frontend/src/colormap.ts`).
+"""Salience colours, the same as the browser module's (`frontend/src/shared/colormap.ts`).
 
 Diverging (blue, white, red) for signed methods, sequential (white to purple)
 for unsigned ones. A value is divided by a scale (the largest magnitude shown)
@@ -6,8 +6,9 @@ and multiplied by an intensity, then clipped; colours are quantised to LEVELS
 steps per sign. Every function here mirrors the TypeScript function of the
 same name (snake_case) and returns the same strings, rounding included
 (JavaScript's `Math.round` rounds halves up; `toPrecision`/`toExponential`
-round decimal ties away from zero); `tests/unit/test_display.py` runs both on
-the same values with node and compares.
+round decimal ties away from zero); both read the hand-derived cases of
+`tests/data/colour_cases.json`, and `tests/unit/test_display.py` runs both on many
+seeded values with node and compares.
 """
 
 from __future__ import annotations

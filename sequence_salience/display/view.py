@@ -208,7 +208,7 @@ def build_pieces(text: str, seg: aggregate.Segmentation, prompt_end: int) -> tup
 
 
 def top_segments(values: np.ndarray, k: int, signed: bool, skip=frozenset()) -> list[tuple[int, float]]:
-    """The k best (segment, value) pairs; ties keep text order (as rank.ts topSegments)."""
+    """The k best (segment, value) pairs; ties keep text order (as rank.ts topSegments; tests/data/ranking_cases.json)."""
     items = []
     for s, v in enumerate(values.tolist()):
         if not np.isfinite(v) or v == 0 or s in skip or (not signed and v < 0):

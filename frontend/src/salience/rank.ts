@@ -1,4 +1,7 @@
-/** Ranking of segments by salience for the "top segments" list. */
+/**
+ * Ranking of segments by salience for the "top segments" list: the rule of
+ * sequence_salience/display/view.py `top_segments` (cases shared with pytest: tests/data/ranking_cases.json).
+ */
 
 export interface Ranked {
   seg: number;

@@ -3,7 +3,8 @@
  * sequential (white to purple) for unsigned ones. Values are divided by a
  * scale (the largest magnitude shown) and multiplied by a user intensity,
  * then clipped, so intensity > 1 brightens faint salience and saturates the
- * strongest values.
+ * strongest values. Mirrored by sequence_salience/display/palette.py (cases shared with pytest:
+ * tests/data/colour_cases.json).
  */
 
 export type RGB = readonly [number, number, number];
