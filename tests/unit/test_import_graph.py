@@ -50,8 +50,8 @@ def _python_module_file(name: str) -> str | None:
 
 
 def _python_package(path: pathlib.Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts[:-1])
+    """The package a file's relative imports start from: its folder (for an __init__.py, its own package)."""
+    return ".".join(path.relative_to(ROOT).parts[:-1])
 
 
 def python_graph() -> Graph:
