@@ -3,7 +3,9 @@
 The engine (salience.py) builds results; display/ renders them; the CLI and the LIT layer save,
 load and merge them. This module imports neither the engine nor display: numpy, the method
 registry (whether a method is linear) and files.py (atomic writes). Its show / to_html /
-_repr_html_ conveniences hand the result to display when they are called.
+_repr_html_ conveniences hand the result to the registered `Renderer`: display/ registers itself
+when it is imported (the package's __init__ imports it), so display depends on results and never
+the other way round.
 
 JSON file layout (one JSON object, UTF-8):
 
@@ -30,7 +32,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,6 +43,31 @@ from sequence_salience.methods.base import SalienceConfig
 
 Span = tuple[int, int]
 
+
+
+class Renderer(Protocol):
+    """What SalienceResult's display conveniences call; sequence_salience.display provides it."""
+
+    def repr_html(self, result: SalienceResult) -> str: ...
+
+    def show(self, result: SalienceResult, method, granularity, target, **options) -> None: ...
+
+    def to_html(self, result: SalienceResult, path, method, granularity, target, **options) -> str: ...
+
+
+_RENDERER: list[Renderer] = []  # at most one: the last registered
+
+
+def register_renderer(r: Renderer) -> None:
+    """Makes `r` the renderer of result.show / to_html / _repr_html_ (display/ calls this on import)."""
+    _RENDERER[:] = [r]
+
+
+def renderer() -> Renderer:
+    if not _RENDERER:
+        raise SalienceError("No renderer is registered for SalienceResult.show / to_html. "
+                            "Fix: `import sequence_salience` (it imports sequence_salience.display, which registers).")
+    return _RENDERER[0]
 
 @dataclasses.dataclass(frozen=True)
 class SalienceResult:
@@ -134,25 +161,19 @@ class SalienceResult:
             )
         return values
 
-    # Display: thin delegates to sequence_salience.display (imported when called: display reads
-    # results, a result never needs display to exist). Files: this module's JSON I/O.
+    # Display: thin delegates to the registered Renderer (sequence_salience.display). Files: this
+    # module's JSON I/O.
 
     def _repr_html_(self) -> str:
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        return display.repr_html(self)
+        return renderer().repr_html(self)
 
     def show(self, method: str | None = None, granularity: str = "word", target=None, **options) -> None:
         """Shows the coloured prompt and response: HTML in a notebook, rich text in a terminal."""
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        display.show(self, method, granularity, target, **options)
+        renderer().show(self, method, granularity, target, **options)
 
     def to_html(self, path, method: str | None = None, granularity: str = "word", target=None, **options) -> str:
         """Writes one self-contained HTML file; returns the path."""
-        from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
-        return display.to_html(self, path, method, granularity, target, **options)
+        return renderer().to_html(self, path, method, granularity, target, **options)
 
     def to_json(self, path, meta=None) -> str:
         """Saves this result exactly as JSON (SalienceResult.load reads it back); returns the path."""

@@ -19,6 +19,7 @@ result.to_json(path), SalienceResult.load(path), and the result renders itself i
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,7 @@ from sequence_salience.display.segments import SegmentFacts
 from sequence_salience.display.view import DEFAULT_TOP, View, make_view
 from sequence_salience.files import atomic_write_text
 from sequence_salience.methods import grad_x_input
-from sequence_salience.result import load_json, save_json
+from sequence_salience.result import load_json, register_renderer, save_json
 
 __all__ = [
     "DEFAULT_TOP", "SalienceView", "SegmentFacts", "View", "colormap", "heatmap", "load", "make_view",
@@ -128,3 +129,6 @@ def show(result, method=None, granularity=None, target=None, **options) -> None:
         from rich.console import Console  # pylint: disable=import-outside-toplevel
 
         Console().print(view)
+
+
+register_renderer(sys.modules[__name__])  # SalienceResult.show / to_html / _repr_html_ call this module

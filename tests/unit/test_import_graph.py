@@ -7,10 +7,9 @@ counts as much as a module-level one. An import names one file: `from sequence_s
 import palette` is an edge to display/palette.py, `from sequence_salience.methods import get_method`
 to methods/__init__.py; the parent packages Python initialises on the way are not edges.
 
-One edge is let through, by name (ALLOWED_EDGES, with its reason): SalienceResult's display conveniences
-(`result.show()`, `result.to_html()`, Jupyter's `_repr_html_`) call display/ when called, and
-display/ loads and saves results (`display.load`, `display.to_json`). Both are public API; the test
-fails when the allowed edge is gone (then drop it from the list) and on any other circle.
+No edge is let through (ALLOWED_EDGES is empty; an entry would need its reason, and the test fails
+when an allowed edge is gone). SalienceResult's display conveniences reach display/ through the
+Renderer display registers (result.register_renderer), so display depends on result only.
 
 Folders: each file stands for its folder (sequence_salience/display, frontend/src/salience, ...),
 except the files directly in a tree's root (sequence_salience/errors.py, frontend/src/index.ts, ...):
@@ -31,11 +30,7 @@ TS_TREE = "frontend/src"
 
 Graph = dict[str, set[str]]
 
-ALLOWED_EDGES = {
-    ("sequence_salience/result.py", "sequence_salience/display/__init__.py"):
-        "call-time: SalienceResult.show / to_html / _repr_html_ hand the result to display, which loads "
-        "results (display.load); removing either is an API change (see docs/architecture.md, core rooms)",
-}
+ALLOWED_EDGES: dict[tuple[str, str], str] = {}
 
 
 def _python_module_file(name: str) -> str | None:
