@@ -129,12 +129,12 @@ def test_span_requests_reuse_the_cached_result(client, shared):
     (full,) = _preds(client, SAL, {fields.PROMPT: QUESTION})
     s = full[fields.SALIENCE]
     t = len(s["target_logprobs"])
-    cached = len(shared._results)  # pylint: disable=protected-access
+    cached = len(shared.store.complete)
     t0, t1 = 1, t
     (pred,) = _preds(client, SAL, {fields.PROMPT: QUESTION, fields.TARGET_SPAN: f"{t0}:{t1}"},
                      requested_fields=fields.SPAN_SALIENCE)
     assert set(pred) == {fields.SPAN_SALIENCE}
-    assert len(shared._results) == cached  # pylint: disable=protected-access
+    assert len(shared.store.complete) == cached
     span = pred[fields.SPAN_SALIENCE]
     assert set(span) == {"grad_norm", "grad_x_input"}
     # Linear method: the span is the sum of its rows.
