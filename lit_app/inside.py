@@ -403,9 +403,3 @@ def make_inside_models(shared: SharedLM, name: str) -> dict[str, Any]:
         intervene_name: InsideInterveneModel(shared, state),
         search_name: InsideSearchModel(shared, state),
     }
-
-
-
-def with_inside(lit_models: dict[str, Any], shared: SharedLM, name: str) -> dict[str, Any]:
-    """`lit_models` (generation model first) plus the inside models of the same shared model."""
-    return {**lit_models, **make_inside_models(shared, name)}

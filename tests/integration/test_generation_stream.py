@@ -44,7 +44,7 @@ def shared(default_lm, tmp_path):
 
 @pytest.fixture()
 def client(shared, stub_client_root):
-    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
+    return Client(server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
 
 
 _ids = iter(range(10**9))

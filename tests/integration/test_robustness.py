@@ -50,7 +50,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def lit(shared, stub_client_root):
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 def _client(lit) -> Client:
