@@ -50,7 +50,6 @@ IG_TOLERANCE = "ig_tolerance"  # ig_auto: largest relative completeness error; t
 EXPLAIN = "explain"
 
 ACTIONS = ("curves", "reduce", "flips", "contrastive", "ig_auto", "status", "cancel")
-MODEL_ACTIONS = ACTIONS[:5]
 DEFAULT_METHODS = core_methods.DEFAULT_METHODS
 MAX_STEPS = 50
 REDUCE_MAX_SECONDS = 120.0

@@ -54,8 +54,6 @@ from lit_app.shared_model import SharedLM
 
 logger = logging.getLogger("lit_app.server")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 5432
 # Seconds Ctrl-C waits for cancelled work to stop before the process exits anyway.
 SHUTDOWN_GRACE_S = 2.0
 # From Ctrl-C / SIGTERM to the process gone. A stop that takes longer is a hang (a thread that ignores

@@ -174,9 +174,6 @@ class SharedLM:
                     t1: int | None = None) -> np.ndarray | None:
         return self.store.span(chat, target, method, t0, t1)
 
-    def cached_logprobs(self, chat: ss.ChatPrompt, target: str) -> np.ndarray | None:
-        return self.store.logprobs(chat, target)
-
     def cached_segments(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> SegmentSalience | None:
         return self.store.segments_of(chat, target, request)
 
