@@ -58,6 +58,7 @@ from lit_nlp.api import layout
 from lit_nlp.api import model as lit_model
 from lit_nlp.lib import caching as lit_caching
 
+import sequence_salience as ss
 from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import client_build, disconnect, http_server, limits, model_group, security, server
 from lit_app.hosts import is_loopback
@@ -80,7 +81,7 @@ READY_LINE = "Sequence Salience is ready:"
 _SHARED: "weakref.WeakSet[SharedLM]" = weakref.WeakSet()
 
 
-def make_models(lm: Any, name: str = "lm", *, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+def make_models(lm: ss.LanguageModel, name: str = "lm", *, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                 slice_s: float = DEFAULT_SLICE_S, inside: bool = True,
                 explain_tests: bool = True) -> dict[str, lit_model.Model]:
     """Our LIT wrappers over one loaded LanguageModel (module docstring); the generation model first.

@@ -19,7 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psutil
+from lit_nlp.api import model as lit_model
 
+import sequence_salience as ss
 from lit_app.model_group import lit_models
 from lit_app.shared_model import SharedLM
 
@@ -46,7 +48,7 @@ class ServedModel:
     load_s: float
 
 
-def weight_bytes(lm: Any) -> int:
+def weight_bytes(lm: ss.LanguageModel) -> int:
     """Bytes of a loaded model's parameters and buffers (shared tensors counted once)."""
     model = getattr(lm, "model", None)
     if model is None:
@@ -62,8 +64,8 @@ def weight_bytes(lm: Any) -> int:
 
 def load_served_models(
     specs: Sequence[tuple[str, str]],
-    load: Callable[[str], Any],
-    make_shared: Callable[[Any], SharedLM],
+    load: Callable[[str], ss.LanguageModel],
+    make_shared: Callable[[ss.LanguageModel], SharedLM],
 ) -> list[ServedModel]:
     """Loads each (name, spec) once with `load(spec)`, wraps it with `make_shared(lm)`, logs its memory.
 
@@ -85,14 +87,14 @@ def load_served_models(
     return served
 
 
-def lit_model_map(served: Sequence[ServedModel]) -> dict[str, Any]:
+def lit_model_map(served: Sequence[ServedModel]) -> dict[str, lit_model.Model]:
     """The LIT model map of every served model: the generation models first, in --models order.
 
     LIT selects the first model by default; each generation model is followed in the map by
     its companions (`model_group.lit_models`).
     """
-    generation: dict[str, Any] = {}
-    companions: dict[str, Any] = {}
+    generation: dict[str, lit_model.Model] = {}
+    companions: dict[str, lit_model.Model] = {}
     for m in served:
         group = lit_models(m.shared, m.name)
         first = next(iter(group))

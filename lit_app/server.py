@@ -248,11 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     max_memory = model_lib.parse_max_memory(args.max_memory) if args.max_memory else None
 
-    def load(spec: str) -> Any:
+    def load(spec: str) -> ss.LanguageModel:
         return ss.load_model(spec, device=args.device, dtype=args.dtype, device_map=args.device_map,
                              max_memory=max_memory, log=logger.info)
 
-    def make_shared(lm: Any) -> SharedLM:
+    def make_shared(lm: ss.LanguageModel) -> SharedLM:
         return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s,
                          heartbeat_s=args.job_heartbeat_s)
 
