@@ -26,8 +26,6 @@ a datapoint and another is selected.
 
 from __future__ import annotations
 
-from lit_nlp.api import types as lit_types
-
 from lit_app import fields
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, extra_counts, text_field

@@ -24,7 +24,6 @@ server does.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from lit_nlp.api import types as lit_types
 
 from lit_app import fields
 from lit_app.errors import RequestError
+from lit_app.request_body import json_text
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +92,9 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
         if not line:
             continue
         where = f"{source}, line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(
-                f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line"
-                ' must be one JSON object such as {"prompt": "..."}.'
-            ) from None
+        obj = json_text(line, lambda e: DatasetError(
+            f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line"
+            ' must be one JSON object such as {"prompt": "..."}.'))
         if not isinstance(obj, dict):
             raise DatasetError(
                 f"{where}: expected a JSON object, got {type(obj).__name__};"

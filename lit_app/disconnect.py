@@ -38,10 +38,6 @@ def shut_down() -> None:
     _SHUTTING_DOWN.set()
 
 
-def shutting_down() -> bool:
-    return _SHUTTING_DOWN.is_set()
-
-
 def peer_closed(sock: Any) -> bool:
     """True when the other end of a connected socket has closed or reset it (never blocks)."""
     try:

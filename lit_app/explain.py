@@ -22,7 +22,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
@@ -30,7 +29,6 @@ from sequence_salience import explain as ex
 from sequence_salience import methods as core_methods
 from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
-from lit_app.generation import GenerationModel
 from lit_app.inputs import choice_field, parse_target_span, text_field, whole_number
 from lit_app.method_registry import MAX_IG_STEPS
 from lit_app.payloads import compact, method_signed
@@ -52,7 +50,6 @@ IG_TOLERANCE = "ig_tolerance"  # ig_auto: largest relative completeness error; t
 EXPLAIN = "explain"
 
 ACTIONS = ("curves", "reduce", "flips", "contrastive", "ig_auto", "status", "cancel")
-MODEL_ACTIONS = ACTIONS[:5]
 DEFAULT_METHODS = core_methods.DEFAULT_METHODS
 MAX_STEPS = 50
 REDUCE_MAX_SECONDS = 120.0
@@ -334,12 +331,3 @@ class ExplainModel(Wrapper):
             "tried": [{"steps": t.steps, "error": t.error, "relative_error": t.relative_error,
                        "seconds": round(t.seconds, 3)} for t in q.tried],
         }
-
-
-def with_explain_models(lit_models: Mapping[str, lit_model.Model]) -> dict[str, lit_model.Model]:
-    """The model map plus `_<name>_explain` for each generation model over a SharedLM."""
-    out = dict(lit_models)
-    for name, model in lit_models.items():
-        if isinstance(model, GenerationModel):
-            out[explain_model_name(name)] = ExplainModel(model.shared)
-    return out

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import pathlib
-from typing import Any
 
 import sequence_salience as ss
 from sequence_salience.files import atomic_write_text
@@ -27,7 +26,7 @@ _FORMAT = 1
 MAX_FILES = 5000
 
 
-def model_identity(lm: Any) -> str:
+def model_identity(lm: ss.LanguageModel) -> str:
     """A string that changes when the weights, dtype or device kind change."""
     model = getattr(lm, "model", None)
     config = getattr(model, "config", None)
@@ -42,7 +41,7 @@ def model_identity(lm: Any) -> str:
 class GenerationStore:
     """Disk store of `sequence_salience.Generation`s for one loaded model."""
 
-    def __init__(self, lm: Any, root: str | os.PathLike | None = None, max_files: int = MAX_FILES):
+    def __init__(self, lm: ss.LanguageModel, root: str | os.PathLike | None = None, max_files: int = MAX_FILES):
         identity = model_identity(lm)
         self.identity = identity
         key = hashlib.sha256(identity.encode()).hexdigest()[:16]
@@ -50,12 +49,12 @@ class GenerationStore:
         self.max_files = max_files
         self._puts = 0
 
-    def _path(self, prompt_text: str, templated: bool, config: Any) -> pathlib.Path:
+    def _path(self, prompt_text: str, templated: bool, config: ss.GenerationConfig) -> pathlib.Path:
         settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else repr(config)
         blob = json.dumps([_FORMAT, self.identity, prompt_text, bool(templated), settings], sort_keys=True)
         return self.dir / f"{hashlib.sha256(blob.encode()).hexdigest()}.json"
 
-    def get(self, prompt_text: str, templated: bool, config: Any) -> ss.Generation | None:
+    def get(self, prompt_text: str, templated: bool, config: ss.GenerationConfig) -> ss.Generation | None:
         path = self._path(prompt_text, templated, config)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -71,7 +70,7 @@ class GenerationStore:
             logger.warning("Ignoring unreadable cached generation %s (%s).", path, e)
             return None
 
-    def put(self, prompt_text: str, templated: bool, config: Any, gen: ss.Generation) -> None:
+    def put(self, prompt_text: str, templated: bool, config: ss.GenerationConfig, gen: ss.Generation) -> None:
         path = self._path(prompt_text, templated, config)
         data = {"text": gen.text, "ids": list(gen.ids), "offsets": [list(o) for o in gen.offsets],
                 "stopped_by": gen.stopped_by}

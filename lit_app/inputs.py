@@ -179,7 +179,7 @@ class SegmentRequest:
 
     span: (t0, t1) target tokens as sent, or None (the whole target); count: the method's count (the
     surrogate's random ablations), 0 for a method without one. Together with the datapoint it is the
-    cache key of the values (lit_app/shared_model.py `segment_salience`).
+    cache key of the values (lit_app/salience_runs.py `segment_salience`).
     """
 
     method: str

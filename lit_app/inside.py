@@ -39,6 +39,7 @@ from sequence_salience.inside.trace import sequence_ids
 from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, choice_field, int_field, text_field
+from lit_app.request_body import json_text
 from lit_app.shared_model import SharedLM
 from lit_app.wrapper import Wrapper
 
@@ -87,13 +88,9 @@ def parse_interventions(value: Any) -> list[ssi.Intervention]:
     if value is None or (isinstance(value, str) and not value.strip()):
         return []
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise RequestError(
-                f'Input field "{INTERVENTIONS}" is not JSON ({e.msg}). Fix: send e.g. '
-                '[{"layer": 20, "index": 512, "mode": "off"}].'
-            ) from None
+        value = json_text(value, lambda e: RequestError(
+            f'Input field "{INTERVENTIONS}" is not JSON ({e.msg}). Fix: send e.g. '
+            '[{"layer": 20, "index": 512, "mode": "off"}].'))
     if not isinstance(value, list):
         raise RequestError(f'Input field "{INTERVENTIONS}" must be a JSON list, got {type(value).__name__}.')
     if len(value) > MAX_INTERVENTIONS:
@@ -403,9 +400,3 @@ def make_inside_models(shared: SharedLM, name: str) -> dict[str, Any]:
         intervene_name: InsideInterveneModel(shared, state),
         search_name: InsideSearchModel(shared, state),
     }
-
-
-
-def with_inside(lit_models: dict[str, Any], shared: SharedLM, name: str) -> dict[str, Any]:
-    """`lit_models` (generation model first) plus the inside models of the same shared model."""
-    return {**lit_models, **make_inside_models(shared, name)}

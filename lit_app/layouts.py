@@ -94,5 +94,3 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
         ),
     }
 
-
-LAYOUTS = make_layouts()

@@ -6,7 +6,7 @@ import collections
 import dataclasses
 import threading
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -34,24 +34,27 @@ def nbytes(value: Any) -> int:
     return total
 
 
-class LRUCache:
-    """A small thread-safe LRU cache, bounded by entry count and by bytes (`nbytes`)."""
+V = TypeVar("V")
+
+
+class LRUCache(Generic[V]):
+    """A small thread-safe LRU cache of values of type V, bounded by entry count and by bytes (`nbytes`)."""
 
     def __init__(self, size: int, max_bytes: int | None = None):
         self._size = size
         self._max_bytes = max_bytes
         self._bytes: dict[Hashable, int] = {}
-        self._d: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._d: collections.OrderedDict[Hashable, V] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> Any:
+    def get(self, key: Hashable) -> V | None:
         with self._lock:
             if key not in self._d:
                 return None
             self._d.move_to_end(key)
             return self._d[key]
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         size = nbytes(value) if self._max_bytes is not None else 0
         with self._lock:
             self._d[key] = value
@@ -62,7 +65,7 @@ class LRUCache:
                 old, _ = self._d.popitem(last=False)
                 self._bytes.pop(old, None)
 
-    def items(self) -> list[tuple[Hashable, Any]]:
+    def items(self) -> list[tuple[Hashable, V]]:
         """A snapshot of (key, value), oldest first; does not touch the order."""
         with self._lock:
             return list(self._d.items())

@@ -49,7 +49,7 @@ import logging
 import os
 import signal
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lit_nlp import app as lit_app_lib
@@ -58,15 +58,15 @@ from lit_nlp.api import layout
 from lit_nlp.api import model as lit_model
 from lit_nlp.lib import caching as lit_caching
 
+import sequence_salience as ss
 from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import client_build, disconnect, explain, http_server, limits, model_group, security, server
+from lit_app import client_build, disconnect, http_server, limits, model_group, security, server
 from lit_app.hosts import is_loopback
 from lit_app.security_config import SecurityConfig
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
 from lit_app.tokens import new_token
 from lit_app.wrapper import needs_model
 from lit_app import layouts as layouts_lib
-from lit_app import inside as inside_models
 
 logger = logging.getLogger("lit_app.plugin")
 
@@ -81,22 +81,19 @@ READY_LINE = "Sequence Salience is ready:"
 _SHARED: "weakref.WeakSet[SharedLM]" = weakref.WeakSet()
 
 
-def make_models(lm: Any, name: str = "lm", *, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+def make_models(lm: ss.LanguageModel, name: str = "lm", *, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                 slice_s: float = DEFAULT_SLICE_S, inside: bool = True,
                 explain_tests: bool = True) -> dict[str, lit_model.Model]:
     """Our LIT wrappers over one loaded LanguageModel (module docstring); the generation model first.
+
+    A SharedLM over `lm` (one model lock, caches, jobs) wrapped by `model_group.lit_models`.
 
     inside / explain_tests: False leaves out the inside-the-model or test-this-explanation
     wrappers (their modules then say the model does not support them).
     """
     shared = SharedLM(lm, max_new_tokens=max_new_tokens, slice_s=slice_s)
     _SHARED.add(shared)
-    group = model_group.make_models(shared, name)
-    if inside:
-        group = inside_models.with_inside(group, shared, name)
-    if explain_tests:
-        group = explain.with_explain_models(group)
-    return group
+    return model_group.lit_models(shared, name, inside=inside, explain_tests=explain_tests)
 
 
 def layouts() -> layout.LitComponentLayouts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 from lit_app.errors import Rejected, one_line
@@ -106,3 +107,12 @@ def parse_json(body: bytes) -> Any:
     if _depth(value) > MAX_JSON_DEPTH:
         raise deep
     return value
+
+
+def json_text(text: str, error: Callable[[json.JSONDecodeError], Exception]) -> Any:
+    """The JSON value of `text` (a field, a file's line); raises `error(why)` when it is not JSON, so that
+    each caller names what was wrong where (`why.msg`, `why.colno`) and the fix."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(e) from None

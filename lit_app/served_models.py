@@ -3,8 +3,8 @@
 `load_served_models` loads the `--models` entries in order and logs each one's memory
 (its weights, and how much the process grew while loading it); `lit_model_map` is the LIT
 model map of all of them: for each name `name` (generation), `_name_salience`,
-`_name_tokenizer` (lit_app/model_group.py) and the inside-the-model wrappers
-(lit_app/inside.py); the server adds `_name_explain` (lit_app/explain.py). `warm_start` is LIT's
+`_name_tokenizer` and their companions (lit_app/model_group.py: compare, inside the model,
+explain). `warm_start` is LIT's
 --warm_start for the generation models. LIT's model
 selector lists the generation models; selecting two shows the modules once per model.
 """
@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psutil
+from lit_nlp.api import model as lit_model
 
-from lit_app import inside as inside_models
-from lit_app.model_group import make_models
+import sequence_salience as ss
+from lit_app.model_group import lit_models
 from lit_app.shared_model import SharedLM
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class ServedModel:
     load_s: float
 
 
-def weight_bytes(lm: Any) -> int:
+def weight_bytes(lm: ss.LanguageModel) -> int:
     """Bytes of a loaded model's parameters and buffers (shared tensors counted once)."""
     model = getattr(lm, "model", None)
     if model is None:
@@ -63,8 +64,8 @@ def weight_bytes(lm: Any) -> int:
 
 def load_served_models(
     specs: Sequence[tuple[str, str]],
-    load: Callable[[str], Any],
-    make_shared: Callable[[Any], SharedLM],
+    load: Callable[[str], ss.LanguageModel],
+    make_shared: Callable[[ss.LanguageModel], SharedLM],
 ) -> list[ServedModel]:
     """Loads each (name, spec) once with `load(spec)`, wraps it with `make_shared(lm)`, logs its memory.
 
@@ -86,16 +87,16 @@ def load_served_models(
     return served
 
 
-def lit_model_map(served: Sequence[ServedModel]) -> dict[str, Any]:
+def lit_model_map(served: Sequence[ServedModel]) -> dict[str, lit_model.Model]:
     """The LIT model map of every served model: the generation models first, in --models order.
 
     LIT selects the first model by default; each generation model is followed in the map by
-    its companions (names from `fields.model_group_names` and `inside.make_inside_models`).
+    its companions (`model_group.lit_models`).
     """
-    generation: dict[str, Any] = {}
-    companions: dict[str, Any] = {}
+    generation: dict[str, lit_model.Model] = {}
+    companions: dict[str, lit_model.Model] = {}
     for m in served:
-        group = inside_models.with_inside(make_models(m.shared, m.name), m.shared, m.name)
+        group = lit_models(m.shared, m.name)
         first = next(iter(group))
         generation[first] = group.pop(first)
         companions.update(group)

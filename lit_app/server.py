@@ -44,20 +44,16 @@ from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
 from sequence_salience import model as model_lib
-from lit_app import (client_build, datasets, disconnect, explain, http_server, layouts, security, security_config,
-                     served_models, server_flags)
+from lit_app import (client_build, datasets, disconnect, http_server, layouts, security, security_config, served_models,
+                     server_flags)
 from lit_app import memory
 from lit_app import wrapper as wrapper_lib
 from lit_app.errors import ClientGone
 from lit_app.hosts import is_loopback
-from lit_app.model_group import make_models
-from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
-from lit_app import inside as inside_models
+from lit_app.shared_model import SharedLM
 
 logger = logging.getLogger("lit_app.server")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 5432
 # Seconds Ctrl-C waits for cancelled work to stop before the process exits anyway.
 SHUTDOWN_GRACE_S = 2.0
 # From Ctrl-C / SIGTERM to the process gone. A stop that takes longer is a hang (a thread that ignores
@@ -193,7 +189,7 @@ def build_app(
     sync_state: bool = False,
     **lit_kwargs: Any,
 ) -> SequenceSalienceApp:
-    """The LIT WSGI app over our models, datasets, layouts and client root.
+    """The LIT WSGI app over our models (a map from `model_group.lit_models`), datasets, layouts and client root.
 
     It has no request rules of its own: `main()` serves it through `security.SecureApp`,
     and so does the notebook widget (`lit_app.notebook.LitWidget`). sync_state: LIT's
@@ -209,7 +205,7 @@ def build_app(
         logger.warning("No %s in %s: the layouts leave out the Sequence Salience module.",
                        client_build.BUNDLE_NAME, client_root)
     return SequenceSalienceApp(
-        models=explain.with_explain_models(lit_models),  # + _<name>_explain (Test this explanation)
+        models=dict(lit_models),
         datasets=dict(lit_datasets),
         layouts=layouts.make_layouts(with_salience_module=has_module),
         dataset_loaders={"jsonl_prompts": (datasets.PromptDataset, datasets.PromptDataset.init_spec())},
@@ -219,19 +215,6 @@ def build_app(
         sync_state=sync_state,
         **options,
     )
-
-
-def build_app_for_lm(
-    lm: Any,
-    model_name: str = "smollm2",
-    data_path: str | None = None,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    client_root: str | None = None,
-) -> SequenceSalienceApp:
-    """Wraps an already-loaded LanguageModel (tests and notebooks use this)."""
-    shared = SharedLM(lm, max_new_tokens=max_new_tokens)
-    lit_models = inside_models.with_inside(make_models(shared, model_name), shared, model_name)
-    return build_app(lit_models, datasets.get_datasets(data_path), client_root)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -265,11 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     max_memory = model_lib.parse_max_memory(args.max_memory) if args.max_memory else None
 
-    def load(spec: str) -> Any:
+    def load(spec: str) -> ss.LanguageModel:
         return ss.load_model(spec, device=args.device, dtype=args.dtype, device_map=args.device_map,
                              max_memory=max_memory, log=logger.info)
 
-    def make_shared(lm: Any) -> SharedLM:
+    def make_shared(lm: ss.LanguageModel) -> SharedLM:
         return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s,
                          heartbeat_s=args.job_heartbeat_s)
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 from werkzeug.test import Client
 
-from lit_app import datasets, fields, model_group, server, shared_model
+from lit_app import datasets, fields, model_group, responses, server, shared_model
 from lit_app import salience as salience_wrapper
 
 MODEL = "smollm2"
@@ -20,21 +20,22 @@ PROMPT = ("A train leaves at 2:15 pm and the trip takes 1 hour and 50 minutes. A
           " Think step by step, then give the answer.")
 
 
-class RecordingSharedLM(shared_model.SharedLM):
+class RecordingStreams(responses.StreamTable):
     """Keeps every stream state the generation publishes (what any poll could have read)."""
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.published: list[shared_model.GenerationStream] = []
+    def __init__(self):
+        super().__init__()
+        self.published: list[responses.GenerationStream] = []
 
-    def _set_stream(self, key, stream):
+    def set(self, key, stream):
         self.published.append(stream)
-        super()._set_stream(key, stream)
+        super().set(key, stream)
 
 
 @pytest.fixture()
 def shared(default_lm, tmp_path):
-    shared = RecordingSharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path / "gens"))
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path / "gens"))
+    shared.responses.streams = RecordingStreams()
     yield shared
     shared.jobs.cancel_all()  # the first highlight's background job: stopped before the next test uses the model
     while not shared.jobs.idle():
@@ -43,7 +44,7 @@ def shared(default_lm, tmp_path):
 
 @pytest.fixture()
 def client(shared, stub_client_root):
-    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
+    return Client(server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
 
 
 _ids = iter(range(10**9))
@@ -87,7 +88,7 @@ def test_streamed_text_grows_and_ends_with_the_explained_generation(shared, clie
     assert final[fields.RESPONSE] == gen.text
 
     # What the generation published: one state per token, the last one exactly the final text.
-    running = [s for s in shared.published if s.state == "running" and s.tokens > 0]
+    running = [s for s in shared.responses.streams.published if s.state == "running" and s.tokens > 0]
     assert [s.tokens for s in running] == list(range(1, len(running) + 1))
     assert running[-1].text == gen.text and running[-1].tokens == len(gen.ids)
     assert all(gen.text.startswith(s.text) for s in running)
@@ -106,7 +107,7 @@ def test_a_queued_generation_reports_queued_until_it_has_the_model(shared, clien
     with shared.lock:  # the model is busy (a background job, another request)
         worker = threading.Thread(target=lambda: shared.generate(shared.format_prompt({"prompt": PROMPT})))
         worker.start()
-        while not shared.published:
+        while not shared.responses.streams.published:
             threading.Event().wait(0.01)
         stream = _stream(client)[fields.SALIENCE]["stream"]
         assert stream == {"state": "queued", "text": "", "tokens": 0, "max_new_tokens": 24, "stopped_by": ""}

@@ -63,7 +63,7 @@ def test_switching_off_the_top_sub_update_changes_the_prediction_only_under_hook
 @pytest.fixture(scope="module")
 def client(default_lm, stub_client_root):
     shared = shared_model.SharedLM(default_lm, max_new_tokens=12)
-    lit_models = lit_inside.with_inside(model_group.make_models(shared, MODEL), shared, MODEL)
+    lit_models = model_group.lit_models(shared, MODEL)
     yield Client(server.build_app(lit_models, datasets.get_datasets(), stub_client_root))
     index = lit_models[SEARCH].state.index
     index.stop()  # the background build ends between layers

@@ -70,9 +70,8 @@ def app(default_lm, stub_client_root, tmp_path_factory):
     root = stub_client_root
     # Short slices: the job yields after every target, so the test sees many slice boundaries.
     shared = shared_model.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path_factory.mktemp("gens")),
-                             slice_s=0.05)
-    shared.lock = LoggedScheduler()
-    lit_models = lit_inside.with_inside(model_group.make_models(shared, MODEL), shared, MODEL)
+                                   slice_s=0.05, lock=LoggedScheduler())
+    lit_models = model_group.lit_models(shared, MODEL)
     yield shared, Client(server.build_app(lit_models, datasets.get_datasets(), root))
     shared.jobs.cancel_all()
 

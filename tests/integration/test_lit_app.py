@@ -31,7 +31,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def app(shared, stub_client_root):
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 @pytest.fixture()
@@ -129,12 +129,12 @@ def test_span_requests_reuse_the_cached_result(client, shared):
     (full,) = _preds(client, SAL, {fields.PROMPT: QUESTION})
     s = full[fields.SALIENCE]
     t = len(s["target_logprobs"])
-    cached = len(shared._results)  # pylint: disable=protected-access
+    cached = len(shared.store.complete)
     t0, t1 = 1, t
     (pred,) = _preds(client, SAL, {fields.PROMPT: QUESTION, fields.TARGET_SPAN: f"{t0}:{t1}"},
                      requested_fields=fields.SPAN_SALIENCE)
     assert set(pred) == {fields.SPAN_SALIENCE}
-    assert len(shared._results) == cached  # pylint: disable=protected-access
+    assert len(shared.store.complete) == cached
     span = pred[fields.SPAN_SALIENCE]
     assert set(span) == {"grad_norm", "grad_x_input"}
     # Linear method: the span is the sum of its rows.
@@ -302,7 +302,7 @@ def test_frontend_constant_lookup_follows_moves_and_fails_when_missing(tmp_path)
 
 def test_without_the_bundle_the_layouts_leave_out_the_module(shared, tmp_path):
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "missing.js"))
-    bare = server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root)
+    bare = server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), root)
     info = json.loads(Client(bare).get("/get_info").data)
     assert layouts.SALIENCE_MODULE_TAG not in json.dumps(info["layouts"])
     assert "generated-text-module" in json.dumps(info["layouts"][layouts.DEFAULT_LAYOUT])
@@ -334,7 +334,7 @@ def test_span_requests_without_a_gram_tensor_fall_back_to_one_backward(default_l
     # A result too large to keep its Gram tensor (gram_max_elements=0).
     small = shared_model.SharedLM(default_lm, max_new_tokens=12, salience_config=ss.SalienceConfig(gram_max_elements=0))
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
-    bare = server.build_app(model_group.make_models(small, MODEL), datasets.get_datasets(), root)
+    bare = server.build_app(model_group.lit_models(small, MODEL), datasets.get_datasets(), root)
     (pred,) = _preds(Client(bare), SAL, example)
     assert pred[fields.SALIENCE]["methods"]["grad_norm"]["gram_packed"] is None
     for method in ("grad_norm", "grad_x_input"):

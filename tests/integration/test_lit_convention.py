@@ -15,7 +15,7 @@ import pytest
 from werkzeug.test import Client
 
 from lit_app import client_build, datasets, fields, lit_convention, server
-from lit_app.model_group import make_models
+from lit_app.model_group import lit_models
 from lit_app.shared_model import SharedLM
 
 MODEL = "smollm2"
@@ -30,7 +30,7 @@ def client(default_lm, tmp_path_factory):
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
     shared = SharedLM(default_lm, max_new_tokens=8, disk_cache=False)
-    return Client(server.build_app(make_models(shared, MODEL), datasets.get_datasets(), root))
+    return Client(server.build_app(lit_models(shared, MODEL), datasets.get_datasets(), root))
 
 
 def _preds(client, model, ex, types=None):

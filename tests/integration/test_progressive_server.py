@@ -24,7 +24,7 @@ LONGER = ("Read the notes and answer. Notes: the museum opens at nine. Tickets c
 
 
 def _app(shared, client_root: str):
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), client_root)
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), client_root)
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def lit(shared, stub_client_root):
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 def _client(lit) -> Client:
@@ -138,7 +138,7 @@ def test_a_catastrophic_regex_is_stopped_and_the_server_keeps_serving(real_serve
 
 
 def test_a_tokens_request_answers_while_a_blocking_computation_holds_the_model(lit, shared, caplog):
-    caplog.set_level(logging.INFO, logger="lit_app.shared_model")
+    caplog.set_level(logging.INFO, logger="lit_app.salience_runs")
     long_answer: dict = {}
 
     def long_request():
@@ -162,7 +162,7 @@ def test_a_tokens_request_answers_while_a_blocking_computation_holds_the_model(l
 def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_lm):
     chat = shared.format_prompt({fields.PROMPT: QUESTION})
     assert chat == default_lm.format_prompt(QUESTION)
-    assert shared.tokenizer_lock is not shared.lock
+    assert shared.prompts.lock is not shared.lock
     ids = default_lm.encode_prompt(chat).ids
     assert len(shared.tokens(chat, "")) == len(ids)
 
@@ -172,7 +172,7 @@ def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_l
 
 
 def test_a_blocking_request_stops_when_another_datapoint_is_selected(lit, shared, caplog):
-    caplog.set_level(logging.INFO, logger="lit_app.shared_model")
+    caplog.set_level(logging.INFO, logger="lit_app.salience_runs")
     caplog.clear()
     long_answer: dict = {}
     long_data = {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS}

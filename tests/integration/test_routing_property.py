@@ -123,7 +123,7 @@ def folders(tmp_path_factory):
 def lit(default_lm, stub_client_root):
     root = stub_client_root
     shared = shared_model.SharedLM(default_lm, max_new_tokens=4)
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), root), root
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), root), root
 
 
 @pytest.fixture(scope="module")

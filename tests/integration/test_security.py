@@ -39,7 +39,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def lit(shared, stub_client_root):
-    return server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 def secure(lit, **config) -> Client:
@@ -515,7 +515,7 @@ def test_notebook_widget_applies_the_host_and_origin_rules(shared, tmp_path):
     from lit_app import notebook  # pylint: disable=import-outside-toplevel
 
     root = client_build.build_client_root(str(tmp_path / "root"), bundle_path=str(tmp_path / "none.js"))
-    widget = notebook.LitWidget(model_group.make_models(shared, MODEL), datasets.get_datasets(), client_root=root)
+    widget = notebook.LitWidget(model_group.lit_models(shared, MODEL), datasets.get_datasets(), client_root=root)
     try:
         port, json_ = widget.port, {"Content-Type": "application/json", **widget.headers}
         assert re.fullmatch(r"[0-9a-f]{48}", widget.token)

@@ -42,7 +42,7 @@ def shared(default_lm):
 
 @pytest.fixture(scope="module")
 def client(shared, stub_client_root):
-    lit = server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+    lit = server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
 
 

@@ -45,7 +45,7 @@ def shared(default_lm):
 
 @pytest.fixture()
 def client(shared, stub_client_root):
-    return Client(server.build_app(model_group.make_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
+    return Client(server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root))
 
 
 def _post(client, data, id_):

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from lit_app import client_build, lru_cache, progressive, server
+from lit_app import client_build, datasets, lru_cache, model_group, progressive, server
 from lit_app.lru_cache import LRUCache
+from lit_app.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
 
@@ -69,7 +70,8 @@ def app(tmp_path_factory):
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub\n", encoding="utf-8")
     root = client_build.build_client_root(str(tmp_path_factory.mktemp("root")), bundle_path=str(bundle))
-    return server.build_app_for_lm(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), "tiny", client_root=root)
+    shared = SharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"))
+    return server.build_app(model_group.lit_models(shared, "tiny"), datasets.get_datasets(), root)
 
 
 def _post(app, prompt: str) -> str:

@@ -87,7 +87,7 @@ CONFIG = ss.SalienceConfig(smooth_grad_noise=0.3, smooth_grad_seed=7, ig_step_ch
 def tiny():
     lm = wrap(tiny_llama(seed=0), "llama")
     shared = shared_model.SharedLM(lm, max_new_tokens=4, salience_config=CONFIG, disk_cache=False)
-    return lm, shared, model_group.make_models(shared, "tiny")["_tiny_salience"]
+    return lm, shared, model_group.lit_models(shared, "tiny")["_tiny_salience"]
 
 
 def _one(model, **data):

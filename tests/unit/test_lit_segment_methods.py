@@ -79,7 +79,7 @@ def test_a_segment_request_is_a_poll_at_the_http_edge():
 def tiny():
     lm = wrap(tiny_llama(seed=0), "llama")
     shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
-    yield lm, shared, model_group.make_models(shared, "tiny")["_tiny_salience"]
+    yield lm, shared, model_group.lit_models(shared, "tiny")["_tiny_salience"]
     shared.jobs.cancel_all()
 
 

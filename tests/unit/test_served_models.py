@@ -96,7 +96,7 @@ def test_a_requests_own_max_new_tokens_is_honoured_within_the_servers_limit():
     """The generation model answers at most the request's `max_new_tokens` (it was validated, then ignored)."""
     lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
     shared = SharedLM(lm, max_new_tokens=6, disk_cache=False)
-    gen = model_group.make_models(shared, "tiny")["tiny"]
+    gen = model_group.lit_models(shared, "tiny")["tiny"]
     ex = {"prompt": "one two three", "chat": False}
     full = gen.predict([ex])[0]
     # Independent reference: the library's own greedy generation with each limit.
