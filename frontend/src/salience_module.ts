@@ -24,8 +24,11 @@ import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/p
 import {activeModel, type IndexedInputLike} from './shared/request.js';
 import {targetStore} from './shared/target_store.js';
 import {SalienceController, type SalienceHost} from './salience/controller.js';
+import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
+        type HeatmapScale} from './salience/heatmap/logic.js';
+import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, viewToggleView} from './salience/heatmap/view.js';
 import {litConventionHost} from './salience/lit_convention.js';
-import {numTargets, type SaliencePayload} from './salience/payload.js';
+import {describeDetail, numTargets, type SaliencePayload} from './salience/payload.js';
 import {topSegments} from './salience/rank.js';
 import {SALIENCE_STYLES} from './salience/styles.js';
 import {describeSpan, dragSpan, firstIndexIn, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
@@ -62,9 +65,10 @@ export const SALIENCE_HELP = [
 /** Defines the module class on top of LIT's LitModule and returns it. */
 export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
   class PromptSalienceModule extends moduleBase(LitModule, {
-    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, COMPARE_STYLES, COMPARE_MODELS_STYLES],
+    tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, HEATMAP_STYLES, COMPARE_STYLES, COMPARE_MODELS_STYLES],
     infoMarkdown: SALIENCE_HELP,
-    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead'],
+    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead', 'heatmap', 'heatmapRows',
+            'heatmapScale', 'heatmapFocus'],
   }) {
     declare granularity: Granularity;
     declare regex: string;
@@ -74,6 +78,12 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare dragTo: number | null;
     /** Whether the text before the user's turn (chat template, system prompt) is expanded. */
     declare showHead: boolean;
+    /** Whether the answer × prompt heatmap is shown instead of the text (heatmap/). */
+    declare heatmap: boolean;
+    declare heatmapRows: HeatmapRows;
+    declare heatmapScale: HeatmapScale;
+    /** The heatmap row that takes the keyboard focus. */
+    declare heatmapFocus: number;
 
     /** What the controller and the two comparison rooms need from LIT: this element's services. */
     private readonly host: SalienceHost = {
@@ -102,6 +112,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                          signed: boolean; head: TemplateResult[]; templates: TemplateResult[]} | null = null;
     /** The values the tooltip's text was read from (a re-render with others hides it: no stale value). */
     private tipValues: Float64Array | null = null;
+    /** The heatmap of a method payload on a segmentation (rebuilt when either or the row mode changes). */
+    private heatmapMemo: {m: unknown; seg: Segmentation; mode: HeatmapRows; map: Heatmap | null} | null = null;
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
     private readonly onWindowMouseUp = () => this.finishDrag();
     /** The model the current selection was explained with (a model switch re-explains). */
@@ -121,6 +133,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.dragAnchor = null;
       this.dragTo = null;
       this.showHead = false;
+      this.heatmap = false;
+      this.heatmapRows = 'token';
+      this.heatmapScale = 'all';
+      this.heatmapFocus = 0;
     }
 
     override connectedCallback() {
@@ -394,7 +410,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             granularity: (g) => this.setGranularity(g),
             regex: (pattern, now) => this.typeRegex(pattern, now),
             intensity: (x) => { this.intensity = x; },
-          })}
+          }, viewToggleView(this.heatmap, () => { this.heatmap = !this.heatmap; }))}
           ${statusView(this.ctl)}
           ${this.renderSegmentStatus()}
           ${this.renderCompare()}
@@ -479,6 +495,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const responsePieces = responsePiecesView(pieces, {seg, values, cs, list, tiOf, span, numTargets: T, preview,
                                                          cursor: this.cursor});
       const side = this.ctl.side;
+      if (this.heatmap) {
+        const {pane, scale} = this.renderHeatmap(p, seg, segError);
+        return html`<div class="body">${pane}
+          ${sidePanelView(this.ctl, p, seg, scale ?? cs, ranked, this.codePoints(p), (s) => this.scrollToSegment(s))}</div>`;
+      }
       return html`
         <div class="body">
           <div class="texts" @mouseover=${(e: MouseEvent) => this.showTooltip(e)} @mouseleave=${() => this.hideTooltip()}>
@@ -502,6 +523,61 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           </div>
           ${sidePanelView(this.ctl, p, seg, cs, ranked, this.codePoints(p), (s) => this.scrollToSegment(s))}
         </div>`;
+    }
+
+    /** The heatmap view (heatmap/): its controls, the matrix or why there is none yet, and its colour scale. */
+    private renderHeatmap(p: SaliencePayload, seg: Segmentation, segError: string):
+        {pane: TemplateResult; scale: ColorScale | null} {
+      const m = this.ctl.methodPayload();
+      const reg = this.ctl.registry();
+      const extra = this.ctl.extra();
+      let map: Heatmap | null = null;
+      if (m?.matrix != null) {
+        const memo = this.heatmapMemo;
+        if (memo !== null && memo.m === m && memo.seg === seg && memo.mode === this.heatmapRows) {
+          map = memo.map;
+        } else {
+          const linear = reg?.get(this.ctl.method)?.linear ?? false;  // unknown: not a sum of rows
+          map = buildHeatmap(m, p, seg, this.heatmapRows, this.codePoints(p), linear);
+          this.heatmapMemo = {m, seg, mode: this.heatmapRows, map};
+        }
+      }
+      let reason = heatmapWaitReason({
+        segmentMethod: reg?.isSegment(this.ctl.method) ?? false,
+        extraWithoutMatrix: extra !== null && m?.matrix == null ? reg?.label(extra.method) ?? extra.method : null,
+        matrix: m?.matrix != null,
+        detail: describeDetail(this.ctl.detail),
+      });
+      if (reason === '' && map === null) {
+        reason = 'The gradient norm of a segment of several tokens is not a sum of token rows, and this server ' +
+            'sent no Gram matrix to combine them: choose rows “Response tokens”.';
+      }
+      const selected = map === null ? new Set<number>() : new Set(selectedRows(map, this.ctl.span));
+      const focus = map === null ? 0 : Math.min(this.heatmapFocus, Math.max(0, map.rows.length - 1));
+      const look = {mode: this.heatmapRows, scale: this.heatmapScale, intensity: this.intensity, selected, focus};
+      const on = {
+        rows: (mode: HeatmapRows) => { this.heatmapRows = mode; this.heatmapFocus = 0; },
+        scale: (scale: HeatmapScale) => { this.heatmapScale = scale; },
+        pick: (row: number) => {
+          const r = map?.rows[row];
+          if (r === undefined) return;
+          this.heatmapFocus = row;
+          this.ctl.setSpan({t0: r.t0, t1: r.t1});
+        },
+        whole: () => { this.ctl.setSpan(wholeResponse(numTargets(p))); },
+        key: (e: KeyboardEvent, from: number) => moveRow(from, e.key, map?.rows.length ?? 0),
+      };
+      const T = numTargets(p);
+      const pane = html`<div class="texts heatmap-pane">
+        ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+        <div class="section-label">Answer × prompt
+          <span class="hint">— target: <b class="target-desc">${describeSpan(this.ctl.span, T)}</b>
+            ${isWhole(this.ctl.span, T) ? nothing : html`<button class="reset" @click=${on.whole}>Whole response</button>`}</span>
+        </div>
+        ${heatmapControlsView(look, on)}
+        ${map === null ? heatmapWaitView(reason) : heatmapTableView(map, look, on)}
+      </div>`;
+      return {pane, scale: map === null ? null : matrixScale(map, this.intensity)};
     }
   }
 

@@ -42,7 +42,9 @@ export interface ControlEvents {
 
 const value = (e: Event) => (e.target as HTMLInputElement | HTMLSelectElement).value;
 
-export function controlsView(ctl: SalienceController, v: ViewSettings, on: ControlEvents): TemplateResult {
+/** The controls row; `extra` goes at its end (the element's view toggle). */
+export function controlsView(ctl: SalienceController, v: ViewSettings, on: ControlEvents,
+                             extra: TemplateResult | typeof nothing = nothing): TemplateResult {
   const reg = ctl.registry();
   return html`
     <div class="controls">
@@ -71,6 +73,7 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
         <input class="intensity" type="range" min="0.25" max="4" step="0.05" .value=${String(v.intensity)}
             @input=${(e: Event) => on.intensity(Number(value(e)))}>
       </label>
+      ${extra}
     </div>`;
 }
 

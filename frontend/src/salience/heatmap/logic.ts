@@ -1,0 +1,171 @@
+/**
+ * The answer × prompt heatmap (the matrix researchers know from inseq, and from this
+ * project's `display.heatmap` / `sequence-salience show --heatmap`), without a DOM: which
+ * rows (response tokens, or response segments at the granularity shown) and columns (prompt
+ * segments at that granularity) it has, each cell's value, and its colour scale.
+ *
+ * A cell is the salience of its column's prompt segment for its row's target: the row's span
+ * salience (../spans.ts: the sum of the per-token rows for the methods linear in log p, the norm
+ * of the summed gradients for gradient norm) summed over the column's tokens, as the text view
+ * aggregates (shared/aggregate, reduction "sum"). Python's `display.plot.segment_matrix` draws
+ * the same cells for token rows.
+ */
+import {aggregate, type Segmentation} from '../../shared/aggregate/index.js';
+import {maxAbs, type ColorScale} from '../../shared/colormap.js';
+import {segmentText} from '../../shared/pieces.js';
+import type {MethodPayload, SaliencePayload} from '../payload.js';
+import {spanSalience, type TargetSpan} from '../spans.js';
+import {targetSegments} from '../target.js';
+
+/** What a row is: one response token, or one response segment at the granularity shown. */
+export type HeatmapRows = 'token' | 'segment';
+export const HEATMAP_ROWS: readonly HeatmapRows[] = ['token', 'segment'];
+/** One colour scale for the whole matrix, or each row on its own (Python's normalize="row"). */
+export type HeatmapScale = 'all' | 'row';
+
+/** Longest row or column label, in characters (longer ones end in "…"; the tooltip has the whole text). */
+export const MAX_LABEL = 24;
+
+export interface HeatmapColumn {
+  /** Segment index in the segmentation. */
+  seg: number;
+  label: string;
+  /** The segment's whole text. */
+  text: string;
+}
+
+export interface HeatmapRow {
+  /** The target tokens [t0, t1) the row explains (a click makes them the target). */
+  t0: number;
+  t1: number;
+  label: string;
+  text: string;
+  /** <float>[C]: one value per column. */
+  cells: Float64Array;
+}
+
+export interface Heatmap {
+  rows: HeatmapRow[];
+  cols: HeatmapColumn[];
+  signed: boolean;
+}
+
+/** A label for a row or column: white space collapsed, visible when there is nothing else, shortened. */
+export function cellLabel(text: string): string {
+  const collapsed = text.split(/\s+/u).filter((w) => w !== '').join(' ');
+  if (collapsed === '') return text.includes('\n') ? '⏎' : text === '' ? '∅' : '␣';
+  return collapsed.length <= MAX_LABEL ? collapsed : collapsed.slice(0, MAX_LABEL - 1) + '…';
+}
+
+/**
+ * The columns: the segments that start in the prompt, without template markup, without the text
+ * between regex matches and without white-space-only segments (as display.plot.segment_matrix).
+ */
+export function heatmapColumns(p: Pick<SaliencePayload, 'text' | 'prompt_end'>, seg: Segmentation,
+                               u16: Int32Array): HeatmapColumn[] {
+  const out: HeatmapColumn[] = [];
+  for (let s = 0; s < seg.starts.length; s++) {
+    if (seg.starts[s] >= p.prompt_end || seg.excluded[s] === 1 || seg.kinds[s] === 'gap') continue;
+    const text = segmentText(p.text, seg, s, u16);
+    if (text.trim() === '') continue;
+    out.push({seg: s, label: cellLabel(text), text});
+  }
+  return out;
+}
+
+/** The rows' target spans and labels: every response token, or every response segment (the text view's targets). */
+export function heatmapRowSpans(p: Pick<SaliencePayload, 'text' | 'tokens' | 'n_prompt_tokens'>, seg: Segmentation,
+                                mode: HeatmapRows, u16: Int32Array): Array<TargetSpan & {label: string; text: string}> {
+  if (mode === 'token') {
+    const out = [];
+    for (let k = p.n_prompt_tokens; k < p.tokens.length; k++) {
+      const text = p.tokens[k];
+      out.push({t0: k - p.n_prompt_tokens, t1: k - p.n_prompt_tokens + 1, label: cellLabel(text), text});
+    }
+    return out;
+  }
+  return targetSegments(seg, p.n_prompt_tokens).map((ts) => {
+    const text = segmentText(p.text, seg, ts.seg, u16);
+    return {t0: ts.t0, t1: ts.t1, label: cellLabel(text), text};
+  });
+}
+
+/**
+ * The heatmap of a method's per-token matrix, or null while a row cannot be computed here (no matrix
+ * yet; gradient norm over a multi-token segment without the Gram matrix). `linear`: the method's registry
+ * record (shared/methods.ts `MethodInfo.linear`; a span is then the sum of its rows).
+ */
+export function buildHeatmap(m: MethodPayload, p: SaliencePayload, seg: Segmentation, mode: HeatmapRows,
+                             u16: Int32Array, linear: boolean): Heatmap | null {
+  if (m.matrix == null) return null;
+  const cols = heatmapColumns(p, seg, u16);
+  const n = p.tokens.length;
+  const rows: HeatmapRow[] = [];
+  for (const r of heatmapRowSpans(p, seg, mode, u16)) {
+    const tokenValues = spanSalience(m, r, n, linear);  // <float>[N]
+    if (tokenValues === null) return null;
+    const bySegment = aggregate(tokenValues, seg, 'sum');  // <float>[S]
+    rows.push({...r, cells: Float64Array.from(cols, (c) => bySegment[c.seg])});
+  }
+  return {rows, cols, signed: m.signed};
+}
+
+/**
+ * The colour scale of row `r` (the module's colour maps and intensity): the largest |value| of the
+ * whole matrix, or of that row alone with scale "row".
+ */
+export function rowScale(h: Heatmap, r: number, scale: HeatmapScale, intensity: number): ColorScale {
+  if (scale === 'row') return {signed: h.signed, scale: maxAbs(h.rows[r].cells), intensity};
+  return matrixScale(h, intensity);
+}
+
+/** The colour scale of the whole matrix (its legend's): the largest |value| over every cell. */
+export function matrixScale(h: Heatmap, intensity: number): ColorScale {
+  let m = 0;
+  for (const row of h.rows) {
+    for (const v of row.cells) if (Number.isFinite(v)) m = Math.max(m, Math.abs(v));
+  }
+  return {signed: h.signed, scale: m > 0 ? m : 1, intensity};
+}
+
+/** Indices of the rows that lie in the target span (drawn as selected). */
+export function selectedRows(h: Heatmap, span: TargetSpan): number[] {
+  const out: number[] = [];
+  h.rows.forEach((r, i) => { if (r.t0 < span.t1 && span.t0 < r.t1) out.push(i); });
+  return out;
+}
+
+/**
+ * Keyboard on the rows: the focused row after a key (ArrowUp/ArrowDown, Home/End, PageUp/PageDown by
+ * `page` rows), or null for a key that does not move.
+ */
+export function moveRow(focus: number, key: string, count: number, page = 10): number | null {
+  if (count === 0) return null;
+  const clamp = (i: number) => Math.max(0, Math.min(count - 1, i));
+  switch (key) {
+    case 'ArrowUp': return clamp(focus - 1);
+    case 'ArrowDown': return clamp(focus + 1);
+    case 'PageUp': return clamp(focus - page);
+    case 'PageDown': return clamp(focus + page);
+    case 'Home': return 0;
+    case 'End': return count - 1;
+    default: return null;
+  }
+}
+
+/**
+ * Why there is no heatmap for the method on screen, in words with what to do; '' when there is one
+ * to draw. `detail` is the text view's status of the per-token matrices (progress, or the failure).
+ */
+export function heatmapWaitReason(o: {segmentMethod: boolean; extraWithoutMatrix: string | null; matrix: boolean;
+                                      detail: string}): string {
+  if (o.segmentMethod) {
+    return 'The heatmap needs a per-token matrix, which segment methods do not have (they measure one target at ' +
+        'a time). Choose a gradient method.';
+  }
+  if (o.extraWithoutMatrix !== null) {
+    return `The heatmap needs ${o.extraWithoutMatrix} for every response token: tick “per-token” beside its count.`;
+  }
+  if (!o.matrix) return `The heatmap needs the per-token matrices: ${o.detail}.`;
+  return '';
+}

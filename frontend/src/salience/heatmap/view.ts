@@ -1,0 +1,121 @@
+/**
+ * The heatmap's templates and styles: its row / scale controls, the matrix as a table (rows: the
+ * response's tokens or segments, columns: the prompt's segments), the selected rows (the target)
+ * outlined. Functions of what they show and of callbacks; the element (../module.ts) keeps the state.
+ */
+import {css, html, nothing, type TemplateResult} from 'lit';
+
+import {colorFor, formatValue, type ColorScale} from '../../shared/colormap.js';
+import {rowScale, type Heatmap, type HeatmapRows, type HeatmapScale} from './logic.js';
+
+/** The button that switches between the text view and the heatmap (Alt+H, or Tab and Enter). */
+export function viewToggleView(on: boolean, toggle: () => void): TemplateResult {
+  return html`<button class="view-toggle" accesskey="h" aria-pressed=${on ? 'true' : 'false'}
+      title=${on ? 'Back to the text view (Alt+H)' : 'Answer × prompt heatmap: rows are response tokens or segments, columns prompt segments (Alt+H)'}
+      @click=${toggle}>${on ? 'Text view' : 'Heatmap'}</button>`;
+}
+
+export interface HeatmapEvents {
+  rows(mode: HeatmapRows): void;
+  scale(scale: HeatmapScale): void;
+  /** A row chosen (click, Enter, arrows): its target span. */
+  pick(row: number): void;
+  /** Escape: the whole response. */
+  whole(): void;
+  /** Keyboard move from row `from` (returns the row to focus, or null). */
+  key(e: KeyboardEvent, from: number): number | null;
+}
+
+export interface HeatmapLook {
+  mode: HeatmapRows;
+  scale: HeatmapScale;
+  intensity: number;
+  /** Rows inside the target span. */
+  selected: ReadonlySet<number>;
+  /** The row with tabindex 0 (keyboard focus). */
+  focus: number;
+}
+
+/** The row / scale choices and what a click does. */
+export function heatmapControlsView(look: HeatmapLook, on: HeatmapEvents): TemplateResult {
+  return html`<div class="heatmap-controls">
+    <label>Rows <select class="heatmap-rows" @change=${(e: Event) => on.rows((e.target as HTMLSelectElement).value as HeatmapRows)}>
+      <option value="token" ?selected=${look.mode === 'token'}>Response tokens</option>
+      <option value="segment" ?selected=${look.mode === 'segment'}>Response segments (granularity)</option>
+    </select></label>
+    <label title="Each row on its own colour scale, so that rows with small values stay readable">
+      <input type="checkbox" class="heatmap-row-scale" .checked=${look.scale === 'row'}
+          @change=${(e: Event) => on.scale((e.target as HTMLInputElement).checked ? 'row' : 'all')}> scale each row</label>
+    <span class="hint">Click a row to explain it (↑ ↓ move, Esc: whole response).</span>
+  </div>`;
+}
+
+/** The matrix. Each cell's title has its row, column and value. */
+export function heatmapTableView(h: Heatmap, look: HeatmapLook, on: HeatmapEvents): TemplateResult {
+  const rows = h.rows.map((r, i) => {
+    const cs: ColorScale = rowScale(h, i, look.scale, look.intensity);
+    const sel = look.selected.has(i);
+    return html`<tr class="hrow${sel ? ' sel' : ''}" data-row=${i} data-t0=${r.t0} data-t1=${r.t1}
+        tabindex=${i === look.focus ? '0' : '-1'} role="button" aria-pressed=${sel ? 'true' : 'false'}
+        @click=${() => on.pick(i)}
+        @keydown=${(e: KeyboardEvent) => rowKey(e, i, on)}>
+      <th class="row-label" scope="row" title=${JSON.stringify(r.text)}>${r.label}</th>
+      ${Array.from(r.cells, (v, c) => {
+        const color = Number.isFinite(v) ? colorFor(v, cs) : null;
+        return html`<td style=${color ? `background:${color.bg}` : ''}
+            title=${`${JSON.stringify(r.text)} ← ${JSON.stringify(h.cols[c].text)}: ${formatValue(v)}`}></td>`;
+      })}</tr>`;
+  });
+  return html`<div class="heatmap-scroll">
+    <table class="heatmap" aria-label="salience: response ${look.mode === 'token' ? 'tokens' : 'segments'} × prompt segments">
+      <thead><tr><th class="corner">response ↓ · prompt →</th>
+        ${h.cols.map((c) => html`<th class="col" scope="col" title=${c.text}><span>${c.label}</span></th>`)}</tr></thead>
+      <tbody>${rows}</tbody>
+    </table></div>`;
+}
+
+function rowKey(e: KeyboardEvent, i: number, on: HeatmapEvents) {
+  if (e.key === 'Escape') {
+    e.preventDefault();
+    on.whole();
+    return;
+  }
+  if (e.key === 'Enter' || e.key === ' ') {
+    e.preventDefault();
+    on.pick(i);
+    return;
+  }
+  const next = on.key(e, i);
+  if (next === null) return;
+  e.preventDefault();
+  const tr = (e.currentTarget as HTMLElement).parentElement?.querySelector<HTMLElement>(`tr[data-row="${next}"]`);
+  tr?.focus();
+  on.pick(next);
+}
+
+/** Why there is no matrix to show yet, with what to do. */
+export function heatmapWaitView(reason: string): TemplateResult | typeof nothing {
+  return reason === '' ? nothing : html`<div class="heatmap-wait" role="status">${reason}</div>`;
+}
+
+export const HEATMAP_STYLES = css`
+  .view-toggle { font: inherit; }
+  .view-toggle[aria-pressed=true] { background: #e8f0fe; border: 1px solid #1a73e8; border-radius: 4px; }
+  .heatmap-controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; padding: 2px 0 4px; color: #3c4043; }
+  .heatmap-wait { padding: 12px; color: #5f6368; }
+  .heatmap-scroll { flex: 1 1 auto; min-height: 0; overflow: auto; border: 1px solid #e8eaed; border-radius: 4px; }
+  table.heatmap { border-collapse: separate; border-spacing: 1px; font-family: 'Roboto Mono', monospace; font-size: 11px; }
+  table.heatmap thead th { position: sticky; top: 0; background: #fff; z-index: 1; }
+  table.heatmap th.corner { left: 0; z-index: 2; font-family: Roboto, sans-serif; font-weight: normal; color: #5f6368;
+                            vertical-align: bottom; text-align: left; white-space: nowrap; }
+  table.heatmap th.col { vertical-align: bottom; padding: 0; font-weight: normal; color: #3c4043; }
+  table.heatmap th.col > span { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap;
+                                display: inline-block; max-height: 150px; overflow: hidden; text-overflow: ellipsis; }
+  table.heatmap th.row-label { position: sticky; left: 0; background: #fff; text-align: right; font-weight: normal;
+                               padding: 0 4px; white-space: nowrap; color: #3c4043; }
+  table.heatmap td { min-width: 14px; height: 15px; padding: 0; }
+  tr.hrow { cursor: pointer; }
+  tr.hrow:hover th.row-label { color: #1a73e8; }
+  tr.hrow:focus-visible { outline: 2px solid #1a73e8; }
+  tr.hrow.sel th.row-label { background: #fde293; outline: 2px solid #f29900; outline-offset: -2px; }
+`;
