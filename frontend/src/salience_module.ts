@@ -40,6 +40,11 @@ import {controlsView, emptyView, headView, promptPieceView, responsePiecesView, 
 export const TAG = 'prompt-salience-module';
 
 const TOP_K = 10;
+/**
+ * The system prompt and chat template start folded, unless at least this many of the first highlight's top list
+ * lie in them (the constitutional case's principles): then they start open, as what matters is there.
+ */
+export const HEAD_OPEN_RANKED = 2;
 /** Pause in typing after which a regex typed into the box applies. */
 export const REGEX_DEBOUNCE_MS = 400;
 
@@ -114,6 +119,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private tipValues: Float64Array | null = null;
     /** The heatmap of a method payload on a segmentation (rebuilt when either or the row mode changes). */
     private heatmapMemo: {m: unknown; seg: Segmentation; mode: HeatmapRows; map: Heatmap | null} | null = null;
+    /** Whether the head's fold is decided for this selection (by the first highlight's top list, or by the user). */
+    private headDecided = false;
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
     private readonly onWindowMouseUp = () => this.finishDrag();
     /** The model the current selection was explained with (a model switch re-explains). */
@@ -215,6 +222,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.segCache.clear();
       this.piecesCache.clear();
       this.cursor = null;
+      this.showHead = false;
+      this.headDecided = false;
       await this.ctl.select(d);
     }
 
@@ -494,6 +503,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
       const responsePieces = responsePiecesView(pieces, {seg, values, cs, list, tiOf, span, numTargets: T, preview,
                                                          cursor: this.cursor});
+      const headRanked = ranked.filter((r) => seg.starts[r.seg] < userTurnStart(p)).length;
       const side = this.ctl.side;
       if (this.heatmap) {
         const {pane, scale} = this.renderHeatmap(p, seg, segError);
@@ -509,8 +519,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                 <span>${side.text}</span></div>` : nothing}
             <div class="section-label">Prompt</div>
             <div class="text prompt ${values === null ? 'pending' : ''}">${headPieces.length === 0 ? nothing
-              : headView(headPieces, this.showHead, ranked.filter((r) => seg.starts[r.seg] < userTurnStart(p)).length,
-                         (open) => { this.showHead = open; })}${promptPieces}</div>
+              : headView(headPieces, this.headOpen(headRanked, values !== null && isWhole(span, T)), headRanked,
+                         (open) => {
+                           if (open !== this.showHead) this.headDecided = true;  // the user's (not our own ?open)
+                           this.showHead = open;
+                         })}${promptPieces}</div>
             <div class="section-label">Response
               <span class="hint">— target: <b class="target-desc">${describeSpan(span, T)}</b>
                 ${isWhole(span, T) ? html`(click or drag over the response to choose)` :
@@ -523,6 +536,19 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           </div>
           ${sidePanelView(this.ctl, p, seg, cs, ranked, this.codePoints(p), (s) => this.scrollToSegment(s))}
         </div>`;
+    }
+
+    /**
+     * Whether the head is open: once the first highlight (whole response) has values, it opens when
+     * HEAD_OPEN_RANKED of its top list lie in it; after that (or after the user's toggle) it stays as it is.
+     */
+    private headOpen(nRanked: number, firstHighlight: boolean): boolean {
+      if (!this.headDecided && firstHighlight) {
+        this.headDecided = true;
+        if (nRanked >= HEAD_OPEN_RANKED) this.showHead = true;
+        return this.showHead || nRanked >= HEAD_OPEN_RANKED;
+      }
+      return this.showHead;
     }
 
     /** The heatmap view (heatmap/): its controls, the matrix or why there is none yet, and its colour scale. */

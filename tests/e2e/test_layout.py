@@ -5,8 +5,8 @@ columns that matter (case, prompt, target; no sideways scrolling, before or afte
 select the constitutional-principles case study (a system prompt
 and a chat template before the user's question), and check with bounding boxes that the user's
 question and the response are inside the viewport and inside the prompt / response boxes'
-visible areas (not scrolled out); that the chat template and system prompt start folded and
-unfold on a click; that the top list shows at least 8 entries; that "Inside the model", a tab,
+visible areas (not scrolled out); that the chat template and system prompt (where several of the top
+words are) start open and fold on a click; that the top list shows at least 8 entries; that "Inside the model", a tab,
 waits (computes nothing) until its tab is opened, then traces. Screenshots of each module (Sequence
 Salience, Inside the model, Test this explanation) at the three sizes go to artifacts/e2e/layout/
 (docs/screenshot.png too, from 1280x720, when UPDATE_SCREENSHOTS=1).
@@ -101,15 +101,16 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     assert items.count() >= 8
     _inside(items.nth(7).bounding_box(), viewport, "the 8th top-list entry")
 
-    # The chat template and system prompt start folded; a click shows them.
+    # The chat template and system prompt start open here, as several of the top list lie in the principles
+    # (issue 35; tests/e2e/test_first_hour.py); a click folds them and another shows them again.
     head = sal.locator("details.head")
-    assert head.count() == 1 and head.get_attribute("open") is None
+    assert head.count() == 1 and head.get_attribute("open") is not None
     system_word = _segment(sal, "prompt", "helpful")
-    assert not system_word.is_visible(), "the system prompt is shown while folded"
-    head.locator("summary").click()
     expect(system_word).to_be_visible()
     head.locator("summary").click()
     expect(system_word).to_be_hidden()
+    head.locator("summary").click()
+    expect(system_word).to_be_visible()
 
     # Regex granularity: the matches are ranked (the text between them is context), and the pattern
     # applies after a pause in typing, without Enter or leaving the box.

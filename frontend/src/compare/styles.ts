@@ -25,7 +25,9 @@ export const COMPARE_STYLES = css`
   ${COMPARE_SIDES_STYLES}
   .compare { flex: none; max-height: 55%; overflow-y: auto; padding: 4px 8px 8px; border-bottom: 2px solid #dadce0; }
   .compare:focus { outline: none; }
-  .compare-head { display: flex; align-items: center; justify-content: space-between; gap: 8px; }
+  /* The view buttons stay on screen while the view scrolls (the aligned prompt comes right under them). */
+  .compare-head { display: flex; align-items: center; justify-content: space-between; gap: 8px;
+                  position: sticky; top: 0; z-index: 1; background: #fff; }
   .modes { display: flex; gap: 4px; }
   .mode { font: inherit; font-size: 12px; border: 1px solid #dadce0; background: #fff; border-radius: 12px;
           padding: 1px 10px; cursor: pointer; }

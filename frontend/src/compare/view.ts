@@ -2,7 +2,7 @@
  * Templates of the compare view (room.ts computes what they show): the pinned and the selected
  * response with the word diff marked (<del> only in the pinned one, <ins> only in the selected one),
  * the pinned answer's log p under both prompts with Δ log p (per token on request), and the aligned
- * prompt coloured either by both values (top half pinned, bottom half selected, one shared scale) or
+ * prompt (first, right under the view buttons: at 1280×720 it is on screen with them) coloured either by both values (top half pinned, bottom half selected, one shared scale) or
  * by the difference (selected − pinned, signed scale). The two view buttons are a toggle group:
  * Tab reaches them, Enter/Space or ←/→ switch, and "d" anywhere in the view toggles. The responses,
  * prompt, legend and log p table are ./sides.ts's (shared with the Compare models section of the salience module, ../compare_models/).
@@ -82,10 +82,6 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
         The pinned datapoint: ${m.pinnedMessage}</div>`
       : m.responses === null ? html`<div class="status inline">Loading the pinned datapoint…</div>`
       : html`
-        <div class="section-label">Responses ${changed(m.responses) ? '(different)' : '(the same)'}</div>
-        ${responsesView(m.responses, LABELS)}
-        ${crossView(m)}
-        <div class="old-answer-row">${oldAnswerView(m, on)}</div>
         <div class="section-label">Prompt${m.useOld ? ' (selected side: the pinned answer under the selected prompt)' : ''}: ${m.mode === 'both'
             ? html`top half ${LABELS.a.toLowerCase()}, bottom half ${LABELS.b.toLowerCase()} (one scale)`
             : html`selected − pinned per aligned segment`}; struck through: only in the pinned prompt, underlined: only in the selected one</div>
@@ -93,7 +89,11 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
             m.prompts ? promptView(m.prompts, m.values, m.mode, LABELS) : nothing}</div>
         <div class="clegends">${m.values === null ? nothing : m.mode === 'both'
             ? legendView('Shared scale', m.values.scale, 'legend-shared')
-            : legendView('Difference', m.values.diffScale, 'legend-diff')}</div>`;
+            : legendView('Difference', m.values.diffScale, 'legend-diff')}</div>
+        <div class="section-label">Responses ${changed(m.responses) ? '(different)' : '(the same)'}</div>
+        ${responsesView(m.responses, LABELS)}
+        ${crossView(m)}
+        <div class="old-answer-row">${oldAnswerView(m, on)}</div>`;
   return html`
     <div class="compare" role="region" aria-label="Compared with the pinned datapoint" tabindex="-1" @keydown=${onKey}>
       <div class="compare-head">

@@ -12,6 +12,7 @@ export const SALIENCE_STYLES = css`
   .status { display: flex; gap: 8px; align-items: center; padding: 6px 8px; }
   .status.inline { padding: 4px 0; }
   .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; }
+  .status .icon { flex: none; }
   /* Static on purpose: an endless animation repaints every frame and takes CPU from the model the
      page is waiting for (docs/benchmarks.md, "First highlight in the browser"). */
   .status .bar { width: 120px; height: 4px; background: #e8eaed; overflow: hidden; border-radius: 2px; flex: none; }

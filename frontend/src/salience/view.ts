@@ -8,6 +8,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {GRANULARITIES, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
+import {errorIcon} from '../shared/icons.js';
 import type {ExtraMethodInfo} from '../shared/methods.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
@@ -154,7 +155,7 @@ export function statusView(ctl: SalienceController) {
   }
   if (ctl.status === 'error') {
     return html`<div class="status error" role="alert">
-      <span class="material-icon">error_outline</span>
+      ${errorIcon()}
       <span class="error-text">${ctl.message}</span>
       <button @click=${() => ctl.retry()}>Retry</button></div>`;
   }
