@@ -26,7 +26,8 @@ import {targetStore} from './shared/target_store.js';
 import {SalienceController, type SalienceHost} from './salience/controller.js';
 import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
         type HeatmapScale} from './salience/heatmap/logic.js';
-import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, viewToggleView} from './salience/heatmap/view.js';
+import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, isHeatmapKey,
+        viewToggleView} from './salience/heatmap/view.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import {describeDetail, numTargets, type SaliencePayload} from './salience/payload.js';
 import {topSegments} from './salience/rank.js';
@@ -123,6 +124,12 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private headDecided = false;
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
     private readonly onWindowMouseUp = () => this.finishDrag();
+    /** Alt+H anywhere on the page toggles the heatmap of this module while it is on screen. */
+    private readonly onWindowKey = (e: KeyboardEvent) => {
+      if (!isHeatmapKey(e) || this.getClientRects().length === 0) return;
+      e.preventDefault();
+      this.heatmap = !this.heatmap;
+    };
     /** The model the current selection was explained with (a model switch re-explains). */
     private shownModel = '';
 
@@ -142,18 +149,20 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.showHead = false;
       this.heatmap = false;
       this.heatmapRows = 'token';
-      this.heatmapScale = 'all';
+      this.heatmapScale = 'row';  // each row as the text view colours that target (its own largest value)
       this.heatmapFocus = 0;
     }
 
     override connectedCallback() {
       super.connectedCallback();
       window.addEventListener('mouseup', this.onWindowMouseUp);
+      window.addEventListener('keydown', this.onWindowKey);
     }
 
     override disconnectedCallback() {
       clearTimeout(this.regexTimer);
       window.removeEventListener('mouseup', this.onWindowMouseUp);
+      window.removeEventListener('keydown', this.onWindowKey);
       this.ctl.dispose();
       this.compare.dispose();
       this.compareModels.dispose();
@@ -506,9 +515,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const headRanked = ranked.filter((r) => seg.starts[r.seg] < userTurnStart(p)).length;
       const side = this.ctl.side;
       if (this.heatmap) {
-        const {pane, scale} = this.renderHeatmap(p, seg, segError);
-        return html`<div class="body">${pane}
-          ${sidePanelView(this.ctl, p, seg, scale ?? cs, ranked, this.codePoints(p), (s) => this.scrollToSegment(s))}</div>`;
+        // The side panel keeps the text view's scale: its top list is the target's, as in the text view.
+        return html`<div class="body">${this.renderHeatmap(p, seg, segError)}
+          ${sidePanelView(this.ctl, p, seg, cs, ranked, this.codePoints(p), (s) => this.scrollToSegment(s))}</div>`;
       }
       return html`
         <div class="body">
@@ -552,8 +561,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     /** The heatmap view (heatmap/): its controls, the matrix or why there is none yet, and its colour scale. */
-    private renderHeatmap(p: SaliencePayload, seg: Segmentation, segError: string):
-        {pane: TemplateResult; scale: ColorScale | null} {
+    private renderHeatmap(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const m = this.ctl.methodPayload();
       const reg = this.ctl.registry();
       const extra = this.ctl.extra();
@@ -594,16 +602,15 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         key: (e: KeyboardEvent, from: number) => moveRow(from, e.key, map?.rows.length ?? 0),
       };
       const T = numTargets(p);
-      const pane = html`<div class="texts heatmap-pane">
+      return html`<div class="texts heatmap-pane">
         ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
         <div class="section-label">Answer × prompt
           <span class="hint">— target: <b class="target-desc">${describeSpan(this.ctl.span, T)}</b>
             ${isWhole(this.ctl.span, T) ? nothing : html`<button class="reset" @click=${on.whole}>Whole response</button>`}</span>
         </div>
-        ${heatmapControlsView(look, on)}
+        ${heatmapControlsView(look, on, map === null ? null : matrixScale(map, this.intensity))}
         ${map === null ? heatmapWaitView(reason) : heatmapTableView(map, look, on)}
       </div>`;
-      return {pane, scale: map === null ? null : matrixScale(map, this.intensity)};
     }
   }
 

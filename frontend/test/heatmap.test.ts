@@ -122,3 +122,15 @@ describe('heatmap scale, selection, keys', () => {
     expect(heatmapWaitReason({segmentMethod: false, extraWithoutMatrix: null, matrix: true, detail: ''})).toBe('');
   });
 });
+
+describe('heatmap toggle key', () => {
+  it('is Alt+H and nothing else', async () => {
+    const {isHeatmapKey} = await import('../src/salience/heatmap/view.js');
+    const k = (code: string, mods: Partial<{altKey: boolean; ctrlKey: boolean; metaKey: boolean; shiftKey: boolean}>) =>
+        isHeatmapKey({altKey: false, ctrlKey: false, metaKey: false, shiftKey: false, code, ...mods});
+    expect(k('KeyH', {altKey: true})).toBe(true);
+    expect(k('KeyH', {})).toBe(false);
+    expect(k('KeyH', {altKey: true, ctrlKey: true})).toBe(false);
+    expect(k('KeyG', {altKey: true})).toBe(false);
+  });
+});

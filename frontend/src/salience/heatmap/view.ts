@@ -5,12 +5,17 @@
  */
 import {css, html, nothing, type TemplateResult} from 'lit';
 
-import {colorFor, formatValue, type ColorScale} from '../../shared/colormap.js';
+import {colorFor, formatValue, legendGradient, type ColorScale} from '../../shared/colormap.js';
 import {rowScale, type Heatmap, type HeatmapRows, type HeatmapScale} from './logic.js';
+
+/** Alt+H (and no other modifier): the key that toggles the heatmap (the element listens on the window). */
+export function isHeatmapKey(e: Pick<KeyboardEvent, 'altKey' | 'ctrlKey' | 'metaKey' | 'shiftKey' | 'code'>): boolean {
+  return e.altKey && !e.ctrlKey && !e.metaKey && !e.shiftKey && e.code === 'KeyH';
+}
 
 /** The button that switches between the text view and the heatmap (Alt+H, or Tab and Enter). */
 export function viewToggleView(on: boolean, toggle: () => void): TemplateResult {
-  return html`<button class="view-toggle" accesskey="h" aria-pressed=${on ? 'true' : 'false'}
+  return html`<button class="view-toggle" aria-keyshortcuts="Alt+H" aria-pressed=${on ? 'true' : 'false'}
       title=${on ? 'Back to the text view (Alt+H)' : 'Answer × prompt heatmap: rows are response tokens or segments, columns prompt segments (Alt+H)'}
       @click=${toggle}>${on ? 'Text view' : 'Heatmap'}</button>`;
 }
@@ -36,16 +41,24 @@ export interface HeatmapLook {
   focus: number;
 }
 
-/** The row / scale choices and what a click does. */
-export function heatmapControlsView(look: HeatmapLook, on: HeatmapEvents): TemplateResult {
+/**
+ * The row / scale choices, the colour legend (`matrix`: the whole matrix's scale; null before there is one)
+ * and what a click does.
+ */
+export function heatmapControlsView(look: HeatmapLook, on: HeatmapEvents, matrix: ColorScale | null): TemplateResult {
+  const legend = matrix === null ? nothing : html`<span class="heatmap-legend">
+    <span class="heatmap-legend-bar" style="background:${legendGradient({...matrix, intensity: 1})}"></span>
+    ${look.scale === 'row' ? html`0 … each row's largest |value|` : html`${matrix.signed ? formatValue(-matrix.scale) : '0'} … ${formatValue(matrix.scale)}`}
+  </span>`;
   return html`<div class="heatmap-controls">
     <label>Rows <select class="heatmap-rows" @change=${(e: Event) => on.rows((e.target as HTMLSelectElement).value as HeatmapRows)}>
       <option value="token" ?selected=${look.mode === 'token'}>Response tokens</option>
       <option value="segment" ?selected=${look.mode === 'segment'}>Response segments (granularity)</option>
     </select></label>
-    <label title="Each row on its own colour scale, so that rows with small values stay readable">
+    <label title="Each row on its own colour scale (as the text view colours that target); untick: one scale for the whole matrix">
       <input type="checkbox" class="heatmap-row-scale" .checked=${look.scale === 'row'}
           @change=${(e: Event) => on.scale((e.target as HTMLInputElement).checked ? 'row' : 'all')}> scale each row</label>
+    ${legend}
     <span class="hint">Click a row to explain it (↑ ↓ move, Esc: whole response).</span>
   </div>`;
 }
@@ -103,6 +116,8 @@ export const HEATMAP_STYLES = css`
   .view-toggle[aria-pressed=true] { background: #e8f0fe; border: 1px solid #1a73e8; border-radius: 4px; }
   .heatmap-controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; padding: 2px 0 4px; color: #3c4043; }
   .heatmap-wait { padding: 12px; color: #5f6368; }
+  .heatmap-legend { display: inline-flex; gap: 6px; align-items: center; font-size: 11px; color: #5f6368; }
+  .heatmap-legend-bar { display: inline-block; width: 80px; height: 10px; border: 1px solid #dadce0; border-radius: 2px; }
   .heatmap-scroll { flex: 1 1 auto; min-height: 0; overflow: auto; border: 1px solid #e8eaed; border-radius: 4px; }
   table.heatmap { border-collapse: separate; border-spacing: 1px; font-family: 'Roboto Mono', monospace; font-size: 11px; }
   table.heatmap thead th { position: sticky; top: 0; background: #fff; z-index: 1; }
