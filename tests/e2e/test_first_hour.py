@@ -160,19 +160,23 @@ def test_heatmap_rows_retarget_and_toggle(server_url, browser_page):
     assert not external, f"requests to non-local hosts: {external}"
 
 
-def test_case_studies_state_their_point(server_url, browser_page):
-    from playwright.sync_api import expect
-
+def test_chain_of_thought_states_its_answer(server_url, browser_page):
     page, _ = browser_page
     mod = _open(page, server_url)
-    # Chain of thought: the response arrives at a time of day other than the start's 2:15.
+    # The response arrives at a time of day other than the start's 2:15 (right or wrong: the model's answer).
     _select(page, COT)
     response = mod.locator(".response").inner_text()
     times = re.findall(r"\b(\d{1,2}:\d{2})\b", response)
     assert [t for t in times if t != "2:15"], f"the chain-of-thought response states no arrival time: {response!r}"
     _shot(page, "cot-1280x720")
 
-    # Constitutional principles: several top words are in the system prompt, so it is shown, on screen.
+
+def test_constitutional_principles_not_folded(server_url, browser_page):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = _open(page, server_url)
+    # Several top words are in the system prompt (the principles), so it is shown, on screen.
     _select(page, CONSTITUTIONAL)
     head = mod.locator("details.head")
     label = head.locator("summary").inner_text()
