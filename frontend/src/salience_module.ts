@@ -45,7 +45,7 @@ const TOP_K = 10;
  * The system prompt and chat template start folded, unless at least this many of the first highlight's top list
  * lie in them (the constitutional case's principles): then they start open, as what matters is there.
  */
-export const HEAD_OPEN_RANKED = 2;
+export const HEAD_OPEN_RANKED = 3;
 /** Pause in typing after which a regex typed into the box applies. */
 export const REGEX_DEBOUNCE_MS = 400;
 
