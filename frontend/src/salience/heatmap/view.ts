@@ -1,7 +1,7 @@
 /**
  * The heatmap's templates and styles: its row / scale controls, the matrix as a table (rows: the
  * response's tokens or segments, columns: the prompt's segments), the selected rows (the target)
- * outlined. Functions of what they show and of callbacks; the element (../module.ts) keeps the state.
+ * outlined. Functions of what they show and of callbacks; the element (../../salience_module.ts) keeps the state.
  */
 import {css, html, nothing, type TemplateResult} from 'lit';
 
