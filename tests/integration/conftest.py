@@ -1,9 +1,14 @@
-"""Shared fixtures for integration tests: the embedded default model (loaded once per session) and a client root."""
+"""Shared fixtures for integration tests: the embedded default model (loaded once per session), a client
+root, and the in-process LIT app on it (`make_shared`, `lit`)."""
+
+import time
 
 import pytest
 
 import sequence_salience as ss
-from lit_app import client_build
+from lit_app import client_build, datasets, model_group, server, shared_model
+
+MODEL = "smollm2"
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +27,34 @@ def stub_client_root(tmp_path_factory) -> str:
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     return client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+
+
+@pytest.fixture(scope="module")
+def make_shared(default_lm):
+    """`make_shared(**kw)`: a `shared_model.SharedLM(default_lm, **kw)` for this test module. At the module's
+    end every background job it started (the first highlight starts one) is cancelled and waited for: none
+    may still run torch when the interpreter exits."""
+    made: list[shared_model.SharedLM] = []
+
+    def make(**kw) -> shared_model.SharedLM:
+        made.append(shared_model.SharedLM(default_lm, **kw))
+        return made[-1]
+
+    yield make
+    for shared in made:
+        shared.jobs.cancel_all()
+    deadline = time.monotonic() + 600  # a failure bound, not a timing assertion
+    while not all(shared.jobs.idle() for shared in made):
+        assert time.monotonic() < deadline, "the background jobs never stopped"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def lit(shared, stub_client_root):
+    """The server's LIT app in-process (model group `MODEL`, the shipped datasets, this module's stub client
+    root) on the module's `shared` fixture (a module that asks for `lit` defines `shared`, e.g. with
+    `make_shared`)."""
+    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
 
 
 def pytest_collection_modifyitems(items):

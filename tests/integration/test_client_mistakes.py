@@ -37,6 +37,8 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, data_dir):
+    """Its own process, not the session's `lit_server`: start-up flags (--data_dir for the file routes,
+    --max_pending_requests for the full queue, --max_new_tokens whose bound the messages name)."""
     with ServerProcess(["--max_new_tokens", "8", "--data_dir", str(data_dir), "--max_pending_requests",
                         str(MAX_PENDING)], tmp_path_factory.mktemp("server")) as s:
         yield s

@@ -43,6 +43,8 @@ NEXT = {fields.PROMPT: "What is the capital of France?", fields.TARGET: " Paris.
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """Its own process, not the session's `lit_server`: start-up flags (--job_heartbeat_s 2 for the unpolled
+    matrix job, --max_new_tokens 48 for the intervention run), and the log is read per test."""
     with ServerProcess(["--max_new_tokens", str(MAX_NEW_TOKENS), "--job_heartbeat_s", str(HEARTBEAT_S)],
                        tmp_path_factory.mktemp("server")) as proc:
         _next_request(proc)  # the trace's first call resolves the architecture: not part of a figure
@@ -78,6 +80,25 @@ def _next_request(server: ServerProcess) -> float:
     return time.monotonic() - start
 
 
+def _close_mid_run(server: ServerProcess, model: str, data: dict, progress, started, ended,
+                   what: tuple[str, str]) -> tuple[Any, Any, float, float]:
+    """Sends `data` to `model`, closes the connection (the tab is closed: the client goes away without reading
+    the answer) once `started(progress())`, times the next request, then reads `progress()` until `ended`.
+
+    Returns (progress before the close, progress at the end, seconds to answer the next request, seconds from
+    the close to the end); `what`: (the start, the end) for the failure messages.
+    """
+    conn = _send(server, model, data)
+    try:
+        seen = _wait(progress, started, what[0], server)
+    finally:
+        conn.close()
+    closed = time.monotonic()
+    next_s = _next_request(server)
+    end = _wait(progress, ended, what[1], server)
+    return seen, end, next_s, time.monotonic() - closed
+
+
 def _report(kind: str, stopped_s: float, next_s: float, detail: str) -> None:
     print(f"\ndisconnect to free, {kind}: stopped after {stopped_s:.2f} s, next request answered after "
           f"{next_s:.2f} s ({detail})")
@@ -96,16 +117,9 @@ def test_a_span_stops_within_one_chunk_when_its_client_disconnects(server, kind,
     # No chat template: a short sequence keeps each chunk short on a busy machine.
     data = {fields.PROMPT: f"Two colours of the sea ({kind}):", fields.TARGET: " blue and green.",
             fields.CHAT: False, fields.DETAIL: "span", **extra}
-    conn = _send(server, SAL, data)
-    try:
-        seen = _wait(lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
-                     "the first chunk of the span", server)
-    finally:
-        conn.close()  # the tab is closed: the client goes away without reading the answer
-    closed = time.monotonic()
-    next_s = _next_request(server)
-    end = _wait(lambda: _span_progress(server, data), lambda s: s["state"] in FINISHED, "the span's end", server)
-    stopped_s = time.monotonic() - closed
+    seen, end, next_s, stopped_s = _close_mid_run(
+        server, SAL, data, lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
+        lambda s: s["state"] in FINISHED, ("the first chunk of the span", "the span's end"))
     _report(kind, stopped_s, next_s, f"{seen['done']} of {seen['total']} before the close, {end['done']} at the end")
     assert end["state"] == "cancelled", end
     assert seen["done"] <= end["done"] <= seen["done"] + 2 * SPAN_CHUNK < end["total"], (seen, end)
@@ -149,16 +163,10 @@ def test_an_explanation_test_stops_within_one_step_when_its_client_disconnects(s
     # IG auto-steps with a tolerance it never meets: 8 + 16 + 32 = 56 steps, one per pass.
     data = {fields.PROMPT: "Name a river in France.", fields.TARGET: " The Seine.", explain.ACTION: "ig_auto",
             fields.IG_STEPS: COUNT, explain.IG_TOLERANCE: 1e-9}
-    conn = _send(server, EXPLAIN, data)
-    try:
-        seen = _wait(lambda: _explain_status(server, data), lambda j: j is not None and j["stage"] == "ig_steps"
-                     and j["done"] >= 2, "two IG steps", server)
-    finally:
-        conn.close()
-    closed = time.monotonic()
-    next_s = _next_request(server)
-    _wait(lambda: _explain_status(server, data), lambda j: j is None, "the end of the test", server)
-    stopped_s = time.monotonic() - closed
+    seen, _, next_s, stopped_s = _close_mid_run(
+        server, EXPLAIN, data, lambda: _explain_status(server, data),
+        lambda j: j is not None and j["stage"] == "ig_steps" and j["done"] >= 2, lambda j: j is None,
+        ("two IG steps", "the end of the test"))
     line = re.search(r"explain ig_auto: (.*) at ig_steps (\d+)/(\d+)", server.log_path.read_text()[start:])
     _report("explanation test (IG auto-steps)", stopped_s, next_s, f"{seen['done']} of {seen['total']} steps before"
             f" the close; log: {line[0] if line else None}")
@@ -175,16 +183,10 @@ def test_an_intervention_run_stops_within_one_token_when_its_client_disconnects(
     start = len(server.log_path.read_text())
     data = {fields.PROMPT: "Write a long story about a dragon who lives in a castle.", inside.INSIDE_T: 0,
             inside.INTERVENTIONS: json.dumps([{"layer": 10, "index": 5, "mode": "off"}])}
-    conn = _send(server, INTERVENE, data)
-    try:
-        seen = _wait(lambda: _run_status(server, data), lambda j: j is not None and j["stage"] == "generate"
-                     and j["done"] >= 2, "two regenerated tokens", server)
-    finally:
-        conn.close()
-    closed = time.monotonic()
-    next_s = _next_request(server)
-    _wait(lambda: _run_status(server, data), lambda j: j is None, "the end of the run", server)
-    stopped_s = time.monotonic() - closed
+    seen, _, next_s, stopped_s = _close_mid_run(
+        server, INTERVENE, data, lambda: _run_status(server, data),
+        lambda j: j is not None and j["stage"] == "generate" and j["done"] >= 2, lambda j: j is None,
+        ("two regenerated tokens", "the end of the run"))
     line = re.search(r"inside intervene: 1 intervention\(s\), (.*?) (?:at (\w+) (\d+)/(\d+) )?in",
                      server.log_path.read_text()[start:])
     _report("intervention run", stopped_s, next_s, f"{seen['done']} of {seen['total']} tokens before the close;"

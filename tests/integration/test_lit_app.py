@@ -25,18 +25,12 @@ _CLIENT_MESSAGE = re.compile(r"^.*?(?=\n\nDetails:)")
 
 
 @pytest.fixture(scope="module")
-def shared(default_lm):
-    return shared_model.SharedLM(default_lm, max_new_tokens=12)
-
-
-@pytest.fixture(scope="module")
-def app(shared, stub_client_root):
-    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
-
+def shared(make_shared):
+    return make_shared(max_new_tokens=12)
 
 @pytest.fixture()
-def client(app):
-    return Client(app)
+def client(lit):
+    return Client(lit)
 
 
 def _post(client, model, examples, **params):
@@ -220,20 +214,20 @@ def test_malformed_body_gets_a_clear_message(client):
     assert "?model=" in _error_message(r)
 
 
-def test_concurrent_requests_are_serialized_not_broken(app):
+def test_concurrent_requests_are_serialized_not_broken(lit):
     prompts = [f"Name a color that starts with the letter {c}." for c in "BGR"]
     results, errors = {}, []
 
     def work(model, prompt):
         try:
-            results[(model, prompt)] = _preds(Client(app), model, {fields.PROMPT: prompt})[0]
+            results[(model, prompt)] = _preds(Client(lit), model, {fields.PROMPT: prompt})[0]
         except Exception as e:  # pylint: disable=broad-except
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(m, p)) for p in prompts for m in (SAL, GEN)]
     for th in threads:
         th.start()
-    info = Client(app).get("/get_info")  # metadata is served while models run
+    info = Client(lit).get("/get_info")  # metadata is served while models run
     for th in threads:
         th.join()
     assert info.status_code == 200
@@ -321,6 +315,7 @@ def test_server_command_rejects_a_malformed_data_file_naming_the_line(tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok"}\n{"prompt": \n', encoding="utf-8")
+    # A process of its own: the start-up refusal and its exit status are what is tested.
     proc = subprocess.run([sys.executable, "-m", "lit_app.server", "--data", str(bad), "--port", "1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

@@ -21,7 +21,7 @@ import pytest
 from werkzeug.test import Client
 
 from lit_app import (client_build, datasets, fields, limits, method_registry, model_group, request_guard, security,
-                     security_config, server, shared_model, tokens)
+                     security_config, server, tokens)
 from tests.server_process import ServerProcess
 
 PORT = 5432
@@ -33,14 +33,8 @@ TOKEN = "s3cret-token-for-tests"
 
 
 @pytest.fixture(scope="module")
-def shared(default_lm):
-    return shared_model.SharedLM(default_lm, max_new_tokens=6)
-
-
-@pytest.fixture(scope="module")
-def lit(shared, stub_client_root):
-    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
-
+def shared(make_shared):
+    return make_shared(max_new_tokens=6)
 
 def secure(lit, **config) -> Client:
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT, **config)), use_cookies=False)
@@ -423,7 +417,9 @@ def test_client_root_loads_the_request_guard_before_lit(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# The real server on a non-loopback address.
+# The real server on a non-loopback address. Each test starts its own server, not the session's
+# `lit_server`: the start-up flags are what is tested (--host 0.0.0.0, the defaults, --no_token), and the
+# log is read whole after the server stops.
 
 
 def _request(port, method, path, body=None, headers=None):

@@ -15,8 +15,7 @@ from werkzeug.test import Client
 
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
-from lit_app import datasets, fields, inputs, method_registry, model_group, progressive, security, security_config
-from lit_app import server, shared_model
+from lit_app import datasets, fields, inputs, method_registry, progressive, security, security_config
 
 PORT = 5433
 HOST = f"127.0.0.1:{PORT}"
@@ -33,16 +32,12 @@ def _row() -> dict:
 
 
 @pytest.fixture(scope="module")
-def shared(default_lm):
-    shared = shared_model.SharedLM(default_lm, max_new_tokens=8)
-    yield shared
-    shared.jobs.cancel_all()
-    _wait_for(shared.jobs.idle, "the background jobs to stop")
+def shared(make_shared):
+    return make_shared(max_new_tokens=8)
 
 
 @pytest.fixture(scope="module")
-def client(shared, stub_client_root):
-    lit = server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+def client(lit):
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
 
 

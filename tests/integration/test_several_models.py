@@ -30,6 +30,8 @@ def tiny_folder(default_lm, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def two_models(tiny_folder, tmp_path_factory):
+    """Its own process, not the session's `lit_server`: the start-up flags are what is tested (--models,
+    --datasets, --max_examples, --warm_start)."""
     with ServerProcess(["--models", f"a:default,b:{tiny_folder}", "--max_new_tokens", str(MAX_NEW),
                         "--datasets", "sample_prompts,case_studies", "--max_examples", "3", "--warm_start", "1"],
                        tmp_path_factory.mktemp("server")) as proc:

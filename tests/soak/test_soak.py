@@ -98,6 +98,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 class Server(ServerProcess):
+    """Its own process, not the session's `lit_server`: start-up flags (--max_pending_requests, --data_dir,
+    --max_new_tokens) and its RSS is measured, which another test's requests would change."""
+
     def __init__(self, tmp: Path, data_dir: Path):
         super().__init__(["--host", "127.0.0.1", "--max_new_tokens", str(MAX_NEW_TOKENS),
                           "--max_pending_requests", str(MAX_PENDING), "--data_dir", str(data_dir)], tmp)

@@ -121,6 +121,7 @@ def test_bad_values_name_the_flag_in_one_line(argv, flag):
 
 
 def test_command_line_help_lists_ours_and_lits_and_errors_exit_2(tmp_path):
+    """The command itself, in a process of its own: --help and a refused flag end the process (absl)."""
     run = lambda *a: subprocess.run([sys.executable, "-m", "lit_app.server", *a], capture_output=True, text=True,
                                     timeout=120, cwd=REPO)
     helped = run("--help")
