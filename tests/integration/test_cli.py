@@ -1,4 +1,6 @@
-"""The `sequence-salience` command on the default model, run in a subprocess as a user runs it."""
+"""The `sequence-salience` command on the default model, run in a subprocess as a user runs it (the console
+script, `python -m sequence_salience.cli`, a Ctrl-C) or, where the exit status and the printed text are what is
+checked, in-process through `cli.main(argv)` (no fresh interpreter importing torch)."""
 
 from __future__ import annotations
 
@@ -54,12 +56,13 @@ def test_console_script_explains_a_prompt_and_writes_json_and_html(tmp_path):
     assert len(table_rows) == 3, proc.stdout
 
 
-def test_given_target_is_explained_as_is(tmp_path):
+def test_given_target_is_explained_as_is(tmp_path, capsys):
     out_json = tmp_path / "t.json"
-    proc = _run(MODULE + ["explain", "--prompt", "Is the sky blue? Answer yes or no.", "--target", " Yes.",
-                          "--granularity", "sentence", "--quiet", "--json", str(out_json)])
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == ""  # --quiet
+    code = cli.main(["explain", "--prompt", "Is the sky blue? Answer yes or no.", "--target", " Yes.",
+                     "--granularity", "sentence", "--quiet", "--json", str(out_json)])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    assert out == ""  # --quiet
     result, meta = display.load(out_json, with_meta=True)
     assert result.text.endswith(" Yes.") and meta["generated"] is False
 
@@ -137,17 +140,25 @@ def test_bad_flags_exit_with_code_2(tmp_path, monkeypatch, capsys, args, message
     assert os.listdir(tmp_path) == []  # nothing written
 
 
-def test_unloadable_model_exits_with_code_3(tmp_path):
-    proc = _run(MODULE + ["explain", "--prompt", "hi", "--model", str(tmp_path / "no_such_model")], timeout=300)
-    assert proc.returncode == 3, proc.stderr
-    assert "cannot load --model" in proc.stderr and "Traceback" not in proc.stderr
+def test_unloadable_model_exits_with_code_3(tmp_path, capsys):
+    code = cli.main(["explain", "--prompt", "hi", "--model", str(tmp_path / "no_such_model")])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_MODEL == 3, err
+    assert "cannot load --model" in err and "Traceback" not in err
 
 
 def _log(out: pathlib.Path) -> list[dict]:
     return [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoing_rows(tmp_path):
+def _main(args: list[str], capsys) -> tuple[int, str]:
+    """`cli.main(args)` in this process: (exit status, what it printed on stderr)."""
+    code = cli.main(args)
+    return code, capsys.readouterr().err
+
+
+def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoing_rows(tmp_path, capsys):
+    """Run 1 in a child process (it gets a Ctrl-C); the reruns in-process (`cli.main`)."""
     rows = [
         json.dumps({"prompt": "Say hello.", "target": " Hello!"}),                                  # line 1
         "{not json",                                                                                  # line 2
@@ -190,9 +201,9 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     n_log = len(_log(out))
 
     # Run 2: resumes; finished rows are skipped (not rewritten), the rest are explained.
-    proc2 = _run(cmd)
-    assert proc2.returncode == 1, proc2.stderr  # rows 2 and 4 are bad
-    assert f"{prompts}:2: not valid JSON" in proc2.stderr
+    code2, err2 = _main(cmd[len(MODULE):], capsys)
+    assert code2 == cli.EXIT_ROWS_FAILED == 1, err2  # rows 2 and 4 are bad
+    assert f"{prompts}:2: not valid JSON" in err2
     run2 = {e["line"]: e for e in _log(out)[n_log:]}
     expected_files = {1: "00001.json", 3: "00003.json", 6: "long.json", 7: "00007.json"}
     for line, name in expected_files.items():
@@ -204,13 +215,13 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
         assert (out / name).stat().st_mtime_ns == mtime, f"{name} was rewritten"
     result, meta = display.load(out / "long.json", with_meta=True)
     assert meta["line"] == 6 and result.text.endswith("gulls circle above the boats.")
-    assert "Done: " in proc2.stderr and "line 2:" in proc2.stderr and "line 4:" in proc2.stderr
+    assert "Done: " in err2 and "line 2:" in err2 and "line 4:" in err2
 
     # Run 3: adds HTML for finished rows without loading the model or touching the JSON files.
     after2 = {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")}
-    proc3 = _run(cmd + ["--html"])
-    assert proc3.returncode == 1, proc3.stderr
-    assert "Loading model" not in proc3.stderr
+    code3, err3 = _main(cmd[len(MODULE):] + ["--html"], capsys)
+    assert code3 == 1, err3
+    assert "Loading model" not in err3
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.json")} == after2
     assert sorted(p.name for p in out.glob("*.html")) == sorted(n.replace(".json", ".html")
                                                                 for n in expected_files.values())
@@ -218,8 +229,8 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     # A changed row is redone (its input no longer matches the saved result).
     rows[6] = json.dumps({"prompt": "What is 2 + 2?", "target": " Four"})
     prompts.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    proc4 = _run(cmd)
-    assert proc4.returncode == 1
+    code4, _ = _main(cmd[len(MODULE):], capsys)
+    assert code4 == 1
     run4 = {e["line"]: e["status"] for e in _log(out)[-6:]}
     assert run4[7] == "done" and run4[1] == run4[3] == run4[6] == "skipped"
     assert display.load(out / "00007.json").text.endswith(" Four")
