@@ -1,8 +1,22 @@
-"""Options shared by every test tier."""
+"""Options and fixtures shared by every test tier: --soak-seconds, and `lit_server`, the one real server of
+the session."""
 
 import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.server_process import ServerProcess
 
 DEFAULT_SOAK_SECONDS = 45.0
+
+# Under pytest-xdist (`make test`: -n 2), the workers share the cores: torch gets cores / workers intra-op
+# threads in each worker and the servers it starts (set before any test file imports torch; a value the
+# caller set is kept). Two torch threads per worker on 2 cores mostly wait for each other (docs/benchmarks.md,
+# "evaluate --ray": one thread per process ran about 4x faster under load).
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 
 def pytest_addoption(parser):
@@ -10,6 +24,21 @@ def pytest_addoption(parser):
         "--soak-seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", DEFAULT_SOAK_SECONDS)),
         help=f"How long tests/soak runs its client threads (default {DEFAULT_SOAK_SECONDS:g} s,"
              " or $SOAK_SECONDS); e.g. --soak-seconds 600 for a long soak.")
+
+
+@pytest.fixture(scope="session")
+def lit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """`python -m lit_app.server --host 127.0.0.1` on the default model with the repository's client root (as
+    `make serve` serves it), started once per session (a start imports torch and LIT and loads the model) and
+    stopped at its end.
+
+    For the tests that only send requests to a real server (the browser tests, and HTTP tests that need a
+    real socket); each reads or cancels only its own requests. A test that needs a start-up flag, sends the
+    process a signal or watches it exit starts its own `ServerProcess` and says why.
+    """
+    with ServerProcess(["--host", "127.0.0.1"], tmp_path_factory.mktemp("server"), own_client_root=False) as proc:
+        assert proc.token and proc.url == f"http://127.0.0.1:{proc.port}/?token={proc.token}", proc.url
+        yield proc
 
 
 def pytest_configure(config):

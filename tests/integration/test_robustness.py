@@ -22,7 +22,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import datasets, fields, model_group, security, security_config, server, shared_model
+from lit_app import fields, security, security_config
 from tests.server_process import ServerProcess
 
 PORT = 5432
@@ -40,17 +40,8 @@ LONG_IG_STEPS = 16
 
 
 @pytest.fixture(scope="module")
-def shared(default_lm):
-    shared = shared_model.SharedLM(default_lm, max_new_tokens=8)
-    yield shared
-    # No background job (the first highlight starts one) may still run torch when the interpreter exits.
-    shared.jobs.cancel_all()
-    _wait_for(shared.jobs.idle, "the background jobs to stop")
-
-
-@pytest.fixture(scope="module")
-def lit(shared, stub_client_root):
-    return server.build_app(model_group.lit_models(shared, MODEL), datasets.get_datasets(), stub_client_root)
+def shared(make_shared):
+    return make_shared(max_new_tokens=8)
 
 
 def _client(lit) -> Client:
@@ -80,10 +71,10 @@ def _blocking_started(caplog) -> bool:
 
 
 @pytest.fixture(scope="module")
-def real_server(tmp_path_factory):
-    """`python -m lit_app.server` on loopback (tests.server_process.ServerProcess, with its token)."""
-    with ServerProcess(["--max_new_tokens", "8"], tmp_path_factory.mktemp("server")) as proc:
-        yield proc
+def real_server(lit_server):
+    """`python -m lit_app.server` on loopback with its token: the session's (tests/conftest.py `lit_server`).
+    These tests send requests with a target (nothing is generated) and read the log from where they start."""
+    return lit_server
 
 
 def test_the_real_server_publishes_the_method_registry_in_the_salience_spec(real_server):
@@ -235,7 +226,8 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
 
 
 # ---------------------------------------------------------------------------
-# Ctrl-C stops the server mid-computation.
+# Ctrl-C stops the server mid-computation. The tests below own their server process: they send it a
+# signal (SIGINT, SIGUSR1, SIGTERM) and watch it exit or keep serving.
 
 
 def test_ctrl_c_stops_the_server_mid_computation(tmp_path):
