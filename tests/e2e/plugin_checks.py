@@ -1,4 +1,8 @@
-"""Browser checks shared by the plugin tests (installed wheel, own LIT server, interop).
+"""Browser steps and checks shared by the e2e tests (the plugin tests: installed wheel, own LIT server,
+interop; and the module tests on the session server).
+
+`open_lit(page, url)` opens LIT and waits for our salience module; `select_example(page, prompt)` clicks
+a data-table row.
 
 `three_modules_and_first_highlight(page, url)` is what "our modules work in this page" means:
 the salience, inside-the-model and test-this-explanation modules are defined and rendered,
@@ -38,6 +42,14 @@ def open_tab(page, title: str) -> None:
         tab.first.click()
 
 
+def open_lit(page, url: str):
+    """Opens LIT at `url` and waits until the salience module is rendered; returns its locator."""
+    page.goto(url)
+    salience = page.locator(SALIENCE_TAG)
+    salience.wait_for(timeout=120_000)
+    return salience
+
+
 def select_example(page, prompt: str = EXAMPLE_PROMPT) -> None:
     page.locator("data-table-module tbody tr", has_text=prompt).first.click()
 
@@ -49,9 +61,7 @@ def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROM
     """
     from playwright.sync_api import expect
 
-    page.goto(url)
-    salience = page.locator(SALIENCE_TAG)
-    salience.wait_for(timeout=120_000)
+    salience = open_lit(page, url)
     assert defined_tags(page) == {t: True for t in TAGS}, defined_tags(page)
     expect(salience).to_contain_text("Select a prompt")
     inside = page.locator(INSIDE_TAG)

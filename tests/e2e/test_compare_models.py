@@ -31,6 +31,7 @@ TIMEOUT_MS = 300_000
 
 @pytest.fixture(scope="module")
 def two_model_server(tmp_path_factory):
+    """Its own process, not the session's `lit_server`: two models (--models)."""
     import sequence_salience as ss
 
     folder = save_tiny_llama_for(ss.load_model("default").tokenizer, tmp_path_factory.mktemp("tiny"))

@@ -17,18 +17,29 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
-SALIENCE = "prompt-salience-module"
-TAG = "explain-test-module"
-EXAMPLE_PROMPT = "What is the capital of France?"
+SALIENCE, TAG = plugin_checks.SALIENCE_TAG, plugin_checks.EXPLAIN_TAG
+EXAMPLE_PROMPT = plugin_checks.EXAMPLE_PROMPT
 TIMEOUT_MS = 300_000
 
 
-def _wait_idle(mod) -> None:
-    mod.page.locator(f'{TAG}[data-run="idle"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+def _open_the_tab_on_the_example(page, server_url: str):
+    """Opens LIT, selects the example, waits for its first highlight and opens this module's tab; returns
+    the module."""
+    from playwright.sync_api import expect
+
+    plugin_checks.open_lit(page, server_url)
+    plugin_checks.select_example(page, EXAMPLE_PROMPT)
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    page.locator(".tab", has_text="Test this explanation").first.click()
+    mod = page.locator(TAG)
+    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+    return mod
 
 
 def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir):
@@ -36,13 +47,7 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
 
     page, external = browser_page
     timings = {}
-    page.goto(server_url)
-    page.locator(SALIENCE).wait_for(timeout=120_000)
-    page.locator("data-table-module tbody tr", has_text=EXAMPLE_PROMPT).first.click()
-    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
-    page.locator(".tab", has_text="Test this explanation").first.click()
-    mod = page.locator(TAG)
-    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+    mod = _open_the_tab_on_the_example(page, server_url)
 
     # 1. Curves: two charts with one line per method, the dashed random line and the AOPC table.
     mod.locator("input.steps").fill("3")
@@ -128,13 +133,7 @@ def test_ig_steps_progress_and_filler_reduction(server_url, browser_page, artifa
     from playwright.sync_api import expect
 
     page, external = browser_page
-    page.goto(server_url)
-    page.locator(SALIENCE).wait_for(timeout=120_000)
-    page.locator("data-table-module tbody tr", has_text=EXAMPLE_PROMPT).first.click()
-    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
-    page.locator(".tab", has_text="Test this explanation").first.click()
-    mod = page.locator(TAG)
-    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+    mod = _open_the_tab_on_the_example(page, server_url)
 
     # 1. IG steps: 8, 16, 32 steps; a 0.01 % tolerance is not met, so the cap is hit.
     mod.locator("button.tab-btn.ig_auto").click()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
-TAG = "prompt-salience-module"
+TAG = plugin_checks.SALIENCE_TAG
 LOAD_TIMEOUT_MS = 240_000
 
 
@@ -19,9 +21,8 @@ def test_generated_text_module_follows_selection(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    page.goto(server_url)
-    page.locator(TAG).wait_for(timeout=120_000)
-    page.locator("data-table-module tbody tr", has_text="What is the capital of France?").first.click()
+    plugin_checks.open_lit(page, server_url)
+    plugin_checks.select_example(page, "What is the capital of France?")
 
     page.get_by_text("Generated Text", exact=True).first.click()  # the left panel's tab
     generated = page.locator("generated-text-module")

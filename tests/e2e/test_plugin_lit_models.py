@@ -31,6 +31,7 @@ def test_our_module_reads_lits_own_prompt_debugging_models(tmp_path, browser_pag
     from playwright.sync_api import expect
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Its own process: the example script (LIT's own models), not our server.
     with ServerProcess(["--max_length", "16"], tmp_path, own_client_root=False,
                        command=[sys.executable, str(EXAMPLE)], env=env) as server:
         page, external = browser_page

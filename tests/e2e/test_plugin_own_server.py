@@ -30,6 +30,7 @@ EXAMPLE = REPO / "examples" / "own_lit_server.py"
 
 @pytest.fixture(scope="module")
 def example_server(tmp_path_factory):
+    """Its own process: the example script, not our server."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with ServerProcess(["--max_new_tokens", "24"], tmp_path_factory.mktemp("own"), own_client_root=False,
                        command=[sys.executable, str(EXAMPLE)], env=env) as server:

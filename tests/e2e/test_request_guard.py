@@ -53,7 +53,7 @@ def test_lit_client_passes_the_rules_and_shows_one_line_errors(server_url, brows
 def test_token_from_the_url_keeps_the_ui_working(browser_page, tmp_path):
     page, _ = browser_page
     token = secrets.token_hex(16)
-    with ServerProcess(["--token", token], tmp_path) as proc:
+    with ServerProcess(["--token", token], tmp_path) as proc:  # its own: the token is a start-up flag
         port = proc.port
         assert proc.url == f"http://127.0.0.1:{port}/?token={token}"
         page.goto(f"http://127.0.0.1:{port}/")

@@ -16,10 +16,12 @@ import time
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
-TAG = "prompt-salience-module"
-EXAMPLE_PROMPT = "What is the capital of France?"
+TAG = plugin_checks.SALIENCE_TAG
+EXAMPLE_PROMPT = plugin_checks.EXAMPLE_PROMPT
 EDITED_PROMPT = "What is the capital of Italy? Answer in one word."
 LOAD_TIMEOUT_MS = 240_000
 
@@ -55,9 +57,7 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
         page.screenshot(path=str(path))
         shots.append(path)
 
-    page.goto(server_url)
-    mod = page.locator(TAG)
-    mod.wait_for(timeout=120_000)
+    mod = plugin_checks.open_lit(page, server_url)
     expect(mod).to_contain_text("Select a prompt")
 
     # 1. Select an example in the data table -> highlighted salience.

@@ -13,9 +13,11 @@ import time
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
-TAG = "prompt-salience-module"
+TAG = plugin_checks.SALIENCE_TAG
 LOAD_TIMEOUT_MS = 600_000
 
 
@@ -23,9 +25,7 @@ def test_streamed_tokens_before_the_first_highlight(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    page.goto(server_url)
-    mod = page.locator(TAG)
-    mod.wait_for(timeout=120_000)
+    mod = plugin_checks.open_lit(page, server_url)
     # A prompt nobody generated before (the disk cache would answer at once), with a long answer.
     prompt = f"Write a short story (ten sentences) about a robot named Unit {time.time_ns() % 10**9} who learns to paint."
     page.get_by_text("Editor", exact=True).first.click()
