@@ -28,6 +28,7 @@ _CLIENT_MESSAGE = re.compile(r"^.*?(?=\n\nDetails:)")
 def shared(make_shared):
     return make_shared(max_new_tokens=12)
 
+
 @pytest.fixture()
 def client(lit):
     return Client(lit)

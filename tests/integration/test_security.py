@@ -36,6 +36,7 @@ TOKEN = "s3cret-token-for-tests"
 def shared(make_shared):
     return make_shared(max_new_tokens=6)
 
+
 def secure(lit, **config) -> Client:
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT, **config)), use_cookies=False)
 
