@@ -144,6 +144,21 @@ describe('JobClient', () => {
     }
   });
 
+  it('ends the status reads once nobody wants them; the run goes on', async () => {
+    const {jobs} = client();
+    let wanted = true;
+    const f = fakeJob([{stage: 'a', done: 1}, {stage: 'a', done: 2}]);
+    const done = jobs.run({...f.job, wanted: () => wanted});
+    await vi.advanceTimersByTimeAsync(100);
+    wanted = false;
+    await vi.advanceTimersByTimeAsync(300);
+    expect(f.sent.status).toBe(1);
+    expect(jobs.progress).toEqual({stage: 'a', done: 1});
+    expect(jobs.running).toBe(true);
+    f.finish('x');
+    expect(await done).toMatchObject({latest: true, ok: true});
+  });
+
   it('re-renders on each clock tick unless tickRenders says no', async () => {
     let quiet = false;
     const {jobs, changes} = client({tickRenders: () => !quiet});

@@ -47,15 +47,20 @@ export interface Job<R, P> {
    * from 1. Null: nothing new to show (the progress shown stays). Absent: no status reads.
    */
   status?(n: number): Promise<P | null>;
-  /** Shows a status read (called after `progress` is set, while the run is the latest and runs). */
+  /**
+   * Whether anybody still looks at the job's progress (checked before and after each status read;
+   * false ends the reads, the run goes on). Absent: always.
+   */
+  wanted?(): boolean;
+  /** Shows a status read (called after `progress` is set, while the run is the latest, runs and is wanted). */
   onProgress?(p: P): void;
   /** Asks the server to stop the job (sent by `cancel()`; its answer is not awaited). */
   cancel?(): Promise<unknown>;
 }
 
 export interface JobClientOptions {
-  /** The wait before each status read, ms. */
-  pollMs: number;
+  /** The wait before each status read, ms (default 1000; only jobs with a `status` read it). */
+  pollMs?: number;
   /**
    * A failed status read: 'skip' (default) waits for the next one, progress being best effort;
    * 'stop' ends the reads (a server that has no status for this job: its answer still comes).
@@ -92,7 +97,7 @@ export class JobClient<R, P = never> {
   private clock: ReturnType<typeof setInterval> | undefined;
   private pollTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(private readonly host: JobHost, private readonly options: JobClientOptions) {}
+  constructor(private readonly host: JobHost, private readonly options: JobClientOptions = {}) {}
 
   /**
    * Runs `job`, superseding the run followed until now (module docstring). Resolves when the job's
@@ -174,11 +179,12 @@ export class JobClient<R, P = never> {
   }
 
   private schedulePoll(ticket: number, job: Job<R, P>, n: number) {
-    this.pollTimer = setTimeout(() => void this.poll(ticket, job, n), this.options.pollMs);
+    this.pollTimer = setTimeout(() => void this.poll(ticket, job, n), this.options.pollMs ?? 1000);
   }
 
   private async poll(ticket: number, job: Job<R, P>, n: number) {
-    if (!this.isLatest(ticket)) return;
+    const still = () => this.isLatest(ticket) && (job.wanted?.() ?? true);
+    if (!still()) return;
     if (!(this.options.pauseWhenHidden && pageHidden())) {
       let p: P | null;
       try {
@@ -187,7 +193,7 @@ export class JobClient<R, P = never> {
         if (this.options.statusErrors === 'stop') return;
         p = null;
       }
-      if (!this.isLatest(ticket)) return;
+      if (!still()) return;
       if (p !== null) {
         this.progress = p;
         job.onProgress?.(p);
