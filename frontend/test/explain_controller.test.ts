@@ -9,7 +9,7 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 import {ExplainController, POLL_MS} from '../src/explain/controller.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 import registry from './fixtures/method_registry.json';
-import {deferred, fakeServer, type Call, type Rows} from './support/fake_server.js';
+import {fakeJobServer, fakeServer} from './support/fake_server.js';
 
 const MODELS = {
   _m_salience: {spec: {output: {salience: {__name__: 'LitType'}, method_registry: {__name__: 'LitType', default: registry}}}},
@@ -24,19 +24,7 @@ function target(datapointId = 'dp1', t0 = 1): SharedTarget {
 }
 
 /** A server whose explain runs answer when the test says; status reads report `job`. */
-function explainServer(job: () => Record<string, unknown> | null) {
-  const runs: Array<ReturnType<typeof deferred<Rows>>> = [];
-  const server = fakeServer(MODELS, (c: Call) => {
-    const action = c.input.data['explain_action'];
-    if (action === 'status') return [{explain: {action: 'status', job: job()}}];
-    if (action === 'cancel') return [{explain: {action: 'cancel', cancelled: true}}];
-    const run = deferred<Rows>();
-    runs.push(run);
-    return run.promise;
-  });
-  const of = (action: string) => server.calls.filter((c) => c.input.data['explain_action'] === action);
-  return {...server, runs, of};
-}
+const explainServer = (job: () => Record<string, unknown> | null) => fakeJobServer(MODELS, 'explain_action', 'explain', job);
 
 beforeEach(() => { vi.useFakeTimers(); });
 afterEach(() => { vi.useRealTimers(); });

@@ -9,7 +9,7 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 import {InsideController, RUN_POLL_MS, SEARCH_POLL_MS, SHOWN_POLL_MS} from '../src/inside/controller.js';
 import type {PartialIntervention, TracePayload} from '../src/inside/payload.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
-import {deferred, fakeServer, type Call, type Rows} from './support/fake_server.js';
+import {fakeJobServer, type Call} from './support/fake_server.js';
 
 const MODELS = {_m_inside_trace: {}, _m_inside_intervene: {}, _m_inside_search: {}};
 
@@ -32,20 +32,11 @@ const partial = (prob: number): PartialIntervention => ({
 
 /** A server whose traces answer at once, runs when the test says, and statuses report `job()`. */
 function insideServer(job: () => Record<string, unknown> | null = () => null) {
-  const runs: Array<ReturnType<typeof deferred<Rows>>> = [];
-  const server = fakeServer(MODELS, (c: Call) => {
-    if (c.model === '_m_inside_trace') return [{inside_trace: trace(0.9)}];
-    const action = c.input.data['inside_action'];
-    if (action === 'status') return [{inside_intervention: {action: 'status', job: job()}}];
-    if (action === 'cancel') return [{inside_intervention: {action: 'cancel', cancelled: true}}];
-    const run = deferred<Rows>();
-    runs.push(run);
-    return run.promise;
-  });
+  const server = fakeJobServer(MODELS, 'inside_action', 'inside_intervention', job,
+                               (c) => (c.model === '_m_inside_trace' ? [{inside_trace: trace(0.9)}] : null));
   let shown = true;
   const host = {...server.host, isShown: () => shown, isConnected: () => true};
-  const of = (action: string) => server.calls.filter((c) => c.input.data['inside_action'] === action);
-  return {...server, host, runs, of, show: (on: boolean) => { shown = on; }};
+  return {...server, host, show: (on: boolean) => { shown = on; }};
 }
 
 /** A controller with the trace of `target()` loaded and one intervention listed. */

@@ -9,6 +9,7 @@
  * view.ts draws: both responses aligned word by word, both prompts aligned with both values per
  * segment on one shared scale, and the difference (selected − pinned). Unpinning drops all of it.
  */
+import {COMPARE_FIELD} from '../shared/fields.js';
 import {segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {JobClient} from '../shared/jobs.js';
 import type {IndexedInputLike} from '../shared/request.js';
@@ -16,9 +17,8 @@ import type {SalienceController, SalienceHost} from '../salience/controller.js';
 import {numTargets, parsePayload, type SaliencePayload} from '../salience/payload.js';
 import {countFields, extraKey} from '../salience/request.js';
 import {wholeResponse} from '../salience/target.js';
-import {alignSegmentations, alignTexts, COMPARE_FIELD, compareInput, compareModelName, isComparing, parseCross,
-        promptValues, responseOf, wholeResponseValues, type Alignment, type CrossPayload,
-        type CompareMode, type PromptValues} from './logic.js';
+import {alignSegmentations, alignTexts, compareInput, compareModelName, isComparing, parseCross, promptValues,
+        responseOf, wholeResponseValues, type Alignment, type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
 
 /** What view.ts draws. A = pinned, B = selected. */
 export interface CompareModel {

@@ -9,17 +9,16 @@
  * wrapper (`_<model>_compare`, lit_app/compare.py) for the other's answer. The segments follow the
  * module's granularity (a regex shows as words). Pure logic in ./logic.ts; rendering in ./view.ts.
  */
-import {compareModelName, COMPARE_FIELD, parseCross, type CrossPayload} from '../compare/logic.js';
+import {COMPARE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
+import {compareModelName, parseCross, type CrossPayload} from '../compare/logic.js';
 import type {SaliencePayload} from '../salience/payload.js';
 import {quickInput} from '../salience/request.js';
 import type {Granularity} from '../shared/aggregate/index.js';
 import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {registryOf} from '../shared/methods.js';
-import {salienceModelFor, SALIENCE_FIELD, type IndexedInputLike} from '../shared/request.js';
+import {salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {COMPARE_MODELS_METHOD, compareSides, crossInput, crossRows, modelPair, type CrossRow, type ModelsView,
         type Side} from './logic.js';
-
-const SPAN_SALIENCE_FIELD = 'span_salience';
 
 /** Where the comparison stands (the module's data-compare-models attribute; e2e tests wait on it). */
 export type CompareModelsState = 'off' | 'closed' | 'idle' | 'values' | 'done' | 'error';

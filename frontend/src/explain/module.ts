@@ -20,8 +20,7 @@
  */
 import {html, nothing, type TemplateResult} from 'lit';
 
-import {moduleBase} from '../shared/lit_module.js';
-import type {ServerHost} from '../shared/jobs.js';
+import {moduleBase, serverHost} from '../shared/lit_module.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {ExplainController} from './controller.js';
 import {curveColor, describeStatus, progressFraction, REDUCE_BUDGET, testedMethods, type Action} from './logic.js';
@@ -49,14 +48,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     followsTarget: true,
     state: [],
   }) {
-    /** LIT's services for the controller. */
-    private readonly host: ServerHost = {
-      models: () => this.appState.metadata?.models ?? {},
-      getPreds: (inputs, model, fields, loadMessage) =>
-          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
-      changed: () => this.requestUpdate(),
-    };
-    private readonly ctl = new ExplainController(this.host);
+    private readonly ctl = new ExplainController(serverHost(this));
 
     override disconnectedCallback() {
       this.ctl.dispose();

@@ -5,6 +5,8 @@
  * the results so far, cancel), and the value-vector search with its index polls. The element
  * (module.ts) renders and passes LIT's services as an `InsideHost`.
  */
+import {INSIDE_T_FIELD, INTERVENTIONS_FIELD, INTERVENTION_FIELD, LIMIT_FIELD, QUERY_FIELD, RANKING_FIELD,
+        RUN_ACTION_FIELD, SEARCH_FIELD, TRACE_FIELD} from '../shared/fields.js';
 import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {derivedInput, errorMessage, type IndexedInputLike} from '../shared/request.js';
 import type {SharedTarget} from '../shared/target_store.js';
@@ -12,12 +14,8 @@ import {
   addIntervention, hashString, insideModels, interventionsJson, shouldPoll, showToken, traceKey, traceTarget,
   type InsideModels, type TraceTarget,
 } from './logic.js';
-import {
-  INSIDE_T_FIELD, type Intervention, INTERVENTION_FIELD, type InterventionPayload, INTERVENTIONS_FIELD, LIMIT_FIELD,
-  type Mode, parseIntervention, parseRunStatus, parseSearch, parseTrace, type PartialIntervention, QUERY_FIELD,
-  RANKING_FIELD, RUN_ACTION_FIELD, type RunJob, SEARCH_FIELD, type SearchPayload, type SearchRanking, TRACE_FIELD,
-  type TracePayload,
-} from './payload.js';
+import {type Intervention, type InterventionPayload, type Mode, parseIntervention, parseRunStatus, parseSearch,
+        parseTrace, type PartialIntervention, type RunJob, type SearchPayload, type SearchRanking, type TracePayload} from './payload.js';
 
 export const SEARCH_LIMIT = 30;
 /** How often the search asks again while the value index is built. */

@@ -13,7 +13,7 @@
 import {html, nothing, type TemplateResult} from 'lit';
 
 import type {SharedTarget} from '../shared/target_store.js';
-import {moduleBase} from '../shared/lit_module.js';
+import {moduleBase, serverHost} from '../shared/lit_module.js';
 import {InsideController, type InsideHost} from './controller.js';
 import {describeTraced, formatProb, formatRank, interventionKey, removeIntervention, searchStatus, setScope, showToken,
         toggleMode} from './logic.js';
@@ -42,10 +42,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
   }) {
     /** LIT's services and this element's visibility, for the controller. */
     private readonly host: InsideHost = {
-      models: () => this.appState.metadata?.models ?? {},
-      getPreds: (inputs, model, fields, loadMessage) =>
-          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
-      changed: () => this.requestUpdate(),
+      ...serverHost(this),
       isShown: () => isShown(this),
       isConnected: () => this.isConnected,
     };

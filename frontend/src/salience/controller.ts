@@ -14,14 +14,15 @@
  * requests all read and settle the same per-selection state (generation, pending requests,
  * the side status); what they bring back is values.ts's, the templates view.ts's.
  */
+import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
 import {JobClient, pageHidden, type ServerHost} from '../shared/jobs.js';
 import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
-import {errorMessage, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
+import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
         type StreamStatus} from './payload.js';
 import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, segmentInput, segmentKey,
-        SPAN_SALIENCE_FIELD, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
+        spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';

@@ -38,3 +38,26 @@ export function deferred<T>() {
   const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
   return {promise, resolve, reject};
 }
+
+/**
+ * A server of user jobs (lit_app/user_jobs.py) on top of `fakeServer`: a request whose `actionField`
+ * is "status" answers `{action: 'status', job: job()}` under `outField`, "cancel" answers at once, any
+ * other action waits for the test (`runs`, in order); `answer` may answer other requests first (a
+ * value other than null). `of(action)` lists the requests of one action.
+ */
+export function fakeJobServer(models: Record<string, ModelInfoLike>, actionField: string, outField: string,
+                              job: () => Record<string, unknown> | null, answer: (c: Call) => Rows | null = () => null) {
+  const runs: Array<ReturnType<typeof deferred<Rows>>> = [];
+  const server = fakeServer(models, (c: Call) => {
+    const own = answer(c);
+    if (own !== null) return own;
+    const action = c.input.data[actionField];
+    if (action === 'status') return [{[outField]: {action: 'status', job: job()}}];
+    if (action === 'cancel') return [{[outField]: {action: 'cancel', cancelled: true}}];
+    const run = deferred<Rows>();
+    runs.push(run);
+    return run.promise;
+  });
+  const of = (action: string) => server.calls.filter((c) => c.input.data[actionField] === action);
+  return {...server, runs, of};
+}
