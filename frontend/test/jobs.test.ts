@@ -104,6 +104,21 @@ describe('JobClient', () => {
     expect(await second).toEqual({latest: true, ok: true, value: 'new answer'});
   });
 
+  it('sends the superseded job\'s cancel request with cancelSuperseded, and only for a running one', async () => {
+    const {jobs} = client({cancelSuperseded: true});
+    const old = fakeJob();
+    const first = jobs.run(old.job);
+    void jobs.run(fakeJob().job);
+    expect(old.sent.cancel).toBe(1);
+    old.finish('late');
+    expect(await first).toMatchObject({latest: false});
+    jobs.cancel();
+    const after = fakeJob();
+    void jobs.run(after.job);  // nothing ran: nothing to cancel
+    expect(after.sent.cancel).toBe(0);
+    jobs.dispose();
+  });
+
   it('cancels: the cancel request goes once, the run stops at once, the results so far stay', async () => {
     const {jobs} = client();
     const f = fakeJob([{stage: 'a', done: 1}]);

@@ -12,9 +12,10 @@
  *     if (settled.latest && settled.ok) show(settled.value);
  *
  * - `run(job)` supersedes the run it follows: the older one's status reads stop, its progress line
- *   goes, and its answer or error comes back with `latest: false` (never shown by the client). No
- *   cancel request is sent for it: the server's job slot stops an older job itself when a newer
- *   one starts (`JobSlot.start`), and a cancel sent then could reach the newer one.
+ *   goes, and its answer or error comes back with `latest: false` (never shown by the client).
+ *   Its cancel request goes only with `cancelSuperseded`: the server's job slot stops an older job
+ *   itself when a newer one starts (`JobSlot.start`), and a cancel sent then could reach the newer
+ *   one; a job whose cancel names what it stops (a key of its own) can ask for it.
  * - `cancel()` stops following at once and sends the job's cancel request (not awaited).
  * - `progress` is the last status read, `elapsed` the whole seconds since the run started.
  * - `error` is the message of the latest run's failure only.
@@ -70,6 +71,8 @@ export interface JobClientOptions {
   pauseWhenHidden?: boolean;
   /** Whether the clock's tick each second re-renders (default: always). */
   tickRenders?: () => boolean;
+  /** Whether `run` sends the superseded job's cancel request (default: no; see the module docstring). */
+  cancelSuperseded?: boolean;
 }
 
 /** How a run ended: its value or error message, and whether it is still the client's latest run. */
@@ -104,7 +107,9 @@ export class JobClient<R, P = never> {
    * request answers, with `latest` false if another run, `cancel()` or `reset()` came meanwhile.
    */
   async run(job: Job<R, P>): Promise<Settled<R>> {
+    const superseded = this.running ? this.job : null;
     this.stop();
+    if (this.options.cancelSuperseded) superseded?.cancel?.().catch(() => {});
     const ticket = ++this.ticket;
     this.job = job;
     this.running = true;
