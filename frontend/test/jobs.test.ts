@@ -104,21 +104,6 @@ describe('JobClient', () => {
     expect(await second).toEqual({latest: true, ok: true, value: 'new answer'});
   });
 
-  it('sends the superseded job\'s cancel request with cancelSuperseded, and only for a running one', async () => {
-    const {jobs} = client({cancelSuperseded: true});
-    const old = fakeJob();
-    const first = jobs.run(old.job);
-    void jobs.run(fakeJob().job);
-    expect(old.sent.cancel).toBe(1);
-    old.finish('late');
-    expect(await first).toMatchObject({latest: false});
-    jobs.cancel();
-    const after = fakeJob();
-    void jobs.run(after.job);  // nothing ran: nothing to cancel
-    expect(after.sent.cancel).toBe(0);
-    jobs.dispose();
-  });
-
   it('cancels: the cancel request goes once, the run stops at once, the results so far stay', async () => {
     const {jobs} = client();
     const f = fakeJob([{stage: 'a', done: 1}]);
@@ -185,6 +170,22 @@ describe('JobClient', () => {
     await vi.advanceTimersByTimeAsync(2000);
     expect(changes() - start).toBe(2);
     expect(jobs.elapsed).toBe(4);  // the seconds still count
+    jobs.dispose();
+  });
+
+  it('sends the superseded job\'s cancel request with cancelSuperseded, and only for a running one', async () => {
+    const {jobs} = client({cancelSuperseded: true});
+    const old = fakeJob();
+    const first = jobs.run(old.job);
+    const next = fakeJob();
+    void jobs.run(next.job);
+    expect(old.sent.cancel).toBe(1);
+    old.finish('late');
+    expect(await first).toMatchObject({latest: false});
+    jobs.cancel();
+    expect(next.sent.cancel).toBe(1);
+    void jobs.run(fakeJob().job);  // the cancelled run is not followed any more: no second request
+    expect(next.sent.cancel).toBe(1);
     jobs.dispose();
   });
 });
