@@ -9,7 +9,7 @@
  * re-render it. The patch is applied once and only if the method exists.
  */
 
-import {CASE_FIELD, PROMPT_FIELD, SYSTEM_FIELD, TARGET_FIELD} from './shared/request.js';
+import {CASE_FIELD, PROMPT_FIELD, SYSTEM_FIELD, TARGET_FIELD} from './shared/fields.js';
 
 interface GeneratedTextModuleLike {
   generatedText: Record<string, unknown>;

@@ -19,7 +19,7 @@ import {compareView} from './compare/view.js';
 import {COMPARE_MODELS_METHOD} from './compare_models/logic.js';
 import {CompareModelsRoom} from './compare_models/room.js';
 import {COMPARE_MODELS_STYLES, compareModelsView} from './compare_models/view.js';
-import {moduleBase, pinnedSelection} from './shared/lit_module.js';
+import {moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/pieces.js';
 import {activeModel, type IndexedInputLike} from './shared/request.js';
 import {targetStore} from './shared/target_store.js';
@@ -93,12 +93,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     /** What the controller and the two comparison rooms need from LIT: this element's services. */
     private readonly host: SalienceHost = {
+      ...serverHost(this),
       modelName: () => this.modelName(),
-      models: () => this.appState.metadata?.models ?? {},
-      getPreds: (inputs, model, fields, loadMessage) =>
-          this.apiService.getPreds(inputs, model, this.appState.currentDataset, [], fields, loadMessage),
       loadLatest: (key, promise) => this.loadLatest(key, promise),
-      changed: () => this.requestUpdate(),
     };
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
     private readonly ctl = new SalienceController(litConventionHost(this.host));

@@ -1,6 +1,7 @@
 import {describe, expect, it} from 'vitest';
 import {compareSides, crossInput, crossRows, modelPair, ownLogprob, type Side} from '../src/compare_models/logic.js';
-import {PINNED_PROMPT_FIELD, PINNED_TARGET_FIELD, parseCross} from '../src/compare/logic.js';
+import {parseCross} from '../src/compare/logic.js';
+import {PINNED_PROMPT_FIELD, PINNED_TARGET_FIELD} from '../src/shared/fields.js';
 
 const GEN = {spec: {input: {}, output: {response: {__name__: 'GeneratedText'}}}};
 const SAL = {spec: {input: {}, output: {salience: {__name__: 'LitType'}}}};

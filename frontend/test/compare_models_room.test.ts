@@ -1,8 +1,8 @@
 import {describe, expect, it} from 'vitest';
-import {COMPARE_FIELD} from '../src/compare/logic.js';
 import {COMPARE_MODELS_METHOD} from '../src/compare_models/logic.js';
 import {CompareModelsRoom} from '../src/compare_models/room.js';
-import {SALIENCE_FIELD, type IndexedInputLike} from '../src/shared/request.js';
+import {COMPARE_FIELD, SALIENCE_FIELD} from '../src/shared/fields.js';
+import type {IndexedInputLike} from '../src/shared/request.js';
 
 const GEN = {spec: {input: {}, output: {response: {__name__: 'GeneratedText'}}}};
 const SAL = {spec: {input: {}, output: {salience: {__name__: 'LitType'}}}};

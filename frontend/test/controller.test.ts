@@ -89,15 +89,21 @@ describe('SalienceController', () => {
     expect(ctl.extra()).toEqual({method: 'smooth_grad', count: 8});
   });
 
-  it('says so when the server publishes no method registry', async () => {
-    const {host, calls} = fakeHost(() => []);
-    host.models = () => ({m: {spec: {output: {response: {}}}},
-                          _m_salience: {spec: {output: {salience: {__name__: 'LitType'}}}}});
-    const ctl = new SalienceController(host);
-    await ctl.select(dp());
-    expect(calls).toHaveLength(0);
-    expect(ctl.status).toBe('error');
-    expect(ctl.message).toContain('"_m_salience" publishes no "method_registry" in its output spec');
+  it('says so, before any request, when the server publishes no method registry or no salience model', async () => {
+    const cases: Array<[ReturnType<SalienceHost['models']>, string]> = [
+      [{m: {spec: {output: {response: {}}}}, _m_salience: {spec: {output: {salience: {__name__: 'LitType'}}}}},
+       '"_m_salience" publishes no "method_registry" in its output spec'],
+      [{m: {spec: {output: {response: {}}}}}, 'Model "m" has no "salience" output, nor does "_m_salience"'],
+    ];
+    for (const [models, message] of cases) {
+      const {host, calls} = fakeHost(() => []);
+      host.models = () => models;
+      const ctl = new SalienceController(host);
+      await ctl.select(dp());
+      expect(calls).toHaveLength(0);
+      expect(ctl.status).toBe('error');
+      expect(ctl.message).toContain(message);
+    }
   });
 
   it('lets a newer selection win over an older answer', async () => {
@@ -127,16 +133,6 @@ describe('SalienceController', () => {
     expect(ctl.status).toBe('error');
     expect(ctl.message).toBe("prompt + target is 9,311 tokens; this model's context is 8,192. Fix: shorten it.");
     expect(ctl.finishedAction()).toBeNull();
-  });
-
-  it('names the model when none carries a salience field', async () => {
-    const {host, calls} = fakeHost(() => [{}]);
-    host.models = () => ({m: {spec: {output: {response: {}}}}});
-    const ctl = new SalienceController(host);
-    await ctl.select(dp());
-    expect(calls).toHaveLength(0);
-    expect(ctl.status).toBe('error');
-    expect(ctl.message).toContain('Model "m" has no "salience" output, nor does "_m_salience"');
   });
 
   it('asks the server for a grad_norm span the payload cannot give, and keeps the answer', async () => {

@@ -8,6 +8,7 @@
  * with whitespace collapsed; positions are code points. The diff is difflib's (`diffKeys`): the same
  * alignment as Python's on the hand-derived cases both test suites share (tests/data/alignment_cases.json).
  */
+import {OLD_ANSWER_FIELD, PINNED_PROMPT_FIELD, PINNED_SYSTEM_FIELD, PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../shared/fields.js';
 import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
 import {codePointToUtf16} from '../shared/pieces.js';
@@ -223,13 +224,6 @@ export function differenceScale(diff: ArrayLike<number>, intensity = 1): ColorSc
 }
 
 // ------------------------------------------------------------ the server's compare payload
-
-export const COMPARE_FIELD = 'compare';
-export const PINNED_PROMPT_FIELD = 'pinned_prompt';
-export const PINNED_SYSTEM_FIELD = 'pinned_system';
-export const PINNED_TARGET_FIELD = 'pinned_target';
-export const OLD_ANSWER_FIELD = 'old_answer';
-export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
 
 /** The compare wrapper of generation model `model` (lit_app/fields.py compare_model_name). */
 export function compareModelName(model: string): string {

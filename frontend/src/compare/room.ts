@@ -9,15 +9,16 @@
  * view.ts draws: both responses aligned word by word, both prompts aligned with both values per
  * segment on one shared scale, and the difference (selected − pinned). Unpinning drops all of it.
  */
+import {COMPARE_FIELD} from '../shared/fields.js';
 import {segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
-import {errorMessage, type IndexedInputLike} from '../shared/request.js';
+import {JobClient} from '../shared/jobs.js';
+import type {IndexedInputLike} from '../shared/request.js';
 import type {SalienceController, SalienceHost} from '../salience/controller.js';
 import {numTargets, parsePayload, type SaliencePayload} from '../salience/payload.js';
 import {countFields, extraKey} from '../salience/request.js';
 import {wholeResponse} from '../salience/target.js';
-import {alignSegmentations, alignTexts, COMPARE_FIELD, compareInput, compareModelName, isComparing, parseCross,
-        promptValues, responseOf, wholeResponseValues, type Alignment, type CrossPayload,
-        type CompareMode, type PromptValues} from './logic.js';
+import {alignSegmentations, alignTexts, compareInput, compareModelName, isComparing, parseCross, promptValues,
+        responseOf, wholeResponseValues, type Alignment, type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
 
 /** What view.ts draws. A = pinned, B = selected. */
 export interface CompareModel {
@@ -48,8 +49,9 @@ export class CompareRoom {
   oldPayload: SaliencePayload | null = null;
   wantOld = false;
   useOld = false;
-  crossLoading = false;
   crossError = '';
+  /** The `_<model>_compare` request of the pair, method and old-answer choice shown (../shared/jobs.ts). */
+  private readonly requests: JobClient<{cross: CrossPayload; pinned: SaliencePayload; old: SaliencePayload | null} | null>;
   /** The method (and count) the selected side shows: the pinned salience is asked for it. */
   private method: {name: string; counts: Record<string, number>; tag: string} | null = null;
   private crossKey = '';
@@ -57,14 +59,22 @@ export class CompareRoom {
   private alignMemo: {key: string; a: SaliencePayload; b: SaliencePayload; own: SaliencePayload; prompts: Alignment;
                       responses: Alignment} | null = null;
 
-  constructor(private readonly host: SalienceHost) {}
+  constructor(private readonly host: SalienceHost) {
+    this.requests = new JobClient(host, {tickRenders: () => false});  // no clock on screen
+  }
 
   get active(): boolean {
     return this.pinned !== null && this.selected !== null;
   }
 
+  /** Whether the pinned side's request runs. */
+  get crossLoading(): boolean {
+    return this.requests.running;
+  }
+
   dispose() {
     this.crossKey = '';
+    this.requests.dispose();
   }
 
   /** LIT's compare mode, pinned datapoint or selection changed. */
@@ -75,7 +85,7 @@ export class CompareRoom {
         this.wantOld = this.useOld = false;
         this.crossKey = '';
         this.crossError = '';
-        this.crossLoading = false;
+        this.requests.reset();
         this.host.changed();
       }
       return;
@@ -129,30 +139,31 @@ export class CompareRoom {
     this.crossError = '';
     const model = compareModelName(this.host.modelName());
     if (this.host.models()[model] === undefined) {
+      this.requests.reset();  // an earlier pair's answer is not this one's
       this.crossError = `This server has no "${model}" model, so the pinned datapoint cannot be compared. ` +
           'Fix: start the server with python -m lit_app.server (its make_models adds it).';
       this.host.changed();
       return;
     }
-    this.crossLoading = true;
-    this.host.changed();
-    try {
-      const req = this.host.getPreds([compareInput(selected, pinned, method.counts, method.tag, this.wantOld, true)], model,
-                                     [COMPARE_FIELD], 'Comparing with the pinned datapoint…');
-      const res = await this.host.loadLatest('compare', req);
-      if (res === null || key !== this.crossKey) return;
-      const cross = parseCross(res[0]?.[COMPARE_FIELD]);
-      this.pinnedPayload = parsePayload(cross.pinned_salience);
-      this.oldPayload = cross.old_answer_salience == null ? null : parsePayload(cross.old_answer_salience);
-      this.cross = cross;
-    } catch (e) {
-      if (key === this.crossKey) this.crossError = errorMessage(e);
-    } finally {
-      if (key === this.crossKey) {
-        this.crossLoading = false;
-        this.host.changed();
-      }
+    const wantOld = this.wantOld;
+    const settled = await this.requests.run({
+      run: async () => {
+        const req = this.host.getPreds([compareInput(selected, pinned, method.counts, method.tag, wantOld, true)], model,
+                                       [COMPARE_FIELD], 'Comparing with the pinned datapoint…');
+        const res = await this.host.loadLatest('compare', req);
+        if (res === null || key !== this.crossKey) return null;
+        const cross = parseCross(res[0]?.[COMPARE_FIELD]);
+        return {cross, pinned: parsePayload(cross.pinned_salience),
+                old: cross.old_answer_salience == null ? null : parsePayload(cross.old_answer_salience)};
+      },
+    });
+    if (!settled.latest || key !== this.crossKey) return;
+    if (!settled.ok) {
+      this.crossError = settled.error;
+    } else if (settled.value !== null) {
+      ({cross: this.cross, pinned: this.pinnedPayload, old: this.oldPayload} = settled.value);
     }
+    this.host.changed();
   }
 
   private segmentation(side: string, p: SaliencePayload, granularity: Granularity, regex: string): Segmentation {

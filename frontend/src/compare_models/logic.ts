@@ -5,12 +5,13 @@
  * payload are the prompt comparison's (../compare/logic.ts); the segments the aggregation's
  * (../shared/aggregate/). The same definitions as sequence_salience/compare/models.py.
  */
+import {RESPONSE_FIELD} from '../shared/fields.js';
 import {segment, type Granularity} from '../shared/aggregate/index.js';
 import {
   alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
   type PromptValues,
 } from '../compare/logic.js';
-import {RESPONSE_FIELD, salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
+import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
 
 /** The method both maps show (sequence_salience.compare DEFAULT_METHOD). */
 export const COMPARE_MODELS_METHOD = 'grad_x_input';

@@ -9,17 +9,16 @@
  * wrapper (`_<model>_compare`, lit_app/compare.py) for the other's answer. The segments follow the
  * module's granularity (a regex shows as words). Pure logic in ./logic.ts; rendering in ./view.ts.
  */
-import {compareModelName, COMPARE_FIELD, parseCross, type CrossPayload} from '../compare/logic.js';
-import type {SalienceHost} from '../salience/controller.js';
+import {COMPARE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
+import {compareModelName, parseCross, type CrossPayload} from '../compare/logic.js';
 import type {SaliencePayload} from '../salience/payload.js';
 import {quickInput} from '../salience/request.js';
 import type {Granularity} from '../shared/aggregate/index.js';
+import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {registryOf} from '../shared/methods.js';
-import {errorMessage, salienceModelFor, SALIENCE_FIELD, type IndexedInputLike} from '../shared/request.js';
+import {salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {COMPARE_MODELS_METHOD, compareSides, crossInput, crossRows, modelPair, type CrossRow, type ModelsView,
         type Side} from './logic.js';
-
-const SPAN_SALIENCE_FIELD = 'span_salience';
 
 /** Where the comparison stands (the module's data-compare-models attribute; e2e tests wait on it). */
 export type CompareModelsState = 'off' | 'closed' | 'idle' | 'values' | 'done' | 'error';
@@ -38,9 +37,12 @@ export class CompareModelsRoom {
   private sides: {a: Side; b: Side; signed: boolean} | null = null;
   /** What was last asked for (datapoint and pair); a new one asks again. */
   private key = '';
-  private seq = 0;
+  /** Both sides' salience, then each model's log p of the other's answer, as one job (../shared/jobs.ts). */
+  private readonly requests: JobClient<CrossRow[] | null>;
 
-  constructor(private readonly host: Pick<SalienceHost, 'models' | 'getPreds' | 'changed'>) {}
+  constructor(private readonly host: ServerHost) {
+    this.requests = new JobClient(host, {tickRenders: () => false});  // no clock on screen
+  }
 
   get state(): CompareModelsState {
     if (this.pair === null) return 'off';
@@ -49,7 +51,7 @@ export class CompareModelsRoom {
   }
 
   dispose() {
-    this.seq++;
+    this.requests.dispose();
   }
 
   /** LIT's selection or model selector changed. */
@@ -100,7 +102,7 @@ export class CompareModelsRoom {
     const key = !this.open || pair === null ? '' : `${input?.id ?? ''}|${pair.join(',')}`;
     if (key === this.key) return;
     this.key = key;
-    const seq = ++this.seq;
+    this.requests.reset();
     this.view = null;
     this.rows = null;
     this.sides = null;
@@ -118,23 +120,28 @@ export class CompareModelsRoom {
     const [ma, mb] = pair!;
     this.status = `Explaining the response of ${ma} and of ${mb} ...`;
     this.host.changed();
-    try {
-      const a = await this.salience(ma, input);
-      const b = await this.salience(mb, input);
-      if (seq !== this.seq) return;
-      const models = this.host.models();
-      const signed = registryOf(models[salienceModelFor(ma, models)!])?.get(COMPARE_MODELS_METHOD)?.signed ?? true;
-      this.sides = {a, b, signed};
-      this.view = compareSides(a, b, signed, this.granularity);
-      this.status = '';
-      this.host.changed();
-      const crossA = await this.cross(mb, input, this.view.responseA, ma);
-      const crossB = await this.cross(ma, input, this.view.responseB, mb);
-      if (seq !== this.seq) return;
-      this.rows = crossRows(this.view, a, b, crossA, crossB);
-    } catch (e) {
-      if (seq !== this.seq) return;
-      this.error = errorMessage(e);
+    const settled = await this.requests.run({
+      run: async () => {
+        const ticket = this.requests.latestTicket;
+        const a = await this.salience(ma, input);
+        const b = await this.salience(mb, input);
+        if (!this.requests.isLatest(ticket)) return null;
+        const models = this.host.models();
+        const signed = registryOf(models[salienceModelFor(ma, models)!])?.get(COMPARE_MODELS_METHOD)?.signed ?? true;
+        this.sides = {a, b, signed};
+        const view = this.view = compareSides(a, b, signed, this.granularity);
+        this.status = '';
+        this.host.changed();
+        const crossA = await this.cross(mb, input, view.responseA, ma);
+        const crossB = await this.cross(ma, input, view.responseB, mb);
+        return crossRows(view, a, b, crossA, crossB);
+      },
+    });
+    if (!settled.latest) return;
+    if (settled.ok) {
+      this.rows = settled.value;
+    } else {
+      this.error = settled.error;
       this.status = '';
       this.key = `failed:${key}`;  // closing and opening again (or another datapoint) retries
     }

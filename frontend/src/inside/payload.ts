@@ -3,14 +3,6 @@
  * "Inside the model"): their fields, types and checks that name a broken field. No DOM, no LIT.
  */
 
-export const TRACE_FIELD = 'inside_trace';
-export const INTERVENTION_FIELD = 'inside_intervention';
-export const SEARCH_FIELD = 'inside_search';
-export const INSIDE_T_FIELD = 'inside_t';
-export const INTERVENTIONS_FIELD = 'interventions';
-export const QUERY_FIELD = 'query';
-export const LIMIT_FIELD = 'limit';
-export const RANKING_FIELD = 'ranking';
 /** top_k: the token is in the value's top-k (the index); projection: every value by (E·v)[token]. */
 export type SearchRanking = 'top_k' | 'projection';
 
@@ -199,8 +191,6 @@ export function parseSearch(raw: unknown): SearchPayload {
   if (r == null || !Array.isArray(r.hits) || r.index == null) fail('no {hits, index}');
   return r;
 }
-
-export const RUN_ACTION_FIELD = 'inside_action';
 
 /** The status answer's job: null when none runs (or the answer is not a status). */
 export function parseRunStatus(raw: unknown): RunJob | null {

@@ -14,14 +14,15 @@
  * requests all read and settle the same per-selection state (generation, pending requests,
  * the side status); what they bring back is values.ts's, the templates view.ts's.
  */
+import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
+import {JobClient, pageHidden, type ServerHost} from '../shared/jobs.js';
 import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
-import {errorMessage, RESPONSE_FIELD, SALIENCE_FIELD, salienceModelFor, type IndexedInputLike,
-        type ModelInfoLike} from '../shared/request.js';
+import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
         type StreamStatus} from './payload.js';
 import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, segmentInput, segmentKey,
-        SPAN_SALIENCE_FIELD, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
+        spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -67,24 +68,14 @@ export const SEGMENT_NOUNS: Readonly<Record<string, string>> = {
   role: 'chat role',
 };
 
-/** Whether the page is in a hidden tab (no document outside a browser: never). */
-const pageHidden = () => (globalThis as {document?: {hidden?: boolean}}).document?.hidden === true;
-
 export type Status = 'idle' | 'loading' | 'ready' | 'error';
 
 /** What the controller needs from LIT (the element passes its services). */
-export interface SalienceHost {
+export interface SalienceHost extends ServerHost {
   /** The model the module is for: LIT's module model, else the first selected one. */
   modelName(): string;
-  /** LIT's model metadata (appState.metadata.models). */
-  models(): Record<string, ModelInfoLike>;
-  /** LIT's apiService.getPreds on the current dataset. */
-  getPreds(inputs: IndexedInputLike[], model: string, fields: string[],
-           loadMessage?: string): Promise<Array<Record<string, unknown>>>;
   /** LIT's loadLatest: resolves to null when a later call with the same key supersedes it. */
   loadLatest<T>(key: string, promise: Promise<T>): Promise<T | null>;
-  /** Called after the state changed (the element re-renders). */
-  changed(): void;
 }
 
 /** A user action being timed until the first frame that shows its result. */
@@ -104,8 +95,6 @@ export class SalienceController {
   status: Status = 'idle';
   /** Error (status 'error') or progress text (status 'loading'). */
   message = '';
-  /** Seconds since loading started. */
-  elapsed = 0;
   payload: SaliencePayload | null = null;
   /** The method shown (a registry name; the registry's first once it is known). */
   method = '';
@@ -149,8 +138,10 @@ export class SalienceController {
   private pollCount = 0;
   private readonly values = new ServerValues();
   private readonly pendingSpans = new Set<string>();
-  private loadTimer: ReturnType<typeof setInterval> | undefined;
-  private loadStart = 0;
+  /** The first highlight of a selection (its clock, its IG / SmoothGrad progress): ../shared/jobs.ts. */
+  private readonly main: JobClient<SaliencePayload | null, string>;
+  /** The span request on screen (its IG / SmoothGrad progress); older ones still fill the caches when they end. */
+  private readonly spans: JobClient<Array<Record<string, unknown>>, string>;
   private action: Action | null = null;
   private reg: MethodRegistry | null = null;
   private regError = '';
@@ -162,12 +153,25 @@ export class SalienceController {
   /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
   private readonly requestedSegments = new Set<string>();
 
-  constructor(private readonly host: SalienceHost) {}
+  constructor(private readonly host: SalienceHost) {
+    // Progress reads stop on an error (an older server without span progress: the values still come).
+    const progress = {pollMs: POLL_MS, statusErrors: 'stop', pauseWhenHidden: true} as const;
+    // While tokens stream in they are the progress (the line counts them): no re-render for the
+    // seconds, whose repaint each second took from the generation on 2 cores (docs/benchmarks.md).
+    this.main = new JobClient(host, {...progress, tickRenders: () => !this.tokensStreaming()});
+    this.spans = new JobClient(host, {...progress, tickRenders: () => false});  // no clock on screen
+  }
+
+  /** Seconds since loading started. */
+  get elapsed(): number {
+    return this.main.elapsed;
+  }
 
   /** Stops polling (the server cancels jobs nobody polls) and the clock. */
   dispose() {
     this.generation++;
-    clearInterval(this.loadTimer);
+    this.main.dispose();
+    this.spans.dispose();
   }
 
   /**
@@ -453,28 +457,13 @@ export class SalienceController {
 
   // ---------------------------------------------------------- requests
 
-  private startLoading(text: string) {
-    this.status = 'loading';
-    this.message = text;
-    this.loadStart = performance.now();
-    this.elapsed = 0;
-    clearInterval(this.loadTimer);
-    this.loadTimer = setInterval(() => {
-      this.elapsed = Math.round((performance.now() - this.loadStart) / 1000);
-      // While tokens stream in they are the progress (the line counts them): no re-render for the
-      // seconds, whose repaint each second took from the generation on 2 cores (docs/benchmarks.md).
-      if (!this.tokensStreaming()) this.host.changed();
-    }, 1000);
-    this.host.changed();
-  }
-
   /** Whether the response is being generated and its tokens are on screen. */
   tokensStreaming(): boolean {
     return this.streaming !== null && this.streaming.state === 'running' && this.streaming.text !== '';
   }
 
   private stopLoading(status: Status, message = '') {
-    clearInterval(this.loadTimer);
+    this.main.reset();
     this.status = status;
     this.message = message;
     this.host.changed();
@@ -495,48 +484,56 @@ export class SalienceController {
       return;
     }
     this.markAction('select');
-    this.startLoading('Generating the response and computing salience…');
+    this.status = 'loading';
+    this.message = 'Generating the response and computing salience…';
     const gen = this.generation;
-    const answered = {done: false};
-    try {
-      // First highlight: the whole response from one forward + backward; the
-      // per-token matrices follow in the background (pollDetail).
-      const extra = this.extra();
-      const req = this.host.getPreds([quickInput(reg, d, extra)], this.salienceModel,
-                                     [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
-      // Meanwhile the response streams in as it is generated.
-      if (explainsGeneration(d)) void this.streamResponse(d, gen, answered);
+    const current = () => gen === this.generation && this.input === d;
+    // First highlight: the whole response from one forward + backward; the per-token matrices
+    // follow in the background (pollDetail).
+    const extra = this.extra();
+    const info = extra === null ? undefined : reg.extra(extra.method)!;
+    const label = extra === null ? '' : `${reg.label(extra.method)} (${extra.count} ${info!.count_unit}) for the whole response…`;
+    const settled = await this.main.run({
+      run: async () => {
+        const req = this.host.getPreds([quickInput(reg, d, extra)], this.salienceModel!,
+                                       [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
+        // Meanwhile the response streams in as it is generated.
+        if (explainsGeneration(d)) void this.streamResponse(d, gen, this.main.latestTicket);
+        const res = await this.host.loadLatest('salience', req);
+        return res === null || !current() ? null : parsePayload(res[0]?.[SALIENCE_FIELD]);
+      },
       // IG and SmoothGrad then take seconds to minutes: their % and time left.
-      if (extra !== null) void this.pollMainProgress(d, gen, answered, extra);
-      let res: Array<Record<string, unknown>> | null;
-      try {
-        res = await this.host.loadLatest('salience', req);
-      } finally {
-        answered.done = true;
-      }
-      if (res === null || this.input !== d || gen !== this.generation) return;  // a newer selection won
-      this.streaming = null;
-      const payload = parsePayload(res[0]?.[SALIENCE_FIELD]);
-      this.values.absorbPayload(reg, payload, extra);
-      this.span = wholeResponse(numTargets(payload));
-      this.payload = payload;
-      this.detail = payload.detail ?? null;
-      this.stopLoading('ready');
-      if (!isFinal(this.detail)) void this.pollDetail(d, gen, null);
-      this.ensureData();
-    } catch (e) {
+      status: extra === null ? undefined : (n) => this.spanProgress(d, n),
+      wanted: current,
+      onProgress: (progress) => {
+        if (progress !== '') this.message = label + progress;
+      },
+    });
+    if (!settled.ok) {
       if (this.input !== d) return;
       this.action = null;
-      this.stopLoading('error', errorMessage(e));
+      this.stopLoading('error', settled.error);
+      return;
     }
+    const payload = settled.value;
+    if (payload === null || !current()) return;  // a newer selection won
+    this.streaming = null;
+    this.values.absorbPayload(reg, payload, extra);
+    this.span = wholeResponse(numTargets(payload));
+    this.payload = payload;
+    this.detail = payload.detail ?? null;
+    this.stopLoading('ready');
+    if (!isFinal(this.detail)) void this.pollDetail(d, gen, null);
+    this.ensureData();
   }
 
   /**
    * Shows the response as it is generated (`detail="stream"` polls, which never wait for the
    * model) until the first-highlight request is answered.
    */
-  private async streamResponse(d: IndexedInputLike, gen: number, answered: {done: boolean}) {
-    const current = () => !answered.done && gen === this.generation && this.input === d && this.salienceModel !== null;
+  private async streamResponse(d: IndexedInputLike, gen: number, ticket: number) {
+    const current = () => this.main.isLatest(ticket) && gen === this.generation && this.input === d &&
+        this.salienceModel !== null;
     let n = 0;
     while (current()) {
       if (n > 0) await sleep(streamDelay(this.streaming));  // the first ask goes with the first-highlight request
@@ -664,38 +661,51 @@ export class SalienceController {
         : `${this.reg!.label(method)} (${extra.count} ${this.reg!.extra(method)!.count_unit}) for ${what}…`;
     this.side = {kind: 'loading', text: label};
     this.host.changed();
-    const settled = {done: false};
-    // IG and SmoothGrad take seconds to minutes: their progress (% and time left) while they run.
-    if (extra !== null) void this.pollSpanProgress(d, gen, key, label, settled);
+    const onScreen = () => gen === this.generation && this.input === d &&
+        spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
+    const settled = await this.spans.run({
+      run: () => this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel!,
+                                    [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…'),
+      // IG and SmoothGrad take seconds to minutes: their progress (% and time left), while on screen.
+      status: extra === null ? undefined : (n) => this.spanProgress(d, n),
+      wanted: onScreen,
+      onProgress: (progress) => { this.side = {kind: 'loading', text: label + progress}; },
+    });
+    this.pendingSpans.delete(key);
+    if (gen === this.generation) {
+      const error = settled.ok ? this.absorbSpan(settled.value, span, key, method, extra) : settled.error;
+      if (error === '') {
+        this.settleLoading(key);
+        // The values on screen are now this request's: an error left from an earlier one is stale.
+        if (this.side?.kind === 'error' && spanKey(this.valuesName(), this.span) === key) this.side = null;
+        this.version++;
+      } else if (spanKey(this.valuesName(), this.span) === key) {
+        this.side = {kind: 'error', text: error};
+      } else {
+        // A span, method or count the user has moved away from may be cancelled by the server: not an
+        // error to show (e.g. "Cancelled: a newer selection replaced this request" above another method's map).
+        this.settleLoading(key);
+      }
+      // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
+      const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
+      if (this.payload !== null && moved) this.ensureData();
+    }
+    this.host.changed();
+  }
+
+  /** Keeps a span answer's values; returns '' or the error to show (no values for the span asked). */
+  private absorbSpan(res: Array<Record<string, unknown>>, span: TargetSpan, key: string, method: string,
+                     extra: Extra | null): string {
     try {
-      const res = await this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel,
-                                           [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…')
-          .finally(() => { settled.done = true; });
-      if (gen !== this.generation) return;
       const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, unknown>;
       this.values.absorbSpan(this.reg!, all, span, this.payload?.tokens.length, extra);
       const light = res[0]?.[SALIENCE_FIELD] as {span_ig_errors?: Record<string, number>} | undefined;
       this.values.absorbSpanErrors(light?.span_ig_errors, extra);
-      if (this.values.span(key) === undefined) {
-        throw new Error(`The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.`);
-      }
-      this.settleLoading(key);
-      // The values on screen are now this request's: an error left from an earlier one is stale.
-      if (this.side?.kind === 'error' && spanKey(this.valuesName(), this.span) === key) this.side = null;
-      this.version++;
     } catch (e) {
-      // A span, method or count the user has moved away from may be cancelled by the server: not an
-      // error to show (e.g. "Cancelled: a newer selection replaced this request" above another method's map).
-      const current = spanKey(this.valuesName(), this.span) === key;
-      if (gen === this.generation && current) this.side = {kind: 'error', text: errorMessage(e)};
-      else if (gen === this.generation) this.settleLoading(key);
-    } finally {
-      this.pendingSpans.delete(key);
-      // The user moved on while this ran: fetch what is on screen now (never a retry loop on errors).
-      const moved = this.span.t0 !== span.t0 || this.span.t1 !== span.t1 || this.method !== method;
-      if (gen === this.generation && this.payload !== null && moved) this.ensureData();
-      this.host.changed();
+      return errorMessage(e);
     }
+    return this.values.span(key) === undefined
+        ? `The server returned no "${SPAN_SALIENCE_FIELD}.${method}" of the right length.` : '';
   }
 
   /**
@@ -768,53 +778,11 @@ export class SalienceController {
     }
   }
 
-  /**
-   * Polls `detail="span_progress"` while the first highlight computes an IG / SmoothGrad span and
-   * shows its percentage and time left in the loading status (nothing before the model reports).
-   */
-  private async pollMainProgress(d: IndexedInputLike, gen: number, answered: {done: boolean}, extra: Extra) {
-    const info = this.reg!.extra(extra.method)!;
-    const label = `${this.reg!.label(extra.method)} (${extra.count} ${info.count_unit}) for the whole response…`;
-    await this.pollProgress(d, () => !answered.done && gen === this.generation && this.input === d, (progress) => {
-      if (progress !== '') this.message = label + progress;
-    });
-  }
-
-  /**
-   * Polls `detail="span_progress"` while the span request `key` runs and shows its percentage and
-   * time left in the side status (only while that request is the one on screen).
-   */
-  private async pollSpanProgress(d: IndexedInputLike, gen: number, key: string, label: string,
-                                 settled: {done: boolean}) {
-    const onScreen = () => !settled.done && gen === this.generation && this.input === d &&
-        spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
-    await this.pollProgress(d, onScreen, (progress) => {
-      this.side = {kind: 'loading', text: label + progress};
-    });
-  }
-
-  /** Every POLL_MS while `wanted()` (and the tab is visible): asks `detail="span_progress"` and
-   * passes its description ('' before the model reports) to `show`. Stops on an error (an older
-   * server without span progress: the span still comes). */
-  private async pollProgress(d: IndexedInputLike, wanted: () => boolean, show: (progress: string) => void) {
-    const still = () => wanted() && this.salienceModel !== null;
-    let n = 0;
-    while (true) {
-      await sleep(POLL_MS);
-      if (!still()) return;
-      if (pageHidden()) continue;
-      let status: DetailStatus | null;
-      try {
-        const res = await this.host.getPreds([spanProgressInput(d, ++n)], this.salienceModel!, [SALIENCE_FIELD],
-                                             'Span progress…');
-        status = parseDetail(res[0]?.[SALIENCE_FIELD]);
-      } catch {
-        return;
-      }
-      if (!still()) return;
-      show(describeProgress(status));
-      this.host.changed();
-    }
+  /** Reads the progress of the span being computed for `d` once (`detail="span_progress"`, never waits
+   * for the model): its percentage and time left, '' before the model reports. */
+  private async spanProgress(d: IndexedInputLike, n: number): Promise<string> {
+    const res = await this.host.getPreds([spanProgressInput(d, n)], this.salienceModel!, [SALIENCE_FIELD], 'Span progress…');
+    return describeProgress(parseDetail(res[0]?.[SALIENCE_FIELD]));
   }
 
   /**

@@ -26,12 +26,12 @@
  * LIT's `grad_dot_input` is the gradient of the loss (-log p) times the input:
  * its sign is flipped to our grad × input's (positive: supports the target).
  */
-import {derivedInput, isLitConventionSalience, RESPONSE_FIELD, SALIENCE_FIELD, typeName, type IndexedInputLike,
+import {DETAIL_FIELD, RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD, TARGET_SPAN_FIELD} from '../shared/fields.js';
+import {derivedInput, isLitConventionSalience, typeName, type IndexedInputLike,
         type ModelInfoLike} from '../shared/request.js';
 import type {SalienceHost} from './controller.js';
 import {METHOD_REGISTRY_FIELD, type MethodInfo} from '../shared/methods.js';
 import type {DetailStatus, SaliencePayload} from './payload.js';
-import {DETAIL_FIELD, SPAN_SALIENCE_FIELD, TARGET_SPAN_FIELD} from './request.js';
 
 type MethodName = string;
 

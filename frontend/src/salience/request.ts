@@ -5,16 +5,11 @@
  * counts. How to reach the server at all (derived inputs, error messages) is
  * ../shared/request.ts; the methods are the server's (../shared/methods.ts).
  */
+import {DETAIL_FIELD, GRANULARITY_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
+        TARGET_SPAN_FIELD} from '../shared/fields.js';
 import type {ExtraMethodInfo, MethodRegistry} from '../shared/methods.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
 import type {TargetSpan} from './spans.js';
-
-export const SPAN_SALIENCE_FIELD = 'span_salience';
-export const TARGET_SPAN_FIELD = 'target_span';
-
-export const DETAIL_FIELD = 'detail';
-/** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
-export const STREAM_AFTER_FIELD = 'stream_after';
 
 /** A method computed on request at a count, e.g. {method: 'smooth_grad', count: 8}; null: none. */
 export interface Extra {
@@ -105,11 +100,6 @@ export function jobKind(reg: MethodRegistry, extra: Extra | null): string {
 }
 
 // A segment method's request (`detail` = the method's registry `detail`; docs/architecture.md "Segment salience").
-export const SEGMENT_METHOD_FIELD = 'segment_method';
-export const GRANULARITY_FIELD = 'granularity';
-export const PATTERN_FIELD = 'pattern';
-export const REMOVAL_FIELD = 'removal';
-
 /** What a segment method is measured on: every setting that changes its values. */
 export interface SegmentAsk {
   method: string;

@@ -13,6 +13,7 @@
 import type {CSSResultGroup, LitElement, TemplateResult} from 'lit';
 import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
 
+import type {ServerHost} from './jobs.js';
 import {shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {targetStore, type SharedTarget} from './target_store.js';
 
@@ -108,6 +109,19 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
     onTarget(_t: SharedTarget | null): void {}
   }
   return SequenceSalienceModule;
+}
+
+/**
+ * What a module's DOM-free controller needs from LIT (./jobs.ts `ServerHost`), from the module's
+ * services: the model metadata, getPreds on the current dataset, and a re-render on every change.
+ */
+export function serverHost(module: LitElement & LitServices): ServerHost {
+  return {
+    models: () => module.appState.metadata?.models ?? {},
+    getPreds: (inputs, model, fields, loadMessage) =>
+        module.apiService.getPreds(inputs, model, module.appState.currentDataset, [], fields, loadMessage),
+    changed: () => module.requestUpdate(),
+  };
 }
 
 /** Defines the element unless the tag is taken (the bundle loaded twice, or a test page). */

@@ -4,6 +4,7 @@
  * salience field, derived inputs (a datapoint plus request fields under an id
  * of their own) and turning server failures into messages that name the cause.
  */
+import {RESPONSE_FIELD, SALIENCE_FIELD} from './fields.js';
 
 /** The parts of LIT's IndexedInput the module uses. */
 export interface IndexedInputLike {
@@ -16,14 +17,6 @@ export interface IndexedInputLike {
 export interface ModelInfoLike {
   spec?: {input?: Record<string, unknown>; output?: Record<string, unknown>};
 }
-
-export const SALIENCE_FIELD = 'salience';
-export const RESPONSE_FIELD = 'response';
-/** The prompt datasets' fields (lit_app/fields.py DATASET_SPEC). */
-export const CASE_FIELD = 'case';
-export const PROMPT_FIELD = 'prompt';
-export const TARGET_FIELD = 'target';
-export const SYSTEM_FIELD = 'system';
 
 /** LitType names accepted for the salience field (lit-nlp 1.3.1 has no JsonDict; the app uses LitType). */
 const JSON_TYPES = new Set(['JsonDict', 'LitType']);

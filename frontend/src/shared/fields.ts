@@ -1,0 +1,47 @@
+/**
+ * The request and response field names the modules send and read, declared once (the server's are
+ * lit_app/fields.py and the wrappers' modules; tests/unit/test_frontend_field_names.py checks every
+ * `*_FIELD` here is one the server declares). A module's own single field stays beside its payload
+ * (`EXPLAIN_FIELD`, `SEGMENTS_FIELD`, LIT's prompt-debugging names in salience/lit_convention.ts,
+ * `METHOD_REGISTRY_FIELD` in methods.ts).
+ */
+
+// The generation model and its salience companion (lit_app/fields.py).
+export const SALIENCE_FIELD = 'salience';
+export const RESPONSE_FIELD = 'response';
+export const SPAN_SALIENCE_FIELD = 'span_salience';
+export const TARGET_SPAN_FIELD = 'target_span';
+export const DETAIL_FIELD = 'detail';
+/** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
+export const STREAM_AFTER_FIELD = 'stream_after';
+// A segment method's request (`detail` = the method's registry `detail`; docs/architecture.md "Segment salience").
+export const SEGMENT_METHOD_FIELD = 'segment_method';
+export const GRANULARITY_FIELD = 'granularity';
+export const PATTERN_FIELD = 'pattern';
+export const REMOVAL_FIELD = 'removal';
+
+/** The prompt datasets' fields (lit_app/fields.py DATASET_SPEC). */
+export const CASE_FIELD = 'case';
+export const PROMPT_FIELD = 'prompt';
+export const TARGET_FIELD = 'target';
+export const SYSTEM_FIELD = 'system';
+
+// Compare an edit (lit_app/compare.py): the pinned datapoint's fields sent with the selected one, and the answer.
+export const COMPARE_FIELD = 'compare';
+export const PINNED_PROMPT_FIELD = 'pinned_prompt';
+export const PINNED_SYSTEM_FIELD = 'pinned_system';
+export const PINNED_TARGET_FIELD = 'pinned_target';
+export const OLD_ANSWER_FIELD = 'old_answer';
+export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
+
+// Inside the model (lit_app/inside.py): the three wrappers' answers and their request fields.
+export const TRACE_FIELD = 'inside_trace';
+export const INTERVENTION_FIELD = 'inside_intervention';
+export const SEARCH_FIELD = 'inside_search';
+export const INSIDE_T_FIELD = 'inside_t';
+export const INTERVENTIONS_FIELD = 'interventions';
+/** The intervene wrapper's job action: "run", "status" or "cancel" (lit_app/user_jobs.py). */
+export const RUN_ACTION_FIELD = 'inside_action';
+export const QUERY_FIELD = 'query';
+export const LIMIT_FIELD = 'limit';
+export const RANKING_FIELD = 'ranking';
