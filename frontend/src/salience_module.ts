@@ -11,7 +11,8 @@
  */
 import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
-import {aggregate, checkPattern, matchesOnly, segment, type Granularity, type Segmentation} from './shared/aggregate/index.js';
+import {aggregate, asTyped, checkPattern, compilePattern, matchesOnly, segment, type Granularity,
+        type Segmentation} from './shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from './shared/colormap.js';
 import {CompareRoom} from './compare/room.js';
 import {COMPARE_STYLES} from './compare/styles.js';
@@ -28,6 +29,7 @@ import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, typ
         type HeatmapScale} from './salience/heatmap/logic.js';
 import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, isHeatmapKey,
         viewToggleView} from './salience/heatmap/view.js';
+import {PatternRunner, type PatternRun} from './salience/pattern_runner.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import {describeDetail, numTargets, type SaliencePayload} from './salience/payload.js';
 import {topSegments} from './salience/rank.js';
@@ -123,6 +125,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     /** Whether the head's fold is decided for this selection (by the first highlight's top list, or by the user). */
     private headDecided = false;
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
+    /** Custom patterns run in a worker with the server's time budget (never on the page's main thread). */
+    private readonly patternRunner = new PatternRunner();
+    /** Finished pattern runs on the shown text, by pattern; the pattern running now. */
+    private patternRuns = new Map<string, PatternRun>();
+    private patternRunning: string | null = null;
     private readonly onWindowMouseUp = () => this.finishDrag();
     /** Alt+H anywhere on the page toggles the heatmap of this module while it is on screen. */
     private readonly onWindowKey = (e: KeyboardEvent) => {
@@ -161,6 +168,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     override disconnectedCallback() {
       clearTimeout(this.regexTimer);
+      this.patternRunner.dispose();
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       window.removeEventListener('keydown', this.onWindowKey);
       this.ctl.dispose();
@@ -230,6 +238,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.shownModel = this.modelName();
       this.segCache.clear();
       this.piecesCache.clear();
+      this.patternRuns.clear();
+      this.patternRunning = null;
       this.cursor = null;
       this.showHead = false;
       this.headDecided = false;
@@ -260,8 +270,70 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const key = this.granularity === 'regex' ? `regex:${this.regex}` : this.granularity;
       let seg = this.segCache.get(key);
       if (seg === undefined) {
-        seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, roleSpans: p.role_spans});
+        const matches = this.granularity === 'regex' ? this.patternMatches(p.text, this.regex) : undefined;
+        seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, matches, roleSpans: p.role_spans});
         this.segCache.set(key, seg);
+      }
+      return seg;
+    }
+
+    /**
+     * The matches of `pattern` in `text`, found by the worker; starts the run when there is none yet.
+     * @throws SalienceError for an invalid pattern (as typed) or one that ran out of time; PatternPending
+     *   while the worker runs.
+     */
+    private patternMatches(text: string, pattern: string): number[] {
+      const done = this.patternRuns.get(pattern);
+      if (done !== undefined) {
+        if (done.state === 'done') return done.spans;
+        throw new Error(done.message);
+      }
+      if (this.patternRunning !== pattern) {
+        compilePattern(pattern);  // syntax only (cheap): invalid patterns are reported as typed, at once
+        this.patternRunning = pattern;
+        const payload = this.ctl.payload;
+        void this.patternRunner.run(pattern, checkPattern(pattern), text).then((run) => {
+          if (run === null || this.ctl.payload !== payload || this.patternRunning !== pattern) return;
+          this.patternRunning = null;
+          this.patternRuns.set(pattern, run);
+          this.segCache.delete(`regex:${pattern}`);
+          this.piecesCache.delete(`regex:${pattern}`);
+          if (this.granularity === 'regex' && this.regex === pattern) {
+            this.snapToSegments();
+            this.ctl.setSegmentation(this.granularity, pattern, this.removableSegments());
+          }
+          this.requestUpdate();
+        });
+      }
+      throw new PatternPending();
+    }
+
+    /**
+     * The segmentation shown: the chosen one, or single tokens (with a note saying why) while a pattern
+     * runs, when it is invalid, ran out of time or matches nothing.
+     */
+    private shownSegmentation(p: SaliencePayload): {seg: Segmentation; note: string; error: string} {
+      try {
+        if (this.granularity === 'regex') checkPattern(this.regex);
+        const seg = this.segmentation();
+        if (this.granularity === 'regex' && !seg.kinds.includes('match')) {
+          return {seg: this.tokenSegmentation(p), error: '',
+                  note: `No match: the pattern ${asTyped(this.regex)} matches nothing in this text. ` +
+                        'Showing single tokens; change the pattern to group them.'};
+        }
+        return {seg, note: '', error: ''};
+      } catch (e) {
+        const pending = e instanceof PatternPending;
+        return {seg: this.tokenSegmentation(p), note: pending ? 'Matching the pattern…' : '',
+                error: pending ? '' : e instanceof Error ? e.message : String(e)};
+      }
+    }
+
+    private tokenSegmentation(p: SaliencePayload): Segmentation {
+      let seg = this.segCache.get('token');
+      if (seg === undefined) {
+        seg = segment(p.text, p.offsets, 'token');
+        this.segCache.set('token', seg);
       }
       return seg;
     }
@@ -352,7 +424,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private finishDrag() {
       const p = this.ctl.payload;
       if (this.dragAnchor === null || this.dragTo === null || p === null) return;
-      const list = targetSegments(this.segmentation(), p.n_prompt_tokens);
+      const list = targetSegments(this.shownSegmentation(p).seg, p.n_prompt_tokens);
       const a = list[this.dragAnchor];
       const b = list[this.dragTo];
       this.dragAnchor = null;
@@ -460,15 +532,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private renderBody(p: SaliencePayload) {
       const T = numTargets(p);
       const span = this.ctl.span;
-      let seg: Segmentation;
-      let segError = '';
-      try {
-        if (this.granularity === 'regex') checkPattern(this.regex);
-        seg = this.segmentation();
-      } catch (e) {
-        segError = e instanceof Error ? e.message : String(e);
-        seg = segment(p.text, p.offsets, 'token');
-      }
+      const {seg, note: segNote, error: segError} = this.shownSegmentation(p);
       const m = this.ctl.methodPayload();
       const values = this.segmentValues(seg);
       const signed = m?.signed ?? this.ctl.registry()?.get(this.ctl.method)?.signed ?? true;
@@ -523,6 +587,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         <div class="body">
           <div class="texts" @mouseover=${(e: MouseEvent) => this.showTooltip(e)} @mouseleave=${() => this.hideTooltip()}>
             ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+            ${segNote ? html`<div class="status inline pattern-note" role="status">${segNote}</div>` : nothing}
             ${side ? html`<div class="status ${side.kind} inline" role=${side.kind === 'error' ? 'alert' : 'status'}>
                 ${side.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
                 <span>${side.text}</span></div>` : nothing}
@@ -628,3 +693,6 @@ export function userTurnStart(p: Pick<SaliencePayload, 'role_spans'>): number {
   for (const [a, , role] of p.role_spans) if (role === 'user') start = a;
   return start;
 }
+
+/** Thrown by the module's segmentation while the pattern worker runs (the page shows tokens meanwhile). */
+class PatternPending extends Error {}
