@@ -282,3 +282,15 @@ def test_pattern_without_match_says_so_and_response_stays_clickable(browser_page
     assert targets.count() == 6
     targets.nth(2).click()
     expect(mod.locator(".target-desc")).to_contain_text("token 3 of 6")
+
+
+def test_one_token_answer_says_one_token(browser_page, harness_dir):
+    """Issue 35 point 6: "(1 token)", not "(1 tokens)"."""
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    mod = _open(page, harness_dir, "n=20&t=1&gram=1")
+    _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
+    expect(mod.locator(".target-desc")).to_contain_text("whole response (1 token)")
+    assert "1 tokens" not in mod.locator(".target-desc").inner_text()
