@@ -11,7 +11,7 @@
  */
 import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
-import {aggregate, asTyped, checkPattern, compilePattern, matchesOnly, segment, type Granularity,
+import {aggregate, asTyped, checkPattern, matchesOnly, segment, type Granularity,
         type Segmentation} from './shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from './shared/colormap.js';
 import {CompareRoom} from './compare/room.js';
@@ -29,7 +29,7 @@ import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, typ
         type HeatmapScale} from './salience/heatmap/logic.js';
 import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, isHeatmapKey,
         viewToggleView} from './salience/heatmap/view.js';
-import {PatternRunner, type PatternRun} from './salience/pattern_runner.js';
+import {PatternMatcher, PatternPending} from './salience/pattern_runner.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import {describeDetail, numTargets, type SaliencePayload} from './salience/payload.js';
 import {topSegments} from './salience/rank.js';
@@ -126,10 +126,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private headDecided = false;
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
     /** Custom patterns run in a worker with the server's time budget (never on the page's main thread). */
-    private readonly patternRunner = new PatternRunner();
-    /** Finished pattern runs on the shown text, by pattern; the pattern running now. */
-    private patternRuns = new Map<string, PatternRun>();
-    private patternRunning: string | null = null;
+    private readonly patterns = new PatternMatcher(() => this.patternDone());
     private readonly onWindowMouseUp = () => this.finishDrag();
     /** Alt+H anywhere on the page toggles the heatmap of this module while it is on screen. */
     private readonly onWindowKey = (e: KeyboardEvent) => {
@@ -168,7 +165,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     override disconnectedCallback() {
       clearTimeout(this.regexTimer);
-      this.patternRunner.dispose();
+      this.patterns.dispose();
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       window.removeEventListener('keydown', this.onWindowKey);
       this.ctl.dispose();
@@ -238,8 +235,6 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.shownModel = this.modelName();
       this.segCache.clear();
       this.piecesCache.clear();
-      this.patternRuns.clear();
-      this.patternRunning = null;
       this.cursor = null;
       this.showHead = false;
       this.headDecided = false;
@@ -270,42 +265,23 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const key = this.granularity === 'regex' ? `regex:${this.regex}` : this.granularity;
       let seg = this.segCache.get(key);
       if (seg === undefined) {
-        const matches = this.granularity === 'regex' ? this.patternMatches(p.text, this.regex) : undefined;
+        const matches = this.granularity === 'regex' ? this.patterns.matches(p.text, this.regex) : undefined;
         seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, matches, roleSpans: p.role_spans});
         this.segCache.set(key, seg);
       }
       return seg;
     }
 
-    /**
-     * The matches of `pattern` in `text`, found by the worker; starts the run when there is none yet.
-     * @throws SalienceError for an invalid pattern (as typed) or one that ran out of time; PatternPending
-     *   while the worker runs.
-     */
-    private patternMatches(text: string, pattern: string): number[] {
-      const done = this.patternRuns.get(pattern);
-      if (done !== undefined) {
-        if (done.state === 'done') return done.spans;
-        throw new Error(done.message);
+    /** A pattern run finished: segmentations with a pattern are made again (the compare view's too). */
+    private patternDone() {
+      for (const cache of [this.segCache, this.piecesCache]) {
+        for (const key of Array.from(cache.keys())) if (key.startsWith('regex:')) cache.delete(key);
       }
-      if (this.patternRunning !== pattern) {
-        compilePattern(pattern);  // syntax only (cheap): invalid patterns are reported as typed, at once
-        this.patternRunning = pattern;
-        const payload = this.ctl.payload;
-        void this.patternRunner.run(pattern, checkPattern(pattern), text).then((run) => {
-          if (run === null || this.ctl.payload !== payload || this.patternRunning !== pattern) return;
-          this.patternRunning = null;
-          this.patternRuns.set(pattern, run);
-          this.segCache.delete(`regex:${pattern}`);
-          this.piecesCache.delete(`regex:${pattern}`);
-          if (this.granularity === 'regex' && this.regex === pattern) {
-            this.snapToSegments();
-            this.ctl.setSegmentation(this.granularity, pattern, this.removableSegments());
-          }
-          this.requestUpdate();
-        });
+      if (this.granularity === 'regex') {
+        this.snapToSegments();
+        this.ctl.setSegmentation(this.granularity, this.regex, this.removableSegments());
       }
-      throw new PatternPending();
+      this.requestUpdate();
     }
 
     /**
@@ -521,7 +497,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     private renderCompare() {
-      const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity);
+      const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity, this.patterns);
       return m === null ? nothing : compareView(m, {
         setMode: (mode) => this.compare.setMode(mode),
         explainOldAnswer: () => this.compare.explainOldAnswer(),
@@ -693,6 +669,3 @@ export function userTurnStart(p: Pick<SaliencePayload, 'role_spans'>): number {
   for (const [a, , role] of p.role_spans) if (role === 'user') start = a;
   return start;
 }
-
-/** Thrown by the module's segmentation while the pattern worker runs (the page shows tokens meanwhile). */
-class PatternPending extends Error {}

@@ -3,7 +3,7 @@
  * served file and works offline) matches the pattern; a run that takes longer than PATTERN_TIMEOUT_MS
  * (the server's guard) is stopped by terminating the worker, so a catastrophic pattern never blocks the page.
  */
-import {asTyped, MATCH_WORKER_SOURCE, PATTERN_TIMEOUT_MS} from '../shared/aggregate/index.js';
+import {asTyped, checkPattern, compilePattern, MATCH_WORKER_SOURCE, PATTERN_TIMEOUT_MS} from '../shared/aggregate/index.js';
 
 export type PatternRun =
   | {state: 'done'; spans: number[]}
@@ -42,6 +42,11 @@ export class PatternRunner {
     });
   }
 
+  /** Stops the run in progress (its promise resolves as null). */
+  cancel() {
+    this.supersede();
+  }
+
   dispose() {
     this.supersede();
     this.kill();
@@ -75,5 +80,68 @@ export class PatternRunner {
     };
     this.worker = worker;
     return worker;
+  }
+}
+
+/** Thrown by PatternMatcher.matches while the worker runs (the views show single tokens meanwhile). */
+export class PatternPending extends Error {}
+
+/** Finished runs kept (by pattern and text). */
+const KEPT_RUNS = 32;
+
+/**
+ * The matches of custom patterns in texts, found one run at a time by a PatternRunner and kept; what the
+ * salience module and its compare view segment with. A new pattern drops the runs queued for older ones.
+ */
+export class PatternMatcher {
+  private readonly runner = new PatternRunner();
+  private readonly done = new Map<string, PatternRun>();
+  private queue: Array<{key: string; pattern: string; text: string}> = [];
+  private running: {key: string; pattern: string} | null = null;
+
+  /** @param onDone called after each finished run (re-render: matches() now answers for it). */
+  constructor(private readonly onDone: () => void) {}
+
+  /**
+   * Flat UTF-16 [start, end, ...] spans of the non-empty matches of `pattern` in `text`.
+   * @throws SalienceError for an invalid pattern (as typed, at once); Error for one that ran out of time;
+   *   PatternPending while it runs (onDone follows).
+   */
+  matches(text: string, pattern: string): number[] {
+    const key = `${pattern}\u0000${text}`;
+    const run = this.done.get(key);
+    if (run !== undefined) {
+      if (run.state === 'done') return run.spans;
+      throw new Error(run.message);
+    }
+    compilePattern(pattern);  // syntax only (cheap)
+    if (this.running?.key !== key && !this.queue.some((q) => q.key === key)) {
+      this.queue = this.queue.filter((q) => q.pattern === pattern);
+      this.queue.push({key, pattern, text});
+      if (this.running !== null && this.running.pattern !== pattern) this.runner.cancel();
+      this.next();
+    }
+    throw new PatternPending();
+  }
+
+  dispose() {
+    this.queue = [];
+    this.runner.dispose();
+  }
+
+  private next() {
+    if (this.running !== null) return;
+    const item = this.queue.shift();
+    if (item === undefined) return;
+    this.running = {key: item.key, pattern: item.pattern};
+    void this.runner.run(item.pattern, checkPattern(item.pattern), item.text).then((run) => {
+      this.running = null;
+      if (run !== null) {
+        this.done.set(item.key, run);
+        if (this.done.size > KEPT_RUNS) this.done.delete(this.done.keys().next().value!);
+        this.onDone();
+      }
+      this.next();
+    });
   }
 }
