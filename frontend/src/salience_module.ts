@@ -11,7 +11,8 @@
  */
 import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 
-import {aggregate, checkPattern, matchesOnly, segment, type Granularity, type Segmentation} from './shared/aggregate/index.js';
+import {aggregate, asTyped, checkPattern, matchesOnly, segment, type Granularity,
+        type Segmentation} from './shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from './shared/colormap.js';
 import {CompareRoom} from './compare/room.js';
 import {COMPARE_STYLES} from './compare/styles.js';
@@ -28,6 +29,7 @@ import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, typ
         type HeatmapScale} from './salience/heatmap/logic.js';
 import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, isHeatmapKey,
         viewToggleView} from './salience/heatmap/view.js';
+import {PatternMatcher, PatternPending} from './salience/pattern_runner.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import {describeDetail, numTargets, type SaliencePayload} from './salience/payload.js';
 import {topSegments} from './salience/rank.js';
@@ -120,6 +122,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     /** Whether the head's fold is decided for this selection (by the first highlight's top list, or by the user). */
     private headDecided = false;
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
+    /** Custom patterns run in a worker with the server's time budget (never on the page's main thread). */
+    private readonly patterns = new PatternMatcher(() => this.patternDone());
     private readonly onWindowMouseUp = () => this.finishDrag();
     /** Alt+H anywhere on the page toggles the heatmap of this module while it is on screen. */
     private readonly onWindowKey = (e: KeyboardEvent) => {
@@ -158,6 +162,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
 
     override disconnectedCallback() {
       clearTimeout(this.regexTimer);
+      this.patterns.dispose();
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       window.removeEventListener('keydown', this.onWindowKey);
       this.ctl.dispose();
@@ -257,8 +262,51 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const key = this.granularity === 'regex' ? `regex:${this.regex}` : this.granularity;
       let seg = this.segCache.get(key);
       if (seg === undefined) {
-        seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, roleSpans: p.role_spans});
+        const matches = this.granularity === 'regex' ? this.patterns.matches(p.text, this.regex) : undefined;
+        seg = segment(p.text, p.offsets, this.granularity, {pattern: this.regex, matches, roleSpans: p.role_spans});
         this.segCache.set(key, seg);
+      }
+      return seg;
+    }
+
+    /** A pattern run finished: segmentations with a pattern are made again (the compare view's too). */
+    private patternDone() {
+      for (const cache of [this.segCache, this.piecesCache]) {
+        for (const key of Array.from(cache.keys())) if (key.startsWith('regex:')) cache.delete(key);
+      }
+      if (this.granularity === 'regex') {
+        this.snapToSegments();
+        this.ctl.setSegmentation(this.granularity, this.regex, this.removableSegments());
+      }
+      this.requestUpdate();
+    }
+
+    /**
+     * The segmentation shown: the chosen one, or single tokens (with a note saying why) while a pattern
+     * runs, when it is invalid, ran out of time or matches nothing.
+     */
+    private shownSegmentation(p: SaliencePayload): {seg: Segmentation; note: string; error: string} {
+      try {
+        if (this.granularity === 'regex') checkPattern(this.regex);
+        const seg = this.segmentation();
+        if (this.granularity === 'regex' && !seg.kinds.includes('match')) {
+          return {seg: this.tokenSegmentation(p), error: '',
+                  note: `No match: the pattern ${asTyped(this.regex)} matches nothing in this text. ` +
+                        'Showing single tokens; change the pattern to group them.'};
+        }
+        return {seg, note: '', error: ''};
+      } catch (e) {
+        const pending = e instanceof PatternPending;
+        return {seg: this.tokenSegmentation(p), note: pending ? 'Matching the pattern…' : '',
+                error: pending ? '' : e instanceof Error ? e.message : String(e)};
+      }
+    }
+
+    private tokenSegmentation(p: SaliencePayload): Segmentation {
+      let seg = this.segCache.get('token');
+      if (seg === undefined) {
+        seg = segment(p.text, p.offsets, 'token');
+        this.segCache.set('token', seg);
       }
       return seg;
     }
@@ -349,7 +397,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private finishDrag() {
       const p = this.ctl.payload;
       if (this.dragAnchor === null || this.dragTo === null || p === null) return;
-      const list = targetSegments(this.segmentation(), p.n_prompt_tokens);
+      const list = targetSegments(this.shownSegmentation(p).seg, p.n_prompt_tokens);
       const a = list[this.dragAnchor];
       const b = list[this.dragTo];
       this.dragAnchor = null;
@@ -446,7 +494,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     private renderCompare() {
-      const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity);
+      const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity, this.patterns);
       return m === null ? nothing : compareView(m, {
         setMode: (mode) => this.compare.setMode(mode),
         explainOldAnswer: () => this.compare.explainOldAnswer(),
@@ -457,15 +505,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private renderBody(p: SaliencePayload) {
       const T = numTargets(p);
       const span = this.ctl.span;
-      let seg: Segmentation;
-      let segError = '';
-      try {
-        if (this.granularity === 'regex') checkPattern(this.regex);
-        seg = this.segmentation();
-      } catch (e) {
-        segError = e instanceof Error ? e.message : String(e);
-        seg = segment(p.text, p.offsets, 'token');
-      }
+      const {seg, note: segNote, error: segError} = this.shownSegmentation(p);
       const m = this.ctl.methodPayload();
       const values = this.segmentValues(seg);
       const signed = m?.signed ?? this.ctl.registry()?.get(this.ctl.method)?.signed ?? true;
@@ -520,6 +560,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         <div class="body">
           <div class="texts" @mouseover=${(e: MouseEvent) => this.showTooltip(e)} @mouseleave=${() => this.hideTooltip()}>
             ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+            ${segNote ? html`<div class="status inline pattern-note" role="status">${segNote}</div>` : nothing}
             ${side ? html`<div class="status ${side.kind} inline" role=${side.kind === 'error' ? 'alert' : 'status'}>
                 ${side.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
                 <span>${side.text}</span></div>` : nothing}

@@ -7,7 +7,7 @@ import {describe, expect, test} from 'vitest';
 import cases from '../../tests/data/aggregation_cases.json';
 
 import {
-  aggregate, aggregateSalience, checkPattern, compilePattern, MARKUP_PATTERN, matchesOnly, normalizeMaxAbs, normalizePercentile,
+  aggregate, aggregateSalience, checkPattern, compilePattern, MARKUP_PATTERN, MATCH_WORKER_SOURCE, matchesOnly, normalizeMaxAbs, normalizePercentile,
   percentile, SalienceError, segment, Segmentation, WHITESPACE,
 } from '../src/shared/aggregate/index.js';
 import {rng} from './support/rng.js';
@@ -123,6 +123,29 @@ describe('regex translation', () => {
     expect(checkPattern('^a.$')).toBe('(?<![^\\n])\\u{61}[^\\n](?![^\\n])');
     expect(checkPattern('\\s')).toBe('[\\t\\n\\v\\f\\r ]');
     expect(compilePattern('a').flags).toBe('gu');
+  });
+  test('an invalid pattern is reported as typed, not as its internal translation', () => {
+    expect(() => compilePattern('(un\\dclosed')).toThrow('regex pattern "(un\\dclosed" is invalid: Unterminated group.');
+    expect(() => compilePattern('(un\\dclosed')).not.toThrow('\\u{');
+  });
+  test('matches found elsewhere (the worker) segment as the pattern run here does', () => {
+    const text = 'one, two; three. four\n\u{1F600} five, six';
+    const offsets = Array.from(text.matchAll(/\S+\s*/gu), (m) => {
+      const s = Array.from(text.slice(0, m.index!)).length;
+      return [s, s + Array.from(m[0]).length];
+    });
+    const pattern = '[^,;.]+[,;.]?';
+    // The worker's code, run here: it posts flat UTF-16 match spans.
+    let posted: {spans?: number[]} = {};
+    const worker = new Function('postMessage', `let onmessage; ${MATCH_WORKER_SOURCE}; return onmessage;`)(
+      (d: {spans?: number[]}) => { posted = d; }) as (e: {data: unknown}) => void;
+    worker({data: {id: 1, source: checkPattern(pattern), text}});
+    expect(posted.spans!.length).toBe(10);  // five clauses ("four\n😀 five," is one: the class takes \n)
+    const direct = segment(text, offsets, 'regex', {pattern});
+    const viaWorker = segment(text, offsets, 'regex', {pattern, matches: posted.spans});
+    expect(Array.from(viaWorker.starts)).toEqual(Array.from(direct.starts));
+    expect(viaWorker.kinds).toEqual(direct.kinds);
+    expect(Array.from(viaWorker.tokenSegment)).toEqual(Array.from(direct.tokenSegment));
   });
 });
 

@@ -32,6 +32,8 @@ describe('streaming the response', () => {
         .toBe('Generating the response: 3 of at most 64 tokens…');
     expect(describeStream({state: 'done', text: 'It is 4:05.', tokens: 7, max_new_tokens: 64, stopped_by: 'eos'}))
         .toBe('Response generated (7 tokens); computing its salience…');
+    expect(describeStream({state: 'done', text: '4', tokens: 1, max_new_tokens: 64, stopped_by: 'eos'}))
+        .toBe('Response generated (1 token); computing its salience…');
     expect(describeStream({state: 'queued', text: '', tokens: 0, max_new_tokens: 64, stopped_by: ''}))
         .toBe('Waiting for the model…');
     expect(describeStream(null)).toBe('Waiting for the model…');

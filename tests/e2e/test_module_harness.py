@@ -150,6 +150,8 @@ def test_errors_shown_in_module(browser_page, harness_dir):
 
 
 def test_controls_regex_role_intensity_tooltip(browser_page, harness_dir):
+    from playwright.sync_api import expect
+
     page, _ = browser_page
     mod = _open(page, harness_dir, "n=120&t=6&gram=1")
     _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
@@ -161,7 +163,7 @@ def test_controls_regex_role_intensity_tooltip(browser_page, harness_dir):
     box = mod.locator("input.regex")
     box.fill(r"(?:\S+\s*){3}")
     box.dispatch_event("change")
-    assert mod.locator(".prompt .seg").count() == 40
+    expect(mod.locator(".prompt .seg")).to_have_count(40)  # matched in a worker: waits for it
     box.fill("(unclosed")
     box.dispatch_event("change")
     assert mod.locator(".status.error").count() == 1
@@ -184,3 +186,111 @@ def test_controls_regex_role_intensity_tooltip(browser_page, harness_dir):
     assert "token 6 of 6" in mod.locator(".target-desc").inner_text()
     page.keyboard.press("Escape")
     assert "whole response" in mod.locator(".target-desc").inner_text()
+
+
+# Runs timer ticks in the page while a catastrophic pattern is applied; returns the longest gap between
+# ticks (ms) over `ms` milliseconds: a pattern matched on the main thread blocks the ticks for its whole run.
+MAIN_THREAD_GAP_JS = """async ([pattern, ms]) => {
+  const m = document.querySelector('prompt-salience-module');
+  const box = m.shadowRoot.querySelector('input.regex');
+  let last = performance.now();
+  let worst = 0;
+  const t0 = last;
+  box.value = pattern;
+  box.dispatchEvent(new Event('change'));
+  await new Promise((res) => {
+    function tick() {
+      const now = performance.now();
+      worst = Math.max(worst, now - last);
+      last = now;
+      if (now - t0 < ms) setTimeout(tick, 10); else res();
+    }
+    setTimeout(tick, 10);
+  });
+  return worst;
+}"""
+
+# Exponential backtracking on the harness text ("w0 w1 ... w11. w12 ..."): alternatives that both match
+# digits and spaces, and a "!" that never comes: tens of seconds on a main thread (node here: {1,16} 0.5 s, x2.7 per +2).
+CATASTROPHIC = r"(?:[w\d ]|[\d ]){1,24}!"
+
+
+def _regex_mode(page, harness_dir):
+    mod = _open(page, harness_dir, "n=120&t=6&gram=1")
+    _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
+    mod.locator("select.granularity").select_option("regex")
+    return mod
+
+
+def test_slow_pattern_never_blocks_the_page(browser_page, harness_dir):
+    """Issue 35 point 2: the pattern runs off the main thread and is stopped after the server's 1 s budget."""
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    mod = _regex_mode(page, harness_dir)
+    expect(mod.locator(".status.error")).to_have_count(0)
+    worst_gap_ms = page.evaluate(MAIN_THREAD_GAP_JS, [CATASTROPHIC, 2500])
+    print(f"\nlongest main-thread gap while the pattern ran: {worst_gap_ms:.0f} ms")
+    # A responsiveness bound, not a speed claim: the pattern alone needs seconds on a main thread.
+    assert worst_gap_ms < 500, f"the page's main thread was blocked for {worst_gap_ms:.0f} ms"
+    err = mod.locator(".status.error")
+    expect(err).to_contain_text("took longer than 1 s on this prompt")
+    expect(err).to_contain_text("simplify it")
+    assert CATASTROPHIC in err.inner_text()  # the pattern as typed
+    # The page still works: tokens shown, the response clickable, a good pattern applies.
+    mod.locator(".response .tgt").nth(1).click()
+    expect(mod.locator(".target-desc")).to_contain_text("of 6")
+    box = mod.locator("input.regex")
+    box.fill(r"(?:\S+\s*){3}")
+    box.dispatch_event("change")
+    expect(mod.locator(".prompt .seg")).to_have_count(40)
+    expect(mod.locator(".status.error")).to_have_count(0)
+
+
+def test_invalid_pattern_reported_as_typed(browser_page, harness_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    mod = _regex_mode(page, harness_dir)
+    box = mod.locator("input.regex")
+    box.fill("(unclosed")
+    box.dispatch_event("change")
+    err = mod.locator(".status.error")
+    expect(err).to_contain_text('regex pattern "(unclosed" is invalid')
+    text = err.inner_text()
+    assert "\\u{" not in text and "/gu" not in text, f"the internal translation leaked: {text}"
+    assert "Fix" in text
+
+
+def test_pattern_without_match_says_so_and_response_stays_clickable(browser_page, harness_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    mod = _regex_mode(page, harness_dir)
+    box = mod.locator("input.regex")
+    box.fill("zzz")
+    box.dispatch_event("change")
+    expect(mod.locator(".pattern-note")).to_contain_text("No match")
+    expect(mod.locator(".status.error")).to_have_count(0)
+    # Single tokens stand in: a ranked list and a real legend, and each response token is a target.
+    assert mod.locator(".top li").count() > 0
+    assert mod.locator(".legend-labels span").last.inner_text() not in ("1", "1.00", "1.000")
+    targets = mod.locator(".response .tgt")
+    assert targets.count() == 6
+    targets.nth(2).click()
+    expect(mod.locator(".target-desc")).to_contain_text("token 3 of 6")
+
+
+def test_one_token_answer_says_one_token(browser_page, harness_dir):
+    """Issue 35 point 6: "(1 token)", not "(1 tokens)"."""
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    mod = _open(page, harness_dir, "n=20&t=1&gram=1")
+    _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
+    expect(mod.locator(".target-desc")).to_contain_text("whole response (1 token)")
+    assert "1 tokens" not in mod.locator(".target-desc").inner_text()

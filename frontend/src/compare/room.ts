@@ -14,6 +14,7 @@ import {segment, type Granularity, type Segmentation} from '../shared/aggregate/
 import {JobClient} from '../shared/jobs.js';
 import type {IndexedInputLike} from '../shared/request.js';
 import type {SalienceController, SalienceHost} from '../salience/controller.js';
+import type {PatternMatcher} from '../salience/pattern_runner.js';
 import {numTargets, parsePayload, type SaliencePayload} from '../salience/payload.js';
 import {countFields, extraKey} from '../salience/request.js';
 import {wholeResponse} from '../salience/target.js';
@@ -166,17 +167,21 @@ export class CompareRoom {
     this.host.changed();
   }
 
-  private segmentation(side: string, p: SaliencePayload, granularity: Granularity, regex: string): Segmentation {
+  private segmentation(side: string, p: SaliencePayload, granularity: Granularity, regex: string,
+                       patterns: PatternMatcher): Segmentation {
     const key = `${side}|${granularity}|${granularity === 'regex' ? regex : ''}`;
     const hit = this.segMemo.get(key);
     if (hit !== undefined && hit.payload === p) return hit.seg;
-    const seg = segment(p.text, p.offsets, granularity, {pattern: regex, roleSpans: p.role_spans});
+    // A custom pattern is matched off the main thread (throws PatternPending until it is).
+    const matches = granularity === 'regex' ? patterns.matches(p.text, regex) : undefined;
+    const seg = segment(p.text, p.offsets, granularity, {pattern: regex, matches, roleSpans: p.role_spans});
     this.segMemo.set(key, {payload: p, seg});
     return seg;
   }
 
   /** What to draw, from the selected datapoint's controller (B) and the pinned payload (A); null when inactive. */
-  model(main: SalienceController, granularity: Granularity, regex: string, intensity: number): CompareModel | null {
+  model(main: SalienceController, granularity: Granularity, regex: string, intensity: number,
+        patterns: PatternMatcher): CompareModel | null {
     if (!this.active) return null;
     const a = this.pinnedPayload;
     const out: CompareModel = {
@@ -191,10 +196,10 @@ export class CompareRoom {
     const b = out.useOld ? this.oldPayload! : own;
     let segA: Segmentation, segB: Segmentation;
     try {
-      segA = this.segmentation('a', a, granularity, regex);
-      segB = this.segmentation(out.useOld ? 'old' : 'b', b, granularity, regex);
+      segA = this.segmentation('a', a, granularity, regex, patterns);
+      segB = this.segmentation(out.useOld ? 'old' : 'b', b, granularity, regex, patterns);
     } catch {
-      return out;  // a bad regex: the module says so
+      return out;  // a bad regex (the module says so), or one still being matched
     }
     const key = `${granularity}|${regex}`;
     const memo = this.alignMemo;

@@ -3,6 +3,7 @@
  * docs/architecture.md, "LIT salience payload", plus a validator that turns a
  * malformed payload into an error that names the broken field.
  */
+import {tokenCount} from './target.js';
 
 export interface MethodPayload {
   signed: boolean;
@@ -85,7 +86,7 @@ export function parseStream(x: unknown): StreamStatus | null {
 export function describeStream(s: StreamStatus | null): string {
   if (s === null || s.state === 'none' || s.state === 'queued') return 'Waiting for the model…';
   if (s.state === 'running') return `Generating the response: ${s.tokens} of at most ${s.max_new_tokens} tokens…`;
-  return `Response generated (${s.tokens} tokens); computing its salience…`;
+  return `Response generated (${tokenCount(s.tokens)}); computing its salience…`;
 }
 
 /** Whether a detail status is final (no more polling). */

@@ -106,9 +106,14 @@ export function spanForKey(
   return {span, cursor: next};
 }
 
+/** "1 token", "7 tokens". */
+export function tokenCount(n: number): string {
+  return `${n} token${n === 1 ? '' : 's'}`;
+}
+
 /** Human-readable description of a span, e.g. "tokens 3–5 of 12". */
 export function describeSpan(span: TargetSpan, numTargets: number): string {
-  if (isWhole(span, numTargets)) return `whole response (${numTargets} tokens)`;
+  if (isWhole(span, numTargets)) return `whole response (${tokenCount(numTargets)})`;
   if (span.t1 - span.t0 === 1) return `token ${span.t0 + 1} of ${numTargets}`;
   return `tokens ${span.t0 + 1}–${span.t1} of ${numTargets}`;
 }

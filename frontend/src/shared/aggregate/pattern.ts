@@ -20,9 +20,14 @@ const LETTER_ESCAPES: Record<string, [string, string]> = {
 };
 const ASCII_SPACE = '\\t\\n\\v\\f\\r ';
 
+/** The pattern quoted as the user typed it (no JSON escaping: \d stays \d). */
+export function asTyped(pattern: string): string {
+  return `"${pattern}"`;
+}
+
 function patternError(pattern: string, pos: number, construct: string, fix: string): SalienceError {
   return new SalienceError(
-    `regex pattern ${JSON.stringify(pattern)}: ${construct} at position ${pos} is not supported ` +
+    `regex pattern ${asTyped(pattern)}: ${construct} at position ${pos} is not supported ` +
     `(Python re and JavaScript RegExp treat it differently or only one has it). Fix: ${fix}.`);
 }
 
@@ -177,7 +182,30 @@ export function compilePattern(pattern: string): RegExp {
   try {
     return new RegExp(translated, 'gu');
   } catch (e) {
+    // The engine's message quotes the internal translation (/.../gu: reason); keep only the reason.
+    const reason = (e as Error).message.replace(/^Invalid regular expression: \/[\s\S]*\/[a-z]*: /, '');
     throw new SalienceError(
-      `regex pattern ${JSON.stringify(pattern)} is invalid: ${(e as Error).message}. Fix the pattern syntax.`);
+      `regex pattern ${asTyped(pattern)} is invalid: ${reason}. Fix the pattern syntax.`);
   }
 }
+
+/** How long a custom pattern may run on one text, as the server's guard (PATTERN_TIMEOUT_S in patterns.py). */
+export const PATTERN_TIMEOUT_MS = 1000;
+
+/**
+ * Source of a Web Worker that runs a translated pattern (checkPattern's output) over a text and posts
+ * back {id, spans} (flat UTF-16 [start, end, ...] of the non-empty matches) or {id, error}. Self-contained
+ * (no imports), so that it can run from a Blob URL, offline and from any page.
+ */
+export const MATCH_WORKER_SOURCE = `onmessage = (e) => {
+  const {id, source, text} = e.data;
+  try {
+    const spans = [];
+    for (const m of text.matchAll(new RegExp(source, 'gu'))) {
+      if (m[0].length > 0) spans.push(m.index, m.index + m[0].length);
+    }
+    postMessage({id, spans});
+  } catch (err) {
+    postMessage({id, error: String((err && err.message) || err)});
+  }
+};`;

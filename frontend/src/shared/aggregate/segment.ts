@@ -194,18 +194,27 @@ function segmentLine(chars: Chars): [number[], string[]] {
   return base(chars, chars.newlines.map((p) => p + 1), 'line');
 }
 
-function segmentRegex(chars: Chars, pattern: string | undefined): [number[], string[]] {
+function segmentRegex(chars: Chars, pattern: string | undefined,
+                      matches: ArrayLike<number> | undefined): [number[], string[]] {
   if (pattern === undefined) {
     throw new SalienceError("granularity 'regex' needs a pattern. Fix: pass opts.pattern.");
   }
-  const re = compilePattern(pattern);
+  let spans: ArrayLike<number>;
+  if (matches !== undefined) {
+    spans = matches;
+  } else {
+    const found: number[] = [];
+    for (const m of chars.text.matchAll(compilePattern(pattern))) {
+      if (m[0].length > 0) found.push(m.index!, m.index! + m[0].length);
+    }
+    spans = found;
+  }
   const bounds = new Set<number>([0]);
   const matchStarts = new Set<number>();
-  for (const m of chars.text.matchAll(re)) {
-    if (m[0].length === 0) continue;
-    const s = chars.cpOf[m.index!];
+  for (let i = 0; i + 1 < spans.length; i += 2) {
+    const s = chars.cpOf[spans[i]];
     bounds.add(s);
-    bounds.add(chars.cpOf[m.index! + m[0].length]);
+    bounds.add(chars.cpOf[spans[i + 1]]);
     matchStarts.add(s);
   }
   const starts = Array.from(bounds).filter((s) => s < chars.length).sort((a, b) => a - b);
@@ -307,7 +316,7 @@ export function segment(text: string, offsets: ArrayLike<ArrayLike<number>>,
     case 'sentence': result = segmentSentence(chars); break;
     case 'paragraph': result = segmentParagraph(chars); break;
     case 'line': result = segmentLine(chars); break;
-    case 'regex': result = segmentRegex(chars, opts.pattern); break;
+    case 'regex': result = segmentRegex(chars, opts.pattern, opts.matches); break;
     case 'role': result = segmentRole(chars, opts.roleSpans); break;
     default:
       throw new SalienceError(

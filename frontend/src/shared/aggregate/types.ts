@@ -35,6 +35,11 @@ export interface Segmentation {
 export interface SegmentOptions {
   /** The user regex, for granularity "regex". */
   pattern?: string;
+  /**
+   * The pattern's non-empty matches, already found (flat UTF-16 [start, end, ...], as MATCH_WORKER_SOURCE
+   * posts them): the pattern is then not run here, so a slow one can run off the main thread.
+   */
+  matches?: ArrayLike<number>;
   /** [(start, end, role)], for granularity "role". */
   roleSpans?: ReadonlyArray<readonly [number, number, string]>;
 }
