@@ -3,7 +3,6 @@
  * docs/architecture.md, "LIT salience payload", plus a validator that turns a
  * malformed payload into an error that names the broken field.
  */
-import {tokenCount} from './target.js';
 
 export interface MethodPayload {
   signed: boolean;
@@ -227,4 +226,9 @@ export function describeFit(s: SegmentPayload): string {
   const r2 = s.quality['r2'];
   if (r2 === undefined) return '';
   return r2 === null ? 'held-out R² not computable' : `held-out R² ${r2.toFixed(2)}`;
+}
+
+/** "1 token", "7 tokens". */
+export function tokenCount(n: number): string {
+  return `${n} token${n === 1 ? '' : 's'}`;
 }

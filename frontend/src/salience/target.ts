@@ -4,6 +4,7 @@
  * Pure functions; the element keeps the state.
  */
 import type {Segmentation} from '../shared/aggregate/index.js';
+import {tokenCount} from './payload.js';
 import type {TargetSpan} from './spans.js';
 
 /** A clickable response segment and the target tokens [t0, t1) it covers. */
@@ -104,11 +105,6 @@ export function spanForKey(
   const anchor = extendFrom !== null ? list[extendFrom] : undefined;
   const span = anchor ? dragSpan(anchor, list[next]) : {t0: list[next].t0, t1: list[next].t1};
   return {span, cursor: next};
-}
-
-/** "1 token", "7 tokens". */
-export function tokenCount(n: number): string {
-  return `${n} token${n === 1 ? '' : 's'}`;
 }
 
 /** Human-readable description of a span, e.g. "tokens 3–5 of 12". */
