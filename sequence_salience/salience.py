@@ -14,7 +14,7 @@ import torch
 
 from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import DEFAULT_METHODS, get_method, grad_norm, integrated_gradients
-from sequence_salience.methods.base import ModelInputs, SalienceConfig
+from sequence_salience.methods.base import MethodContext, ModelInputs, SalienceConfig, SharedWork
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult, Span
 from sequence_salience.slices import SliceSizer, make_sizer
@@ -154,22 +154,21 @@ def compute_salience_batch(
     methods = _validate_methods(methods)
     prepared = [prepare_pair(lm, p, t) for p, t in pairs]
     inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
-    cache: dict = {}
     sizer = make_sizer(slice_s, between_slices)
     if sizer is not None:
         sizer.start()
-        cache["sizer"] = sizer  # one sizer for every method: a unit costs one target's backward over one row
+    work = SharedWork()  # one per call: grad_x_input reuses grad_norm's backward
     outputs = {}
     num_t = inputs.target_ids.shape[1]
     for name in methods:
         tracker = None
         if progress is not None or cancel is not None:
             units = get_method(name).progress_total(num_t, config)
-            tracker = cache["progress"] = _MethodProgress(progress, name, units, cancel)
-        outputs[name] = get_method(name).compute(inputs, config, cache)
+            tracker = _MethodProgress(progress, name, units, cancel)
+        outputs[name] = get_method(name).compute(inputs, config, MethodContext(tracker, sizer, work))
         if tracker is not None:
             tracker.finish()  # e.g. grad_x_input reusing grad_norm's gradients
-    logp = _logprobs(inputs, cache)  # [B, T]
+    logp = _logprobs(inputs, work)  # [B, T]
     results = []
     for b, pair in enumerate(prepared):
         results.append(_unpad(lm, pair, b, inputs, outputs, logp, config))
@@ -321,9 +320,9 @@ def tokenized_result(lm: LanguageModel, prompt: str | ChatPrompt, target: str | 
     return _unpad(lm, pair, 0, inputs, {}, logp, config)
 
 
-def _logprobs(inputs: ModelInputs, cache: dict) -> torch.Tensor:
-    if "target_gradients" in cache:
-        return cache["target_gradients"][0]
+def _logprobs(inputs: ModelInputs, work: SharedWork) -> torch.Tensor:
+    if work.target_gradients is not None:
+        return work.target_gradients[0]
     from sequence_salience.methods.gradients import target_logprobs
 
     with torch.no_grad():

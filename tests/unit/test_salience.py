@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import sequence_salience as ss
-from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.methods.base import MethodContext, SalienceConfig, SharedWork
 from sequence_salience.methods import paths
 from sequence_salience.salience import build_inputs
 from tests.unit.reference import reference_salience
@@ -89,10 +89,31 @@ def test_hand_derived_toy_values():
     }
     config = SalienceConfig(ig_steps=64)
     for method, values in expected.items():
-        out = ss.get_method(method).compute(inputs, config, {})
+        out = ss.get_method(method).compute(inputs, config, MethodContext())
         np.testing.assert_allclose(out.matrix[0, 0], values, rtol=1e-6, atol=1e-12, err_msg=method)
-    ig = ss.get_method("integrated_gradients").compute(inputs, config, {})
+    ig = ss.get_method("integrated_gradients").compute(inputs, config, MethodContext())
     assert abs(ig.extras["completeness_error"][0, 0]) < 1e-9
+
+
+def test_method_context_shares_one_backward_and_reports_progress():
+    """Two gradient-at-the-input methods handed one SharedWork run one backward: the second reads the
+    first's gradients (the same tensor object), and each method's progress callback gets its units."""
+    model = _BagOfEmbeddings()
+    lm = ss.from_modules(model, tokenizer=None, name="toy")
+    inputs = build_inputs(lm, [([0, 0, 1], [1, 0])])  # T = 2 target tokens
+    config = SalienceConfig()
+    work = SharedWork()
+    units: list[int] = []
+    norm = ss.get_method("grad_norm").compute(inputs, config, MethodContext(progress=units.append, shared=work))
+    first = work.target_gradients
+    assert first is not None and sum(units) == 2  # one unit per target token
+    units.clear()
+    xin = ss.get_method("grad_x_input").compute(inputs, config, MethodContext(progress=units.append, shared=work))
+    assert work.target_gradients is first and units == []  # no second backward
+    fresh = ss.get_method("grad_x_input").compute(inputs, config, MethodContext())
+    np.testing.assert_array_equal(xin.matrix, fresh.matrix)
+    _, grads = first  # [T, B, L, D]
+    np.testing.assert_allclose(norm.matrix, grads.norm(dim=-1).permute(1, 0, 2).numpy(), rtol=1e-12)
 
 
 # --------------------------------------------------------------------------- IG convergence
