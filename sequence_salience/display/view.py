@@ -286,8 +286,8 @@ def make_view(
         span_errors = getattr(result, "span_ig_errors", None) or {}
         if (t0, t1) in span_errors:
             err = np.asarray([span_errors[(t0, t1)]])  # computed for this span directly
-        elif result.ig_completeness_error is not None:
-            err = result.ig_completeness_error[t0:t1]
+        elif integrated_gradients.COMPLETENESS_ERROR in result.extras:
+            err = result.extras[integrated_gradients.COMPLETENESS_ERROR][t0:t1]
     return View(
         result=result,
         method=method,

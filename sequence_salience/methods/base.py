@@ -135,6 +135,32 @@ class MethodContext:
     shared: SharedWork = dataclasses.field(default_factory=SharedWork)
 
 
+@dataclasses.dataclass(frozen=True)
+class ResultExtra:
+    """A named array a method adds to each SalienceResult it computes (`result.extras[name]`).
+
+    Attributes:
+      name: its key in SalienceResult.extras and in saved JSON; unique over the registry.
+      output_key: its key in the method's MethodOutput.extras (padded batch, batch axis first).
+      axes: the axes after the batch axis, one letter each: "L" a sequence position (the example's own N
+        tokens are kept), "T" a target token (its first T are kept); "LTT" for an [N, T, T] array.
+      help: what it holds.
+    """
+
+    name: str
+    output_key: str
+    axes: str
+    help: str
+
+    def unpad(self, batch_value: np.ndarray, b: int, cols: np.ndarray, num_t: int) -> np.ndarray:
+        """Example b's array of the padded batch's `batch_value` <[B, *axes]>: <float32>[*axes] over its own
+        tokens (`cols`: its positions in the batch) and targets."""
+        out = np.asarray(batch_value[b])
+        for axis, letter in enumerate(self.axes):
+            out = np.take(out, cols if letter == "L" else np.arange(num_t), axis=axis)
+        return out.astype(np.float32)
+
+
 COUNT_UNITS = ("steps", "samples")
 
 
@@ -165,6 +191,11 @@ class SalienceMethod:
       progress_counts: compute()'s progress counts (target x count) units; else whole targets.
       span_error: optional (inputs, weights <float>[B, T], config, attributions <float32>[B, L])
         -> <float32>[B]: the error of a span's attributions (IG's completeness error).
+      result_extras: the named arrays the method adds to its results (SalienceResult.extras), e.g.
+        grad_norm's Gram tensor and IG's completeness error per target token.
+      span_gram: None, or the result extra holding a non-linear method's Gram tensor <float32>[N, T, T] of
+        per-target gradient vectors, from which result.span_salience gets any span exactly
+        (result.span_from_rows; grad_norm's "grad_gram").
     """
 
     name: str
@@ -181,6 +212,8 @@ class SalienceMethod:
     count_unit: str | None = None
     progress_counts: bool = False
     span_error: Callable[..., np.ndarray] | None = None
+    result_extras: tuple[ResultExtra, ...] = ()
+    span_gram: str | None = None
     kind: str = "token"
 
     @property

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from sequence_salience.methods import shared
-from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.methods.base import ResultExtra, SalienceConfig
 
 
 def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
@@ -27,8 +27,14 @@ def gram(grads: torch.Tensor, config: SalienceConfig) -> dict[str, np.ndarray]:
     return {"gram": torch.einsum("tbld,sbld->blts", grads, grads).cpu().numpy()}  # [B, L, T, T]
 
 
+# The result extra it declares (SalienceResult.extras[GRAM]): <float32>[N, T, T].
+GRAM = "grad_gram"
+
+
 NAME = "grad_norm"
 
-METHOD = shared.input_gradient_method(NAME, "Gradient norm", "Grad norm", signed=False, linear=False,
-                                      paper="https://arxiv.org/abs/1312.6034", from_gradient=from_gradient,
-                                      extras=gram)
+METHOD = shared.input_gradient_method(
+    NAME, "Gradient norm", "Grad norm", signed=False, linear=False, paper="https://arxiv.org/abs/1312.6034",
+    from_gradient=from_gradient, extras=gram, span_gram=GRAM,
+    result_extras=(ResultExtra(GRAM, "gram", "LTT", "Gram tensor <g_t,i, g_s,i> of the per-target gradients at each"
+                               " token (absent past SalienceConfig.gram_max_elements)"),))

@@ -15,7 +15,8 @@ import torch
 
 from sequence_salience import field_rules
 from sequence_salience.methods import paths
-from sequence_salience.methods.base import MethodContext, MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
+from sequence_salience.methods.base import (MethodContext, MethodOutput, ModelInputs, ResultExtra, SalienceConfig,
+                                            SalienceMethod)
 from sequence_salience.methods.gradients import target_logprobs
 from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
 
@@ -81,10 +82,14 @@ def span_completeness_error(
 
 
 NAME = "integrated_gradients"
+# The result extra it declares (SalienceResult.extras[COMPLETENESS_ERROR]): <float32>[T].
+COMPLETENESS_ERROR = "ig_completeness_error"
 
 METHOD = SalienceMethod(
     name=NAME, label="Integrated gradients", short="IG", signed=True, linear=True,
     paper="https://arxiv.org/abs/1703.01365", cost_unit="one backward per target per step",
     compute=compute, compute_span=compute_span, span_error=span_completeness_error,
     count=field_rules.IG_STEPS, count_unit="steps", progress_counts=True,
+    result_extras=(ResultExtra(COMPLETENESS_ERROR, "completeness_error", "T", "sum of the attributions minus"
+                               " (log p(x) - log p(baseline)) per target token"),),
 )

@@ -21,7 +21,7 @@ import pytest
 from werkzeug.test import Client
 
 from sequence_salience import field_rules
-from lit_app import (client_build, datasets, fields, limits, method_registry, model_group, request_guard, security,
+from lit_app import (client_build, datasets, fields, limits, model_group, request_guard, security,
                      security_config, server, shared_model, tokens)
 from tests.server_process import ServerProcess
 

@@ -14,7 +14,7 @@ import pytest
 
 from sequence_salience import field_rules
 import sequence_salience as ss
-from lit_app import errors, fields, inputs, limits, method_registry, model_group, shared_model
+from lit_app import errors, fields, inputs, limits, model_group, shared_model
 from lit_app.limits import Limits, Rejected
 from tests.unit.tiny_models import tiny_llama, wrap
 

@@ -40,7 +40,7 @@ def test_all_methods_match_per_target_reference(tiny_lm, prompt, target):
     for method in METHODS:
         np.testing.assert_allclose(result.matrices[method], ref[method], rtol=1e-5, atol=1e-7, err_msg=method)
     np.testing.assert_allclose(result.target_logprobs, ref["logp"], rtol=1e-5)
-    np.testing.assert_allclose(result.ig_completeness_error, ref["ig_delta"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(result.extras["ig_completeness_error"], ref["ig_delta"], rtol=1e-4, atol=1e-6)
 
 
 def test_salience_is_zero_at_and_after_the_predicting_position(tiny_lm):
@@ -134,7 +134,7 @@ def test_ig_completeness_error_shrinks_with_steps(tiny_lm, rule, steps):
     for n in steps:
         r = ss.compute_salience(tiny_lm, *PROMPTS[1], methods=("integrated_gradients",),
                                 config=SalienceConfig(ig_steps=n, ig_rule=rule))
-        errors.append(float(np.abs(r.ig_completeness_error).max()))
+        errors.append(float(np.abs(r.extras["ig_completeness_error"]).max()))
     assert errors[0] > 10 * floor, errors  # the coarse rule is visibly wrong ...
     assert errors[1] < errors[0] and errors[2] <= max(errors[1], floor), errors  # ... and refining helps
     assert errors[2] < 0.2 * errors[0], errors
@@ -152,7 +152,7 @@ def test_quadrature_weights_integrate_polynomials(rule):
 def test_ig_baselines_satisfy_completeness(tiny_lm, baseline):
     r = ss.compute_salience(tiny_lm, *PROMPTS[1], methods=("integrated_gradients",),
                             config=SalienceConfig(ig_steps=128, ig_baseline=baseline))
-    assert np.abs(r.ig_completeness_error).max() < 0.02
+    assert np.abs(r.extras["ig_completeness_error"]).max() < 0.02
 
 
 # --------------------------------------------------------------------------- invariances
@@ -168,7 +168,7 @@ def test_batched_equals_one_by_one(tiny_lm, padding_side):
         assert got.tokens == single.tokens
         for method in ALL_METHODS:
             np.testing.assert_allclose(got.matrices[method], single.matrices[method], rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(got.grad_gram, single.grad_gram, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(got.extras["grad_gram"], single.extras["grad_gram"], rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("method", ALL_METHODS)
