@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sequence_salience as ss  # noqa: E402
+from sequence_salience.methods import grad_norm  # noqa: E402
 
 
 def peak_gb() -> float:
@@ -70,7 +71,7 @@ def main() -> None:
         t = time.perf_counter()
         result = ss.compute_salience(lm, prompt, target, progress=progress)
         row.update(full_matrices_s=round(time.perf_counter() - t, 1), peak_rss_gb_after_full=round(peak_gb(), 2),
-                   gram_kept=result.grad_gram is not None)
+                   gram_kept=grad_norm.GRAM in result.extras)
     print(json.dumps(row, indent=2))
 
 

@@ -26,37 +26,37 @@ from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from sequence_salience import explain as ex
+from sequence_salience import field_rules
 from sequence_salience import methods as core_methods
 from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
-from lit_app.inputs import choice_field, parse_target_span, text_field, whole_number
-from lit_app.method_registry import MAX_IG_STEPS
+from lit_app.inputs import choice_field, parse_target_span, rule_field, text_field
 from lit_app.payloads import compact, method_signed
 from lit_app.shared_model import SharedLM
 from lit_app.wrapper import Wrapper
 
 logger = logging.getLogger(__name__)
 
-# Input fields (besides fields.PROMPT, SYSTEM, TARGET, CHAT, TARGET_SPAN).
-ACTION = "explain_action"
+# Input fields (names in lit_app/fields.py; the numbers' rules in sequence_salience/field_rules.py).
+ACTION = fields.EXPLAIN_ACTION
 GRANULARITY = fields.GRANULARITY
 PATTERN = fields.PATTERN
-FOIL = "foil"
-METHODS = "methods"  # comma-separated method names (segment methods: only for "curves")
-STEPS = "steps"
+FOIL = fields.FOIL
+METHODS = fields.METHODS
+STEPS = fields.CURVE_STEPS
 REMOVAL = fields.REMOVAL
-IG_TOLERANCE = "ig_tolerance"  # ig_auto: largest relative completeness error; the cap is fields.IG_STEPS
+IG_TOLERANCE = fields.IG_TOLERANCE  # ig_auto: largest relative completeness error; the cap is fields.IG_STEPS
 # Output field.
 EXPLAIN = "explain"
 
-ACTIONS = ("curves", "reduce", "flips", "contrastive", "ig_auto", "status", "cancel")
+ACTIONS = fields.EXPLAIN_ACTIONS
 DEFAULT_METHODS = core_methods.DEFAULT_METHODS
-MAX_STEPS = 50
+MAX_STEPS = int(field_rules.CURVE_STEPS.hi)
 REDUCE_MAX_SECONDS = 120.0
 FLIPS_TOP_K = 8
 IG_AUTO_START_STEPS = 8
-IG_AUTO_MAX_STEPS = 64  # default cap; a request may ask up to MAX_IG_STEPS (--max_ig_steps at the HTTP edge)
-IG_AUTO_TOLERANCE = 0.05
+IG_AUTO_MAX_STEPS = int(field_rules.IG_AUTO_MAX_STEPS.default)  # default cap (up to --max_ig_steps at the HTTP edge)
+IG_AUTO_TOLERANCE = field_rules.IG_TOLERANCE.default
 
 # The job's stage before a test's own progress (user_jobs starts at "starting"); the browser names
 # each (frontend/src/explain/logic.ts STAGES), so the first seconds say what runs.
@@ -76,11 +76,10 @@ INPUT_SPEC: lit_types.Spec = fields.TOKENIZER_INPUT_SPEC | {
     PATTERN: lit_types.TextSegment(required=False, default=""),
     FOIL: lit_types.TextSegment(required=False, default=""),
     METHODS: lit_types.TextSegment(required=False, default=""),
-    STEPS: lit_types.Integer(required=False, default=10, min_val=1, max_val=MAX_STEPS),
+    STEPS: fields.integer_spec(field_rules.CURVE_STEPS),
     REMOVAL: lit_types.TextSegment(required=False, default="filler"),
-    fields.IG_STEPS: lit_types.Integer(required=False, default=IG_AUTO_MAX_STEPS, min_val=1,
-                                       max_val=MAX_IG_STEPS),
-    IG_TOLERANCE: lit_types.Scalar(required=False, default=IG_AUTO_TOLERANCE, min_val=0, max_val=1),
+    fields.IG_STEPS: fields.integer_spec(field_rules.IG_AUTO_MAX_STEPS),
+    IG_TOLERANCE: fields.scalar_spec(field_rules.IG_TOLERANCE),
 }
 OUTPUT_SPEC: lit_types.Spec = {EXPLAIN: fields.JsonDict()}
 
@@ -183,9 +182,7 @@ class ExplainModel(Wrapper):
 
     def _curves(self, ex_, chat, target, explained, progress, cancel) -> dict:
         granularity, pattern = self._granularity(ex_)
-        steps = int(ex_.get(STEPS) or 10)
-        if not 1 <= steps <= MAX_STEPS:
-            raise RequestError(f'Input field "{STEPS}" is {steps}; use 1 to {MAX_STEPS}.')
+        steps = int(rule_field(ex_, field_rules.CURVE_STEPS))
         removal = text_field(ex_, REMOVAL) or "filler"
         cached = getattr(self._shared, "cached_salience", None)
         result = cached(chat, target) if cached is not None else None
@@ -305,19 +302,8 @@ class ExplainModel(Wrapper):
 
 
     def _ig_auto(self, ex_, chat, target, explained, progress, cancel) -> dict:
-        cap = ex_.get(fields.IG_STEPS)
-        cap_n = IG_AUTO_MAX_STEPS if cap is None or cap == "" else whole_number(cap)
-        if cap_n is None or not 1 <= cap_n <= MAX_IG_STEPS:
-            raise RequestError(f'Input field "{fields.IG_STEPS}" is {cap!r}; for "ig_auto" it is the most '
-                                      f"IG steps to try: use a whole number from 1 to {MAX_IG_STEPS}.")
-        raw = ex_.get(IG_TOLERANCE)
-        try:
-            tolerance = IG_AUTO_TOLERANCE if raw is None or raw == "" else float(raw)
-        except (TypeError, ValueError):
-            tolerance = float("nan")
-        if not 0 < tolerance <= 1:
-            raise RequestError(f'Input field "{IG_TOLERANCE}" is {raw!r}; use a relative error above 0 and'
-                                      " at most 1 (0.05 = 5 %).")
+        cap_n = int(rule_field(ex_, field_rules.IG_AUTO_MAX_STEPS))  # the most IG steps to try
+        tolerance = float(rule_field(ex_, field_rules.IG_TOLERANCE))
         span = self._span(ex_, explained)
         start = min(IG_AUTO_START_STEPS, cap_n)
         # One IG step per forward + backward: each is one bounded slice between which clicks go first.

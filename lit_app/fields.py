@@ -1,15 +1,20 @@
 """Field names, model names and LIT specs, declared once for the whole LIT app.
 
-Every wrapper, dataset, layout, test and benchmark imports its names from here;
+Every wrapper, dataset, layout, limit, test and benchmark imports its names from here;
 the TypeScript module (frontend/) reads the same names (docs/architecture.md,
 "LIT salience payload"). Method names and count fields come from the core registry
 (sequence_salience.methods); the merged method list the browser reads is METHOD_REGISTRY.
+A number's rule (range, default, help) is the core's (sequence_salience/field_rules.py):
+`integer_spec` / `scalar_spec` make its LIT spec, lit_app/inputs.py `rule_field` parses it and
+lit_app/limits.py checks it at the HTTP edge, all from the one declaration.
 """
 
 from __future__ import annotations
 
 from lit_nlp.api import types as lit_types
 
+from sequence_salience import field_rules
+from sequence_salience.field_rules import FieldRule
 from sequence_salience.methods import (get_method, get_segment_method, grad_norm, grad_x_input, integrated_gradients,
                                        list_segment_methods, smooth_grad)
 from lit_app import method_registry
@@ -30,8 +35,8 @@ CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
 # optional whole number, generation model (scripts; not in its LIT spec): this request's longest response,
 # 1 to the server's --max_new_tokens; absent: the server's
 MAX_NEW_TOKENS = "max_new_tokens"
-IG_STEPS = get_method(IG_METHOD).count_field  # optional Integer: 0 = no integrated gradients
-SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count_field  # optional Integer: 0 = no SmoothGrad
+IG_STEPS = get_method(IG_METHOD).count.name  # optional Integer: 0 = no integrated gradients
+SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count.name  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
 # optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
@@ -46,9 +51,18 @@ SEGMENT_METHOD = "segment_method"  # the segment method (methods.list_segment_me
 GRANULARITY = "granularity"  # the segmentation its values live on (aggregate.GRANULARITIES); default "sentence"
 PATTERN = "pattern"  # the regex of granularity "regex"
 REMOVAL = "removal"  # how a segment is removed: "filler" (default) or "delete" (methods.base.SEGMENT_REMOVALS)
-# Each counted segment method's count field (the surrogate's "surrogate_masks"); absent: its default count.
-SEGMENT_COUNT_FIELDS = {name: get_segment_method(name).count_field for name in list_segment_methods()
-                        if get_segment_method(name).count_field}
+# Each counted segment method's count rule (the surrogate's "surrogate_masks"); absent: its default count.
+SEGMENT_COUNT_RULES: dict[str, FieldRule] = {name: get_segment_method(name).count for name in list_segment_methods()
+                                             if get_segment_method(name).count}
+SEGMENT_COUNT_FIELDS = {name: rule.name for name, rule in SEGMENT_COUNT_RULES.items()}
+# The explain model's inputs (lit_app/explain.py; besides PROMPT, SYSTEM, TARGET, CHAT, TARGET_SPAN,
+# GRANULARITY, PATTERN, REMOVAL, IG_STEPS: for "ig_auto" the most steps tried, field_rules.IG_AUTO_MAX_STEPS).
+EXPLAIN_ACTION = "explain_action"  # one of EXPLAIN_ACTIONS; absent: "curves"
+EXPLAIN_ACTIONS = ("curves", "reduce", "flips", "contrastive", "ig_auto", "status", "cancel")
+FOIL = "foil"  # contrastive: the alternative target
+METHODS = "methods"  # comma-separated method names (segment methods: only for "curves")
+CURVE_STEPS = field_rules.CURVE_STEPS.name  # curves: points after the start
+IG_TOLERANCE = field_rules.IG_TOLERANCE.name  # ig_auto: largest relative completeness error
 
 # ---------------------------------------------------------------------------
 # Output fields.
@@ -104,6 +118,17 @@ def compare_model_name(name: str) -> str:
 JsonDict = lit_types.LitType
 
 
+def integer_spec(rule: FieldRule, off: bool = False) -> lit_types.Integer:
+    """The LIT spec of a whole-number rule; `off`: 0 (the default) switches a counted method off."""
+    return lit_types.Integer(required=False, default=0 if off else rule.default, min_val=0 if off else rule.lo,
+                             max_val=rule.hi)
+
+
+def scalar_spec(rule: FieldRule) -> lit_types.Scalar:
+    """The LIT spec of a number rule."""
+    return lit_types.Scalar(required=False, default=rule.default, min_val=rule.lo, max_val=rule.hi)
+
+
 # Column order of LIT's data table and editor: the case study's name first.
 # In the order of LIT's data table columns: the case, the prompt, the typed target (what a row
 # explains), then the (long) system prompt, so that the narrow left column shows what matters.
@@ -128,8 +153,7 @@ TOKENIZER_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
 
 SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     # ig_steps, smooth_grad_samples: 0 = off (method_registry.EXTRA_METHODS)
-    **{e.field: lit_types.Integer(required=False, default=0, min_val=0, max_val=e.maximum)
-       for e in method_registry.EXTRA_METHODS},
+    **{e.field: integer_spec(e.rule, off=True) for e in method_registry.EXTRA_METHODS},
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
     STREAM_AFTER: lit_types.Integer(required=False, default=-1, min_val=-1, max_val=1_000_000),
@@ -138,9 +162,7 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     GRANULARITY: lit_types.TextSegment(required=False, default="sentence"),
     PATTERN: lit_types.TextSegment(required=False, default=""),
     REMOVAL: lit_types.TextSegment(required=False, default="filler"),
-    **{field: lit_types.Integer(required=False, default=get_segment_method(name).default_count, min_val=1,
-                                max_val=method_registry.SEGMENT_MAX_COUNTS[name])
-       for name, field in SEGMENT_COUNT_FIELDS.items()},
+    **{rule.name: integer_spec(rule) for rule in SEGMENT_COUNT_RULES.values()},
 }
 
 GENERATION_OUTPUT_SPEC: lit_types.Spec = {
@@ -168,8 +190,7 @@ SALIENCE_OUTPUT_SPEC: lit_types.Spec = {
 
 COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
     # the extra method shown (its count > 0): the pinned side's salience includes it
-    **{e.field: lit_types.Integer(required=False, default=0, min_val=0, max_val=e.maximum)
-       for e in method_registry.EXTRA_METHODS},
+    **{e.field: integer_spec(e.rule, off=True) for e in method_registry.EXTRA_METHODS},
     PINNED_PROMPT: lit_types.TextSegment(required=False, default=""),
     PINNED_SYSTEM: lit_types.TextSegment(required=False, default=""),
     PINNED_TARGET: lit_types.TextSegment(required=False, default=""),

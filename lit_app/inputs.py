@@ -16,10 +16,11 @@ from typing import Any
 from sequence_salience import aggregate
 from sequence_salience import methods as core_methods
 from sequence_salience.errors import SalienceError
+from sequence_salience.field_rules import FieldError, FieldRule
 from sequence_salience.methods.base import SEGMENT_REMOVALS
 from lit_app import fields
 from lit_app.errors import RequestError
-from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, SEGMENT_MAX_COUNTS, ExtraMethod
+from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
 
 JsonDict = Mapping[str, Any]
 
@@ -58,19 +59,16 @@ def chat_field(ex: JsonDict) -> bool | None:
     raise RequestError(f'Input field "{fields.CHAT}" must be true or false, got {value!r}.')
 
 
-def _count_field(ex: JsonDict, extra: ExtraMethod) -> int:
-    """The count of an extra method's input field (ig_steps, smooth_grad_samples); absent or "" -> 0 (off)."""
-    value = ex.get(extra.field)
+def rule_field(ex: JsonDict, rule: FieldRule, off: bool = False, default: int | float | None = None) -> int | float:
+    """Input field `rule.name` checked against its rule (sequence_salience/field_rules.py); absent or "" ->
+    `default` (the rule's own when None; 0 with `off`: a counted method switched off, which 0 also means)."""
+    value = ex.get(rule.name)
     if value is None or value == "":
-        return 0
-    fix = f"use a whole number from 0 (off) to {extra.maximum}"
+        return (0 if off else rule.default) if default is None else default
     try:
-        count = float(value)
-    except (TypeError, ValueError):
-        raise RequestError(f'Input field "{extra.field}" must be a whole number, got {value!r}; {fix}.') from None
-    if count != int(count) or not 0 <= count <= extra.maximum:
-        raise RequestError(f'Input field "{extra.field}" is {value!r}; {fix}.')
-    return int(count)
+        return rule.parse(value, off=off)
+    except FieldError as e:
+        raise RequestError(f'Input field "{rule.name}" is {e}.') from None
 
 
 def int_field(ex: JsonDict, name: str, default: int, lo: int, hi: int) -> int:
@@ -107,7 +105,7 @@ def whole_number(value: Any) -> int | None:
 
 def extra_counts(ex: JsonDict) -> dict[str, int]:
     """{count field: count} for every extra method, e.g. {"ig_steps": 16, "smooth_grad_samples": 0}."""
-    return {extra.field: _count_field(ex, extra) for extra in EXTRA_METHODS}
+    return {extra.field: int(rule_field(ex, extra.rule, off=True)) for extra in EXTRA_METHODS}
 
 
 DETAIL_MODES = (("", "span", "poll", "stream", "span_progress") + tuple(e.matrix_detail for e in EXTRA_METHODS)
@@ -219,9 +217,6 @@ def segment_request(ex: JsonDict) -> SegmentRequest:
         pattern = None  # only regex segments have one: the same values whatever the field holds
     removal = choice_field(ex, fields.REMOVAL, SEGMENT_REMOVALS, "filler")
     span = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30)
-    count = 0
-    field = fields.SEGMENT_COUNT_FIELDS.get(method)
-    if field is not None:
-        count = int_field(ex, field, core_methods.get_segment_method(method).default_count, 1,
-                          SEGMENT_MAX_COUNTS[method])
+    rule = fields.SEGMENT_COUNT_RULES.get(method)
+    count = 0 if rule is None else int(rule_field(ex, rule))
     return SegmentRequest(method, granularity, pattern, removal, span, count)

@@ -23,15 +23,17 @@ from typing import Any
 
 from lit_nlp.api import types as lit_types
 
-from lit_app import explain, fields
+from sequence_salience.field_rules import CURVE_STEPS, IG_STEPS, IG_TOLERANCE, MAX_NEW_TOKENS, SMOOTH_GRAD_SAMPLES, \
+    FieldError, FieldRule
+from lit_app import fields
 from lit_app.errors import Rejected
-from lit_app.inputs import DETAIL_MODES, whole_number
-from lit_app.method_registry import EXTRA_METHODS, MAX_IG_STEPS, MAX_SMOOTH_GRAD_SAMPLES, SEGMENT_DETAIL
+from lit_app.inputs import DETAIL_MODES
+from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
-# Largest --max_new_tokens the server accepts (generation is one token at a time on the
-# shared model; beyond this one request could hold the model for many minutes on CPU).
-MAX_NEW_TOKENS_CAP = 1024
+# Largest --max_new_tokens the server accepts: the rule's `hi` (generation is one token at a time on
+# the shared model; beyond this one request could hold the model for many minutes on CPU).
+MAX_NEW_TOKENS_CAP = int(MAX_NEW_TOKENS.hi)
 
 # LIT endpoints (lit_nlp/app.py, 1.3.1). Its client calls every one with POST.
 API_PATHS = frozenset({
@@ -47,7 +49,7 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
                                "response_simple_json"})
 # Text inputs whose total length is bounded by `max_prompt_chars` ("foil": the explain module's
 # contrastive target).
-_TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, "foil")
+_TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, fields.FOIL)
 _PINNED_TEXT_FIELDS = (fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED_TARGET)
 MAX_NEW_TOKENS_FIELD = fields.MAX_NEW_TOKENS
 
@@ -71,8 +73,8 @@ class Limits:
     max_body_bytes: int = 4 * 1024 * 1024
     max_prompt_chars: int = 32_000
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    max_ig_steps: int = MAX_IG_STEPS
-    max_smooth_grad_samples: int = MAX_SMOOTH_GRAD_SAMPLES
+    max_ig_steps: int = int(IG_STEPS.hi)
+    max_smooth_grad_samples: int = int(SMOOTH_GRAD_SAMPLES.hi)
     max_pending: int = 16
     retry_after_s: int = 2
     max_connections: int = 64
@@ -106,20 +108,11 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
         if total > limits.max_prompt_chars:
             raise Rejected(400, f"{where}: {label} is {total:,} characters; this server accepts"
                                 f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
-    for extra in EXTRA_METHODS:
-        field, most, flag = extra.field, getattr(limits, extra.limit), extra.limit
-        count = data.get(field)
-        if count is not None and count != "":
-            n = whole_number(count)
-            if n is None or not 0 <= n <= most:
-                raise Rejected(400, f'{where}: field "{field}" is {count!r}; use a whole number from 0'
-                                    f" (off) to {most} (--{flag}).")
-    new_tokens = data.get(MAX_NEW_TOKENS_FIELD)
-    if new_tokens is not None and new_tokens != "":
-        n = whole_number(new_tokens)
-        if n is None or not 1 <= n <= limits.max_new_tokens:
-            raise Rejected(400, f'{where}: field "{MAX_NEW_TOKENS_FIELD}" is {new_tokens!r}; use a whole number'
-                                f" from 1 to {limits.max_new_tokens} (--max_new_tokens).")
+    for extra in EXTRA_METHODS:  # 0 = off; the server's --max_<field> may lower the rule's `hi`
+        _check_rule(data, extra.rule, where, getattr(limits, extra.limit), f"--{extra.limit}", off=True)
+    _check_rule(data, MAX_NEW_TOKENS, where, limits.max_new_tokens, "--max_new_tokens")
+    for rule in fields.SEGMENT_COUNT_RULES.values():  # the surrogate's ablations
+        _check_rule(data, rule, where)
     chat = data.get(fields.CHAT)
     if chat is not None and chat != "" and not isinstance(chat, bool) and str(chat).lower() not in ("true", "false"):
         raise Rejected(400, f'{where}: field "{fields.CHAT}" must be true or false, got {chat!r}.')
@@ -138,6 +131,19 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
     _validate_explain_fields(data, limits, where)
 
 
+def _check_rule(data: Mapping[str, Any], rule: FieldRule, where: str, hi: int | float | None = None,
+                flag: str | None = None, off: bool = False) -> None:
+    """400 unless field `rule.name` is absent, "" or within its rule (`hi`: the server's limit, its `flag`)."""
+    value = data.get(rule.name)
+    if value is None or value == "":
+        return
+    try:
+        rule.parse(value, hi=hi, off=off)
+    except FieldError:
+        fix = rule.allowed(hi, off) + (f" ({flag})" if flag else "")
+        raise Rejected(400, f'{where}: field "{rule.name}" is {_shown(value)}; use {fix}.') from None
+
+
 def _shown(value: Any, chars: int = 40) -> str:
     text = repr(value)
     return text if len(text) <= chars else text[:chars] + "..."
@@ -145,27 +151,12 @@ def _shown(value: Any, chars: int = 40) -> str:
 
 def _validate_explain_fields(data: Mapping[str, Any], limits: Limits, where: str) -> None:
     """The explain model's inputs (lit_app/explain.py), checked before it generates anything."""
-    action = data.get(explain.ACTION)
-    if action is not None and action != "" and action not in explain.ACTIONS:
-        raise Rejected(400, f'{where}: field "{explain.ACTION}" is {_shown(action)}; use one of'
-                            f' {", ".join(explain.ACTIONS)}.')
-    steps = data.get(explain.STEPS)
-    if steps is not None and steps != "":
-        # As the explain model reads it: int(value or 10), so 0 means the default.
-        n = steps if isinstance(steps, int) and not isinstance(steps, bool) else (
-            int(steps) if isinstance(steps, str) and steps.strip().isdigit() else None)
-        if n is None or not (n == 0 or 1 <= n <= explain.MAX_STEPS):
-            raise Rejected(400, f'{where}: field "{explain.STEPS}" is {_shown(steps)}; use a whole number from 1'
-                                f" to {explain.MAX_STEPS}.")
-    tolerance = data.get(explain.IG_TOLERANCE)
-    if tolerance is not None and tolerance != "":
-        try:
-            t = float(tolerance) if not isinstance(tolerance, bool) else float("nan")
-        except (TypeError, ValueError):
-            t = float("nan")
-        if not 0 < t <= 1:
-            raise Rejected(400, f'{where}: field "{explain.IG_TOLERANCE}" is {_shown(tolerance)}; use a relative'
-                                " error above 0 and at most 1 (0.05 = 5 %).")
+    action = data.get(fields.EXPLAIN_ACTION)
+    if action is not None and action != "" and action not in fields.EXPLAIN_ACTIONS:
+        raise Rejected(400, f'{where}: field "{fields.EXPLAIN_ACTION}" is {_shown(action)}; use one of'
+                            f' {", ".join(fields.EXPLAIN_ACTIONS)}.')
+    _check_rule(data, CURVE_STEPS, where)
+    _check_rule(data, IG_TOLERANCE, where)
 
 
 def _names(names: Callable[[], Collection[str]] | None) -> Collection[str] | None:

@@ -7,8 +7,8 @@ request sets its count field > 0):
 
 * `tag`: the background job's kind prefix; the job of count n is f"{tag}{n}" ("ig16", "sg8").
 * `matrix_detail`: the `detail` value that starts the method's per-token matrix job.
-* `max_count`: the largest count a request may ask for (the HTTP edge may allow fewer, see
-  lit_app/limits.py).
+* `max_count`: the largest count a request may ask for: the `hi` of the method's count rule
+  (sequence_salience/field_rules.py; the HTTP edge may allow fewer, see lit_app/limits.py).
 
 `EXTRA_METHODS` holds those methods as records for the wrappers (input parsing, payloads, the
 shared model, the salience wrapper, the HTTP limits), in the registry's display order.
@@ -26,11 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sequence_salience import methods as core_methods
-from sequence_salience.methods import ablation_surrogate, integrated_gradients, leave_one_out, smooth_grad
-
-MAX_IG_STEPS = 256
-MAX_SMOOTH_GRAD_SAMPLES = 256
-MAX_SURROGATE_MASKS = 256
+from sequence_salience.field_rules import FieldRule
+from sequence_salience.methods import integrated_gradients, leave_one_out, smooth_grad
 
 # ---------------------------------------------------------------------------
 # Segment methods (kind "segment": their values live on one segmentation; lit_app/salience.py runs them
@@ -40,8 +37,6 @@ MAX_SURROGATE_MASKS = 256
 SEGMENT_DETAIL = "segments"
 # The background job's kind prefix; a new segment job of a datapoint cancels its live older ones.
 SEGMENT_JOB_TAG = "seg:"
-# The largest count (the surrogate's random ablations) a request may ask for, per counted segment method.
-SEGMENT_MAX_COUNTS: dict[str, int] = {ablation_surrogate.NAME: MAX_SURROGATE_MASKS}
 # What the salience module shows once its forwards finish, per granularity (after the gradient's first
 # highlight): the lead's choice from docs/benchmarks.md's evaluation table. A granularity absent here
 # (token, word, regex) keeps the gradient; there a segment method is computed only on request.
@@ -57,13 +52,12 @@ class LitFacts:
 
     tag: str
     matrix_detail: str
-    max_count: int
 
 
 # The wire values stay as they were before the registry: the browser, scripts and saved URLs send them.
 LIT_FACTS: dict[str, LitFacts] = {
-    integrated_gradients.NAME: LitFacts("ig", "ig_matrix", MAX_IG_STEPS),
-    smooth_grad.NAME: LitFacts("sg", f"{smooth_grad.NAME}_matrix", MAX_SMOOTH_GRAD_SAMPLES),
+    integrated_gradients.NAME: LitFacts("ig", "ig_matrix"),
+    smooth_grad.NAME: LitFacts("sg", f"{smooth_grad.NAME}_matrix"),
 }
 
 
@@ -77,7 +71,7 @@ class ExtraMethod:
       kind: the background job's kind prefix (`tag`); the job of count n is f"{kind}{n}".
       matrix_detail: the `detail` value that starts its per-token matrix job.
       unit: what the count counts; the payload key of its method entry.
-      maximum: the largest count a request may ask for (`max_count`).
+      rule: the count's rule (sequence_salience/field_rules.py): its range and default.
     """
 
     method: str
@@ -85,7 +79,12 @@ class ExtraMethod:
     kind: str
     matrix_detail: str
     unit: str
-    maximum: int
+    rule: FieldRule
+
+    @property
+    def maximum(self) -> int:
+        """The largest count a request may ask for (`max_count`: the rule's `hi`)."""
+        return int(self.rule.hi)
 
     @property
     def limit(self) -> str:
@@ -105,7 +104,7 @@ def extra_methods(facts: Mapping[str, LitFacts]) -> tuple[ExtraMethod, ...]:
             f"lit_app.method_registry: counted methods without LIT facts {missing}, LIT facts for methods"
             f" without a count {stray}. Fix: give every core method with a count_field one LIT_FACTS entry.")
     return tuple(ExtraMethod(m.name, m.count_field, facts[m.name].tag, facts[m.name].matrix_detail, m.count_unit,
-                             facts[m.name].max_count) for m in counted)
+                             m.count) for m in counted)
 
 
 EXTRA_METHODS: tuple[ExtraMethod, ...] = extra_methods(LIT_FACTS)
@@ -116,11 +115,10 @@ COUNT_FIELDS: tuple[str, ...] = tuple(e.field for e in EXTRA_METHODS)
 
 def _check_segment_facts() -> None:
     segment = set(core_methods.list_segment_methods())
-    counted = {m for m in segment if core_methods.get_segment_method(m).count_field}
-    stray = (set(SEGMENT_MAX_COUNTS) ^ counted) | (set(DEFAULT_SEGMENT_METHOD.values()) - segment)
+    stray = set(DEFAULT_SEGMENT_METHOD.values()) - segment
     if stray:
         raise RuntimeError(f"lit_app.method_registry: segment facts out of step with the core registry: {sorted(stray)}."
-                           " Fix: one SEGMENT_MAX_COUNTS entry per counted segment method; defaults name segment methods.")
+                           " Fix: DEFAULT_SEGMENT_METHOD names segment methods.")
 
 
 _check_segment_facts()
@@ -141,8 +139,9 @@ def published_registry() -> list[dict[str, Any]]:
         name = core["name"]
         extra = EXTRA_BY_METHOD.get(name)
         segment = core["kind"] == "segment"
+        rule = core_methods.get_any_method(name).count
         out.append({**core,
-                    "max_count": SEGMENT_MAX_COUNTS.get(name) if segment else None if extra is None else extra.maximum,
+                    "max_count": None if rule is None else int(rule.hi),
                     "tag": None if extra is None else extra.kind,
                     "matrix_detail": None if extra is None else extra.matrix_detail,
                     "detail": SEGMENT_DETAIL if segment else None,

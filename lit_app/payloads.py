@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 import sequence_salience as ss
+from sequence_salience.methods import grad_norm, integrated_gradients
 from lit_app import fields
 from lit_app.inputs import JsonDict
 from lit_app.method_registry import EXTRA_BY_METHOD
@@ -70,7 +71,7 @@ def salience_payload(result: Any, counts: Mapping[str, int] | None = None, metho
         matrix = result.matrices.get(name)
         entry: JsonDict = {"signed": method_signed(name), "matrix": None if matrix is None else compact(matrix)}
         if name == fields.GRAD_NORM_METHOD:
-            gram = getattr(result, "grad_gram", None)
+            gram = (getattr(result, "extras", None) or {}).get(grad_norm.GRAM)
             packed = None
             if matrix is not None and gram is not None:
                 n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
@@ -81,7 +82,7 @@ def salience_payload(result: Any, counts: Mapping[str, int] | None = None, metho
         if extra is not None:
             entry[extra.unit] = int(counts.get(extra.field, 0))
         if name == fields.IG_METHOD:
-            err = getattr(result, "ig_completeness_error", None)
+            err = (getattr(result, "extras", None) or {}).get(integrated_gradients.COMPLETENESS_ERROR)
             entry["completeness_error"] = None if err is None or matrix is None else compact(err)
         out_methods[name] = entry
     payload = {

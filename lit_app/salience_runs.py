@@ -29,7 +29,7 @@ from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import SliceSizer
-from lit_app import fields, progressive
+from lit_app import progressive
 from lit_app.inputs import SegmentRequest
 from lit_app.lru_cache import LRUCache
 from lit_app.method_registry import COUNT_FIELDS, EXTRA_METHODS
@@ -225,7 +225,7 @@ class SalienceRuns:
         result = self.salience(chat, target, counts)
         out = {}
         for method in result.matrices:
-            if method == fields.GRAD_NORM_METHOD and getattr(result, "grad_gram", None) is None:
+            if not result.has_span(method, t0, t1):  # e.g. grad_norm without its Gram tensor
                 _, config = self.methods_and_config(counts)
                 with self._lock:
                     out[method] = ss.compute_span_salience(

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
+from sequence_salience import field_rules
 from sequence_salience.errors import SalienceError
 from sequence_salience.files import atomic_dir
 from sequence_salience.text import ChatPrompt, TokenizedText, build_chat_prompt, tokenize
@@ -142,7 +143,7 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 class GenerationConfig:
     """How to generate. Greedy by default; sampling is seeded for reproducibility."""
 
-    max_new_tokens: int = 64
+    max_new_tokens: int = field_rules.MAX_NEW_TOKENS.default
     do_sample: bool = False
     temperature: float = 1.0
     top_p: float = 1.0

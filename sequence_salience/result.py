@@ -21,7 +21,8 @@ kept too. Arrays are stored as base64 of their raw bytes (exact, compact, and
 NaN-safe); plain values (strings, ints, floats, bools, None) as JSON values;
 tuples as JSON lists (read back as tuples); mappings with non-string keys
 (e.g. `spans`, keyed by (t0, t1)) as {"__mapping__": [[key, value], ...]}. `load` returns a result equal to
-the saved one: same dtypes, shapes and bytes.
+the saved one: same dtypes, shapes and bytes. Files saved before the methods declared their extras hold
+"grad_gram" and "ig_completeness_error" as fields of "result"; `load` reads them into `extras`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.files import atomic_write_text
-from sequence_salience.methods import get_method
+from sequence_salience.methods import get_method, list_methods
 from sequence_salience.methods.base import SalienceConfig
 
 Span = tuple[int, int]
@@ -84,13 +85,15 @@ class SalienceResult:
       target_logprobs: <float32>[T] log p(target_t | prefix).
       matrices: method name -> <float32>[T, N]: salience of token i for log p(target_t);
         zero for i >= P + t (causality).
-      grad_gram: <float32>[N, T, T] Gram of per-target gradient vectors at each token, or None.
-      ig_completeness_error: <float32>[T] sum of IG attributions minus (log p(x) - log p(x')), or None.
       role_spans: (start, end, role) of the prompt (chat template markup vs. content).
       config: the settings used.
       spans: (t0, t1) -> method -> <float32>[N]: salience of spans computed directly
         (compute_span_result); a result may hold spans and no matrices (a partial result).
       span_ig_errors: (t0, t1) -> IG completeness error of that span (for spans computed with IG).
+      extras: named arrays the methods declare (SalienceMethod.result_extras), e.g. grad_norm's
+        "grad_gram" <float32>[N, T, T] (exact grad_norm spans) and integrated gradients'
+        "ig_completeness_error" <float32>[T]; absent when the method did not run (or, for the Gram
+        tensor, when it was too large to keep).
     """
 
     text: str
@@ -102,12 +105,11 @@ class SalienceResult:
     n_prompt_tokens: int
     target_logprobs: np.ndarray
     matrices: Mapping[str, np.ndarray]
-    grad_gram: np.ndarray | None
-    ig_completeness_error: np.ndarray | None
     role_spans: tuple[tuple[int, int, str], ...]
     config: SalienceConfig
     spans: Mapping[Span, Mapping[str, np.ndarray]] = dataclasses.field(default_factory=dict)
     span_ig_errors: Mapping[Span, float] = dataclasses.field(default_factory=dict)
+    extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def num_targets(self) -> int:
@@ -120,7 +122,8 @@ class SalienceResult:
             return True
         if method not in self.matrices:
             return False
-        return get_method(method).linear or t1 - t0 == 1 or self.grad_gram is not None
+        record = get_method(method)
+        return record.linear or t1 - t0 == 1 or (record.span_gram is not None and record.span_gram in self.extras)
 
     def merged(self, other: "SalienceResult") -> "SalienceResult":
         """This result with `other`'s matrices and spans added (same prompt and target)."""
@@ -132,9 +135,7 @@ class SalienceResult:
         return dataclasses.replace(
             self,
             matrices={**self.matrices, **other.matrices},
-            grad_gram=other.grad_gram if other.grad_gram is not None else self.grad_gram,
-            ig_completeness_error=(other.ig_completeness_error if other.ig_completeness_error is not None
-                                   else self.ig_completeness_error),
+            extras={**self.extras, **other.extras},
             spans=spans,
             span_ig_errors={**self.span_ig_errors, **other.span_ig_errors},
             config=other.config if other.matrices else self.config,
@@ -153,10 +154,13 @@ class SalienceResult:
             return direct
         if method not in self.matrices:
             raise SalienceError(f"{method!r} was not computed here. Fix: pass it in methods=(...); have {list(self.matrices)}.")
-        values = span_from_rows(self.matrices[method], self.grad_gram, t0, t1, get_method(method).linear)
+        record = get_method(method)
+        gram = self.extras.get(record.span_gram) if record.span_gram else None
+        values = span_from_rows(self.matrices[method], gram, t0, t1, record.linear)
         if values is None:
+            kept = record.span_gram or "per-token gradient vectors"
             raise SalienceError(
-                f"This result is too large to keep the Gram tensor for exact {method} spans. "
+                f"This result is too large to keep what exact {method} spans need ({kept}). "
                 "Fix: call compute_span_salience(...) for this span (one forward and backward)."
             )
         return values
@@ -283,7 +287,9 @@ def result_from_dict(obj: Mapping[str, Any], source: str = "<dict>") -> Salience
     if obj.get("version") != VERSION:
         raise SalienceError(f"{source} has format version {obj.get('version')!r}; this library reads {VERSION}. "
                             "Fix: save it again with this version.")
-    data = obj["result"]
+    data = dict(obj["result"])
+    if "extras" not in data:  # saved when the methods' extras were fields of the result
+        data["extras"] = {n: data[n] for n in _declared_extras() if data.get(n) is not None}
     names = [f.name for f in dataclasses.fields(SalienceResult)]
     missing = [n for n in names if n not in data]
     if missing:
@@ -291,6 +297,11 @@ def result_from_dict(obj: Mapping[str, Any], source: str = "<dict>") -> Salience
     values = {n: decode(data[n]) for n in names}
     values["matrices"] = dict(values["matrices"])
     return SalienceResult(**values)
+
+
+def _declared_extras() -> list[str]:
+    """The names of every result extra the registry's methods declare."""
+    return [e.name for m in list_methods() for e in get_method(m).result_extras]
 
 
 def save_json(result, path: str | os.PathLike, meta: Mapping[str, Any] | None = None) -> None:

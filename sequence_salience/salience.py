@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods import DEFAULT_METHODS, get_method, grad_norm, integrated_gradients
-from sequence_salience.methods.base import ModelInputs, SalienceConfig
+from sequence_salience.methods import DEFAULT_METHODS, get_method
+from sequence_salience.methods.base import MethodContext, ModelInputs, SalienceConfig, SharedWork
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult, Span
 from sequence_salience.slices import SliceSizer, make_sizer
@@ -154,26 +154,22 @@ def compute_salience_batch(
     methods = _validate_methods(methods)
     prepared = [prepare_pair(lm, p, t) for p, t in pairs]
     inputs = build_inputs(lm, [(x.prompt.ids, x.target_ids) for x in prepared], padding_side)
-    cache: dict = {}
     sizer = make_sizer(slice_s, between_slices)
     if sizer is not None:
         sizer.start()
-        cache["sizer"] = sizer  # one sizer for every method: a unit costs one target's backward over one row
+    work = SharedWork()  # one per call: grad_x_input reuses grad_norm's backward
     outputs = {}
     num_t = inputs.target_ids.shape[1]
     for name in methods:
         tracker = None
         if progress is not None or cancel is not None:
             units = get_method(name).progress_total(num_t, config)
-            tracker = cache["progress"] = _MethodProgress(progress, name, units, cancel)
-        outputs[name] = get_method(name).compute(inputs, config, cache)
+            tracker = _MethodProgress(progress, name, units, cancel)
+        outputs[name] = get_method(name).compute(inputs, config, MethodContext(tracker, sizer, work))
         if tracker is not None:
             tracker.finish()  # e.g. grad_x_input reusing grad_norm's gradients
-    logp = _logprobs(inputs, cache)  # [B, T]
-    results = []
-    for b, pair in enumerate(prepared):
-        results.append(_unpad(lm, pair, b, inputs, outputs, logp, config))
-    return results
+    logp = _logprobs(inputs, work)  # [B, T]
+    return [_unpad(lm, pair, b, inputs, outputs, logp, config) for b, pair in enumerate(prepared)]
 
 
 def compute_salience(
@@ -321,9 +317,9 @@ def tokenized_result(lm: LanguageModel, prompt: str | ChatPrompt, target: str | 
     return _unpad(lm, pair, 0, inputs, {}, logp, config)
 
 
-def _logprobs(inputs: ModelInputs, cache: dict) -> torch.Tensor:
-    if "target_gradients" in cache:
-        return cache["target_gradients"][0]
+def _logprobs(inputs: ModelInputs, work: SharedWork) -> torch.Tensor:
+    if work.target_gradients is not None:
+        return work.target_gradients[0]
     from sequence_salience.methods.gradients import target_logprobs
 
     with torch.no_grad():
@@ -336,12 +332,9 @@ def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) 
     real = inputs.attention_mask[b].bool().cpu().numpy()
     cols = np.flatnonzero(real)  # positions of this example's tokens in the padded batch
     matrices = {name: out.matrix[b, :num_t][:, cols].astype(np.float32) for name, out in outputs.items()}
-    gram = None
-    if grad_norm.NAME in outputs and "gram" in outputs[grad_norm.NAME].extras:
-        gram = outputs[grad_norm.NAME].extras["gram"][b][cols][:, :num_t, :num_t].astype(np.float32)
-    ig_err = None
-    if integrated_gradients.NAME in outputs:
-        ig_err = outputs[integrated_gradients.NAME].extras["completeness_error"][b, :num_t].astype(np.float32)
+    extras = {extra.name: extra.unpad(out.extras[extra.output_key], b, cols, num_t)
+              for name, out in outputs.items() for extra in get_method(name).result_extras
+              if extra.output_key in out.extras}  # e.g. grad_norm's Gram tensor, absent when too large
     prompt_end = len(pair.prompt.text)
     offsets = list(pair.prompt.offsets) + [(s + prompt_end, e + prompt_end) for s, e in pair.target_offsets]
     ids = list(pair.prompt.ids) + list(pair.target_ids)
@@ -357,8 +350,7 @@ def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) 
         n_prompt_tokens=n_prompt,
         target_logprobs=logp[b, :num_t].float().cpu().numpy(),
         matrices=matrices,
-        grad_gram=gram,
-        ig_completeness_error=ig_err,
+        extras=extras,
         role_spans=pair.role_spans,
         config=config,
     )

@@ -101,8 +101,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.granularity is None:  # a segment method's values are computed on the segments shown
             args.granularity = "sentence" if segment_methods(methods) else "word"
         check_segment_flags(args, methods)
-        if args.max_new_tokens < 1 or args.ig_steps < 1 or args.smooth_grad_samples < 1:
-            raise UsageError("--max-new-tokens, --ig-steps and --smooth-grad-samples must be at least 1.")
         if args.batch is not None:
             return explain_batch(args, methods, span)
         return explain_single(args, methods, span)

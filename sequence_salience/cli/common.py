@@ -79,13 +79,6 @@ def method_help(token_only: bool = False) -> str:
             f"passes over ablated prompts; at token granularity one per token, the slowest): {segment}")
 
 
-def count_default(method: str) -> int:
-    """The default count (steps, samples, ablations) of a method, from its registry record."""
-    from sequence_salience.methods import get_any_method  # pylint: disable=import-outside-toplevel
-
-    return get_any_method(method).default_count
-
-
 def salience_config(args):
     """The SalienceConfig of the count flags (--ig-steps, --smooth-grad-samples)."""
     from sequence_salience import SalienceConfig  # pylint: disable=import-outside-toplevel

@@ -60,8 +60,6 @@ def compare_prompts(args) -> int:
 
     prompt_a = _prompt(args.prompt_a, args.file_a, "a")
     prompt_b = _prompt(args.prompt_b, args.file_b, "b")
-    if args.max_new_tokens < 1 or args.ig_steps < 1:
-        raise UsageError("--max-new-tokens and --ig-steps must be at least 1.")
     if args.same_response and args.target_b is not None:
         raise UsageError("--same-response explains A's response under prompt B; --target-b gives another. "
                          "Fix: pass one of them.")

@@ -58,8 +58,6 @@ def compare_two_models(args) -> int:
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
 
     prompt = _one_prompt(args)
-    if args.max_new_tokens < 1 or args.ig_steps < 1:
-        raise UsageError("--max-new-tokens and --ig-steps must be at least 1.")
     models = [load_model(args, flag) for flag in ("--model", "--model-b")]
     labels = (args.label_a, args.label_b) if (args.label_a, args.label_b) != ("A", "B") else None
     info("Generating and explaining with both models ...")

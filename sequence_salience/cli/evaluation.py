@@ -71,8 +71,8 @@ def evaluate_batch(args, methods) -> int:
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
     from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
 
-    if args.steps < 1 or args.n_boot < 1 or (args.n_random is not None and args.n_random < 1):
-        raise UsageError("--steps, --n-boot and --n-random must be at least 1.")
+    if args.n_boot < 1 or (args.n_random is not None and args.n_random < 1):  # --steps: its rule (field_rules)
+        raise UsageError("--n-boot and --n-random must be at least 1.")
     if args.ray is None and (args.workers is not None or args.gpus_per_worker):
         raise UsageError("--workers and --gpus-per-worker go with --ray. Fix: add --ray (a local instance) "
                          "or --ray auto / --ray HOST:PORT.")

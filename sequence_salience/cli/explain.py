@@ -105,8 +105,6 @@ def check_segment_flags(args, methods) -> None:
             f"{flag} needs per-token matrices, and {names} is a segment method (one value per {args.granularity} "
             f"segment, from ablations; no value per response token). Fix: drop {flag}, or run it with a token "
             f"method only (e.g. --method {explain_default()} {flag}).")
-    if args.ablations < 1:
-        raise UsageError(f"--ablations {args.ablations}: give 1 or more (the surrogate's random ablations).")
 
 
 def segment_summary(values) -> list[str]:

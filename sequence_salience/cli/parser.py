@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from sequence_salience.cli.common import count_default, explain_default, method_help
+from sequence_salience.cli.common import explain_default, method_help
 from sequence_salience.cli.evaluation import EVALUATE_HELP
+from sequence_salience.field_rules import CURVE_STEPS, MAX_NEW_TOKENS, FieldError, FieldRule
 
 
 def _granularities() -> tuple[str, ...]:
@@ -15,22 +16,31 @@ def _granularities() -> tuple[str, ...]:
     return aggregate.GRANULARITIES
 
 
+def add_flag(p: argparse.ArgumentParser, rule: FieldRule) -> None:
+    """The flag of one field rule (sequence_salience/field_rules.py): its name, type, default, range and help
+    from the one declaration; a value out of range is an argparse error naming the flag and the range."""
+
+    def value(text: str) -> int | float:
+        try:
+            return rule.parse(text)
+        except FieldError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    p.add_argument(rule.cli_flag, dest=rule.cli_flag[2:].replace("-", "_"), type=value, default=rule.default,
+                   metavar="N", help=f"{rule.help} (default: {rule.default:g}; {rule.allowed()})")
+
+
 def _count_flags(p: argparse.ArgumentParser, smooth_grad_samples: bool = True, segments: bool = False) -> None:
-    """The count flags, their defaults and help read from the methods' registry records."""
+    """The methods' count flags (--ig-steps, --smooth-grad-samples, --ablations): each method's count rule."""
     from sequence_salience.methods import (  # pylint: disable=import-outside-toplevel
         ablation_surrogate, get_any_method, integrated_gradients, smooth_grad,
     )
 
-    def add(flag: str, name: str) -> None:
-        m = get_any_method(name)
-        p.add_argument(flag, type=int, default=m.default_count,
-                       help=f"{m.label}: {m.count_unit} (default: {m.default_count}; cost: {m.cost_unit})")
-
-    add("--ig-steps", integrated_gradients.NAME)
+    add_flag(p, get_any_method(integrated_gradients.NAME).count)
     if smooth_grad_samples:
-        add("--smooth-grad-samples", smooth_grad.NAME)
+        add_flag(p, get_any_method(smooth_grad.NAME).count)
     if segments:
-        add("--ablations", ablation_surrogate.NAME)
+        add_flag(p, get_any_method(ablation_surrogate.NAME).count)
 
 
 def _removal_flag(p: argparse.ArgumentParser, what: str) -> None:
@@ -78,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--system", default=None, help="system prompt (needs a chat template)")
     ex.add_argument("--raw", action="store_true", help="do not apply the chat template; explain the raw text")
     ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
-    ex.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    add_flag(ex, MAX_NEW_TOKENS)
     _count_flags(ex, segments=True)
     _removal_flag(ex, "by a segment method")
     display_flags(ex)
@@ -118,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--target-b", default=None, help="response B to explain (default: greedy generation)")
     cp.add_argument("--same-response", action="store_true",
                     help="explain response A under prompt B too (the old answer's salience under the new prompt)")
-    cp.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    add_flag(cp, MAX_NEW_TOKENS)
     _count_flags(cp)
     cp.add_argument("--method", default=explain_default(),
                     help=f"one token salience method (default: {explain_default()}; {method_help(token_only=True)})")
@@ -146,11 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--granularity", default="sentence", choices=_granularities(),
                     help="segments removed (default: sentence)")
     ev.add_argument("--pattern", default=None, help="regex for --granularity regex")
-    ev.add_argument("--steps", type=int, default=10, help="curve points after the start (default: 10)")
+    add_flag(ev, CURVE_STEPS)
     ev.add_argument("--n-random", type=int, default=None,
                     help="seeded random orders for the random baseline (default: the library's)")
     _removal_flag(ev, "by the curves and by a segment method")
-    ev.add_argument("--max-new-tokens", type=int, default=64, help="longest generated response (default: 64)")
+    add_flag(ev, MAX_NEW_TOKENS)
     _count_flags(ev, smooth_grad_samples=False)  # EvalConfig has IG's steps only
     ev.add_argument("--reduction", action="store_true", help="also report the input-reduction size per method")
     ev.add_argument("--ig-completeness", action="store_true",

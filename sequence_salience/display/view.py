@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sequence_salience import aggregate
+from sequence_salience import aggregate, field_rules
 from sequence_salience.display import palette
 from sequence_salience.display.segments import SegmentFacts, SegmentValues, check_granularity, gather
 from sequence_salience.errors import SalienceError
@@ -286,8 +286,8 @@ def make_view(
         span_errors = getattr(result, "span_ig_errors", None) or {}
         if (t0, t1) in span_errors:
             err = np.asarray([span_errors[(t0, t1)]])  # computed for this span directly
-        elif result.ig_completeness_error is not None:
-            err = result.ig_completeness_error[t0:t1]
+        elif integrated_gradients.COMPLETENESS_ERROR in result.extras:
+            err = result.extras[integrated_gradients.COMPLETENESS_ERROR][t0:t1]
     return View(
         result=result,
         method=method,
@@ -311,8 +311,8 @@ def make_view(
 
 
 # Relative IG completeness error beyond which the renderers warn, as the browser module does
-# (frontend/src/salience/values.ts IG_TOLERANCE = lit_app/explain.py IG_AUTO_TOLERANCE; tested).
-IG_TOLERANCE = 0.05
+# (frontend/src/salience/values.ts IG_TOLERANCE = field_rules.IG_TOLERANCE's default; tested).
+IG_TOLERANCE = field_rules.IG_TOLERANCE.default
 
 
 def _relative(error: float, values: np.ndarray) -> float | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sequence_salience import field_rules
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain.faithfulness import RANDOM, UPPER, FaithfulnessConfig, faithfulness_curves
 from sequence_salience.explain.reduction import ReductionConfig, reduce_prompt
@@ -56,8 +57,8 @@ class EvalConfig:
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     faithfulness: FaithfulnessConfig = FaithfulnessConfig()
-    ig_steps: int = 16
-    max_new_tokens: int = 64
+    ig_steps: int = field_rules.IG_STEPS.default
+    max_new_tokens: int = field_rules.MAX_NEW_TOKENS.default
     raw: bool = False
     reduction: bool = False
     reduction_config: ReductionConfig = ReductionConfig(criterion="logprob", max_seconds=None)

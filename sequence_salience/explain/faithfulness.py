@@ -65,7 +65,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from sequence_salience import ablation, scoring
+from sequence_salience import ablation, field_rules, scoring
 from sequence_salience.errors import SalienceError
 from sequence_salience.explain import upper_bound as search
 from sequence_salience.methods import DEFAULT_METHODS, get_any_method, is_segment_method
@@ -144,7 +144,7 @@ class FaithfulnessConfig:
 
     granularity: str = "sentence"
     pattern: str | None = None
-    steps: int = 10
+    steps: int = field_rules.CURVE_STEPS.default
     modes: tuple[str, ...] = MODES
     removal: str = "filler"
     filler: str | int = " "

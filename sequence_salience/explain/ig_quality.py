@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from sequence_salience import scoring
+from sequence_salience import field_rules, scoring
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import integrated_gradients
 from sequence_salience.methods.base import SalienceConfig
@@ -88,7 +88,7 @@ def ig_auto_steps(
     target: str | Generation,
     *,
     span: tuple[int, int] | None = None,
-    tolerance: float = 0.05,
+    tolerance: float = field_rules.IG_TOLERANCE.default,
     start_steps: int = 8,
     max_steps: int = 256,
     growth: int = 2,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sequence_salience import field_rules
 from sequence_salience.methods import lasso
 from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
 
@@ -40,16 +41,6 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
 
 NAME = "ablation_surrogate"
 
-METHOD = SegmentMethod(
-    name=NAME,
-    label="Ablation surrogate (ContextCite)",
-    short="Surrogate",
-    signed=True,
-    compute=compute,
-    rows=rows,
-    paper="https://arxiv.org/abs/2409.00729",
-    cost_unit="one forward per random ablation",
-    count_field="surrogate_masks",
-    count_unit="ablations",
-    default_count=AblationConfig.surrogate_masks,
-)
+METHOD = SegmentMethod(name=NAME, label="Ablation surrogate (ContextCite)", short="Surrogate", signed=True,
+                       paper="https://arxiv.org/abs/2409.00729", cost_unit="one forward per random ablation",
+                       compute=compute, rows=rows, count=field_rules.SURROGATE_MASKS, count_unit="ablations")

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+from sequence_salience import field_rules
+from sequence_salience.field_rules import FieldRule
+
+if TYPE_CHECKING:  # slices.py needs no method types; imported for the annotation only
+    from sequence_salience.slices import SliceSizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,11 +36,12 @@ class SalienceConfig:
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (vmap on every
         device, loop for a model whose vmapped backward failed; see methods/gradients.py).
+      (ig_steps and smooth_grad_samples: defaults and ranges in field_rules, the methods' `count` rules.)
       smooth_grad_samples, smooth_grad_noise, smooth_grad_seed: SmoothGrad's noisy samples, noise
         scale relative to each token embedding's norm, and seed (methods/smooth_grad.py).
     """
 
-    ig_steps: int = 16
+    ig_steps: int = field_rules.IG_STEPS.default
     ig_baseline: str = "zero"
     ig_rule: str = "gausslegendre"
     target_chunk_size: int = 16
@@ -41,7 +49,7 @@ class SalienceConfig:
     ig_step_chunk_size: int = 8
     gram_max_elements: int = 64_000_000
     backward: str = "auto"
-    smooth_grad_samples: int = 8
+    smooth_grad_samples: int = field_rules.SMOOTH_GRAD_SAMPLES.default
     smooth_grad_noise: float = 0.1
     smooth_grad_seed: int = 0
 
@@ -98,6 +106,61 @@ class MethodOutput:
     extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
+class SharedWork:
+    """Work the methods of one salience call share, computed by the first that needs it.
+
+    Attributes:
+      target_gradients: None, or (logprobs <float32>[B, T], grads <float32>[T, B, L, D]) at the input,
+        the one backward of the gradient-at-the-input methods (methods/shared.py `target_gradients`).
+    """
+
+    def __init__(self) -> None:
+        self.target_gradients: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodContext:
+    """What one salience call hands each method's `compute`, typed (the engine makes one per method).
+
+    Attributes:
+      progress: None, or called with the number of progress units just finished (SalienceMethod.progress_total
+        says how many there are); it may raise to cancel the computation.
+      sizer: None, or the call's time-slice sizer (sequence_salience/slices.py), one for every method of the
+        call: a unit costs one target's backward over one row.
+      shared: the call's SharedWork (one object for every method of the call).
+    """
+
+    progress: Callable[[int], None] | None = None
+    sizer: SliceSizer | None = None
+    shared: SharedWork = dataclasses.field(default_factory=SharedWork)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultExtra:
+    """A named array a method adds to each SalienceResult it computes (`result.extras[name]`).
+
+    Attributes:
+      name: its key in SalienceResult.extras and in saved JSON; unique over the registry.
+      output_key: its key in the method's MethodOutput.extras (padded batch, batch axis first).
+      axes: the axes after the batch axis, one letter each: "L" a sequence position (the example's own N
+        tokens are kept), "T" a target token (its first T are kept); "LTT" for an [N, T, T] array.
+      help: what it holds.
+    """
+
+    name: str
+    output_key: str
+    axes: str
+    help: str
+
+    def unpad(self, batch_value: np.ndarray, b: int, cols: np.ndarray, num_t: int) -> np.ndarray:
+        """Example b's array of the padded batch's `batch_value` <[B, *axes]>: <float32>[*axes] over its own
+        tokens (`cols`: its positions in the batch) and targets."""
+        out = np.asarray(batch_value[b])
+        for axis, letter in enumerate(self.axes):
+            out = np.take(out, cols if letter == "L" else np.arange(num_t), axis=axis)
+        return out.astype(np.float32)
+
+
 COUNT_UNITS = ("steps", "samples")
 
 
@@ -111,9 +174,8 @@ class SalienceMethod:
       short: short name for narrow UI places ("G×I", "IG").
       signed: values can be negative (diverging colour map) or not (sequential).
       linear: the salience of a target span is the sum of its tokens' rows.
-      compute: (inputs, config, shared) -> MethodOutput for every target token;
-        `shared` is a per-call dict through which methods share work; its optional
-        "progress" entry is called with the number of units finished (see progress_total).
+      compute: (inputs, config, context: MethodContext) -> MethodOutput for every target token;
+        the context carries the call's progress callback, time-slice sizer and shared work.
       compute_span: (inputs, weights <float>[B, T], config, progress=None) -> <float32>[B, L]:
         the salience of sum_t weights[b, t] * log p(target_t), computed directly;
         `progress(units)` (optional) is called after each chunk of steps or samples.
@@ -122,13 +184,18 @@ class SalienceMethod:
       from_gradient: for gradient-at-the-input methods, (grad <float>[B, L, D], embeds
         <float>[B, L, D]) -> <float32>[B, L]; methods that have it share one backward
         when several spans are computed at once (salience.compute_span_result).
-      count_field: None, or the `SalienceConfig` field (and LIT input field) carrying the
-        method's count of steps or samples ("ig_steps").
+      count: None, or the rule of the method's count of steps or samples (sequence_salience/field_rules.py):
+        its name is the `SalienceConfig` field, LIT input field and CLI flag ("ig_steps"), with its range
+        and default.
       count_unit: None, or what the count counts: "steps" or "samples".
-      default_count: the count's default (the SalienceConfig field's default); 0 without one.
       progress_counts: compute()'s progress counts (target x count) units; else whole targets.
       span_error: optional (inputs, weights <float>[B, T], config, attributions <float32>[B, L])
         -> <float32>[B]: the error of a span's attributions (IG's completeness error).
+      result_extras: the named arrays the method adds to its results (SalienceResult.extras), e.g.
+        grad_norm's Gram tensor and IG's completeness error per target token.
+      span_gram: None, or the result extra holding a non-linear method's Gram tensor <float32>[N, T, T] of
+        per-target gradient vectors, from which result.span_salience gets any span exactly
+        (result.span_from_rows; grad_norm's "grad_gram").
     """
 
     name: str
@@ -136,16 +203,17 @@ class SalienceMethod:
     short: str
     signed: bool
     linear: bool
-    compute: Callable[[ModelInputs, SalienceConfig, dict], MethodOutput]
+    compute: Callable[[ModelInputs, SalienceConfig, MethodContext], MethodOutput]
     compute_span: Callable[..., np.ndarray]
     paper: str
     cost_unit: str
     from_gradient: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
-    count_field: str | None = None
+    count: FieldRule | None = None
     count_unit: str | None = None
-    default_count: int = 0
     progress_counts: bool = False
     span_error: Callable[..., np.ndarray] | None = None
+    result_extras: tuple[ResultExtra, ...] = ()
+    span_gram: str | None = None
     kind: str = "token"
 
     @property
@@ -153,23 +221,39 @@ class SalienceMethod:
         """Former name of `label` (read-only alias)."""
         return self.label
 
-    def count(self, config: SalienceConfig) -> int:
+    count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
+    default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")
+
+    def count_in(self, config: SalienceConfig) -> int:
         """The method's count in `config` (steps or samples); 1 for a method without one."""
-        return int(getattr(config, self.count_field)) if self.count_field else 1
+        return int(getattr(config, self.count.name)) if self.count else 1
 
     def span_units(self, config: SalienceConfig) -> int:
         """Progress units of compute_span: one per step or sample, else one pass."""
-        return self.count(config)
+        return self.count_in(config)
 
     def progress_total(self, num_targets: int, config: SalienceConfig) -> int:
         """Progress units of compute() for `num_targets` target tokens."""
-        return num_targets * (self.count(config) if self.progress_counts else 1)
+        return num_targets * (self.count_in(config) if self.progress_counts else 1)
 
     def to_json(self) -> dict:
         """The JSON-able facts of the method (no callables), as registry_json lists them."""
-        return {"name": self.name, "label": self.label, "short": self.short, "signed": self.signed,
-                "linear": self.linear, "count_field": self.count_field, "count_unit": self.count_unit,
-                "default_count": self.default_count, "cost_unit": self.cost_unit, "kind": self.kind}
+        return _record_json(self)
+
+
+def _count_field(method: SalienceMethod | SegmentMethod) -> str | None:
+    return method.count.name if method.count else None
+
+
+def _default_count(method: SalienceMethod | SegmentMethod) -> int:
+    return int(method.count.default) if method.count else 0
+
+
+def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
+    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind}."""
+    return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
+            "linear": method.linear, "count_field": method.count_field, "count_unit": method.count_unit,
+            "default_count": method.default_count, "cost_unit": method.cost_unit, "kind": method.kind}
 
 
 # Segment methods: values measured on a segmentation of the prompt by removing segments and
@@ -187,8 +271,7 @@ class AblationConfig:
         replaced by one filler token: positions and the token count stay) or "delete" (its text
         deleted and the prompt re-tokenized).
       filler: the filler, a one-token text or a token id.
-      surrogate_masks: k, the random ablations the surrogate is fitted on (ContextCite's default
-        is 64; 32 here: on the shipped rows 64 were no more faithful, at twice the cost).
+      surrogate_masks: k, the random ablations the surrogate is fitted on (field_rules.SURROGATE_MASKS).
       surrogate_keep: probability that a segment is kept in a random ablation (ContextCite: 0.5).
       surrogate_alpha: the Lasso's L1 weight on standardized masks and log-odds per target token
         (ContextCite's LassoRegression: 0.01).
@@ -204,7 +287,7 @@ class AblationConfig:
 
     removal: str = "filler"
     filler: str | int = " "
-    surrogate_masks: int = 32
+    surrogate_masks: int = field_rules.SURROGATE_MASKS.default
     surrogate_keep: float = 0.5
     surrogate_alpha: float = 0.01
     surrogate_folds: int = 4
@@ -257,7 +340,7 @@ class SegmentMethod:
       name, label, short, signed, paper, cost_unit: as SalienceMethod.
       compute: (problem, config) -> SegmentOutput.
       rows: (n_segments, config) -> the ablated prompts it scores (progress total, cost model).
-      count_field, count_unit, default_count: the AblationConfig field of its count, if any.
+      count, count_unit: as SalienceMethod (the rule's name is the AblationConfig field of its count).
     """
 
     name: str
@@ -268,14 +351,14 @@ class SegmentMethod:
     rows: Callable[[int, AblationConfig], int]
     paper: str
     cost_unit: str
-    count_field: str | None = None
+    count: FieldRule | None = None
     count_unit: str | None = None
-    default_count: int = 0
     kind: str = "segment"
     linear: bool = False
 
+    count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
+    default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")
+
     def to_json(self) -> dict:
         """The JSON-able facts of the method (no callables), with the keys of SalienceMethod.to_json."""
-        return {"name": self.name, "label": self.label, "short": self.short, "signed": self.signed,
-                "linear": self.linear, "count_field": self.count_field, "count_unit": self.count_unit,
-                "default_count": self.default_count, "cost_unit": self.cost_unit, "kind": self.kind}
+        return _record_json(self)

@@ -7,41 +7,34 @@ that exact for any span without the vectors: ||sum_{t in S} g_t,i||^2 = 1_S^T G_
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from sequence_salience.methods import shared
-from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-
-
-def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
-    _, grads = shared.target_gradients(inputs, config, cache)  # [T, B, L, D]
-    matrix = grads.norm(dim=-1).permute(1, 0, 2)  # [B, T, L]
-    num_t, batch, seq_len, _ = grads.shape
-    extras = {}
-    if batch * seq_len * num_t * num_t <= config.gram_max_elements:
-        extras["gram"] = torch.einsum("tbld,sbld->blts", grads, grads).cpu().numpy()  # [B, L, T, T]
-    return MethodOutput(matrix=matrix.cpu().numpy(), extras=extras)
+from sequence_salience.methods.base import ResultExtra, SalienceConfig
 
 
 def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
-    """<float>[B, L, D] gradient of the objective -> <float32>[B, L]."""
+    """<float>[..., L, D] gradient of the objective -> <float32>[..., L]."""
     return g.float().norm(dim=-1)
 
 
-compute_span = shared.span_from_gradient(from_gradient)  # (inputs, weights, config, progress=None) -> [B, L]
+def gram(grads: torch.Tensor, config: SalienceConfig) -> dict[str, np.ndarray]:
+    """{"gram": <float32>[B, L, T, T]} from grads <float32>[T, B, L, D]; {} past config.gram_max_elements."""
+    num_t, batch, seq_len, _ = grads.shape
+    if batch * seq_len * num_t * num_t > config.gram_max_elements:
+        return {}
+    return {"gram": torch.einsum("tbld,sbld->blts", grads, grads).cpu().numpy()}  # [B, L, T, T]
+
+
+# The result extra it declares (SalienceResult.extras[GRAM]): <float32>[N, T, T].
+GRAM = "grad_gram"
 
 
 NAME = "grad_norm"
 
-METHOD = SalienceMethod(
-    name=NAME,
-    label="Gradient norm",
-    short="Grad norm",
-    cost_unit="one backward per target (shared with the other gradient-at-the-input methods)",
-    signed=False,
-    linear=False,
-    compute=compute,
-    compute_span=compute_span,
-    paper="https://arxiv.org/abs/1312.6034",
-    from_gradient=from_gradient,
-)
+METHOD = shared.input_gradient_method(
+    NAME, "Gradient norm", "Grad norm", signed=False, linear=False, paper="https://arxiv.org/abs/1312.6034",
+    from_gradient=from_gradient, extras=gram, span_gram=GRAM,
+    result_extras=(ResultExtra(GRAM, "gram", "LTT", "Gram tensor <g_t,i, g_s,i> of the per-target gradients at each"
+                               " token (absent past SalienceConfig.gram_max_elements)"),))

@@ -8,34 +8,14 @@ from __future__ import annotations
 import torch
 
 from sequence_salience.methods import shared
-from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
-
-
-def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
-    _, grads = shared.target_gradients(inputs, config, cache)  # [T, B, L, D]
-    matrix = (grads * inputs.embeds.float()[None]).sum(-1).permute(1, 0, 2)  # [B, T, L]
-    return MethodOutput(matrix=matrix.cpu().numpy())
 
 
 def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
-    """<float>[B, L, D] gradient of the objective -> <float32>[B, L]."""
+    """<float>[..., L, D] gradient of the objective, <float>[..., L, D] input -> <float32>[..., L]."""
     return (g.float() * embeds.float()).sum(-1)
-
-
-compute_span = shared.span_from_gradient(from_gradient)  # (inputs, weights, config, progress=None) -> [B, L]
 
 
 NAME = "grad_x_input"
 
-METHOD = SalienceMethod(
-    name=NAME,
-    label="Gradient × input",
-    short="G×I",
-    cost_unit="one backward per target (shared with the other gradient-at-the-input methods)",
-    signed=True,
-    linear=True,
-    compute=compute,
-    compute_span=compute_span,
-    paper="https://arxiv.org/abs/1605.01713",
-    from_gradient=from_gradient,
-)
+METHOD = shared.input_gradient_method(NAME, "Gradient × input", "G×I", signed=True, linear=True,
+                                      paper="https://arxiv.org/abs/1605.01713", from_gradient=from_gradient)

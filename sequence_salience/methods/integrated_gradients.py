@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sequence_salience import field_rules
 from sequence_salience.methods import paths
-from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
+from sequence_salience.methods.base import (MethodContext, MethodOutput, ModelInputs, ResultExtra, SalienceConfig,
+                                            SalienceMethod)
 from sequence_salience.methods.gradients import target_logprobs
 from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
 
@@ -31,11 +33,11 @@ def _path(inputs: ModelInputs, baseline: torch.Tensor, alphas: torch.Tensor):
     return lambda sl: paths.interpolate(baseline, inputs.embeds, alphas[sl])
 
 
-def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
+def compute(inputs: ModelInputs, config: SalienceConfig, context: MethodContext) -> MethodOutput:
     alphas, weights, baseline = _setup(inputs, config)
-    progress = cache.get("progress")  # counts (target x step) units
+    # context.progress counts (target x step) units
     avg_grads = sampled_target_gradients(inputs, config, config.ig_steps, _path(inputs, baseline, alphas), weights,
-                                         on_units=progress, sizer=cache.get("sizer"))  # [T, B, L, D]
+                                         on_units=context.progress, sizer=context.sizer)  # [T, B, L, D]
     diff = (inputs.embeds - baseline).float()  # [B, L, D]
     ig = (avg_grads * diff[None]).sum(-1).permute(1, 0, 2)  # [B, T, L]
     with torch.no_grad():
@@ -80,20 +82,14 @@ def span_completeness_error(
 
 
 NAME = "integrated_gradients"
+# The result extra it declares (SalienceResult.extras[COMPLETENESS_ERROR]): <float32>[T].
+COMPLETENESS_ERROR = "ig_completeness_error"
 
 METHOD = SalienceMethod(
-    name=NAME,
-    label="Integrated gradients",
-    short="IG",
-    cost_unit="one backward per target per step",
-    count_field="ig_steps",
-    count_unit="steps",
-    default_count=SalienceConfig.ig_steps,
-    progress_counts=True,
-    span_error=span_completeness_error,
-    signed=True,
-    linear=True,
-    compute=compute,
-    compute_span=compute_span,
-    paper="https://arxiv.org/abs/1703.01365",
+    name=NAME, label="Integrated gradients", short="IG", signed=True, linear=True,
+    paper="https://arxiv.org/abs/1703.01365", cost_unit="one backward per target per step",
+    compute=compute, compute_span=compute_span, span_error=span_completeness_error,
+    count=field_rules.IG_STEPS, count_unit="steps", progress_counts=True,
+    result_extras=(ResultExtra(COMPLETENESS_ERROR, "completeness_error", "T", "sum of the attributions minus"
+                               " (log p(x) - log p(baseline)) per target token"),),
 )

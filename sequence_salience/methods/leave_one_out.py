@@ -30,12 +30,7 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
 NAME = "leave_one_out"
 
 METHOD = SegmentMethod(
-    name=NAME,
-    label="Leave one segment out",
-    short="Leave-one-out",
-    signed=True,
-    compute=compute,
-    rows=rows,
+    name=NAME, label="Leave one segment out", short="Leave-one-out", signed=True, compute=compute, rows=rows,
     paper="https://arxiv.org/abs/1311.2901",
     cost_unit="one forward per segment (from the segment on, over the cached prefix)",
 )

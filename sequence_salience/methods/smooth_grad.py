@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sequence_salience.methods.base import MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
+from sequence_salience import field_rules
+from sequence_salience.methods.base import MethodContext, MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
 from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
 
 
@@ -55,10 +56,9 @@ def _noisy(inputs: ModelInputs, samples: int, noise: float, seed: int):
     return lambda sl: noisy[:, sl].reshape(batch * (sl.stop - sl.start), seq_len, dim)
 
 
-def compute(inputs: ModelInputs, config: SalienceConfig, cache: dict) -> MethodOutput:
+def compute(inputs: ModelInputs, config: SalienceConfig, context: MethodContext) -> MethodOutput:
     samples, noise, seed = _settings(config)
-    progress = cache.get("progress")
-    sizer = cache.get("sizer")
+    progress, sizer = context.progress, context.sizer
     units = [0, 0]  # (target x sample) units done, target units reported
 
     def on_units(done: int) -> None:  # progress counts target tokens: report whole ones
@@ -86,17 +86,8 @@ def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: Sali
 
 NAME = "smooth_grad"
 
-METHOD = SalienceMethod(
-    name=NAME,
-    label="SmoothGrad (× input)",
-    short="SmoothGrad",
-    cost_unit="one backward per target per sample",
-    count_field="smooth_grad_samples",
-    count_unit="samples",
-    default_count=SalienceConfig.smooth_grad_samples,
-    signed=True,
-    linear=True,
-    compute=compute,
-    compute_span=compute_span,
-    paper="https://arxiv.org/abs/1706.03825",
-)
+# Progress counts whole target tokens (compute() reports them as its samples finish).
+METHOD = SalienceMethod(name=NAME, label="SmoothGrad (× input)", short="SmoothGrad", signed=True, linear=True,
+                        compute=compute, compute_span=compute_span, paper="https://arxiv.org/abs/1706.03825",
+                        cost_unit="one backward per target per sample", count=field_rules.SMOOTH_GRAD_SAMPLES,
+                        count_unit="samples")

@@ -90,7 +90,7 @@ def test_whole_answer_is_one_backward_equal_to_the_matrices_and_per_token_keeps_
     scale = np.abs(ref.matrices["grad_x_input"].sum(0)).max()
     np.testing.assert_allclose(values["grad_x_input"], ref.matrices["grad_x_input"].sum(0), rtol=1e-3,
                                atol=1e-4 * scale)
-    gram_norm = np.sqrt(np.clip(ref.grad_gram.sum((1, 2)), 0, None))
+    gram_norm = np.sqrt(np.clip(ref.extras["grad_gram"].sum((1, 2)), 0, None))
     np.testing.assert_allclose(values["grad_norm"], gram_norm, rtol=1e-3, atol=1e-4 * gram_norm.max())
 
     before = count.targets

@@ -127,11 +127,10 @@ def test_evaluate_accepts_a_segment_method(tmp_path):
      "leave_one_out is a segment method"),
     (["explain", "--prompt", "x", "--method", ablation_surrogate.NAME, "--heatmap", "m.png"],
      "Fix: drop --heatmap"),
-    (["explain", "--prompt", "x", "--method", ablation_surrogate.NAME, "--ablations", "0"], "--ablations 0"),
     (["explain", "--prompt", "x", "--method", "leave_one_ot"], "Fix: use one of"),
     (["compare", "--prompt-a", "a", "--prompt-b", "b", "--method", leave_one_out.NAME], "Fix: compare with a token"),
     (["evaluate", "--batch", "b.jsonl", "--out", "o", "--method", "nope"], "leave_one_out"),
-], ids=["per-token", "heatmap", "ablations", "unknown", "compare", "evaluate-unknown"])
+], ids=["per-token", "heatmap", "unknown", "compare", "evaluate-unknown"])  # --ablations 0: tests/unit/test_field_rules.py
 def test_segment_method_mistakes_exit_2_with_the_fix_before_loading(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     assert cli.main(args) == cli.EXIT_USAGE

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from werkzeug.test import Client
 
-from lit_app import (client_build, datasets, fields, limits, method_registry, model_group, request_guard, security,
-                     security_config, server, tokens)
+from lit_app import (client_build, datasets, fields, limits, model_group, request_guard, security, security_config,
+                     server, tokens)
+from sequence_salience import field_rules
 from tests.server_process import ServerProcess
 
 PORT = 5432
@@ -364,7 +365,7 @@ def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(li
     # Within the limits the request reaches the model.
     assert preds(c, TOK, {"prompt": "hi", "ig_steps": "4", "max_new_tokens": 6}).status_code == 200
     with pytest.raises(ValueError, match="max_ig_steps"):
-        limits.Limits(max_ig_steps=method_registry.MAX_IG_STEPS + 1)
+        limits.Limits(max_ig_steps=field_rules.IG_STEPS.hi + 1)
 
 
 def test_a_full_server_answers_503_with_retry_after(lit, shared):

@@ -63,7 +63,7 @@ def test_span_run_is_one_forward_and_backward_and_equals_the_full_matrices(folde
     assert result.matrices == {} and meta["matrices"] is False and list(result.spans) == [(t0, t1)]
     np.testing.assert_array_equal(result.ids, reference.ids)
     grads = reference.matrices["grad_x_input"][t0:t1].sum(0)
-    gram = reference.grad_gram[:, t0:t1, t0:t1].sum((1, 2))
+    gram = reference.extras["grad_gram"][:, t0:t1, t0:t1].sum((1, 2))
     np.testing.assert_allclose(result.spans[(t0, t1)]["grad_x_input"], grads, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(result.spans[(t0, t1)]["grad_norm"], np.sqrt(np.clip(gram, 0, None)),
                                rtol=1e-4, atol=1e-6)
@@ -89,8 +89,8 @@ def test_per_token_without_a_gram_tensor_adds_the_grad_norm_span_directly(folder
     assert _explain(folder, "--per-token", "--json", str(out)) == cli.EXIT_OK
     assert count.targets == reference.num_targets + 1
     result = display.load(out)
-    assert result.grad_gram is None and set(result.matrices) == set(METHODS)
-    expected = np.sqrt(np.clip(reference.grad_gram.sum((1, 2)), 0, None))
+    assert "grad_gram" not in result.extras and set(result.matrices) == set(METHODS)
+    expected = np.sqrt(np.clip(reference.extras["grad_gram"].sum((1, 2)), 0, None))
     np.testing.assert_allclose(result.span_salience("grad_norm"), expected, rtol=1e-4, atol=1e-6)
 
 

@@ -401,7 +401,7 @@ def test_ig_completeness_beyond_the_tolerance_is_a_warning_in_html_and_terminal(
 
     r = results["plain"]
     view = display.make_view(r, "integrated_gradients", "word")
-    err = float(np.sum(r.ig_completeness_error, dtype=np.float64))
+    err = float(np.sum(r.extras["ig_completeness_error"], dtype=np.float64))
     total = float(np.sum(token_values(r, "integrated_gradients", 0, r.num_targets), dtype=np.float64))
     assert view.completeness_relative == pytest.approx(abs(err) / abs(total - err), rel=1e-9)
     assert view.completeness_relative > IG_TOLERANCE  # 4 steps on a random model: far off
@@ -414,3 +414,37 @@ def test_ig_completeness_beyond_the_tolerance_is_a_warning_in_html_and_terminal(
     console.print(renderable(view))
     assert "Raise --ig-steps" in console.export_text()
     assert display.make_view(r, "grad_x_input", "word").completeness_relative is None
+
+
+def test_result_extras_are_declared_by_the_methods_and_saved(llama, tmp_path):
+    """grad_norm and IG declare their extras; a result keeps them under those names, and JSON keeps them."""
+    declared = {m: [e.name for e in ss.get_method(m).result_extras] for m in ss.list_methods()}
+    assert declared == {"grad_norm": ["grad_gram"], "grad_x_input": [], "integrated_gradients":
+                        ["ig_completeness_error"], "smooth_grad": []}
+    assert "grad_gram" not in {f.name for f in dataclasses.fields(ss.SalienceResult)}
+    r = ss.compute_salience(llama, "Alice has two apples.", " Bob has one.", methods=("grad_x_input",))
+    assert dict(r.extras) == {}  # neither method ran
+    r = ss.compute_salience(llama, "Alice has two apples.", " Bob has one.",
+                            methods=("grad_norm", "integrated_gradients"), config=ss.SalienceConfig(ig_steps=4))
+    n, t = len(r.ids), r.num_targets
+    assert r.extras["grad_gram"].shape == (n, t, t) and r.extras["ig_completeness_error"].shape == (t,)
+    back = ss.SalienceResult.load(r.to_json(tmp_path / "r.json"))
+    for name, value in r.extras.items():
+        np.testing.assert_array_equal(back.extras[name], value)
+
+
+def test_files_saved_before_the_extras_load_into_extras(llama):
+    """tests/data/result_before_extras.json was written by the library when grad_gram and
+    ig_completeness_error were fields of the result (main 31e90a1, tiny llama seed 0, ig_steps=4)."""
+    path = pathlib.Path(__file__).parent.parent / "data" / "result_before_extras.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))["result"]
+    assert "extras" not in raw and "grad_gram" in raw  # the old layout
+    old = ss.SalienceResult.load(path)
+    now = ss.compute_salience(llama, "Alice has two apples.", " Bob has one.",
+                              methods=("grad_norm", "integrated_gradients"), config=ss.SalienceConfig(ig_steps=4))
+    assert set(old.extras) == {"grad_gram", "ig_completeness_error"}
+    for name in old.extras:
+        np.testing.assert_allclose(old.extras[name], now.extras[name], rtol=1e-5, atol=1e-7)
+    gram = old.extras["grad_gram"][:, 1:4, 1:4].sum((1, 2))  # [N]: the norm of the summed gradients, squared
+    np.testing.assert_allclose(old.span_salience("grad_norm", 1, 4), np.sqrt(np.clip(gram, 0, None)), rtol=1e-6)
+    assert old.has_span("grad_norm", 1, 4)

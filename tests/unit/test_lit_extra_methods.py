@@ -12,8 +12,9 @@ import time
 import numpy as np
 import pytest
 
+from sequence_salience import field_rules
 import sequence_salience as ss
-from lit_app import errors, fields, inputs, limits, method_registry, model_group, shared_model
+from lit_app import errors, fields, inputs, limits, model_group, shared_model
 from lit_app.limits import Limits, Rejected
 from tests.unit.tiny_models import tiny_llama, wrap
 
@@ -26,8 +27,8 @@ PROMPT, TARGET = "The capital of France is", " Paris. The capital"
     pytest.param({SG: ""}, {fields.IG_STEPS: 0, SG: 0}, id="empty"),
     pytest.param({SG: 8}, {fields.IG_STEPS: 0, SG: 8}, id="int"),
     pytest.param({SG: "8", fields.IG_STEPS: 4.0}, {fields.IG_STEPS: 4, SG: 8}, id="string-and-float"),
-    pytest.param({SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES},
-                 {fields.IG_STEPS: 0, SG: method_registry.MAX_SMOOTH_GRAD_SAMPLES}, id="maximum"),
+    pytest.param({SG: field_rules.SMOOTH_GRAD_SAMPLES.hi},
+                 {fields.IG_STEPS: 0, SG: field_rules.SMOOTH_GRAD_SAMPLES.hi}, id="maximum"),
 ])
 def test_extra_counts(data, expected):
     assert inputs.extra_counts(data) == expected
@@ -37,7 +38,7 @@ def test_extra_counts(data, expected):
     pytest.param(SG, -1, id="sg-negative"),
     pytest.param(SG, 1.5, id="sg-fraction"),
     pytest.param(SG, "many", id="sg-text"),
-    pytest.param(SG, method_registry.MAX_SMOOTH_GRAD_SAMPLES + 1, id="sg-too-many"),
+    pytest.param(SG, field_rules.SMOOTH_GRAD_SAMPLES.hi + 1, id="sg-too-many"),
     pytest.param(fields.IG_STEPS, -3, id="ig-negative"),
 ])
 def test_bad_counts_are_one_line_errors_naming_the_field_and_the_fix(field, value):
@@ -72,7 +73,7 @@ def test_http_limit_on_samples():
         assert e.value.status == 400
         assert f'field "{SG}"' in e.value.message and "0 (off) to 4 (--max_smooth_grad_samples)" in e.value.message
     with pytest.raises(ValueError, match="max_smooth_grad_samples"):
-        Limits(max_smooth_grad_samples=method_registry.MAX_SMOOTH_GRAD_SAMPLES + 1)
+        Limits(max_smooth_grad_samples=field_rules.SMOOTH_GRAD_SAMPLES.hi + 1)
     with pytest.raises(ValueError, match="max_smooth_grad_samples"):
         Limits(max_smooth_grad_samples=0)
 

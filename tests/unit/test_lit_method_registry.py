@@ -63,7 +63,7 @@ def test_a_counted_method_without_lit_facts_is_refused_by_name():
     del facts["smooth_grad"]
     with pytest.raises(RuntimeError, match=r"without LIT facts \['smooth_grad'\].*Fix: give every"):
         method_registry.extra_methods(facts)
-    stray = {**method_registry.LIT_FACTS, "grad_norm": method_registry.LitFacts("gn", "gn_matrix", 4)}
+    stray = {**method_registry.LIT_FACTS, "grad_norm": method_registry.LitFacts("gn", "gn_matrix")}
     with pytest.raises(RuntimeError, match=r"without a count \['grad_norm'\]"):
         method_registry.extra_methods(stray)
 

@@ -12,6 +12,7 @@ import threading
 import numpy as np
 import pytest
 
+from sequence_salience import field_rules
 from sequence_salience import explain as ex
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
@@ -53,7 +54,7 @@ def test_segment_request_defaults_and_what_changes_the_job():
     pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "regex", fields.PATTERN: "(a"},
                  fields.PATTERN, id="bad-pattern"),
     pytest.param({fields.SEGMENT_METHOD: "ablation_surrogate", MASKS: 0}, MASKS, id="no-masks"),
-    pytest.param({fields.SEGMENT_METHOD: "ablation_surrogate", MASKS: method_registry.MAX_SURROGATE_MASKS + 1},
+    pytest.param({fields.SEGMENT_METHOD: "ablation_surrogate", MASKS: field_rules.SURROGATE_MASKS.hi + 1},
                  MASKS, id="too-many-masks"),
     pytest.param({fields.SEGMENT_METHOD: "leave_one_out", fields.TARGET_SPAN: "3:1"}, fields.TARGET_SPAN,
                  id="span"),

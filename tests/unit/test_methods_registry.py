@@ -29,7 +29,7 @@ def test_every_method_declares_its_facts(name):
         assert m.count_unit in COUNT_UNITS and m.default_count > 0
         # The count is a SalienceConfig field, and its default is that field's default.
         assert CONFIG_DEFAULTS[m.count_field] == m.default_count
-        assert m.count(SalienceConfig(**{m.count_field: 3})) == 3
+        assert m.count_in(SalienceConfig(**{m.count_field: 3})) == 3
 
 
 def test_names_labels_and_count_fields_are_unique():

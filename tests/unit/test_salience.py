@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import sequence_salience as ss
-from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.methods.base import MethodContext, SalienceConfig, SharedWork
 from sequence_salience.methods import paths
 from sequence_salience.salience import build_inputs
 from tests.unit.reference import reference_salience
@@ -40,7 +40,7 @@ def test_all_methods_match_per_target_reference(tiny_lm, prompt, target):
     for method in METHODS:
         np.testing.assert_allclose(result.matrices[method], ref[method], rtol=1e-5, atol=1e-7, err_msg=method)
     np.testing.assert_allclose(result.target_logprobs, ref["logp"], rtol=1e-5)
-    np.testing.assert_allclose(result.ig_completeness_error, ref["ig_delta"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(result.extras["ig_completeness_error"], ref["ig_delta"], rtol=1e-4, atol=1e-6)
 
 
 def test_salience_is_zero_at_and_after_the_predicting_position(tiny_lm):
@@ -89,10 +89,31 @@ def test_hand_derived_toy_values():
     }
     config = SalienceConfig(ig_steps=64)
     for method, values in expected.items():
-        out = ss.get_method(method).compute(inputs, config, {})
+        out = ss.get_method(method).compute(inputs, config, MethodContext())
         np.testing.assert_allclose(out.matrix[0, 0], values, rtol=1e-6, atol=1e-12, err_msg=method)
-    ig = ss.get_method("integrated_gradients").compute(inputs, config, {})
+    ig = ss.get_method("integrated_gradients").compute(inputs, config, MethodContext())
     assert abs(ig.extras["completeness_error"][0, 0]) < 1e-9
+
+
+def test_method_context_shares_one_backward_and_reports_progress():
+    """Two gradient-at-the-input methods handed one SharedWork run one backward: the second reads the
+    first's gradients (the same tensor object), and each method's progress callback gets its units."""
+    model = _BagOfEmbeddings()
+    lm = ss.from_modules(model, tokenizer=None, name="toy")
+    inputs = build_inputs(lm, [([0, 0, 1], [1, 0])])  # T = 2 target tokens
+    config = SalienceConfig()
+    work = SharedWork()
+    units: list[int] = []
+    norm = ss.get_method("grad_norm").compute(inputs, config, MethodContext(progress=units.append, shared=work))
+    first = work.target_gradients
+    assert first is not None and sum(units) == 2  # one unit per target token
+    units.clear()
+    xin = ss.get_method("grad_x_input").compute(inputs, config, MethodContext(progress=units.append, shared=work))
+    assert work.target_gradients is first and units == []  # no second backward
+    fresh = ss.get_method("grad_x_input").compute(inputs, config, MethodContext())
+    np.testing.assert_array_equal(xin.matrix, fresh.matrix)
+    _, grads = first  # [T, B, L, D]
+    np.testing.assert_allclose(norm.matrix, grads.norm(dim=-1).permute(1, 0, 2).numpy(), rtol=1e-12)
 
 
 # --------------------------------------------------------------------------- IG convergence
@@ -113,7 +134,7 @@ def test_ig_completeness_error_shrinks_with_steps(tiny_lm, rule, steps):
     for n in steps:
         r = ss.compute_salience(tiny_lm, *PROMPTS[1], methods=("integrated_gradients",),
                                 config=SalienceConfig(ig_steps=n, ig_rule=rule))
-        errors.append(float(np.abs(r.ig_completeness_error).max()))
+        errors.append(float(np.abs(r.extras["ig_completeness_error"]).max()))
     assert errors[0] > 10 * floor, errors  # the coarse rule is visibly wrong ...
     assert errors[1] < errors[0] and errors[2] <= max(errors[1], floor), errors  # ... and refining helps
     assert errors[2] < 0.2 * errors[0], errors
@@ -131,7 +152,7 @@ def test_quadrature_weights_integrate_polynomials(rule):
 def test_ig_baselines_satisfy_completeness(tiny_lm, baseline):
     r = ss.compute_salience(tiny_lm, *PROMPTS[1], methods=("integrated_gradients",),
                             config=SalienceConfig(ig_steps=128, ig_baseline=baseline))
-    assert np.abs(r.ig_completeness_error).max() < 0.02
+    assert np.abs(r.extras["ig_completeness_error"]).max() < 0.02
 
 
 # --------------------------------------------------------------------------- invariances
@@ -147,7 +168,7 @@ def test_batched_equals_one_by_one(tiny_lm, padding_side):
         assert got.tokens == single.tokens
         for method in ALL_METHODS:
             np.testing.assert_allclose(got.matrices[method], single.matrices[method], rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(got.grad_gram, single.grad_gram, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(got.extras["grad_gram"], single.extras["grad_gram"], rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("method", ALL_METHODS)

@@ -83,14 +83,14 @@ def test_sliced_matrices_equal_unsliced_and_the_reference(tiny_lm, script):
     for method in METHODS:
         np.testing.assert_allclose(sliced.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7,
                                    err_msg=method)
-    np.testing.assert_allclose(sliced.grad_gram, plain.grad_gram, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(sliced.ig_completeness_error, plain.ig_completeness_error, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(sliced.extras["grad_gram"], plain.extras["grad_gram"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sliced.extras["ig_completeness_error"], plain.extras["ig_completeness_error"], rtol=1e-4, atol=1e-6)
     ref = reference_salience(tiny_lm.model, sliced.ids.tolist(), sliced.n_prompt_tokens, ig_steps=CONFIG.ig_steps,
                              keep_gradients=True)
     for method in ("grad_norm", "grad_x_input", "integrated_gradients"):
         np.testing.assert_allclose(sliced.matrices[method], ref[method], rtol=1e-5, atol=1e-7, err_msg=method)
     gram = np.einsum("tld,sld->lts", ref["gradients"], ref["gradients"])  # [N, T, T]
-    np.testing.assert_allclose(sliced.grad_gram, gram, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(sliced.extras["grad_gram"], gram, rtol=1e-4, atol=1e-7)
 
 
 def test_real_clock_slices_give_the_same_matrices(tiny_lm):
@@ -142,7 +142,7 @@ def test_pauses_inside_each_backward_leave_the_matrices_unchanged(tiny_lm):
     for method in METHODS:
         np.testing.assert_allclose(sliced.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7,
                                    err_msg=method)
-    np.testing.assert_allclose(sliced.grad_gram, plain.grad_gram, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sliced.extras["grad_gram"], plain.extras["grad_gram"], rtol=1e-5, atol=1e-7)
 
 
 def test_an_urgent_request_pauses_at_the_next_layer_boundary_before_the_slice_ends(tiny_lm):

@@ -42,7 +42,7 @@ def _result(matrix: np.ndarray) -> SalienceResult:
     return SalienceResult(
         text="ab", prompt_end=1, ids=np.arange(N), tokens=("a",) * N, offsets=np.zeros((N, 2), np.int64),
         special=np.zeros(N, bool), n_prompt_tokens=N - T, target_logprobs=np.zeros(T, np.float32),
-        matrices={grad_norm.NAME: matrix}, grad_gram=None, ig_completeness_error=None, role_spans=(),
+        matrices={grad_norm.NAME: matrix}, role_spans=(),
         config=SalienceConfig())
 
 

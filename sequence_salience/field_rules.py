@@ -1,0 +1,126 @@
+"""The rule of every number a user sets (steps, samples, ablations, lengths, tolerances), declared once.
+
+A rule is one field seen from every edge, with one name, type, range, default and help line:
+
+* the config attribute it sets: `name` (SalienceConfig, AblationConfig, FaithfulnessConfig and
+  GenerationConfig take their defaults from here);
+* the CLI flag `cli_flag` (--<name with dashes>, unless `flag` says otherwise):
+  sequence_salience/cli/parser.py `add_flag` reads its type, default, help and range; argparse
+  refuses a value out of range, naming the flag and the range;
+* the LIT input field `name`: lit_app/fields.py builds its LIT spec (`default`, `min_val`,
+  `max_val`), lit_app/inputs.py parses it and lit_app/limits.py checks it at the HTTP edge (where a
+  server flag --max_<name> may lower `hi`) with `parse`; the browser reads a counted method's `hi`
+  as `max_count` in the published method registry (lit_app/method_registry.py).
+
+A counted method's rule is also its registry record's `count` (methods/base.py): IG's steps,
+SmoothGrad's samples, the surrogate's ablations. `RULES` lists every rule by name.
+
+To add a field: declare its FieldRule here (and add it to RULES); give the config that holds it
+`default=<RULE>.default`; add the flag with `cli.parser.add_flag(parser, RULE)`; in the LIT layer
+add `fields.integer_spec(RULE)` (or `scalar_spec`) to the model's input spec and read it with
+`inputs.rule_field(ex, RULE)`. tests/unit/test_field_rules.py then checks every edge against it.
+This module imports nothing of the library, so every layer may read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+
+class FieldError(ValueError):
+    """A value its rule refuses; the message is the fix ("use a whole number from 1 to 256")."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldRule:
+    """One user-set number (see the module docstring).
+
+    Attributes:
+      name: the config attribute, the LIT input field and (dashes for underscores) the CLI flag.
+      type: int (a whole number) or float.
+      default: the value when the field is absent.
+      lo, hi: the allowed range, both ends included (`lo` excluded when `lo_open`).
+      help: one line: what the number counts or bounds.
+      flag: the CLI flag when it is not --<name with dashes>.
+      lo_open: `lo` itself is refused (a tolerance must be above 0).
+    """
+
+    name: str
+    type: type
+    default: int | float
+    lo: int | float
+    hi: int | float
+    help: str
+    flag: str | None = None
+    lo_open: bool = False
+
+    def __post_init__(self):
+        if self.type not in (int, float):
+            raise TypeError(f"FieldRule {self.name}: type is {self.type!r}; use int or float.")
+        if self.parse(self.default) != self.default:
+            raise ValueError(f"FieldRule {self.name}: the default {self.default!r} is outside its own range.")
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def allowed(self, hi: int | float | None = None, off: bool = False) -> str:
+        """What to use, for a message: "a whole number from 1 to 256" ("from 0 (off)" when `off`)."""
+        hi = self.hi if hi is None else hi
+        if self.type is int:
+            return f"a whole number from {'0 (off)' if off else self.lo} to {hi}"
+        return f"a number {'above' if self.lo_open else 'from'} {self.lo:g} {'and at most' if self.lo_open else 'to'} {hi:g}"
+
+    def parse(self, value: Any, hi: int | float | None = None, off: bool = False) -> int | float:
+        """`value` (a number, or its text: 3, 3.0, "3"; booleans are not numbers) as the rule's type,
+        within [lo, hi]; `hi` lowers the upper end (a server's limit); `off`: 0 is accepted too (a
+        counted method switched off). Raises FieldError("<value>; use ...") otherwise."""
+        hi = self.hi if hi is None else hi
+        number = _number(value)
+        fix = f"{value!r}; use {self.allowed(hi, off)}"
+        if number is None or (self.type is int and not number.is_integer()):
+            raise FieldError(fix)
+        if off and number == 0:
+            return 0
+        if not (self.lo < number if self.lo_open else self.lo <= number) or number > hi:
+            raise FieldError(fix)
+        return int(number) if self.type is int else number
+
+
+def _number(value: Any) -> float | None:
+    """A finite float for 3, 3.5, "3", " 0.5 "; None for booleans, NaN, infinities and anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+# --------------------------------------------------------------------------- the methods' counts
+IG_STEPS = FieldRule("ig_steps", int, 16, 1, 256, "integrated gradients: integration steps (one backward per target"
+                     " per step)")
+SMOOTH_GRAD_SAMPLES = FieldRule("smooth_grad_samples", int, 8, 1, 256, "SmoothGrad: noisy samples (one backward per"
+                                " target per sample)")
+# ContextCite's default is 64; 32 here: on the shipped rows 64 were no more faithful, at twice the cost.
+SURROGATE_MASKS = FieldRule("surrogate_masks", int, 32, 1, 256, "ablation surrogate: random ablations it is fitted on"
+                            " (one forward each)", flag="--ablations")
+
+# --------------------------------------------------------------------------- generation and explanation tests
+MAX_NEW_TOKENS = FieldRule("max_new_tokens", int, 64, 1, 1024, "longest generated response, in tokens")
+CURVE_STEPS = FieldRule("steps", int, 10, 1, 50, "faithfulness curves: points after the start (segments removed or"
+                        " inserted in that many steps)")
+IG_TOLERANCE = FieldRule("ig_tolerance", float, 0.05, 0.0, 1.0, "largest relative IG completeness error (0.05 = 5 %)",
+                         lo_open=True)
+# The explain model's "ig_auto" test reads `ig_steps` as the most steps it tries (its own default).
+IG_AUTO_MAX_STEPS = dataclasses.replace(IG_STEPS, default=64, help="IG auto steps: the most integration steps tried")
+
+RULES: dict[str, FieldRule] = {r.name: r for r in (IG_STEPS, SMOOTH_GRAD_SAMPLES, SURROGATE_MASKS, MAX_NEW_TOKENS,
+                                                    CURVE_STEPS, IG_TOLERANCE)}
