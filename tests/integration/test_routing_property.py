@@ -17,7 +17,7 @@ be one refusal (400, or 403 for a foreign Host) for every probe, or equal the ca
 read or write a file outside the data folder.
 
 Spellings tried by hand (and their answers, which the property covers) are in
-SPELLINGS_TRIED below and in docs/architecture.md.
+SPELLINGS_TRIED below.
 """
 
 from __future__ import annotations

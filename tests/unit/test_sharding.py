@@ -3,7 +3,10 @@
 This machine has no GPU, so the model is split between CPU memory and disk offload
 (accelerate keeps offloaded weights on disk and loads each module's weights for its
 forward through hooks): the same dispatch hooks that move activations between GPUs,
-but not true multi-device execution (see docs/architecture.md for what that leaves untested).
+but not true multi-device execution: execution across two GPUs has not been run. The top-level
+module returns its outputs to the input device, so salience only needs `lm.device`; the embedding
+table must stay in memory (an offloaded one is a SalienceError); code that reads other weights
+directly (inside/: FFN value vectors, the unembedding) sees `meta` tensors for modules offloaded to disk.
 """
 
 from __future__ import annotations
