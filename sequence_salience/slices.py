@@ -38,6 +38,14 @@ layer and the softmax over the vocabulary (one op, no layer boundary inside) gro
 the targets per chunk, and a click waits for it: with 2 s chunks (10-12 targets) a click
 during the job took 1.55x (span) / 1.89x (trace) its idle time, with 0.5 s chunks 1.10x /
 1.08x (benchmarks/bench_interactive.py, docs/benchmarks.md).
+
+With pauses inside passes a chunk is never fewer than `min_chunk_targets` (4) targets, whatever the clock
+says. A chunk sized only from the clock fell to one target as soon as one target's backward took longer than
+`chunk_s`, which is every backward on a loaded machine (the wall clock counts the time other processes hold
+the cores). One target per backward re-reads every weight matrix for a single gradient row: on the
+chain-of-thought row (64 targets) at load ~10 on 2 cores that was 489 s against 185 s unsliced (2.6x), the
+"7-8.5 minutes" of issue 35. A click does not wait for the longer chunk (it is served at the next layer
+boundary); four targets stay below the 10-12 whose output-layer op made a click wait 1.55x.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ from collections.abc import Callable, Iterator
 
 DEFAULT_SLICE_S = 0.25
 DEFAULT_CHUNK_S = 0.5
+# Fewest targets per batched backward when passes pause inside (module docstring).
+DEFAULT_MIN_CHUNK_TARGETS = 4
 
 
 class SliceSizer:
@@ -67,11 +77,13 @@ class SliceSizer:
       urgent: optional check, called at every layer boundary inside a pass; when it returns
         True (e.g. a click waits for the model) `between` runs there at once instead of at the
         end of the slice. It must be cheap (it runs once per layer).
+      min_chunk_targets: the fewest targets per batched backward when `between` is set (`chunk_units`),
+        whatever the clock measured (module docstring: a loaded machine).
     """
 
     def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
                  between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S,
-                 urgent: Callable[[], bool] | None = None):
+                 urgent: Callable[[], bool] | None = None, min_chunk_targets: int = DEFAULT_MIN_CHUNK_TARGETS):
         if not target_s > 0:
             raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.25).")
         if not chunk_s > 0:
@@ -79,6 +91,7 @@ class SliceSizer:
         self.target_s = float(target_s)
         self.chunk_s = float(chunk_s)
         self.urgent = urgent
+        self.min_chunk_targets = max(1, int(min_chunk_targets))
         self.clock = clock
         self.between = between
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
@@ -92,13 +105,17 @@ class SliceSizer:
         """Units for the next slice: 1 ..= cap (steps or samples per forward; targets without `between`)."""
         return self._fit(self.target_s, cap)
 
-    def chunk_units(self, cap: int) -> int:
+    def chunk_units(self, cap: int, rows: int = 1) -> int:
         """Units (target rows) for the next batched backward: 1 ..= cap.
 
         Sized to `max(chunk_s, target_s)` when `between` pauses inside the backward (a
-        click then waits at most `target_s` plus one layer), else to `target_s`, as `units`.
+        click then waits at most `target_s` plus one layer), and then never fewer than
+        `min_chunk_targets` targets of `rows` rows each (capped by `cap`); else to `target_s`, as `units`.
         """
-        return self._fit(max(self.chunk_s, self.target_s) if self.between is not None else self.target_s, cap)
+        if self.between is None:
+            return self._fit(self.target_s, cap)
+        fit = self._fit(max(self.chunk_s, self.target_s), cap)
+        return max(fit, min(max(1, int(cap)), self.min_chunk_targets * max(1, int(rows))))
 
     def _fit(self, seconds: float, cap: int) -> int:
         cap = max(1, int(cap))

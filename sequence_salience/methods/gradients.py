@@ -151,7 +151,8 @@ def per_target_gradients(
             if sizer is None:
                 c = min(chunk_size, num_targets - c0)
             else:
-                c = max(1, min(chunk_size, num_targets - c0, sizer.chunk_units(chunk_size * num_rows) // num_rows))
+                fit = sizer.chunk_units(chunk_size * num_rows, num_rows) // num_rows
+                c = max(1, min(chunk_size, num_targets - c0, fit))
                 start, paused = sizer.clock(), sizer.paused_s
             grad_out = torch.zeros(c, num_rows, num_targets, device=logp.device)  # [c, M, T]
             ar = torch.arange(c, device=logp.device)

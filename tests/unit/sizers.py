@@ -17,5 +17,5 @@ class ScriptedSizer(SliceSizer):
     def units(self, cap: int) -> int:
         return max(1, min(cap, next(self._script)))
 
-    def chunk_units(self, cap: int) -> int:
+    def chunk_units(self, cap: int, rows: int = 1) -> int:
         return self.units(cap)

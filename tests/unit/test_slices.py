@@ -44,7 +44,8 @@ def test_chunks_of_targets_are_longer_only_when_backward_passes_pause_inside():
     plain.record(1, 0.1)  # 0.1 s per target row
     assert plain.units(64) == 2 and plain.chunk_units(64) == 2  # no pauses inside: chunk = slice
     pausing = SliceSizer(0.25, clock=lambda: now[0], between=lambda: None, chunk_s=2.0)
-    assert pausing.chunk_units(64) == 1  # nothing measured yet
+    assert pausing.chunk_units(64) == 4 and pausing.chunk_units(64, rows=3) == 12  # nothing measured: the floor
+    assert pausing.chunk_units(2) == 2  # the floor never exceeds the cap (memory)
     pausing.record(1, 0.1)
     assert pausing.units(64) == 2  # steps / samples per forward still follow the slice
     assert pausing.chunk_units(64) == 20 and pausing.chunk_units(7) == 7  # 2.0 s / 0.1 s, capped
@@ -53,6 +54,21 @@ def test_chunks_of_targets_are_longer_only_when_backward_passes_pause_inside():
     assert slow.chunk_units(64) == 30  # never shorter than a slice
     with pytest.raises(ValueError, match="chunk_s"):
         SliceSizer(0.25, chunk_s=0)
+
+
+def test_a_loaded_machine_keeps_backwards_batched_when_passes_pause_inside():
+    # Issue 35: when one target's backward takes longer than chunk_s on the wall clock (a loaded machine),
+    # the chunk fell to one target: T backwards of one gradient row each (2.6x the unsliced time measured on
+    # the chain-of-thought row). With pauses inside passes (a click does not wait for the chunk) it keeps
+    # min_chunk_targets targets.
+    now = [0.0]
+    pausing = SliceSizer(0.25, clock=lambda: now[0], between=lambda: None, chunk_s=0.5)
+    pausing.record(1, 8.0)  # one target row took 8 s: 16x chunk_s
+    assert pausing.chunk_units(64) == 4 and pausing.chunk_units(64, rows=2) == 8
+    assert SliceSizer(0.25, clock=lambda: now[0], between=lambda: None, min_chunk_targets=6).chunk_units(64) == 6
+    plain = SliceSizer(0.25, clock=lambda: now[0])  # no pauses inside: a chunk is a slice, as before
+    plain.record(1, 8.0)
+    assert plain.chunk_units(64) == 1
 
 
 def test_batches_follow_the_sizer_and_cover_every_step_once():
@@ -163,6 +179,20 @@ def test_no_pause_before_the_slice_ends_when_nothing_is_urgent(tiny_lm):
     ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG, slice_s=sizer,
                         between_slices=lambda: pauses.append(1))
     assert pauses == [] and sizer.pauses == 0
+
+
+def test_gradient_matrices_on_a_loaded_machine_take_a_quarter_of_the_backwards(tiny_lm):
+    # Every clock reading a second later: each target's backward looks 2x longer than chunk_s, as on a
+    # loaded machine. Before issue 35's fix each backward did one target (sizes == [1] * T).
+    sizer = SliceSizer(0.4, clock=_ticking_clock())
+    result = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"), config=CONFIG,
+                                 slice_s=sizer, between_slices=lambda: None)
+    t = result.num_targets
+    assert t >= 5
+    assert sizer.sizes == [4] * (t // 4) + ([t % 4] if t % 4 else [])  # ceil(T / 4) backwards
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"), config=CONFIG)
+    for method in ("grad_norm", "grad_x_input"):
+        np.testing.assert_allclose(result.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7)
 
 
 def test_a_click_computed_on_another_thread_during_a_pause_changes_neither_result():
