@@ -580,7 +580,8 @@ COMPARE_MODEL = f"_{MODEL}_compare"
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": -1}, '"steps"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": 100000}, '"steps"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": "abc"}, '"steps"'),
-    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": "3.0"}, '"steps"'),  # int("3.0") was a 500
+    (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "steps": "3.5"}, '"steps"'),  # int("3.0") was a 500; "3.0"
+    # is 3 now, as for every number rule (sequence_salience/field_rules.py), and a fraction is refused
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": -1},
      '"ig_tolerance"'),
     (EXPLAIN_MODEL, {"prompt": "hi", "target": " x", "explain_action": "ig_auto", "ig_tolerance": "abc"},
