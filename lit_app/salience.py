@@ -243,13 +243,14 @@ class SalienceModel(Wrapper):
         t0, t1 = requested if requested is not None else (0, None)
 
         # What `detail="span_progress"` polls read while this runs (the page shows % and time left).
+        # Its clock starts now (not at the first report): the first report's measured cost per unit
+        # then includes the first batch, so the estimate is not "about 1 s left" at 50 %.
         progress_job = progressive.Job(group, "span", run=lambda _job: None)
+        progress_job.state, progress_job.started = progressive.RUNNING, progress_job.clock()
         self._span_jobs().clear()  # one selection at a time: an older datapoint's entry is stale
         self._span_jobs()[group] = progress_job
 
         def report(_method: str, done: int, total: int) -> None:
-            if progress_job.started is None:
-                progress_job.state, progress_job.started = progressive.RUNNING, time.monotonic()
             progress_job.report(done, total)
 
         try:
@@ -265,8 +266,6 @@ class SalienceModel(Wrapper):
         except Exception as e:
             progress_job.state, progress_job.error, progress_job.finished = progressive.ERROR, str(e), time.monotonic()
             raise
-        if progress_job.started is None:
-            progress_job.started = time.monotonic()
         progress_job.state, progress_job.finished = progressive.DONE, time.monotonic()
         complete = shared.cached_salience(chat, target)
         if complete is not None:
