@@ -187,6 +187,32 @@ describe('SalienceController', () => {
     ctl.dispose();
   });
 
+  it('refuses a count outside the allowed range in words, sends nothing, and keeps the last count (issue 35)', async () => {
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['target_span'] === undefined) return [{salience: payload()}];
+      return [{span_salience: {integrated_gradients: Array(N).fill(c.input.data['ig_steps'])}, salience: {}}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    await vi.runAllTimersAsync();
+    const sent = calls.length;
+    for (const typed of ['0', '300', '100000']) {
+      ctl.enterCount('integrated_gradients', typed);
+      await vi.runAllTimersAsync();
+      expect(ctl.countErrors['integrated_gradients']).toBe(
+          `IG steps must be a whole number from 1 to 256, not ${typed}; still using 16.`);
+    }
+    expect(calls.length).toBe(sent);
+    expect(ctl.counts['integrated_gradients']).toBe(16);
+    ctl.enterCount('integrated_gradients', '4');
+    await vi.runAllTimersAsync();
+    expect(ctl.countErrors['integrated_gradients']).toBeUndefined();
+    expect(calls[calls.length - 1].input.data).toMatchObject({ig_steps: 4});
+    expect(Array.from(ctl.tokenValues()!)).toEqual(Array(N).fill(4));
+    ctl.dispose();
+  });
+
   it('polls the background matrices and merges them when they are done', async () => {
     const full = payload();
     const {host, calls} = fakeHost((c) => {

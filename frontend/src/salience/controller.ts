@@ -21,7 +21,7 @@ import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/r
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
         type StreamStatus} from './payload.js';
-import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, segmentInput, segmentKey,
+import {explainsGeneration, extraKey, jobKind, matrixInput, parseCount, pollInput, quickInput, segmentInput, segmentKey,
         spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
@@ -100,6 +100,8 @@ export class SalienceController {
   method = '';
   /** Step / sample count of each method computed on request (IG steps, SmoothGrad samples). */
   counts: Record<string, number> = {};
+  /** Per extra method, the refusal of the count last typed (enterCount); absent once a count is accepted. */
+  countErrors: Record<string, string> = {};
   /** Whether the user asked for an extra method's full per-token matrix (else it is computed per span). */
   perToken: Record<string, boolean> = {};
   span: TargetSpan = {t0: 0, t1: 0};
@@ -310,9 +312,25 @@ export class SalienceController {
     this.host.changed();
   }
 
+  /** A count the user typed for an extra method: set when parseCount accepts it, else refused in words with
+   * the allowed range (`countErrors`; the map keeps the last accepted count, and no request is sent). */
+  enterCount(name: string, text: string) {
+    const info = this.reg?.extra(name);
+    if (info === undefined) return;
+    const parsed = parseCount(text, info);
+    if (typeof parsed === 'number') {
+      this.setCount(name, parsed);
+      return;
+    }
+    this.countErrors = {...this.countErrors, [name]: `${parsed}; still using ${this.counts[name] ?? info.default_count}.`};
+    this.host.changed();
+  }
+
   /** A new step / sample count for an extra method (already checked by parseCount). */
   setCount(name: string, count: number) {
     if (this.method === name) this.markAction('method');
+    const {[name]: _refused, ...others} = this.countErrors;
+    this.countErrors = others;
     this.counts = {...this.counts, [name]: count};
     this.clearSideError();
     this.ensureData();

@@ -88,10 +88,17 @@ export function matrixInput(reg: MethodRegistry, input: IndexedInputLike, extra:
                       `matrix${countTag(reg, extra)}`);
 }
 
-/** A count typed by the user for an extra method (rounded), or null when it is outside 1..max_count. */
-export function parseCount(value: string, method: ExtraMethodInfo): number | null {
-  const v = Math.round(Number(value));
-  return value.trim() !== '' && v >= 1 && v <= method.max_count ? v : null;
+/**
+ * A count typed by the user for an extra method: the number when it is a whole number in 1..max_count (the
+ * server refuses the rest with a 400 naming the field: lit_app/limits.py), else the refusal in words with the
+ * allowed range.
+ */
+export function parseCount(value: string, method: ExtraMethodInfo): number | string {
+  const text = value.trim();
+  const v = Number(text);
+  if (text !== '' && Number.isInteger(v) && v >= 1 && v <= method.max_count) return v;
+  return `${method.short} ${method.count_unit} must be a whole number from 1 to ${method.max_count}` +
+      `${text === '' ? '' : `, not ${text}`}`;
 }
 
 /** The job kind the server reports for a background job ("grad", "ig16", "sg8"). */
