@@ -425,6 +425,34 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.dispose();
   });
 
+  it('drops an IG span\'s progress line, and its status reads, once the user switches to another method (issue 35)', async () => {
+    const ig = deferred();
+    let polls = 0;
+    const {host} = fakeHost((c) => {
+      if (c.input.data['detail'] === 'span_progress') {
+        polls++;
+        return [{salience: {detail: {kind: 'span', state: 'running', done: 8, total: 32, elapsed_s: 2, eta_s: 6, error: ''}}}];
+      }
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      return ig.promise;
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).toMatch(/25 % · about 6 s left$/);
+    ctl.setMethod('grad_x_input');  // from the payload: no request, nothing to wait for
+    expect(ctl.side).toBeNull();
+    const before = polls;
+    await vi.advanceTimersByTimeAsync(3 * POLL_MS);
+    expect(polls).toBe(before);
+    expect(ctl.side).toBeNull();
+    ig.resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
+    await vi.runAllTimersAsync();
+    expect(ctl.side).toBeNull();
+    ctl.dispose();
+  });
+
   it('shows the percentage and time left of the first highlight when the method is IG', async () => {
     const first = deferred();
     let polls = 0;

@@ -344,9 +344,15 @@ export class SalienceController {
     this.host.changed();
   }
 
-  /** An error about an earlier span, method or count is not about what the view shows next. */
+  /** An error about an earlier span, method or count is not about what the view shows next; nor is the progress
+   * line of a span request for another span, method or count (its status reads stop: ../shared/jobs.ts `reset`;
+   * its answer still fills the caches when it comes). */
   private clearSideError() {
     if (this.side?.kind === 'error') this.side = null;
+    if (this.side?.kind === 'loading' && !this.pendingSpans.has(spanKey(this.valuesName(), this.span))) {
+      this.spans.reset();
+      this.side = null;
+    }
   }
 
   // ----------------------------------------------------------- derived
