@@ -73,12 +73,19 @@ class Job:
     # When the time-left estimate says the work ends (`clock` time); None before the first report.
     eta_deadline: float | None = None
     clock: Callable[[], float] = time.monotonic
+    # Names this job in its status ("job_id") when set, so that a cancel can name the job it stops.
+    job_id: str = ""
     _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     def cancel(self, reason: str = "") -> None:
         if self.state not in _FINISHED:
             logger.info("Cancelling %s job for %s%s.", self.kind, _short(self.group), f" ({reason})" if reason else "")
         self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether `cancel` was called (or the heartbeat ran out)."""
+        return self._cancel.is_set()
 
     def should_stop(self) -> bool:
         """The `cancel` check given to the core library (called between slices)."""
@@ -113,11 +120,14 @@ class Job:
         if self.finished is not None and self.started is not None:
             elapsed = self.finished - self.started
         eta = self.eta()
-        return {
+        out = {
             "kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
             "elapsed_s": round(elapsed, 2), "eta_s": None if eta is None else round(eta, 1),
             "error": self.error,
         }
+        if self.job_id:
+            out["job_id"] = self.job_id
+        return out
 
 
 def _short(group: Hashable) -> str:

@@ -425,14 +425,16 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.dispose();
   });
 
-  it('drops an IG span\'s progress line, and its status reads, once the user switches to another method (issue 35)', async () => {
+  it('drops an IG span\'s progress line, its status reads and its job once the user switches to another method (issue 35)', async () => {
     const ig = deferred();
     let polls = 0;
-    const {host} = fakeHost((c) => {
+    const {host, calls} = fakeHost((c) => {
       if (c.input.data['detail'] === 'span_progress') {
         polls++;
-        return [{salience: {detail: {kind: 'span', state: 'running', done: 8, total: 32, elapsed_s: 2, eta_s: 6, error: ''}}}];
+        return [{salience: {detail: {kind: 'span', state: 'running', done: 8, total: 32, elapsed_s: 2, eta_s: 6, error: '',
+                                     job_id: 'span-7'}}}];
       }
+      if (c.input.data['detail'] === 'span_cancel') return [{salience: {detail: {state: 'running'}}}];
       if (c.input.data['target_span'] === undefined) return firstHighlight();
       return ig.promise;
     });
@@ -443,6 +445,9 @@ describe('status line: what is on screen now (issue 19)', () => {
     expect(ctl.side?.text).toMatch(/25 % · about 6 s left$/);
     ctl.setMethod('grad_x_input');  // from the payload: no request, nothing to wait for
     expect(ctl.side).toBeNull();
+    // The server is told to stop the IG job, by the id its progress named (a late cancel stops no newer job).
+    const cancels = calls.filter((c) => c.input.data['detail'] === 'span_cancel');
+    expect(cancels.map((c) => c.input.data['span_job'])).toEqual(['span-7']);
     const before = polls;
     await vi.advanceTimersByTimeAsync(3 * POLL_MS);
     expect(polls).toBe(before);

@@ -3,8 +3,9 @@ that is true.
 
 - an IG step count outside 1..256 (0, 300, 100000) is refused next to its field with the allowed range, and
   no request goes (was: silently ignored);
-- switching from a running IG span to another method drops IG's progress line at once (was: it stayed over
-  the new method's map until IG ended);
+- switching from a running IG span to another method drops IG's progress line at once and sends a cancel
+  naming the IG job's id, which the server finds running (was: the line stayed over the new method's map
+  until IG ended, and IG ran on);
 - the IG progress line never claims "about 1 s left" at 100 % and its time left never counts up (recorded
   every 250 ms while 256 steps run).
 
@@ -78,8 +79,14 @@ def test_switching_away_from_ig_drops_its_progress_line(server_url, browser_page
     line = mod.locator(LOADING)
     expect(line).to_contain_text("Integrated gradients (256 steps)", timeout=30_000)
     _shot(page, artifacts_dir, "ig-running")
-    mod.locator("select.method").select_option("grad_x_input")
+    page.wait_for_timeout(2_500)  # a progress read or two: the page knows the server's id of the IG job
+    cancels = lambda r: "get_preds" in r.url and '"span_cancel"' in (r.request.post_data or "")
+    with page.expect_response(cancels, timeout=5_000) as stopped:
+        mod.locator("select.method").select_option("grad_x_input")
     expect(mod.locator(LOADING)).to_have_count(0, timeout=1_000)
+    # The server found the job the cancel names (running until then) and stops it within one chunk.
+    status = stopped.value.json()[0]["salience"]["detail"]
+    assert status["state"] == "running" and status["job_id"].startswith("span-"), status
     _shot(page, artifacts_dir, "switched-to-grad-x-input")
 
 

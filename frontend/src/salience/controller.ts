@@ -22,7 +22,7 @@ import {describeDetail, describeProgress, describeStream, isFinal, numTargets, p
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
         type StreamStatus} from './payload.js';
 import {explainsGeneration, extraKey, jobKind, matrixInput, parseCount, pollInput, quickInput, segmentInput, segmentKey,
-        spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
+        spanCancelInput, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -161,7 +161,8 @@ export class SalienceController {
     // While tokens stream in they are the progress (the line counts them): no re-render for the
     // seconds, whose repaint each second took from the generation on 2 cores (docs/benchmarks.md).
     this.main = new JobClient(host, {...progress, tickRenders: () => !this.tokensStreaming()});
-    this.spans = new JobClient(host, {...progress, tickRenders: () => false});  // no clock on screen
+    // No clock on screen. A superseded span job is cancelled by its id (a late cancel cannot stop a newer one).
+    this.spans = new JobClient(host, {...progress, tickRenders: () => false, cancelSuperseded: true});
   }
 
   /** Seconds since loading started. */
@@ -345,12 +346,12 @@ export class SalienceController {
   }
 
   /** An error about an earlier span, method or count is not about what the view shows next; nor is the progress
-   * line of a span request for another span, method or count (its status reads stop: ../shared/jobs.ts `reset`;
-   * its answer still fills the caches when it comes). */
+   * line of a span request for another span, method or count: its status reads stop and the server stops it (its
+   * cancel names its job id: ../shared/jobs.ts `cancel`, lit_app/salience.py `span_cancel`). */
   private clearSideError() {
     if (this.side?.kind === 'error') this.side = null;
     if (this.side?.kind === 'loading' && !this.pendingSpans.has(spanKey(this.valuesName(), this.span))) {
-      this.spans.reset();
+      this.spans.cancel();
       this.side = null;
     }
   }
@@ -687,11 +688,18 @@ export class SalienceController {
     this.host.changed();
     const onScreen = () => gen === this.generation && this.input === d &&
         spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
+    let jobId = '';  // the server's id of this span job, from its first progress read
     const settled = await this.spans.run({
       run: () => this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel!,
                                     [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…'),
       // IG and SmoothGrad take seconds to minutes: their progress (% and time left), while on screen.
-      status: extra === null ? undefined : (n) => this.spanProgress(d, n),
+      status: extra === null ? undefined : async (n) => {
+        const status = await this.spanStatus(d, n);
+        if (jobId === '' && status?.job_id) jobId = status.job_id;
+        return describeProgress(status);
+      },
+      cancel: () => jobId === '' ? Promise.resolve()
+          : this.host.getPreds([spanCancelInput(d, jobId)], this.salienceModel!, [SALIENCE_FIELD], 'Stopping a span…'),
       wanted: onScreen,
       onProgress: (progress) => { this.side = {kind: 'loading', text: label + progress}; },
     });
@@ -805,8 +813,12 @@ export class SalienceController {
   /** Reads the progress of the span being computed for `d` once (`detail="span_progress"`, never waits
    * for the model): its percentage and time left, '' before the model reports. */
   private async spanProgress(d: IndexedInputLike, n: number): Promise<string> {
+    return describeProgress(await this.spanStatus(d, n));
+  }
+
+  private async spanStatus(d: IndexedInputLike, n: number): Promise<DetailStatus | null> {
     const res = await this.host.getPreds([spanProgressInput(d, n)], this.salienceModel!, [SALIENCE_FIELD], 'Span progress…');
-    return describeProgress(parseDetail(res[0]?.[SALIENCE_FIELD]));
+    return parseDetail(res[0]?.[SALIENCE_FIELD]);
   }
 
   /**

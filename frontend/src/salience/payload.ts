@@ -54,6 +54,8 @@ export interface DetailStatus {
   elapsed_s: number;
   eta_s: number | null;
   error: string;
+  /** A span job's id (`detail="span_progress"`): what a `detail="span_cancel"` names to stop it, and only it. */
+  job_id?: string;
 }
 
 /** A poll answer: only the progress (no "text"), or a complete payload. */

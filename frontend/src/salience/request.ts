@@ -5,7 +5,7 @@
  * counts. How to reach the server at all (derived inputs, error messages) is
  * ../shared/request.ts; the methods are the server's (../shared/methods.ts).
  */
-import {DETAIL_FIELD, GRANULARITY_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
+import {DETAIL_FIELD, GRANULARITY_FIELD, SPAN_JOB_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
         TARGET_SPAN_FIELD} from '../shared/fields.js';
 import type {ExtraMethodInfo, MethodRegistry} from '../shared/methods.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
@@ -75,6 +75,11 @@ export function explainsGeneration(input: IndexedInputLike): boolean {
 /** Progress of the span being computed for this datapoint (IG steps, SmoothGrad samples); never waits for the model. */
 export function spanProgressInput(input: IndexedInputLike, n: number): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'span_progress'}, `span-progress-${n}`);
+}
+
+/** Stops the span job `jobId` (as its span_progress status named it); a cancel naming an older job stops nothing. */
+export function spanCancelInput(input: IndexedInputLike, jobId: string): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span_cancel', [SPAN_JOB_FIELD]: jobId}, `span-cancel-${jobId}`);
 }
 
 /** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */
