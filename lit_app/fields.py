@@ -38,8 +38,11 @@ MAX_NEW_TOKENS = "max_new_tokens"
 IG_STEPS = get_method(IG_METHOD).count.name  # optional Integer: 0 = no integrated gradients
 SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count.name  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
-# optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | a counted method's matrix_detail (progressive)
+# optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | "span_cancel" | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
+# optional string with detail="span_cancel": the id of the span job to stop, as its "span_progress" status named it
+# ("job_id"); a cancel naming an older job never stops a newer one.
+SPAN_JOB = "span_job"
 # optional Integer with detail="stream": the response tokens the page shows; the answer then waits (a long
 # poll, at most salience.STREAM_WAIT_S) until there are more or the generation is done. Absent: answer at once.
 STREAM_AFTER = "stream_after"
@@ -156,6 +159,7 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     **{e.field: integer_spec(e.rule, off=True) for e in method_registry.EXTRA_METHODS},
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
+    SPAN_JOB: lit_types.TextSegment(required=False, default=""),
     STREAM_AFTER: lit_types.Integer(required=False, default=-1, min_val=-1, max_val=1_000_000),
     TARGET_MASK: lit_types.TokenScores(align="", required=False),
     SEGMENT_METHOD: lit_types.TextSegment(required=False, default=""),

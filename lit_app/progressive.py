@@ -14,7 +14,10 @@ computed here, in a worker thread, while the user already reads the map:
   replaces it, or when nobody has polled it for `heartbeat_s` seconds (the page
   was closed).
 * Progress (`done`/`total`, elapsed time, an estimate of the time left) is read
-  by polling (`status`), which needs no model lock.
+  by polling (`status`), which needs no model lock. The estimate is the units left times the
+  measured seconds per unit, taken at each report and counted down between reports; it never
+  rises (a later, slower report cannot push it up) and is None when it ran out before the work
+  did or once every unit is done (the page then says "finishing…", never "about 1 s left").
 """
 
 from __future__ import annotations
@@ -67,12 +70,22 @@ class Job:
     result: Any = None
     payload: Any = None  # the serialized result, built once by the caller
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    # When the time-left estimate says the work ends (`clock` time); None before the first report.
+    eta_deadline: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    # Names this job in its status ("job_id") when set, so that a cancel can name the job it stops.
+    job_id: str = ""
     _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     def cancel(self, reason: str = "") -> None:
         if self.state not in _FINISHED:
             logger.info("Cancelling %s job for %s%s.", self.kind, _short(self.group), f" ({reason})" if reason else "")
         self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether `cancel` was called (or the heartbeat ran out)."""
+        return self._cancel.is_set()
 
     def should_stop(self) -> bool:
         """The `cancel` check given to the core library (called between slices)."""
@@ -82,21 +95,39 @@ class Job:
         return self._cancel.is_set()
 
     def report(self, done: int, total: int) -> None:
+        """`done` of `total` units are done now: the estimate of the time left becomes
+        (total - done) x the measured seconds per unit since `started` (else `created`), unless an
+        earlier estimate ends sooner (the estimate never rises)."""
         self.done, self.total = done, total
+        if done <= 0 or total <= 0:
+            return
+        now = self.clock()
+        begun = self.started if self.started is not None else self.created
+        deadline = now + max(0, total - done) * (now - begun) / done
+        self.eta_deadline = deadline if self.eta_deadline is None else min(self.eta_deadline, deadline)
+
+    def eta(self) -> float | None:
+        """Seconds left by the estimate (see `report`); None when not running, before the first report,
+        once every unit is done, or when the estimate ran out before the work did."""
+        if self.state != RUNNING or self.eta_deadline is None or self.done >= self.total:
+            return None
+        left = self.eta_deadline - self.clock()
+        return left if left > 0.5 else None
 
     def status(self) -> dict[str, Any]:
-        now = time.monotonic()
+        now = self.clock()
         elapsed = (now - self.started) if self.started is not None else 0.0
         if self.finished is not None and self.started is not None:
             elapsed = self.finished - self.started
-        eta = None
-        if self.state == RUNNING and self.total > 0 and self.done > 0:
-            eta = elapsed * (self.total - self.done) / self.done
-        return {
+        eta = self.eta()
+        out = {
             "kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
             "elapsed_s": round(elapsed, 2), "eta_s": None if eta is None else round(eta, 1),
             "error": self.error,
         }
+        if self.job_id:
+            out["job_id"] = self.job_id
+        return out
 
 
 def _short(group: Hashable) -> str:

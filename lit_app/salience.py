@@ -9,6 +9,7 @@ highlight, "poll", "<method>_matrix" background jobs, "stream" the response so f
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Hashable, Mapping
 from typing import Any, Callable
@@ -46,6 +47,8 @@ class SalienceModel(Wrapper):
             return self._predict_stream(ex)
         if detail == "span_progress":
             return self._predict_span_progress(ex)
+        if detail == "span_cancel":
+            return self._predict_span_cancel(ex)
         if detail == SEGMENT_DETAIL:
             return self._predict_segments(ex)
         return self._predict_progressive(ex, detail)
@@ -64,6 +67,20 @@ class SalienceModel(Wrapper):
         if job is None:
             return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": "No span is being computed for this prompt."})
+        return _status_only(job.status())
+
+    def _predict_span_cancel(self, ex: JsonDict) -> JsonDict:
+        """Stops the span job that `span_job` names (`detail="span_cancel"`; the id its "span_progress" status
+        gave) within one chunk of IG steps or SmoothGrad samples, and answers its status; never waits for the
+        model. A cancel naming another job (an older one, which a newer span request already superseded)
+        stops nothing: the page sends it when the user switched away without a new span request (a method
+        whose values are there already)."""
+        wanted = text_field(ex, fields.SPAN_JOB)
+        job = self._span_jobs().get(datapoint_group(ex))
+        if job is None or not wanted or job.job_id != wanted:
+            return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
+                                 "eta_s": None, "error": f"No span job {wanted!r} is running for this prompt."})
+        job.cancel("a cancel request")
         return _status_only(job.status())
 
     def _predict_segments(self, ex: JsonDict) -> JsonDict:
@@ -220,12 +237,19 @@ class SalienceModel(Wrapper):
             return job.payload
 
         if detail == "span":
+            # What `detail="span_progress"` polls read while this runs (the page shows % and time left); its
+            # clock starts now (not at the first report), and its id lets a `span_cancel` stop this job only.
+            progress_job = progressive.Job(group, "span", run=lambda _job: None, job_id=f"span-{next(_SPAN_IDS)}")
+            progress_job.state, progress_job.started = progressive.RUNNING, progress_job.clock()
+            self._span_jobs().clear()  # one selection at a time: an older datapoint's entry is stale
+            self._span_jobs()[group] = progress_job
             # Latest wins: a span request (first highlight or clicked span) stops within one chunk of
             # IG steps or SmoothGrad samples once its client disconnects, another datapoint is selected,
             # or a newer span request of this datapoint arrives (another span, method or count). Its
             # ticket is taken on arrival, before anything waits for the model.
             check = cancel.for_request("a span request", cancel.focus_moved(shared.jobs, group),
-                                       shared.span_requests.take(group))
+                                       shared.span_requests.take(group),
+                                       lambda: "a cancel request" if progress_job.cancelled else "")
         shared.jobs.focus(group)
         requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30) if detail == "span" else None
         chat = shared.format_prompt(ex)
@@ -242,14 +266,7 @@ class SalienceModel(Wrapper):
         # The span's range is checked by the core library once the target is tokenized.
         t0, t1 = requested if requested is not None else (0, None)
 
-        # What `detail="span_progress"` polls read while this runs (the page shows % and time left).
-        progress_job = progressive.Job(group, "span", run=lambda _job: None)
-        self._span_jobs().clear()  # one selection at a time: an older datapoint's entry is stale
-        self._span_jobs()[group] = progress_job
-
         def report(_method: str, done: int, total: int) -> None:
-            if progress_job.started is None:
-                progress_job.state, progress_job.started = progressive.RUNNING, time.monotonic()
             progress_job.report(done, total)
 
         try:
@@ -265,8 +282,6 @@ class SalienceModel(Wrapper):
         except Exception as e:
             progress_job.state, progress_job.error, progress_job.finished = progressive.ERROR, str(e), time.monotonic()
             raise
-        if progress_job.started is None:
-            progress_job.started = time.monotonic()
         progress_job.state, progress_job.finished = progressive.DONE, time.monotonic()
         complete = shared.cached_salience(chat, target)
         if complete is not None:
@@ -285,6 +300,10 @@ class SalienceModel(Wrapper):
         if complete is not None:
             result = complete.merged(result)
         return self._outputs(result, counts, values, status)
+
+
+# Ids of span jobs (`span_cancel` names the one it stops).
+_SPAN_IDS = itertools.count(1)
 
 
 class SegmentRefusal:

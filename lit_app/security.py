@@ -202,6 +202,9 @@ class SecureApp:
         self.example_ids = getattr(app, "example_ids", None)
         self.model_free_names = model_free_names or getattr(app, "model_free_names", None)
         self.paths = PathConfiner(config.data_dir) if config.data_dir else None
+        publish = getattr(app, "publish_limits", None)  # the browser checks what it can before sending
+        if callable(publish):
+            publish(config.limits)
         self.slots = limits_lib.ComputeSlots(config.limits.max_pending)
         self.api_paths = api_paths
         self._allowed = self._allowed_hosts()

@@ -107,6 +107,20 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
             if getattr(wrapper.wrapped, "caches_itself", False):
                 self._models[name] = _Uncached(wrapper.wrapped, name)
 
+    def publish_limits(self, limits: Any) -> None:
+        """Publishes the request limits the browser checks before it sends (`limits.Limits`; called by
+        `security.SecureApp`): /get_info's "requestLimits" ({"max_prompt_chars": ...}; the datapoint editor
+        refuses a row the server would refuse: frontend/src/lit_fixes.ts `editorRefusal`)."""
+        self._request_limits = {"max_prompt_chars": int(limits.max_prompt_chars)}
+        self._info = self._build_metadata()
+
+    def _build_metadata(self):
+        info = super()._build_metadata()
+        limits = getattr(self, "_request_limits", None)
+        if limits is not None:
+            info["requestLimits"] = dict(limits)
+        return info
+
     def __call__(self, environ, start_response):
         # Long computations ask whether this request's client is still there (lit_app/disconnect.py).
         with disconnect.serving(environ):

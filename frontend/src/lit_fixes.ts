@@ -232,3 +232,91 @@ export function patchDataTableColumns(cls: unknown): boolean {
   proto[COLUMNS_PATCHED] = true;
   return true;
 }
+
+// ------------------------------------------------------------------ the datapoint editor's "Add"
+
+/** What the server publishes of its request limits in /get_info (lit_app/server.py `publish_limits`). */
+export interface RequestLimitsLike {
+  max_prompt_chars?: number;
+}
+
+/** The fields whose total length the server bounds (lit_app/limits.py `_TEXT_FIELDS`, "foil" aside). */
+const BOUNDED_TEXT_FIELDS = [PROMPT_FIELD, SYSTEM_FIELD, TARGET_FIELD] as const;
+
+/**
+ * Why the server would refuse this new row's model requests, in words, or '' when it would not: an empty or
+ * whitespace-only prompt ("The prompt is empty"), or prompt + system + target longer than the server's
+ * --max_prompt_chars (published in /get_info as `requestLimits`). The field it is about comes with it.
+ */
+export function editorRefusal(data: Record<string, unknown>, limits: RequestLimitsLike | undefined):
+    {field: string; message: string} | null {
+  const prompt = data[PROMPT_FIELD];
+  if (typeof prompt === 'string' && prompt.trim() === '') {
+    return {field: PROMPT_FIELD, message: prompt === '' ? 'The prompt is empty: type a prompt to add this row.'
+        : 'The prompt is only spaces or line breaks: type a prompt to add this row.'};
+  }
+  const most = limits?.max_prompt_chars;
+  if (typeof most === 'number') {
+    const total = BOUNDED_TEXT_FIELDS.reduce((n, f) => n + (typeof data[f] === 'string' ? (data[f] as string).length : 0), 0);
+    if (total > most) {
+      return {field: PROMPT_FIELD, message: `prompt + system + target is ${total.toLocaleString('en-US')} characters;` +
+          ` this server accepts up to ${most.toLocaleString('en-US')} (--max_prompt_chars). Shorten the prompt to add this row.`};
+    }
+  }
+  return null;
+}
+
+interface DatapointEditorLike extends UpdatingElementLike {
+  editedData: {data: Record<string, unknown>};
+  appState: {metadata?: {requestLimits?: RequestLimitsLike} | null};
+}
+
+const EDITOR_PATCHED = Symbol.for('sequence-salience.datapoint-editor-patched');
+const REFUSAL_CLASS = 'ss-add-refusal';
+
+/**
+ * Patches LIT's `datapoint-editor-module`: its `missingFields` getter (a MobX computed read when a module is
+ * constructed, so this runs before the first editor exists, as for the data table) also names the prompt when
+ * `editorRefusal` refuses the edited row, which disables "Add" (LIT adds a row only when no field is missing);
+ * after each update the refusal is said in words in the editor's footer (role="alert"). Returns false when
+ * there is nothing to patch or it was patched.
+ */
+export function patchDatapointEditor(cls: unknown): boolean {
+  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
+  if (proto == null || proto[EDITOR_PATCHED]) return false;
+  const missing = Object.getOwnPropertyDescriptor(proto, 'missingFields');
+  if (missing?.get === undefined || !missing.configurable) return false;
+  const originalMissing = missing.get;
+  const refusalOf = (el: DatapointEditorLike) =>
+    el.editedData?.data == null ? null : editorRefusal(el.editedData.data, el.appState?.metadata?.requestLimits);
+  Object.defineProperty(proto, 'missingFields', {
+    ...missing,
+    get(this: DatapointEditorLike) {
+      const fields = originalMissing.call(this) as string[];
+      const refusal = refusalOf(this);
+      return refusal === null || fields.includes(refusal.field) ? fields : [...fields, refusal.field];
+    },
+  });
+  const updated = proto['updated'] as UpdatingElementLike['updated'];
+  proto['updated'] = function (this: DatapointEditorLike, ...args: unknown[]) {
+    updated?.apply(this, args);
+    const footer = this.shadowRoot?.querySelector('.module-footer');
+    if (footer == null) return;
+    let line = footer.querySelector(`.${REFUSAL_CLASS}`);
+    const refusal = refusalOf(this);
+    if (refusal === null) {
+      line?.remove();
+      return;
+    }
+    if (line === null) {
+      line = footer.ownerDocument.createElement('div');
+      line.className = REFUSAL_CLASS;
+      line.setAttribute('role', 'alert');
+      (line as HTMLElement).style.cssText = 'color: #a50e0e; font-size: 12px; flex-basis: 100%; margin: 2px 4px;';
+      footer.prepend(line);
+    }
+    if (line.textContent !== refusal.message) line.textContent = refusal.message;
+  };
+  proto[EDITOR_PATCHED] = true;
+  return true;
+}

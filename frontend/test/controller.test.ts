@@ -187,6 +187,32 @@ describe('SalienceController', () => {
     ctl.dispose();
   });
 
+  it('refuses a count outside the allowed range in words, sends nothing, and keeps the last count (issue 35)', async () => {
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['target_span'] === undefined) return [{salience: payload()}];
+      return [{span_salience: {integrated_gradients: Array(N).fill(c.input.data['ig_steps'])}, salience: {}}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    await vi.runAllTimersAsync();
+    const sent = calls.length;
+    for (const typed of ['0', '300', '100000']) {
+      ctl.enterCount('integrated_gradients', typed);
+      await vi.runAllTimersAsync();
+      expect(ctl.countErrors['integrated_gradients']).toBe(
+          `IG steps must be a whole number from 1 to 256, not ${typed}; still using 16.`);
+    }
+    expect(calls.length).toBe(sent);
+    expect(ctl.counts['integrated_gradients']).toBe(16);
+    ctl.enterCount('integrated_gradients', '4');
+    await vi.runAllTimersAsync();
+    expect(ctl.countErrors['integrated_gradients']).toBeUndefined();
+    expect(calls[calls.length - 1].input.data).toMatchObject({ig_steps: 4});
+    expect(Array.from(ctl.tokenValues()!)).toEqual(Array(N).fill(4));
+    ctl.dispose();
+  });
+
   it('polls the background matrices and merges them when they are done', async () => {
     const full = payload();
     const {host, calls} = fakeHost((c) => {
@@ -396,6 +422,39 @@ describe('status line: what is on screen now (issue 19)', () => {
     await vi.advanceTimersByTimeAsync(5 * POLL_MS);
     expect(calls.length).toBe(before);  // no polls once the span is there
     expect(polls).toBe(2);
+    ctl.dispose();
+  });
+
+  it('drops an IG span\'s progress line, its status reads and its job once the user switches to another method (issue 35)', async () => {
+    const ig = deferred();
+    let polls = 0;
+    const {host, calls} = fakeHost((c) => {
+      if (c.input.data['detail'] === 'span_progress') {
+        polls++;
+        return [{salience: {detail: {kind: 'span', state: 'running', done: 8, total: 32, elapsed_s: 2, eta_s: 6, error: '',
+                                     job_id: 'span-7'}}}];
+      }
+      if (c.input.data['detail'] === 'span_cancel') return [{salience: {detail: {state: 'running'}}}];
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      return ig.promise;
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).toMatch(/25 % · about 6 s left$/);
+    ctl.setMethod('grad_x_input');  // from the payload: no request, nothing to wait for
+    expect(ctl.side).toBeNull();
+    // The server is told to stop the IG job, by the id its progress named (a late cancel stops no newer job).
+    const cancels = calls.filter((c) => c.input.data['detail'] === 'span_cancel');
+    expect(cancels.map((c) => c.input.data['span_job'])).toEqual(['span-7']);
+    const before = polls;
+    await vi.advanceTimersByTimeAsync(3 * POLL_MS);
+    expect(polls).toBe(before);
+    expect(ctl.side).toBeNull();
+    ig.resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
+    await vi.runAllTimersAsync();
+    expect(ctl.side).toBeNull();
     ctl.dispose();
   });
 

@@ -62,11 +62,21 @@ describe('request inputs for extra methods', () => {
 
 describe('parseCount', () => {
   it.each([
-    ['8', 'smooth_grad', 8], ['2.4', 'smooth_grad', 2], ['256', 'smooth_grad', 256], ['257', 'smooth_grad', null],
-    ['0', 'smooth_grad', null], ['-3', 'smooth_grad', null], ['', 'smooth_grad', null], ['many', 'smooth_grad', null],
-    ['32', 'integrated_gradients', 32],
+    ['8', 'smooth_grad', 8], ['256', 'smooth_grad', 256], [' 32 ', 'integrated_gradients', 32],
   ] as const)('%s for %s -> %s', (value, method, expected) => {
     expect(parseCount(value, REG.extra(method)!)).toBe(expected);
+  });
+  // Refused with the allowed range (issue 35: IG steps 0, 300, 100000 were silently ignored; 2.4 was rounded).
+  it.each([
+    ['0', 'integrated_gradients', 'IG steps must be a whole number from 1 to 256, not 0'],
+    ['300', 'integrated_gradients', 'IG steps must be a whole number from 1 to 256, not 300'],
+    ['100000', 'integrated_gradients', 'IG steps must be a whole number from 1 to 256, not 100000'],
+    ['2.4', 'smooth_grad', 'SmoothGrad samples must be a whole number from 1 to 256, not 2.4'],
+    ['-3', 'smooth_grad', 'SmoothGrad samples must be a whole number from 1 to 256, not -3'],
+    ['many', 'smooth_grad', 'SmoothGrad samples must be a whole number from 1 to 256, not many'],
+    ['', 'smooth_grad', 'SmoothGrad samples must be a whole number from 1 to 256'],
+  ] as const)('%j for %s is refused', (value, method, refusal) => {
+    expect(parseCount(value, REG.extra(method)!)).toBe(refusal);
   });
   it('defaults follow the server (8 samples, 16 steps)', () => {
     expect(REG.extra('smooth_grad')!.default_count).toBe(8);

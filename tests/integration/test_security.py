@@ -368,6 +368,14 @@ def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(li
         limits.Limits(max_ig_steps=field_rules.IG_STEPS.hi + 1)
 
 
+def test_get_info_publishes_the_prompt_length_limit_the_browser_checks(lit):
+    # The datapoint editor refuses a row longer than this before it is added (frontend/src/lit_fixes.ts).
+    for most in (100, 32_000):
+        c = secure(lit, limits=limits.Limits(max_prompt_chars=most))
+        info = json.loads(post(c, "/get_info").data)
+        assert info["requestLimits"] == {"max_prompt_chars": most}
+
+
 def test_a_full_server_answers_503_with_retry_after(lit, shared):
     app = security.SecureApp(lit, security_config.SecurityConfig(port=PORT, limits=limits.Limits(max_pending=1)))
     c = Client(app, use_cookies=False)

@@ -72,10 +72,38 @@ def test_a_poll_during_an_ig_span_sees_the_steps_done_and_after_it_done(client, 
         # The poll answered from inside the computation: the steps the core had reported.
         assert status["kind"] == "span" and status["state"] == "running", status
         assert (status["done"], status["total"]) == (done, total), (done, total, status)
-        if done < total:
-            assert status["eta_s"] is not None and status["eta_s"] >= 0
+        if done < total:  # the measured time per step x steps left (None only once that estimate ran out)
+            assert status["eta_s"] is None or status["eta_s"] > 0
     final = progress()
     assert final["state"] == "done" and (final["done"], final["total"]) == (STEPS, STEPS), final
+
+
+def test_a_cancel_stops_the_span_job_it_names_and_no_other(client, shared):
+    n = iter(range(10**6))
+    answers = []
+
+    def cancel_at_first_report() -> dict:
+        status = _post(client, {**DATA, "detail": "span_progress"}, f"p{next(n)}")[fields.SALIENCE]["detail"]
+        if not answers:
+            # A late cancel naming an older job (one a newer span request superseded) stops nothing.
+            stale = _post(client, {**DATA, "detail": "span_cancel", "span_job": "span-0"}, f"c{next(n)}")
+            answers.append(stale[fields.SALIENCE]["detail"])
+            mine = _post(client, {**DATA, "detail": "span_cancel", "span_job": status["job_id"]}, f"c{next(n)}")
+            answers.append(mine[fields.SALIENCE]["detail"])
+        return status
+
+    shared.poll = cancel_at_first_report
+    body = json.dumps({"inputs": [{"id": "span", "data": {**DATA, "detail": "span", "target_span": "0:2",
+                                                          "ig_steps": STEPS}}]})
+    response = client.post(f"/get_preds?model={SAL}", data=body, content_type="application/json")
+    shared.poll = None
+    stale, mine = answers
+    assert stale["state"] == "none" and "span-0" in stale["error"], stale
+    assert mine["state"] == "running" and mine["job_id"].startswith("span-"), mine
+    text = response.get_data(as_text=True)
+    assert response.status_code != 200 and "Cancelled: a cancel request" in text, text[:300]
+    # It stopped within one chunk of steps after the cancel (the first report was the first chunk).
+    assert [done for done, _, _ in shared.seen] == [8], shared.seen
 
 
 def test_span_progress_is_a_poll_and_a_known_detail_mode():
@@ -83,3 +111,5 @@ def test_span_progress_is_a_poll_and_a_known_detail_mode():
     assert limits.is_poll("/get_preds", body)  # not counted against max_pending: visible while the server is full
     from lit_app import inputs
     assert "span_progress" in inputs.DETAIL_MODES
+    cancel = {"inputs": [{"id": "a", "data": {**DATA, "detail": "span_cancel", "span_job": "span-1"}}]}
+    assert limits.is_poll("/get_preds", cancel) and "span_cancel" in inputs.DETAIL_MODES

@@ -21,8 +21,8 @@ import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/r
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
         type StreamStatus} from './payload.js';
-import {explainsGeneration, extraKey, jobKind, matrixInput, pollInput, quickInput, segmentInput, segmentKey,
-        spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
+import {explainsGeneration, extraKey, jobKind, matrixInput, parseCount, pollInput, quickInput, segmentInput, segmentKey,
+        spanCancelInput, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -100,6 +100,8 @@ export class SalienceController {
   method = '';
   /** Step / sample count of each method computed on request (IG steps, SmoothGrad samples). */
   counts: Record<string, number> = {};
+  /** Per extra method, the refusal of the count last typed (enterCount); absent once a count is accepted. */
+  countErrors: Record<string, string> = {};
   /** Whether the user asked for an extra method's full per-token matrix (else it is computed per span). */
   perToken: Record<string, boolean> = {};
   span: TargetSpan = {t0: 0, t1: 0};
@@ -159,7 +161,8 @@ export class SalienceController {
     // While tokens stream in they are the progress (the line counts them): no re-render for the
     // seconds, whose repaint each second took from the generation on 2 cores (docs/benchmarks.md).
     this.main = new JobClient(host, {...progress, tickRenders: () => !this.tokensStreaming()});
-    this.spans = new JobClient(host, {...progress, tickRenders: () => false});  // no clock on screen
+    // No clock on screen. A superseded span job is cancelled by its id (a late cancel cannot stop a newer one).
+    this.spans = new JobClient(host, {...progress, tickRenders: () => false, cancelSuperseded: true});
   }
 
   /** Seconds since loading started. */
@@ -310,9 +313,25 @@ export class SalienceController {
     this.host.changed();
   }
 
+  /** A count the user typed for an extra method: set when parseCount accepts it, else refused in words with
+   * the allowed range (`countErrors`; the map keeps the last accepted count, and no request is sent). */
+  enterCount(name: string, text: string) {
+    const info = this.reg?.extra(name);
+    if (info === undefined) return;
+    const parsed = parseCount(text, info);
+    if (typeof parsed === 'number') {
+      this.setCount(name, parsed);
+      return;
+    }
+    this.countErrors = {...this.countErrors, [name]: `${parsed}; still using ${this.counts[name] ?? info.default_count}.`};
+    this.host.changed();
+  }
+
   /** A new step / sample count for an extra method (already checked by parseCount). */
   setCount(name: string, count: number) {
     if (this.method === name) this.markAction('method');
+    const {[name]: _refused, ...others} = this.countErrors;
+    this.countErrors = others;
     this.counts = {...this.counts, [name]: count};
     this.clearSideError();
     this.ensureData();
@@ -326,9 +345,15 @@ export class SalienceController {
     this.host.changed();
   }
 
-  /** An error about an earlier span, method or count is not about what the view shows next. */
+  /** An error about an earlier span, method or count is not about what the view shows next; nor is the progress
+   * line of a span request for another span, method or count: its status reads stop and the server stops it (its
+   * cancel names its job id: ../shared/jobs.ts `cancel`, lit_app/salience.py `span_cancel`). */
   private clearSideError() {
     if (this.side?.kind === 'error') this.side = null;
+    if (this.side?.kind === 'loading' && !this.pendingSpans.has(spanKey(this.valuesName(), this.span))) {
+      this.spans.cancel();
+      this.side = null;
+    }
   }
 
   // ----------------------------------------------------------- derived
@@ -663,11 +688,18 @@ export class SalienceController {
     this.host.changed();
     const onScreen = () => gen === this.generation && this.input === d &&
         spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
+    let jobId = '';  // the server's id of this span job, from its first progress read
     const settled = await this.spans.run({
       run: () => this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel!,
                                     [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…'),
       // IG and SmoothGrad take seconds to minutes: their progress (% and time left), while on screen.
-      status: extra === null ? undefined : (n) => this.spanProgress(d, n),
+      status: extra === null ? undefined : async (n) => {
+        const status = await this.spanStatus(d, n);
+        if (jobId === '' && status?.job_id) jobId = status.job_id;
+        return describeProgress(status);
+      },
+      cancel: () => jobId === '' ? Promise.resolve()
+          : this.host.getPreds([spanCancelInput(d, jobId)], this.salienceModel!, [SALIENCE_FIELD], 'Stopping a span…'),
       wanted: onScreen,
       onProgress: (progress) => { this.side = {kind: 'loading', text: label + progress}; },
     });
@@ -781,8 +813,12 @@ export class SalienceController {
   /** Reads the progress of the span being computed for `d` once (`detail="span_progress"`, never waits
    * for the model): its percentage and time left, '' before the model reports. */
   private async spanProgress(d: IndexedInputLike, n: number): Promise<string> {
+    return describeProgress(await this.spanStatus(d, n));
+  }
+
+  private async spanStatus(d: IndexedInputLike, n: number): Promise<DetailStatus | null> {
     const res = await this.host.getPreds([spanProgressInput(d, n)], this.salienceModel!, [SALIENCE_FIELD], 'Span progress…');
-    return describeProgress(parseDetail(res[0]?.[SALIENCE_FIELD]));
+    return parseDetail(res[0]?.[SALIENCE_FIELD]);
   }
 
   /**

@@ -54,6 +54,8 @@ export interface DetailStatus {
   elapsed_s: number;
   eta_s: number | null;
   error: string;
+  /** A span job's id (`detail="span_progress"`): what a `detail="span_cancel"` names to stop it, and only it. */
+  job_id?: string;
 }
 
 /** A poll answer: only the progress (no "text"), or a complete payload. */
@@ -100,9 +102,8 @@ export function describeDetail(d: DetailStatus | null | undefined): string {
   if (d.state === 'queued') return 'per-token detail queued';
   if (d.state === 'running') {
     const pct = d.total > 0 ? Math.floor((100 * d.done) / d.total) : 0;
-    const eta = d.eta_s == null ? '' : d.eta_s >= 90 ? ` (about ${Math.round(d.eta_s / 60)} min left)` :
-        ` (about ${Math.max(1, Math.round(d.eta_s))} s left)`;
-    return `per-token detail loading ${pct}%${eta}`;
+    const left = timeLeft(d);
+    return `per-token detail loading ${pct}%${left === '' ? '' : ` (${left})`}`;
   }
   if (d.state === 'error') return `per-token detail failed: ${d.error}`;
   if (d.state === 'unavailable') return d.error;
@@ -113,9 +114,19 @@ export function describeDetail(d: DetailStatus | null | undefined): string {
 export function describeProgress(d: DetailStatus | null | undefined): string {
   if (d == null || d.state !== 'running' || d.total <= 0) return '';
   const pct = Math.floor((100 * d.done) / d.total);
-  const eta = d.eta_s == null ? '' : d.eta_s >= 90 ? ` · about ${Math.round(d.eta_s / 60)} min left` :
-      ` · about ${Math.max(1, Math.round(d.eta_s))} s left`;
-  return ` ${pct} %${eta}`;
+  const left = timeLeft(d);
+  return ` ${pct} %${left === '' ? '' : ` · ${left}`}`;
+}
+
+/**
+ * The time left of a running computation in words: "finishing…" once every unit is done (the result is
+ * being assembled), "about 12 s left" / "about 3 min left" from the server's estimate (lit_app/progressive.py:
+ * measured seconds per unit, never rising; null when it ran out), '' when there is none.
+ */
+export function timeLeft(d: DetailStatus): string {
+  if (d.total > 0 && d.done >= d.total) return 'finishing…';
+  if (d.eta_s == null) return '';
+  return d.eta_s >= 90 ? `about ${Math.round(d.eta_s / 60)} min left` : `about ${Math.max(1, Math.round(d.eta_s))} s left`;
 }
 
 /** Number of target (response) tokens T. */

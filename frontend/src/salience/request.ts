@@ -5,7 +5,7 @@
  * counts. How to reach the server at all (derived inputs, error messages) is
  * ../shared/request.ts; the methods are the server's (../shared/methods.ts).
  */
-import {DETAIL_FIELD, GRANULARITY_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
+import {DETAIL_FIELD, GRANULARITY_FIELD, SPAN_JOB_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
         TARGET_SPAN_FIELD} from '../shared/fields.js';
 import type {ExtraMethodInfo, MethodRegistry} from '../shared/methods.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
@@ -77,6 +77,11 @@ export function spanProgressInput(input: IndexedInputLike, n: number): IndexedIn
   return derivedInput(input, {[DETAIL_FIELD]: 'span_progress'}, `span-progress-${n}`);
 }
 
+/** Stops the span job `jobId` (as its span_progress status named it); a cancel naming an older job stops nothing. */
+export function spanCancelInput(input: IndexedInputLike, jobId: string): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'span_cancel', [SPAN_JOB_FIELD]: jobId}, `span-cancel-${jobId}`);
+}
+
 /** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */
 export function pollInput(reg: MethodRegistry, input: IndexedInputLike, extra: Extra | null, n: number): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'poll', ...countFields(reg, extra)}, `poll${countTag(reg, extra)}-${n}`);
@@ -88,10 +93,17 @@ export function matrixInput(reg: MethodRegistry, input: IndexedInputLike, extra:
                       `matrix${countTag(reg, extra)}`);
 }
 
-/** A count typed by the user for an extra method (rounded), or null when it is outside 1..max_count. */
-export function parseCount(value: string, method: ExtraMethodInfo): number | null {
-  const v = Math.round(Number(value));
-  return value.trim() !== '' && v >= 1 && v <= method.max_count ? v : null;
+/**
+ * A count typed by the user for an extra method: the number when it is a whole number in 1..max_count (the
+ * server refuses the rest with a 400 naming the field: lit_app/limits.py), else the refusal in words with the
+ * allowed range.
+ */
+export function parseCount(value: string, method: ExtraMethodInfo): number | string {
+  const text = value.trim();
+  const v = Number(text);
+  if (text !== '' && Number.isInteger(v) && v >= 1 && v <= method.max_count) return v;
+  return `${method.short} ${method.count_unit} must be a whole number from 1 to ${method.max_count}` +
+      `${text === '' ? '' : `, not ${text}`}`;
 }
 
 /** The job kind the server reports for a background job ("grad", "ig16", "sg8"). */

@@ -25,6 +25,7 @@ export const SALIENCE_STYLES = css`
   .segment-status .bar > div { width: 100%; height: 100%;
                                background: repeating-linear-gradient(90deg, #1a73e8 0 8px, #e8eaed 8px 12px); }
   .segment-status .fit.warn, .segment-status .error-text { color: #a50e0e; }
+  .count-error { color: #a50e0e; font-size: 12px; }
   .segment-warning { flex-basis: 100%; color: #a50e0e; }
   .empty { padding: 16px; color: #5f6368; }
   .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }

@@ -16,7 +16,6 @@ import {SEGMENT_NOUNS, type SalienceController} from './controller.js';
 import {describeFit, describeProgress, type DetailStatus, type MethodPayload, type SaliencePayload,
         type StreamStatus} from './payload.js';
 import type {Ranked} from './rank.js';
-import {parseCount} from './request.js';
 import type {TargetSpan} from './spans.js';
 import {isWhole, overlaps, type TargetSegment} from './target.js';
 import {IG_TOLERANCE, relativeCompleteness} from './values.js';
@@ -137,10 +136,8 @@ function countControlsView(ctl: SalienceController, info: ExtraMethodInfo) {
       <label title="${label}: number of ${unit}">${info.short} ${unit}
         <input class="${info.tag}-${unit}" type="number" min="1" max=${info.max_count}
             .value=${String(ctl.counts[name])}
-            @change=${(e: Event) => {
-              const v = parseCount(value(e), info);
-              if (v !== null) ctl.setCount(name, v);
-            }}></label>
+            @change=${(e: Event) => ctl.enterCount(name, value(e))}></label>
+      ${ctl.countErrors[name] ? html`<span class="count-error" role="alert">${ctl.countErrors[name]}</span>` : nothing}
       ${html`<label title="Compute ${label} for every response token (slow: minutes on a CPU); otherwise only the span on screen">
         <input class="${info.tag}-per-token" type="checkbox" .checked=${ctl.perToken[name]}
             @change=${(e: Event) => ctl.setPerToken(name, (e.target as HTMLInputElement).checked)}>

@@ -12,6 +12,8 @@ export const RESPONSE_FIELD = 'response';
 export const SPAN_SALIENCE_FIELD = 'span_salience';
 export const TARGET_SPAN_FIELD = 'target_span';
 export const DETAIL_FIELD = 'detail';
+/** With detail "span_cancel": the id of the span job to stop (its span_progress status's `job_id`). */
+export const SPAN_JOB_FIELD = 'span_job';
 /** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
 export const STREAM_AFTER_FIELD = 'stream_after';
 // A segment method's request (`detail` = the method's registry `detail`; docs/architecture.md "Segment salience").

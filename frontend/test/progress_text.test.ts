@@ -1,0 +1,26 @@
+// The progress line's words for a running IG / SmoothGrad span or per-token job (issue 35 point 4):
+// "finishing…" once every unit is done, never "about 1 s left" without an estimate.
+import {describe, expect, it} from 'vitest';
+
+import {describeDetail, describeProgress, type DetailStatus} from '../src/salience/payload.js';
+
+function running(done: number, total: number, eta_s: number | null): DetailStatus {
+  return {kind: 'span', state: 'running', done, total, elapsed_s: 10, eta_s, error: ''};
+}
+
+describe('progress text', () => {
+  it.each([
+    [running(16, 32, 24), ' 50 % · about 24 s left'],
+    [running(32, 32, null), ' 100 % · finishing…'],
+    [running(32, 32, 0), ' 100 % · finishing…'],  // an older server's 0 s at 100 %
+    [running(20, 32, null), ' 62 %'],  // the estimate ran out: no time is claimed
+    [running(1, 21, 600), ' 4 % · about 10 min left'],
+    [running(0, 0, null), ''],
+  ])('%j reads %j', (d, text) => {
+    expect(describeProgress(d)).toBe(text);
+  });
+
+  it('the per-token line says finishing at 100 %', () => {
+    expect(describeDetail(running(7, 7, null))).toBe('per-token detail loading 100% (finishing…)');
+  });
+});

@@ -1,0 +1,122 @@
+"""Issue 35 point 4 in the browser at 1280x720, against the real server on the default model: progress
+that is true.
+
+- an IG step count outside 1..256 (0, 300, 100000) is refused next to its field with the allowed range, and
+  no request goes (was: silently ignored);
+- switching from a running IG span to another method drops IG's progress line at once and sends a cancel
+  naming the IG job's id, which the server finds running (was: the line stayed over the new method's map
+  until IG ended, and IG ran on);
+- the IG progress line never claims "about 1 s left" at 100 % and its time left never counts up (recorded
+  every 250 ms while 256 steps run).
+
+Screenshots go to artifacts/e2e/true_progress/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+SALIENCE = "prompt-salience-module"
+SIZE = {"width": 1280, "height": 720}
+TIMEOUT_MS = 300_000
+SIMPLE = "What is the capital of France?"
+LOADING = ".texts .status.loading.inline"
+
+
+def _open_and_select(page, url: str):
+    page.set_viewport_size(SIZE)
+    page.goto(url)
+    mod = page.locator(SALIENCE)
+    mod.wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=SIMPLE).first.click()
+    page.locator(f'{SALIENCE}[data-last-action="select"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    return mod
+
+
+def _shot(page, artifacts_dir, name: str) -> None:
+    out = artifacts_dir / "true_progress"
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / f"{name}.png"))
+
+
+def test_out_of_range_ig_steps_are_refused_with_the_range(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = _open_and_select(page, server_url)
+    mod.locator("select.method").select_option("integrated_gradients")
+    steps = mod.locator("input.ig-steps")
+    expect(steps).to_have_count(1)
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if "get_preds" in r.url else None)
+    for typed in ("0", "300", "100000"):
+        steps.fill(typed)
+        steps.dispatch_event("change")
+        refusal = mod.locator(".count-error")
+        expect(refusal).to_have_text(re.compile(rf"IG steps must be a whole number from 1 to 256, not {typed}; "
+                                                r"still using \d+\."))
+    _shot(page, artifacts_dir, "ig-steps-refused")
+    assert not any("_salience" in u for u in sent), f"a refused count sent a salience request: {sent}"
+    steps.fill("4")
+    steps.dispatch_event("change")
+    expect(mod.locator(".count-error")).to_have_count(0)
+
+
+def test_switching_away_from_ig_drops_its_progress_line(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = _open_and_select(page, server_url)
+    mod.locator("select.method").select_option("integrated_gradients")
+    steps = mod.locator("input.ig-steps")
+    steps.fill("256")  # long enough to switch while it runs
+    steps.dispatch_event("change")
+    line = mod.locator(LOADING)
+    expect(line).to_contain_text("Integrated gradients (256 steps)", timeout=30_000)
+    _shot(page, artifacts_dir, "ig-running")
+    page.wait_for_timeout(2_500)  # a progress read or two: the page knows the server's id of the IG job
+    cancels = lambda r: "get_preds" in r.url and '"span_cancel"' in (r.request.post_data or "")
+    with page.expect_response(cancels, timeout=5_000) as stopped:
+        mod.locator("select.method").select_option("grad_x_input")
+    expect(mod.locator(LOADING)).to_have_count(0, timeout=1_000)
+    # The server found the job the cancel names (running until then) and stops it within one chunk.
+    status = stopped.value.json()[0]["salience"]["detail"]
+    assert status["state"] == "running" and status["job_id"].startswith("span-"), status
+    _shot(page, artifacts_dir, "switched-to-grad-x-input")
+
+
+def test_ig_progress_never_sits_at_one_second_and_never_counts_up(server_url, browser_page, artifacts_dir):
+    page, _ = browser_page
+    mod = _open_and_select(page, server_url)
+    mod.locator("select.method").select_option("integrated_gradients")
+    steps = mod.locator("input.ig-steps")
+    steps.fill("256")
+    steps.dispatch_event("change")
+    seen: list[str] = []
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    started = False
+    while time.monotonic() < deadline:
+        texts = mod.locator(LOADING).all_inner_texts()
+        if texts:
+            started = True
+            if not seen or seen[-1] != texts[0]:
+                seen.append(texts[0])
+        elif started:
+            break
+        page.wait_for_timeout(250)
+    assert started and not mod.locator(LOADING).count(), f"IG did not finish: {seen[-3:]}"
+    _shot(page, artifacts_dir, "ig-done")
+    assert any("%" in t for t in seen), f"no progress was shown: {seen}"
+    for text in seen:
+        assert not re.search(r"100 % · about", text), f"time left claimed with every step done: {text!r}"
+    lefts = []
+    for text in seen:
+        m = re.search(r"· about (\d+) (s|min) left", text)
+        if m:
+            lefts.append(int(m.group(1)) * (60 if m.group(2) == "min" else 1))
+    assert all(b <= a for a, b in zip(lefts, lefts[1:])), f"the time left counted up: {seen}"

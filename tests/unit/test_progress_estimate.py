@@ -1,0 +1,89 @@
+"""The time-left estimate of a background or span job (lit_app/progressive.py `Job.report` / `Job.eta`),
+on recorded sequences of progress reports (issue 35: "50 % · about 1 s left" after 24–42 s that then
+counted up; "100 % · about 1 s left" for 9–12 s; a per-token estimate that grew from 10 to 21 min in 10 s).
+"""
+
+from __future__ import annotations
+
+from lit_app import progressive
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _job(clock: Clock) -> progressive.Job:
+    job = progressive.Job(group="g", kind="span", run=lambda _job: None, clock=clock)
+    job.state, job.started = progressive.RUNNING, clock()
+    return job
+
+
+def _replay(events: list[tuple[float, int | None, int]], poll_every: float = 1.0) -> list[tuple[float, int, float | None]]:
+    """Replays (time since start, done or None for a poll only, total) and polls every `poll_every` s
+    between events; returns (time, done, eta_s) of every poll."""
+    clock = Clock()
+    start = clock.now
+    job = _job(clock)
+    polls = []
+    t = 0.0
+    for at, done, total in events:
+        while t < at:
+            clock.now = start + t
+            polls.append((t, job.done, job.status()["eta_s"]))
+            t += poll_every
+        clock.now = start + at
+        if done is not None:
+            job.report(done, total)
+    return polls
+
+
+# IG with 32 steps in two batches of 16 on a busy machine: the first batch ends at 24 s, the second at 48 s,
+# then the answer is assembled (10 s) while every step is done. Recorded from the issue's sequence.
+IG_TWO_BATCHES = [(24.0, 16, 32), (48.0, 32, 32), (58.0, None, 32)]
+
+
+def test_half_way_the_estimate_is_the_measured_cost_of_the_other_half():
+    polls = _replay(IG_TWO_BATCHES)
+    at_report = [eta for t, done, eta in polls if t == 24.0]
+    # Hand-derived: 16 steps took 24 s, 16 steps are left -> 24 s (was: "about 1 s left").
+    assert at_report == [24.0]
+
+
+def test_the_estimate_never_counts_up():
+    etas = [eta for _t, _done, eta in _replay(IG_TWO_BATCHES) if eta is not None]
+    assert etas, "an estimate is shown while the second batch runs"
+    assert all(b <= a for a, b in zip(etas, etas[1:])), etas
+
+
+def test_no_time_left_is_claimed_once_every_unit_is_done():
+    done_polls = [eta for t, done, eta in _replay(IG_TWO_BATCHES) if done == 32]
+    assert len(done_polls) == 10 and all(eta is None for eta in done_polls)
+
+
+def test_a_slower_later_report_does_not_raise_the_estimate():
+    # Per-token rows: 10 rows in 60 s (-> 90 rows left = 540 s), then the machine gets busy: 20 rows at
+    # 300 s would say 80 rows x 15 s = 1200 s. The estimate keeps counting down instead of growing.
+    polls = _replay([(60.0, 10, 100), (300.0, 20, 100), (310.0, None, 100)])
+    etas = {t: eta for t, _done, eta in polls}
+    assert etas[60.0] == 540.0
+    assert etas[300.0] == 300.0  # 540 s from t=60 ends at t=600
+    assert etas[309.0] == 291.0
+
+
+def test_between_reports_the_estimate_counts_down_with_the_clock():
+    # (was: elapsed x left / done at each poll, which grows between reports: 10 -> 21 min in 10 s)
+    polls = _replay([(30.0, 1, 21), (40.0, None, 21)])
+    etas = [eta for t, _done, eta in polls if t >= 30.0]
+    assert etas == [600.0 - k for k in range(10)]
+
+
+def test_an_estimate_that_ran_out_before_the_work_says_nothing():
+    # 1 of 4 units in 10 s -> 30 s left; at 45 s the second unit has not come: no "about 1 s left".
+    polls = _replay([(10.0, 1, 4), (45.0, None, 4)])
+    etas = {t: eta for t, _done, eta in polls}
+    assert etas[30.0] == 10.0
+    assert all(etas[t] is None for t in range(40, 45))
