@@ -17,6 +17,13 @@ output, `compare`, holds:
   and "pinned_salience_passes" (0 from the caches, else 1: one forward + backward);
 * with `old_answer` true: "old_answer_salience", the pinned answer's own salience under the selected
   prompt (one forward + backward for the gradient methods); else null.
+* with `with_pinned_salience` true and a segment method in `segment_method` (with `granularity`,
+  `pattern`, `removal` and its count, as the salience model's segment requests: the method on screen):
+  "pinned_segments" and "selected_segments", each the `salience` of a finished segment request
+  (docs/architecture.md "Segment salience") for the whole response of that side, and with `old_answer`
+  "old_answer_segments" (the pinned answer under the selected prompt); else null. Segment values live
+  on a segmentation, not on the gradient's tokens, so both sides are measured here (the selected side's
+  from the caches when the module measured its whole response before). Stopped when the client goes.
 
 Asking here, not through the salience model, leaves the server's focus (the datapoint whose
 background matrices run, lit_app/progressive.py) on the selected datapoint. The browser's compare
@@ -26,10 +33,13 @@ a datapoint and another is selected.
 
 from __future__ import annotations
 
-from lit_app import fields
+import dataclasses
+
+import sequence_salience as ss
+from lit_app import cancel, fields
 from lit_app.errors import RequestError
-from lit_app.inputs import JsonDict, extra_counts, text_field
-from lit_app.payloads import salience_payload
+from lit_app.inputs import JsonDict, extra_counts, segment_request, text_field
+from lit_app.payloads import salience_payload, segment_payload
 from lit_app.wrapper import Wrapper
 
 
@@ -66,4 +76,17 @@ class CompareModel(Wrapper):
             answer = cross.under_a.response
             old = shared.quick(chat_b, answer, 0, None, counts)
             out["old_answer_salience"] = salience_payload(old, counts, methods=methods, dtype=shared.dtype)
+        out.update(pinned_segments=None, selected_segments=None, old_answer_segments=None)
+        if ex.get(fields.WITH_PINNED_SALIENCE) is True and text_field(ex, fields.SEGMENT_METHOD):
+            request = dataclasses.replace(segment_request(ex), span=None)  # the whole response of each side
+            stop = cancel.for_request(f"the comparison's {request.method}")
+            sides = {"pinned_segments": (chat_a, target_a), "selected_segments": (chat_b, text_field(ex, fields.TARGET))}
+            if ex.get(fields.OLD_ANSWER) is True:
+                sides["old_answer_segments"] = (chat_b, cross.under_a.response)
+            for name, (chat, target) in sides.items():
+                try:
+                    seg = shared.segment_salience(chat, target, request, cancel=stop)
+                except ss.ComputationCancelled:
+                    raise stop.error(f"the comparison's {request.method} was measured") from None
+                out[name] = segment_payload(seg, request.count)
         return {fields.COMPARE: out}

@@ -154,6 +154,16 @@ TOKENIZER_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
     TARGET: lit_types.TextSegment(required=False, default=""),
 }
 
+# A segment method's settings (inputs.segment_request): the salience model's `detail="segments"` requests,
+# and the compare model's, which measures both prompts with the segment method on screen.
+_SEGMENT_INPUTS: lit_types.Spec = {
+    SEGMENT_METHOD: lit_types.TextSegment(required=False, default=""),
+    GRANULARITY: lit_types.TextSegment(required=False, default="sentence"),
+    PATTERN: lit_types.TextSegment(required=False, default=""),
+    REMOVAL: lit_types.TextSegment(required=False, default="filler"),
+    **{rule.name: integer_spec(rule) for rule in SEGMENT_COUNT_RULES.values()},
+}
+
 SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     # ig_steps, smooth_grad_samples: 0 = off (method_registry.EXTRA_METHODS)
     **{e.field: integer_spec(e.rule, off=True) for e in method_registry.EXTRA_METHODS},
@@ -162,11 +172,7 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     SPAN_JOB: lit_types.TextSegment(required=False, default=""),
     STREAM_AFTER: lit_types.Integer(required=False, default=-1, min_val=-1, max_val=1_000_000),
     TARGET_MASK: lit_types.TokenScores(align="", required=False),
-    SEGMENT_METHOD: lit_types.TextSegment(required=False, default=""),
-    GRANULARITY: lit_types.TextSegment(required=False, default="sentence"),
-    PATTERN: lit_types.TextSegment(required=False, default=""),
-    REMOVAL: lit_types.TextSegment(required=False, default="filler"),
-    **{rule.name: integer_spec(rule) for rule in SEGMENT_COUNT_RULES.values()},
+    **_SEGMENT_INPUTS,
 }
 
 GENERATION_OUTPUT_SPEC: lit_types.Spec = {
@@ -200,6 +206,8 @@ COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
     PINNED_TARGET: lit_types.TextSegment(required=False, default=""),
     OLD_ANSWER: lit_types.Boolean(required=False, default=False),
     WITH_PINNED_SALIENCE: lit_types.Boolean(required=False, default=False),
+    # a segment method on screen (with_pinned_salience): both prompts' values at its segmentation
+    **_SEGMENT_INPUTS,
 }
 
 COMPARE_OUTPUT_SPEC: lit_types.Spec = {COMPARE: JsonDict()}

@@ -9,7 +9,9 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
+import {CompareRoom} from '../src/compare/room.js';
 import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import type {PatternMatcher} from '../src/salience/pattern_runner.js';
 import type {SegmentPayload} from '../src/salience/payload.js';
 import {segmentInput} from '../src/salience/request.js';
 import {parseRegistry} from '../src/shared/methods.js';
@@ -176,3 +178,62 @@ describe('segment methods in the controller', () => {
   });
 });
 
+
+describe('Compare an edit with a segment method on screen', () => {
+  it('asks the compare model for both prompts\' segment values and colours the prompt with them', async () => {
+    const {ctl, calls} = await selectedBySentence(0);
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.method).toBe('leave_one_out');
+    // The pinned datapoint: the compare model answers the pinned salience (the fixture) and both sides'
+    // segment values (pinned ×3, selected as the module's own request answers).
+    const compareCalls: Data[] = [];
+    const own = ctl['host'] as SalienceHost;
+    const host: SalienceHost = {
+      ...own,
+      models: () => ({...own.models(), _m_compare: {spec: {output: {compare: {__name__: 'LitType'}}}}}),
+      getPreds: async (inputs, model, ...rest) => {
+        if (model !== '_m_compare') return own.getPreds(inputs, model, ...rest);
+        const data = inputs[0].data;
+        compareCalls.push(data);
+        const side = {response: ' x', ids: [1], tokens: [' x'], logprobs: [-1], total: -1};
+        const seg = segmentAnswer(data);
+        return [{compare: {under_a: side, under_b: side, delta: 0, per_token_delta: [0], forwards: 1,
+                           pinned_salience: structuredClone(fixture), pinned_salience_passes: 0,
+                           old_answer_salience: null, old_answer_segments: null,
+                           pinned_segments: {segments: {...seg, token_values: seg.token_values.map((v) => 3 * v)}},
+                           selected_segments: {segments: seg}}}];
+      },
+    };
+    const room = new CompareRoom(host);
+    const pinned: IndexedInputLike = {id: 'dp0', data: {_id: 'dp0', prompt: 'The cat sat. It was blue.', target: 'Red cat.'}, meta: {}};
+    const patterns = {matches: () => []} as unknown as PatternMatcher;
+    // Pinned while the gradient is on screen: the gradient's comparison, no segment fields.
+    ctl.showGradient();
+    await room.update(true, pinned, dp());
+    room.sync(ctl);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(compareCalls[compareCalls.length - 1]!['segment_method']).toBeUndefined();
+    expect(room.model(ctl, 'sentence', '', 1, patterns)!.values).not.toBeNull();
+    // Leave one out chosen: both prompts are measured; the prompt waits for them, saying so.
+    ctl.setMethod('leave_one_out');
+    room.sync(ctl);
+    const waiting = room.model(ctl, 'sentence', '', 1, patterns)!;
+    expect(waiting.values).toBeNull();
+    expect(waiting.valuesNote).toBe('Measuring Leave one segment out on both prompts…');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(compareCalls[compareCalls.length - 1]).toMatchObject({segment_method: 'leave_one_out', granularity: 'sentence', removal: 'filler',
+                                               with_pinned_salience: true, pinned_prompt: 'The cat sat. It was blue.'});
+    expect(compareCalls[compareCalls.length - 1]!['target_span']).toBeUndefined();  // both whole responses
+    const m = room.model(ctl, 'sentence', '', 1, patterns)!;
+    expect(m.values).not.toBeNull();
+    // Per aligned prompt segment: the token values summed; the pinned side's are 3× the selected side's.
+    // (NaN: a segment only one side has.)
+    const shown = Array.from(m.values!.b).map((v, i) => [v, m.values!.a[i]])
+        .filter(([b, a]) => Number.isFinite(b) && Number.isFinite(a) && b !== 0);
+    expect(shown.length).toBeGreaterThan(0);
+    for (const [b, a] of shown) expect(a).toBeCloseTo(3 * b!, 9);
+    expect(calls.length).toBeGreaterThan(0);
+    room.dispose();
+    ctl.dispose();
+  });
+});

@@ -5,6 +5,7 @@ datapoint's salience was shown before (and its salience from the caches); bad in
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -110,3 +111,49 @@ def test_bad_input_names_the_field(client, data, message):
     response = _post(client, COMPARE, data)
     assert response.status_code == 500  # LIT's own app; behind security.SecureApp (main()) it is 400
     assert message in response.get_data(as_text=True)
+
+
+def _segments_of(client, data):
+    """The salience model's segment request (as the module polls it) until its values are there."""
+    for _ in range(600):
+        out = _preds(client, SAL, data)
+        values = out[fields.SALIENCE].get(fields.SEGMENTS)
+        if values is not None:
+            return values
+        assert out[fields.SALIENCE]["detail"]["state"] not in ("error", "cancelled"), out[fields.SALIENCE]
+        time.sleep(0.1)
+    raise AssertionError("the segment job did not finish")
+
+
+def test_segment_method_on_both_sides(client, default_lm):
+    # A segment method on screen: values live on a segmentation, so the comparison measures both prompts.
+    seg = {fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "sentence", fields.REMOVAL: "delete"}
+    out = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                   fields.WITH_PINNED_SALIENCE: True, **seg})[fields.COMPARE]
+    pinned, selected = out["pinned_segments"][fields.SEGMENTS], out["selected_segments"][fields.SEGMENTS]
+    assert out["old_answer_segments"] is None  # only with old_answer
+    # Each side is what the salience model's own segment request of that datapoint answers.
+    for side, prompt in ((pinned, PROMPT_A), (selected, PROMPT_B)):
+        alone = _segments_of(client, {fields.PROMPT: prompt, fields.DETAIL: "segments", **seg})
+        assert side["method"] == "leave_one_out" and side["granularity"] == "sentence"
+        assert side["spans"] == alone["spans"] and len(side["values"]) == 3  # system prompt, 2 sentences
+        np.testing.assert_allclose(side["values"], alone["values"], atol=1e-6)
+        # The spread over tokens keeps each segment's sum.
+        assert sum(side["token_values"]) == pytest.approx(sum(side["values"]), abs=1e-4)
+    # The unedited prompt's log p of the pinned response is the teacher-forced one (an independent forward).
+    assert pinned["original_logprob"] == pytest.approx(sum(out["under_a"]["logprobs"]), abs=2e-3)
+    # Deleting the question leaves the answer less likely (hand check of the sign on this prompt).
+    text = out["pinned_salience"]["text"]
+    question = [i for i, (s, e) in enumerate(pinned["spans"]) if text[s:e].startswith("How many")]
+    assert len(question) == 1 and pinned["values"][question[0]] > 0
+    old = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                   fields.WITH_PINNED_SALIENCE: True, fields.OLD_ANSWER: True, **seg})[fields.COMPARE]
+    assert old["old_answer_segments"][fields.SEGMENTS]["original_logprob"] == pytest.approx(
+        sum(old["under_b"]["logprobs"]), abs=2e-3)
+
+
+def test_unknown_segment_method_names_the_field(client):
+    response = _post(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A,
+                                       fields.WITH_PINNED_SALIENCE: True, fields.SEGMENT_METHOD: "nope"})
+    assert response.status_code == 500  # LIT's own app; behind security.SecureApp it is 400
+    assert fields.SEGMENT_METHOD in response.get_data(as_text=True)

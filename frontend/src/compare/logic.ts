@@ -250,6 +250,11 @@ export interface CrossPayload {
   pinned_salience_passes: number;
   /** With `old_answer`: the pinned answer's salience under the selected prompt (a salience payload), else null. */
   old_answer_salience: unknown;
+  /** With a segment method asked for: each side's whole-response segment values (the `salience` of a finished
+   * segment request, parsed by ../salience/payload.ts parseSegments); the old answer's with `old_answer`; else null. */
+  pinned_segments: unknown;
+  selected_segments: unknown;
+  old_answer_segments: unknown;
 }
 
 function check(cond: boolean, what: string): void {
@@ -279,18 +284,21 @@ export function parseCross(x: unknown): CrossPayload {
   const num = (f: string) => (typeof p![f] === 'number' ? (p![f] as number) : 0);
   return {under_a: a, under_b: b, delta: p!['delta'] as number, per_token_delta: per as number[] | null,
           forwards: num('forwards'), pinned_salience: p!['pinned_salience'] ?? null,
-          pinned_salience_passes: num('pinned_salience_passes'), old_answer_salience: p!['old_answer_salience'] ?? null};
+          pinned_salience_passes: num('pinned_salience_passes'), old_answer_salience: p!['old_answer_salience'] ?? null,
+          pinned_segments: p!['pinned_segments'] ?? null, selected_segments: p!['selected_segments'] ?? null,
+          old_answer_segments: p!['old_answer_segments'] ?? null};
 }
 
 /**
  * The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*
- * and `counts` (../salience/request.ts countFields: the extra method shown, so the pinned salience has it);
+ * and `counts` (../salience/request.ts countFields: the extra method shown, so the pinned salience has it; or
+ * segmentFields: the segment method shown, measured on both prompts);
  * `tag` names the method and count in the derived id; `oldAnswer` also asks for the pinned answer's salience
  * under the selected prompt (one forward + backward on the server); `withSalience` asks for the pinned
  * datapoint's whole-response salience too (the compare view; compare_models wants the log-probs only).
  */
 export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike,
-                             counts: Record<string, number> = {}, tag = '', oldAnswer = false,
+                             counts: Record<string, unknown> = {}, tag = '', oldAnswer = false,
                              withSalience = false): IndexedInputLike {
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   return derivedInput(selected, {

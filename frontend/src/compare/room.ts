@@ -15,8 +15,8 @@ import {JobClient} from '../shared/jobs.js';
 import type {IndexedInputLike} from '../shared/request.js';
 import type {SalienceController, SalienceHost} from '../salience/controller.js';
 import type {PatternMatcher} from '../salience/pattern_runner.js';
-import {numTargets, parsePayload, type SaliencePayload} from '../salience/payload.js';
-import {countFields, extraKey} from '../salience/request.js';
+import {numTargets, parsePayload, parseSegments, type SaliencePayload} from '../salience/payload.js';
+import {countFields, segmentFields} from '../salience/request.js';
 import {wholeResponse} from '../salience/target.js';
 import {alignSegmentations, alignTexts, compareInput, compareModelName, isComparing, parseCross, promptValues,
         responseOf, wholeResponseValues, type Alignment, type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
@@ -38,7 +38,19 @@ export interface CompareModel {
    * as the selected side's values (`useOld`; else the selected datapoint's own answer). */
   oldAnswer: 'off' | 'loading' | 'ready';
   useOld: boolean;
+  /** What the prompt colours wait for, '' when nothing (a segment method is measured on both prompts). */
+  valuesNote: string;
 }
+
+/** A segment method's whole-response values of each side, as the compare model answers them (parsed against
+ * each side's token count when drawn: segmentTokens). */
+interface SideSegments {
+  pinned: unknown;
+  selected: unknown;
+  old: unknown;
+}
+
+type CrossAnswer = {cross: CrossPayload; pinned: SaliencePayload; old: SaliencePayload | null; segments: SideSegments | null};
 
 export class CompareRoom {
   pinned: IndexedInputLike | null = null;
@@ -52,9 +64,11 @@ export class CompareRoom {
   useOld = false;
   crossError = '';
   /** The `_<model>_compare` request of the pair, method and old-answer choice shown (../shared/jobs.ts). */
-  private readonly requests: JobClient<{cross: CrossPayload; pinned: SaliencePayload; old: SaliencePayload | null} | null>;
-  /** The method (and count) the selected side shows: the pinned salience is asked for it. */
-  private method: {name: string; counts: Record<string, number>; tag: string} | null = null;
+  private readonly requests: JobClient<CrossAnswer | null>;
+  /** The method (and count, or segment settings) the selected side shows: the pinned salience is asked for it. */
+  private method: {name: string; counts: Record<string, unknown>; tag: string; segment: string} | null = null;
+  /** A segment method's values of both sides, for `method` (null for a gradient method, or until measured). */
+  private segments: SideSegments | null = null;
   private crossKey = '';
   private segMemo = new Map<string, {payload: SaliencePayload; seg: Segmentation}>();
   private alignMemo: {key: string; a: SaliencePayload; b: SaliencePayload; own: SaliencePayload; prompts: Alignment;
@@ -116,14 +130,17 @@ export class CompareRoom {
     this.host.changed();
   }
 
-  /** Follows the selected side's method and count (called after each render): a new one asks again. */
+  /** Follows the selected side's method and count, or segment method and segmentation (called after each
+   * render): a new one asks again. A segment method's values live on a segmentation, not on the gradient's
+   * tokens: the compare model measures it on both prompts' whole responses (lit_app/compare.py). */
   sync(main: SalienceController) {
     const reg = main.registry();
     if (!this.active || main.method === '' || reg === null) return;
-    const extra = main.extra();
-    const tag = extra === null ? main.method : extraKey(extra);
+    const tag = main.valuesName();
     if (this.method?.tag === tag) return;
-    this.method = {name: main.method, counts: countFields(reg, extra), tag};
+    const ask = main.segmentAsk();
+    const counts = ask === null ? countFields(reg, main.extra()) : segmentFields(reg, ask);
+    this.method = {name: main.method, counts, tag, segment: ask === null ? '' : ask.method};
     void this.fetchCross();
   }
 
@@ -137,6 +154,7 @@ export class CompareRoom {
     const samePair = this.crossKey.startsWith(pair);
     this.crossKey = key;
     if (!samePair) this.cross = this.pinnedPayload = this.oldPayload = null;  // same pair: shown until replaced
+    this.segments = null;  // another method or segmentation: not these values
     this.crossError = '';
     const model = compareModelName(this.host.modelName());
     if (this.host.models()[model] === undefined) {
@@ -154,7 +172,9 @@ export class CompareRoom {
         const res = await this.host.loadLatest('compare', req);
         if (res === null || key !== this.crossKey) return null;
         const cross = parseCross(res[0]?.[COMPARE_FIELD]);
-        return {cross, pinned: parsePayload(cross.pinned_salience),
+        const segments = method.segment === '' ? null
+            : {pinned: cross.pinned_segments, selected: cross.selected_segments, old: cross.old_answer_segments};
+        return {cross, pinned: parsePayload(cross.pinned_salience), segments,
                 old: cross.old_answer_salience == null ? null : parsePayload(cross.old_answer_salience)};
       },
     });
@@ -162,7 +182,7 @@ export class CompareRoom {
     if (!settled.ok) {
       this.crossError = settled.error;
     } else if (settled.value !== null) {
-      ({cross: this.cross, pinned: this.pinnedPayload, old: this.oldPayload} = settled.value);
+      ({cross: this.cross, pinned: this.pinnedPayload, old: this.oldPayload, segments: this.segments} = settled.value);
     }
     this.host.changed();
   }
@@ -188,7 +208,7 @@ export class CompareRoom {
       mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
       pinnedMessage: this.crossError, responses: null, prompts: null, values: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
       oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
-      useOld: this.useOld && this.oldPayload !== null,
+      useOld: this.useOld && this.oldPayload !== null, valuesNote: '',
     };
     const own = main.payload;
     if (a === null || own === null) return out;
@@ -213,12 +233,37 @@ export class CompareRoom {
     }
     out.prompts = prompts;
     out.responses = responses;
-    const linear = main.registry()?.get(main.method)?.linear ?? false;
-    const tokA = wholeResponseValues(a, main.method, linear);
-    const tokB = out.useOld ? wholeResponseValues(b, main.method, linear) : main.tokenValues(wholeResponse(numTargets(b)));
+    let tokA: Float64Array | null, tokB: Float64Array | null;
+    if (this.method?.segment) {
+      const s = this.segments;
+      if (s === null) {
+        tokA = tokB = null;
+        const label = main.registry()?.label(this.method.segment) ?? this.method.segment;
+        out.valuesNote = this.crossLoading ? `Measuring ${label} on both prompts…` : '';
+      } else {
+        try {
+          tokA = segmentTokens(s.pinned, a.tokens.length);
+          tokB = out.useOld ? segmentTokens(s.old, b.tokens.length) : segmentTokens(s.selected, own.tokens.length);
+        } catch (e) {
+          tokA = tokB = null;
+          out.valuesNote = e instanceof Error ? e.message : String(e);
+        }
+      }
+    } else {
+      const linear = main.registry()?.get(main.method)?.linear ?? false;
+      tokA = wholeResponseValues(a, main.method, linear);
+      tokB = out.useOld ? wholeResponseValues(b, main.method, linear) : main.tokenValues(wholeResponse(numTargets(b)));
+    }
     if (tokA === null || tokB === null) return out;
     const signed = main.methodPayload()?.signed ?? main.registry()?.get(main.method)?.signed ?? true;
     out.values = promptValues(prompts, segA, tokA, segB, tokB, signed, intensity);
     return out;
   }
+}
+
+/** A side's segment values (the `salience` of a finished segment request) spread over its `n` tokens. */
+function segmentTokens(x: unknown, n: number): Float64Array {
+  const values = parseSegments(x, n).values;
+  if (values === null) throw new Error('Malformed compare payload: a side has no segment values. Fix: restart the server with this version.');
+  return Float64Array.from(values.token_values);
 }

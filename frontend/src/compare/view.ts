@@ -87,7 +87,7 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
             : html`selected − pinned per aligned segment`}; struck through: only in the pinned prompt, underlined: only in the selected one</div>
         <div class="text cprompt mode-${m.mode} ${m.values === null ? 'pending' : ''}">${
             m.prompts ? promptView(m.prompts, m.values, m.mode, LABELS) : nothing}</div>
-        <div class="clegends">${m.values === null ? nothing : m.mode === 'both'
+        <div class="clegends">${m.values === null ? (m.valuesNote ? html`<span class="values-note">${m.valuesNote}</span>` : nothing) : m.mode === 'both'
             ? legendView('Shared scale', m.values.scale, 'legend-shared')
             : legendView('Difference', m.values.diffScale, 'legend-diff')}</div>
         <div class="section-label">Responses ${changed(m.responses) ? '(different)' : '(the same)'}</div>

@@ -134,13 +134,22 @@ export function segmentKey(ask: Omit<SegmentAsk, 'span'>): string {
  * answers its progress until the values are there, then the values. `n` numbers the requests.
  */
 export function segmentInput(reg: MethodRegistry, input: IndexedInputLike, ask: SegmentAsk, n: number): IndexedInputLike {
+  const settings = segmentFields(reg, ask);  // throws for a method that is not a segment method
+  const data: Record<string, unknown> = {
+    [DETAIL_FIELD]: reg.segment(ask.method)!.detail, ...settings, [TARGET_SPAN_FIELD]: `${ask.span.t0}:${ask.span.t1}`,
+  };
+  return derivedInput(input, data, `seg-${ask.method}-${ask.granularity}-${ask.span.t0}-${ask.span.t1}-${n}`);
+}
+
+/** The input fields of a segment method's settings (method, segmentation, removal, count; not the span): the
+ * salience model's segment request and the compare model's (which measures both prompts with them). */
+export function segmentFields(reg: MethodRegistry, ask: Omit<SegmentAsk, 'span'>): Record<string, unknown> {
   const info = reg.segment(ask.method);
   if (info === undefined) throw new Error(`"${ask.method}" is not a segment method.`);
   const data: Record<string, unknown> = {
-    [DETAIL_FIELD]: info.detail, [SEGMENT_METHOD_FIELD]: ask.method, [GRANULARITY_FIELD]: ask.granularity,
+    [SEGMENT_METHOD_FIELD]: ask.method, [GRANULARITY_FIELD]: ask.granularity,
     [PATTERN_FIELD]: ask.granularity === 'regex' ? ask.pattern : '', [REMOVAL_FIELD]: ask.removal,
-    [TARGET_SPAN_FIELD]: `${ask.span.t0}:${ask.span.t1}`,
   };
   if (info.count_field !== null) data[info.count_field] = ask.count;
-  return derivedInput(input, data, `seg-${ask.method}-${ask.granularity}-${ask.span.t0}-${ask.span.t1}-${n}`);
+  return data;
 }
