@@ -4,7 +4,8 @@ Flow: select the shipped train example, change one number in the datapoint edito
 (LIT pins the original and selects the edit): the salience module shows both responses with the word
 diff marked, the aligned prompt with the changed number struck through / underlined, the pinned answer's
 Δ log p under the edited prompt; switch to the difference view (mouse, then "d" on the keyboard); ask
-for the pinned answer's salience under the edited prompt;
+for the pinned answer's salience under the edited prompt; at sentence granularity the module switches to
+leave one sentence out and the comparison colours both prompts with it;
 unpin with LIT's toolbar button and the single view is back. Screenshots go to artifacts/e2e/ (and
 to docs/compare.png when UPDATE_SCREENSHOTS=1).
 """
@@ -107,6 +108,18 @@ def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
     page.screenshot(path=str(artifacts_dir / "compare-old-answer.png"))
     view.locator("select.old-answer-select").select_option("own")
     expect(view.locator(".section-label", has_text="the pinned answer under the selected prompt")).to_have_count(0)
+
+    # A segment method on screen: sentence granularity switches the module to leave one sentence out, and
+    # the comparison measures both prompts with it (the prompt coloured by its values, not left blank).
+    grad_styles = view.locator(".cprompt .cseg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+    mod.locator("select.granularity").select_option("sentence")
+    expect(mod.locator('.segment-status[data-method="leave_one_out"]')).to_be_visible(timeout=TIMEOUT_MS)
+    expect(view.locator(".cprompt:not(.pending)")).to_be_visible(timeout=TIMEOUT_MS)
+    loo_styles = view.locator(".cprompt .cseg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+    assert sum("linear-gradient" in s for s in loo_styles) >= 2, loo_styles  # both values per sentence
+    assert loo_styles != grad_styles
+    page.screenshot(path=str(artifacts_dir / "compare-leave-one-out.png"))
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
 
     group.locator("mwc-icon", has_text="fullscreen_exit").first.click()
 
