@@ -10,7 +10,8 @@
 import {makeModuleClass, TAG} from './salience_module.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
-import {patchDatapointEditor, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar} from './lit_fixes.js';
+import {patchDatapointEditor, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar,
+        patchTooltip} from './lit_fixes.js';
 import {defineOnce} from './shared/lit_module.js';
 
 export {TAG};
@@ -49,6 +50,9 @@ if (typeof customElements !== 'undefined') {
       .catch((e) => console.error(e));
   customElements.whenDefined('datapoint-editor-module')
       .then(() => patchDatapointEditor(customElements.get('datapoint-editor-module')))
+      .catch((e) => console.error(e));
+  customElements.whenDefined('lit-tooltip')
+      .then(() => patchTooltip(customElements.get('lit-tooltip')))
       .catch((e) => console.error(e));
   customElements.whenDefined('lit-modules')
       .then(() => patchLayoutSettings(customElements.get('lit-modules')))

@@ -20,6 +20,7 @@ import {compareView} from './compare/view.js';
 import {COMPARE_MODELS_METHOD} from './compare_models/logic.js';
 import {CompareModelsRoom} from './compare_models/room.js';
 import {COMPARE_MODELS_STYLES, compareModelsView} from './compare_models/view.js';
+import {forcedTargetNote, isForcedTarget} from './shared/forced_target.js';
 import {moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/pieces.js';
 import {activeModel, type IndexedInputLike} from './shared/request.js';
@@ -571,7 +572,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                            if (open !== this.showHead) this.headDecided = true;  // the user's (not our own ?open)
                            this.showHead = open;
                          })}${promptPieces}</div>
-            <div class="section-label">Response
+            <div class="section-label">Response ${forcedTargetNote(isForcedTarget(this.ctl.input?.data))}
               <span class="hint">— target: <b class="target-desc">${describeSpan(span, T)}</b>
                 ${isWhole(span, T) ? html`(click or drag over the response to choose)` :
                   html`<button class="reset" @click=${() => { this.cursor = null; this.ctl.setSpan(wholeResponse(T)); }}>Whole response</button>`}
@@ -642,7 +643,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       const T = numTargets(p);
       return html`<div class="texts heatmap-pane">
         ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
-        <div class="section-label">Answer × prompt
+        <div class="section-label">Answer × prompt ${forcedTargetNote(isForcedTarget(this.ctl.input?.data))}
           <span class="hint">— target: <b class="target-desc">${describeSpan(this.ctl.span, T)}</b>
             ${isWhole(this.ctl.span, T) ? nothing : html`<button class="reset" @click=${on.whole}>Whole response</button>`}</span>
         </div>

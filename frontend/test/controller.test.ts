@@ -474,7 +474,7 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.setMethod('integrated_gradients');
     const selecting = ctl.select(dp());
     await vi.advanceTimersByTimeAsync(POLL_MS);
-    expect(ctl.message).toBe('Generating the response and computing salience…');  // queued: nothing to add
+    expect(ctl.message).toBe('Computing salience…');  // queued: nothing to add (the row has a target: nothing is generated)
     await vi.advanceTimersByTimeAsync(POLL_MS);
     expect(ctl.message).toBe('Integrated gradients (16 steps) for the whole response… 25 % · about 3 s left');
     first.resolve(firstHighlight());
@@ -482,6 +482,21 @@ describe('status line: what is on screen now (issue 19)', () => {
     await vi.advanceTimersByTimeAsync(3 * POLL_MS);
     expect(polls).toBe(2);  // no poll once the first highlight is there
     expect(ctl.status).toBe('ready');
+    ctl.dispose();
+  });
+
+  it('says "Generating the response" only for a row without a target (issue 35: a forced target generates nothing)', async () => {
+    const first = deferred();
+    const {host} = fakeHost((c) => (c.input.data['detail'] === 'stream' ? [{salience: {}}] : first.promise));
+    const ctl = new SalienceController(host);
+    const forced = ctl.select(dp());  // target 'Red cat.'
+    expect(ctl.status).toBe('loading');
+    expect(ctl.message).toBe('Computing salience…');
+    const own: IndexedInputLike = {id: 'dp2', data: {_id: 'dp2', prompt: 'The cat sat.', target: ''}, meta: {}};
+    const generating = ctl.select(own);
+    expect(ctl.message).toBe('Generating the response and computing salience…');
+    first.resolve(firstHighlight());
+    await Promise.all([forced, generating]);
     ctl.dispose();
   });
 

@@ -72,9 +72,9 @@ describe('models and targets', () => {
     expect(traceTarget({...shared(0, 0), tokens: ['<s>', 'q']})).toBeNull();  // no response tokens
   });
   it('numbers the traced token as the salience module numbers the span (1-based, "of N")', () => {
-    // The salience module says "tokens 2–3 of 3" for {t0: 1, t1: 3} (salience/target.ts describeSpan).
+    // The salience module says "tokens 2–3 of 3" for {t0: 1, t1: 3} (shared/tokens.ts, as every view).
     expect(describeTraced(traceTarget(shared(1, 3))!)).toBe(
-        'response token 2 of 3 — the first of the selected tokens 2–3; click one token to trace it');
+        'response token 2 of 3 — the first of the selected tokens 2–3 of 3; click one token to trace it');
     expect(describeTraced(traceTarget(shared(1, 2))!)).toBe('response token 2 of 3');
     expect(describeTraced(traceTarget(shared(0, 3))!)).toMatch(/^response token 1 of 3 — the whole response/);
   });

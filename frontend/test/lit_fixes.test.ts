@@ -2,7 +2,7 @@ import {describe, expect, it} from 'vitest';
 
 import {
   DATA_TABLE_CSS, fitColumnWidths, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar,
-  QUIET_STATUS_CSS,
+  placeTooltip, QUIET_STATUS_CSS,
 } from '../src/lit_fixes.js';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
@@ -152,5 +152,22 @@ describe('patchDataTableColumns', () => {
     expect(patchDataTableColumns(class { updateColumns() {} })).toBe(false);
     expect(patchDataTableColumns(undefined)).toBe(false);
     expect(fitColumnWidths([{name: 'x', width: 5}])).toEqual([{name: 'x', width: 5}]);
+  });
+});
+
+describe('placeTooltip (the whole help text inside the window)', () => {
+  const anchor = {left: 100, top: 300, right: 116, bottom: 316};
+  it('goes below its anchor when it fits', () => {
+    expect(placeTooltip(anchor, 520, 200, 1280, 720)).toEqual({left: 100, top: 320, width: 520, maxHeight: 704});
+  });
+  it('moves up and left to stay inside the window, with an 8 px margin', () => {
+    // 400 px tall below y=320 would end at 720: it moves up to end at 712.
+    expect(placeTooltip(anchor, 520, 400, 1280, 720).top).toBe(312);
+    const right = {left: 1000, top: 10, right: 1016, bottom: 26};
+    expect(placeTooltip(right, 520, 100, 1280, 720).left).toBe(1280 - 8 - 520);
+  });
+  it('is cut to the window (then scrolls) when taller, and narrowed on a narrow window', () => {
+    expect(placeTooltip(anchor, 520, 2000, 1280, 720)).toEqual({left: 100, top: 8, width: 520, maxHeight: 704});
+    expect(placeTooltip(anchor, 520, 100, 400, 720)).toMatchObject({left: 8, width: 384});
   });
 });

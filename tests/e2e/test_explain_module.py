@@ -38,7 +38,7 @@ def _open_the_tab_on_the_example(page, server_url: str):
     page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
     page.locator(".tab", has_text="Test this explanation").first.click()
     mod = page.locator(TAG)
-    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+    expect(mod.locator(".for")).to_contain_text("target: whole response (", timeout=60_000)
     return mod
 
 

@@ -18,6 +18,7 @@ import type {PatternMatcher} from '../salience/pattern_runner.js';
 import {numTargets, parsePayload, parseSegments, type SaliencePayload} from '../salience/payload.js';
 import {countFields, segmentFields} from '../salience/request.js';
 import {wholeResponse} from '../salience/target.js';
+import {isForcedTarget} from '../shared/forced_target.js';
 import {alignSegmentations, alignTexts, compareInput, compareModelName, isComparing, parseCross, promptValues,
         responseOf, wholeResponseValues, type Alignment, type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
 
@@ -40,6 +41,8 @@ export interface CompareModel {
   useOld: boolean;
   /** What the prompt colours wait for, '' when nothing (a segment method is measured on both prompts). */
   valuesNote: string;
+  /** Whether each side's response is its datapoint's own target (forced), not the model's answer. */
+  forced: {a: boolean; b: boolean};
 }
 
 /** A segment method's whole-response values of each side, as the compare model answers them (parsed against
@@ -209,6 +212,7 @@ export class CompareRoom {
       pinnedMessage: this.crossError, responses: null, prompts: null, values: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
       oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
       useOld: this.useOld && this.oldPayload !== null, valuesNote: '',
+      forced: {a: isForcedTarget(this.pinned?.data), b: isForcedTarget(this.selected?.data)},
     };
     const own = main.payload;
     if (a === null || own === null) return out;

@@ -9,6 +9,7 @@
 import {html, nothing, type TemplateResult} from 'lit';
 
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
+import {forcedTargetNote} from '../shared/forced_target.js';
 import {alignedText, type Alignment, type CompareMode, type PromptValues} from './logic.js';
 
 /** The names of side A and side B, as the user sees them. */
@@ -32,11 +33,15 @@ export function responseView(al: Alignment, side: 'a' | 'b', labels: SideLabels)
   });
 }
 
-/** Both responses, one row each: the label, then the diff-marked text (.response-a, .response-b). */
-export function responsesView(al: Alignment, labels: SideLabels): TemplateResult {
+/**
+ * Both responses, one row each: the label (with the forced-target label for a side whose datapoint has
+ * its own target), then the diff-marked text (.response-a, .response-b).
+ */
+export function responsesView(al: Alignment, labels: SideLabels,
+                              forced: {a: boolean; b: boolean} = {a: false, b: false}): TemplateResult {
   return html`
-    <div class="crow"><span class="who">${labels.a}</span><div class="text cresp response-a">${responseView(al, 'a', labels)}</div></div>
-    <div class="crow"><span class="who">${labels.b}</span><div class="text cresp response-b">${responseView(al, 'b', labels)}</div></div>`;
+    <div class="crow"><span class="who">${labels.a}${forcedTargetNote(forced.a)}</span><div class="text cresp response-a">${responseView(al, 'a', labels)}</div></div>
+    <div class="crow"><span class="who">${labels.b}${forcedTargetNote(forced.b)}</span><div class="text cresp response-b">${responseView(al, 'b', labels)}</div></div>`;
 }
 
 function bg(v: number, cs: ColorScale): {bg: string; fg: string} | null {

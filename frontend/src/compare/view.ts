@@ -91,7 +91,7 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
             ? legendView('Shared scale', m.values.scale, 'legend-shared')
             : legendView('Difference', m.values.diffScale, 'legend-diff')}</div>
         <div class="section-label">Responses ${changed(m.responses) ? '(different)' : '(the same)'}</div>
-        ${responsesView(m.responses, LABELS)}
+        ${responsesView(m.responses, LABELS, m.forced)}
         ${crossView(m)}
         <div class="old-answer-row">${oldAnswerView(m, on)}</div>`;
   return html`

@@ -22,6 +22,8 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {moduleBase, serverHost} from '../shared/lit_module.js';
 import type {SharedTarget} from '../shared/target_store.js';
+import {forcedTargetNote, isForcedTarget} from '../shared/forced_target.js';
+import {describeTokens, responseLength} from '../shared/tokens.js';
 import {ExplainController} from './controller.js';
 import {curveColor, describeStatus, progressFraction, REDUCE_BUDGET, testedMethods, type Action} from './logic.js';
 import {loadIntoEditor} from './editor.js';
@@ -78,7 +80,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
           ${TABS.map((x) => html`<button role="tab" class="tab-btn ${x.id}${tab === x.id ? ' on' : ''}"
               aria-selected=${tab === x.id ? 'true' : 'false'}
               @click=${() => this.ctl.setTab(x.id)}>${x.label}</button>`)}
-          <span class="for">${t === null ? '' : html`target: tokens ${t.t0}–${t.t1} · ${t.granularity}`}</span>
+          <span class="for">${t === null ? '' : html`target: ${describeTokens(t.t0, t.t1, responseLength(t))} · ${t.granularity}`}</span>
+          ${t === null ? nothing : forcedTargetNote(isForcedTarget(t.input))}
         </div>
         ${t === null ? html`<div class="empty">Select a prompt and a target in the Sequence Salience module.</div>`
                      : this.renderTab(t)}
@@ -186,7 +189,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
 
     private renderResult(action: Action, r: unknown, t: SharedTarget) {
       return resultView(action, r, {
-        granularity: t.granularity, contrastMethod: this.ctl.settings.contrastMethod,
+        granularity: t.granularity, contrastMethod: this.ctl.settings.contrastMethod, nTargets: responseLength(t),
         label: (m) => this.ctl.registry()?.label(m) ?? m,
         load: (values, what) => this.load(values, what),
       });

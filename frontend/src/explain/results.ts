@@ -9,6 +9,7 @@ import {html, nothing, svg} from 'lit';
 import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../shared/colormap.js';
 import {buildPieces} from '../shared/pieces.js';
 import {errorMessage} from '../shared/request.js';
+import {describeTokens} from '../shared/tokens.js';
 import {
   aopcRows, bandPath, boundView, chartValues, contrastiveSegments, curveColor, fractions, igAutoSummary, LENGTH_COLOR,
   linearScale, linePath, mergePieces, MODES, paddedExtent, percent, RANDOM_COLOR, strongestSegments, UPPER_COLOR,
@@ -64,6 +65,8 @@ export interface ResultContext {
   contrastMethod: string;
   /** A method's label (the server's registry). */
   label(method: string): string;
+  /** Number of response tokens (a payload's span is numbered against it: shared/tokens.ts). */
+  nTargets: number;
   load: Load;
 }
 
@@ -72,8 +75,8 @@ export function resultView(action: Action, r: unknown, ctx: ResultContext) {
   if (action === 'curves') return curvesView(r as CurvesPayload, ctx.label);
   if (action === 'reduce') return reduceView(r as ReducePayload, ctx.load);
   if (action === 'flips') return flipsView(r as FlipsPayload, ctx.load);
-  if (action === 'ig_auto') return igAutoView(r as IgAutoPayload);
-  return contrastiveView(r as ContrastivePayload, ctx.granularity, ctx.contrastMethod);
+  if (action === 'ig_auto') return igAutoView(r as IgAutoPayload, ctx.nTargets);
+  return contrastiveView(r as ContrastivePayload, ctx.granularity, ctx.contrastMethod, ctx.nTargets);
 }
 
 function curvesView(p: CurvesPayload, label: (method: string) => string) {
@@ -186,7 +189,7 @@ function flipsView(p: FlipsPayload, load: Load) {
     </ol></div>`;
 }
 
-function igAutoView(p: IgAutoPayload) {
+function igAutoView(p: IgAutoPayload, nTargets: number) {
   return html`<div class="ig-auto" data-stopped-by=${p.stopped_by}>
     <div class="ig-summary ${p.stopped_by}">${igAutoSummary(p)}</div>
     <table class="ig-runs">
@@ -197,13 +200,13 @@ function igAutoView(p: IgAutoPayload) {
         <td class=${r.relative_error <= p.tolerance ? 'better' : 'worse'}>${percent(r.relative_error)}</td>
         <td>${r.seconds.toFixed(1)} s</td></tr>`)}
     </table>
-    <div class="facts">Target tokens ${p.span[0]}–${p.span[1]}; counts tried: ${p.schedule.join(', ')} (up to
+    <div class="facts">Target: ${describeTokens(p.span[0], p.span[1], nTargets)}; counts tried: ${p.schedule.join(', ')} (up to
       ${p.max_steps}). ${p.stopped_by === 'tolerance' ? `Use ${p.steps} IG steps in the salience module for this span.`
                                                  : 'More steps (or another baseline) are needed for this tolerance.'}</div>
   </div>`;
 }
 
-function contrastiveView(p: ContrastivePayload, granularity: string, contrastMethod: string) {
+function contrastiveView(p: ContrastivePayload, granularity: string, contrastMethod: string, nTargets: number) {
   const method = p.methods[contrastMethod] ? contrastMethod : Object.keys(p.methods)[0];
   const signed = p.methods[method].signed;
   let seg;
@@ -221,7 +224,7 @@ function contrastiveView(p: ContrastivePayload, granularity: string, contrastMet
   const pieces = buildPieces(p.text, seg, promptEnd);  // piece.response: the answer before the span
   const stops = legendStops(cs, 3);
   const top = strongestSegments(p.text, seg, values);
-  const span = p.span ? `target tokens ${p.span[0]}–${p.span[1]}` : 'the whole response';
+  const span = p.span ? `target: ${describeTokens(p.span[0], p.span[1], nTargets)}` : 'the whole response';
   return html`<div class="contrastive" data-span=${p.span ? p.span.join(':') : ''}>
     <div class="facts">Why “${p.target.trim().slice(0, 60)}” (${span}) rather than “${p.foil.trim().slice(0, 60)}”
       at the same position: log p(target) − log p(foil) = ${p.target_logprob.toFixed(2)} − (${p.foil_logprob.toFixed(2)})

@@ -5,6 +5,7 @@
  * and their checks are payload.ts's.
  */
 import type {SharedTarget} from '../shared/target_store.js';
+import {describeTokens, responseLength} from '../shared/tokens.js';
 import {MODE_ORDER, type Intervention, type InterventionPayload, type LayerTrace, type Mode, type PartialIntervention, type RunJob, type RunStep, type Scope, type SearchPayload, type SidePayload} from './payload.js';
 
 // ------------------------------------------------------------------ models
@@ -49,17 +50,17 @@ export interface TraceTarget {
  * 1-based): one numbering across the two modules.
  */
 export function describeTraced(tt: TraceTarget): string {
-  const pos = `response token ${tt.t + 1} of ${tt.nTargets}`;
+  const pos = `response ${describeTokens(tt.t, tt.t + 1, tt.nTargets)}`;
   if (tt.whole) return `${pos} — the whole response is selected: tracing its first token; click a token to trace it`;
   if (tt.spanEnd - tt.t > 1) {
-    return `${pos} — the first of the selected tokens ${tt.t + 1}–${tt.spanEnd}; click one token to trace it`;
+    return `${pos} — the first of the selected ${describeTokens(tt.t, tt.spanEnd, tt.nTargets)}; click one token to trace it`;
   }
   return pos;
 }
 
 export function traceTarget(s: SharedTarget | null): TraceTarget | null {
   if (s === null) return null;
-  const nTargets = s.tokens.length - s.nPromptTokens;
+  const nTargets = responseLength(s);
   if (nTargets <= 0) return null;
   const t = Math.min(Math.max(0, s.t0), nTargets - 1);
   return {

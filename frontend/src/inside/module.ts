@@ -12,6 +12,7 @@
  */
 import {html, nothing, type TemplateResult} from 'lit';
 
+import {forcedTargetNote, isForcedTarget} from '../shared/forced_target.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {moduleBase, serverHost} from '../shared/lit_module.js';
 import {InsideController, type InsideHost} from './controller.js';
@@ -98,6 +99,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
       return html`<div class="header">
         <div class="target">Token <b class="target-token">${showToken(tt.token)}</b>
           <span class="hint traced">(${describeTraced(tt)})</span>
+          ${forcedTargetNote(isForcedTarget(tt.input))}
           ${tr ? html`<span class="facts">· model: <b class="final-prob">p=${formatProb(tr.output.target_prob)}</b>,
             <span class="final-rank">${formatRank(tr.output.target_rank)}</span>
             · top prediction <b class="final-top">${showToken(tr.output.tokens[0])}</b>

@@ -510,7 +510,8 @@ export class SalienceController {
     }
     this.markAction('select');
     this.status = 'loading';
-    this.message = 'Generating the response and computing salience…';
+    // A row with its own target generates nothing: say what runs (issue 35).
+    this.message = explainsGeneration(d) ? 'Generating the response and computing salience…' : 'Computing salience…';
     const gen = this.generation;
     const current = () => gen === this.generation && this.input === d;
     // First highlight: the whole response from one forward + backward; the per-token matrices

@@ -3,6 +3,7 @@
  * docs/architecture.md, "LIT salience payload", plus a validator that turns a
  * malformed payload into an error that names the broken field.
  */
+import {tokenCount} from '../shared/tokens.js';
 
 export interface MethodPayload {
   signed: boolean;
@@ -237,9 +238,4 @@ export function describeFit(s: SegmentPayload): string {
   const r2 = s.quality['r2'];
   if (r2 === undefined) return '';
   return r2 === null ? 'held-out R² not computable' : `held-out R² ${r2.toFixed(2)}`;
-}
-
-/** "1 token", "7 tokens". */
-export function tokenCount(n: number): string {
-  return `${n} token${n === 1 ? '' : 's'}`;
 }

@@ -4,7 +4,7 @@
  * Pure functions; the element keeps the state.
  */
 import type {Segmentation} from '../shared/aggregate/index.js';
-import {tokenCount} from './payload.js';
+import {describeTokens} from '../shared/tokens.js';
 import type {TargetSpan} from './spans.js';
 
 /** A clickable response segment and the target tokens [t0, t1) it covers. */
@@ -107,11 +107,9 @@ export function spanForKey(
   return {span, cursor: next};
 }
 
-/** Human-readable description of a span, e.g. "tokens 3–5 of 12". */
+/** Human-readable description of a span, e.g. "tokens 3–5 of 12" (the shared numbering: shared/tokens.ts). */
 export function describeSpan(span: TargetSpan, numTargets: number): string {
-  if (isWhole(span, numTargets)) return `whole response (${tokenCount(numTargets)})`;
-  if (span.t1 - span.t0 === 1) return `token ${span.t0 + 1} of ${numTargets}`;
-  return `tokens ${span.t0 + 1}–${span.t1} of ${numTargets}`;
+  return describeTokens(span.t0, span.t1, numTargets);
 }
 
 /**

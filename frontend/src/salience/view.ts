@@ -12,6 +12,7 @@ import {errorIcon} from '../shared/icons.js';
 import type {ExtraMethodInfo} from '../shared/methods.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
+import {tokenCount} from '../shared/tokens.js';
 import {SEGMENT_NOUNS, type SalienceController} from './controller.js';
 import {describeFit, describeProgress, type DetailStatus, type MethodPayload, type SaliencePayload,
         type StreamStatus} from './payload.js';
@@ -174,7 +175,7 @@ export function streamingView(d: IndexedInputLike, s: StreamStatus) {
         <div class="section-label">Prompt</div>
         <div class="text prompt pending">${system ? html`<span class="markup">${system}\n\n</span>` : nothing}${prompt}</div>
         <div class="section-label">Response
-          <span class="hint">— ${s.state === 'done' ? `${s.tokens} tokens; computing the salience of the whole response`
+          <span class="hint">— ${s.state === 'done' ? `${tokenCount(s.tokens)}; computing the salience of the whole response`
               : s.state === 'running' ? `${s.tokens} of at most ${s.max_new_tokens} tokens so far` : 'waiting for the model'}</span>
         </div>
         <div class="text response streaming" data-tokens=${s.tokens} data-stream-state=${s.state}>${s.text}</div>

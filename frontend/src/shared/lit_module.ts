@@ -13,6 +13,7 @@
 import type {CSSResultGroup, LitElement, TemplateResult} from 'lit';
 import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
 
+import {FORCED_TARGET_STYLES} from './forced_target.js';
 import type {ServerHost} from './jobs.js';
 import {shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {targetStore, type SharedTarget} from './target_store.js';
@@ -90,7 +91,7 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
 
     static get styles(): CSSResultGroup {
       const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
-      return [...base, info.styles];
+      return [...base, FORCED_TARGET_STYLES, info.styles];
     }
 
     private unfollow: (() => void) | null = null;
