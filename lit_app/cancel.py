@@ -49,7 +49,9 @@ class Cancel:
     """The cancel check of one computation: the first reason that fires, latched.
 
     Call it (True: stop) between chunks; `reason` says why ("" while it runs). The first time it
-    fires it logs one INFO line naming `what` and the reason.
+    fires it logs a DEBUG line naming `what` and the reason: the one INFO line of a cancellation is
+    the request's own, once the work has stopped (lit_app/wrapper.py for a request, the job's for an
+    explanation test or an intervention run), saying how far it got.
     """
 
     def __init__(self, what: str, *reasons: Reason):
@@ -63,7 +65,7 @@ class Cancel:
                 why = check()
                 if why:
                     self.reason = why
-                    logger.info("Cancelling %s: %s.", self.what, why)
+                    logger.debug("Cancelling %s: %s.", self.what, why)
                     break
         return bool(self.reason)
 
@@ -71,7 +73,7 @@ class Cancel:
         """Says stop from outside (a "cancel" request); the first reason given stays."""
         if not self.reason:
             self.reason = why
-            logger.info("Cancelling %s: %s.", self.what, why)
+            logger.debug("Cancelling %s: %s.", self.what, why)
 
     @property
     def client_gone(self) -> bool:

@@ -12,7 +12,8 @@ computed here, in a worker thread, while the user already reads the map:
 * Stale work stops within one slice: a job is cancelled when the user focuses
   another datapoint (`focus`), when a newer IG job of the same datapoint
   replaces it, or when nobody has polled it for `heartbeat_s` seconds (the page
-  was closed).
+  was closed). A cancelled job logs one INFO line when it stops (`_work`: what, why, how far);
+  the moment it is told to stop is a DEBUG line (a cancellation is information, not a fault).
 * Progress (`done`/`total`, elapsed time, an estimate of the time left) is read
   by polling (`status`), which needs no model lock. The estimate is the units left times the
   measured seconds per unit, taken at each report and counted down between reports; it never
@@ -76,10 +77,13 @@ class Job:
     # Names this job in its status ("job_id") when set, so that a cancel can name the job it stops.
     job_id: str = ""
     _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    # Why it was told to stop (the first reason), for the one line logged when it stops.
+    cancel_reason: str = ""
 
     def cancel(self, reason: str = "") -> None:
-        if self.state not in _FINISHED:
-            logger.info("Cancelling %s job for %s%s.", self.kind, _short(self.group), f" ({reason})" if reason else "")
+        if self.state not in _FINISHED and not self._cancel.is_set():
+            self.cancel_reason = reason
+            logger.debug("Cancelling %s job for %s%s.", self.kind, _short(self.group), f" ({reason})" if reason else "")
         self._cancel.set()
 
     @property
@@ -90,8 +94,7 @@ class Job:
     def should_stop(self) -> bool:
         """The `cancel` check given to the core library (called between slices)."""
         if not self._cancel.is_set() and time.monotonic() - self.last_seen > self.heartbeat_s:
-            logger.info("Nobody polled the %s job for %.0f s: cancelling it.", self.kind, self.heartbeat_s)
-            self._cancel.set()
+            self.cancel(f"nobody polled it for {self.heartbeat_s:.0f} s")
         return self._cancel.is_set()
 
     def report(self, done: int, total: int) -> None:
@@ -261,6 +264,8 @@ class DetailJobs:
                 job = queue.popleft()
             if job.should_stop():
                 job.state, job.finished = CANCELLED, time.monotonic()
+                logger.info("Cancelled the %s job for %s before it started (%s).", job.kind, _short(job.group),
+                            job.cancel_reason or "stopped")
                 continue
             job.state, job.started = RUNNING, time.monotonic()
             try:
@@ -269,6 +274,8 @@ class DetailJobs:
                 logger.info("%s job done in %.1f s.", job.kind, time.monotonic() - job.started)
             except ss.ComputationCancelled:
                 job.state = CANCELLED
+                logger.info("Cancelled the %s job for %s (%s) after %.1f s at %d/%d.", job.kind, _short(job.group),
+                            job.cancel_reason or "stopped", time.monotonic() - job.started, job.done, job.total)
             except Exception as e:  # pylint: disable=broad-except
                 logger.exception("%s job failed", job.kind)
                 job.error = " ".join(f"{type(e).__name__}: {e}".split())

@@ -1,0 +1,175 @@
+"""Normal cancellations are information (issue 35 point 6): on the real server (the session's `lit_server`,
+`python -m lit_app.server` on the default model), each cancellation the page causes is logged as exactly one
+INFO line once the work stopped, with no WARNING, no ERROR and no traceback.
+
+One test per way the page cancels: a span replaced by a newer span of its datapoint (the user switched method
+mid-IG), a span stopped by a cancel naming its job (`span_cancel`), a span whose client went away (the tab was
+closed), an explanation test stopped by its Cancel button, and a background matrix job stopped because another
+datapoint was selected. The server's log is read from where each test started (werkzeug's access line, one per
+request, is not counted: a 409 is the request's status, not a second report of the cancellation).
+
+Was (the server's log this turn): a superseded span logged "Cancelling a span request: …" and then
+"SalienceModel: Cancelled: …"; a `span_cancel` three lines (the job, the request's check, the answer); an
+explanation test two. An earlier build logged the superseded span at ERROR with LIT's traceback twice
+("Uncaught error: Cancelled: a newer selection replaced this request.", raised as a RequestError; fixed in
+issue 33, which test_disconnect.py also checks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+
+import sequence_salience as ss
+from lit_app import explain, fields
+from tests.server_process import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+MODEL = "smollm2"
+_, SAL, _ = fields.model_group_names(MODEL)
+EXPLAIN = explain.explain_model_name(MODEL)
+CHUNK = ss.SalienceConfig().ig_step_chunk_size
+STEPS = 8 * CHUNK  # long enough to cancel mid-run on a busy machine
+# A log record as lit_app/server.py formats it: "<date> <time> <LEVEL> <logger>: <message>".
+RECORD = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)$")
+
+
+def _preds(server: ServerProcess, model: str, data: dict) -> dict[str, Any]:
+    status, _, body = server.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+    assert status == 200, body[:2000]
+    return json.loads(body)[0]
+
+
+def _wait(read, until, what: str, server: ServerProcess, limit_s: float = 300) -> Any:
+    """Reads `read()` until `until(value)` (a failure bound, not a timing assertion)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        value = read()
+        if until(value):
+            return value
+        assert time.monotonic() < deadline, f"never saw {what}; last {value}; log:\n{server.log_tail()}"
+        time.sleep(0.05)
+
+
+def _span(data: dict) -> dict:
+    return {fields.PROMPT: data[fields.PROMPT], fields.TARGET: data[fields.TARGET], fields.CHAT: False,
+            fields.DETAIL: "span", fields.IG_STEPS: STEPS}
+
+
+def _progress(server: ServerProcess, data: dict) -> dict:
+    return _preds(server, SAL, {**data, fields.DETAIL: "span_progress"})[fields.SALIENCE]["detail"]
+
+
+def _cancellation_lines(server: ServerProcess, start: int, prompt: str, settle_s: float = 1.0) -> list[str]:
+    """The log since `start` (after `settle_s`, so that a line written just after the answer is read), checked
+    for faults; returns its records that speak of a cancellation, werkzeug's access lines left out, and so are
+    a background job's lines about another test's datapoint (whose matrices a new selection stops: its own
+    cancellation, named by its prompt)."""
+    time.sleep(settle_s)
+    text = server.log_path.read_text()[start:]
+    assert "Traceback" not in text, text[-4000:]
+    records = [m for m in map(RECORD.match, text.splitlines()) if m]
+    faults = [m[0] for m in records if m[1] in ("WARNING", "ERROR", "CRITICAL")]
+    assert not faults, faults
+    return [m[0] for m in records if m[2] != "werkzeug" and re.search(r"cancel", m[3], re.IGNORECASE)
+            and (m[2] != "lit_app.progressive" or prompt[:24] in m[3])]
+
+
+def _one_info_line(lines: list[str], *words: str) -> None:
+    assert len(lines) == 1, f"one cancellation, {len(lines)} lines: {lines}"
+    assert RECORD.match(lines[0])[1] == "INFO", lines
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def _start_span(server: ServerProcess, data: dict):
+    """Sends the IG span and waits until its first chunk is done; (open connection, progress seen)."""
+    conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]})
+    seen = _wait(lambda: _progress(server, data), lambda s: s["state"] == "running" and s["done"] >= CHUNK,
+                 "the span's first chunk", server)
+    return conn, seen
+
+
+def test_a_span_replaced_by_a_newer_one_logs_one_info_line(lit_server):
+    server = lit_server
+    start = len(server.log_path.read_text())
+    data = _span({fields.PROMPT: "Two animals that live in the sea:", fields.TARGET: " fish and crabs."})
+    old, _ = _start_span(server, data)
+    try:
+        _preds(server, SAL, {**data, fields.IG_STEPS: 0})  # the user switched to a plain gradient method
+        answer = old.getresponse()
+        body = answer.read().decode()
+    finally:
+        old.close()
+    assert answer.status == 409 and body.startswith("Cancelled: a newer selection replaced this request."), body
+    _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "Cancelled: a newer selection replaced this request.",
+                   f"of {STEPS} IG steps")
+
+
+def test_a_span_cancel_logs_one_info_line(lit_server):
+    server = lit_server
+    start = len(server.log_path.read_text())
+    data = _span({fields.PROMPT: "Three colours of autumn leaves:", fields.TARGET: " red, orange and brown."})
+    old, seen = _start_span(server, data)
+    try:
+        status = _preds(server, SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]})
+        assert status[fields.SALIENCE]["detail"]["state"] == "running", status
+        answer = old.getresponse()
+        body = answer.read().decode()
+    finally:
+        old.close()
+    assert answer.status == 409 and body.startswith("Cancelled: a cancel request."), body
+    _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "Cancelled: a cancel request.")
+
+
+def test_a_span_whose_client_went_away_logs_one_info_line(lit_server):
+    server = lit_server
+    start = len(server.log_path.read_text())
+    data = _span({fields.PROMPT: "Two birds that cannot fly:", fields.TARGET: " the emu and the kiwi."})
+    conn, _ = _start_span(server, data)
+    conn.close()  # the tab was closed
+    _wait(lambda: _progress(server, data), lambda s: s["state"] == "cancelled", "the span's end", server)
+    _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "the client disconnected")
+
+
+def test_an_explanation_test_cancelled_by_its_button_logs_one_info_line(lit_server):
+    server = lit_server
+    start = len(server.log_path.read_text())
+    # IG auto-steps with a tolerance it never meets: 8 + 16 + 32 steps, one pass each.
+    data = {fields.PROMPT: "Name a river in Spain.", fields.TARGET: " The Ebro.", explain.ACTION: "ig_auto",
+            fields.IG_STEPS: 32, explain.IG_TOLERANCE: 1e-9}
+    conn = server.send_json(f"/get_preds?model={EXPLAIN}", {"inputs": [{"id": "r", "data": data}]})
+    try:
+        def job() -> dict | None:
+            return _preds(server, EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
+
+        _wait(job, lambda j: j is not None and j["stage"] == "ig_steps" and j["done"] >= 2, "two IG steps", server)
+        _preds(server, EXPLAIN, {**data, explain.ACTION: "cancel"})
+        answer = json.loads(conn.getresponse().read())[0][explain.EXPLAIN]
+    finally:
+        conn.close()
+    assert answer.get("cancelled") is True, answer
+    _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "explain ig_auto: cancelled (a cancel request)")
+
+
+def test_a_matrix_job_stopped_by_another_selection_logs_one_info_line(lit_server):
+    server = lit_server
+    start = len(server.log_path.read_text())
+    data = {fields.PROMPT: "Read the notes. Parcel one left the depot at nine by van. Parcel two left at ten by"
+            " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: STEPS}
+
+    def poll() -> dict:
+        return _preds(server, SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
+
+    _preds(server, SAL, {**data, fields.DETAIL: "ig_matrix"})
+    _wait(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice", server)
+    # The page selects another datapoint: its first highlight moves the focus off the job's datapoint.
+    _preds(server, SAL, {fields.PROMPT: "What is the capital of Italy?", fields.TARGET: " Rome.", fields.CHAT: False,
+                         fields.DETAIL: "span"})
+    _wait(poll, lambda s: s["state"] == "cancelled", "the job's end", server)
+    _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "another datapoint was selected")
