@@ -50,10 +50,13 @@ demo: python-deps
 # TypeScript tests run first so that the last line printed is pytest's summary; pytest lists the
 # 25 slowest tests (setup, call and teardown timed apart) above its short summary. Two workers
 # (pytest-xdist), each given whole test files (module fixtures, servers and browsers stay shared
-# within a file) and cores / workers torch threads each (tests/conftest.py).
+# within a file) and cores / workers torch threads each (tests/conftest.py). Files go out in
+# collection order (--no-loadscope-reorder): the browser files, few tests of minutes each, first and
+# the many short unit files last, so both workers end together; xdist's default order (most tests
+# first) handed out the e2e files last and left one worker idle while the other ran them.
 test: setup chromium
 	cd frontend && npm run typecheck && npm test
-	$(BIN)/python -m pytest -ra --durations=25 -n 2 --dist loadfile
+	$(BIN)/python -m pytest -ra --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 
 test-unit: python-deps
 	$(BIN)/python -m pytest -ra tests/unit

@@ -99,7 +99,12 @@ def test_over_long_input_is_a_clear_error(default_lm):
 
 
 def test_unknown_model_id_offline_says_what_works(monkeypatch):
+    from huggingface_hub import constants as hub_constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads the variable once, at import: when an earlier test of the process imported it, only
+    # the module's flag makes this offline (else each Hub lookup retries a dead network for ~23 s).
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ss.SalienceError, match=r"local model folder.*\.gguf"):
         ss.load_model("no-such-org/no-such-model-xyz")
 

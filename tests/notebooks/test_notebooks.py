@@ -46,8 +46,10 @@ def test_notebook_runs_top_to_bottom(path):
     nb = nbformat.read(path, as_version=4)
     # The "python3" kernel runs this interpreter (the project's .venv): jupyter_client swaps a
     # kernelspec's "python" for sys.executable.
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=False,
-                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    # startup_timeout: the kernel's start (importing this interpreter's packages) is not what is tested; its
+    # default 60 s failed all three notebooks of one worker on a machine at load ~20 ("Kernel didn't respond").
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            allow_errors=False, resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
     client.execute()  # raises CellExecutionError naming the cell on any error
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error"]
     assert not errors

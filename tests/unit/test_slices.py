@@ -195,6 +195,24 @@ def test_gradient_matrices_on_a_loaded_machine_take_a_quarter_of_the_backwards(t
         np.testing.assert_allclose(result.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("method", ["grad_norm", "integrated_gradients"])
+def test_a_cancel_during_a_pause_inside_a_backward_stops_there(tiny_lm, method):
+    """A job cancelled while its backward is paused (the user selected another prompt) stops at that layer
+    boundary, not after the rest of its batched backward; the model then computes the same matrices as before."""
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG)
+    pauses, done = [], []
+    cancelled = lambda: len(pauses) >= 2  # noqa: E731  (set during the second pause)
+    with pytest.raises(ss.ComputationCancelled, match="inside a backward"):
+        ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG,
+                            slice_s=SliceSizer(0.4, clock=_ticking_clock()), between_slices=lambda: pauses.append(1),
+                            progress=lambda m, d, t: done.append(d), cancel=cancelled)
+    assert len(pauses) == 2  # no pause ran after the cancel
+    assert done == [0] if method == "grad_norm" else not any(done)  # no target (or IG step) was completed
+    again = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG,
+                                slice_s=SliceSizer(0.4, clock=_ticking_clock()), between_slices=lambda: None)
+    np.testing.assert_allclose(again.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7)
+
+
 def test_a_click_computed_on_another_thread_during_a_pause_changes_neither_result():
     """What the server does: at a pause inside the background backward, another thread uses the model."""
     import threading
