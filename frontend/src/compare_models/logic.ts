@@ -11,10 +11,9 @@ import {
   alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
   type PromptValues,
 } from '../compare/logic.js';
+import {extraKey, type Extra} from '../salience/request.js';
+import type {MethodRegistry} from '../shared/methods.js';
 import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
-
-/** The method both maps show (sequence_salience.compare DEFAULT_METHOD). */
-export const COMPARE_MODELS_METHOD = 'grad_x_input';
 
 /** The first two selected models that generate and have a salience companion, or null. */
 export function modelPair(currentModels: readonly string[], models: Record<string, ModelInfoLike>):
@@ -22,6 +21,56 @@ export function modelPair(currentModels: readonly string[], models: Record<strin
   const usable = currentModels.filter((m) => RESPONSE_FIELD in (models[m]?.spec?.output ?? {}) &&
       salienceModelFor(m, models) !== null);
   return usable.length >= 2 ? [usable[0], usable[1]] : null;
+}
+
+/**
+ * The pair a salience module instance shows the comparison for: LIT shows the module once per selected model,
+ * and only the instance of the pair's first model (A) holds the section, so it is there once. Null otherwise.
+ */
+export function pairShownBy(shownModel: string, currentModels: readonly string[],
+                            models: Record<string, ModelInfoLike>): [string, string] | null {
+  const pair = modelPair(currentModels, models);
+  return pair !== null && pair[0] === shownModel ? pair : null;
+}
+
+/** What the salience module shows: its Method selector, the gradient method it goes back to, the counts. */
+export interface MethodChoice {
+  method: string;
+  /** The token method the module shows instead of a segment method ("Show gradient"). */
+  gradient: string;
+  /** Count of each method computed on request (IG steps, SmoothGrad samples), by method name. */
+  counts: Readonly<Record<string, number>>;
+}
+
+/** The method both maps show, as the server's registry names it. */
+export interface ComparedMethod {
+  method: string;
+  /** "Integrated gradients (16 steps)": the registry's label, with the count of a method computed on request. */
+  label: string;
+  /** The method computed on request with its count (asked for in each model's request), or null. */
+  extra: Extra | null;
+  /** Why the method differs from the module's (a segment method is not compared), else ''. */
+  note: string;
+  /** Changes with the method and its count (a new key asks again). */
+  key: string;
+}
+
+/**
+ * The method Compare models shows: the salience module's (and its count). A segment method (values per segment,
+ * from forward passes with segments removed) is not compared across models: then the module's gradient method,
+ * with a note saying so. Null until the module has a method.
+ */
+export function comparedMethod(reg: MethodRegistry | null, shown: MethodChoice): ComparedMethod | null {
+  if (shown.method === '') return null;
+  if (reg === null) return {method: shown.method, label: shown.method, extra: null, note: '', key: shown.method};
+  const seg = reg.segment(shown.method);
+  const method = seg === undefined ? shown.method : shown.gradient || reg.tokens[0]?.name || shown.method;
+  const info = reg.extra(method);
+  const extra = info === undefined ? null : {method, count: shown.counts[method] ?? info.default_count};
+  const note = seg === undefined ? '' : `${seg.label} is measured per segment with forward passes and is not ` +
+      `compared across models: both maps show ${reg.label(method)}, the module's gradient method.`;
+  return {method, label: extra === null ? reg.label(method) : `${reg.label(method)} (${extra.count} ${info!.count_unit})`,
+          extra, note, key: extra === null ? method : extraKey(extra)};
 }
 
 /** One model's side: the salience payload's text and offsets and the whole response's token values. */
