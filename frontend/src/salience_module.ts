@@ -199,7 +199,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.publishTarget();
       this.compare.sync(this.ctl);
       this.compareModels.sync(this.granularity, {method: this.ctl.method, gradient: this.ctl.gradientMethod,
-                                                 counts: this.ctl.counts});
+                                                 counts: this.ctl.counts, segment: this.ctl.segmentAsk()});
       this.dataset['compareModels'] = this.compareModels.state;
       const action = this.ctl.finishedAction();
       if (action !== null) {

@@ -96,24 +96,27 @@ describe('pairShownBy', () => {
 describe('comparedMethod', () => {
   const reg = parseRegistry(registry);
   it('takes the module’s token method, with the count of one computed on request', () => {
-    expect(comparedMethod(reg, {method: 'grad_norm', gradient: 'grad_norm', counts: {}}))
-        .toEqual({method: 'grad_norm', label: 'Gradient norm', extra: null, note: '', key: 'grad_norm'});
+    expect(comparedMethod(reg, {method: 'grad_norm', gradient: 'grad_norm', counts: {}, segment: null}))
+        .toEqual({method: 'grad_norm', label: 'Gradient norm', extra: null, segment: null, note: '', key: 'grad_norm'});
     expect(comparedMethod(reg, {method: 'integrated_gradients', gradient: 'integrated_gradients',
-                                counts: {integrated_gradients: 32}}))
-        .toEqual({method: 'integrated_gradients', label: 'Integrated gradients (32 steps)',
+                                counts: {integrated_gradients: 32}, segment: null}))
+        .toEqual({method: 'integrated_gradients', label: 'Integrated gradients (32 steps)', segment: null,
                   extra: {method: 'integrated_gradients', count: 32}, note: '', key: 'integrated_gradients#32'});
     // No count set yet: the registry's default.
-    expect(comparedMethod(reg, {method: 'smooth_grad', gradient: 'smooth_grad', counts: {}})?.extra)
+    expect(comparedMethod(reg, {method: 'smooth_grad', gradient: 'smooth_grad', counts: {}, segment: null})?.extra)
         .toEqual({method: 'smooth_grad', count: 8});
   });
 
-  it('shows a segment method as the module’s gradient method and says so; waits for a method', () => {
-    const m = comparedMethod(reg, {method: 'ablation_surrogate', gradient: 'integrated_gradients',
-                                   counts: {integrated_gradients: 16}});
-    expect(m?.method).toBe('integrated_gradients');
-    expect(m?.extra).toEqual({method: 'integrated_gradients', count: 16});
-    expect(m?.note).toBe('Ablation surrogate (ContextCite) is measured per segment with forward passes and is not ' +
-                         'compared across models: both maps show Integrated gradients, the module\'s gradient method.');
-    expect(comparedMethod(reg, {method: '', gradient: '', counts: {}})).toBeNull();
+  it('takes a segment method with the module’s segmentation (not its span); waits for a method', () => {
+    const ask = {method: 'ablation_surrogate', count: 32, granularity: 'sentence', pattern: '', removal: 'filler'};
+    const m = comparedMethod(reg, {method: 'ablation_surrogate', gradient: 'integrated_gradients', counts: {},
+                                   segment: {...ask, span: {t0: 2, t1: 3}}});
+    expect(m).toEqual({method: 'ablation_surrogate', label: 'Ablation surrogate (ContextCite)', extra: null,
+                       segment: ask, key: 'seg:ablation_surrogate#32@sentence//filler',
+                       note: 'measured per sentence on each model\'s whole response'});
+    // Not measured yet by the module (no settings): its gradient method.
+    expect(comparedMethod(reg, {method: 'leave_one_out', gradient: 'grad_x_input', counts: {}, segment: null})?.method)
+        .toBe('grad_x_input');
+    expect(comparedMethod(reg, {method: '', gradient: '', counts: {}, segment: null})).toBeNull();
   });
 });

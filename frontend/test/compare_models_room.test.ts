@@ -19,7 +19,7 @@ const VALUES: Record<string, Record<string, number[]>> = {
   grad_x_input: {a: [1, -2, 0.5, 0], b: [0.5, 3, 0.5, 0]},
   smooth_grad: {a: [4, -1, 0, 0], b: [-2, 1, 0, 0]},
 };
-const GRAD_NORM: MethodChoice = {method: 'grad_norm', gradient: 'grad_norm', counts: {}};
+const GRAD_NORM: MethodChoice = {method: 'grad_norm', gradient: 'grad_norm', counts: {}, segment: null};
 
 /** A stand-in for LIT's apiService on the room's requests to `_<model>_compare` (the room's state machine is under
  * test; the server's answers are tests/e2e/test_compare_models.py's): with `with_pinned_salience`, the "pinned"
@@ -40,17 +40,22 @@ function host() {
       bodies.push(data);
       const m = model.split('_')[1];
       const answer = String(data['pinned_target'] ?? '');
-      let pinned = null;
+      let pinned = null, segments = null;
       if (data['with_pinned_salience'] === true) {
         const text = PROMPT + ANSWER[m];
         const span: Record<string, number[]> = {grad_norm: VALUES['grad_norm'][m], grad_x_input: VALUES['grad_x_input'][m]};
         if (Number(data['smooth_grad_samples']) > 0) span['smooth_grad'] = VALUES['smooth_grad'][m];
+        if (data['segment_method']) {
+          segments = {segments: {method: data['segment_method'], values: [0.5, -0.25, 3], spans: [[0, 2], [2, 6], [6, 10]],
+                                 segment_index: [0, 2, 3], token_values: [0.5, -0.25, 3, 0]}};
+        }
         pinned = {text, prompt_end: PROMPT.length, tokens: ['Q:', ' add', ' two', ANSWER[m]],
                   offsets: [[0, 2], [2, 6], [6, 10], [10, text.length]], n_prompt_tokens: 3, role_spans: [],
                   target_logprobs: [-1], methods: {}, spans: {'0:1': span}};
       }
       return [{[COMPARE_FIELD]: {under_a: logp(answer, -1), under_b: logp(answer, m === 'a' ? -7 : -9), delta: 0,
-                                 per_token_delta: null, pinned_salience: pinned}}];
+                                 per_token_delta: null, pinned_salience: pinned,
+                                 pinned_segments: segments}}];
     },
   };
 }
@@ -110,7 +115,7 @@ describe('CompareModelsRoom', () => {
     expect(finiteA(room)).toEqual([1, 0, 2, 0.5]);  // grad_norm's a values of "Q:", " add", " two"
     expect(h.bodies[0]['smooth_grad_samples']).toBe(0);
 
-    room.sync('word', {method: 'smooth_grad', gradient: 'smooth_grad', counts: {smooth_grad: 12}});
+    room.sync('word', {method: 'smooth_grad', gradient: 'smooth_grad', counts: {smooth_grad: 12}, segment: null});
     await until(room, 'done');
     expect(room.method?.label).toBe('SmoothGrad (× input) (12 samples)');
     const asked = h.bodies.filter((d) => d['with_pinned_salience'] === true).slice(2);
@@ -119,15 +124,18 @@ describe('CompareModelsRoom', () => {
     expect(finiteA(room)).toEqual([4, 0, -1, 0]);
   });
 
-  it("shows the module's gradient method for a segment method, and says why", async () => {
+  it("measures the module's segment method on each model's whole response, with the module's segmentation", async () => {
     const h = host();
     const room = new CompareModelsRoom(h);
     room.update(X, ['a', 'b'], 'a');
-    room.sync('sentence', {method: 'leave_one_out', gradient: 'grad_x_input', counts: {}});
+    const ask = {method: 'leave_one_out', count: 0, granularity: 'word', pattern: '', removal: 'filler'};
+    room.sync('word', {method: 'leave_one_out', gradient: 'grad_x_input', counts: {}, segment: {...ask, span: {t0: 0, t1: 1}}});
     room.toggle();
     await until(room, 'done');
-    expect(room.method?.method).toBe('grad_x_input');
-    expect(room.method?.note).toContain('Leave one segment out is measured per segment');
-    expect(room.method?.note).toContain('Gradient × input');
+    expect(room.method?.method).toBe('leave_one_out');
+    const asked = h.bodies.filter((d) => d['with_pinned_salience'] === true);
+    expect(asked.map((d) => [d['segment_method'], d['granularity'], d['removal']]))
+        .toEqual([['leave_one_out', 'word', 'filler'], ['leave_one_out', 'word', 'filler']]);
+    expect(finiteA(room)).toEqual([0.5, 0, -0.25, 3]);  // a's token_values of "Q:", " add", " two"
   });
 });

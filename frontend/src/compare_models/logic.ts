@@ -11,7 +11,7 @@ import {
   alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
   type PromptValues,
 } from '../compare/logic.js';
-import {extraKey, type Extra} from '../salience/request.js';
+import {extraKey, segmentKey, type Extra, type SegmentAsk} from '../salience/request.js';
 import type {MethodRegistry} from '../shared/methods.js';
 import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
 
@@ -40,6 +40,8 @@ export interface MethodChoice {
   gradient: string;
   /** Count of each method computed on request (IG steps, SmoothGrad samples), by method name. */
   counts: Readonly<Record<string, number>>;
+  /** A segment method's settings as the module measures it (../salience/controller.ts segmentAsk), else null. */
+  segment: SegmentAsk | null;
 }
 
 /** The method both maps show, as the server's registry names it. */
@@ -49,28 +51,36 @@ export interface ComparedMethod {
   label: string;
   /** The method computed on request with its count (asked for in each model's request), or null. */
   extra: Extra | null;
-  /** Why the method differs from the module's (a segment method is not compared), else ''. */
+  /** A segment method's settings (each model's whole response is measured with them), or null. */
+  segment: Omit<SegmentAsk, 'span'> | null;
+  /** What to know about the values ('' when nothing): a segment method is measured per segment. */
   note: string;
   /** Changes with the method and its count (a new key asks again). */
   key: string;
 }
 
 /**
- * The method Compare models shows: the salience module's (and its count). A segment method (values per segment,
- * from forward passes with segments removed) is not compared across models: then the module's gradient method,
- * with a note saying so. Null until the module has a method.
+ * The method Compare models shows: the salience module's, with its count, or a segment method with the module's
+ * segmentation (measured on each model's whole response). Null until the module has a method.
  */
 export function comparedMethod(reg: MethodRegistry | null, shown: MethodChoice): ComparedMethod | null {
   if (shown.method === '') return null;
-  if (reg === null) return {method: shown.method, label: shown.method, extra: null, note: '', key: shown.method};
+  if (reg === null) {
+    return {method: shown.method, label: shown.method, extra: null, segment: null, note: '', key: shown.method};
+  }
   const seg = reg.segment(shown.method);
+  if (seg !== undefined && shown.segment !== null && shown.segment.method === shown.method) {
+    const {method, count, granularity, pattern, removal} = shown.segment;  // not the span: the whole response
+    const ask = {method, count, granularity, pattern, removal};
+    return {method: shown.method, label: reg.label(shown.method), extra: null, segment: ask, key: `seg:${segmentKey(ask)}`,
+            note: `measured per ${ask.granularity === 'regex' ? 'match of the custom pattern' : ask.granularity} ` +
+                  'on each model\'s whole response'};
+  }
   const method = seg === undefined ? shown.method : shown.gradient || reg.tokens[0]?.name || shown.method;
   const info = reg.extra(method);
   const extra = info === undefined ? null : {method, count: shown.counts[method] ?? info.default_count};
-  const note = seg === undefined ? '' : `${seg.label} is measured per segment with forward passes and is not ` +
-      `compared across models: both maps show ${reg.label(method)}, the module's gradient method.`;
   return {method, label: extra === null ? reg.label(method) : `${reg.label(method)} (${extra.count} ${info!.count_unit})`,
-          extra, note, key: extra === null ? method : extraKey(extra)};
+          extra, segment: null, note: '', key: extra === null ? method : extraKey(extra)};
 }
 
 /** One model's side: the salience payload's text and offsets and the whole response's token values. */

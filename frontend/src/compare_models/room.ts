@@ -9,14 +9,13 @@
  * as the "pinned" one: the server's caches answer it when the salience module computed it already; unlike a
  * span request to `_<model>_salience` it neither supersedes nor is superseded by the salience module's own
  * span requests), then for each model's log p of the other's answer. The segments follow the
- * module's granularity (a regex shows as words), the maps its method and count (comparedMethod: a segment
- * method is shown as the module's gradient method, and says so). Pure logic in ./logic.ts; rendering in
- * ./view.ts.
+ * module's granularity (a regex shows as words), the maps its method and count, or its segment method measured
+ * on each model's whole response (comparedMethod). Pure logic in ./logic.ts; rendering in ./view.ts.
  */
 import {COMPARE_FIELD} from '../shared/fields.js';
 import {compareInput, compareModelName, parseCross, wholeResponseValues, type CrossPayload} from '../compare/logic.js';
-import {parsePayload} from '../salience/payload.js';
-import {countFields} from '../salience/request.js';
+import {parsePayload, parseSegments} from '../salience/payload.js';
+import {countFields, segmentFields} from '../salience/request.js';
 import type {Granularity} from '../shared/aggregate/index.js';
 import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {registryOf} from '../shared/methods.js';
@@ -103,12 +102,16 @@ export class CompareModelsRoom {
   private async salience(model: string, input: IndexedInputLike, method: ComparedMethod): Promise<Side> {
     const models = this.host.models();
     const reg = registryOf(models[salienceModelFor(model, models)!]);
-    const counts = reg !== null ? countFields(reg, method.extra) : {};
+    const fields = reg === null ? {} : method.segment !== null ? segmentFields(reg, method.segment)
+        : countFields(reg, method.extra);
     const wrapper = compareModelName(model);
-    const [pred] = await this.host.getPreds([compareInput(input, input, counts, method.key, false, true)], wrapper,
+    const [pred] = await this.host.getPreds([compareInput(input, input, fields, method.key, false, true)], wrapper,
                                             [COMPARE_FIELD], `Salience of ${model} (${method.label})`);
-    const p = parsePayload(parseCross(pred[COMPARE_FIELD]).pinned_salience);
-    const values = wholeResponseValues(p, method.method, reg?.get(method.method)?.linear ?? false);
+    const cross = parseCross(pred[COMPARE_FIELD]);
+    const p = parsePayload(cross.pinned_salience);
+    // A segment method: each segment's value spread over its tokens (summed per segment: the values back).
+    const values = method.segment !== null ? parseSegments(cross.pinned_segments, p.tokens.length).values?.token_values ?? null
+        : wholeResponseValues(p, method.method, reg?.get(method.method)?.linear ?? false);
     if (values === null) throw new Error(`${wrapper} sent no ${method.method} values for the whole response.`);
     return {model, text: p.text, promptEnd: p.prompt_end, offsets: p.offsets, roleSpans: p.role_spans, values,
             targetLogprobs: p.target_logprobs};
