@@ -10,8 +10,9 @@ output, `compare`, holds:
   the ids as generated) under the pinned prompt ("under_a") and under the selected prompt ("under_b");
   "forwards": the teacher-forced forwards this answer ran: one when a cached salience result of the
   pinned datapoint holds its log-probs, else two;
-* with `with_pinned_salience` true (the compare view sends it; a caller that only wants the log-probs,
-  such as frontend/src/compare_models/, does not): "pinned_salience", the pinned datapoint's
+* with `with_pinned_salience` true (the compare view sends it, and frontend/src/compare_models/ with the
+  selected datapoint "pinned" to itself for a model's whole-response salience; its log-prob requests do
+  not): "pinned_salience", the pinned datapoint's
   whole-response salience (the payload of a first highlight, docs/architecture.md "LIT salience
   payload"; `SharedLM.quick`, from the caches when it was shown before, so the forwards are then one),
   and "pinned_salience_passes" (0 from the caches, else 1: one forward + backward);

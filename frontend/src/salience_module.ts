@@ -17,13 +17,12 @@ import {maxAbs, type ColorScale} from './shared/colormap.js';
 import {CompareRoom} from './compare/room.js';
 import {COMPARE_STYLES} from './compare/styles.js';
 import {compareView} from './compare/view.js';
-import {COMPARE_MODELS_METHOD} from './compare_models/logic.js';
 import {CompareModelsRoom} from './compare_models/room.js';
 import {COMPARE_MODELS_STYLES, compareModelsView} from './compare_models/view.js';
 import {forcedTargetNote, isForcedTarget} from './shared/forced_target.js';
-import {moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
+import {modelLabelView, moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/pieces.js';
-import {activeModel, type IndexedInputLike} from './shared/request.js';
+import type {IndexedInputLike} from './shared/request.js';
 import {targetStore} from './shared/target_store.js';
 import {SalienceController, type SalienceHost} from './salience/controller.js';
 import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
@@ -134,6 +133,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     };
     /** The model the current selection was explained with (a model switch re-explains). */
     private shownModel = '';
+    /** The model whose target this instance published last (shared/target_store.ts). */
+    private publishedModel: string | null = null;
 
     /** The payload shown (null: none yet); read-only, for tests and the console. */
     get payload(): SaliencePayload | null {
@@ -169,6 +170,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.ctl.dispose();
       this.compare.dispose();
       this.compareModels.dispose();
+      if (this.publishedModel !== null) targetStore.publish(this.publishedModel, null);
+      this.publishedModel = null;
       super.disconnectedCallback();
     }
 
@@ -181,17 +184,12 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
                                    this.selectionService.primarySelectedInputData] as const,
                             ([on, p, d]) => void this.compare.update(on, p, d));
       this.reactImmediately(() => [this.selectionService.primarySelectedInputData,
-                                   (this.appState.currentModels ?? []).join(',')] as const,
-                            ([d, models]) => this.compareModels.update(d, models === '' ? [] : models.split(',')));
-      // LIT's model selector: another model first (e.g. --models a,b and a switched off) explains again.
+                                   (this.appState.currentModels ?? []).join(','), this.modelName()] as const,
+                            ([d, models, m]) => this.compareModels.update(d, models === '' ? [] : models.split(','), m));
+      // LIT's model selector: another model for this instance (e.g. --models a,b and a switched off) explains again.
       this.reactImmediately(() => this.modelName(), (m) => {
         if (m !== this.shownModel) void this.onSelection(this.selectionService.primarySelectedInputData);
       });
-    }
-
-    /** The model explained: the one LIT gave this element while it is selected, else the first selected. */
-    private modelName(): string {
-      return activeModel(this.model, this.appState.currentModels ?? []);
     }
 
     override updated(changed: PropertyValues) {
@@ -200,7 +198,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       if (this.tipValues !== null && this.tipValues !== (this.shown?.values ?? null)) this.hideTooltip();
       this.publishTarget();
       this.compare.sync(this.ctl);
-      this.compareModels.sync(this.granularity);
+      this.compareModels.sync(this.granularity, {method: this.ctl.method, gradient: this.ctl.gradientMethod,
+                                                 counts: this.ctl.counts, segment: this.ctl.segmentAsk()});
       this.dataset['compareModels'] = this.compareModels.state;
       const action = this.ctl.finishedAction();
       if (action !== null) {
@@ -215,14 +214,17 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       }
     }
 
-    /** Tells the other modules of the bundle what is selected (shared/target_store.ts). */
+    /** Tells the other modules of this model what is selected (shared/target_store.ts). */
     private publishTarget() {
+      const model = this.modelName();
+      if (this.publishedModel !== null && this.publishedModel !== model) targetStore.publish(this.publishedModel, null);
+      this.publishedModel = model;
       const {payload: p, input: d, salienceModel} = this.ctl;
       if (p === null || d === null || salienceModel === null) {
-        targetStore.publish(null);
+        targetStore.publish(model, null);
         return;
       }
-      targetStore.publish({
+      targetStore.publish(model, {
         datapointId: d.id, input: d.data, salienceModel, text: p.text,
         promptEnd: p.prompt_end, tokens: p.tokens, offsets: p.offsets, nPromptTokens: p.n_prompt_tokens,
         t0: this.ctl.span.t0, t1: this.ctl.span.t1, method: this.ctl.method, granularity: this.granularity,
@@ -474,11 +476,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             granularity: (g) => this.setGranularity(g),
             regex: (pattern, now) => this.typeRegex(pattern, now),
             intensity: (x) => { this.intensity = x; },
-          }, viewToggleView(this.heatmap, () => { this.heatmap = !this.heatmap; }))}
+          }, html`${viewToggleView(this.heatmap, () => { this.heatmap = !this.heatmap; })}${modelLabelView(this.modelName())}`)}
           ${statusView(this.ctl)}
           ${this.renderSegmentStatus()}
           ${this.renderCompare()}
-          ${compareModelsView(this.compareModels, COMPARE_MODELS_METHOD, () => this.compareModels.toggle())}
+          ${compareModelsView(this.compareModels, () => this.compareModels.toggle())}
           ${payload !== null ? this.renderBody(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
             : emptyView(this.ctl)}

@@ -1,5 +1,8 @@
 import {describe, expect, it} from 'vitest';
-import {compareSides, crossInput, crossRows, modelPair, ownLogprob, type Side} from '../src/compare_models/logic.js';
+import registry from './fixtures/method_registry.json';
+import {comparedMethod, compareSides, crossInput, crossRows, modelPair, ownLogprob, pairShownBy,
+        type Side} from '../src/compare_models/logic.js';
+import {parseRegistry} from '../src/shared/methods.js';
 import {parseCross} from '../src/compare/logic.js';
 import {PINNED_PROMPT_FIELD, PINNED_TARGET_FIELD} from '../src/shared/fields.js';
 
@@ -77,5 +80,43 @@ describe('activeModel (the salience module follows LIT\'s model selector)', () =
     expect(activeModel('', ['b', 'a'])).toBe('b');
     expect(activeModel('a', [])).toBe('a');
     expect(activeModel(undefined, [])).toBe('');
+  });
+});
+
+describe('pairShownBy', () => {
+  it('puts the section in the salience module of the pair’s first model only', () => {
+    const models = {a: GEN, _a_salience: SAL, b: GEN, _b_salience: SAL, c: GEN};
+    expect(pairShownBy('a', ['a', 'b'], models)).toEqual(['a', 'b']);
+    expect(pairShownBy('b', ['a', 'b'], models)).toBeNull();
+    expect(pairShownBy('b', ['c', 'b', 'a'], models)).toEqual(['b', 'a']);  // c has no salience model
+    expect(pairShownBy('a', ['a'], models)).toBeNull();
+  });
+});
+
+describe('comparedMethod', () => {
+  const reg = parseRegistry(registry);
+  it('takes the module’s token method, with the count of one computed on request', () => {
+    expect(comparedMethod(reg, {method: 'grad_norm', gradient: 'grad_norm', counts: {}, segment: null}))
+        .toEqual({method: 'grad_norm', label: 'Gradient norm', extra: null, segment: null, note: '', key: 'grad_norm'});
+    expect(comparedMethod(reg, {method: 'integrated_gradients', gradient: 'integrated_gradients',
+                                counts: {integrated_gradients: 32}, segment: null}))
+        .toEqual({method: 'integrated_gradients', label: 'Integrated gradients (32 steps)', segment: null,
+                  extra: {method: 'integrated_gradients', count: 32}, note: '', key: 'integrated_gradients#32'});
+    // No count set yet: the registry's default.
+    expect(comparedMethod(reg, {method: 'smooth_grad', gradient: 'smooth_grad', counts: {}, segment: null})?.extra)
+        .toEqual({method: 'smooth_grad', count: 8});
+  });
+
+  it('takes a segment method with the module’s segmentation (not its span); waits for a method', () => {
+    const ask = {method: 'ablation_surrogate', count: 32, granularity: 'sentence', pattern: '', removal: 'filler'};
+    const m = comparedMethod(reg, {method: 'ablation_surrogate', gradient: 'integrated_gradients', counts: {},
+                                   segment: {...ask, span: {t0: 2, t1: 3}}});
+    expect(m).toEqual({method: 'ablation_surrogate', label: 'Ablation surrogate (ContextCite)', extra: null,
+                       segment: ask, key: 'seg:ablation_surrogate#32@sentence//filler',
+                       note: 'measured per sentence on each model\'s whole response'});
+    // Not measured yet by the module (no settings): its gradient method.
+    expect(comparedMethod(reg, {method: 'leave_one_out', gradient: 'grad_x_input', counts: {}, segment: null})?.method)
+        .toBe('grad_x_input');
+    expect(comparedMethod(reg, {method: '', gradient: '', counts: {}, segment: null})).toBeNull();
   });
 });

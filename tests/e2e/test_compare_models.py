@@ -1,9 +1,20 @@
 """Two models side by side in LIT's UI (`--models a:default,b:<folder>`), in Debian Chromium.
 
-Model b is a tiny random Llama over the default model's tokenizer (tests/unit/tiny_models.py). Flow:
-LIT opens with model a; the salience module explains a's answer and shows no "Compare models" section
-(one model). Click b in LIT's model selector (the toolbar's model buttons): both selected, the section
-appears inside the salience module; its "Compare models" toggle (mouse) opens it: both responses,
+Model b is a tiny random Llama over the default model's tokenizer (tests/unit/tiny_models.py).
+
+`test_each_module_once_per_model_and_named` (1280×720): with both models selected, LIT shows each of our
+modules once per model, as the README says, each naming its model in its header line; each salience module
+explains its own model's answer, and each Inside module follows the target of its own model's salience module
+(a click in b's response retraces b's Inside only).
+
+`test_compare_models_follows_the_selected_method` (1280×720): Compare models shows the method of the salience
+module's Method selector: gradient norm (the default; unsigned values), then SmoothGrad with the sample count
+typed in the module, asked of both models' compare wrappers (the request bodies carry the count).
+
+`test_switch_to_two_models_and_compare_them`: LIT opens with model a; the salience module explains a's answer
+and shows no "Compare models" section (one model). Click b in LIT's model selector (the toolbar's model
+buttons): both selected, LIT shows the salience module once per model and the section appears inside a's;
+its "Compare models" toggle (mouse) opens it: both responses,
 diff-marked, each equal to that model's own greedy answer (asked from the server directly), both maps on
 one shared scale (the legend's end is the largest |value| of either side), the difference and each
 answer's log p under both models; sentence granularity in the module gives fewer, longer aligned
@@ -15,18 +26,73 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from lit_app import fields
+from lit_app.inside import INSIDE_T
+from tests.e2e.plugin_checks import open_tab
 from tests.server_process import ServerProcess
 from tests.unit.tiny_models import save_tiny_llama_for
 
 pytestmark = pytest.mark.e2e
 
 SALIENCE = "prompt-salience-module"
+INSIDE = "inside-model-module"
+EXPLAIN = "explain-test-module"
 PROMPT = "What is the capital of France?"
 TIMEOUT_MS = 300_000
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def model_button(page, name: str):
+    """LIT's model selector button of model `name` (the toolbar)."""
+    return page.locator("button.headline-button", has=page.locator(
+        "span.headline-button-text", has_text=re.compile(f"^{name}$")))
+
+
+def greedy_answers(server) -> dict[str, str]:
+    """Each model's response to PROMPT, asked of the server directly (not through the page)."""
+    want = {}
+    for m in ("a", "b"):
+        status, _, body = server.post_json(f"/get_preds?model={m}",
+                                           {"inputs": [{"id": "x", "data": {fields.PROMPT: PROMPT}}]})
+        assert status == 200, body
+        want[m] = json.loads(body)[0][fields.RESPONSE]
+    assert want["a"].strip() != want["b"].strip()
+    return want
+
+
+def record_preds(page) -> list[tuple[str, dict]]:
+    """(model, first input's data, {} when sent by id) of every /get_preds request the page sends, in order."""
+    sent: list[tuple[str, dict]] = []
+
+    def on_request(request) -> None:
+        if "/get_preds" in request.url and request.post_data:
+            model = re.search(r"[?&]model=([^&]+)", request.url).group(1)
+            first = (json.loads(request.post_data).get("inputs") or [{}])[0]
+            # LIT sends a datapoint of the dataset by its id alone (a string); derived inputs in full.
+            sent.append((model, first.get("data", {}) if isinstance(first, dict) else {}))
+
+    page.on("request", on_request)
+    return sent
+
+
+def open_both_models(page, url: str):
+    """Opens LIT at 1280×720 with model a, adds b in LIT's model selector, selects PROMPT and waits until both
+    salience modules show their first highlight; returns (salience module of a, of b)."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(url)
+    page.locator(SALIENCE).wait_for(timeout=120_000)
+    model_button(page, "b").click()
+    sal = {m: page.locator(f'{SALIENCE}[model="{m}"]') for m in ("a", "b")}
+    for m in ("a", "b"):
+        sal[m].wait_for(timeout=60_000)
+    page.locator("data-table-module tbody tr", has_text=PROMPT).first.click()
+    for m in ("a", "b"):
+        page.locator(f'{SALIENCE}[model="{m}"][data-state=ready]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    return sal["a"], sal["b"]
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +106,99 @@ def two_model_server(tmp_path_factory):
         yield proc
 
 
+def test_each_module_once_per_model_and_named(two_model_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    # The README's claim, checked below as written.
+    claim = "LIT shows each of our modules once per selected model"
+    assert claim in " ".join(README.read_text().split()), f"the README no longer says {claim!r}: update this test"
+    server = two_model_server
+    page, external = browser_page
+    want = greedy_answers(server)
+    sent = record_preds(page)
+    sal_a, sal_b = open_both_models(page, server.url)
+
+    # Sequence Salience: one per model, each named in its header line and explaining its own model's answer.
+    assert page.locator(SALIENCE).count() == 2
+    for m, mod in (("a", sal_a), ("b", sal_b)):
+        expect(mod.locator(".controls .model-name")).to_have_text(f"model: {m}")
+        assert mod.locator(".body .response").inner_text().strip() == want[m].strip()
+    page.screenshot(path=str(artifacts_dir / "two-models-salience.png"))
+
+    # A click on b's second response word makes it b's target; a's stays the whole response.
+    sal_b.locator('.response .tgt[data-ti="1"]').click()
+    expect(sal_b.locator(".target-desc")).not_to_contain_text("whole response")
+    assert "whole response" in sal_a.locator(".target-desc").inner_text()
+
+    # Inside the model: one per model, named; each traces its own model's target (a: the first answer token of
+    # the whole response, b: the clicked word, never token 0), with its own model's trace companion.
+    open_tab(page, "Inside the model")
+    assert page.locator(INSIDE).count() == 2
+    for m in ("a", "b"):
+        inside = page.locator(f'{INSIDE}[model="{m}"]')
+        expect(inside.locator(".model-name").first).to_have_text(f"model: {m}")
+        page.locator(f'{INSIDE}[model="{m}"][data-state=ready]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    traced = {model: data[INSIDE_T] for model, data in sent if model.endswith("_inside_trace")}
+    assert set(traced) == {"_a_inside_trace", "_b_inside_trace"}, traced
+    assert traced["_a_inside_trace"] == 0 and traced["_b_inside_trace"] > 0, traced
+    page.screenshot(path=str(artifacts_dir / "two-models-inside.png"))
+
+    # Test this explanation: one per model, named, each following its model's target.
+    open_tab(page, "Test this explanation")
+    assert page.locator(EXPLAIN).count() == 2
+    for m in ("a", "b"):
+        explain = page.locator(f'{EXPLAIN}[model="{m}"]')
+        expect(explain.locator(".tabs .model-name")).to_have_text(f"model: {m}")
+        assert explain.locator(".empty").count() == 0  # it has its model's target
+    page.screenshot(path=str(artifacts_dir / "two-models-explain.png"))
+    assert not external, external
+
+
+def test_compare_models_follows_the_selected_method(two_model_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    server = two_model_server
+    page, external = browser_page
+    sent = record_preds(page)
+    sal_a, _ = open_both_models(page, server.url)
+    method = sal_a.locator("select.method")
+    mod = sal_a.locator(".compare-models")
+
+    # The default method (gradient norm): both maps show it, so every value is >= 0 (unsigned).
+    assert method.input_value() == "grad_norm"
+    mod.locator("button.toggle").click()
+    page.locator(f'{SALIENCE}[model="a"][data-compare-models="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    expect(mod.locator(".models-head .method")).to_have_text("Gradient norm")
+    titles = mod.locator(".view-both .cseg:not(.markup)").evaluate_all("els => els.map(e => e.title)")
+    values = [float(part.split(" ")[1]) for t in titles for part in t.split(" · ")[:2] if part.split(" ")[1] != "–"]
+    assert len(values) >= 5 and min(values) >= 0, values
+
+    # SmoothGrad with 4 samples in the salience module: Compare models asks both models for it with that count.
+    method.select_option("smooth_grad")
+    count = sal_a.locator("input.sg-samples")
+    count.fill("4")
+    count.dispatch_event("change")
+    expect(mod.locator(".models-head .method")).to_have_text("SmoothGrad (× input) (4 samples)", timeout=TIMEOUT_MS)
+    page.locator(f'{SALIENCE}[model="a"][data-compare-models="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    label = sal_a.locator("select.method option:checked").inner_text()
+    assert mod.locator(".models-head .method").inner_text().startswith(label)
+    # Compare models asks each model's compare wrapper for the whole response's salience (with_pinned_salience):
+    # the last such requests carry the module's method count, for both models.
+    asked = {model: (data.get("smooth_grad_samples"), data.get("ig_steps")) for model, data in sent
+             if model in ("_a_compare", "_b_compare") and data.get("with_pinned_salience") is True}
+    assert asked == {"_a_compare": (4, 0), "_b_compare": (4, 0)}, asked
+    # b's salience module keeps its own method.
+    assert page.locator(f'{SALIENCE}[model="b"] select.method').input_value() == "grad_norm"
+    page.screenshot(path=str(artifacts_dir / "compare-models-method.png"))
+    assert not external, external
+
+
 def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
     server = two_model_server
     page, external = browser_page
-    want = {}
-    for m in ("a", "b"):
-        status, _, body = server.post_json(f"/get_preds?model={m}",
-                                           {"inputs": [{"id": "x", "data": {fields.PROMPT: PROMPT}}]})
-        assert status == 200, body
-        want[m] = json.loads(body)[0][fields.RESPONSE]
-    assert want["a"].strip() != want["b"].strip()
+    want = greedy_answers(server)
 
     page.goto(server.url)  # LIT selects the first model, a
     salience = page.locator(SALIENCE)
@@ -64,10 +211,13 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     assert mod.count() == 0  # one model: no section
     assert page.locator(".tab", has_text="Compare models").count() == 0  # no tab of its own any more
 
-    # LIT's model selector: add b. The section appears, closed (nothing asked yet); the toggle opens it.
-    model_button = lambda name: page.locator("button.headline-button", has=page.locator(
-        "span.headline-button-text", has_text=re.compile(f"^{name}$")))
-    model_button("b").click()
+    # LIT's model selector: add b. The salience module shows once per model; the section appears in a's, closed
+    # (nothing asked yet); the toggle opens it.
+    model_button(page, "b").click()
+    expect(page.locator(SALIENCE)).to_have_count(2, timeout=60_000)
+    salience = page.locator(f'{SALIENCE}[model="a"]')
+    mod = salience.locator(".compare-models")
+    assert page.locator(".compare-models").count() <= 1  # never in b's module
     toggle = mod.locator("button.toggle", has_text="Compare models")
     expect(toggle).to_have_attribute("aria-expanded", "false", timeout=60_000)
     toggle.click()
@@ -118,8 +268,11 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     assert mod.locator(".response-b").inner_text().strip() == want["b"].strip()
 
     # Switch to b alone: the section is gone and the salience module explains b's answer.
-    model_button("a").click()
-    expect(mod).to_have_count(0, timeout=60_000)
+    model_button(page, "a").click()
+    expect(page.locator(".compare-models")).to_have_count(0, timeout=60_000)
+    expect(page.locator(SALIENCE)).to_have_count(1)
+    salience = page.locator(SALIENCE)
+    expect(salience.locator(".controls .model-name")).to_have_text("model: b")
     expect(salience.locator(".body .response")).to_have_text(
         re.compile(r"\s*" + re.escape(want["b"].strip()) + r"\s*"), timeout=TIMEOUT_MS)
     assert not external, external

@@ -24,6 +24,8 @@ import {alignSegmentations, alignTexts, compareInput, compareModelName, isCompar
 
 /** What view.ts draws. A = pinned, B = selected. */
 export interface CompareModel {
+  /** The LIT model both sides are explained with (the salience module's). */
+  model: string;
   mode: CompareMode;
   /** Pinned side still loading / failed (its message), else ''. */
   pinnedStatus: 'loading' | 'error' | 'ready';
@@ -208,7 +210,7 @@ export class CompareRoom {
     if (!this.active) return null;
     const a = this.pinnedPayload;
     const out: CompareModel = {
-      mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
+      model: this.host.modelName(), mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
       pinnedMessage: this.crossError, responses: null, prompts: null, values: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
       oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
       useOld: this.useOld && this.oldPayload !== null, valuesNote: '',

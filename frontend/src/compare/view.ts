@@ -11,6 +11,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {changed, describeDelta, type CompareMode, type CrossPayload} from './logic.js';
 import type {CompareModel} from './room.js';
+import {modelLabelView} from '../shared/lit_module.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from './sides.js';
 
 const LABELS: SideLabels = {a: 'Pinned', b: 'Selected'};
@@ -97,7 +98,8 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
   return html`
     <div class="compare" role="region" aria-label="Compared with the pinned datapoint" tabindex="-1" @keydown=${onKey}>
       <div class="compare-head">
-        <span class="section-label">Compared with the pinned datapoint (LIT's pin; unpin to leave)</span>
+        <span class="section-label">Compared with the pinned datapoint (LIT's pin; unpin to leave)
+          ${modelLabelView(m.model)}</span>
         <span class="modes" role="group" aria-label="Prompt colours (d toggles)">
           ${modes.map(([mode, label]) => html`<button class="mode mode-${mode}" aria-pressed=${m.mode === mode ? 'true' : 'false'}
               @click=${() => setMode(mode)}>${label}</button>`)}

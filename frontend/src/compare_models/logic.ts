@@ -11,10 +11,9 @@ import {
   alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
   type PromptValues,
 } from '../compare/logic.js';
+import {extraKey, segmentKey, type Extra, type SegmentAsk} from '../salience/request.js';
+import type {MethodRegistry} from '../shared/methods.js';
 import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
-
-/** The method both maps show (sequence_salience.compare DEFAULT_METHOD). */
-export const COMPARE_MODELS_METHOD = 'grad_x_input';
 
 /** The first two selected models that generate and have a salience companion, or null. */
 export function modelPair(currentModels: readonly string[], models: Record<string, ModelInfoLike>):
@@ -22,6 +21,66 @@ export function modelPair(currentModels: readonly string[], models: Record<strin
   const usable = currentModels.filter((m) => RESPONSE_FIELD in (models[m]?.spec?.output ?? {}) &&
       salienceModelFor(m, models) !== null);
   return usable.length >= 2 ? [usable[0], usable[1]] : null;
+}
+
+/**
+ * The pair a salience module instance shows the comparison for: LIT shows the module once per selected model,
+ * and only the instance of the pair's first model (A) holds the section, so it is there once. Null otherwise.
+ */
+export function pairShownBy(shownModel: string, currentModels: readonly string[],
+                            models: Record<string, ModelInfoLike>): [string, string] | null {
+  const pair = modelPair(currentModels, models);
+  return pair !== null && pair[0] === shownModel ? pair : null;
+}
+
+/** What the salience module shows: its Method selector, the gradient method it goes back to, the counts. */
+export interface MethodChoice {
+  method: string;
+  /** The token method the module shows instead of a segment method ("Show gradient"). */
+  gradient: string;
+  /** Count of each method computed on request (IG steps, SmoothGrad samples), by method name. */
+  counts: Readonly<Record<string, number>>;
+  /** A segment method's settings as the module measures it (../salience/controller.ts segmentAsk), else null. */
+  segment: SegmentAsk | null;
+}
+
+/** The method both maps show, as the server's registry names it. */
+export interface ComparedMethod {
+  method: string;
+  /** "Integrated gradients (16 steps)": the registry's label, with the count of a method computed on request. */
+  label: string;
+  /** The method computed on request with its count (asked for in each model's request), or null. */
+  extra: Extra | null;
+  /** A segment method's settings (each model's whole response is measured with them), or null. */
+  segment: Omit<SegmentAsk, 'span'> | null;
+  /** What to know about the values ('' when nothing): a segment method is measured per segment. */
+  note: string;
+  /** Changes with the method and its count (a new key asks again). */
+  key: string;
+}
+
+/**
+ * The method Compare models shows: the salience module's, with its count, or a segment method with the module's
+ * segmentation (measured on each model's whole response). Null until the module has a method.
+ */
+export function comparedMethod(reg: MethodRegistry | null, shown: MethodChoice): ComparedMethod | null {
+  if (shown.method === '') return null;
+  if (reg === null) {
+    return {method: shown.method, label: shown.method, extra: null, segment: null, note: '', key: shown.method};
+  }
+  const seg = reg.segment(shown.method);
+  if (seg !== undefined && shown.segment !== null && shown.segment.method === shown.method) {
+    const {method, count, granularity, pattern, removal} = shown.segment;  // not the span: the whole response
+    const ask = {method, count, granularity, pattern, removal};
+    return {method: shown.method, label: reg.label(shown.method), extra: null, segment: ask, key: `seg:${segmentKey(ask)}`,
+            note: `measured per ${ask.granularity === 'regex' ? 'match of the custom pattern' : ask.granularity} ` +
+                  'on each model\'s whole response'};
+  }
+  const method = seg === undefined ? shown.method : shown.gradient || reg.tokens[0]?.name || shown.method;
+  const info = reg.extra(method);
+  const extra = info === undefined ? null : {method, count: shown.counts[method] ?? info.default_count};
+  return {method, label: extra === null ? reg.label(method) : `${reg.label(method)} (${extra.count} ${info!.count_unit})`,
+          extra, segment: null, note: '', key: extra === null ? method : extraKey(extra)};
 }
 
 /** One model's side: the salience payload's text and offsets and the whole response's token values. */

@@ -1,24 +1,27 @@
 /**
  * Compare models inside the salience module: when two models are selected in LIT's model selector
- * (the server serves several with --models), the module shows a "Compare models" section whose toggle
+ * (the server serves several with --models), LIT shows the salience module once per model and the first
+ * model's instance (pairShownBy) shows a "Compare models" section whose toggle
  * opens the selected datapoint under both: both responses (diff-marked), both prompt salience maps on
  * one shared scale per aligned segment, the difference B − A, and each model's teacher-forced log p of
- * the other model's answer. Only while open does it ask each model's salience companion
- * (`_<model>_salience`, the whole response's salience: the same request as the salience module's first
- * highlight, so the server answers it from cache when the module asked already) and each model's compare
- * wrapper (`_<model>_compare`, lit_app/compare.py) for the other's answer. The segments follow the
- * module's granularity (a regex shows as words). Pure logic in ./logic.ts; rendering in ./view.ts.
+ * the other model's answer. Only while open does it ask each model's compare wrapper (`_<model>_compare`,
+ * lit_app/compare.py): for the whole response's salience (its `pinned_salience`, with the selected datapoint
+ * as the "pinned" one: the server's caches answer it when the salience module computed it already; unlike a
+ * span request to `_<model>_salience` it neither supersedes nor is superseded by the salience module's own
+ * span requests), then for each model's log p of the other's answer. The segments follow the
+ * module's granularity (a regex shows as words), the maps its method and count, or its segment method measured
+ * on each model's whole response (comparedMethod). Pure logic in ./logic.ts; rendering in ./view.ts.
  */
-import {COMPARE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
-import {compareModelName, parseCross, type CrossPayload} from '../compare/logic.js';
-import type {SaliencePayload} from '../salience/payload.js';
-import {quickInput} from '../salience/request.js';
+import {COMPARE_FIELD} from '../shared/fields.js';
+import {compareInput, compareModelName, parseCross, wholeResponseValues, type CrossPayload} from '../compare/logic.js';
+import {parsePayload, parseSegments} from '../salience/payload.js';
+import {countFields, segmentFields} from '../salience/request.js';
 import type {Granularity} from '../shared/aggregate/index.js';
 import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {registryOf} from '../shared/methods.js';
 import {salienceModelFor, type IndexedInputLike} from '../shared/request.js';
-import {COMPARE_MODELS_METHOD, compareSides, crossInput, crossRows, modelPair, type CrossRow, type ModelsView,
-        type Side} from './logic.js';
+import {comparedMethod, compareSides, crossInput, crossRows, pairShownBy, type ComparedMethod, type CrossRow,
+        type MethodChoice, type ModelsView, type Side} from './logic.js';
 
 /** Where the comparison stands (the module's data-compare-models attribute; e2e tests wait on it). */
 export type CompareModelsState = 'off' | 'closed' | 'idle' | 'values' | 'done' | 'error';
@@ -33,9 +36,11 @@ export class CompareModelsRoom {
   status = '';
   error = '';
   granularity: Granularity = 'word';
+  /** The method both maps show (the salience module's), or null until the module has one. */
+  method: ComparedMethod | null = null;
   private input: IndexedInputLike | null = null;
   private sides: {a: Side; b: Side; signed: boolean} | null = null;
-  /** What was last asked for (datapoint and pair); a new one asks again. */
+  /** What was last asked for (datapoint, pair and method); a new one asks again. */
   private key = '';
   /** Both sides' salience, then each model's log p of the other's answer, as one job (../shared/jobs.ts). */
   private readonly requests: JobClient<CrossRow[] | null>;
@@ -54,10 +59,10 @@ export class CompareModelsRoom {
     this.requests.dispose();
   }
 
-  /** LIT's selection or model selector changed. */
-  update(input: IndexedInputLike | null, currentModels: readonly string[]) {
+  /** LIT's selection or model selector changed; `shownModel`: the model of the salience module holding the room. */
+  update(input: IndexedInputLike | null, currentModels: readonly string[], shownModel: string) {
     this.input = input;
-    this.pair = modelPair(currentModels, this.host.models());
+    this.pair = pairShownBy(shownModel, currentModels, this.host.models());
     void this.run();
   }
 
@@ -69,24 +74,45 @@ export class CompareModelsRoom {
     void this.run();
   }
 
-  /** Follows the module's granularity (a regex shows as words); called after each render. */
-  sync(granularity: Granularity) {
+  /**
+   * Follows the module's granularity (a regex shows as words) and method with its count (a new method or
+   * count asks again); called after each render.
+   */
+  sync(granularity: Granularity, shown: MethodChoice) {
     const g: Granularity = granularity === 'regex' ? 'word' : granularity;
+    const method = comparedMethod(this.registry(), shown);
+    if (JSON.stringify(method) !== JSON.stringify(this.method)) {  // the registry arrives with the pair
+      this.method = method;
+      this.host.changed();
+      void this.run();
+    }
     if (g === this.granularity) return;
     this.granularity = g;
     if (this.sides !== null) this.view = compareSides(this.sides.a, this.sides.b, this.sides.signed, g);
     this.host.changed();
   }
 
-  private async salience(model: string, input: IndexedInputLike): Promise<Side> {
+  /** The method registry of the first model's salience companion (null before a pair, or from an older server). */
+  private registry() {
     const models = this.host.models();
-    const sal = salienceModelFor(model, models)!;
-    const reg = registryOf(models[sal]);
-    const req = reg !== null ? quickInput(reg, input) : input;
-    const [pred] = await this.host.getPreds([req], sal, [SALIENCE_FIELD, SPAN_SALIENCE_FIELD], `Salience of ${model}`);
-    const p = pred[SALIENCE_FIELD] as SaliencePayload;
-    const values = (pred[SPAN_SALIENCE_FIELD] as Record<string, number[]> | undefined)?.[COMPARE_MODELS_METHOD];
-    if (values === undefined) throw new Error(`${sal} sent no ${COMPARE_MODELS_METHOD} values for the whole response.`);
+    const sal = this.pair === null ? null : salienceModelFor(this.pair[0], models);
+    return sal === null ? null : registryOf(models[sal]);
+  }
+
+  private async salience(model: string, input: IndexedInputLike, method: ComparedMethod): Promise<Side> {
+    const models = this.host.models();
+    const reg = registryOf(models[salienceModelFor(model, models)!]);
+    const fields = reg === null ? {} : method.segment !== null ? segmentFields(reg, method.segment)
+        : countFields(reg, method.extra);
+    const wrapper = compareModelName(model);
+    const [pred] = await this.host.getPreds([compareInput(input, input, fields, method.key, false, true)], wrapper,
+                                            [COMPARE_FIELD], `Salience of ${model} (${method.label})`);
+    const cross = parseCross(pred[COMPARE_FIELD]);
+    const p = parsePayload(cross.pinned_salience);
+    // A segment method: each segment's value spread over its tokens (summed per segment: the values back).
+    const values = method.segment !== null ? parseSegments(cross.pinned_segments, p.tokens.length).values?.token_values ?? null
+        : wholeResponseValues(p, method.method, reg?.get(method.method)?.linear ?? false);
+    if (values === null) throw new Error(`${wrapper} sent no ${method.method} values for the whole response.`);
     return {model, text: p.text, promptEnd: p.prompt_end, offsets: p.offsets, roleSpans: p.role_spans, values,
             targetLogprobs: p.target_logprobs};
   }
@@ -98,8 +124,8 @@ export class CompareModelsRoom {
   }
 
   private async run() {
-    const pair = this.pair, input = this.input;
-    const key = !this.open || pair === null ? '' : `${input?.id ?? ''}|${pair.join(',')}`;
+    const pair = this.pair, input = this.input, method = this.method;
+    const key = !this.open || pair === null || method === null ? '' : `${input?.id ?? ''}|${pair.join(',')}|${method.key}`;
     if (key === this.key) return;
     this.key = key;
     this.requests.reset();
@@ -118,16 +144,15 @@ export class CompareModelsRoom {
       return;
     }
     const [ma, mb] = pair!;
-    this.status = `Explaining the response of ${ma} and of ${mb} ...`;
+    this.status = `Explaining the response of ${ma} and of ${mb} with ${method!.label} ...`;
     this.host.changed();
     const settled = await this.requests.run({
       run: async () => {
         const ticket = this.requests.latestTicket;
-        const a = await this.salience(ma, input);
-        const b = await this.salience(mb, input);
+        const a = await this.salience(ma, input, method!);
+        const b = await this.salience(mb, input, method!);
         if (!this.requests.isLatest(ticket)) return null;
-        const models = this.host.models();
-        const signed = registryOf(models[salienceModelFor(ma, models)!])?.get(COMPARE_MODELS_METHOD)?.signed ?? true;
+        const signed = this.registry()?.get(method!.method)?.signed ?? true;
         this.sides = {a, b, signed};
         const view = this.view = compareSides(a, b, signed, this.granularity);
         this.status = '';

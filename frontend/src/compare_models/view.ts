@@ -6,7 +6,7 @@ import {css, html, nothing, type TemplateResult} from 'lit';
 
 import {changed} from '../compare/logic.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from '../compare/sides.js';
-import type {CrossRow, ModelsView} from './logic.js';
+import type {ComparedMethod, CrossRow, ModelsView} from './logic.js';
 import type {CompareModelsRoom} from './room.js';
 
 /** Added to the salience module's styles (which include COMPARE_STYLES: `.compare`, the shared sides). */
@@ -20,11 +20,14 @@ export const COMPARE_MODELS_STYLES = css`
   .compare-models .models-error { color: #a50e0e; background: #fce8e6; border-radius: 4px; padding: 4px 8px; }
 `;
 
-function modelsView(view: ModelsView, rows: CrossRow[] | null, method: string, granularity: string): TemplateResult {
+function modelsView(view: ModelsView, rows: CrossRow[] | null, method: ComparedMethod | null, granularity: string):
+    TemplateResult {
   const [la, lb] = view.labels;
   const labels: SideLabels = {a: la, b: lb};
   return html`
-    <div class="models-head">${method} · <span class="granularity">${granularity}</span> · <b>${la}</b> vs <b>${lb}</b></div>
+    <div class="models-head"><span class="method" data-method=${method?.method ?? ''}>${method?.label ?? ''}</span>
+      · <span class="granularity">${granularity}</span> · <b>${la}</b> vs <b>${lb}</b></div>
+    ${method?.note ? html`<div class="models-status method-note" role="note">${method.note}</div>` : nothing}
     <div class="section-label">Responses (${changed(view.responses) ? 'different' : 'the same'})</div>
     ${responsesView(view.responses, labels)}
     <div class="section-label">Each answer under both models (teacher-forced log p)</div>
@@ -40,8 +43,11 @@ function modelsView(view: ModelsView, rows: CrossRow[] | null, method: string, g
   `;
 }
 
-/** The section: nothing unless two models are selected; the toggle, then (open) the comparison. */
-export function compareModelsView(room: CompareModelsRoom, method: string, toggle: () => void): TemplateResult | typeof nothing {
+/**
+ * The section: nothing unless two models are selected (in the first model's salience module only); the toggle,
+ * then (open) the comparison with the module's method.
+ */
+export function compareModelsView(room: CompareModelsRoom, toggle: () => void): TemplateResult | typeof nothing {
   if (room.pair === null) return nothing;
   const [a, b] = room.pair;
   return html`
@@ -55,7 +61,7 @@ export function compareModelsView(room: CompareModelsRoom, method: string, toggl
       ${!room.open ? nothing : html`<div id="compare-models-body">
         ${room.error ? html`<div class="models-error" role="alert">${room.error}</div>` : nothing}
         ${room.status ? html`<div class="models-status" role="status">${room.status}</div>` : nothing}
-        ${room.view !== null ? modelsView(room.view, room.rows, method, room.granularity) : nothing}
+        ${room.view !== null ? modelsView(room.view, room.rows, room.method, room.granularity) : nothing}
       </div>`}
     </div>`;
 }

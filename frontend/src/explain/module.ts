@@ -20,7 +20,7 @@
  */
 import {html, nothing, type TemplateResult} from 'lit';
 
-import {moduleBase, serverHost} from '../shared/lit_module.js';
+import {modelLabelView, moduleBase, serverHost} from '../shared/lit_module.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {forcedTargetNote, isForcedTarget} from '../shared/forced_target.js';
 import {describeTokens, responseLength} from '../shared/tokens.js';
@@ -80,6 +80,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
           ${TABS.map((x) => html`<button role="tab" class="tab-btn ${x.id}${tab === x.id ? ' on' : ''}"
               aria-selected=${tab === x.id ? 'true' : 'false'}
               @click=${() => this.ctl.setTab(x.id)}>${x.label}</button>`)}
+          ${modelLabelView(this.modelName())}
           <span class="for">${t === null ? '' : html`target: ${describeTokens(t.t0, t.t1, responseLength(t))} · ${t.granularity}`}</span>
           ${t === null ? nothing : forcedTargetNote(isForcedTarget(t.input))}
         </div>

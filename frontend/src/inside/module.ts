@@ -14,7 +14,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {forcedTargetNote, isForcedTarget} from '../shared/forced_target.js';
 import type {SharedTarget} from '../shared/target_store.js';
-import {moduleBase, serverHost} from '../shared/lit_module.js';
+import {modelLabelView, moduleBase, serverHost} from '../shared/lit_module.js';
 import {InsideController, type InsideHost} from './controller.js';
 import {describeTraced, formatProb, formatRank, interventionKey, removeIntervention, searchStatus, setScope, showToken,
         toggleMode} from './logic.js';
@@ -85,8 +85,8 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
     private renderHeader() {
       const {target: tt, trace: tr, status: st, message} = this.ctl;
       if (tt === null) {
-        return html`<div class="empty">Select a prompt, then click a token of the response in the Sequence
-          Salience module to see how the model builds it, layer by layer.</div>`;
+        return html`<div class="empty">${modelLabelView(this.modelName())} Select a prompt, then click a token of the
+          response in the Sequence Salience module to see how the model builds it, layer by layer.</div>`;
       }
       const status = st === 'waiting'
           ? html`<div class="status waiting" role="status"><span>${message}</span></div>`
@@ -97,7 +97,7 @@ export function makeInsideModuleClass(LitModule: unknown): CustomElementConstruc
               <button @click=${() => void this.ctl.fetchTrace(tt)}>Retry</button></div>`
           : nothing;
       return html`<div class="header">
-        <div class="target">Token <b class="target-token">${showToken(tt.token)}</b>
+        <div class="target">${modelLabelView(this.modelName())} Token <b class="target-token">${showToken(tt.token)}</b>
           <span class="hint traced">(${describeTraced(tt)})</span>
           ${forcedTargetNote(isForcedTarget(tt.input))}
           ${tr ? html`<span class="facts">· model: <b class="final-prob">p=${formatProb(tr.output.target_prob)}</b>,

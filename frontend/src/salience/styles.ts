@@ -9,6 +9,8 @@ export const SALIENCE_STYLES = css`
   .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
   .controls input[type=number] { width: 56px; }
   .controls input.regex { width: 200px; font-family: 'Roboto Mono', monospace; }
+  /* Narrower than the browser's 129 px, so that the model's name fits on the controls line at 1280×720. */
+  .controls input.intensity { width: 96px; }
   .status { display: flex; gap: 8px; align-items: center; padding: 6px 8px; }
   .status.inline { padding: 4px 0; }
   .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; }

@@ -4,18 +4,20 @@
  * npm and its class is found at run time, see ../index.ts), and `moduleBase`,
  * which turns LIT's LitModule into a base class carrying a module's static
  * facts (title, columns, info text, template, when to show it, styles and
- * reactive state) and, if it asks, follows the salience module's target. A
- * module then only writes its own behaviour:
+ * reactive state) and, if it asks, follows the salience module's target. Every
+ * module is shown once per selected model (LIT's `duplicateForModelComparison`)
+ * and names its model (`modelName()`, `modelLabelView`). A module then only
+ * writes its own behaviour:
  *
  *     class InsideModelModule extends moduleBase(LitModule, {tag: INSIDE_TAG, title: ..., ...}) { ... }
  *     defineOnce(INSIDE_TAG, InsideModelModule);
  */
-import type {CSSResultGroup, LitElement, TemplateResult} from 'lit';
+import {css, html, type CSSResultGroup, type LitElement, type PropertyValues, type TemplateResult} from 'lit';
 import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
 
 import {FORCED_TARGET_STYLES} from './forced_target.js';
 import type {ServerHost} from './jobs.js';
-import {shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
+import {activeModel, shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {targetStore, type SharedTarget} from './target_store.js';
 
 /** The LIT services the modules use (docs/architecture.md, "Frontend rooms"). */
@@ -39,7 +41,27 @@ export interface ModuleHooks {
   onTarget(t: SharedTarget | null): void;
 }
 
-export type ModuleBase = new () => LitElement & LitServices & ModuleHooks;
+/** What the base class adds to every module. */
+export interface ModuleFacts {
+  /**
+   * The LIT model this instance shows: the one LIT rendered it for (one instance per selected model) while
+   * that is selected, else the first selected (shared/request.ts `activeModel`).
+   */
+  modelName(): string;
+}
+
+export type ModuleBase = new () => LitElement & LitServices & ModuleHooks & ModuleFacts;
+
+/** The label in each module's header line that names the model it shows. */
+export function modelLabelView(model: string): TemplateResult {
+  return html`<span class="model-name" title="The model this module shows (LIT shows each module once per selected model)"
+      >model: <b>${model || '(none selected)'}</b></span>`;
+}
+
+const MODEL_LABEL_STYLES = css`
+  .model-name { font-size: 12px; color: #3c4043; background: #f1f3f4; border-radius: 10px; padding: 1px 8px;
+                white-space: nowrap; }
+`;
 
 /** A module's static facts, as LIT's layout and module picker read them. */
 export interface ModuleInfo {
@@ -60,8 +82,9 @@ export interface ModuleInfo {
 
 /**
  * LIT's LitModule (found at run time) extended with the module's static facts. Every module of
- * this bundle shows when a model has a salience or response output (`shouldDisplay`) and is one
- * instance for all models and examples.
+ * this bundle shows when a model has a salience or response output (`shouldDisplay`), once per
+ * selected model (LIT renders one instance per model, with the model's name as its `model`
+ * attribute and the widget's subtitle), and one instance for all examples.
  */
 export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
   const Base = LitModule as new () => LitElement & LitServices;
@@ -72,7 +95,7 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
   class SequenceSalienceModule extends Base {
     static title = info.title;
     static numCols = info.numCols;
-    static duplicateForModelComparison = false;
+    static duplicateForModelComparison = true;
     static duplicateForExampleComparison = false;
     static infoMarkdown = info.infoMarkdown;
 
@@ -91,20 +114,42 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
 
     static get styles(): CSSResultGroup {
       const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
-      return [...base, FORCED_TARGET_STYLES, info.styles];
+      return [...base, FORCED_TARGET_STYLES, MODEL_LABEL_STYLES, info.styles];
     }
 
     private unfollow: (() => void) | null = null;
+    /** The model whose salience module's target this instance follows. */
+    private followed: string | null = null;
+
+    modelName(): string {
+      return activeModel(this.model, this.appState?.currentModels ?? []);
+    }
 
     override connectedCallback() {
       super.connectedCallback();
-      if (info.followsTarget) this.unfollow = targetStore.subscribe((t) => this.onTarget(t));
+      this.follow();
+    }
+
+    override updated(changed: PropertyValues) {
+      (super.updated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
+      this.follow();  // LIT gave this element another model, or the selected models changed
     }
 
     override disconnectedCallback() {
       this.unfollow?.();
       this.unfollow = null;
+      this.followed = null;
       super.disconnectedCallback();
+    }
+
+    /** With `followsTarget`: follows the target of this instance's model (shared/target_store.ts). */
+    private follow() {
+      if (!info.followsTarget || !this.isConnected) return;
+      const model = this.modelName();
+      if (model === this.followed && this.unfollow !== null) return;
+      this.unfollow?.();
+      this.followed = model;
+      this.unfollow = targetStore.subscribe(model, (t) => this.onTarget(t));
     }
 
     onTarget(_t: SharedTarget | null): void {}

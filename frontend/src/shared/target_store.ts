@@ -3,9 +3,11 @@
  * the other modules of this bundle (one bundle = one module instance of this
  * file, so a plain singleton is enough; LIT's mobx is not reachable here).
  *
- * The salience module publishes every change of datapoint or target span;
- * the other modules ("Inside the model", "Test this explanation")
- * subscribe and follow it, so a click in the response drives all of them.
+ * One target per model: with several models selected LIT shows each of our
+ * modules once per model (shared/lit_module.ts), and each salience module
+ * publishes under its model's name. The other modules ("Inside the model",
+ * "Test this explanation") follow the target of their own model, so a click
+ * in model b's response drives model b's modules and leaves model a's alone.
  */
 
 /** What the salience module shows now. */
@@ -34,35 +36,43 @@ export interface SharedTarget {
 
 type Listener = (t: SharedTarget | null) => void;
 
-class TargetStore {
-  private value: SharedTarget | null = null;
-  private readonly listeners = new Set<Listener>();
+/** Targets by the LIT model name of the salience module that published them. */
+export class TargetStore {
+  private readonly values = new Map<string, SharedTarget>();
+  private readonly listeners = new Set<{model: string; listener: Listener}>();
 
-  get current(): SharedTarget | null {
-    return this.value;
+  /** What the salience module of `model` shows now (null: nothing selected, or no such module). */
+  get(model: string): SharedTarget | null {
+    return this.values.get(model) ?? null;
   }
 
-  /** Publishes a new target (or null: nothing selected). Listeners run synchronously. */
-  publish(t: SharedTarget | null) {
-    const v = this.value;
+  /** Publishes `model`'s new target (or null: nothing selected). Its listeners run synchronously. */
+  publish(model: string, t: SharedTarget | null) {
+    const v = this.get(model);
     if (v === t) return;
     if (v !== null && t !== null && sameTarget(v, t)) return;
-    this.value = t;
-    for (const l of [...this.listeners]) {
+    if (t === null) this.values.delete(model);
+    else this.values.set(model, t);
+    for (const {model: m, listener} of [...this.listeners]) {
+      if (m !== model) continue;
       try {
-        l(t);
+        listener(t);
       } catch (e) {
         console.error(e);
       }
     }
   }
 
-  /** Calls `listener` now with the current value and on every change; returns the unsubscribe function. */
-  subscribe(listener: Listener): () => void {
-    this.listeners.add(listener);
-    listener(this.value);
+  /**
+   * Calls `listener` now with `model`'s current target and on every change of it; returns the
+   * unsubscribe function.
+   */
+  subscribe(model: string, listener: Listener): () => void {
+    const entry = {model, listener};
+    this.listeners.add(entry);
+    listener(this.get(model));
     return () => {
-      this.listeners.delete(listener);
+      this.listeners.delete(entry);
     };
   }
 }
