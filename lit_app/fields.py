@@ -32,8 +32,9 @@ SYSTEM = "system"  # optional system prompt (TextSegment, may be empty)
 TARGET = "target"  # optional text to explain; empty -> greedy generation
 CASE = "case"  # dataset only: name of the case study (CategoryLabel)
 CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
-# optional whole number, generation model (scripts; not in its LIT spec): this request's longest response,
-# 1 to the server's --max_new_tokens; absent: the server's
+# optional whole number, every model (not in the LIT specs): the row's own response budget, 1 to
+# field_rules.MAX_NEW_TOKENS.hi, capped by the server's --max_new_tokens; absent: the default budget
+# (lit_app/responses.py Responses.config_for). A shipped row may carry it (the chain-of-thought case's 192).
 MAX_NEW_TOKENS = "max_new_tokens"
 IG_STEPS = get_method(IG_METHOD).count.name  # optional Integer: 0 = no integrated gradients
 SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count.name  # optional Integer: 0 = no SmoothGrad
@@ -90,6 +91,7 @@ METHOD_REGISTRY = "method_registry"
 PINNED_PROMPT = "pinned_prompt"
 PINNED_SYSTEM = "pinned_system"
 PINNED_TARGET = "pinned_target"
+PINNED_MAX_NEW_TOKENS = "pinned_max_new_tokens"  # the pinned row's own MAX_NEW_TOKENS (absent: none)
 OLD_ANSWER = "old_answer"  # Boolean: also explain the pinned answer under the selected prompt
 WITH_PINNED_SALIENCE = "with_pinned_salience"  # Boolean: also send the pinned datapoint's salience
 COMPARE = "compare"

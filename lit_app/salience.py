@@ -149,10 +149,10 @@ class SalienceModel(Wrapper):
             raise RequestError(f'"{fields.DETAIL}": "stream" follows the generation of the response, but this input'
                                f' has a "{fields.TARGET}", so nothing is generated. Fix: leave "{fields.TARGET}" empty.')
         shared = self._shared
-        max_new = shared.generation_config.max_new_tokens
+        chat = shared.format_prompt(ex)
+        max_new = shared.generation_config_for(chat).max_new_tokens  # this row's budget
         after = int_field(ex, fields.STREAM_AFTER, -1, -1, max_new)  # -1: answer at once
-        stream = shared.generation_stream(shared.format_prompt(ex), after=after if after >= 0 else None,
-                                          wait_s=STREAM_WAIT_S)
+        stream = shared.generation_stream(chat, after=after if after >= 0 else None, wait_s=STREAM_WAIT_S)
         out = _status_only({})
         out[fields.RESPONSE] = stream.text
         out[fields.SALIENCE] = {"stream": stream.as_dict(max_new)}

@@ -346,7 +346,7 @@ def test_body_size_limit(lit):
 
 
 def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(lit):
-    c = secure(lit, limits=limits.Limits(max_prompt_chars=100, max_ig_steps=4, max_new_tokens=6))
+    c = secure(lit, limits=limits.Limits(max_prompt_chars=100, max_ig_steps=4))
     msg = one_line_error(preds(c, TOK, {"prompt": "x" * 60, "target": "y" * 41}), 400)
     assert "101 characters" in msg and "100" in msg and "--max_prompt_chars" in msg
     r = preds(c, TOK, {"prompt": "Hello " * 10, "target": "y" * 40})  # exactly 100
@@ -359,9 +359,10 @@ def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(li
         msg = one_line_error(preds(c_sg, SAL, {"prompt": "hi", "smooth_grad_samples": samples}), 400)
         assert '"smooth_grad_samples"' in msg and "0 (off) to 3" in msg and "--max_smooth_grad_samples" in msg
     assert preds(c_sg, TOK, {"prompt": "hi", "smooth_grad_samples": 3}).status_code == 200
-    for n in (0, 7, "many"):
+    # A row's budget: the rule's range (above the server's --max_new_tokens it is capped, not refused).
+    for n in (0, 1025, "many"):
         msg = one_line_error(preds(c, GEN, {"prompt": "hi", "max_new_tokens": n}), 400)
-        assert '"max_new_tokens"' in msg and "1 to 6" in msg
+        assert '"max_new_tokens"' in msg and "1 to 1024" in msg
     # Within the limits the request reaches the model.
     assert preds(c, TOK, {"prompt": "hi", "ig_steps": "4", "max_new_tokens": 6}).status_code == 200
     with pytest.raises(ValueError, match="max_ig_steps"):

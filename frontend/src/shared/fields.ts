@@ -33,6 +33,10 @@ export const COMPARE_FIELD = 'compare';
 export const PINNED_PROMPT_FIELD = 'pinned_prompt';
 export const PINNED_SYSTEM_FIELD = 'pinned_system';
 export const PINNED_TARGET_FIELD = 'pinned_target';
+// A row's own response budget (a shipped row's, lit_app/datasets.py), sent as it is with the datapoint; the
+// pinned row's goes as PINNED_MAX_NEW_TOKENS_FIELD, so its response is the one the salience module showed.
+export const MAX_NEW_TOKENS_FIELD = 'max_new_tokens';
+export const PINNED_MAX_NEW_TOKENS_FIELD = 'pinned_max_new_tokens';
 export const OLD_ANSWER_FIELD = 'old_answer';
 export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
 
