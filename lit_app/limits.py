@@ -119,7 +119,7 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
         value = data.get(name)
         if value is not None and not isinstance(value, bool):
             raise Rejected(400, f'{where}: field "{name}" is {_shown(value)}; use true or false (JSON booleans).')
-    for name in (fields.TARGET_SPAN, fields.DETAIL, fields.SPAN_JOB):
+    for name in (fields.TARGET_SPAN, fields.DETAIL, fields.SPAN_JOB, fields.MATRIX_JOB):
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
@@ -235,7 +235,7 @@ def validate_request(
 # Input values that only read or cancel a background job, without the model: the salience
 # model's progress poll (lit_app/salience.py) and the explain module's status/cancel (lit_app/explain.py).
 # A segment request (method_registry.SEGMENT_DETAIL) starts or finds a background job and never waits either.
-_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", SEGMENT_DETAIL), "explain_action": ("status", "cancel")}
+_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", "matrix_cancel", SEGMENT_DETAIL), "explain_action": ("status", "cancel")}
 
 
 def _polls(ex: Any) -> bool:

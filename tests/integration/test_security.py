@@ -374,7 +374,12 @@ def test_get_info_publishes_the_prompt_length_limit_the_browser_checks(lit):
     for most in (100, 32_000):
         c = secure(lit, limits=limits.Limits(max_prompt_chars=most))
         info = json.loads(post(c, "/get_info").data)
-        assert info["requestLimits"] == {"max_prompt_chars": most}
+        assert info["requestLimits"] == {"max_prompt_chars": most,
+                                         "max_counts": {"ig_steps": 256, "smooth_grad_samples": 256}}
+    # The count limits the IG steps / SmoothGrad samples fields keep to (frontend/src/shared/methods.ts).
+    c = secure(lit, limits=limits.Limits(max_ig_steps=32, max_smooth_grad_samples=8))
+    assert json.loads(post(c, "/get_info").data)["requestLimits"]["max_counts"] == {"ig_steps": 32,
+                                                                                   "smooth_grad_samples": 8}
 
 
 def test_a_full_server_answers_503_with_retry_after(lit, shared):

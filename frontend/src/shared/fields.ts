@@ -14,6 +14,8 @@ export const TARGET_SPAN_FIELD = 'target_span';
 export const DETAIL_FIELD = 'detail';
 /** With detail "span_cancel": the id of the span job to stop (its span_progress status's `job_id`). */
 export const SPAN_JOB_FIELD = 'span_job';
+/** With detail "matrix_cancel": the id of the per-token matrix job to stop (lit_app/salience.py). */
+export const MATRIX_JOB_FIELD = 'matrix_job';
 /** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
 export const STREAM_AFTER_FIELD = 'stream_after';
 // A segment method's request (`detail` = the method's registry `detail`; docs/architecture.md "Segment salience").
