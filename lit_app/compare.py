@@ -58,7 +58,8 @@ class CompareModel(Wrapper):
                                "(pin a datapoint with LIT's Pin button first).")
         chat_a = self._shared.format_prompt({fields.PROMPT: pinned_prompt,
                                              fields.SYSTEM: text_field(ex, fields.PINNED_SYSTEM),
-                                             fields.CHAT: ex.get(fields.CHAT)})
+                                             fields.CHAT: ex.get(fields.CHAT),
+                                             fields.MAX_NEW_TOKENS: ex.get(fields.PINNED_MAX_NEW_TOKENS)})
         target_a = text_field(ex, fields.PINNED_TARGET)
         shared = self._shared
         counts = extra_counts(ex)

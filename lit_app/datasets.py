@@ -7,10 +7,13 @@ The server loads both by default (LIT's dataset selector switches); `shipped_row
 
 A JSONL row is one JSON object per line:
 
-    {"prompt": "...", "system": "...", "target": "...", "case": "..."}
+    {"prompt": "...", "system": "...", "target": "...", "case": "...", "max_new_tokens": 192}
 
 `prompt` is required and non-empty; `system`, `target` and `case` are optional
-strings (empty `target` means "generate greedily, then explain the output").
+strings (empty `target` means "generate greedily, then explain the output");
+`max_new_tokens` is the row's own response budget (1 to 1,024; the server's --max_new_tokens
+caps it; absent: the default budget, lit_app/responses.py `Responses.config_for`), e.g. the
+chain-of-thought case's, whose answer comes after its reasoning.
 LIT's prompt-debugging rows ({"prompt", "target", "source"},
 lit_nlp/examples/prompt_debugging/datasets.py) are read too: `source` becomes the
 case name. A `.txt` file is one prompt per line (LIT's plain-text format).
@@ -32,6 +35,7 @@ import lit_nlp
 from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import types as lit_types
 
+from sequence_salience.field_rules import MAX_NEW_TOKENS, FieldError
 from lit_app import fields
 from lit_app.errors import RequestError
 from lit_app.request_body import json_text
@@ -55,7 +59,7 @@ _DESCRIPTIONS = {CASE_STUDIES_PATH: CASE_STUDIES_DESCRIPTION, VARIANTS_PATH: VAR
 _OPTIONAL_FIELDS = (fields.SYSTEM, fields.TARGET, fields.CASE)
 # LIT's prompt-debugging JSONL names the case "source" (a CategoryLabel there too).
 LIT_SOURCE = "source"
-_KNOWN_FIELDS = (fields.PROMPT, *_OPTIONAL_FIELDS, LIT_SOURCE)
+_KNOWN_FIELDS = (fields.PROMPT, *_OPTIONAL_FIELDS, fields.MAX_NEW_TOKENS, LIT_SOURCE)
 # LIT's own sample prompts (its prompt-debugging server's default dataset).
 LIT_SAMPLE_NAME = "sample_prompts"
 LIT_SAMPLE_PATH = os.path.join(os.path.dirname(os.path.abspath(lit_nlp.__file__)), "examples",
@@ -72,7 +76,7 @@ class DatasetError(RequestError):
     /load_datapoints), so the middleware answers 400, not LIT's 500."""
 
 
-def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
+def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str | int]]:
     """Parses prompt rows from an iterable of JSONL lines.
 
     Args:
@@ -80,13 +84,13 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
       source: file name used in error messages.
 
     Returns:
-      Rows with exactly the keys of `fields.DATASET_SPEC`, missing optional
-      fields filled with "".
+      Rows with the keys of `fields.DATASET_SPEC`, missing optional fields filled
+      with "", plus `max_new_tokens` (an int) on rows that set it.
 
     Raises:
       DatasetError: on the first malformed line, naming `source:line`.
     """
-    rows: list[dict[str, str]] = []
+    rows: list[dict[str, str | int]] = []
     for lineno, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line:
@@ -117,6 +121,14 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
                     f" {type(value).__name__}."
                 )
             row[key] = value
+        budget = obj.get(fields.MAX_NEW_TOKENS)
+        if budget is not None:
+            if not isinstance(budget, int) or isinstance(budget, bool):
+                raise DatasetError(f'{where}: field "{fields.MAX_NEW_TOKENS}" must be a whole number, got {budget!r}.')
+            try:
+                row[fields.MAX_NEW_TOKENS] = int(MAX_NEW_TOKENS.parse(budget))
+            except FieldError as e:
+                raise DatasetError(f'{where}: field "{fields.MAX_NEW_TOKENS}" is {e}.') from None
         lit_source = obj.get(LIT_SOURCE)
         if lit_source is not None and not row[fields.CASE]:
             if not isinstance(lit_source, str):
@@ -132,13 +144,13 @@ def parse_jsonl(lines, source: str = "<string>") -> list[dict[str, str]]:
     return rows
 
 
-def parse_text(lines) -> list[dict[str, str]]:
+def parse_text(lines) -> list[dict[str, str | int]]:
     """Prompt rows of a plain-text file: one prompt per non-blank line (LIT's PlaintextSents)."""
     return [{fields.CASE: "", fields.PROMPT: line.strip(), fields.SYSTEM: "", fields.TARGET: ""}
             for line in lines if line.strip()]
 
 
-def load_jsonl(path: str) -> list[dict[str, str]]:
+def load_jsonl(path: str) -> list[dict[str, str | int]]:
     """Reads prompt rows from a JSONL file (see `parse_jsonl`), or a .txt file (`parse_text`)."""
     if not isinstance(path, str):  # an int would be taken as an open file descriptor of this process
         raise DatasetError(f"The path must be a string naming a .jsonl (or .txt) file, got {type(path).__name__}.")
@@ -155,7 +167,7 @@ def load_jsonl(path: str) -> list[dict[str, str]]:
     return rows
 
 
-def shipped_rows() -> list[dict[str, str]]:
+def shipped_rows() -> list[dict[str, str | int]]:
     """Every shipped row: the case studies (one per case), then their variants (`SHIPPED` order)."""
     return [row for _, path in SHIPPED for row in load_jsonl(path)]
 

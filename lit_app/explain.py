@@ -123,7 +123,7 @@ class ExplainModel(Wrapper):
         start = time.perf_counter()
         try:
             if not target:  # the tokens generated so far, read without the model lock at each poll
-                most = self._shared.generation_config.max_new_tokens
+                most = self._shared.generation_config_for(chat).max_new_tokens  # this row's budget
                 job.follow(STAGE_GENERATING, lambda: (self._shared.generation_stream(chat).tokens, most))
             explained = self._shared.explained(chat, target)
             job.report(STAGE_WAITING, 0, 0)

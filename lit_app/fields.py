@@ -32,17 +32,22 @@ SYSTEM = "system"  # optional system prompt (TextSegment, may be empty)
 TARGET = "target"  # optional text to explain; empty -> greedy generation
 CASE = "case"  # dataset only: name of the case study (CategoryLabel)
 CHAT = "chat"  # optional Boolean: apply the tokenizer's chat template
-# optional whole number, generation model (scripts; not in its LIT spec): this request's longest response,
-# 1 to the server's --max_new_tokens; absent: the server's
+# optional whole number, every model (not in the LIT specs): the row's own response budget, 1 to
+# field_rules.MAX_NEW_TOKENS.hi, capped by the server's --max_new_tokens; absent: the default budget
+# (lit_app/responses.py Responses.config_for). A shipped row may carry it (the chain-of-thought case's 192).
 MAX_NEW_TOKENS = "max_new_tokens"
 IG_STEPS = get_method(IG_METHOD).count.name  # optional Integer: 0 = no integrated gradients
 SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count.name  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
-# optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | "span_cancel" | a counted method's matrix_detail (progressive)
+# optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | "span_cancel" | "matrix_cancel"
+# | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
 # optional string with detail="span_cancel": the id of the span job to stop, as its "span_progress" status named it
 # ("job_id"); a cancel naming an older job never stops a newer one.
 SPAN_JOB = "span_job"
+# optional string with detail="matrix_cancel": the id of the per-token matrix job (IG, SmoothGrad) to stop, as
+# its status named it ("job_id"); the page sends it when the user switches away from that method or count.
+MATRIX_JOB = "matrix_job"
 # optional Integer with detail="stream": the response tokens the page shows; the answer then waits (a long
 # poll, at most salience.STREAM_WAIT_S) until there are more or the generation is done. Absent: answer at once.
 STREAM_AFTER = "stream_after"
@@ -90,6 +95,7 @@ METHOD_REGISTRY = "method_registry"
 PINNED_PROMPT = "pinned_prompt"
 PINNED_SYSTEM = "pinned_system"
 PINNED_TARGET = "pinned_target"
+PINNED_MAX_NEW_TOKENS = "pinned_max_new_tokens"  # the pinned row's own MAX_NEW_TOKENS (absent: none)
 OLD_ANSWER = "old_answer"  # Boolean: also explain the pinned answer under the selected prompt
 WITH_PINNED_SALIENCE = "with_pinned_salience"  # Boolean: also send the pinned datapoint's salience
 COMPARE = "compare"
@@ -170,6 +176,7 @@ SALIENCE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
     DETAIL: lit_types.TextSegment(required=False, default=""),
     SPAN_JOB: lit_types.TextSegment(required=False, default=""),
+    MATRIX_JOB: lit_types.TextSegment(required=False, default=""),
     STREAM_AFTER: lit_types.Integer(required=False, default=-1, min_val=-1, max_val=1_000_000),
     TARGET_MASK: lit_types.TokenScores(align="", required=False),
     **_SEGMENT_INPUTS,

@@ -9,13 +9,14 @@ from typing import Any
 import sequence_salience as ss
 from lit_app import fields
 from lit_app.errors import RequestError
-from lit_app.inputs import JsonDict, whole_number
+from lit_app.inputs import JsonDict
 from lit_app.wrapper import Wrapper
 
 
 class GenerationModel(Wrapper):
-    """Prompt (+ optional system prompt) -> the model's greedy response, of at most the request's
-    `max_new_tokens` (1 to the server's --max_new_tokens; absent: the server's).
+    """Prompt (+ optional system prompt) -> the model's greedy response, of at most the input's own
+    `max_new_tokens` (a shipped row's or a script's; absent: the default budget), capped by the server's
+    --max_new_tokens (lit_app/responses.py `Responses.config_for`).
 
     No generation storm: LIT's data table asks for the response of every row when
     the page opens (one request with all rows). A request for more than one input
@@ -33,7 +34,7 @@ class GenerationModel(Wrapper):
         outputs = []
         for ex in inputs:
             try:
-                gen = self._shared.cached_generation(self._shared.format_prompt(ex), max_new_tokens_field(ex))
+                gen = self._shared.cached_generation(self._shared.format_prompt(ex))
             except (RequestError, ss.SalienceError, ValueError, TypeError):
                 gen = None  # a bad row: its own request will say why
             outputs.append(self._output(gen))
@@ -50,17 +51,5 @@ class GenerationModel(Wrapper):
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         chat = self._shared.format_prompt(ex)
-        return self._output(self._shared.generate(chat, max_new_tokens_field(ex)))
-
-
-def max_new_tokens_field(ex: JsonDict) -> int | None:
-    """The request's own `max_new_tokens` (None: absent or "", the server's limit); SharedLM checks the range."""
-    value = ex.get(fields.MAX_NEW_TOKENS)
-    if value is None or value == "":
-        return None
-    n = whole_number(value)
-    if n is None:
-        raise RequestError(f'Input field "{fields.MAX_NEW_TOKENS}" is {value!r}; use a whole number from 1 to the'
-                           " server's --max_new_tokens.")
-    return n
+        return self._output(self._shared.generate(chat))
 

@@ -303,7 +303,8 @@ class InsideInterveneModel(InsideTraceModel):
         check()
 
         # 2. The regenerated response, published token by token.
-        n = self.shared.generation_config.max_new_tokens
+        config = self.shared.generation_config_for(at.chat)  # the row's budget, as the salience module's response
+        n = config.max_new_tokens
         job.report("generate", 0, n)
         publish(1, "running")
         t0 = time.perf_counter()
@@ -320,7 +321,7 @@ class InsideInterveneModel(InsideTraceModel):
         # Between tokens the hooks come off and waiting requests (a click) get the plain model.
         yield_to = getattr(lock, "yield_to_waiting", None)
         with lock:
-            after_gen = ssi.intervened_generation(lm, at.chat, ivs, self.shared.generation_config, arch,
+            after_gen = ssi.intervened_generation(lm, at.chat, ivs, config, arch,
                                                   on_token=on_token, cancel=cancel, between_tokens=yield_to)
         payload["after"]["generation"] = {"text": after_gen.text, "stopped_by": after_gen.stopped_by}
         gen_seconds = time.perf_counter() - t0

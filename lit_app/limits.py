@@ -29,7 +29,6 @@ from lit_app import fields
 from lit_app.errors import Rejected
 from lit_app.inputs import DETAIL_MODES
 from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
-from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
 # Largest --max_new_tokens the server accepts: the rule's `hi` (generation is one token at a time on
 # the shared model; beyond this one request could hold the model for many minutes on CPU).
@@ -51,7 +50,10 @@ _GET_PREDS_PARAMS = frozenset({"model", "dataset_name", "requested_types", "requ
 # contrastive target).
 _TEXT_FIELDS = (fields.PROMPT, fields.SYSTEM, fields.TARGET, fields.FOIL)
 _PINNED_TEXT_FIELDS = (fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED_TARGET)
-MAX_NEW_TOKENS_FIELD = fields.MAX_NEW_TOKENS
+# A row's own response budget, and the pinned row's (the compare model): the rule's range (1 to 1,024);
+# the server's --max_new_tokens caps it, it does not refuse it (lit_app/responses.py Responses.config_for),
+# so a shipped row's budget (the chain-of-thought case's 192) works on a server with a lower flag.
+_BUDGET_RULES = (MAX_NEW_TOKENS, dataclasses.replace(MAX_NEW_TOKENS, name=fields.PINNED_MAX_NEW_TOKENS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +63,6 @@ class Limits:
     Attributes:
       max_body_bytes: largest request body (HTTP 413 beyond).
       max_prompt_chars: largest prompt + system + target of one input, in characters.
-      max_new_tokens: largest `max_new_tokens` a request may ask for (the server's flag).
       max_ig_steps: largest integrated-gradients step count of a request.
       max_smooth_grad_samples: largest SmoothGrad sample count of a request.
       max_pending: compute requests running or waiting for the model at once (HTTP 503 beyond).
@@ -72,7 +73,6 @@ class Limits:
 
     max_body_bytes: int = 4 * 1024 * 1024
     max_prompt_chars: int = 32_000
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     max_ig_steps: int = int(IG_STEPS.hi)
     max_smooth_grad_samples: int = int(SMOOTH_GRAD_SAMPLES.hi)
     max_pending: int = 16
@@ -88,8 +88,6 @@ class Limits:
             if getattr(self, extra.limit) > extra.maximum:
                 raise ValueError(f"Limits.{extra.limit} is {getattr(self, extra.limit)}; the models accept at most"
                                  f" {extra.maximum}.")
-        if self.max_new_tokens > MAX_NEW_TOKENS_CAP:
-            raise ValueError(f"Limits.max_new_tokens is {self.max_new_tokens}; use at most {MAX_NEW_TOKENS_CAP}.")
 
 
 def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> None:
@@ -110,7 +108,8 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
                                 f" up to {limits.max_prompt_chars:,} (--max_prompt_chars). Fix: shorten the prompt.")
     for extra in EXTRA_METHODS:  # 0 = off; the server's --max_<field> may lower the rule's `hi`
         _check_rule(data, extra.rule, where, getattr(limits, extra.limit), f"--{extra.limit}", off=True)
-    _check_rule(data, MAX_NEW_TOKENS, where, limits.max_new_tokens, "--max_new_tokens")
+    for rule in _BUDGET_RULES:
+        _check_rule(data, rule, where)
     for rule in fields.SEGMENT_COUNT_RULES.values():  # the surrogate's ablations
         _check_rule(data, rule, where)
     chat = data.get(fields.CHAT)
@@ -120,7 +119,7 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
         value = data.get(name)
         if value is not None and not isinstance(value, bool):
             raise Rejected(400, f'{where}: field "{name}" is {_shown(value)}; use true or false (JSON booleans).')
-    for name in (fields.TARGET_SPAN, fields.DETAIL, fields.SPAN_JOB):
+    for name in (fields.TARGET_SPAN, fields.DETAIL, fields.SPAN_JOB, fields.MATRIX_JOB):
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
@@ -236,7 +235,7 @@ def validate_request(
 # Input values that only read or cancel a background job, without the model: the salience
 # model's progress poll (lit_app/salience.py) and the explain module's status/cancel (lit_app/explain.py).
 # A segment request (method_registry.SEGMENT_DETAIL) starts or finds a background job and never waits either.
-_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", SEGMENT_DETAIL), "explain_action": ("status", "cancel")}
+_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", "matrix_cancel", SEGMENT_DETAIL), "explain_action": ("status", "cancel")}
 
 
 def _polls(ex: Any) -> bool:

@@ -180,8 +180,10 @@ class DetailJobs:
                     job.cancel("another datapoint was selected")
 
     def submit(self, group: Hashable, kind: str, run: Callable[[Job], Any], replaces: str | None = None,
-               lane: str = "") -> Job:
+               lane: str = "", job_id: str = "") -> Job:
         """The job for (group, kind): the live or finished one, else a new one queued in `lane`.
+
+        job_id: names a new job in its status, for `cancel_job` (a live or finished job keeps its own).
 
         replaces: a kind prefix (e.g. "ig"): live jobs of this group whose kind starts with it
           and differs from `kind` are cancelled (a new IG step count replaces the old one).
@@ -196,7 +198,7 @@ class DetailJobs:
                 for other in self._jobs.values():
                     if other.group == group and other.kind != kind and other.kind.startswith(replaces):
                         other.cancel(f"replaced by {kind}")
-            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s)
+            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s, job_id=job_id)
             live = [j for j in self._jobs.values() if j.state in (QUEUED, RUNNING) and not j._cancel.is_set()]
             for old in live[: max(0, len(live) + 1 - MAX_LIVE_JOBS)]:
                 old.cancel(f"more than {MAX_LIVE_JOBS} background jobs")
@@ -212,6 +214,17 @@ class DetailJobs:
                 worker.start()
             self._wake.notify_all()
             return job
+
+    def cancel_job(self, group: Hashable, job_id: str, reason: str) -> Job | None:
+        """Cancels the live job of `group` that `job_id` names (it stops within one slice) and returns it;
+        None when no job of this group has that id (an id never names a newer job: a cancel sent late
+        stops nothing else)."""
+        with self._lock:
+            for job in self._jobs.values():
+                if job.group == group and job_id and job.job_id == job_id:
+                    job.cancel(reason)
+                    return job
+            return None
 
     def get(self, group: Hashable, kind: str) -> Job | None:
         """The job, marked as still wanted (heartbeat), or None."""

@@ -19,7 +19,8 @@ import threading
 import sequence_salience as ss
 from lit_app import fields
 from lit_app.errors import RequestError
-from lit_app.inputs import JsonDict, chat_field, text_field
+from lit_app.inputs import JsonDict, chat_field, rule_field, text_field
+from sequence_salience.field_rules import MAX_NEW_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,28 @@ def tokenizer_twin(lm: ss.LanguageModel, model_lock: Lock) -> tuple[ss.LanguageM
     return twin, threading.Lock()
 
 
+@dataclasses.dataclass(frozen=True)
+class RowPrompt(ss.ChatPrompt):
+    """A formatted prompt with its row's own response budget: the input's `max_new_tokens` (a shipped
+    row's, e.g. the chain-of-thought case's, or a script's), None when it has none. The one place the
+    budget is read from a request; lit_app/responses.py `Responses.config_for` turns it into the
+    GenerationConfig every path generates with (capped by the server's --max_new_tokens)."""
+
+    max_new_tokens: int | None = None
+
+
+def row_budget(ex: JsonDict) -> int | None:
+    """The input's own `max_new_tokens` (1 to the rule's 1,024), None when absent or "".
+
+    Raises:
+      RequestError: not a whole number in the rule's range, naming the field.
+    """
+    value = ex.get(fields.MAX_NEW_TOKENS)
+    if value is None or value == "":
+        return None
+    return int(rule_field(ex, MAX_NEW_TOKENS))
+
+
 class PromptTokens:
     """Formats and tokenizes prompts with a copy of the model's tokenizer (module docstring)."""
 
@@ -48,18 +71,21 @@ class PromptTokens:
         """lm: the loaded model; model_lock: what its own tokenizer is used under (the fallback)."""
         self._lm, self.lock = tokenizer_twin(lm, model_lock)
 
-    def format_prompt(self, ex: JsonDict) -> ss.ChatPrompt:
-        """The model input of an input example: its `prompt`, `system` and `chat` fields.
+    def format_prompt(self, ex: JsonDict) -> RowPrompt:
+        """The model input of an input example: its `prompt`, `system` and `chat` fields, with its own
+        response budget (`row_budget`).
 
         Raises:
-          RequestError: the prompt is missing or blank.
+          RequestError: the prompt is missing or blank; `max_new_tokens` is out of range.
         """
         prompt = text_field(ex, fields.PROMPT, required=True)
         if not prompt.strip():
             raise RequestError("The prompt is empty. Fix: type a prompt in the editor, then add it.")
         system = text_field(ex, fields.SYSTEM) or None
+        budget = row_budget(ex)
         with self.lock:
-            return self._lm.format_prompt(prompt, system=system, chat=chat_field(ex))
+            chat = self._lm.format_prompt(prompt, system=system, chat=chat_field(ex))
+        return RowPrompt(chat.text, chat.role_spans, chat.templated, max_new_tokens=budget)
 
     def tokens(self, chat: ss.ChatPrompt, target: str) -> list[str]:
         """Display strings of the prompt (+ target) tokens, as the salience model shows them."""

@@ -15,7 +15,8 @@ import time
 
 import sequence_salience as ss
 from sequence_salience.model import decode_text
-from lit_app import fields, generation_cache
+from sequence_salience.field_rules import MAX_NEW_TOKENS
+from lit_app import generation_cache
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict
 from lit_app.lru_cache import LRUCache
@@ -90,7 +91,9 @@ class Responses:
                  disk_cache: bool | str = True):
         """Args:
           lm: the loaded model; model_lock: what every generation runs under.
-          max_new_tokens: longest response (a request may ask for fewer).
+          max_new_tokens: the server's --max_new_tokens, the longest response it generates: a row's own
+            budget (`RowPrompt.max_new_tokens`) is capped by it, and a row without one gets
+            min(`field_rules.MAX_NEW_TOKENS.default`, this).
           cache_size: how many generations to keep in memory.
           disk_cache: keep generations on disk (True: under the library's cache dir; a path: there;
             False: memory only).
@@ -99,35 +102,31 @@ class Responses:
             raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
         self._lm = lm
         self._lock = model_lock
-        self.config = ss.GenerationConfig(max_new_tokens=max_new_tokens)
+        self.config = ss.GenerationConfig(max_new_tokens=max_new_tokens)  # the cap
+        self.default_budget = min(int(MAX_NEW_TOKENS.default), max_new_tokens)
         self.streams = StreamTable()
         self._memory: LRUCache[ss.Generation] = LRUCache(cache_size)
         self._store = None
         if disk_cache:
             self._store = generation_cache.GenerationStore(lm, None if disk_cache is True else disk_cache)
 
-    def config_for(self, max_new_tokens: int | None = None) -> ss.GenerationConfig:
-        """The server's GenerationConfig, or one with a shorter `max_new_tokens` (a request's own limit).
-
-        Raises:
-          RequestError: `max_new_tokens` is not a whole number from 1 to the server's limit.
-        """
-        most = self.config.max_new_tokens
-        if max_new_tokens is None or max_new_tokens == most:
+    def config_for(self, chat: ss.ChatPrompt) -> ss.GenerationConfig:
+        """The GenerationConfig of `chat`'s response, the one source of its budget: the row's own
+        `max_new_tokens` (`RowPrompt`, e.g. the shipped chain-of-thought row's) or, without one, the
+        default budget; either capped by the server's --max_new_tokens. Part of the cache key, so a
+        response generated under one budget never answers for another."""
+        own = getattr(chat, "max_new_tokens", None)
+        budget = min(self.default_budget if own is None else own, self.config.max_new_tokens)
+        if budget == self.config.max_new_tokens:
             return self.config
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= most:
-            raise RequestError(f'Input field "{fields.MAX_NEW_TOKENS}" is {max_new_tokens!r}; use a whole number from 1'
-                               f" to {most} (the server's --max_new_tokens).")
-        return dataclasses.replace(self.config, max_new_tokens=max_new_tokens)
+        return dataclasses.replace(self.config, max_new_tokens=budget)
 
-    def _key(self, chat: ss.ChatPrompt, max_new_tokens: int | None = None) -> GenerationKey:
-        return (chat.text, getattr(chat, "templated", True), self.config_for(max_new_tokens))
+    def _key(self, chat: ss.ChatPrompt) -> GenerationKey:
+        return (chat.text, getattr(chat, "templated", True), self.config_for(chat))
 
-    def cached(self, chat: ss.ChatPrompt, max_new_tokens: int | None = None) -> ss.Generation | None:
-        """The generation if it was computed before (memory, then disk), else None; never runs the model.
-
-        max_new_tokens: a request's own limit (at most the server's); None: the server's."""
-        key = self._key(chat, max_new_tokens)
+    def cached(self, chat: ss.ChatPrompt) -> ss.Generation | None:
+        """The generation if it was computed before (memory, then disk), else None; never runs the model."""
+        key = self._key(chat)
         gen = self._memory.get(key)
         if gen is None and self._store is not None:
             gen = self._store.get(*key)
@@ -135,22 +134,21 @@ class Responses:
                 self._memory.put(key, gen)
         return gen
 
-    def generate(self, chat: ss.ChatPrompt, max_new_tokens: int | None = None) -> ss.Generation:
-        """Greedy generation for a formatted prompt, cached by its text (in memory and on disk).
+    def generate(self, chat: ss.ChatPrompt) -> ss.Generation:
+        """Greedy generation for a formatted prompt, of at most its budget (`config_for`), cached by its
+        text and budget (in memory and on disk).
 
         While it waits for the model and while it runs, the text generated so far is readable
-        without the model lock (`stream`; for the server's own `max_new_tokens`).
-
-        max_new_tokens: a request's own limit, from 1 to the server's (`config_for`); None: the server's.
+        without the model lock (`stream`).
         """
-        gen = self.cached(chat, max_new_tokens)
+        gen = self.cached(chat)
         if gen is not None:
             return gen
-        key = self._key(chat, max_new_tokens)
+        key = self._key(chat)
         self.streams.set(key, GenerationStream("queued"))
         try:
             with self._lock:
-                gen = self.cached(chat, max_new_tokens)
+                gen = self.cached(chat)
                 if gen is None:
                     self.streams.set(key, GenerationStream("running"))
                     start = time.perf_counter()

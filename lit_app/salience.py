@@ -49,6 +49,8 @@ class SalienceModel(Wrapper):
             return self._predict_span_progress(ex)
         if detail == "span_cancel":
             return self._predict_span_cancel(ex)
+        if detail == "matrix_cancel":
+            return self._predict_matrix_cancel(ex)
         if detail == SEGMENT_DETAIL:
             return self._predict_segments(ex)
         return self._predict_progressive(ex, detail)
@@ -81,6 +83,18 @@ class SalienceModel(Wrapper):
             return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": f"No span job {wanted!r} is running for this prompt."})
         job.cancel("a cancel request")
+        return _status_only(job.status())
+
+    def _predict_matrix_cancel(self, ex: JsonDict) -> JsonDict:
+        """Stops the per-token matrix job (IG, SmoothGrad) that `matrix_job` names (`detail="matrix_cancel"`;
+        the id its status gave) within one slice, and answers its status; never waits for the model. The
+        page sends it when the user switches away from that method or count, so the model is free for what
+        the view shows next (a job nobody polls would only stop after the heartbeat)."""
+        wanted = text_field(ex, fields.MATRIX_JOB)
+        job = self._shared.jobs.cancel_job(datapoint_group(ex), wanted, "the page switched away from it")
+        if job is None:
+            return _status_only({"kind": "matrix", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
+                                 "eta_s": None, "error": f"No matrix job {wanted!r} for this prompt."})
         return _status_only(job.status())
 
     def _predict_segments(self, ex: JsonDict) -> JsonDict:
@@ -149,10 +163,10 @@ class SalienceModel(Wrapper):
             raise RequestError(f'"{fields.DETAIL}": "stream" follows the generation of the response, but this input'
                                f' has a "{fields.TARGET}", so nothing is generated. Fix: leave "{fields.TARGET}" empty.')
         shared = self._shared
-        max_new = shared.generation_config.max_new_tokens
+        chat = shared.format_prompt(ex)
+        max_new = shared.generation_config_for(chat).max_new_tokens  # this row's budget
         after = int_field(ex, fields.STREAM_AFTER, -1, -1, max_new)  # -1: answer at once
-        stream = shared.generation_stream(shared.format_prompt(ex), after=after if after >= 0 else None,
-                                          wait_s=STREAM_WAIT_S)
+        stream = shared.generation_stream(chat, after=after if after >= 0 else None, wait_s=STREAM_WAIT_S)
         out = _status_only({})
         out[fields.RESPONSE] = stream.text
         out[fields.SALIENCE] = {"stream": stream.as_dict(max_new)}
@@ -259,7 +273,8 @@ class SalienceModel(Wrapper):
             return lambda job: shared.salience(chat, target, job_counts, job=job)
 
         if extra is not None:  # "<method>_matrix": that method's per-token matrix, in the background
-            job = shared.jobs.submit(group, kind, run_with(job_counts), replaces=extra.kind)
+            job = shared.jobs.submit(group, kind, run_with(job_counts), replaces=extra.kind,
+                                     job_id=f"{kind}-{next(_MATRIX_IDS)}")
             return _status_only(job.status())
 
         # detail == "span": the exact salience of one span (default: the whole response) now.
@@ -304,6 +319,8 @@ class SalienceModel(Wrapper):
 
 # Ids of span jobs (`span_cancel` names the one it stops).
 _SPAN_IDS = itertools.count(1)
+# Ids of per-token matrix jobs (`matrix_cancel` names the one it stops).
+_MATRIX_IDS = itertools.count(1)
 
 
 class SegmentRefusal:

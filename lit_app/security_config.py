@@ -121,7 +121,6 @@ def config_from_args(args: argparse.Namespace) -> SecurityConfig:
     lim = Limits(
         max_body_bytes=args.max_body_bytes,
         max_prompt_chars=args.max_prompt_chars,
-        max_new_tokens=args.max_new_tokens,
         **{extra.limit: getattr(args, extra.limit) for extra in EXTRA_METHODS},
         max_pending=args.max_pending_requests,
         max_connections=args.max_connections,

@@ -50,6 +50,7 @@ from lit_app import memory
 from lit_app import wrapper as wrapper_lib
 from lit_app.errors import ClientGone
 from lit_app.hosts import is_loopback
+from lit_app.method_registry import EXTRA_METHODS
 from lit_app.shared_model import SharedLM
 
 logger = logging.getLogger("lit_app.server")
@@ -109,9 +110,12 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
 
     def publish_limits(self, limits: Any) -> None:
         """Publishes the request limits the browser checks before it sends (`limits.Limits`; called by
-        `security.SecureApp`): /get_info's "requestLimits" ({"max_prompt_chars": ...}; the datapoint editor
-        refuses a row the server would refuse: frontend/src/lit_fixes.ts `editorRefusal`)."""
-        self._request_limits = {"max_prompt_chars": int(limits.max_prompt_chars)}
+        `security.SecureApp`): /get_info's "requestLimits" ({"max_prompt_chars": ..., "max_counts": {count
+        field: the server's --max_<field>}}; the datapoint editor refuses a row the server would refuse:
+        frontend/src/lit_fixes.ts `editorRefusal`; the count fields take no more than the server's maximum:
+        frontend/src/shared/methods.ts `withCountLimits`)."""
+        self._request_limits = {"max_prompt_chars": int(limits.max_prompt_chars),
+                                "max_counts": {e.field: int(getattr(limits, e.limit)) for e in EXTRA_METHODS}}
         self._info = self._build_metadata()
 
     def _build_metadata(self):

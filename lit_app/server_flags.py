@@ -30,6 +30,7 @@ from absl import flags
 from lit_nlp import server_flags as lit_server_flags
 
 import sequence_salience as ss
+from sequence_salience import field_rules
 from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import client_build, datasets, layouts, limits, progressive, security_config
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
@@ -150,8 +151,10 @@ def _define_our_flags(fv: flags.FlagValues) -> None:
             "model", None,
             'One model (the shortcut for --models): HF model id, local folder or .gguf file; "default" is'
             " the embedded SmolLM2-135M-Instruct (the default when neither flag is given).", flag_values=fv),
-        flags.DEFINE_integer("max_new_tokens", DEFAULT_MAX_NEW_TOKENS, "Longest generated response, in tokens.",
-                             flag_values=fv),
+        flags.DEFINE_integer("max_new_tokens", DEFAULT_MAX_NEW_TOKENS,
+                             "Longest generated response, in tokens: it caps every row's own budget (a row's"
+                             " max_new_tokens, e.g. the shipped chain-of-thought row's 192); rows without one get"
+                             f" {int(field_rules.MAX_NEW_TOKENS.default)} (or this, if lower).", flag_values=fv),
         flags.DEFINE_float("slice_s", DEFAULT_SLICE_S,
                            "Model time of one background slice, in seconds: clicks wait at most about this long"
                            " for background work (the per-token matrices, explanation tests).", flag_values=fv),

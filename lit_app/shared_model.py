@@ -32,7 +32,10 @@ from lit_app.salience_runs import Counts, SalienceRuns
 from lit_app.salience_store import SalienceStore
 from lit_app.scheduler import ModelScheduler
 
-DEFAULT_MAX_NEW_TOKENS = 64
+# The server's --max_new_tokens: the longest response it generates. A row without its own budget gets
+# min(field_rules.MAX_NEW_TOKENS.default (64), this); a row's own `max_new_tokens` (the shipped
+# chain-of-thought row asks for 192) is capped by it (lit_app/responses.py `Responses.config_for`).
+DEFAULT_MAX_NEW_TOKENS = 256
 CACHE_SIZE = 32
 # Salience results are cached up to this many bytes (a 4,000-token result with
 # its Gram tensor is hundreds of MB).
@@ -64,7 +67,8 @@ class SharedLM:
     ):
         """Args:
           lm: a loaded `sequence_salience.LanguageModel`.
-          max_new_tokens: longest greedy response.
+          max_new_tokens: longest greedy response (the server's --max_new_tokens: caps every row's budget,
+            lit_app/responses.py `Responses.config_for`).
           salience_config: base `SalienceConfig` (the extra methods' counts come from each
             request; their other settings, e.g. SmoothGrad's noise and seed, from here).
           cache_size: how many generations and salience results to keep in memory.
@@ -106,8 +110,12 @@ class SharedLM:
 
     @property
     def generation_config(self) -> ss.GenerationConfig:
-        """The server's generation settings (its `max_new_tokens`)."""
+        """The server's generation settings (its `max_new_tokens`: the cap of every row's budget)."""
         return self.responses.config
+
+    def generation_config_for(self, chat: ss.ChatPrompt) -> ss.GenerationConfig:
+        """The generation settings of `chat`'s response: its row's budget, capped by the server's."""
+        return self.responses.config_for(chat)
 
     @property
     def salience_config(self) -> ss.SalienceConfig:
@@ -129,11 +137,11 @@ class SharedLM:
 
     # Greedy responses (lit_app/responses.py).
 
-    def generate(self, chat: ss.ChatPrompt, max_new_tokens: int | None = None) -> ss.Generation:
-        return self.responses.generate(chat, max_new_tokens)
+    def generate(self, chat: ss.ChatPrompt) -> ss.Generation:
+        return self.responses.generate(chat)
 
-    def cached_generation(self, chat: ss.ChatPrompt, max_new_tokens: int | None = None) -> ss.Generation | None:
-        return self.responses.cached(chat, max_new_tokens)
+    def cached_generation(self, chat: ss.ChatPrompt) -> ss.Generation | None:
+        return self.responses.cached(chat)
 
     def generation_stream(self, chat: ss.ChatPrompt, after: int | None = None,
                           wait_s: float = 0.0) -> GenerationStream:

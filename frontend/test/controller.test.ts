@@ -458,6 +458,42 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.dispose();
   });
 
+  it('cancels a per-token IG matrix job by its id once the user switches to another method, and stops polling it (issue 35)', async () => {
+    let polls = 0;
+    const running = {kind: 'ig16', state: 'running', done: 2, total: 48, elapsed_s: 1, eta_s: 20, error: '', job_id: 'ig16-3'};
+    const {host, calls} = fakeHost((c) => {
+      const detail = c.input.data['detail'];
+      if (detail === 'ig_matrix') return [{salience: {detail: running}}];
+      if (detail === 'poll' && c.input.data['ig_steps'] === 16) {
+        polls++;
+        return [{salience: {detail: running}}];
+      }
+      if (detail === 'matrix_cancel') return [{salience: {detail: {...running, state: 'cancelled'}}}];
+      if (c.input.data['target_span'] === undefined && c.input.data['ig_steps'] === 0) return firstHighlight();
+      return [{span_salience: {integrated_gradients: Array(N).fill(1)}, salience: {}}];
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    ctl.setPerToken('integrated_gradients', true);
+    await vi.advanceTimersByTimeAsync(2 * POLL_MS);
+    expect(calls.filter((c) => c.input.data['detail'] === 'ig_matrix')).toHaveLength(1);
+    expect(polls).toBeGreaterThan(0);
+    ctl.setMethod('grad_x_input');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    // The server is told to stop that job, by the id its status named; the page polls it no more.
+    const cancels = calls.filter((c) => c.input.data['detail'] === 'matrix_cancel');
+    expect(cancels.map((c) => c.input.data['matrix_job'])).toEqual(['ig16-3']);
+    const before = polls;
+    await vi.advanceTimersByTimeAsync(4 * POLL_MS);
+    expect(polls).toBe(before);
+    // Back to IG: its matrix is asked for again (the cancelled job is not waited for).
+    ctl.setMethod('integrated_gradients');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(calls.filter((c) => c.input.data['detail'] === 'ig_matrix')).toHaveLength(2);
+    ctl.dispose();
+  });
+
   it('shows the percentage and time left of the first highlight when the method is IG', async () => {
     const first = deferred();
     let polls = 0;

@@ -5,7 +5,7 @@
 import {describe, expect, it} from 'vitest';
 
 import registry from './fixtures/method_registry.json';
-import {METHOD_REGISTRY_FIELD, parseRegistry, registryOf} from '../src/shared/methods.js';
+import {METHOD_REGISTRY_FIELD, parseRegistry, registryOf, withCountLimits} from '../src/shared/methods.js';
 
 const copy = () => structuredClone(registry) as Array<Record<string, unknown>>;
 
@@ -34,6 +34,20 @@ describe('the method registry', () => {
     const broken = copy();
     delete broken[4]['detail'];
     expect(() => parseRegistry(broken)).toThrow(/entry 4 \("leave_one_out"\) is a segment method without a string "detail"/);
+  });
+
+  it("lowers each count's maximum (and a default above it) to the server's published limit", () => {
+    const reg = parseRegistry(registry);
+    // A server started with --max_ig_steps 8 (requestLimits.max_counts): IG 1..8, default 16 -> 8; SmoothGrad as published.
+    const low = withCountLimits(reg, {ig_steps: 8, smooth_grad_samples: 256});
+    expect(low.extra('integrated_gradients')).toMatchObject({max_count: 8, default_count: 8});
+    expect(low.extra('smooth_grad')).toMatchObject({max_count: reg.extra('smooth_grad')!.max_count,
+                                                    default_count: reg.extra('smooth_grad')!.default_count});
+    expect(withCountLimits(reg, {ig_steps: 100}).extra('integrated_gradients')).toMatchObject({max_count: 100, default_count: 16});
+    expect(withCountLimits(reg, undefined)).toBe(reg);
+    const viaSpec = registryOf({spec: {output: {[METHOD_REGISTRY_FIELD]: {default: registry}}}}, {ig_steps: 32})!;
+    expect(viaSpec.extra('integrated_gradients')?.max_count).toBe(32);
+    expect(viaSpec.extras.map((m) => m.name)).toEqual(['integrated_gradients', 'smooth_grad']);
   });
 
   it('is null for a model that publishes none', () => {

@@ -29,15 +29,19 @@ from sequence_salience.cli.common import (
     salience_config,
 )
 from sequence_salience.cli.explain import SEGMENTS_KEY, explain_one, needs_matrices, saved_segments
+from sequence_salience.field_rules import MAX_NEW_TOKENS, FieldError
 from sequence_salience.files import atomic_write_text
 
 LOG_NAME = "log.jsonl"
-_ROW_KEYS = ("prompt", "system", "target", "chat", "id", "case")
+_ROW_KEYS = ("prompt", "system", "target", "chat", "id", "case", "max_new_tokens")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 def parse_row(line: str, lineno: int) -> dict[str, Any]:
-    """One JSONL row -> {"prompt", "system", "target", "chat", "id"}; UsageError names the problem."""
+    """One JSONL row -> {"prompt", "system", "target", "chat", "id", "max_new_tokens"}; UsageError names the problem.
+
+    "max_new_tokens": the row's own response budget (field_rules.MAX_NEW_TOKENS's range), used instead of
+    --max_new_tokens for that row (`row_budget`); None when the row has none."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -66,6 +70,13 @@ def parse_row(line: str, lineno: int) -> dict[str, Any]:
     if chat is not None and not isinstance(chat, bool):
         raise UsageError(f'field "chat" must be true or false, got {chat!r}')
     row["chat"] = chat
+    budget = obj.get(MAX_NEW_TOKENS.name)
+    if budget is not None:
+        try:
+            budget = int(MAX_NEW_TOKENS.parse(budget))
+        except FieldError as e:
+            raise UsageError(f'field "{MAX_NEW_TOKENS.name}" is {e}') from None
+    row[MAX_NEW_TOKENS.name] = budget
     rid = obj.get("id")
     if rid is None:
         row["id"] = f"{lineno:05d}"
@@ -75,6 +86,20 @@ def parse_row(line: str, lineno: int) -> dict[str, Any]:
             raise UsageError(f'field "id" {rid!r} must be letters, digits, "_", "-" or "." (it names the output file)')
         row["id"] = rid
     return row
+
+
+def row_budget(row: dict[str, Any], default: int) -> int:
+    """The row's own `max_new_tokens` (e.g. the shipped chain-of-thought case's), else `default` (--max_new_tokens)."""
+    return row.get(MAX_NEW_TOKENS.name) or default
+
+
+def row_fingerprint(row: dict[str, Any]) -> dict[str, Any]:
+    """What of a row decides its result: its texts and chat flag, and its own budget when it has one (so
+    rows without one keep the fingerprint they were saved with)."""
+    out = {k: row[k] for k in ("prompt", "system", "target", "chat")}
+    if row.get(MAX_NEW_TOKENS.name) is not None:
+        out[MAX_NEW_TOKENS.name] = row[MAX_NEW_TOKENS.name]
+    return out
 
 
 def _read_batch(path: str) -> list[tuple[int, str]]:
@@ -224,8 +249,7 @@ def explain_batch(args, methods, span) -> int:
     settings = run_settings(args, methods)
     todo, skipped = [], 0
     for lineno, row in rows:
-        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings,
-                       "matrices": per_token}
+        fingerprint = {"row": row_fingerprint(row), "settings": settings, "matrices": per_token}
         json_path = os.path.join(args.out, row["id"] + ".json")
         if not args.force and _existing_result(json_path, fingerprint, methods, span):
             skipped += 1
@@ -266,7 +290,8 @@ def explain_batch(args, methods, span) -> int:
                 else:
                     result, generated, segments = explain_one(
                         lm, row["prompt"], row["system"], row["target"] or None,
-                        False if args.raw else row["chat"], methods, salience_config(args), args.max_new_tokens,
+                        False if args.raw else row["chat"], methods, salience_config(args),
+                        row_budget(row, args.max_new_tokens),
                         progress, span=span, per_token=per_token,
                         segments=(args.granularity, args.pattern, ablation_config(args)))
                     meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},

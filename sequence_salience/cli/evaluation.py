@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from sequence_salience.cli.batch import append_log, saved_meta, valid_rows
+from sequence_salience.cli.batch import append_log, row_fingerprint, saved_meta, valid_rows
 from sequence_salience.cli.common import (
     EXIT_MODEL,
     EXIT_OK,
@@ -93,7 +93,7 @@ def evaluate_batch(args, methods) -> int:
     done_rows: dict[int, dict] = {}  # line -> saved row file (reused or new)
     todo = []
     for lineno, row in rows:
-        fingerprint = {"row": {k: row[k] for k in ("prompt", "system", "target", "chat")}, "settings": settings}
+        fingerprint = {"row": row_fingerprint(row), "settings": settings}
         path = os.path.join(args.out, row["id"] + ".json")
         saved = None if args.force else saved_meta(path, "evaluation")
         if saved is not None and saved[1].get("fingerprint") == fingerprint:

@@ -48,7 +48,8 @@ class EvalConfig:
       methods: salience methods compared (any registered method).
       faithfulness: granularity, steps, random orders, removal (FaithfulnessConfig).
       ig_steps: integrated-gradients steps (when IG is a method or ig_completeness is on).
-      max_new_tokens: longest generated response for rows without a target.
+      max_new_tokens: longest generated response for rows without a target (a row's own "max_new_tokens",
+        e.g. the shipped chain-of-thought case's, replaces it for that row).
       raw: do not apply the chat template (else each row's "chat", default: if the model has one).
       reduction: also run input reduction per method and report the reduced size.
       reduction_config: its settings (its `method` is replaced by each method in turn).
@@ -129,7 +130,8 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
     target: Any = row.get("target") or None
     generated = target is None
     if generated:
-        target = lm.generate(prompt, GenerationConfig(max_new_tokens=config.max_new_tokens))
+        budget = row.get("max_new_tokens") or config.max_new_tokens
+        target = lm.generate(prompt, GenerationConfig(max_new_tokens=budget))
         if not target.ids:
             raise SalienceError("The model generated an empty response (it ended its turn at once). "
                                 "Fix: give the row a \"target\", or change the prompt.")

@@ -38,7 +38,7 @@ def data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, data_dir):
     """Its own process, not the session's `lit_server`: start-up flags (--data_dir for the file routes,
-    --max_pending_requests for the full queue, --max_new_tokens whose bound the messages name)."""
+    --max_pending_requests for the full queue, --max_new_tokens 8 for short responses)."""
     with ServerProcess(["--max_new_tokens", "8", "--data_dir", str(data_dir), "--max_pending_requests",
                         str(MAX_PENDING)], tmp_path_factory.mktemp("server")) as s:
         yield s
@@ -131,7 +131,7 @@ MISTAKES = [
     pytest.param("/get_dataset", {}, 400, ["dataset_name"], id="get_dataset-no-name"),
     pytest.param("/get_preds?model=nope", _ex(), 400, ["'nope'", "Fix"], id="get_preds-unknown-model"),
     pytest.param(f"/get_preds?model={GEN}", [1, 2], 400, ["JSON object"], id="get_preds-list-body"),
-    pytest.param(f"/get_preds?model={GEN}", _ex(max_new_tokens=9), 400, ['"max_new_tokens"', "1 to 8"],
+    pytest.param(f"/get_preds?model={GEN}", _ex(max_new_tokens=1025), 400, ['"max_new_tokens"', "1 to 1024"],
                  id="get_preds-max-new-tokens-over-limit"),
 ]
 

@@ -346,7 +346,7 @@ def test_body_size_limit(lit):
 
 
 def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(lit):
-    c = secure(lit, limits=limits.Limits(max_prompt_chars=100, max_ig_steps=4, max_new_tokens=6))
+    c = secure(lit, limits=limits.Limits(max_prompt_chars=100, max_ig_steps=4))
     msg = one_line_error(preds(c, TOK, {"prompt": "x" * 60, "target": "y" * 41}), 400)
     assert "101 characters" in msg and "100" in msg and "--max_prompt_chars" in msg
     r = preds(c, TOK, {"prompt": "Hello " * 10, "target": "y" * 40})  # exactly 100
@@ -359,9 +359,10 @@ def test_prompt_length_ig_steps_smooth_grad_samples_and_max_new_tokens_limits(li
         msg = one_line_error(preds(c_sg, SAL, {"prompt": "hi", "smooth_grad_samples": samples}), 400)
         assert '"smooth_grad_samples"' in msg and "0 (off) to 3" in msg and "--max_smooth_grad_samples" in msg
     assert preds(c_sg, TOK, {"prompt": "hi", "smooth_grad_samples": 3}).status_code == 200
-    for n in (0, 7, "many"):
+    # A row's budget: the rule's range (above the server's --max_new_tokens it is capped, not refused).
+    for n in (0, 1025, "many"):
         msg = one_line_error(preds(c, GEN, {"prompt": "hi", "max_new_tokens": n}), 400)
-        assert '"max_new_tokens"' in msg and "1 to 6" in msg
+        assert '"max_new_tokens"' in msg and "1 to 1024" in msg
     # Within the limits the request reaches the model.
     assert preds(c, TOK, {"prompt": "hi", "ig_steps": "4", "max_new_tokens": 6}).status_code == 200
     with pytest.raises(ValueError, match="max_ig_steps"):
@@ -373,7 +374,12 @@ def test_get_info_publishes_the_prompt_length_limit_the_browser_checks(lit):
     for most in (100, 32_000):
         c = secure(lit, limits=limits.Limits(max_prompt_chars=most))
         info = json.loads(post(c, "/get_info").data)
-        assert info["requestLimits"] == {"max_prompt_chars": most}
+        assert info["requestLimits"] == {"max_prompt_chars": most,
+                                         "max_counts": {"ig_steps": 256, "smooth_grad_samples": 256}}
+    # The count limits the IG steps / SmoothGrad samples fields keep to (frontend/src/shared/methods.ts).
+    c = secure(lit, limits=limits.Limits(max_ig_steps=32, max_smooth_grad_samples=8))
+    assert json.loads(post(c, "/get_info").data)["requestLimits"]["max_counts"] == {"ig_steps": 32,
+                                                                                   "smooth_grad_samples": 8}
 
 
 def test_a_full_server_answers_503_with_retry_after(lit, shared):

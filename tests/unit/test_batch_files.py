@@ -154,3 +154,20 @@ def test_show_of_a_file_nested_too_deeply_is_a_clear_error(tmp_path, capsys):
     path.write_text(DEEP, encoding="utf-8")
     assert cli.main(["show", str(path)]) == cli.EXIT_USAGE
     assert NOT_AS_WRITTEN.format(path=path) + " (RecursionError: maximum recursion depth" in capsys.readouterr().err
+
+
+def test_a_rows_own_max_new_tokens_is_its_budget_and_a_bad_one_fails_the_row(folder, tmp_path, capsys):
+    """The shipped rows may carry "max_new_tokens" (the chain-of-thought case): the batch reads it as that row's
+    budget instead of --max_new_tokens (64 here; the tiny model never ends its turn, so each budget shows)."""
+    batch = tmp_path / "p.jsonl"
+    rows = [{"prompt": "one two", "max_new_tokens": 3, "id": "own"}, {"prompt": "one two", "id": "default"},
+            {"prompt": "one two", "max_new_tokens": 0, "id": "bad"}]
+    batch.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert _explain(folder, batch, out) == cli.EXIT_ROWS_FAILED
+    assert f'{batch}:3: field "max_new_tokens" is 0; use a whole number from 1 to 1024' in capsys.readouterr().err
+    n_targets = {}
+    for rid in ("own", "default"):
+        result = json.loads((out / f"{rid}.json").read_text(encoding="utf-8"))["result"]
+        n_targets[rid] = len(result["tokens"]) - result["n_prompt_tokens"]
+    assert n_targets == {"own": 3, "default": 64}

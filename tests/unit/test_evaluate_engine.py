@@ -235,3 +235,11 @@ def test_saved_upper_bound_fields_are_checked_before_reuse(tiny_lm):
     for edit, message in cases:
         with pytest.raises(ss.SalienceError, match=message.replace(".", r"\.")):
             check_evaluation(broken(edit))
+
+
+def test_a_rows_own_budget_replaces_max_new_tokens(tiny_lm):
+    """A row's "max_new_tokens" (the shipped chain-of-thought row has one) is its response's budget."""
+    row = {**ROWS[3], "max_new_tokens": 2}
+    ev = evaluate_row(tiny_lm, row, CONFIG)
+    gen = tiny_lm.generate(tiny_lm.format_prompt(ROWS[3]["prompt"]), ss.GenerationConfig(max_new_tokens=2))
+    assert ev["target"] == gen.text and ev["num_targets"] == len(gen.ids) == 2 < CONFIG.max_new_tokens

@@ -107,6 +107,8 @@ def test_a_requests_own_max_new_tokens_is_honoured_within_the_servers_limit():
         assert got[fields.RESPONSE] == want.text and len(got[fields.RESPONSE_TOKENS]) == len(want.ids) <= n
     assert len(full[fields.RESPONSE_TOKENS]) == 6  # the tiny model never stops early: each limit shows
     assert gen.predict([{**ex, "max_new_tokens": "2"}])[0][fields.RESPONSE_TOKENS] == full[fields.RESPONSE_TOKENS][:2]
-    for bad in (0, 7, -1, 2.5, "x", True):  # above the server's limit, or not a whole number from 1
+    # Above the server's limit: capped to it (a row's budget, tests/unit/test_row_budget.py).
+    assert gen.predict([{**ex, "max_new_tokens": 7}])[0][fields.RESPONSE_TOKENS] == full[fields.RESPONSE_TOKENS]
+    for bad in (0, -1, 2.5, "x", True, 1025):  # not a whole number from 1 to the rule's 1,024
         with pytest.raises(RequestError, match="max_new_tokens"):
             gen.predict([{**ex, "max_new_tokens": bad}])

@@ -8,7 +8,8 @@
  * with whitespace collapsed; positions are code points. The diff is difflib's (`diffKeys`): the same
  * alignment as Python's on the hand-derived cases both test suites share (tests/data/alignment_cases.json).
  */
-import {OLD_ANSWER_FIELD, PINNED_PROMPT_FIELD, PINNED_SYSTEM_FIELD, PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../shared/fields.js';
+import {MAX_NEW_TOKENS_FIELD, OLD_ANSWER_FIELD, PINNED_MAX_NEW_TOKENS_FIELD, PINNED_PROMPT_FIELD, PINNED_SYSTEM_FIELD,
+  PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../shared/fields.js';
 import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../shared/colormap.js';
 import {codePointToUtf16} from '../shared/pieces.js';
@@ -308,6 +309,8 @@ export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLik
     [PINNED_PROMPT_FIELD]: str(pinned.data['prompt']),
     [PINNED_SYSTEM_FIELD]: str(pinned.data['system']),
     [PINNED_TARGET_FIELD]: str(pinned.data['target']),
+    // the pinned row's own budget (absent: none), so its generated response is the one shown for it
+    [PINNED_MAX_NEW_TOKENS_FIELD]: pinned.data[MAX_NEW_TOKENS_FIELD] ?? '',
   }, `compare-${pinned.id}${tag ? `-${tag}` : ''}${oldAnswer ? '-old' : ''}${withSalience ? '-sal' : ''}`);
 }
 

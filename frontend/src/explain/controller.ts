@@ -111,7 +111,7 @@ export class ExplainController {
     if (this.reg?.model !== model) {
       let reg: MethodRegistry | null = null;
       try {
-        reg = registryOf(this.host.models()[model]);
+        reg = registryOf(this.host.models()[model], this.host.countLimits?.());
       } catch (e) {
         console.error(e);  // the salience module shows the same error
       }

@@ -21,7 +21,7 @@ import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/r
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
         type StreamStatus} from './payload.js';
-import {explainsGeneration, extraKey, jobKind, matrixInput, parseCount, pollInput, quickInput, segmentInput, segmentKey,
+import {explainsGeneration, extraKey, jobKind, matrixCancelInput, matrixInput, parseCount, pollInput, quickInput, segmentInput, segmentKey,
         spanCancelInput, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
@@ -187,7 +187,7 @@ export class SalienceController {
     const model = salienceModelFor(this.host.modelName(), models);
     if (model === null) return null;
     try {
-      this.reg = registryOf(models[model]);
+      this.reg = registryOf(models[model], this.host.countLimits?.());
     } catch (e) {
       this.regError = errorMessage(e);
     }
@@ -584,14 +584,31 @@ export class SalienceController {
     }
   }
 
+  /** Whether the view still wants `extra`'s per-token matrix: its method and count selected, per-token on. */
+  private matrixWanted(extra: Extra): boolean {
+    const shown = this.extra();
+    return shown !== null && extraKey(shown) === extraKey(extra) && this.perToken[extra.method] === true;
+  }
+
   /**
    * Polls the background job for this selection until it ends: extra null is
-   * the gradient matrices, else that method's per-token matrix at its count.
+   * the gradient matrices, else that method's per-token matrix at its count. An extra method's job the
+   * view no longer wants (the user switched method or count, or turned per-token off) is cancelled by its
+   * id (`jobId`, from its statuses), so it stops taking the model from what the view shows next.
    */
-  private async pollDetail(d: IndexedInputLike, gen: number, extra: Extra | null) {
+  private async pollDetail(d: IndexedInputLike, gen: number, extra: Extra | null, jobId = '') {
     while (gen === this.generation && this.input === d && this.salienceModel !== null) {
       await sleep(POLL_MS);
       if (gen !== this.generation) return;
+      if (extra !== null && !this.matrixWanted(extra)) {
+        this.setDetail(extra, null);
+        if (jobId !== '') {
+          // Its answer is the job's status; a failure leaves it to the heartbeat (lit_app/progressive.py).
+          this.host.getPreds([matrixCancelInput(d, jobId)], this.salienceModel, [SALIENCE_FIELD],
+                             'Stopping a per-token job…').catch(() => undefined);
+        }
+        return;
+      }
       let res: Array<Record<string, unknown>>;
       try {
         res = await this.host.getPreds([pollInput(this.reg!, d, extra, ++this.pollCount)], this.salienceModel, [SALIENCE_FIELD],
@@ -606,6 +623,7 @@ export class SalienceController {
       if (gen !== this.generation || this.payload === null) return;
       const raw = res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined;
       const status = parseDetail(raw);
+      if (status?.job_id) jobId = status.job_id;
       if (raw != null && typeof raw['text'] === 'string') {
         const full = parsePayload(raw);
         if (full.tokens.length !== this.payload.tokens.length) return;
@@ -661,9 +679,10 @@ export class SalienceController {
       const res = await this.host.getPreds([matrixInput(this.reg!, d, extra)], this.salienceModel, [SALIENCE_FIELD],
                                            `${info.short} for every token (${extra.count} ${info.count_unit})…`);
       if (gen !== this.generation) return;
-      this.setDetail(extra, parseDetail(res[0]?.[SALIENCE_FIELD]));
+      const started = parseDetail(res[0]?.[SALIENCE_FIELD]);
+      this.setDetail(extra, started);
       if (this.side?.kind === 'error') this.side = null;  // the request went through: an older error is stale
-      await this.pollDetail(d, gen, extra);
+      await this.pollDetail(d, gen, extra, started?.job_id ?? '');
     } catch (e) {
       if (gen === this.generation) {
         this.side = {kind: 'error', text: errorMessage(e)};

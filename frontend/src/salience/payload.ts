@@ -55,7 +55,8 @@ export interface DetailStatus {
   elapsed_s: number;
   eta_s: number | null;
   error: string;
-  /** A span job's id (`detail="span_progress"`): what a `detail="span_cancel"` names to stop it, and only it. */
+  /** A span job's id (`detail="span_progress"`): what a `detail="span_cancel"` names to stop it, and only it;
+   * a per-token matrix job's (its start and polls): what `detail="matrix_cancel"` names. */
   job_id?: string;
 }
 

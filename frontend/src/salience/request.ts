@@ -5,7 +5,7 @@
  * counts. How to reach the server at all (derived inputs, error messages) is
  * ../shared/request.ts; the methods are the server's (../shared/methods.ts).
  */
-import {DETAIL_FIELD, GRANULARITY_FIELD, SPAN_JOB_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
+import {DETAIL_FIELD, GRANULARITY_FIELD, MATRIX_JOB_FIELD, SPAN_JOB_FIELD, PATTERN_FIELD, REMOVAL_FIELD, SEGMENT_METHOD_FIELD, STREAM_AFTER_FIELD,
         TARGET_SPAN_FIELD} from '../shared/fields.js';
 import type {ExtraMethodInfo, MethodRegistry} from '../shared/methods.js';
 import {derivedInput, type IndexedInputLike} from '../shared/request.js';
@@ -80,6 +80,11 @@ export function spanProgressInput(input: IndexedInputLike, n: number): IndexedIn
 /** Stops the span job `jobId` (as its span_progress status named it); a cancel naming an older job stops nothing. */
 export function spanCancelInput(input: IndexedInputLike, jobId: string): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'span_cancel', [SPAN_JOB_FIELD]: jobId}, `span-cancel-${jobId}`);
+}
+
+/** Stops the per-token matrix job `jobId` (as its status named it): the user switched away from its method or count. */
+export function matrixCancelInput(input: IndexedInputLike, jobId: string): IndexedInputLike {
+  return derivedInput(input, {[DETAIL_FIELD]: 'matrix_cancel', [MATRIX_JOB_FIELD]: jobId}, `matrix-cancel-${jobId}`);
 }
 
 /** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */

@@ -14,6 +14,8 @@ export const TARGET_SPAN_FIELD = 'target_span';
 export const DETAIL_FIELD = 'detail';
 /** With detail "span_cancel": the id of the span job to stop (its span_progress status's `job_id`). */
 export const SPAN_JOB_FIELD = 'span_job';
+/** With detail "matrix_cancel": the id of the per-token matrix job to stop (lit_app/salience.py). */
+export const MATRIX_JOB_FIELD = 'matrix_job';
 /** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
 export const STREAM_AFTER_FIELD = 'stream_after';
 // A segment method's request (`detail` = the method's registry `detail`; docs/architecture.md "Segment salience").
@@ -33,6 +35,10 @@ export const COMPARE_FIELD = 'compare';
 export const PINNED_PROMPT_FIELD = 'pinned_prompt';
 export const PINNED_SYSTEM_FIELD = 'pinned_system';
 export const PINNED_TARGET_FIELD = 'pinned_target';
+// A row's own response budget (a shipped row's, lit_app/datasets.py), sent as it is with the datapoint; the
+// pinned row's goes as PINNED_MAX_NEW_TOKENS_FIELD, so its response is the one the salience module showed.
+export const MAX_NEW_TOKENS_FIELD = 'max_new_tokens';
+export const PINNED_MAX_NEW_TOKENS_FIELD = 'pinned_max_new_tokens';
 export const OLD_ANSWER_FIELD = 'old_answer';
 export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
 

@@ -34,6 +34,8 @@ export interface JobHost {
 export interface ServerHost extends JobHost {
   /** LIT's model metadata (appState.metadata.models). */
   models(): Record<string, ModelInfoLike>;
+  /** The server's maximum per count field (/get_info "requestLimits".max_counts); absent: the registry's. */
+  countLimits?(): Record<string, number> | undefined;
   /** LIT's apiService.getPreds on the current dataset. */
   getPreds(inputs: IndexedInputLike[], model: string, fields: string[],
            loadMessage?: string): Promise<Array<Record<string, unknown>>>;

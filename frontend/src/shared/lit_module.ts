@@ -24,7 +24,10 @@ import {targetStore, type SharedTarget} from './target_store.js';
 export interface LitServices {
   model: string;
   selectionService: {primarySelectedInputData: IndexedInputLike | null};
-  appState: {currentDataset: string; currentModels: string[]; metadata: {models: Record<string, ModelInfoLike>};
+  appState: {currentDataset: string; currentModels: string[];
+             metadata: {models: Record<string, ModelInfoLike>;
+                        /** Our server's request limits (lit_app/server.py `publish_limits`). */
+                        requestLimits?: {max_counts?: Record<string, number>}};
              /** LIT's compare mode: on while a datapoint is pinned (toolbar *Pin*, editor *Add and compare*). */
              compareExamplesEnabled?: boolean};
   apiService: {
@@ -164,6 +167,7 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
 export function serverHost(module: LitElement & LitServices): ServerHost {
   return {
     models: () => module.appState.metadata?.models ?? {},
+    countLimits: () => module.appState.metadata?.requestLimits?.max_counts,
     getPreds: (inputs, model, fields, loadMessage) =>
         module.apiService.getPreds(inputs, model, module.appState.currentDataset, [], fields, loadMessage),
     changed: () => module.requestUpdate(),

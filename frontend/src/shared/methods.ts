@@ -160,11 +160,30 @@ export function parseRegistry(x: unknown): MethodRegistry {
   return new MethodRegistry(x as MethodInfo[]);
 }
 
+/** The server's own maximum per count field (/get_info "requestLimits".max_counts: its --max_ig_steps, ...). */
+export type CountLimits = Record<string, number>;
+
 /**
- * The registry a salience model publishes in its output spec, or null when it has none.
+ * The registry with each count's maximum lowered to the server's (`limits`, by count field): the rule's
+ * `max_count` is what any server accepts, a server started with a lower --max_<count field> refuses more
+ * (lit_app/limits.py), so the page refuses it first, with that range; a default above it comes down too.
+ */
+export function withCountLimits(reg: MethodRegistry, limits: CountLimits | undefined): MethodRegistry {
+  if (limits == null) return reg;
+  return new MethodRegistry(reg.methods.map((m) => {
+    const most = m.count_field === null ? undefined : limits[m.count_field];
+    if (typeof most !== 'number' || m.max_count === null || most >= m.max_count) return m;
+    const max = Math.max(1, most);
+    return {...m, max_count: max, default_count: Math.min(m.default_count, max)};
+  }));
+}
+
+/**
+ * The registry a salience model publishes in its output spec (each count's maximum lowered to the server's
+ * `limits`: `withCountLimits`), or null when it has none.
  * @throws Error when it has one that is malformed.
  */
-export function registryOf(info: ModelInfoLike | undefined): MethodRegistry | null {
+export function registryOf(info: ModelInfoLike | undefined, limits?: CountLimits): MethodRegistry | null {
   const field = info?.spec?.output?.[METHOD_REGISTRY_FIELD] as {default?: unknown} | undefined;
-  return field?.default == null ? null : parseRegistry(field.default);
+  return field?.default == null ? null : withCountLimits(parseRegistry(field.default), limits);
 }

@@ -1,0 +1,137 @@
+"""Issue 35 point 4 (remnants) in the browser at 1280x720, against the real server on the default model:
+
+- switching method away from a running per-token IG matrix cancels that background job on the server (was:
+  the page kept polling it, so it ran to the end and kept the model busy; the next method's matrix job
+  queued behind it). Checked on the server side: the job's own status, read with the "poll" request the
+  page uses, ends "cancelled", not "done";
+- the IG steps field refuses counts above a lower `--max_ig_steps` of the server, with that range, before
+  any request (was: the browser allowed the rule's 1..256 and the server answered a 400 the page showed
+  as an error); the server publishes its count limits in /get_info "requestLimits".
+
+Screenshots go to artifacts/e2e/matrix_cancel/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+
+import pytest
+
+from tests.server_process import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+SALIENCE = "prompt-salience-module"
+SIZE = {"width": 1280, "height": 720}
+TIMEOUT_MS = 300_000
+SIMPLE = "What is the capital of France?"
+IG_MATRIX = "ig_matrix"  # lit_app/method_registry.py LIT_FACTS
+
+
+def _open_and_select(page, url: str):
+    page.set_viewport_size(SIZE)
+    page.goto(url)
+    mod = page.locator(SALIENCE)
+    mod.wait_for(timeout=120_000)
+    page.locator("data-table-module tbody tr", has_text=SIMPLE).first.click()
+    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    return mod
+
+
+def _shot(page, artifacts_dir, name: str) -> None:
+    out = artifacts_dir / "matrix_cancel"
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / f"{name}.png"))
+
+
+def _inputs(body: str | None) -> list[dict]:
+    try:
+        inputs = json.loads(body or "{}").get("inputs", [])
+    except ValueError:
+        return []
+    return [ex.get("data", ex) for ex in inputs if isinstance(ex, dict)]
+
+
+def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server_url, browser_page, artifacts_dir):
+    page, _ = browser_page
+    mod = _open_and_select(page, server_url)
+    mod.locator("select.method").select_option("integrated_gradients")
+    steps = mod.locator("input.ig-steps")
+    steps.fill("128")  # 128 backwards per response token: the job runs long enough to switch while it runs
+    steps.dispatch_event("change")
+    started = []  # (path, data) of the page's request that starts the IG matrix job
+    statuses = []  # the IG matrix job's statuses the page read
+
+    def on_response(r) -> None:
+        if "_salience" not in r.url:
+            return
+        for data in _inputs(r.request.post_data):
+            if data.get("detail") == IG_MATRIX:
+                parsed = urllib.parse.urlsplit(r.url)
+                started.append((f"{parsed.path}?{parsed.query}", data))
+            if data.get("detail") in (IG_MATRIX, "poll") and data.get("ig_steps") == 128:
+                try:
+                    statuses.append(r.json()[0]["salience"]["detail"])
+                except (ValueError, KeyError, IndexError, TypeError):
+                    pass
+
+    page.on("response", on_response)
+    mod.locator("input.ig-per-token").check()
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not any(s.get("kind") == "ig128" and s.get("state") == "running" for s in statuses):
+        assert time.monotonic() < deadline and not any(s.get("state") in ("done", "error") for s in statuses), statuses
+        page.wait_for_timeout(200)
+    _shot(page, artifacts_dir, "ig-matrix-running")
+    mod.locator("select.method").select_option("grad_x_input")
+    _shot(page, artifacts_dir, "switched-to-grad-x-input")
+
+    # Server side: the job's own status ("poll" for the same datapoint and count, as the page reads it).
+    path, data = started[0]
+    body = {"inputs": [{"id": "matrix-cancel-check", "data": {**data, "detail": "poll", "_id": "matrix-cancel-check"},
+                        "meta": {"added": True}}]}
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        status, _, text = lit_server.post_json(path, body)
+        assert status == 200, text[:300]
+        job = json.loads(text)[0]["salience"]["detail"]
+        if job["state"] in ("cancelled", "done", "error") or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert job["kind"] == "ig128" and job["state"] == "cancelled", (
+        f"the per-token IG job went on after the switch: {job} (done {job['done']} of {job['total']})")
+
+
+@pytest.fixture(scope="module")
+def low_ig_server(tmp_path_factory):
+    """Its own server: --max_ig_steps is a start-up flag (the session server keeps the rule's 256)."""
+    with ServerProcess(["--max_ig_steps", "32"], tmp_path_factory.mktemp("low_ig"), own_client_root=False) as proc:
+        yield proc
+
+
+def test_ig_steps_above_the_servers_max_are_refused_with_its_range(low_ig_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = _open_and_select(page, low_ig_server.url)
+    mod.locator("select.method").select_option("integrated_gradients")
+    steps = mod.locator("input.ig-steps")
+    sent = []  # ig_steps of every salience request from now on
+    page.on("request", lambda r: sent.extend(d.get("ig_steps") for d in _inputs(r.post_data))
+            if "_salience" in r.url else None)
+    for typed in ("33", "100", "256"):
+        steps.fill(typed)
+        steps.dispatch_event("change")
+        expect(mod.locator(".count-error")).to_have_text(re.compile(
+            rf"IG steps must be a whole number from 1 to 32, not {typed}; still using \d+\."))
+    _shot(page, artifacts_dir, "ig-steps-above-server-max")
+    expect(steps).to_have_attribute("max", "32")
+    assert not {33, 100, 256} & set(sent), f"a count above the server's --max_ig_steps was sent: {sent}"
+    steps.fill("32")
+    steps.dispatch_event("change")
+    expect(mod.locator(".count-error")).to_have_count(0)
+    # What the page read: the server's published count limit.
+    status, _, text = low_ig_server.post_json("/get_info", {})
+    assert status == 200 and json.loads(text)["requestLimits"]["max_counts"]["ig_steps"] == 32, text[:300]
