@@ -250,7 +250,8 @@ describe('IG steps needed', () => {
         'The error is not falling steadily as the steps double (50% → 15% → 25% → 12%), so no step count can be ' +
         'promised. For sizes on this span use Gradient × input; IG with 64 steps (the best tried) is off by 12%.');
     expect(igAutoAdvice({...base, needed_steps: 140}, 256)).toBe(
-        'The error fell steadily at the last doubling; at that rate about 140 steps reach 5.0%: set Most steps to 140 ' +
+        'The error at least halved at each of the last two doublings; at that rate about 140 steps reach 5.0%: set ' +
+        'Most steps to 140 ' +
         'and run again (this server allows up to 256).');
     expect(igAutoAdvice({...base, needed_steps: 900}, 256)).toBe(
         'At the last doubling\'s rate about 900 steps would be needed, more than this server allows (256). For sizes ' +

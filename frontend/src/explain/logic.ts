@@ -524,7 +524,7 @@ export function igAutoAdvice(p: IgAutoPayload, maxSteps: number): string {
   const figure = `IG with ${p.steps} steps (the best tried) is off by ${percent(p.relative_error)}`;
   const n = p.needed_steps;
   if (n != null && (maxSteps === 0 || n <= maxSteps)) {
-    return `The error fell steadily at the last doubling; at that rate about ${n} steps reach ` +
+    return `The error at least halved at each of the last two doublings; at that rate about ${n} steps reach ` +
            `${percent(p.tolerance)}: set Most steps to ${n} and run again` +
            `${maxSteps ? ` (this server allows up to ${maxSteps})` : ''}.`;
   }
