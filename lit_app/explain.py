@@ -191,11 +191,16 @@ class ExplainModel(Wrapper):
         cached = getattr(self._shared, "cached_salience", None)
         result = cached(chat, target) if cached is not None else None
         span = self._span(ex_, explained)
+        # Only the datapoint's own text is removed (as reduce and flips edit it), not the chat template's
+        # default system prompt: "What is the capital of France?" has 7 word segments, not 22.
+        editable = self._editable(ex_, chat)
         config = ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal,
+                                       regions=tuple((s, e) for s, e, _ in editable) or None,
                                        slice_s=self._shared.slice_s)
+        fields_tested = [name for _, _, name in editable] if editable else None
 
         def on_coarse(rep) -> None:
-            job.partial = {**self._curves_payload(rep), "preliminary": True,
+            job.partial = {**self._curves_payload(rep), "fields": fields_tested, "preliminary": True,
                            "refining": {"steps": config.steps, "n_random": config.n_random,
                                         "upper_bound": config.upper_bound},
                            "seconds": round(time.monotonic() - job.started, 3)}
@@ -203,7 +208,7 @@ class ExplainModel(Wrapper):
         rep = ex.faithfulness_stages(
             self._shared.lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
             config=config, progress=progress, cancel=cancel, on_coarse=on_coarse)
-        return {**self._curves_payload(rep), "preliminary": False}
+        return {**self._curves_payload(rep), "fields": fields_tested, "preliminary": False}
 
     def _curves_payload(self, rep) -> dict:
         curves = {}

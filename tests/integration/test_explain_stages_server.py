@@ -75,6 +75,8 @@ def test_status_carries_the_coarse_curves_then_the_answer_is_the_full_result(lit
     assert coarse["steps"] == 4 and len(coarse["n_removed"]) == 5 and coarse["n_random"] == 3
     assert coarse["upper_bound"] is None and "upper_bound" not in coarse["curves"]
     assert full["n_random"] == 10 and full["upper_bound"] is not None and "upper_bound" in full["curves"]
+    # Only the question's own words are removed, not the chat template's system prompt (12 more words).
+    assert full["fields"] == ["prompt"] and full["n_segments"] <= len(DATA[fields.PROMPT].split()) + 1
     n = full["n_segments"]
     assert coarse["n_segments"] == n and full["steps"] == min(10, n) and full["n_removed"] == list(range(n + 1))
     # While it refines, the progress is the refinement's own (never the coarse stage again).

@@ -109,6 +109,8 @@ export interface CurvesPayload {
   table?: FaithfulnessRow[];
   /** The best order the test found (sequence_salience/explain/upper_bound.py); absent or null when not searched. */
   upper_bound?: UpperBound | null;
+  /** The datapoint fields whose text was removed ("prompt", "system"); absent or null: the whole prompt. */
+  fields?: string[] | null;
   /** Points per curve after the first (K = min(steps asked, segments)). */
   steps?: number;
   /** True for the coarse pass the job's status carries while the full result is computed (lit_app/explain.py). */

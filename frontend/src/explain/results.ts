@@ -88,7 +88,8 @@ function curvesView(p: CurvesPayload, label: (method: string) => string, running
       data-random=${p.n_random}>
     ${coarse ? html`<div class="preliminary-label" role="status">${preliminaryLabel(p, running)}</div>` : nothing}
     ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label)}${boundNotice(p, mode, label)}</div>`)}
-    <div class="facts">${p.n_segments} ${p.granularity} segments · removal: ${p.removal === 'filler'
+    <div class="facts">${p.n_segments} ${p.granularity} segments${p.fields?.length
+        ? ` of the ${p.fields.join(' and ')} (the template's own text is kept)` : ''} · removal: ${p.removal === 'filler'
         ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
       log p(target) ${p.original_logprob.toFixed(2)} → ${p.empty_logprob.toFixed(2)} with all removed ·
       random: mean of ${p.n_random} seeded orders (band: range; ± their standard deviation of AOPC) ·
