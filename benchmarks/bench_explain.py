@@ -23,6 +23,7 @@ Prints Markdown tables.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -136,6 +137,12 @@ def load() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used: the work done, whatever else loads the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def first_result(rows: list[int], full_timeout: float) -> None:
     import json
     import tempfile
@@ -155,7 +162,8 @@ def first_result(rows: list[int], full_timeout: float) -> None:
 
     print("\n## Time to the first (coarse) and the full curves result (real server, word segments, 10 steps, "
           "grad_norm + grad_x_input)\n")
-    print("| row | segments | first result (coarse) | full result | stages seen | load at start / end |")
+    print("| row | segments | first result (coarse): wall / server CPU | full result: wall / server CPU | stages seen "
+          "| load at start / end |")
     print("|---|---:|---:|---:|---|---|")
     with tempfile.TemporaryDirectory() as tmp, ServerProcess(["--host", "127.0.0.1"], Path(tmp)) as server:
         for i in rows:
@@ -166,6 +174,8 @@ def first_result(rows: list[int], full_timeout: float) -> None:
             request = {**data, lit_explain.ACTION: "curves", lit_explain.GRANULARITY: "word", lit_explain.STEPS: 10,
                        lit_explain.METHODS: "grad_norm,grad_x_input", lit_explain.REMOVAL: "filler"}
             load0 = load()
+            pid = server.proc.pid
+            c0 = cpu_s(pid)
             t0 = time.perf_counter()
             conn = server.send_json(f"/get_preds?model={explain_model}", {"inputs": [{"id": "r", "data": request}]},
                                     timeout=full_timeout + 60)
@@ -181,7 +191,7 @@ def first_result(rows: list[int], full_timeout: float) -> None:
                     if not stages or stages[-1] != job["stage"]:
                         stages.append(job["stage"])
                     if first is None and "partial" in job:
-                        first = now
+                        first, first_cpu = now, cpu_s(pid) - c0
                         n_segments = job["partial"]["n_segments"]
                 if now > full_timeout:
                     preds(server, explain_model, {**data, lit_explain.ACTION: "cancel"})
@@ -190,9 +200,9 @@ def first_result(rows: list[int], full_timeout: float) -> None:
             res = conn.getresponse()
             out = json.loads(res.read().decode())[0][lit_explain.EXPLAIN]
             conn.close()
-            full = time.perf_counter() - t0
-            full_s = f"cancelled after {full:.1f} s" if out.get("cancelled") else f"{full:.1f} s"
-            first_s = "none" if first is None else f"{first:.1f} s"
+            full, full_cpu = time.perf_counter() - t0, cpu_s(pid) - c0
+            full_s = (f"cancelled after {full:.1f} s" if out.get("cancelled") else f"{full:.1f} s") + f" / {full_cpu:.1f} s"
+            first_s = "none" if first is None else f"{first:.1f} s / {first_cpu:.1f} s"
             print(f"| {i}: {r['case']} | {n_segments} | {first_s} | {full_s} | {' → '.join(stages)} | "
                   f"{load0} / {load()} |", flush=True)
 
