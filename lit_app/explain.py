@@ -11,7 +11,8 @@ the shared scheduler (lit_app/scheduler.py: waiting clicks, traces and first hig
 between its batches, which are time slices of `SharedLM.slice_s`: forward batches sized by time for
 curves, reduce and flips, one IG step per pass for ig_auto, one pass per continuation for contrastive); "status" and "cancel" never wait for
 it. One test runs at a time: a new one cancels the one running (the user moved on), and
-"cancel" stops it; "status" reports its stage and progress for the browser to poll.
+"cancel" stops it; "status" reports its stage and progress for the browser to poll, and its results
+so far (`partial`): the curves' coarse pass (faithfulness_stages), the IG search's counts tried.
 """
 
 from __future__ import annotations
@@ -328,6 +329,7 @@ class ExplainModel(Wrapper):
         start = min(IG_AUTO_START_STEPS, cap_n)
         # One IG step per forward + backward: each is one bounded slice between which clicks go first.
         config = dataclasses.replace(self._shared.salience_config, ig_step_chunk_size=1)
+
         def tried_payload(tried) -> list[dict]:
             return [{"steps": t.steps, "error": t.error, "relative_error": t.relative_error,
                      "seconds": round(t.seconds, 3)} for t in tried]
