@@ -205,6 +205,7 @@ class ExplainModel(Wrapper):
                            "refining": {"steps": config.steps, "n_random": config.n_random,
                                         "upper_bound": config.upper_bound},
                            "seconds": round(time.monotonic() - job.started, 3)}
+            job.report("curves", 0, 0)  # the refinement from now on (its first batch reports the rows)
 
         rep = ex.faithfulness_stages(
             self._shared.lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
