@@ -11,7 +11,8 @@ the shared scheduler (lit_app/scheduler.py: waiting clicks, traces and first hig
 between its batches, which are time slices of `SharedLM.slice_s`: forward batches sized by time for
 curves, reduce and flips, one IG step per pass for ig_auto, one pass per continuation for contrastive); "status" and "cancel" never wait for
 it. One test runs at a time: a new one cancels the one running (the user moved on), and
-"cancel" stops it; "status" reports its stage and progress for the browser to poll.
+"cancel" stops it; "status" reports its stage and progress for the browser to poll, and its results
+so far (`partial`): the curves' coarse pass (faithfulness_stages), the IG search's counts tried.
 """
 
 from __future__ import annotations
@@ -129,7 +130,9 @@ class ExplainModel(Wrapper):
             job.report(STAGE_WAITING, 0, 0)
             with self._shared.lock.background():  # clicks go first between its batches
                 job.report(FIRST_STAGES[action], 0, 0)
-                out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel)
+                # The curves publish their coarse pass, the IG search the counts tried so far.
+                extra = {"job": job} if action in ("curves", "ig_auto") else {}
+                out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel, **extra)
         except ss.ComputationCancelled:
             out = {"cancelled": True, "reason": job.check.reason}
         finally:
@@ -180,18 +183,36 @@ class ExplainModel(Wrapper):
 
     # ------------------------------------------------------------- actions
 
-    def _curves(self, ex_, chat, target, explained, progress, cancel) -> dict:
+    def _curves(self, ex_, chat, target, explained, progress, cancel, job: user_jobs.UserJob) -> dict:
+        """Coarse, then refined (ex.faithfulness_stages): the coarse pass's payload, marked
+        "preliminary", becomes the job's `partial` that "status" returns; the answer is the full one."""
         granularity, pattern = self._granularity(ex_)
         steps = int(rule_field(ex_, field_rules.CURVE_STEPS))
         removal = text_field(ex_, REMOVAL) or "filler"
         cached = getattr(self._shared, "cached_salience", None)
         result = cached(chat, target) if cached is not None else None
         span = self._span(ex_, explained)
-        rep = ex.faithfulness_curves(
+        # Only the datapoint's own text is removed (as reduce and flips edit it), not the chat template's
+        # default system prompt: "What is the capital of France?" has 7 word segments, not 22.
+        editable = self._editable(ex_, chat)
+        config = ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal,
+                                       regions=tuple((s, e) for s, e, _ in editable) or None,
+                                       slice_s=self._shared.slice_s)
+        fields_tested = [name for _, _, name in editable] if editable else None
+
+        def on_coarse(rep) -> None:
+            job.partial = {**self._curves_payload(rep), "fields": fields_tested, "preliminary": True,
+                           "refining": {"steps": config.steps, "n_random": config.n_random,
+                                        "upper_bound": config.upper_bound},
+                           "seconds": round(time.monotonic() - job.started, 3)}
+            job.report("curves", 0, 0)  # the refinement from now on (its first batch reports the rows)
+
+        rep = ex.faithfulness_stages(
             self._shared.lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
-            config=ex.FaithfulnessConfig(granularity=granularity, pattern=pattern, steps=steps, removal=removal,
-                                         slice_s=self._shared.slice_s),
-            progress=progress, cancel=cancel)
+            config=config, progress=progress, cancel=cancel, on_coarse=on_coarse)
+        return {**self._curves_payload(rep), "fields": fields_tested, "preliminary": False}
+
+    def _curves_payload(self, rep) -> dict:
         curves = {}
         for mode, by_name in rep.curves.items():
             for name, c in by_name.items():
@@ -201,7 +222,7 @@ class ExplainModel(Wrapper):
                     entry["high"] = compact(c.all_logprobs.max(0))
                 curves.setdefault(name, {})[mode] = entry
         return {
-            "span": list(rep.span), "granularity": rep.granularity, "removal": rep.removal,
+            "span": list(rep.span), "granularity": rep.granularity, "removal": rep.removal, "steps": len(rep.n_removed) - 1,
             "filler": self._shared.lm.tokenizer.decode([rep.filler_id]), "n_segments": len(rep.segments),
             "n_removed": [int(n) for n in rep.n_removed], "original_logprob": rep.original_logprob,
             "empty_logprob": rep.empty_logprob, "methods": rep.methods, "curves": curves,
@@ -301,19 +322,30 @@ class ExplainModel(Wrapper):
         }
 
 
-    def _ig_auto(self, ex_, chat, target, explained, progress, cancel) -> dict:
+    def _ig_auto(self, ex_, chat, target, explained, progress, cancel, job: user_jobs.UserJob) -> dict:
+        """The search's counts tried so far (and the best) become the job's `partial` after each count."""
         cap_n = int(rule_field(ex_, field_rules.IG_AUTO_MAX_STEPS))  # the most IG steps to try
         tolerance = float(rule_field(ex_, field_rules.IG_TOLERANCE))
         span = self._span(ex_, explained)
         start = min(IG_AUTO_START_STEPS, cap_n)
         # One IG step per forward + backward: each is one bounded slice between which clicks go first.
         config = dataclasses.replace(self._shared.salience_config, ig_step_chunk_size=1)
+
+        def tried_payload(tried) -> list[dict]:
+            return [{"steps": t.steps, "error": t.error, "relative_error": t.relative_error,
+                     "seconds": round(t.seconds, 3)} for t in tried]
+
+        def on_tried(tried) -> None:
+            best = min(tried, key=lambda t: t.relative_error)
+            job.partial = {"tried": tried_payload(tried), "best_steps": best.steps,
+                           "best_relative_error": best.relative_error, "tolerance": tolerance}
+
         q = ex.ig_auto_steps(self._shared.lm, chat, explained, span=span, tolerance=tolerance, start_steps=start,
-                             max_steps=cap_n, config=config, progress=progress, cancel=cancel)
+                             max_steps=cap_n, config=config, progress=progress, cancel=cancel, on_tried=on_tried)
+        chosen = next(t for t in q.tried if t.steps == q.steps)
         return {
             "span": list(q.span), "steps": q.steps, "stopped_by": q.stopped_by, "converged": q.converged,
-            "tolerance": q.tolerance, "relative_error": q.relative_error, "error": q.tried[-1].error,
+            "tolerance": q.tolerance, "relative_error": q.relative_error, "error": chosen.error,
             "delta": q.delta, "max_steps": cap_n, "schedule": ex.step_schedule(start, cap_n),
-            "tried": [{"steps": t.steps, "error": t.error, "relative_error": t.relative_error,
-                       "seconds": round(t.seconds, 3)} for t in q.tried],
+            "needed_steps": q.needed_steps, "tried": tried_payload(q.tried),
         }

@@ -2,8 +2,8 @@ import {describe, expect, it} from 'vitest';
 
 import {
   aopcRows, bandPath, boundView, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
-  igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
-  parseIgAuto, percent, progressFraction, reduceFields, reductionMethod, resultKey, testedMethods, curveColor, strongestSegments, type CurvesPayload, type IgAutoPayload,
+  igAutoAdvice, igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
+  parseIgAuto, percent, preliminaryLabel, progressFraction, reduceFields, reductionMethod, resultKey, testedMethods, curveColor, strongestSegments, type CurvesPayload, type IgAutoPayload,
 } from '../src/explain/logic.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 import {parseRegistry} from '../src/shared/methods.js';
@@ -152,6 +152,20 @@ describe('status and pieces', () => {
     expect(progressFraction(s)).toBe(0.25);
     expect(describeStatus(null, 'Starting…')).toBe('Starting…');
     expect(progressFraction({...s, total: 0})).toBeNull();
+    // The curves' coarse pass, then its refinement (the status carries the coarse result from then on).
+    expect(describeStatus({...s, stage: 'coarse_curves'}, 'x')).toBe('Coarse pass: scoring edited prompts: 3 / 12 (25%)');
+    expect(describeStatus({...s, partial: {}}, 'x')).toBe('Refining: Scoring edited prompts: 3 / 12 (25%)');
+    expect(describeStatus({...s, stage: 'upper_bound', partial: {}}, 'x')).toBe(
+        'Refining: Searching the best order (the upper bound that says whether this prompt can decide): 3 / 12 (25%)');
+  });
+
+  it('labels a coarse curves result with what it has and what refines it', () => {
+    const p = {n_removed: [0, 2, 4, 5, 7], n_random: 3, steps: 4, upper_bound: null,
+               refining: {steps: 10, n_random: 10, upper_bound: true}} as unknown as CurvesPayload;
+    expect(preliminaryLabel(p, true)).toBe(
+        'Coarse: 4 steps, 3 random orders, no upper bound — refining to 10 steps, 10 random orders and the upper bound…');
+    expect(preliminaryLabel(p, false)).toBe('Coarse: 4 steps, 3 random orders, no upper bound — the refinement to 10 ' +
+        'steps, 10 random orders and the upper bound was stopped; run again for the full result.');
   });
 
   it('merges neighbouring pieces of the same kind', () => {
@@ -215,23 +229,48 @@ describe('IG steps needed', () => {
   it('says the steps chosen, the error reached and whether the cap was hit', () => {
     expect(igAutoSummary(parseIgAuto(igAuto()))).toBe(
         '32 steps are enough: completeness error -0.0124 nats = 3.1% of F(x) − F(baseline) = 0.400, within the 5.0% tolerance.');
-    const capped = {...igAuto(), stopped_by: 'cap' as const, converged: false, steps: 64, relative_error: 0.12,
-                    error: 0.048, tried: [...igAuto().tried, {steps: 64, error: 0.048, relative_error: 0.12, seconds: 8}]};
+    // At the cap the result is the best count tried, not the last one.
+    const tried = [{steps: 8, error: 0.2, relative_error: 0.5, seconds: 1}, {steps: 16, error: 0.048, relative_error: 0.12, seconds: 2},
+                   {steps: 32, error: 0.12, relative_error: 0.3, seconds: 4}, {steps: 64, error: 0.08, relative_error: 0.2, seconds: 8}];
+    const capped = {...igAuto(), stopped_by: 'cap' as const, converged: false, steps: 16, relative_error: 0.12,
+                    error: 0.048, tried, needed_steps: null};
     expect(igAutoSummary(parseIgAuto(capped))).toBe(
-        'Cap hit at 64 steps (most steps: 64) without meeting the 5.0% tolerance: completeness error 0.0480 nats = 12% ' +
-        'of F(x) − F(baseline) = 0.400.');
+        'Cap hit at 64 steps without meeting the 5.0% tolerance; the best count tried is 16 steps: completeness error ' +
+        '0.0480 nats = 12% of F(x) − F(baseline) = 0.400.');
     expect(percent(0.0004)).toBe('0.040%');
+  });
+
+  it('advises only what works: the steps found, an estimate within the server\'s most, or another method', () => {
+    expect(igAutoAdvice(igAuto(), 256)).toBe('Use 32 IG steps in the salience module for this span.');
+    const base = {...igAuto(), stopped_by: 'cap' as const, converged: false, steps: 64, relative_error: 0.12, error: 0.048,
+                  tried: [...igAuto().tried.slice(0, 2), {steps: 32, error: 0.1, relative_error: 0.25, seconds: 4},
+                          {steps: 64, error: 0.048, relative_error: 0.12, seconds: 8}]};
+    // Not falling steadily (the server's estimate is null): no step count is promised.
+    expect(igAutoAdvice({...base, needed_steps: null}, 256)).toBe(
+        'The error is not falling steadily as the steps double (50% → 15% → 25% → 12%), so no step count can be ' +
+        'promised. For sizes on this span use Gradient × input; IG with 64 steps (the best tried) is off by 12%.');
+    expect(igAutoAdvice({...base, needed_steps: 140}, 256)).toBe(
+        'The error at least halved at each of the last two doublings; at that rate about 140 steps reach 5.0%: set ' +
+        'Most steps to 140 ' +
+        'and run again (this server allows up to 256).');
+    expect(igAutoAdvice({...base, needed_steps: 900}, 256)).toBe(
+        'At the last doubling\'s rate about 900 steps would be needed, more than this server allows (256). For sizes ' +
+        'on this span use Gradient × input; IG with 64 steps (the best tried) is off by 12%.');
   });
 
   it('validates the payload', () => {
     expect(() => parseIgAuto({...igAuto(), tried: []})).toThrow(/"tried"/);
     expect(() => parseIgAuto({...igAuto(), stopped_by: 'time'})).toThrow(/stopped_by/);
     expect(() => parseIgAuto({...igAuto(), steps: 16})).toThrow(/last run/);
+    expect(() => parseIgAuto({...igAuto(), stopped_by: 'cap', steps: 8})).toThrow(/best run/);
   });
 
   it('describes IG progress in steps with a percentage', () => {
     const s = {action: 'ig_auto', stage: 'ig_steps', done: 24, total: 120, elapsed_s: 3};
     expect(describeStatus(s, 'x')).toBe('IG steps: 24 / 120 (20%)');
+    // After the first count the status carries the best so far.
+    const partial = {tried: [], best_steps: 8, best_relative_error: 0.67};
+    expect(describeStatus({...s, partial}, 'x')).toBe('IG steps: 24 / 120 (20%) · best so far: 8 steps, 67% error');
   });
 });
 

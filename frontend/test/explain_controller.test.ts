@@ -130,4 +130,48 @@ describe('ExplainController', () => {
     expect(ctl.error).toBe('the span is empty. Fix: select a token.');
     expect(ctl.running).toBeNull();
   });
+
+  it('shows the coarse curves from the status, then the full result replaces them; a cancel keeps them, marked', async () => {
+    const curves = (steps: number, nRandom: number, preliminary: boolean, methods = 'grad_norm,grad_x_input') => ({
+      span: [0, 1], granularity: 'word', removal: 'filler', methods: methods.split(','), n_random: nRandom,
+      n_removed: Array.from({length: steps + 1}, (_, k) => k), curves: {random: {}}, preliminary, steps,
+      ...(preliminary ? {refining: {steps: 10, n_random: 10, upper_bound: true}} : {}),
+    });
+    let job: Record<string, unknown> | null = {action: 'curves', stage: 'coarse_curves', done: 3, total: 9, elapsed_s: 1};
+    const s = explainServer(() => job);
+    const ctl = new ExplainController(s.host);
+    ctl.onTarget(target());
+    const run = ctl.run('curves');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.result()).toBeUndefined();
+    // A coarse result of other settings (the job this run replaced) is not shown.
+    job = {action: 'curves', stage: 'curves', done: 1, total: 9, elapsed_s: 2, partial: curves(4, 3, true, 'grad_norm')};
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.result()).toBeUndefined();
+    const coarse = curves(4, 3, true);
+    job = {...job, partial: coarse};
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.result()).toEqual(coarse);
+    expect(ctl.preliminary?.value.preliminary).toBe(true);
+    const full = curves(10, 10, false);
+    s.runs[0].resolve([{explain: full}]);
+    await run;
+    expect(ctl.result()).toEqual(full);
+    expect(ctl.preliminary).toBeNull();
+    // Run again with other steps, cancel while refining: the coarse result stays (the view marks it stopped).
+    ctl.set({steps: 10, removal: 'delete'});
+    job = {action: 'curves', stage: 'curves', done: 1, total: 9, elapsed_s: 2, partial: {...coarse, removal: 'delete'}};
+    const again = ctl.run('curves');
+    expect(ctl.result()).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.result()).toMatchObject({preliminary: true, removal: 'delete'});
+    ctl.cancel();
+    s.runs[1].resolve([{explain: {cancelled: true}}]);
+    await again;
+    expect(ctl.running).toBeNull();
+    expect(ctl.result()).toMatchObject({preliminary: true, removal: 'delete'});
+    ctl.onTarget(target('dp2'));  // another prompt forgets it
+    expect(ctl.preliminary).toBeNull();
+    ctl.dispose();
+  });
 });

@@ -349,4 +349,5 @@ def completeness_warning(view: "View") -> str | None:
         return None
     return (f"IG completeness error {palette.format_value(view.completeness_error)} is {100 * rel:.0f} % of the "
             f"log-prob change to the baseline (over {100 * IG_TOLERANCE:.0f} %): the attributions do not add up. "
-            "Raise --ig-steps (x4 is a good next try).")
+            "More steps help only where the error falls as they double (sequence_salience.explain.ig_auto_steps "
+            "tries 8, 16, 32, ... and says whether it does); where it does not, use grad_x_input for sizes.")

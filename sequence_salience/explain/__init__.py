@@ -18,7 +18,9 @@ from sequence_salience.explain.faithfulness import (
     Curve,
     FaithfulnessConfig,
     FaithfulnessReport,
+    coarse_config,
     faithfulness_curves,
+    faithfulness_stages,
 )
 from sequence_salience.explain.flips import Flip, FlipReport, token_flips, word_end_probability, word_vocabulary
 from sequence_salience.explain.ig_quality import IGQuality, IGStep, ig_auto_steps, step_schedule
@@ -39,7 +41,9 @@ __all__ = [
     "ReductionResult",
     "contrastive_salience",
     "contrastive_units",
+    "coarse_config",
     "faithfulness_curves",
+    "faithfulness_stages",
     "ig_auto_steps",
     "prompt_segments",
     "reduce_prompt",

@@ -56,12 +56,17 @@ padded batches of forward passes; no backward pass. The upper bound's search run
 
 Curves are built from `orders` (name -> segment order) and `scores` (method -> segment values):
 a method that gives segment values directly enters the report the same way.
+
+Coarse, then refined (`faithfulness_stages`): for a person who waits, a first report with few
+points and random orders and no upper bound (`coarse_config`), then the full one, which reuses the
+first pass's segment values and scored prompts (`memo`), so the refinement scores only what the
+coarse pass lacked.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -85,6 +90,10 @@ UPPER = "upper_bound"  # the curve of the best order found (upper_bound.py); not
 REFERENCES = BASELINES + (UPPER,)  # every curve that is not a method's
 ABS_SUFFIX = ":abs"  # the key of a signed method's |value| ordering
 NOISE_SIGMAS = 2.0
+# faithfulness_stages' first pass: few points, few random orders, no upper bound (coarse_config).
+COARSE_STEPS = 4
+COARSE_RANDOM = 3
+COARSE_STAGE = "coarse_curves"  # its progress stage (the refinement's: "curves", then "upper_bound")
 MAX_EXHAUSTIVE = 14  # 2^14 = 16,384 edited prompts
 VERDICTS = ("beats random and length", "within noise", "worse", "not decidable on this prompt")
 BEATS, NOISE, WORSE, UNDECIDABLE = VERDICTS
@@ -347,6 +356,8 @@ def faithfulness_curves(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     ablation_config: AblationConfig | None = None,
+    segment_scores: Mapping[str, np.ndarray] | None = None,
+    memo: dict[tuple[int, ...], float] | None = None,
 ) -> FaithfulnessReport:
     """Deletion / insertion curves and AOPC of several methods vs. seeded random orders, in one call.
 
@@ -361,6 +372,13 @@ def faithfulness_curves(
       progress: progress(stage, done, total); cancel: () -> bool, checked between batches.
       ablation_config: the segment methods' settings; None: AblationConfig with the curves' removal
         and filler.
+      segment_scores: method -> <float64>[S] values from an earlier report of the same prompt, target,
+        span, granularity, pattern and regions (FaithfulnessReport.segment_scores); the methods found
+        there are not computed again (faithfulness_stages).
+      memo: edited prompt ids -> log p(span) of this target and span, from an earlier call with the
+        same removal and filler: read (those prompts are not scored again) and filled with every
+        prompt this call scores, the upper bound's included (faithfulness_stages). n_scored still
+        counts every distinct prompt the report uses.
     """
     if isinstance(methods, str):
         methods = (methods,)
@@ -385,15 +403,21 @@ def faithfulness_curves(
     else:
         num_t = result.num_targets
     t0, t1 = scoring.resolve_span(span, num_t)
-    token_methods = [m for m in methods if not is_segment_method(m)]
+    given = {m: np.asarray(segment_scores[m], np.float64) for m in methods if segment_scores and m in segment_scores}
+    token_methods = [m for m in methods if not is_segment_method(m) and m not in given]
     if token_methods:
         result, token_values = segment_salience(lm, prompt, target, token_methods, (t0, t1), result, salience_config)
     else:
         result, token_values = result or tokenized_result(lm, prompt, target), {}
     segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
-    measured = ablation_values(lm, prompt, target, [m for m in methods if is_segment_method(m)], (t0, t1), segs,
-                               config, result, ablation_config, progress, cancel)
+    measured = ablation_values(lm, prompt, target, [m for m in methods if is_segment_method(m) and m not in given],
+                               (t0, t1), segs, config, result, ablation_config, progress, cancel)
+    measured.update(given)
     S = len(segs)
+    for m, v in given.items():
+        if v.shape != (S,):
+            raise SalienceError(f"segment_scores[{m!r}] has {v.shape[0] if v.ndim else 0} values for {S} segments. "
+                                "Fix: pass the segment_scores of a report with the same granularity and regions.")
     fill = scoring.filler_id(lm, config.filler)
     edit = scoring.PromptEditor(lm, prompt, result, segs, config.removal, fill)
     counts = removal_counts(S, config.steps)  # [K+1]
@@ -432,8 +456,12 @@ def faithfulness_curves(
             plan.append((mode, RANDOM, r))
             prompts.extend(rows_for(order, mode))
     target = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
-    lp = scoring.score(lm, prompts, target, (t0, t1), config.batch_size, progress, cancel, stage="curves",
-                       slice_s=config.slice_s)
+    known = {} if memo is None else memo
+    new = [p for p in dict.fromkeys(map(tuple, prompts)) if p not in known]
+    fresh = scoring.score(lm, new, target, (t0, t1), config.batch_size, progress, cancel, stage="curves",
+                          slice_s=config.slice_s)  # [len(new)]
+    known.update(zip(new, (float(v) for v in fresh)))
+    lp = np.array([known[tuple(p)] for p in prompts], dtype=np.float64)  # [M]
     original, empty = float(lp[0]), float(lp[1])
     curves: dict[str, dict[str, Curve]] = {mode: {} for mode in config.modes}
     random_rows: dict[str, list[np.ndarray]] = {mode: [] for mode in config.modes}
@@ -455,7 +483,7 @@ def faithfulness_curves(
     bound_rows = 0
     if config.upper_bound:
         bounds, bound_rows = upper_bound_curves(
-            lm, S, counts, config, edit, dict(zip(map(tuple, prompts), lp)), target, (t0, t1), curves,
+            lm, S, counts, config, edit, known, target, (t0, t1), curves,
             {mode: [(orders[n], curves[mode][n].logprobs, n) for n in orders]
              + [(o, row, RANDOM) for o, row in zip(random_orders, random_rows[mode])] for mode in config.modes},
             original, empty, progress, cancel)
@@ -467,6 +495,68 @@ def faithfulness_curves(
         original_logprob=original, empty_logprob=empty, curves=curves, seed=config.seed,
         n_random=len(random_orders), n_scored=len(set(prompts)) + bound_rows, upper_bound_rows=bound_rows,
     )
+
+
+def coarse_config(config: FaithfulnessConfig) -> FaithfulnessConfig:
+    """The preliminary pass of `config` (faithfulness_stages): at most COARSE_STEPS points and
+    COARSE_RANDOM random orders (the first of `config`'s, same seed), no upper bound; else the same."""
+    return dataclasses.replace(config, steps=min(config.steps, COARSE_STEPS),
+                               n_random=min(config.n_random, COARSE_RANDOM), upper_bound=False)
+
+
+def faithfulness_stages(
+    lm: LanguageModel,
+    prompt: str | ChatPrompt,
+    target: str | Generation,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    *,
+    span: tuple[int, int] | None = None,
+    config: FaithfulnessConfig = FaithfulnessConfig(),
+    salience_config: SalienceConfig = SalienceConfig(),
+    result: SalienceResult | None = None,
+    progress: Progress | None = None,
+    cancel: Cancel | None = None,
+    ablation_config: AblationConfig | None = None,
+    on_coarse: Callable[[FaithfulnessReport], None] | None = None,
+) -> FaithfulnessReport:
+    """faithfulness_curves in two stages, for a person who waits: a coarse report first, then `config`'s.
+
+    1. coarse: faithfulness_curves with coarse_config(config) (few points, few random orders, no
+       upper bound); its report goes to `on_coarse` as soon as it is ready. Progress names its
+       scoring COARSE_STAGE.
+    2. refine: faithfulness_curves with `config`, reusing the coarse pass's segment values (no
+       second salience or segment-method pass) and every edited prompt it scored (its first random
+       orders and many curve points are the same prompts), so only the rows it lacks are scored
+       (progress "curves", then "upper_bound"). Its report, returned, equals a direct
+       faithfulness_curves(config) up to the float noise of batching.
+
+    When coarse_config(config) == config there is one pass and `on_coarse` is not called. `cancel`
+    stops either stage (ComputationCancelled); the other arguments are faithfulness_curves'.
+    """
+    coarse = coarse_config(config)
+    common = dict(methods=methods, salience_config=salience_config, cancel=cancel, ablation_config=ablation_config)
+    if coarse == config:
+        return faithfulness_curves(lm, prompt, target, span=span, config=config, result=result, progress=progress,
+                                   **common)
+
+    def coarse_progress(stage: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(COARSE_STAGE if stage == "curves" else stage, done, total)
+
+    if result is None:  # computed once here, so that the refinement needs no forward pass for it
+        token_methods = [m for m in ((methods,) if isinstance(methods, str) else methods) if not is_segment_method(m)]
+        if token_methods:
+            span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
+            result, _ = segment_salience(lm, prompt, target, token_methods, span, None, salience_config)
+        else:
+            result = tokenized_result(lm, prompt, target)
+    memo: dict[tuple[int, ...], float] = {}
+    first = faithfulness_curves(lm, prompt, target, span=span, config=coarse, result=result,
+                                progress=coarse_progress, memo=memo, **common)
+    if on_coarse is not None:
+        on_coarse(first)
+    return faithfulness_curves(lm, prompt, target, span=first.span, config=config, result=result, progress=progress,
+                               segment_scores=first.segment_scores, memo=memo, **common)
 
 
 def upper_bound_curves(
@@ -494,6 +584,8 @@ def upper_bound_curves(
         found = search.exhaustive(S, counts, modes, edit, scorer)
     else:
         found = search.greedy(S, counts, modes, edit, scorer, {m: [int(i) for i in best[m][0]] for m in modes}, cand)
+    if isinstance(known, dict):
+        known.update(scorer.memo)  # the caller's memo (faithfulness_curves(memo=...)) keeps the search's rows
     for mode in modes:
         best_tested = best[mode]
         res = found[mode]

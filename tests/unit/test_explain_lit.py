@@ -293,3 +293,48 @@ def test_curves_payload_has_the_upper_bound_and_its_verdicts(tiny):
                                    rtol=1e-5, atol=1e-6)
     assert name not in out["ranked"]
     assert [r["verdict"] for r in out["table"]] == [r["verdict"] for r in rep.table()]
+
+
+def test_curves_status_carries_the_coarse_report_then_the_answer_is_the_full_one(tiny):
+    """faithfulness_stages on the server: once the coarse pass is done the status's `partial` is its
+    payload (marked preliminary, equal to a direct coarse call), the refinement's stages follow, and the
+    answer is the full report's."""
+    lm, shared, model = tiny
+    out, seen = watch(shared, model, _data(explain_action="curves", granularity="word", steps=10))
+    chat = lm.format_prompt(PROMPT, chat=False)
+    config = ex.FaithfulnessConfig(granularity="word", steps=10)
+    coarse = ex.faithfulness_curves(lm, chat, TARGET, config=ex.coarse_config(config))
+    full = ex.faithfulness_curves(lm, chat, TARGET, config=config)
+    stages = [s["stage"] for s in seen]
+    first = next(i for i, s in enumerate(seen) if "partial" in s)
+    assert ex.faithfulness.COARSE_STAGE in stages[:first] and "curves" not in stages[:first]
+    assert set(stages[first:]) <= {"curves", ex.upper_bound.STAGE} and ex.upper_bound.STAGE in stages[first:]
+    assert all("partial" in s for s in seen[first:])
+    p = seen[first]["partial"]
+    assert p["preliminary"] is True and out["preliminary"] is False
+    assert p["refining"] == {"steps": 10, "n_random": 10, "upper_bound": True}
+    assert p["steps"] == 4 and p["n_random"] == 3 and p["upper_bound"] is None and out["steps"] == len(full.n_removed) - 1
+    for got, rep in ((p, coarse), (out, full)):
+        assert got["n_removed"] == rep.n_removed.tolist()
+        for mode, by_name in rep.curves.items():
+            for name, c in by_name.items():
+                np.testing.assert_allclose(got["curves"][name][mode]["logprobs"], c.logprobs, rtol=1e-5, atol=1e-6)
+    logic = (SRC / "explain" / "logic.ts").read_text(encoding="utf-8")
+    assert f"{ex.faithfulness.COARSE_STAGE}:" in logic[logic.index("const STAGES"):]
+
+
+def test_ig_auto_status_carries_the_counts_tried_so_far_and_the_answer_the_best_count(tiny):
+    lm, shared, model = tiny
+    out, seen = watch(shared, model, _data(explain_action="ig_auto", ig_steps=16, ig_tolerance=1e-9,
+                                           target_span="0:2"))
+    want = ex.ig_auto_steps(lm, lm.format_prompt(PROMPT, chat=False), TARGET, span=(0, 2), tolerance=1e-9,
+                            start_steps=8, max_steps=16, config=shared.salience_config)
+    assert [t["steps"] for t in out["tried"]] == [t.steps for t in want.tried]
+    assert out["stopped_by"] == want.stopped_by and out["needed_steps"] == want.needed_steps
+    assert out["steps"] == want.steps and out["relative_error"] == pytest.approx(want.relative_error, rel=1e-5)
+    # While the 16-step count runs, the status has the 8-step count's result (the best so far).
+    during = [s for s in seen if s["done"] > 8]
+    assert during and all(s["partial"]["best_steps"] == 8 and [t["steps"] for t in s["partial"]["tried"]] == [8]
+                          for s in during)
+    assert during[0]["partial"]["best_relative_error"] == pytest.approx(want.tried[0].relative_error, rel=1e-5)
+    assert all("partial" not in s for s in seen if s["done"] < 8)

@@ -9,7 +9,7 @@ import {registryOf, type MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {
   EXPLAIN_FIELD, explainInput, explainModelFor, IG_METHOD, igAutoSettings, parseContrastive, parseCurves, parseIgAuto,
-  reduceFields, reductionMethod, resultKey, type Action, type JobStatus,
+  partialMatches, reduceFields, reductionMethod, resultKey, type Action, type CurvesPayload, type JobStatus,
 } from './logic.js';
 
 /** How often a running test's status is read. */
@@ -47,6 +47,12 @@ export class ExplainController {
   notice = '';
   /** resultKey -> payload of finished tests. */
   results: ReadonlyMap<string, unknown> = new Map();
+  /**
+   * The curves' coarse result (`preliminary` payload from the job's status) of the latest run, shown
+   * until the full result replaces it; kept, marked stopped, when that run is cancelled; dropped by
+   * a newer run, another prompt, or a failure.
+   */
+  preliminary: {key: string; value: CurvesPayload} | null = null;
   /** The test running now (polled progress, elapsed time); one at a time. */
   readonly jobs: JobClient<Record<string, unknown>, JobStatus>;
 
@@ -74,6 +80,7 @@ export class ExplainController {
     const otherPrompt = prev !== null && (t === null || t.datapointId !== prev.datapointId || t.text !== prev.text);
     if (otherPrompt) {
       this.results = new Map();
+      this.preliminary = null;
       this.settings = {...this.settings, foil: ''};
       if (this.running !== null) this.cancel('Stopped: another datapoint was selected.');
       this.error = '';
@@ -99,9 +106,10 @@ export class ExplainController {
     this.host.changed();
   }
 
-  /** The finished result of the open tab for the target and settings shown, if any. */
+  /** The finished result of the open tab for the target and settings shown, else its coarse result, if any. */
   result(): unknown {
-    return this.results.get(resultKey(this.target, this.tab, this.settingsKey(this.tab)));
+    const key = resultKey(this.target, this.tab, this.settingsKey(this.tab));
+    return this.results.get(key) ?? (this.preliminary?.key === key ? this.preliminary.value : undefined);
   }
 
   /** The server's methods, read once from the salience model's output spec (null before a target). */
@@ -146,6 +154,7 @@ export class ExplainController {
     this.action = action;
     this.error = '';
     this.notice = '';
+    this.preliminary = null;
     const ask = (input: ReturnType<typeof explainInput>, message?: string) =>
         this.host.getPreds([input], model, [EXPLAIN_FIELD], message)
             .then((res) => res[0]?.[EXPLAIN_FIELD] as Record<string, unknown> | undefined);
@@ -165,12 +174,22 @@ export class ExplainController {
         // A cancelled test of another kind may still be stopping: show only this one's progress.
         return job?.action === action ? job : null;
       },
+      onProgress: (job) => {  // the curves' coarse pass, shown until the full result replaces it
+        if (action !== 'curves' || job.partial == null) return;
+        try {
+          const p = parseCurves(job.partial);
+          if (p.preliminary === true && partialMatches(p, fields, [t.t0, t.t1])) this.preliminary = {key, value: p};
+        } catch (e) {
+          console.error(e);  // a malformed coarse result is not shown; the full one still comes
+        }
+      },
       cancel: () => ask(explainInput(t, 'cancel')),
     });
     if (!settled.latest) return;  // cancelled or superseded
     if (!settled.ok) this.error = settled.error;
     else if (settled.value['cancelled']) this.notice = 'Cancelled.';
     else this.results = new Map(this.results).set(key, settled.value);
+    if (!settled.ok || !settled.value['cancelled']) this.preliminary = null;  // the full result (or the error) replaces it
     this.host.changed();
   }
 

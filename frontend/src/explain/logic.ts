@@ -109,6 +109,39 @@ export interface CurvesPayload {
   table?: FaithfulnessRow[];
   /** The best order the test found (sequence_salience/explain/upper_bound.py); absent or null when not searched. */
   upper_bound?: UpperBound | null;
+  /** The datapoint fields whose text was removed ("prompt", "system"); absent or null: the whole prompt. */
+  fields?: string[] | null;
+  /** Points per curve after the first (K = min(steps asked, segments)). */
+  steps?: number;
+  /** True for the coarse pass the job's status carries while the full result is computed (lit_app/explain.py). */
+  preliminary?: boolean;
+  /** What refines a preliminary result: its points, random orders and whether it searches the upper bound. */
+  refining?: {steps: number; n_random: number; upper_bound: boolean};
+}
+
+/**
+ * The label of a preliminary (coarse) curves result: what it has, and what the full one will add.
+ * `running`: whether the refinement is still computed (else it was stopped before it finished).
+ */
+export function preliminaryLabel(p: CurvesPayload, running: boolean): string {
+  const k = p.steps ?? p.n_removed.length - 1;
+  const coarse = `Coarse: ${k} step${k === 1 ? '' : 's'}, ${p.n_random} random order${p.n_random === 1 ? '' : 's'}` +
+                 `${p.upper_bound ? '' : ', no upper bound'}`;
+  const r = p.refining;
+  const full = r ? ` to ${r.steps} steps, ${r.n_random} random orders${r.upper_bound ? ' and the upper bound' : ''}` : '';
+  return running ? `${coarse} — refining${full}…`
+                 : `${coarse} — the refinement${full} was stopped; run again for the full result.`;
+}
+
+/**
+ * Whether a coarse result read from the job's status belongs to the run that asked for `fields`
+ * (a status read can still see the job this run replaced, for the same prompt, before the server
+ * started the new one).
+ */
+export function partialMatches(p: CurvesPayload, fields: Record<string, unknown>, span: [number, number]): boolean {
+  return p.granularity === fields['granularity'] && p.removal === fields['removal'] &&
+      p.methods.join(',') === fields['methods'] && p.refining?.steps === fields['steps'] &&
+      p.span[0] === span[0] && p.span[1] === span[1];
 }
 
 /** The upper bound of a curves payload (lit_app/explain.py `_upper_bound`). */
@@ -306,6 +339,8 @@ export interface JobStatus {
   done: number;
   total: number;
   elapsed_s: number;
+  /** Results so far (the curves' coarse pass), when the job offers them. */
+  partial?: unknown;
 }
 
 const STAGES: Record<string, string> = {
@@ -320,14 +355,19 @@ const STAGES: Record<string, string> = {
   gradient: 'Computing the gradient that ranks candidate flips',
   // After the curves: the best order on the test's own metric (sequence_salience/explain/upper_bound.py).
   upper_bound: 'Searching the best order (the upper bound that says whether this prompt can decide)',
+  // The curves' first, coarse pass (sequence_salience/explain/faithfulness.py faithfulness_stages).
+  coarse_curves: 'Coarse pass: scoring edited prompts',
 };
 
 /** "Scoring edited prompts: 24 / 110 (22%)" (or the stage's name while the total is unknown). */
 export function describeStatus(s: JobStatus | null, fallback: string): string {
   if (s == null) return fallback;
-  const stage = STAGES[s.stage] ?? s.stage;
+  // After the coarse result, the curves' stages refine it.
+  const refining = s.action === 'curves' && s.partial != null && s.stage !== 'coarse_curves';
+  const stage = (refining ? 'Refining: ' : '') + (STAGES[s.stage] ?? s.stage);
   const frac = progressFraction(s);
-  return frac === null ? `${stage}…` : `${stage}: ${s.done} / ${s.total} (${Math.floor(frac * 100)}%)`;
+  const best = s.stage === 'ig_steps' ? igBestSoFar(s.partial) : '';
+  return (frac === null ? `${stage}…` : `${stage}: ${s.done} / ${s.total} (${Math.floor(frac * 100)}%)`) + best;
 }
 
 /** Progress in [0, 1], or null when unknown. */
@@ -420,6 +460,15 @@ export interface IgAutoPayload {
   schedule: number[];
   tried: IgRun[];
   seconds: number;
+  /** At the cap: the steps the last doubling's rate says would reach the tolerance; null when the error was not falling steadily. */
+  needed_steps?: number | null;
+}
+
+/** What "status" carries while the IG search runs: the counts tried so far and the best of them. */
+export interface IgAutoPartial {
+  tried: IgRun[];
+  best_steps: number;
+  best_relative_error: number;
 }
 
 
@@ -429,7 +478,11 @@ export function parseIgAuto(x: unknown): IgAutoPayload {
   if (p == null || typeof p !== 'object') fail('expected an object');
   if (!Array.isArray(p.tried) || p.tried.length === 0) fail('"tried" needs at least one run');
   if (p.stopped_by !== 'tolerance' && p.stopped_by !== 'cap') fail(`"stopped_by" is ${JSON.stringify(p.stopped_by)}`);
-  if (p.tried[p.tried.length - 1].steps !== p.steps) fail('"steps" is not the last run\'s step count');
+  if (p.stopped_by === 'tolerance' && p.tried[p.tried.length - 1].steps !== p.steps) {
+    fail('"steps" is not the last run\'s step count');
+  }
+  const best = p.tried.reduce((a, b) => (b.relative_error < a.relative_error ? b : a));
+  if (p.stopped_by === 'cap' && best.steps !== p.steps) fail('"steps" is not the best run\'s step count');
   return p;
 }
 
@@ -459,8 +512,38 @@ export function igAutoSummary(p: IgAutoPayload): string {
                   `F(x) − F(baseline) = ${p.delta.toPrecision(3)}`;
   return p.stopped_by === 'tolerance'
       ? `${p.steps} steps are enough: ${reached}, within the ${percent(p.tolerance)} tolerance.`
-      : `Cap hit at ${p.steps} steps (most steps: ${p.max_steps}) without meeting the ${percent(p.tolerance)} ` +
-        `tolerance: ${reached}.`;
+      : `Cap hit at ${p.max_steps} steps without meeting the ${percent(p.tolerance)} tolerance; the best count ` +
+        `tried is ${p.steps} steps: ${reached}.`;
+}
+
+/**
+ * What to do next, honestly: the steps to use; at the cap, more steps only where the error fell
+ * steadily (the server's estimate, within the most it allows: `maxSteps`, 0 when unknown), else
+ * another method or the figure reached.
+ */
+export function igAutoAdvice(p: IgAutoPayload, maxSteps: number): string {
+  if (p.stopped_by === 'tolerance') return `Use ${p.steps} IG steps in the salience module for this span.`;
+  const figure = `IG with ${p.steps} steps (the best tried) is off by ${percent(p.relative_error)}`;
+  const n = p.needed_steps;
+  if (n != null && (maxSteps === 0 || n <= maxSteps)) {
+    return `The error at least halved at each of the last two doublings; at that rate about ${n} steps reach ` +
+           `${percent(p.tolerance)}: set Most steps to ${n} and run again` +
+           `${maxSteps ? ` (this server allows up to ${maxSteps})` : ''}.`;
+  }
+  if (n != null) {
+    return `At the last doubling's rate about ${n} steps would be needed, more than this server allows ` +
+           `(${maxSteps}). For sizes on this span use Gradient × input; ${figure}.`;
+  }
+  const path = p.tried.map((r) => percent(r.relative_error)).join(' → ');
+  return `The error is not falling steadily as the steps double (${path}), so no step count can be promised. ` +
+         `For sizes on this span use Gradient × input; ${figure}.`;
+}
+
+/** " · best so far: 8 steps, 67% error" from the search's status (nothing before its first count). */
+export function igBestSoFar(partial: unknown): string {
+  const p = partial as IgAutoPartial | null | undefined;
+  if (p == null || typeof p.best_steps !== 'number' || typeof p.best_relative_error !== 'number') return '';
+  return ` · best so far: ${p.best_steps} steps, ${percent(p.best_relative_error)} error`;
 }
 
 /** Removal of input reduction: delete the text (default) or replace tokens by the filler (keep positions). */

@@ -192,7 +192,8 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
       return resultView(action, r, {
         granularity: t.granularity, contrastMethod: this.ctl.settings.contrastMethod, nTargets: responseLength(t),
         label: (m) => this.ctl.registry()?.label(m) ?? m,
-        load: (values, what) => this.load(values, what),
+        load: (values, what) => this.load(values, what), running: this.ctl.running !== null,
+        maxIgSteps: this.ctl.maxIgSteps(),
       });
     }
   }

@@ -11,8 +11,10 @@ import {buildPieces} from '../shared/pieces.js';
 import {errorMessage} from '../shared/request.js';
 import {describeTokens} from '../shared/tokens.js';
 import {
-  aopcRows, bandPath, boundView, chartValues, contrastiveSegments, curveColor, fractions, igAutoSummary, LENGTH_COLOR,
-  linearScale, linePath, mergePieces, MODES, paddedExtent, percent, RANDOM_COLOR, strongestSegments, UPPER_COLOR,
+  aopcRows, bandPath, boundView, chartValues, contrastiveSegments, curveColor, fractions, igAutoAdvice, igAutoSummary,
+  LENGTH_COLOR,
+  linearScale, linePath, mergePieces, MODES, paddedExtent, percent, preliminaryLabel, RANDOM_COLOR, strongestSegments,
+  UPPER_COLOR,
   type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload, type Mode,
 } from './logic.js';
 
@@ -68,21 +70,29 @@ export interface ResultContext {
   /** Number of response tokens (a payload's span is numbered against it: shared/tokens.ts). */
   nTargets: number;
   load: Load;
+  /** Whether the test still runs (a preliminary result is then being refined). */
+  running: boolean;
+  /** The most IG steps this server allows (0 when unknown): the IG search's advice stays within it. */
+  maxIgSteps: number;
 }
 
 /** A finished test's result. */
 export function resultView(action: Action, r: unknown, ctx: ResultContext) {
-  if (action === 'curves') return curvesView(r as CurvesPayload, ctx.label);
+  if (action === 'curves') return curvesView(r as CurvesPayload, ctx.label, ctx.running);
   if (action === 'reduce') return reduceView(r as ReducePayload, ctx.load);
   if (action === 'flips') return flipsView(r as FlipsPayload, ctx.load);
-  if (action === 'ig_auto') return igAutoView(r as IgAutoPayload, ctx.nTargets);
+  if (action === 'ig_auto') return igAutoView(r as IgAutoPayload, ctx.nTargets, ctx.maxIgSteps);
   return contrastiveView(r as ContrastivePayload, ctx.granularity, ctx.contrastMethod, ctx.nTargets);
 }
 
-function curvesView(p: CurvesPayload, label: (method: string) => string) {
-  return html`<div class="curves">
+function curvesView(p: CurvesPayload, label: (method: string) => string, running: boolean) {
+  const coarse = p.preliminary === true;
+  return html`<div class="curves ${coarse ? 'preliminary' : 'final'}" data-steps=${p.n_removed.length - 1}
+      data-random=${p.n_random}>
+    ${coarse ? html`<div class="preliminary-label" role="status">${preliminaryLabel(p, running)}</div>` : nothing}
     ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label)}${boundNotice(p, mode, label)}</div>`)}
-    <div class="facts">${p.n_segments} ${p.granularity} segments · removal: ${p.removal === 'filler'
+    <div class="facts">${p.n_segments} ${p.granularity} segments${p.fields?.length
+        ? ` of the ${p.fields.join(' and ')} (the template's own text is kept)` : ''} · removal: ${p.removal === 'filler'
         ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
       log p(target) ${p.original_logprob.toFixed(2)} → ${p.empty_logprob.toFixed(2)} with all removed ·
       random: mean of ${p.n_random} seeded orders (band: range; ± their standard deviation of AOPC) ·
@@ -189,7 +199,7 @@ function flipsView(p: FlipsPayload, load: Load) {
     </ol></div>`;
 }
 
-function igAutoView(p: IgAutoPayload, nTargets: number) {
+function igAutoView(p: IgAutoPayload, nTargets: number, maxIgSteps: number) {
   return html`<div class="ig-auto" data-stopped-by=${p.stopped_by}>
     <div class="ig-summary ${p.stopped_by}">${igAutoSummary(p)}</div>
     <table class="ig-runs">
@@ -201,8 +211,8 @@ function igAutoView(p: IgAutoPayload, nTargets: number) {
         <td>${r.seconds.toFixed(1)} s</td></tr>`)}
     </table>
     <div class="facts">Target: ${describeTokens(p.span[0], p.span[1], nTargets)}; counts tried: ${p.schedule.join(', ')} (up to
-      ${p.max_steps}). ${p.stopped_by === 'tolerance' ? `Use ${p.steps} IG steps in the salience module for this span.`
-                                                 : 'More steps (or another baseline) are needed for this tolerance.'}</div>
+      ${p.max_steps}).</div>
+    <div class="ig-advice">${igAutoAdvice(p, maxIgSteps)}</div>
   </div>`;
 }
 

@@ -23,7 +23,7 @@ export const EXPLAIN_STYLES = css`
   table.contrast-top td, table.contrast-top th { padding: 1px 8px; text-align: left; }
   table.contrast-top td.num { text-align: right; font-variant-numeric: tabular-nums; }
   .controls input.ig-tolerance, .controls input.ig-cap { width: 56px; }
-  .ig-summary { margin: 4px 0; } .ig-summary.cap { color: #a50e0e; } .ig-summary.tolerance { color: #137333; }
+  .ig-summary, .ig-advice { margin: 4px 0; } .ig-summary.cap { color: #a50e0e; } .ig-summary.tolerance { color: #137333; }
   table.ig-runs { border-collapse: collapse; font-size: 12px; }
   table.ig-runs th, table.ig-runs td { padding: 2px 8px; text-align: right; }
   table.ig-runs tr.chosen { font-weight: 500; background: #e8f0fe; }
@@ -39,6 +39,9 @@ export const EXPLAIN_STYLES = css`
   .result { flex: 1; overflow: auto; padding: 4px 8px; min-height: 0; }
   .empty, .hint { padding: 8px; color: #5f6368; }
   .curves { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+  .preliminary-label { flex-basis: 100%; background: #fef7e0; color: #7a4f01; border-left: 3px solid #f9ab00;
+    padding: 4px 6px; }
+  .curves.preliminary .chart { opacity: 0.8; }
   .chart-box { display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; }
   .bound { flex-basis: 100%; max-width: 640px; font-size: 12px; padding: 4px 6px; border-radius: 4px; }
   .bound.undecidable { background: #fef7e0; color: #7a4f01; } .bound.decidable { color: #5f6368; }

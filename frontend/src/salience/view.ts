@@ -270,7 +270,9 @@ export function completenessView(error: number, relative: number | null) {
   return html`<div class="completeness warn" role="note" title=${title}>
     <b>⚠ IG completeness error ${formatValue(error)}</b> — ${(100 * relative).toFixed(0)} % of the log-prob change to
     the baseline (over ${(100 * IG_TOLERANCE).toFixed(0)} %): the attributions do not add up, so their sizes should not
-    be trusted. Raise IG steps (×4 is a good next try), or let Test this explanation → IG steps find enough.</div>`;
+    be trusted. More steps help only where the error falls as they double: Test this explanation → IG steps tries
+    8, 16, 32, … and says which count is enough, or that none within the cap is (then use Gradient × input for
+    sizes).</div>`;
 }
 
 /** The side panel: legend, facts about the values, and the top segments (a click scrolls to one). */
