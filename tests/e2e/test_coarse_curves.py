@@ -60,7 +60,7 @@ def test_curves_show_a_coarse_result_first_then_the_full_one_replaces_it(server_
     page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
     page.locator(".tab", has_text="Test this explanation").first.click()
     mod = page.locator(TAG)
-    expect(mod.locator(".for")).to_contain_text("target: tokens", timeout=60_000)
+    expect(mod.locator(".for")).to_contain_text("target: whole response (", timeout=60_000)
     assert mod.locator("input.steps").input_value() == "10"  # the full run: 10 points, 10 random orders
 
     page.evaluate(RECORDER_JS, TAG)
@@ -85,7 +85,7 @@ def test_curves_show_a_coarse_result_first_then_the_full_one_replaces_it(server_
     k = int(first["steps"])
     assert re.fullmatch(rf"Coarse: {k} steps?, 3 random orders, no upper bound — refining to 10 steps, 10 random "
                         r"orders and the upper bound…", first["label"]), first["label"]
-    assert not last["preliminary"] and last["label"] == "" and int(last["random"]) == 10 and last["upper"] == 1, last
+    assert not last["preliminary"] and last["label"] == "" and int(last["random"]) == 10 and last["upper"] == 2, last  # one bound per chart (deletion, insertion)
     # Once replaced, the coarse result never comes back.
     at = next(i for i, e in enumerate(seen) if not e["preliminary"])
     assert all(not e["preliminary"] for e in seen[at:]), seen
