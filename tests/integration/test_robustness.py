@@ -152,7 +152,10 @@ def test_a_tokens_request_answers_while_a_blocking_computation_holds_the_model(l
 
 def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_lm):
     chat = shared.format_prompt({fields.PROMPT: QUESTION})
-    assert chat == default_lm.format_prompt(QUESTION)
+    plain = default_lm.format_prompt(QUESTION)
+    # The same text, spans and template flag; the copy's prompt also carries the row's budget (none here).
+    assert (chat.text, chat.role_spans, chat.templated) == (plain.text, plain.role_spans, plain.templated)
+    assert chat.max_new_tokens is None
     assert shared.prompts.lock is not shared.lock
     ids = default_lm.encode_prompt(chat).ids
     assert len(shared.tokens(chat, "")) == len(ids)
