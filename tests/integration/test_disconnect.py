@@ -221,3 +221,33 @@ def test_a_matrix_job_nobody_polls_stops(server):
             f"{seen['done']} of {seen['total']} at the last poll, {end['done']} at the end; next request timed"
             " from the cancellation")
     assert end["state"] == "cancelled" and end["done"] < end["total"], end
+
+
+def test_a_comparisons_segment_measurement_stops_when_its_client_disconnects(server):
+    """"Compare an edit" with a segment method on screen measures both prompts with it (lit_app/compare.py);
+    the tab is closed mid-measurement: the leave-one-out forwards stop before the end, the cancellation is one
+    INFO line, and the next request is answered."""
+    start = len(server.log_path.read_text())
+    notes = " ".join(f"Box {i} holds {i * 3} red apples and {i + 2} green pears." for i in range(1, 13))
+    data = {fields.PROMPT: notes + " How many red apples does box 7 hold?", fields.TARGET: " Box 7 holds 21.",
+            fields.PINNED_PROMPT: notes + " How many green pears does box 7 hold?",
+            fields.PINNED_TARGET: " Box 7 holds 9.", fields.CHAT: False, fields.WITH_PINNED_SALIENCE: True,
+            fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "word", fields.REMOVAL: "delete"}
+    progress = re.compile(r"INFO lit_app\.salience_runs: salience leave_one_out: (\d+)/(\d+)")
+
+    def log() -> str:
+        return server.log_path.read_text()[start:]
+
+    seen, end, next_s, stopped_s = _close_mid_run(
+        server, fields.compare_model_name(MODEL), data, lambda: progress.findall(log()), bool,
+        lambda _: "CompareModel: Cancelled: the client disconnected" in log(),
+        ("the first leave-one-out forwards", "the comparison's cancellation"))
+    done, total = (int(n) for n in seen[-1])
+    after = log()
+    _report("comparison's segment measurement (leave one word out)", stopped_s, next_s,
+            f"{done} of {total} before the close; last progress logged {progress.findall(after)[-1]}")
+    assert total > 100, seen  # one forward per word and one whole prompt: far more work than the close takes
+    assert all(int(d) < int(t) for d, t in progress.findall(after)), after[-3000:]  # stopped before the end
+    lines = [line for line in after.splitlines() if "CompareModel: Cancelled" in line]
+    assert len(lines) == 1 and " INFO " in lines[0], lines
+    assert "Traceback" not in after and " ERROR " not in after, after[-3000:]
