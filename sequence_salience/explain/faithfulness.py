@@ -323,6 +323,19 @@ def segment_salience(
     return result, values
 
 
+def token_salience(
+    lm: LanguageModel, prompt, target, methods: Sequence[str], span: tuple[int, int],
+    result: SalienceResult | None, config: SalienceConfig,
+) -> tuple[SalienceResult, dict[str, np.ndarray]]:
+    """segment_salience of the token methods among `methods` (a segment method is measured by
+    ablation_values instead); with none, `result` or the prompt and target tokenized alone
+    (tokenized_result) and {}."""
+    token_methods = [m for m in methods if not is_segment_method(m)]
+    if token_methods:
+        return segment_salience(lm, prompt, target, token_methods, span, result, config)
+    return result or tokenized_result(lm, prompt, target), {}
+
+
 def ablation_values(lm: LanguageModel, prompt, target, methods: Sequence[str], span: tuple[int, int],
                     segs: scoring.PromptSegments, config: "FaithfulnessConfig", result: SalienceResult,
                     ablation_config: AblationConfig | None, progress: Progress | None, cancel: Cancel | None,
@@ -404,11 +417,8 @@ def faithfulness_curves(
         num_t = result.num_targets
     t0, t1 = scoring.resolve_span(span, num_t)
     given = {m: np.asarray(segment_scores[m], np.float64) for m in methods if segment_scores and m in segment_scores}
-    token_methods = [m for m in methods if not is_segment_method(m) and m not in given]
-    if token_methods:
-        result, token_values = segment_salience(lm, prompt, target, token_methods, (t0, t1), result, salience_config)
-    else:
-        result, token_values = result or tokenized_result(lm, prompt, target), {}
+    result, token_values = token_salience(lm, prompt, target, [m for m in methods if m not in given], (t0, t1),
+                                          result, salience_config)
     segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
     measured = ablation_values(lm, prompt, target, [m for m in methods if is_segment_method(m) and m not in given],
                                (t0, t1), segs, config, result, ablation_config, progress, cancel)
@@ -544,12 +554,9 @@ def faithfulness_stages(
             progress(COARSE_STAGE if stage == "curves" else stage, done, total)
 
     if result is None:  # computed once here, so that the refinement needs no forward pass for it
-        token_methods = [m for m in ((methods,) if isinstance(methods, str) else methods) if not is_segment_method(m)]
-        if token_methods:
-            span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
-            result, _ = segment_salience(lm, prompt, target, token_methods, span, None, salience_config)
-        else:
-            result = tokenized_result(lm, prompt, target)
+        span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
+        result, _ = token_salience(lm, prompt, target, (methods,) if isinstance(methods, str) else methods, span,
+                                   None, salience_config)
     memo: dict[tuple[int, ...], float] = {}
     first = faithfulness_curves(lm, prompt, target, span=span, config=coarse, result=result,
                                 progress=coarse_progress, memo=memo, **common)
