@@ -1,8 +1,10 @@
 """Browser steps and checks shared by the e2e tests (the plugin tests: installed wheel, own LIT server,
 interop; and the module tests on the session server).
 
-`open_lit(page, url)` opens LIT and waits for our salience module; `select_example(page, prompt)` clicks
-a data-table row.
+`open_lit(page, url, size)` opens LIT (in a `size` window) and waits for our salience module;
+`select_example(page, prompt)` clicks a data-table row, `select_and_wait` also waits for the salience
+module to be ready; `screenshot(page, folder, name)` saves one; `request_inputs(body)` reads the inputs
+a page's /get_preds request sent.
 
 `three_modules_and_first_highlight(page, url)` is what "our modules work in this page" means:
 the salience, inside-the-model and test-this-explanation modules are defined and rendered,
@@ -12,7 +14,9 @@ the inside module follows it.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 SALIENCE_TAG = "prompt-salience-module"
 INSIDE_TAG = "inside-model-module"
@@ -21,6 +25,8 @@ TAGS = (SALIENCE_TAG, INSIDE_TAG, EXPLAIN_TAG)
 # A shipped example (lit_app/data/case_studies.jsonl); its greedy answer names Paris.
 EXAMPLE_PROMPT = "What is the capital of France?"
 LOAD_TIMEOUT_MS = 300_000
+SMALL_SCREEN = {"width": 1280, "height": 720}  # the laptop window the issues' browser checks use
+READY = "[data-state=ready]"  # the salience module shows the answer and its salience
 
 
 def defined_tags(page) -> dict[str, bool]:
@@ -42,8 +48,11 @@ def open_tab(page, title: str) -> None:
         tab.first.click()
 
 
-def open_lit(page, url: str):
-    """Opens LIT at `url` and waits until the salience module is rendered; returns its locator."""
+def open_lit(page, url: str, size: dict[str, int] | None = None):
+    """Opens LIT at `url` (in a window of `size`, {"width", "height"}, when given) and waits until the
+    salience module is rendered; returns its locator."""
+    if size is not None:
+        page.set_viewport_size(size)
     page.goto(url)
     salience = page.locator(SALIENCE_TAG)
     salience.wait_for(timeout=120_000)
@@ -52,6 +61,30 @@ def open_lit(page, url: str):
 
 def select_example(page, prompt: str = EXAMPLE_PROMPT) -> None:
     page.locator("data-table-module tbody tr", has_text=prompt).first.click()
+
+
+def select_and_wait(page, prompt: str = EXAMPLE_PROMPT, until: str = READY) -> None:
+    """Clicks `prompt`'s row and waits until the salience module matches `until` (an attribute selector)."""
+    select_example(page, prompt)
+    page.locator(f"{SALIENCE_TAG}{until}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+
+
+def screenshot(page, folder: Path, name: str) -> Path:
+    """Saves the page as folder/name.png (making the folder); returns the path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def request_inputs(body: str | None) -> list[dict]:
+    """The data of each input a /get_preds request body sends (LIT's JSON: {"inputs": [...]}); [] for
+    another body."""
+    try:
+        inputs = json.loads(body or "{}").get("inputs", [])
+    except ValueError:
+        return []
+    return [ex.get("data", ex) for ex in inputs if isinstance(ex, dict)]
 
 
 def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROMPT) -> dict[str, str]:
@@ -71,8 +104,7 @@ def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROM
     expect(inside).to_contain_text("Select a prompt")
     open_tab(page, "Sequence Salience")
 
-    select_example(page, prompt)
-    page.locator(f"{SALIENCE_TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    select_and_wait(page, prompt)
     assert highlighted_segments(salience) > 0, "no highlighted prompt segment after selecting an example"
     assert "whole response" in salience.locator(".target-desc").inner_text()
     response = salience.locator(".response").inner_text().strip()

@@ -20,39 +20,24 @@ import urllib.parse
 
 import pytest
 
+from tests.e2e import plugin_checks
 from tests.server_process import ServerProcess
 
 pytestmark = pytest.mark.e2e
 
-SALIENCE = "prompt-salience-module"
-SIZE = {"width": 1280, "height": 720}
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
 IG_MATRIX = "ig_matrix"  # lit_app/method_registry.py LIT_FACTS
 
 
 def _open_and_select(page, url: str):
-    page.set_viewport_size(SIZE)
-    page.goto(url)
-    mod = page.locator(SALIENCE)
-    mod.wait_for(timeout=120_000)
-    page.locator("data-table-module tbody tr", has_text=SIMPLE).first.click()
-    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
+    mod = plugin_checks.open_lit(page, url, plugin_checks.SMALL_SCREEN)
+    plugin_checks.select_and_wait(page, SIMPLE)
     return mod
 
 
 def _shot(page, artifacts_dir, name: str) -> None:
-    out = artifacts_dir / "matrix_cancel"
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"{name}.png"))
-
-
-def _inputs(body: str | None) -> list[dict]:
-    try:
-        inputs = json.loads(body or "{}").get("inputs", [])
-    except ValueError:
-        return []
-    return [ex.get("data", ex) for ex in inputs if isinstance(ex, dict)]
+    plugin_checks.screenshot(page, artifacts_dir / "matrix_cancel", name)
 
 
 def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server_url, browser_page, artifacts_dir):
@@ -68,7 +53,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
     def on_response(r) -> None:
         if "_salience" not in r.url:
             return
-        for data in _inputs(r.request.post_data):
+        for data in plugin_checks.request_inputs(r.request.post_data):
             if data.get("detail") == IG_MATRIX:
                 parsed = urllib.parse.urlsplit(r.url)
                 started.append((f"{parsed.path}?{parsed.query}", data))
@@ -119,7 +104,7 @@ def test_ig_steps_above_the_servers_max_are_refused_with_its_range(low_ig_server
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
     sent = []  # ig_steps of every salience request from now on
-    page.on("request", lambda r: sent.extend(d.get("ig_steps") for d in _inputs(r.post_data))
+    page.on("request", lambda r: sent.extend(d.get("ig_steps") for d in plugin_checks.request_inputs(r.post_data))
             if "_salience" in r.url else None)
     for typed in ("33", "100", "256"):
         steps.fill(typed)

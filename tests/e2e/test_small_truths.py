@@ -20,12 +20,14 @@ import re
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
 SALIENCE = "prompt-salience-module"
 EXPLAIN = "explain-test-module"
 INSIDE = "inside-model-module"
-SIZE = {"width": 1280, "height": 720}
+SIZE = plugin_checks.SMALL_SCREEN
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
 FORCED = "Classify the sentiment"  # the shipped few-shot row, with the target " Positive"
@@ -45,35 +47,20 @@ RECORD_LOADING_JS = """e => {
 }"""
 
 
-def _open(page, url: str):
-    page.set_viewport_size(SIZE)
-    page.goto(url)
-    mod = page.locator(SALIENCE)
-    mod.wait_for(timeout=120_000)
-    return mod
-
-
-def _select(page, text: str) -> None:
-    page.locator("data-table-module tbody tr", has_text=text).first.click()
-    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
-
-
 def _tab(page, name: str) -> None:
     page.locator(".tab", has_text=name).first.click()
 
 
 def _shot(page, artifacts_dir, name: str) -> None:
-    out = artifacts_dir / "small_truths"
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"{name}.png"))
+    plugin_checks.screenshot(page, artifacts_dir / "small_truths", name)
 
 
 def test_every_view_numbers_a_span_as_the_salience_module(server_url, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = _open(page, server_url)
-    _select(page, SIMPLE)
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
+    plugin_checks.select_and_wait(page, SIMPLE)
     mod.locator("select.granularity").select_option("token")  # one target per token: the span is known exactly
     targets = mod.locator(".response .tgt")
     targets.nth(2).click()
@@ -95,13 +82,13 @@ def test_a_forced_target_is_labelled_and_its_status_says_what_runs(server_url, b
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = _open(page, server_url)
-    _select(page, SIMPLE)  # the model's own answer: no label
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
+    plugin_checks.select_and_wait(page, SIMPLE)  # the model's own answer: no label
     expect(mod.locator(".response")).not_to_have_text("")
     expect(mod.locator(".forced-target")).to_have_count(0)
 
     mod.evaluate(RECORD_LOADING_JS)
-    _select(page, FORCED)
+    plugin_checks.select_and_wait(page, FORCED)
     seen = page.evaluate("window.__ssLoading")
     assert seen, "the loading line never showed"
     assert not [t for t in seen if "Generating" in t], f"a forced target said it generates: {seen}"
@@ -143,7 +130,7 @@ def test_the_whole_help_text_is_readable(server_url, browser_page, artifacts_dir
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    _open(page, server_url)
+    plugin_checks.open_lit(page, server_url, SIZE)
     if tag != SALIENCE:
         _tab(page, {INSIDE: "Inside the model", EXPLAIN: "Test this explanation"}[tag])
     group = page.locator("lit-widget-group").filter(has=page.locator(tag)).last

@@ -14,44 +14,28 @@ Screenshots go to artifacts/e2e/true_progress/.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
-SALIENCE = "prompt-salience-module"
-SIZE = {"width": 1280, "height": 720}
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
 LOADING = ".texts .status.loading.inline"
 
 
 def _open_and_select(page, url: str):
-    page.set_viewport_size(SIZE)
-    page.goto(url)
-    mod = page.locator(SALIENCE)
-    mod.wait_for(timeout=120_000)
-    page.locator("data-table-module tbody tr", has_text=SIMPLE).first.click()
-    page.locator(f'{SALIENCE}[data-last-action="select"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    mod = plugin_checks.open_lit(page, url, plugin_checks.SMALL_SCREEN)
+    plugin_checks.select_and_wait(page, SIMPLE, until='[data-last-action="select"]')
     return mod
 
 
-def _ig_steps(body: str | None) -> list:
-    """The `ig_steps` of each input of a /get_preds body (LIT's JSON: {"inputs": [...]})."""
-    try:
-        inputs = json.loads(body or "{}").get("inputs", [])
-    except ValueError:
-        return []
-    return [ex.get("data", ex).get("ig_steps") for ex in inputs if isinstance(ex, dict)]
-
-
 def _shot(page, artifacts_dir, name: str) -> None:
-    out = artifacts_dir / "true_progress"
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"{name}.png"))
+    plugin_checks.screenshot(page, artifacts_dir / "true_progress", name)
 
 
 def test_out_of_range_ig_steps_are_refused_with_the_range(server_url, browser_page, artifacts_dir):
@@ -63,7 +47,7 @@ def test_out_of_range_ig_steps_are_refused_with_the_range(server_url, browser_pa
     steps = mod.locator("input.ig-steps")
     expect(steps).to_have_count(1)
     sent = []  # ig_steps of every salience request from now on (selecting IG may still send its 16; 0 is "off")
-    page.on("request", lambda r: sent.extend(_ig_steps(r.post_data)) if "_salience" in r.url else None)
+    page.on("request", lambda r: sent.extend(d.get("ig_steps") for d in plugin_checks.request_inputs(r.post_data)) if "_salience" in r.url else None)
     for typed in ("0", "300", "100000"):
         steps.fill(typed)
         steps.dispatch_event("change")
