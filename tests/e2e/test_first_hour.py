@@ -21,11 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 SALIENCE = "prompt-salience-module"
-SIZE = {"width": 1280, "height": 720}
+SIZE = plugin_checks.SMALL_SCREEN
 VIEWPORT = {"x": 0, "y": 0, **SIZE}
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
@@ -68,34 +70,17 @@ def _top_on_screen(box: dict | None, area: dict, what: str, lines: float = 40) -
     _inside({**box, "height": min(box["height"], lines)}, area, what)
 
 
-def _open(page, url: str):
-    page.set_viewport_size(SIZE)
-    page.goto(url)
-    mod = page.locator(SALIENCE)
-    mod.wait_for(timeout=120_000)
-    return mod
-
-
-def _select(page, text: str) -> None:
-    page.locator("data-table-module tbody tr", has_text=text).first.click()
-    page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
-
-
 def _shot(page, name: str) -> Path:
-    out = REPO / "artifacts" / "e2e" / "first_hour"
-    out.mkdir(parents=True, exist_ok=True)
     page.mouse.move(5, 5)
-    path = out / f"{name}.png"
-    page.screenshot(path=str(path))
-    return path
+    return plugin_checks.screenshot(page, REPO / "artifacts" / "e2e" / "first_hour", name)
 
 
 def test_heatmap_rows_retarget_and_toggle(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    mod = _open(page, server_url)
-    _select(page, SIMPLE)
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
+    plugin_checks.select_and_wait(page, SIMPLE)
     n_targets = mod.evaluate("e => e.payload.tokens.length - e.payload.n_prompt_tokens")
     # Words at first: the response's clickable segments in the text view, to compare with the segment rows.
     n_word_targets = mod.locator(".response .tgt").count()
@@ -166,9 +151,9 @@ def test_chain_of_thought_states_its_answer(server_url, browser_page):
     its answer: it ends "The answer is 2:16." at about token 130 (143 tokens, then end of turn); at the old
     64 tokens it stopped mid-reasoning."""
     page, _ = browser_page
-    mod = _open(page, server_url)
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
     # The response arrives at a time of day other than the start's 2:15 (right or wrong: the model's answer).
-    _select(page, COT)
+    plugin_checks.select_and_wait(page, COT)
     response = mod.locator(".response").inner_text()
     times = re.findall(r"\b(\d{1,2}:\d{2})\b", response)
     assert [t for t in times if t != "2:15"], f"the chain-of-thought response states no arrival time: {response!r}"
@@ -179,9 +164,9 @@ def test_constitutional_principles_not_folded(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = _open(page, server_url)
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
     # Several top words are in the system prompt (the principles), so it is shown, on screen.
-    _select(page, CONSTITUTIONAL)
+    plugin_checks.select_and_wait(page, CONSTITUTIONAL)
     head = mod.locator("details.head")
     label = head.locator("summary").inner_text()
     n_ranked = int(re.search(r"\((\d+) of the top list\)", label).group(1))
@@ -204,8 +189,8 @@ def test_compare_shows_aligned_prompt_with_its_controls(server_url, browser_page
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = _open(page, server_url)
-    _select(page, COT)
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
+    plugin_checks.select_and_wait(page, COT)
     page.get_by_text("Editor", exact=True).first.click()
     editor = page.locator("single-datapoint-editor-module")
     box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
@@ -240,7 +225,7 @@ def test_icons_render_offline(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    mod = _open(page, server_url)
+    mod = plugin_checks.open_lit(page, server_url, SIZE)
     # One salience request fails (the server stays up): the module shows its error line with its icon.
     failed = []
 
