@@ -160,12 +160,9 @@ def test_controls_regex_role_intensity_tooltip(browser_page, harness_dir):
     assert mod.locator(".prompt .seg").count() == 1
     # Custom regex: runs of three words; an invalid pattern is explained, not thrown.
     mod.locator("select.granularity").select_option("regex")
-    box = mod.locator("input.regex")
-    box.fill(r"(?:\S+\s*){3}")
-    box.dispatch_event("change")
+    _type_pattern(mod, r"(?:\S+\s*){3}")
     expect(mod.locator(".prompt .seg")).to_have_count(40)  # matched in a worker: waits for it
-    box.fill("(unclosed")
-    box.dispatch_event("change")
+    _type_pattern(mod, "(unclosed")
     assert mod.locator(".status.error").count() == 1
     mod.locator("select.granularity").select_option("word")
     assert mod.locator(".status.error").count() == 0
@@ -216,10 +213,19 @@ CATASTROPHIC = r"(?:[w\d ]|[\d ]){1,24}!"
 
 
 def _regex_mode(page, harness_dir):
+    """The module at 1280x720 with a 120-token prompt selected, segmented by a pattern."""
+    page.set_viewport_size({"width": 1280, "height": 720})
     mod = _open(page, harness_dir, "n=120&t=6&gram=1")
     _act(page, mod, "select", lambda: page.evaluate("ssHarness.select()"))
     mod.locator("select.granularity").select_option("regex")
     return mod
+
+
+def _type_pattern(mod, pattern: str) -> None:
+    """Types `pattern` into the regex box and commits it, as a user leaving the box."""
+    box = mod.locator("input.regex")
+    box.fill(pattern)
+    box.dispatch_event("change")
 
 
 def test_slow_pattern_never_blocks_the_page(browser_page, harness_dir):
@@ -227,7 +233,6 @@ def test_slow_pattern_never_blocks_the_page(browser_page, harness_dir):
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    page.set_viewport_size({"width": 1280, "height": 720})
     mod = _regex_mode(page, harness_dir)
     expect(mod.locator(".status.error")).to_have_count(0)
     worst_gap_ms = page.evaluate(MAIN_THREAD_GAP_JS, [CATASTROPHIC, 2500])
@@ -241,9 +246,7 @@ def test_slow_pattern_never_blocks_the_page(browser_page, harness_dir):
     # The page still works: tokens shown, the response clickable, a good pattern applies.
     mod.locator(".response .tgt").nth(1).click()
     expect(mod.locator(".target-desc")).to_contain_text("of 6")
-    box = mod.locator("input.regex")
-    box.fill(r"(?:\S+\s*){3}")
-    box.dispatch_event("change")
+    _type_pattern(mod, r"(?:\S+\s*){3}")
     expect(mod.locator(".prompt .seg")).to_have_count(40)
     expect(mod.locator(".status.error")).to_have_count(0)
 
@@ -252,11 +255,8 @@ def test_invalid_pattern_reported_as_typed(browser_page, harness_dir):
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    page.set_viewport_size({"width": 1280, "height": 720})
     mod = _regex_mode(page, harness_dir)
-    box = mod.locator("input.regex")
-    box.fill("(unclosed")
-    box.dispatch_event("change")
+    _type_pattern(mod, "(unclosed")
     err = mod.locator(".status.error")
     expect(err).to_contain_text('regex pattern "(unclosed" is invalid')
     text = err.inner_text()
@@ -268,11 +268,8 @@ def test_pattern_without_match_says_so_and_response_stays_clickable(browser_page
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    page.set_viewport_size({"width": 1280, "height": 720})
     mod = _regex_mode(page, harness_dir)
-    box = mod.locator("input.regex")
-    box.fill("zzz")
-    box.dispatch_event("change")
+    _type_pattern(mod, "zzz")
     expect(mod.locator(".pattern-note")).to_contain_text("No match")
     expect(mod.locator(".status.error")).to_have_count(0)
     # Single tokens stand in: a ranked list and a real legend, and each response token is a target.
