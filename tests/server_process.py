@@ -5,6 +5,8 @@
         status, headers, body = server.post_json("/get_info", {})   # carries the token
         server.request("GET", "/", headers={...})    # any request; `auth=False` leaves the token out
         conn = server.send_json(path, body); conn.close()   # a client that goes away mid-request
+        server.preds(model, data)                    # one input's output (asserts a 200)
+        server.wait_for(read, until, "what")         # polls read() until until(value)
         server.port, server.base_url, server.token, server.headers, server.log_tail()
 
 Starts on a free loopback port with its log in `workdir`/server.log, waits until the server
@@ -111,6 +113,23 @@ class ServerProcess:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         conn.request("POST", path, body=json.dumps(body), headers={**self.headers, "Content-Type": "application/json"})
         return conn
+
+    def preds(self, model: str, data: dict) -> dict[str, Any]:
+        """`model`'s output for one input `data` (POST /get_preds?model=…); asserts the answer is a 200."""
+        status, _, body = self.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+        assert status == 200, body[:2000]
+        return json.loads(body)[0]
+
+    def wait_for(self, read, until, what: str, limit_s: float = 300) -> Any:
+        """Reads `read()` until `until(value)` and returns that value; fails naming `what`, with the last
+        value and the log's tail, after `limit_s` (a failure bound, not a timing assertion)."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            value = read()
+            if until(value):
+                return value
+            assert time.monotonic() < deadline, f"never saw {what}; last {value}; log:\n{self.log_tail()}"
+            time.sleep(0.05)
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text()[-chars:]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
 
 import pytest
 
@@ -39,30 +38,13 @@ STEPS = 8 * CHUNK  # long enough to cancel mid-run on a busy machine
 RECORD = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)$")
 
 
-def _preds(server: ServerProcess, model: str, data: dict) -> dict[str, Any]:
-    status, _, body = server.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
-    assert status == 200, body[:2000]
-    return json.loads(body)[0]
-
-
-def _wait(read, until, what: str, server: ServerProcess, limit_s: float = 300) -> Any:
-    """Reads `read()` until `until(value)` (a failure bound, not a timing assertion)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        value = read()
-        if until(value):
-            return value
-        assert time.monotonic() < deadline, f"never saw {what}; last {value}; log:\n{server.log_tail()}"
-        time.sleep(0.05)
-
-
 def _span(data: dict) -> dict:
     return {fields.PROMPT: data[fields.PROMPT], fields.TARGET: data[fields.TARGET], fields.CHAT: False,
             fields.DETAIL: "span", fields.IG_STEPS: STEPS}
 
 
 def _progress(server: ServerProcess, data: dict) -> dict:
-    return _preds(server, SAL, {**data, fields.DETAIL: "span_progress"})[fields.SALIENCE]["detail"]
+    return server.preds(SAL, {**data, fields.DETAIL: "span_progress"})[fields.SALIENCE]["detail"]
 
 
 def _cancellation_lines(server: ServerProcess, start: int, prompt: str, settle_s: float = 1.0) -> list[str]:
@@ -90,8 +72,8 @@ def _one_info_line(lines: list[str], *words: str) -> None:
 def _start_span(server: ServerProcess, data: dict):
     """Sends the IG span and waits until its first chunk is done; (open connection, progress seen)."""
     conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]})
-    seen = _wait(lambda: _progress(server, data), lambda s: s["state"] == "running" and s["done"] >= CHUNK,
-                 "the span's first chunk", server)
+    seen = server.wait_for(lambda: _progress(server, data),
+                           lambda s: s["state"] == "running" and s["done"] >= CHUNK, "the span's first chunk")
     return conn, seen
 
 
@@ -101,7 +83,7 @@ def test_a_span_replaced_by_a_newer_one_logs_one_info_line(lit_server):
     data = _span({fields.PROMPT: "Two animals that live in the sea:", fields.TARGET: " fish and crabs."})
     old, _ = _start_span(server, data)
     try:
-        _preds(server, SAL, {**data, fields.IG_STEPS: 0})  # the user switched to a plain gradient method
+        server.preds(SAL, {**data, fields.IG_STEPS: 0})  # the user switched to a plain gradient method
         answer = old.getresponse()
         body = answer.read().decode()
     finally:
@@ -117,7 +99,7 @@ def test_a_span_cancel_logs_one_info_line(lit_server):
     data = _span({fields.PROMPT: "Three colours of autumn leaves:", fields.TARGET: " red, orange and brown."})
     old, seen = _start_span(server, data)
     try:
-        status = _preds(server, SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]})
+        status = server.preds(SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]})
         assert status[fields.SALIENCE]["detail"]["state"] == "running", status
         answer = old.getresponse()
         body = answer.read().decode()
@@ -133,7 +115,7 @@ def test_a_span_whose_client_went_away_logs_one_info_line(lit_server):
     data = _span({fields.PROMPT: "Two birds that cannot fly:", fields.TARGET: " the emu and the kiwi."})
     conn, _ = _start_span(server, data)
     conn.close()  # the tab was closed
-    _wait(lambda: _progress(server, data), lambda s: s["state"] == "cancelled", "the span's end", server)
+    server.wait_for(lambda: _progress(server, data), lambda s: s["state"] == "cancelled", "the span's end")
     _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "the client disconnected")
 
 
@@ -146,10 +128,10 @@ def test_an_explanation_test_cancelled_by_its_button_logs_one_info_line(lit_serv
     conn = server.send_json(f"/get_preds?model={EXPLAIN}", {"inputs": [{"id": "r", "data": data}]})
     try:
         def job() -> dict | None:
-            return _preds(server, EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
+            return server.preds(EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
 
-        _wait(job, lambda j: j is not None and j["stage"] == "ig_steps" and j["done"] >= 2, "two IG steps", server)
-        _preds(server, EXPLAIN, {**data, explain.ACTION: "cancel"})
+        server.wait_for(job, lambda j: j is not None and j["stage"] == "ig_steps" and j["done"] >= 2, "two IG steps")
+        server.preds(EXPLAIN, {**data, explain.ACTION: "cancel"})
         answer = json.loads(conn.getresponse().read())[0][explain.EXPLAIN]
     finally:
         conn.close()
@@ -164,12 +146,12 @@ def test_a_matrix_job_stopped_by_another_selection_logs_one_info_line(lit_server
             " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: STEPS}
 
     def poll() -> dict:
-        return _preds(server, SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
+        return server.preds(SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
 
-    _preds(server, SAL, {**data, fields.DETAIL: "ig_matrix"})
-    _wait(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice", server)
+    server.preds(SAL, {**data, fields.DETAIL: "ig_matrix"})
+    server.wait_for(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice")
     # The page selects another datapoint: its first highlight moves the focus off the job's datapoint.
-    _preds(server, SAL, {fields.PROMPT: "What is the capital of Italy?", fields.TARGET: " Rome.", fields.CHAT: False,
-                         fields.DETAIL: "span"})
-    _wait(poll, lambda s: s["state"] == "cancelled", "the job's end", server)
+    server.preds(SAL, {fields.PROMPT: "What is the capital of Italy?", fields.TARGET: " Rome.", fields.CHAT: False,
+                       fields.DETAIL: "span"})
+    server.wait_for(poll, lambda s: s["state"] == "cancelled", "the job's end")
     _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "another datapoint was selected")

@@ -51,31 +51,14 @@ def server(tmp_path_factory):
         yield proc
 
 
-def _preds(server: ServerProcess, model: str, data: dict) -> dict[str, Any]:
-    status, _, body = server.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
-    assert status == 200, body[:2000]
-    return json.loads(body)[0]
-
-
 def _send(server: ServerProcess, model: str, data: dict):
     return server.send_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
-
-
-def _wait(read, until, what: str, server: ServerProcess, limit_s: float = 300) -> Any:
-    """Reads `read()` until `until(value)` (a failure bound, not a timing assertion)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        value = read()
-        if until(value):
-            return value
-        assert time.monotonic() < deadline, f"never saw {what}; last {value}; log:\n{server.log_tail()}"
-        time.sleep(0.05)
 
 
 def _next_request(server: ServerProcess) -> float:
     """Seconds to answer a trace of another prompt (one forward; it waits until the model is free)."""
     start = time.monotonic()
-    out = _preds(server, TRACE, NEXT)
+    out = server.preds(TRACE, NEXT)
     assert out[inside.TRACE]["t"] == 0
     return time.monotonic() - start
 
@@ -90,12 +73,12 @@ def _close_mid_run(server: ServerProcess, model: str, data: dict, progress, star
     """
     conn = _send(server, model, data)
     try:
-        seen = _wait(progress, started, what[0], server)
+        seen = server.wait_for(progress, started, what[0])
     finally:
         conn.close()
     closed = time.monotonic()
     next_s = _next_request(server)
-    end = _wait(progress, ended, what[1], server)
+    end = server.wait_for(progress, ended, what[1])
     return seen, end, next_s, time.monotonic() - closed
 
 
@@ -105,7 +88,7 @@ def _report(kind: str, stopped_s: float, next_s: float, detail: str) -> None:
 
 
 def _span_progress(server: ServerProcess, data: dict) -> dict:
-    out = _preds(server, SAL, {**data, fields.DETAIL: "span_progress"})
+    out = server.preds(SAL, {**data, fields.DETAIL: "span_progress"})
     return out[fields.SALIENCE]["detail"]
 
 
@@ -132,10 +115,10 @@ def test_a_span_stops_within_one_chunk_when_a_newer_span_of_its_datapoint_replac
             fields.CHAT: False, fields.DETAIL: "span", fields.IG_STEPS: COUNT}
     old = _send(server, SAL, data)
     try:
-        seen = _wait(lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
-                     "the first chunk of the span", server)
+        seen = server.wait_for(lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
+                               "the first chunk of the span")
         sent = time.monotonic()
-        newer = _preds(server, SAL, {**data, fields.IG_STEPS: 0})  # plain gradients: one forward + backward
+        newer = server.preds(SAL, {**data, fields.IG_STEPS: 0})  # plain gradients: one forward + backward
         next_s = time.monotonic() - sent
         answer = old.getresponse()
         body = answer.read().decode()
@@ -155,7 +138,7 @@ def test_a_span_stops_within_one_chunk_when_a_newer_span_of_its_datapoint_replac
 
 
 def _explain_status(server: ServerProcess, data: dict) -> dict | None:
-    return _preds(server, EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
+    return server.preds(EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
 
 
 def test_an_explanation_test_stops_within_one_step_when_its_client_disconnects(server):
@@ -176,7 +159,7 @@ def test_an_explanation_test_stops_within_one_step_when_its_client_disconnects(s
 
 
 def _run_status(server: ServerProcess, data: dict) -> dict | None:
-    return _preds(server, INTERVENE, {**data, inside.INSIDE_ACTION: "status"})[inside.INTERVENTION]["job"]
+    return server.preds(INTERVENE, {**data, inside.INSIDE_ACTION: "status"})[inside.INTERVENTION]["job"]
 
 
 def test_an_intervention_run_stops_within_one_token_when_its_client_disconnects(server):
@@ -203,17 +186,17 @@ def test_a_matrix_job_nobody_polls_stops(server):
             " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: COUNT}
 
     def poll() -> dict:
-        return _preds(server, SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
+        return server.preds(SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
 
-    started = _preds(server, SAL, {**data, fields.DETAIL: "ig_matrix"})[fields.SALIENCE]["detail"]
+    started = server.preds(SAL, {**data, fields.DETAIL: "ig_matrix"})[fields.SALIENCE]["detail"]
     assert started["kind"] == f"ig{COUNT}"
-    seen = _wait(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice", server)
+    seen = server.wait_for(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice")
     last_poll = time.monotonic()  # the page is closed: nobody polls from here on
     # The job's one line once it stopped (lit_app/progressive.py `_work`).
     line = re.compile(rf"INFO lit_app\.progressive: Cancelled the ig{COUNT} job for .* \(nobody polled it for "
                       rf"{HEARTBEAT_S} s\) after ")
-    _wait(lambda: server.log_path.read_text()[start:], lambda log: line.search(log) is not None,
-          "the job's cancellation", server)
+    server.wait_for(lambda: server.log_path.read_text()[start:], lambda log: line.search(log) is not None,
+                    "the job's cancellation")
     stopped_s = time.monotonic() - last_poll
     next_s = _next_request(server)
     end = poll()
