@@ -42,10 +42,10 @@ TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
 # optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | "span_cancel" | "matrix_cancel"
 # | a counted method's matrix_detail (progressive)
 DETAIL = "detail"
-# optional string with detail="span_cancel": the id of the span job to stop, as its "span_progress" status named it
+# string, required with detail="span_cancel": the id of the span job to stop, as its "span_progress" status named it
 # ("job_id"); a cancel naming an older job never stops a newer one.
 SPAN_JOB = "span_job"
-# optional string with detail="matrix_cancel": the id of the per-token matrix job (IG, SmoothGrad) to stop, as
+# string, required with detail="matrix_cancel": the id of the per-token matrix job (IG, SmoothGrad) to stop, as
 # its status named it ("job_id"); the page sends it when the user switches away from that method or count.
 MATRIX_JOB = "matrix_job"
 # optional Integer with detail="stream": the response tokens the page shows; the answer then waits (a long

@@ -39,6 +39,16 @@ def text_field(ex: JsonDict, name: str, required: bool = False) -> str:
     return value
 
 
+def job_id_field(ex: JsonDict, name: str, detail: str) -> str:
+    """The job id in input field `name` of a `detail` cancel (fields.SPAN_JOB, fields.MATRIX_JOB); RequestError
+    when it is missing or empty: a cancel names the job it stops."""
+    value = text_field(ex, name)
+    if not value:
+        raise RequestError(f'Input field "{name}" is missing; with "{fields.DETAIL}": "{detail}" send the id of the'
+                           ' job to stop, as its status named it ("job_id").')
+    return value
+
+
 def choice_field(ex: JsonDict, name: str, choices: Sequence[str], default: str) -> str:
     """Input field `name`, one of `choices`; absent or "" -> `default`."""
     value = text_field(ex, name) or default

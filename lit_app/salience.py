@@ -21,7 +21,7 @@ import sequence_salience as ss
 from lit_app import cancel, fields, lit_convention, progressive
 from lit_app.errors import Cancelled, RequestError
 from lit_app.inputs import (JsonDict, SegmentRequest, datapoint_group, detail_field, extra_counts, int_field,
-                            job_extra, parse_target_span, segment_request, text_field)
+                            job_extra, job_id_field, parse_target_span, segment_request, text_field)
 from lit_app.method_registry import SEGMENT_DETAIL, SEGMENT_JOB_TAG
 from lit_app.payloads import compact, salience_payload, segment_payload, span_key
 from lit_app.wrapper import Wrapper
@@ -76,10 +76,10 @@ class SalienceModel(Wrapper):
         gave) within one chunk of IG steps or SmoothGrad samples, and answers its status; never waits for the
         model. A cancel naming another job (an older one, which a newer span request already superseded)
         stops nothing: the page sends it when the user switched away without a new span request (a method
-        whose values are there already)."""
-        wanted = text_field(ex, fields.SPAN_JOB)
+        whose values are there already). Without an id it is a RequestError naming `span_job`."""
+        wanted = job_id_field(ex, fields.SPAN_JOB, "span_cancel")
         job = self._span_jobs().get(datapoint_group(ex))
-        if job is None or not wanted or job.job_id != wanted:
+        if job is None or job.job_id != wanted:
             return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": f"No span job {wanted!r} is running for this prompt."})
         job.cancel("a cancel request")
@@ -89,8 +89,10 @@ class SalienceModel(Wrapper):
         """Stops the per-token matrix job (IG, SmoothGrad) that `matrix_job` names (`detail="matrix_cancel"`;
         the id its status gave) within one slice, and answers its status; never waits for the model. The
         page sends it when the user switches away from that method or count, so the model is free for what
-        the view shows next (a job nobody polls would only stop after the heartbeat)."""
-        wanted = text_field(ex, fields.MATRIX_JOB)
+        the view shows next (a job nobody polls would only stop after the heartbeat). An id naming no live job
+        of the datapoint (it ended, or a late cancel) stops nothing; without an id it is a RequestError naming
+        `matrix_job`."""
+        wanted = job_id_field(ex, fields.MATRIX_JOB, "matrix_cancel")
         job = self._shared.jobs.cancel_job(datapoint_group(ex), wanted, "the page switched away from it")
         if job is None:
             return _status_only({"kind": "matrix", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,

@@ -22,6 +22,7 @@ from tests.server_process import REPO, ServerProcess
 
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
+CMP = fields.compare_model_name(MODEL)
 MAX_PENDING = 16
 
 
@@ -46,6 +47,12 @@ def server(tmp_path_factory, data_dir):
 
 def _ex(**data):
     return {"inputs": [{"id": "a", "data": {"prompt": "Hello", **data}}]}
+
+
+def _cmp(**data):
+    """A compare request (Compare models / Compare an edit) measuring both prompts with a segment method."""
+    return _ex(**{fields.PINNED_PROMPT: "Hi", fields.WITH_PINNED_SALIENCE: True, fields.SEGMENT_METHOD: "leave_one_out",
+                  **data})
 
 
 CREATE = "/create_dataset?dataset_name=jsonl_prompts"
@@ -133,6 +140,43 @@ MISTAKES = [
     pytest.param(f"/get_preds?model={GEN}", [1, 2], 400, ["JSON object"], id="get_preds-list-body"),
     pytest.param(f"/get_preds?model={GEN}", _ex(max_new_tokens=1025), 400, ['"max_new_tokens"', "1 to 1024"],
                  id="get_preds-max-new-tokens-over-limit"),
+    # A row's own response budget (above the server's --max_new_tokens, 8 here, it is capped, not refused).
+    *[pytest.param(f"/get_preds?model={GEN}", _ex(max_new_tokens=value), 400, ['"max_new_tokens"', "1 to 1024"],
+                   id=f"get_preds-max-new-tokens-{name}")
+      for name, value in (("negative", -1), ("zero", 0), ("word", "twelve"), ("fraction", 12.5), ("bool", True),
+                          ("huge", 10**30), ("list", [4]))],
+    pytest.param(f"/get_preds?model={SAL}", _ex(max_new_tokens=0, detail="span"), 400,
+                 ['"max_new_tokens"', "1 to 1024"], id="get_preds-salience-max-new-tokens-zero"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(pinned_max_new_tokens=-1), 400,
+                 ['"pinned_max_new_tokens"', "1 to 1024"], id="compare-pinned-max-new-tokens-negative"),
+    # The compare model's segment fields (lit_app/fields.py _SEGMENT_INPUTS), refused before any model work.
+    pytest.param(f"/get_preds?model={CMP}", _cmp(segment_method=5), 400, ['"segment_method"', "string"],
+                 id="compare-segment-method-int"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(segment_method="nope"), 400,
+                 ['"segment_method"', "'nope'", "leave_one_out", "ablation_surrogate"],
+                 id="compare-segment-method-unknown"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(granularity="nope"), 400, ['"granularity"', "'nope'", "sentence"],
+                 id="compare-granularity-unknown"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(granularity=3), 400, ['"granularity"', "string"],
+                 id="compare-granularity-int"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(removal="nope"), 400, ['"removal"', "filler", "delete"],
+                 id="compare-removal-unknown"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(granularity="regex", pattern="(unclosed"), 400,
+                 ['"pattern"', "(unclosed", "Fix"], id="compare-pattern-invalid"),
+    pytest.param(f"/get_preds?model={CMP}", _cmp(granularity="regex"), 400, ['"pattern"', '"regex"', "Fix"],
+                 id="compare-pattern-missing"),
+    *[pytest.param(f"/get_preds?model={CMP}", _cmp(segment_method="ablation_surrogate", surrogate_masks=value), 400,
+                   ['"surrogate_masks"', "1 to 256"], id=f"compare-surrogate-masks-{name}")
+      for name, value in (("huge", 10**9), ("negative", -1), ("word", "many"), ("fraction", 1.5))],
+    # Stopping a per-token matrix job (or a span) by its id: the id is required and a string.
+    pytest.param(f"/get_preds?model={SAL}", _ex(detail="matrix_cancel"), 400, ['"matrix_job"', "job_id"],
+                 id="matrix-cancel-no-job"),
+    pytest.param(f"/get_preds?model={SAL}", _ex(detail="matrix_cancel", matrix_job=""), 400, ['"matrix_job"', "job_id"],
+                 id="matrix-cancel-empty-job"),
+    pytest.param(f"/get_preds?model={SAL}", _ex(detail="matrix_cancel", matrix_job=5), 400, ['"matrix_job"', "string"],
+                 id="matrix-cancel-job-int"),
+    pytest.param(f"/get_preds?model={SAL}", _ex(detail="span_cancel"), 400, ['"span_job"', "job_id"],
+                 id="span-cancel-no-job"),
 ]
 
 
