@@ -51,6 +51,10 @@ class CompareModel(Wrapper):
     OUTPUT_SPEC = fields.COMPARE_OUTPUT_SPEC
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
+        # The segment method's fields are checked first: a malformed one is refused before any model work.
+        request = None
+        if ex.get(fields.WITH_PINNED_SALIENCE) is True and text_field(ex, fields.SEGMENT_METHOD):
+            request = dataclasses.replace(segment_request(ex), span=None)  # the whole response of each side
         chat_b = self._shared.format_prompt(ex)
         pinned_prompt = text_field(ex, fields.PINNED_PROMPT)
         if not pinned_prompt.strip():
@@ -79,8 +83,7 @@ class CompareModel(Wrapper):
             old = shared.quick(chat_b, answer, 0, None, counts)
             out["old_answer_salience"] = salience_payload(old, counts, methods=methods, dtype=shared.dtype)
         out.update(pinned_segments=None, selected_segments=None, old_answer_segments=None)
-        if ex.get(fields.WITH_PINNED_SALIENCE) is True and text_field(ex, fields.SEGMENT_METHOD):
-            request = dataclasses.replace(segment_request(ex), span=None)  # the whole response of each side
+        if request is not None:
             stop = cancel.for_request(f"the comparison's {request.method}")
             sides = {"pinned_segments": (chat_a, target_a), "selected_segments": (chat_b, text_field(ex, fields.TARGET))}
             if ex.get(fields.OLD_ANSWER) is True:
