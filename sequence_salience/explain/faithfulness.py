@@ -323,7 +323,7 @@ def segment_salience(
     return result, values
 
 
-def token_salience(
+def _token_salience(
     lm: LanguageModel, prompt, target, methods: Sequence[str], span: tuple[int, int],
     result: SalienceResult | None, config: SalienceConfig,
 ) -> tuple[SalienceResult, dict[str, np.ndarray]]:
@@ -417,8 +417,8 @@ def faithfulness_curves(
         num_t = result.num_targets
     t0, t1 = scoring.resolve_span(span, num_t)
     given = {m: np.asarray(segment_scores[m], np.float64) for m in methods if segment_scores and m in segment_scores}
-    result, token_values = token_salience(lm, prompt, target, [m for m in methods if m not in given], (t0, t1),
-                                          result, salience_config)
+    result, token_values = _token_salience(lm, prompt, target, [m for m in methods if m not in given], (t0, t1),
+                                           result, salience_config)
     segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
     measured = ablation_values(lm, prompt, target, [m for m in methods if is_segment_method(m) and m not in given],
                                (t0, t1), segs, config, result, ablation_config, progress, cancel)
@@ -555,8 +555,8 @@ def faithfulness_stages(
 
     if result is None:  # computed once here, so that the refinement needs no forward pass for it
         span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
-        result, _ = token_salience(lm, prompt, target, (methods,) if isinstance(methods, str) else methods, span,
-                                   None, salience_config)
+        result, _ = _token_salience(lm, prompt, target, (methods,) if isinstance(methods, str) else methods, span,
+                                    None, salience_config)
     memo: dict[tuple[int, ...], float] = {}
     first = faithfulness_curves(lm, prompt, target, span=span, config=coarse, result=result,
                                 progress=coarse_progress, memo=memo, **common)
