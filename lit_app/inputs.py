@@ -213,8 +213,8 @@ def segment_request(ex: JsonDict) -> SegmentRequest:
     names = core_methods.list_segment_methods()
     if method not in names:
         shown = f"{method!r}" if method else "missing"
-        raise RequestError(f'Input field "{fields.SEGMENT_METHOD}" is {shown}; with "{fields.DETAIL}":'
-                           f' "{SEGMENT_DETAIL}" use one of {", ".join(names)}.')
+        raise RequestError(f'Input field "{fields.SEGMENT_METHOD}" is {shown}; use one of {", ".join(names)}'
+                           ' (the segment methods).')
     granularity = choice_field(ex, fields.GRANULARITY, aggregate.GRANULARITIES, "sentence")
     pattern = text_field(ex, fields.PATTERN) or None
     if granularity == "regex":

@@ -278,3 +278,10 @@ def test_token_only_requests_are_answered_while_the_model_queue_is_full(server):
         time.sleep(1)
     else:
         pytest.fail("the model queue did not empty after the clients went away:\n" + server.log_tail())
+
+
+def test_the_compare_models_segment_method_error_names_only_fields_it_has(server):
+    """The compare model has no "detail" field: its refusal of an unknown segment method must not ask for one."""
+    got, _, text = server.post_json(f"/get_preds?model={CMP}", _cmp(segment_method="nope"))
+    assert got == 400 and '"segment_method"' in text and "leave_one_out" in text, text
+    assert '"detail"' not in text, text
