@@ -58,7 +58,8 @@ Curves are built from `orders` (name -> segment order) and `scores` (method -> s
 a method that gives segment values directly enters the report the same way.
 
 Coarse, then refined (`faithfulness_stages`): for a person who waits, a first report with few
-points and random orders and no upper bound (`coarse_config`), then the full one, which reuses the
+points and random orders and no upper bound (`coarse_config`; fewer on a long prompt or response, so
+that its cost stays about the same), then the full one, which reuses the
 first pass's segment values and scored prompts (`memo`), so the refinement scores only what the
 coarse pass lacked.
 """
@@ -93,6 +94,14 @@ NOISE_SIGMAS = 2.0
 # faithfulness_stages' first pass: few points, few random orders, no upper bound (coarse_config).
 COARSE_STEPS = 4
 COARSE_RANDOM = 3
+# ... and at most about this many token positions through the model (rows x (prompt + target tokens)),
+# fewer points first (down to 2), then fewer random orders (down to 1): 4 points, 3 random orders and
+# 4 ranked orders are 44 rows, which a 7-word question (~50 tokens a row) stays well under, while the
+# chain-of-thought row (70 prompt + 143 target tokens) would be 9,400 positions, 109 s of model time
+# at load 3-5 on 2 cores (~180 positions/s measured, batches of 8 rows of 213 tokens). Its coarse pass
+# is 2 points (16 rows, 3,400 positions) instead.
+COARSE_MAX_TOKENS = 4_000
+COARSE_MIN_STEPS = 2  # one point between the original and the empty prompt: orders can differ
 COARSE_STAGE = "coarse_curves"  # its progress stage (the refinement's: "curves", then "upper_bound")
 MAX_EXHAUSTIVE = 14  # 2^14 = 16,384 edited prompts
 VERDICTS = ("beats random and length", "within noise", "worse", "not decidable on this prompt")
@@ -507,11 +516,36 @@ def faithfulness_curves(
     )
 
 
-def coarse_config(config: FaithfulnessConfig) -> FaithfulnessConfig:
+def coarse_rows(steps: int, n_random: int, n_ranked: int, n_modes: int) -> int:
+    """Forward rows of a curves pass at most: the original and the empty prompt, then per mode the
+    steps - 1 points between them for each ranked order (methods, |value| orders, length) and each
+    random order (fewer when prompts coincide or there are fewer segments than steps)."""
+    return 2 + n_modes * (steps - 1) * (n_ranked + n_random)
+
+
+def coarse_config(config: FaithfulnessConfig, tokens_per_row: int | None = None, n_ranked: int = 4,
+                  max_tokens: int | None = None) -> FaithfulnessConfig:
     """The preliminary pass of `config` (faithfulness_stages): at most COARSE_STEPS points and
-    COARSE_RANDOM random orders (the first of `config`'s, same seed), no upper bound; else the same."""
-    return dataclasses.replace(config, steps=min(config.steps, COARSE_STEPS),
-                               n_random=min(config.n_random, COARSE_RANDOM), upper_bound=False)
+    COARSE_RANDOM random orders (the first of `config`'s, same seed), no upper bound; else the same.
+
+    tokens_per_row: the prompt + target tokens of one scored row; given, the pass is kept within
+    `max_tokens` (None: COARSE_MAX_TOKENS) token positions, coarse_rows x tokens_per_row, by fewer
+    points first (not below COARSE_MIN_STEPS), then fewer random orders (not below 1), so that a long
+    prompt or response still gets its first result soon. n_ranked: the pass's non-random orders.
+    """
+    steps, n_random = min(config.steps, COARSE_STEPS), min(config.n_random, COARSE_RANDOM)
+    if tokens_per_row is not None:
+        budget = COARSE_MAX_TOKENS if max_tokens is None else max_tokens
+        modes = len(config.modes)
+
+        def cost(k: int, r: int) -> int:
+            return coarse_rows(k, r, n_ranked, modes) * tokens_per_row
+
+        while steps > min(COARSE_MIN_STEPS, steps) and cost(steps, n_random) > budget:
+            steps -= 1
+        while n_random > min(1, n_random) and cost(steps, n_random) > budget:
+            n_random -= 1
+    return dataclasses.replace(config, steps=steps, n_random=n_random, upper_bound=False)
 
 
 def faithfulness_stages(
@@ -532,7 +566,8 @@ def faithfulness_stages(
     """faithfulness_curves in two stages, for a person who waits: a coarse report first, then `config`'s.
 
     1. coarse: faithfulness_curves with coarse_config(config) (few points, few random orders, no
-       upper bound); its report goes to `on_coarse` as soon as it is ready. Progress names its
+       upper bound; fewer still when this prompt and target are long: coarse_config's
+       tokens_per_row); its report goes to `on_coarse` as soon as it is ready. Progress names its
        scoring COARSE_STAGE.
     2. refine: faithfulness_curves with `config`, reusing the coarse pass's segment values (no
        second salience or segment-method pass) and every edited prompt it scored (its first random
@@ -543,7 +578,7 @@ def faithfulness_stages(
     When coarse_config(config) == config there is one pass and `on_coarse` is not called. `cancel`
     stops either stage (ComputationCancelled); the other arguments are faithfulness_curves'.
     """
-    coarse = coarse_config(config)
+    coarse = coarse_config(config)  # its size for this prompt and target: below, once the tokens are known
     common = dict(methods=methods, salience_config=salience_config, cancel=cancel, ablation_config=ablation_config)
     if coarse == config:
         return faithfulness_curves(lm, prompt, target, span=span, config=config, result=result, progress=progress,
@@ -557,6 +592,9 @@ def faithfulness_stages(
         span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
         result, _ = _token_salience(lm, prompt, target, (methods,) if isinstance(methods, str) else methods, span,
                                     None, salience_config)
+    names = (methods,) if isinstance(methods, str) else tuple(methods)
+    n_ranked = 1 + sum(2 if get_any_method(m).signed else 1 for m in names)  # + the length order
+    coarse = coarse_config(config, tokens_per_row=len(result.ids), n_ranked=n_ranked)
     memo: dict[tuple[int, ...], float] = {}
     first = faithfulness_curves(lm, prompt, target, span=span, config=coarse, result=result,
                                 progress=coarse_progress, memo=memo, **common)

@@ -136,3 +136,40 @@ def test_segment_scores_of_another_segmentation_are_refused(llama):
     with pytest.raises(ss.SalienceError, match="same granularity"):
         ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",), segment_scores=rep.segment_scores,
                                config=ex.FaithfulnessConfig(granularity="word", steps=2, n_random=1))
+
+
+def test_coarse_pass_shrinks_with_the_tokens_of_a_row():
+    # 4 ranked orders (grad_norm, grad_x_input signed and |value|, length), 2 modes: rows = 2 + 2 (K - 1) (4 + R).
+    assert fa.coarse_rows(4, 3, 4, 2) == 44 and fa.coarse_rows(2, 3, 4, 2) == 16 and fa.coarse_rows(2, 1, 4, 2) == 12
+    config = ex.FaithfulnessConfig(granularity="word", steps=10, n_random=10)
+
+    def size(tokens):
+        c = ex.coarse_config(config, tokens_per_row=tokens, n_ranked=4, max_tokens=4_000)
+        assert not c.upper_bound
+        return c.steps, c.n_random
+
+    assert size(50) == (4, 3)  # 44 x 50 = 2,200 <= 4,000: the usual coarse pass (a short question)
+    assert size(90) == (4, 3)  # 3,960
+    assert size(91) == (3, 3)  # 44 x 91 = 4,004 > 4,000; 30 x 91 = 2,730
+    assert size(213) == (2, 3)  # 30 x 213 = 6,390 > 4,000; 16 x 213 = 3,408 (the chain-of-thought row)
+    assert size(300) == (2, 1)  # 16 x 300 = 4,800, 14 x 300 = 4,200, 12 x 300 = 3,600
+    assert size(5_000) == (2, 1)  # never fewer than 2 points and 1 random order
+    assert ex.coarse_config(config) == ex.coarse_config(config, tokens_per_row=None)  # no tokens: no budget
+    small = ex.FaithfulnessConfig(steps=1, n_random=1)
+    assert (ex.coarse_config(small, tokens_per_row=5_000).steps, ex.coarse_config(small, 5_000).n_random) == (1, 1)
+
+
+def test_stages_size_the_coarse_pass_from_the_prompt_and_target_tokens(tiny_lm, monkeypatch):
+    result = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS)
+    tokens = len(result.ids)  # prompt + target tokens of one scored row (filler removal keeps the length)
+    monkeypatch.setattr(fa, "COARSE_MAX_TOKENS", 16 * tokens, raising=False)  # room for 2 points and 3 random orders, not 3 points
+    config = ex.FaithfulnessConfig(granularity="word", steps=10, n_random=10)
+    seen = []
+    final = ex.faithfulness_stages(tiny_lm, PROMPT, TARGET, METHODS, config=config, result=result,
+                                   on_coarse=seen.append)
+    (coarse,) = seen
+    assert len(coarse.n_removed) == 3 and coarse.n_random == 3  # steps 2: k = 0, half, all
+    assert coarse.n_scored <= 16
+    small = ex.FaithfulnessConfig(granularity="word", steps=2, n_random=3, upper_bound=False)
+    _same(coarse, ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, config=small, result=result), rtol=0)
+    _same(final, ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, config=config, result=result), rtol=1e-5)
