@@ -92,7 +92,7 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run_row(page, url: str, row_text: str) -> dict:
+def run_row(page, url: str, row_text: str, full_timeout_s: float) -> dict:
     from playwright.sync_api import expect
 
     page.goto(url)
@@ -109,7 +109,10 @@ def run_row(page, url: str, row_text: str) -> dict:
     page.evaluate(RECORDER_JS, TAG)
     page.evaluate("() => { window.__explain = []; }")
     mod.locator("button.run.curves").click()
-    mod.locator(".curves svg.chart.deletion path.line.upper-bound").wait_for(timeout=TIMEOUT_MS)
+    try:
+        mod.locator(".curves svg.chart.deletion path.line.upper-bound").wait_for(timeout=full_timeout_s * 1000)
+    except Exception as e:  # playwright's TimeoutError: the table says "none"
+        print(f"(no full result within {full_timeout_s:.0f} s: {type(e).__name__})", flush=True)
     seen = page.evaluate("() => { clearInterval(window.__curvesTimer); return window.__curves; }")
     answers = page.evaluate("() => window.__explain.map(a => ({...a, t: (a.t - window.__t0) / 1000}))")
     coarse = next((e["t"] for e in seen if e["preliminary"]), None)
@@ -134,6 +137,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", default="simple,cot", help=f"comma-separated, of {sorted(ROWS)}")
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--full_timeout", type=float, default=1200, help="stop waiting for the full result after this (s)")
     p.add_argument("--no_build", action="store_true", help="serve frontend/dist as it is (else `npm run build`)")
     args = p.parse_args()
     if not args.no_build:  # a stale bundle would measure old code
@@ -156,7 +160,7 @@ def main() -> None:
                     page = ctx.new_page()
                     page.set_default_timeout(TIMEOUT_MS)
                     try:
-                        r = run_row(page, server.url, ROWS[name])
+                        r = run_row(page, server.url, ROWS[name], args.full_timeout)
                     finally:
                         ctx.close()
                     results.setdefault(name, []).append(r)
