@@ -27,6 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 SALIENCE = "prompt-salience-module"
 INSIDE = "inside-model-module"
 EXPLAIN = "explain-test-module"
+# The number of lines an element's text takes: distinct tops of its text's line boxes.
+LINES_JS = """e => { const r = document.createRange(); r.selectNodeContents(e);
+  return new Set([...r.getClientRects()].filter((x) => x.width > 0).map((x) => Math.round(x.top))).size; }"""
 # lit_app/data/case_studies.jsonl: a system prompt, then the user's menu and question.
 CASE_ROW = "I don't eat garlic or onions. What should I order for dinner?"
 QUESTION_FIRST, QUESTION_LAST = "Menu", "dinner"
@@ -142,6 +145,14 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
         page.screenshot(path=str(out / f"inside-{w}x{h}.png"))
         page.locator(".tab", has_text="Test this explanation").first.click()
         page.locator(EXPLAIN).wait_for(state="visible")
+        # Its header: each test's tab label, the target's description and the forced-target label each
+        # on one line (at 1280x720 they had wrapped to two and three lines beside each other).
+        explain = page.locator(EXPLAIN)
+        expect(explain.locator(".for")).to_contain_text("target: whole response")
+        for item in [*explain.locator(".tabs .tab-btn").all(), explain.locator(".tabs .for"),
+                     explain.locator(".tabs .forced-target")]:
+            lines = item.evaluate(LINES_JS)
+            assert lines == 1, f"{item.inner_text()!r} is on {lines} lines at {w}x{h}"
         page.mouse.move(5, 5)
         page.screenshot(path=str(out / f"explain-{w}x{h}.png"))
 

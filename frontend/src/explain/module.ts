@@ -81,8 +81,10 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
               aria-selected=${tab === x.id ? 'true' : 'false'}
               @click=${() => this.ctl.setTab(x.id)}>${x.label}</button>`)}
           ${modelLabelView(this.modelName())}
-          <span class="for">${t === null ? '' : html`target: ${describeTokens(t.t0, t.t1, responseLength(t))} · ${t.granularity}`}</span>
-          ${t === null ? nothing : forcedTargetNote(isForcedTarget(t.input))}
+          <span class="target-line">
+            <span class="for">${t === null ? '' : html`target: ${describeTokens(t.t0, t.t1, responseLength(t))} · ${t.granularity}`}</span>
+            ${t === null ? nothing : forcedTargetNote(isForcedTarget(t.input))}
+          </span>
         </div>
         ${t === null ? html`<div class="empty">Select a prompt and a target in the Sequence Salience module.</div>`
                      : this.renderTab(t)}

@@ -6,11 +6,15 @@ import {RANDOM_COLOR} from './logic.js';
 export const EXPLAIN_STYLES = css`
   :host { display: block; height: 100%; }
   .module { display: flex; flex-direction: column; height: 100%; font-family: Roboto, sans-serif; font-size: 13px; }
-  .tabs { display: flex; gap: 4px; align-items: center; border-bottom: 1px solid #dadce0; padding: 4px 8px 0; }
+  /* One line per item; what does not fit (the target, the forced-target label) goes to a second row. */
+  .tabs { display: flex; flex-wrap: wrap; gap: 2px 4px; align-items: center; border-bottom: 1px solid #dadce0;
+          padding: 4px 8px 0; }
   .tab-btn { border: none; background: none; padding: 4px 10px; border-bottom: 2px solid transparent; cursor: pointer;
-             font: inherit; color: #3c4043; }
+             font: inherit; color: #3c4043; white-space: nowrap; }
   .tab-btn.on { border-bottom-color: #1a73e8; color: #1a73e8; font-weight: 500; }
-  .for { margin-left: auto; color: #5f6368; font-size: 12px; }
+  .target-line { margin-left: auto; display: flex; gap: 6px; align-items: center; }  /* the target and its label together */
+  .for { color: #5f6368; font-size: 12px; white-space: nowrap; }
+  .tabs .forced-target { white-space: nowrap; }
   .controls { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; padding: 6px 8px; }
   .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
   .controls input.steps { width: 48px; }
