@@ -6,9 +6,9 @@ One hidden LIT model per loaded model, `_<name>_explain`. Its input is the datap
 (prompt, system, target, chat) plus `explain_action` and that action's settings; its one
 output, `explain`, is a JSON object (docs/architecture.md, "Explain payload").
 
-Actions: "curves", "reduce", "flips", "contrastive", "ig_auto" run on the model as background work of
-the shared scheduler (lit_app/scheduler.py: waiting clicks, traces and first highlights go first
-between its batches, which are time slices of `SharedLM.slice_s`: forward batches sized by time for
+Actions: "curves", "reduce", "flips", "contrastive", "ig_auto" run on the model as user jobs of
+the shared scheduler (lit_app/scheduler.py: before the automatic per-token matrix jobs; waiting clicks,
+traces and first highlights go first between its batches, which are time slices of `SharedLM.slice_s`: forward batches sized by time for
 curves, reduce and flips, one IG step per pass for ig_auto, one pass per continuation for contrastive); "status" and "cancel" never wait for
 it. One test runs at a time: a new one cancels the one running (the user moved on), and
 "cancel" stops it; "status" reports its stage and progress for the browser to poll, and its results
@@ -128,7 +128,7 @@ class ExplainModel(Wrapper):
                 job.follow(STAGE_GENERATING, lambda: (self._shared.generation_stream(chat).tokens, most))
             explained = self._shared.explained(chat, target)
             job.report(STAGE_WAITING, 0, 0)
-            with self._shared.lock.background():  # clicks go first between its batches
+            with self._shared.lock.user_job():  # before automatic matrix jobs; clicks go first between its batches
                 job.report(FIRST_STAGES[action], 0, 0)
                 # The curves publish their coarse pass, the IG search the counts tried so far.
                 extra = {"job": job} if action in ("curves", "ig_auto") else {}

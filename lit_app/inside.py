@@ -13,7 +13,7 @@ architecture and the background value index):
 
 The value index is never built at server start: the first search starts it on
 a worker thread (it reads weights only, no forward pass); each layer is built as a
-background slice of the model scheduler, so clicks and traces go first; searches answer from the layers built so far and report progress, so
+slice of the model scheduler at the user-job level, so clicks and traces go first; searches answer from the layers built so far and report progress, so
 the UI polls until the index is complete. The payloads are documented in
 docs/architecture.md ("Inside the model").
 
@@ -104,8 +104,9 @@ class InsideState:
     def __init__(self, shared: SharedLM, index_top_k: int = ssi.value_index.DEFAULT_TOP_K):
         self.shared = shared
         self._arch: ssi.Architecture | None = None
-        # Background work: each layer is built as one slice of the shared scheduler, so clicks go first.
-        self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k, hold=shared.lock.background)
+        # A user job (only a person's search starts it; the module shows its progress): each layer is one
+        # slice of the shared scheduler, so clicks go first, and automatic matrix jobs wait.
+        self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k, hold=shared.lock.user_job)
         self._traces: collections.OrderedDict[tuple, ssi.Trace] = collections.OrderedDict()
         self._traces_lock = threading.Lock()
 
@@ -287,7 +288,7 @@ class InsideInterveneModel(InsideTraceModel):
         publish(0, "running")
         t0 = time.perf_counter()
         before_tr = self.state.cached_trace(at)
-        with lock:
+        with lock.user_job():  # a person started it: before automatic matrix jobs, after clicks
             check()
             ivs = ssi.resolve(lm, lib_at, ivs, arch)  # "on" constants (one plain forward), "position" scope
             payload["interventions"] = [dataclasses.asdict(iv) for iv in ivs]
@@ -320,7 +321,7 @@ class InsideInterveneModel(InsideTraceModel):
 
         # Between tokens the hooks come off and waiting requests (a click) get the plain model.
         yield_to = getattr(lock, "yield_to_waiting", None)
-        with lock:
+        with lock.user_job():
             after_gen = ssi.intervened_generation(lm, at.chat, ivs, config, arch,
                                                   on_token=on_token, cancel=cancel, between_tokens=yield_to)
         payload["after"]["generation"] = {"text": after_gen.text, "stopped_by": after_gen.stopped_by}
@@ -338,12 +339,12 @@ class InsideInterveneModel(InsideTraceModel):
         # SmoothGrad counts), else one forward + backward for this one method.
         values = self.shared.cached_span(at.chat, "", method) if before_gen.ids else None
         reused = values is not None
-        with lock:  # the model's tokenizer is used only under the model lock
+        with lock.user_job():  # the model's tokenizer is used only under the model lock
             check()
             before_sal = ssi.response_salience(lm, at.chat, before_gen, method, TOP_SALIENT, values=values)
         job.report("salience", 1, 2)
         check()
-        with lock:
+        with lock.user_job():
             after_sal = ssi.response_salience(lm, at.chat, after_gen, method, TOP_SALIENT, ivs, arch)
         seconds = time.perf_counter() - t0
         payload["before"] = _side_payload(before_tr, at, before_gen, before_sal, None)

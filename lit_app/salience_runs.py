@@ -98,9 +98,9 @@ class SalienceRuns:
         return self.store.complete_of(chat, target, *self.methods_and_config(counts))
 
     def _sizer(self) -> SliceSizer:
-        """Slices of `slice_s`; a click that arrives inside a backward goes at the next layer boundary,
-        without waiting for the rest of the slice."""
-        return SliceSizer(self.slice_s, urgent=self._lock.interactive_waiting)
+        """Slices of `slice_s`; a click or a user job that arrives inside a backward goes at the next layer
+        boundary, without waiting for the rest of the slice."""
+        return SliceSizer(self.slice_s, urgent=self._lock.outranked)
 
     def _slice_progress(self, job: progressive.Job | None) -> Progress:
         """Progress of background work: to `job` (when given) and the log; then the clicks that arrived

@@ -1,4 +1,4 @@
-"""Who uses the shared model next: requests a person waits for first, background work between them.
+"""Who uses the shared model next: requests a person waits for first, then work a person started, then automatic work.
 
 See `ModelScheduler`; docs/architecture.md ("Progressive salience") describes the policy.
 """
@@ -7,81 +7,98 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import enum
 import threading
 from collections.abc import Callable, Iterator
 
 
-class ModelScheduler:
-    """A re-entrant model lock that serves interactive requests before background slices.
+class Priority(enum.IntEnum):
+    """The three levels of `ModelScheduler`, most urgent first (a lower value goes first)."""
 
-    One thread uses the model at a time. Two kinds of acquirers queue for it:
+    INTERACTIVE = 0  # a click, a first highlight, a trace: a person waits for it now
+    USER_JOB = 1  # work a person started with a button and is watching: explanation tests, interventions
+    BACKGROUND = 2  # automatic work nobody asked for: per-token matrix jobs, every-matrix requests
+
+
+class ModelScheduler:
+    """A re-entrant model lock that serves interactive requests, then user jobs, then background slices.
+
+    One thread uses the model at a time. Acquirers queue for it at one of three levels (`Priority`):
 
     * interactive (`with scheduler:` or `acquire()`): what a person waits for: a clicked
-      span, the first highlight of a datapoint, an inside-the-model trace, a tokenization
-      that falls back to the model's tokenizer, the generation of the selected datapoint.
-    * background (`with scheduler.background():` or `acquire(background=True)`): work
-      nobody waits for click by click: the per-token matrix jobs (gradients, IG,
-      SmoothGrad), blocking every-matrix requests, user-started explanation tests, the
-      value-index build.
+      span, the first highlight of a datapoint, an inside-the-model trace, a value search's
+      lookup, a tokenization that falls back to the model's tokenizer, the generation of the
+      selected datapoint.
+    * user job (`with scheduler.user_job():` or `acquire(Priority.USER_JOB)`): work a person
+      started with a button and is watching: the explanation tests (lit_app/explain.py), the
+      intervention runs (lit_app/inside.py), the value-index build that a person's first
+      search starts (searches answer from the layers built so far while the module shows its
+      progress; nothing else starts it).
+    * background (`with scheduler.background():` or `acquire(Priority.BACKGROUND)`): automatic
+      work nobody asked for click by click: the per-token matrix jobs that a first highlight
+      starts (gradients, IG, SmoothGrad, segment methods), blocking every-matrix requests.
 
-    When the model is free it goes to the interactive acquirer that has waited longest;
-    a background acquirer gets it only while no interactive one waits, again in arrival
-    order. Background work holds the model for one bounded slice at a time (about
-    0.3-0.5 s of model time, sized by `sequence_salience.slices.SliceSizer`) and calls
-    `yield_to_waiting()` between slices (and, when one target's backward alone is longer
-    than a slice, inside it at layer boundaries: `compute_salience(between_slices=...)`),
-    so a click waits at most for the rest of the slice that is running when it arrives,
-    never for the next one. The scheduler interrupts nothing itself: it only decides who
-    goes next when the holder lets go.
+    When the model is free it goes to the acquirer of the most urgent level that waits,
+    and within a level to the one that has waited longest (FIFO). Work below the interactive
+    level holds the model for one bounded slice at a time (about 0.3-0.5 s of model time,
+    sized by `sequence_salience.slices.SliceSizer`) and calls `yield_to_waiting()` between
+    slices (and, when one target's backward alone is longer than a slice, inside it at layer
+    boundaries while `outranked()`: `compute_salience(between_slices=...)`), so a click waits
+    at most for the rest of the slice that is running when it arrives, and a user job for the
+    rest of a background slice. The scheduler interrupts nothing itself: it only decides who
+    goes next when the holder lets go. A background job waits, paused, while user jobs run
+    (its progress says so: lit_app/progressive.py `Job.status`'s "waiting").
 
-    Re-entrant: the holder may acquire again (at any priority) without waiting; the
+    Re-entrant: the holder may acquire again (at any level) without waiting; the
     model is free once it has released as often as it acquired. Holding the model keeps
-    the priority it was first acquired with.
+    the level it was first acquired with.
 
-    Fairness among background holders is kept as before (the former FairLock): a
-    background holder that yields lets background work that queued before it go first,
-    so two background jobs alternate slice by slice. An interactive holder that yields
-    lets only other interactive requests go first.
+    Fairness among equals (the former FairLock): a holder that yields lets every waiting
+    acquirer of a more urgent level and of its own level go first (those of its own level
+    queued before it re-queues), so two jobs of one level alternate slice by slice; it never
+    yields to a less urgent level.
     """
 
     def __init__(self):
         self._cond = threading.Condition(threading.Lock())
-        # background? -> tickets of the threads waiting, in arrival order
-        self._queues: dict[bool, collections.deque[object]] = {False: collections.deque(),
-                                                                True: collections.deque()}
+        # level -> tickets of the threads waiting at that level, in arrival order
+        self._queues: dict[Priority, collections.deque[object]] = {p: collections.deque() for p in Priority}
         self._owner: int | None = None
-        self._owner_background = False
+        self._owner_priority = Priority.INTERACTIVE
         self._depth = 0
         # Called (outside the lock, on the releasing thread) each time the model is let go:
         # SharedLM gives the freed pass memory back to the OS there (lit_app/memory.py, `Trimmer`).
         self.on_free: Callable[[], object] | None = None
 
-    def _my_turn(self, ticket: object, background: bool) -> bool:
-        if self._owner is not None:
-            return False
-        if background:
-            return not self._queues[False] and self._queues[True][0] is ticket
-        return self._queues[False][0] is ticket
+    def _waiting_up_to(self, level: Priority) -> int:
+        """Waiters at `level` or a more urgent one (called under `_cond`, or as a cheap racy read)."""
+        return sum(len(self._queues[p]) for p in Priority if p <= level)
 
-    def acquire(self, background: bool = False) -> bool:
+    def _my_turn(self, ticket: object, level: Priority) -> bool:
+        if self._owner is not None or any(self._queues[p] for p in Priority if p < level):
+            return False
+        return self._queues[level][0] is ticket
+
+    def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
         """Waits for the model (see the class docstring for the order); re-entrant. Returns True."""
+        level = Priority(priority)
         me = threading.get_ident()
         with self._cond:
             if self._owner == me:
                 self._depth += 1
                 return True
-            queue = self._queues[background]
+            queue = self._queues[level]
             ticket = object()
             queue.append(ticket)
             try:
-                while not self._my_turn(ticket, background):
+                while not self._my_turn(ticket, level):
                     self._cond.wait()
             except BaseException:  # e.g. KeyboardInterrupt while waiting: leave the queue
                 queue.remove(ticket)
                 self._cond.notify_all()
                 raise
             queue.popleft()
-            self._owner, self._owner_background, self._depth = me, background, 1
+            self._owner, self._owner_priority, self._depth = me, level, 1
             return True
 
     def release(self) -> None:
@@ -99,31 +116,38 @@ class ModelScheduler:
     def yield_to_waiting(self) -> bool:
         """Between two slices: lets the waiting acquirers that go first use the model, then takes it back.
 
-        Those are every waiting interactive request and, for a background holder, the
-        background work that queued before it. Only the holder may call it; it does
-        nothing below depth 1 (the holder's caller still relies on what it holds).
-        Returns whether it let anybody go first.
+        Those are every waiting acquirer of a more urgent level and those of the holder's own
+        level (which queued before it re-queues). Only the holder may call it; it does nothing
+        below depth 1 (the holder's caller still relies on what it holds). Returns whether it
+        let anybody go first.
         """
         me = threading.get_ident()
         with self._cond:
             if self._owner != me:
                 raise RuntimeError("ModelScheduler.yield_to_waiting called by a thread that does not hold it.")
-            background = self._owner_background
-            waiting = len(self._queues[False]) + (len(self._queues[True]) if background else 0)
-            if not waiting or self._depth != 1:
+            level = self._owner_priority
+            if not self._waiting_up_to(level) or self._depth != 1:
                 return False
         self.release()
-        self.acquire(background=background)
+        self.acquire(level)
         return True
 
     @contextlib.contextmanager
-    def background(self) -> Iterator["ModelScheduler"]:
-        """Holds the model as background work (`with scheduler.background(): ...`)."""
-        self.acquire(background=True)
+    def at(self, priority: Priority) -> Iterator["ModelScheduler"]:
+        """Holds the model at `priority` (`with scheduler.at(Priority.USER_JOB): ...`)."""
+        self.acquire(priority)
         try:
             yield self
         finally:
             self.release()
+
+    def background(self) -> contextlib.AbstractContextManager["ModelScheduler"]:
+        """Holds the model as automatic background work (`with scheduler.background(): ...`)."""
+        return self.at(Priority.BACKGROUND)
+
+    def user_job(self) -> contextlib.AbstractContextManager["ModelScheduler"]:
+        """Holds the model as work a person started and watches (`with scheduler.user_job(): ...`)."""
+        return self.at(Priority.USER_JOB)
 
     def __enter__(self) -> "ModelScheduler":
         self.acquire()
@@ -137,18 +161,28 @@ class ModelScheduler:
         with self._cond:
             return self._owner is not None
 
-    def waiting(self, background: bool | None = None) -> int:
-        """How many threads wait for the model: interactive (False), background (True) or all (None)."""
+    def waiting(self, priority: Priority | None = None) -> int:
+        """How many threads wait for the model at `priority`, or at any level (None)."""
         with self._cond:
-            if background is None:
-                return len(self._queues[False]) + len(self._queues[True])
-            return len(self._queues[background])
+            if priority is None:
+                return sum(len(q) for q in self._queues.values())
+            return len(self._queues[Priority(priority)])
 
     def interactive_waiting(self) -> bool:
-        """True while an interactive request waits (cheap: background work asks at every layer boundary)."""
-        return bool(self._queues[False])  # a deque's length is read atomically; a stale answer costs one layer
+        """True while an interactive request waits (cheap: a deque's length is read atomically)."""
+        return bool(self._queues[Priority.INTERACTIVE])
+
+    def outranked(self) -> bool:
+        """True while an acquirer of a more urgent level than the holder's waits (cheap: background work
+        asks at every layer boundary; a stale answer costs one layer)."""
+        level = self._owner_priority
+        return any(self._queues[p] for p in Priority if p < level)
+
+    def holder_priority(self) -> Priority | None:
+        """The level the holder acquired the model with; None while the model is free."""
+        with self._cond:
+            return None if self._owner is None else self._owner_priority
 
     def holder_is_background(self) -> bool:
-        """True while background work holds the model."""
-        with self._cond:
-            return self._owner is not None and self._owner_background
+        """True while automatic background work holds the model."""
+        return self.holder_priority() == Priority.BACKGROUND

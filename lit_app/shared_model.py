@@ -47,9 +47,10 @@ class SharedLM:
 
     `lock` serializes every use of the model (generation, salience and the tokenization
     they do), so concurrent LIT requests queue instead of interfering; what a person waits
-    for (`with lock:`) goes before background work (`with lock.background():`), which
-    holds it one time slice at a time (`slice_s`): the matrix jobs (`jobs`), blocking
-    every-matrix requests, explanation tests, the value-index build. Requests that only
+    for (`with lock:`) goes before work a person started and watches (`with lock.user_job():`:
+    explanation tests, intervention runs, the value-index build), which goes before automatic
+    background work (`with lock.background():`: the matrix jobs (`jobs`), blocking every-matrix
+    requests); both hold it one time slice at a time (`slice_s`). Requests that only
     need tokens do not wait for it (`prompts`, lit_app/prompt_tokens.py).
     """
 

@@ -19,7 +19,7 @@ from werkzeug.test import Client
 import sequence_salience as ss
 from lit_app import datasets, fields, inputs, model_group, progressive, server, shared_model
 from lit_app import inside as lit_inside
-from lit_app.scheduler import ModelScheduler
+from lit_app.scheduler import ModelScheduler, Priority
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -27,7 +27,8 @@ TRACE, _, _ = lit_inside.model_names(MODEL)
 
 
 class LoggedScheduler(ModelScheduler):
-    """The real scheduler, with an event log: (event, thread name, background?) for queue/grant/release."""
+    """The real scheduler, with an event log: (event, thread name, background?) for queue/grant/release
+    (background?: below the interactive level, i.e. a user job or automatic background work)."""
 
     def __init__(self):
         super().__init__()
@@ -39,11 +40,12 @@ class LoggedScheduler(ModelScheduler):
         with self._events_lock:
             self.events.append((event, threading.current_thread().name, background))
 
-    def acquire(self, background: bool = False) -> bool:
+    def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
         depth = getattr(self._local, "n", 0)
+        background = priority != Priority.INTERACTIVE
         if depth == 0:
             self._log("queue", background)
-        super().acquire(background=background)
+        super().acquire(priority)
         self._local.n = depth + 1
         if depth == 0:
             self._local.background = background

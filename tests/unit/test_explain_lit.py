@@ -73,7 +73,7 @@ def watch(shared, model, request: dict, on_status=None) -> tuple[dict, list[dict
         wait_until(lambda: lock.waiting() > waiting or finished.is_set(), "the next watcher to queue")
 
     def watcher(first: bool):
-        with lock.background():  # queued like the test itself: in arrival order
+        with lock.user_job():  # queued like the test itself (a user job): in arrival order
             if first:  # the request formatted its prompt under the model lock; wait until it queues again
                 wait_until(lambda: status() is not None and lock.waiting() == 1, "the request to queue")
             else:

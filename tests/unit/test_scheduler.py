@@ -1,4 +1,4 @@
-"""The model scheduler (lit_app/scheduler.py): interactive requests before background slices.
+"""The model scheduler (lit_app/scheduler.py): interactive requests, then user jobs, then background slices.
 
 Threads queue for the model; the order in which they get it is recorded inside the critical
 section (an event log), never timed. Queued states are observed through `waiting()`.
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from lit_app.scheduler import ModelScheduler
+from lit_app.scheduler import ModelScheduler, Priority
 from tests.unit.waiting import wait_until
 
 
@@ -25,12 +25,18 @@ class _Log:
             self.events.append(event)
 
 
-def _queue(sched: ModelScheduler, log: _Log, name: str, background: bool) -> threading.Thread:
-    """Starts a thread that takes the model (at the given priority), logs `name`, lets go; returns once it waits."""
-    before = sched.waiting(background)
+INTERACTIVE, USER_JOB, BACKGROUND = Priority.INTERACTIVE, Priority.USER_JOB, Priority.BACKGROUND
+
+
+def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | bool) -> threading.Thread:
+    """Starts a thread that takes the model (at the given priority; True: background, False: interactive),
+    logs `name`, lets go; returns once it waits."""
+    if isinstance(priority, bool):
+        priority = BACKGROUND if priority else INTERACTIVE
+    before = sched.waiting(priority)
 
     def run():
-        sched.acquire(background=background)
+        sched.acquire(priority)
         try:
             log.add(name)
         finally:
@@ -38,7 +44,7 @@ def _queue(sched: ModelScheduler, log: _Log, name: str, background: bool) -> thr
 
     thread = threading.Thread(target=run, name=name)
     thread.start()
-    wait_until(lambda: sched.waiting(background) > before, f"{name} to queue")
+    wait_until(lambda: sched.waiting(priority) > before, f"{name} to queue")
     return thread
 
 
@@ -47,7 +53,7 @@ def test_waiting_interactive_requests_go_before_background_work_that_queued_earl
     sched.acquire()
     threads = [_queue(sched, log, "bg1", True), _queue(sched, log, "click1", False),
                _queue(sched, log, "bg2", True), _queue(sched, log, "click2", False)]
-    assert sched.waiting() == 4 and sched.waiting(False) == 2 and sched.waiting(True) == 2
+    assert sched.waiting() == 4 and sched.waiting(INTERACTIVE) == 2 and sched.waiting(BACKGROUND) == 2
     sched.release()
     for t in threads:
         t.join()
@@ -118,10 +124,10 @@ def test_background_work_waits_while_clicks_keep_arriving():
                 start_click(k + 1)
 
     def start_click(k: int):
-        before = sched.waiting(False)
+        before = sched.waiting(INTERACTIVE)
         chain.append(threading.Thread(target=click, args=(k,)))
         chain[-1].start()
-        wait_until(lambda: sched.waiting(False) > before, f"click{k} to queue")
+        wait_until(lambda: sched.waiting(INTERACTIVE) > before, f"click{k} to queue")
 
     start_click(0)
     sched.release()
@@ -182,3 +188,93 @@ def test_interactive_waiting_says_whether_a_click_waits_not_background_work():
         assert log.events == ["click", "bg"] and not sched.interactive_waiting()
     for t in (bg, click):
         t.join()
+
+
+# --------------------------------------------------------------- user jobs (issue 35 point 5)
+# Each ordering test below fails on the two-level scheduler, where a user-started job (an explanation test)
+# queued as background work: there it came after background work that queued before it.
+
+
+def test_a_user_job_goes_before_background_work_that_queued_earlier_when_the_holder_yields():
+    """A matrix job holds the model; another background job and then an explanation test queue: the test goes first."""
+    sched, log = ModelScheduler(), _Log()
+    waiters: list[threading.Thread] = []
+
+    def matrix_job():
+        with sched.background():
+            log.add("matrix slice 1")
+            waiters.extend([_queue(sched, log, "other matrix job", BACKGROUND), _queue(sched, log, "test", USER_JOB)])
+            assert sched.outranked()  # the slice may end at the next layer boundary
+            assert sched.yield_to_waiting()
+            log.add("matrix slice 2")
+
+    worker = threading.Thread(target=matrix_job)
+    worker.start()
+    worker.join()
+    for t in waiters:
+        t.join()
+    assert log.events == ["matrix slice 1", "test", "other matrix job", "matrix slice 2"]
+
+
+def test_interactive_requests_still_go_before_user_jobs():
+    sched, log = ModelScheduler(), _Log()
+    sched.acquire()
+    threads = [_queue(sched, log, "bg", BACKGROUND), _queue(sched, log, "test", USER_JOB),
+               _queue(sched, log, "click", INTERACTIVE)]
+    sched.release()
+    for t in threads:
+        t.join()
+    assert log.events == ["click", "test", "bg"]
+
+
+def test_user_jobs_are_served_in_arrival_order_before_background_work():
+    sched, log = ModelScheduler(), _Log()
+    sched.acquire()
+    threads = [_queue(sched, log, "test1", USER_JOB), _queue(sched, log, "bg", BACKGROUND),
+               _queue(sched, log, "test2", USER_JOB), _queue(sched, log, "test3", USER_JOB)]
+    sched.release()
+    for t in threads:
+        t.join()
+    assert log.events == ["test1", "test2", "test3", "bg"]
+
+
+def test_a_yielding_user_job_lets_clicks_and_earlier_user_jobs_go_first_never_background_work():
+    sched, log = ModelScheduler(), _Log()
+    waiters: list[threading.Thread] = []
+
+    def test_job():
+        with sched.user_job():
+            log.add("test slice 1")
+            waiters.extend([_queue(sched, log, "bg", BACKGROUND), _queue(sched, log, "intervention", USER_JOB),
+                            _queue(sched, log, "click", INTERACTIVE)])
+            assert sched.yield_to_waiting()
+            log.add("test slice 2")
+            assert sched.waiting(BACKGROUND) == 1 and not sched.outranked()
+            assert not sched.yield_to_waiting()  # only background work waits: the test keeps the model
+            log.add("test slice 3")
+
+    worker = threading.Thread(target=test_job)
+    worker.start()
+    worker.join()
+    for t in waiters:
+        t.join()
+    assert log.events == ["test slice 1", "click", "intervention", "test slice 2", "test slice 3", "bg"]
+
+
+def test_reentrant_acquire_at_other_levels_keeps_the_first_level_and_does_not_deadlock():
+    sched, log = ModelScheduler(), _Log()
+    with sched.user_job():
+        with sched.background():  # less urgent, re-entrant
+            with sched:  # more urgent, re-entrant
+                assert sched.holder_priority() == USER_JOB
+                click = _queue(sched, log, "click", INTERACTIVE)
+                bg = _queue(sched, log, "bg", BACKGROUND)
+                assert not sched.yield_to_waiting()  # depth 3: the caller still relies on what it holds
+                log.add("inner")
+        assert sched.holder_priority() == USER_JOB and not sched.holder_is_background()
+        assert sched.yield_to_waiting()  # depth 1 again: the click goes first, the background work does not
+        log.add("outer")
+    for t in (click, bg):
+        t.join()
+    assert log.events == ["inner", "click", "outer", "bg"]
+    assert not sched.locked() and sched.holder_priority() is None
