@@ -19,18 +19,22 @@ computed here, in a worker thread, while the user already reads the map:
   measured seconds per unit, taken at each report and counted down between reports; it never
   rises (a later, slower report cannot push it up) and is None when it ran out before the work
   did or once every unit is done (the page then says "finishing…", never "about 1 s left").
+  While the job waits for the model behind more urgent work (a user job: an explanation test the user
+  started; `Job.waiting`), its status says `"waiting": true` with no estimate, and the paused time
+  counts neither towards the estimate's deadline nor towards the measured seconds per unit.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import sequence_salience as ss
@@ -79,6 +83,9 @@ class Job:
     _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     # Why it was told to stop (the first reason), for the one line logged when it stops.
     cancel_reason: str = ""
+    # Since when (`clock` time) it waits for the model behind more urgent work (`waiting`); None: it does not.
+    waiting_since: float | None = None
+    waited_s: float = 0.0  # seconds it waited so, in total (not model time spent on it)
 
     def cancel(self, reason: str = "") -> None:
         if self.state not in _FINISHED and not self._cancel.is_set():
@@ -106,13 +113,28 @@ class Job:
             return
         now = self.clock()
         begun = self.started if self.started is not None else self.created
-        deadline = now + max(0, total - done) * (now - begun) / done
+        deadline = now + max(0, total - done) * max(0.0, now - begun - self.waited_s) / done
         self.eta_deadline = deadline if self.eta_deadline is None else min(self.eta_deadline, deadline)
 
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """The job waits for the model behind more urgent work while this block runs: its status says so
+        and has no estimate; afterwards the estimate's deadline moves on by the time waited."""
+        self.waiting_since = self.clock()
+        try:
+            yield
+        finally:
+            waited = self.clock() - self.waiting_since
+            self.waiting_since = None
+            self.waited_s += waited
+            if self.eta_deadline is not None:
+                self.eta_deadline += waited
+
     def eta(self) -> float | None:
-        """Seconds left by the estimate (see `report`); None when not running, before the first report,
-        once every unit is done, or when the estimate ran out before the work did."""
-        if self.state != RUNNING or self.eta_deadline is None or self.done >= self.total:
+        """Seconds left by the estimate (see `report`); None when not running, while it waits for the model,
+        before the first report, once every unit is done, or when the estimate ran out before the work did."""
+        if self.state != RUNNING or self.waiting_since is not None or self.eta_deadline is None \
+                or self.done >= self.total:
             return None
         left = self.eta_deadline - self.clock()
         return left if left > 0.5 else None
@@ -126,7 +148,7 @@ class Job:
         out = {
             "kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
             "elapsed_s": round(elapsed, 2), "eta_s": None if eta is None else round(eta, 1),
-            "error": self.error,
+            "error": self.error, "waiting": self.state == RUNNING and self.waiting_since is not None,
         }
         if self.job_id:
             out["job_id"] = self.job_id

@@ -15,6 +15,7 @@ Each looks in the store first and stores what it computes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -35,7 +36,7 @@ from lit_app.lru_cache import LRUCache
 from lit_app.method_registry import COUNT_FIELDS, EXTRA_METHODS
 from lit_app.responses import Responses
 from lit_app.salience_store import SalienceStore, pair_key
-from lit_app.scheduler import ModelScheduler
+from lit_app.scheduler import ModelScheduler, Priority
 
 logger = logging.getLogger(__name__)
 
@@ -105,25 +106,44 @@ class SalienceRuns:
     def _slice_progress(self, job: progressive.Job | None) -> Progress:
         """Progress of background work: to `job` (when given) and the log; then the clicks that arrived
         during the slice or batch get the model."""
-        log = log_progress()
+        log, yield_ = log_progress(), self._yield(job)
 
         def progress(stage: str, done: int, total: int) -> None:
             if job is not None:
                 job.report(done, total)
             log(stage, done, total)
-            self._lock.yield_to_waiting()
+            yield_()
 
         return progress
 
-    def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V]) -> V:
-        """The cached value of `key`, else `compute()` as background work (stored)."""
+    def _yield(self, job: progressive.Job | None) -> Callable[[], object]:
+        """`yield_to_waiting` between slices; when more urgent work than background work waits (a user
+        job, a click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job
+        of its own level that goes first is not that: the two alternate, and the estimate counts it."""
+        if job is None:
+            return self._lock.yield_to_waiting
+
+        def yield_() -> object:
+            with job.waiting() if self._lock.outranked() else contextlib.nullcontext():
+                return self._lock.yield_to_waiting()
+
+        return yield_
+
+    def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V],
+                       job: progressive.Job | None = None) -> V:
+        """The cached value of `key`, else `compute()` as background work (stored); `job`'s status says
+        "waiting" until it holds the model."""
         out = cache.get(key)
         if out is None:
-            with self._lock.background():
+            with job.waiting() if job is not None else contextlib.nullcontext():  # "waiting" while queued
+                self._lock.acquire(Priority.BACKGROUND)
+            try:
                 out = cache.get(key)  # computed while this waited for the model
                 if out is None:
                     out = compute()
                     cache.put(key, out)
+            finally:
+                self._lock.release()
         return out
 
     def salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None, job: progressive.Job | None = None,
@@ -150,10 +170,10 @@ class SalienceRuns:
             return ss.compute_salience(self._lm, chat, explained, methods=methods, config=config,
                                        progress=self._slice_progress(job),
                                        cancel=job.should_stop if job is not None else cancel,
-                                       slice_s=self._sizer(), between_slices=self._lock.yield_to_waiting)
+                                       slice_s=self._sizer(), between_slices=self._yield(job))
 
         return self._in_background(self.store.complete, pair_key(chat, target, explained) + (methods, config),
-                                   compute)
+                                   compute, job)
 
     def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
                          job: progressive.Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
@@ -180,7 +200,7 @@ class SalienceRuns:
                                     pattern=request.pattern, span=request.span, config=config, result=known,
                                     progress=self._slice_progress(job), cancel=cancel, slice_s=self._sizer())
 
-        return self._in_background(self.store.segments, key, compute)
+        return self._in_background(self.store.segments, key, compute, job)
 
     def quick(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int | None, counts: Counts = None,
               cancel: Cancel | None = None, progress: Progress | None = None) -> ss.SalienceResult:

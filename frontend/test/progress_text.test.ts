@@ -20,6 +20,12 @@ describe('progress text', () => {
     expect(describeProgress(d)).toBe(text);
   });
 
+  it('a job paused behind a test the user started says so, with no time left', () => {
+    const paused = {...running(10, 40, null), kind: 'grad', waiting: true};
+    expect(describeProgress(paused)).toBe(' 25 % · paused: your own work goes first');
+    expect(describeDetail(paused)).toBe('per-token detail loading 25% (paused: your own work goes first)');
+  });
+
   it('the per-token line says finishing at 100 %', () => {
     expect(describeDetail(running(7, 7, null))).toBe('per-token detail loading 100% (finishing…)');
   });

@@ -87,3 +87,21 @@ def test_an_estimate_that_ran_out_before_the_work_says_nothing():
     etas = {t: eta for t, _done, eta in polls}
     assert etas[30.0] == 10.0
     assert all(etas[t] is None for t in range(40, 45))
+
+
+def test_while_paused_behind_a_user_job_the_status_says_waiting_and_the_estimate_resumes_after():
+    """A matrix job waits while an explanation test the user started runs (lit_app/scheduler.py's user
+    jobs go first): its estimate must not count down meanwhile, nor count the pause as model time."""
+    clock = Clock()
+    job = _job(clock)
+    clock.now += 10.0
+    job.report(10, 40)  # 1 s a unit: 30 s left
+    assert job.status()["eta_s"] == 30.0 and job.status()["waiting"] is False
+    with job.waiting():
+        clock.now += 100.0  # the user's test runs for 100 s
+        paused = job.status()
+        assert paused["waiting"] is True and paused["eta_s"] is None  # was: "about 30 s left" counting down to none
+    assert job.status() == {**paused, "waiting": False, "eta_s": 30.0}  # the same 30 s left, not 0 or none
+    clock.now += 10.0
+    job.report(20, 40)  # 10 more units in 10 s of model time: still 1 s a unit (not 110 s / 20 units)
+    assert job.status()["eta_s"] == 20.0

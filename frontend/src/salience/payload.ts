@@ -58,6 +58,9 @@ export interface DetailStatus {
   /** A span job's id (`detail="span_progress"`): what a `detail="span_cancel"` names to stop it, and only it;
    * a per-token matrix job's (its start and polls): what `detail="matrix_cancel"` names. */
   job_id?: string;
+  /** A running job paused behind more urgent work (a test or intervention the user started, a click:
+   * lit_app/scheduler.py); it has no estimate meanwhile (absent from older servers). */
+  waiting?: boolean;
 }
 
 /** A poll answer: only the progress (no "text"), or a complete payload. */
@@ -122,11 +125,13 @@ export function describeProgress(d: DetailStatus | null | undefined): string {
 
 /**
  * The time left of a running computation in words: "finishing…" once every unit is done (the result is
- * being assembled), "about 12 s left" / "about 3 min left" from the server's estimate (lit_app/progressive.py:
+ * being assembled), "paused: your own work goes first" while it waits behind work the user started,
+ * "about 12 s left" / "about 3 min left" from the server's estimate (lit_app/progressive.py:
  * measured seconds per unit, never rising; null when it ran out), '' when there is none.
  */
 export function timeLeft(d: DetailStatus): string {
   if (d.total > 0 && d.done >= d.total) return 'finishing…';
+  if (d.waiting) return 'paused: your own work goes first';
   if (d.eta_s == null) return '';
   return d.eta_s >= 90 ? `about ${Math.round(d.eta_s / 60)} min left` : `about ${Math.max(1, Math.round(d.eta_s))} s left`;
 }
