@@ -79,26 +79,29 @@ class ModelScheduler:
             return False
         return self._queues[level][0] is ticket
 
+    def _queue_and_wait(self, level: Priority) -> None:
+        """Joins the back of `level`'s queue and waits for the model's turn (called under `_cond`)."""
+        queue = self._queues[level]
+        ticket = object()
+        queue.append(ticket)
+        try:
+            while not self._my_turn(ticket, level):
+                self._cond.wait()
+        except BaseException:  # e.g. KeyboardInterrupt while waiting: leave the queue
+            queue.remove(ticket)
+            self._cond.notify_all()
+            raise
+        queue.popleft()
+        self._owner, self._owner_priority, self._depth = threading.get_ident(), level, 1
+
     def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
         """Waits for the model (see the class docstring for the order); re-entrant. Returns True."""
         level = Priority(priority)
-        me = threading.get_ident()
         with self._cond:
-            if self._owner == me:
+            if self._owner == threading.get_ident():
                 self._depth += 1
                 return True
-            queue = self._queues[level]
-            ticket = object()
-            queue.append(ticket)
-            try:
-                while not self._my_turn(ticket, level):
-                    self._cond.wait()
-            except BaseException:  # e.g. KeyboardInterrupt while waiting: leave the queue
-                queue.remove(ticket)
-                self._cond.notify_all()
-                raise
-            queue.popleft()
-            self._owner, self._owner_priority, self._depth = me, level, 1
+            self._queue_and_wait(level)
             return True
 
     def release(self) -> None:
@@ -119,17 +122,20 @@ class ModelScheduler:
         Those are every waiting acquirer of a more urgent level and those of the holder's own
         level (which queued before it re-queues). Only the holder may call it; it does nothing
         below depth 1 (the holder's caller still relies on what it holds). Returns whether it
-        let anybody go first.
+        let anybody go first. Letting go and queueing again are one step, so no less urgent acquirer
+        can take the model in between.
         """
-        me = threading.get_ident()
         with self._cond:
-            if self._owner != me:
+            if self._owner != threading.get_ident():
                 raise RuntimeError("ModelScheduler.yield_to_waiting called by a thread that does not hold it.")
             level = self._owner_priority
             if not self._waiting_up_to(level) or self._depth != 1:
                 return False
-        self.release()
-        self.acquire(level)
+            self._owner = None
+            self._cond.notify_all()
+            self._queue_and_wait(level)
+        if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
+            self.on_free()
         return True
 
     @contextlib.contextmanager
