@@ -1,4 +1,5 @@
-"""Interactive requests before background slices, through the real LIT app on the default model (issue 16).
+"""Interactive requests, then user jobs, before background slices, through the real LIT app on the default model
+(issues 16 and 35).
 
 The per-token gradient job runs on the shipped chain-of-thought example; a trace and a clicked span
 requested while it runs each complete before the job's next slice. The order is read from an event
@@ -18,6 +19,7 @@ from werkzeug.test import Client
 
 import sequence_salience as ss
 from lit_app import datasets, fields, inputs, model_group, progressive, server, shared_model
+from lit_app import explain as lit_explain
 from lit_app import inside as lit_inside
 from lit_app.scheduler import ModelScheduler, Priority
 
@@ -48,9 +50,24 @@ class LoggedScheduler(ModelScheduler):
         super().acquire(priority)
         self._local.n = depth + 1
         if depth == 0:
-            self._local.background = background
+            self._local.background, self._local.priority = background, Priority(priority)
             self._log("grant", background)
         return True
+
+    def yield_to_waiting(self) -> bool:
+        """Logs a yield as a release, queue and grant (letting go and queueing again are one step inside the
+        scheduler; the release is logged first when the public waiting counts say the holder will yield)."""
+        background = self._local.background
+        will = self._local.n == 1 and any(self.waiting(p) for p in Priority if p <= self._local.priority)
+        if will:  # waiters cannot leave while this thread holds the model: it will yield
+            self._log("release", background)
+        yielded = super().yield_to_waiting()
+        if yielded:
+            if not will:
+                self._log("release", background)
+            self._log("queue", background)
+            self._log("grant", background)
+        return yielded
 
     def release(self) -> None:
         self._local.n -= 1
@@ -154,3 +171,47 @@ def test_trace_and_clicked_span_complete_before_the_jobs_next_slice(app, default
     # The clicked span equals its rows of the finished matrices.
     rows = result.matrices["grad_x_input"][2:5].sum(0)
     np.testing.assert_allclose(answers["span"][fields.SPAN_SALIENCE]["grad_x_input"], rows, rtol=2e-3, atol=2e-5)
+
+
+def test_an_explanation_test_goes_before_the_running_matrix_jobs_slices(app):
+    """Issue 35 point 5: a test the user started (a user job) is not served alternately with the per-token
+    matrix job that the first highlight started automatically; the job waits, then goes on. Fails with the
+    two-level scheduler, where the test queued as background work and the two alternated slice by slice."""
+    shared, client = app
+    lock: LoggedScheduler = shared.lock
+    # A typed target: a datapoint of its own, so the first highlight starts a fresh job (the previous
+    # test's job on the generated response is done).
+    data = {"prompt": _cot_prompt(), "target": "The train arrives at 5:45 pm, so the trip takes three and a half"
+            " hours. Adding the wait of twenty minutes at the station, the traveller reaches home by 6:05 pm."}
+    first = _post(client, SAL, {**data, "detail": "span"})
+    n_targets = len(first[fields.SALIENCE]["target_logprobs"])
+    job = shared.jobs.get(inputs.datapoint_group(data), "grad")
+    assert job is not None
+    _wait_until(lambda: job.state == progressive.RUNNING and job.done >= 1, "the job's first slices")
+
+    answer: dict = {}
+    test = threading.Thread(name="explain", target=lambda: answer.update(_post(
+        client, lit_explain.explain_model_name(GEN), {**data, "explain_action": "contrastive", "methods": "grad_norm",
+                                          "foil": "The train arrives at noon."})))
+    test.start()
+    test.join()
+    done_after_test = job.done
+    try:
+        events = list(lock.events)
+        job_thread = "salience-detail"
+        mine = [i for i, (what, who, background) in enumerate(events) if who == "explain" and background]
+        queued, released = mine[0], mine[-1]
+        assert events[queued] == ("queue", "explain", True) and events[released] == ("release", "explain", True)
+        # The job was mid-run when the test queued ...
+        assert ("grant", job_thread, True) in events[:queued]
+        # ... and got no slice until the test had finished (the two-level scheduler alternated them).
+        between = [e for e in events[queued:released] if e[0] == "grant" and e[1] == job_thread]
+        assert between == [], f"the explanation test let the matrix job run {len(between)} slice(s) in between"
+        assert done_after_test < n_targets  # the job was not finished: it waited
+        out = answer[lit_explain.EXPLAIN]
+        assert not out.get("cancelled") and set(out["methods"]) == {"grad_norm"}
+        # The job goes on afterwards.
+        _wait_until(lambda: any(e[0] == "grant" and e[1] == job_thread for e in lock.events[released:]),
+                    "the job's next slice")
+    finally:
+        job.cancel("test over")
