@@ -18,7 +18,9 @@ the simple question ("What is the capital of France?", the test's row, the basel
 shipped chain-of-thought case ("A train leaves at 2:15 pm", its 143-token response), in that order on the
 same server, a fresh page for each. For the chain-of-thought row the per-token gradient job that the first
 highlight starts may still be running when Run is clicked (as for a user who clicks at once); the stages
-column shows when the test waited for it. `uptime`'s load is printed at the start and end of each run.
+column shows when the test waited for it, and the matrices column the job's state (done/total targets) as
+the page's last poll before the click and before the first result saw it (and how many polls after the
+click said it waited for the test: lit_app/scheduler.py's user jobs go first). `uptime`'s load is printed at the start and end of each run.
 Prints a Markdown table; asserts nothing.
 """
 
@@ -48,14 +50,21 @@ TIMEOUT_MS = 1_800_000
 FETCH_JS = r"""
 (() => {
   window.__explain = [];
+  window.__detail = [];
   const nativeFetch = window.fetch.bind(window);
   window.fetch = async function (input, init) {
     const url = typeof input === 'string' ? input : input.url;
     const res = await nativeFetch(input, init);
-    if (url.includes('/get_preds') && /explain/.test(new URL(url, location.href).searchParams.get('model') || '')) {
+    const model = url.includes('/get_preds') ? new URL(url, location.href).searchParams.get('model') || '' : '';
+    if (/explain/.test(model)) {
       res.clone().json().then((body) => {
         const e = body && body[0] && body[0].explain;
         if (e) window.__explain.push({t: performance.now(), e});
+      }).catch(() => {});
+    } else if (/_salience$/.test(model)) {  // the per-token matrices job's progress, as the page polls it
+      res.clone().json().then((body) => {
+        const d = body && body[0] && body[0].salience && body[0].salience.detail;
+        if (d && d.kind === 'grad') window.__detail.push({t: performance.now(), d});
       }).catch(() => {});
     }
     return res;
@@ -115,8 +124,19 @@ def run_row(page, url: str, row_text: str, full_timeout_s: float) -> dict:
         print(f"(no full result within {full_timeout_s:.0f} s: {type(e).__name__})", flush=True)
     seen = page.evaluate("() => { clearInterval(window.__curvesTimer); return window.__curves; }")
     answers = page.evaluate("() => window.__explain.map(a => ({...a, t: (a.t - window.__t0) / 1000}))")
+    details = page.evaluate("() => window.__detail.map(a => ({...a, t: (a.t - window.__t0) / 1000}))")
     coarse = next((e["t"] for e in seen if e["preliminary"]), None)
     full = next((e["t"] for e in seen if not e["preliminary"] and e["upper"]), None)
+
+    def matrices_at(t: float | None) -> str:
+        """The per-token matrices job as the page's last poll before `t` saw it."""
+        last = [a["d"] for a in details if t is not None and a["t"] <= t]
+        if not last:
+            return "not polled"
+        d = last[-1]
+        return f"{d['state']} {d['done']}/{d['total']}" + (" waiting" if d.get("waiting") else "")
+
+    paused = sum(1 for a in details if a["t"] >= 0 and a["d"].get("waiting"))
     stages: list[str] = []
     n_segments = n_scored = None
     for a in answers:
@@ -130,6 +150,7 @@ def run_row(page, url: str, row_text: str, full_timeout_s: float) -> dict:
         if "n_scored" in a["e"] and not a["e"].get("preliminary"):
             n_segments, n_scored = a["e"].get("n_segments"), a["e"]["n_scored"]
     return {"highlight_s": highlight_s, "target": target, "coarse": coarse, "full": full, "stages": stages,
+            "matrices": f"{matrices_at(0.0)} → {matrices_at(coarse)} ({paused} polls said waiting)",
             "n_segments": n_segments, "n_scored": n_scored, "load": f"{load0} / {load()}"}
 
 
@@ -146,8 +167,9 @@ def main() -> None:
 
     print(f"uptime at start: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}\n")
     print("| run | row | first highlight | Run's target | segments | prompts scored (full) | first (coarse) result "
-          "| full result | job stages seen (s after the click) | load at click / at full |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---|---|")
+          "| full result | job stages seen (s after the click) | matrices job at the click → at the first result "
+          "| load at click / at full |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---|---|---|")
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp, ServerProcess(["--host", "127.0.0.1"], Path(tmp)) as server, \
             sync_api.sync_playwright() as pw:
@@ -167,7 +189,7 @@ def main() -> None:
                     fmt = lambda v: "none" if v is None else f"{v:.1f} s"  # noqa: E731
                     print(f"| {run + 1} | {name} | {r['highlight_s']:.1f} s | {r['target']} | {r['n_segments']} | "
                           f"{r['n_scored']} | **{fmt(r['coarse'])}** | {fmt(r['full'])} | {' → '.join(r['stages'])} "
-                          f"| {r['load']} |", flush=True)
+                          f"| {r['matrices']} | {r['load']} |", flush=True)
         finally:
             browser.close()
     if "simple" in results and "cot" in results:
