@@ -1,7 +1,7 @@
 """Progressive salience in the real browser against the real server (issue 10).
 
 * Selecting an example paints the exact whole-response map first ("exact for this
-  span"), then the per-token matrices fill in with progress and the module says so.
+  span"), then the per-token matrices fill in and the module says so.
 * A 4,000-token prompt with a 64-token target works end to end: first highlight,
   progress with an estimate of the time left, and selecting another prompt stops
   the old work (the new selection is served; the old job does not hold the CPU).
@@ -22,8 +22,14 @@ pytestmark = pytest.mark.e2e
 
 TAG = "prompt-salience-module"
 LOAD_TIMEOUT_MS = 600_000
-CASE = "chain-of-thought arithmetic"
 QUESTION = "What is the capital of France?"
+# A chain-of-thought prompt and answer (25 tokens) of this file only: no other test asks the session's server
+# for its matrices, so the first paint cannot come from its cache. (The shipped chain-of-thought row's own
+# answer is 143 generated tokens: its matrices took 102 s of the suite on a quiet machine.)
+COT_PROMPT = ("Q: A baker makes 24 muffins. She sells 9 in the morning and 7 in the afternoon. How many muffins "
+              "are left?\nA: She sold 9 + 7 = 16 muffins. 24 - 16 = 8. The answer is 8.\n\nQ: Tom has 3 boxes "
+              "with 12 pencils each. He gives away 10 pencils. How many pencils does he have now?\nA:")
+COT_TARGET = " He had 3 * 12 = 36 pencils. 36 - 10 = 26. The answer is 26."
 
 
 def _server_pid(url: str) -> int | None:
@@ -76,13 +82,24 @@ def _wait_detail_done(page, mod) -> None:
         raise AssertionError(f"per-token matrices not done: data-detail={state!r}: {text!r}") from e
 
 
+def _fill_editor(page, prompt: str, target: str):
+    """Types `prompt` and `target` into LIT's datapoint editor; returns its Add button (a click adds the
+    datapoint and selects it)."""
+    page.get_by_text("Editor", exact=True).first.click()
+    editor = page.locator("single-datapoint-editor-module")
+    editor.locator(".entry", has_text="prompt").first.locator("textarea").fill(prompt)
+    editor.locator(".entry", has_text="target").first.locator("textarea").fill(target)
+    return editor.locator("button#make")
+
+
 def test_first_highlight_then_detail_with_progress(server_url, browser_page, artifacts_dir):
     page, external = browser_page
     page.goto(server_url)
     mod = page.locator(TAG)
     mod.wait_for(timeout=120_000)
+    add = _fill_editor(page, COT_PROMPT, COT_TARGET)
     t0 = time.perf_counter()
-    page.locator("data-table-module tbody tr", has_text=CASE).first.click()
+    add.click()
     page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     first = time.perf_counter() - t0
     precision = mod.locator(".precision")
@@ -90,10 +107,10 @@ def test_first_highlight_then_detail_with_progress(server_url, browser_page, art
     first_text = precision.inner_text()
     assert mod.locator('.prompt .seg[style*="background"]').count() > 0
     page.screenshot(path=str(artifacts_dir / "progressive-first.png"))
-    # A long chain-of-thought answer: the first paint comes before its matrices.
+    # The server answers the whole response's span first and only then starts its matrices.
     assert first_state == "span", first_text
     assert "exact for this span" in first_text
-    # Clicking a word before the matrices arrive is answered by the server for that span.
+    # Clicking a word (before the matrices arrive: the server answers that span).
     targets = mod.locator(".response .tgt")
     targets.nth(min(3, targets.count() - 1)).click()
     _wait_detail_done(page, mod)
@@ -103,7 +120,8 @@ def test_first_highlight_then_detail_with_progress(server_url, browser_page, art
     assert "float32" in mod.locator(".dtype").inner_text()
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
     assert not external
-    print(f"\n{CASE}: first highlight {first:.1f} s, per-token matrices {full:.1f} s (wall, from the click)")
+    print(f"\nchain of thought ({targets.count()} target tokens): first highlight {first:.1f} s, per-token matrices "
+          f"{full:.1f} s (wall, from the click)")
 
 
 def test_four_thousand_token_prompt_end_to_end(server_url, browser_page, artifacts_dir):
@@ -114,13 +132,10 @@ def test_four_thousand_token_prompt_end_to_end(server_url, browser_page, artifac
     mod.wait_for(timeout=120_000)
     prompt = _long_prompt()
     target = " " + " ".join(["The library opens at nine on day three, two hours before the market closes."] * 4)
-    page.get_by_text("Editor", exact=True).first.click()
-    editor = page.locator("single-datapoint-editor-module")
-    editor.locator(".entry", has_text="prompt").first.locator("textarea").fill(prompt)
-    editor.locator(".entry", has_text="target").first.locator("textarea").fill(target)
+    add = _fill_editor(page, prompt, target)
     mem_before = _memory_mb(pid)
     t0 = time.perf_counter()
-    editor.locator("button#make").click()
+    add.click()
     page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     first = time.perf_counter() - t0
     assert mod.locator('.prompt .seg[style*="background"]').count() > 100
