@@ -10,6 +10,7 @@ import pytest
 
 import sequence_salience as ss
 from sequence_salience import aggregate, model as model_lib
+from sequence_salience.salience import tokenized_result
 
 FACT = "The code for the blue locker is 4817."
 DISTRACTORS = [
@@ -75,15 +76,20 @@ def test_seeded_sampling_is_reproducible(default_lm):
 @pytest.mark.parametrize("method", ss.list_methods())
 def test_the_sentence_that_holds_the_answer_gets_the_most_salience(default_lm, method):
     """A fact stated once among distractors: for the answer's tokens (the digits), the fact's
-    sentence outranks every distractor sentence in mean |salience| per token."""
+    sentence outranks every distractor sentence in mean |salience| per token.
+
+    The digits' span is computed directly (`compute_span_salience`: one backward, IG one batch of steps),
+    as the first highlight computes it, not from every target token's matrix row: the same exact salience
+    for log p(digits), for 1 of the target's backward passes (the IG case took 37 s of the suite)."""
     context = " ".join(DISTRACTORS[:2] + [FACT] + DISTRACTORS[2:])
     prompt = default_lm.format_prompt(f"{context}\n\nWhich number opens the blue locker?")
     target = "The number is 4817."
-    result = ss.compute_salience(default_lm, prompt, target, methods=(method,), config=ss.SalienceConfig(ig_steps=16))
+    result = tokenized_result(default_lm, prompt, target)  # tokens and offsets; no salience
     target_tokens = result.tokens[result.n_prompt_tokens:]
     digits = [t for t, tok in enumerate(target_tokens) if tok.strip().isdigit()]
     assert "".join(target_tokens[t] for t in digits).strip() == "4817"
-    scores = np.abs(result.span_salience(method, digits[0], digits[-1] + 1))  # [N]
+    scores = np.abs(ss.compute_span_salience(default_lm, prompt, target, method, digits[0], digits[-1] + 1,
+                                             config=ss.SalienceConfig(ig_steps=16)))  # [N]
     seg, values = aggregate.aggregate_salience(result.text, result.offsets, scores, "sentence", reduction="mean")
     by_text = {result.text[s:e].strip(): v for s, e, v in zip(seg.starts, seg.ends, values)}
     for d in DISTRACTORS:
