@@ -86,6 +86,11 @@ class Job:
     # Since when (`clock` time) it waits for the model behind more urgent work (`waiting`); None: it does not.
     waiting_since: float | None = None
     waited_s: float = 0.0  # seconds it waited so, in total (not model time spent on it)
+    # When the units of the current sequence began (`clock` time; None: at `started`, else `created`), and when
+    # the last report came: a job's work may report several sequences (a span's gradient pass 1/1, then its
+    # 256 IG steps), and each is estimated from its own units only.
+    sequence_begun: float | None = None
+    last_report: float | None = None
 
     def cancel(self, reason: str = "") -> None:
         if self.state not in _FINISHED and not self._cancel.is_set():
@@ -106,13 +111,21 @@ class Job:
 
     def report(self, done: int, total: int) -> None:
         """`done` of `total` units are done now: the estimate of the time left becomes
-        (total - done) x the measured seconds per unit since `started` (else `created`), unless an
-        earlier estimate ends sooner (the estimate never rises)."""
-        self.done, self.total = done, total
+        (total - done) x the measured seconds per unit since the sequence began (`started`, else
+        `created`), unless an earlier estimate of the same sequence ends sooner (the estimate never rises).
+
+        A report with another `total`, or fewer units done than the last, starts a new sequence (a
+        span's one-pass gradients, then its IG steps): its units began at the last report, and the
+        finished sequence's estimate (which had run out) no longer applies."""
+        now = self.clock()
+        if self.last_report is not None and (total != self.total or done < self.done):
+            self.sequence_begun, self.eta_deadline, self.waited_s = self.last_report, None, 0.0
+        self.done, self.total, self.last_report = done, total, now
         if done <= 0 or total <= 0:
             return
-        now = self.clock()
-        begun = self.started if self.started is not None else self.created
+        begun = self.sequence_begun
+        if begun is None:
+            begun = self.started if self.started is not None else self.created
         deadline = now + max(0, total - done) * max(0.0, now - begun - self.waited_s) / done
         self.eta_deadline = deadline if self.eta_deadline is None else min(self.eta_deadline, deadline)
 

@@ -105,3 +105,17 @@ def test_while_paused_behind_a_user_job_the_status_says_waiting_and_the_estimate
     clock.now += 10.0
     job.report(20, 40)  # 10 more units in 10 s of model time: still 1 s a unit (not 110 s / 20 units)
     assert job.status()["eta_s"] == 20.0
+
+
+def test_a_second_sequence_of_units_gets_its_own_estimate():
+    """A span with IG reports its one-pass gradients (1 of 1) and then its IG steps (8 of 256, ...): the
+    first sequence's estimate ran out at its end, and must not hide the steps' (was: no time left was ever
+    shown for 256 IG steps, the browser's progress line said only "… 3 %", "… 6 %", …)."""
+    polls = _replay([(0.7, 1, 1), (2.1, 8, 256), (2.8, 16, 256), (4.0, None, 256)], poll_every=0.1)
+    # Hand-derived: the steps began at the 1/1 report (0.7 s); 8 steps took 1.4 s, 248 are left -> 43.4 s.
+    at_first_steps = [eta for t, done, eta in polls if abs(t - 2.2) < 1e-9]
+    assert at_first_steps == [43.3]  # 43.4 s at 2.1 s, counted down by the clock 0.1 s later
+    # The next report (16 steps in 2.1 s -> 240 x 2.1 / 16 = 31.5 s) lowers it; it never rises.
+    etas = [eta for t, _done, eta in polls if t >= 2.1 and eta is not None]
+    assert all(b <= a for a, b in zip(etas, etas[1:])), etas
+    assert [eta for t, _done, eta in polls if abs(t - 2.9) < 1e-9] == [31.4]
