@@ -48,15 +48,17 @@ demo: python-deps
 	$(BIN)/python -m sequence_salience.demo
 
 # TypeScript tests run first so that the last line printed is pytest's summary; pytest lists the
-# 25 slowest tests (setup, call and teardown timed apart) above its short summary. Two workers
-# (pytest-xdist), each given whole test files (module fixtures, servers and browsers stay shared
-# within a file) and cores / workers torch threads each (tests/conftest.py). Files go out in
+# 25 slowest tests (setup, call and teardown timed apart) above its short summary. Three workers
+# on the two cores (pytest-xdist; with two, 17 % of the CPU sat idle while tests waited for a server,
+# a browser or a subprocess: pytest 12:00 with -n 2, 10:56 with -n 3, same machine, docs/benchmarks.md),
+# each given whole test files (module fixtures, servers and browsers stay shared within a file) and
+# one torch thread each (max(1, cores / workers), tests/conftest.py). Files go out in
 # collection order (--no-loadscope-reorder): the browser files, few tests of minutes each, first and
 # the many short unit files last, so both workers end together; xdist's default order (most tests
 # first) handed out the e2e files last and left one worker idle while the other ran them.
 test: setup chromium
 	cd frontend && npm run typecheck && npm test
-	$(BIN)/python -m pytest -ra --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -ra --durations=25 -n 3 --dist loadfile --no-loadscope-reorder
 
 test-unit: python-deps
 	$(BIN)/python -m pytest -ra tests/unit

@@ -10,8 +10,8 @@ from tests.server_process import ServerProcess
 
 DEFAULT_SOAK_SECONDS = 45.0
 
-# Under pytest-xdist (`make test`: -n 2), the workers share the cores: torch gets cores / workers intra-op
-# threads in each worker and the servers it starts (set before any test file imports torch; a value the
+# Under pytest-xdist (`make test`: -n 3), the workers share the cores: torch gets cores / workers intra-op
+# threads (at least 1) in each worker and the servers it starts (set before any test file imports torch; a value the
 # caller set is kept). Two torch threads per worker on 2 cores mostly wait for each other (docs/benchmarks.md,
 # "evaluate --ray": one thread per process ran about 4x faster under load).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
