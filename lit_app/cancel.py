@@ -33,7 +33,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from lit_app import disconnect
-from lit_app.errors import Cancelled, ClientGone
+from lit_app.errors import CANCELLED_PREFIX, Cancelled, ClientGone
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Cancel:
 
         unfinished: what was not finished, e.g. "every salience matrix was computed"."""
         error = ClientGone if self.client_gone else Cancelled
-        return error(f"Cancelled: {self.reason or 'stopped'} before {unfinished}."
+        return error(f"{CANCELLED_PREFIX} {self.reason or 'stopped'} before {unfinished}."
                      " Fix: send the request again (one that nobody waits for is stopped).")
 
 

@@ -34,8 +34,13 @@ class RequestError(ValueError):
         self.status = status
 
 
+# How every `Cancelled` message starts. The browser keeps these expected answers out of LIT's status bar
+# (frontend/src/shared/request.ts `CANCELLED_PREFIX`, the same text: tests/unit/test_frontend_field_names.py).
+CANCELLED_PREFIX = "Cancelled:"
+
+
 class Cancelled(RequestError):
-    """A request stopped because it was superseded or abandoned; the message starts with "Cancelled:"."""
+    """A request stopped because it was superseded or abandoned; the message starts with CANCELLED_PREFIX."""
 
 
 class ClientGone(Cancelled):

@@ -19,7 +19,7 @@ from lit_nlp.api import dtypes as lit_dtypes
 
 import sequence_salience as ss
 from lit_app import cancel, fields, lit_convention, progressive
-from lit_app.errors import Cancelled, RequestError
+from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
 from lit_app.inputs import (JsonDict, SegmentRequest, datapoint_group, detail_field, extra_counts, int_field,
                             job_extra, job_id_field, parse_target_span, segment_request, text_field)
 from lit_app.method_registry import SEGMENT_DETAIL, SEGMENT_JOB_TAG
@@ -290,12 +290,12 @@ class SalienceModel(Wrapper):
             result = shared.quick(chat, target, t0, t1, counts, cancel=check, progress=report)
         except ss.ComputationCancelled:
             progress_job.state, progress_job.finished = progressive.CANCELLED, time.monotonic()
-            progress_job.error = f"Cancelled: {check.reason}."
+            progress_job.error = f"{CANCELLED_PREFIX} {check.reason}."
             if check.client_gone:
                 raise check.error("the span was computed") from None
             done = (f" It stopped after {progress_job.done} of {progress_job.total} IG steps or SmoothGrad samples."
                     if progress_job.total else "")
-            raise Cancelled(f"Cancelled: {check.reason}.{done}") from None
+            raise Cancelled(f"{CANCELLED_PREFIX} {check.reason}.{done}") from None
         except Exception as e:
             progress_job.state, progress_job.error, progress_job.finished = progressive.ERROR, str(e), time.monotonic()
             raise

@@ -68,7 +68,7 @@ from werkzeug import http as wz_http
 
 from lit_app import limits as limits_lib
 from lit_app import lit_routes, memory, request_body
-from lit_app.errors import Cancelled, Rejected, RequestError, one_line
+from lit_app.errors import CANCELLED_PREFIX, Cancelled, Rejected, RequestError, one_line
 from lit_app.hosts import LOOPBACK_NAMES, is_ip, is_wildcard, parse_host
 from lit_app.paths import PathConfiner, canonical_route
 from lit_app.security_config import SecurityConfig
@@ -423,7 +423,7 @@ class SecureApp:
             marked = environ.get(CLIENT_ERROR_KEY)
             mistake = lit_routes.client_mistake(message)
             if marked is not None:
-                status = 409 if message.startswith("Cancelled") else getattr(marked, "status", 400)
+                status = 409 if message.startswith(CANCELLED_PREFIX) else getattr(marked, "status", 400)
             elif mistake is not None:  # one of LIT's own checks of the request
                 (status, message), details = mistake, ""
                 logger.warning("LIT refused %s %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),

@@ -1,8 +1,8 @@
 import {describe, expect, it} from 'vitest';
 
 import {
-  DATA_TABLE_CSS, fitColumnWidths, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar,
-  placeTooltip, QUIET_STATUS_CSS,
+  DATA_TABLE_CSS, dropCancellations, fitColumnWidths, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings,
+  patchStatusBar, placeTooltip, QUIET_STATUS_CSS,
 } from '../src/lit_fixes.js';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
@@ -74,6 +74,76 @@ describe('patchStatusBar', () => {
     expect(root.children.map((c) => c.textContent)).toEqual([QUIET_STATUS_CSS]);
     expect(QUIET_STATUS_CSS).toContain('animation: none');
     expect(patchStatusBar(undefined)).toBe(false);
+  });
+});
+
+/** LIT 1.3.1's StatusService, as its ApiService uses it (client/services/status_service.ts): errors by key. */
+class FakeStatusService {
+  errorEvents = new Map<string, {message: string; fullMessage: string}>();
+  addError(message: string, fullMessage?: string, key?: string) {
+    this.errorEvents.set(key ?? message, {message, fullMessage: fullMessage ?? message});
+  }
+  get errorMessages() { return Array.from(this.errorEvents.values(), (e) => e.message); }
+}
+
+/** What LIT's ApiService.queryServer reports for a failed request: the answer's first line when "Details" follow
+ * (the request guard adds them to one-line answers), else "Unknown error"; the full text as `Error: <answer>`. */
+function reportFailure(service: FakeStatusService, answer: string, key: string) {
+  const error = new Error(answer);
+  const first = error.message.match('^.*?(?=\n\nDetails:)');
+  service.addError(first ? first[0] : 'Unknown error', error.toString(), key);
+}
+
+describe('dropCancellations (LIT\'s status bar does not show our server\'s cancellation answers)', () => {
+  const details = (status: number) => `\n\nDetails: HTTP ${status} from ./get_preds?model=m; the server log has more.`;
+  // The answer the user saw in red (lit_app/salience.py, a span superseded by a newer IG count).
+  const superseded = 'Cancelled: a newer selection replaced this request. It stopped after 8 of 16 IG steps or SmoothGrad samples.';
+
+  it('drops a cancellation, with or without the request guard\'s "Details"', () => {
+    const service = new FakeStatusService();
+    expect(dropCancellations(service)).toBe(true);
+    reportFailure(service, superseded + details(409), 'a');
+    reportFailure(service, superseded, 'b');  // LIT's "Unknown error", the answer in the full message
+    reportFailure(service, `Uncaught error: ${superseded}\n\nDetails: Traceback ...`, 'c');  // LIT's own 500 body
+    expect(service.errorMessages).toEqual([]);
+  });
+
+  it('keeps every other error: a 400 naming a field, a 500, LIT\'s own 409, a network failure', () => {
+    const service = new FakeStatusService();
+    dropCancellations(service);
+    const field = 'ig_steps must be a whole number from 1 to 256, not 300. Fix: send a count in that range.';
+    reportFailure(service, field + details(400), 'a');
+    reportFailure(service, 'Internal server error; the server log has the details.' + details(500), 'b');
+    reportFailure(service, 'Model(s) m already exist. Fix: choose another config "new_name".' + details(409), 'c');
+    service.addError('Failed to fetch');
+    expect(service.errorMessages).toEqual([field, 'Internal server error; the server log has the details.',
+                                           'Model(s) m already exist. Fix: choose another config "new_name".',
+                                           'Failed to fetch']);
+    // "Cancelled" elsewhere than at the start of the answer is not our cancellation.
+    reportFailure(service, 'The job was not Cancelled: it failed.' + details(500), 'd');
+    expect(service.errorMessages).toHaveLength(5);
+  });
+
+  it('wraps a service once and leaves what is not one alone', () => {
+    const service = new FakeStatusService();
+    expect(dropCancellations(service)).toBe(true);
+    expect(dropCancellations(service)).toBe(false);
+    expect(dropCancellations({})).toBe(false);
+    expect(dropCancellations(undefined)).toBe(false);
+  });
+
+  it('is applied to the status bar\'s service by patchStatusBar, on the bar\'s first update', () => {
+    const service = new FakeStatusService();
+    class StatusBar {
+      shadowRoot = fakeShadowRoot() as unknown as ShadowRoot;
+      statusService = service;
+      updated() {}
+    }
+    patchStatusBar(StatusBar);
+    reportFailure(service, superseded + details(409), 'before');  // no bar yet: LIT's behaviour
+    new StatusBar().updated();
+    reportFailure(service, superseded + details(409), 'after');
+    expect([...service.errorEvents.keys()]).toEqual(['before']);
   });
 });
 

@@ -1,12 +1,14 @@
 """Every request/response field name the browser modules spell (`const X_FIELD = '...'` in
 frontend/src) is one the server's LIT layer declares (a module constant of lit_app), so a
-renamed field on either side fails here rather than as an empty module in the browser."""
+renamed field on either side fails here rather than as an empty module in the browser. Likewise the start of
+the server's cancellation answers, which the browser keeps out of LIT's status bar."""
 
 from __future__ import annotations
 
 import importlib
 import re
 
+from lit_app import cancel, errors
 from tests.frontend_source import SRC
 
 LIT_MODULES = ("fields", "inside", "explain", "lit_convention", "method_registry", "compare", "inputs")
@@ -33,3 +35,11 @@ def test_every_field_the_browser_names_is_declared_by_the_server():
     assert {"salience", "old_answer", "pinned_prompt", "inside_trace"} <= set(frontend)  # the scan finds them
     unknown = {value: where for value, where in frontend.items() if value not in _server_names()}
     assert not unknown, f"field names the browser uses but lit_app does not declare: {unknown}"
+
+
+def test_the_browser_spells_the_start_of_a_cancellation_answer_as_the_server():
+    text = (SRC / "shared" / "request.ts").read_text(encoding="utf-8")
+    spelled = re.findall(r"export const CANCELLED_PREFIX = '([^']*)';", text)
+    assert spelled == [errors.CANCELLED_PREFIX], spelled
+    check = cancel.Cancel("a test", lambda: cancel.SUPERSEDED)
+    assert check() and str(check.error("it finished")).startswith(spelled[0] + " a newer selection")

@@ -88,6 +88,18 @@ export function derivedInput(
 }
 
 /**
+ * How our server's answer to a cancelled request starts (lit_app/errors.py `CANCELLED_PREFIX`, the same text:
+ * tests/unit/test_frontend_field_names.py): work a newer request superseded, or that the user stopped. It is
+ * expected, not a fault (HTTP 409).
+ */
+export const CANCELLED_PREFIX = 'Cancelled:';
+
+/** Whether a failed request's error (or its text) is the server's answer to a cancelled request. */
+export function isCancellation(e: unknown): boolean {
+  return errorMessage(e).startsWith(CANCELLED_PREFIX);
+}
+
+/**
  * A one-paragraph message for a failed request. LIT's server answers an
  * exception with "Uncaught error: <message>\n\nDetails: <traceback>"; a
  * network failure is a TypeError from fetch.
