@@ -458,6 +458,76 @@ describe('status line: what is on screen now (issue 19)', () => {
     ctl.dispose();
   });
 
+  /** A span_progress status of job `id`. */
+  const spanStatus = (id: string, state: string, done: number, total: number, eta: number | null = null) =>
+    [{salience: {detail: {kind: 'span', state, done, total, elapsed_s: 1, eta_s: eta, error: '', job_id: id}}}];
+
+  it('does not show an older span job\'s progress as a newer run\'s, nor cancel it in its place (issue 35)', async () => {
+    // The server answers span_progress with the datapoint's latest span job: the 16-step one until the
+    // 256-step request gets there (here its first read still names span-1, at 100 %).
+    const reads: Record<number, Array<ReturnType<typeof spanStatus>>> = {
+      16: [spanStatus('span-1', 'running', 8, 16, 1)],
+      256: [spanStatus('span-1', 'running', 16, 16), spanStatus('span-2', 'running', 8, 256, 30)],
+    };
+    const runs: Record<number, ReturnType<typeof deferred>> = {16: deferred(), 256: deferred()};
+    let steps = 16;
+    const {host, calls} = fakeHost((c) => {
+      const detail = c.input.data['detail'];
+      if (detail === 'span_progress') return reads[steps].length > 1 ? reads[steps].shift()! : reads[steps][0];
+      if (detail === 'span_cancel') return [{salience: {detail: {state: 'running'}}}];
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      return runs[c.input.data['ig_steps'] as number].promise;
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setMethod('integrated_gradients');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).toMatch(/\(16 steps\).*… 50 % · about 1 s left$/);
+    steps = 256;
+    ctl.enterCount('integrated_gradients', '256');
+    runs[16].reject(new Error('Cancelled: a newer selection replaced this request.'));
+    const label = `Integrated gradients (256 steps) for whole response (${T} tokens)…`;
+    expect(ctl.side?.text).toBe(label);
+    await vi.advanceTimersByTimeAsync(POLL_MS);  // the read names span-1, the 16-step job: nothing of it shows
+    expect(ctl.side?.text).toBe(label);
+    await vi.advanceTimersByTimeAsync(POLL_MS);  // the 256-step job's own progress
+    expect(ctl.side?.text).toBe(`${label} 3 % · about 30 s left`);
+    ctl.setMethod('grad_x_input');  // switching away stops the 256-step job, by its own id
+    const cancels = calls.filter((c) => c.input.data['detail'] === 'span_cancel').map((c) => c.input.data['span_job']);
+    expect(cancels).toEqual(['span-1', 'span-2']);  // the 16-step job when superseded, then the 256-step one
+    runs[256].resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
+    await vi.runAllTimersAsync();
+    ctl.dispose();
+  });
+
+  it('takes no finished job as a run\'s own before it read its running one (issue 35)', async () => {
+    // The run's first read names a job no read named before, already done: an older run's (whose progress was
+    // never read) or this one's, about to answer. Neither shows, and a later cancel names the running job.
+    const reads = [spanStatus('span-5', 'done', 16, 16), spanStatus('span-6', 'running', 64, 256, 20)];
+    const ig = deferred();
+    const {host, calls} = fakeHost((c) => {
+      const detail = c.input.data['detail'];
+      if (detail === 'span_progress') return reads.length > 1 ? reads.shift()! : reads[0];
+      if (detail === 'span_cancel') return [{salience: {detail: {state: 'running'}}}];
+      if (c.input.data['target_span'] === undefined) return firstHighlight();
+      return ig.promise;
+    });
+    const ctl = new SalienceController(host);
+    await ctl.select(dp());
+    ctl.setCount('integrated_gradients', 256);
+    ctl.setMethod('integrated_gradients');
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).not.toMatch(/%/);
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.side?.text).toMatch(/… 25 % · about 20 s left$/);
+    ctl.setMethod('grad_x_input');
+    expect(calls.filter((c) => c.input.data['detail'] === 'span_cancel').map((c) => c.input.data['span_job']))
+        .toEqual(['span-6']);
+    ig.resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
+    await vi.runAllTimersAsync();
+    ctl.dispose();
+  });
+
   it('cancels a per-token IG matrix job by its id once the user switches to another method, and stops polling it (issue 35)', async () => {
     let polls = 0;
     const running = {kind: 'ig16', state: 'running', done: 2, total: 48, elapsed_s: 1, eta_s: 20, error: '', job_id: 'ig16-3'};

@@ -54,6 +54,23 @@ export function streamAdvanced(shown: StreamStatus | null, s: StreamStatus): boo
   return s.text !== shown.text || s.state !== shown.state || s.tokens !== shown.tokens;
 }
 
+/** How many span job ids the module remembers (isOwnSpanStatus): far more than one selection's runs. */
+export const MAX_SPAN_JOBS_SEEN = 64;
+
+/**
+ * Whether a `span_progress` status is the progress of this run's span job. The server answers the latest span
+ * job of the datapoint, an older run's until this run's request gets there: a status naming a job that progress
+ * reads named before this run started (`earlier`), another job than the one this run took as its own
+ * (`adopted`; '' before), or, before that, a finished job, is not this run's progress (issue 35: a finished
+ * job's "100 % · finishing…" showed at the start of a newer run). A status without an id (an older server) is.
+ */
+export function isOwnSpanStatus(status: DetailStatus, earlier: ReadonlySet<string>, adopted: string): boolean {
+  const id = status.job_id;
+  if (id === undefined || id === '') return true;
+  if (earlier.has(id)) return false;
+  return adopted === '' ? !isFinal(status) : id === adopted;
+}
+
 /**
  * Granularities at which a segment method is measured only when the user asks (a button that says the
  * cost): one forward per word or token is many forwards. At the others its job starts at once.
@@ -144,6 +161,8 @@ export class SalienceController {
   private readonly main: JobClient<SaliencePayload | null, string>;
   /** The span request on screen (its IG / SmoothGrad progress); older ones still fill the caches when they end. */
   private readonly spans: JobClient<Array<Record<string, unknown>>, string>;
+  /** Ids of the span jobs that progress reads named, newest last (the last MAX_SPAN_JOBS_SEEN). */
+  private readonly spanJobsSeen: string[] = [];
   private action: Action | null = null;
   private reg: MethodRegistry | null = null;
   private regError = '';
@@ -519,6 +538,7 @@ export class SalienceController {
     const extra = this.extra();
     const info = extra === null ? undefined : reg.extra(extra.method)!;
     const label = extra === null ? '' : `${reg.label(extra.method)} (${extra.count} ${info!.count_unit}) for the whole response…`;
+    const job = this.followSpanJob(d);
     const settled = await this.main.run({
       run: async () => {
         const req = this.host.getPreds([quickInput(reg, d, extra)], this.salienceModel!,
@@ -529,7 +549,7 @@ export class SalienceController {
         return res === null || !current() ? null : parsePayload(res[0]?.[SALIENCE_FIELD]);
       },
       // IG and SmoothGrad then take seconds to minutes: their % and time left.
-      status: extra === null ? undefined : (n) => this.spanProgress(d, n),
+      status: extra === null ? undefined : (n) => job.read(n),
       wanted: current,
       onProgress: (progress) => {
         if (progress !== '') this.message = label + progress;
@@ -708,18 +728,14 @@ export class SalienceController {
     this.host.changed();
     const onScreen = () => gen === this.generation && this.input === d &&
         spanKey(this.valuesName(), this.span) === key && this.side?.kind === 'loading';
-    let jobId = '';  // the server's id of this span job, from its first progress read
+    const job = this.followSpanJob(d);  // the server's id of this span job, from its first progress read
     const settled = await this.spans.run({
       run: () => this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel!,
                                     [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…'),
       // IG and SmoothGrad take seconds to minutes: their progress (% and time left), while on screen.
-      status: extra === null ? undefined : async (n) => {
-        const status = await this.spanStatus(d, n);
-        if (jobId === '' && status?.job_id) jobId = status.job_id;
-        return describeProgress(status);
-      },
-      cancel: () => jobId === '' ? Promise.resolve()
-          : this.host.getPreds([spanCancelInput(d, jobId)], this.salienceModel!, [SALIENCE_FIELD], 'Stopping a span…'),
+      status: extra === null ? undefined : (n) => job.read(n),
+      cancel: () => job.jobId === '' ? Promise.resolve()
+          : this.host.getPreds([spanCancelInput(d, job.jobId)], this.salienceModel!, [SALIENCE_FIELD], 'Stopping a span…'),
       wanted: onScreen,
       onProgress: (progress) => { this.side = {kind: 'loading', text: label + progress}; },
     });
@@ -830,15 +846,35 @@ export class SalienceController {
     }
   }
 
-  /** Reads the progress of the span being computed for `d` once (`detail="span_progress"`, never waits
-   * for the model): its percentage and time left, '' before the model reports. */
-  private async spanProgress(d: IndexedInputLike, n: number): Promise<string> {
-    return describeProgress(await this.spanStatus(d, n));
+  /**
+   * Follows the span job of a run that starts now (its request not sent yet). `read(n)` reads the progress of
+   * the span being computed for `d` once (`detail="span_progress"`, never waits for the model): its percentage
+   * and time left, '' before the model reports, null when the server answered another job than this run's
+   * (isOwnSpanStatus: nothing new to show). `jobId`: the job's id once a read named it ('' before).
+   */
+  private followSpanJob(d: IndexedInputLike): {read(n: number): Promise<string | null>; readonly jobId: string} {
+    const earlier = new Set(this.spanJobsSeen);
+    const job = {
+      jobId: '',
+      read: async (n: number): Promise<string | null> => {
+        const status = await this.spanStatus(d, n);
+        if (status !== null && !isOwnSpanStatus(status, earlier, job.jobId)) return null;
+        if (job.jobId === '' && status?.job_id) job.jobId = status.job_id;
+        return describeProgress(status);
+      },
+    };
+    return job;
   }
 
   private async spanStatus(d: IndexedInputLike, n: number): Promise<DetailStatus | null> {
     const res = await this.host.getPreds([spanProgressInput(d, n)], this.salienceModel!, [SALIENCE_FIELD], 'Span progress…');
-    return parseDetail(res[0]?.[SALIENCE_FIELD]);
+    const status = parseDetail(res[0]?.[SALIENCE_FIELD]);
+    const id = status?.job_id;
+    if (id && !this.spanJobsSeen.includes(id)) {
+      this.spanJobsSeen.push(id);
+      if (this.spanJobsSeen.length > MAX_SPAN_JOBS_SEEN) this.spanJobsSeen.shift();
+    }
+    return status;
   }
 
   /**
