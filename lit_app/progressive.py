@@ -129,6 +129,11 @@ class Job:
         deadline = now + max(0, total - done) * max(0.0, now - begun - self.waited_s) / done
         self.eta_deadline = deadline if self.eta_deadline is None else min(self.eta_deadline, deadline)
 
+    def begin_sequence(self) -> None:
+        """The units reported from now on are a new sequence, estimated from now: work done before them that
+        is not reported as units (a span's one gradient pass before its IG steps) is not counted in their cost."""
+        self.sequence_begun, self.eta_deadline, self.waited_s = self.clock(), None, 0.0
+
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
         """The job waits for the model behind more urgent work while this block runs: its status says so

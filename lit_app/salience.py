@@ -22,7 +22,7 @@ from lit_app import cancel, fields, lit_convention, progressive
 from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
 from lit_app.inputs import (JsonDict, SegmentRequest, datapoint_group, detail_field, extra_counts, int_field,
                             job_extra, job_id_field, parse_target_span, segment_request, text_field)
-from lit_app.method_registry import SEGMENT_DETAIL, SEGMENT_JOB_TAG
+from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG
 from lit_app.payloads import compact, salience_payload, segment_payload, span_key
 from lit_app.wrapper import Wrapper
 
@@ -283,8 +283,14 @@ class SalienceModel(Wrapper):
         # The span's range is checked by the core library once the target is tokenized.
         t0, t1 = requested if requested is not None else (0, None)
 
-        def report(_method: str, done: int, total: int) -> None:
-            progress_job.report(done, total)
+        def report(method: str, done: int, total: int) -> None:
+            # The job's units are the IG steps or SmoothGrad samples (what takes seconds to minutes). The one
+            # gradient pass before them is none: reported as 1 of 1, the page said "100 % · finishing…" before
+            # the first step (issue 35); its end starts the steps' estimate.
+            if method in _COUNTED_METHODS:
+                progress_job.report(done, total)
+            elif done >= total:
+                progress_job.begin_sequence()
 
         try:
             result = shared.quick(chat, target, t0, t1, counts, cancel=check, progress=report)
@@ -319,6 +325,8 @@ class SalienceModel(Wrapper):
         return self._outputs(result, counts, values, status)
 
 
+# The methods whose units a span job's progress counts (`detail="span_progress"`): those with a count.
+_COUNTED_METHODS = frozenset(e.method for e in EXTRA_METHODS)
 # Ids of span jobs (`span_cancel` names the one it stops).
 _SPAN_IDS = itertools.count(1)
 # Ids of per-token matrix jobs (`matrix_cancel` names the one it stops).

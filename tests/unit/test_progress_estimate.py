@@ -108,7 +108,7 @@ def test_while_paused_behind_a_user_job_the_status_says_waiting_and_the_estimate
 
 
 def test_a_second_sequence_of_units_gets_its_own_estimate():
-    """A span with IG reports its one-pass gradients (1 of 1) and then its IG steps (8 of 256, ...): the
+    """A job whose work reports one pass (1 of 1) and then steps (8 of 256, ...), as a span with IG did: the
     first sequence's estimate ran out at its end, and must not hide the steps' (was: no time left was ever
     shown for 256 IG steps, the browser's progress line said only "… 3 %", "… 6 %", …)."""
     polls = _replay([(0.7, 1, 1), (2.1, 8, 256), (2.8, 16, 256), (4.0, None, 256)], poll_every=0.1)
@@ -119,3 +119,18 @@ def test_a_second_sequence_of_units_gets_its_own_estimate():
     etas = [eta for t, _done, eta in polls if t >= 2.1 and eta is not None]
     assert all(b <= a for a, b in zip(etas, etas[1:])), etas
     assert [eta for t, _done, eta in polls if abs(t - 2.9) < 1e-9] == [31.4]
+
+
+def test_units_after_begin_sequence_are_estimated_from_it():
+    """A span with IG no longer reports its one-pass gradients as units (the page showed "100 % · finishing…"
+    before the first step, issue 35): the pass's end begins the steps' sequence, so its time is not counted in
+    their cost, and until the first step the status has no unit and no estimate."""
+    clock = Clock()
+    job = _job(clock)
+    clock.now += 0.7  # the gradient pass, and the wait for the model before it
+    job.begin_sequence()
+    assert (job.status()["done"], job.status()["total"], job.status()["eta_s"]) == (0, 0, None)
+    clock.now += 1.4
+    job.report(8, 256)
+    # Hand-derived: 8 steps in 1.4 s since the pass ended, 248 left -> 43.4 s (from the start: 248 x 2.1 / 8 = 65.1).
+    assert job.status()["eta_s"] == 43.4
