@@ -77,6 +77,26 @@ def screenshot(page, folder: Path, name: str) -> Path:
     return path
 
 
+# Records every text of the elements matching `selector` in the element's shadow root, in the order they render,
+# into window[name] (a text may last less than a frame: reading the page afterwards could miss it).
+_RECORD_TEXTS_JS = """(e, [selector, name]) => {
+  const seen = window[name] = [];
+  const read = () => {
+    for (const s of e.shadowRoot.querySelectorAll(selector)) {
+      const t = s.textContent.replace(/\\s+/g, ' ').trim();
+      if (t && seen[seen.length - 1] !== t) seen.push(t);
+    }
+  };
+  new MutationObserver(read).observe(e.shadowRoot, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def record_texts(element, selector: str, name: str) -> None:
+    """From now on, every text of `selector` inside `element`'s shadow root (a locator) goes to window[`name`]
+    as it renders (read it with `page.evaluate(f"window.{name}")`)."""
+    element.evaluate(_RECORD_TEXTS_JS, [selector, name])
+
+
 def request_inputs(body: str | None) -> list[dict]:
     """The data of each input a /get_preds request body sends (LIT's JSON: {"inputs": [...]}); [] for
     another body."""

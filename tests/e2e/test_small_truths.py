@@ -33,18 +33,6 @@ SIMPLE = "What is the capital of France?"
 FORCED = "Classify the sentiment"  # the shipped few-shot row, with the target " Positive"
 FORCED_LABEL = "Forced target — not the model\u2019s own answer"
 EDITOR = "single-datapoint-editor-module"
-# Every text the salience module's loading line shows from now on, recorded as it renders (a cached answer
-# may come within a frame: reading the line afterwards could miss it).
-RECORD_LOADING_JS = """e => {
-  window.__ssLoading = [];
-  const read = () => {
-    for (const s of e.shadowRoot.querySelectorAll('.status.loading span')) {
-      const t = s.textContent.trim();
-      if (t && window.__ssLoading[window.__ssLoading.length - 1] !== t) window.__ssLoading.push(t);
-    }
-  };
-  new MutationObserver(read).observe(e.shadowRoot, {subtree: true, childList: true, characterData: true});
-}"""
 
 
 def _tab(page, name: str) -> None:
@@ -87,7 +75,8 @@ def test_a_forced_target_is_labelled_and_its_status_says_what_runs(server_url, b
     expect(mod.locator(".response")).not_to_have_text("")
     expect(mod.locator(".forced-target")).to_have_count(0)
 
-    mod.evaluate(RECORD_LOADING_JS)
+    # Every text of its loading line from now on (a cached answer may come within a frame).
+    plugin_checks.record_texts(mod, ".status.loading span", "__ssLoading")
     plugin_checks.select_and_wait(page, FORCED)
     seen = page.evaluate("window.__ssLoading")
     assert seen, "the loading line never showed"
