@@ -61,8 +61,9 @@ export const MAX_SPAN_JOBS_SEEN = 64;
  * Whether a `span_progress` status is the progress of this run's span job. The server answers the latest span
  * job of the datapoint, an older run's until this run's request gets there: a status naming a job that progress
  * reads named before this run started (`earlier`), another job than the one this run took as its own
- * (`adopted`; '' before), or, before that, a finished job, is not this run's progress (issue 35: a finished
- * job's "100 % · finishing…" showed at the start of a newer run). A status without an id (an older server) is.
+ * (`adopted`; '' before), or, before that, a finished job, is not this run's progress, nor the job its cancel
+ * names. (The "100 % · finishing…" of issue 35 at the start of a newer IG count was the new job's own gradient
+ * pass, which span_progress no longer counts: lit_app/salience.py.) A status without an id (an older server) is.
  */
 export function isOwnSpanStatus(status: DetailStatus, earlier: ReadonlySet<string>, adopted: string): boolean {
   const id = status.job_id;
