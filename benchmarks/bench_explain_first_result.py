@@ -12,8 +12,9 @@ module's defaults (word segments, 10 points, grad_norm + grad_x_input, filler). 
 * first result: the module shows the coarse curves (`.curves.preliminary`);
 * full result: the upper bound's curve is drawn (the coarse pass has none).
 
-A recorder samples the module every 50 ms (as the test's); a fetch wrapper reads the explain model's answers
-(the job's stages as the status polls saw them, the number of segments and of scored prompts). The rows are
+A recorder samples the module every 50 ms (the test's, tests/e2e/plugin_checks.py); a fetch wrapper reads
+the explain model's answers (the job's stages as the status polls saw them, the number of segments and of
+scored prompts). The rows are
 the simple question ("What is the capital of France?", the test's row, the baseline for the ratio) and the
 shipped chain-of-thought case ("A train leaves at 2:15 pm", its 143-token response), in that order on the
 same server, a fresh page for each. For the chain-of-thought row the per-token gradient job that the first
@@ -36,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.e2e import plugin_checks  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -72,30 +74,6 @@ FETCH_JS = r"""
 })();
 """
 
-# The test's recorder (tests/e2e/test_coarse_curves.py): one entry per change of the curves shown.
-RECORDER_JS = """(tag) => {
-  window.__curves = [];
-  window.__t0 = performance.now();
-  const t0 = window.__t0;
-  const find = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.tagName.toLowerCase() === tag) return el;
-      if (el.shadowRoot) { const f = find(el.shadowRoot); if (f) return f; }
-    }
-    return null;
-  };
-  let last = '';
-  window.__curvesTimer = setInterval(() => {
-    const m = find(document);
-    const c = m && m.shadowRoot && m.shadowRoot.querySelector('.result > div.curves');
-    const entry = c ? {preliminary: c.classList.contains('preliminary'), steps: c.dataset.steps ?? null,
-                       random: c.dataset.random ?? null,
-                       upper: c.querySelectorAll('svg.chart path.line.upper-bound').length} : null;
-    const key = JSON.stringify(entry);
-    if (entry && key !== last) { last = key; window.__curves.push({...entry, t: (performance.now() - t0) / 1000}); }
-  }, 50);
-}"""
-
 
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -115,14 +93,14 @@ def run_row(page, url: str, row_text: str, full_timeout_s: float) -> dict:
     expect(mod.locator(".for")).to_contain_text("target: whole response (", timeout=120_000)
     target = mod.locator(".for").inner_text().strip()
     load0 = load()
-    page.evaluate(RECORDER_JS, TAG)
+    page.evaluate(plugin_checks.CURVES_RECORDER_JS, TAG)
     page.evaluate("() => { window.__explain = []; }")
     mod.locator("button.run.curves").click()
     try:
         mod.locator(".curves svg.chart.deletion path.line.upper-bound").wait_for(timeout=full_timeout_s * 1000)
     except Exception as e:  # playwright's TimeoutError: the table says "none"
         print(f"(no full result within {full_timeout_s:.0f} s: {type(e).__name__})", flush=True)
-    seen = page.evaluate("() => { clearInterval(window.__curvesTimer); return window.__curves; }")
+    seen = page.evaluate(plugin_checks.CURVES_READ_JS)
     answers = page.evaluate("() => window.__explain.map(a => ({...a, t: (a.t - window.__t0) / 1000}))")
     details = page.evaluate("() => window.__detail.map(a => ({...a, t: (a.t - window.__t0) / 1000}))")
     coarse = next((e["t"] for e in seen if e["preliminary"]), None)

@@ -27,6 +27,36 @@ EXAMPLE_PROMPT = "What is the capital of France?"
 LOAD_TIMEOUT_MS = 300_000
 SMALL_SCREEN = {"width": 1280, "height": 720}  # the laptop window the issues' browser checks use
 READY = "[data-state=ready]"  # the salience module shows the answer and its salience
+# Samples the explain module's curves result (found through the shadow roots, `tag` its element) every 50 ms
+# into window.__curves: one entry per change of what is shown (coarse or full, points, random orders, the
+# coarse label, upper-bound lines, the module's run state), `t` in seconds after window.__t0 (set here).
+# Used by tests/e2e/test_coarse_curves.py and benchmarks/bench_explain_first_result.py; stop it and read
+# the entries with CURVES_READ_JS.
+CURVES_RECORDER_JS = """(tag) => {
+  window.__curves = [];
+  window.__t0 = performance.now();
+  const t0 = window.__t0;
+  const find = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.tagName.toLowerCase() === tag) return el;
+      if (el.shadowRoot) { const f = find(el.shadowRoot); if (f) return f; }
+    }
+    return null;
+  };
+  let last = '';
+  window.__curvesTimer = setInterval(() => {
+    const m = find(document);
+    const c = m && m.shadowRoot && m.shadowRoot.querySelector('.result > div.curves');
+    const label = c ? (c.querySelector('.preliminary-label')?.textContent ?? '').trim() : '';
+    const entry = c ? {preliminary: c.classList.contains('preliminary'), steps: c.dataset.steps ?? null,
+                       random: c.dataset.random ?? null, label,
+                       upper: c.querySelectorAll('svg.chart path.line.upper-bound').length,
+                       running: m.dataset.run ?? ''} : null;
+    const key = JSON.stringify(entry);
+    if (entry && key !== last) { last = key; window.__curves.push({...entry, t: (performance.now() - t0) / 1000}); }
+  }, 50);
+}"""
+CURVES_READ_JS = "() => { clearInterval(window.__curvesTimer); return window.__curves; }"
 
 
 def defined_tags(page) -> dict[str, bool]:

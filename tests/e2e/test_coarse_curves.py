@@ -21,31 +21,6 @@ pytestmark = pytest.mark.e2e
 SALIENCE, TAG = plugin_checks.SALIENCE_TAG, plugin_checks.EXPLAIN_TAG
 SIZE = {"width": 1280, "height": 720}
 TIMEOUT_MS = 300_000
-# Samples the explain module's curves result (found through the shadow roots) into window.__curves:
-# one entry per change of what is shown.
-RECORDER_JS = """(tag) => {
-  window.__curves = [];
-  const t0 = performance.now();
-  const find = (root) => {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.tagName.toLowerCase() === tag) return el;
-      if (el.shadowRoot) { const f = find(el.shadowRoot); if (f) return f; }
-    }
-    return null;
-  };
-  let last = '';
-  window.__curvesTimer = setInterval(() => {
-    const m = find(document);
-    const c = m && m.shadowRoot && m.shadowRoot.querySelector('.result > div.curves');
-    const label = c ? (c.querySelector('.preliminary-label')?.textContent ?? '').trim() : '';
-    const entry = c ? {preliminary: c.classList.contains('preliminary'), steps: c.dataset.steps ?? null,
-                       random: c.dataset.random ?? null, label,
-                       upper: c.querySelectorAll('svg.chart path.line.upper-bound').length,
-                       running: m.dataset.run ?? ''} : null;
-    const key = JSON.stringify(entry);
-    if (entry && key !== last) { last = key; window.__curves.push({...entry, t: (performance.now() - t0) / 1000}); }
-  }, 50);
-}"""
 
 
 def test_curves_show_a_coarse_result_first_then_the_full_one_replaces_it(server_url, browser_page, artifacts_dir):
@@ -63,7 +38,7 @@ def test_curves_show_a_coarse_result_first_then_the_full_one_replaces_it(server_
     expect(mod.locator(".for")).to_contain_text("target: whole response (", timeout=60_000)
     assert mod.locator("input.steps").input_value() == "10"  # the full run: 10 points, 10 random orders
 
-    page.evaluate(RECORDER_JS, TAG)
+    page.evaluate(plugin_checks.CURVES_RECORDER_JS, TAG)
     mod.locator("button.run.curves").click()
     # Whichever comes first: the coarse result (its screenshot) or the full one.
     mod.locator(".curves.preliminary, .curves svg.chart.deletion path.line.upper-bound").first.wait_for(
@@ -75,7 +50,7 @@ def test_curves_show_a_coarse_result_first_then_the_full_one_replaces_it(server_
     mod.locator(".curves svg.chart.deletion path.line.upper-bound").wait_for(timeout=TIMEOUT_MS)
     page.mouse.move(5, 5)
     page.screenshot(path=str(out / "full.png"))
-    seen = page.evaluate("() => { clearInterval(window.__curvesTimer); return window.__curves; }")
+    seen = page.evaluate(plugin_checks.CURVES_READ_JS)
     print("what the module showed:", seen)
 
     assert seen, "no curves result was shown"
