@@ -52,8 +52,8 @@ serve: setup
 demo: python-deps
 	$(BIN)/python -m sequence_salience.demo
 
-# The TypeScript side (npm ci, the bundle, tsc, vitest: ~15 s) runs beside the Python install (pip, ~60 s, one
-# core busy and the other mostly idle), not after it. ts-checks keeps its output in $(TS_LOG), printed once both
+# The TypeScript side (npm ci, the bundle, tsc, vitest: ~15 s) runs beside the Python install (pip, ~40 s with one
+# core busy and the other mostly idle; then compileall on both), not after it. ts-checks keeps its output in $(TS_LOG), printed once both
 # are done: a tsc or vitest failure stops `make test` with its own summary as the last thing printed; pytest
 # runs only after both passed.
 TS_LOG := frontend/.ts-checks.log
