@@ -28,7 +28,7 @@ import sequence_salience as ss
 from sequence_salience import cli, display
 from sequence_salience.compare import compare_results
 from sequence_salience.compare.models import ModelComparison
-from sequence_salience.evaluate import SummaryConfig, render_report, summarize
+from sequence_salience.evaluate import SummaryConfig, render_report, report, summarize
 from tests.unit import tiny_models
 
 PAYLOADS = [
@@ -176,10 +176,26 @@ def test_a_script_in_a_saved_n_segments_fails_its_row_and_never_reaches_the_repo
     assert summary["summary"]["n_rows"] == 1 and [f["line"] for f in summary["failures"]] == [1, 3]
 
 
-@settings(max_examples=15, deadline=None, phases=NO_SHRINK, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.fixture
+def small_plots(monkeypatch):
+    """The report's two figures drawn blank and small. Drawing the real ones takes ~0.9 s of the ~1 s an
+    example costs (matplotlib's text layout); what they show is base64 PNG bytes, never text of the page,
+    so the page is the same HTML around other image bytes. Markup reaching the plots' real labels is
+    drawn in test_render_report_escapes_every_name_and_value (names in every legend and tick label)."""
+    from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+
+    def blank(_summary):
+        return Figure(figsize=(0.5, 0.5))
+
+    monkeypatch.setattr(report, "curves_figure", blank)
+    monkeypatch.setattr(report, "gaps_figure", blank)
+
+
+@settings(max_examples=40, deadline=None, phases=NO_SHRINK, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @pytest.mark.parametrize("kind", ["value", "key"])
 @given(data=st.data())
-def test_markup_in_any_field_of_a_resume_file_never_reaches_the_report_unescaped(evaluated, tmp_path, kind, data):
+def test_markup_in_any_field_of_a_resume_file_never_reaches_the_report_unescaped(evaluated, tmp_path, small_plots,
+                                                                                 kind, data):
     """One value replaced by markup (kind "value"), or one key renamed to it ("key"), in row 1's saved file."""
     saved = json.loads((evaluated[1] / "00001.json").read_text(encoding="utf-8"))
     fields = [p for p, is_key in _leaves(saved["evaluation"], ("evaluation",)) if is_key == (kind == "key")]
