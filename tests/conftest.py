@@ -19,6 +19,25 @@ if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
 
+# The order `make test` hands whole files to its workers (--dist loadfile --no-loadscope-reorder keeps collection
+# order): the tiers with the longest single files first, so that no long file is handed out last and runs alone
+# while the other workers sit idle. The notebooks (one file, three notebooks: ~100-150 s under -n 3) and the soak
+# (one test, ~85 s) were collected after tests/integration; the notebooks were the last file running for the
+# final ~30 s of a fresh-clone run, one worker busy, the CPU half idle (docs/benchmarks.md, session 25).
+_TIER_ORDER = ("e2e", "notebooks", "soak", "integration", "unit")
+
+
+def _tier(item: pytest.Item) -> int:
+    parts = item.path.relative_to(item.config.rootpath).parts
+    tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    return _TIER_ORDER.index(tier) if tier in _TIER_ORDER else len(_TIER_ORDER)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tiers in _TIER_ORDER; within a tier the collection order (a stable sort)."""
+    items.sort(key=_tier)
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--soak-seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", DEFAULT_SOAK_SECONDS)),
