@@ -155,7 +155,9 @@ def test_an_explanation_test_cancelled_by_its_button_logs_one_info_line(lit_serv
 def test_a_matrix_job_stopped_by_another_selection_logs_one_info_line(lit_server):
     server = lit_server
     start = len(server.log_path.read_text())
-    data = {fields.PROMPT: "Read the notes. Parcel one left the depot at nine by van. Parcel two left at ten by"
+    # A prompt of its own (its first 24 characters name its lines): test_robustness, on the same server when
+    # xdist gives both files to one worker, sends "Read the notes. Parcel one left …".
+    data = {fields.PROMPT: "Read these notes. Parcel one left the depot at nine by van. Parcel two left at ten by"
             " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: STEPS}
 
     def poll() -> dict:
