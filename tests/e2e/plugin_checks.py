@@ -27,6 +27,19 @@ EXAMPLE_PROMPT = "What is the capital of France?"
 LOAD_TIMEOUT_MS = 300_000
 SMALL_SCREEN = {"width": 1280, "height": 720}  # the laptop window the issues' browser checks use
 READY = "[data-state=ready]"  # the salience module shows the answer and its salience
+# IG step counts of the tests that run IG on the example row and watch the run from its start (its progress, its
+# cancellation). The session's server keeps span results by prompt, target and counts, and xdist may give two of
+# these files to one worker: a count that a test there completed first is answered from the cache, with nothing
+# to watch (test_superseded_span failed so after test_matrix_cancel, both at 128 steps). One count per run.
+IG_STEPS_OF_ITS_OWN = {
+    "matrix_cancel": 128,  # test_matrix_cancel: the span completes, its per-token IG job is cancelled
+    "superseded_first": 256,  # test_superseded_span: replaced mid-run by the next count
+    "superseded_new": 96,  # test_superseded_span: may complete before the page closes
+    "switched_away": 224,  # test_true_progress: cancelled mid-run by a switch of method
+    "recorded": 160,  # test_true_progress: recorded to the end
+}
+if len(set(IG_STEPS_OF_ITS_OWN.values())) != len(IG_STEPS_OF_ITS_OWN):
+    raise ValueError(f"two runs share an IG step count: {IG_STEPS_OF_ITS_OWN}; give each its own")
 # Samples the explain module's curves result (found through the shadow roots, `tag` its element) every 50 ms
 # into window.__curves: one entry per change of what is shown (coarse or full, points, random orders, the
 # coarse label, upper-bound lines, the module's run state), `t` in seconds after window.__t0 (set here).

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
 IG_MATRIX = "ig_matrix"  # lit_app/method_registry.py LIT_FACTS
+STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["matrix_cancel"]
 
 
 def _open_and_select(page, url: str):
@@ -45,7 +46,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
     mod = _open_and_select(page, server_url)
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
-    steps.fill("128")  # 128 backwards per response token: the job runs long enough to switch while it runs
+    steps.fill(str(STEPS))  # STEPS backwards per response token: the job runs long enough to switch while it runs
     steps.dispatch_event("change")
     started = []  # (path, data) of the page's request that starts the IG matrix job
     statuses = []  # the IG matrix job's statuses the page read
@@ -57,7 +58,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
             if data.get("detail") == IG_MATRIX:
                 parsed = urllib.parse.urlsplit(r.url)
                 started.append((f"{parsed.path}?{parsed.query}", data))
-            if data.get("detail") in (IG_MATRIX, "poll") and data.get("ig_steps") == 128:
+            if data.get("detail") in (IG_MATRIX, "poll") and data.get("ig_steps") == STEPS:
                 try:
                     statuses.append(r.json()[0]["salience"]["detail"])
                 except (ValueError, KeyError, IndexError, TypeError):
@@ -66,7 +67,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
     page.on("response", on_response)
     mod.locator("input.ig-per-token").check()
     deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while not any(s.get("kind") == "ig128" and s.get("state") == "running" for s in statuses):
+    while not any(s.get("kind") == f"ig{STEPS}" and s.get("state") == "running" for s in statuses):
         assert time.monotonic() < deadline and not any(s.get("state") in ("done", "error") for s in statuses), statuses
         page.wait_for_timeout(200)
     _shot(page, artifacts_dir, "ig-matrix-running")
@@ -85,7 +86,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
         if job["state"] in ("cancelled", "done", "error") or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert job["kind"] == "ig128" and job["state"] == "cancelled", (
+    assert job["kind"] == f"ig{STEPS}" and job["state"] == "cancelled", (
         f"the per-token IG job went on after the switch: {job} (done {job['done']} of {job['total']})")
 
 

@@ -27,6 +27,8 @@ SIMPLE = "What is the capital of France?"
 LOADING = ".texts .status.loading.inline"
 STATUS_BAR = "lit-app-statusbar"
 # A percentage below 100: progress of the IG steps themselves.
+FIRST = plugin_checks.IG_STEPS_OF_ITS_OWN["superseded_first"]
+NEW = plugin_checks.IG_STEPS_OF_ITS_OWN["superseded_new"]
 REAL_PROGRESS = re.compile(r"(?<!\d)\d{1,2} %")
 # A salience request the server refuses with a 400 naming the cause, sent through LIT's own ApiService (as every
 # module's request is), so that LIT's status service hears of it as of any failed request.
@@ -54,10 +56,10 @@ def test_changing_ig_steps_mid_run_leaves_no_cancellation_in_the_status_bar_and_
     plugin_checks.select_and_wait(page, SIMPLE, until='[data-last-action="select"]')
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
-    steps.fill("256")  # runs for long enough to change the count while it runs
+    steps.fill(str(FIRST))  # runs for long enough to change the count while it runs
     steps.dispatch_event("change")
     line = mod.locator(LOADING)
-    expect(line).to_contain_text(re.compile(r"\(256 steps\).*%"), timeout=120_000)  # it runs on the server
+    expect(line).to_contain_text(re.compile(rf"\({FIRST} steps\).*%"), timeout=120_000)  # it runs on the server
 
     plugin_checks.record_texts(mod, ".status.loading span", "__ssLoading")
     reads = []  # the span_progress answers: what the page read as progress
@@ -72,17 +74,17 @@ def test_changing_ig_steps_mid_run_leaves_no_cancellation_in_the_status_bar_and_
     page.on("response", on_response)
     superseded = lambda r: "_salience" in r.url and r.status == 409
     with page.expect_response(superseded, timeout=60_000) as cancelled:
-        steps.fill("128")
+        steps.fill(str(NEW))
         steps.dispatch_event("change")
     # Superseded by the newer request, or stopped by the cancel the page sends with it: whichever came first.
     assert cancelled.value.text().startswith("Cancelled: "), cancelled.value.text()
-    expect(line).to_contain_text(re.compile(r"\(128 steps\).*(?<!\d)\d{1,2} %"), timeout=120_000)
+    expect(line).to_contain_text(re.compile(rf"\({NEW} steps\).*(?<!\d)\d{{1,2}} %"), timeout=120_000)
     _shot(page, artifacts_dir, "new-count-running")
 
     shown = page.evaluate("window.__ssStatusBar")
     cancellations = [t for t in shown if "Cancelled" in t]
     loading = page.evaluate("window.__ssLoading")
-    new_run = [t for t in loading if "(128 steps)" in t]
+    new_run = [t for t in loading if f"({NEW} steps)" in t]
     first_real = next((i for i, t in enumerate(new_run) if REAL_PROGRESS.search(t)), None)
     assert first_real is not None, f"no progress of the new run was recorded: {loading}"
     stale = [t for t in new_run[:first_real] if "100 %" in t or "finishing" in t]

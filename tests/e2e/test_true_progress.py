@@ -26,9 +26,11 @@ pytestmark = pytest.mark.e2e
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
 LOADING = ".texts .status.loading.inline"
-# IG steps of the recorded run: 128 is 16 chunks of 8 (20 s idle here, 19 time-left estimates seen), enough for
-# many estimates to compare; 256 took 94 s of a worker in a fresh-clone run and tests nothing more.
-RECORDED_STEPS = 128
+# IG steps of the recorded run: 160 is 20 chunks of 8 (128 took 20 s idle and showed 19 time-left estimates),
+# enough to compare; 256 took 94 s of a worker in a fresh-clone run and tests nothing more. Each run's count is its
+# own (plugin_checks.IG_STEPS_OF_ITS_OWN: the session's server answers a count it completed from its cache).
+RECORDED_STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["recorded"]
+SWITCHED_STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["switched_away"]
 
 
 def _open_and_select(page, url: str):
@@ -71,10 +73,10 @@ def test_switching_away_from_ig_drops_its_progress_line(server_url, browser_page
     mod = _open_and_select(page, server_url)
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
-    steps.fill("256")  # long enough to switch while it runs
+    steps.fill(str(SWITCHED_STEPS))  # long enough to switch while it runs
     steps.dispatch_event("change")
     line = mod.locator(LOADING)
-    expect(line).to_contain_text("Integrated gradients (256 steps)", timeout=30_000)
+    expect(line).to_contain_text(f"Integrated gradients ({SWITCHED_STEPS} steps)", timeout=30_000)
     _shot(page, artifacts_dir, "ig-running")
     page.wait_for_timeout(2_500)  # a progress read or two: the page knows the server's id of the IG job
     cancels = lambda r: "get_preds" in r.url and '"span_cancel"' in (r.request.post_data or "")
