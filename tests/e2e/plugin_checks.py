@@ -37,6 +37,8 @@ IG_STEPS_OF_ITS_OWN = {
     "superseded_new": 96,  # test_superseded_span: may complete before the page closes
     "switched_away": 224,  # test_true_progress: cancelled mid-run by a switch of method
     "recorded": 160,  # test_true_progress: recorded to the end
+    "accepted_after_refusals": 5,  # test_true_progress: the valid count after the refused ones (completes)
+    "salience_module": 4,  # test_salience_module: waits for this count's map after resetting its action marker
 }
 if len(set(IG_STEPS_OF_ITS_OWN.values())) != len(IG_STEPS_OF_ITS_OWN):
     raise ValueError(f"two runs share an IG step count: {IG_STEPS_OF_ITS_OWN}; give each its own")

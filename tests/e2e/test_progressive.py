@@ -126,8 +126,9 @@ def test_first_highlight_then_detail_with_progress(server_url, browser_page, art
           f"{full:.1f} s (wall, from the click)")
 
 
-def test_four_thousand_token_prompt_end_to_end(server_url, browser_page, artifacts_dir):
+def test_four_thousand_token_prompt_end_to_end(lit_server, server_url, browser_page, artifacts_dir):
     page, _ = browser_page
+    log_start = len(lit_server.log_path.read_text())
     pid = _server_pid(server_url)
     page.goto(server_url)
     mod = page.locator(TAG)
@@ -160,6 +161,13 @@ def test_four_thousand_token_prompt_end_to_end(server_url, browser_page, artifac
     _wait_detail_done(page, mod)
     switched = time.perf_counter() - t1
     assert QUESTION in mod.locator(".prompt").inner_text()
+    # The long prompt's matrix job itself stopped because of the new selection (lit_app/progressive.py's line,
+    # named by its prompt). The new row being served is not enough: another test on this worker may have
+    # computed its matrices already, which the server then answers from its cache.
+    stopped = re.compile(r"INFO lit_app\.progressive: Cancelled the \w+ job for \(" + re.escape(repr(prompt[:30]))[:-1]
+                         + r".*\(another datapoint was selected\)")
+    lit_server.wait_for(lambda: lit_server.log_path.read_text()[log_start:], lambda log: stopped.search(log) is not None,
+                        "the long prompt's matrix job cancelled by the new selection", limit_s=120)
     mem_after = _memory_mb(pid)
     print(f"\n{n_tokens}-token prompt+target: first highlight {first:.1f} s; progress shown: {text!r}; "
           f"next selection fully served {switched:.1f} s after the switch; server memory before "

@@ -24,6 +24,7 @@ TAG = plugin_checks.SALIENCE_TAG
 EXAMPLE_PROMPT = plugin_checks.EXAMPLE_PROMPT
 EDITED_PROMPT = "What is the capital of Italy? Answer in one word."
 LOAD_TIMEOUT_MS = 240_000
+IG_STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["salience_module"]  # a count no other test runs on the example row
 
 
 def _reset_action(mod) -> None:
@@ -126,17 +127,17 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     assert _highlighted(mod) > 0
     shot("3-sentences")
 
-    # Integrated gradients (4 steps, to keep the test short on CPU): a second
+    # Integrated gradients (IG_STEPS = 4 steps, to keep the test short on CPU): a second
     # request with ig_steps; the legend names the step count. The step count shows only
-    # with its method (the request at the default count is replaced by the 4-step one).
+    # with its method (the request at the default count is replaced by the IG_STEPS one).
     assert mod.locator("input.ig-steps").count() == 0
     _reset_action(mod)
     mod.locator("select.method").select_option("integrated_gradients")
-    mod.locator("input.ig-steps").fill("4")
+    mod.locator("input.ig-steps").fill(str(IG_STEPS))
     mod.locator("input.ig-steps").dispatch_event("change")
-    _reset_action(mod)  # the 16-step request may have painted meanwhile: wait for the 4-step one
+    _reset_action(mod)  # the 16-step request may have painted meanwhile: wait for the IG_STEPS one
     timings["integrated_gradients_4_steps_ms_in_page"] = _wait_action(page, "method")
-    expect(mod.locator(".legend-title")).to_contain_text("4 steps")
+    expect(mod.locator(".legend-title")).to_contain_text(f"{IG_STEPS} steps")
     assert "completeness error" in mod.locator(".side").inner_text()
     assert _highlighted(mod) > 0
 

@@ -61,7 +61,7 @@ def test_out_of_range_ig_steps_are_refused_with_the_range(server_url, browser_pa
                                                 r"still using \d+\."))
     _shot(page, artifacts_dir, "ig-steps-refused")
     assert not {300, 100000} & set(sent), f"a refused count was sent to the server: {sent}"
-    steps.fill("4")
+    steps.fill(str(plugin_checks.IG_STEPS_OF_ITS_OWN["accepted_after_refusals"]))
     steps.dispatch_event("change")
     expect(mod.locator(".count-error")).to_have_count(0)
 
