@@ -61,3 +61,14 @@ def one_line(text: str, limit: int | None = MAX_MESSAGE_CHARS) -> str:
     """Text collapsed to one line of at most `limit` characters (None: any length)."""
     line = re.sub(r"\s*[\r\n]+\s*", " ", text).strip()
     return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
+
+
+PROMPT_START_CHARS = 40
+
+
+def prompt_start(text: object) -> str:
+    """The start of a prompt, quoted, as the server's log lines name a request ("which of several requests
+    stopped"): one line of at most PROMPT_START_CHARS characters; "none" when `text` is not a string."""
+    if not isinstance(text, str):
+        return "none"
+    return repr(one_line(text, limit=PROMPT_START_CHARS))

@@ -31,6 +31,7 @@ from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import SliceSizer
 from lit_app import progressive
+from lit_app.errors import prompt_start
 from lit_app.inputs import SegmentRequest
 from lit_app.lru_cache import LRUCache
 from lit_app.method_registry import COUNT_FIELDS, EXTRA_METHODS
@@ -45,15 +46,23 @@ Counts = Mapping[str, int] | None
 V = TypeVar("V")
 
 
-def log_progress(every_s: float = 2.0) -> Progress:
-    """A core-library progress callback that logs at most every `every_s` seconds (and at the end)."""
+def _name(chat: ss.ChatPrompt) -> str:
+    """How the log names a computation on `chat`: the start of the user's message (of the whole text when the
+    prompt has no roles)."""
+    return prompt_start(next((chat.text[s:e] for s, e, role in chat.role_spans if role == "user"), chat.text))
+
+
+def log_progress(chat: ss.ChatPrompt, every_s: float = 2.0) -> Progress:
+    """A core-library progress callback that logs at most every `every_s` seconds (and at the end); each line
+    names the prompt of `chat` (which of several computations it is)."""
     last = [time.monotonic()]
+    name = _name(chat)
 
     def report(method: str, done: int, total: int) -> None:
         now = time.monotonic()
         if done == total or now - last[0] >= every_s:
             last[0] = now
-            logger.info("salience %s: %d/%d", method, done, total)
+            logger.info("salience %s: %d/%d (prompt %s)", method, done, total, name)
 
     return report
 
@@ -103,10 +112,10 @@ class SalienceRuns:
         boundary, without waiting for the rest of the slice."""
         return SliceSizer(self.slice_s, urgent=self._lock.outranked)
 
-    def _slice_progress(self, job: progressive.Job | None) -> Progress:
-        """Progress of background work: to `job` (when given) and the log; then the clicks that arrived
+    def _slice_progress(self, chat: ss.ChatPrompt, job: progressive.Job | None) -> Progress:
+        """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
         during the slice or batch get the model."""
-        log, yield_ = log_progress(), self._yield(job)
+        log, yield_ = log_progress(chat), self._yield(job)
 
         def progress(stage: str, done: int, total: int) -> None:
             if job is not None:
@@ -165,10 +174,10 @@ class SalienceRuns:
 
         def compute() -> ss.SalienceResult:
             if job is None:
-                logger.info("Blocking salience request: computing every matrix (%s) in background slices.",
-                            ", ".join(methods))
+                logger.info("Blocking salience request: computing every matrix (%s) in background slices (prompt %s).",
+                            ", ".join(methods), _name(chat))
             return ss.compute_salience(self._lm, chat, explained, methods=methods, config=config,
-                                       progress=self._slice_progress(job),
+                                       progress=self._slice_progress(chat, job),
                                        cancel=job.should_stop if job is not None else cancel,
                                        slice_s=self._sizer(), between_slices=self._yield(job))
 
@@ -198,7 +207,7 @@ class SalienceRuns:
                 raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
-                                    progress=self._slice_progress(job), cancel=cancel, slice_s=self._sizer())
+                                    progress=self._slice_progress(chat, job), cancel=cancel, slice_s=self._sizer())
 
         return self._in_background(self.store.segments, key, compute, job)
 
@@ -222,7 +231,7 @@ class SalienceRuns:
             missing = [m for m in methods
                        if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
             if missing:
-                log = log_progress()
+                log = log_progress(chat)
 
                 def report(method: str, done: int, total: int) -> None:
                     log(method, done, total)

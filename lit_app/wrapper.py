@@ -17,7 +17,7 @@ from lit_nlp.api import types as lit_types
 
 import sequence_salience as ss
 from lit_app import fields
-from lit_app.errors import Cancelled, RequestError, one_line
+from lit_app.errors import Cancelled, RequestError, one_line, prompt_start
 from lit_app.inputs import JsonDict
 from lit_app.shared_model import SharedLM
 
@@ -80,23 +80,11 @@ class Wrapper(lit_model.Model):
         return outputs
 
 
-PROMPT_START_CHARS = 40
-
-
-def _prompt_start(ex: JsonDict) -> str:
-    """The start of a request's prompt as a log line names it (which of several requests was cancelled)."""
-    prompt = ex.get(fields.PROMPT)
-    if not isinstance(prompt, str):
-        return "none"
-    text = one_line(prompt, limit=None)
-    return repr(text if len(text) <= PROMPT_START_CHARS else text[: PROMPT_START_CHARS - 1] + "…")
-
-
 def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
     try:
         return fn(ex)
     except Cancelled as e:  # no mistake and no fault: one INFO line (lit_app/cancel.py), naming the request
-        logger.info("%s: %s (prompt %s)", who, e, _prompt_start(ex))
+        logger.info("%s: %s (prompt %s)", who, e, prompt_start(ex.get(fields.PROMPT)))
         raise
     except RequestError as e:
         logger.warning("%s: rejected request: %s", who, e)

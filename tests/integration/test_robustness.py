@@ -212,18 +212,20 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
     def new_log() -> str:
         return log.read_text()[start:]
 
+    # The server's lines about this request end with "(prompt 'Read the notes. Parcel one …')": another test's
+    # request on the session's server may start, finish or stop meanwhile.
+    own = r".*\(prompt " + re.escape(repr(LONG_PROMPT[:20])[:-1])
     conn = _send(real_server, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS})
     try:
-        _wait_for(lambda: "Blocking salience request" in new_log(), "the blocking computation start")
+        _wait_for(lambda: re.search("Blocking salience request" + own, new_log()), "the blocking computation start")
     finally:
         conn.close()  # the client goes away without reading the answer
         closed = time.monotonic()
-    # Its own line: the wrapper's names the prompt (another test's span on the session's server may end too).
-    own = re.compile(r"Cancelled: the client disconnected.*\(prompt " + re.escape(repr(LONG_PROMPT[:20])[:-1]))
-    _wait_for(lambda: own.search(new_log()) is not None, "the cancellation in the server log")
+    _wait_for(lambda: re.search("Cancelled: the client disconnected" + own, new_log()), "the cancellation in the server log")
     print(f"\ndisconnect to free, blocking request: cancelled {time.monotonic() - closed:.2f} s after the close")
-    # It stopped part-way: IG never reached its last chunk (done == total).
-    assert not re.search(r"salience integrated_gradients: (\d+)/\1\b", new_log()), new_log()[-2000:]
+    # It stopped part-way: IG never reached its last chunk (done == total; the log's progress lines, every 2 s
+    # and at the end, name the prompt as the lines above do).
+    assert not re.search(r"salience integrated_gradients: (\d+)/\1\b" + own, new_log()), new_log()[-2000:]
     status, body = _http(real_server, TOK, {fields.PROMPT: QUESTION})
     assert status == 200 and "capital" in body
     # One line in the log, not LIT's "Uncaught error" with a traceback (checked after a later request).

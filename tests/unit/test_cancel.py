@@ -100,3 +100,14 @@ def test_a_user_job_stops_when_superseded_cancelled_or_its_client_goes(how):
     finally:
         server_side.close()
         client_side.close()
+
+
+def test_a_log_line_names_its_request_by_the_start_of_its_prompt():
+    from lit_app.errors import PROMPT_START_CHARS, prompt_start
+
+    assert prompt_start("What is the capital of France?") == "'What is the capital of France?'"
+    # One line (line breaks and the spaces around them become one space), cut to PROMPT_START_CHARS with "…".
+    assert prompt_start("Two lines:\n  the second") == "'Two lines: the second'"
+    long = "x" * 100
+    assert prompt_start(long) == repr("x" * (PROMPT_START_CHARS - 1) + "…")
+    assert prompt_start(None) == "none" and prompt_start(["a"]) == "none"
