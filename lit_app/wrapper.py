@@ -81,20 +81,23 @@ class Wrapper(lit_model.Model):
 
 
 def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
+    def name() -> str:  # each line names its request by the start of its prompt (which of several it is)
+        return prompt_start(ex.get(fields.PROMPT))
+
     try:
         return fn(ex)
-    except Cancelled as e:  # no mistake and no fault: one INFO line (lit_app/cancel.py), naming the request
-        logger.info("%s: %s (prompt %s)", who, e, prompt_start(ex.get(fields.PROMPT)))
+    except Cancelled as e:  # no mistake and no fault: one INFO line (lit_app/cancel.py)
+        logger.info("%s: %s (prompt %s)", who, e, name())
         raise
     except RequestError as e:
-        logger.warning("%s: rejected request: %s", who, e)
+        logger.warning("%s: rejected request: %s (prompt %s)", who, e, name())
         raise
     except (ss.SalienceError, ValueError, TypeError, KeyError) as e:
         message = one_line(str(e) if not isinstance(e, KeyError) else f"missing key {e}", limit=None)
-        logger.warning("%s: rejected request: %s", who, message)
+        logger.warning("%s: rejected request: %s (prompt %s)", who, message, name())
         raise RequestError(message) from e
     except Exception as e:  # pylint: disable=broad-except
-        logger.exception("%s: internal error", who)
+        logger.exception("%s: internal error (prompt %s)", who, name())
         raise RequestError(
             one_line(f"Internal error ({type(e).__name__}: {e}); the server log has the traceback.", limit=None)
         ) from e
