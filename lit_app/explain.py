@@ -165,6 +165,11 @@ class ExplainModel(Wrapper):
     def _granularity(self, ex_) -> tuple[str, str | None]:
         g = choice_field(ex_, GRANULARITY, ss.aggregate.GRANULARITIES, "sentence")
         pattern = text_field(ex_, PATTERN) or None
+        if g == "regex" and pattern is not None:  # checked (its bounds too) before the test compiles it
+            try:
+                ss.aggregate.check_pattern(pattern)
+            except ss.SalienceError as e:
+                raise RequestError(f'Input field "{PATTERN}": {e}') from None
         return g, pattern
 
     @staticmethod
@@ -179,7 +184,10 @@ class ExplainModel(Wrapper):
                                    ' not take (its values live on segments, not tokens). Fix: use it with'
                                    ' "explain_action": "curves", or pick a token method here.')
             core_methods.get_any_method(m)
-        return names
+        try:
+            return field_rules.distinct_names(names)
+        except field_rules.FieldError as e:
+            raise RequestError(f'Input field "{METHODS}": {e} (a repeat is computed again).') from None
 
     # ------------------------------------------------------------- actions
 

@@ -23,8 +23,10 @@ from typing import Any
 
 from lit_nlp.api import types as lit_types
 
+from sequence_salience.aggregate import PATTERN_BOUNDS, check_pattern
+from sequence_salience.errors import SalienceError
 from sequence_salience.field_rules import CURVE_STEPS, IG_STEPS, IG_TOLERANCE, MAX_NEW_TOKENS, SMOOTH_GRAD_SAMPLES, \
-    FieldError, FieldRule
+    FieldError, FieldRule, distinct_names
 from lit_app import fields
 from lit_app.errors import Rejected
 from lit_app.inputs import DETAIL_MODES
@@ -123,6 +125,7 @@ def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> Non
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             raise Rejected(400, f'{where}: field "{name}" must be a string, got {type(value).__name__}.')
+    _validate_pattern(data, where)
     detail = data.get(fields.DETAIL)
     if detail is not None and detail not in DETAIL_MODES:
         raise Rejected(400, f'{where}: field "{fields.DETAIL}" is {_shown(detail)}; use one of'
@@ -148,8 +151,36 @@ def _shown(value: Any, chars: int = 40) -> str:
     return text if len(text) <= chars else text[:chars] + "..."
 
 
+def _validate_pattern(data: Mapping[str, Any], where: str) -> None:
+    """The regex of granularity "regex" (segments, explanation tests, compare), checked before anything compiles
+    it: the shared dialect and PATTERN_BOUNDS (sequence_salience/aggregate/patterns.py), so that a pattern the
+    compiler would write out into gigabytes (`a{99999999}`) or recurse on (5,000 nested groups) is a 400."""
+    pattern = data.get(fields.PATTERN)
+    if pattern is None or pattern == "":
+        return
+    if not isinstance(pattern, str):
+        raise Rejected(400, f'{where}: field "{fields.PATTERN}" must be a string, got {type(pattern).__name__}.')
+    if data.get(fields.GRANULARITY) != "regex":
+        # Unused (only regex segments read it), but never compiled later either: bounded in length only.
+        if len(pattern) > PATTERN_BOUNDS.max_chars:
+            raise Rejected(400, f'{where}: field "{fields.PATTERN}" is {len(pattern):,} characters long; at most'
+                                f' {PATTERN_BOUNDS.max_chars:,} are allowed. Fix: shorten the pattern.')
+        return
+    try:
+        check_pattern(pattern)
+    except SalienceError as e:
+        raise Rejected(400, f'{where}: field "{fields.PATTERN}": {e}') from None
+
+
 def _validate_explain_fields(data: Mapping[str, Any], limits: Limits, where: str) -> None:
     """The explain model's inputs (lit_app/explain.py), checked before it generates anything."""
+    methods = data.get(fields.METHODS)
+    if isinstance(methods, str):
+        try:
+            distinct_names([m.strip() for m in methods.split(",") if m.strip()])
+        except FieldError as e:
+            raise Rejected(400, f'{where}: field "{fields.METHODS}": {e} (a repeat is computed again). Fix: e.g.'
+                                ' "grad_norm,leave_one_out".') from None
     action = data.get(fields.EXPLAIN_ACTION)
     if action is not None and action != "" and action not in fields.EXPLAIN_ACTIONS:
         raise Rejected(400, f'{where}: field "{fields.EXPLAIN_ACTION}" is {_shown(action)}; use one of'

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -124,3 +125,21 @@ IG_AUTO_MAX_STEPS = dataclasses.replace(IG_STEPS, default=64, help="IG auto step
 
 RULES: dict[str, FieldRule] = {r.name: r for r in (IG_STEPS, SMOOTH_GRAD_SAMPLES, SURROGATE_MASKS, MAX_NEW_TOKENS,
                                                     CURVE_STEPS, IG_TOLERANCE)}
+
+
+# --------------------------------------------------------------------------- lists of methods
+def distinct_names(names: Sequence[str]) -> tuple[str, ...]:
+    """`names` (the methods of one explanation test, or of --method) as a tuple, each at most once.
+
+    A repeated name would be computed again for every repeat (`leave_one_out` named 500 times ran 500
+    times as long, and integrated gradients named n times cost n times its --max_ig_steps cap), so it is
+    refused rather than dropped: FieldError("'leave_one_out' is named 500 times; name each method once").
+    With each name once, a list is no longer than the method registry.
+    """
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    repeated = [f"{name!r} is named {n} times" for name, n in counts.items() if n > 1]
+    if repeated:
+        raise FieldError(f"{', '.join(repeated)}; name each method once")
+    return tuple(names)

@@ -53,7 +53,9 @@ Rules (the same in both languages):
   the text between matches forms its own segments ("gap"), context that the
   views leave uncoloured and unranked (`matches_only`). The pattern must be
   in the subset common to Python `re` and JavaScript `RegExp` (see
-  `compile_pattern`). Matching is bounded by `PATTERN_TIMEOUT_S` (a
+  `compile_pattern`), and within `PATTERN_BOUNDS` (length, repeat counts, the
+  length with repeats written out, group depth), checked before it is
+  compiled. Matching is bounded by `PATTERN_TIMEOUT_S` (a
   catastrophic-backtracking pattern such as `(a|a)+$` raises SalienceError
   instead of hanging the caller; it runs on the `regex` package, which has
   `re`'s semantics for this subset, releases the GIL and takes a timeout).
@@ -83,7 +85,8 @@ from __future__ import annotations
 
 from __future__ import annotations
 
-from sequence_salience.aggregate.patterns import PATTERN_TIMEOUT_S, check_pattern, compile_pattern
+from sequence_salience.aggregate.patterns import PATTERN_BOUNDS, PATTERN_TIMEOUT_S, PatternBounds, check_pattern, \
+    compile_pattern
 from sequence_salience.aggregate.reductions import (
     REDUCTIONS,
     aggregate,
@@ -106,8 +109,8 @@ from sequence_salience.aggregate.segments import (
 from sequence_salience.aggregate.unicode_tables import WHITESPACE
 
 __all__ = [
-    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "PATTERN_TIMEOUT_S", "REDUCTIONS", "ROLES",
-    "TEMPLATE_ROLE_NAMES", "WHITESPACE",
-    "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern", "matches_only",
-    "normalize_max_abs", "normalize_percentile", "percentile", "segment",
+    "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "PATTERN_BOUNDS", "PATTERN_TIMEOUT_S",
+    "REDUCTIONS", "ROLES", "TEMPLATE_ROLE_NAMES", "WHITESPACE",
+    "PatternBounds", "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
+    "matches_only", "normalize_max_abs", "normalize_percentile", "percentile", "segment",
 ]

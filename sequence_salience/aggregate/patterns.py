@@ -1,8 +1,10 @@
 """User regex patterns for `regex` granularity: the subset common to Python `re` and
-JavaScript `RegExp` (check_pattern), compiled with a time limit (compile_pattern)."""
+JavaScript `RegExp` (check_pattern), bounded in size before anything compiles them
+(PATTERN_BOUNDS), compiled with a time limit (compile_pattern)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import regex
@@ -12,6 +14,42 @@ from sequence_salience.errors import SalienceError
 # Longest time one user pattern may spend matching a text (seconds); a sane pattern takes
 # milliseconds on the longest prompt a server accepts.
 PATTERN_TIMEOUT_S = 1.0
+
+
+
+@dataclasses.dataclass(frozen=True)
+class PatternBounds:
+    """How large a user pattern may be; `check_pattern` refuses a larger one before it is compiled.
+
+    The `regex` package writes counted repeats out when it compiles (`a{99999999}` grew a server to
+    9.6 GB; `a{999999}` alone takes 1.2 s and 250 MB), and its parser recurses once per nested group
+    (about 400 deep raise RecursionError). Matching is bounded separately, by PATTERN_TIMEOUT_S.
+
+    Attributes:
+      max_chars: the pattern's length, in characters (code points).
+      max_repeat: each bound of a counted repeat `{m}`, `{m,}`, `{m,n}` (m and n each).
+      max_expanded: the pattern's length once every repeat is written out: a repeated piece counts
+        its upper bound times (`{n}` and `{m,n}`: n, `{m,}`: m + 1, `{0}` still 1; `*`, `+`, `?`:
+        once), nested repeats multiply, quantifier characters count nothing; a conservative estimate
+        of what the compiler builds. `(a{1000}){1000}` is 1,002,000.
+      max_depth: groups open at once (`(`, `(?:`, `(?=`, `(?!`).
+
+    The server publishes these in /get_info "requestLimits"."pattern" (lit_app/server.py), and the page
+    checks the same bounds with the same rule (frontend/src/shared/aggregate/pattern.ts `checkPattern`);
+    tests/data/pattern_bounds_cases.json holds the cases both test against.
+    """
+
+    max_chars: int = 1_000
+    max_repeat: int = 1_000
+    max_expanded: int = 10_000
+    max_depth: int = 32
+
+    def as_json(self) -> dict[str, int]:
+        """The bounds as the browser reads them (`PatternBounds` in pattern.ts)."""
+        return dataclasses.asdict(self)
+
+
+PATTERN_BOUNDS = PatternBounds()
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 _QUANTIFIER_BRACE_RE = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
@@ -36,8 +74,16 @@ def _pattern_error(pattern: str, pos: int, construct: str, fix: str) -> Salience
     )
 
 
-def check_pattern(pattern: str) -> None:
-    """Rejects what lies outside the regex subset shared with the browser.
+def _quoted(pattern: str) -> str:
+    return repr(pattern) if len(pattern) <= 60 else repr(pattern[:60]) + "…"
+
+
+def _bound_error(pattern: str, what: str, fix: str) -> SalienceError:
+    return SalienceError(f"regex pattern {_quoted(pattern)}: {what}. Fix: {fix}.")
+
+
+def check_pattern(pattern: str, bounds: PatternBounds | None = PATTERN_BOUNDS) -> None:
+    """Rejects what lies outside the regex subset shared with the browser, or beyond `bounds`.
 
     Supported: literals, `.`, `^`/`$` (at every line start/end), classes
     `[...]`/`[^...]`, `\\d \\D \\w \\W \\s \\S \\b \\B` (ASCII meaning in both
@@ -51,15 +97,28 @@ def check_pattern(pattern: str) -> None:
     `\\U`, `\\c`, other letter escapes, `{,n}`, lone `{ } ]`, `[]` / `[^]`,
     an unescaped `[` inside a class, `\\S` inside a class, a trailing `\\`.
 
+    Bounded (`bounds`, PATTERN_BOUNDS unless given; None: unbounded): the length, each repeat count, the
+    written-out length and the group depth (see PatternBounds), checked while scanning, so that nothing
+    large is built; each refusal names the bound and the fix.
+
     Raises:
       SalienceError: naming the construct, its position and the fix.
     """
     if not pattern:
         raise SalienceError("regex pattern is empty. Fix: give a pattern, e.g. [^,;]+ for clauses.")
+    if bounds is not None and len(pattern) > bounds.max_chars:
+        raise _bound_error(pattern, f"it is {len(pattern):,} characters long; at most {bounds.max_chars:,} are"
+                                    " allowed", "shorten the pattern")
+    # The written-out length (PatternBounds.max_expanded): one [size so far, size of the last piece] per open
+    # group (the pattern itself at the bottom); `total` is their sum plus the open groups' openings, never
+    # decreasing, so it is refused as soon as it passes the bound.
+    frames, total, piece_start = [[0, 0]], 0, 0
     i, n, in_class, class_first, after_quantifier = 0, len(pattern), False, 0, False
     while i < n:
         c = pattern[i]
         quantifier = False
+        if not in_class:
+            piece_start = i
         if c == "\\":
             if i + 1 >= n:
                 raise _pattern_error(pattern, i, "trailing backslash", "escape it as \\\\")
@@ -142,9 +201,59 @@ def check_pattern(pattern: str) -> None:
             raise _pattern_error(pattern, i, "lone ]", "escape it as \\]")
         else:
             i += 1
+        if bounds is not None and not in_class:
+            total = _grow(pattern, piece_start, i, quantifier, frames, total, bounds)
         after_quantifier = "greedy" if quantifier else False
     if in_class:
         raise _pattern_error(pattern, n, "unterminated class [", "close it with ]")
+
+
+def _grow(pattern: str, start: int, end: int, quantifier: bool, frames: list[list[int]], total: int,
+          bounds: PatternBounds) -> int:
+    """The written-out length after pattern[start:end], one piece of `check_pattern`'s scan (an atom, a
+    whole class, a group's opening or closing, `|`, or a quantifier); raises past a bound."""
+    text = pattern[start:end]
+    top = frames[-1]
+    if quantifier:
+        if text in ("*", "+", "?"):
+            return total
+        low, _, high = text[1:-1].partition(",")
+        for count in (low, high):
+            if len(count.lstrip("0")) > len(str(bounds.max_repeat)) or (count and int(count) > bounds.max_repeat):
+                shown = count if len(count) <= 12 else count[:12] + "…"
+                raise _bound_error(pattern, f"the repeat count {shown} at position {start} is above"
+                                            f" {bounds.max_repeat:,}, the largest allowed (the compiler writes"
+                                            " counted repeats out)", f"use a count up to {bounds.max_repeat:,},"
+                                            " or + or * for any number")
+        times = max(1, int(high) if high else int(low) + 1 if "," in text else int(low))
+        grown = top[1] * (times - 1)
+        top[0] += grown
+        top[1] *= times
+        total += grown
+    elif text[0] == "(":
+        if len(frames) > bounds.max_depth:
+            raise _bound_error(pattern, f"groups nest deeper than {bounds.max_depth} at position {start}",
+                               "remove parentheses that group nothing")
+        frames.append([len(text), 0])
+        total += len(text)
+    elif text == ")" and len(frames) > 1:
+        size = frames.pop()[0] + 1
+        frames[-1][0] += size
+        frames[-1][1] = size
+        total += 1
+    elif text == "|":
+        top[0] += 1
+        top[1] = 0
+        total += 1
+    else:
+        top[0] += len(text)
+        top[1] = len(text)
+        total += len(text)
+    if total > bounds.max_expanded:
+        raise _bound_error(pattern, f"written out, its repeats make it longer than {bounds.max_expanded:,}"
+                                    f" characters at position {start} (nested repeat counts multiply)",
+                           "use smaller counts, or + or * instead")
+    return total
 
 
 def compile_pattern(pattern: str) -> regex.Pattern:

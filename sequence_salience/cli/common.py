@@ -45,7 +45,7 @@ def explain_default() -> str:
 
 def parse_methods(text: str | None) -> tuple[str, ...]:
     """The --method names, each a token or a segment method of the registry (else UsageError)."""
-    from sequence_salience import SalienceError  # pylint: disable=import-outside-toplevel
+    from sequence_salience import SalienceError, field_rules  # pylint: disable=import-outside-toplevel
     from sequence_salience.methods import get_any_method  # pylint: disable=import-outside-toplevel
 
     names = tuple(m.strip() for m in (text or explain_default()).split(",") if m.strip())
@@ -56,7 +56,10 @@ def parse_methods(text: str | None) -> tuple[str, ...]:
             get_any_method(name)
         except SalienceError as e:
             raise UsageError(f"--method: {e}") from None
-    return names
+    try:
+        return field_rules.distinct_names(names)
+    except field_rules.FieldError as e:
+        raise UsageError(f"--method: {e}.") from None
 
 
 def segment_methods(methods) -> list[str]:

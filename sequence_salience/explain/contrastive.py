@@ -32,6 +32,7 @@ import torch
 
 from sequence_salience import scoring
 from sequence_salience.errors import SalienceError
+from sequence_salience.explain.faithfulness import distinct_methods
 from sequence_salience.methods import DEFAULT_METHODS, get_method, list_methods
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.methods.gradients import weighted_gradient
@@ -164,8 +165,7 @@ def contrastive_salience(
         work advances (after every batch of IG steps / SmoothGrad samples).
       cancel: () -> bool, checked between passes and batches of steps (raises ComputationCancelled).
     """
-    if isinstance(methods, str):
-        methods = (methods,)
+    methods = distinct_methods((methods,) if isinstance(methods, str) else methods)
     encoded = lm.encode_prompt(prompt)
     prompt_ids = tuple(encoded.ids)
     target_ids = scoring.target_ids(lm, target)

@@ -404,6 +404,7 @@ def faithfulness_curves(
     """
     if isinstance(methods, str):
         methods = (methods,)
+    methods = distinct_methods(methods)
     for m in methods:
         get_any_method(m)
     for mode in config.modes:
@@ -548,6 +549,15 @@ def coarse_config(config: FaithfulnessConfig, tokens_per_row: int | None = None,
     return dataclasses.replace(config, steps=steps, n_random=n_random, upper_bound=False)
 
 
+def distinct_methods(methods: Sequence[str]) -> tuple[str, ...]:
+    """`methods` as a tuple; SalienceError when one is named twice (field_rules.distinct_names: each repeat
+    would be computed again)."""
+    try:
+        return field_rules.distinct_names(methods)
+    except field_rules.FieldError as e:
+        raise SalienceError(f"methods {list(methods)!r:.200}: {e}.") from None
+
+
 def faithfulness_stages(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -588,6 +598,7 @@ def faithfulness_stages(
         if progress is not None:
             progress(COARSE_STAGE if stage == "curves" else stage, done, total)
 
+    methods = distinct_methods((methods,) if isinstance(methods, str) else methods)
     if result is None:  # computed once here, so that the refinement needs no forward pass for it
         span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
         result, _ = _token_salience(lm, prompt, target, (methods,) if isinstance(methods, str) else methods, span,

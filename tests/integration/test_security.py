@@ -375,7 +375,9 @@ def test_get_info_publishes_the_prompt_length_limit_the_browser_checks(lit):
         c = secure(lit, limits=limits.Limits(max_prompt_chars=most))
         info = json.loads(post(c, "/get_info").data)
         assert info["requestLimits"] == {"max_prompt_chars": most,
-                                         "max_counts": {"ig_steps": 256, "smooth_grad_samples": 256}}
+                                         "max_counts": {"ig_steps": 256, "smooth_grad_samples": 256},
+                                         "pattern": {"max_chars": 1000, "max_repeat": 1000, "max_expanded": 10000,
+                                                     "max_depth": 32}}
     # The count limits the IG steps / SmoothGrad samples fields keep to (frontend/src/shared/methods.ts).
     c = secure(lit, limits=limits.Limits(max_ig_steps=32, max_smooth_grad_samples=8))
     assert json.loads(post(c, "/get_info").data)["requestLimits"]["max_counts"] == {"ig_steps": 32,
