@@ -42,7 +42,8 @@ class SegmentSalience:
       values: <float64>[S] the method's value of each segment (positive: it raises p(target)).
       original_logprob: log p(target span | the unedited prompt).
       kept: <bool>[R, S] the ablations scored (True = segment kept); logprobs: <float64>[R] their log p.
-      quality: the fit's figures (the surrogate's held-out "r2", "correlation", "intercept").
+      quality: the fit's figures (the surrogate's held-out "r2" with its spread "r2_low" / "r2_high" over
+        random splits, "correlation", "intercept").
       warning: "" or what makes the values doubtful (a poor surrogate fit), with what to do.
       stats: the forward work (rows, tokens, tokens recomputed; the share the cached prefix saved).
       n_tokens: N, tokens of prompt + target (for token_values).
@@ -118,11 +119,18 @@ def fit_warning(method: str, quality: Mapping[str, float], config: AblationConfi
     if not np.isfinite(r2):
         return ("The surrogate's fit could not be checked (its random ablations barely change the target's "
                 "probability). Fix: use leave one segment out, or a coarser granularity.")
+    low, high = quality.get("r2_low", r2), quality.get("r2_high", r2)
+    spread = f" (from {low:.2f} to {high:.2f} over random splits)" if high > low else ""
     if r2 < config.min_r2:
-        return (f"The surrogate explains only R\u00b2 = {r2:.2f} of the held-out ablations (below "
+        return (f"The surrogate explains only R\u00b2 = {r2:.2f}{spread} of the held-out ablations (below "
                 f"{config.min_r2:.2f}): segments interact, and a linear model of them is a poor summary. Fix: "
                 f"read leave one segment out beside it, or raise the number of ablations "
                 f"(now {config.surrogate_masks}).")
+    if low < config.min_r2:
+        return (f"The surrogate's held-out R\u00b2 is {r2:.2f} on average, but it ranges from {low:.2f} to "
+                f"{high:.2f} over random splits of its ablations, below {config.min_r2:.2f} on some: the fit is "
+                "not settled. Fix: read leave one segment out beside it, or "
+                f"raise the number of ablations (now {config.surrogate_masks}).")
     return ""
 
 

@@ -5,7 +5,8 @@ https://arxiv.org/abs/2409.00729): k random masks keep each segment with probabi
 each edited prompt is scored (forward passes only), and a Lasso (methods/lasso.py, ContextCite's
 LassoRegression) fits log p / (1 - p) of the target span on the masks. The coefficients are the
 segment values: the change in log-odds when the segment is kept. Signed. The fit's quality on
-ablations it was not fitted on (cross-validated R^2 and correlation) comes with the values; a poor
+ablations it was not fitted on (R^2 and correlation, mean and spread over 20 random 4-fold splits)
+comes with the values; a poor
 fit (R^2 < AblationConfig.min_r2) says the linear surrogate does not explain the model here.
 """
 
@@ -34,7 +35,8 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     logp = problem.score(prompts)  # [k]
     y = lasso.log_odds(logp)  # [k]
     fit = lasso.fit_lasso(kept, y, config.surrogate_alpha, problem.span_tokens)
-    quality = lasso.cross_validated(kept, y, config.surrogate_alpha, problem.span_tokens, config.surrogate_folds)
+    quality = lasso.cross_validated(kept, y, config.surrogate_alpha, problem.span_tokens, config.surrogate_folds,
+                                     config.surrogate_repeats, config.seed)
     quality["intercept"] = fit.bias
     return SegmentOutput(values=fit.weight, kept=kept, logprobs=logp, quality=quality)
 

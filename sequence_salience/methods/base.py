@@ -276,6 +276,8 @@ class AblationConfig:
       surrogate_alpha: the Lasso's L1 weight on standardized masks and log-odds per target token
         (ContextCite's LassoRegression: 0.01).
       surrogate_folds: folds of the cross-validated fit quality (held-out R^2 and correlation).
+      surrogate_repeats: random splits into those folds; the quality is their mean, with the spread
+        (smallest and largest split's R^2), as one split of 32 ablations is a noisy figure.
       min_r2: below this held-out R^2 the surrogate's values come with a warning.
       seed: seed of the random ablations.
       batch_size: most ablated prompts per forward batch.
@@ -291,6 +293,7 @@ class AblationConfig:
     surrogate_keep: float = 0.5
     surrogate_alpha: float = 0.01
     surrogate_folds: int = 4
+    surrogate_repeats: int = 20
     min_r2: float = 0.5
     seed: int = 0
     batch_size: int = 8

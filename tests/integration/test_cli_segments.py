@@ -79,7 +79,9 @@ def test_explain_surrogate_with_its_flags_prints_the_fit(tmp_path, capsys, defau
     np.testing.assert_allclose([s["value"] for s in saved["segments"]], want.values, rtol=0, atol=1e-3)
     assert saved["quality"]["r2"] == pytest.approx(want.quality["r2"], abs=1e-3)
     r2, corr = saved["quality"]["r2"], saved["quality"]["correlation"]
-    assert f"fit on held-out ablations: R\u00b2 {r2:.2f}, correlation {corr:.2f}" in out
+    low, high = saved["quality"]["r2_low"], saved["quality"]["r2_high"]
+    spread = f" ({low:.2f}\u2013{high:.2f} over random splits)" if high > low else ""
+    assert f"fit on held-out ablations: R\u00b2 {r2:.2f}{spread}, correlation {corr:.2f}" in out
     assert f"cost: {saved['rows']} forward rows (removal: delete)" in out
     if saved["warning"]:  # a poor fit says so (a fit on this prompt is good: R^2 0.94 when written)
         assert "⚠ " + " ".join(saved["warning"].split()) in out

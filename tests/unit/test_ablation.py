@@ -188,6 +188,46 @@ def test_cross_validation_of_noise_is_poor_and_warned_about():
     assert ablation.fit_warning(leave_one_out.NAME, {}, AblationConfig()) == ""
 
 
+def test_held_out_predictions_equal_sklearns_cross_val_predict_on_the_same_shuffled_folds():
+    from sklearn.model_selection import KFold, cross_val_predict  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.default_rng(5)
+    masks = rng.random((32, 6)) < 0.5
+    y = masks @ rng.normal(size=6) + 0.5 * rng.normal(size=32)
+    kfold = KFold(n_splits=4, shuffle=True, random_state=0)
+    pipe = make_pipeline(StandardScaler(), Lasso(alpha=0.01, tol=1e-14, max_iter=1_000_000))
+    want = cross_val_predict(pipe, masks.astype(float), y, cv=kfold)
+    split = [held for _, held in kfold.split(masks)]
+    got = lasso.held_out_predictions(masks, y, 0.01, 1, split)
+    np.testing.assert_allclose(got, want, atol=1e-7)
+
+
+def test_repeated_cross_validation_reports_the_spread_of_one_split_and_is_seeded():
+    rng = np.random.default_rng(7)
+    masks = rng.random((32, 8)) < 0.5
+    y = masks @ rng.normal(size=8) + 1.0 * rng.normal(size=32)
+    q = lasso.cross_validated(masks, y, 0.01, 1, 4, repeats=20, seed=0)
+    # Each figure recomputed by hand from 20 independent KFold shuffles would use other permutations;
+    # what must hold: the mean lies inside the spread, the spread is real, and a seed fixes it.
+    assert q["r2_low"] < q["r2"] < q["r2_high"]
+    assert q == lasso.cross_validated(masks, y, 0.01, 1, 4, repeats=20, seed=0)
+    assert q != lasso.cross_validated(masks, y, 0.01, 1, 4, repeats=20, seed=1)
+    # One repeat's R^2 is that split's: 1 - SS_res / SS_tot of its held-out predictions.
+    one = lasso.cross_validated(masks, y, 0.01, 1, 4, repeats=1, seed=3)
+    pred = lasso.held_out_predictions(masks, y, 0.01, 1, lasso.folds(32, 4, np.random.default_rng(3)))
+    assert one["r2"] == one["r2_low"] == one["r2_high"] == pytest.approx(
+        1 - ((y - pred) ** 2).sum() / ((y - y.mean()) ** 2).sum(), abs=1e-12)
+
+
+def test_a_fit_whose_spread_crosses_the_warning_line_is_called_unsettled():
+    cfg = AblationConfig()
+    text = ablation.fit_warning(ablation_surrogate.NAME, {"r2": 0.55, "r2_low": 0.37, "r2_high": 0.66}, cfg)
+    assert "not settled" in text and "0.37" in text and "0.66" in text
+    assert ablation.fit_warning(ablation_surrogate.NAME, {"r2": 0.8, "r2_low": 0.6, "r2_high": 0.9}, cfg) == ""
+    low = ablation.fit_warning(ablation_surrogate.NAME, {"r2": 0.3, "r2_low": 0.1, "r2_high": 0.45}, cfg)
+    assert "only R\u00b2 = 0.30 (from 0.10 to 0.45" in low
+
+
 def test_log_odds_by_hand():
     got = lasso.log_odds(np.log([0.5, 0.25, 0.9, 1e-30]))
     np.testing.assert_allclose(got[:3], [0.0, np.log(1 / 3), np.log(9)], atol=1e-12)

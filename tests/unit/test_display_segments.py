@@ -86,6 +86,9 @@ def test_the_surrogates_fit_and_cost_are_shown_and_a_poor_fit_warns(computed):
 
     seg = computed[ablation_surrogate.NAME, "sentence"]
     r2, corr = seg.quality["r2"], seg.quality["correlation"]
+    low, high = seg.quality["r2_low"], seg.quality["r2_high"]
+    assert low <= r2 <= high
+    spread = f" ({low:.2f}\u2013{high:.2f} over random splits)" if high > low else ""
     doomed = dataclasses.replace(seg, warning=ablation.fit_warning(seg.method, seg.quality,
                                                                      AblationConfig(min_r2=2.0)))
     assert doomed.warning  # R^2 is at most 1 < 2: the fit is "poor"
@@ -95,7 +98,7 @@ def test_the_surrogates_fit_and_cost_are_shown_and_a_poor_fit_warns(computed):
         console.print(display.SalienceView(s))
         text = console.export_text()
         for out in (html.unescape(page), text):
-            assert f"R\u00b2 {r2:.2f}, correlation {corr:.2f}" in out
+            assert f"R\u00b2 {r2:.2f}{spread}, correlation {corr:.2f}" in out
             assert f"{s.stats.rows} forward rows" in out
             assert f"saved {100 * s.stats.saved:.0f} %" in out
             assert (s.warning in " ".join(out.split())) if warned else ("⚠" not in out)
