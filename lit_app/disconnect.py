@@ -38,6 +38,12 @@ def shut_down() -> None:
     _SHUTTING_DOWN.set()
 
 
+def stopping() -> bool:
+    """True once `shut_down()` was called: a request cancelled from now on was stopped by the server, not by
+    its client (lit_app/server.py answers it 503)."""
+    return _SHUTTING_DOWN.is_set()
+
+
 def peer_closed(sock: Any) -> bool:
     """True when the other end of a connected socket has closed or reset it (never blocks)."""
     try:

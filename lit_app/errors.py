@@ -11,6 +11,7 @@
   without LIT's traceback (`security.mark_client_errors`) and log one INFO line; 409 through the
   middleware.
 * `ClientGone`: a `Cancelled` request whose HTTP client disconnected (nobody reads the answer).
+* `ServerStopping`: a `Cancelled` request the server's stop ended (503, lit_app/server.py).
 * `Rejected`: an HTTP request refused before it reaches LIT (lit_app/security.py,
   lit_app/limits.py, lit_app/request_body.py, lit_app/paths.py), with its status.
 """
@@ -45,6 +46,15 @@ class Cancelled(RequestError):
 
 class ClientGone(Cancelled):
     """A request stopped because its HTTP client disconnected: nobody reads the answer."""
+
+
+class ServerStopping(Cancelled):
+    """A request stopped because the server is stopping (Ctrl-C, SIGTERM): answered 503, not 409 (its message
+    does not start with CANCELLED_PREFIX: nothing the client did stopped it) and never as an empty success."""
+
+    def __init__(self, message: str = "The server is stopping; this request was stopped before it finished. Fix:"
+                                      " send it again once the server is back."):
+        super().__init__(message, status=503)
 
 
 class Rejected(Exception):

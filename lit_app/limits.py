@@ -224,6 +224,9 @@ def validate_request(
         if data is None or not isinstance(data.get("inputs"), list):
             raise Rejected(400, 'The request body must be JSON like {"inputs": [{"id": "...", "data":'
                                 ' {"prompt": "..."}}]}.')
+    if path == "/create_dataset" and not query.get("dataset_name"):  # LIT: "No base dataset specified." (500)
+        raise Rejected(400, '/create_dataset needs ?dataset_name= naming the loader that reads "config". Fix: add'
+                            ' ?dataset_name=<a loader that /get_info lists under "initSpecs">.')
     known_models = _names(model_names)
     model = query.get("model")
     if model and known_models is not None and model not in known_models:
@@ -243,6 +246,8 @@ def validate_request(
             if not isinstance(ex, dict):
                 raise Rejected(400, f"inputs[{i}] must be an object, got {type(ex).__name__}.")
             validate_example(ex, limits, f"inputs[{i}]")
+            if dataset and isinstance(ex.get("data"), dict) and "id" in ex:
+                _same_ids(ex, ex["data"], i)  # LIT checks it too, and answered 500
             continue
         if isinstance(ex, str) and dataset:  # an example id, looked up in the dataset by LIT
             ids = example_ids(dataset) if example_ids is not None and path != "/create_dataset" else None
@@ -257,10 +262,15 @@ def validate_request(
         if not isinstance(ex_data, dict):
             raise Rejected(400, f'inputs[{i}] has no "data" object. Fix: send {{"id": "...", "data": {{...}}}}.')
         validate_example(ex_data, limits, f"inputs[{i}]")
-        if dataset and path != "/create_dataset" and ex.get("id") != ex_data.get("_id"):
+        if dataset and path != "/create_dataset":
             # LIT checks this for every request with ?dataset_name= (its IndexedInput) and answered 500.
-            raise Rejected(400, f'inputs[{i}] has "id" {_shown(ex.get("id"))} but "data"."_id"'
-                                f' {_shown(ex_data.get("_id"))}; with ?dataset_name= both must be the same id.')
+            _same_ids(ex, ex_data, i)
+
+
+def _same_ids(ex: Mapping[str, Any], ex_data: Mapping[str, Any], i: int) -> None:
+    if ex.get("id") != ex_data.get("_id"):
+        raise Rejected(400, f'inputs[{i}] has "id" {_shown(ex.get("id"))} but "data"."_id"'
+                            f' {_shown(ex_data.get("_id"))}; with ?dataset_name= both must be the same id.')
 
 
 # Input values that only read or cancel a background job, without the model: the salience

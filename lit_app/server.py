@@ -48,7 +48,8 @@ from lit_app import (client_build, datasets, disconnect, http_server, layouts, s
                      server_flags)
 from lit_app import memory
 from lit_app import wrapper as wrapper_lib
-from lit_app.errors import ClientGone
+from lit_app import lit_components
+from lit_app.errors import Cancelled, ClientGone, ServerStopping
 from lit_app.hosts import is_loopback
 from lit_app.method_registry import EXTRA_METHODS
 from lit_app.shared_model import SharedLM
@@ -151,10 +152,37 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
             return super()._get_preds(
                 data, model=model, requested_types=requested_types, requested_fields=requested_fields, **kw
             )
-        except ClientGone:
-            # Nobody reads the answer (the wrapper logged why, in one line): answer nothing
-            # rather than have LIT log a traceback for a request the client gave up.
-            return []
+        except Cancelled as e:
+            if disconnect.stopping():  # cancelled by the server's stop, not by its client: say so, never 200 []
+                raise ServerStopping() from None
+            if isinstance(e, ClientGone):
+                # Nobody reads the answer (the wrapper logged why, in one line): answer nothing
+                # rather than have LIT log a traceback for a request the client gave up.
+                return []
+            raise
+
+    def _get_interpretations(self, data, model: str | None = None, interpreter: str | None = None, **kw):
+        """LIT's, with a failure inside LIT's interpreter (a config it cannot use) a 400 naming it
+        (lit_app/lit_components.py)."""
+        config = data.get("config") if isinstance(data, Mapping) else None
+        return lit_components.component_call("interpreter", interpreter, model, config, lambda: super(
+            SequenceSalienceApp, self)._get_interpretations(data, model=model, interpreter=interpreter, **kw))
+
+    def _get_generated(self, data, model: str | None = None, generator: str | None = None, **kw):
+        """LIT's, with a failure inside LIT's generator (a config it cannot use) a 400 naming it."""
+        config = data.get("config") if isinstance(data, Mapping) else None
+        return lit_components.component_call("generator", generator, model, config, lambda: super(
+            SequenceSalienceApp, self)._get_generated(data, model=model, generator=generator, **kw))
+
+    def _save_datapoints(self, data, path: str | None = None, **kw):
+        """LIT's, with a file it cannot write (a missing folder, a name too long) a 400 naming ?path=."""
+        return lit_components.file_call("/save_datapoints", path, lambda: super(
+            SequenceSalienceApp, self)._save_datapoints(data, path=path, **kw))
+
+    def _load_datapoints(self, data, path: str | None = None, **kw):
+        """LIT's, with a file it cannot read (a missing .lit.jsonl) a 400 naming ?path=."""
+        return lit_components.file_call("/load_datapoints", path, lambda: super(
+            SequenceSalienceApp, self)._load_datapoints(data, path=path, **kw))
 
     def _post_new_data(self, data, dataset_name: str | None = None, **kw):
         """LIT's, with the saved datapoints bounded (MAX_SAVED_DATAPOINTS, MAX_SAVED_DATAPOINTS_BYTES): LIT

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -56,6 +57,7 @@ def _cmp(**data):
 
 
 CREATE = "/create_dataset?dataset_name=jsonl_prompts"
+SAVED = {"inputs": [{"id": "a", "data": {"prompt": "Hello", "_id": "a"}}]}  # a datapoint with consistent ids
 IN_CASES = "dataset_name=case_studies"
 # (route with query, JSON body, status, words the message must contain).
 MISTAKES = [
@@ -136,6 +138,36 @@ MISTAKES = [
                  id="get_generated-no-generator"),
     pytest.param("/get_dataset?dataset_name=nope", {}, 400, ["'nope'", "Fix"], id="get_dataset-unknown"),
     pytest.param("/get_dataset", {}, 400, ["dataset_name"], id="get_dataset-no-name"),
+    # Issue 43: mistakes that still answered 500.
+    pytest.param("/create_dataset", {"config": {"new_name": "a", "path": "prompts.jsonl"}}, 400,
+                 ["?dataset_name=", "loader", "Fix"], id="create_dataset-no-dataset-name"),
+    pytest.param("/create_dataset?dataset_name=", {"config": {"new_name": "a", "path": "prompts.jsonl"}}, 400,
+                 ["?dataset_name=", "loader", "Fix"], id="create_dataset-empty-dataset-name"),
+    pytest.param(f"/post_new_data?{IN_CASES}", {"inputs": [{"id": "a", "data": {"prompt": "hi", "_id": "b"}}]}, 400,
+                 ['"id"', '"_id"', "same id"], id="post_new_data-inconsistent-ids"),
+    pytest.param(f"/load_datapoints?{IN_CASES}&path=missing.lit.jsonl", {}, 400,
+                 ["/load_datapoints ?path=", "missing.lit.jsonl", "No such file", "Fix"],
+                 id="load_datapoints-missing-lit-jsonl"),
+    pytest.param(f"/save_datapoints?{IN_CASES}&path=nofolder/saved", SAVED, 400,
+                 ["/save_datapoints ?path=", "No such file", "Fix"], id="save_datapoints-missing-folder"),
+    pytest.param(f"/save_datapoints?{IN_CASES}&path={'x' * 5000}", SAVED, 400,
+                 ["/save_datapoints ?path=", "too long", "Fix"], id="save_datapoints-5000-character-name"),
+    *[pytest.param(f"/get_interpretations?{IN_CASES}&model={GEN}&interpreter={quote(name)}", body, 400,
+                   [f"interpreter {name!r}", '"config"', "configSpec", "Fix"], id=f"get_interpretations-{case}")
+      for case, name, body in (
+          ("tabular-shap-no-config", "Tabular SHAP", SAVED),
+          ("salience-clustering-no-config", "Salience Clustering", SAVED),
+          ("salience-clustering-config-string", "Salience Clustering", {**SAVED, "config": "x"}),
+          ("pdp-empty-config", "pdp", {**SAVED, "config": {}}),
+          ("tcav-unknown-key", "tcav", {**SAVED, "config": {"bogus": 1}}),
+          ("curves-no-config", "curves", SAVED),
+          ("thresholder-unknown-key", "thresholder", {**SAVED, "config": {"bogus": 1}}),
+          ("nearest-neighbors-empty-config", "nearest neighbors", {**SAVED, "config": {}}),
+          ("pca-no-config", "pca", SAVED))],
+    *[pytest.param(f"/get_generated?{IN_CASES}&model={GEN}&generator={quote(name)}", body, 400,
+                   [f"generator {name!r}", '"config"', "configSpec", "Fix"], id=f"get_generated-{case}")
+      for case, name, body in (("hotflip-no-config", "Hotflip", SAVED),
+                               ("ablation-flip-no-config", "Ablation Flip", SAVED))],
     pytest.param("/get_preds?model=nope", _ex(), 400, ["'nope'", "Fix"], id="get_preds-unknown-model"),
     pytest.param(f"/get_preds?model={GEN}", [1, 2], 400, ["JSON object"], id="get_preds-list-body"),
     pytest.param(f"/get_preds?model={GEN}", _ex(max_new_tokens=1025), 400, ['"max_new_tokens"', "1 to 1024"],
@@ -285,3 +317,61 @@ def test_the_compare_models_segment_method_error_names_only_fields_it_has(server
     got, _, text = server.post_json(f"/get_preds?model={CMP}", _cmp(segment_method="nope"))
     assert got == 400 and '"segment_method"' in text and "leave_one_out" in text, text
     assert '"detail"' not in text, text
+
+
+# ---------------------------------------------------------------------------- bounded inputs (issue 43)
+EXPLAIN = f"_{MODEL}_explain"
+BOMBS = [
+    pytest.param("a{99999999}", "repeat count", id="repeat-count"),  # grew a server to 9.6 GB when compiled
+    pytest.param("(a{1000}){1000}", "longer than", id="nested-repeats"),
+    pytest.param("(" * 5000 + "a" + ")" * 5000, "characters long", id="5000-nested-groups"),  # was a RecursionError
+    pytest.param("(?:" * 240 + "a" + ")" * 240, "nest deeper", id="240-nested-groups"),
+]
+# Every request that compiles a user pattern: segments, an explanation test's curves and reduction, compare.
+PATTERN_REQUESTS = [
+    pytest.param(SAL, {"detail": "segments", fields.SEGMENT_METHOD: "leave_one_out"}, id="segments"),
+    pytest.param(EXPLAIN, {"target": " Hi", "explain_action": "curves"}, id="explain-curves"),
+    pytest.param(EXPLAIN, {"target": " Hi", "explain_action": "reduce"}, id="explain-reduce"),
+    pytest.param(CMP, {fields.PINNED_PROMPT: "Hi", fields.WITH_PINNED_SALIENCE: True,
+                       fields.SEGMENT_METHOD: "leave_one_out"}, id="compare"),
+]
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+@pytest.mark.parametrize("model,extra", PATTERN_REQUESTS)
+@pytest.mark.parametrize("pattern,why", BOMBS)
+def test_a_pattern_bomb_is_refused_within_2_s_naming_the_field_and_the_server_memory_stays_flat(
+        server, data_dir, model, extra, pattern, why):
+    log_before = len(server.log_path.read_text())
+    rss_before = _rss_kib(server.proc.pid)
+    start = time.monotonic()
+    got, _, text = server.post_json(f"/get_preds?model={model}", _ex(granularity="regex", pattern=pattern, **extra))
+    took = time.monotonic() - start
+    rss_after = _rss_kib(server.proc.pid)
+    assert got == 400, text
+    assert took < 2, f"{took:.2f} s"
+    assert '"pattern"' in text and why in text and "Fix" in text, text
+    assert "RecursionError" not in text and "Internal error" not in text, text
+    _no_leak(text, data_dir)
+    assert rss_after - rss_before < 20_000, f"RSS grew {rss_before} -> {rss_after} KiB"
+    assert "Traceback" not in server.log_path.read_text()[log_before:]
+    assert server.post_json("/get_info", {})[0] == 200
+
+
+def test_an_explanation_test_refuses_a_method_named_twice(server, data_dir):
+    """`leave_one_out` x500 ran 305 s (500 times one); named twice it is refused at once, naming the field."""
+    start = time.monotonic()
+    got, _, text = server.post_json(f"/get_preds?model={EXPLAIN}", _ex(
+        target=" Hi", explain_action="curves", methods=",".join(["leave_one_out"] * 500)))
+    assert got == 400 and time.monotonic() - start < 2, text
+    assert '"methods"' in text and "'leave_one_out' is named 500 times" in text and "Fix" in text, text
+    _no_leak(text, data_dir)
+    got, _, text = server.post_json(f"/get_preds?model={EXPLAIN}", _ex(
+        target=" Hi", explain_action="curves", methods="integrated_gradients, grad_norm,integrated_gradients"))
+    assert got == 400 and "'integrated_gradients' is named 2 times" in text, text

@@ -246,16 +246,29 @@ def test_ctrl_c_stops_the_server_mid_computation(tmp_path):
             proc.proc.send_signal(signal.SIGINT)
             code = _exit_code(proc, timeout_s=60)  # a failure bound; the time taken is printed, not asserted
             took = time.monotonic() - sent
+            answer = _answer(conn)
         finally:
             conn.close()
         log = proc.log_path.read_text()
-    print(f"\nCtrl-C to exit: {took:.2f} s (exit code {code})")
+    print(f"\nCtrl-C to exit: {took:.2f} s (exit code {code}); the request in flight: {answer}")
     assert code == 0, log[-3000:]
+    # The request in flight is answered 503 (stopped by the server) or its connection closed unanswered (not
+    # waited for), never "200 []" as if it had succeeded with nothing (issue 43).
+    assert answer is None or (answer[0] == 503 and "server is stopping" in answer[1]), answer
     assert "Stopping (1 request(s) running)" in log, log[-3000:]
     # Cancelled at its next check, or (inside one long chunk: the whole gradient matrix is one) not
     # waited for after server.SHUTDOWN_GRACE_S; either way a clean exit, no abort inside torch.
     assert re.search(r"Stopped after \d+\.\d s", log), log[-3000:]
     assert "Traceback" not in log and "terminate called" not in log, log[-3000:]
+
+
+def _answer(conn: http.client.HTTPConnection) -> tuple[int, str] | None:
+    """(status, body) of the answer to the request sent on `conn`; None when the server closed it unanswered."""
+    try:
+        response = conn.getresponse()
+        return response.status, response.read().decode("utf-8", "replace")
+    except (http.client.HTTPException, ConnectionError):
+        return None
 
 
 def _exit_code(proc: ServerProcess, timeout_s: float) -> int:
