@@ -3,7 +3,8 @@
     prompt + target -> removable segments at a granularity (scoring.prompt_segments, the
     explanation tests' own) -> the method's ablated prompts (scoring.PromptEditor: filler
     or deletion) -> batched forwards from each ablation's first changed token (ablation/prefix.py)
-    -> the method's values per segment (methods/leave_one_out.py, methods/ablation_surrogate.py).
+    -> the method's values per segment (methods/leave_one_out.py, methods/ablation_surrogate.py,
+    methods/coarse_to_fine.py: it also gets the units of the coarser granularities holding each segment).
 
 No backward pass. The values live on one segmentation: a change of granularity (or pattern,
 removal, span) is a new computation.
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from sequence_salience import scoring
+from sequence_salience import aggregate, scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method
@@ -49,6 +50,11 @@ class SegmentSalience:
       n_tokens: N, tokens of prompt + target (for token_values).
       result: the SalienceResult of the pair the values were computed on (tokens, offsets, roles;
         the caller's own when one was passed), so that display can draw them (display.show(seg)).
+      measured: <bool>[S] whether each segment's own value was measured (False: coarse_to_fine did not refine
+        the coarser unit holding it, a unit that did not matter; its value is the unit's shared evenly);
+        None: every value was measured.
+      coarse_values: None, or <float64>[S] the measured value of that unit (NaN where measured).
+      coarse_granularity: S names of that unit's granularity ("" where measured); () when all were measured.
     """
 
     method: str
@@ -70,6 +76,21 @@ class SegmentSalience:
     stats: PrefixStats
     n_tokens: int
     result: SalienceResult | None = dataclasses.field(default=None, compare=False, repr=False)
+    measured: np.ndarray | None = None
+    coarse_values: np.ndarray | None = None
+    coarse_granularity: tuple[str, ...] = ()
+
+    def measured_mask(self) -> np.ndarray:
+        """<bool>[S] whether each segment's own value was measured (all True but for coarse_to_fine)."""
+        return np.ones(len(self.segments), dtype=bool) if self.measured is None else np.asarray(self.measured, bool)
+
+    def coarse_note(self, s: int) -> str:
+        """"" for a measured segment s, else what its value is: "inside a sentence that did not matter
+        (coarse value 0.012)"."""
+        if self.measured_mask()[s]:
+            return ""
+        return (f"inside a {self.coarse_granularity[s]} that did not matter "
+                f"(coarse value {float(self.coarse_values[s]):.3g})")
 
     def segment_texts(self) -> list[str]:
         return [self.text[s:e] for s, e in self.segments]
@@ -87,12 +108,17 @@ class SegmentSalience:
         return [int(i) for i in np.argsort(-self.values, kind="stable")]
 
     def to_json(self) -> dict:
-        """A JSON-able summary: the segments, their texts and values, the fit and the cost."""
+        """A JSON-able summary: the segments, their texts and values (and for coarse_to_fine whether each was
+        measured, with its coarser unit's value and granularity where not), the fit and the cost."""
+        measured = self.measured_mask()
+        coarse = [None if m else {"coarse_value": float(self.coarse_values[i]),
+                                  "coarse_granularity": self.coarse_granularity[i]} for i, m in enumerate(measured)]
         return {
             "method": self.method, "granularity": self.granularity, "pattern": self.pattern,
             "removal": self.removal, "span": list(self.span),
-            "segments": [{"start": s, "end": e, "text": self.text[s:e], "value": float(v)}
-                         for (s, e), v in zip(self.segments, self.values)],
+            "segments": [{"start": s, "end": e, "text": self.text[s:e], "value": float(v), "measured": bool(m),
+                          **(c or {})}
+                         for (s, e), v, m, c in zip(self.segments, self.values, measured, coarse)],
             "original_logprob": self.original_logprob,
             "quality": {k: float(v) for k, v in self.quality.items()}, "warning": self.warning,
             "rows": self.stats.rows, "tokens": self.stats.tokens, "tokens_computed": self.stats.computed,
@@ -161,7 +187,9 @@ def segment_salience(
       regions: optional character ranges of the prompt text to which removal is limited.
       result: a SalienceResult of this prompt and target (tokens, offsets, roles); without one the
         pair is tokenized here (no extra model pass).
-      progress: progress(method, rows done, rows); cancel: () -> bool, checked between batches.
+      progress: progress(stage, rows done, rows); stage: the method's name, or for a method scoring in
+        several calls its stage ("coarse pass", "refining"), rows: those known so far; cancel: () -> bool,
+        checked between batches.
       slice_s: None, or seconds: forward batches of about that much model time.
     """
     record = get_segment_method(method)
@@ -176,9 +204,11 @@ def segment_salience(
         pair = prepare_pair(lm, prompt, target)
         prompt_ids, target_ids = list(pair.prompt.ids), list(pair.target_ids)
     t0, t1 = scoring.resolve_span(span, len(target_ids))
+    frame = ProgressFrame(method)
     scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix,
                           batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
-                          slice_s=slice_s, progress=progress, cancel=cancel, stage=method)
+                          slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
+                          cancel=cancel, stage=method)
     if result is None:
         result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
     segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()  # regex: the matches
@@ -186,8 +216,10 @@ def segment_salience(
         raise SalienceError(f"The prompt has no removable {granularity} segments (only template markup or "
                             "special tokens). Fix: pick another granularity, or a pattern that matches the prompt.")
     editor = scoring.PromptEditor(lm, prompt, result, segs, config.removal, scoring.filler_id(lm, config.filler))
+    coarse = record.coarser(granularity) if record.coarser is not None else ()
     problem = SegmentProblem(n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
-                             span_tokens=t1 - t0)
+                             span_tokens=t1 - t0, parents=parent_units(result, segs, coarse),
+                             parent_granularities=coarse, frame=frame.set)
     out = record.compute(problem, config)
     return SegmentSalience(
         method=method, granularity=granularity, pattern=pattern, removal=config.removal, span=(t0, t1),
@@ -196,5 +228,36 @@ def segment_salience(
         original_logprob=scorer.original_logprob, kept=np.asarray(out.kept, dtype=bool),
         logprobs=np.asarray(out.logprobs, dtype=np.float64), quality=dict(out.quality),
         warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids),
-        result=result,
+        result=result, measured=None if out.measured is None else np.asarray(out.measured, dtype=bool),
+        coarse_values=None if out.coarse_values is None else np.asarray(out.coarse_values, dtype=np.float64),
+        coarse_granularity=tuple(out.coarse_granularity),
     )
+
+
+def parent_units(result: SalienceResult, segs: scoring.PromptSegments, granularities: tuple[str, ...]
+                 ) -> tuple[np.ndarray, ...]:
+    """For each of `granularities`, <int64>[S] the unit (index into its segmentation) holding each removable
+    segment: the unit of the segment's first token."""
+    first = np.array([int(t[0]) for t in segs.tokens], dtype=np.int64)  # [S]
+    return tuple(aggregate.segment(result.text, result.offsets, g, role_spans=result.role_spans).token_segment[first]
+                 .astype(np.int64) for g in granularities)
+
+
+class ProgressFrame:
+    """The progress of a segment method's `score` calls as one count: `set(label, before, total)` (the method's
+    SegmentProblem.frame) says how the next calls count; `wrap(progress)` reports the scorer's per-call
+    (done, rows) as (label, before + done, at least total)."""
+
+    def __init__(self, stage: str):
+        self.label, self.before, self.total = stage, 0, 0
+
+    def set(self, label: str, before: int, total: int) -> None:
+        self.label, self.before, self.total = label, int(before), int(total)
+
+    def wrap(self, progress: Progress) -> Progress:
+        def report(stage: str, done: int, rows: int) -> None:
+            total = max(self.total, self.before + rows)
+            # rows: the call's distinct changed prompts (the scorer skips repeats): its last report is the frame's end
+            progress(self.label, total if done >= rows else self.before + done, total)
+
+        return report

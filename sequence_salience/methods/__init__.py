@@ -6,7 +6,7 @@ Two kinds of method:
   from gradients (grad_norm, grad_x_input, integrated_gradients, smooth_grad); aggregation to words,
   sentences, ... needs no model pass.
 * segment methods (`SegmentMethod`, kind "segment"): a value per segment of one segmentation, from
-  forward passes over ablated prompts (leave_one_out, ablation_surrogate;
+  forward passes over ablated prompts (leave_one_out, ablation_surrogate, coarse_to_fine;
   sequence_salience/ablation computes them). A change of granularity recomputes them.
 
 Each method module declares its `NAME` and one record (name, label, short name, signedness,
@@ -17,14 +17,16 @@ LIT layer and (through the server, `registry_json`) the browser read them from h
 from __future__ import annotations
 
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import (ablation_surrogate, grad_norm, grad_x_input, integrated_gradients,
-                                       leave_one_out, smooth_grad)
+from sequence_salience.methods import (ablation_surrogate, coarse_to_fine, grad_norm, grad_x_input,
+                                       integrated_gradients, leave_one_out, smooth_grad)
 from sequence_salience.methods.base import AblationConfig, SalienceConfig, SalienceMethod, SegmentMethod
 
 _REGISTRY: dict[str, SalienceMethod] = {
     m.name: m for m in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD, smooth_grad.METHOD)
 }
-_SEGMENT_REGISTRY: dict[str, SegmentMethod] = {m.name: m for m in (leave_one_out.METHOD, ablation_surrogate.METHOD)}
+_SEGMENT_REGISTRY: dict[str, SegmentMethod] = {
+    m.name: m for m in (leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD)
+}
 
 # The methods computed when a caller names none: the two that share one backward.
 DEFAULT_METHODS: tuple[str, ...] = (grad_norm.NAME, grad_x_input.NAME)

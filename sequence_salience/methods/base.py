@@ -285,6 +285,8 @@ class AblationConfig:
         SalienceConfig.chunk_token_budget bounds a backward.
       reuse_prefix: run each ablation from its first changed token on, over the cached keys and
         values of the unchanged prefix (exact; False: one full forward per ablation).
+      refine_top_k: coarse_to_fine refines until no unit left unrefined can hold a segment above its k-th
+        largest measured value (methods/coarse_to_fine.py says why 5).
     """
 
     removal: str = "filler"
@@ -299,6 +301,7 @@ class AblationConfig:
     batch_size: int = 8
     chunk_token_budget: int = 8192
     reuse_prefix: bool = True
+    refine_top_k: int = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,6 +314,12 @@ class SegmentProblem:
       score: edited prompts -> <float64>[M] log p(target span | prompt), batched forwards.
       original_logprob: log p(target span | the unedited prompt).
       span_tokens: target tokens in the span (the surrogate fits log-odds per token, as ContextCite).
+      parents: for a method whose record has `coarser` (coarse_to_fine), the units of the coarser granularities
+        holding each segment, coarsest first: one <int64>[S] per granularity of `parent_granularities`
+        (an index into that granularity's segmentation); empty for the other methods.
+      parent_granularities: the names of those coarser granularities ("paragraph", "sentence").
+      frame: (label, rows done before, rows in all so far) -> None: how the progress of the next `score`
+        calls is reported (a method scoring in several calls keeps one count: "refining: 30 / 52").
     """
 
     n_segments: int
@@ -318,18 +327,27 @@ class SegmentProblem:
     score: Callable[[Sequence[Sequence[int]]], np.ndarray]
     original_logprob: float
     span_tokens: int
+    parents: tuple[np.ndarray, ...] = ()
+    parent_granularities: tuple[str, ...] = ()
+    frame: Callable[[str, int, int], None] = lambda label, before, total: None
 
 
 @dataclasses.dataclass(frozen=True)
 class SegmentOutput:
     """values: <float64>[S] one value per removable segment (positive: the segment raises p(target));
     kept: <bool>[R, S] which segments each scored ablation kept; logprobs: <float64>[R] its log p;
-    quality: named figures of the fit (the surrogate's held-out "r2" and "correlation")."""
+    quality: named figures of the fit (the surrogate's held-out "r2" and "correlation");
+    measured: None (every value measured) or <bool>[S] whether segment s's own value was measured (coarse_to_fine:
+    False inside a coarser unit that did not matter); coarse_values: None or <float64>[S] the measured value of
+    that unit (NaN where measured); coarse_granularity: S names of its granularity ("" where measured)."""
 
     values: np.ndarray
     kept: np.ndarray
     logprobs: np.ndarray
     quality: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    measured: np.ndarray | None = None
+    coarse_values: np.ndarray | None = None
+    coarse_granularity: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,8 +360,11 @@ class SegmentMethod:
     Attributes:
       name, label, short, signed, paper, cost_unit: as SalienceMethod.
       compute: (problem, config) -> SegmentOutput.
-      rows: (n_segments, config) -> the ablated prompts it scores (progress total, cost model).
+      rows: (n_segments, config) -> the ablated prompts it scores (progress total, cost model); for
+        coarse_to_fine an estimate (how far it refines depends on the values).
       count, count_unit: as SalienceMethod (the rule's name is the AblationConfig field of its count).
+      coarser: None, or granularity -> the coarser granularities (coarsest first) whose units the method
+        needs (SegmentProblem.parents); raises SalienceError at a granularity it cannot refine.
     """
 
     name: str
@@ -358,6 +379,7 @@ class SegmentMethod:
     count_unit: str | None = None
     kind: str = "segment"
     linear: bool = False
+    coarser: Callable[[str], tuple[str, ...]] | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

@@ -26,7 +26,7 @@ from sequence_salience import ablation, aggregate, methods
 from sequence_salience import scoring
 from sequence_salience.ablation import AblationConfig, PrefixScorer, segment_salience
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods import ablation_surrogate, lasso, leave_one_out
+from sequence_salience.methods import ablation_surrogate, coarse_to_fine, lasso, leave_one_out
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 PROMPT = ("The capital of France is Paris. The capital of Italy is Rome.\n\n"
@@ -247,7 +247,7 @@ def test_surrogate_masks_are_seeded_and_keep_about_half():
 
 
 def test_segment_methods_are_in_the_registry_with_their_kind():
-    assert methods.list_segment_methods() == [leave_one_out.NAME, ablation_surrogate.NAME]
+    assert methods.list_segment_methods() == [leave_one_out.NAME, ablation_surrogate.NAME, coarse_to_fine.NAME]
     every = methods.registry_json(("token", "segment"))
     assert [e["name"] for e in every] == ss.list_methods() + methods.list_segment_methods()
     assert {e["name"]: e["kind"] for e in every}[leave_one_out.NAME] == "segment"

@@ -25,6 +25,7 @@ WIRE = {
                       "default_at": ["sentence", "paragraph", "line", "role"]},
     "ablation_surrogate": {"max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
+    "coarse_to_fine": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": []},
 }
 
 
