@@ -70,6 +70,8 @@ def parse_row(line: str, lineno: int) -> dict[str, Any]:
     if chat is not None and not isinstance(chat, bool):
         raise UsageError(f'field "chat" must be true or false, got {chat!r}')
     row["chat"] = chat
+    for key in ("prompt", "system", "target", "case"):
+        _check_text(key, row[key])
     budget = obj.get(MAX_NEW_TOKENS.name)
     if budget is not None:
         try:
@@ -86,6 +88,17 @@ def parse_row(line: str, lineno: int) -> dict[str, Any]:
             raise UsageError(f'field "id" {rid!r} must be letters, digits, "_", "-" or "." (it names the output file)')
         row["id"] = rid
     return row
+
+
+def _check_text(key: str, value: str) -> None:
+    """UsageError for a string JSON decoded with a lone surrogate ("\\ud800": half of a UTF-16 pair, not a
+    character): no tokenizer or UTF-8 file takes it, and it stopped the whole batch (issue 43)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(f'field "{key}" holds a lone surrogate \\u{ord(value[e.start]):04x} at character {e.start}'
+                         " (half of a UTF-16 pair, not a character); fix the row's escapes, e.g. \\ud83d\\ude00"
+                         " for one emoji") from None
 
 
 def row_budget(row: dict[str, Any], default: int) -> int:

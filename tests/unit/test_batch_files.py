@@ -171,3 +171,20 @@ def test_a_rows_own_max_new_tokens_is_its_budget_and_a_bad_one_fails_the_row(fol
         result = json.loads((out / f"{rid}.json").read_text(encoding="utf-8"))["result"]
         n_targets[rid] = len(result["tokens"]) - result["n_prompt_tokens"]
     assert n_targets == {"own": 3, "default": 64}
+
+
+def test_a_row_with_a_lone_surrogate_fails_that_row_and_the_batch_goes_on(folder, tmp_path, capsys):
+    """`"\\ud800"` decodes to half a UTF-16 pair: the tokenizer raised TypeError and the run died (issue 43)."""
+    batch = tmp_path / "p.jsonl"
+    batch.write_text("\n".join([json.dumps(ROWS[0]), '{"prompt": "\\ud800"}', '{"prompt": "ok", "target": "a\\udfff"}',
+                                '{"prompt": "\\ud83d\\ude00 fine"}', json.dumps(ROWS[1])]) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert _explain(folder, batch, out) == cli.EXIT_ROWS_FAILED
+    err = capsys.readouterr().err
+    assert f'{batch}:2: field "prompt" holds a lone surrogate \\ud800 at character 0' in err
+    assert f'{batch}:3: field "target" holds a lone surrogate \\udfff at character 1' in err
+    # Later rows ran (a surrogate pair is one character, and fine).
+    assert sorted(p for p in os.listdir(out) if p.endswith(".json")) == ["00001.json", "00004.json", "00005.json"]
+    log = [json.loads(ln) for ln in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {(e["line"], e["status"]) for e in log} == {(1, "done"), (2, "error"), (3, "error"), (4, "done"),
+                                                        (5, "done")}
