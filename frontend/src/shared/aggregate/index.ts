@@ -31,4 +31,4 @@ export * from './types.js';
 export {ABBREVIATIONS, MARKER_PATTERN, MARKUP_PATTERN, TEMPLATE_ROLE_NAMES, WHITESPACE} from './unicode.js';
 export {segment} from './segment.js';
 export * from './reduce.js';
-export {asTyped, checkPattern, compilePattern, MATCH_WORKER_SOURCE, PATTERN_TIMEOUT_MS} from './pattern.js';
+export {asTyped, checkPattern, compilePattern, MATCH_WORKER_SOURCE, PATTERN_TIMEOUT_MS, type PatternBounds} from './pattern.js';
