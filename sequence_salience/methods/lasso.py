@@ -36,6 +36,48 @@ class LinearFit:
         return np.asarray(masks, dtype=np.float64) @ self.weight + self.bias
 
 
+def standardize(masks: np.ndarray, y: np.ndarray, n_tokens: int):
+    """(Xs <float64>[R, S], yc <float64>[R], mean <float64>[S], scale <float64>[S], target mean): the
+    standardized problem of the module docstring (columns of mean 0 and population std 1; y / n_tokens
+    centred)."""
+    X = np.asarray(masks, dtype=np.float64)  # [R, S]
+    target = np.asarray(y, dtype=np.float64) / max(1, n_tokens)  # [R]
+    mean = X.mean(0)  # [S]
+    scale = X.std(0)  # [S] population std, as StandardScaler
+    scale[scale == 0.0] = 1.0
+    return (X - mean) / scale, target - target.mean(), mean, scale, float(target.mean())
+
+
+def unstandardize(w: np.ndarray, mean: np.ndarray, scale: np.ndarray, target_mean: float, n_tokens: int) -> LinearFit:
+    """The fit in the original units (module docstring) from the standardized coefficients w <float64>[S]."""
+    bias = target_mean - (mean / scale) @ w
+    return LinearFit(weight=w / scale * max(1, n_tokens), bias=float(bias * max(1, n_tokens)))
+
+
+def fit_lasso_fista(masks: np.ndarray, y: np.ndarray, alpha: float = 0.01, n_tokens: int = 1,
+                    tol: float = 1e-10, max_iter: int = 20_000) -> LinearFit:
+    """The same Lasso by FISTA (Beck & Teboulle 2009): whole-vector proximal gradient steps, so its cost is
+    a few small matrix products per step instead of a Python loop over segments. Used where many fits are
+    needed and a prediction to ~1e-6 suffices (cross-validation); `fit_lasso` gives the reported values.
+    Stops when no coefficient moved more than tol (relative to the largest) in a step."""
+    Xs, yc, mean, scale, target_mean = standardize(masks, y, n_tokens)
+    n, S = Xs.shape
+    step = n / max(float(np.linalg.norm(Xs, 2)) ** 2, 1e-12)  # 1 / Lipschitz constant of the smooth part
+    w = np.zeros(S)
+    z, t = w.copy(), 1.0
+    for _ in range(max_iter):
+        grad = Xs.T @ (Xs @ z - yc) / n  # [S]
+        u = z - step * grad
+        w_new = np.sign(u) * np.maximum(np.abs(u) - step * alpha, 0.0)
+        t_new = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        z = w_new + ((t - 1.0) / t_new) * (w_new - w)
+        moved = float(np.abs(w_new - w).max())
+        w, t = w_new, t_new
+        if moved <= tol * max(1.0, float(np.abs(w).max())):
+            break
+    return unstandardize(w, mean, scale, target_mean, n_tokens)
+
+
 def soft_threshold(x: float, t: float) -> float:
     return float(np.sign(x) * max(abs(x) - t, 0.0))
 
@@ -50,14 +92,8 @@ def fit_lasso(masks: np.ndarray, y: np.ndarray, alpha: float = 0.01, n_tokens: i
       alpha: L1 weight; n_tokens: the divisor of y (target tokens in the span).
       tol: stop when no coefficient moved more than tol in a sweep; max_iter: sweeps at most.
     """
-    X = np.asarray(masks, dtype=np.float64)  # [R, S]
-    target = np.asarray(y, dtype=np.float64) / max(1, n_tokens)  # [R]
-    n, S = X.shape
-    mean = X.mean(0)  # [S]
-    scale = X.std(0)  # [S] population std, as StandardScaler
-    scale[scale == 0.0] = 1.0
-    Xs = (X - mean) / scale  # [R, S], every column has mean 0
-    yc = target - target.mean()
+    Xs, yc, mean, scale, target_mean = standardize(masks, y, n_tokens)  # [R, S], every column has mean 0
+    n, S = Xs.shape
     col_sq = (Xs ** 2).sum(0) / n  # [S]
     w = np.zeros(S)
     residual = yc.copy()  # yc - Xs @ w
@@ -75,8 +111,7 @@ def fit_lasso(masks: np.ndarray, y: np.ndarray, alpha: float = 0.01, n_tokens: i
                 biggest = max(biggest, abs(new - old))
         if biggest <= tol:
             break
-    bias = target.mean() - (mean / scale) @ w
-    return LinearFit(weight=w / scale * max(1, n_tokens), bias=float(bias * max(1, n_tokens)))
+    return unstandardize(w, mean, scale, target_mean, n_tokens)
 
 
 def folds(n: int, k: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
@@ -88,12 +123,13 @@ def folds(n: int, k: int, rng: np.random.Generator | None = None) -> list[np.nda
 
 def held_out_predictions(masks: np.ndarray, y: np.ndarray, alpha: float, n_tokens: int,
                          split: list[np.ndarray]) -> np.ndarray:
-    """<float64>[R]: each fold of `split` predicted by a fit on the other folds."""
+    """<float64>[R]: each fold of `split` predicted by a fit on the other folds (fit_lasso_fista to a step of
+    1e-7: predictions within ~1e-4 of the exact fit's at 86 segments, ample for an R^2)."""
     n = len(y)
     pred = np.zeros(n)
     for held in split:
         train = np.setdiff1d(np.arange(n), held)
-        pred[held] = fit_lasso(masks[train], y[train], alpha, n_tokens).predict(masks[held])
+        pred[held] = fit_lasso_fista(masks[train], y[train], alpha, n_tokens, tol=1e-7).predict(masks[held])
     return pred
 
 

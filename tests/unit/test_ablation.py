@@ -199,7 +199,17 @@ def test_held_out_predictions_equal_sklearns_cross_val_predict_on_the_same_shuff
     want = cross_val_predict(pipe, masks.astype(float), y, cv=kfold)
     split = [held for _, held in kfold.split(masks)]
     got = lasso.held_out_predictions(masks, y, 0.01, 1, split)
-    np.testing.assert_allclose(got, want, atol=1e-7)
+    np.testing.assert_allclose(got, want, atol=1e-4)  # FISTA to a step of 1e-7 (held_out_predictions)
+
+
+@pytest.mark.parametrize("segments", [5, 30])
+def test_the_fista_lasso_reaches_the_coordinate_descent_optimum(segments):
+    rng = np.random.default_rng(segments)
+    masks = rng.random((32, segments)) < 0.5
+    y = masks @ (rng.normal(size=segments) * (rng.random(segments) < 0.5)) + 0.3 * rng.normal(size=32) - 1.0
+    exact, fast = lasso.fit_lasso(masks, y, 0.01, 4), lasso.fit_lasso_fista(masks, y, 0.01, 4)
+    np.testing.assert_allclose(fast.predict(masks), exact.predict(masks), atol=1e-5)
+    assert fast.bias == pytest.approx(exact.bias, abs=1e-4)
 
 
 def test_repeated_cross_validation_reports_the_spread_of_one_split_and_is_seeded():
