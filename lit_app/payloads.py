@@ -108,7 +108,9 @@ def salience_payload(result: Any, counts: Mapping[str, int] | None = None, metho
 def segment_payload(seg: Any, count: int, detail: Mapping[str, Any] | None = None) -> JsonDict:
     """The `salience` field of a finished segment request (docs/architecture.md, "Segment salience"):
     `fields.SEGMENTS` holds the method's values per removable segment, their character spans and
-    indices into the segmentation, the values spread over tokens, the fit quality, warning and cost."""
+    indices into the segmentation, the values spread over tokens, the fit quality, warning and cost; where
+    coarse_to_fine left segments unmeasured, `measured` <bool>[S], `coarse_values` (the value of the coarser unit
+    holding each unmeasured segment, null where measured) and `coarse_granularity` ("" where measured)."""
     stats = seg.stats
     out: JsonDict = {fields.SEGMENTS: {
         "method": seg.method, "granularity": seg.granularity, "pattern": seg.pattern, "removal": seg.removal,
@@ -123,6 +125,12 @@ def segment_payload(seg: Any, count: int, detail: Mapping[str, Any] | None = Non
         "stats": {"rows": int(stats.rows), "tokens": int(stats.tokens), "tokens_computed": int(stats.computed),
                   "prefix_reuse": bool(stats.reuse), "saved": round(float(stats.saved), 4)},
     }}
+    measured = seg.measured_mask()
+    if not measured.all():  # coarse_to_fine left units unrefined: which values were measured, and the units' values
+        out[fields.SEGMENTS].update({
+            "measured": [bool(m) for m in measured],
+            "coarse_values": [None if m else float(v) for m, v in zip(measured, seg.coarse_values)],
+            "coarse_granularity": [str(g) for g in seg.coarse_granularity]})
     if detail is not None:
         out["detail"] = dict(detail)
     return out

@@ -80,6 +80,9 @@ class Job:
     clock: Callable[[], float] = time.monotonic
     # Names this job in its status ("job_id") when set, so that a cancel can name the job it stops.
     job_id: str = ""
+    # The stage of a job whose work comes in stages (coarse_to_fine: "coarse pass", then "refining"), in its status
+    # ("stage") when set; `total` then counts the rows known so far.
+    stage: str = ""
     _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     # Why it was told to stop (the first reason), for the one line logged when it stops.
     cancel_reason: str = ""
@@ -170,6 +173,8 @@ class Job:
         }
         if self.job_id:
             out["job_id"] = self.job_id
+        if self.stage:
+            out["stage"] = self.stage
         return out
 
 

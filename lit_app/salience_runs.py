@@ -202,12 +202,19 @@ class SalienceRuns:
         if request.count:
             config = dataclasses.replace(config, **{get_segment_method(request.method).count_field: request.count})
 
+        report = self._slice_progress(chat, job)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if job is not None:  # a method scoring in stages (coarse_to_fine: "coarse pass", "refining") names it
+                job.stage = "" if stage == request.method else stage
+            report(stage, done, total)
+
         def compute() -> SegmentSalience:
             if cancel is not None and cancel():  # superseded or abandoned while it waited for the model
                 raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
-                                    progress=self._slice_progress(chat, job), cancel=cancel, slice_s=self._sizer())
+                                    progress=progress, cancel=cancel, slice_s=self._sizer())
 
         return self._in_background(self.store.segments, key, compute, job)
 

@@ -110,7 +110,17 @@ def check_segment_flags(args, methods) -> None:
 def segment_summary(values) -> list[str]:
     """One line per segment method: its segments, forward rows, seconds are the caller's."""
     return [f"{v.method}: {len(v.values)} {v.granularity} segments, {v.stats.rows} forward rows "
-            f"(the cached prefix saved {100 * v.stats.saved:.0f} % of their tokens)" for v in values]
+            f"(the cached prefix saved {100 * v.stats.saved:.0f} % of their tokens){_refined(v)}" for v in values]
+
+
+def _refined(v) -> str:
+    """For coarse_to_fine: how many segments were measured, and where the others lie."""
+    measured = v.measured_mask()
+    if measured.all():
+        return ""
+    units = sorted(set(g for g in v.coarse_granularity if g))
+    return (f"; {int(measured.sum())} of {len(measured)} {v.granularity}s measured, the others inside a "
+            f"{' or '.join(units)} that did not matter (shown with its coarse value)")
 
 
 def needs_matrices(args) -> bool:
