@@ -290,7 +290,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
      */
     private shownSegmentation(p: SaliencePayload): {seg: Segmentation; note: string; error: string} {
       try {
-        if (this.granularity === 'regex') checkPattern(this.regex);
+        // The server's bounds (its /get_info) too: a pattern it would refuse says why here, before anything is sent.
+        if (this.granularity === 'regex') checkPattern(this.regex, this.appState.metadata?.requestLimits?.pattern ?? null);
         const seg = this.segmentation();
         if (this.granularity === 'regex' && !seg.kinds.includes('match')) {
           return {seg: this.tokenSegmentation(p), error: '',

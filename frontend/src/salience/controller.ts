@@ -14,6 +14,7 @@
  * requests all read and settle the same per-selection state (generation, pending requests,
  * the side status); what they bring back is values.ts's, the templates view.ts's.
  */
+import {checkPattern} from '../shared/aggregate/index.js';
 import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
 import {JobClient, pageHidden, type ServerHost} from '../shared/jobs.js';
 import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
@@ -811,6 +812,15 @@ export class SalienceController {
   private async fetchSegments(d: IndexedInputLike, ask: SegmentAsk) {
     const key = segmentCacheKey(ask);
     if (this.pendingSegments.has(key) || this.salienceModel === null || this.payload === null) return;
+    if (ask.pattern !== '') {
+      try {  // the server's own bounds and dialect: a pattern it would refuse is not sent, and the reason is shown
+        checkPattern(ask.pattern, this.host.patternBounds?.() ?? null);
+      } catch (e) {
+        this.segmentError = errorMessage(e);
+        this.host.changed();
+        return;
+      }
+    }
     this.pendingSegments.add(key);
     const gen = this.generation;
     const wanted = () => gen === this.generation && this.input === d && this.wantedSegments() === key;

@@ -22,6 +22,7 @@
  *
  * No LIT, no DOM: the host re-renders when `changed()` is called.
  */
+import type {PatternBounds} from './aggregate/index.js';
 import {errorMessage, type IndexedInputLike, type ModelInfoLike} from './request.js';
 
 /** What the client needs from its owner. */
@@ -36,6 +37,8 @@ export interface ServerHost extends JobHost {
   models(): Record<string, ModelInfoLike>;
   /** The server's maximum per count field (/get_info "requestLimits".max_counts); absent: the registry's. */
   countLimits?(): Record<string, number> | undefined;
+  /** The server's bounds of a regex pattern (/get_info "requestLimits".pattern); absent: the subset only. */
+  patternBounds?(): PatternBounds | undefined;
   /** LIT's apiService.getPreds on the current dataset. */
   getPreds(inputs: IndexedInputLike[], model: string, fields: string[],
            loadMessage?: string): Promise<Array<Record<string, unknown>>>;

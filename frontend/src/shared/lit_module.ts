@@ -15,6 +15,7 @@
 import {css, html, type CSSResultGroup, type LitElement, type PropertyValues, type TemplateResult} from 'lit';
 import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
 
+import type {PatternBounds} from './aggregate/index.js';
 import {FORCED_TARGET_STYLES} from './forced_target.js';
 import type {ServerHost} from './jobs.js';
 import {activeModel, shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
@@ -27,7 +28,7 @@ export interface LitServices {
   appState: {currentDataset: string; currentModels: string[];
              metadata: {models: Record<string, ModelInfoLike>;
                         /** Our server's request limits (lit_app/server.py `publish_limits`). */
-                        requestLimits?: {max_counts?: Record<string, number>}};
+                        requestLimits?: {max_counts?: Record<string, number>; pattern?: PatternBounds}};
              /** LIT's compare mode: on while a datapoint is pinned (toolbar *Pin*, editor *Add and compare*). */
              compareExamplesEnabled?: boolean};
   apiService: {
@@ -168,6 +169,7 @@ export function serverHost(module: LitElement & LitServices): ServerHost {
   return {
     models: () => module.appState.metadata?.models ?? {},
     countLimits: () => module.appState.metadata?.requestLimits?.max_counts,
+    patternBounds: () => module.appState.metadata?.requestLimits?.pattern,
     getPreds: (inputs, model, fields, loadMessage) =>
         module.apiService.getPreds(inputs, model, module.appState.currentDataset, [], fields, loadMessage),
     changed: () => module.requestUpdate(),
