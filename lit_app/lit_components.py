@@ -64,7 +64,7 @@ def component_call(kind: str, name: str | None, model: str | None, config: Any, 
         reason = one_line(f"{type(e).__name__}: {e}", 160)
         raise RequestError(f'LIT\'s {kind} {name!r} cannot run on model {model!r} with "config" {shown} ({reason}).'
                            f" Fix: send the \"config\" /get_info lists under {kind}s[{name!r}].configSpec, or use"
-                           f" a {kind} that applies to this model's prompts (most of LIT's own are for"
+                           f" another {kind} that applies to this model's prompts (most of LIT's own are for"
                            " classifiers and tabular data).") from None
 
 

@@ -163,16 +163,23 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
 
     def _get_interpretations(self, data, model: str | None = None, interpreter: str | None = None, **kw):
         """LIT's, with a failure inside LIT's interpreter (a config it cannot use) a 400 naming it
-        (lit_app/lit_components.py)."""
+        (lit_app/lit_components.py). A missing or unknown name keeps LIT's own message (lit_routes.py)."""
+        def call():
+            return super(SequenceSalienceApp, self)._get_interpretations(data, model=model, interpreter=interpreter,
+                                                                          **kw)
+        if not (model and kw.get("dataset_name") and interpreter in self._interpreters):
+            return call()
         config = data.get("config") if isinstance(data, Mapping) else None
-        return lit_components.component_call("interpreter", interpreter, model, config, lambda: super(
-            SequenceSalienceApp, self)._get_interpretations(data, model=model, interpreter=interpreter, **kw))
+        return lit_components.component_call("interpreter", interpreter, model, config, call)
 
     def _get_generated(self, data, model: str | None = None, generator: str | None = None, **kw):
         """LIT's, with a failure inside LIT's generator (a config it cannot use) a 400 naming it."""
         config = data.get("config") if isinstance(data, Mapping) else None
-        return lit_components.component_call("generator", generator, model, config, lambda: super(
-            SequenceSalienceApp, self)._get_generated(data, model=model, generator=generator, **kw))
+        def call():
+            return super(SequenceSalienceApp, self)._get_generated(data, model=model, generator=generator, **kw)
+        if not (model and kw.get("dataset_name") and generator in self._generators):
+            return call()
+        return lit_components.component_call("generator", generator, model, config, call)
 
     def _save_datapoints(self, data, path: str | None = None, **kw):
         """LIT's, with a file it cannot write (a missing folder, a name too long) a 400 naming ?path=."""
