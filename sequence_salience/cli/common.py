@@ -201,7 +201,7 @@ def check_pattern_flags(args) -> None:
         try:
             aggregate.compile_pattern(args.pattern)
         except SalienceError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"--pattern: {e}") from None
 
 
 def progress_bar(time_left_label: bool = False):

@@ -68,3 +68,16 @@ def test_the_bomb_costs_no_memory():
 def test_unbounded_on_request():
     # bounds=None: only the dialect (a caller that knows its patterns, e.g. its own constants).
     check_pattern("a{5000}", None)
+
+
+@pytest.mark.parametrize("command", ["explain", "evaluate"])
+def test_the_cli_refuses_a_pattern_bomb_naming_the_flag_before_loading_a_model(command, tmp_path, capsys):
+    from sequence_salience import cli  # pylint: disable=import-outside-toplevel
+
+    args = ["--prompt", "x"] if command == "explain" else ["--batch", str(tmp_path / "p.jsonl"), "--out",
+                                                           str(tmp_path / "out")]
+    start = time.perf_counter()
+    code = cli.main([command, "--model", str(tmp_path / "no-model"), *args, "--granularity", "regex",
+                     "--pattern", "a{99999999}"])
+    assert code == cli.EXIT_USAGE and time.perf_counter() - start < 2
+    assert "--pattern: regex pattern 'a{99999999}': the repeat count 99999999" in capsys.readouterr().err
