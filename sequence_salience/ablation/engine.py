@@ -21,7 +21,7 @@ from sequence_salience import aggregate, scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method
-from sequence_salience.methods.base import SEGMENT_REMOVALS, AblationConfig, SegmentProblem
+from sequence_salience.methods.base import SEGMENT_REMOVALS, AblationConfig, SegmentProblem, SegmentTokens
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
 from sequence_salience.salience import prepare_pair, tokenized_result
@@ -217,7 +217,9 @@ def segment_salience(
                             "special tokens). Fix: pick another granularity, or a pattern that matches the prompt.")
     editor = scoring.PromptEditor(lm, prompt, result, segs, config.removal, scoring.filler_id(lm, config.filler))
     coarse = record.coarser(granularity) if record.coarser is not None else ()
-    problem = SegmentProblem(n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
+    tokens = SegmentTokens(lm, tuple(int(i) for i in result.ids), result.n_prompt_tokens, (t0, t1), tuple(segs.tokens))
+    problem = SegmentProblem(
+        tokens=tokens, n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
                              span_tokens=t1 - t0, parents=parent_units(result, segs, coarse),
                              parent_granularities=coarse, frame=frame.set)
     out = record.compute(problem, config)

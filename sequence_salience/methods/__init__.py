@@ -7,7 +7,9 @@ Two kinds of method:
   sentences, ... needs no model pass.
 * segment methods (`SegmentMethod`, kind "segment"): a value per segment of one segmentation, from
   forward passes over ablated prompts (leave_one_out, ablation_surrogate, coarse_to_fine;
-  sequence_salience/ablation computes them). A change of granularity recomputes them.
+  sequence_salience/ablation computes them); attention_attribution estimates leave-one-out from one
+  forward's attention with a per-model estimator (sequence_salience/attention). A change of granularity
+  recomputes them.
 
 Each method module declares its `NAME` and one record (name, label, short name, signedness,
 linearity, count field and unit, cost unit, kind); the engine, contrastive salience, the CLI, the
@@ -19,13 +21,15 @@ from __future__ import annotations
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import (ablation_surrogate, coarse_to_fine, grad_norm, grad_x_input,
                                        integrated_gradients, leave_one_out, smooth_grad)
+from sequence_salience.methods import attention_attribution
 from sequence_salience.methods.base import AblationConfig, SalienceConfig, SalienceMethod, SegmentMethod
 
 _REGISTRY: dict[str, SalienceMethod] = {
     m.name: m for m in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD, smooth_grad.METHOD)
 }
 _SEGMENT_REGISTRY: dict[str, SegmentMethod] = {
-    m.name: m for m in (leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD)
+    m.name: m for m in (leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD,
+                        attention_attribution.METHOD)
 }
 
 # The methods computed when a caller names none: the two that share one backward.

@@ -285,6 +285,8 @@ class AblationConfig:
         SalienceConfig.chunk_token_budget bounds a backward.
       reuse_prefix: run each ablation from its first changed token on, over the cached keys and
         values of the unchanged prefix (exact; False: one full forward per ablation).
+      attention_estimator: attention_attribution's estimator file (`sequence-salience calibrate`); None: the one
+        shipped for the embedded default model (sequence_salience/attention/).
       refine_top_k: coarse_to_fine refines until no unit left unrefined can hold a segment above its k-th
         largest measured value (methods/coarse_to_fine.py says why 5).
     """
@@ -301,7 +303,27 @@ class AblationConfig:
     batch_size: int = 8
     chunk_token_budget: int = 8192
     reuse_prefix: bool = True
+    attention_estimator: str | None = None
     refine_top_k: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentTokens:
+    """The model and tokens of a segment problem, for a method that reads the model itself (attention_attribution).
+
+    Attributes:
+      lm: the LanguageModel (sequence_salience.model; not imported here).
+      ids: the token ids of prompt + target.
+      n_prompt_tokens: P; target token t sits at position P + t.
+      span: (t0, t1) the target tokens explained.
+      segment_tokens: S arrays of token positions (into `ids`), one per removable segment.
+    """
+
+    lm: object
+    ids: tuple[int, ...]
+    n_prompt_tokens: int
+    span: tuple[int, int]
+    segment_tokens: tuple[np.ndarray, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,6 +336,7 @@ class SegmentProblem:
       score: edited prompts -> <float64>[M] log p(target span | prompt), batched forwards.
       original_logprob: log p(target span | the unedited prompt).
       span_tokens: target tokens in the span (the surrogate fits log-odds per token, as ContextCite).
+      tokens: None, or the model and token positions (SegmentTokens) for a method that reads the model itself.
       parents: for a method whose record has `coarser` (coarse_to_fine), the units of the coarser granularities
         holding each segment, coarsest first: one <int64>[S] per granularity of `parent_granularities`
         (an index into that granularity's segmentation); empty for the other methods.
@@ -327,6 +350,7 @@ class SegmentProblem:
     score: Callable[[Sequence[Sequence[int]]], np.ndarray]
     original_logprob: float
     span_tokens: int
+    tokens: SegmentTokens | None = None
     parents: tuple[np.ndarray, ...] = ()
     parent_granularities: tuple[str, ...] = ()
     frame: Callable[[str, int, int], None] = lambda label, before, total: None

@@ -26,6 +26,8 @@ WIRE = {
     "ablation_surrogate": {"max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
     "coarse_to_fine": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": []},
+    "attention_attribution": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+                              "default_at": []},
 }
 
 

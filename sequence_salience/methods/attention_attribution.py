@@ -1,0 +1,52 @@
+"""Learned attention attribution: per-head attention to each segment, weighted by a per-model linear estimator.
+
+The AT2 idea (Cohen-Wang, Chuang & Madry, "Learning to Attribute with Attention", 2025,
+https://arxiv.org/abs/2504.13752), written here: one forward pass captures, for every layer and head, the
+attention that the target span's rows pay to each segment (sequence_salience/attention/features.py); a linear
+estimator fitted on the same model's own leave-one-out and random-mask ablations (attention/estimator.py,
+`sequence-salience calibrate`) maps them to the segment's effect on log p(target span), in nats, the scale of
+leave one segment out. Signed. No ablated prompt is scored: the cost is one forward, whatever the number of
+segments.
+
+The estimator: AblationConfig.attention_estimator (a file from `sequence-salience calibrate`), else the one
+shipped for the embedded default model; any other model without a file gets an error naming the command.
+It estimates leave-one-out; how well, on held-out prompts, is in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sequence_salience.attention import attention_shape, capture_features, estimator_for, span_rows
+from sequence_salience.errors import SalienceError
+from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
+
+
+def rows(n_segments: int, config: AblationConfig) -> int:
+    """Ablated prompts scored: none (one forward with the attention hooks, whatever the segments)."""
+    return 0
+
+
+def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
+    tokens = problem.tokens
+    if tokens is None:
+        raise SalienceError("attention_attribution reads the model's attention, and this problem carries no model. "
+                            "Fix: compute it with sequence_salience.ablation.segment_salience.")
+    lm = tokens.lm
+    estimator = estimator_for(lm.name, config.attention_estimator)
+    estimator.check_model(attention_shape(lm.model), lm.name)
+    features = capture_features(lm.model, tokens.ids, span_rows(tokens.n_prompt_tokens, tokens.span),
+                                tokens.segment_tokens)  # [S, L*H]
+    values = estimator.values(features, problem.span_tokens)  # [S]
+    quality = {f"estimator_{k}": float(v) for k, v in estimator.quality.items() if k in ("cv_r2",)}
+    return SegmentOutput(values=values, kept=np.zeros((0, problem.n_segments), dtype=bool), logprobs=np.zeros(0),
+                         quality=quality)
+
+
+NAME = "attention_attribution"
+
+METHOD = SegmentMethod(
+    name=NAME, label="Learned attention attribution", short="Attention (learned)", signed=True, compute=compute,
+    rows=rows, paper="https://arxiv.org/abs/2504.13752",
+    cost_unit="one forward (per-head attention to each segment, a linear estimator fitted per model)",
+)
