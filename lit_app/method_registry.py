@@ -27,7 +27,7 @@ from typing import Any
 
 from sequence_salience import methods as core_methods
 from sequence_salience.field_rules import FieldRule
-from sequence_salience.methods import integrated_gradients, leave_one_out, smooth_grad
+from sequence_salience.methods import coarse_to_fine, integrated_gradients, leave_one_out, smooth_grad
 
 # ---------------------------------------------------------------------------
 # Segment methods (kind "segment": their values live on one segmentation; lit_app/salience.py runs them
@@ -44,6 +44,11 @@ DEFAULT_SEGMENT_METHOD: dict[str, str] = {
     "sentence": leave_one_out.NAME, "paragraph": leave_one_out.NAME, "line": leave_one_out.NAME,
     "role": leave_one_out.NAME,
 }
+
+# At the granularities where a segment method is measured only on request (one forward per word or token is many),
+# the method the module's "measure" button runs by default, the segment method on screen (leave one word out)
+# staying one click away: coarse-to-fine measures sentences first and words only inside those that matter.
+REQUEST_SEGMENT_METHOD: dict[str, str] = {"word": coarse_to_fine.NAME, "token": coarse_to_fine.NAME}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +120,10 @@ COUNT_FIELDS: tuple[str, ...] = tuple(e.field for e in EXTRA_METHODS)
 
 def _check_segment_facts() -> None:
     segment = set(core_methods.list_segment_methods())
-    stray = set(DEFAULT_SEGMENT_METHOD.values()) - segment
+    stray = (set(DEFAULT_SEGMENT_METHOD.values()) | set(REQUEST_SEGMENT_METHOD.values())) - segment
     if stray:
         raise RuntimeError(f"lit_app.method_registry: segment facts out of step with the core registry: {sorted(stray)}."
-                           " Fix: DEFAULT_SEGMENT_METHOD names segment methods.")
+                           " Fix: DEFAULT_SEGMENT_METHOD and REQUEST_SEGMENT_METHOD name segment methods.")
 
 
 _check_segment_facts()
@@ -129,10 +134,11 @@ def published_registry() -> list[dict[str, Any]]:
     facts, in display order (token methods first):
 
     {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind, max_count,
-    tag, matrix_detail, detail, default_at} (JSON-able); count_field, count_unit, max_count are None (null)
+    tag, matrix_detail, detail, default_at, request_default_at} (JSON-able); count_field, count_unit, max_count are None (null)
     for a method without a count; tag and matrix_detail are None except for a counted token method;
     `detail` is SEGMENT_DETAIL for a segment method (else None); `default_at` lists the granularities at
-    which the module shows the method once computed (DEFAULT_SEGMENT_METHOD).
+    which the module shows the method once computed (DEFAULT_SEGMENT_METHOD); `request_default_at` those at which
+    its "measure" button runs it by default (REQUEST_SEGMENT_METHOD).
     """
     out = []
     for core in core_methods.registry_json(kinds=("token", "segment")):
@@ -145,5 +151,6 @@ def published_registry() -> list[dict[str, Any]]:
                     "tag": None if extra is None else extra.kind,
                     "matrix_detail": None if extra is None else extra.matrix_detail,
                     "detail": SEGMENT_DETAIL if segment else None,
-                    "default_at": [g for g, m in DEFAULT_SEGMENT_METHOD.items() if m == name]})
+                    "default_at": [g for g, m in DEFAULT_SEGMENT_METHOD.items() if m == name],
+                    "request_default_at": [g for g, m in REQUEST_SEGMENT_METHOD.items() if m == name]})
     return out

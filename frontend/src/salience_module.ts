@@ -31,7 +31,8 @@ import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, 
         viewToggleView} from './salience/heatmap/view.js';
 import {PatternMatcher, PatternPending} from './salience/pattern_runner.js';
 import {litConventionHost} from './salience/lit_convention.js';
-import {describeDetail, numTargets, type SaliencePayload} from './salience/payload.js';
+import {unmeasuredNotes} from './salience/coarse.js';
+import {describeDetail, numTargets, type SaliencePayload, type SegmentPayload} from './salience/payload.js';
 import {topSegments} from './salience/rank.js';
 import {SALIENCE_STYLES} from './salience/styles.js';
 import {describeSpan, dragSpan, firstIndexIn, isWhole, overlaps, snapSpan, spanForKey, targetSegments, wholeResponse,
@@ -114,7 +115,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private valuesMemo: {key: string; seg: Segmentation; payload: SaliencePayload | null;
                          values: Float64Array | null} | null = null;
     private promptMemo: {pieces: Piece[]; values: Float64Array | null; scale: number; intensity: number;
-                         signed: boolean; head: TemplateResult[]; templates: TemplateResult[]} | null = null;
+                         signed: boolean; notes: ReadonlyMap<number, string>; head: TemplateResult[];
+                         templates: TemplateResult[]} | null = null;
+    private notesMemo: {payload: SegmentPayload | null; notes: ReadonlyMap<number, string>} =
+        {payload: null, notes: new Map()};
     /** The values the tooltip's text was read from (a re-render with others hides it: no stale value). */
     private tipValues: Float64Array | null = null;
     /** The heatmap of a method payload on a segmentation (rebuilt when either or the row mode changes). */
@@ -249,6 +253,13 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
 
     /** Segment salience for the current method and span (memoised: the same array while nothing changed). */
+    /** The notes of segments coarse-to-fine did not measure (by segment index), the same map while its values stay. */
+    private unmeasured(): ReadonlyMap<number, string> {
+      const s = this.ctl.segmentValues();
+      if (this.notesMemo.payload !== s) this.notesMemo = {payload: s, notes: unmeasuredNotes(s)};
+      return this.notesMemo.notes;
+    }
+
     private segmentValues(seg: Segmentation): Float64Array | null {
       const key = this.ctl.valuesKey();
       const memo = this.valuesMemo;
@@ -494,6 +505,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       return segmentStatusView(this.ctl, {
         showGradient: () => this.ctl.showGradient(),
         measure: () => this.ctl.measureSegments(),
+        measureWith: (method: string) => this.ctl.measureWith(method),
       });
     }
 
@@ -531,10 +543,11 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       // The prompt (thousands of spans) is rebuilt only when its colours change,
       // not on drag previews, cursor moves or tooltip-free re-renders.
       const memo = this.promptMemo;
+      const notes = this.unmeasured();
       let promptPieces: TemplateResult[];
       let headPieces: TemplateResult[];
       if (memo !== null && memo.pieces === pieces && memo.values === values && memo.scale === cs.scale &&
-          memo.intensity === cs.intensity && memo.signed === cs.signed) {
+          memo.intensity === cs.intensity && memo.signed === cs.signed && memo.notes === notes) {
         headPieces = memo.head;
         promptPieces = memo.templates;
       } else {
@@ -545,10 +558,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         let pos = 0;
         for (const pc of pieces) {
           if (pc.response) break;
-          (pos < headEnd ? headPieces : promptPieces).push(promptPieceView(pc, seg, values, cs));
+          (pos < headEnd ? headPieces : promptPieces).push(promptPieceView(pc, seg, values, cs, notes));
           pos += pc.text.length;
         }
-        this.promptMemo = {pieces, values, scale: cs.scale, intensity: cs.intensity, signed: cs.signed,
+        this.promptMemo = {pieces, values, scale: cs.scale, intensity: cs.intensity, signed: cs.signed, notes,
                            head: headPieces, templates: promptPieces};
       }
       const responsePieces = responsePiecesView(pieces, {seg, values, cs, list, tiOf, span, numTargets: T, preview,

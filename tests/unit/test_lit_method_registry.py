@@ -15,7 +15,8 @@ from lit_app import fields, inputs, method_registry
 # The LIT facts as the browser and scripts have sent them since before the registry (wire values).
 TOKEN = {"detail": None, "default_at": []}
 # Segment methods: their values come from `detail="segments"` jobs; `default_at` the granularities at which
-# the module shows the method once its forwards finish (method_registry.DEFAULT_SEGMENT_METHOD).
+# the module shows the method once its forwards finish (method_registry.DEFAULT_SEGMENT_METHOD); `request_default_at`
+# those at which its "measure" button runs it (method_registry.REQUEST_SEGMENT_METHOD; [] unless given).
 WIRE = {
     "grad_norm": {"max_count": None, "tag": None, "matrix_detail": None, **TOKEN},
     "grad_x_input": {"max_count": None, "tag": None, "matrix_detail": None, **TOKEN},
@@ -25,7 +26,8 @@ WIRE = {
                       "default_at": ["sentence", "paragraph", "line", "role"]},
     "ablation_surrogate": {"max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
-    "coarse_to_fine": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": []},
+    "coarse_to_fine": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": [],
+                       "request_default_at": ["word", "token"]},
     "attention_attribution": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                               "default_at": []},
 }
@@ -36,10 +38,10 @@ def test_published_registry_is_the_core_registry_plus_the_wire_facts():
     core = ss.methods.registry_json(kinds=("token", "segment"))
     assert [e["name"] for e in published] == [e["name"] for e in core] == list(WIRE)
     for entry, core_entry in zip(published, core):
-        assert entry == {**core_entry, **WIRE[entry["name"]]}
+        assert entry == {**core_entry, "request_default_at": [], **WIRE[entry["name"]]}
     assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
                                  "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "kind",
-                                 "detail", "default_at"}
+                                 "detail", "default_at", "request_default_at"}
     by_name = {e["name"]: e for e in published}
     assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \
         (fields.IG_STEPS, fields.SMOOTH_GRAD_SAMPLES) == ("ig_steps", "smooth_grad_samples")

@@ -21,7 +21,7 @@ export type Mode = (typeof MODES)[number];
 /** Line colours of the methods' curves (presentation), by the registry's method names. */
 export const CURVE_COLORS: Readonly<Record<string, string>> = {
   grad_norm: '#7b1fa2', grad_x_input: '#1a73e8', smooth_grad: '#e37400', integrated_gradients: '#188038',
-  leave_one_out: '#d93025', ablation_surrogate: '#00838f',
+  leave_one_out: '#d93025', ablation_surrogate: '#00838f', coarse_to_fine: '#c2185b',
 };
 /** The line colour of a method the table above does not name. */
 export const NEUTRAL_COLOR = '#000';

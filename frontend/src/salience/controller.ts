@@ -17,7 +17,7 @@
 import {checkPattern} from '../shared/aggregate/index.js';
 import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
 import {JobClient, pageHidden, type ServerHost} from '../shared/jobs.js';
-import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry} from '../shared/methods.js';
+import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry, type SegmentMethodInfo} from '../shared/methods.js';
 import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
         parseStream, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
@@ -324,6 +324,29 @@ export class SalienceController {
     this.host.changed();
   }
 
+  /**
+   * At an on-request granularity, the faster segment method the server names for it (`request_default_at`:
+   * coarse-to-fine at word) when the method on screen is another one measured segment by segment (no count);
+   * else null.
+   */
+  requestDefault(): SegmentMethodInfo | null {
+    const info = this.reg?.segment(this.method);
+    const faster = this.reg?.requestSegment(this.granularity);
+    if (info === undefined || faster === undefined || faster.name === info.name || info.count_field !== null) return null;
+    return faster;
+  }
+
+  /** Whether the segment method on screen is the server's request default at this granularity (coarse-to-fine). */
+  isRequestDefault(): boolean {
+    return this.reg?.requestSegment(this.granularity)?.name === this.method;
+  }
+
+  /** Switches to segment method `method` and measures it (the request default's button). */
+  measureWith(method: string) {
+    this.setMethod(method);
+    this.measureSegments();
+  }
+
   /** Measures the segment method on screen at an on-request granularity (the button that says the cost). */
   measureSegments() {
     const ask = this.segmentAsk();
@@ -471,6 +494,10 @@ export class SalienceController {
       const s = this.segmentValues();
       if (s === null) return this.segmentsOnRequest() ? `not measured per ${noun} yet` : `measuring per ${noun}…`;
       const saved = s.stats.prefix_reuse && s.stats.saved > 0 ? `, ${Math.round(100 * s.stats.saved)} % of the work saved by the cached prefix` : '';
+      if (s.measured !== undefined) {  // coarse-to-fine left some segments inside units that did not matter
+        const exact = s.measured.filter((m) => m).length;
+        return `measured per ${noun} coarse-to-fine: ${s.stats.rows} forwards, ${exact} of ${s.measured.length} ${noun}s exactly${saved}`;
+      }
       return `measured per ${noun} by removing each: ${s.stats.rows} forwards${saved}`;
     }
     if (p !== null && this.tokenValues() === null) return `computing ${describeSpan(this.span, numTargets(p))}…`;

@@ -61,6 +61,9 @@ export interface DetailStatus {
   /** A running job paused behind more urgent work (a test or intervention the user started, a click:
    * lit_app/scheduler.py); it has no estimate meanwhile (absent from older servers). */
   waiting?: boolean;
+  /** The stage of a job whose work comes in stages (coarse-to-fine: "coarse pass", then "refining"; `total` then
+   * counts the forwards known so far); absent for the others. */
+  stage?: string;
 }
 
 /** A poll answer: only the progress (no "text"), or a complete payload. */
@@ -220,6 +223,11 @@ export interface SegmentPayload {
   warning: string;
   /** Forward work: rows scored (the unedited prompt included), tokens, tokens recomputed, share saved. */
   stats: {rows: number; tokens: number; tokens_computed: number; prefix_reuse: boolean; saved: number};
+  /** Coarse-to-fine only, when it left segments unmeasured: <bool>[S] whether each value was measured; the value
+   * of the coarser unit holding each unmeasured segment (null where measured) and that unit's granularity. */
+  measured?: boolean[];
+  coarse_values?: Array<number | null>;
+  coarse_granularity?: string[];
 }
 
 /**
@@ -235,6 +243,10 @@ export function parseSegments(x: unknown, n: number): {values: SegmentPayload | 
   }
   if (!Array.isArray(s.token_values) || s.token_values.length !== n) {
     fail(`${SEGMENTS_FIELD}.token_values has ${s.token_values?.length} values, expected N=${n}`);
+  }
+  if (s.measured !== undefined && (!Array.isArray(s.measured) || s.measured.length !== s.values.length ||
+      s.coarse_values?.length !== s.values.length || s.coarse_granularity?.length !== s.values.length)) {
+    fail(`${SEGMENTS_FIELD}.measured, .coarse_values and .coarse_granularity must each have one entry per segment`);
   }
   return {values: s, status};
 }

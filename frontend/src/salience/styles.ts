@@ -45,6 +45,9 @@ export const SALIENCE_STYLES = css`
   details.head[open] > summary { margin-bottom: 0; }
   .head-ranked { color: #1a73e8; }
   .seg, .tgt { border-radius: 2px; transition: none; }
+  /* Coarse-to-fine: a segment whose own value was not measured (inside a unit that did not matter): hatched. */
+  .seg.unmeasured { background-image: repeating-linear-gradient(135deg, rgba(95, 99, 104, 0.35) 0 1px, transparent 1px 5px) !important; }
+  .refined { color: #5f6368; }
   .markup { color: #9aa0a6; }
   .tgt { cursor: pointer; outline: 1px dashed #bdc1c6; outline-offset: -1px; }
   .tgt:hover { outline: 1px solid #1a73e8; }

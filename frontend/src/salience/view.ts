@@ -16,6 +16,7 @@ import {tokenCount} from '../shared/tokens.js';
 import {SEGMENT_NOUNS, type SalienceController} from './controller.js';
 import {describeFit, describeProgress, type DetailStatus, type MethodPayload, type SaliencePayload,
         type StreamStatus} from './payload.js';
+import {describeRefinement, stageProgress} from './coarse.js';
 import type {Ranked} from './rank.js';
 import type {TargetSpan} from './spans.js';
 import {isWhole, overlaps, type TargetSegment} from './target.js';
@@ -88,13 +89,14 @@ function methodOption(ctl: SalienceController, name: string, label: string) {
  * re-measures"), progress, the surrogate's fit and warning, the button that measures at an on-request
  * granularity (with its cost), and the way back to the gradient.
  */
-export function segmentStatusView(ctl: SalienceController, on: {showGradient(): void; measure(): void}) {
+export function segmentStatusView(ctl: SalienceController,
+                                  on: {showGradient(): void; measure(): void; measureWith(method: string): void}) {
   const reg = ctl.registry();
   if (reg === null || ctl.payload === null) return nothing;
   const info = reg.segment(ctl.method);
   const noun = SEGMENT_NOUNS[ctl.granularity] ?? ctl.granularity;
   const progress = (d: DetailStatus | null) => d === null || d.state === 'queued' ? ' (waiting for the model…)'
-      : d.state === 'running' && d.total > 0 ? ` (${d.done} / ${d.total} forwards${describeProgress(d).replace(/^ \d+ %/, '')})`
+      : d.state === 'running' && d.total > 0 ? ` (${stageProgress(d)}${describeProgress(d).replace(/^ \d+ %/, '')})`
       : '';
   if (info === undefined) {
     const pending = ctl.pendingDefault();
@@ -113,12 +115,23 @@ export function segmentStatusView(ctl: SalienceController, on: {showGradient(): 
     body = html`<span class="error-text" role="alert">${ctl.segmentError}</span>`;
   } else if (s !== null) {
     const fit = describeFit(s);
+    const refined = describeRefinement(s, noun);
     body = html`${fit ? html`<span class="fit ${s.warning ? 'warn' : ''}">${fit}</span>` : nothing}
+      ${refined ? html`<span class="refined">${refined}</span>` : nothing}
       ${s.warning ? html`<div class="segment-warning" role="note">⚠ ${s.warning}</div>` : nothing}`;
   } else if (ctl.segmentsOnRequest()) {
     const verb = info.count_field !== null ? `Fit ${info.short} on ${info.default_count} random ${noun} removals`
         : `Measure each ${noun} by removing it`;
-    body = html`<button class="measure" @click=${() => on.measure()}>${verb}: ~${ctl.segmentCost()} forwards</button>`;
+    const cost = `~${ctl.segmentCost()} forwards`;
+    // Where the server names a faster default for this granularity (coarse-to-fine at word), the button runs it;
+    // the method on screen (every word) stays one click away.
+    const faster = ctl.requestDefault();
+    body = faster !== null
+      ? html`<button class="measure" data-method=${faster.name} @click=${() => on.measureWith(faster.name)}>Measure with ${faster.label}: coarser units first, then each ${noun} inside those that matter</button>
+        <button class="measure-all" @click=${() => on.measure()}>${verb}: ${cost}</button>`
+      : ctl.isRequestDefault()
+      ? html`<button class="measure" @click=${() => on.measure()}>Measure coarser units first, then each ${noun} inside those that matter (each ${noun}: ${cost})</button>`
+      : html`<button class="measure" @click=${() => on.measure()}>${verb}: ${cost}</button>`;
   } else {
     body = html`<span class="measuring">measuring${progress(ctl.segmentDetail)}…</span>`;
   }
@@ -201,9 +214,16 @@ export function headView(pieces: readonly TemplateResult[], open: boolean, nRank
   return html`<details class="head" ?open=${open} @toggle=${(e: Event) => toggle((e.target as HTMLDetailsElement).open)}><summary>System prompt and chat template${ranked}</summary>${pieces}</details>`;
 }
 
-export function promptPieceView(pc: Piece, seg: Segmentation, values: Float64Array | null, cs: ColorScale) {
+/** A prompt piece coloured by its segment's value; `notes` (coarse-to-fine) marks a segment whose value was not
+ * measured (hatched, with the note as its title: "inside a sentence that did not matter (coarse value …)"). */
+export function promptPieceView(pc: Piece, seg: Segmentation, values: Float64Array | null, cs: ColorScale,
+                                notes?: ReadonlyMap<number, string>) {
   if (pc.seg < 0) return html`<span class="gap">${pc.text}</span>`;
   const excluded = seg.excluded[pc.seg] === 1;
+  const note = notes?.get(pc.seg);
+  if (note !== undefined) {
+    return html`<span class="seg unmeasured" data-s=${pc.seg} title=${note} style=${segmentStyle(seg, pc.seg, values, cs)}>${pc.text}</span>`;
+  }
   return html`<span class="seg${excluded ? ' markup' : ''}" data-s=${pc.seg} style=${segmentStyle(seg, pc.seg, values, cs)}>${pc.text}</span>`;
 }
 

@@ -43,6 +43,8 @@ export interface MethodInfo {
   detail?: string | null;
   /** Granularities at which the module shows this segment method once its forwards finish. */
   default_at?: string[];
+  /** Granularities at which the "measure" button runs this segment method by default (absent on an older server). */
+  request_default_at?: string[];
 }
 
 /** A token method the server computes only on request, with a count (0 = off). */
@@ -99,6 +101,14 @@ export class MethodRegistry {
   /** The segment method shown at `granularity` once measured (the server's `default_at`), or undefined. */
   defaultSegment(granularity: string): SegmentMethodInfo | undefined {
     return this.segments.find((m) => m.default_at.includes(granularity));
+  }
+
+  /**
+   * The segment method the "measure" button runs by default at `granularity`, where segment methods are measured
+   * only on request (the server's `request_default_at`: coarse-to-fine at word), or undefined.
+   */
+  requestSegment(granularity: string): SegmentMethodInfo | undefined {
+    return this.segments.find((m) => (m.request_default_at ?? []).includes(granularity));
   }
 
   get(name: string): MethodInfo | undefined {

@@ -1,0 +1,42 @@
+/**
+ * What coarse-to-fine leave one out measured (sequence_salience/methods/coarse_to_fine.py): the segments it
+ * refined have their own measured value; the others lie inside a coarser unit (a sentence, a paragraph) that did
+ * not matter and carry its value. Pure logic: the notes the prompt view puts on unmeasured segments, the status
+ * line's summary and the progress of a job that comes in stages.
+ */
+import type {DetailStatus, SegmentPayload} from './payload.js';
+
+/** "inside a sentence that did not matter (coarse value 0.012)": the title of an unmeasured segment. */
+export function coarseNote(granularity: string, value: number): string {
+  return `inside a ${granularity} that did not matter (coarse value ${value.toPrecision(3)})`;
+}
+
+/**
+ * The note of each unmeasured segment, by its index into the segmentation at this granularity (the payload's
+ * `segment_index`); empty when every value was measured.
+ */
+export function unmeasuredNotes(s: SegmentPayload | null): Map<number, string> {
+  const notes = new Map<number, string>();
+  if (s?.measured === undefined) return notes;
+  s.measured.forEach((m, i) => {
+    const value = s.coarse_values?.[i];
+    if (!m && typeof value === 'number') notes.set(s.segment_index[i], coarseNote(s.coarse_granularity?.[i] ?? 'unit', value));
+  });
+  return notes;
+}
+
+/** "18 of 92 words measured exactly; hatched: inside a sentence or paragraph that did not matter", or '' when
+ * every value was measured. */
+export function describeRefinement(s: SegmentPayload, noun: string): string {
+  if (s.measured === undefined) return '';
+  const measured = s.measured.filter((m) => m).length;
+  const units = Array.from(new Set((s.coarse_granularity ?? []).filter((g) => g !== ''))).sort();
+  return `${measured} of ${s.measured.length} ${noun}s measured exactly; hatched: inside a ${units.join(' or ')} ` +
+      'that did not matter (its coarse value shared among its parts)';
+}
+
+/** "coarse pass: 4 / 9 forwards", "refining: 20 / 31 forwards", or "20 / 31 forwards" for a job without stages. */
+export function stageProgress(d: DetailStatus): string {
+  const count = `${d.done} / ${d.total} forwards`;
+  return d.stage ? `${d.stage}: ${count}` : count;
+}

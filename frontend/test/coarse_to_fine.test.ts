@@ -1,0 +1,126 @@
+/**
+ * Coarse-to-fine leave one out in the browser: which segments it measured (src/salience/coarse.ts: the notes of
+ * the hatched, unmeasured ones, the status summary, the staged progress), the payload check, and at word
+ * granularity the controller's measure button running the server's request default (coarse-to-fine) with every
+ * word one click away. Against a stand-in for LIT's services.
+ */
+import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
+
+import registry from './fixtures/method_registry.json';
+import fixture from './fixtures/small_payload.json';
+import {coarseNote, describeRefinement, stageProgress, unmeasuredNotes} from '../src/salience/coarse.js';
+import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import {parseSegments, type DetailStatus, type SegmentPayload} from '../src/salience/payload.js';
+import {parseRegistry} from '../src/shared/methods.js';
+import type {IndexedInputLike} from '../src/shared/request.js';
+
+type Data = Record<string, unknown>;
+const N = fixture.tokens.length;
+const T = N - fixture.n_prompt_tokens;
+const REG = parseRegistry(registry);
+const C2F = REG.requestSegment('word')!.name;
+
+function payload(method: string, measured?: boolean[]): SegmentPayload {
+  const out: SegmentPayload = {
+    method, granularity: 'word', pattern: null, removal: 'filler', span: [0, T], count: 0, values: [0.5, 0.01, 0.01],
+    spans: [[0, 3], [4, 7], [8, 11]], segment_index: [0, 2, 4], token_values: Array.from({length: N}, () => 0),
+    original_logprob: -3, quality: {}, warning: '', stats: {rows: 4, tokens: 40, tokens_computed: 20, prefix_reuse: true, saved: 0.5},
+  };
+  if (measured) {
+    out.measured = measured;
+    out.coarse_values = measured.map((m) => (m ? null : 0.02));
+    out.coarse_granularity = measured.map((m) => (m ? '' : 'sentence'));
+  }
+  return out;
+}
+
+describe('what coarse-to-fine measured', () => {
+  it('notes each unmeasured segment by its index into the segmentation, with its unit and coarse value', () => {
+    const notes = unmeasuredNotes(payload(C2F, [true, false, false]));
+    expect(Array.from(notes.keys())).toEqual([2, 4]);
+    expect(notes.get(2)).toBe('inside a sentence that did not matter (coarse value 0.0200)');
+    expect(coarseNote('paragraph', -0.123456)).toBe('inside a paragraph that did not matter (coarse value -0.123)');
+    expect(unmeasuredNotes(payload('leave_one_out')).size).toBe(0);  // every value measured: no marks
+    expect(unmeasuredNotes(null).size).toBe(0);
+  });
+
+  it('summarises the measured share, and nothing when all were measured', () => {
+    expect(describeRefinement(payload(C2F, [true, false, false]), 'word')).toBe(
+        '1 of 3 words measured exactly; hatched: inside a sentence that did not matter (its coarse value shared among its parts)');
+    expect(describeRefinement(payload('leave_one_out'), 'word')).toBe('');
+  });
+
+  it('shows the stage of a staged job: coarse pass, then refining a of b', () => {
+    const d = (stage?: string): DetailStatus => ({kind: 'seg', state: 'running', done: 4, total: 9, elapsed_s: 1, eta_s: 2,
+                                                   error: '', ...(stage ? {stage} : {})});
+    expect(stageProgress(d('coarse pass'))).toBe('coarse pass: 4 / 9 forwards');
+    expect(stageProgress(d('refining'))).toBe('refining: 4 / 9 forwards');
+    expect(stageProgress(d())).toBe('4 / 9 forwards');
+  });
+
+  it('refuses marks that do not give one entry per segment', () => {
+    const bad = payload(C2F, [true, false, false]);
+    bad.coarse_values = [null];
+    expect(() => parseSegments({segments: bad}, N)).toThrow(/one entry per segment/);
+    expect(parseSegments({segments: payload(C2F, [true, false, false])}, N).values?.measured).toEqual([true, false, false]);
+  });
+});
+
+describe('the measure button at word granularity', () => {
+  function fakeHost() {
+    const calls: Data[] = [];
+    const host: SalienceHost = {
+      modelName: () => 'm',
+      models: () => ({m: {spec: {output: {response: {}}}},
+                       _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
+                                                     method_registry: {__name__: 'LitType', default: registry}}}}}),
+      getPreds: async (inputs) => {
+        const data = inputs[0].data;
+        calls.push(data);
+        if (data['detail'] !== 'segments') return [{salience: structuredClone(fixture)}];
+        const status = {kind: 'seg', state: 'done', done: 3, total: 3, elapsed_s: 0.1, eta_s: null, error: ''};
+        const method = data['segment_method'] as string;
+        return [{salience: {segments: payload(method, method === C2F ? [true, false, false] : undefined), detail: status}}];
+      },
+      loadLatest: (_key, promise) => promise,
+      changed: () => {},
+    };
+    return {host, calls};
+  }
+  const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},
+                                       meta: {}});
+
+  beforeEach(() => { vi.useFakeTimers(); });
+  afterEach(() => { vi.useRealTimers(); });
+
+  it('runs coarse-to-fine by default from leave one word out, and every word stays one click away', async () => {
+    const {host, calls} = fakeHost();
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    await ctl.select(dp());
+    ctl.setSegmentation('word', '', 6);
+    ctl.setMethod('leave_one_out');
+    expect(ctl.segmentsOnRequest()).toBe(true);
+    expect(ctl.requestDefault()?.name).toBe(C2F);
+    expect(ctl.isRequestDefault()).toBe(false);
+    ctl.measureWith(C2F);
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    const segs = calls.filter((c) => c['detail'] === 'segments');
+    expect(segs).toHaveLength(1);
+    expect(segs[0]).toMatchObject({segment_method: C2F, granularity: 'word'});
+    expect(ctl.method).toBe(C2F);
+    expect(ctl.isRequestDefault()).toBe(true);
+    expect(ctl.requestDefault()).toBeNull();  // on screen already
+    expect(ctl.segmentValues()?.measured).toEqual([true, false, false]);
+    expect(ctl.precision()).toBe('measured per word coarse-to-fine: 4 forwards, 1 of 3 words exactly, 50 % of the work saved by the cached prefix');
+    // Every word: the method on screen, measured on request.
+    ctl.setMethod('leave_one_out');
+    ctl.measureSegments();
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(calls.filter((c) => c['detail'] === 'segments').map((c) => c['segment_method'])).toEqual([C2F, 'leave_one_out']);
+    // At sentence granularity there is no request default: leave one out is measured at once, as before.
+    ctl.setSegmentation('sentence', '', 2);
+    expect(ctl.requestDefault()).toBeNull();
+    ctl.dispose();
+  });
+});
