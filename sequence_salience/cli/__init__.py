@@ -11,6 +11,8 @@
     sequence-salience compare --model default --model-b /path/to/model --prompt-a "..." --json m.json --html m.html
     sequence-salience show results/00003.json --granularity sentence [--html out.html]
     sequence-salience evaluate --batch prompts.jsonl --out eval/ [--ray [auto|ADDRESS]]
+    sequence-salience explain --prompt-file p.txt --method attention_attribution --granularity paragraph
+    sequence-salience calibrate --model /path/to/model --out calib/   (then --attention-estimator calib/estimator.npz)
 
 `explain` loads the model, generates the greedy response (unless --target is
 given), computes the salience of the whole response (or of --span T0:T1 of its
@@ -60,6 +62,7 @@ from sequence_salience.cli.common import (
     EXIT_INTERRUPTED, EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, ModelLoadError, UsageError,
     check_pattern_flags, err, explain_default, parse_methods, parse_span, segment_methods,
 )
+from sequence_salience.cli.calibrate import calibrate_command
 from sequence_salience.cli.compare import compare_prompts
 from sequence_salience.cli.compare_models import compare_two_models
 from sequence_salience.cli.evaluation import evaluate_batch
@@ -79,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits with 2 on bad flags
     try:
+        if args.command == "calibrate":
+            return calibrate_command(args)
         if args.command == "evaluate":
             return evaluate_batch(args, parse_methods(args.method))
         if args.command == "compare":

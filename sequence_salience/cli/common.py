@@ -93,7 +93,8 @@ def ablation_config(args):
     """The AblationConfig of the segment methods' flags (--removal, --ablations)."""
     from sequence_salience.methods import AblationConfig  # pylint: disable=import-outside-toplevel
 
-    return AblationConfig(removal=args.removal, surrogate_masks=args.ablations)
+    return AblationConfig(removal=args.removal, surrogate_masks=args.ablations,
+                          attention_estimator=getattr(args, "attention_estimator", None))
 
 
 def read_prompt_file(path: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from sequence_salience.cli.calibrate import add_calibrate_parser
 from sequence_salience.cli.common import explain_default, method_help
 from sequence_salience.cli.evaluation import EVALUATE_HELP
 from sequence_salience.field_rules import CURVE_STEPS, MAX_NEW_TOKENS, FieldError, FieldRule
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sequence-salience", description=__doc__.split("\n\n")[0],
         epilog=__doc__[__doc__.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,compare,evaluate,show}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,compare,evaluate,show,calibrate}")
 
     def display_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--method", default=None,
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(ex, MAX_NEW_TOKENS)
     _count_flags(ex, segments=True)
     _removal_flag(ex, "by a segment method")
+    ex.add_argument("--attention-estimator", default=None, metavar="PATH",
+                    help="attention_attribution: the estimator file `sequence-salience calibrate` wrote for --model "
+                         "(default: the one shipped for the embedded model)")
     display_flags(ex)
     ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                     help="write a self-contained HTML file (with --batch: no PATH, one per row)")
@@ -189,5 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
     sh.add_argument("--heatmap", default=None, metavar="PATH",
                     help="write a PNG heatmap (needs a result explained with --per-token)")
+    add_calibrate_parser(sub, DEFAULT_MODEL)
     return parser
 
