@@ -16,9 +16,12 @@ Reasons a check says stop (each a `Reason`: "" while the work is still wanted):
 * `client_gone()`: the HTTP client of the request that runs the work disconnected (a closed
   tab, an aborted fetch, a killed script; `lit_app/disconnect.py`). A background matrix job has
   no connection of its own: it is abandoned when nobody polls it for `heartbeat_s` seconds.
-* `Latest.take(key)`: superseded, a newer request of the same kind and key arrived (a newer
-  span of the same datapoint, whatever its method or count; a newer job of the same wrapper).
-* `focus_moved(jobs, group)`: the user selected another datapoint.
+* `Latest.take(key)`: superseded, a newer request of the same kind and key arrived from the same client
+  (a newer span of the same datapoint, whatever its method or count; a newer job of the same wrapper).
+* `focus_moved(jobs, group, client)`: the same client selected another datapoint.
+
+"Latest wins" holds within one client (lit_app/clients.py): another client's requests never supersede
+a client's work, and a request without a client id supersedes nothing.
 * the server is stopping (`disconnect.shut_down`, read through `client_gone`).
 
 A new kind of computation plugs in by running through one of the three (docs/architecture.md,
@@ -101,13 +104,17 @@ def for_request(what: str, *reasons: Reason) -> Cancel:
     return Cancel(what, client_gone(), *reasons)
 
 
-def focus_moved(jobs: Any, group: Hashable) -> Reason:
-    """The user selected a datapoint other than `group` after this call (`jobs`: the
-    `progressive.DetailJobs` whose focus the `detail="span"` requests move)."""
-    start = jobs.focus_moves
+def focus_moved(jobs: Any, group: Hashable, client: str) -> Reason:
+    """`client` selected a datapoint other than `group` after this call (`jobs`: the
+    `progressive.DetailJobs` whose focus per client the `detail="span"` requests move). Another client's
+    selection never fires it, and a request without a client id (`clients.ANONYMOUS`) has none."""
+    if not client:
+        return lambda: ""
+    _, start = jobs.focus_of(client)
 
     def check() -> str:
-        return FOCUS_MOVED if jobs.focus_moves != start and jobs.focus_group != group else ""
+        focus, moves = jobs.focus_of(client)
+        return FOCUS_MOVED if moves != start and focus != group else ""
 
     return check
 

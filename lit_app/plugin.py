@@ -60,7 +60,7 @@ from lit_nlp.lib import caching as lit_caching
 
 import sequence_salience as ss
 from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import client_build, disconnect, http_server, limits, model_group, security, server
+from lit_app import client_build, clients, disconnect, http_server, limits, model_group, security, server
 from lit_app.hosts import is_loopback
 from lit_app.security_config import SecurityConfig
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
@@ -152,7 +152,7 @@ class _Disconnects:
         self.app = app
 
     def __call__(self, environ, start_response):
-        with disconnect.serving(environ):
+        with disconnect.serving(environ), clients.serving(environ):
             return self.app(environ, start_response)
 
 

@@ -14,14 +14,13 @@ computed here, in a worker thread, while the user already reads the map:
   replaces it, or when nobody has polled it for `heartbeat_s` seconds (the page
   was closed). A cancelled job logs one INFO line when it stops (`_work`: what, why, how far);
   the moment it is told to stop is a DEBUG line (a cancellation is information, not a fault).
-* Progress (`done`/`total`, elapsed time, an estimate of the time left) is read
-  by polling (`status`), which needs no model lock. The estimate is the units left times the
-  measured seconds per unit, taken at each report and counted down between reports; it never
-  rises (a later, slower report cannot push it up) and is None when it ran out before the work
-  did or once every unit is done (the page then says "finishing…", never "about 1 s left").
-  While the job waits for the model behind more urgent work (a user job: an explanation test the user
-  started; `Job.waiting`), its status says `"waiting": true` with no estimate, and the paused time
-  counts neither towards the estimate's deadline nor towards the measured seconds per unit.
+* Progress (`done`/`total`, elapsed time, the time left as a range) is read by polling (`status`), which
+  needs no model lock. The range comes from the measured rate of the recent units (lit_app/time_left.py, the
+  one estimator of every job): it widens when the rate drops, grows while a unit takes longer than the
+  estimate, and never falls to "about 1 s" with units outstanding; there is none once every unit is done (the
+  page then says "finishing…"). While the job waits for the model behind more urgent work (a user job: an
+  explanation test the user started; `Job.waiting`), its status says `"waiting": true` with no estimate, and
+  the paused time does not count as the units' time.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from typing import Any
 
 import sequence_salience as ss
 from lit_app.lru_cache import nbytes
+from lit_app.time_left import Range, TimeLeft, status_fields
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,12 @@ _KEEP_FINISHED = 16
 # always kept). A long prompt's complete result is tens of MB (grad_gram [N, T, T]); 16 of them were kept
 # whatever their size. The results stay in SharedLM's byte-bounded cache besides.
 FINISHED_JOBS_BYTES = 256 * 1024**2
-# Live (queued or running) jobs beyond this cancel the oldest: the queue is bounded.
+# Live (queued or running) jobs of one client beyond this release its oldest; of all clients beyond
+# MAX_LIVE_JOBS_TOTAL cancel the oldest: the queues are bounded (client ids are not authenticated).
 MAX_LIVE_JOBS = 4
+MAX_LIVE_JOBS_TOTAL = 16
+# Clients whose focus is remembered (the most recent ones).
+MAX_CLIENTS = 256
 # Longest wait at interpreter exit for a cancelled job to finish its current chunk.
 EXIT_WAIT_S = 120.0
 _ALL_QUEUES: "weakref.WeakSet[DetailJobs]" = weakref.WeakSet()
@@ -75,25 +79,25 @@ class Job:
     result: Any = None
     payload: Any = None  # the serialized result, built once by the caller
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
-    # When the time-left estimate says the work ends (`clock` time); None before the first report.
-    eta_deadline: float | None = None
     clock: Callable[[], float] = time.monotonic
     # Names this job in its status ("job_id") when set, so that a cancel can name the job it stops.
     job_id: str = ""
     # The stage of a job whose work comes in stages (coarse_to_fine: "coarse pass", then "refining"), in its status
     # ("stage") when set; `total` then counts the rows known so far.
     stage: str = ""
+    # The clients that asked for it (lit_app/clients.py ids; "" a request without one). A client's newer
+    # selection takes that client off; the job is cancelled once no client is left (`DetailJobs.focus`).
+    owners: set[str] = dataclasses.field(default_factory=set)
     _cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     # Why it was told to stop (the first reason), for the one line logged when it stops.
     cancel_reason: str = ""
     # Since when (`clock` time) it waits for the model behind more urgent work (`waiting`); None: it does not.
     waiting_since: float | None = None
-    waited_s: float = 0.0  # seconds it waited so, in total (not model time spent on it)
-    # When the units of the current sequence began (`clock` time; None: at `started`, else `created`), and when
-    # the last report came: a job's work may report several sequences (a span's gradient pass 1/1, then its
-    # 256 IG steps), and each is estimated from its own units only.
-    sequence_begun: float | None = None
-    last_report: float | None = None
+    # The time-left estimate (lit_app/time_left.py), from the units reported.
+    time_left: TimeLeft = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.time_left = TimeLeft(self.clock)
 
     def cancel(self, reason: str = "") -> None:
         if self.state not in _FINISHED and not self._cancel.is_set():
@@ -112,63 +116,49 @@ class Job:
             self.cancel(f"nobody polled it for {self.heartbeat_s:.0f} s")
         return self._cancel.is_set()
 
-    def report(self, done: int, total: int) -> None:
-        """`done` of `total` units are done now: the estimate of the time left becomes
-        (total - done) x the measured seconds per unit since the sequence began (`started`, else
-        `created`), unless an earlier estimate of the same sequence ends sooner (the estimate never rises).
+    def start(self) -> None:
+        """It runs from now on: its first units are estimated from now."""
+        self.state, self.started = RUNNING, self.clock()
+        self.time_left.restart()
 
-        A report with another `total`, or fewer units done than the last, starts a new sequence (a
-        span's one-pass gradients, then its IG steps): its units began at the last report, and the
-        finished sequence's estimate (which had run out) no longer applies."""
-        now = self.clock()
-        if self.last_report is not None and (total != self.total or done < self.done):
-            self.sequence_begun, self.eta_deadline, self.waited_s = self.last_report, None, 0.0
-        self.done, self.total, self.last_report = done, total, now
-        if done <= 0 or total <= 0:
-            return
-        begun = self.sequence_begun
-        if begun is None:
-            begun = self.started if self.started is not None else self.created
-        deadline = now + max(0, total - done) * max(0.0, now - begun - self.waited_s) / done
-        self.eta_deadline = deadline if self.eta_deadline is None else min(self.eta_deadline, deadline)
+    def report(self, done: int, total: int) -> None:
+        """`done` of `total` units are done now (lit_app/time_left.py: a report with another `total`, or fewer
+        units done than the last, starts a new sequence: a span's one-pass gradients, then its IG steps)."""
+        self.done, self.total = done, total
+        self.time_left.report(done, total)
 
     def begin_sequence(self) -> None:
         """The units reported from now on are a new sequence, estimated from now: work done before them that
         is not reported as units (a span's one gradient pass before its IG steps) is not counted in their cost."""
-        self.sequence_begun, self.eta_deadline, self.waited_s = self.clock(), None, 0.0
+        self.time_left.restart()
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
         """The job waits for the model behind more urgent work while this block runs: its status says so
-        and has no estimate; afterwards the estimate's deadline moves on by the time waited."""
+        and has no estimate; the time waited is not counted as the units' time."""
         self.waiting_since = self.clock()
+        self.time_left.pause()
         try:
             yield
         finally:
-            waited = self.clock() - self.waiting_since
+            self.time_left.resume()
             self.waiting_since = None
-            self.waited_s += waited
-            if self.eta_deadline is not None:
-                self.eta_deadline += waited
 
-    def eta(self) -> float | None:
-        """Seconds left by the estimate (see `report`); None when not running, while it waits for the model,
-        before the first report, once every unit is done, or when the estimate ran out before the work did."""
-        if self.state != RUNNING or self.waiting_since is not None or self.eta_deadline is None \
-                or self.done >= self.total:
+    def eta(self) -> Range | None:
+        """Seconds left as a range (lit_app/time_left.py); None when not running, while it waits for the model,
+        before the first unit, or once every unit is done."""
+        if self.state != RUNNING or self.waiting_since is not None:
             return None
-        left = self.eta_deadline - self.clock()
-        return left if left > 0.5 else None
+        return self.time_left.range()
 
     def status(self) -> dict[str, Any]:
         now = self.clock()
         elapsed = (now - self.started) if self.started is not None else 0.0
         if self.finished is not None and self.started is not None:
             elapsed = self.finished - self.started
-        eta = self.eta()
         out = {
             "kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
-            "elapsed_s": round(elapsed, 2), "eta_s": None if eta is None else round(eta, 1),
+            "elapsed_s": round(elapsed, 2), **status_fields(self.eta()),
             "error": self.error, "waiting": self.state == RUNNING and self.waiting_since is not None,
         }
         if self.job_id:
@@ -184,13 +174,20 @@ def _short(group: Hashable) -> str:
 
 
 class DetailJobs:
-    """Queues of background jobs, one worker thread per lane.
+    """Queues of background jobs, one worker thread per lane and client.
 
     A lane is a queue with its own worker: jobs of one lane run one after the other, jobs of two
     lanes side by side, alternating slice by slice on the model (the scheduler's fairness among
     background holders). The per-token matrices go in the default lane; a segment method's job
     (a few forwards, what the view switches to) in its own, so it does not wait for a matrix job
     of T backwards to end.
+
+    Work belongs to clients (lit_app/clients.py): each client has its own queue per lane (so two
+    clients' jobs alternate slice by slice instead of one waiting for the other's to end), its own
+    focus (the datapoint it looks at) and its own bound of live jobs. A client's newer selection
+    releases that client's older jobs only; a job several clients asked for runs while one of them
+    still wants it. A request without a client id (`clients.ANONYMOUS`) supersedes nothing: its job
+    stops when nobody polls it for `heartbeat_s`.
     """
 
     def __init__(self, heartbeat_s: float = DEFAULT_HEARTBEAT_S, finished_bytes: int = FINISHED_JOBS_BYTES):
@@ -198,85 +195,105 @@ class DetailJobs:
         self.finished_bytes = finished_bytes
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._queues: dict[str, collections.deque[Job]] = collections.defaultdict(collections.deque)
+        # (lane, client) -> its queue
+        self._queues: dict[tuple[str, str], collections.deque[Job]] = collections.defaultdict(collections.deque)
         self._jobs: collections.OrderedDict[tuple[Hashable, str], Job] = collections.OrderedDict()
-        self._focus: Hashable | None = None
-        self._focus_moves = 0
-        self._workers: dict[str, threading.Thread] = {}
+        # client -> (datapoint it looks at, how often that moved); the most recent MAX_CLIENTS clients
+        self._focus: collections.OrderedDict[str, tuple[Hashable, int]] = collections.OrderedDict()
+        self._workers: dict[tuple[str, str], threading.Thread] = {}
         _ALL_QUEUES.add(self)
 
-    @property
-    def focus_group(self) -> Hashable | None:
-        return self._focus
-
-    @property
-    def focus_moves(self) -> int:
-        """How many times the focus moved to another datapoint (lit_app/cancel.py's `focus_moved`)."""
-        return self._focus_moves
-
-    def focus(self, group: Hashable) -> None:
-        """The user looks at `group` now: cancel every job of other datapoints."""
+    def focus_of(self, client: str) -> tuple[Hashable | None, int]:
+        """(the datapoint `client` looks at, how many times its focus moved to another one); (None, 0) before
+        its first selection (lit_app/cancel.py's `focus_moved`)."""
         with self._lock:
-            if group != self._focus:
-                self._focus_moves += 1
-            self._focus = group
+            return self._focus.get(client, (None, 0))
+
+    def focus(self, group: Hashable, client: str = "") -> None:
+        """`client` looks at `group` now: its jobs of other datapoints are released (cancelled unless another
+        client still wants them). Without a client id nothing moves: such a request supersedes nothing."""
+        if not client:
+            return
+        with self._lock:
+            old, moves = self._focus.pop(client, (None, 0))
+            self._focus[client] = (group, moves + (group != old))
+            while len(self._focus) > MAX_CLIENTS:
+                self._focus.popitem(last=False)
             for job in self._jobs.values():
                 if job.group != group:
-                    job.cancel("another datapoint was selected")
+                    self._release(job, client, "another datapoint was selected")
+
+    def _release(self, job: Job, client: str, reason: str) -> None:
+        """`client` no longer wants `job` (called under `_lock`): cancelled once no client wants it."""
+        if client in job.owners:
+            job.owners.discard(client)
+            if not job.owners:
+                job.cancel(reason)
 
     def submit(self, group: Hashable, kind: str, run: Callable[[Job], Any], replaces: str | None = None,
-               lane: str = "", job_id: str = "") -> Job:
-        """The job for (group, kind): the live or finished one, else a new one queued in `lane`.
+               lane: str = "", job_id: str = "", client: str = "") -> Job:
+        """The job for (group, kind): the live or finished one, else a new one queued in `lane` of `client`.
 
         job_id: names a new job in its status, for `cancel_job` (a live or finished job keeps its own).
 
-        replaces: a kind prefix (e.g. "ig"): live jobs of this group whose kind starts with it
-          and differs from `kind` are cancelled (a new IG step count replaces the old one).
+        replaces: a kind prefix (e.g. "ig"): `client`'s live jobs of this group whose kind starts with it
+          and differs from `kind` are released (a new IG step count replaces the old one; without a client
+          id nothing is replaced).
         lane: the queue (and worker) the job runs in (see the class docstring).
+        client: who asks (lit_app/clients.py); it becomes one of the job's owners.
         """
         with self._lock:
             job = self._jobs.get((group, kind))
             if job is not None and job.state not in (CANCELLED, ERROR) and not job._cancel.is_set():
                 job.last_seen = time.monotonic()
+                job.owners.add(client)
                 return job
-            if replaces is not None:
+            if replaces is not None and client:
                 for other in self._jobs.values():
                     if other.group == group and other.kind != kind and other.kind.startswith(replaces):
-                        other.cancel(f"replaced by {kind}")
-            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s, job_id=job_id)
+                        self._release(other, client, f"replaced by {kind}")
+            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s, job_id=job_id, owners={client})
             live = [j for j in self._jobs.values() if j.state in (QUEUED, RUNNING) and not j._cancel.is_set()]
-            for old in live[: max(0, len(live) + 1 - MAX_LIVE_JOBS)]:
-                old.cancel(f"more than {MAX_LIVE_JOBS} background jobs")
+            mine = [j for j in live if client in j.owners]
+            for old in mine[: max(0, len(mine) + 1 - MAX_LIVE_JOBS)]:
+                self._release(old, client, f"more than {MAX_LIVE_JOBS} background jobs of this client")
+            live = [j for j in live if not j._cancel.is_set()]
+            for old in live[: max(0, len(live) + 1 - MAX_LIVE_JOBS_TOTAL)]:
+                old.cancel(f"more than {MAX_LIVE_JOBS_TOTAL} background jobs on the server")
             self._jobs[(group, kind)] = job
             self._jobs.move_to_end((group, kind))
             self._trim()
-            self._queues[lane].append(job)
-            worker = self._workers.get(lane)
+            queue_key = (lane, client)
+            self._queues[queue_key].append(job)
+            worker = self._workers.get(queue_key)
             if worker is None or not worker.is_alive():
-                worker = threading.Thread(target=self._work, args=(lane,), name=f"salience-detail{lane and '-' + lane}",
-                                          daemon=True)
-                self._workers[lane] = worker
+                worker = threading.Thread(target=self._work, args=queue_key,
+                                          name=f"salience-detail{lane and '-' + lane}", daemon=True)
+                self._workers[queue_key] = worker
                 worker.start()
             self._wake.notify_all()
             return job
 
-    def cancel_job(self, group: Hashable, job_id: str, reason: str) -> Job | None:
-        """Cancels the live job of `group` that `job_id` names (it stops within one slice) and returns it;
-        None when no job of this group has that id (an id never names a newer job: a cancel sent late
-        stops nothing else)."""
+    def cancel_job(self, group: Hashable, job_id: str, reason: str, client: str = "") -> Job | None:
+        """Releases the live job of `group` that `job_id` names for `client` (cancelled, within one slice, once
+        no other client wants it; a job only other clients asked for is left alone) and returns it; None when
+        no job of this group has that id (an id never names a newer job: a cancel sent late stops nothing else)."""
         with self._lock:
             for job in self._jobs.values():
                 if job.group == group and job_id and job.job_id == job_id:
-                    job.cancel(reason)
+                    if client in job.owners:
+                        self._release(job, client, reason)
                     return job
             return None
 
-    def get(self, group: Hashable, kind: str) -> Job | None:
-        """The job, marked as still wanted (heartbeat), or None."""
+    def get(self, group: Hashable, kind: str, client: str | None = None) -> Job | None:
+        """The job, marked as still wanted (heartbeat; by `client`, when given), or None."""
         with self._lock:
             job = self._jobs.get((group, kind))
             if job is not None:
                 job.last_seen = time.monotonic()
+                if client is not None and job.state not in _FINISHED and not job._cancel.is_set():
+                    job.owners.add(client)
             return job
 
     def cancel_all(self) -> None:
@@ -310,14 +327,15 @@ class DetailJobs:
         with self._lock:
             return sum(nbytes(j.result) + nbytes(j.payload) for j in self._jobs.values() if j.state in _FINISHED)
 
-    def _work(self, lane: str = "") -> None:
-        queue = self._queues[lane]
+    def _work(self, lane: str = "", client: str = "") -> None:
+        queue = self._queues[(lane, client)]
         while True:
             with self._lock:
                 while not queue:
                     if not self._wake.wait(timeout=60) and not queue:
-                        if self._workers.get(lane) is threading.current_thread():
-                            del self._workers[lane]
+                        if self._workers.get((lane, client)) is threading.current_thread():
+                            del self._workers[(lane, client)]
+                            del self._queues[(lane, client)]
                         return
                 job = queue.popleft()
             if job.should_stop():
@@ -325,7 +343,7 @@ class DetailJobs:
                 logger.info("Cancelled the %s job for %s before it started (%s).", job.kind, _short(job.group),
                             job.cancel_reason or "stopped")
                 continue
-            job.state, job.started = RUNNING, time.monotonic()
+            job.start()
             try:
                 job.result = job.run(job)
                 job.state = DONE

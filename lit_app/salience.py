@@ -18,7 +18,7 @@ import numpy as np
 from lit_nlp.api import dtypes as lit_dtypes
 
 import sequence_salience as ss
-from lit_app import cancel, fields, lit_convention, progressive
+from lit_app import cancel, clients, fields, lit_convention, progressive
 from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
 from lit_app.inputs import (JsonDict, SegmentRequest, datapoint_group, detail_field, extra_counts, int_field,
                             job_extra, job_id_field, parse_target_span, segment_request, text_field)
@@ -55,8 +55,9 @@ class SalienceModel(Wrapper):
             return self._predict_segments(ex)
         return self._predict_progressive(ex, detail)
 
-    def _span_jobs(self) -> dict[Hashable, progressive.Job]:
-        """The progress of the span computed now, per datapoint group (the latest span request's)."""
+    def _span_jobs(self) -> dict[tuple[str, Hashable], progressive.Job]:
+        """The progress of the span computed now, per (client, datapoint group): that client's latest span
+        request's (lit_app/clients.py; "" for requests without a client id)."""
         jobs = self.__dict__.get("_span_progress")
         if jobs is None:
             jobs = self.__dict__["_span_progress"] = {}
@@ -65,7 +66,7 @@ class SalienceModel(Wrapper):
     def _predict_span_progress(self, ex: JsonDict) -> JsonDict:
         """Progress of the latest span request of this datapoint (`detail="span_progress"`): IG steps or
         SmoothGrad samples done, of how many, and the time left; never waits for the model."""
-        job = self._span_jobs().get(datapoint_group(ex))
+        job = self._span_jobs().get((clients.current(), datapoint_group(ex)))
         if job is None:
             return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": "No span is being computed for this prompt."})
@@ -78,7 +79,7 @@ class SalienceModel(Wrapper):
         stops nothing: the page sends it when the user switched away without a new span request (a method
         whose values are there already). Without an id it is a RequestError naming `span_job`."""
         wanted = job_id_field(ex, fields.SPAN_JOB, "span_cancel")
-        job = self._span_jobs().get(datapoint_group(ex))
+        job = self._span_jobs().get((clients.current(), datapoint_group(ex)))
         if job is None or job.job_id != wanted:
             return _status_only({"kind": "span", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": f"No span job {wanted!r} is running for this prompt."})
@@ -93,7 +94,8 @@ class SalienceModel(Wrapper):
         of the datapoint (it ended, or a late cancel) stops nothing; without an id it is a RequestError naming
         `matrix_job`."""
         wanted = job_id_field(ex, fields.MATRIX_JOB, "matrix_cancel")
-        job = self._shared.jobs.cancel_job(datapoint_group(ex), wanted, "the page switched away from it")
+        job = self._shared.jobs.cancel_job(datapoint_group(ex), wanted, "the page switched away from it",
+                                           client=clients.current())
         if job is None:
             return _status_only({"kind": "matrix", "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                  "eta_s": None, "error": f"No matrix job {wanted!r} for this prompt."})
@@ -122,7 +124,8 @@ class SalienceModel(Wrapper):
             done = {"kind": request.job_kind, "state": progressive.DONE, "done": rows, "total": rows,
                     "elapsed_s": 0, "eta_s": None, "error": ""}
             return self._segment_outputs(cached, request, done)
-        shared.jobs.focus(group)
+        client = clients.current()
+        shared.jobs.focus(group, client)
 
         def run(job: progressive.Job) -> Any:
             try:
@@ -130,7 +133,8 @@ class SalienceModel(Wrapper):
             except (ss.SalienceError, RequestError) as e:  # a refusal of this request, not a failure
                 return SegmentRefusal(_refusal(request, str(e)))
 
-        job = shared.jobs.submit(group, request.job_kind, run, replaces=SEGMENT_JOB_TAG, lane=SEGMENT_DETAIL)
+        job = shared.jobs.submit(group, request.job_kind, run, replaces=SEGMENT_JOB_TAG, lane=SEGMENT_DETAIL,
+                                 client=client)
         if job.state != progressive.DONE:
             return _status_only(job.status())
         if isinstance(job.result, SegmentRefusal):
@@ -177,10 +181,10 @@ class SalienceModel(Wrapper):
     def _predict_complete(self, ex: JsonDict) -> JsonDict:
         """Every matrix at once (blocking): LIT's own modules and scripts; stops early (lit_app/cancel.py)."""
         # It stops when its client disconnects or another datapoint is selected after it arrived (the
-        # focus it compares with is the current one); concurrent blocking requests do not stop each
+        # focus it compares with is its client's current one); concurrent blocking requests do not stop each
         # other (scripts may send several at once).
         check = cancel.for_request("a blocking salience request",
-                                   cancel.focus_moved(self._shared.jobs, datapoint_group(ex)))
+                                   cancel.focus_moved(self._shared.jobs, datapoint_group(ex), clients.current()))
         chat = self._shared.format_prompt(ex)
         target = text_field(ex, fields.TARGET)
         counts = extra_counts(ex)
@@ -235,13 +239,14 @@ class SalienceModel(Wrapper):
         """
         shared = self._shared
         group = datapoint_group(ex)
+        client = clients.current()
         counts = extra_counts(ex)
         off = {field: 0 for field in counts}
         extra = job_extra(counts, detail) if detail != "span" else None
         job_counts = off if extra is None else {**off, extra.field: counts[extra.field]}
         kind = "grad" if extra is None else f"{extra.kind}{counts[extra.field]}"
         if detail == "poll":
-            job = shared.jobs.get(group, kind)
+            job = shared.jobs.get(group, kind, client)
             if job is None:
                 return _status_only({"kind": kind, "state": "none", "done": 0, "total": 0, "elapsed_s": 0,
                                      "eta_s": None, "error": "Nothing is being computed for this prompt;"
@@ -256,17 +261,22 @@ class SalienceModel(Wrapper):
             # What `detail="span_progress"` polls read while this runs (the page shows % and time left); its
             # clock starts now (not at the first report), and its id lets a `span_cancel` stop this job only.
             progress_job = progressive.Job(group, "span", run=lambda _job: None, job_id=f"span-{next(_SPAN_IDS)}")
-            progress_job.state, progress_job.started = progressive.RUNNING, progress_job.clock()
-            self._span_jobs().clear()  # one selection at a time: an older datapoint's entry is stale
-            self._span_jobs()[group] = progress_job
-            # Latest wins: a span request (first highlight or clicked span) stops within one chunk of
-            # IG steps or SmoothGrad samples once its client disconnects, another datapoint is selected,
-            # or a newer span request of this datapoint arrives (another span, method or count). Its
-            # ticket is taken on arrival, before anything waits for the model.
-            check = cancel.for_request("a span request", cancel.focus_moved(shared.jobs, group),
-                                       shared.span_requests.take(group),
+            progress_job.start()
+            span_jobs = self._span_jobs()
+            for key in [k for k in span_jobs if k[0] == client]:
+                del span_jobs[key]  # one selection at a time per client: its older datapoint's entry is stale
+            while len(span_jobs) >= _MAX_SPAN_ENTRIES:
+                del span_jobs[next(iter(span_jobs))]
+            span_jobs[(client, group)] = progress_job
+            # Latest wins, within one client (lit_app/clients.py): a span request (first highlight or clicked
+            # span) stops within one chunk of IG steps or SmoothGrad samples once its HTTP client disconnects,
+            # its client selects another datapoint, or a newer span request of this datapoint arrives from its
+            # client (another span, method or count). Its ticket is taken on arrival, before anything waits for
+            # the model. A request without a client id supersedes nothing and nothing supersedes it.
+            check = cancel.for_request("a span request", cancel.focus_moved(shared.jobs, group, client),
+                                       shared.span_requests.take((client, group)) if client else lambda: "",
                                        lambda: "a cancel request" if progress_job.cancelled else "")
-        shared.jobs.focus(group)
+        shared.jobs.focus(group, client)
         requested = parse_target_span(ex.get(fields.TARGET_SPAN), 1 << 30) if detail == "span" else None
         chat = shared.format_prompt(ex)
         target = text_field(ex, fields.TARGET)
@@ -276,7 +286,7 @@ class SalienceModel(Wrapper):
 
         if extra is not None:  # "<method>_matrix": that method's per-token matrix, in the background
             job = shared.jobs.submit(group, kind, run_with(job_counts), replaces=extra.kind,
-                                     job_id=f"{kind}-{next(_MATRIX_IDS)}")
+                                     job_id=f"{kind}-{next(_MATRIX_IDS)}", client=client)
             return _status_only(job.status())
 
         # detail == "span": the exact salience of one span (default: the whole response) now.
@@ -311,7 +321,7 @@ class SalienceModel(Wrapper):
             status = {"kind": "grad", "state": progressive.DONE, "done": 1, "total": 1, "elapsed_s": 0,
                       "eta_s": None, "error": ""}
         else:
-            status = shared.jobs.submit(group, "grad", run_with(off)).status()
+            status = shared.jobs.submit(group, "grad", run_with(off), client=client).status()
         span = (t0, result.num_targets if t1 is None else t1)
         methods, _ = shared.methods_and_config(counts)
         values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
@@ -331,6 +341,8 @@ _COUNTED_METHODS = frozenset(e.method for e in EXTRA_METHODS)
 _SPAN_IDS = itertools.count(1)
 # Ids of per-token matrix jobs (`matrix_cancel` names the one it stops).
 _MATRIX_IDS = itertools.count(1)
+# Span progress entries kept (one per client, plus those of requests without a client id).
+_MAX_SPAN_ENTRIES = 256
 
 
 class SegmentRefusal:

@@ -244,9 +244,13 @@ class SalienceRuns:
                     log(method, done, total)
                     if progress is not None:
                         progress(method, done, total)
+                    # Between chunks of IG steps or SmoothGrad samples, the clicks that wait (another client's
+                    # too) use the model first: a click is never behind another's long span (issue 43).
+                    self._lock.yield_to_waiting()
 
                 fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,
                                                config=config, progress=report, cancel=cancel)
+                partial = self.store.partial.get(pkey)  # another request of this pair may have added to it meanwhile
                 partial = fresh if partial is None else partial.merged(fresh)
                 self.store.partial.put(pkey, partial)
             return partial if base is None else base.merged(partial) if partial is not None else base

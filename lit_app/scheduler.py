@@ -45,7 +45,9 @@ class ModelScheduler:
     slices (and, when one target's backward alone is longer than a slice, inside it at layer
     boundaries while `outranked()`: `compute_salience(between_slices=...)`), so a click waits
     at most for the rest of the slice that is running when it arrives, and a user job for the
-    rest of a background slice. The scheduler interrupts nothing itself: it only decides who
+    rest of a background slice. An interactive request that runs in chunks (a span's IG steps or
+    SmoothGrad samples, `SalienceRuns.quick`) yields between them too, so another client's click is not
+    behind it (issue 43). The scheduler interrupts nothing itself: it only decides who
     goes next when the holder lets go. A background job waits, paused, while user jobs run
     (its progress says so: lit_app/progressive.py `Job.status`'s "waiting").
 

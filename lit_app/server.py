@@ -44,8 +44,8 @@ from lit_nlp.api import model as lit_model
 
 import sequence_salience as ss
 from sequence_salience import model as model_lib
-from lit_app import (client_build, datasets, disconnect, http_server, layouts, security, security_config, served_models,
-                     server_flags)
+from lit_app import (client_build, clients, datasets, disconnect, http_server, layouts, security, security_config,
+                     served_models, server_flags)
 from lit_app import memory
 from lit_app import wrapper as wrapper_lib
 from lit_app import lit_components
@@ -131,7 +131,8 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
 
     def __call__(self, environ, start_response):
         # Long computations ask whether this request's client is still there (lit_app/disconnect.py).
-        with disconnect.serving(environ):
+        # Work belongs to the client that asked (lit_app/clients.py).
+        with disconnect.serving(environ), clients.serving(environ):
             return super().__call__(environ, start_response)
 
     def _get_preds(self, data, model: str | None = None, requested_types=None, requested_fields=None, **kw):

@@ -29,6 +29,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from lit_app.clients import CLIENT_HEADER
+
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 300
 _READY = re.compile(r"is ready: (\S+)")
@@ -50,6 +52,12 @@ def _foreground_signals() -> None:
 def _background_signals() -> None:
     """In the child: SIGINT ignored, as in a background job of a script (`server &`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def client_header(client: str) -> dict[str, str]:
+    """The header a page sends with every request (its client id, lit_app/clients.py); {} for "": a script
+    without one, whose requests supersede nothing."""
+    return {CLIENT_HEADER: client} if client else {}
 
 
 class ServerProcess:
@@ -107,16 +115,20 @@ class ServerProcess:
         return self.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})},
                             **kw)
 
-    def send_json(self, path: str, body: Any, timeout: float = 600) -> http.client.HTTPConnection:
-        """POSTs `body` as JSON (with the token) and returns the open connection without reading the
-        answer: `getresponse()` reads it; `close()` is a client that goes away mid-request."""
+    def send_json(self, path: str, body: Any, timeout: float = 600, client: str = "") -> http.client.HTTPConnection:
+        """POSTs `body` as JSON (with the token; as page `client` when given: `client_header`) and returns the
+        open connection without reading the answer: `getresponse()` reads it; `close()` is a client that goes
+        away mid-request."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        conn.request("POST", path, body=json.dumps(body), headers={**self.headers, "Content-Type": "application/json"})
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={**self.headers, "Content-Type": "application/json", **client_header(client)})
         return conn
 
-    def preds(self, model: str, data: dict) -> dict[str, Any]:
-        """`model`'s output for one input `data` (POST /get_preds?model=…); asserts the answer is a 200."""
-        status, _, body = self.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+    def preds(self, model: str, data: dict, client: str = "") -> dict[str, Any]:
+        """`model`'s output for one input `data` (POST /get_preds?model=…), sent as page `client` when given
+        (`client_header`); asserts the answer is a 200."""
+        status, _, body = self.post_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]},
+                                         client_header(client))
         assert status == 200, body[:2000]
         return json.loads(body)[0]
 

@@ -8,12 +8,33 @@
  * refuses such POSTs, so this adds the header to same-origin POSTs. It also retries a
  * 503 after its Retry-After, and appends "Details" to one-line error bodies, which
  * LIT's status bar needs to show the message instead of "Unknown error".
+ *
+ * Every same-origin POST also carries the page's client id (`CLIENT_HEADER`, one id per page load):
+ * work belongs to the client that asked, so "latest selection wins" holds within this page only, and
+ * another tab, notebook or person on the same server never cancels this page's work (lit_app/clients.py).
  */
 
 /** Most retries of one request answered 503 with a Retry-After. */
 export const MAX_RETRIES = 30;
 /** Longest wait between two tries, seconds (a larger Retry-After is cut to it). */
 export const MAX_RETRY_AFTER_S = 30;
+
+/** The header naming the page's client (lit_app/clients.py `CLIENT_HEADER`, the same text). */
+export const CLIENT_HEADER = 'X-Sequence-Salience-Client';
+
+/**
+ * A fresh client id: 32 hex digits from `crypto.getRandomValues` (which, unlike `crypto.randomUUID`, a page
+ * served over plain http to another machine has too), else from Math.random.
+ */
+export function newClientId(): string {
+  const bytes = new Uint8Array(16);
+  if (typeof crypto !== 'undefined' && typeof crypto.getRandomValues === 'function') {
+    crypto.getRandomValues(bytes);
+  } else {
+    for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(Math.random() * 256);
+  }
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
 
 declare global {
   interface Window {
@@ -37,8 +58,8 @@ function sameOrigin(url: string, page: PageLocation): boolean {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** `fetch` wrapped with the rules above, for a page at `page`. */
-export function guardedFetch(nativeFetch: typeof fetch, page: PageLocation): typeof fetch {
+/** `fetch` wrapped with the rules above, for a page at `page` whose client id is `clientId`. */
+export function guardedFetch(nativeFetch: typeof fetch, page: PageLocation, clientId = ''): typeof fetch {
   return async function (input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
     const isRequest = typeof Request !== 'undefined' && input instanceof Request;
     const url = isRequest ? (input as Request).url : String(input);
@@ -46,6 +67,7 @@ export function guardedFetch(nativeFetch: typeof fetch, page: PageLocation): typ
     if (method !== 'POST' || !sameOrigin(url, page)) return nativeFetch(input, init);
     const headers = new Headers(init?.headers || (isRequest ? (input as Request).headers : undefined));
     if (!headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+    if (clientId !== '' && !headers.has(CLIENT_HEADER)) headers.set(CLIENT_HEADER, clientId);
     const opts: RequestInit = {...(init ?? {}), headers};
     for (let attempt = 0; ; attempt++) {
       const response = await nativeFetch(isRequest ? (input as Request).clone() : input, opts);
@@ -68,5 +90,5 @@ export function guardedFetch(nativeFetch: typeof fetch, page: PageLocation): typ
 
 if (typeof window !== 'undefined' && !window.__ssRequestGuard) {
   window.__ssRequestGuard = true;
-  window.fetch = guardedFetch(window.fetch.bind(window), window.location);
+  window.fetch = guardedFetch(window.fetch.bind(window), window.location, newClientId());
 }

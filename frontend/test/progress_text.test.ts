@@ -20,6 +20,22 @@ describe('progress text', () => {
     expect(describeProgress(d)).toBe(text);
   });
 
+  it.each([
+    [{low: 40, high: 70}, ' 25 % · about 40–70 s left'],
+    [{low: 24, high: 24.4}, ' 25 % · about 24 s left'],
+    [{low: 29, high: 240}, ' 25 % · about 1–4 min left'],
+    [{low: 0.2, high: 0.4}, ' 25 % · about 1 s left'],  // the last unit, nearly done
+  ])('the range %j reads %j', ({low, high}, text) => {
+    expect(describeProgress({...running(10, 40, (low + high) / 2), eta_low_s: low, eta_high_s: high})).toBe(text);
+  });
+
+  it('a stalled forward with units outstanding never reads "about 1 s left" (issue 43)', () => {
+    // The server's range while the 11th of 40 forwards takes 120 s (tests/unit/test_progress_estimate.py).
+    const stalled = {...running(10, 40, 1), eta_low_s: 29, eta_high_s: 6990};
+    expect(describeProgress(stalled)).toBe(' 25 % · about 1–117 min left');
+    expect(describeProgress(stalled)).not.toContain('about 1 s left');
+  });
+
   it('a job paused behind a test the user started says so, with no time left', () => {
     const paused = {...running(10, 40, null), kind: 'grad', waiting: true};
     expect(describeProgress(paused)).toBe(' 25 % · paused: your own work goes first');

@@ -5,7 +5,7 @@
  */
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
-import {guardedFetch, MAX_RETRIES} from '../src/request_guard.js';
+import {CLIENT_HEADER, guardedFetch, MAX_RETRIES, newClientId} from '../src/request_guard.js';
 
 const PAGE = {href: 'http://127.0.0.1:5432/?x=1', origin: 'http://127.0.0.1:5432'};
 
@@ -43,6 +43,23 @@ describe('request guard', () => {
     await g('http://example.org/x', {method: 'POST', body: '{}'});
     await g(new Request('http://127.0.0.1:5432/get_info', {method: 'POST'}));  // (a string body would set text/plain)
     expect(seen.map((s) => s.contentType)).toEqual(['application/json', 'text/csv', null, null, 'application/json']);
+  });
+
+  it("sends the page's client id with every same-origin POST, and to nobody else", async () => {
+    const sent: Array<string | null> = [];
+    const f = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      sent.push(new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined)).get(CLIENT_HEADER));
+      return ok();
+    }) as typeof fetch;
+    const g = guardedFetch(f, PAGE, 'page-1');
+    await g('./get_preds?model=m', {method: 'POST', body: '{}'});
+    await g(new Request('http://127.0.0.1:5432/get_info', {method: 'POST'}));
+    await g('./main.js');
+    await g('http://example.org/x', {method: 'POST', body: '{}'});
+    expect(sent).toEqual(['page-1', 'page-1', null, null]);
+    const ids = new Set(Array.from({length: 50}, () => newClientId()));
+    expect(ids.size).toBe(50);
+    expect([...ids].every((id) => /^[0-9a-f]{32}$/.test(id))).toBe(true);  // the server's rule: lit_app/clients.py
   });
 
   it('retries a 503 after its Retry-After, then answers with what came', async () => {

@@ -43,8 +43,12 @@ def _span(data: dict) -> dict:
             fields.DETAIL: "span", fields.IG_STEPS: STEPS}
 
 
+# Every request of this file comes from one page (lit_app/clients.py): its newer selection supersedes its older work.
+PAGE = "test-cancel-logging"
+
+
 def _progress(server: ServerProcess, data: dict) -> dict:
-    return server.preds(SAL, {**data, fields.DETAIL: "span_progress"})[fields.SALIENCE]["detail"]
+    return server.preds(SAL, {**data, fields.DETAIL: "span_progress"}, client=PAGE)[fields.SALIENCE]["detail"]
 
 
 # The loggers whose cancellation lines name the request's prompt (a job's group, a wrapper's request): another
@@ -84,7 +88,7 @@ def _one_info_line(lines: list[str], *words: str) -> None:
 
 def _start_span(server: ServerProcess, data: dict):
     """Sends the IG span and waits until its first chunk is done; (open connection, progress seen)."""
-    conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]})
+    conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]}, client=PAGE)
     seen = server.wait_for(lambda: _progress(server, data),
                            lambda s: s["state"] == "running" and s["done"] >= CHUNK, "the span's first chunk")
     return conn, seen
@@ -96,7 +100,7 @@ def test_a_span_replaced_by_a_newer_one_logs_one_info_line(lit_server):
     data = _span({fields.PROMPT: "Two animals that live in the sea:", fields.TARGET: " fish and crabs."})
     old, _ = _start_span(server, data)
     try:
-        server.preds(SAL, {**data, fields.IG_STEPS: 0})  # the user switched to a plain gradient method
+        server.preds(SAL, {**data, fields.IG_STEPS: 0}, client=PAGE)  # the user switched to a plain gradient method
         answer = old.getresponse()
         body = answer.read().decode()
     finally:
@@ -112,7 +116,7 @@ def test_a_span_cancel_logs_one_info_line(lit_server):
     data = _span({fields.PROMPT: "Three colours of autumn leaves:", fields.TARGET: " red, orange and brown."})
     old, seen = _start_span(server, data)
     try:
-        status = server.preds(SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]})
+        status = server.preds(SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]}, client=PAGE)
         assert status[fields.SALIENCE]["detail"]["state"] == "running", status
         answer = old.getresponse()
         body = answer.read().decode()
@@ -138,13 +142,13 @@ def test_an_explanation_test_cancelled_by_its_button_logs_one_info_line(lit_serv
     # IG auto-steps with a tolerance it never meets: 8 + 16 + 32 steps, one pass each.
     data = {fields.PROMPT: "Name a river in Spain.", fields.TARGET: " The Ebro.", explain.ACTION: "ig_auto",
             fields.IG_STEPS: 32, explain.IG_TOLERANCE: 1e-9}
-    conn = server.send_json(f"/get_preds?model={EXPLAIN}", {"inputs": [{"id": "r", "data": data}]})
+    conn = server.send_json(f"/get_preds?model={EXPLAIN}", {"inputs": [{"id": "r", "data": data}]}, client=PAGE)
     try:
         def job() -> dict | None:
-            return server.preds(EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
+            return server.preds(EXPLAIN, {**data, explain.ACTION: "status"}, client=PAGE)[explain.EXPLAIN]["job"]
 
         server.wait_for(job, lambda j: j is not None and j["stage"] == "ig_steps" and j["done"] >= 2, "two IG steps")
-        server.preds(EXPLAIN, {**data, explain.ACTION: "cancel"})
+        server.preds(EXPLAIN, {**data, explain.ACTION: "cancel"}, client=PAGE)
         answer = json.loads(conn.getresponse().read())[0][explain.EXPLAIN]
     finally:
         conn.close()
@@ -162,12 +166,12 @@ def test_a_matrix_job_stopped_by_another_selection_logs_one_info_line(lit_server
             " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: STEPS}
 
     def poll() -> dict:
-        return server.preds(SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
+        return server.preds(SAL, {**data, fields.DETAIL: "poll"}, client=PAGE)[fields.SALIENCE]["detail"]
 
-    server.preds(SAL, {**data, fields.DETAIL: "ig_matrix"})
+    server.preds(SAL, {**data, fields.DETAIL: "ig_matrix"}, client=PAGE)
     server.wait_for(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice")
     # The page selects another datapoint: its first highlight moves the focus off the job's datapoint.
     server.preds(SAL, {fields.PROMPT: "What is the capital of Italy?", fields.TARGET: " Rome.", fields.CHAT: False,
-                       fields.DETAIL: "span"})
+                       fields.DETAIL: "span"}, client=PAGE)
     server.wait_for(poll, lambda s: s["state"] == "cancelled", "the job's end")
     _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "another datapoint was selected")

@@ -51,8 +51,12 @@ def server(tmp_path_factory):
         yield proc
 
 
+# Every request of this file comes from one page (lit_app/clients.py): its newer selection supersedes its older work.
+PAGE = "test-disconnect"
+
+
 def _send(server: ServerProcess, model: str, data: dict):
-    return server.send_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]})
+    return server.send_json(f"/get_preds?model={model}", {"inputs": [{"id": "r", "data": data}]}, client=PAGE)
 
 
 def _next_request(server: ServerProcess) -> float:
@@ -88,7 +92,7 @@ def _report(kind: str, stopped_s: float, next_s: float, detail: str) -> None:
 
 
 def _span_progress(server: ServerProcess, data: dict) -> dict:
-    out = server.preds(SAL, {**data, fields.DETAIL: "span_progress"})
+    out = server.preds(SAL, {**data, fields.DETAIL: "span_progress"}, client=PAGE)
     return out[fields.SALIENCE]["detail"]
 
 
@@ -118,7 +122,7 @@ def test_a_span_stops_within_one_chunk_when_a_newer_span_of_its_datapoint_replac
         seen = server.wait_for(lambda: _span_progress(server, data), lambda s: s["done"] >= SPAN_CHUNK,
                                "the first chunk of the span")
         sent = time.monotonic()
-        newer = server.preds(SAL, {**data, fields.IG_STEPS: 0})  # plain gradients: one forward + backward
+        newer = server.preds(SAL, {**data, fields.IG_STEPS: 0}, client=PAGE)  # plain gradients: one forward + backward
         next_s = time.monotonic() - sent
         answer = old.getresponse()
         body = answer.read().decode()
@@ -138,7 +142,7 @@ def test_a_span_stops_within_one_chunk_when_a_newer_span_of_its_datapoint_replac
 
 
 def _explain_status(server: ServerProcess, data: dict) -> dict | None:
-    return server.preds(EXPLAIN, {**data, explain.ACTION: "status"})[explain.EXPLAIN]["job"]
+    return server.preds(EXPLAIN, {**data, explain.ACTION: "status"}, client=PAGE)[explain.EXPLAIN]["job"]
 
 
 def test_an_explanation_test_stops_within_one_step_when_its_client_disconnects(server):
@@ -159,7 +163,7 @@ def test_an_explanation_test_stops_within_one_step_when_its_client_disconnects(s
 
 
 def _run_status(server: ServerProcess, data: dict) -> dict | None:
-    return server.preds(INTERVENE, {**data, inside.INSIDE_ACTION: "status"})[inside.INTERVENTION]["job"]
+    return server.preds(INTERVENE, {**data, inside.INSIDE_ACTION: "status"}, client=PAGE)[inside.INTERVENTION]["job"]
 
 
 def test_an_intervention_run_stops_within_one_token_when_its_client_disconnects(server):
@@ -186,9 +190,9 @@ def test_a_matrix_job_nobody_polls_stops(server):
             " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: COUNT}
 
     def poll() -> dict:
-        return server.preds(SAL, {**data, fields.DETAIL: "poll"})[fields.SALIENCE]["detail"]
+        return server.preds(SAL, {**data, fields.DETAIL: "poll"}, client=PAGE)[fields.SALIENCE]["detail"]
 
-    started = server.preds(SAL, {**data, fields.DETAIL: "ig_matrix"})[fields.SALIENCE]["detail"]
+    started = server.preds(SAL, {**data, fields.DETAIL: "ig_matrix"}, client=PAGE)[fields.SALIENCE]["detail"]
     assert started["kind"] == f"ig{COUNT}"
     seen = server.wait_for(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice")
     last_poll = time.monotonic()  # the page is closed: nobody polls from here on

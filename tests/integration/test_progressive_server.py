@@ -14,7 +14,7 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import datasets, fields, inputs, model_group, progressive, server, shared_model
+from lit_app import clients, datasets, fields, inputs, model_group, progressive, server, shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -45,8 +45,9 @@ _counter = iter(range(10**9))
 def _request(client, model, data, **params):
     inputs = [{"id": f"r{next(_counter)}", "data": data}]
     query = "&".join(f"{k}={v}" for k, v in {"model": model, **params}.items())
+    # One page: its newer selections supersede its older work (lit_app/clients.py).
     return client.post(f"/get_preds?{query}", data=json.dumps({"inputs": inputs}),
-                       content_type="application/json")
+                       content_type="application/json", headers={clients.CLIENT_HEADER: "page"})
 
 
 def _salience(client, prompt, **extra):

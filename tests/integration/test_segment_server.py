@@ -15,7 +15,7 @@ from werkzeug.test import Client
 
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
-from lit_app import datasets, fields, inputs, method_registry, progressive, security, security_config
+from lit_app import clients, datasets, fields, inputs, method_registry, progressive, security, security_config
 
 PORT = 5433
 HOST = f"127.0.0.1:{PORT}"
@@ -41,9 +41,14 @@ def client(lit):
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
 
 
+# The requests of this file come from one page (lit_app/clients.py): its newer selection supersedes its older work.
+PAGE = "page"
+
+
 def _post(client, data):
     body = json.dumps({"inputs": [{"id": "r", "data": data}]})
-    return client.post(f"/get_preds?model={SAL}", data=body, content_type="application/json", headers={"Host": HOST})
+    return client.post(f"/get_preds?model={SAL}", data=body, content_type="application/json",
+                       headers={"Host": HOST, clients.CLIENT_HEADER: PAGE})
 
 
 def _wait_for(condition, what: str, limit_s: float = 600):

@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from lit_app import cancel, disconnect, progressive, user_jobs
+from lit_app import cancel, clients, disconnect, progressive, user_jobs
 from lit_app.errors import Cancelled, ClientGone
 
 
@@ -43,19 +43,35 @@ def test_the_oldest_keys_are_forgotten_and_read_as_superseded():
 
 def test_focus_moved_fires_only_for_another_datapoint_selected_after_the_call():
     jobs = progressive.DetailJobs()
-    jobs.focus("A")
-    on_b = cancel.focus_moved(jobs, "B")  # a request for B while the user looks at A (a script)
-    jobs.focus("A")
+    jobs.focus("A", "page")
+    on_b = cancel.focus_moved(jobs, "B", "page")  # a request for B while the page looks at A
+    jobs.focus("A", "page")
     assert on_b() == ""
-    jobs.focus("B")  # the user selects B: still wanted
+    jobs.focus("B", "page")  # the page selects B: still wanted
     assert on_b() == ""
-    jobs.focus("C")
+    jobs.focus("C", "page")
     assert on_b() == cancel.FOCUS_MOVED
-    on_a = cancel.focus_moved(jobs, "A")
-    jobs.focus("A")
-    jobs.focus("C")
-    jobs.focus("A")  # away and back: A is on screen again
+    on_a = cancel.focus_moved(jobs, "A", "page")
+    jobs.focus("A", "page")
+    jobs.focus("C", "page")
+    jobs.focus("A", "page")  # away and back: A is on screen again
     assert on_a() == ""
+
+
+def test_focus_moved_follows_its_own_client_only():
+    """Issue 43: a second client's selection of another prompt cancelled the first client's requests."""
+    jobs = progressive.DetailJobs()
+    jobs.focus("A", "tab-1")
+    on_a = cancel.focus_moved(jobs, "A", "tab-1")
+    jobs.focus("B", "tab-2")  # another tab selects B
+    jobs.focus("C", "")  # a request without a client id selects nothing
+    assert on_a() == ""
+    jobs.focus("B", "tab-1")
+    assert on_a() == cancel.FOCUS_MOVED
+    anonymous = cancel.focus_moved(jobs, "A", "")
+    jobs.focus("Z", "tab-1")
+    jobs.focus("Y", "tab-2")
+    assert anonymous() == ""  # a request without an id is superseded by nobody
 
 
 def test_client_gone_follows_the_socket_of_the_request_this_thread_serves():
@@ -84,22 +100,41 @@ def test_a_user_job_stops_when_superseded_cancelled_or_its_client_goes(how):
     slot = user_jobs.JobSlot()
     server_side, client_side = socket.socketpair()
     try:
-        with disconnect.serving({"werkzeug.socket": server_side}):
+        with disconnect.serving({"werkzeug.socket": server_side}), clients.acting_as("page"):
             job = slot.start("curves", "k")
-        assert not job.should_stop() and slot.status()["cancelled"] is False
-        if how == "newer job":
-            slot.start("reduce", "k2")
-            reason = user_jobs.NEWER_JOB
-        elif how == "cancel request":
-            assert slot.poll_answer("cancel") == {"action": "cancel", "cancelled": True}
-            reason = user_jobs.CANCEL_REQUEST
-        else:
-            client_side.close()
-            reason = cancel.CLIENT_GONE
+        with clients.acting_as("page"):
+            assert not job.should_stop() and slot.status()["cancelled"] is False
+            if how == "newer job":
+                slot.start("reduce", "k2")
+                reason = user_jobs.NEWER_JOB
+            elif how == "cancel request":
+                assert slot.poll_answer("cancel") == {"action": "cancel", "cancelled": True}
+                reason = user_jobs.CANCEL_REQUEST
+            else:
+                client_side.close()
+                reason = cancel.CLIENT_GONE
         assert job.should_stop() and job.check.reason == reason and job.status()["cancelled"] is True
     finally:
         server_side.close()
         client_side.close()
+
+
+def test_a_user_job_belongs_to_its_client():
+    """Issue 43: another client's job (a second tab, a notebook) must not stop this client's, and a request without
+    a client id supersedes nothing; status and cancel read the asking client's job only."""
+    slot = user_jobs.JobSlot()
+    with clients.acting_as("tab-1"):
+        mine = slot.start("curves", "k")
+    with clients.acting_as("tab-2"):
+        theirs = slot.start("curves", "k")
+        assert slot.poll_answer("cancel") == {"action": "cancel", "cancelled": True}
+    anonymous = slot.start("reduce", "k")
+    slot.start("reduce", "k2")  # a second request without an id: the first goes on
+    assert theirs.should_stop() and not mine.should_stop() and not anonymous.should_stop()
+    with clients.acting_as("tab-1"):
+        assert slot.status()["action"] == "curves" and slot.status()["cancelled"] is False
+        slot.start("reduce", "k3")  # tab-1's newer job supersedes tab-1's older one
+    assert mine.should_stop() and mine.check.reason == user_jobs.NEWER_JOB and not anonymous.should_stop()
 
 
 def test_a_log_line_names_its_request_by_the_start_of_its_prompt():

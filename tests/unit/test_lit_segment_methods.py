@@ -16,7 +16,7 @@ from sequence_salience import field_rules
 from sequence_salience import explain as ex
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
-from lit_app import errors, fields, inputs, limits, method_registry, model_group, progressive, shared_model
+from lit_app import clients, errors, fields, inputs, limits, method_registry, model_group, progressive, shared_model
 from lit_app import explain as lit_explain
 from tests.unit.tiny_models import tiny_llama, wrap
 from tests.unit.waiting import wait_until
@@ -133,20 +133,34 @@ def test_segment_job_payload_equals_the_core_library_called_directly(tiny, metho
     assert again[fields.SEGMENTS] == seg
 
 
-def test_a_newer_segment_request_cancels_the_older_job(tiny):
+# Each case's first job has settings of its own (the module's model keeps finished jobs).
+@pytest.mark.parametrize("first_client, second_client, superseded, granularity", [
+    pytest.param("page", "page", True, "word", id="same client: the newer selection wins"),
+    pytest.param("tab-1", "tab-2", False, "token", id="another client: both finish"),
+    pytest.param("", "", False, "line", id="no client id: supersedes nothing"),
+])
+def test_a_newer_segment_request_cancels_the_older_job_of_its_client_only(tiny, first_client, second_client,
+                                                                          superseded, granularity):
     lm, shared, model = tiny
     shared.forget_salience()
     group = inputs.datapoint_group(_data())
-    old = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "word", fields.REMOVAL: "delete"}
+    old = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: granularity, fields.REMOVAL: "delete"}
     new = {fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "sentence", fields.REMOVAL: "delete"}
     with shared.lock:  # the model is busy: the first job waits for it
-        first = model.predict([_data(**old)])[0][fields.SALIENCE]["detail"]
+        with clients.acting_as(first_client):
+            first = model.predict([_data(**old)])[0][fields.SALIENCE]["detail"]
         assert first["state"] in ("queued", "running")
         old_job = shared.jobs.get(group, inputs.segment_request(old).job_kind)
-        model.predict([_data(**new)])
-    wait_until(lambda: old_job.state == progressive.CANCELLED, "the superseded job to stop")
-    assert shared.cached_segments(lm.format_prompt(PROMPT, chat=False), TARGET, inputs.segment_request(old)) is None
-    assert _until_done(model, **new)[fields.SEGMENTS]["granularity"] == "sentence"
+        with clients.acting_as(second_client):
+            model.predict([_data(**new)])
+    if superseded:
+        wait_until(lambda: old_job.state == progressive.CANCELLED, "the superseded job to stop")
+        assert shared.cached_segments(lm.format_prompt(PROMPT, chat=False), TARGET, inputs.segment_request(old)) is None
+    else:
+        wait_until(lambda: old_job.state in (progressive.DONE, progressive.CANCELLED), "the first job to end")
+        assert old_job.state == progressive.DONE, old_job.cancel_reason
+    with clients.acting_as(second_client):
+        assert _until_done(model, **new)[fields.SEGMENTS]["granularity"] == "sentence"
 
 
 def test_a_segment_job_does_not_wait_for_a_matrix_job_to_end(tiny):

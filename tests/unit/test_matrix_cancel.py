@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lit_app import fields, limits, model_group
+from lit_app import fields, inputs, limits, model_group
 from lit_app.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
@@ -37,7 +37,7 @@ def test_a_matrix_job_is_cancelled_by_its_id_and_only_by_it(tiny):
         other = _detail(sal, detail="matrix_cancel", matrix_job=started["job_id"],
                         prompt="another prompt")  # another datapoint's cancel: not its job
         assert other["state"] == "none"
-        assert not shared.jobs.get(shared.jobs.focus_group, "ig8").cancelled
+        assert not shared.jobs.get(inputs.datapoint_group(EX), "ig8").cancelled
         mine = _detail(sal, detail="matrix_cancel", matrix_job=started["job_id"])
         assert mine["job_id"] == started["job_id"]
     wait_until(lambda: _detail(sal, detail="poll", ig_steps=8)["state"] in ("cancelled", "done", "error"), "the job ends")

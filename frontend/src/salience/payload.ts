@@ -53,7 +53,11 @@ export interface DetailStatus {
   done: number;
   total: number;
   elapsed_s: number;
+  /** Seconds left: the middle of the range below (older servers: their one estimate); null without one. */
   eta_s: number | null;
+  /** Seconds left as a range from the recent units' rate (lit_app/time_left.py); absent from older servers. */
+  eta_low_s?: number | null;
+  eta_high_s?: number | null;
   error: string;
   /** A span job's id (`detail="span_progress"`): what a `detail="span_cancel"` names to stop it, and only it;
    * a per-token matrix job's (its start and polls): what `detail="matrix_cancel"` names. */
@@ -129,14 +133,25 @@ export function describeProgress(d: DetailStatus | null | undefined): string {
 /**
  * The time left of a running computation in words: "finishing…" once every unit is done (the result is
  * being assembled), "paused: your own work goes first" while it waits behind work the user started,
- * "about 12 s left" / "about 3 min left" from the server's estimate (lit_app/progressive.py:
- * measured seconds per unit, never rising; null when it ran out), '' when there is none.
+ * "about 40–70 s left" / "about 2–4 min left" from the server's range (lit_app/time_left.py: the recent units'
+ * rate; it widens when the rate drops and never says "about 1 s" with units outstanding; "about 24 s left" when
+ * both ends round alike, or from an older server's one estimate), '' when there is none.
  */
 export function timeLeft(d: DetailStatus): string {
   if (d.total > 0 && d.done >= d.total) return 'finishing…';
   if (d.waiting) return 'paused: your own work goes first';
-  if (d.eta_s == null) return '';
-  return d.eta_s >= 90 ? `about ${Math.round(d.eta_s / 60)} min left` : `about ${Math.max(1, Math.round(d.eta_s))} s left`;
+  const low = d.eta_low_s ?? d.eta_s;
+  const high = d.eta_high_s ?? d.eta_s;
+  if (low == null || high == null) return '';
+  return `about ${secondsRange(low, high)} left`;
+}
+
+/** "40–70 s", "24 s", "2–4 min": a range of seconds in words (minutes once its upper end is 90 s or more). */
+export function secondsRange(low: number, high: number): string {
+  const [unit, per] = high >= 90 ? ['min', 60] : ['s', 1];
+  const a = Math.max(1, Math.round(low / per));
+  const b = Math.max(a, Math.round(high / per));
+  return a === b ? `${a} ${unit}` : `${a}–${b} ${unit}`;
 }
 
 /** Number of target (response) tokens T. */
