@@ -52,6 +52,9 @@ class SegmentFacts:
       quality: the fit's figures ("r2", "correlation", "intercept"; empty for leave one out).
       warning: "" or why the values are doubtful, with what to do.
       rows: ablated prompts scored; tokens: tokens they hold; computed: tokens run through the model.
+      measured: how many segments' own values were measured (coarse_to_fine may leave some inside coarser units
+        that did not matter; leave one out measures all); segments: how many there are; coarse_units: the
+        granularities of those coarser units.
     """
 
     method: str
@@ -64,6 +67,9 @@ class SegmentFacts:
     rows: int
     tokens: int
     computed: int
+    measured: int = 0
+    segments: int = 0
+    coarse_units: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, values: SegmentValues) -> "SegmentFacts":
@@ -71,7 +77,11 @@ class SegmentFacts:
         return cls(method=str(d["method"]), granularity=str(d["granularity"]), pattern=d.get("pattern"),
                    removal=str(d["removal"]), span=(int(d["span"][0]), int(d["span"][1])),
                    quality={k: float(v) for k, v in (d.get("quality") or {}).items()}, warning=str(d.get("warning") or ""),
-                   rows=int(d["rows"]), tokens=int(d["tokens"]), computed=int(d["tokens_computed"]))
+                   rows=int(d["rows"]), tokens=int(d["tokens"]), computed=int(d["tokens_computed"]),
+                   measured=sum(bool(s.get("measured", True)) for s in d.get("segments", ())),
+                   segments=len(d.get("segments", ())),
+                   coarse_units=tuple(sorted({str(s["coarse_granularity"]) for s in d.get("segments", ())
+                                              if not s.get("measured", True)})))
 
     @property
     def saved(self) -> float:
@@ -93,6 +103,9 @@ class SegmentFacts:
         text = f"{self.rows} forward rows (removal: {self.removal})"
         if self.tokens:
             text += f"; the cached prefix saved {100 * self.saved:.0f} % of {self.tokens:,} tokens"
+        if self.measured < self.segments:
+            text += (f"; {self.measured} of {self.segments} {self.granularity}s measured exactly, the others inside a "
+                     f"{' or '.join(self.coarse_units)} that did not matter (its coarse value shared among its parts)")
         return text
 
 

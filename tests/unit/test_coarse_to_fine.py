@@ -15,6 +15,7 @@ import torch
 
 from sequence_salience import aggregate, methods
 from sequence_salience.ablation import AblationConfig, segment_salience
+from sequence_salience.display.segments import SegmentFacts
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import coarse_to_fine, leave_one_out
 from sequence_salience.methods.base import SegmentProblem
@@ -113,8 +114,13 @@ def test_json_marks_each_segment_measured_or_not_with_its_coarse_value(lm):
         else:
             assert seg["coarse_value"] == float(got.coarse_values[s])
             assert seg["coarse_granularity"] in ("sentence", "paragraph")
-    loo = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word").to_json()["segments"]
-    assert all(s["measured"] and "coarse_value" not in s for s in loo)
+    loo = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word")
+    assert all(s["measured"] and "coarse_value" not in s for s in loo.to_json()["segments"])
+    # The terminal and HTML views say how many were measured (from the object or its saved JSON).
+    n = int(got.measured_mask().sum())
+    for facts in (SegmentFacts.of(got), SegmentFacts.of(got.to_json())):
+        assert f"; {n} of {len(js)} words measured exactly, the others inside a " in facts.cost_text()
+    assert "measured exactly" not in SegmentFacts.of(loo).cost_text()
 
 
 def test_progress_says_coarse_pass_then_refining_with_a_total_that_grows(lm):
