@@ -246,7 +246,12 @@ def validate_request(
             if not isinstance(ex, dict):
                 raise Rejected(400, f"inputs[{i}] must be an object, got {type(ex).__name__}.")
             validate_example(ex, limits, f"inputs[{i}]")
-            if dataset and isinstance(ex.get("data"), dict) and "id" in ex:
+            if dataset:  # LIT 1.3.1's handler then reads each input as {"id", "data": {..., "_id"}} (a KeyError)
+                if not isinstance(ex.get("data"), dict) or "id" not in ex:
+                    raise Rejected(400, f'inputs[{i}] has no "id" and "data" object; with ?dataset_name= LIT reads'
+                                        ' each input of /post_new_data as {"id": "<id>", "data": {..., "_id": "<the'
+                                        ' same id>"}}. Fix: send that shape.')
+                validate_example(ex["data"], limits, f"inputs[{i}].data")
                 _same_ids(ex, ex["data"], i)  # LIT checks it too, and answered 500
             continue
         if isinstance(ex, str) and dataset:  # an example id, looked up in the dataset by LIT
