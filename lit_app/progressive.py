@@ -129,7 +129,9 @@ class Job:
 
     def begin_sequence(self) -> None:
         """The units reported from now on are a new sequence, estimated from now: work done before them that
-        is not reported as units (a span's one gradient pass before its IG steps) is not counted in their cost."""
+        is not reported as units (a span's one gradient pass before its IG steps) is not counted in their cost,
+        and until the first of them is reported the status has none (0 of 0)."""
+        self.done = self.total = 0
         self.time_left.restart()
 
     @contextlib.contextmanager

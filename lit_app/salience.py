@@ -294,12 +294,13 @@ class SalienceModel(Wrapper):
         t0, t1 = requested if requested is not None else (0, None)
 
         def report(method: str, done: int, total: int) -> None:
-            # The job's units are the IG steps or SmoothGrad samples (what takes seconds to minutes). The one
-            # gradient pass before them is none: reported as 1 of 1, the page said "100 % · finishing…" before
-            # the first step (issue 35); its end starts the steps' estimate.
-            if method in _COUNTED_METHODS:
+            # The job's units are the IG steps or SmoothGrad samples, and, while it runs, the layers of the one
+            # gradient pass before them (a long prompt's first highlight takes minutes: issue 43). The pass's
+            # end is not shown as "100 % · finishing…" before the first step (issue 35): it starts the steps'
+            # sequence and estimate (0 of 0 until the first step).
+            if method in _COUNTED_METHODS or done < total:
                 progress_job.report(done, total)
-            elif done >= total:
+            else:
                 progress_job.begin_sequence()
 
         try:

@@ -294,11 +294,17 @@ def compute_span_result(
     shared = [m for m in methods if get_method(m).from_gradient is not None]
     logp = None
     if shared:
-        tracker = _MethodProgress(progress, "+".join(shared), 1, cancel)
-        logp, g = weighted_gradient(inputs, inputs.embeds, weights)  # [1, T], [1, L, D]
+        # Units of the one pass: its forward counts as many as its layers (about a third of the pass), each
+        # layer of the backward two, so that a long prompt's first highlight reports progress (and can stop)
+        # inside the pass; the tracker checks `cancel` at each.
+        layers = int(getattr(lm.model.config, "num_hidden_layers", 0) or 0)
+        tracker = _MethodProgress(progress, "+".join(shared), 3 * layers if layers else 1, cancel)
+        steps = iter([layers] + [2] * layers) if layers else iter(())
+        logp, g = weighted_gradient(inputs, inputs.embeds, weights,
+                                    on_layer=(lambda: tracker(next(steps, 0))) if layers else None)  # [1, T], [1, L, D]
         for name in shared:
             values[name] = get_method(name).from_gradient(g, inputs.embeds)[0].cpu().numpy().astype(np.float32)
-        tracker(1)
+        tracker.finish()
     for name in methods:
         if name in values:
             continue

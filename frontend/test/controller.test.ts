@@ -278,6 +278,10 @@ describe('SalienceController', () => {
                      stream('running', 'It', 1), stream('running', 'It is', 2)];
     let release: (v: Array<Record<string, unknown>>) => void = () => {};
     const {host, calls} = fakeHost((c) => {
+      // The first highlight's progress reads (every wait over a second shows its %: issue 43): nothing counted yet.
+      if (c.input.data['detail'] === 'span_progress') {
+        return [{salience: {detail: {kind: 'span', state: 'running', done: 0, total: 0, elapsed_s: 1, eta_s: null, error: ''}}}];
+      }
       if (c.input.data['detail'] !== 'stream') return new Promise((r) => { release = r; });
       const n = calls.filter((x) => x.input.data['detail'] === 'stream').length;
       return answers[Math.min(n, answers.length) - 1];
@@ -455,6 +459,26 @@ describe('status line: what is on screen now (issue 19)', () => {
     ig.resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
     await vi.runAllTimersAsync();
     expect(ctl.side).toBeNull();
+    ctl.dispose();
+  });
+
+  it('a long first highlight with a gradient method shows the pass\'s progress as a range (issue 43)', async () => {
+    // Was: a 5,000-word prompt showed a clock and no progress for 4 minutes (only IG and SmoothGrad were followed).
+    const main = deferred();
+    const {host} = fakeHost((c) => {
+      if (c.input.data['detail'] === 'span_progress') {
+        return [{salience: {detail: {kind: 'span', state: 'running', done: 30, total: 90, elapsed_s: 20, eta_s: 55,
+                                     eta_low_s: 40, eta_high_s: 70, error: '', job_id: 'span-3'}}}];
+      }
+      return main.promise;
+    });
+    const ctl = new SalienceController(host);
+    const selected = ctl.select(dp());
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.message).toBe('Computing salience for the whole response… 33 % · about 40–70 s left');
+    main.resolve(firstHighlight());
+    await selected;
+    expect(ctl.status).toBe('ready');
     ctl.dispose();
   });
 

@@ -174,18 +174,30 @@ def per_target_gradients(
 
 
 def weighted_gradient(
-    inputs: ModelInputs, embeds: torch.Tensor, target_weights: torch.Tensor, row_weights: torch.Tensor | None = None
+    inputs: ModelInputs, embeds: torch.Tensor, target_weights: torch.Tensor, row_weights: torch.Tensor | None = None,
+    on_layer: Callable[[], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of one objective per row, sum_t target_weights[m, t] * log p(target_t): one forward + backward.
 
     Args:
       embeds: <float>[M, L, D]; target_weights: <float>[M, T]; row_weights: optional <float>[M].
+      on_layer: optional; called once the forward is done, then at each layer boundary of the backward (as
+        many times as the model has hidden states after the embeddings), e.g. to report progress through a
+        long pass; what it raises ends the pass.
     Returns:
       logprobs <float32>[M, T] (detached) and grads <float32>[M, L, D].
     """
     e = embeds.detach().requires_grad_(True)
     with torch.enable_grad():
-        logp = target_logprobs(inputs, e)  # [M, T]
+        on_hidden = None
+        if on_layer is not None:
+            def on_hidden(hidden: tuple[torch.Tensor, ...]) -> None:
+                for h in hidden[1:]:
+                    if h.requires_grad:
+                        h.register_hook(lambda grad: on_layer())  # a tensor hook: never changes the gradient
+        logp = target_logprobs(inputs, e, on_hidden)  # [M, T]
+        if on_layer is not None:
+            on_layer()
         objective = (logp * target_weights.to(logp.device)).sum(-1)  # [M]
         if row_weights is not None:
             objective = objective * row_weights.to(logp.device)

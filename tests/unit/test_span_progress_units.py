@@ -51,7 +51,24 @@ def test_a_span_job_reports_its_steps_or_samples_and_not_the_gradient_pass_befor
     assert methods[0] == "grad_norm+grad_x_input" and methods[-1] != methods[0], methods  # the pass came first
     for method, done, total, status in shared.seen:
         assert status["state"] == "running", status
-        if method == methods[0]:  # the gradient pass: no unit of the job yet
+        if method == methods[0] and done < total:  # inside the gradient pass: its layers (issue 43)
+            assert (status["done"], status["total"]) == (done, total), (method, status)
+        elif method == methods[0]:  # its end: no unit of the steps yet (not "100 % · finishing…": issue 35)
             assert (status["done"], status["total"]) == (0, 0), (method, status)
         else:  # the steps or samples the core reported so far
             assert (status["done"], status["total"]) == (done, total) and total == STEPS, (method, done, status)
+
+
+def test_a_first_highlight_reports_the_layers_of_its_gradient_pass(tiny):
+    """Issue 43: a 5,000-word prompt's first highlight showed a clock and no progress for 4 minutes. The one
+    forward + backward now reports its forward (as many units as layers) and each layer of its backward (two)."""
+    shared, sal = tiny
+    data = {**EX, "prompt": "one two three four five"}  # a pair of its own: nothing cached
+    shared.poll = lambda: sal.predict([{**data, "detail": "span_progress"}])[0][fields.SALIENCE]["detail"]
+    sal.predict([{**data, "detail": "span"}])
+    shared.poll = None
+    layers = shared.lm.model.config.num_hidden_layers
+    inside = [(done, total, status) for _m, done, total, status in shared.seen if done < total]
+    assert [done for done, _t, _s in inside] == [layers + 2 * k for k in range(layers)]
+    assert all(total == 3 * layers and (status["done"], status["total"]) == (done, total)
+               for done, total, status in inside)

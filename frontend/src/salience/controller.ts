@@ -566,7 +566,8 @@ export class SalienceController {
     // follow in the background (pollDetail).
     const extra = this.extra();
     const info = extra === null ? undefined : reg.extra(extra.method)!;
-    const label = extra === null ? '' : `${reg.label(extra.method)} (${extra.count} ${info!.count_unit}) for the whole response…`;
+    const label = extra === null ? 'Computing salience for the whole response…'
+        : `${reg.label(extra.method)} (${extra.count} ${info!.count_unit}) for the whole response…`;
     const job = this.followSpanJob(d);
     const settled = await this.main.run({
       run: async () => {
@@ -577,8 +578,9 @@ export class SalienceController {
         const res = await this.host.loadLatest('salience', req);
         return res === null || !current() ? null : parsePayload(res[0]?.[SALIENCE_FIELD]);
       },
-      // IG and SmoothGrad then take seconds to minutes: their % and time left.
-      status: extra === null ? undefined : (n) => job.read(n),
+      // Any wait over a second shows its % and time left: the layers of the gradient pass (a long prompt's
+      // takes minutes, issue 43), then IG's steps or SmoothGrad's samples.
+      status: (n) => job.read(n),
       wanted: current,
       onProgress: (progress) => {
         if (progress !== '') this.message = label + progress;
@@ -761,8 +763,9 @@ export class SalienceController {
     const settled = await this.spans.run({
       run: () => this.host.getPreds([spanInput(this.reg!, d, span.t0, span.t1, extra)], this.salienceModel!,
                                     [SPAN_SALIENCE_FIELD, SALIENCE_FIELD], 'Computing span salience…'),
-      // IG and SmoothGrad take seconds to minutes: their progress (% and time left), while on screen.
-      status: extra === null ? undefined : (n) => job.read(n),
+      // Its progress (% and time left) while on screen, for any wait over a second: the gradient pass's layers
+      // (a long prompt), IG's steps or SmoothGrad's samples.
+      status: (n) => job.read(n),
       cancel: () => job.jobId === '' ? Promise.resolve()
           : this.host.getPreds([spanCancelInput(d, job.jobId)], this.salienceModel!, [SALIENCE_FIELD], 'Stopping a span…'),
       wanted: onScreen,
