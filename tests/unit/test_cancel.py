@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from lit_app import cancel, clients, disconnect, progressive, user_jobs
-from lit_app.errors import Cancelled, ClientGone
+from lit_app.errors import Cancelled, ClientGone, RequestError
 
 
 def test_the_first_reason_that_fires_is_latched():
@@ -146,3 +146,14 @@ def test_a_log_line_names_its_request_by_the_start_of_its_prompt():
     long = "x" * 100
     assert prompt_start(long) == repr("x" * (PROMPT_START_CHARS - 1) + "…")
     assert prompt_start(None) == "none" and prompt_start(["a"]) == "none"
+
+
+def test_a_malformed_client_id_is_a_request_error_naming_the_header():
+    with clients.serving({"HTTP_X_SEQUENCE_SALIENCE_CLIENT": "tab 1; drop"}):
+        with pytest.raises(RequestError, match="X-Sequence-Salience-Client") as e:
+            clients.current()
+    assert "'tab 1; drop'" in str(e.value) and "leave the header out" in str(e.value)
+    with clients.serving({}):
+        assert clients.current() == clients.ANONYMOUS
+    with clients.serving({"HTTP_X_SEQUENCE_SALIENCE_CLIENT": "tab-1"}):
+        assert clients.current() == "tab-1"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import re
 
-from lit_app import cancel, errors
+from lit_app import cancel, clients, errors
 from tests.frontend_source import SRC
 
 LIT_MODULES = ("fields", "inside", "explain", "lit_convention", "method_registry", "compare", "inputs")
@@ -43,3 +43,13 @@ def test_the_browser_spells_the_start_of_a_cancellation_answer_as_the_server():
     assert spelled == [errors.CANCELLED_PREFIX], spelled
     check = cancel.Cancel("a test", lambda: cancel.SUPERSEDED)
     assert check() and str(check.error("it finished")).startswith(spelled[0] + " a newer selection")
+
+
+def test_the_page_names_its_client_header_as_the_server_reads_it():
+    """Work belongs to a client (issue 43): the request guard sends the header lit_app/clients.py reads, with an id
+    the server accepts."""
+    text = (SRC / "request_guard.ts").read_text(encoding="utf-8")
+    spelled = re.findall(r"export const CLIENT_HEADER = '([^']*)';", text)
+    assert spelled == [clients.CLIENT_HEADER], spelled
+    with clients.acting_as("0123456789abcdef0123456789abcdef"):  # newClientId()'s form: 32 hex digits
+        assert clients.current() == "0123456789abcdef0123456789abcdef"
