@@ -19,6 +19,7 @@ not a plain per-layer key/value cache (sliding-window or recurrent layers, older
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -29,6 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from sequence_salience.ablation import shared_prefix
 from sequence_salience.errors import ComputationCancelled
 from sequence_salience.methods.gradients import gather_target_logprobs, supports_logits_to_keep
 from sequence_salience.model import LanguageModel
@@ -93,12 +95,14 @@ class PrefixScorer:
       batch_size, chunk_token_budget: most rows, and rows x recomputed tokens, per forward.
       slice_s: None or seconds (or a SliceSizer): rows per forward sized to that much model time.
       progress(stage, done, total), cancel(): per batch; `stage` names the caller's work.
+      shared_attention: False: the rows attend over a DynamicCache copy of the prefix (the former path;
+        the reference of tests/unit/test_ablation.py) instead of shared_prefix.py's uncopied prefix.
     """
 
     def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
                  span: tuple[int, int], *, reuse: bool = True, batch_size: int = 8, chunk_token_budget: int = 8192,
                  slice_s: "float | SliceSizer | None" = None, progress: Progress | None = None,
-                 cancel: Cancel | None = None, stage: str = "ablations"):
+                 cancel: Cancel | None = None, stage: str = "ablations", shared_attention: bool = True):
         self.lm, self.span, self.stage = lm, (int(span[0]), int(span[1])), stage
         self.prompt = tuple(int(i) for i in prompt_ids)
         self.target = tuple(int(i) for i in target_ids)
@@ -106,6 +110,9 @@ class PrefixScorer:
         self.sizer = make_sizer(slice_s)
         self.progress, self.cancel = progress, cancel
         self.stats = PrefixStats(reuse=reuse)
+        # The prefix part of attention once per batch against the one cached prefix (no per-row copy), for the
+        # families shared_prefix.py supports; else each batch gets a DynamicCache of the prefix.
+        self.shared_prefix = shared_attention and shared_prefix.supported(lm.model)
         self._layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self.token_logprobs, self.original_logprob = self._base_forward(reuse)
 
@@ -204,16 +211,22 @@ class PrefixScorer:
         position_ids = (start + torch.arange(width)).expand(B, -1)  # [B, S]
         with torch.no_grad():
             embeds = lm.model.get_input_embeddings()(ids.to(dev))  # [B, S, D]
-            kwargs = dict(inputs_embeds=embeds, attention_mask=mask.to(dev), position_ids=position_ids.to(dev),
-                          use_cache=keep_cache or cache is not None)
-            if cache is not None and start > 0:
+            shared = cache is not None and start > 0 and self.shared_prefix
+            kwargs = dict(inputs_embeds=embeds, position_ids=position_ids.to(dev),
+                          use_cache=keep_cache or (cache is not None and not shared))
+            if shared:  # the prefix part of attention once per batch, against the uncopied prefix (shared_prefix.py)
+                kwargs["shared_prefix"] = shared_prefix.layer_prefix(cache, start)
+            else:
+                kwargs["attention_mask"] = mask.to(dev)
+            if cache is not None and start > 0 and not shared:
                 kwargs[cache_argument(type(lm.model))] = self._prefix_cache(cache, start, B)
             offset = 0
             if supports_logits_to_keep(type(lm.model)):
                 keep = width - int(pred.min())
                 kwargs["logits_to_keep"] = keep
                 offset = width - keep
-            out = lm.model(**kwargs)
+            with shared_prefix.prefix_attention(lm.model) if shared else contextlib.nullcontext():
+                out = lm.model(**kwargs)
             target = torch.tensor(self.target, dtype=torch.long, device=dev).expand(B, -1)  # [B, T]
             logp = gather_target_logprobs(out.logits, (pred - offset).to(dev), target,
                                           torch.ones(B, T, dtype=torch.bool, device=dev))  # [B, T]
