@@ -135,6 +135,9 @@ describe('status and pieces', () => {
   it('describes progress', () => {
     const s = {action: 'curves', stage: 'curves', done: 3, total: 12, elapsed_s: 1};
     expect(describeStatus(s, 'x')).toBe('Scoring edited prompts: 3 / 12 (25%)');
+    // The stage's time left, from the same estimator as every job (issue 43).
+    expect(describeStatus({...s, eta_s: 55, eta_low_s: 40, eta_high_s: 70}, 'x'))
+        .toBe('Scoring edited prompts: 3 / 12 (25%) · about 40–70 s left');
     // Contrastive tests report gradient passes (units) like the others: a determinate percentage.
     const c = {action: 'contrastive', stage: 'contrastive', done: 1, total: 3, elapsed_s: 0};
     expect(describeStatus(c, 'x')).toBe('Gradient passes: 1 / 3 (33%)');

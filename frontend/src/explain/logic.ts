@@ -3,6 +3,7 @@
  * chart geometry, AOPC rows, status text and contrastive segment values. No DOM.
  */
 import {aggregate, segment, type Segmentation} from '../shared/aggregate/index.js';
+import {aboutLeft} from '../shared/time_left.js';
 import type {MethodInfo, MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
 
@@ -341,6 +342,10 @@ export interface JobStatus {
   elapsed_s: number;
   /** Results so far (the curves' coarse pass), when the job offers them. */
   partial?: unknown;
+  /** The time left of the stage, as a range (lit_app/time_left.py); absent from older servers. */
+  eta_s?: number | null;
+  eta_low_s?: number | null;
+  eta_high_s?: number | null;
 }
 
 const STAGES: Record<string, string> = {
@@ -367,7 +372,9 @@ export function describeStatus(s: JobStatus | null, fallback: string): string {
   const stage = (refining ? 'Refining: ' : '') + (STAGES[s.stage] ?? s.stage);
   const frac = progressFraction(s);
   const best = s.stage === 'ig_steps' ? igBestSoFar(s.partial) : '';
-  return (frac === null ? `${stage}…` : `${stage}: ${s.done} / ${s.total} (${Math.floor(frac * 100)}%)`) + best;
+  const left = frac !== null && s.done < s.total ? aboutLeft(s) : '';
+  return (frac === null ? `${stage}…` : `${stage}: ${s.done} / ${s.total} (${Math.floor(frac * 100)}%)`) +
+      (left === '' ? '' : ` · ${left}`) + best;
 }
 
 /** Progress in [0, 1], or null when unknown. */

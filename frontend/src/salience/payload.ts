@@ -4,6 +4,7 @@
  * malformed payload into an error that names the broken field.
  */
 import {tokenCount} from '../shared/tokens.js';
+import {aboutLeft} from '../shared/time_left.js';
 
 export interface MethodPayload {
   signed: boolean;
@@ -140,18 +141,7 @@ export function describeProgress(d: DetailStatus | null | undefined): string {
 export function timeLeft(d: DetailStatus): string {
   if (d.total > 0 && d.done >= d.total) return 'finishing…';
   if (d.waiting) return 'paused: your own work goes first';
-  const low = d.eta_low_s ?? d.eta_s;
-  const high = d.eta_high_s ?? d.eta_s;
-  if (low == null || high == null) return '';
-  return `about ${secondsRange(low, high)} left`;
-}
-
-/** "40–70 s", "24 s", "2–4 min": a range of seconds in words (minutes once its upper end is 90 s or more). */
-export function secondsRange(low: number, high: number): string {
-  const [unit, per] = high >= 90 ? ['min', 60] : ['s', 1];
-  const a = Math.max(1, Math.round(low / per));
-  const b = Math.max(a, Math.round(high / per));
-  return a === b ? `${a} ${unit}` : `${a}–${b} ${unit}`;
+  return aboutLeft(d);
 }
 
 /** Number of target (response) tokens T. */
