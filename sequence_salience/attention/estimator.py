@@ -12,9 +12,9 @@ ablation of a training prompt is one linear equation in w:
     (log p(span) - log p(span | R removed)) / n  =  (sum_{s in R} features[s]) . w
 
 Leave-one-out rows remove one segment; random-mask rows (the surrogate's masks) remove about half.
-w is the ridge solution over all rows of all prompts (each prompt's rows weighted to total 1, feature
-columns scaled to unit root-mean-square before the penalty), with the ridge weight chosen from a grid by
-prompt-grouped cross-validation; no intercept (a segment nobody attends to has value 0). Ridge, not
+w is the ridge solution over all rows of all prompts (each prompt's rows weighted to total 1; the features
+unscaled: all are shares of attention), with the ridge weight chosen from a grid by prompt-grouped
+cross-validation; no intercept (a segment nobody attends to has value 0). Ridge, not
 non-negative least squares: heads whose attention signals an irrelevant segment get negative weights.
 Closed form, so the same data give the same weights bit for bit.
 
@@ -38,7 +38,7 @@ from sequence_salience.errors import SalienceError
 from sequence_salience.files import atomic_write_bytes
 
 FORMAT = "sequence-salience/attention-estimator/1"
-ALPHAS: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+ALPHAS: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 CV_FOLDS = 5
 
 
@@ -143,13 +143,13 @@ def design(prompt: PromptAblations) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ridge(X: np.ndarray, y: np.ndarray, weights: np.ndarray, alpha: float) -> np.ndarray:
-    """<float64>[F]: argmin_w sum_i weights_i (X_i w - y_i)^2 + alpha |D w|^2, where D scales each column to its
-    weighted root mean square (so alpha means the same for every model); no intercept."""
-    scale = np.sqrt(weights @ (X ** 2) / weights.sum())  # [F]
-    scale = np.where(scale > 0, scale, 1.0)
-    Z = X / scale  # [R, F]
-    A = Z.T @ (Z * weights[:, None]) + alpha * weights.sum() * np.eye(Z.shape[1])
-    return np.linalg.solve(A, Z.T @ (weights * y)) / scale
+    """<float64>[F]: argmin_w sum_i weights_i (X_i w - y_i)^2 + alpha * sum(weights) * |w|^2; no intercept.
+
+    The columns are not standardized: every feature is a share of one head's attention, in the same unit, and
+    standardizing gave a head that barely ever attends to a segment a weight of 30,000 (a tiny column scaled up),
+    which held-out prompts with slightly more attention there turn into nonsense."""
+    A = X.T @ (X * weights[:, None]) + alpha * weights.sum() * np.eye(X.shape[1])  # [F, F]
+    return np.linalg.solve(A, X.T @ (weights * y))
 
 
 def stack(prompts: Sequence[PromptAblations]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

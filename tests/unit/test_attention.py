@@ -145,6 +145,14 @@ def test_an_unknown_model_without_a_file_is_told_to_calibrate():
         estimator_for("some/other-model")
 
 
+def test_the_shipped_estimator_is_declared_as_package_data():
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert "attention/*.npz" in pyproject
+    for name in SHIPPED.values():
+        est = load_estimator(REPO / "sequence_salience" / "attention" / name)
+        assert est.shape == AttentionShape("llama", 30, 9) and np.all(np.isfinite(est.weight))
+
+
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_prompts_are_seeded_varied_and_within_their_length(split):
     a = generate_prompts(8, seed=5, split=split, min_tokens=100, max_tokens=800)

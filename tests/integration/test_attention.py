@@ -1,0 +1,43 @@
+"""Learned attention attribution on the embedded default model with the estimator shipped for it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lit_app import datasets
+from sequence_salience.ablation import segment_salience
+from sequence_salience.attention import SHIPPED, estimator_for
+from sequence_salience.attention.prompts import generate_prompt
+from sequence_salience.calibration import chat_prompt
+
+
+def test_the_shipped_estimator_is_the_default_models_and_gives_a_finite_value_per_segment(default_lm):
+    assert default_lm.name in SHIPPED
+    est = estimator_for(default_lm.name)
+    assert (est.shape.n_layers, est.shape.n_heads) == (30, 9) and est.recipe["prompts"] == 40
+    row = next(r for r in datasets.shipped_rows() if r["case"].startswith("constitutional"))
+    prompt = default_lm.format_prompt(row["prompt"], system=row.get("system") or None)
+    seg = segment_salience(default_lm, prompt, row["target"], "attention_attribution", granularity="sentence")
+    assert len(seg.values) == len(seg.segments) > 5 and np.all(np.isfinite(seg.values))
+    assert seg.stats.rows == 1  # the unedited prompt (log p of the target), no ablated prompt
+
+
+@pytest.fixture(scope="module")
+def planted(default_lm):
+    """A held-out notes prompt (evaluation split, seed 1: not in calibration, not a shipped row), ~310 tokens in
+    7 paragraphs, one of which holds the code the closing question asks for."""
+    count = lambda text: len(default_lm.tokenize(text).ids)
+    item = generate_prompt(1, 0, "eval", 200, 400, count, kind="notes")
+    return chat_prompt(default_lm, item), item.target
+
+
+def test_a_planted_fact_is_ranked_first_as_leave_one_out_ranks_it(default_lm, planted):
+    prompt, target = planted
+    att = segment_salience(default_lm, prompt, target, "attention_attribution", granularity="paragraph")
+    loo = segment_salience(default_lm, prompt, target, "leave_one_out", granularity="paragraph")
+    start = att.text.index(target.strip())
+    fact = next(k for k, (s, e) in enumerate(att.segments) if s <= start < e)
+    assert att.ranked()[0] == fact
+    assert loo.ranked()[0] == fact
+    assert len(att.values) == 7
