@@ -250,3 +250,28 @@ def test_the_method_without_an_estimator_names_calibrate_and_a_foreign_file_is_r
     with pytest.raises(ss.SalienceError, match="fitted on 'big'.*calibrate"):
         segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence",
                             config=AblationConfig(attention_estimator=str(tmp_path / "big.npz")))
+
+
+def test_the_lit_segment_job_of_a_model_without_an_estimator_is_a_request_error_naming_calibrate(llama):
+    from lit_app import errors, fields, method_registry, model_group, shared_model  # pylint: disable=import-outside-toplevel
+    from tests.unit.waiting import wait_until  # pylint: disable=import-outside-toplevel
+
+    shared = shared_model.SharedLM(llama, max_new_tokens=4, disk_cache=False)
+    model = model_group.lit_models(shared, "tiny")["_tiny_salience"]
+    data = {"prompt": PROMPT, "target": TARGET, "chat": False, fields.DETAIL: method_registry.SEGMENT_DETAIL,
+            fields.SEGMENT_METHOD: "attention_attribution"}
+    caught = []
+
+    def failed() -> bool:
+        try:
+            model.predict([data])
+        except errors.RequestError as e:
+            caught.append(str(e))
+            return True
+        return False
+
+    try:
+        wait_until(failed, "the attention_attribution segment job")
+    finally:
+        shared.jobs.cancel_all()
+    assert "sequence-salience calibrate --model" in caught[0] and '"segment_method"' in caught[0]
