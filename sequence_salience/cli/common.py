@@ -189,6 +189,8 @@ def run_settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
     if segment_methods(methods):
         settings["segments"] = {"granularity": args.granularity, "pattern": args.pattern, "removal": args.removal,
                                 "ablations": args.ablations}
+    if "attention_attribution" in methods:  # another estimator file: other values
+        settings["attention_estimator"] = getattr(args, "attention_estimator", None)
     return settings
 
 

@@ -50,3 +50,12 @@ def test_explain_without_an_estimator_names_calibrate(folder, capsys):
 def test_bad_calibrate_flags_exit_2_before_loading(tmp_path, capsys):
     assert cli.main(["calibrate", "--model", "/nonexistent", "--out", str(tmp_path), "--prompts", "1"]) == cli.EXIT_USAGE
     assert "--prompts 1" in capsys.readouterr().err
+
+
+def test_a_batch_row_is_redone_when_the_estimator_file_changes():
+    from sequence_salience.cli.common import run_settings  # pylint: disable=import-outside-toplevel
+
+    flags = ["explain", "--prompt", "x", "--attention-estimator", "e.npz"]
+    args = cli.build_parser().parse_args(flags + ["--method", "attention_attribution"])
+    assert run_settings(args, ("attention_attribution",))["attention_estimator"] == "e.npz"
+    assert "attention_estimator" not in run_settings(args, ("leave_one_out",))
