@@ -54,6 +54,7 @@ class PrefixStats:
     tokens: int = 0
     computed: int = 0
     reuse: bool = True
+    shared_batches: int = 0  # batches whose rows attended over the one uncopied prefix (shared_prefix.py)
 
     @property
     def saved(self) -> float:
@@ -211,11 +212,14 @@ class PrefixScorer:
         position_ids = (start + torch.arange(width)).expand(B, -1)  # [B, S]
         with torch.no_grad():
             embeds = lm.model.get_input_embeddings()(ids.to(dev))  # [B, S, D]
-            shared = cache is not None and start > 0 and self.shared_prefix
+            # One row holds one copy of the prefix either way: the shared path's second attention call and merge
+            # pay off from two rows on.
+            shared = cache is not None and start > 0 and self.shared_prefix and B > 1
             kwargs = dict(inputs_embeds=embeds, position_ids=position_ids.to(dev),
                           use_cache=keep_cache or (cache is not None and not shared))
             if shared:  # the prefix part of attention once per batch, against the uncopied prefix (shared_prefix.py)
                 kwargs["shared_prefix"] = shared_prefix.layer_prefix(cache, start)
+                self.stats.shared_batches += 1
             else:
                 kwargs["attention_mask"] = mask.to(dev)
             if cache is not None and start > 0 and not shared:

@@ -54,6 +54,11 @@ def test_prefix_scorer_in_float32_equals_its_cache_path_and_plain_forwards(famil
         row[at] = 4
         edited.append(row)
     edited.append(prompt[:10] + prompt[12:])  # a deletion: shorter row, right-padded in its batch
+    for filler in (5, 6, 7):  # rows that change the same position: one batch of three over the shared prefix
+        row = list(prompt)
+        row[20] = filler
+        edited.append(row)
+    edited.append(prompt[:20] + prompt[22:])  # and a shorter one starting there too: padded in that batch
     shared = PrefixScorer(lm, prompt, target, (0, 6), batch_size=8)
     assert shared.shared_prefix
     copied = PrefixScorer(lm, prompt, target, (0, 6), batch_size=8, shared_attention=False)
@@ -62,6 +67,7 @@ def test_prefix_scorer_in_float32_equals_its_cache_path_and_plain_forwards(famil
     np.testing.assert_allclose(got, via_cache, rtol=0, atol=1e-5)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
     assert shared.stats.computed == copied.stats.computed < plain.stats.computed
+    assert shared.stats.shared_batches >= 1 and copied.stats.shared_batches == 0
     assert lm.model.config._attn_implementation != shared_prefix.NAME  # pylint: disable=protected-access
 
 
