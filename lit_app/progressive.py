@@ -37,6 +37,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import sequence_salience as ss
+from lit_app import clients
 from lit_app.lru_cache import nbytes
 from lit_app.time_left import Range, TimeLeft, status_fields
 
@@ -347,7 +348,8 @@ class DetailJobs:
                 continue
             job.start()
             try:
-                job.result = job.run(job)
+                with clients.acting_as(client):  # the scheduler shares the model fairly between clients
+                    job.result = job.run(job)
                 job.state = DONE
                 logger.info("%s job done in %.1f s.", job.kind, time.monotonic() - job.started)
             except ss.ComputationCancelled:

@@ -8,8 +8,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import enum
+import itertools
 import threading
 from collections.abc import Callable, Iterator
+
+from lit_app import clients
+from lit_app.errors import RequestError
 
 
 class Priority(enum.IntEnum):
@@ -58,33 +62,63 @@ class ModelScheduler:
     Fairness among equals (the former FairLock): a holder that yields lets every waiting
     acquirer of a more urgent level and of its own level go first (those of its own level
     queued before it re-queues), so two jobs of one level alternate slice by slice; it never
-    yields to a less urgent level.
+    yields to a less urgent level of its own client.
+
+    Between clients (lit_app/clients.py; a background job runs as the client whose queue it is in):
+    clicks of every client go first; below them a user job outranks only its own client's background
+    work, and another client's user job and background work are equals that take turns slice by slice
+    (one client's explanation test does not pause another client's matrices).
     """
 
     def __init__(self):
         self._cond = threading.Condition(threading.Lock())
         # level -> tickets of the threads waiting at that level, in arrival order
-        self._queues: dict[Priority, collections.deque[object]] = {p: collections.deque() for p in Priority}
+        self._queues: dict[Priority, collections.deque[_Ticket]] = {p: collections.deque() for p in Priority}
         self._owner: int | None = None
         self._owner_priority = Priority.INTERACTIVE
+        self._owner_client = ""
         self._depth = 0
+        self._arrivals = itertools.count()
         # Called (outside the lock, on the releasing thread) each time the model is let go:
         # SharedLM gives the freed pass memory back to the OS there (lit_app/memory.py, `Trimmer`).
         self.on_free: Callable[[], object] | None = None
 
-    def _waiting_up_to(self, level: Priority) -> int:
-        """Waiters at `level` or a more urgent one (called under `_cond`, or as a cheap racy read)."""
-        return sum(len(self._queues[p]) for p in Priority if p <= level)
+    @staticmethod
+    def _before(waiter: "_Ticket", level: Priority, client: str) -> bool:
+        """Whether `waiter` goes before an acquirer at `level` of `client` whatever their arrival: a click before
+        anything else; a user job before its own client's background work only (another client's user job
+        and background work are equals: they take turns, issue 43)."""
+        return waiter.level < level and (waiter.level == Priority.INTERACTIVE or waiter.client == client)
 
-    def _my_turn(self, ticket: object, level: Priority) -> bool:
-        if self._owner is not None or any(self._queues[p] for p in Priority if p < level):
+    def _waiters(self) -> list["_Ticket"]:
+        """Every waiting ticket (a copy, safe to read without `_cond`: list() of a deque is one step)."""
+        return [t for p in Priority for t in list(self._queues[p])]
+
+    def _my_turn(self, ticket: "_Ticket", level: Priority) -> bool:
+        if self._owner is not None:
             return False
-        return self._queues[level][0] is ticket
+        waiters = self._waiters()
+        if any(self._before(w, level, ticket.client) for w in waiters):
+            return False
+        if level == Priority.INTERACTIVE:
+            return self._queues[level][0] is ticket
+        # Among the work below clicks that nothing goes before, the one that waited longest.
+        free = [w for w in waiters if not any(self._before(o, w.level, w.client) for o in waiters)]
+        return min(free, key=lambda w: w.seq) is ticket
 
-    def _queue_and_wait(self, level: Priority) -> None:
+    def _yields_to(self, waiter: "_Ticket") -> bool:
+        """Whether the holder, between slices, lets `waiter` go first: a click; for work below clicks, work of its
+        own or a more urgent level and other clients' work (equals); never its own client's less urgent work."""
+        if waiter.level == Priority.INTERACTIVE:
+            return True
+        if self._owner_priority == Priority.INTERACTIVE:
+            return False
+        return waiter.level <= self._owner_priority or waiter.client != self._owner_client
+
+    def _queue_and_wait(self, level: Priority, client: str) -> None:
         """Joins the back of `level`'s queue and waits for the model's turn (called under `_cond`)."""
         queue = self._queues[level]
-        ticket = object()
+        ticket = _Ticket(level, client, next(self._arrivals))
         queue.append(ticket)
         try:
             while not self._my_turn(ticket, level):
@@ -93,8 +127,8 @@ class ModelScheduler:
             queue.remove(ticket)
             self._cond.notify_all()
             raise
-        queue.popleft()
-        self._owner, self._owner_priority, self._depth = threading.get_ident(), level, 1
+        queue.remove(ticket)
+        self._owner, self._owner_priority, self._owner_client, self._depth = threading.get_ident(), level, client, 1
 
     def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
         """Waits for the model (see the class docstring for the order); re-entrant. Returns True."""
@@ -103,7 +137,7 @@ class ModelScheduler:
             if self._owner == threading.get_ident():
                 self._depth += 1
                 return True
-            self._queue_and_wait(level)
+            self._queue_and_wait(level, _client())
             return True
 
     def release(self) -> None:
@@ -130,12 +164,12 @@ class ModelScheduler:
         with self._cond:
             if self._owner != threading.get_ident():
                 raise RuntimeError("ModelScheduler.yield_to_waiting called by a thread that does not hold it.")
-            level = self._owner_priority
-            if not self._waiting_up_to(level) or self._depth != 1:
+            level, client = self._owner_priority, self._owner_client
+            if self._depth != 1 or not any(self._yields_to(w) for w in self._waiters()):
                 return False
             self._owner = None
             self._cond.notify_all()
-            self._queue_and_wait(level)
+            self._queue_and_wait(level, client)
         if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
             self.on_free()
         return True
@@ -183,8 +217,8 @@ class ModelScheduler:
     def outranked(self) -> bool:
         """True while an acquirer of a more urgent level than the holder's waits (cheap: background work
         asks at every layer boundary; a stale answer costs one layer)."""
-        level = self._owner_priority
-        return any(self._queues[p] for p in Priority if p < level)
+        level, client = self._owner_priority, self._owner_client
+        return any(self._before(w, level, client) for w in self._waiters())
 
     def holder_priority(self) -> Priority | None:
         """The level the holder acquired the model with; None while the model is free."""
@@ -194,3 +228,20 @@ class ModelScheduler:
     def holder_is_background(self) -> bool:
         """True while automatic background work holds the model."""
         return self.holder_priority() == Priority.BACKGROUND
+
+
+class _Ticket:
+    """A waiting acquirer: its level, its client (lit_app/clients.py) and its arrival number."""
+
+    __slots__ = ("level", "client", "seq")
+
+    def __init__(self, level: Priority, client: str, seq: int):
+        self.level, self.client, self.seq = level, client, seq
+
+
+def _client() -> str:
+    """The client of the work this thread runs (a request's, or a background job's worker's: `clients.acting_as`)."""
+    try:
+        return clients.current()
+    except RequestError:  # a malformed id: the request itself is refused with it
+        return clients.ANONYMOUS

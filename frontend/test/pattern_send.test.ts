@@ -59,6 +59,7 @@ describe('a pattern the server would refuse', () => {
       expect(segmentCalls).toHaveLength(0);
       expect(ctl.segmentError).toContain(why);
       expect(ctl.segmentError).toContain('Fix');
+      expect(ctl.precision()).toBe('not measured per regex match: see the error above');  // not "measuring…"
       ctl.dispose();
     });
   }

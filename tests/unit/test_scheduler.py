@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from lit_app import clients
 from lit_app.scheduler import ModelScheduler, Priority
 from tests.unit.waiting import wait_until
 
@@ -278,3 +279,55 @@ def test_reentrant_acquire_at_other_levels_keeps_the_first_level_and_does_not_de
         t.join()
     assert log.events == ["inner", "click", "outer", "bg"]
     assert not sched.locked() and sched.holder_priority() is None
+
+
+def _queue_as(sched: ModelScheduler, log: _Log, name: str, priority: Priority, client: str) -> threading.Thread:
+    """`_queue` for a thread that acts as `client` (lit_app/clients.py)."""
+    before = sched.waiting(priority)
+
+    def run():
+        with clients.acting_as(client):
+            sched.acquire(priority)
+        try:
+            log.add(name)
+        finally:
+            sched.release()
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    wait_until(lambda: sched.waiting(priority) > before, f"{name} to queue")
+    return thread
+
+
+def test_a_user_job_outranks_its_own_clients_background_work_only():
+    """Issue 43: one client's explanation test paused every other client's matrices ("paused: your own work goes
+    first", which was not theirs). Another client's user job and background work now take turns."""
+    sched, log = ModelScheduler(), _Log()
+    with clients.acting_as("tab-a"):
+        sched.acquire(USER_JOB)  # tab-a's explanation test holds the model
+    try:
+        mine = _queue_as(sched, log, "a-background", BACKGROUND, "tab-a")
+        with clients.acting_as("tab-a"):
+            assert not sched.yield_to_waiting()  # its own matrices wait for it
+        assert not sched.outranked()
+        theirs = _queue_as(sched, log, "b-background", BACKGROUND, "tab-b")
+        assert not sched.outranked()  # another client's work takes turns with it: no pause inside a pass
+        with clients.acting_as("tab-a"):
+            assert sched.yield_to_waiting()  # between slices: tab-b's slice, then tab-a's test again
+        assert log.events == ["b-background"]
+        theirs.join()
+        assert sched.waiting(BACKGROUND) == 1  # tab-a's own background work still waits behind its test
+    finally:
+        sched.release()
+    mine.join()
+    assert log.events == ["b-background", "a-background"]
+
+
+def test_without_client_ids_the_levels_stay_strict():
+    sched, log = ModelScheduler(), _Log()
+    sched.acquire(USER_JOB)
+    bg = _queue(sched, log, "bg", True)
+    assert not sched.yield_to_waiting()  # a user job never yields to background work of its (anonymous) client
+    sched.release()
+    bg.join()
+    assert log.events == ["bg"]

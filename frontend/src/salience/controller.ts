@@ -492,6 +492,7 @@ export class SalienceController {
     if (ask !== null) {
       const noun = SEGMENT_NOUNS[ask.granularity] ?? ask.granularity;
       const s = this.segmentValues();
+      if (s === null && this.segmentError) return `not measured per ${noun}: see the error above`;
       if (s === null) return this.segmentsOnRequest() ? `not measured per ${noun} yet` : `measuring per ${noun}…`;
       const saved = s.stats.prefix_reuse && s.stats.saved > 0 ? `, ${Math.round(100 * s.stats.saved)} % of the work saved by the cached prefix` : '';
       if (s.measured !== undefined) {  // coarse-to-fine left some segments inside units that did not matter
