@@ -33,6 +33,11 @@ describe('the method registry', () => {
     expect(reg.isSegment('grad_norm')).toBe(false);
     expect(reg.defaultSegment('sentence')?.name).toBe('leave_one_out');
     expect(reg.defaultSegment('word')).toBeUndefined();
+    // Coarse-to-fine refines inside coarser units: it is offered only where there are some (the server's list).
+    expect(reg.segmentsAt('word').map((m) => m.name)).toContain('coarse_to_fine');
+    expect(reg.segmentsAt('paragraph').map((m) => m.name)).not.toContain('coarse_to_fine');
+    expect(reg.segmentsAt('regex').map((m) => m.name)).toEqual(['leave_one_out', 'ablation_surrogate',
+                                                                'attention_attribution']);
     const broken = copy();
     delete broken[4]['detail'];
     expect(() => parseRegistry(broken)).toThrow(/entry 4 \("leave_one_out"\) is a segment method without a string "detail"/);

@@ -84,7 +84,7 @@ def _all_names() -> list[str]:
 def registry_json(kinds: tuple[str, ...] = ("token",)) -> list[dict]:
     """The facts of every method of `kinds` ("token", "segment") as JSON-able dicts, in display order (token methods first; see
     SalienceMethod.to_json): {name, label, short, signed, linear, count_field, count_unit,
-    default_count, cost_unit, kind}."""
+    default_count, cost_unit, kind, granularities}."""
     records = [*_REGISTRY.values(), *_SEGMENT_REGISTRY.values()]
     return [m.to_json() for m in records if m.kind in kinds]
 

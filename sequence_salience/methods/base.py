@@ -215,6 +215,7 @@ class SalienceMethod:
     result_extras: tuple[ResultExtra, ...] = ()
     span_gram: str | None = None
     kind: str = "token"
+    granularities: tuple[str, ...] | None = None  # every granularity: aggregation needs no model pass
 
     @property
     def title(self) -> str:
@@ -250,10 +251,13 @@ def _default_count(method: SalienceMethod | SegmentMethod) -> int:
 
 
 def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
-    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind}."""
+    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind, granularities}
+    (granularities: None for every granularity, else the list a segment method computes at)."""
+    only = getattr(method, "granularities", None)
     return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
             "linear": method.linear, "count_field": method.count_field, "count_unit": method.count_unit,
-            "default_count": method.default_count, "cost_unit": method.cost_unit, "kind": method.kind}
+            "default_count": method.default_count, "cost_unit": method.cost_unit, "kind": method.kind,
+            "granularities": list(only) if only is not None else None}
 
 
 # Segment methods: values measured on a segmentation of the prompt by removing segments and
@@ -389,6 +393,8 @@ class SegmentMethod:
       count, count_unit: as SalienceMethod (the rule's name is the AblationConfig field of its count).
       coarser: None, or granularity -> the coarser granularities (coarsest first) whose units the method
         needs (SegmentProblem.parents); raises SalienceError at a granularity it cannot refine.
+      granularities: None (every granularity), or the granularities the method computes at; published
+        (to_json) so that the browser offers the method only there.
     """
 
     name: str
@@ -404,6 +410,7 @@ class SegmentMethod:
     kind: str = "segment"
     linear: bool = False
     coarser: Callable[[str], tuple[str, ...]] | None = None
+    granularities: tuple[str, ...] | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

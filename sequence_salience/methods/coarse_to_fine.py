@@ -156,5 +156,5 @@ METHOD = SegmentMethod(
     name=NAME, label="Coarse-to-fine leave one out", short="Coarse-to-fine", signed=True, compute=compute, rows=rows,
     paper="https://arxiv.org/abs/2411.15102",
     cost_unit="one forward per coarser unit, then per unit or segment inside those that matter",
-    coarser=coarser,
+    coarser=coarser, granularities=tuple(COARSER),
 )

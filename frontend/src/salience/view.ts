@@ -55,7 +55,7 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
           ${reg?.segments.length ? html`
             <optgroup label="Gradients (one pass)">${reg.tokens.map((m) => methodOption(ctl, m.name, m.label))}</optgroup>
             <optgroup label="Removing segments (forwards; per granularity)">
-              ${reg.segments.map((m) => methodOption(ctl, m.name, m.label))}</optgroup>`
+              ${reg.segmentsAt(v.granularity).map((m) => methodOption(ctl, m.name, m.label))}</optgroup>`
             : reg?.methods.map((m) => methodOption(ctl, m.name, m.label))}
         </select>
       </label>

@@ -45,6 +45,8 @@ export interface MethodInfo {
   default_at?: string[];
   /** Granularities at which the "measure" button runs this segment method by default (absent on an older server). */
   request_default_at?: string[];
+  /** The granularities the method computes at; null (or absent on an older server): every one. */
+  granularities?: string[] | null;
 }
 
 /** A token method the server computes only on request, with a count (0 = off). */
@@ -96,6 +98,11 @@ export class MethodRegistry {
 
   isSegment(name: string): boolean {
     return this.segment(name) !== undefined;
+  }
+
+  /** The segment methods offered at `granularity` (their `granularities`), in display order. */
+  segmentsAt(granularity: string): readonly SegmentMethodInfo[] {
+    return this.segments.filter((m) => m.granularities == null || m.granularities.includes(granularity));
   }
 
   /** The segment method shown at `granularity` once measured (the server's `default_at`), or undefined. */
