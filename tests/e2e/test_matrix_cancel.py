@@ -20,8 +20,9 @@ import urllib.parse
 
 import pytest
 
+from lit_app.clients import CLIENT_HEADER
 from tests.e2e import plugin_checks
-from tests.server_process import ServerProcess
+from tests.server_process import ServerProcess, client_header
 
 pytestmark = pytest.mark.e2e
 
@@ -57,7 +58,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
         for data in plugin_checks.request_inputs(r.request.post_data):
             if data.get("detail") == IG_MATRIX:
                 parsed = urllib.parse.urlsplit(r.url)
-                started.append((f"{parsed.path}?{parsed.query}", data))
+                started.append((f"{parsed.path}?{parsed.query}", data, r.request.headers.get(CLIENT_HEADER.lower(), "")))
             if data.get("detail") in (IG_MATRIX, "poll") and data.get("ig_steps") == STEPS:
                 try:
                     statuses.append(r.json()[0]["salience"]["detail"])
@@ -74,13 +75,15 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
     mod.locator("select.method").select_option("grad_x_input")
     _shot(page, artifacts_dir, "switched-to-grad-x-input")
 
-    # Server side: the job's own status ("poll" for the same datapoint and count, as the page reads it).
-    path, data = started[0]
+    # Server side: the job's own status ("poll" for the same datapoint and count, as the page reads it: as the page's
+    # client, lit_app/clients.py; a poll of another client would keep the job for that client).
+    path, data, page_client = started[0]
+    assert page_client, "the page sent no client id"
     body = {"inputs": [{"id": "matrix-cancel-check", "data": {**data, "detail": "poll", "_id": "matrix-cancel-check"},
                         "meta": {"added": True}}]}
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     while True:
-        status, _, text = lit_server.post_json(path, body)
+        status, _, text = lit_server.post_json(path, body, client_header(page_client))
         assert status == 200, text[:300]
         job = json.loads(text)[0]["salience"]["detail"]
         if job["state"] in ("cancelled", "done", "error") or time.monotonic() > deadline:
