@@ -14,7 +14,7 @@ prompt in --out (a rerun skips prompts already there). No estimator is needed to
 table: applies the estimator (default: the shipped one for the default model) to the collected features and
 prints, per method, the mean Spearman rank correlation with leave-one-out, top-1 agreement (same first segment)
 and top-3 agreement (shared segments of the two top threes, out of 3), with the prompts' count, the notes prompts'
-rank of the fact's segment, and the median time of the attention map and of leave-one-out relative to one
+rank of the fact's segment, the paired difference to grad_norm (seeded bootstrap 95 % CI over prompts), and the median time of the attention map and of leave-one-out relative to one
 forward + backward on the same prompt. Markdown.
 
 memory: peak resident-memory growth of the feature capture on a --tokens-long notes prompt, and of a plain
@@ -135,6 +135,15 @@ def table(args) -> None:
     notes = [r for r in rows if int(r["fact_segment"]) >= 0]
     fact = sum(int(np.argmax(r["loo"])) == int(r["fact_segment"]) for r in notes)
     print(f"| leave_one_out (reference) | 1 | 1 | 1 | {fact}/{len(notes)} |\n")
+    rng = np.random.default_rng(0)  # paired bootstrap over prompts, attention_attribution minus grad_norm
+    for name, per in (("Spearman", lambda r, m: spearman(r[m], r["loo"])),
+                      ("top-1", lambda r, m: float(top(r[m], 1) == top(r["loo"], 1))),
+                      ("top-3", lambda r, m: len(top(r[m], 3) & top(r["loo"], 3)) / 3)):
+        d = np.array([per(r, "attention_attribution") - per(r, "grad_norm") for r in rows])
+        d = d[np.isfinite(d)]
+        boot = [rng.choice(d, len(d)).mean() for _ in range(2000)]
+        print(f"{name}: attention_attribution minus grad_norm {d.mean():+.2f} (95 % CI {np.percentile(boot, 2.5):+.2f}"
+              f" to {np.percentile(boot, 97.5):+.2f}; paired bootstrap over {len(d)} prompts)")
     att = np.median([float(r["att_s"] / r["grad_s"]) for r in rows])
     loo = np.median([float(r["loo_s"] / r["grad_s"]) for r in rows])
     print(f"Cost, median over prompts of the time relative to one forward + backward of the same prompt: attention "
