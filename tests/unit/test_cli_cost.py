@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+import transformers
 
 import sequence_salience as ss
 from sequence_salience import cli, display
@@ -57,7 +58,11 @@ def test_span_run_is_one_forward_and_backward_and_equals_the_full_matrices(folde
     assert _explain(folder, "--json", str(out), *extra) == cli.EXIT_OK
     assert (count.backwards, count.targets, count.forwards) == (1, 1, 1)
     err = capsys.readouterr().err
-    assert "grad_x_input+grad_norm: 1/1" in err  # the progress callback saw one unit of work
+    # The one pass reports its layers (salience.compute_span_result): the forward as many units as layers, each
+    # backward layer two; the line ends at the whole pass.
+    layers = transformers.AutoConfig.from_pretrained(folder).num_hidden_layers
+    assert f"grad_x_input+grad_norm: {3 * layers}/{3 * layers}\n" in err
+    assert f"grad_x_input+grad_norm: {layers}/{3 * layers}" in err  # the forward, before the backward's layers
     result, meta = display.load(out, with_meta=True)
     t0, t1 = span or (0, reference.num_targets)
     assert result.matrices == {} and meta["matrices"] is False and list(result.spans) == [(t0, t1)]
