@@ -76,7 +76,10 @@ def file_call(route: str, path: str | None, call: Callable[[], T]) -> T:
     except RequestError:
         raise
     except (OSError, ValueError) as e:
-        shown = one_line(repr(str(path)), _SHOWN_CHARS)
+        # The end of a long path is the part the client wrote (the server's data folder before it is not shown
+        # to clients), so a long one keeps its end.
+        text = one_line(repr(str(path)), None)
+        shown = text if len(text) <= _SHOWN_CHARS else "\u2026" + text[-(_SHOWN_CHARS - 1):]
         reason = e.strerror if isinstance(e, OSError) and e.strerror else one_line(str(e), 160)
         if route == "/save_datapoints":
             fix = "name a file in an existing folder inside --data_dir, with a short name"

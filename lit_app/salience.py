@@ -293,12 +293,18 @@ class SalienceModel(Wrapper):
         # The span's range is checked by the core library once the target is tokenized.
         t0, t1 = requested if requested is not None else (0, None)
 
+        # What the job's units are now, for the cancellation message: the layers of the one gradient pass first,
+        # then the IG steps or SmoothGrad samples.
+        units = ["IG steps or SmoothGrad samples"]
+
         def report(method: str, done: int, total: int) -> None:
             # The job's units are the IG steps or SmoothGrad samples, and, while it runs, the layers of the one
             # gradient pass before them (a long prompt's first highlight takes minutes: issue 43). The pass's
             # end is not shown as "100 % · finishing…" before the first step (issue 35): it starts the steps'
             # sequence and estimate (0 of 0 until the first step).
             if method in _COUNTED_METHODS or done < total:
+                units[0] = ("IG steps or SmoothGrad samples" if method in _COUNTED_METHODS
+                            else "units of the gradient pass (its forward, then two per layer of its backward)")
                 progress_job.report(done, total)
             else:
                 progress_job.begin_sequence()
@@ -310,7 +316,7 @@ class SalienceModel(Wrapper):
             progress_job.error = f"{CANCELLED_PREFIX} {check.reason}."
             if check.client_gone:
                 raise check.error("the span was computed") from None
-            done = (f" It stopped after {progress_job.done} of {progress_job.total} IG steps or SmoothGrad samples."
+            done = (f" It stopped after {progress_job.done} of {progress_job.total} {units[0]}."
                     if progress_job.total else "")
             raise Cancelled(f"{CANCELLED_PREFIX} {check.reason}.{done}") from None
         except Exception as e:

@@ -90,7 +90,9 @@ def _start_span(server: ServerProcess, data: dict):
     """Sends the IG span and waits until its first chunk is done; (open connection, progress seen)."""
     conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]}, client=PAGE)
     seen = server.wait_for(lambda: _progress(server, data),
-                           lambda s: s["state"] == "running" and s["done"] >= CHUNK, "the span's first chunk")
+                           # the IG steps' own count (the gradient pass before them reports its layers first)
+                           lambda s: s["state"] == "running" and s["total"] == STEPS and s["done"] >= CHUNK,
+                           "the span's first chunk of IG steps")
     return conn, seen
 
 

@@ -43,7 +43,8 @@ def test_console_script_explains_a_prompt_and_writes_json_and_html(tmp_path):
     # Without --per-token: the whole response's salience, computed directly; no matrices.
     assert result.matrices == {} and meta["matrices"] is False
     assert set(result.spans[(0, result.num_targets)]) == {"grad_x_input", "grad_norm"}
-    assert "grad_x_input+grad_norm: 1/1" in proc.stderr
+    units = 3 * 30  # the pass reports its layers: the default model's 30 for the forward, two per backward layer
+    assert f"grad_x_input+grad_norm: {units}/{units}\n" in proc.stderr
     assert 1 <= result.num_targets <= 4 and meta["generated"] is True
     assert "What is the capital of France?" in result.text[: result.prompt_end]
     page = out_html.read_text(encoding="utf-8")
