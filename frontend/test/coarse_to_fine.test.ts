@@ -13,6 +13,7 @@ import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/co
 import {parseSegments, type DetailStatus, type SegmentPayload} from '../src/salience/payload.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
+import {salienceModels} from './support/fake_server.js';
 
 type Data = Record<string, unknown>;
 const N = fixture.tokens.length;
@@ -71,9 +72,7 @@ describe('the measure button at word granularity', () => {
     const calls: Data[] = [];
     const host: SalienceHost = {
       modelName: () => 'm',
-      models: () => ({m: {spec: {output: {response: {}}}},
-                       _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
-                                                     method_registry: {__name__: 'LitType', default: registry}}}}}),
+      models: () => salienceModels(registry),
       getPreds: async (inputs) => {
         const data = inputs[0].data;
         calls.push(data);

@@ -13,6 +13,7 @@ import {SalienceController, POLL_MS, STREAM_FIRST_MS, STREAM_MS, streamAdvanced,
 import type {StreamStatus} from '../src/salience/payload.js';
 import type {SaliencePayload} from '../src/salience/payload.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
+import {salienceModels} from './support/fake_server.js';
 
 interface Call {
   input: IndexedInputLike;
@@ -28,9 +29,7 @@ function fakeHost(answer: Answer) {
   let changes = 0;
   const host: SalienceHost = {
     modelName: () => 'm',
-    models: () => ({m: {spec: {output: {response: {}}}},
-                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
-                                                   method_registry: {__name__: 'LitType', default: registry}}}}}),
+    models: () => salienceModels(registry),
     getPreds: async (inputs, model, fields) => {
       const c = {input: inputs[0], model, fields};
       calls.push(c);

@@ -11,6 +11,7 @@ import fixture from './fixtures/small_payload.json';
 import {SalienceController, type SalienceHost} from '../src/salience/controller.js';
 import type {PatternBounds} from '../src/shared/aggregate/index.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
+import {salienceModels} from './support/fake_server.js';
 
 type Data = Record<string, unknown>;
 const BOUNDS = (cases as unknown as {bounds: PatternBounds}).bounds;
@@ -19,9 +20,7 @@ function fakeHost() {
   const calls: Data[] = [];
   const host: SalienceHost = {
     modelName: () => 'm',
-    models: () => ({m: {spec: {output: {response: {}}}},
-                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
-                                                   method_registry: {__name__: 'LitType', default: registry}}}}}),
+    models: () => salienceModels(registry),
     getPreds: async (inputs) => {
       calls.push(inputs[0].data);
       return inputs[0].data['detail'] === 'segments' ? [{salience: {detail: {kind: 'seg', state: 'running', done: 0,

@@ -16,6 +16,7 @@ import type {SegmentPayload} from '../src/salience/payload.js';
 import {segmentInput} from '../src/salience/request.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
+import {salienceModels} from './support/fake_server.js';
 
 type Data = Record<string, unknown>;
 
@@ -43,9 +44,7 @@ function fakeHost(polls = 1) {
   const seen = new Map<string, number>();
   const host: SalienceHost = {
     modelName: () => 'm',
-    models: () => ({m: {spec: {output: {response: {}}}},
-                     _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
-                                                   method_registry: {__name__: 'LitType', default: registry}}}}}),
+    models: () => salienceModels(registry),
     getPreds: async (inputs) => {
       const data = inputs[0].data;
       calls.push(data);

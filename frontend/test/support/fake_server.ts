@@ -61,3 +61,11 @@ export function fakeJobServer(models: Record<string, ModelInfoLike>, actionField
   const of = (action: string) => server.calls.filter((c) => c.input.data[actionField] === action);
   return {...server, runs, of};
 }
+
+/** The models of a server with model "m" and its salience wrapper publishing `registry` (the method registry). */
+export function salienceModels(registry: unknown): Record<string, ModelInfoLike> {
+  return {m: {spec: {output: {response: {}}}},
+          _m_salience: {spec: {output: {salience: {__name__: 'LitType'},
+                                        method_registry: {__name__: 'LitType', default: registry}}}}} as
+      unknown as Record<string, ModelInfoLike>;
+}
