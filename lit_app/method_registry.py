@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from sequence_salience import first_map
 from sequence_salience import methods as core_methods
 from sequence_salience.field_rules import FieldRule
 from sequence_salience.methods import coarse_to_fine, integrated_gradients, leave_one_out, smooth_grad
@@ -49,6 +50,11 @@ DEFAULT_SEGMENT_METHOD: dict[str, str] = {
 # the method the module's "measure" button runs by default, the segment method on screen (leave one word out)
 # staying one click away: coarse-to-fine measures sentences first and words only inside those that matter.
 REQUEST_SEGMENT_METHOD: dict[str, str] = {"word": coarse_to_fine.NAME, "token": coarse_to_fine.NAME}
+
+# The first map at each coarse granularity while DEFAULT_SEGMENT_METHOD (exact leave-one-out) measures: the method
+# the first-map rule chooses from the held-out agreement figures (sequence_salience/first_map.py), None where the
+# gradient stays the first map.
+FIRST_MAP_METHOD: dict[str, str | None] = first_map.first_map_methods()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,11 +140,12 @@ def published_registry() -> list[dict[str, Any]]:
     facts, in display order (token methods first):
 
     {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind, max_count,
-    tag, matrix_detail, detail, default_at, request_default_at, granularities} (JSON-able); count_field, count_unit, max_count are None (null)
+    tag, matrix_detail, detail, default_at, request_default_at, first_map_at, granularities} (JSON-able); count_field, count_unit, max_count are None (null)
     for a method without a count; tag and matrix_detail are None except for a counted token method;
     `detail` is SEGMENT_DETAIL for a segment method (else None); `default_at` lists the granularities at
     which the module shows the method once computed (DEFAULT_SEGMENT_METHOD); `request_default_at` those at which
-    its "measure" button runs it by default (REQUEST_SEGMENT_METHOD).
+    its "measure" button runs it by default (REQUEST_SEGMENT_METHOD); `first_map_at` those at which it is the first map
+    while `default_at`'s method measures (FIRST_MAP_METHOD; at a granularity no method lists, the gradient).
     """
     out = []
     for core in core_methods.registry_json(kinds=("token", "segment")):
@@ -152,5 +159,6 @@ def published_registry() -> list[dict[str, Any]]:
                     "matrix_detail": None if extra is None else extra.matrix_detail,
                     "detail": SEGMENT_DETAIL if segment else None,
                     "default_at": [g for g, m in DEFAULT_SEGMENT_METHOD.items() if m == name],
-                    "request_default_at": [g for g, m in REQUEST_SEGMENT_METHOD.items() if m == name]})
+                    "request_default_at": [g for g, m in REQUEST_SEGMENT_METHOD.items() if m == name],
+                    "first_map_at": [g for g, m in FIRST_MAP_METHOD.items() if m == name]})
     return out

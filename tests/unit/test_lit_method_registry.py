@@ -38,14 +38,26 @@ def test_published_registry_is_the_core_registry_plus_the_wire_facts():
     core = ss.methods.registry_json(kinds=("token", "segment"))
     assert [e["name"] for e in published] == [e["name"] for e in core] == list(WIRE)
     for entry, core_entry in zip(published, core):
-        assert entry == {**core_entry, "request_default_at": [], **WIRE[entry["name"]]}
+        first = [g for g, m in method_registry.FIRST_MAP_METHOD.items() if m == entry["name"]]
+        assert entry == {**core_entry, "request_default_at": [], **WIRE[entry["name"]], "first_map_at": first}
     assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
                                  "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "kind", "granularities",
-                                 "detail", "default_at", "request_default_at"}
+                                 "detail", "default_at", "request_default_at", "first_map_at"}
     by_name = {e["name"]: e for e in published}
     assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \
         (fields.IG_STEPS, fields.SMOOTH_GRAD_SAMPLES) == ("ig_steps", "smooth_grad_samples")
     assert json.loads(json.dumps(published)) == published
+
+
+def test_the_first_map_published_per_granularity_is_the_rules_choice_on_the_shipped_figures():
+    from sequence_salience import first_map
+
+    assert method_registry.FIRST_MAP_METHOD == first_map.first_map_methods()
+    published = method_registry.published_registry()
+    for g, chosen in method_registry.FIRST_MAP_METHOD.items():
+        named = [e["name"] for e in published if g in e["first_map_at"]]
+        assert named == ([] if chosen is None else [chosen]), g  # none: the gradient stays the first map
+        assert [e["name"] for e in published if g in e["default_at"]] == ["leave_one_out"]  # exact, confirming it
 
 
 def test_the_wrappers_tables_follow_the_registry():
