@@ -98,7 +98,10 @@ describe('segment methods in the controller', () => {
     expect(ctl.autoShown).toBe(true);
     expect(Array.from(ctl.tokenValues()!)).toEqual(segmentAnswer({granularity: 'sentence'}).token_values);
     expect(ctl.methodPayload()).toEqual({signed: true, matrix: null});
-    expect(ctl.precision()).toBe('measured per sentence by removing each: 3 forwards, 50 % of the work saved by the cached prefix');
+    // Worded from the record's facts (its kind: per sentence; its cost unit), not "by removing each" for every method.
+    expect(ctl.precision()).toBe(`measured per sentence: ${REG.segment('leave_one_out')!.cost_unit}; 3 prompts scored, ` +
+                                 '50 % of the work saved by the cached prefix');
+    expect(ctl.precision()).toContain('one forward per segment');
     ctl.showGradient();
     expect(ctl.method).toBe('grad_norm');
     expect(ctl.pendingDefault()).toBeNull();  // no second automatic switch for this selection
@@ -111,10 +114,13 @@ describe('segment methods in the controller', () => {
     const {ctl, calls} = await selectedBySentence(2);
     await vi.advanceTimersByTimeAsync(3 * POLL_MS);
     expect(ctl.method).toBe('leave_one_out');
-    // Paragraphs also default to leave one out: the method stays, measured again per paragraph.
+    // Paragraphs also default to leave one out: the first map (the gradient: the fixture's registry names none) is
+    // back on screen while leave one out is measured again per paragraph.
     ctl.setSegmentation('paragraph', '', 1);
-    expect(ctl.tokenValues()).toBeNull();
-    expect(ctl.precision()).toBe('measuring per paragraph…');
+    expect(ctl.method).toBe('grad_norm');
+    expect(ctl.tokenValues()).not.toBeNull();
+    expect(ctl.pendingDefault()).toBe('leave_one_out');
+    expect(ctl.autoMeasuring()).toBe('leave_one_out');
     await vi.advanceTimersByTimeAsync(0);
     ctl.setSegmentation('line', '', 1);  // moved on before the paragraph job finished
     const paragraphPolls = segmentCalls(calls).filter((c) => c['granularity'] === 'paragraph').length;

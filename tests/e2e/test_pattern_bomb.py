@@ -18,6 +18,7 @@ import pytest
 
 from sequence_salience.aggregate.patterns import PATTERN_BOUNDS, check_pattern
 from sequence_salience.errors import SalienceError
+from sequence_salience.methods import leave_one_out
 from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
@@ -79,7 +80,8 @@ def test_pattern_bomb_is_refused_in_the_page_and_never_sent(server_url, browser_
     expect(status.locator(".error-text")).to_have_count(0)
     expect(inline).to_have_count(0)
     coloured = mod.locator('.prompt .seg[style*="background"]')
-    expect(mod.locator(".precision")).to_contain_text("measured per regex match by removing each", timeout=TIMEOUT_MS)
+    expect(mod.locator(".precision")).to_contain_text(f"measured per regex match: {leave_one_out.METHOD.cost_unit};",
+                                                      timeout=TIMEOUT_MS)
     expect(coloured).to_have_count(2)
     assert {t.strip() for t in coloured.all_inner_texts()} == set(VALID.split("|"))
     patterns = [d.get("pattern") for b in sent for d in plugin_checks.request_inputs(b)]

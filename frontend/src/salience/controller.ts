@@ -24,6 +24,7 @@ import {describeDetail, describeProgress, describeStream, isFinal, numTargets, p
         type StreamStatus} from './payload.js';
 import {explainsGeneration, extraKey, jobKind, matrixCancelInput, matrixInput, parseCount, pollInput, quickInput, segmentInput, segmentKey,
         spanCancelInput, spanInput, spanProgressInput, streamInput, type Extra, type SegmentAsk} from './request.js';
+import {firstMapAt, nextAutoStep, type AutoStep, type FirstMapShown} from './confirm.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ServerValues, withoutExtras} from './values.js';
 import {describeSpan, wholeResponse} from './target.js';
@@ -153,6 +154,8 @@ export class SalienceController {
   autoShown = false;
   /** The gradient method to go back to from a segment method. */
   gradientMethod = '';
+  /** What the first map showed when the exact map replaced it (confirm.ts); null before, or once the user chose. */
+  firstShown: FirstMapShown | null = null;
 
   /** Bumped on every selection: polls and requests of an older one stop. */
   private generation = 0;
@@ -175,6 +178,8 @@ export class SalienceController {
   private readonly pendingSegments = new Set<string>();
   /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
   private readonly requestedSegments = new Set<string>();
+  /** First maps whose job failed, by segmentCacheKey: there the gradient stays the first map. */
+  private readonly firstFailed = new Set<string>();
 
   constructor(private readonly host: SalienceHost) {
     // Progress reads stop on an error (an older server without span progress: the values still come).
@@ -252,7 +257,9 @@ export class SalienceController {
     this.requestedSegments.clear();
     this.segmentDetail = null;
     this.segmentError = '';
-    // The first highlight is the gradient's (one pass); a segment method follows once measured.
+    this.firstShown = null;
+    this.firstFailed.clear();
+    // The first highlight is the gradient's (one pass); the first map and the exact segment method follow (confirm.ts).
     this.autoSegment = true;
     this.autoShown = false;
     if (this.reg?.isSegment(this.method)) this.method = this.gradientMethod;
@@ -287,10 +294,19 @@ export class SalienceController {
     // The user chose: no automatic switch for this selection.
     this.autoSegment = false;
     this.autoShown = false;
+    this.firstShown = null;
     if (this.reg !== null && !this.reg.isSegment(method)) this.gradientMethod = method;
     this.segmentError = '';
     this.clearSideError();
     this.ensureData();
+    this.host.changed();
+  }
+
+  /** Stops the automatic steps (the "Stop" button while exact leave-one-out confirms the first map): the map on
+   * screen stays, the job's polls stop, and the server cancels it as any segment job nobody polls. */
+  stopConfirming() {
+    this.autoSegment = false;
+    this.segmentDetail = null;
     this.host.changed();
   }
 
@@ -301,8 +317,8 @@ export class SalienceController {
 
   /**
    * The segmentation the element shows (granularity, its regex) and how many removable prompt segments
-   * it has. A segment method on screen is re-measured on the new one; one the module switched to itself
-   * follows the server's default for the new granularity (or goes back to the gradient where it has none).
+   * it has. A segment method on screen is re-measured on the new one; one the module switched to itself (a first
+   * map or the exact map) gives way to the gradient, and the automatic steps start again at the new granularity.
    */
   setSegmentation(granularity: string, pattern: string, segmentCount: number) {
     this.segmentCount = segmentCount;
@@ -311,14 +327,9 @@ export class SalienceController {
     this.pattern = pattern;
     this.segmentError = '';
     this.segmentDetail = null;
-    if (this.autoShown && this.reg !== null) {
-      const def = this.reg.defaultSegment(granularity);
-      if (def !== undefined) {
-        this.method = def.name;
-      } else {
-        this.method = this.gradientMethod;
-        this.autoShown = false;
-      }
+    if (this.autoShown) {
+      this.method = this.gradientMethod;
+      this.autoShown = false;
     }
     this.ensureData();
     this.host.changed();
@@ -446,12 +457,41 @@ export class SalienceController {
   }
 
   /**
-   * The default segment method being measured for the automatic switch while the gradient is on screen,
-   * or null (none at this granularity, the user chose a method, or a segment method is on screen).
+   * The exact segment method (the granularity's default) still to replace the first map on screen (the gradient, or
+   * the first map the server names), or null (none at this granularity, the user chose a method or stopped, or it is
+   * on screen).
    */
   pendingDefault(): string | null {
-    if (!this.autoSegment || this.payload === null || this.reg === null || this.reg.isSegment(this.method)) return null;
-    return this.reg.defaultSegment(this.granularity)?.name ?? null;
+    return this.autoStep().kind === 'none' ? null : this.reg!.defaultSegment(this.granularity)!.name;
+  }
+
+  /** The segment method whose job the automatic steps wait for now (the first map's, then the exact one's), or null. */
+  autoMeasuring(): string | null {
+    const step = this.autoStep();
+    return step.kind === 'measure' ? step.method : null;
+  }
+
+  /** The segment method the server names the first map at this granularity, or null: the gradient. */
+  firstMap(): string | null {
+    return this.reg === null ? null : firstMapAt(this.reg, this.granularity)?.name ?? null;
+  }
+
+  /** What the first map showed, when the exact map it was compared with is on screen now (else null). */
+  confirmation(): FirstMapShown | null {
+    const f = this.firstShown;
+    const ask = this.segmentAsk();
+    return f !== null && this.autoShown && ask !== null && segmentCacheKey(ask) === f.exactKey ? f : null;
+  }
+
+  /** The next automatic step (confirm.ts nextAutoStep) for what is on screen now. */
+  private autoStep(): AutoStep {
+    const reg = this.reg;
+    if (reg === null || this.payload === null) return {kind: 'none'};
+    const first = this.firstMap();
+    const has = (m: string) => this.segValues.has(segmentCacheKey(this.segmentAsk(m)!));
+    return nextAutoStep({auto: this.autoSegment, onScreen: this.method, onScreenIsSegment: reg.isSegment(this.method),
+                         autoShown: this.autoShown, first, exact: reg.defaultSegment(this.granularity)?.name ?? null, has,
+                         firstFailed: first !== null && this.firstFailed.has(segmentCacheKey(this.segmentAsk(first)!))});
   }
 
   /** The current method's payload; an extra method without its per-token matrix is {matrix: null}. */
@@ -499,7 +539,9 @@ export class SalienceController {
         const exact = s.measured.filter((m) => m).length;
         return `measured per ${noun} coarse-to-fine: ${s.stats.rows} forwards, ${exact} of ${s.measured.length} ${noun}s exactly${saved}`;
       }
-      return `measured per ${noun} by removing each: ${s.stats.rows} forwards${saved}`;
+      // The record's own facts (kind segment: per segment of this granularity; its cost unit), not one sentence for all.
+      const scored = `${s.stats.rows} ${s.stats.rows === 1 ? 'prompt' : 'prompts'} scored`;
+      return `measured per ${noun}: ${this.reg!.segment(ask.method)!.cost_unit}; ${scored}${saved}`;
     }
     if (p !== null && this.tokenValues() === null) return `computing ${describeSpan(this.span, numTargets(p))}…`;
     const m = this.methodPayload();
@@ -709,7 +751,8 @@ export class SalienceController {
     if (p === null || this.input === null) return;
     const ask = this.segmentAsk();
     if (ask !== null) {
-      if (!this.segValues.has(segmentCacheKey(ask)) && !this.segmentsOnRequest()) void this.fetchSegments(this.input, ask);
+      if (this.segValues.has(segmentCacheKey(ask))) this.autoSwitch();  // a first map on screen: the exact map next
+      else if (!this.segmentsOnRequest()) void this.fetchSegments(this.input, ask);
       return;
     }
     this.autoSwitch();
@@ -810,28 +853,53 @@ export class SalienceController {
   }
 
   /**
-   * The automatic switch: while the gradient is on screen at a granularity with a default segment method
-   * (the server's `default_at`) and the user has not chosen a method, that method is measured, and shown
-   * once its values are there.
+   * The automatic steps (confirm.ts): while the user has not chosen a method, at a granularity with a default
+   * segment method (the server's `default_at`: exact leave-one-out), the first map (the server's `first_map_at`,
+   * else the gradient) is shown, then the exact method is measured and replaces it once its values are there; what
+   * the first map showed is kept (`firstShown`) for the verdict.
    */
   private autoSwitch() {
-    const name = this.pendingDefault();
-    if (name === null || this.input === null) return;
-    const ask = this.segmentAsk(name)!;
-    if (!this.segValues.has(segmentCacheKey(ask))) {
-      void this.fetchSegments(this.input, ask);
+    const step = this.autoStep();
+    if (step.kind === 'none' || this.input === null) return;
+    if (step.kind === 'measure') {
+      void this.fetchSegments(this.input, this.segmentAsk(step.method)!);
       return;
     }
-    this.gradientMethod = this.method;
-    this.method = name;
+    const before = this.tokenValues();
+    if (!this.reg!.isSegment(this.method)) this.gradientMethod = this.method;
+    if (step.kind === 'show-exact') {
+      const signed = this.methodPayload()?.signed ?? this.reg!.get(this.method)?.signed ?? true;
+      this.firstShown = before === null ? null
+          : {method: this.method, signed, tokens: before, exactKey: segmentCacheKey(this.segmentAsk(step.method)!)};
+    }
+    this.method = step.method;
     this.autoShown = true;  // not a timed user action: a pending one (a click) keeps its timing
+    this.segmentDetail = null;
     this.clearSideError();
+    if (step.kind === 'show-first') this.autoSwitch();  // the exact method next
   }
 
-  /** The cache key of the segment values the view wants now (on screen, or for the automatic switch); else null. */
+  /** The cache key of the segment values the view wants now (on screen, or for the automatic steps); else null. */
   private wantedSegments(): string | null {
-    const ask = this.segmentAsk() ?? (this.pendingDefault() !== null ? this.segmentAsk(this.pendingDefault()!) : null);
-    return ask === null ? null : segmentCacheKey(ask);
+    const shown = this.segmentAsk();
+    if (shown !== null && !this.segValues.has(segmentCacheKey(shown))) return segmentCacheKey(shown);
+    const auto = this.autoMeasuring();
+    if (auto !== null) return segmentCacheKey(this.segmentAsk(auto)!);
+    return shown === null ? null : segmentCacheKey(shown);
+  }
+
+  /**
+   * A segment job that ended without values (`message` says why). The first map's (e.g. a model without an attention
+   * estimator): the gradient stays the first map and the exact method is measured; another's: the error is shown.
+   */
+  private segmentsFailed(key: string, message: string) {
+    const first = this.firstMap();
+    if (first !== null && this.autoMeasuring() === first && key === segmentCacheKey(this.segmentAsk(first)!)) {
+      this.firstFailed.add(key);
+      this.ensureData();
+      return;
+    }
+    this.segmentError = message;
   }
 
   /**
@@ -872,7 +940,7 @@ export class SalienceController {
         }
         this.host.changed();
         if (status === null || status.state === 'cancelled' || status.state === 'error') {
-          if (wanted()) this.segmentError = status?.error || 'The server stopped measuring the segments. Retry by choosing the method again.';
+          if (wanted()) this.segmentsFailed(key, status?.error || 'The server stopped measuring the segments. Retry by choosing the method again.');
           return;
         }
         await sleep(POLL_MS);
@@ -880,7 +948,7 @@ export class SalienceController {
       }
     } catch (e) {
       if (gen === this.generation && this.wantedSegments() === key) {
-        this.segmentError = errorMessage(e);
+        this.segmentsFailed(key, errorMessage(e));
         this.host.changed();
       }
     } finally {

@@ -29,6 +29,10 @@ export const SALIENCE_STYLES = css`
   .segment-status .fit.warn, .segment-status .error-text { color: #a50e0e; }
   .count-error { color: #a50e0e; font-size: 12px; }
   .segment-warning { flex-basis: 100%; color: #a50e0e; }
+  .confirm { margin: 6px 0; padding: 4px 6px; border-left: 3px solid #1e8e3e; background: #e6f4ea; color: #0d652d; }
+  .confirm.changed { border-left-color: #f9ab00; background: #fef7e0; color: #5f3b00; }
+  .confirm-headline { font-weight: 500; }
+  .confirm-before, .confirm-after, .confirm-moved { font-size: 12px; }
   .empty { padding: 16px; color: #5f6368; }
   .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
   .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }

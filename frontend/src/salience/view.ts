@@ -17,9 +17,10 @@ import {SEGMENT_NOUNS, type SalienceController} from './controller.js';
 import {describeFit, describeProgress, type DetailStatus, type MethodPayload, type SaliencePayload,
         type StreamStatus} from './payload.js';
 import {describeRefinement, stageProgress} from './coarse.js';
+import {describeVerdict, verdictOn, type FirstMapShown} from './confirm.js';
 import type {Ranked} from './rank.js';
 import type {TargetSpan} from './spans.js';
-import {isWhole, overlaps, type TargetSegment} from './target.js';
+import {isWhole, overlaps, targetSegments, type TargetSegment} from './target.js';
 import {IG_TOLERANCE, relativeCompleteness} from './values.js';
 
 export const GRANULARITY_LABELS: Record<Granularity, string> = {
@@ -98,20 +99,40 @@ export function segmentStatusView(ctl: SalienceController,
   const progress = (d: DetailStatus | null) => d === null || d.state === 'queued' ? ' (waiting for the model…)'
       : d.state === 'running' && d.total > 0 ? ` (${stageProgress(d)}${describeProgress(d).replace(/^ \d+ %/, '')})`
       : '';
+  const pending = ctl.pendingDefault();
+  // While the exact method confirms the first map: its progress, and a way to stop it (the first map stays).
+  const stop = html`<button class="stop-confirm" title="Stop measuring ${pending ? reg.label(pending) : ''}; the map on screen stays"
+      @click=${() => ctl.stopConfirming()}>Stop: keep this map</button>`;
+  const first = ctl.firstMap();
   if (info === undefined) {
-    const pending = ctl.pendingDefault();
     if (pending === null) return nothing;
-    return html`<div class="segment-status pending" role="status" data-pending=${pending}>
+    const measuring = ctl.autoMeasuring();
+    const lead = measuring !== null && measuring === first
+      ? html`Gradient shown. <b class="first-map" data-method=${first}>${reg.label(first)}</b>, the first map (${FIRST_MAP_WHY}),
+          is being measured per ${noun}${progress(ctl.segmentDetail)}; then exact <b>${reg.label(pending)}</b> confirms it.`
+      : html`First map: <b class="first-map" data-method=${ctl.method}>${reg.label(ctl.method)}</b>
+          (${first === null ? GRADIENT_WHY : `${reg.label(first)} could not be measured`}).
+          <b>${reg.label(pending)}</b> is being measured per ${noun}${progress(ctl.segmentDetail)} to confirm it; it replaces
+          the first map when done.`;
+    return html`<div class="segment-status pending" role="status" data-pending=${pending} data-first=${ctl.method}>
       <div class="bar"><div></div></div>
-      <span>Gradient shown. <b>${reg.label(pending)}</b> is being measured per ${noun}${progress(ctl.segmentDetail)};
-        it replaces the gradient when done.</span>
+      <span>${lead}</span> ${stop}
       ${ctl.segmentError ? html`<span class="error-text">${ctl.segmentError}</span>` : nothing}</div>`;
   }
   const s = ctl.segmentValues();
   const gradient = html`<button class="show-gradient" accesskey="g" title="Back to ${reg.label(ctl.gradientMethod)} (one pass; Alt+G)"
       @click=${() => on.showGradient()}>Show gradient (${reg.get(ctl.gradientMethod)?.short ?? ctl.gradientMethod})</button>`;
   let body;
-  if (ctl.segmentError) {
+  if (ctl.autoShown && pending !== null && s !== null) {
+    // A first map the server names is on screen; the exact method confirms it.
+    return html`<div class="segment-status pending" role="status" data-method=${info.name} data-pending=${pending}
+        data-first=${info.name} data-auto="true">
+      <div class="bar"><div></div></div>
+      <span>First map: <b class="method-on-screen first-map" data-method=${info.name}>${info.label}</b>, per ${noun}
+        (${FIRST_MAP_WHY}). <b>${reg.label(pending)}</b> is being measured${progress(ctl.segmentDetail)} to confirm it;
+        it replaces the first map when done.</span> ${stop} ${gradient}
+      ${ctl.segmentError ? html`<span class="error-text">${ctl.segmentError}</span>` : nothing}</div>`;
+  } else if (ctl.segmentError) {
     body = html`<span class="error-text" role="alert">${ctl.segmentError}</span>`;
   } else if (s !== null) {
     const fit = describeFit(s);
@@ -137,8 +158,31 @@ export function segmentStatusView(ctl: SalienceController,
   }
   return html`<div class="segment-status" role="status" data-method=${info.name} data-auto=${ctl.autoShown ? 'true' : 'false'}>
     <span>On screen: <b class="method-on-screen">${info.label}</b>, measured per ${noun}: changing granularity
-      re-measures${ctl.autoShown ? ' (shown instead of the gradient once measured)' : ''}.</span>
+      re-measures${ctl.autoShown ? ` (shown instead of the first map${ctl.firstShown ? `, ${reg.label(ctl.firstShown.method)},` : ''} once measured)` : ''}.</span>
     ${body} ${gradient}</div>`;
+}
+
+/** Why the first map is the method the server names (sequence_salience/first_map.py's rule), or the gradient. */
+const FIRST_MAP_WHY = 'the fastest method whose agreement with exact leave-one-out on held-out prompts clears the bar';
+const GRADIENT_WHY = 'no faster method agrees well enough with exact leave-one-out on held-out prompts';
+
+/**
+ * Whether exact leave-one-out confirmed the first map (the same top segment and top three) or what changed, for the
+ * segmentation on screen: the first map's values (`first`) against the exact ones (`exact`) on screen now.
+ */
+export function confirmView(ctl: SalienceController, first: FirstMapShown, p: SaliencePayload, seg: Segmentation,
+                            exact: Float64Array, signed: boolean, u16: Int32Array) {
+  const reg = ctl.registry();
+  if (reg === null) return nothing;
+  const skip = new Set(targetSegments(seg, p.n_prompt_tokens).filter((ts) => overlaps(ts, ctl.span)).map((ts) => ts.seg));
+  const v = verdictOn(seg, first, exact, signed, skip);
+  const noun = SEGMENT_NOUNS[seg.granularity] ?? seg.granularity;
+  const w = describeVerdict(v, reg.label(first.method), reg.label(ctl.method), noun, (s) => segmentText(p.text, seg, s, u16));
+  const verdict = v.confirmed ? 'confirmed' : 'changed';
+  return html`<div class="confirm ${verdict}" role="status" data-verdict=${verdict} data-first=${first.method}>
+    <div class="confirm-headline">${v.confirmed ? '✓' : '↻'} ${w.headline}</div>
+    ${v.confirmed ? nothing : html`<div class="confirm-before">${w.before}</div><div class="confirm-after">${w.after}</div>
+      ${w.moved ? html`<div class="confirm-moved">${w.moved}</div>` : nothing}`}</div>`;
 }
 
 /** The step / sample count of a method computed on request, and its per-token switch when it is selected. */
@@ -309,8 +353,10 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
       <div class="facts"><div class="precision" data-detail=${ctl.detailState()} data-exact="none">${ctl.precision()}</div></div>
     </div>`;
   }
+  const first = ctl.confirmation();
   return html`<div class="side">
     ${legendView(cs, m)}
+    ${first !== null ? confirmView(ctl, first, p, seg, tokenValues, cs.signed, u16) : nothing}
     <div class="facts">
       ${p.target_logprobs.length >= ctl.span.t1 ? html`<div>log p(target) = ${spanLogprob.toFixed(3)}</div>` : nothing}
       <div class="precision" data-detail=${ctl.detailState()}
@@ -323,7 +369,7 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
       ${ranked.map((r) => {
         const c = colorFor(r.value, cs);
         const text = segmentText(p.text, seg, r.seg, u16).trim();
-        return html`<li><button class="top-item" @click=${() => scrollTo(r.seg)} title=${text}>
+        return html`<li><button class="top-item" data-s=${r.seg} data-value=${r.value} @click=${() => scrollTo(r.seg)} title=${text}>
           <span class="swatch" style="background:${c.bg}"></span>
           <span class="top-text">${text.length > 40 ? text.slice(0, 39) + '…' : text}</span>
           ${seg.starts[r.seg] >= p.prompt_end ? html`<span class="where" title="in the response">resp.</span>` : nothing}
