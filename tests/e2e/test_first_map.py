@@ -1,0 +1,128 @@
+"""What the user sees first (issue 42 §5), in a real browser against the real server: at sentence granularity the
+constitutional-principles row's first map is the method the first-map rule chose from the shipped held-out figures
+(sequence_salience/first_map.py; the gradient where no method clears the bar), named on the status line while exact
+leave-one-out measures; then the exact map replaces it and the side panel says "confirmed" or what changed. The
+values on screen equal leave-one-out computed here through the library for the same row, and the verdict equals
+the one computed here from the library's first map and leave-one-out (top segment and top three).
+Screenshot: artifacts/e2e/first_map/verdict.png.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import sequence_salience as ss
+from lit_app import method_registry
+from lit_app.datasets import CASE_STUDIES_PATH
+from sequence_salience.ablation import segment_salience
+from sequence_salience.methods import AblationConfig, DEFAULT_METHODS, get_any_method, leave_one_out
+from tests.e2e import plugin_checks
+
+pytestmark = pytest.mark.e2e
+
+ROW = "constitutional principles"
+GRANULARITY = "sentence"
+TIMEOUT_MS = 300_000
+TOP_K = 3  # the verdict compares the top three (frontend/src/salience/confirm.ts CONFIRM_TOP_K)
+
+
+def _row() -> dict:
+    with open(CASE_STUDIES_PATH, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return next(r for r in rows if r["case"] == ROW)
+
+
+def _top(values: np.ndarray, signed: bool) -> list[int]:
+    """The module's top-list rule (frontend/src/salience/rank.ts): by |value| when signed, else by value (negative
+    values left out); zeros left out; ties in text order."""
+    keys = np.abs(values) if signed else values
+    order = sorted((i for i in range(len(values)) if values[i] != 0 and (signed or values[i] > 0)),
+                   key=lambda i: (-keys[i], i))
+    return order[:TOP_K]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Leave one sentence out of the row (filler removal, the whole target) and the first map's values per the same
+    sentences, computed through the library."""
+    row = _row()
+    lm = ss.load_model("default")
+    chat = lm.format_prompt(row["prompt"], system=row["system"])
+    exact = segment_salience(lm, chat, row["target"], leave_one_out.NAME, granularity=GRANULARITY,
+                             config=AblationConfig())
+    chosen = method_registry.FIRST_MAP_METHOD[GRANULARITY]
+    if chosen is None:  # the gradient: the first highlight's, summed over each sentence's tokens
+        first_name = DEFAULT_METHODS[0]
+        grad = ss.compute_span_salience(lm, chat, row["target"], first_name)  # [N]
+        first = np.array([float(grad[toks].sum()) for toks in exact.segment_tokens])
+    else:
+        first_name = chosen
+        first = np.asarray(segment_salience(lm, chat, row["target"], chosen, granularity=GRANULARITY,
+                                            config=AblationConfig()).values, dtype=float)
+    texts = [exact.text[s:e].strip() for s, e in exact.segments]
+    return {"first": first_name, "first_values": first, "first_signed": get_any_method(first_name).signed,
+            "values": np.asarray(exact.values, dtype=float), "texts": texts}
+
+
+def test_first_map_named_then_confirmed_or_changed_by_exact_leave_one_out(server_url, browser_page, artifacts_dir,
+                                                                          reference):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
+    mod.locator("select.granularity").select_option(GRANULARITY)
+    # Every name the status line gives the first map, as it renders (it may show for less than a poll).
+    plugin_checks.record_texts(mod, ".segment-status .first-map", "__ssFirstMap")
+    plugin_checks.record_texts(mod, ".segment-status .stop-confirm", "__ssStop")
+    plugin_checks.select_and_wait(page, ROW)
+
+    # Then the exact map, with the verdict above the top list.
+    status = mod.locator(f'.segment-status[data-method="{leave_one_out.NAME}"]')
+    status.wait_for(timeout=TIMEOUT_MS)
+    verdict = mod.locator(".side .confirm")
+    expect(verdict).to_have_count(1)
+    named = page.evaluate("window.__ssFirstMap")
+    first_label = get_any_method(reference["first"]).label
+    assert named and set(named) == {first_label}, f"the first map was named {named}, the rule chose {first_label}"
+    expect(verdict).to_have_attribute("data-first", reference["first"])
+    expect(status).to_contain_text(f"shown instead of the first map, {first_label}, once measured")
+    # While it measured, a button stopped it (vitest: the polls end and the first map stays); now nothing to stop.
+    assert page.evaluate("window.__ssStop") == ["Stop: keep this map"]
+    assert mod.locator(".segment-status .stop-confirm").count() == 0
+
+    # The values shown are leave-one-out's, as the library computes them for this row: the top list, in its order.
+    items = mod.locator(".side .top .top-item")
+    shown = [(item.get_attribute("title").strip(), float(item.get_attribute("data-value")))
+             for item in items.all()]
+    values, texts = reference["values"], reference["texts"]
+    order = sorted((i for i in range(len(values)) if values[i] != 0), key=lambda i: (-abs(values[i]), i))
+    expected = [(texts[i], float(values[i])) for i in order[:len(shown)]]
+    assert [t for t, _ in shown] == [t for t, _ in expected]
+    # The server's prefix reuse and batching against the library's defaults: equal to ~1e-5 nats (docs/benchmarks.md).
+    np.testing.assert_allclose([v for _, v in shown], [v for _, v in expected], atol=1e-3)
+    assert len(shown) >= TOP_K
+
+    # The verdict, computed here from the library's two maps.
+    before = _top(reference["first_values"], reference["first_signed"])
+    after = _top(values, True)
+    confirmed = before[0] == after[0] and set(before) == set(after)
+    expect(verdict).to_have_attribute("data-verdict", "confirmed" if confirmed else "changed")
+    headline = verdict.locator(".confirm-headline")
+    clip = lambda i: texts[i] if len(texts[i]) <= 40 else texts[i][:39] + "…"  # noqa: E731 (confirm.ts clip)
+    if confirmed:
+        expect(headline).to_contain_text(f"Confirmed by exact {get_any_method(leave_one_out.NAME).label.lower()}")
+    else:
+        expect(headline).to_contain_text(f"Changed by exact {get_any_method(leave_one_out.NAME).label.lower()}")
+        expect(headline).to_contain_text(f"“{clip(after[0])}”")
+        expect(verdict.locator(".confirm-before")).to_contain_text(
+            f"First map ({first_label}): " + " ".join(f"{k + 1}. “{clip(i)}”" for k, i in enumerate(before)))
+        expect(verdict.locator(".confirm-after")).to_contain_text(
+            "Exact: " + " ".join(f"{k + 1}. “{clip(i)}”" for k, i in enumerate(after)))
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    page.mouse.move(5, 5)
+    plugin_checks.screenshot(page, artifacts_dir / "first_map", "verdict")
+    assert not external, f"requests to non-local hosts: {external}"
+
