@@ -22,9 +22,9 @@ from collections.abc import Callable
 import numpy as np
 
 from sequence_salience.ablation import segment_salience
-from sequence_salience.attention.estimator import (ALPHAS, Estimator, PromptAblations, fit_weights, load_estimator,
-                                                   training_hash)
-from sequence_salience.attention.features import attention_shape, capture_features, span_rows
+from sequence_salience.attention.estimator import (ALPHAS, DEFAULT_FEATURES, Estimator, PromptAblations, fit_weights,
+                                                   load_estimator, training_hash)
+from sequence_salience.attention.features import attention_shape, capture_feature_sets, span_rows
 from sequence_salience.attention.prompts import GeneratedPrompt, generate_prompts
 from sequence_salience.errors import SalienceError
 from sequence_salience.files import atomic_write_bytes
@@ -51,6 +51,7 @@ class CalibrationConfig:
       removal: how a segment is removed ("filler" or "delete", as AblationConfig).
       seed: of the prompts and the masks.
       alphas: the ridge weights tried by cross-validation.
+      features: the feature blocks the estimator reads (attention/estimator.py FEATURE_BLOCKS).
     """
 
     prompts: int = 40
@@ -61,6 +62,7 @@ class CalibrationConfig:
     removal: str = "filler"
     seed: int = 0
     alphas: tuple[float, ...] = ALPHAS
+    features: tuple[str, ...] = DEFAULT_FEATURES
 
     def recipe(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -106,17 +108,22 @@ def measure_prompt(lm: LanguageModel, item: GeneratedPrompt, granularity: str, c
         kept.append(rand.kept)
         logprobs.append(rand.logprobs)
     result = loo.result
-    features = capture_features(lm.model, result.ids, span_rows(result.n_prompt_tokens, loo.span),
-                                loo.segment_tokens)  # [S, L*H]
+    question = [int(x) for x in loo.segment_tokens[-1]]  # the last segment's own rows (the question, mostly)
+    features, qfeatures = capture_feature_sets(lm.model, result.ids, [span_rows(result.n_prompt_tokens, loo.span),
+                                                                      question], loo.segment_tokens)  # [S, L*H] each
     return PromptAblations(features=features, kept=np.concatenate(kept), logprobs=np.concatenate(logprobs),
-                           original_logprob=float(loo.original_logprob), span_tokens=loo.span[1] - loo.span[0])
+                           original_logprob=float(loo.original_logprob), span_tokens=loo.span[1] - loo.span[0],
+                           qfeatures=qfeatures, seg_sizes=np.array([len(t) for t in loo.segment_tokens]),
+                           seg_starts=np.array([int(t[0]) for t in loo.segment_tokens]))
 
 
 def save_record(path: pathlib.Path, record: PromptRecord) -> None:
     buf = io.BytesIO()
     d = record.data
+    extra = {k: getattr(d, k) for k in ("qfeatures", "seg_sizes", "seg_starts") if getattr(d, k) is not None}
     np.savez(buf, features=d.features, kept=d.kept, logprobs=d.logprobs, original_logprob=d.original_logprob,
-             span_tokens=d.span_tokens, seconds=record.seconds, spec=np.asarray(json.dumps(record.spec, sort_keys=True)))
+             span_tokens=d.span_tokens, seconds=record.seconds, spec=np.asarray(json.dumps(record.spec, sort_keys=True)),
+             **extra)
     atomic_write_bytes(path, buf.getvalue())
 
 
@@ -124,8 +131,10 @@ def load_record(path: pathlib.Path) -> PromptRecord | None:
     """The cached record, or None when the file is missing or unreadable (then it is recomputed)."""
     try:
         with np.load(path, allow_pickle=False) as z:
+            extra = {k: z[k] for k in ("qfeatures", "seg_sizes", "seg_starts") if k in z.files}
             data = PromptAblations(features=z["features"], kept=z["kept"], logprobs=z["logprobs"],
-                                   original_logprob=float(z["original_logprob"]), span_tokens=int(z["span_tokens"]))
+                                   original_logprob=float(z["original_logprob"]), span_tokens=int(z["span_tokens"]),
+                                   **extra)
             return PromptRecord(spec=json.loads(str(z["spec"])), data=data, seconds=float(z["seconds"]))
     except (OSError, ValueError, KeyError):
         return None
@@ -149,7 +158,8 @@ def collect(lm: LanguageModel, out_dir: str | pathlib.Path, config: CalibrationC
         spec = _spec(item, granularity, config, mask_seed)
         path = folder / f"{item.id}.npz"
         cached = load_record(path)
-        if cached is None or cached.spec != json.loads(json.dumps(spec, sort_keys=True)):
+        stale = cached is not None and "question" in config.features and cached.data.qfeatures is None  # older cache
+        if cached is None or stale or cached.spec != json.loads(json.dumps(spec, sort_keys=True)):
             start = time.perf_counter()
             data = measure_prompt(lm, item, granularity, config, mask_seed)
             cached = PromptRecord(spec=spec, data=data, seconds=time.perf_counter() - start)
@@ -165,10 +175,10 @@ def collect(lm: LanguageModel, out_dir: str | pathlib.Path, config: CalibrationC
 
 def fit_estimator(lm: LanguageModel, records: list[PromptRecord], config: CalibrationConfig) -> Estimator:
     """The ridge fit over the records (attention/estimator.py), with the recipe and the training hash."""
-    weight, alpha, quality = fit_weights([r.data for r in records], config.alphas)
+    weight, alpha, quality = fit_weights([r.data for r in records], config.alphas, blocks=config.features)
     digest = training_hash([{**r.spec, "kept": r.data.kept.astype(int).tolist()} for r in records])
     return Estimator(weight=weight, model=lm.name, shape=attention_shape(lm.model), alpha=alpha, quality=quality,
-                     recipe=config.recipe(), seed=config.seed, training_hash=digest)
+                     recipe=config.recipe(), seed=config.seed, training_hash=digest, features=tuple(config.features))
 
 
 def calibrate(lm: LanguageModel, out_dir: str | pathlib.Path, config: CalibrationConfig = CalibrationConfig(),

@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import pathlib
 
-from sequence_salience.attention.estimator import Estimator, load_estimator
-from sequence_salience.attention.features import FAMILIES, AttentionShape, attention_shape, capture_features, span_rows
+from sequence_salience.attention.estimator import Estimator, FeatureInputs, load_estimator
+from sequence_salience.attention.features import (FAMILIES, AttentionShape, attention_shape, capture_feature_sets,
+                                                  capture_features, span_rows)
 from sequence_salience.errors import SalienceError
 from sequence_salience.model import DEFAULT_MODEL_DESCRIPTION
 
@@ -45,5 +46,5 @@ def estimator_for(model_name: str, path: str | None = None) -> Estimator:
     return _load_cached(str(p), p.stat().st_mtime if p.exists() else 0.0)
 
 
-__all__ = ["FAMILIES", "SHIPPED", "AttentionShape", "Estimator", "attention_shape", "capture_features",
-           "estimator_for", "load_estimator", "span_rows"]
+__all__ = ["FAMILIES", "SHIPPED", "AttentionShape", "Estimator", "FeatureInputs", "attention_shape", "capture_feature_sets",
+           "capture_features", "estimator_for", "load_estimator", "span_rows"]

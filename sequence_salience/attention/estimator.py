@@ -41,6 +41,53 @@ FORMAT = "sequence-salience/attention-estimator/1"
 ALPHAS: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 CV_FOLDS = 5
 
+# The blocks a segment's feature row can be made of (FeatureInputs -> <float64>[S, width]), in this order:
+#   span      per layer and head, the attention of the target span's rows to the segment (L*H);
+#   share     the same, divided by the head's attention to all segments (what the head splits among them; L*H);
+#   question  per layer and head, the attention of the last segment's own rows (the question, mostly) (L*H);
+#   position  whether the segment is the last one (next to the target), and its share of the segments' tokens (2).
+FEATURE_BLOCKS = ("span", "share", "question", "position")
+DEFAULT_FEATURES: tuple[str, ...] = ("span",)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureInputs:
+    """What one forward captures for a segmentation: span <float32>[S, L*H] (attention of the span's rows),
+    question <float32>[S, L*H] or None (of the last segment's rows), sizes <int64>[S] (tokens per segment)."""
+
+    span: np.ndarray
+    question: np.ndarray | None = None
+    sizes: np.ndarray | None = None
+
+
+def block_width(block: str, shape: AttentionShape) -> int:
+    return 2 if block == "position" else shape.n_features
+
+
+def design_features(blocks: Sequence[str], inputs: FeatureInputs) -> np.ndarray:
+    """<float64>[S, width]: the segments' feature rows, the named blocks side by side (FEATURE_BLOCKS)."""
+    span = np.asarray(inputs.span, dtype=np.float64)  # [S, F]
+    S = span.shape[0]
+    parts = []
+    for block in blocks:
+        if block == "span":
+            parts.append(span)
+        elif block == "share":
+            parts.append(span / np.maximum(span.sum(axis=0, keepdims=True), 1e-12))
+        elif block == "question":
+            if inputs.question is None:
+                raise SalienceError("This estimator reads the question rows' attention, and it was not captured. Fix: "
+                                    "capture both row sets (capture_feature_sets).")
+            parts.append(np.asarray(inputs.question, dtype=np.float64))
+        elif block == "position":
+            sizes = np.ones(S) if inputs.sizes is None else np.asarray(inputs.sizes, dtype=np.float64)
+            last = np.zeros(S)
+            last[-1] = 1.0
+            parts.append(np.stack([last, sizes / sizes.sum()], axis=1))
+        else:
+            raise SalienceError(f"Unknown feature block {block!r}. Fix: use some of {FEATURE_BLOCKS}.")
+    return np.concatenate(parts, axis=1)
+
 
 @dataclasses.dataclass(frozen=True)
 class Estimator:
@@ -55,6 +102,7 @@ class Estimator:
       recipe: how the training data were made (prompts, lengths, granularities, masks, removal).
       seed: the calibration seed.
       training_hash: sha256 of the training prompts, targets, segmentations and masks.
+      features: the feature blocks its weights read (FEATURE_BLOCKS), in order.
     """
 
     weight: np.ndarray
@@ -65,14 +113,22 @@ class Estimator:
     recipe: Mapping[str, object]
     seed: int
     training_hash: str
+    features: tuple[str, ...] = DEFAULT_FEATURES
 
-    def values(self, features: np.ndarray, span_tokens: int) -> np.ndarray:
-        """<float64>[S] segment values (nats of log p(span)) from features <float32>[S, L*H]."""
-        if features.shape[1] != self.weight.shape[0]:
-            raise SalienceError(f"The features have {features.shape[1]} layer x head columns; the estimator fitted "
-                                f"on {self.model!r} has {self.weight.shape[0]}. Fix: use the estimator of this model "
+    @property
+    def needs_question(self) -> bool:
+        """Whether the question rows' attention must be captured (the "question" block)."""
+        return "question" in self.features
+
+    def values(self, features: "np.ndarray | FeatureInputs", span_tokens: int) -> np.ndarray:
+        """<float64>[S] segment values (nats of log p(span)) from the captured features (FeatureInputs, or the span
+        rows' features <float32>[S, L*H] alone for an estimator of the "span" block only)."""
+        inputs = features if isinstance(features, FeatureInputs) else FeatureInputs(span=features)
+        if inputs.span.shape[1] != self.shape.n_features:
+            raise SalienceError(f"The features have {inputs.span.shape[1]} layer x head columns; the estimator fitted "
+                                f"on {self.model!r} has {self.shape.n_features}. Fix: use the estimator of this model "
                                 "(`sequence-salience calibrate --model ...`).")
-        return span_tokens * (features.astype(np.float64) @ self.weight)
+        return span_tokens * (design_features(self.features, inputs) @ self.weight)
 
     def check_model(self, shape: AttentionShape, model_name: str) -> None:
         """SalienceError unless features of a model of `shape` fit this estimator."""
@@ -87,7 +143,7 @@ class Estimator:
         return {"format": FORMAT, "model": self.model, "model_type": self.shape.model_type,
                 "n_layers": self.shape.n_layers, "n_heads": self.shape.n_heads, "alpha": self.alpha,
                 "quality": dict(self.quality), "recipe": dict(self.recipe), "seed": self.seed,
-                "training_hash": self.training_hash}
+                "training_hash": self.training_hash, "features": list(self.features)}
 
     def save(self, path: str | pathlib.Path) -> None:
         """Writes the .npz atomically (weight and meta; no pickled objects)."""
@@ -113,31 +169,45 @@ def load_estimator(path: str | pathlib.Path) -> Estimator:
         raise SalienceError(f"{path} has format {meta.get('format')!r}, not {FORMAT!r}. Fix: refit it with "
                             "`sequence-salience calibrate`.")
     shape = AttentionShape(meta["model_type"], int(meta["n_layers"]), int(meta["n_heads"]))
-    if weight.shape != (shape.n_features,):
-        raise SalienceError(f"{path}: {weight.shape[0]} weights for {shape.n_layers} x {shape.n_heads} heads. "
+    blocks = tuple(meta.get("features", DEFAULT_FEATURES))
+    if any(b not in FEATURE_BLOCKS for b in blocks):
+        raise SalienceError(f"{path} reads feature blocks {list(blocks)}; this version knows {list(FEATURE_BLOCKS)}. "
                             "Fix: refit it with `sequence-salience calibrate`.")
+    width = sum(block_width(b, shape) for b in blocks)
+    if weight.shape != (width,):
+        raise SalienceError(f"{path}: {weight.shape[0]} weights for {shape.n_layers} x {shape.n_heads} heads and the "
+                            f"blocks {list(blocks)} ({width}). Fix: refit it with `sequence-salience calibrate`.")
     return Estimator(weight=weight, model=meta["model"], shape=shape, alpha=float(meta["alpha"]),
                      quality=meta.get("quality", {}), recipe=meta.get("recipe", {}), seed=int(meta["seed"]),
-                     training_hash=meta["training_hash"])
+                     training_hash=meta["training_hash"], features=blocks)
 
 
 @dataclasses.dataclass(frozen=True)
 class PromptAblations:
     """One training prompt's data: features <float32>[S, F], the scored ablations kept <bool>[R, S] with
-    their log p(span) <float64>[R], log p(span) of the unedited prompt, and the span's token count."""
+    their log p(span) <float64>[R], log p(span) of the unedited prompt, and the span's token count; optionally
+    the attention of the last segment's own rows (the question) to each segment <float32>[S, F] and each
+    segment's token count and first position <int64>[S]."""
 
     features: np.ndarray
     kept: np.ndarray
     logprobs: np.ndarray
     original_logprob: float
     span_tokens: int
+    qfeatures: np.ndarray | None = None
+    seg_sizes: np.ndarray | None = None
+    seg_starts: np.ndarray | None = None
 
 
-def design(prompt: PromptAblations) -> tuple[np.ndarray, np.ndarray]:
-    """The prompt's equations: X <float64>[R, F] (features summed over each ablation's removed segments)
-    and y <float64>[R] (its drop in log p(span), per span token)."""
+def feature_inputs(prompt: PromptAblations) -> FeatureInputs:
+    return FeatureInputs(span=prompt.features, question=prompt.qfeatures, sizes=prompt.seg_sizes)
+
+
+def design(prompt: PromptAblations, blocks: Sequence[str] = DEFAULT_FEATURES) -> tuple[np.ndarray, np.ndarray]:
+    """The prompt's equations: X <float64>[R, F] (the segments' feature rows, design_features of `blocks`, summed
+    over each ablation's removed segments) and y <float64>[R] (its drop in log p(span), per span token)."""
     removed = (~prompt.kept).astype(np.float64)  # [R, S]
-    X = removed @ prompt.features.astype(np.float64)  # [R, F]
+    X = removed @ design_features(blocks, feature_inputs(prompt))  # [R, F]
     y = (prompt.original_logprob - prompt.logprobs) / prompt.span_tokens  # [R]
     return X, y
 
@@ -152,9 +222,10 @@ def ridge(X: np.ndarray, y: np.ndarray, weights: np.ndarray, alpha: float) -> np
     return np.linalg.solve(A, X.T @ (weights * y))
 
 
-def stack(prompts: Sequence[PromptAblations]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def stack(prompts: Sequence[PromptAblations], blocks: Sequence[str] = DEFAULT_FEATURES
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """X <[R, F]>, y <[R]>, row weights <[R]> (1 / the prompt's rows) and the prompt index <[R]> of every row."""
-    parts = [design(p) for p in prompts]
+    parts = [design(p, blocks) for p in prompts]
     X = np.concatenate([x for x, _ in parts])
     y = np.concatenate([t for _, t in parts])
     weights = np.concatenate([np.full(len(t), 1.0 / len(t)) for _, t in parts])
@@ -163,12 +234,13 @@ def stack(prompts: Sequence[PromptAblations]) -> tuple[np.ndarray, np.ndarray, n
 
 
 def fit_weights(prompts: Sequence[PromptAblations], alphas: Sequence[float] = ALPHAS,
-                folds: int = CV_FOLDS) -> tuple[np.ndarray, float, dict[str, float]]:
+                folds: int = CV_FOLDS, blocks: Sequence[str] = DEFAULT_FEATURES
+                ) -> tuple[np.ndarray, float, dict[str, float]]:
     """(w <float64>[F], alpha, quality): the ridge fit over every prompt's rows, alpha chosen by prompt-grouped
     cross-validation (prompt i in fold i % folds; weighted mean squared error), refitted on all prompts."""
     if not prompts:
         raise SalienceError("No training prompts to fit the attention estimator on. Fix: calibrate on some prompts.")
-    X, y, weights, group = stack(prompts)
+    X, y, weights, group = stack(prompts, blocks)
     k = min(folds, len(prompts))
     errors = {}
     for alpha in alphas:

@@ -121,24 +121,36 @@ def capture_features(model: torch.nn.Module, ids: Sequence[int], rows: Sequence[
       rows: the query positions, e.g. span_rows(n_prompt_tokens, span).
       segment_tokens: S lists of token positions (into `ids`), one per segment.
     """
+    return capture_feature_sets(model, ids, [rows], segment_tokens)[0]
+
+
+def capture_feature_sets(model: torch.nn.Module, ids: Sequence[int], row_sets: Sequence[Sequence[int]],
+                         segment_tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """capture_features for several sets of query rows in one forward: one <float32>[S, L * H] per set (e.g.
+    the target span's rows and the rows of the prompt's last segment, the question)."""
     shape = attention_shape(model)
     family = FAMILIES[shape.model_type]
     device = next(model.parameters()).device
     N = len(ids)
-    if not rows or min(rows) < 0 or max(rows) >= N:
-        raise SalienceError(f"Query rows {list(rows)[:3]}... must lie inside the {N} tokens. Fix: pass the "
-                            "positions before the target span's tokens (span_rows).")
-    row_t = torch.as_tensor(list(rows), dtype=torch.long, device=device)  # [R]
+    for rows in row_sets:
+        if not rows or min(rows) < 0 or max(rows) >= N:
+            raise SalienceError(f"Query rows {list(rows)[:3]}... must lie inside the {N} tokens. Fix: pass the "
+                                "positions before the target span's tokens (span_rows).")
+    row_ts = [torch.as_tensor(list(rows), dtype=torch.long, device=device) for rows in row_sets]  # [R_i] each
     indicator = torch.zeros(len(segment_tokens), N, device=device)  # [S, N]
     for s, toks in enumerate(segment_tokens):
         indicator[s, torch.as_tensor(list(toks), dtype=torch.long, device=device)] = 1.0
-    out: list[torch.Tensor | None] = [None] * shape.n_layers
+    out: list[list[torch.Tensor | None]] = [[None] * shape.n_layers for _ in row_sets]
+    every = torch.cat(row_ts)  # [sum R_i] the queries of all sets in one projection
 
     def hook_for(layer: int):
         def hook(module, args, kwargs):
             hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # [1, N, D]
-            q, k = _queries_keys(module, family, hidden, row_t, kwargs)  # [H, R, d], [H, N, d]
-            out[layer] = segment_attention(q, k, row_t, indicator, float(module.scaling))  # [S, H]
+            q, k = _queries_keys(module, family, hidden, every, kwargs)  # [H, sum R, d], [H, N, d]
+            at = 0
+            for i, r in enumerate(row_ts):
+                out[i][layer] = segment_attention(q[:, at:at + len(r)], k, r, indicator, float(module.scaling))  # [S, H]
+                at += len(r)
         return hook
 
     modules = _attention_modules(model, shape.model_type)
@@ -149,7 +161,7 @@ def capture_features(model: torch.nn.Module, ids: Sequence[int], rows: Sequence[
     finally:
         for h in handles:
             h.remove()
-    return torch.cat([o.float().cpu() for o in out], dim=1).numpy()  # [S, L*H] layer-major
+    return [torch.cat([o.float().cpu() for o in per], dim=1).numpy() for per in out]  # [S, L*H] layer-major each
 
 
 def span_rows(n_prompt_tokens: int, span: tuple[int, int]) -> list[int]:

@@ -223,3 +223,32 @@ def generate_prompts(n: int, seed: int = 0, split: str = "train", min_tokens: in
                      count: Callable[[str], int] = _approx_tokens) -> list[GeneratedPrompt]:
     """The first n prompts of the split for `seed` (generate_prompt for index 0..n-1)."""
     return [generate_prompt(seed, i, split, min_tokens, max_tokens, count) for i in range(n)]
+
+
+def long_notes_prompt(seed: int, tokens: int, paragraphs: int, split: str = "eval",
+                      count: Callable[[str], int] = _approx_tokens) -> GeneratedPrompt:
+    """A notes + question prompt of about `tokens` tokens in `paragraphs` paragraphs, one of which holds the
+    asked fact (the cost goal's prompt: issue 42, 4,000 tokens of ~34 paragraphs): each paragraph grows a
+    sentence at a time, in turn, until the prompt reaches `tokens`; the fact's paragraph is drawn from the seed."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: use one of {SPLITS}")
+    rng = np.random.default_rng([seed, SPLITS.index(split), 10_000 + paragraphs])
+    w = _Words(rng, split)
+    place, obj = w.pick(w.places), w.pick(w.objects)
+    code = int(rng.integers(1000, 10000))
+    fact = f"The code for the {obj} at {place} is {code}."
+    slot = int(rng.integers(paragraphs))
+    question = f"\n\nQuestion: what is the code for the {obj} at {place}?"
+    paras = [[w.paragraph(1)] for _ in range(paragraphs)]
+    paras[slot].append(fact)
+
+    def text() -> str:
+        return "\n\n".join(" ".join(p) for p in paras) + question
+
+    k = 0
+    while count(text()) < tokens:
+        p = paras[k % paragraphs]
+        p.insert(len(p) - 1 if k % paragraphs == slot else len(p), w.paragraph(1))
+        k += 1
+    return GeneratedPrompt(id=f"{split}-{seed}-long-{tokens}-{paragraphs}", kind="notes", split=split, user=text(),
+                           system=None, target=f" The code for the {obj} at {place} is {code}.", fact_paragraph=slot)

@@ -27,6 +27,7 @@ HELP = __doc__
 
 def add_calibrate_parser(sub, default_model: str) -> None:
     """The `calibrate` subcommand's flags (defaults: the recipe of the shipped estimator, CalibrationConfig)."""
+    from sequence_salience.attention.estimator import FEATURE_BLOCKS  # pylint: disable=import-outside-toplevel
     from sequence_salience.calibration import CalibrationConfig  # pylint: disable=import-outside-toplevel
     from sequence_salience.methods.base import SEGMENT_REMOVALS  # pylint: disable=import-outside-toplevel
 
@@ -51,6 +52,10 @@ def add_calibrate_parser(sub, default_model: str) -> None:
                      help=f"random ablations per prompt besides leave-one-out (default: {d.masks})")
     cal.add_argument("--removal", default=d.removal, choices=SEGMENT_REMOVALS, help="how a segment is removed")
     cal.add_argument("--seed", type=int, default=d.seed, help=f"seed of the prompts and masks (default: {d.seed})")
+    cal.add_argument("--features", nargs="+", default=list(d.features), choices=FEATURE_BLOCKS,
+                     help=f"feature blocks the estimator reads (default: {' '.join(d.features)}): span = the target "
+                          "span's attention per head, share = the same divided among the segments, question = the "
+                          "last segment's own attention, position = last segment and token share")
 
 
 def calibration_config(args):
@@ -64,7 +69,7 @@ def calibration_config(args):
         raise UsageError(f"--masks {args.masks}: give 0 or more.")
     return CalibrationConfig(prompts=args.prompts, min_tokens=args.min_tokens, max_tokens=args.max_tokens,
                              sentence_max_tokens=args.sentence_max_tokens, masks=args.masks, removal=args.removal,
-                             seed=args.seed)
+                             seed=args.seed, features=tuple(dict.fromkeys(args.features)))
 
 
 def calibrate_command(args) -> int:

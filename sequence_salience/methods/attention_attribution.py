@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sequence_salience.attention import attention_shape, capture_features, estimator_for, span_rows
+from sequence_salience.attention import (FeatureInputs, attention_shape, capture_feature_sets, capture_features,
+                                         estimator_for, span_rows)
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
 
@@ -35,9 +36,14 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     lm = tokens.lm
     estimator = estimator_for(lm.name, config.attention_estimator)
     estimator.check_model(attention_shape(lm.model), lm.name)
-    features = capture_features(lm.model, tokens.ids, span_rows(tokens.n_prompt_tokens, tokens.span),
-                                tokens.segment_tokens)  # [S, L*H]
-    values = estimator.values(features, problem.span_tokens)  # [S]
+    rows_of_span = span_rows(tokens.n_prompt_tokens, tokens.span)
+    if estimator.needs_question:  # also the last segment's own rows (the question), in the same forward
+        span_f, question_f = capture_feature_sets(lm.model, tokens.ids, [rows_of_span, list(tokens.segment_tokens[-1])],
+                                                  tokens.segment_tokens)  # [S, L*H] each
+    else:
+        span_f, question_f = capture_features(lm.model, tokens.ids, rows_of_span, tokens.segment_tokens), None
+    inputs = FeatureInputs(span=span_f, question=question_f, sizes=np.array([len(t) for t in tokens.segment_tokens]))
+    values = estimator.values(inputs, problem.span_tokens)  # [S]
     quality = {f"estimator_{k}": float(v) for k, v in estimator.quality.items() if k in ("cv_r2",)}
     return SegmentOutput(values=values, kept=np.zeros((0, problem.n_segments), dtype=bool), logprobs=np.zeros(0),
                          quality=quality)

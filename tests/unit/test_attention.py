@@ -3,6 +3,7 @@ fit, the estimator file, the generated prompts and a seeded calibration on a tin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -16,7 +17,8 @@ from sequence_salience.ablation import segment_salience
 from sequence_salience.methods import AblationConfig
 from sequence_salience.attention import SHIPPED, AttentionShape, attention_shape, capture_features, estimator_for, span_rows
 from sequence_salience.calibration import CalibrationConfig, calibrate
-from sequence_salience.attention.estimator import Estimator, PromptAblations, design, fit_weights, load_estimator
+from sequence_salience.attention.estimator import (Estimator, FeatureInputs, PromptAblations, design, design_features,
+                                                   fit_weights, load_estimator)
 from sequence_salience.attention.prompts import KINDS, generate_prompt, generate_prompts
 from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer
 
@@ -140,6 +142,35 @@ def test_bad_estimator_files_and_shapes_name_the_fix(tmp_path):
         make_estimator().values(np.ones((2, 5), dtype=np.float32), 1)
 
 
+def test_feature_blocks_by_hand():
+    span = np.array([[0.2, 0.0], [0.6, 0.1], [0.2, 0.3]], dtype=np.float32)  # [S=3, F=2]
+    question = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=np.float32)
+    inputs = FeatureInputs(span=span, question=question, sizes=np.array([2, 6, 2]))
+    got = design_features(("span", "share", "question", "position"), inputs)
+    share = [[0.2, 0.0], [0.6, 0.25], [0.2, 0.75]]  # each column divided by its sum (1.0, 0.4)
+    position = [[0, 0.2], [0, 0.6], [1, 0.2]]  # the last segment; tokens 2, 6, 2 of 10
+    np.testing.assert_allclose(got, np.concatenate([span, share, question, position], axis=1), rtol=1e-6)
+    with pytest.raises(ss.SalienceError, match="question rows"):
+        design_features(("question",), FeatureInputs(span=span))
+
+
+def test_an_estimator_of_several_blocks_round_trips_and_applies_them(tmp_path):
+    shape = AttentionShape("llama", 2, 4)
+    blocks = ("span", "question", "position")
+    est = Estimator(weight=np.arange(18, dtype=np.float64) / 10, model="tiny", shape=shape, alpha=0.1, quality={},
+                    recipe={}, seed=0, training_hash="cd" * 32, features=blocks)
+    est.save(tmp_path / "e.npz")
+    back = load_estimator(tmp_path / "e.npz")
+    assert back.features == blocks and back.needs_question
+    rng = np.random.default_rng(0)
+    inputs = FeatureInputs(span=rng.random((3, 8)), question=rng.random((3, 8)), sizes=np.array([1, 2, 3]))
+    np.testing.assert_allclose(back.values(inputs, 3), 3 * design_features(blocks, inputs) @ est.weight)
+    bad = dataclasses.replace(est, weight=np.ones(8))
+    bad.save(tmp_path / "bad.npz")
+    with pytest.raises(ss.SalienceError, match="blocks.*refit"):
+        load_estimator(tmp_path / "bad.npz")
+
+
 def test_an_unknown_model_without_a_file_is_told_to_calibrate():
     with pytest.raises(ss.SalienceError, match="sequence-salience calibrate --model"):
         estimator_for("some/other-model")
@@ -216,6 +247,13 @@ def test_calibration_is_seeded_reproducible_and_resumable(tiny_llama_lm, tmp_pat
     again = calibrate(tiny_llama_lm, tmp_path / "a", TINY_RECIPE, lambda *args: seen.append(args[-1]))
     assert seen == [True] * 5
     np.testing.assert_array_equal(again.weight, a.weight)
+    # the other feature blocks read the same cached measurements, and fit as reproducibly
+    blocks = ("span", "share", "question", "position")
+    d = calibrate(tiny_llama_lm, tmp_path / "a", dataclasses.replace(TINY_RECIPE, features=blocks))
+    e = calibrate(tiny_llama_lm, tmp_path / "b", dataclasses.replace(TINY_RECIPE, features=blocks))
+    assert d.features == blocks and d.weight.shape == (3 * 8 + 2,) and d.training_hash == a.training_hash
+    np.testing.assert_array_equal(d.weight, e.weight)
+    np.testing.assert_array_equal(load_estimator(tmp_path / "b" / "estimator.npz").weight, e.weight)
     # another seed: other prompts and masks, other data
     c = calibrate(tiny_llama_lm, tmp_path / "c", CalibrationConfig(**{**TINY_RECIPE.recipe(), "alphas": TINY_RECIPE.alphas, "seed": 8}))
     assert c.training_hash != a.training_hash
@@ -239,6 +277,22 @@ def test_the_method_is_the_estimator_over_the_captured_features(llama, tmp_path)
     np.testing.assert_allclose(seg.values, 2 * features @ est.weight, atol=1e-5)
     assert len(seg.values) == 3 and seg.kept.shape == (0, 3)
     assert seg.quality == {"estimator_cv_r2": 0.4}
+
+
+def test_the_method_with_the_question_block_reads_the_last_segments_rows(llama, tmp_path):
+    shape = attention_shape(llama.model)
+    blocks = ("span", "question", "position")
+    est = Estimator(weight=np.random.default_rng(3).normal(size=2 * shape.n_features + 2), model=llama.name,
+                    shape=shape, alpha=1.0, quality={}, recipe={}, seed=0, training_hash="0" * 64, features=blocks)
+    est.save(tmp_path / "q.npz")
+    seg = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", span=(1, 3),
+                           config=AblationConfig(attention_estimator=str(tmp_path / "q.npz")))
+    r = seg.result
+    segments = [list(t) for t in seg.segment_tokens]
+    inputs = FeatureInputs(span=eager_reference(llama.model, r.ids, [r.n_prompt_tokens, r.n_prompt_tokens + 1], segments),
+                           question=eager_reference(llama.model, r.ids, segments[-1], segments),
+                           sizes=np.array([len(t) for t in segments]))
+    np.testing.assert_allclose(seg.values, 2 * design_features(blocks, inputs) @ est.weight, atol=1e-5)
 
 
 def test_the_method_without_an_estimator_names_calibrate_and_a_foreign_file_is_refused(llama, tmp_path):

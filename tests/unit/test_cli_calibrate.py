@@ -30,6 +30,13 @@ def test_calibrate_resumes_reproduces_and_explain_uses_the_file(folder, tmp_path
     assert cli.main(["calibrate", "--model", folder, "--out", str(out), *FLAGS]) == cli.EXIT_OK
     assert capsys.readouterr().err.count(": cached;") == 3
     np.testing.assert_array_equal(load_estimator(out / "estimator.npz").weight, est.weight)
+    # other feature blocks: the same cached measurements (nothing measured again), an estimator reading them
+    assert cli.main(["calibrate", "--model", folder, "--out", str(out), *FLAGS, "--features", "span", "question",
+                     "position"]) == cli.EXIT_OK
+    assert capsys.readouterr().err.count(": cached;") == 3
+    assert load_estimator(out / "estimator.npz").features == ("span", "question", "position")
+    assert cli.main(["calibrate", "--model", folder, "--out", str(out), *FLAGS]) == cli.EXIT_OK
+    capsys.readouterr()
     fresh = tmp_path / "again"
     assert cli.main(["calibrate", "--model", folder, "--out", str(fresh), *FLAGS]) == cli.EXIT_OK
     np.testing.assert_array_equal(load_estimator(fresh / "estimator.npz").weight, est.weight)
