@@ -78,6 +78,10 @@ class Cancel:
             self.reason = why
             logger.debug("Cancelling %s: %s.", self.what, why)
 
+    def is_set(self) -> bool:
+        """Whether it said stop (a reason fired or was given), without asking the reasons again."""
+        return bool(self.reason)
+
     @property
     def client_gone(self) -> bool:
         return self.reason == CLIENT_GONE

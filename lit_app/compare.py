@@ -37,10 +37,11 @@ from __future__ import annotations
 import dataclasses
 
 import sequence_salience as ss
-from lit_app import cancel, fields
+from lit_app import fields, user_jobs
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, extra_counts, segment_request, text_field
 from lit_app.payloads import salience_payload, segment_payload
+from lit_app.shared_model import SharedLM
 from lit_app.wrapper import Wrapper
 
 
@@ -49,6 +50,10 @@ class CompareModel(Wrapper):
 
     INPUT_SPEC = fields.COMPARE_INPUT_SPEC
     OUTPUT_SPEC = fields.COMPARE_OUTPUT_SPEC
+
+    def __init__(self, shared: SharedLM):
+        super().__init__(shared)
+        self.jobs = user_jobs.JobSlot(shared.jobs, "compare")  # its lane of the model's job table
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
         # The segment method's fields are checked first: a malformed one is refused before any model work.
@@ -84,14 +89,17 @@ class CompareModel(Wrapper):
             out["old_answer_salience"] = salience_payload(old, counts, methods=methods, dtype=shared.dtype)
         out.update(pinned_segments=None, selected_segments=None, old_answer_segments=None)
         if request is not None:
-            stop = cancel.for_request(f"the comparison's {request.method}")
+            # A job of the table (lit_app/jobs.py), stopped when its client goes; a comparison supersedes nothing.
+            job = self.jobs.start(f"comparison's {request.method}", request.job_kind, supersede=False)
             sides = {"pinned_segments": (chat_a, target_a), "selected_segments": (chat_b, text_field(ex, fields.TARGET))}
             if ex.get(fields.OLD_ANSWER) is True:
                 sides["old_answer_segments"] = (chat_b, cross.under_a.response)
-            for name, (chat, target) in sides.items():
-                try:
-                    seg = shared.segment_salience(chat, target, request, cancel=stop)
-                except ss.ComputationCancelled:
-                    raise stop.error(f"the comparison's {request.method} was measured") from None
-                out[name] = segment_payload(seg, request.count)
+            try:
+                with self.jobs.running(job):
+                    for name, (chat, target) in sides.items():
+                        seg = shared.segment_salience(chat, target, request, cancel=job.check)
+                        out[name] = segment_payload(seg, request.count)
+            except ss.ComputationCancelled:
+                raise job.check.error(f"the comparison's {request.method} was measured") from None
         return {fields.COMPARE: out}
+

@@ -29,10 +29,11 @@ import sequence_salience as ss
 from sequence_salience import explain as ex
 from sequence_salience import field_rules
 from sequence_salience import methods as core_methods
-from lit_app import fields, user_jobs
+from lit_app import fields, jobs, user_jobs
 from lit_app.errors import RequestError
 from lit_app.inputs import choice_field, parse_target_span, rule_field, text_field
 from lit_app.payloads import compact, method_signed
+from lit_app.scheduler import Priority
 from lit_app.shared_model import SharedLM
 from lit_app.wrapper import Wrapper
 
@@ -94,19 +95,19 @@ class ExplainModel(Wrapper):
 
     def __init__(self, shared: SharedLM):
         super().__init__(shared)
-        self.jobs = user_jobs.JobSlot()
+        self.jobs = user_jobs.JobSlot(shared.jobs, "explain")
 
     INPUT_SPEC = INPUT_SPEC
     OUTPUT_SPEC = OUTPUT_SPEC
 
     # ----------------------------------------------------------------- jobs
 
-    def _hooks(self, job: user_jobs.UserJob):
-        lock = self._shared.lock
+    def _hooks(self, job: jobs.Job):
+        shared = self._shared
 
         def progress(stage: str, done: int, total: int) -> None:
             job.report(stage, done, total)
-            lock.yield_to_waiting()  # a click in the salience module need not wait for the whole test
+            shared.yield_to_waiting()  # a click in the salience module need not wait for the whole test
 
         return progress, job.should_stop
 
@@ -123,30 +124,32 @@ class ExplainModel(Wrapper):
         progress, cancel = self._hooks(job)
         start = time.perf_counter()
         try:
-            if not target:  # the tokens generated so far, read without the model lock at each poll
-                most = self._shared.generation_config_for(chat).max_new_tokens  # this row's budget
-                job.follow(STAGE_GENERATING, lambda: (self._shared.generation_stream(chat).tokens, most))
-            explained = self._shared.explained(chat, target)
-            job.report(STAGE_WAITING, 0, 0)
-            with self._shared.lock.user_job():  # before automatic matrix jobs; clicks go first between its batches
-                job.report(FIRST_STAGES[action], 0, 0)
-                # The curves publish their coarse pass, the IG search the counts tried so far.
-                extra = {"job": job} if action in ("curves", "ig_auto") else {}
-                out = getattr(self, f"_{action}")(ex_, chat, target, explained, progress, cancel, **extra)
+            with self.jobs.running(job):
+                if not target:  # the tokens generated so far, read without the model lock at each poll
+                    most = self._shared.generation_config_for(chat).max_new_tokens  # this row's budget
+                    job.follow(STAGE_GENERATING, lambda: (self._shared.generation_stream(chat).tokens, most))
+                explained = self._shared.explained(chat, target)
+                job.report(STAGE_WAITING, 0, 0)
+                # Before automatic matrix jobs; clicks go first between its batches.
+                with self._shared.model(Priority.USER_JOB) as lm:
+                    job.report(FIRST_STAGES[action], 0, 0)
+                    # The curves publish their coarse pass, the IG search the counts tried so far.
+                    extra = {"job": job} if action in ("curves", "ig_auto") else {}
+                    out = getattr(self, f"_{action}")(lm, ex_, chat, target, explained, progress, cancel, **extra)
         except ss.ComputationCancelled:
-            out = {"cancelled": True, "reason": job.check.reason}
-        finally:
-            self.jobs.finish(job)
+            out = {"cancelled": True, "reason": job.cancel_reason}
         out.update(action=action, seconds=round(time.perf_counter() - start, 3))
         logger.info("explain %s: %s at %s %d/%d in %.1f s", action,
-                    f"cancelled ({job.check.reason})" if out.get("cancelled") else "done", job.stage, job.done,
+                    f"cancelled ({job.cancel_reason})" if out.get("cancelled") else "done", job.stage, job.done,
                     job.total, out["seconds"])
         return {EXPLAIN: out}
 
     # ------------------------------------------------------------- helpers
 
-    def _span(self, ex_, explained) -> tuple[int, int]:
-        n = len(explained.ids) if isinstance(explained, ss.Generation) else len(self._shared.lm.tokenize(explained).ids)
+    @staticmethod
+    def _span(lm: ss.LanguageModel, ex_, explained) -> tuple[int, int]:
+        """The `target_span` field's target tokens (the whole target when empty); `lm`: the model held."""
+        n = len(explained.ids) if isinstance(explained, ss.Generation) else len(lm.tokenize(explained).ids)
         return parse_target_span(ex_.get(fields.TARGET_SPAN), n) or (0, n)
 
     @staticmethod
@@ -191,7 +194,7 @@ class ExplainModel(Wrapper):
 
     # ------------------------------------------------------------- actions
 
-    def _curves(self, ex_, chat, target, explained, progress, cancel, job: user_jobs.UserJob) -> dict:
+    def _curves(self, lm: ss.LanguageModel, ex_, chat, target, explained, progress, cancel, job: jobs.Job) -> dict:
         """Coarse, then refined (ex.faithfulness_stages): the coarse pass's payload, marked
         "preliminary", becomes the job's `partial` that "status" returns; the answer is the full one."""
         granularity, pattern = self._granularity(ex_)
@@ -199,7 +202,7 @@ class ExplainModel(Wrapper):
         removal = text_field(ex_, REMOVAL) or "filler"
         cached = getattr(self._shared, "cached_salience", None)
         result = cached(chat, target) if cached is not None else None
-        span = self._span(ex_, explained)
+        span = self._span(lm, ex_, explained)
         # Only the datapoint's own text is removed (as reduce and flips edit it), not the chat template's
         # default system prompt: "What is the capital of France?" has 7 word segments, not 22.
         editable = self._editable(ex_, chat)
@@ -209,18 +212,18 @@ class ExplainModel(Wrapper):
         fields_tested = [name for _, _, name in editable] if editable else None
 
         def on_coarse(rep) -> None:
-            job.partial = {**self._curves_payload(rep), "fields": fields_tested, "preliminary": True,
+            job.partial = {**self._curves_payload(lm, rep), "fields": fields_tested, "preliminary": True,
                            "refining": {"steps": config.steps, "n_random": config.n_random,
                                         "upper_bound": config.upper_bound},
                            "seconds": round(time.monotonic() - job.started, 3)}
             job.report("curves", 0, 0)  # the refinement from now on (its first batch reports the rows)
 
         rep = ex.faithfulness_stages(
-            self._shared.lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
+            lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
             config=config, progress=progress, cancel=cancel, on_coarse=on_coarse)
-        return {**self._curves_payload(rep), "fields": fields_tested, "preliminary": False}
+        return {**self._curves_payload(lm, rep), "fields": fields_tested, "preliminary": False}
 
-    def _curves_payload(self, rep) -> dict:
+    def _curves_payload(self, lm: ss.LanguageModel, rep) -> dict:
         curves = {}
         for mode, by_name in rep.curves.items():
             for name, c in by_name.items():
@@ -231,7 +234,7 @@ class ExplainModel(Wrapper):
                 curves.setdefault(name, {})[mode] = entry
         return {
             "span": list(rep.span), "granularity": rep.granularity, "removal": rep.removal, "steps": len(rep.n_removed) - 1,
-            "filler": self._shared.lm.tokenizer.decode([rep.filler_id]), "n_segments": len(rep.segments),
+            "filler": lm.tokenizer.decode([rep.filler_id]), "n_segments": len(rep.segments),
             "n_removed": [int(n) for n in rep.n_removed], "original_logprob": rep.original_logprob,
             "empty_logprob": rep.empty_logprob, "methods": rep.methods, "curves": curves,
             "gaps": {m: {mode: rep.gap(m, mode) for mode in rep.curves} for m in rep.methods},
@@ -254,7 +257,7 @@ class ExplainModel(Wrapper):
                 "search": {mode: by_name[name].ordering for mode, by_name in rep.curves.items()},
                 "decidable": {mode: bool(rep.decidable(mode)) for mode in rep.curves}}
 
-    def _reduce(self, ex_, chat, target, explained, progress, cancel) -> dict:
+    def _reduce(self, lm: ss.LanguageModel, ex_, chat, target, explained, progress, cancel) -> dict:
         granularity, pattern = self._granularity(ex_)
         editable = self._editable(ex_, chat)
         methods = self._methods(ex_)
@@ -263,7 +266,7 @@ class ExplainModel(Wrapper):
             method=methods[0], granularity=granularity, pattern=pattern,
             criterion="logprob" if target else "greedy", max_seconds=REDUCE_MAX_SECONDS, removal=removal,
             regions=tuple((s, e) for s, e, _ in editable), slice_s=self._shared.slice_s)
-        red = ex.reduce_prompt(self._shared.lm, chat, explained, span=self._span(ex_, explained), config=config,
+        red = ex.reduce_prompt(lm, chat, explained, span=self._span(lm, ex_, explained), config=config,
                                progress=progress, cancel=cancel)
         removed = set(red.removed)
         fields_out = {}
@@ -288,9 +291,9 @@ class ExplainModel(Wrapper):
             "removal": red.removal, "filler": red.filler_text,
         }
 
-    def _flips(self, ex_, chat, target, explained, progress, cancel) -> dict:
+    def _flips(self, lm: ss.LanguageModel, ex_, chat, target, explained, progress, cancel) -> dict:
         editable = self._editable(ex_, chat)
-        rep = ex.token_flips(self._shared.lm, chat, explained, span=self._span(ex_, explained), top_k=FLIPS_TOP_K,
+        rep = ex.token_flips(lm, chat, explained, span=self._span(lm, ex_, explained), top_k=FLIPS_TOP_K,
                              regions=[(s, e) for s, e, _ in editable], progress=progress, cancel=cancel,
                              slice_s=self._shared.slice_s)
         flips = []
@@ -312,13 +315,13 @@ class ExplainModel(Wrapper):
                 "original_keeps_greedy": rep.original_keeps_greedy, "span": list(rep.span),
                 "n_positions": rep.n_positions, "n_verified": rep.n_verified}
 
-    def _contrastive(self, ex_, chat, target, explained, progress, cancel) -> dict:
+    def _contrastive(self, lm: ss.LanguageModel, ex_, chat, target, explained, progress, cancel) -> dict:
         foil = text_field(ex_, FOIL)
         if not foil:
             raise RequestError(f'Input field "{FOIL}" is empty. Fix: type the alternative to contrast with.')
         # The selected target span against the foil at the same position (the whole answer when it is selected).
-        res = ex.contrastive_salience(self._shared.lm, chat, explained, foil, self._methods(ex_),
-                                      span=self._span(ex_, explained), progress=progress, cancel=cancel)
+        res = ex.contrastive_salience(lm, chat, explained, foil, self._methods(ex_),
+                                      span=self._span(lm, ex_, explained), progress=progress, cancel=cancel)
         return {
             "text": res.text, "tokens": list(res.tokens), "offsets": res.offsets.tolist(),
             "special": [bool(s) for s in res.special], "role_spans": [[int(s), int(e), r] for s, e, r in res.role_spans],
@@ -330,11 +333,11 @@ class ExplainModel(Wrapper):
         }
 
 
-    def _ig_auto(self, ex_, chat, target, explained, progress, cancel, job: user_jobs.UserJob) -> dict:
+    def _ig_auto(self, lm: ss.LanguageModel, ex_, chat, target, explained, progress, cancel, job: jobs.Job) -> dict:
         """The search's counts tried so far (and the best) become the job's `partial` after each count."""
         cap_n = int(rule_field(ex_, field_rules.IG_AUTO_MAX_STEPS))  # the most IG steps to try
         tolerance = float(rule_field(ex_, field_rules.IG_TOLERANCE))
-        span = self._span(ex_, explained)
+        span = self._span(lm, ex_, explained)
         start = min(IG_AUTO_START_STEPS, cap_n)
         # One IG step per forward + backward: each is one bounded slice between which clicks go first.
         config = dataclasses.replace(self._shared.salience_config, ig_step_chunk_size=1)
@@ -348,7 +351,7 @@ class ExplainModel(Wrapper):
             job.partial = {"tried": tried_payload(tried), "best_steps": best.steps,
                            "best_relative_error": best.relative_error, "tolerance": tolerance}
 
-        q = ex.ig_auto_steps(self._shared.lm, chat, explained, span=span, tolerance=tolerance, start_steps=start,
+        q = ex.ig_auto_steps(lm, chat, explained, span=span, tolerance=tolerance, start_steps=start,
                              max_steps=cap_n, config=config, progress=progress, cancel=cancel, on_tried=on_tried)
         chosen = next(t for t in q.tried if t.steps == q.steps)
         return {

@@ -36,10 +36,11 @@ from lit_nlp.api import types as lit_types
 import sequence_salience as ss
 from sequence_salience import inside as ssi
 from sequence_salience.inside.trace import sequence_ids
-from lit_app import fields, user_jobs
+from lit_app import fields, jobs, user_jobs
 from lit_app.errors import RequestError
 from lit_app.inputs import JsonDict, choice_field, int_field, text_field
 from lit_app.request_body import json_text
+from lit_app.scheduler import Priority
 from lit_app.shared_model import SharedLM
 from lit_app.wrapper import Wrapper
 
@@ -103,10 +104,9 @@ class InsideState:
 
     def __init__(self, shared: SharedLM, index_top_k: int = ssi.value_index.DEFAULT_TOP_K):
         self.shared = shared
-        self._arch: ssi.Architecture | None = None
         # A user job (only a person's search starts it; the module shows its progress): each layer is one
         # slice of the shared scheduler, so clicks go first, and automatic matrix jobs wait.
-        self.index = ssi.BackgroundValueIndex(shared.lm, top_k=index_top_k, hold=shared.lock.user_job)
+        self.index = shared.value_index(index_top_k)
         self._traces: collections.OrderedDict[tuple, ssi.Trace] = collections.OrderedDict()
         self._traces_lock = threading.Lock()
 
@@ -125,9 +125,7 @@ class InsideState:
     @property
     def arch(self) -> ssi.Architecture:
         """Resolved on first use, so an unsupported model fails its inside requests, not server start."""
-        if self._arch is None:
-            self._arch = ssi.resolve_architecture(self.shared.lm.model)
-        return self._arch
+        return self.shared.architecture()
 
     def explained(self, chat: Any, target: str) -> Any:
         """The response the salience module explains: the typed target, else the (cached) greedy generation."""
@@ -143,8 +141,8 @@ class InsideState:
         """Where the response's token `inside_t` sits in prompt + response."""
         chat = self.shared.format_prompt(ex)
         response = self.explained(chat, text_field(ex, fields.TARGET))
-        with self.shared.lock:
-            ids, n_prompt = sequence_ids(self.shared.lm, chat, response)
+        with self.shared.model() as lm:
+            ids, n_prompt = sequence_ids(lm, chat, response)
         n_targets = len(ids) - n_prompt
         t = int_field(ex, INSIDE_T, 0, 0, 100_000)
         if t >= n_targets:
@@ -195,16 +193,16 @@ class InsideTraceModel(InsideWrapper):
     OUTPUT_SPEC = {TRACE: fields.JsonDict()}
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
-        with self.shared.lock:  # interactive, held from locating the token to the trace: no slice in between
+        with self.shared.model():  # interactive, held from locating the token to the trace: no slice in between
             return self._trace(ex)
 
     def _trace(self, ex: JsonDict) -> JsonDict:
         at = self.state.locate(ex)
         interventions = parse_interventions(ex.get(INTERVENTIONS))
-        with self.shared.lock:
+        with self.shared.model() as lm:
             arch = self.state.arch
-            with ssi.apply_interventions(self.shared.lm, interventions, arch, at.library()):
-                tr = ssi.trace_ids(self.shared.lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch,
+            with ssi.apply_interventions(lm, interventions, arch, at.library()):
+                tr = ssi.trace_ids(lm, at.ids, at.position, at.target_id, TRACE_CONFIG, arch,
                                    index=self.state.index.snapshot())  # top tokens from the index once built
         if not interventions:
             self.state.remember_trace(at, tr)
@@ -237,7 +235,7 @@ class InsideInterveneModel(InsideTraceModel):
 
     def __init__(self, shared: SharedLM, state: InsideState):
         super().__init__(shared, state)
-        self.jobs = user_jobs.JobSlot()
+        self.jobs = user_jobs.JobSlot(shared.jobs, "intervene")
 
     INPUT_SPEC = {**_TARGET_INPUTS, INSIDE_ACTION: lit_types.TextSegment(required=False, default="run")}
     OUTPUT_SPEC = {INTERVENTION: fields.JsonDict()}
@@ -255,19 +253,18 @@ class InsideInterveneModel(InsideTraceModel):
         job = self.jobs.start("run", f"t{at.t}:{hash((at.key, ivs)) & 0xffffffff:x}")
         start = time.perf_counter()
         try:
-            payload = self._run(at, ivs, job)
+            with self.jobs.running(job):
+                payload = self._run(at, ivs, job)
         except ss.ComputationCancelled:
-            payload = {"cancelled": True, "reason": job.check.reason, "partial": job.partial}
-        finally:
-            self.jobs.finish(job)
+            payload = {"cancelled": True, "reason": job.cancel_reason, "partial": job.partial}
         payload.update(action="run", seconds=round(time.perf_counter() - start, 3))
         logger.info("inside intervene: %d intervention(s), %s at %s %d/%d in %.1f s", len(ivs),
-                    f"cancelled ({job.check.reason})" if payload.get("cancelled") else "done", job.stage, job.done,
+                    f"cancelled ({job.cancel_reason})" if payload.get("cancelled") else "done", job.stage, job.done,
                     job.total, payload["seconds"])
         return {INTERVENTION: payload}
 
-    def _run(self, at: Located, ivs: tuple, job: user_jobs.UserJob) -> JsonDict:
-        lm, arch, lock = self.shared.lm, self.state.arch, self.shared.lock
+    def _run(self, at: Located, ivs: tuple, job: jobs.Job) -> JsonDict:
+        shared, arch = self.shared, self.state.arch
         cancel = job.should_stop
         lib_at = at.library()
         steps = [{"name": name, "state": "pending", "seconds": None, "before": None} for name in RUN_STEPS]
@@ -288,7 +285,7 @@ class InsideInterveneModel(InsideTraceModel):
         publish(0, "running")
         t0 = time.perf_counter()
         before_tr = self.state.cached_trace(at)
-        with lock.user_job():  # a person started it: before automatic matrix jobs, after clicks
+        with shared.model(Priority.USER_JOB) as lm:  # a person started it: before automatic matrix jobs, after clicks
             check()
             ivs = ssi.resolve(lm, lib_at, ivs, arch)  # "on" constants (one plain forward), "position" scope
             payload["interventions"] = [dataclasses.asdict(iv) for iv in ivs]
@@ -314,16 +311,15 @@ class InsideInterveneModel(InsideTraceModel):
         payload["before"]["generation"] = {"text": before_gen.text, "stopped_by": before_gen.stopped_by}
         publish(1, "running", "cached" if reused else "computed")
 
-        def on_token(ids: tuple[int, ...]) -> None:
+        def on_token(ids: tuple[int, ...]) -> None:  # called while the generation holds the model
             payload["after"]["generation"] = {"text": lm.tokenizer.decode(list(ids)), "stopped_by": None}
             job.report("generate", len(ids), n)
             publish(1, "running")
 
         # Between tokens the hooks come off and waiting requests (a click) get the plain model.
-        yield_to = getattr(lock, "yield_to_waiting", None)
-        with lock.user_job():
-            after_gen = ssi.intervened_generation(lm, at.chat, ivs, config, arch,
-                                                  on_token=on_token, cancel=cancel, between_tokens=yield_to)
+        with shared.model(Priority.USER_JOB) as lm:
+            after_gen = ssi.intervened_generation(lm, at.chat, ivs, config, arch, on_token=on_token, cancel=cancel,
+                                                  between_tokens=shared.yield_to_waiting)
         payload["after"]["generation"] = {"text": after_gen.text, "stopped_by": after_gen.stopped_by}
         gen_seconds = time.perf_counter() - t0
         job.report("generate", n, n)
@@ -339,12 +335,12 @@ class InsideInterveneModel(InsideTraceModel):
         # SmoothGrad counts), else one forward + backward for this one method.
         values = self.shared.cached_span(at.chat, "", method) if before_gen.ids else None
         reused = values is not None
-        with lock.user_job():  # the model's tokenizer is used only under the model lock
+        with shared.model(Priority.USER_JOB) as lm:  # the model's tokenizer is used only under the model lock
             check()
             before_sal = ssi.response_salience(lm, at.chat, before_gen, method, TOP_SALIENT, values=values)
         job.report("salience", 1, 2)
         check()
-        with lock.user_job():
+        with shared.model(Priority.USER_JOB) as lm:
             after_sal = ssi.response_salience(lm, at.chat, after_gen, method, TOP_SALIENT, ivs, arch)
         seconds = time.perf_counter() - t0
         payload["before"] = _side_payload(before_tr, at, before_gen, before_sal, None)
@@ -373,8 +369,8 @@ class InsideSearchModel(InsideWrapper):
         _ = self.state.arch  # an unsupported model fails here, with the module it lacks
         self.state.index.start()
         if ranking == "projection":  # every value by (E v)[token]: no index needed
-            with self.shared.lock:
-                result = ssi.search_by_projection(self.shared.lm, query, limit, self.state.arch).as_dict()
+            with self.shared.model() as lm:
+                result = ssi.search_by_projection(lm, query, limit, self.state.arch).as_dict()
             result["index"] = self.state.index.status()
             return {SEARCH: result}
         status = self.state.index.status()
@@ -382,13 +378,13 @@ class InsideSearchModel(InsideWrapper):
             raise RequestError(f"The value index could not be built: {status['error']}")
         snapshot = self.state.index.snapshot()
         if snapshot is None:
-            with self.shared.lock:
-                tokens = ssi.value_index.query_tokens(self.shared.lm.tokenizer, query)
+            with self.shared.model() as lm:
+                tokens = ssi.value_index.query_tokens(lm.tokenizer, query)
             result = {"query": query, "tokens": [list(x) for x in tokens], "hits": [], "total": 0,
                       "layers_searched": 0, "num_layers": status["num_layers"] or self.state.arch.num_layers}
         else:
-            with self.shared.lock:
-                result = ssi.search_values(self.shared.lm, snapshot, query, limit).as_dict()
+            with self.shared.model() as lm:
+                result = ssi.search_values(lm, snapshot, query, limit).as_dict()
         result["index"] = status
         return {SEARCH: result}
 

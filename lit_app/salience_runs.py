@@ -30,9 +30,9 @@ from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import SliceSizer
-from lit_app import progressive
 from lit_app.errors import prompt_start
 from lit_app.inputs import SegmentRequest
+from lit_app.jobs import Job
 from lit_app.lru_cache import LRUCache
 from lit_app.method_registry import COUNT_FIELDS, EXTRA_METHODS
 from lit_app.responses import Responses
@@ -112,7 +112,7 @@ class SalienceRuns:
         boundary, without waiting for the rest of the slice."""
         return SliceSizer(self.slice_s, urgent=self._lock.outranked)
 
-    def _slice_progress(self, chat: ss.ChatPrompt, job: progressive.Job | None) -> Progress:
+    def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None) -> Progress:
         """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
         during the slice or batch get the model."""
         log, yield_ = log_progress(chat), self._yield(job)
@@ -125,7 +125,7 @@ class SalienceRuns:
 
         return progress
 
-    def _yield(self, job: progressive.Job | None) -> Callable[[], object]:
+    def _yield(self, job: Job | None) -> Callable[[], object]:
         """`yield_to_waiting` between slices; when more urgent work than background work waits (a user
         job, a click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job
         of its own level that goes first is not that: the two alternate, and the estimate counts it."""
@@ -139,7 +139,7 @@ class SalienceRuns:
         return yield_
 
     def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V],
-                       job: progressive.Job | None = None) -> V:
+                       job: Job | None = None) -> V:
         """The cached value of `key`, else `compute()` as background work (stored); `job`'s status says
         "waiting" until it holds the model."""
         out = cache.get(key)
@@ -155,7 +155,7 @@ class SalienceRuns:
                 self._lock.release()
         return out
 
-    def salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None, job: progressive.Job | None = None,
+    def salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None, job: Job | None = None,
                  cancel: Cancel | None = None) -> ss.SalienceResult:
         """SalienceResult for prompt + target (the greedy response when target is empty), cached.
 
@@ -185,7 +185,7 @@ class SalienceRuns:
                                    compute, job)
 
     def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
-                         job: progressive.Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
+                         job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
         """`sequence_salience.ablation.segment_salience` of `request` (inputs.SegmentRequest), cached.
 
         Background work for the scheduler, as every matrix: its forward batches are time slices of

@@ -7,30 +7,41 @@ lit_app/scheduler.py) and these parts, each in its own file:
 * `responses` (lit_app/responses.py): greedy generation, cached in memory and on disk, streamed while it runs;
 * `store` (lit_app/salience_store.py): salience results, partial results and segment values, by prompt + target;
 * `runs` (lit_app/salience_runs.py): salience computed under the lock and kept in the store;
-* `jobs` (lit_app/progressive.py): the background matrix jobs;
+* `jobs` (lit_app/job_table.py): the one table of jobs (lit_app/jobs.py) its clients started: spans, background
+  matrices and segment methods, explanation tests and intervention runs;
 * `span_requests` (lit_app/cancel.py, `Latest`): the span tickets, the newest span request of a datapoint wins.
 
 The wrappers (lit_app/generation.py, salience.py, tokenizer.py, compare.py, inside.py, explain.py)
-call the methods below, which hand each call to its part.
+call the methods below, which hand each call to its part. That is the one way into the model: the loaded
+`lm` and its `lock` are this room's (and its parts'); a wrapper that runs a core-library function on the
+model itself (an explanation test, a trace) holds it with `model(priority)`, which hands out the loaded model
+for the block only, lets waiting work go first between its chunks with `yield_to_waiting()`, and reads the
+model's architecture and value index through `architecture()` and `value_index()`.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 
 import sequence_salience as ss
 from sequence_salience.ablation import SegmentSalience
+from sequence_salience import inside as ssi
 from sequence_salience.compare import CrossLogprobs
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import cancel as cancel_lib
-from lit_app import memory, progressive
+from lit_app import memory
 from lit_app.inputs import JsonDict, SegmentRequest
+from lit_app.job_table import JobTable
+from lit_app.jobs import DEFAULT_HEARTBEAT_S, Job
 from lit_app.prompt_tokens import PromptTokens
 from lit_app.responses import GenerationStream, Responses
 from lit_app.salience_runs import Counts, SalienceRuns
 from lit_app.salience_store import SalienceStore
-from lit_app.scheduler import ModelScheduler
+from lit_app.scheduler import ModelScheduler, Priority
 
 # The server's --max_new_tokens: the longest response it generates. A row without its own budget gets
 # min(field_rules.MAX_NEW_TOKENS.default (64), this); a row's own `max_new_tokens` (the shipped
@@ -62,7 +73,7 @@ class SharedLM:
         cache_size: int = CACHE_SIZE,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         disk_cache: bool | str = True,
-        heartbeat_s: float = progressive.DEFAULT_HEARTBEAT_S,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         slice_s: float = DEFAULT_SLICE_S,
         lock: ModelScheduler | None = None,
     ):
@@ -96,10 +107,39 @@ class SharedLM:
         self.store = SalienceStore(self.responses, cache_size, cache_bytes)
         config = salience_config if salience_config is not None else ss.SalienceConfig()
         self.runs = SalienceRuns(lm, self.lock, self.responses, self.store, config, float(slice_s))
-        self.jobs = progressive.DetailJobs(heartbeat_s=heartbeat_s)
+        self.jobs = JobTable(heartbeat_s=heartbeat_s)
         # `detail="span"` requests (first highlights and clicked spans), per datapoint group: the
         # newest supersedes the older ones.
         self.span_requests = cancel_lib.Latest()
+        self._architecture: ssi.Architecture | None = None
+
+    # The model itself, for a wrapper that runs a core-library function on it (module docstring).
+
+    @contextlib.contextmanager
+    def model(self, priority: Priority = Priority.INTERACTIVE) -> Iterator[ss.LanguageModel]:
+        """The loaded model, held at `priority` (lit_app/scheduler.py) while the block runs: a person waits for
+        it (INTERACTIVE: a trace, a search), or a person started it and watches (USER_JOB: an explanation test,
+        an intervention run). Re-entrant. Use it inside the block only."""
+        with self.lock.at(priority):
+            yield self.lm
+
+    def yield_to_waiting(self) -> bool:
+        """Between two chunks of work that holds the model: the waiting work that goes first uses it, then the
+        holder takes it back (`ModelScheduler.yield_to_waiting`); whether anybody went first."""
+        return self.lock.yield_to_waiting()
+
+    def architecture(self) -> ssi.Architecture:
+        """Where the model's layers and modules are (sequence_salience.inside), resolved on first use, so an
+        unsupported model fails its inside requests, not server start."""
+        if self._architecture is None:
+            self._architecture = ssi.resolve_architecture(self.lm.model)
+        return self._architecture
+
+    def value_index(self, top_k: int = ssi.value_index.DEFAULT_TOP_K) -> ssi.BackgroundValueIndex:
+        """A value index of this model's MLP value vectors, built in the background once started: a user job
+        (only a person's search starts it; the module shows its progress), each layer one slice of the
+        scheduler, so clicks go first and automatic matrix jobs wait."""
+        return ssi.BackgroundValueIndex(self.lm, top_k=top_k, hold=self.lock.user_job)
 
     @property
     def name(self) -> str:
@@ -156,7 +196,7 @@ class SharedLM:
     def methods_and_config(self, counts: Counts = None) -> tuple[tuple[str, ...], ss.SalienceConfig]:
         return self.runs.methods_and_config(counts)
 
-    def salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None, job: progressive.Job | None = None,
+    def salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None, job: Job | None = None,
                  cancel: Cancel | None = None) -> ss.SalienceResult:
         return self.runs.salience(chat, target, counts, job=job, cancel=cancel)
 
@@ -169,7 +209,7 @@ class SharedLM:
         return self.runs.span_salience(chat, target, t0, t1, counts)
 
     def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
-                         job: progressive.Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
+                         job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
         return self.runs.segment_salience(chat, target, request, job=job, cancel=cancel)
 
     def cross_logprobs(self, chat_a: ss.ChatPrompt, target_a: str,

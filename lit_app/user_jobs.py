@@ -1,4 +1,7 @@
-"""Work a user started and waits for, one at a time per wrapper: progress, results so far, cancel.
+"""Work a user started and waits for, one at a time per wrapper and client: progress, results so far, cancel.
+
+Each is the one `Job` of lit_app/jobs.py (`jobs.user_job`: its status has the USER wire form), registered
+in a request lane of the model's job table (lit_app/job_table.py) while it runs.
 
 The explanation tests (lit_app/explain.py) and the intervention run (lit_app/inside.py)
 share this mechanism: the request that starts a job runs it and answers when it ends;
@@ -14,116 +17,73 @@ runs it disconnects (the tab was closed: lit_app/cancel.py).
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-from typing import Any
+import contextlib
+import itertools
+from collections.abc import Iterator
 
 from lit_app import cancel, clients
-from lit_app.time_left import TimeLeft, status_fields
+from lit_app.job_table import JobTable
+from lit_app.jobs import Job, user_job
 
 CANCEL_REQUEST = "a cancel request"
 NEWER_JOB = "a newer job replaced it"
-# Clients whose running job a slot remembers for "status" and "cancel" (the most recent ones).
-MAX_CLIENT_SLOTS = 256
-
-
-class UserJob:
-    """The job now running: what, how far, its results so far, and its cancel check."""
-
-    def __init__(self, action: str, key: str, check: cancel.Cancel | None = None):
-        self.action, self.key = action, key
-        self.stage, self.done, self.total = "starting", 0, 0
-        self.started = time.monotonic()
-        self.check = check if check is not None else cancel.Cancel(f"the {action} job")
-        self.partial: dict[str, Any] | None = None  # replaced whole (never mutated) so a poll reads one state
-        # The time left of the current stage (lit_app/time_left.py, the estimator of every job).
-        self.time_left = TimeLeft(time.monotonic)
-        # (done, total) read at each poll while a step the job does not report itself runs (`follow`).
-        self._live: tuple[str, Callable[[], tuple[int, int]]] | None = None
-
-    def should_stop(self) -> bool:
-        """The cancel check given to the core library (called between chunks; see the module docstring)."""
-        return self.check()
-
-    @property
-    def cancelled(self) -> bool:
-        return bool(self.check.reason)
-
-    def report(self, stage: str, done: int, total: int) -> None:
-        self._live = None
-        if stage != self.stage:  # each stage is its own sequence of units, begun when the last one ended
-            self.time_left.restart(at=self.time_left.last_report_at)
-        self.stage, self.done, self.total = stage, int(done), int(total)
-        self.time_left.report(self.done, self.total)
-
-    def follow(self, stage: str, live: Callable[[], tuple[int, int]]) -> None:
-        """Enters `stage` whose (done, total) `live()` reads at each poll (it must not wait for the
-        model), until the next `report`."""
-        self.stage, self.done, self.total = stage, 0, 0
-        self._live = (stage, live)
-
-    def status(self) -> dict:
-        stage, done, total, live = self.stage, self.done, self.total, self._live
-        eta = self.time_left.range()
-        if live is not None and live[0] == stage:
-            done, total = live[1]()
-            eta = None  # a step the job does not report itself: no units measured
-        out = {"action": self.action, "key": self.key, "stage": stage, "done": int(done),
-               "total": int(total), "elapsed_s": round(time.monotonic() - self.started, 1),
-               "cancelled": self.cancelled, **status_fields(eta)}
-        if self.partial is not None:
-            out["partial"] = self.partial
-        return out
+# The user job's type and constructor: `UserJob(action, key, check=None)` (the name its callers use).
+UserJob = user_job
+_SLOTS = itertools.count(1)
 
 
 class JobSlot:
-    """Holds the running `UserJob` of each client of a wrapper (lit_app/clients.py).
+    """The running user job of each client of a wrapper (lit_app/clients.py): a request lane of a job table.
 
     A client's new job stops that client's running one (superseded); another client's jobs go on. A
     request without a client id supersedes nothing: its job runs until it ends, its client disconnects or
     a cancel arrives; "status" and "cancel" without an id read the newest such job.
+
+    table: the model's job table (`SharedLM.jobs`; a table of its own when None); name: what the wrapper's
+    lane is named after (its lane is its own: "explain-3").
     """
 
-    def __init__(self) -> None:
-        self._jobs: dict[str, UserJob] = {}
-        self._lock = threading.Lock()
+    def __init__(self, table: JobTable | None = None, name: str = "user") -> None:
+        self._table = table if table is not None else JobTable()
+        self.lane = f"{name}-{next(_SLOTS)}"
 
-    def start(self, action: str, key: str) -> UserJob:
-        """A new job of the current request's client, run by the request this thread serves (its client's
-        disconnect stops it); that client's running job (if any) is told to stop."""
+    def start(self, action: str, key: str, supersede: bool = True) -> Job:
+        """A new running job of the current request's client, run by the request this thread serves (its
+        client's disconnect stops it); that client's running job (if any) is told to stop.
+
+        supersede: False for work that several requests of one client may run side by side (a comparison):
+          the client's running job goes on, and "status" and "cancel" read neither."""
         client = clients.current()
-        job = UserJob(action, key, cancel.for_request(f"the {action} job"))
-        with self._lock:
-            old = self._jobs.get(client)
-            if old is not None and client != clients.ANONYMOUS:
-                old.check.stop(NEWER_JOB)
-            self._jobs.pop(client, None)
-            self._jobs[client] = job
-            while len(self._jobs) > MAX_CLIENT_SLOTS:  # the oldest clients' entries (their jobs run on)
-                del self._jobs[next(iter(self._jobs))]
+        job = user_job(action, key, cancel.for_request(f"the {action} job"))
+        old = self._table.track(self.lane, client if supersede else (client, id(job)), job)
+        if old is not None and client != clients.ANONYMOUS:
+            old.cancel(NEWER_JOB)
         return job
 
-    def finish(self, job: UserJob) -> None:
-        with self._lock:
-            for client, mine in list(self._jobs.items()):
-                if mine is job:
-                    del self._jobs[client]
+    def finish(self, job: Job) -> None:
+        """`job` ended (its request answers): polls no longer find it."""
+        self._table.untrack(self.lane, job)
+
+    @contextlib.contextmanager
+    def running(self, job: Job) -> Iterator[Job]:
+        """Runs the block as `job` (lit_app/jobs.py `Job.running`: done, cancelled or failed when it ends), then
+        `finish`es it."""
+        try:
+            with job.running():
+                yield job
+        finally:
+            self.finish(job)
 
     def status(self) -> dict | None:
         """The current request's client's running job's status; None when it runs none."""
-        client = clients.current()
-        with self._lock:
-            job = self._jobs.get(client)
+        job = self._table.tracked(self.lane, clients.current())
         return None if job is None else job.status()
 
     def cancel(self) -> bool:
         """Tells the current request's client's running job to stop; False when it runs none."""
-        client = clients.current()
-        with self._lock:
-            job = self._jobs.get(client)
-            if job is not None:
-                job.check.stop(CANCEL_REQUEST)
+        job = self._table.tracked(self.lane, clients.current())
+        if job is not None:
+            job.cancel(CANCEL_REQUEST)
         return job is not None
 
     def poll_answer(self, action: str) -> dict | None:
