@@ -1,11 +1,16 @@
 """Soak: the real server on 127.0.0.1 under concurrent valid and malformed requests.
 
-Seven valid clients and one hostile one, for `--soak-seconds` (default 45 s, part of
-`make test`; the long soak is on demand: `pytest tests/soak -s --soak-seconds 600`, or
-`SOAK_SECONDS=600`). The valid clients load the page (index, /get_info, /get_dataset, the
-table's generations), generate, select datapoints (first highlight + background matrices,
-polled), click spans (with IG), tokenize and ask for every matrix at once (short prompts). The
-hostile one sends malformed JSON, wrong types, huge prompts and bodies, unknown
+Several page clients, each with its own client id (the header lit_app/clients.py CLIENT_HEADER, as
+the page sends one per page load), one anonymous script client (no id: it supersedes nothing) and one
+hostile client, for `--soak-seconds` (default 45 s, part of `make test`; the long soak is on demand:
+`pytest tests/soak -s --soak-seconds 600`, or `SOAK_SECONDS=600`). The page clients load the page
+(index, /get_info, /get_dataset, the table's generations), generate, select datapoints (first highlight
++ background matrices, polled), click spans (with IG), tokenize, ask for every matrix at once (short
+prompts), run segment jobs (leave one word out, polled to the end), per-token matrix jobs (IG or
+SmoothGrad, polled to the end), cancel their own matrix jobs (`matrix_cancel`) and supersede their own
+span requests (a newer span of the same client while its older one runs: the one place a 409 is
+right). The script client generates, tokenizes, asks for every matrix at once and polls segment and
+matrix jobs to the end. The hostile one sends malformed JSON, wrong types, huge prompts and bodies, unknown
 models, bad Host / Origin / Content-Type headers, file endpoints pointed outside
 `--data_dir`, other spellings of the API paths (`;params`, `%`-escapes, `//`,
 trailing `/`, `..`), mistakes on LIT's own routes (unknown saved-data ids, UI-state
@@ -16,7 +21,11 @@ model. Asserted:
 * every valid request gets the right answer: the same text and matrices as the
   library computes in this process (fixed prompts), or an answer that keeps the
   payload's invariants (fresh prompts); a 503 is retried after its Retry-After,
-  as the browser's request guard does, and must succeed in the end;
+  as the browser's request guard does, and must succeed in the end; a 409 only where the
+  same client superseded its own work (its newer span request; counted and printed per kind);
+* every job a client keeps polling (segment and matrix jobs) finishes without restarting:
+  its state never becomes "cancelled" or "none", a segment job's `done` never goes back, a
+  matrix job keeps its job id; its answer keeps the payload's invariants;
 * every invalid request gets its expected 4xx and a one-line body;
 * the server stays up, and its RSS 10 s after the load ends is within `RSS_GROWTH_LIMIT`
   (15 %) of its value after warm-up (every request kind once);
@@ -24,7 +33,8 @@ model. Asserted:
   probes try to read and one they try to overwrite, is byte-for-byte the same),
   and no answer contains the outside file's content.
 
-Printed: requests served, answers by kind and status, and the RSS curve: after warm-up, every
+Printed: requests served, answers by kind and status, the 409s per kind, jobs started and finished per
+kind, and the RSS curve: after warm-up, every
 minute (every tenth of the run when shorter than 10 minutes), at the end of the load and 10 s
 later (docs/benchmarks.md, "Soak").
 """
@@ -46,7 +56,9 @@ import pytest
 
 import sequence_salience as ss
 from lit_app import fields
-from tests.server_process import ServerProcess
+from lit_app import method_registry
+from sequence_salience.methods import leave_one_out
+from tests.server_process import ServerProcess, client_header
 
 pytestmark = pytest.mark.soak
 
@@ -54,13 +66,16 @@ MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)
 MAX_NEW_TOKENS = 8
 MAX_PENDING = 4
-VALID_CLIENTS = 7
+PAGE_CLIENTS = 5  # each with its own client id (one per page load)
+SCRIPT_CLIENTS = 1  # without a client id
 HOSTILE_CLIENTS = 1
 # RSS 10 s after the load ends, relative to RSS after warm-up (issue 33: 1,261 MB grew to 1,529 MB in 60 s and
 # stayed: glibc kept freed model-pass memory; see lit_app/memory.py).
 RSS_GROWTH_LIMIT = 0.15
 RSS_SETTLE_S = 10
 RETRY_FOR_S = 300  # a valid request answered 503 is retried this long (a loaded 2-core machine is slow)
+JOB_LIMIT_S = 900  # a polled job that has not finished after this long fails (a failure bound, not a timing)
+POLL_S = 0.3  # how often a client polls its job (the page's rate)
 GEN_PROMPTS = ["What is the capital of France?", "Name a primary color.", "Say hi."]
 SAL_CASES = [("What is the capital of France?", "Paris"), ("2+2=", "4"), ("The sky is", " blue today")]
 
@@ -160,6 +175,9 @@ class Soak:
         self.retries_503 = 0
         self.failures: list[str] = []
         self.fresh = iter(range(10**9))
+        self.local = threading.local()  # .client: the id the thread's requests carry ("" for the script client)
+        self.superseded = collections.Counter()  # kind -> 409s of work its own client superseded
+        self.jobs = collections.Counter()  # (kind, "started" | "finished") -> jobs polled to the end
 
     # -- helpers -----------------------------------------------------------
 
@@ -172,19 +190,21 @@ class Soak:
             self.sent[kind] += 1
             self.statuses[(kind, status)] += 1
 
-    def valid(self, kind: str, path: str, body: dict, superseded_ok: bool = False) -> object | None:
-        """POSTs a valid request, retrying 503s after Retry-After; returns the JSON answer.
+    @property
+    def client_id(self) -> str:
+        """The client id of this thread's requests ("" for the script client: no header)."""
+        return getattr(self.local, "client", "")
 
-        superseded_ok: a selection, span click or blocking salience request, which another client's
-          newer selection may cancel (409 "Cancelled: ...": the UI's latest-wins rule, shared by every
-          client of one server).
+    def valid(self, kind: str, path: str, body: dict) -> object | None:
+        """POSTs a valid request as this thread's client, retrying 503s after Retry-After; returns the JSON answer.
+
+        A 409 fails: each client sends one request at a time, so no newer work of its own can have superseded
+        it, and another client's work never supersedes it (lit_app/clients.py).
         """
         give_up = time.monotonic() + RETRY_FOR_S
         while time.monotonic() < give_up:
-            status, headers, text = self.s.request("POST", path, json_body=body)
+            status, headers, text = self.s.request("POST", path, json_body=body, headers=client_header(self.client_id))
             self.record(kind, status)
-            if superseded_ok and status == 409 and text.startswith("Cancelled") and "\n" not in text:
-                return None
             if status == 503:
                 with self.lock:
                     self.retries_503 += 1
@@ -226,7 +246,7 @@ class Soak:
     def sal_fixed(self, rng: random.Random) -> None:
         prompt, target = rng.choice(SAL_CASES)
         out = self.valid("valid_salience", f"/get_preds?model={SAL}",
-                         _inputs({"prompt": prompt, "target": target}), superseded_ok=True)
+                         _inputs({"prompt": prompt, "target": target}))
         if out is None:
             return
         tokens, ref = self.sal_ref[(prompt, target)]
@@ -241,7 +261,7 @@ class Soak:
         k = next(self.fresh) * 7919 + rng.randrange(1000)
         target = f" {k}"
         out = self.valid("fresh_salience", f"/get_preds?model={SAL}",
-                         _inputs({"prompt": f"Repeat the number {k}.", "target": target}), superseded_ok=True)
+                         _inputs({"prompt": f"Repeat the number {k}.", "target": target}))
         if out is None:
             return
         p = out[0][fields.SALIENCE]
@@ -280,7 +300,7 @@ class Soak:
         """A datapoint selected: the first highlight now, the matrices in the background, polled."""
         k = next(self.fresh) * 7919 + rng.randrange(1000)
         ex = {"prompt": f"Name the number {k}.", "target": f" It is {k}."}
-        out = self.valid("select_span", f"/get_preds?model={SAL}", _inputs({**ex, "detail": "span"}), superseded_ok=True)
+        out = self.valid("select_span", f"/get_preds?model={SAL}", _inputs({**ex, "detail": "span"}))
         if out is None:
             return
         values = out[0][fields.SPAN_SALIENCE]
@@ -296,8 +316,7 @@ class Soak:
         """A span of the response clicked, with integrated gradients (a few steps)."""
         prompt, target = rng.choice(SAL_CASES[::2])
         out = self.valid("click_span", f"/get_preds?model={SAL}", _inputs(
-            {"prompt": prompt, "target": target, "detail": "span", "target_span": "0:1", "ig_steps": 4}),
-            superseded_ok=True)
+            {"prompt": prompt, "target": target, "detail": "span", "target_span": "0:1", "ig_steps": 4}))
         if out is not None and not {"grad_x_input", "integrated_gradients"} <= set(out[0][fields.SPAN_SALIENCE]):
             self.fail("click_span", f"span values {sorted(out[0][fields.SPAN_SALIENCE])}")
 
@@ -306,6 +325,119 @@ class Soak:
         out = self.valid("tokens", f"/get_preds?model={TOK}", _inputs({"prompt": f"Say {k}.", "target": " Done."}))
         if out is not None and "".join(out[0][fields.TOKENS][-2:]) != " Done.":
             self.fail("tokens", f"tokens end {out[0][fields.TOKENS][-2:]!r}")
+
+    # -- jobs polled to the end, cancellations -----------------------------
+
+    def poll_job(self, kind: str, start: dict, poll: dict, one_sequence: bool) -> tuple[dict, list[dict]] | None:
+        """Sends `start`, then polls with `poll` every POLL_S until the job has ended; returns (the last
+        answer, the statuses seen). Fails when the job is cancelled or gone, restarts (its job id changes, its
+        clock goes back while it runs, or with `one_sequence` its `done` goes back), or is still running after
+        JOB_LIMIT_S. (A finished segment answer comes from the result cache and says "elapsed_s": 0.)
+
+        one_sequence: the job counts one sequence of units (a segment job's rows). A matrix job counts several
+          (the gradient pass's targets, then the IG steps or SmoothGrad samples: `done` starts again at 0 for the
+          next, in the same job).
+        """
+        with self.lock:
+            self.jobs[(kind, "started")] += 1
+        body = start
+        statuses: list[dict] = []
+        give_up = time.monotonic() + JOB_LIMIT_S
+        while time.monotonic() < give_up:
+            out = self.valid(kind, f"/get_preds?model={SAL}", _inputs(body))
+            if out is None:
+                return None
+            detail = out[0][fields.SALIENCE]["detail"]
+            statuses.append(detail)
+            before = statuses[-2] if len(statuses) > 1 else None
+            if detail["state"] not in ("queued", "running", "done"):
+                self.fail(kind, f"the job {detail['state']} while its client polled it: {detail}")
+                return None
+            if before is not None and (detail.get("job_id") != before.get("job_id")
+                                       or (detail["state"] != "done" and detail["elapsed_s"] < before["elapsed_s"])
+                                       or (one_sequence and detail["done"] < before["done"])):
+                self.fail(kind, f"the job restarted while its client polled it: {before} then {detail}")
+                return None
+            if detail["state"] == "done":
+                with self.lock:
+                    self.jobs[(kind, "finished")] += 1
+                return out[0], statuses
+            body = poll
+            time.sleep(POLL_S)
+        self.fail(kind, f"the job still runs after {JOB_LIMIT_S} s of polling: {statuses[-1]}")
+        return None
+
+    def segment_job(self, rng: random.Random) -> None:
+        """Leave one word out of a fresh prompt (no chat template: its words are the prompt's), polled to the end,
+        as the page polls it: the same request again."""
+        k = next(self.fresh) * 7919 + rng.randrange(1000)
+        prompt = f"The {'page' if self.client_id else 'script'} client counts {k} apples and two pears"
+        ex = {"prompt": prompt, "target": " Two.", "chat": False, fields.DETAIL: method_registry.SEGMENT_DETAIL,
+              fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "word"}
+        got = self.poll_job("segment_job", ex, ex, one_sequence=True)
+        if got is None:
+            return
+        seg = got[0][fields.SALIENCE][fields.SEGMENTS]
+        words = [prompt[s:e].strip() for s, e in seg["spans"]]
+        values = np.asarray(seg["values"], dtype=np.float64)
+        if words != prompt.split() or values.shape != (len(words),) or not np.isfinite(values).all() or (
+                seg["stats"]["rows"] != len(words) + 1):
+            self.fail("segment_job", f"{prompt!r}: words {words}, values {seg['values']}, stats {seg['stats']}")
+
+    def matrix_job(self, rng: random.Random) -> None:
+        """A per-token matrix job (IG steps or SmoothGrad samples) of a fresh prompt, polled to the end."""
+        extra = rng.choice(method_registry.EXTRA_METHODS)
+        k = next(self.fresh) * 7919 + rng.randrange(1000)
+        ex = {"prompt": f"Double {k}.", "target": f" {2 * k}", extra.field: 4}
+        got = self.poll_job(f"matrix_job_{extra.kind}", {**ex, fields.DETAIL: extra.matrix_detail},
+                            {**ex, fields.DETAIL: "poll"}, one_sequence=False)
+        if got is None:
+            return
+        p = got[0][fields.SALIENCE]
+        m = np.asarray(p["methods"][extra.method]["matrix"], dtype=np.float64)  # [T, N]
+        n, n_prompt = len(p["tokens"]), p["n_prompt_tokens"]
+        if m.shape != (n - n_prompt, n) or not np.isfinite(m).all() or not np.any(m[:, :n_prompt]):
+            self.fail(f"matrix_job_{extra.kind}", f"{extra.method} matrix of {k} breaks its invariants: {m.shape}")
+
+    def cancel_matrix(self, rng: random.Random) -> None:
+        """The page switched away from a running IG matrix job: `matrix_cancel` with its id stops it."""
+        k = next(self.fresh) * 7919 + rng.randrange(1000)
+        ex = {"prompt": f"Halve {k}.", "target": f" {k / 2}", fields.IG_STEPS: 64}
+        out = self.valid("cancel_matrix", f"/get_preds?model={SAL}", _inputs({**ex, fields.DETAIL: "ig_matrix"}))
+        if out is None:
+            return
+        job = out[0][fields.SALIENCE]["detail"].get("job_id")
+        time.sleep(rng.uniform(0, 1))
+        out = self.valid("cancel_matrix", f"/get_preds?model={SAL}",
+                         _inputs({**ex, fields.DETAIL: "matrix_cancel", fields.MATRIX_JOB: job}))
+        if out is not None and out[0][fields.SALIENCE]["detail"].get("job_id") != job:
+            self.fail("cancel_matrix", f"matrix_cancel of {job!r} answered {out[0][fields.SALIENCE]['detail']}")
+
+    def supersede_own_span(self, rng: random.Random) -> None:
+        """A span with many IG steps, then a newer span of the same datapoint from the same client while it runs
+        (the user clicked another span): the older answers 409 "Cancelled: a newer selection replaced this
+        request." (or 200 when it ended first); the newer answers 200."""
+        k = next(self.fresh) * 7919 + rng.randrange(1000)
+        ex = {"prompt": f"Count to {k}.", "target": f" One, two, {k}.", fields.DETAIL: "span"}
+        older = self.s.send_json(f"/get_preds?model={SAL}", _inputs({**ex, fields.IG_STEPS: 64}),
+                                 client=self.client_id)
+        try:
+            time.sleep(rng.uniform(0.2, 1.5))
+            newer = self.valid("supersede_own_span", f"/get_preds?model={SAL}", _inputs({**ex, fields.TARGET_SPAN: "0:1"}))
+            answer = older.getresponse()
+            text = answer.read().decode("utf-8", "replace")
+        finally:
+            older.close()
+        self.record("superseded_own_span", answer.status)
+        if answer.status == 503 and "retry-after" in {k.lower() for k, _ in answer.getheaders()}:
+            return  # the model's queue was full when it came (MAX_PENDING): nothing was superseded
+        if answer.status == 409 and text.startswith("Cancelled: a newer selection replaced this request."):
+            with self.lock:
+                self.superseded["superseded_own_span"] += 1
+        elif answer.status != 200:
+            self.fail("superseded_own_span", f"HTTP {answer.status}: {text[:300]!r}")
+        if newer is not None and not newer[0][fields.SPAN_SALIENCE]:
+            self.fail("supersede_own_span", "the newer span has no values")
 
     # -- invalid requests --------------------------------------------------
 
@@ -435,10 +567,20 @@ class Soak:
 
     # -- the run -----------------------------------------------------------
 
-    def valid_kinds(self):
-        """The seven valid clients' mix: page loads, generations, selections, span clicks, tokens, matrices."""
-        return [(self.page_load, 1), (self.gen_fixed, 2), (self.gen_fresh, 1), (self.select, 2), (self.click_span, 1),
-                (self.tokens, 2), (self.sal_fixed, 1), (self.sal_fresh, 0.5)]
+    def page_kinds(self):
+        """A page client's mix: page loads, generations, selections, span clicks, tokens, every matrix at once,
+        segment and matrix jobs polled to the end, cancellations of its own work."""
+        return [(self.page_load, 0.5), (self.gen_fixed, 1), (self.gen_fresh, 0.5), (self.select, 2),
+                (self.click_span, 2), (self.tokens, 1), (self.sal_fixed, 1), (self.sal_fresh, 0.5),
+                (self.segment_job, 1), (self.matrix_job, 1), (self.cancel_matrix, 0.5), (self.supersede_own_span, 0.5)]
+
+    def script_kinds(self):
+        """The script client's mix (no client id): generations, tokens, every matrix at once, polled jobs."""
+        return [(self.gen_fixed, 1), (self.gen_fresh, 0.5), (self.tokens, 1), (self.sal_fixed, 1),
+                (self.sal_fresh, 0.5), (self.segment_job, 1), (self.matrix_job, 1)]
+
+    def warm_up_kinds(self):
+        return {fn.__name__: fn for fn, _ in self.page_kinds() + self.script_kinds()}.values()
 
     def hostile_kinds(self):
         return [(self.malformed_json, 1), (self.wrong_types, 1), (self.huge_prompt, 1), (self.too_many_ig_steps, 1),
@@ -447,7 +589,10 @@ class Soak:
                 (self.lit_route_mistake, 1.5), (self.bad_chunk, 0.5), (self.cancel_mid_body, 1),
                 (self.cancel_before_answer, 0.5), (self.connect_and_close, 1)]
 
-    def client(self, seed: int, deadline: float, kinds) -> None:
+    def client(self, seed: int, deadline: float, kinds, client_id: str = "") -> None:
+        """Sends `kinds` (function, weight) at random until `deadline` as `client_id` ("": no client id); a
+        job it started is polled to its end."""
+        self.local.client = client_id
         rng = random.Random(seed)
         fns, weights = zip(*kinds)
         while time.monotonic() < deadline and len(self.failures) < 20:
@@ -471,17 +616,21 @@ def test_soak(tmp_path, references, request):
     try:
         soak = Soak(server, references, outside)
         rng = random.Random(0)
-        for fn, _ in soak.valid_kinds():  # warm up every valid path once (and again: caches, arenas)
+        soak.local.client = "soak-warm-up"
+        for fn in soak.warm_up_kinds():  # warm up every valid path once (and again: caches, arenas)
             fn(rng)
             fn(rng)
+        soak.local.client = ""
         _wait_idle(server)
         rss_warm = _rss_mb(server.proc.pid)
         rss_peak = rss_warm
         every = min(60.0, max(5.0, seconds / 10))
         samples = [(0.0, rss_warm)]
         deadline = time.monotonic() + seconds
-        threads = [threading.Thread(target=soak.client, args=(i + 1, deadline, soak.valid_kinds()), daemon=True)
-                   for i in range(VALID_CLIENTS)]
+        threads = [threading.Thread(target=soak.client, args=(i + 1, deadline, soak.page_kinds(), f"soak-page-{i + 1}"),
+                                    daemon=True) for i in range(PAGE_CLIENTS)]
+        threads += [threading.Thread(target=soak.client, args=(50 + i, deadline, soak.script_kinds()), daemon=True)
+                    for i in range(SCRIPT_CLIENTS)]
         threads += [threading.Thread(target=soak.client, args=(100 + i, deadline, soak.hostile_kinds()), daemon=True)
                     for i in range(HOSTILE_CLIENTS)]
         start = time.monotonic()
@@ -504,12 +653,19 @@ def test_soak(tmp_path, references, request):
         final = soak.valid("final_check", f"/get_preds?model={GEN}", _inputs({"prompt": GEN_PROMPTS[0]}))
 
         total = sum(soak.sent.values())
-        print(f"\nSoak: {VALID_CLIENTS} valid + {HOSTILE_CLIENTS} hostile clients, {elapsed:.0f} s, {total} requests"
-              f" ({total / elapsed:.1f}/s), 503 retried: {soak.retries_503}")
+        print(f"\nSoak: {PAGE_CLIENTS} page clients (each its own client id) + {SCRIPT_CLIENTS} script client (no id)"
+              f" + {HOSTILE_CLIENTS} hostile, {elapsed:.0f} s, {total} requests ({total / elapsed:.1f}/s), 503 retried:"
+              f" {soak.retries_503}")
         for kind in sorted(soak.sent):
             by_status = ", ".join(f"{st or 'no answer'}: {n}" for (k, st), n in sorted(soak.statuses.items())
                                   if k == kind)
             print(f"  {kind:22s} {soak.sent[kind]:5d}  ({by_status})")
+        conflicts = collections.Counter({k: n for (k, st), n in soak.statuses.items() if st == 409})
+        print("409 per kind (only a client's own newer span may supersede its older one): "
+              + (", ".join(f"{k}: {n}" for k, n in sorted(conflicts.items())) or "none"))
+        job_kinds = sorted({k for k, _ in soak.jobs})
+        print("Jobs polled to the end (finished / started): "
+              + ", ".join(f"{k}: {soak.jobs[(k, 'finished')]} / {soak.jobs[(k, 'started')]}" for k in job_kinds))
         print(f"Server RSS: after warm-up {rss_warm:.0f} MB, peak {rss_peak:.0f} MB, at the end of the load"
               f" {rss_load_end:.0f} MB, {RSS_SETTLE_S} s later {rss_after:.0f} MB ({rss_after / rss_warm - 1:+.1%});"
               " curve (s, MB): " + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in samples)
@@ -524,6 +680,10 @@ def test_soak(tmp_path, references, request):
                              if st == 200 and k in ("valid_generate", "valid_salience", "fresh_salience", "select_span"))
         assert valid_answered >= 3, "the soak answered almost no valid request"
         assert soak.statuses[("valid_salience", 200)] > 0, "no blocking salience answer was checked"
+        assert conflicts == soak.superseded, f"409s {dict(conflicts)}; of a client's own superseded span: {soak.superseded}"
+        assert all(soak.jobs[(k, "finished")] == soak.jobs[(k, "started")] for k in job_kinds), soak.jobs
+        assert soak.jobs[("segment_job", "finished")] > 0 and any(
+            soak.jobs[(k, "finished")] for k in job_kinds if k.startswith("matrix_job")), soak.jobs
         assert rss_after <= rss_warm * (1 + RSS_GROWTH_LIMIT), (
             f"RSS {rss_after:.0f} MB, {rss_after / rss_warm - 1:+.1%} of its {rss_warm:.0f} MB after warm-up")
         if "Traceback" in server.log_path.read_text():
