@@ -8,7 +8,8 @@ Two kinds of method:
 * segment methods (`SegmentMethod`, kind "segment"): a value per segment of one segmentation, from
   forward passes over ablated prompts (leave_one_out, ablation_surrogate, coarse_to_fine;
   sequence_salience/ablation computes them); attention_attribution estimates leave-one-out from one
-  forward's attention with a per-model estimator (sequence_salience/attention). A change of granularity
+  forward's attention with a per-model estimator (sequence_salience/attention), and attention_verified
+  measures exact leave-one-out of the estimate's top three on top of it. A change of granularity
   recomputes them.
 
 Each method module declares its `NAME` and one record (name, label, short name, signedness,
@@ -21,7 +22,7 @@ from __future__ import annotations
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import (ablation_surrogate, coarse_to_fine, grad_norm, grad_x_input,
                                        integrated_gradients, leave_one_out, smooth_grad)
-from sequence_salience.methods import attention_attribution
+from sequence_salience.methods import attention_attribution, attention_verified
 from sequence_salience.methods.base import AblationConfig, SalienceConfig, SalienceMethod, SegmentMethod
 
 _REGISTRY: dict[str, SalienceMethod] = {
@@ -29,7 +30,7 @@ _REGISTRY: dict[str, SalienceMethod] = {
 }
 _SEGMENT_REGISTRY: dict[str, SegmentMethod] = {
     m.name: m for m in (leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD,
-                        attention_attribution.METHOD)
+                        attention_attribution.METHOD, attention_verified.METHOD)
 }
 
 # The methods computed when a caller names none: the two that share one backward.

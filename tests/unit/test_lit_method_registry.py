@@ -30,6 +30,8 @@ WIRE = {
                        "request_default_at": ["word", "token"]},
     "attention_attribution": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                               "default_at": []},
+    "attention_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+                           "default_at": []},
 }
 
 

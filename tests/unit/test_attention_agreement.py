@@ -1,0 +1,122 @@
+"""Agreement figures of a segment map (sequence_salience/attention/agreement.py) against hand-derived values, and
+learned attention attribution verified (methods/attention_verified.py) against brute-force leave one out on a tiny
+Llama."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sequence_salience.ablation import segment_salience
+from sequence_salience.attention import capture_feature_sets, capture_features
+from sequence_salience.attention import agreement
+from sequence_salience.attention.estimator import Estimator
+from sequence_salience.attention.features import attention_shape
+from sequence_salience.methods import AblationConfig, attention_verified
+import torch
+from tests.unit.tiny_models import MODEL_BUILDERS
+
+
+def test_aopc_by_hand():
+    # values rank segment 2 first, then 0, then 3, then 1 (S = 4, k = 3: K = 3)
+    values = np.array([0.5, -1.0, 2.0, 0.1])
+    deletion, insertion = agreement.perturbation_sets(values, 3)
+    assert deletion == [(2,), (0, 2), (0, 2, 3)]
+    assert insertion == [(0, 1, 3), (1, 3), (1,)]
+    logp = {(): -1.0, (0, 1, 2, 3): -9.0,
+            (2,): -4.0, (0, 2): -5.0, (0, 2, 3): -7.0,  # deletion: drops 3, 4, 6 -> mean 13/3
+            (0, 1, 3): -6.0, (1, 3): -3.0, (1,): -2.0}  # insertion: gains 3, 6, 7 -> mean 16/3
+    d, i = agreement.aopc(values, logp, 3)
+    assert d == pytest.approx(13 / 3) and i == pytest.approx(16 / 3)
+    # K is capped at S - 1: two segments give one step each way
+    assert agreement.perturbation_sets(np.array([1.0, 3.0]), 3) == ([(1,)], [(0,)])
+
+
+def test_rank_figures_by_hand():
+    a, b = np.array([3.0, 2.0, 1.0, 0.0]), np.array([0.0, 2.0, 1.0, 3.0])
+    # ranks (0-based) of a: 3,2,1,0; of b: 0,2,1,3; d = 3,0,0,3; rho = 1 - 6*18/(4*15) = -0.8
+    assert agreement.spearman(a, b) == pytest.approx(-0.8)
+    assert agreement.top_overlap(a, b, 1) == 0.0
+    assert agreement.top_overlap(a, b, 3) == pytest.approx(2 / 3)  # {0,1,2} and {3,1,2}
+    assert np.isnan(agreement.spearman(a, np.ones(4)))
+    assert list(agreement.ranks(np.array([1.0, 1.0, 0.0]))) == [1.5, 1.5, 0.0]
+
+
+def test_paired_bootstrap_is_seeded_and_drops_nan_pairs():
+    a, b = [1.0, 2.0, np.nan, 4.0], [0.0, 1.0, 5.0, 2.0]
+    mean, low, high, n = agreement.paired_bootstrap(a, b, seed=3)
+    assert n == 3 and mean == pytest.approx(4 / 3)
+    assert 1.0 <= low <= mean <= high <= 2.0
+    assert agreement.paired_bootstrap(a, b, seed=3) == (mean, low, high, n)
+
+
+def test_feature_sets_of_one_forward_equal_separate_captures():
+    model = MODEL_BUILDERS["llama"](seed=2).double().eval()
+    ids = np.random.default_rng(4).integers(3, 290, size=36).tolist()
+    segments = [[1, 2, 3], [4, 5, 6, 7], [20, 21, 22]]
+    rows_a, rows_b = [33, 34, 35], [20, 21, 22]
+    a, b = capture_feature_sets(model, ids, [rows_a, rows_b], segments)
+    np.testing.assert_allclose(a, capture_features(model, ids, rows_a, segments), atol=1e-12)
+    np.testing.assert_allclose(b, capture_features(model, ids, rows_b, segments), atol=1e-12)
+
+
+def plain_logprob(model, prompt_ids, target_ids) -> float:
+    """log p(target | prompt) from one full forward of the plain model (no cache, no batching)."""
+    ids = torch.tensor([list(prompt_ids) + list(target_ids)])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0].double(), dim=-1)  # [N, V]
+    P = len(prompt_ids)
+    return float(sum(logp[P + t - 1, tok] for t, tok in enumerate(target_ids)))
+
+
+def test_unverified_estimates_are_rescaled_to_the_verified_and_capped_below_them():
+    estimate = np.array([4.0, 2.0, 1.0, 3.0, -1.0])
+    picked = attention_verified.picks(estimate, 2)
+    assert picked == [0, 3]
+    # exact 2.0 and 1.0 where the estimate said 4 and 3: c = (4*2 + 3*1) / (16 + 9) = 0.44
+    got = attention_verified.combine(estimate, picked, np.array([2.0, 1.0]))
+    np.testing.assert_allclose(got, [2.0, min(0.88, 1.0), min(0.44, 1.0), 1.0, -0.44])
+    # a verified segment that lowers p(target): the others are capped at 0, not at its negative value
+    got = attention_verified.combine(estimate, picked, np.array([3.0, -0.5]))
+    c = (12 - 1.5) / 25
+    np.testing.assert_allclose(got, [3.0, 0.0, 0.0, -0.5, -c])
+    # estimates that the verification contradicts (c < 0) are scaled to 0
+    np.testing.assert_allclose(attention_verified.combine(estimate, picked, np.array([-1.0, -2.0])),
+                               [-1.0, 0.0, 0.0, -2.0, 0.0])
+
+
+PROMPT = ("The capital of France is Paris. The capital of Italy is Rome. Bob has two cats. The sea is blue. "
+          "Alice reads a book.\n\nWhat is the capital of France?")
+TARGET = " Paris is the capital"
+
+
+def test_verified_values_are_brute_force_leave_one_out_where_verified(llama, tmp_path):
+    shape = attention_shape(llama.model)
+    est = Estimator(weight=np.random.default_rng(5).normal(size=shape.n_features), model=llama.name, shape=shape,
+                    alpha=1.0, quality={"cv_r2": 0.5}, recipe={}, seed=0, training_hash="0" * 64)
+    est.save(tmp_path / "e.npz")
+    config = AblationConfig(attention_estimator=str(tmp_path / "e.npz"))
+    estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
+    seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
+    S = len(seg.values)
+    assert S == 6
+    picked = list(np.argsort(-estimate.values, kind="stable")[:attention_verified.VERIFY])
+    assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
+    # brute force: each picked segment's tokens replaced by the filler, one plain full forward (no prefix reuse)
+    r = seg.result
+    filler = llama.tokenize(" ").ids[0]
+    prompt_ids = np.asarray(r.ids[:r.n_prompt_tokens])
+    rows = []
+    for s in picked:
+        ids = prompt_ids.copy()
+        ids[seg.segment_tokens[s]] = filler
+        rows.append(ids.tolist())
+    target_ids = [int(i) for i in r.ids[r.n_prompt_tokens:]]
+    plain = np.array([plain_logprob(llama.model, p, target_ids) for p in [prompt_ids.tolist()] + rows])  # [1 + V]
+    np.testing.assert_allclose(seg.values[picked], plain[0] - plain[1:], atol=1e-5)  # float32 model
+    rest = [s for s in range(S) if s not in picked]
+    np.testing.assert_allclose(seg.values, attention_verified.combine(estimate.values, picked, seg.values[picked]),
+                               atol=1e-12)
+    assert all(seg.coarse_granularity[s] == attention_verified.ESTIMATE for s in rest)
+    np.testing.assert_allclose(seg.coarse_values[rest], estimate.values[rest], atol=1e-9)
+    assert seg.kept.shape == (3, S) and seg.stats.rows == 1 + 3
