@@ -25,8 +25,8 @@ from lit_nlp.api import types as lit_types
 
 from sequence_salience.aggregate import PATTERN_BOUNDS, check_pattern
 from sequence_salience.errors import SalienceError
-from sequence_salience.field_rules import CURVE_STEPS, IG_STEPS, IG_TOLERANCE, MAX_NEW_TOKENS, SMOOTH_GRAD_SAMPLES, \
-    FieldError, FieldRule, distinct_names
+from sequence_salience.field_rules import CURVE_STEPS, IG_TOLERANCE, MAX_NEW_TOKENS, FieldError, FieldRule, \
+    distinct_names
 from lit_app import fields
 from lit_app.errors import Rejected
 from lit_app.inputs import DETAIL_MODES
@@ -58,38 +58,42 @@ _PINNED_TEXT_FIELDS = (fields.PINNED_PROMPT, fields.PINNED_SYSTEM, fields.PINNED
 _BUDGET_RULES = (MAX_NEW_TOKENS, dataclasses.replace(MAX_NEW_TOKENS, name=fields.PINNED_MAX_NEW_TOKENS))
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """Bounds on one request and on the work queued for the model.
+# The bounds that are not a method's: (name, default, what it bounds); Limits adds one per counted method.
+GENERAL_LIMITS: tuple[tuple[str, int, str], ...] = (
+    ("max_body_bytes", 4 * 1024 * 1024, "largest request body (HTTP 413 beyond)."),
+    ("max_prompt_chars", 32_000, "largest prompt + system + target of one input, in characters."),
+    ("max_pending", 16, "compute requests running or waiting for the model at once (HTTP 503 beyond)."),
+    ("retry_after_s", 2, "the Retry-After a 503 suggests."),
+    ("max_connections", 64, "open connections at once, each served by a thread (security.BoundedThreadedServer)."),
+    ("max_connections_per_client", 32, "open connections from one client address (at most max_connections)."),
+)
 
-    Attributes:
-      max_body_bytes: largest request body (HTTP 413 beyond).
-      max_prompt_chars: largest prompt + system + target of one input, in characters.
-      max_ig_steps: largest integrated-gradients step count of a request.
-      max_smooth_grad_samples: largest SmoothGrad sample count of a request.
-      max_pending: compute requests running or waiting for the model at once (HTTP 503 beyond).
-      retry_after_s: the Retry-After a 503 suggests.
-      max_connections: open connections at once, each served by a thread (security.BoundedThreadedServer).
-      max_connections_per_client: open connections from one client address (at most max_connections).
-    """
 
-    max_body_bytes: int = 4 * 1024 * 1024
-    max_prompt_chars: int = 32_000
-    max_ig_steps: int = int(IG_STEPS.hi)
-    max_smooth_grad_samples: int = int(SMOOTH_GRAD_SAMPLES.hi)
-    max_pending: int = 16
-    retry_after_s: int = 2
-    max_connections: int = 64
-    max_connections_per_client: int = 32
+def _check_limits(self) -> None:
+    """Limits.__post_init__: every bound at least 1, a count's at most its rule's `hi`."""
+    for field in dataclasses.fields(self):
+        if getattr(self, field.name) < 1:
+            raise ValueError(f"Limits.{field.name} is {getattr(self, field.name)}; it must be at least 1.")
+    for extra in EXTRA_METHODS:  # one max_<count field> per counted method of the registry
+        if getattr(self, extra.limit) > extra.maximum:
+            raise ValueError(f"Limits.{extra.limit} is {getattr(self, extra.limit)}; the models accept at most"
+                             f" {extra.maximum}.")
 
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            if getattr(self, field.name) < 1:
-                raise ValueError(f"Limits.{field.name} is {getattr(self, field.name)}; it must be at least 1.")
-        for extra in EXTRA_METHODS:  # one max_<count field> per counted method of the registry
-            if getattr(self, extra.limit) > extra.maximum:
-                raise ValueError(f"Limits.{extra.limit} is {getattr(self, extra.limit)}; the models accept at most"
-                                 f" {extra.maximum}.")
+
+def _limits_class() -> type:
+    """The frozen dataclass Limits: GENERAL_LIMITS, with each counted token method's max_<count field> (default:
+    its rule's `hi`; the server flag of the same name, lit_app/security_config.py) after max_prompt_chars."""
+    counts = [(e.limit, e.maximum, f"largest {e.rule.help.split(':')[0]} {e.unit} count of a request.")
+              for e in EXTRA_METHODS]
+    rows = [*GENERAL_LIMITS[:2], *counts, *GENERAL_LIMITS[2:]]
+    doc = ("Bounds on one request and on the work queued for the model.\n\n    Attributes:\n"
+           + "".join(f"      {name}: {what}\n" for name, _, what in rows))
+    return dataclasses.make_dataclass(
+        "Limits", [(name, int, dataclasses.field(default=default)) for name, default, _ in rows], frozen=True,
+        namespace={"__post_init__": _check_limits, "__doc__": doc, "__module__": __name__})
+
+
+Limits = _limits_class()
 
 
 def validate_example(data: Mapping[str, Any], limits: Limits, where: str) -> None:

@@ -2,8 +2,8 @@
 
 The core registry (`sequence_salience.methods`, `registry_json()`) is the single source of
 every method's name, label, short name, signedness, linearity, count field and unit, default
-count and cost unit. The LIT layer adds, for each method with a count (computed only when a
-request sets its count field > 0):
+count and cost unit. For each token method with a count (computed only when a request sets its
+count field > 0), the LIT layer reads from the record (`job_kind`, `matrix_job_detail`):
 
 * `tag`: the background job's kind prefix; the job of count n is f"{tag}{n}" ("ig16", "sg8").
 * `matrix_detail`: the `detail` value that starts the method's per-token matrix job.
@@ -28,7 +28,7 @@ from typing import Any
 from sequence_salience import first_map
 from sequence_salience import methods as core_methods
 from sequence_salience.field_rules import FieldRule
-from sequence_salience.methods import coarse_to_fine, integrated_gradients, leave_one_out, smooth_grad
+from sequence_salience.methods import coarse_to_fine, leave_one_out
 
 # ---------------------------------------------------------------------------
 # Segment methods (kind "segment": their values live on one segmentation; lit_app/salience.py runs them
@@ -65,11 +65,10 @@ class LitFacts:
     matrix_detail: str
 
 
-# The wire values stay as they were before the registry: the browser, scripts and saved URLs send them.
-LIT_FACTS: dict[str, LitFacts] = {
-    integrated_gradients.NAME: LitFacts("ig", "ig_matrix"),
-    smooth_grad.NAME: LitFacts("sg", f"{smooth_grad.NAME}_matrix"),
-}
+# Each counted token method's facts, read from its record (the wire values its module declares: the browser,
+# scripts and saved URLs send them).
+LIT_FACTS: dict[str, LitFacts] = {m.name: LitFacts(m.job_kind, m.matrix_job_detail)
+                                  for m in core_methods.counted(("token",))}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 `salience_payload` turns a core `SalienceResult` (complete or partial) into the JSON the
 browser reads; `compact` rounds floats for short JSON (the explain and inside payloads use
-it too); `pack_gram` packs the grad_norm Gram tensor's upper triangle.
+it too); `pack_gram` packs a Gram tensor's upper triangle (grad_norm's). What a method's entry
+carries besides its matrix comes from its record: its count under its unit, and each result extra
+that names a `payload` key (methods/base.py ResultExtra).
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from typing import Any
 import numpy as np
 
 import sequence_salience as ss
-from sequence_salience.methods import grad_norm, integrated_gradients
+from sequence_salience.methods import get_any_method
+from sequence_salience.methods.base import ResultExtra
 from lit_app import fields
 from lit_app.inputs import JsonDict
 from lit_app.method_registry import EXTRA_BY_METHOD
 
-# Largest packed Gram payload shipped to the client (floats); beyond it the
+# Largest packed Gram payload (an "LTT" result extra) shipped to the client (floats); beyond it the
 # client asks for spans with `target_span` instead.
 MAX_GRAM_PACKED_VALUES = 2_000_000
 SIGNIFICANT_DIGITS = 6
@@ -46,6 +49,19 @@ def pack_gram(gram: np.ndarray) -> np.ndarray:
     return gram[:, rows, cols]
 
 
+def extra_payload(extra: ResultExtra, value: np.ndarray | None, matrix: np.ndarray | None) -> list | None:
+    """A result extra's value in its method's entry: null without the method's matrix or the extra; an "LTT" array
+    (a Gram tensor) packed to its upper triangle, null past MAX_GRAM_PACKED_VALUES floats."""
+    if value is None or matrix is None:
+        return None
+    if extra.axes == "LTT":
+        n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
+        if n_tokens * n_targets * (n_targets + 1) // 2 > MAX_GRAM_PACKED_VALUES:
+            return None
+        return compact(pack_gram(np.asarray(value)))
+    return compact(value)
+
+
 def span_key(t0: int, t1: int) -> str:
     """The payload key of target span (t0, t1): "t0:t1"."""
     return f"{int(t0)}:{int(t1)}"
@@ -70,20 +86,12 @@ def salience_payload(result: Any, counts: Mapping[str, int] | None = None, metho
     for name in names:
         matrix = result.matrices.get(name)
         entry: JsonDict = {"signed": method_signed(name), "matrix": None if matrix is None else compact(matrix)}
-        if name == fields.GRAD_NORM_METHOD:
-            gram = (getattr(result, "extras", None) or {}).get(grad_norm.GRAM)
-            packed = None
-            if matrix is not None and gram is not None:
-                n_tokens, n_targets = matrix.shape[1], matrix.shape[0]
-                if n_tokens * n_targets * (n_targets + 1) // 2 <= MAX_GRAM_PACKED_VALUES:
-                    packed = compact(pack_gram(np.asarray(gram)))
-            entry["gram_packed"] = packed
-        extra = EXTRA_BY_METHOD.get(name)
-        if extra is not None:
-            entry[extra.unit] = int(counts.get(extra.field, 0))
-        if name == fields.IG_METHOD:
-            err = (getattr(result, "extras", None) or {}).get(integrated_gradients.COMPLETENESS_ERROR)
-            entry["completeness_error"] = None if err is None or matrix is None else compact(err)
+        counted = EXTRA_BY_METHOD.get(name)
+        if counted is not None:
+            entry[counted.unit] = int(counts.get(counted.field, 0))
+        for extra in (e for e in get_any_method(name).result_extras if e.payload):  # a Gram tensor, IG's error
+            value = (getattr(result, "extras", None) or {}).get(extra.name)
+            entry[extra.payload] = extra_payload(extra, value, matrix)
         out_methods[name] = entry
     payload = {
         "text": result.text,

@@ -12,13 +12,15 @@ A rule is one field seen from every edge, with one name, type, range, default an
   server flag --max_<name> may lower `hi`) with `parse`; the browser reads a counted method's `hi`
   as `max_count` in the published method registry (lit_app/method_registry.py).
 
-A counted method's rule is also its registry record's `count` (methods/base.py): IG's steps,
-SmoothGrad's samples, the surrogate's ablations. `RULES` lists every rule by name.
+A counted method's rule is declared in the method's own module, as its registry record's `count`
+(methods/base.py): IG's steps, SmoothGrad's samples, the surrogate's ablations; every edge derives its
+flag, spec, limit and payload key from the record (docs/architecture.md, "How to add a method"). `RULES`
+lists every rule by name, the methods' counts included (each added when its method is registered).
 
-To add a field: declare its FieldRule here (and add it to RULES); give the config that holds it
-`default=<RULE>.default`; add the flag with `cli.parser.add_flag(parser, RULE)`; in the LIT layer
-add `fields.integer_spec(RULE)` (or `scalar_spec`) to the model's input spec and read it with
-`inputs.rule_field(ex, RULE)`. tests/unit/test_field_rules.py then checks every edge against it.
+To add a field that is not a method's: declare its FieldRule here (and add it to RULES); give
+the config that holds it `default=<RULE>.default`; add the flag with `cli.parser.add_flag(parser, RULE)`;
+in the LIT layer add `fields.integer_spec(RULE)` (or `scalar_spec`) to the model's input spec and read
+it with `inputs.rule_field(ex, RULE)`. tests/unit/test_field_rules.py then checks every edge against it.
 This module imports nothing of the library, so every layer may read it.
 """
 
@@ -105,26 +107,41 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-# --------------------------------------------------------------------------- the methods' counts
-IG_STEPS = FieldRule("ig_steps", int, 16, 1, 256, "integrated gradients: integration steps (one backward per target"
-                     " per step)")
-SMOOTH_GRAD_SAMPLES = FieldRule("smooth_grad_samples", int, 8, 1, 256, "SmoothGrad: noisy samples (one backward per"
-                                " target per sample)")
-# ContextCite's default is 64; 32 here: on the shipped rows 64 were no more faithful, at twice the cost.
-SURROGATE_MASKS = FieldRule("surrogate_masks", int, 32, 1, 256, "ablation surrogate: random ablations it is fitted on"
-                            " (one forward each)", flag="--ablations")
-
 # --------------------------------------------------------------------------- generation and explanation tests
 MAX_NEW_TOKENS = FieldRule("max_new_tokens", int, 64, 1, 1024, "longest generated response, in tokens")
 CURVE_STEPS = FieldRule("steps", int, 10, 1, 50, "faithfulness curves: points after the start (segments removed or"
                         " inserted in that many steps)")
 IG_TOLERANCE = FieldRule("ig_tolerance", float, 0.05, 0.0, 1.0, "largest relative IG completeness error (0.05 = 5 %)",
                          lo_open=True)
-# The explain model's "ig_auto" test reads `ig_steps` as the most steps it tries (its own default).
-IG_AUTO_MAX_STEPS = dataclasses.replace(IG_STEPS, default=64, help="IG auto steps: the most integration steps tried")
+# Every rule by name: those declared here, then each method's count (added by methods.register, add_method_rule).
+RULES: dict[str, FieldRule] = {r.name: r for r in (MAX_NEW_TOKENS, CURVE_STEPS, IG_TOLERANCE)}
+# Rules declared in a method's module, readable here as module attributes (add_method_rule; see __getattr__).
+_ALIASES: dict[str, FieldRule] = {}
 
-RULES: dict[str, FieldRule] = {r.name: r for r in (IG_STEPS, SMOOTH_GRAD_SAMPLES, SURROGATE_MASKS, MAX_NEW_TOKENS,
-                                                    CURVE_STEPS, IG_TOLERANCE)}
+
+def add_method_rule(rule: FieldRule, alias: str | None = None, listed: bool = True) -> None:
+    """Makes a rule declared in a method's module readable here: in RULES when `listed` (a method's count:
+    methods/__init__.py `register` adds it), and as the attribute `alias` of this module (default: its name in
+    capitals, so the count "ig_steps" reads as `field_rules.IG_STEPS`). Raises ValueError when another rule
+    already has that name or alias."""
+    alias = alias or rule.name.upper()
+    taken = (RULES.get(rule.name) if listed else None, _ALIASES.get(alias), globals().get(alias))
+    if any(other is not None and other is not rule for other in taken):
+        raise ValueError(f"A rule named {rule.name!r} (or {alias}) is already declared. Fix: name the method's count "
+                         "after the method.")
+    if listed:
+        RULES[rule.name] = rule
+    _ALIASES[alias] = rule
+
+
+def __getattr__(name: str) -> FieldRule:
+    """A method's rule by its alias (add_method_rule): `IG_STEPS`, `SMOOTH_GRAD_SAMPLES`, `SURROGATE_MASKS`, ...
+    once the methods are registered (importing sequence_salience.methods registers them)."""
+    try:
+        return _ALIASES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r} (a method's rule is readable here once "
+                             "sequence_salience.methods is imported)") from None
 
 
 # --------------------------------------------------------------------------- lists of methods
@@ -132,7 +149,7 @@ def distinct_names(names: Sequence[str]) -> tuple[str, ...]:
     """`names` (the methods of one explanation test, or of --method) as a tuple, each at most once.
 
     A repeated name would be computed again for every repeat (`leave_one_out` named 500 times ran 500
-    times as long, and integrated gradients named n times cost n times its --max_ig_steps cap), so it is
+    times as long, and integrated gradients named n times cost n times its step cap), so it is
     refused rather than dropped: FieldError("'leave_one_out' is named 500 times; name each method once").
     With each name once, a list is no longer than the method registry.
     """

@@ -82,19 +82,46 @@ def method_help(token_only: bool = False) -> str:
             f"passes over ablated prompts; at token granularity one per token, the slowest): {segment}")
 
 
+def flag_dest(flag: str) -> str:
+    """argparse's attribute of a long flag: "--ig-steps" -> "ig_steps"."""
+    return flag[2:].replace("-", "_")
+
+
+def method_flags(kinds: tuple[str, ...]) -> list[tuple[Any, str, str]]:
+    """(record, settings field, flag) of every registered method of `kinds` ("token", "segment"), in display
+    order: each counted method's count (its rule's flag), then each settings field whose metadata names a
+    "flag" (methods/base.py SalienceMethod.settings). The flags, configs and batch fingerprint all read this."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.methods import all_records  # pylint: disable=import-outside-toplevel
+
+    records = [m for m in all_records() if m.kind in kinds]
+    out = [(m, m.count.name, m.count.cli_flag) for m in records if m.count is not None]
+    for m in records:
+        for f in dataclasses.fields(m.settings) if m.settings else ():
+            if "flag" in f.metadata:
+                out.append((m, f.name, f.metadata["flag"]))
+    return out
+
+
+def flag_settings(args, kinds: tuple[str, ...]) -> dict[str, Any]:
+    """{settings field: value} of the methods' flags of `kinds` that `args` has (a subcommand may have fewer)."""
+    return {name: getattr(args, flag_dest(flag)) for _, name, flag in method_flags(kinds)
+            if hasattr(args, flag_dest(flag))}
+
+
 def salience_config(args):
-    """The SalienceConfig of the count flags (--ig-steps, --smooth-grad-samples)."""
+    """The SalienceConfig of the token methods' flags (their counts: --ig-steps, ...)."""
     from sequence_salience import SalienceConfig  # pylint: disable=import-outside-toplevel
 
-    return SalienceConfig(ig_steps=args.ig_steps, smooth_grad_samples=args.smooth_grad_samples)
+    return SalienceConfig(**flag_settings(args, ("token",)))
 
 
 def ablation_config(args):
-    """The AblationConfig of the segment methods' flags (--removal, --ablations)."""
+    """The AblationConfig of the segment methods' flags (--removal; their counts and settings: --ablations, ...)."""
     from sequence_salience.methods import AblationConfig  # pylint: disable=import-outside-toplevel
 
-    return AblationConfig(removal=args.removal, surrogate_masks=args.ablations,
-                          attention_estimator=getattr(args, "attention_estimator", None))
+    return AblationConfig(removal=args.removal, **flag_settings(args, ("segment",)))
 
 
 def read_prompt_file(path: str) -> str:
@@ -178,19 +205,16 @@ def load_model(args, flag: str = "--model"):
 def run_settings(args, methods: tuple[str, ...]) -> dict[str, Any]:
     """What, besides the row, decides a result: a batch row is redone when any of it changes.
 
-    SmoothGrad's samples and the segment methods' segmentation, removal and ablations count only
-    when those methods run (so rows saved by token methods alone keep their fingerprint)."""
-    from sequence_salience.methods import smooth_grad  # pylint: disable=import-outside-toplevel
-
-    settings = {"model": args.model, "dtype": args.dtype, "methods": list(methods), "ig_steps": args.ig_steps,
+    A method's flags (its count, its other flagged settings: method_flags) count only when the method runs,
+    under their settings field (so rows saved by other methods keep their fingerprint); the segment methods'
+    segmentation and removal when one of them runs."""
+    settings = {"model": args.model, "dtype": args.dtype, "methods": list(methods),
                 "max_new_tokens": args.max_new_tokens, "raw": bool(args.raw)}
-    if smooth_grad.NAME in methods:
-        settings["smooth_grad_samples"] = args.smooth_grad_samples
     if segment_methods(methods):
-        settings["segments"] = {"granularity": args.granularity, "pattern": args.pattern, "removal": args.removal,
-                                "ablations": args.ablations}
-    if "attention_attribution" in methods:  # another estimator file: other values
-        settings["attention_estimator"] = getattr(args, "attention_estimator", None)
+        settings["segments"] = {"granularity": args.granularity, "pattern": args.pattern, "removal": args.removal}
+    for method, name, flag in method_flags(("token", "segment")):
+        if method.name in methods and hasattr(args, flag_dest(flag)):
+            settings[name] = getattr(args, flag_dest(flag))
     return settings
 
 

@@ -45,6 +45,7 @@ Without an address it starts a local Ray instance whose every port listens on lo
 def _eval_config(args, methods):
     import dataclasses  # pylint: disable=import-outside-toplevel
 
+    from sequence_salience.cli.common import flag_settings  # pylint: disable=import-outside-toplevel
     from sequence_salience.evaluate import EvalConfig  # pylint: disable=import-outside-toplevel
     from sequence_salience.explain import FaithfulnessConfig  # pylint: disable=import-outside-toplevel
 
@@ -52,8 +53,9 @@ def _eval_config(args, methods):
                                removal=args.removal, upper_bound=not args.no_upper_bound)
     if args.n_random is not None:
         faith = dataclasses.replace(faith, n_random=args.n_random)
-    return EvalConfig(methods=methods, faithfulness=faith, ig_steps=args.ig_steps, max_new_tokens=args.max_new_tokens,
-                      raw=bool(args.raw), reduction=args.reduction, ig_completeness=args.ig_completeness)
+    return EvalConfig(methods=methods, faithfulness=faith, max_new_tokens=args.max_new_tokens, raw=bool(args.raw),
+                      reduction=args.reduction, ig_completeness=args.ig_completeness,
+                      **flag_settings(args, ("token",)))  # the methods' counts it has flags for
 
 
 def _is_curve(name: str, methods) -> bool:

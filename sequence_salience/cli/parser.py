@@ -6,7 +6,7 @@ import argparse
 import importlib
 
 from sequence_salience.cli.calibrate import add_calibrate_parser
-from sequence_salience.cli.common import explain_default, method_help
+from sequence_salience.cli.common import explain_default, flag_dest, method_flags, method_help
 from sequence_salience.cli.evaluation import EVALUATE_HELP
 from sequence_salience.field_rules import CURVE_STEPS, MAX_NEW_TOKENS, FieldError, FieldRule
 
@@ -27,21 +27,36 @@ def add_flag(p: argparse.ArgumentParser, rule: FieldRule) -> None:
         except FieldError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
-    p.add_argument(rule.cli_flag, dest=rule.cli_flag[2:].replace("-", "_"), type=value, default=rule.default,
+    p.add_argument(rule.cli_flag, dest=flag_dest(rule.cli_flag), type=value, default=rule.default,
                    metavar="N", help=f"{rule.help} (default: {rule.default:g}; {rule.allowed()})")
 
 
-def _count_flags(p: argparse.ArgumentParser, smooth_grad_samples: bool = True, segments: bool = False) -> None:
-    """The methods' count flags (--ig-steps, --smooth-grad-samples, --ablations): each method's count rule."""
-    from sequence_salience.methods import (  # pylint: disable=import-outside-toplevel
-        ablation_surrogate, get_any_method, integrated_gradients, smooth_grad,
-    )
+def add_method_flags(p: argparse.ArgumentParser, kinds: tuple[str, ...], only: frozenset[str] | None = None,
+                     counts: bool = True) -> None:
+    """The flags of the registered methods of `kinds` (cli.common.method_flags), read from their records:
+    each count's flag from its rule (`add_flag`) when `counts`, else each settings field whose metadata names a
+    flag (its default, metavar and help from the field); `only`: just the settings fields named there."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
 
-    add_flag(p, get_any_method(integrated_gradients.NAME).count)
-    if smooth_grad_samples:
-        add_flag(p, get_any_method(smooth_grad.NAME).count)
-    if segments:
-        add_flag(p, get_any_method(ablation_surrogate.NAME).count)
+    for method, name, flag in method_flags(kinds):
+        if only is not None and name not in only:
+            continue
+        if method.count is not None and name == method.count.name:
+            if counts:
+                add_flag(p, method.count)
+        elif not counts:
+            field = next(f for f in dataclasses.fields(method.settings) if f.name == name)
+            p.add_argument(flag, dest=flag_dest(flag), default=field.default, type=field.metadata.get("type"),
+                           metavar=field.metadata.get("metavar"), help=field.metadata.get("help"))
+
+
+def _eval_counts() -> frozenset[str]:
+    """The settings fields `evaluate` has flags for: the methods' counts EvalConfig holds."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.evaluate import EvalConfig  # pylint: disable=import-outside-toplevel
+
+    return frozenset(f.name for f in dataclasses.fields(EvalConfig))
 
 
 def _removal_flag(p: argparse.ArgumentParser, what: str) -> None:
@@ -90,11 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--raw", action="store_true", help="do not apply the chat template; explain the raw text")
     ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
     add_flag(ex, MAX_NEW_TOKENS)
-    _count_flags(ex, segments=True)
+    add_method_flags(ex, ("token", "segment"))
     _removal_flag(ex, "by a segment method")
-    ex.add_argument("--attention-estimator", default=None, metavar="PATH",
-                    help="attention_attribution: the estimator file `sequence-salience calibrate` wrote for --model "
-                         "(default: the one shipped for the embedded model)")
+    add_method_flags(ex, ("token", "segment"), counts=False)
     display_flags(ex)
     ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                     help="write a self-contained HTML file (with --batch: no PATH, one per row)")
@@ -133,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--same-response", action="store_true",
                     help="explain response A under prompt B too (the old answer's salience under the new prompt)")
     add_flag(cp, MAX_NEW_TOKENS)
-    _count_flags(cp)
+    add_method_flags(cp, ("token",))
     cp.add_argument("--method", default=explain_default(),
                     help=f"one token salience method (default: {explain_default()}; {method_help(token_only=True)})")
     cp.add_argument("--granularity", default="word", choices=_granularities(), help="aligned segments (default: word)")
@@ -165,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seeded random orders for the random baseline (default: the library's)")
     _removal_flag(ev, "by the curves and by a segment method")
     add_flag(ev, MAX_NEW_TOKENS)
-    _count_flags(ev, smooth_grad_samples=False)  # EvalConfig has IG's steps only
+    add_method_flags(ev, ("token",), only=_eval_counts())  # the counts EvalConfig holds
     ev.add_argument("--reduction", action="store_true", help="also report the input-reduction size per method")
     ev.add_argument("--ig-completeness", action="store_true",
                     help="also report integrated gradients' relative completeness error per row")

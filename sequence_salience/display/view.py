@@ -19,7 +19,7 @@ from sequence_salience import aggregate, field_rules
 from sequence_salience.display import palette
 from sequence_salience.display.segments import SegmentFacts, SegmentValues, check_granularity, gather
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import get_any_method, integrated_gradients
+from sequence_salience.methods import get_any_method
 
 if TYPE_CHECKING:  # pragma: no cover
     from sequence_salience.result import SalienceResult
@@ -282,12 +282,13 @@ def make_view(
         for s, v in top_segments(values, top, signed, target_segs)
     )
     err = None
-    if method == integrated_gradients.NAME:
+    error_extra = getattr(get_any_method(method), "error_extra", None)  # IG's completeness error
+    if error_extra is not None:
         span_errors = getattr(result, "span_ig_errors", None) or {}
         if (t0, t1) in span_errors:
             err = np.asarray([span_errors[(t0, t1)]])  # computed for this span directly
-        elif integrated_gradients.COMPLETENESS_ERROR in result.extras:
-            err = result.extras[integrated_gradients.COMPLETENESS_ERROR][t0:t1]
+        elif error_extra in result.extras:
+            err = result.extras[error_extra][t0:t1]
     return View(
         result=result,
         method=method,

@@ -13,28 +13,75 @@ Two kinds of method:
   recomputes them.
 
 Each method module declares its `NAME` and one record (name, label, short name, signedness,
-linearity, count field and unit, cost unit, kind); the engine, contrastive salience, the CLI, the
-LIT layer and (through the server, `registry_json`) the browser read them from here.
+linearity, count rule and unit, cost unit, kind) with its own settings (a frozen dataclass, the record's
+`settings`, which joins SalienceConfig or AblationConfig at `register`); the engine, contrastive salience,
+the CLI, the LIT layer and (through the server, `registry_json`) the browser read them from here. Adding a
+method is one module plus its line in the tuple below (docs/architecture.md, "How to add a method").
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from sequence_salience import field_rules
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import (ablation_surrogate, coarse_to_fine, grad_norm, grad_x_input,
                                        integrated_gradients, leave_one_out, smooth_grad)
 from sequence_salience.methods import attention_attribution, attention_verified
-from sequence_salience.methods.base import AblationConfig, SalienceConfig, SalienceMethod, SegmentMethod
+from sequence_salience.methods.base import (COUNT_UNITS, AblationConfig, SalienceConfig, SalienceMethod, SegmentMethod,
+                                            add_settings)
 
-_REGISTRY: dict[str, SalienceMethod] = {
-    m.name: m for m in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD, smooth_grad.METHOD)
-}
-_SEGMENT_REGISTRY: dict[str, SegmentMethod] = {
-    m.name: m for m in (leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD,
-                        attention_attribution.METHOD, attention_verified.METHOD)
-}
+_REGISTRY: dict[str, SalienceMethod] = {}
+_SEGMENT_REGISTRY: dict[str, SegmentMethod] = {}
+
+
+def register(method: SalienceMethod | SegmentMethod) -> None:
+    """Adds a method record to the registry, after those registered before (display order).
+
+    Its `settings` join SalienceConfig (a token method) or AblationConfig (a segment method); everything
+    else reads the record from here: the CLI flags (cli/parser.py), the LIT input specs, limits, payloads
+    and published registry (lit_app/) and, through that, the browser; its count's rule joins
+    field_rules.RULES. Register before the LIT app's modules
+    are imported (they derive their specs once). Raises SalienceError when the name is taken, or when the
+    count's rule is not a field of the settings with the rule's default.
+    """
+    if method.name in _REGISTRY or method.name in _SEGMENT_REGISTRY:
+        raise SalienceError(f"A method named {method.name!r} is already registered. Fix: give the new one its own name.")
+    if method.count is not None:
+        owned = {f.name: f.default for f in dataclasses.fields(method.settings)} if method.settings else {}
+        if owned.get(method.count.name, dataclasses.MISSING) != method.count.default:
+            raise SalienceError(
+                f"{method.name}'s count {method.count.name!r} is not a field of its settings with the rule's default "
+                f"({method.count.default}). Fix: declare `{method.count.name}: int = <RULE>.default` in its Settings.")
+        if method.kind == "token" and method.count_unit not in COUNT_UNITS:
+            raise SalienceError(
+                f"{method.name} counts {method.count_unit!r}; a counted token method counts one of {COUNT_UNITS} (the "
+                "browser reads the count from the payload entry under that unit). Fix: use one of them.")
+    segment = isinstance(method, SegmentMethod)
+    if method.settings is not None:
+        add_settings(AblationConfig if segment else SalienceConfig, method.settings, method.name)
+    if method.count is not None:
+        field_rules.add_method_rule(method.count)  # field_rules.RULES, field_rules.IG_STEPS
+    (_SEGMENT_REGISTRY if segment else _REGISTRY)[method.name] = method
+
+
+for _method in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD, smooth_grad.METHOD,
+                leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD, attention_attribution.METHOD,
+                attention_verified.METHOD):
+    register(_method)
 
 # The methods computed when a caller names none: the two that share one backward.
 DEFAULT_METHODS: tuple[str, ...] = (grad_norm.NAME, grad_x_input.NAME)
+
+
+def all_records() -> list[SalienceMethod | SegmentMethod]:
+    """Every method's record, in display order (token methods first)."""
+    return [*_REGISTRY.values(), *_SEGMENT_REGISTRY.values()]
+
+
+def counted(kinds: tuple[str, ...] = ("token", "segment")) -> list[SalienceMethod | SegmentMethod]:
+    """The records of `kinds` that have a count (a FieldRule), in display order."""
+    return [m for m in all_records() if m.count is not None and m.kind in kinds]
 
 
 def list_methods() -> list[str]:
@@ -86,10 +133,9 @@ def registry_json(kinds: tuple[str, ...] = ("token",)) -> list[dict]:
     """The facts of every method of `kinds` ("token", "segment") as JSON-able dicts, in display order (token methods first; see
     SalienceMethod.to_json): {name, label, short, signed, linear, count_field, count_unit,
     default_count, cost_unit, kind, granularities}."""
-    records = [*_REGISTRY.values(), *_SEGMENT_REGISTRY.values()]
-    return [m.to_json() for m in records if m.kind in kinds]
+    return [m.to_json() for m in all_records() if m.kind in kinds]
 
 
-__all__ = ["DEFAULT_METHODS", "AblationConfig", "SalienceConfig", "SalienceMethod", "SegmentMethod", "get_any_method",
-           "get_method", "get_segment_method", "is_segment_method", "list_methods", "list_segment_methods",
-           "registry_json"]
+__all__ = ["DEFAULT_METHODS", "AblationConfig", "SalienceConfig", "SalienceMethod", "SegmentMethod", "all_records",
+           "counted", "get_any_method", "get_method", "get_segment_method", "is_segment_method", "list_methods",
+           "list_segment_methods", "register", "registry_json"]

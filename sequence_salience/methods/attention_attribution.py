@@ -15,12 +15,29 @@ It estimates leave-one-out; how well, on held-out prompts, is in docs/benchmarks
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sequence_salience.attention import (FeatureInputs, attention_shape, capture_feature_sets, capture_features,
                                          estimator_for, span_rows)
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Learned attention attribution's settings (fields of AblationConfig once registered).
+
+    Attributes:
+      attention_estimator: the estimator file (`sequence-salience calibrate`); None: the one shipped for the
+        embedded default model (sequence_salience/attention/).
+    """
+
+    attention_estimator: str | None = dataclasses.field(default=None, metadata={
+        "flag": "--attention-estimator", "metavar": "PATH",
+        "help": "attention_attribution: the estimator file `sequence-salience calibrate` wrote for --model (default: "
+                "the one shipped for the embedded model)"})
 
 
 def rows(n_segments: int, config: AblationConfig) -> int:
@@ -53,6 +70,6 @@ NAME = "attention_attribution"
 
 METHOD = SegmentMethod(
     name=NAME, label="Learned attention attribution", short="Attention (learned)", signed=True, compute=compute,
-    rows=rows, paper="https://arxiv.org/abs/2504.13752",
+    rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings,
     cost_unit="one forward (per-head attention to each segment, a linear estimator fitted per model)",
 )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from sequence_salience import field_rules
+from sequence_salience.errors import SalienceError
 from sequence_salience.field_rules import FieldRule
 
 if TYPE_CHECKING:  # slices.py needs no method types; imported for the annotation only
@@ -18,44 +18,74 @@ if TYPE_CHECKING:  # slices.py needs no method types; imported for the annotatio
 
 @dataclasses.dataclass(frozen=True)
 class SalienceConfig:
-    """Settings for all methods; one frozen value, flags only at the edges.
+    """Settings of the token methods; one frozen value, flags only at the edges.
+
+    The fields declared here are the engine's, shared by every method. Each token method's own settings
+    (integrated gradients' steps, baseline and quadrature rule; SmoothGrad's samples, noise and seed; ...)
+    are declared in its module, as the frozen dataclass of its record's `settings`, and join this class
+    when the method is registered (methods/__init__.py `register`, `add_settings` below): a config takes
+    them as keyword arguments, reads them as attributes and saves them by name, exactly as the fields here.
 
     Attributes:
-      ig_steps: integration steps for integrated gradients.
-      ig_baseline: "zero" (default), "pad" or "mean" (see methods/paths.py).
-      ig_rule: quadrature rule: "gausslegendre" (default) or a Riemann rule.
       target_chunk_size: most target tokens whose gradients one batched backward computes;
         bounds memory (each costs about one backward's activations).
       chunk_token_budget: most (target tokens x rows x sequence length) per batched backward, so
         long prompts take fewer targets per chunk: memory stays bounded and progress,
-        cancellation and other requests get a turn every few seconds. IG and SmoothGrad
-        also take fewer steps or samples per forward (methods/sampling.py: one rule for both).
-      ig_step_chunk_size: IG steps (or SmoothGrad samples) run in one forward batch.
-      gram_max_elements: largest N*T*T Gram tensor kept for exact grad-norm spans.
+        cancellation and other requests get a turn every few seconds. The sampled methods
+        also take fewer steps or samples per forward (methods/sampling.py: one rule for all).
+      ig_step_chunk_size: steps or samples of a sampled method (methods/sampling.py) run in one forward batch.
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (vmap on every
         device, loop for a model whose vmapped backward failed; see methods/gradients.py).
-      (ig_steps and smooth_grad_samples: defaults and ranges in field_rules, the methods' `count` rules.)
-      smooth_grad_samples, smooth_grad_noise, smooth_grad_seed: SmoothGrad's noisy samples, noise
-        scale relative to each token embedding's norm, and seed (methods/smooth_grad.py).
     """
 
-    ig_steps: int = field_rules.IG_STEPS.default
-    ig_baseline: str = "zero"
-    ig_rule: str = "gausslegendre"
     target_chunk_size: int = 16
     chunk_token_budget: int = 8192
     ig_step_chunk_size: int = 8
-    gram_max_elements: int = 64_000_000
     backward: str = "auto"
-    smooth_grad_samples: int = field_rules.SMOOTH_GRAD_SAMPLES.default
-    smooth_grad_noise: float = 0.1
-    smooth_grad_seed: int = 0
 
     def targets_per_chunk(self, seq_len: int, rows: int = 1) -> int:
         """Target tokens per batched backward for `rows` sequences of length `seq_len`."""
         return max(1, min(self.target_chunk_size, self.chunk_token_budget // max(1, seq_len * rows)))
+
+
+# The dunder attributes of a dataclass that depend on its fields (dataclasses' own names).
+_FIELD_DEPENDENT = ("__init__", "__repr__", "__eq__", "__hash__", "__match_args__", "__dataclass_fields__")
+
+
+def add_settings(config: type, settings: type, owner: str) -> None:
+    """Adds the fields of `settings` (a frozen dataclass: one method's own settings) to the frozen dataclass
+    `config` (SalienceConfig or AblationConfig), in place.
+
+    The class object stays the same, so every module that imported it sees the new fields: its constructor,
+    dataclasses.replace, ==, hash, repr, dataclasses.fields (the saved JSON of sequence_salience/result.py)
+    take them; an instance made before reads their defaults (class attributes, as for any dataclass field
+    with a default). Raises SalienceError when a name is already a field (two methods, or a method and the
+    engine, would share one setting) or a field has no plain default.
+    """
+    have = {f.name: f for f in dataclasses.fields(config)}
+    new = dataclasses.fields(settings)
+    clash = sorted(have.keys() & {f.name for f in new})
+    if clash:
+        raise SalienceError(f"{owner}'s settings {clash} are already {config.__name__} fields. Fix: name a method's "
+                            f"settings after the method (its count rule too), e.g. '{owner}_samples'.")
+    plain = [f.name for f in new if f.default is dataclasses.MISSING]
+    if plain:
+        raise SalienceError(f"{owner}'s settings {plain} have no default. Fix: give every setting a default "
+                            "(a method's count takes its rule's: `= COUNT.default`).")
+    spec = [(f.name, f.type, dataclasses.field(default=f.default, metadata=f.metadata))
+            for f in (*have.values(), *new)]
+    fresh = dataclasses.make_dataclass(config.__name__, spec, frozen=True)
+    for attr in _FIELD_DEPENDENT:
+        setattr(config, attr, getattr(fresh, attr))
+    for f in new:
+        setattr(config, f.name, f.default)
+
+
+def settings_of(settings: type, config: object):
+    """The `settings` dataclass (one method's own settings) with the values `config` holds."""
+    return settings(**{f.name: getattr(config, f.name) for f in dataclasses.fields(settings)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,12 +175,16 @@ class ResultExtra:
       axes: the axes after the batch axis, one letter each: "L" a sequence position (the example's own N
         tokens are kept), "T" a target token (its first T are kept); "LTT" for an [N, T, T] array.
       help: what it holds.
+      payload: None, or its key in the method's entry of the server's salience payload (lit_app/payloads.py),
+        present in every entry of the method (null until the matrices are computed); an "LTT" array is sent as
+        its packed upper triangle <[N, T*(T+1)/2]>.
     """
 
     name: str
     output_key: str
     axes: str
     help: str
+    payload: str | None = None
 
     def unpad(self, batch_value: np.ndarray, b: int, cols: np.ndarray, num_t: int) -> np.ndarray:
         """Example b's array of the padded batch's `batch_value` <[B, *axes]>: <float32>[*axes] over its own
@@ -184,18 +218,28 @@ class SalienceMethod:
       from_gradient: for gradient-at-the-input methods, (grad <float>[B, L, D], embeds
         <float>[B, L, D]) -> <float32>[B, L]; methods that have it share one backward
         when several spans are computed at once (salience.compute_span_result).
-      count: None, or the rule of the method's count of steps or samples (sequence_salience/field_rules.py):
-        its name is the `SalienceConfig` field, LIT input field and CLI flag ("ig_steps"), with its range
-        and default.
+      count: None, or the rule of the method's count of steps or samples (a FieldRule declared in the method's
+        module, sequence_salience/field_rules.py): its name is the `settings` field holding the count, the LIT
+        input field and the CLI flag, with its range and default.
       count_unit: None, or what the count counts: "steps" or "samples".
       progress_counts: compute()'s progress counts (target x count) units; else whole targets.
       span_error: optional (inputs, weights <float>[B, T], config, attributions <float32>[B, L])
         -> <float32>[B]: the error of a span's attributions (IG's completeness error).
       result_extras: the named arrays the method adds to its results (SalienceResult.extras), e.g.
         grad_norm's Gram tensor and IG's completeness error per target token.
+      error_extra: None, or the result extra holding `span_error` per target token <float32>[T] (IG's completeness
+        error): the view sums it over the span shown and warns when it is large (display/view.py).
       span_gram: None, or the result extra holding a non-linear method's Gram tensor <float32>[N, T, T] of
         per-target gradient vectors, from which result.span_salience gets any span exactly
         (result.span_from_rows; grad_norm's "grad_gram").
+      settings: None, or the method's own settings: a frozen dataclass whose fields (each with a default; the
+        count's field named and defaulted by `count`) join SalienceConfig when the method is registered.
+        A field's metadata may name its CLI flag: {"flag": "--x", "help": "...", "metavar": "PATH", "type": float}
+        (argparse's type, default: text; the count's flag comes from its rule).
+      job_tag: a counted method's background job kind prefix on the server (the job of count n is
+        f"{job_tag}{n}"); None: the method's name.
+      matrix_detail: a counted method's `detail` value that starts its per-token matrix job on the server;
+        None: f"{name}_matrix".
     """
 
     name: str
@@ -216,6 +260,10 @@ class SalienceMethod:
     span_gram: str | None = None
     kind: str = "token"
     granularities: tuple[str, ...] | None = None  # every granularity: aggregation needs no model pass
+    error_extra: str | None = None
+    settings: type | None = None
+    job_tag: str | None = None
+    matrix_detail: str | None = None
 
     @property
     def title(self) -> str:
@@ -240,6 +288,16 @@ class SalienceMethod:
     def to_json(self) -> dict:
         """The JSON-able facts of the method (no callables), as registry_json lists them."""
         return _record_json(self)
+
+    @property
+    def job_kind(self) -> str:
+        """The server's background job kind prefix of this counted method (`job_tag`, else its name)."""
+        return self.job_tag or self.name
+
+    @property
+    def matrix_job_detail(self) -> str:
+        """The `detail` value that starts this counted method's per-token matrix job (`matrix_detail`)."""
+        return self.matrix_detail or f"{self.name}_matrix"
 
 
 def _count_field(method: SalienceMethod | SegmentMethod) -> str | None:
@@ -268,47 +326,33 @@ SEGMENT_REMOVALS = ("filler", "delete")  # the explanation tests' removals (scor
 
 @dataclasses.dataclass(frozen=True)
 class AblationConfig:
-    """Settings of the segment methods (leave_one_out, ablation_surrogate); one frozen value.
+    """Settings of the segment methods; one frozen value.
+
+    The fields declared here are the ablation engine's (sequence_salience/ablation), shared by every segment
+    method. Each segment method's own settings (the surrogate's ablations, keep probability, Lasso weight and
+    fit checks; coarse-to-fine's k; the attention estimator's file) are declared in its module, as the frozen
+    dataclass of its record's `settings`, and join this class when the method is registered (`add_settings`),
+    as SalienceConfig's do.
 
     Attributes:
       removal: how a segment is removed, as the explanation tests do: "filler" (each of its tokens
         replaced by one filler token: positions and the token count stay) or "delete" (its text
         deleted and the prompt re-tokenized).
       filler: the filler, a one-token text or a token id.
-      surrogate_masks: k, the random ablations the surrogate is fitted on (field_rules.SURROGATE_MASKS).
-      surrogate_keep: probability that a segment is kept in a random ablation (ContextCite: 0.5).
-      surrogate_alpha: the Lasso's L1 weight on standardized masks and log-odds per target token
-        (ContextCite's LassoRegression: 0.01).
-      surrogate_folds: folds of the cross-validated fit quality (held-out R^2 and correlation).
-      surrogate_repeats: random splits into those folds; the quality is their mean, with the spread
-        (smallest and largest split's R^2), as one split of 32 ablations is a noisy figure.
-      min_r2: below this held-out R^2 the surrogate's values come with a warning.
       seed: seed of the random ablations.
       batch_size: most ablated prompts per forward batch.
       chunk_token_budget: most (rows x tokens recomputed) per forward batch (memory), as
         SalienceConfig.chunk_token_budget bounds a backward.
       reuse_prefix: run each ablation from its first changed token on, over the cached keys and
         values of the unchanged prefix (exact; False: one full forward per ablation).
-      attention_estimator: attention_attribution's estimator file (`sequence-salience calibrate`); None: the one
-        shipped for the embedded default model (sequence_salience/attention/).
-      refine_top_k: coarse_to_fine refines until no unit left unrefined can hold a segment above its k-th
-        largest measured value (methods/coarse_to_fine.py says why 5).
     """
 
     removal: str = "filler"
     filler: str | int = " "
-    surrogate_masks: int = field_rules.SURROGATE_MASKS.default
-    surrogate_keep: float = 0.5
-    surrogate_alpha: float = 0.01
-    surrogate_folds: int = 4
-    surrogate_repeats: int = 20
-    min_r2: float = 0.5
     seed: int = 0
     batch_size: int = 8
     chunk_token_budget: int = 8192
     reuse_prefix: bool = True
-    attention_estimator: str | None = None
-    refine_top_k: int = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -395,6 +439,7 @@ class SegmentMethod:
         needs (SegmentProblem.parents); raises SalienceError at a granularity it cannot refine.
       granularities: None (every granularity), or the granularities the method computes at; published
         (to_json) so that the browser offers the method only there.
+      settings: as SalienceMethod, its fields joining AblationConfig.
     """
 
     name: str
@@ -411,6 +456,7 @@ class SegmentMethod:
     linear: bool = False
     coarser: Callable[[str], tuple[str, ...]] | None = None
     granularities: tuple[str, ...] | None = None
+    settings: type | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

@@ -53,6 +53,18 @@ COARSE_STAGE = "coarse pass"
 REFINE_STAGE = "refining"
 
 
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Coarse-to-fine's settings (fields of AblationConfig once registered).
+
+    Attributes:
+      refine_top_k: refine until no unit left unrefined can hold a segment above the k-th largest measured
+        value (the module docstring says why 5).
+    """
+
+    refine_top_k: int = 5
+
+
 def coarser(granularity: str) -> tuple[str, ...]:
     """The coarser granularities whose units group `granularity`'s segments, coarsest first."""
     try:
@@ -156,5 +168,5 @@ METHOD = SegmentMethod(
     name=NAME, label="Coarse-to-fine leave one out", short="Coarse-to-fine", signed=True, compute=compute, rows=rows,
     paper="https://arxiv.org/abs/2411.15102",
     cost_unit="one forward per coarser unit, then per unit or segment inside those that matter",
-    coarser=coarser, granularities=tuple(COARSER),
+    coarser=coarser, granularities=tuple(COARSER), settings=Settings,
 )

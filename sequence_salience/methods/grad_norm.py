@@ -7,6 +7,8 @@ that exact for any span without the vectors: ||sum_{t in S} g_t,i||^2 = 1_S^T G_
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -17,6 +19,17 @@ from sequence_salience.methods.base import ResultExtra, SalienceConfig
 def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
     """<float>[..., L, D] gradient of the objective -> <float32>[..., L]."""
     return g.float().norm(dim=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Gradient norm's settings (fields of SalienceConfig once registered).
+
+    Attributes:
+      gram_max_elements: largest N*T*T Gram tensor kept for exact spans (`gram`).
+    """
+
+    gram_max_elements: int = 64_000_000
 
 
 def gram(grads: torch.Tensor, config: SalienceConfig) -> dict[str, np.ndarray]:
@@ -35,6 +48,6 @@ NAME = "grad_norm"
 
 METHOD = shared.input_gradient_method(
     NAME, "Gradient norm", "Grad norm", signed=False, linear=False, paper="https://arxiv.org/abs/1312.6034",
-    from_gradient=from_gradient, extras=gram, span_gram=GRAM,
+    from_gradient=from_gradient, extras=gram, span_gram=GRAM, settings=Settings,
     result_extras=(ResultExtra(GRAM, "gram", "LTT", "Gram tensor <g_t,i, g_s,i> of the per-target gradients at each"
-                               " token (absent past SalienceConfig.gram_max_elements)"),))
+                               " token (absent past SalienceConfig.gram_max_elements)", payload="gram_packed"),))

@@ -10,15 +10,40 @@ log p_t(x) - log p_t(x'); `extras["completeness_error"]` reports the difference.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from sequence_salience import field_rules
+from sequence_salience.field_rules import FieldRule
 from sequence_salience.methods import paths
 from sequence_salience.methods.base import (MethodContext, MethodOutput, ModelInputs, ResultExtra, SalienceConfig,
                                             SalienceMethod)
 from sequence_salience.methods.gradients import target_logprobs
 from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
+
+# The count: integration steps (one backward per target per step).
+STEPS = FieldRule("ig_steps", int, 16, 1, 256, "integrated gradients: integration steps (one backward per target"
+                  " per step)")
+# The explain model's "ig_auto" test reads the count's field as the most steps it tries (its own default).
+AUTO_MAX_STEPS = dataclasses.replace(STEPS, default=64, help="IG auto steps: the most integration steps tried")
+field_rules.add_method_rule(AUTO_MAX_STEPS, alias="IG_AUTO_MAX_STEPS", listed=False)  # the explain model reads it
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Integrated gradients' settings (fields of SalienceConfig once registered).
+
+    Attributes:
+      ig_steps: integration steps (the count, STEPS).
+      ig_baseline: "zero" (default), "pad" or "mean" (see methods/paths.py).
+      ig_rule: quadrature rule: "gausslegendre" (default) or a Riemann rule (paths.QUADRATURE_RULES).
+    """
+
+    ig_steps: int = STEPS.default
+    ig_baseline: str = "zero"
+    ig_rule: str = "gausslegendre"
 
 
 def _setup(inputs: ModelInputs, config: SalienceConfig):
@@ -89,7 +114,7 @@ METHOD = SalienceMethod(
     name=NAME, label="Integrated gradients", short="IG", signed=True, linear=True,
     paper="https://arxiv.org/abs/1703.01365", cost_unit="one backward per target per step",
     compute=compute, compute_span=compute_span, span_error=span_completeness_error,
-    count=field_rules.IG_STEPS, count_unit="steps", progress_counts=True,
     result_extras=(ResultExtra(COMPLETENESS_ERROR, "completeness_error", "T", "sum of the attributions minus"
-                               " (log p(x) - log p(baseline)) per target token"),),
+                               " (log p(x) - log p(baseline)) per target token", payload="completeness_error"),),
+    error_extra=COMPLETENESS_ERROR, count=STEPS, count_unit="steps", progress_counts=True, settings=Settings, job_tag="ig", matrix_detail="ig_matrix",
 )

@@ -48,12 +48,12 @@ def span_from_gradient(from_gradient: FromGradient) -> Callable[..., np.ndarray]
 def input_gradient_method(name: str, label: str, short: str, *, signed: bool, linear: bool, paper: str,
                           from_gradient: FromGradient, extras: GradientExtras | None = None,
                           result_extras: tuple[ResultExtra, ...] = (),
-                          span_gram: str | None = None) -> SalienceMethod:
+                          span_gram: str | None = None, settings: type | None = None) -> SalienceMethod:
     """The registry record of a method that is a function of the gradient at the input (and the input).
 
     Its matrix applies `from_gradient` to every target token's gradient (the call's one shared backward);
     `extras` (optional) adds named arrays from those gradients (grad_norm's Gram tensor), which
-    `result_extras` and `span_gram` declare as in SalienceMethod.
+    `result_extras`, `span_gram` and `settings` declare as in SalienceMethod.
     """
 
     def compute(inputs: ModelInputs, config: SalienceConfig, context: MethodContext) -> MethodOutput:
@@ -63,4 +63,5 @@ def input_gradient_method(name: str, label: str, short: str, *, signed: bool, li
 
     return SalienceMethod(name=name, label=label, short=short, signed=signed, linear=linear, paper=paper,
                           compute=compute, compute_span=span_from_gradient(from_gradient), cost_unit=COST_UNIT,
-                          from_gradient=from_gradient, result_extras=result_extras, span_gram=span_gram)
+                          from_gradient=from_gradient, result_extras=result_extras, span_gram=span_gram,
+                          settings=settings)

@@ -16,16 +16,39 @@ backward.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
-from sequence_salience import field_rules
-from sequence_salience.methods.base import MethodContext, MethodOutput, ModelInputs, SalienceConfig, SalienceMethod
+from sequence_salience.field_rules import FieldRule
+from sequence_salience.methods.base import (MethodContext, MethodOutput, ModelInputs, SalienceConfig, SalienceMethod,
+                                            settings_of)
 from sequence_salience.methods.sampling import sampled_span_gradient, sampled_target_gradients
+
+# The count: noisy samples (one backward per target per sample).
+SAMPLES = FieldRule("smooth_grad_samples", int, 8, 1, 256, "SmoothGrad: noisy samples (one backward per target per"
+                    " sample)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """SmoothGrad's settings (fields of SalienceConfig once registered).
+
+    Attributes:
+      smooth_grad_samples: noisy samples (the count, SAMPLES).
+      smooth_grad_noise: noise scale relative to each token embedding's norm.
+      smooth_grad_seed: seed of the noise (the same seed gives the same result).
+    """
+
+    smooth_grad_samples: int = SAMPLES.default
+    smooth_grad_noise: float = 0.1
+    smooth_grad_seed: int = 0
 
 
 def _settings(config: SalienceConfig) -> tuple[int, float, int]:
-    return int(config.smooth_grad_samples), float(config.smooth_grad_noise), int(config.smooth_grad_seed)
+    own = settings_of(Settings, config)
+    return int(own.smooth_grad_samples), float(own.smooth_grad_noise), int(own.smooth_grad_seed)
 
 
 def noised_embeddings(embeds: torch.Tensor, mask: torch.Tensor, samples: int, noise: float, seed: int) -> torch.Tensor:
@@ -89,5 +112,5 @@ NAME = "smooth_grad"
 # Progress counts whole target tokens (compute() reports them as its samples finish).
 METHOD = SalienceMethod(name=NAME, label="SmoothGrad (× input)", short="SmoothGrad", signed=True, linear=True,
                         compute=compute, compute_span=compute_span, paper="https://arxiv.org/abs/1706.03825",
-                        cost_unit="one backward per target per sample", count=field_rules.SMOOTH_GRAD_SAMPLES,
-                        count_unit="samples")
+                        cost_unit="one backward per target per sample", count=SAMPLES, count_unit="samples",
+                        settings=Settings, job_tag="sg")
