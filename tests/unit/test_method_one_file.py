@@ -1,9 +1,10 @@
 """A method is one file (issue 42, point 1): its record owns its settings, and every edge derives from the record.
 
-* A toy counted method declared in one module (tests/unit/toy_method.py) and registered in a fresh process
-  reaches every edge: the configs, the CLI flags, the server's limits and flags, the LIT input specs, the
-  request parser, the payload entry and the published registry; its values are hand-checked (toy_scale
-  times gradient x input). No file of the library, the server or the browser spells its names.
+* A toy counted token method and a toy counted segment method, declared in one module
+  (tests/unit/toy_method.py) and registered in a fresh process, reach every edge: the configs, the CLI
+  flags, the server's limits and flags, the LIT input specs, the request parser, the payload entry and the
+  published registry; their values are checked against references (toy_scale times gradient x input;
+  leave_one_out). No file of the library, the server or the browser spells their names.
 * The reverse: no generic file names a registered method's settings (the fields of the records' `settings`
   dataclasses: ig_steps, smooth_grad_samples, refine_top_k, ...) in code; each reads them through the record.
   The few files whose purpose is one method's are listed, each with its reason, and must still name them.
@@ -93,7 +94,42 @@ def _edges() -> None:
     payload = payloads.salience_payload(result, counts={"toy_draws": 3})["methods"][name]
     assert set(payload) == {"signed", "matrix", "samples", toy_method.TOTAL} and payload["samples"] == 3
     np.testing.assert_allclose(payload[toy_method.TOTAL], toy.sum(-1), rtol=1e-5)
+    _segment_edges(lm)
     print("EDGES OK")
+
+
+def _segment_edges(lm) -> None:
+    """The toy segment method's edges (after _edges registered it): its count in AblationConfig, its CLI flag, the
+    segment inputs' LIT spec, the HTTP range check, the request parser, the published registry, its values."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from lit_app import errors, fields, inputs, limits, method_registry  # pylint: disable=import-outside-toplevel
+    from sequence_salience.ablation import segment_salience  # pylint: disable=import-outside-toplevel
+    from sequence_salience.cli import build_parser  # pylint: disable=import-outside-toplevel
+    from sequence_salience.cli.common import ablation_config, run_settings  # pylint: disable=C0415
+    from sequence_salience.methods import AblationConfig  # pylint: disable=import-outside-toplevel
+
+    name = toy_method.SEGMENT_NAME
+    assert AblationConfig().toy_rounds == 2 and AblationConfig(toy_rounds=3).toy_rounds == 3
+    args = build_parser().parse_args(["explain", "--prompt", "x", "--toy-rounds", "4", "--method", name])
+    assert ablation_config(args).toy_rounds == 4 and run_settings(args, (name,))["toy_rounds"] == 4
+    for spec in (fields.SALIENCE_INPUT_SPEC, fields.COMPARE_INPUT_SPEC):
+        assert (spec["toy_rounds"].default, spec["toy_rounds"].min_val, spec["toy_rounds"].max_val) == (2, 1, 9)
+    try:
+        limits.validate_example({"toy_rounds": 10}, limits.Limits(), "inputs[0]")
+        raise AssertionError("toy_rounds 10 passed its rule (1 to 9)")
+    except errors.Rejected as e:
+        assert '"toy_rounds"' in e.message and "1 to 9" in e.message, e.message
+    request = inputs.segment_request({fields.SEGMENT_METHOD: name, "toy_rounds": 3, fields.GRANULARITY: "sentence"})
+    assert request.count == 3
+    entry = next(m for m in method_registry.published_registry() if m["name"] == name)
+    assert (entry["kind"], entry["count_field"], entry["count_unit"], entry["default_count"], entry["max_count"],
+            entry["detail"]) == ("segment", "toy_rounds", "rounds", 2, 9, method_registry.SEGMENT_DETAIL)
+    prompt = "The sky is blue. Grass is green. Snow is white."
+    toy = segment_salience(lm, prompt, " Blue.", name, config=AblationConfig(toy_rounds=2))
+    loo = segment_salience(lm, prompt, " Blue.", "leave_one_out")
+    np.testing.assert_allclose(toy.values, loo.values, rtol=1e-6, atol=1e-9)
+    assert len(toy.values) == 3
 
 
 def test_a_toy_method_in_one_module_reaches_every_edge():
@@ -104,7 +140,8 @@ def test_a_toy_method_in_one_module_reaches_every_edge():
 
 def test_no_file_but_the_toy_module_spells_the_toy_methods_names():
     """The toy reached the edges above by derivation alone: its names are in its own module and these tests."""
-    names = ("toy_draws", "toy_scale", "toy_scaled_gradient", "toy_total", "TOY_DRAWS")
+    names = ("toy_draws", "toy_scale", "toy_scaled_gradient", "toy_total", "TOY_DRAWS", "toy_rounds",
+             "toy_repeated_loo")
     here = {pathlib.Path(toy_method.__file__).resolve(), pathlib.Path(__file__).resolve()}
     spelled = [f"{p.relative_to(REPO)}: {n}" for p in _source_files(("py", "ts")) if p.resolve() not in here
                for n in names if n in p.read_text(encoding="utf-8")]

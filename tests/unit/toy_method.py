@@ -1,4 +1,5 @@
-"""A toy counted token method in one module, for tests/unit/test_method_one_file.py: nothing else names it.
+"""A toy counted token method and a toy counted segment method in one module, for
+tests/unit/test_method_one_file.py: nothing else names them.
 
 Scaled gradient x input: toy_scale * (d log p(target_t) / d x_i) . x_i, computed from the call's one shared
 backward, so its values are exactly toy_scale times grad_x_input's (the hand-derived reference). Its count
@@ -6,7 +7,11 @@ backward, so its values are exactly toy_scale times grad_x_input's (the hand-der
 `toy_scale` with a CLI flag of its own, and a result extra `toy_total` (each target token's row sum) that the
 server's payload carries under the key "toy_total".
 
-Not registered on import: `register()` adds it to the library's registry (methods.register).
+The segment method `toy_repeated_loo` is leave one segment out scored `toy_rounds` times and averaged (each
+round the same ablations), so its values are exactly leave_one_out's (the reference); its count `toy_rounds`
+(range 1 to 9) multiplies the rows it scores.
+
+Not registered on import: `register()` adds both to the library's registry (methods.register).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import torch
 from sequence_salience.field_rules import FieldRule
 from sequence_salience.methods import register as register_method
 from sequence_salience.methods import shared
-from sequence_salience.methods.base import (MethodContext, MethodOutput, ModelInputs, ResultExtra, SalienceConfig,
-                                            SalienceMethod)
+from sequence_salience.methods.base import (AblationConfig, MethodContext, MethodOutput, ModelInputs, ResultExtra,
+                                            SalienceConfig, SalienceMethod, SegmentMethod, SegmentOutput,
+                                            SegmentProblem)
 from sequence_salience.methods.gradients import weighted_gradient
 
 NAME = "toy_scaled_gradient"
@@ -58,5 +64,36 @@ METHOD = SalienceMethod(
 )
 
 
+SEGMENT_NAME = "toy_repeated_loo"
+ROUNDS = FieldRule("toy_rounds", int, 2, 1, 9, "toy segment method: rounds of leave one out (each the same)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentSettings:
+    """toy_rounds: the count (ROUNDS)."""
+
+    toy_rounds: int = ROUNDS.default
+
+
+def segment_rows(n_segments: int, config: AblationConfig) -> int:
+    return n_segments * config.toy_rounds
+
+
+def segment_compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
+    S, rounds = problem.n_segments, config.toy_rounds
+    logp = problem.score([problem.edit((s,)) for s in range(S)] * rounds)  # [rounds * S]
+    kept = np.tile(~np.eye(S, dtype=bool), (rounds, 1))  # [rounds * S, S]
+    values = problem.original_logprob - logp.reshape(rounds, S).mean(0)  # [S]
+    return SegmentOutput(values=values, kept=kept, logprobs=logp)
+
+
+SEGMENT_METHOD = SegmentMethod(
+    name=SEGMENT_NAME, label="Toy repeated leave one out", short="Toy LOO", signed=True, compute=segment_compute,
+    rows=segment_rows, paper="https://example.org/toy", cost_unit="rounds x one forward per segment",
+    count=ROUNDS, count_unit="rounds", settings=SegmentSettings,
+)
+
+
 def register() -> None:
     register_method(METHOD)
+    register_method(SEGMENT_METHOD)
