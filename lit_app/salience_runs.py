@@ -71,12 +71,14 @@ class SalienceRuns:
     """Salience of one loaded model, computed under its scheduler and cached (module docstring)."""
 
     def __init__(self, lm: ss.LanguageModel, scheduler: ModelScheduler, responses: Responses, store: SalienceStore,
-                 config: ss.SalienceConfig, slice_s: float):
+                 config: ss.SalienceConfig, slice_s: float, ablation: AblationConfig = AblationConfig()):
         """Args:
           lm: the loaded model; scheduler: its lock; responses: its greedy responses (the targets of
             requests without one); store: where results are kept.
           config: base `SalienceConfig` (the extra methods' counts come from each request).
           slice_s: model time of one background slice, in seconds.
+          ablation: base `AblationConfig` of the segment methods (e.g. the attention estimator file; the removal
+            and count come from each request).
         """
         self._lm = lm
         self._lock = scheduler
@@ -84,6 +86,7 @@ class SalienceRuns:
         self.store = store
         self.config = config
         self.slice_s = slice_s
+        self.ablation = ablation
 
     def methods_and_config(self, counts: Counts = None) -> tuple[tuple[str, ...], ss.SalienceConfig]:
         """The default methods plus each extra method whose count is > 0; the config with those counts.
@@ -198,7 +201,7 @@ class SalienceRuns:
             cancel = job.should_stop
         # Any cached result of this pair has its tokens and offsets: no tokenization under the model lock.
         known = next(self.store.results_of(chat, target), None)
-        config = AblationConfig(removal=request.removal)
+        config = dataclasses.replace(self.ablation, removal=request.removal)
         if request.count:
             config = dataclasses.replace(config, **{get_segment_method(request.method).count_field: request.count})
 

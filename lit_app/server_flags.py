@@ -170,6 +170,10 @@ def _define_our_flags(fv: flags.FlagValues) -> None:
                             'With --device_map: per-device budget, e.g. "0=20GiB,1=20GiB,cpu=60GiB".', flag_values=fv),
         flags.DEFINE_string("data", None, "A .jsonl file of prompts to load besides the shipped examples"
                             " (the one-file shortcut for --datasets).", flag_values=fv),
+        flags.DEFINE_string("attention_estimator", None,
+                            "The attention estimator (.npz) that `sequence-salience calibrate --model ...` fitted for"
+                            " the served model: learned attention attribution reads it instead of the one shipped for"
+                            " the embedded default model.", flag_values=fv),
     ]
     for name in LOGGING_NO_OPS:
         ours.append(flags.DEFINE_bool(name, False, "Accepted for LIT's command lines; logs go to stderr anyway.",

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import numpy as np
 
 import sequence_salience as ss
-from sequence_salience.ablation import SegmentSalience
+from sequence_salience.ablation import AblationConfig, SegmentSalience
 from sequence_salience import inside as ssi
 from sequence_salience.compare import CrossLogprobs
 from sequence_salience.salience import Cancel, Progress
@@ -76,6 +76,7 @@ class SharedLM:
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         slice_s: float = DEFAULT_SLICE_S,
         lock: ModelScheduler | None = None,
+        ablation_config: AblationConfig | None = None,
     ):
         """Args:
           lm: a loaded `sequence_salience.LanguageModel`.
@@ -92,6 +93,8 @@ class SharedLM:
             run in slices of about this long and let waiting clicks have the model between
             them (sequence_salience/slices.py, lit_app/scheduler.py).
           lock: the model lock to use (a fresh ModelScheduler when None; tests pass one that records).
+          ablation_config: base `AblationConfig` of the segment methods (the server's --attention_estimator; each
+            request sets its removal and count).
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens}; it must be at least 1.")
@@ -106,7 +109,8 @@ class SharedLM:
         self.responses = Responses(lm, self.lock, max_new_tokens, cache_size, disk_cache)
         self.store = SalienceStore(self.responses, cache_size, cache_bytes)
         config = salience_config if salience_config is not None else ss.SalienceConfig()
-        self.runs = SalienceRuns(lm, self.lock, self.responses, self.store, config, float(slice_s))
+        self.runs = SalienceRuns(lm, self.lock, self.responses, self.store, config, float(slice_s),
+                                 ablation_config if ablation_config is not None else AblationConfig())
         self.jobs = JobTable(heartbeat_s=heartbeat_s)
         # `detail="span"` requests (first highlights and clicked spans), per datapoint group: the
         # newest supersedes the older ones.

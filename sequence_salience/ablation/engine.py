@@ -12,6 +12,7 @@ removal, span) is a new computation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from sequence_salience import aggregate, scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
-from sequence_salience.ablation.threads import ThreadChooser
+from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method
 from sequence_salience.methods.base import SEGMENT_REMOVALS, AblationConfig, SegmentProblem, SegmentTokens
@@ -176,7 +177,6 @@ def segment_salience(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     slice_s: "float | SliceSizer | None" = None,
-    threads: ThreadChooser | None = None,
 ) -> SegmentSalience:
     """The values of a segment method for log p(target[t0:t1]), one per removable prompt segment.
 
@@ -193,8 +193,6 @@ def segment_salience(
         several calls its stage ("coarse pass", "refining"), rows: those known so far; cancel: () -> bool,
         checked between batches.
       slice_s: None, or seconds: forward batches of about that much model time.
-      threads: the torch intra-op thread count of the forward batches (ablation/threads.py); None: the
-        cheaper of torch's count and 1, measured while the batches run.
     """
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
@@ -209,10 +207,14 @@ def segment_salience(
         prompt_ids, target_ids = list(pair.prompt.ids), list(pair.target_ids)
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     frame = ProgressFrame(method)
-    scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix,
-                          batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
-                          slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
-                          cancel=cancel, stage=method, threads=threads)
+    # A method reading the span's attention gets it from the unedited prompt's forward, which the scorer runs anyway.
+    recorder = (AttentionRecorder(lm.model, [span_rows(len(prompt_ids), (t0, t1))], len(prompt_ids) + len(target_ids))
+                if record.reads_attention and getattr(lm.model.config, "model_type", "") in FAMILIES else None)
+    with recorder if recorder is not None else contextlib.nullcontext():
+        scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix,
+                              batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
+                              slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
+                              cancel=cancel, stage=method)
     if result is None:
         result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
     segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()  # regex: the matches
@@ -221,7 +223,9 @@ def segment_salience(
                             "special tokens). Fix: pick another granularity, or a pattern that matches the prompt.")
     editor = scoring.PromptEditor(lm, prompt, result, segs, config.removal, scoring.filler_id(lm, config.filler))
     coarse = record.coarser(granularity) if record.coarser is not None else ()
-    tokens = SegmentTokens(lm, tuple(int(i) for i in result.ids), result.n_prompt_tokens, (t0, t1), tuple(segs.tokens))
+    span_features = recorder.features(0, segs.tokens) if recorder is not None and recorder.complete else None
+    tokens = SegmentTokens(lm, tuple(int(i) for i in result.ids), result.n_prompt_tokens, (t0, t1), tuple(segs.tokens),
+                           span_features=span_features)
     problem = SegmentProblem(
         tokens=tokens, n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
                              span_tokens=t1 - t0, parents=parent_units(result, segs, coarse),

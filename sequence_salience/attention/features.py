@@ -90,12 +90,10 @@ def _queries_keys(module: torch.nn.Module, family: str, hidden: torch.Tensor, ro
     return q[0], k[0].repeat_interleave(groups, dim=0)  # [H, R, d], [H, N, d]
 
 
-def segment_attention(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, indicator: torch.Tensor,
-                      scaling: float) -> torch.Tensor:
-    """<float>[S, H]: the causal softmax attention of the rows (q <[H, R, d]> at positions `rows` <[R]>)
-    over the keys k <[H, N, d]>, averaged over the rows and summed over each segment's columns
-    (indicator <[S, N]>, 1 where a column belongs to the segment). Rows are taken in chunks so that at most
-    ROW_CHUNK_ELEMENTS scores exist at once."""
+def column_attention(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, scaling: float) -> torch.Tensor:
+    """<float>[H, N]: the causal softmax attention of the rows (q <[H, R, d]> at positions `rows` <[R]>) over the
+    keys k <[H, N, d]>, averaged over the rows. Rows are taken in chunks so that at most ROW_CHUNK_ELEMENTS scores
+    exist at once."""
     H, N = k.shape[0], k.shape[1]
     dtype = torch.promote_types(q.dtype, torch.float32)
     cols = torch.arange(N, device=k.device)
@@ -106,7 +104,15 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, indi
         scores = torch.matmul(q[:, r0:r0 + step].to(dtype), k.to(dtype).transpose(1, 2)) * scaling  # [H, r, N]
         scores = scores.masked_fill(cols[None, None, :] > r[None, :, None], float("-inf"))
         total += torch.softmax(scores, dim=-1).sum(dim=1)  # [H, N]
-    return indicator.to(dtype) @ (total / len(rows)).T  # [S, N] @ [N, H] -> [S, H]
+    return total / len(rows)
+
+
+def segment_attention(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, indicator: torch.Tensor,
+                      scaling: float) -> torch.Tensor:
+    """<float>[S, H]: column_attention summed over each segment's columns (indicator <[S, N]>, 1 where a column
+    belongs to the segment)."""
+    total = column_attention(q, k, rows, scaling)  # [H, N]
+    return indicator.to(total.dtype) @ total.T  # [S, N] @ [N, H] -> [S, H]
 
 
 def capture_features(model: torch.nn.Module, ids: Sequence[int], rows: Sequence[int],
@@ -128,40 +134,75 @@ def capture_feature_sets(model: torch.nn.Module, ids: Sequence[int], row_sets: S
                          segment_tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
     """capture_features for several sets of query rows in one forward: one <float32>[S, L * H] per set (e.g.
     the target span's rows and the rows of the prompt's last segment, the question)."""
-    shape = attention_shape(model)
-    family = FAMILIES[shape.model_type]
     device = next(model.parameters()).device
-    N = len(ids)
-    for rows in row_sets:
-        if not rows or min(rows) < 0 or max(rows) >= N:
-            raise SalienceError(f"Query rows {list(rows)[:3]}... must lie inside the {N} tokens. Fix: pass the "
-                                "positions before the target span's tokens (span_rows).")
-    row_ts = [torch.as_tensor(list(rows), dtype=torch.long, device=device) for rows in row_sets]  # [R_i] each
-    indicator = torch.zeros(len(segment_tokens), N, device=device)  # [S, N]
-    for s, toks in enumerate(segment_tokens):
-        indicator[s, torch.as_tensor(list(toks), dtype=torch.long, device=device)] = 1.0
-    out: list[list[torch.Tensor | None]] = [[None] * shape.n_layers for _ in row_sets]
-    every = torch.cat(row_ts)  # [sum R_i] the queries of all sets in one projection
+    with AttentionRecorder(model, row_sets, len(ids)) as recorder:
+        with torch.no_grad():
+            model.base_model(input_ids=torch.as_tensor([list(ids)], dtype=torch.long, device=device), use_cache=False)
+    return [recorder.features(i, segment_tokens) for i in range(len(row_sets))]
 
-    def hook_for(layer: int):
+
+class AttentionRecorder:
+    """Records, during any one forward of the model over `n_tokens` positions (the caller's: a plain forward, or
+    the unedited prompt's forward that leave-one-out's scorer runs anyway), the attention that each set of query
+    rows pays every column, per layer and head: <[H, N]> averaged over the rows (span rows x all columns, one
+    layer at a time; no T x T kept). `features(i, segments)` then sums them over each segment's columns.
+
+    A context manager: the pre-hooks are on the attention modules inside the block only. A forward over another
+    number of positions (a suffix over a cached prefix) is not recorded."""
+
+    def __init__(self, model: torch.nn.Module, row_sets: Sequence[Sequence[int]], n_tokens: int):
+        shape = attention_shape(model)
+        self.model, self.shape, self.family = model, shape, FAMILIES[shape.model_type]
+        self.n_tokens = n_tokens
+        device = next(model.parameters()).device
+        for rows in row_sets:
+            if not rows or min(rows) < 0 or max(rows) >= n_tokens:
+                raise SalienceError(f"Query rows {list(rows)[:3]}... must lie inside the {n_tokens} tokens. Fix: pass "
+                                    "the positions before the target span's tokens (span_rows).")
+        self.row_ts = [torch.as_tensor(list(rows), dtype=torch.long, device=device) for rows in row_sets]  # [R_i]
+        self.totals: list[list[torch.Tensor | None]] = [[None] * shape.n_layers for _ in row_sets]  # [H, N] each
+        self._handles: list = []
+
+    def _hook_for(self, layer: int):
+        every = torch.cat(self.row_ts)  # [sum R_i] the queries of all sets in one projection
+
         def hook(module, args, kwargs):
             hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # [1, N, D]
-            q, k = _queries_keys(module, family, hidden, every, kwargs)  # [H, sum R, d], [H, N, d]
+            if hidden.shape[0] != 1 or hidden.shape[1] != self.n_tokens:
+                return
+            q, k = _queries_keys(module, self.family, hidden, every, kwargs)  # [H, sum R, d], [H, N, d]
             at = 0
-            for i, r in enumerate(row_ts):
-                out[i][layer] = segment_attention(q[:, at:at + len(r)], k, r, indicator, float(module.scaling))  # [S, H]
+            for i, r in enumerate(self.row_ts):
+                self.totals[i][layer] = column_attention(q[:, at:at + len(r)], k, r, float(module.scaling))  # [H, N]
                 at += len(r)
         return hook
 
-    modules = _attention_modules(model, shape.model_type)
-    handles = [m.register_forward_pre_hook(hook_for(i), with_kwargs=True) for i, m in enumerate(modules)]
-    try:
-        with torch.no_grad():
-            model.base_model(input_ids=torch.as_tensor([list(ids)], dtype=torch.long, device=device), use_cache=False)
-    finally:
-        for h in handles:
+    def __enter__(self) -> "AttentionRecorder":
+        modules = _attention_modules(self.model, self.shape.model_type)
+        self._handles = [m.register_forward_pre_hook(self._hook_for(i), with_kwargs=True) for i, m in enumerate(modules)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
             h.remove()
-    return [torch.cat([o.float().cpu() for o in per], dim=1).numpy() for per in out]  # [S, L*H] layer-major each
+        self._handles = []
+
+    @property
+    def complete(self) -> bool:
+        """Whether a forward over the n_tokens positions was recorded in every layer."""
+        return all(t is not None for per in self.totals for t in per)
+
+    def features(self, i: int, segment_tokens: Sequence[Sequence[int]]) -> np.ndarray:
+        """<float32>[S, L * H] of row set i (layer-major), as capture_features."""
+        if not self.complete:
+            raise SalienceError("No forward over the whole prompt + target was recorded. Fix: run the model's forward "
+                                "inside the recorder's block.")
+        first = self.totals[i][0]
+        indicator = torch.zeros(len(segment_tokens), self.n_tokens, dtype=first.dtype, device=first.device)  # [S, N]
+        for s, toks in enumerate(segment_tokens):
+            indicator[s, torch.as_tensor(list(toks), dtype=torch.long, device=first.device)] = 1.0
+        per_layer = [indicator @ t.T for t in self.totals[i]]  # L x [S, H]
+        return torch.cat([o.float().cpu() for o in per_layer], dim=1).numpy()  # [S, L*H]
 
 
 def span_rows(n_prompt_tokens: int, span: tuple[int, int]) -> list[int]:

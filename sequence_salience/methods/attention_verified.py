@@ -77,7 +77,7 @@ NAME = "attention_verified"
 
 METHOD = SegmentMethod(
     name=NAME, label="Learned attention attribution, top 3 verified", short="Attention (verified)", signed=True,
-    compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102",
-    cost_unit=f"one forward (attention estimate) + one forward per verified segment ({VERIFY}, from the segment on, "
-              "over the cached prefix)",
+    compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102", reads_attention=True,
+    cost_unit=f"one forward (the unedited prompt's, with the attention recorded) + one per verified segment "
+              f"({VERIFY}, from the segment on, over the cached prefix)",
 )

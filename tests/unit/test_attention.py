@@ -279,6 +279,23 @@ def test_the_method_is_the_estimator_over_the_captured_features(llama, tmp_path)
     assert seg.quality == {"estimator_cv_r2": 0.4}
 
 
+def test_the_features_come_from_the_unedited_prompts_forward_without_a_forward_of_their_own(llama, tmp_path, monkeypatch):
+    shape = attention_shape(llama.model)
+    est = Estimator(weight=np.random.default_rng(2).normal(size=shape.n_features), model=llama.name, shape=shape,
+                    alpha=1.0, quality={}, recipe={}, seed=0, training_hash="0" * 64)
+    est.save(tmp_path / "e.npz")
+    config = AblationConfig(attention_estimator=str(tmp_path / "e.npz"))
+    forwards = []
+    original = type(llama.model.model).forward
+    monkeypatch.setattr(type(llama.model.model), "forward", lambda self, *a, **k: forwards.append(1) or original(self, *a, **k))
+    seg = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
+    assert len(forwards) == 1  # the scorer's forward of the unedited prompt, nothing else
+    r = seg.result
+    rows = span_rows(r.n_prompt_tokens, seg.span)
+    want = capture_features(llama.model, r.ids, rows, [list(t) for t in seg.segment_tokens])  # its own forward
+    np.testing.assert_allclose(seg.values, len(rows) * want @ est.weight, atol=1e-5)
+
+
 def test_the_method_with_the_question_block_reads_the_last_segments_rows(llama, tmp_path):
     shape = attention_shape(llama.model)
     blocks = ("span", "question", "position")
@@ -329,3 +346,33 @@ def test_the_lit_segment_job_of_a_model_without_an_estimator_is_a_request_error_
     finally:
         shared.jobs.cancel_all()
     assert "sequence-salience calibrate --model" in caught[0] and '"segment_method"' in caught[0]
+
+
+def test_the_servers_attention_estimator_flag_reaches_the_lit_segment_job(llama, tmp_path):
+    from lit_app import fields, method_registry, model_group, server_flags, shared_model  # pylint: disable=import-outside-toplevel
+    from tests.unit.waiting import wait_until  # pylint: disable=import-outside-toplevel
+
+    shape = attention_shape(llama.model)
+    est = Estimator(weight=np.random.default_rng(4).normal(size=shape.n_features), model=llama.name, shape=shape,
+                    alpha=1.0, quality={"cv_r2": 0.3}, recipe={}, seed=0, training_hash="0" * 64)
+    est.save(tmp_path / "served.npz")
+    args = server_flags.parse(["--attention_estimator", str(tmp_path / "served.npz")])
+    shared = shared_model.SharedLM(llama, max_new_tokens=4, disk_cache=False,
+                                   ablation_config=AblationConfig(attention_estimator=args.attention_estimator))
+    model = model_group.lit_models(shared, "tiny")["_tiny_salience"]
+    data = {"prompt": PROMPT, "target": TARGET, "chat": False, fields.DETAIL: method_registry.SEGMENT_DETAIL,
+            fields.SEGMENT_METHOD: "attention_attribution"}
+    answer = {}
+
+    def done() -> bool:
+        answer["out"] = model.predict([data])[0][fields.SALIENCE]
+        return answer["out"]["detail"]["state"] == "done"
+
+    try:
+        wait_until(done, "the attention_attribution segment job")
+    finally:
+        shared.jobs.cancel_all()
+    want = segment_salience(llama, llama.format_prompt(PROMPT, chat=False), TARGET, "attention_attribution",
+                            granularity="sentence", config=AblationConfig(attention_estimator=str(tmp_path / "served.npz")))
+    np.testing.assert_allclose(answer["out"][fields.SEGMENTS]["values"], want.values, rtol=1e-5, atol=1e-7)
+    assert server_flags.parse([]).attention_estimator is None
