@@ -20,9 +20,15 @@ import dataclasses
 import numpy as np
 
 from sequence_salience.attention import (FeatureInputs, attention_shape, capture_feature_sets, capture_features,
-                                         estimator_for, span_rows)
+                                         estimator_for, load_estimator, span_rows)
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
+
+
+def check_estimator_file(path: str | None) -> None:
+    """SalienceError naming the file and the fix unless `path` is None or an estimator file (its flag's check)."""
+    if path:
+        load_estimator(path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +41,7 @@ class Settings:
     """
 
     attention_estimator: str | None = dataclasses.field(default=None, metadata={
-        "flag": "--attention-estimator", "metavar": "PATH",
+        "flag": "--attention-estimator", "metavar": "PATH", "check": check_estimator_file,
         "help": "attention_attribution: the estimator file `sequence-salience calibrate` wrote for --model (default: "
                 "the one shipped for the embedded model)"})
 
@@ -54,9 +60,7 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     estimator = estimator_for(lm.name, config.attention_estimator)
     estimator.check_model(attention_shape(lm.model), lm.name)
     rows_of_span = span_rows(tokens.n_prompt_tokens, tokens.span)
-    if tokens.span_features is not None and not estimator.needs_question:  # recorded in the unedited prompt's forward
-        span_f, question_f = tokens.span_features, None
-    elif estimator.needs_question:  # also the last segment's own rows (the question), in the same forward
+    if estimator.needs_question:  # also the last segment's own rows (the question), in the same forward
         span_f, question_f = capture_feature_sets(lm.model, tokens.ids, [rows_of_span, list(tokens.segment_tokens[-1])],
                                                   tokens.segment_tokens)  # [S, L*H] each
     else:
@@ -72,7 +76,6 @@ NAME = "attention_attribution"
 
 METHOD = SegmentMethod(
     name=NAME, label="Learned attention attribution", short="Attention (learned)", signed=True, compute=compute,
-    rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings, reads_attention=True,
-    cost_unit="one forward (per-head attention to each segment, recorded in the unedited prompt's forward; a linear "
-              "estimator fitted per model)",
+    rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings,
+    cost_unit="one forward (per-head attention to each segment, a linear estimator fitted per model)",
 )

@@ -234,8 +234,11 @@ class SalienceMethod:
         (result.span_from_rows; grad_norm's "grad_gram").
       settings: None, or the method's own settings: a frozen dataclass whose fields (each with a default; the
         count's field named and defaulted by `count`) join SalienceConfig when the method is registered.
-        A field's metadata may name its CLI flag: {"flag": "--x", "help": "...", "metavar": "PATH", "type": float}
-        (argparse's type, default: text; the count's flag comes from its rule).
+        A field's metadata may name its CLI flag: {"flag": "--x", "help": "...", "metavar": "PATH", "type": float,
+        "check": f} (argparse's type, default: text; `check(value)` raises SalienceError naming the fix for a value
+        the method cannot use, e.g. a file that is not an estimator; the count's flag comes from its rule). A
+        segment method's flagged setting is also a server flag of the field's name (lit_app/method_registry.py
+        SERVER_SETTINGS).
       job_tag: a counted method's background job kind prefix on the server (the job of count n is
         f"{job_tag}{n}"); None: the method's name.
       matrix_detail: a counted method's `detail` value that starts its per-token matrix job on the server;
@@ -365,8 +368,6 @@ class SegmentTokens:
       n_prompt_tokens: P; target token t sits at position P + t.
       span: (t0, t1) the target tokens explained.
       segment_tokens: S arrays of token positions (into `ids`), one per removable segment.
-      span_features: None, or <float32>[S, L*H] the attention of the span's rows to each segment per layer and head,
-        recorded during the unedited prompt's forward (for a record with `reads_attention`; attention/features.py).
     """
 
     lm: object
@@ -374,7 +375,6 @@ class SegmentTokens:
     n_prompt_tokens: int
     span: tuple[int, int]
     segment_tokens: tuple[np.ndarray, ...]
-    span_features: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,8 +442,6 @@ class SegmentMethod:
         needs (SegmentProblem.parents); raises SalienceError at a granularity it cannot refine.
       granularities: None (every granularity), or the granularities the method computes at; published
         (to_json) so that the browser offers the method only there.
-      reads_attention: the engine records the target span's attention to each segment during the forward of the
-        unedited prompt that it runs anyway (SegmentTokens.span_features), so the method needs no forward of its own.
       settings: as SalienceMethod, its fields joining AblationConfig.
     """
 
@@ -462,7 +460,6 @@ class SegmentMethod:
     coarser: Callable[[str], tuple[str, ...]] | None = None
     granularities: tuple[str, ...] | None = None
     settings: type | None = None
-    reads_attention: bool = False
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")
