@@ -60,7 +60,9 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     estimator = estimator_for(lm.name, config.attention_estimator)
     estimator.check_model(attention_shape(lm.model), lm.name)
     rows_of_span = span_rows(tokens.n_prompt_tokens, tokens.span)
-    if estimator.needs_question:  # also the last segment's own rows (the question), in the same forward
+    if tokens.span_features is not None and not estimator.needs_question:  # recorded in the unedited prompt's forward
+        span_f, question_f = tokens.span_features, None
+    elif estimator.needs_question:  # also the last segment's own rows (the question), in the same forward
         span_f, question_f = capture_feature_sets(lm.model, tokens.ids, [rows_of_span, list(tokens.segment_tokens[-1])],
                                                   tokens.segment_tokens)  # [S, L*H] each
     else:
@@ -76,6 +78,7 @@ NAME = "attention_attribution"
 
 METHOD = SegmentMethod(
     name=NAME, label="Learned attention attribution", short="Attention (learned)", signed=True, compute=compute,
-    rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings,
-    cost_unit="one forward (per-head attention to each segment, a linear estimator fitted per model)",
+    rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings, reads_attention=True,
+    cost_unit="one forward (per-head attention to each segment, recorded in the unedited prompt's forward; a linear "
+              "estimator fitted per model)",
 )

@@ -368,6 +368,8 @@ class SegmentTokens:
       n_prompt_tokens: P; target token t sits at position P + t.
       span: (t0, t1) the target tokens explained.
       segment_tokens: S arrays of token positions (into `ids`), one per removable segment.
+      span_features: None, or <float32>[S, L*H] the attention of the span's rows to each segment per layer and head,
+        recorded during the unedited prompt's forward (for a record with `reads_attention`; attention/features.py).
     """
 
     lm: object
@@ -375,6 +377,7 @@ class SegmentTokens:
     n_prompt_tokens: int
     span: tuple[int, int]
     segment_tokens: tuple[np.ndarray, ...]
+    span_features: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,6 +445,8 @@ class SegmentMethod:
         needs (SegmentProblem.parents); raises SalienceError at a granularity it cannot refine.
       granularities: None (every granularity), or the granularities the method computes at; published
         (to_json) so that the browser offers the method only there.
+      reads_attention: the engine records the target span's attention to each segment during the forward of the
+        unedited prompt that it runs anyway (SegmentTokens.span_features), so the method needs no forward of its own.
       settings: as SalienceMethod, its fields joining AblationConfig.
     """
 
@@ -460,6 +465,7 @@ class SegmentMethod:
     coarser: Callable[[str], tuple[str, ...]] | None = None
     granularities: tuple[str, ...] | None = None
     settings: type | None = None
+    reads_attention: bool = False
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")
