@@ -1,15 +1,18 @@
 """When a computation a client started stops: one check per computation, read between its chunks.
 
-Every computation the server runs for a client goes through one of three pieces of shared
-plumbing, and each gives the core library a cancel check (`Cancel`) that it calls before the work
-and after every chunk (IG steps, SmoothGrad samples, target chunks, forward batches of an
+Every computation the server runs for a client is a job (lit_app/jobs.py `Job`, in the model's job table,
+lit_app/jobs_table.py), and each job's check (`Cancel`, the job's `check`) is what the core library calls
+before the work and after every chunk (IG steps, SmoothGrad samples, target chunks, forward batches of an
 explanation test, generated tokens), so abandoned or superseded work stops within one chunk:
 
-* a request that computes and answers (the `detail="span"` first highlight and clicked spans,
-  `SharedLM.quick`; blocking `detail=""` requests, `SharedLM.salience(cancel=)`): `for_request(...)`;
-* a user job (explanation tests, intervention runs: `lit_app/user_jobs.py`): `JobSlot.start`
-  builds the job's check, read by `UserJob.should_stop`;
-* a background matrix job (`lit_app/progressive.py`), which its request only starts: `Job.should_stop`.
+* a span (the `detail="span"` first highlight and clicked spans, `SharedLM.quick`): its job's check is built
+  from `client_gone()`, `focus_moved(...)` and its `Latest` ticket; a `span_cancel` stops it (`Job.cancel`);
+* a user job (explanation tests, intervention runs, a comparison's segment values: `lit_app/user_jobs.py`):
+  `JobSlot.start` builds its check with `for_request(...)`;
+* a background matrix or segment job, which its request only starts: its heartbeat, and `Job.cancel` when its
+  last owner lets go;
+* a blocking `detail=""` request, which answers when every matrix is done: `for_request(...)` given to
+  `SharedLM.salience(cancel=)`.
 
 Reasons a check says stop (each a `Reason`: "" while the work is still wanted):
 
@@ -24,8 +27,8 @@ Reasons a check says stop (each a `Reason`: "" while the work is still wanted):
 a client's work, and a request without a client id supersedes nothing.
 * the server is stopping (`disconnect.shut_down`, read through `client_gone`).
 
-A new kind of computation plugs in by running through one of the three (docs/architecture.md,
-"Cancellation"); nothing else needs to know about it.
+A new kind of computation plugs in as a job of the table with the reasons that fit it (docs/architecture.md,
+"Progressive salience"); nothing else needs to know about it.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ def for_request(what: str, *reasons: Reason) -> Cancel:
 
 def focus_moved(jobs: Any, group: Hashable, client: str) -> Reason:
     """`client` selected a datapoint other than `group` after this call (`jobs`: the
-    `progressive.DetailJobs` whose focus per client the `detail="span"` requests move). Another client's
+    `jobs_table.JobTable` whose focus per client the `detail="span"` requests move). Another client's
     selection never fires it, and a request without a client id (`clients.ANONYMOUS`) has none."""
     if not client:
         return lambda: ""

@@ -1,6 +1,6 @@
 """One job: a computation a client started, as a state machine, and its status (the one status type).
 
-Every computation a client starts is a `Job`, whichever way it runs (lit_app/job_table.py holds them all):
+Every computation a client starts is a `Job`, whichever way it runs (lit_app/jobs_table.py holds them all):
 a span (the first highlight or a clicked span, run by its request while "span_progress" polls read it), a
 per-token matrix or a segment method's values (background work a lane's worker runs,
 lit_app/progressive.py), an explanation test or an intervention run (a user job, run by its request while
@@ -16,7 +16,7 @@ A job is told to stop with `cancel(reason)` (a cancel request, a newer selection
 its cancel check (`should_stop`, the `Cancel` of lit_app/cancel.py given to the core library) fires between
 chunks and the computation ends `cancelled`. Its progress (`report`) feeds the time-left estimate of
 lit_app/time_left.py. `snapshot()` is a `Status`, whose `to_json()` (`status()`) is what the browser polls; `Status.none`
-is the one status of "no such job".
+is the one status of "no such job" (both in lit_app/jobs_status.py).
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from typing import Any
 
 import sequence_salience as ss
 from lit_app import cancel as cancel_lib
-from lit_app.time_left import Range, TimeLeft, status_fields
+from lit_app.jobs_status import CANCELLED, DETAIL, DONE, ERROR, NONE, QUEUED, RUNNING, USER, Status
+from lit_app.time_left import Range, TimeLeft
 
 logger = logging.getLogger(__name__)
 
-QUEUED, RUNNING, DONE, CANCELLED, ERROR = "queued", "running", "done", "cancelled", "error"
-NONE = "none"  # the state of `Status.none`: no such job (never a job's own state)
 FINISHED = (DONE, CANCELLED, ERROR)
 # state -> the states it may move to (every other move raises IllegalTransition).
 TRANSITIONS: Mapping[str, frozenset[str]] = {
@@ -44,72 +43,13 @@ TRANSITIONS: Mapping[str, frozenset[str]] = {
     DONE: frozenset(), ERROR: frozenset(), CANCELLED: frozenset(),
 }
 DEFAULT_HEARTBEAT_S = 30.0
-
-# The two wire forms of a status (the browser reads both; their keys are the contract of docs/architecture.md):
-DETAIL = "detail"  # a span or a background job: `salience.detail` of the salience model's answers
-USER = "user"  # an explanation test or an intervention run: the "job" of a "status" answer
+# What callers read here (the states and the status live in lit_app/jobs_status.py).
+__all__ = ["CANCELLED", "DEFAULT_HEARTBEAT_S", "DETAIL", "DONE", "ERROR", "FINISHED", "IllegalTransition", "Job",
+           "NONE", "QUEUED", "RUNNING", "Status", "TRANSITIONS", "USER", "short", "user_job"]
 
 
 class IllegalTransition(RuntimeError):
     """A job was moved from a state to one it cannot reach (e.g. a finished job started again)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Status:
-    """What a poll reads of a job (or of no job: `Status.none`); `to_json()` is the wire form.
-
-    kind: the job's kind ("grad", "ig16", "span", a segment job's kind) or, for a user job, its action.
-    eta: the time left as a range (lit_app/time_left.py); None without an estimate.
-    form: DETAIL or USER, the wire form (module constants); key, cancelled and partial are USER's only,
-    waiting and job_id DETAIL's only.
-    """
-
-    kind: str
-    state: str
-    done: int = 0
-    total: int = 0
-    elapsed_s: float = 0.0
-    eta: Range | None = None
-    error: str = ""
-    waiting: bool = False
-    job_id: str = ""
-    stage: str = ""
-    form: str = DETAIL
-    key: str = ""
-    cancelled: bool = False
-    partial: Mapping[str, Any] | None = None
-
-    @classmethod
-    def none(cls, kind: str, error: str) -> "Status":
-        """The status of no such job (nothing computed, or an id naming no live job); `error` says what was
-        looked for and, where it helps, what to do."""
-        return cls(kind=kind, state=NONE, error=error)
-
-    @classmethod
-    def done_now(cls, kind: str, units: int) -> "Status":
-        """The status of work whose result is there already (cached): `units` of `units`, no time spent."""
-        return cls(kind=kind, state=DONE, done=units, total=units)
-
-    def to_json(self) -> dict[str, Any]:
-        """The wire form (docs/architecture.md, "Progressive salience" and "Explain payload")."""
-        if self.form == USER:
-            out = {"action": self.kind, "key": self.key, "stage": self.stage, "done": int(self.done),
-                   "total": int(self.total), "elapsed_s": round(self.elapsed_s, 1), "cancelled": self.cancelled,
-                   **status_fields(self.eta)}
-            if self.partial is not None:
-                out["partial"] = self.partial
-            return out
-        if self.state == NONE:
-            return {"kind": self.kind, "state": NONE, "done": 0, "total": 0, "elapsed_s": 0, "eta_s": None,
-                    "error": self.error}
-        out = {"kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
-               "elapsed_s": round(self.elapsed_s, 2), **status_fields(self.eta), "error": self.error,
-               "waiting": self.waiting}
-        if self.job_id:
-            out["job_id"] = self.job_id
-        if self.stage:
-            out["stage"] = self.stage
-        return out
 
 
 def short(group: Hashable) -> str:
@@ -124,7 +64,7 @@ class Job:
 
     group: the datapoint it is about (`inputs.datapoint_group`); kind: what it computes ("grad", "ig16",
       "span", a segment job's kind, an explanation test's action).
-    run: the work, `run(job)`, for a job a lane's worker runs (lit_app/job_table.py); None for a job its
+    run: the work, `run(job)`, for a job a lane's worker runs (lit_app/jobs_table.py); None for a job its
       request runs itself (spans, user jobs).
     heartbeat_s: a job nobody polled (`last_seen`) for this long stops (background jobs, which no connection
       of their own keeps alive); None: no heartbeat.
@@ -144,7 +84,7 @@ class Job:
     # explanation test's "salience", "deletion", ...), in its status when set.
     stage: str = ""
     # The clients that asked for it (lit_app/clients.py ids; "" a request without one): a background job is
-    # cancelled once no client is left (lit_app/job_table.py `JobTable.focus`).
+    # cancelled once no client is left (lit_app/jobs_table.py `JobTable.focus`).
     owners: set[str] = dataclasses.field(default_factory=set)
     reasons: tuple[cancel_lib.Reason, ...] = ()
     form: str = DETAIL
@@ -157,7 +97,6 @@ class Job:
     payload: Any = None  # the serialized result, built once by the caller
     # Results so far, replaced whole (never mutated) so that a poll reads one state (user jobs' `partial`).
     partial: dict[str, Any] | None = None
-    created: float = dataclasses.field(default_factory=time.monotonic)
     started: float | None = None
     finished: float | None = None
     last_seen: float = dataclasses.field(default_factory=time.monotonic)

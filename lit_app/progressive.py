@@ -1,6 +1,6 @@
 """Background computation of the per-token salience matrices: the worker lanes of the job table.
 
-The jobs are the one `Job` of lit_app/jobs.py and live in the one table of lit_app/job_table.py
+The jobs are the one `Job` of lit_app/jobs.py and live in the one table of lit_app/jobs_table.py
 (`JobTable`, which this module names `DetailJobs`); this module is what they mean for the salience model.
 
 The first highlight comes from one forward + backward for the span on screen
@@ -28,7 +28,7 @@ computed here, in a worker thread, while the user already reads the map:
 
 from __future__ import annotations
 
-from lit_app.job_table import (FINISHED_JOBS_BYTES, KEEP_FINISHED, MAX_CLIENTS, MAX_LIVE_JOBS, MAX_LIVE_JOBS_TOTAL,
+from lit_app.jobs_table import (FINISHED_JOBS_BYTES, KEEP_FINISHED, MAX_CLIENTS, MAX_LIVE_JOBS, MAX_LIVE_JOBS_TOTAL,
                                JobTable)
 from lit_app.jobs import CANCELLED, DEFAULT_HEARTBEAT_S, DONE, ERROR, QUEUED, RUNNING, Job
 

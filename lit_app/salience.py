@@ -21,7 +21,7 @@ from lit_app import cancel, clients, fields, lit_convention
 from lit_app import salience_requests as requests
 from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
 from lit_app.inputs import JsonDict, SegmentRequest, parse_target_span
-from lit_app.job_table import SPAN_LANE
+from lit_app.jobs_table import SPAN_LANE
 from lit_app.jobs import DONE, Job, Status
 from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
 from lit_app.payloads import compact, salience_payload, segment_payload, span_key

@@ -53,7 +53,7 @@ class ModelScheduler:
     SmoothGrad samples, `SalienceRuns.quick`) yields between them too, so another client's click is not
     behind it (issue 43). The scheduler interrupts nothing itself: it only decides who
     goes next when the holder lets go. A background job waits, paused, while user jobs run
-    (its progress says so: lit_app/progressive.py `Job.status`'s "waiting").
+    (its progress says so: lit_app/jobs.py `Job.status`'s "waiting").
 
     Re-entrant: the holder may acquire again (at any level) without waiting; the
     model is free once it has released as often as it acquired. Holding the model keeps

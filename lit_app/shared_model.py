@@ -7,7 +7,7 @@ lit_app/scheduler.py) and these parts, each in its own file:
 * `responses` (lit_app/responses.py): greedy generation, cached in memory and on disk, streamed while it runs;
 * `store` (lit_app/salience_store.py): salience results, partial results and segment values, by prompt + target;
 * `runs` (lit_app/salience_runs.py): salience computed under the lock and kept in the store;
-* `jobs` (lit_app/job_table.py): the one table of jobs (lit_app/jobs.py) its clients started: spans, background
+* `jobs` (lit_app/jobs_table.py): the one table of jobs (lit_app/jobs.py) its clients started: spans, background
   matrices and segment methods, explanation tests and intervention runs;
 * `span_requests` (lit_app/cancel.py, `Latest`): the span tickets, the newest span request of a datapoint wins.
 
@@ -35,7 +35,7 @@ from sequence_salience.slices import DEFAULT_SLICE_S
 from lit_app import cancel as cancel_lib
 from lit_app import memory
 from lit_app.inputs import JsonDict, SegmentRequest
-from lit_app.job_table import JobTable
+from lit_app.jobs_table import JobTable
 from lit_app.jobs import DEFAULT_HEARTBEAT_S, Job
 from lit_app.prompt_tokens import PromptTokens
 from lit_app.responses import GenerationStream, Responses

@@ -1,7 +1,7 @@
 """Work a user started and waits for, one at a time per wrapper and client: progress, results so far, cancel.
 
 Each is the one `Job` of lit_app/jobs.py (`jobs.user_job`: its status has the USER wire form), registered
-in a request lane of the model's job table (lit_app/job_table.py) while it runs.
+in a request lane of the model's job table (lit_app/jobs_table.py) while it runs.
 
 The explanation tests (lit_app/explain.py) and the intervention run (lit_app/inside.py)
 share this mechanism: the request that starts a job runs it and answers when it ends;
@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Iterator
 
 from lit_app import cancel, clients
-from lit_app.job_table import JobTable
+from lit_app.jobs_table import JobTable
 from lit_app.jobs import Job, user_job
 
 CANCEL_REQUEST = "a cancel request"

@@ -13,7 +13,7 @@ import pytest
 from lit_app import errors, fields, inputs, model_group
 from lit_app import salience as lit_salience
 from lit_app import salience_requests as requests
-from lit_app.job_table import SPAN_LANE
+from lit_app.jobs_table import SPAN_LANE
 from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
 from lit_app.scheduler import ModelScheduler, Priority
 from lit_app.shared_model import SharedLM
