@@ -11,7 +11,9 @@ Rows are sorted by how much prefix they share and batched; a batch starts at the
 prefix among its rows (right-padded suffixes, positions continuing after the prefix). A batch
 holds at most `batch_size` rows and `chunk_token_budget` recomputed tokens (memory), or, with
 `slice_s`, as many rows as take about that much model time (sequence_salience/slices.py).
-`progress` runs and `cancel` is checked after every batch.
+`progress` runs and `cancel` is checked after every batch. Each batch runs with the torch intra-op thread
+count measured to be cheaper on this machine now (threads.py: on a loaded machine one thread per small
+forward was 6-8x faster than two).
 
 Reuse is off (one full forward per row, through scoring's plain path) for a cache that is
 not a plain per-layer key/value cache (sliding-window or recurrent layers, older transformers).
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 
 from sequence_salience.ablation import shared_prefix
+from sequence_salience.ablation.threads import ThreadChooser
 from sequence_salience.errors import ComputationCancelled
 from sequence_salience.methods.gradients import gather_target_logprobs, supports_logits_to_keep
 from sequence_salience.model import LanguageModel
@@ -98,18 +101,22 @@ class PrefixScorer:
       progress(stage, done, total), cancel(): per batch; `stage` names the caller's work.
       shared_attention: False: the rows attend over a DynamicCache copy of the prefix (the former path;
         the reference of tests/unit/test_ablation.py) instead of shared_prefix.py's uncopied prefix.
+      threads: the intra-op thread count of each edited batch (threads.py); None: a ThreadChooser of torch's
+        count on the calling thread and 1, measured; ThreadChooser(most=1): always 1.
     """
 
     def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
                  span: tuple[int, int], *, reuse: bool = True, batch_size: int = 8, chunk_token_budget: int = 8192,
                  slice_s: "float | SliceSizer | None" = None, progress: Progress | None = None,
-                 cancel: Cancel | None = None, stage: str = "ablations", shared_attention: bool = True):
+                 cancel: Cancel | None = None, stage: str = "ablations", shared_attention: bool = True,
+                 threads: ThreadChooser | None = None):
         self.lm, self.span, self.stage = lm, (int(span[0]), int(span[1])), stage
         self.prompt = tuple(int(i) for i in prompt_ids)
         self.target = tuple(int(i) for i in target_ids)
         self.batch_size, self.budget = max(1, batch_size), max(1, chunk_token_budget)
         self.sizer = make_sizer(slice_s)
         self.progress, self.cancel = progress, cancel
+        self.threads = threads if threads is not None else ThreadChooser()
         self.stats = PrefixStats(reuse=reuse)
         # The prefix part of attention once per batch against the one cached prefix (no per-row copy), for the
         # families shared_prefix.py supports; else each batch gets a DynamicCache of the prefix.
@@ -151,15 +158,22 @@ class PrefixScorer:
             size = self._batch_rows(order, starts, todo, pos)
             rows = [todo[i] for i in order[pos:pos + size]]
             start = min(starts[i] for i in order[pos:pos + size])
+            recomputed = sum(len(r) + len(self.target) - start for r in rows)
             t_start = time.perf_counter()
-            logp, _ = self._forward([r + self.target for r in rows], start=start, cache=self._layers, keep_cache=False)
+            with self.threads.batch(recomputed) as threads:
+                logp, _ = self._forward([r + self.target for r in rows], start=start, cache=self._layers,
+                                        keep_cache=False)
+            seconds = time.perf_counter() - t_start
             if self.sizer is not None:
-                self.sizer.record(len(rows), time.perf_counter() - t_start)
+                self.sizer.record(len(rows), seconds)
+            if logger.isEnabledFor(logging.DEBUG):  # per-batch cost (benchmarks/bench_loo_word_slowdown.py reads it)
+                width = max(len(r) for r in rows) + len(self.target) - start
+                logger.debug("%s batch: %d rows from token %d, %d positions each, %d thread(s), %.3f s", self.stage,
+                             len(rows), start, width, threads, seconds)
             t0, t1 = self.span
             for r, lp in zip(rows, logp):
                 scores[r] = float(lp[t0:t1].astype(np.float64).sum())
-            self._count(len(rows), sum(len(r) + len(self.target) for r in rows),
-                        sum(len(r) + len(self.target) - start for r in rows))
+            self._count(len(rows), sum(len(r) + len(self.target) for r in rows), recomputed)
             pos += size
             done += len(rows)
             if self.progress is not None:

@@ -1,0 +1,89 @@
+"""How many torch intra-op threads an ablation's forward batches use: measured, not assumed (issue 43 §4).
+
+Leave one word out of the constitutional row slowed from ~0.8 s to ~27 s per forward on a loaded
+machine. The cause: torch runs each op over its intra-op threads (one per core), and every op waits at
+a barrier for all of them. An edited row's forward is small (one row, the 30-130 positions after the
+removed word, a 135M model): hundreds of short ops, each needing every intra-op thread to be scheduled.
+When other processes hold the cores, each barrier waits for the scheduler, and the forward's time is
+those waits. Measured (benchmarks/bench_loo_word_slowdown.py, docs/benchmarks.md): at load 11-14 on 2
+cores, 2 threads took 4.1-4.8 s per row against 0.59-0.76 s with 1 thread, alternating in one process;
+a 40-token forward on a worker thread 2.7-4.9 s against 0.30-0.79 s.
+
+Which count is faster depends on the machine's load, which changes while a job runs, so a
+`ThreadChooser` measures it: the first batch runs with `most` threads (torch's count on that thread),
+the second with 1, then every batch with the cheaper one (seconds per recomputed token: a moving
+average over the batches a count ran in a row; a count tried again starts afresh), trying the other
+again every `explore_every` batches so that a change of load is noticed at its next try.
+The count is set on the calling thread for one batch and restored after it (`using`); with torch's
+OpenMP build it is per thread, so other threads' work keeps its own count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+# Every this many batches the count not in use is tried again (a change of load is noticed within it).
+EXPLORE_EVERY = 8
+# Weight of the newest measurement in a count's moving average cost.
+NEWEST_WEIGHT = 0.5
+
+
+class ThreadChooser:
+    """The intra-op thread count of each forward batch of one computation: the cheaper of `most` and 1, as
+    measured (module docstring). Not thread-safe: one per computation.
+
+    Args:
+      most: the larger count (default: torch's count on the calling thread now); 1 turns choosing off.
+      measure: False: every batch runs with `most` threads (no choice; the reference of the benchmark).
+      explore_every: every this many batches the other count is tried again.
+      clock: the time source (seconds); tests pass a fake one.
+    """
+
+    def __init__(self, most: int | None = None, measure: bool = True, explore_every: int = EXPLORE_EVERY,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.most = max(1, int(most if most is not None else torch.get_num_threads()))
+        self.options = (self.most, 1) if self.most > 1 and measure else (self.most,)
+        self.explore_every = max(2, int(explore_every))
+        self.clock = clock
+        self.cost: dict[int, float] = {}  # thread count -> moving average seconds per recomputed token
+        self.batches = 0
+        self.used: list[int] = []  # the count of each batch (tests and logs)
+
+    def choose(self) -> int:
+        """The count for the next batch: each option once first, then the cheaper, and every
+        `explore_every`-th batch the other one."""
+        untried = [n for n in self.options if n not in self.cost]
+        if untried:
+            return untried[0]
+        best = min(self.options, key=lambda n: self.cost[n])
+        if len(self.options) > 1 and self.batches % self.explore_every == self.explore_every - 1:
+            return next(n for n in self.options if n != best)
+        return best
+
+    def record(self, threads: int, seconds: float, tokens: int) -> None:
+        """A batch with `threads` threads recomputed `tokens` tokens in `seconds`: that count's cost is the moving
+        average over the batches it ran in a row, afresh when it was not the last batch's (the load may have
+        changed since its last try)."""
+        cost = max(0.0, float(seconds)) / max(1, int(tokens))
+        before = self.cost.get(threads) if self.used and self.used[-1] == threads else None
+        self.cost[threads] = cost if before is None else NEWEST_WEIGHT * cost + (1 - NEWEST_WEIGHT) * before
+        self.batches += 1
+        self.used.append(int(threads))
+
+    @contextlib.contextmanager
+    def batch(self, tokens: int) -> Iterator[int]:
+        """Runs the block (one forward batch recomputing `tokens` tokens) with the chosen count on this thread,
+        times it, and restores the thread's count after it (also on error)."""
+        threads = self.choose()
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        start = self.clock()
+        try:
+            yield threads
+        finally:
+            torch.set_num_threads(before)
+        self.record(threads, self.clock() - start, tokens)

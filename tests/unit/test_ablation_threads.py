@@ -1,0 +1,93 @@
+"""The intra-op thread count of an ablation's forward batches is measured, not assumed (issue 43 §4).
+
+Leave one word out slowed from ~0.8 s to ~27 s per forward on a loaded machine: torch's two intra-op threads
+wait at a barrier in every op of a small forward (sequence_salience/ablation/threads.py). These tests check
+the mechanism with a fake clock whose cost depends on the thread count the forward really runs with; no
+wall-clock time is asserted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from sequence_salience.ablation import PrefixScorer
+from sequence_salience.ablation.threads import ThreadChooser
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _costs(chooser: ThreadChooser, per_token: dict[int, float], batches: int, tokens: int = 10) -> list[int]:
+    """Runs `batches` batches whose cost per token depends on the chosen count; returns the counts used."""
+    clock = chooser.clock
+    for _ in range(batches):
+        with chooser.batch(tokens) as threads:
+            clock.now += per_token[threads] * tokens
+    return chooser.used[-batches:]
+
+
+def test_it_settles_on_the_cheaper_count_and_notices_when_that_changes():
+    chooser = ThreadChooser(most=2, explore_every=8, clock=FakeClock())
+    loaded = {2: 0.5, 1: 0.06}  # 2 threads ~8x slower per token (a loaded machine)
+    used = _costs(chooser, loaded, 24)
+    assert used[:2] == [2, 1]  # each count once first
+    # then the cheaper (1), and every 8th batch the other once
+    assert used[2:] == [2 if (i + 1) % 8 == 0 else 1 for i in range(2, 24)]
+    idle = {2: 0.02, 1: 0.04}  # the load went away: 2 threads cheaper
+    used = _costs(chooser, idle, 16)
+    # 1 until the next try of 2 (the 32nd batch), which finds it cheaper; then 2, but for the next try of 1
+    assert used == [1] * 7 + [2] + [2] * 7 + [1]
+
+
+def test_one_thread_or_no_measurement_means_no_choice():
+    assert _costs(ThreadChooser(most=1, clock=FakeClock()), {1: 1.0}, 5) == [1] * 5
+    assert _costs(ThreadChooser(most=2, measure=False, clock=FakeClock()), {2: 9.0, 1: 0.1}, 5) == [2] * 5
+
+
+def test_prefix_scorer_runs_its_batches_with_the_chosen_count_and_restores_the_thread_after():
+    """PrefixScorer sets the chosen count around each edited batch (seen inside the model's forward), its values
+    are those of a scorer that always uses one count, and the caller's count is back after the call."""
+    family = sorted(MODEL_BUILDERS)[0]
+    lm = wrap(MODEL_BUILDERS[family]().float(), family)
+    rng = np.random.default_rng(0)
+    prompt = [int(i) for i in rng.integers(5, 40, size=40)]
+    target = [int(i) for i in rng.integers(5, 40, size=6)]
+    edited = []
+    for at in range(2, 38, 3):  # 12 rows with different first changed tokens: 12 batches of one row
+        row = list(prompt)
+        row[at] = 4
+        edited.append(row)
+    clock = FakeClock()
+    seen: list[int] = []
+
+    def forward_cost(_module, _args):
+        # The fake machine is loaded: a forward with 2 threads "takes" 8x as long as with 1.
+        seen.append(torch.get_num_threads())
+        clock.now += 0.8 if torch.get_num_threads() > 1 else 0.1
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        hook = lm.model.register_forward_pre_hook(forward_cost)
+        try:
+            chooser = ThreadChooser(most=2, explore_every=8, clock=clock)
+            scorer = PrefixScorer(lm, prompt, target, (0, 6), batch_size=1, threads=chooser)
+            seen.clear()  # the unedited row's forward (not chosen)
+            got = scorer(edited)
+            after = torch.get_num_threads()
+        finally:
+            hook.remove()
+        fixed = PrefixScorer(lm, prompt, target, (0, 6), batch_size=1, threads=ThreadChooser(most=1))(edited)
+    finally:
+        torch.set_num_threads(before)
+    assert seen == chooser.used and len(seen) == 12  # each batch ran with the count it was given
+    assert seen[:2] == [2, 1] and seen[2:].count(1) >= 9  # the cheaper count once measured
+    assert after == 2  # the caller's count, restored after every batch
+    np.testing.assert_allclose(got, fixed, rtol=0, atol=1e-5)
