@@ -22,11 +22,12 @@ No method name is spelled here: the LIT facts are keyed by the method modules' `
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sequence_salience import first_map
 from sequence_salience import methods as core_methods
+from sequence_salience.errors import SalienceError
 from sequence_salience.field_rules import FieldRule
 from sequence_salience.methods import coarse_to_fine, leave_one_out
 
@@ -118,6 +119,45 @@ def extra_methods(facts: Mapping[str, LitFacts]) -> tuple[ExtraMethod, ...]:
 
 
 EXTRA_METHODS: tuple[ExtraMethod, ...] = extra_methods(LIT_FACTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSetting:
+    """A segment method's setting the server takes as a flag of the field's own name (--attention_estimator):
+    a settings field whose metadata names a CLI flag (methods/base.py SalienceMethod.settings).
+
+    Attributes:
+      name: the AblationConfig field and the server flag.
+      default: the field's default.
+      help: the flag's help (the field's metadata).
+      check: None, or (value) -> None raising SalienceError naming the fix (the metadata's "check").
+    """
+
+    name: str
+    default: Any
+    help: str
+    check: Callable[[Any], None] | None = None
+
+
+# The segment methods' flagged settings, in display order: the server's flags and its AblationConfig read these.
+SERVER_SETTINGS: tuple[ServerSetting, ...] = tuple(
+    ServerSetting(f.name, f.default, f.metadata.get("help", ""), f.metadata.get("check"))
+    for _, f in core_methods.flagged_settings(("segment",)))
+
+
+def server_ablation_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """{field: value} of SERVER_SETTINGS from `values` (the parsed server flags, by name; absent: the default),
+    each checked; SalienceError "--<name>: <the check's message>" for a value its method cannot use."""
+    out = {}
+    for setting in SERVER_SETTINGS:
+        value = values.get(setting.name, setting.default)
+        if setting.check is not None and value is not None:
+            try:
+                setting.check(value)
+            except SalienceError as e:
+                raise SalienceError(f"--{setting.name}: {e}") from None
+        out[setting.name] = value
+    return out
 EXTRA_BY_METHOD: dict[str, ExtraMethod] = {e.method: e for e in EXTRA_METHODS}
 # The input fields carrying the extra methods' counts, in display order.
 COUNT_FIELDS: tuple[str, ...] = tuple(e.field for e in EXTRA_METHODS)

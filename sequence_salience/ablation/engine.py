@@ -20,6 +20,7 @@ import numpy as np
 
 from sequence_salience import aggregate, scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
+from sequence_salience.ablation.threads import ThreadChooser
 from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method
@@ -177,6 +178,7 @@ def segment_salience(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     slice_s: "float | SliceSizer | None" = None,
+    threads: ThreadChooser | None = None,
 ) -> SegmentSalience:
     """The values of a segment method for log p(target[t0:t1]), one per removable prompt segment.
 
@@ -193,6 +195,8 @@ def segment_salience(
         several calls its stage ("coarse pass", "refining"), rows: those known so far; cancel: () -> bool,
         checked between batches.
       slice_s: None, or seconds: forward batches of about that much model time.
+      threads: the torch intra-op thread count of the forward batches (ablation/threads.py); None: the
+        cheaper of torch's count and 1, measured while the batches run.
     """
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
@@ -214,7 +218,7 @@ def segment_salience(
         scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix,
                               batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
                               slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
-                              cancel=cancel, stage=method)
+                              cancel=cancel, stage=method, threads=threads)
     if result is None:
         result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
     segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()  # regex: the matches

@@ -91,17 +91,10 @@ def method_flags(kinds: tuple[str, ...]) -> list[tuple[Any, str, str]]:
     """(record, settings field, flag) of every registered method of `kinds` ("token", "segment"), in display
     order: each counted method's count (its rule's flag), then each settings field whose metadata names a
     "flag" (methods/base.py SalienceMethod.settings). The flags, configs and batch fingerprint all read this."""
-    import dataclasses  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import all_records, flagged_settings  # pylint: disable=import-outside-toplevel
 
-    from sequence_salience.methods import all_records  # pylint: disable=import-outside-toplevel
-
-    records = [m for m in all_records() if m.kind in kinds]
-    out = [(m, m.count.name, m.count.cli_flag) for m in records if m.count is not None]
-    for m in records:
-        for f in dataclasses.fields(m.settings) if m.settings else ():
-            if "flag" in f.metadata:
-                out.append((m, f.name, f.metadata["flag"]))
-    return out
+    counts = [(m, m.count.name, m.count.cli_flag) for m in all_records() if m.kind in kinds and m.count is not None]
+    return counts + [(m, f.name, f.metadata["flag"]) for m, f in flagged_settings(kinds)]
 
 
 def flag_settings(args, kinds: tuple[str, ...]) -> dict[str, Any]:

@@ -84,6 +84,15 @@ def counted(kinds: tuple[str, ...] = ("token", "segment")) -> list[SalienceMetho
     return [m for m in all_records() if m.count is not None and m.kind in kinds]
 
 
+def flagged_settings(kinds: tuple[str, ...] = ("token", "segment")) -> list[tuple[SalienceMethod | SegmentMethod,
+                                                                                  dataclasses.Field]]:
+    """(record, settings field) of every settings field of the records of `kinds` whose metadata names a "flag"
+    (SalienceMethod.settings), in display order: the CLI's flags (cli/common.py method_flags) and, for segment
+    methods, the server's (lit_app/method_registry.py SERVER_SETTINGS)."""
+    return [(m, f) for m in all_records() if m.kind in kinds and m.settings
+            for f in dataclasses.fields(m.settings) if "flag" in f.metadata]
+
+
 def list_methods() -> list[str]:
     """Names of the token (gradient) methods, in display order. The server, UI and docs read this."""
     return list(_REGISTRY)
@@ -137,5 +146,5 @@ def registry_json(kinds: tuple[str, ...] = ("token",)) -> list[dict]:
 
 
 __all__ = ["DEFAULT_METHODS", "AblationConfig", "SalienceConfig", "SalienceMethod", "SegmentMethod", "all_records",
-           "counted", "get_any_method", "get_method", "get_segment_method", "is_segment_method", "list_methods",
-           "list_segment_methods", "register", "registry_json"]
+           "counted", "flagged_settings", "get_any_method", "get_method", "get_segment_method", "is_segment_method",
+           "list_methods", "list_segment_methods", "register", "registry_json"]

@@ -20,9 +20,15 @@ import dataclasses
 import numpy as np
 
 from sequence_salience.attention import (FeatureInputs, attention_shape, capture_feature_sets, capture_features,
-                                         estimator_for, span_rows)
+                                         estimator_for, load_estimator, span_rows)
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
+
+
+def check_estimator_file(path: str | None) -> None:
+    """SalienceError naming the file and the fix unless `path` is None or an estimator file (its flag's check)."""
+    if path:
+        load_estimator(path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +41,7 @@ class Settings:
     """
 
     attention_estimator: str | None = dataclasses.field(default=None, metadata={
-        "flag": "--attention-estimator", "metavar": "PATH",
+        "flag": "--attention-estimator", "metavar": "PATH", "check": check_estimator_file,
         "help": "attention_attribution: the estimator file `sequence-salience calibrate` wrote for --model (default: "
                 "the one shipped for the embedded model)"})
 

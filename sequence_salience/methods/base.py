@@ -234,8 +234,11 @@ class SalienceMethod:
         (result.span_from_rows; grad_norm's "grad_gram").
       settings: None, or the method's own settings: a frozen dataclass whose fields (each with a default; the
         count's field named and defaulted by `count`) join SalienceConfig when the method is registered.
-        A field's metadata may name its CLI flag: {"flag": "--x", "help": "...", "metavar": "PATH", "type": float}
-        (argparse's type, default: text; the count's flag comes from its rule).
+        A field's metadata may name its CLI flag: {"flag": "--x", "help": "...", "metavar": "PATH", "type": float,
+        "check": f} (argparse's type, default: text; `check(value)` raises SalienceError naming the fix for a value
+        the method cannot use, e.g. a file that is not an estimator; the count's flag comes from its rule). A
+        segment method's flagged setting is also a server flag of the field's name (lit_app/method_registry.py
+        SERVER_SETTINGS).
       job_tag: a counted method's background job kind prefix on the server (the job of count n is
         f"{job_tag}{n}"); None: the method's name.
       matrix_detail: a counted method's `detail` value that starts its per-token matrix job on the server;

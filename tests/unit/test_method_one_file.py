@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import all_records
+from sequence_salience.methods import all_records, flagged_settings
 from sequence_salience.methods.base import SalienceConfig, add_settings
 from tests.unit import toy_method
 
@@ -111,8 +111,18 @@ def _segment_edges(lm) -> None:
 
     name = toy_method.SEGMENT_NAME
     assert AblationConfig().toy_rounds == 2 and AblationConfig(toy_rounds=3).toy_rounds == 3
-    args = build_parser().parse_args(["explain", "--prompt", "x", "--toy-rounds", "4", "--method", name])
-    assert ablation_config(args).toy_rounds == 4 and run_settings(args, (name,))["toy_rounds"] == 4
+    args = build_parser().parse_args(["explain", "--prompt", "x", "--toy-rounds", "4", "--toy-label", "a",
+                                      "--method", name])
+    assert (ablation_config(args).toy_rounds, ablation_config(args).toy_label) == (4, "a")
+    assert run_settings(args, (name,))["toy_rounds"] == 4 and run_settings(args, (name,))["toy_label"] == "a"
+    # Its flagged setting is a server flag too, checked by its own rule.
+    assert "toy_label" in {s.name for s in method_registry.SERVER_SETTINGS}
+    assert method_registry.server_ablation_settings({"toy_label": "a"})["toy_label"] == "a"
+    try:
+        method_registry.server_ablation_settings({"toy_label": "bad"})
+        raise AssertionError("the toy's check let 'bad' pass")
+    except SalienceError as e:
+        assert str(e).startswith("--toy_label: ") and "Fix" in str(e), e
     for spec in (fields.SALIENCE_INPUT_SPEC, fields.COMPARE_INPUT_SPEC):
         assert (spec["toy_rounds"].default, spec["toy_rounds"].min_val, spec["toy_rounds"].max_val) == (2, 1, 9)
     try:
@@ -141,7 +151,7 @@ def test_a_toy_method_in_one_module_reaches_every_edge():
 def test_no_file_but_the_toy_module_spells_the_toy_methods_names():
     """The toy reached the edges above by derivation alone: its names are in its own module and these tests."""
     names = ("toy_draws", "toy_scale", "toy_scaled_gradient", "toy_total", "TOY_DRAWS", "toy_rounds",
-             "toy_repeated_loo")
+             "toy_repeated_loo", "toy_label")
     here = {pathlib.Path(toy_method.__file__).resolve(), pathlib.Path(__file__).resolve()}
     spelled = [f"{p.relative_to(REPO)}: {n}" for p in _source_files(("py", "ts")) if p.resolve() not in here
                for n in names if n in p.read_text(encoding="utf-8")]
@@ -273,6 +283,17 @@ def test_no_generic_file_names_a_methods_settings():
     # Each exception is still needed (the list shrinks as files stop naming a method's settings).
     assert {rel: set(allowed) for rel, (allowed, _) in ALLOWED.items()} == \
         {rel: found.get(rel, set()) & set(allowed) for rel, (allowed, _) in ALLOWED.items()}
+
+
+def test_the_server_checks_a_segment_methods_flagged_settings_through_the_record(tmp_path):
+    from lit_app import method_registry  # pylint: disable=import-outside-toplevel
+
+    names = {s.name for s in method_registry.SERVER_SETTINGS}
+    assert names == {f.name for _, f in flagged_settings(("segment",))} and "attention_estimator" in names
+    assert method_registry.server_ablation_settings({}) == {s.name: s.default for s in method_registry.SERVER_SETTINGS}
+    missing = tmp_path / "no_estimator.npz"
+    with pytest.raises(SalienceError, match=rf"^--attention_estimator: No attention estimator at {missing}.*Fix"):
+        method_registry.server_ablation_settings({"attention_estimator": str(missing)})
 
 
 # ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import dataclasses
 import numpy as np
 import torch
 
+from sequence_salience.errors import SalienceError
 from sequence_salience.field_rules import FieldRule
 from sequence_salience.methods import register as register_method
 from sequence_salience.methods import shared
@@ -68,11 +69,19 @@ SEGMENT_NAME = "toy_repeated_loo"
 ROUNDS = FieldRule("toy_rounds", int, 2, 1, 9, "toy segment method: rounds of leave one out (each the same)")
 
 
+def check_label(label: str | None) -> None:
+    """The toy's check of its flagged setting: "bad" is refused, with the fix."""
+    if label == "bad":
+        raise SalienceError("the toy label 'bad' is refused. Fix: use another label.")
+
+
 @dataclasses.dataclass(frozen=True)
 class SegmentSettings:
-    """toy_rounds: the count (ROUNDS)."""
+    """toy_rounds: the count (ROUNDS); toy_label: a flagged setting (a CLI and a server flag) with a check."""
 
     toy_rounds: int = ROUNDS.default
+    toy_label: str | None = dataclasses.field(default=None, metadata={"flag": "--toy-label", "check": check_label,
+                                                                      "help": "toy segment method: a label"})
 
 
 def segment_rows(n_segments: int, config: AblationConfig) -> int:
