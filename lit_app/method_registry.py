@@ -131,17 +131,19 @@ class ServerSetting:
       default: the field's default.
       help: the flag's help (the field's metadata).
       check: None, or (value) -> None raising SalienceError naming the fix (the metadata's "check").
+      type: the value's type: the metadata's "type" (float, int), else str.
     """
 
     name: str
     default: Any
     help: str
     check: Callable[[Any], None] | None = None
+    type: type = str
 
 
 # The segment methods' flagged settings, in display order: the server's flags and its AblationConfig read these.
 SERVER_SETTINGS: tuple[ServerSetting, ...] = tuple(
-    ServerSetting(f.name, f.default, f.metadata.get("help", ""), f.metadata.get("check"))
+    ServerSetting(f.name, f.default, f.metadata.get("help", ""), f.metadata.get("check"), f.metadata.get("type", str))
     for _, f in core_methods.flagged_settings(("segment",)))
 
 

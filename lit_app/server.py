@@ -45,10 +45,9 @@ from lit_nlp.api import model as lit_model
 import sequence_salience as ss
 from sequence_salience import model as model_lib
 from sequence_salience.ablation import AblationConfig
-from sequence_salience.attention import load_estimator
 from lit_app import (client_build, clients, datasets, disconnect, http_server, layouts, security, security_config,
                      served_models, server_flags)
-from lit_app import memory
+from lit_app import memory, method_registry
 from lit_app import wrapper as wrapper_lib
 from lit_app import lit_components
 from lit_app.errors import Cancelled, ClientGone, ServerStopping
@@ -311,13 +310,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ss.load_model(spec, device=args.device, dtype=args.dtype, device_map=args.device_map,
                              max_memory=max_memory, log=logger.info)
 
-    ablation = AblationConfig(attention_estimator=args.attention_estimator)
-    if args.attention_estimator:
-        try:
-            load_estimator(args.attention_estimator)
-        except ss.SalienceError as e:
-            logger.error("Cannot read --attention_estimator: %s", e)
-            return 2
+    try:  # the segment methods' flagged settings (--attention_estimator), each checked by its record
+        ablation = AblationConfig(**method_registry.server_ablation_settings(vars(args)))
+    except ss.SalienceError as e:
+        logger.error("Cannot use %s", e)
+        return 2
 
     def make_shared(lm: ss.LanguageModel) -> SharedLM:
         return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s,

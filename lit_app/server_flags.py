@@ -32,7 +32,7 @@ from lit_nlp import server_flags as lit_server_flags
 import sequence_salience as ss
 from sequence_salience import field_rules
 from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import client_build, datasets, layouts, limits, progressive, security_config
+from lit_app import client_build, datasets, layouts, limits, method_registry, progressive, security_config
 from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
 
 PROG = "sequence-salience-server"
@@ -170,10 +170,9 @@ def _define_our_flags(fv: flags.FlagValues) -> None:
                             'With --device_map: per-device budget, e.g. "0=20GiB,1=20GiB,cpu=60GiB".', flag_values=fv),
         flags.DEFINE_string("data", None, "A .jsonl file of prompts to load besides the shipped examples"
                             " (the one-file shortcut for --datasets).", flag_values=fv),
-        flags.DEFINE_string("attention_estimator", None,
-                            "The attention estimator (.npz) that `sequence-salience calibrate --model ...` fitted for"
-                            " the served model: learned attention attribution reads it instead of the one shipped for"
-                            " the embedded default model.", flag_values=fv),
+        # The segment methods' flagged settings (--attention_estimator), from their records.
+        *({float: flags.DEFINE_float, int: flags.DEFINE_integer}.get(s.type, flags.DEFINE_string)(
+            s.name, s.default, s.help, flag_values=fv) for s in method_registry.SERVER_SETTINGS),
     ]
     for name in LOGGING_NO_OPS:
         ours.append(flags.DEFINE_bool(name, False, "Accepted for LIT's command lines; logs go to stderr anyway.",
