@@ -6,22 +6,34 @@ granularities that hold them (paragraph, then sentence; `COARSER`). A unit's val
 unit: log p(target) - log p(target | every segment of the unit removed), scored like any ablation (one
 scorer: the coarse and the fine rows share the cached prefix of the unedited prompt).
 
-The search, best first:
+The search, best first (`search`, its constants in `RULE`):
 
 1. Measure every unit of the coarsest level (a level where the prompt has a single unit is skipped: its
    one unit is the whole prompt; so is a level where a unit holds a single unit of the next).
-2. Take the measured, unrefined unit of largest value. Stop when it is not above max(v_k, 0), v_k being the
-   k-th largest value measured for a fine segment (minus infinity while fewer than k are measured).
-   Otherwise measure its units one level finer (or its segments) and repeat.
+2. Take the measured, unrefined unit of largest |value|. Stop when its |value| is not above max(v_k, 0), v_k
+   being the k-th largest value measured for a fine segment (minus infinity while fewer than k are measured).
+   Otherwise measure its units one level finer and repeat. Below the finest coarser level (a sentence, for
+   words), a unit of more than RULE.split_above segments is measured as its two halves (text order, the
+   first the larger), recursively, before its segments ("part of a sentence" in the marks of what was left).
 
-Why this stop rule: if removing part of a unit lowers log p(target) no more than removing the whole unit
-(a part matters at most as much as its whole), no unit left unrefined holds a segment above v_k, so the
-top k segments are final: they and their values are exactly those of full leave one out. A unit whose
-removal does not lower p(target) at all (value <= 0) "did not matter" and is not refined. The assumption
-can fail (a word whose removal flips the meaning while removing its sentence does not, or a fact stated
-twice whose two copies each make the other's removal cheap); docs/benchmarks.md measures how often the
-top five differ from full leave one out. Every refined segment's value is measured exactly (the same
-ablation as leave_one_out); the others carry their unit's value, marked as not measured.
+Why this stop rule: if removing part of a unit changes log p(target) by no more than removing the whole unit
+(|value of a part| <= |value of its whole|), no unit left unrefined holds a segment above v_k, so the top k
+segments are final: they and their values are exactly those of full leave one out. A unit whose removal
+barely changes p(target) (|value| <= max(v_k, 0)) "did not matter" and is not refined. The rule refines on
+|value|, not on value: a unit whose removal raises p(target) a lot can hold a word whose removal lowers it
+(the few-shot row: an exemplar sentence at -0.73 holds the third word, ': ' at +0.17; the former rule, which
+refined only units above max(v_k, 0), never measured it). The assumption still fails where parts cancel (a
+unit whose parts move p(target) a lot in opposite directions, a fact stated twice whose two copies each make
+the other's removal cheap); docs/benchmarks.md measures how often the top five differ from full leave one
+out. Every refined segment's value is measured exactly (the same ablation as leave_one_out); the others carry
+their unit's value, marked as not measured.
+
+Why halves above 6 segments: on the three long shipped rows (replayed on recorded values,
+benchmarks/bench_coarse_to_fine.py --replay) the |value| rule keeps the top five words on all three; halves
+above 6 words took the fewest forwards of 0 (sentences, then words), 4, 6 and 8 (116 against 128 without
+halves). A half that did not matter saves its words; one that did costs one forward more than its words.
+Refining every unit above the threshold in one batch (RULE.batch) more than doubles the forwards (the
+threshold is 0 until k words are measured), so the units are refined one at a time.
 
 Why k = 5 (AblationConfig.refine_top_k): the issue's acceptance is the top five words; the salience
 module lists the top ten, of which a reader acts on the first few. A larger k refines more units (the
@@ -83,43 +95,88 @@ def rows(n_segments: int, config: AblationConfig) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
+class Rule:
+    """How the search refines (RULE; the module docstring says why its values).
+
+    Attributes:
+      magnitude: True: a unit is refined when |value| is above the threshold (a unit whose removal raises
+        p(target) a lot can hold a word whose removal lowers it); False: when value is (the former rule).
+      split_above: a unit of the finest coarser granularity (a sentence for words) with more segments than this
+        is split into two halves, recursively, before its segments are measured; 0: never split.
+      batch: False: one unit refined per forward batch, the largest first; True: every unit above the threshold
+        in one batch (fewer, fuller batches; it can refine a unit the one-by-one order would have stopped at).
+    """
+
+    magnitude: bool = True
+    split_above: int = 6
+    batch: bool = False
+
+
+RULE = Rule()
+
+
+@dataclasses.dataclass(frozen=True)
 class Unit:
     """A unit of the search: `members` (segment positions, text order) share the unit of `level` (an index
-    into SegmentProblem.parents; len(parents) for a single segment)."""
+    into SegmentProblem.parents; len(parents) for a single segment); `part` > 0: a half (of a half…) of that
+    unit, `part` halvings down."""
 
     level: int
     members: tuple[int, ...]
+    part: int = 0
+
+    def name(self, names: tuple[str, ...]) -> str:
+        """The granularity the browser names it by: "sentence", or "part of a sentence" for a half."""
+        return f"part of a {names[self.level]}" if self.part else names[self.level]
 
 
-def finer_units(unit: Unit, parents: tuple[np.ndarray, ...]) -> list[Unit]:
-    """The units one level finer inside `unit`, in text order; levels where it holds a single unit are skipped
-    (that unit is the same removal), down to single segments."""
+def halves(members: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`members` cut in two in text order, the first half the larger by one when their count is odd."""
+    cut = (len(members) + 1) // 2
+    return members[:cut], members[cut:]
+
+
+def finer_units(unit: Unit, parents: tuple[np.ndarray, ...], split_above: int = 0) -> list[Unit]:
+    """The units one level finer inside `unit`, in text order: its units of the next coarser granularity that
+    splits it (granularities where it holds a single unit are skipped: that unit is the same removal); below the
+    finest, its two halves when it has more than `split_above` segments (0: never); else its single segments.
+    A group of one segment is that segment (measured once, not again as a unit)."""
+    leaf = len(parents)
     level = unit.level
-    while level + 1 < len(parents):
-        level += 1
-        owner = parents[level][list(unit.members)]  # [M]
-        if len(np.unique(owner)) > 1:
-            groups: dict[int, list[int]] = {}
-            for s, o in zip(unit.members, owner):
-                groups.setdefault(int(o), []).append(s)
-            return [Unit(level, tuple(g)) for g in groups.values()]
-    return [Unit(len(parents), (s,)) for s in unit.members]
+    if not unit.part:
+        while level + 1 < len(parents):
+            level += 1
+            owner = parents[level][list(unit.members)]  # [M]
+            if len(np.unique(owner)) > 1:
+                groups: dict[int, list[int]] = {}
+                for s, o in zip(unit.members, owner):
+                    groups.setdefault(int(o), []).append(s)
+                return [Unit(level, tuple(g)) if len(g) > 1 else Unit(leaf, tuple(g)) for g in groups.values()]
+    if split_above and parents and len(unit.members) > max(split_above, 2):  # `level`: the finest unit holding it
+        return [Unit(level, h, unit.part + 1) if len(h) > 1 else Unit(leaf, h) for h in halves(unit.members)]
+    return [Unit(leaf, (s,)) for s in unit.members]
 
 
 def stop_threshold(leaf_values: list[float], k: int) -> float:
-    """A unit is refined only when its value is above this: max(v_k, 0), v_k the k-th largest segment
-    value measured so far (minus infinity while fewer than k are)."""
+    """A unit is refined only when its value (or |value|, Rule.magnitude) is above this: max(v_k, 0), v_k the
+    k-th largest segment value measured so far (minus infinity while fewer than k are)."""
     kth = sorted(leaf_values, reverse=True)[k - 1] if len(leaf_values) >= k else -np.inf
     return max(kth, 0.0)
 
 
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
+    return search(problem, max(1, int(config.refine_top_k)), RULE)
+
+
+def search(problem: SegmentProblem, k: int, rule: Rule) -> SegmentOutput:
+    """The search of the module docstring for the top `k` segments under `rule`."""
     S = problem.n_segments
     parents = tuple(np.asarray(p, dtype=np.int64) for p in problem.parents)
     names = tuple(problem.parent_granularities)
-    k = max(1, int(config.refine_top_k))
+    leaf = len(parents)
     removed: list[tuple[int, ...]] = []  # the ablations scored, in order
     logps: list[float] = []
+    size = (lambda v: abs(v)) if rule.magnitude else (lambda v: v)
 
     def measure(units: list[Unit], stage: str) -> np.ndarray:
         """<float64>[U] leave one out of each unit (all its segments removed)."""
@@ -129,22 +186,26 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
         logps.extend(float(x) for x in lp)
         return problem.original_logprob - lp
 
-    top = finer_units(Unit(-1, tuple(range(S))), parents)
-    open_units = dict(zip(top, measure(top, COARSE_STAGE)))  # measured units not refined yet -> value
+    open_units: dict[Unit, float] = {}  # measured units not refined yet -> value
     leaves: dict[int, float] = {}
-    for unit in [u for u in open_units if u.level == len(parents)]:
-        leaves[unit.members[0]] = open_units.pop(unit)
-    while open_units:
-        best = max(open_units, key=lambda u: (open_units[u], -u.members[0]))
-        if open_units[best] <= stop_threshold(list(leaves.values()), k):
-            break
-        del open_units[best]
-        finer = finer_units(best, parents)
-        for unit, value in zip(finer, measure(finer, REFINE_STAGE)):
-            if unit.level == len(parents):
+
+    def add(units: list[Unit], stage: str) -> None:
+        for unit, value in zip(units, measure(units, stage)):
+            if unit.level == leaf:
                 leaves[unit.members[0]] = float(value)
             else:
                 open_units[unit] = float(value)
+
+    add(finer_units(Unit(-1, tuple(range(S))), parents, rule.split_above), COARSE_STAGE)
+    while open_units:
+        threshold = stop_threshold(list(leaves.values()), k)
+        order = sorted(open_units, key=lambda u: (-size(open_units[u]), u.members[0]))  # largest first
+        chosen = [u for u in order if size(open_units[u]) > threshold][:None if rule.batch else 1]
+        if not chosen:
+            break
+        for unit in chosen:
+            del open_units[unit]
+        add([f for unit in chosen for f in finer_units(unit, parents, rule.split_above)], REFINE_STAGE)
 
     values = np.zeros(S, dtype=np.float64)
     measured = np.zeros(S, dtype=bool)
@@ -154,7 +215,7 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
         values[s], measured[s] = v, True
     for unit, v in open_units.items():
         for s in unit.members:
-            values[s], coarse[s], coarse_granularity[s] = v / len(unit.members), v, names[unit.level]
+            values[s], coarse[s], coarse_granularity[s] = v / len(unit.members), v, unit.name(names)
     kept = np.ones((len(removed), S), dtype=bool)  # [R, S]
     for r, members in enumerate(removed):
         kept[r, list(members)] = False

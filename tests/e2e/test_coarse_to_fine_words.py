@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 
 TAG = "prompt-salience-module"
 LOAD_TIMEOUT_MS = 300_000
-ROW = "constitutional principles"  # 92 words in 9 sentences: coarse-to-fine measures ~34 rows (docs/benchmarks.md)
+ROW = "constitutional principles"  # 92 words in 9 sentences: coarse-to-fine scores ~32 rows (docs/benchmarks.md)
 
 
 def test_the_word_button_runs_coarse_to_fine_with_its_stages_and_hatches_what_it_did_not_measure(
@@ -53,8 +53,8 @@ def test_the_word_button_runs_coarse_to_fine_with_its_stages_and_hatches_what_it
     unmeasured = mod.locator(".prompt .seg.unmeasured")
     assert unmeasured.count() > 0
     titles = unmeasured.evaluate_all("els => els.map(e => e.getAttribute('title') || '')")
-    assert all(re.fullmatch(r"inside a (sentence|paragraph) that did not matter \(coarse value -?[0-9.e+-]+\)", t)
-               for t in titles), titles[:5]
+    note = r"inside a (sentence|paragraph|part of a sentence) that did not matter \(coarse value -?[0-9.e+-]+\)"
+    assert all(re.fullmatch(note, t) for t in titles), titles[:5]
     expect(mod.locator(".segment-status .refined")).to_contain_text(re.compile(r"\d+ of \d+ words measured exactly"))
     expect(mod.locator(".precision")).to_contain_text("coarse-to-fine")
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()

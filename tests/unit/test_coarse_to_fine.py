@@ -9,6 +9,8 @@ References, each independent of the code under test:
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +62,11 @@ def brute_force(lm, seg, spans) -> float:
     return plain_logprob(lm, [int(i) for i in r.ids], P) - plain_logprob(lm, removed_ids(lm, r, spans), P)
 
 
+def scored_sets(got) -> list[set[int]]:
+    """The segments each scored ablation removed, in the order scored (from `kept`)."""
+    return [set(np.flatnonzero(~row).tolist()) for row in got.kept]
+
+
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_refined_words_equal_brute_force_leave_one_out_and_the_rest_carry_their_units_value(lm, k):
     got = segment_salience(lm, PROMPT, TARGET, coarse_to_fine.NAME, granularity="word",
@@ -69,20 +76,30 @@ def test_refined_words_equal_brute_force_leave_one_out_and_the_rest_carry_their_
     for s in np.flatnonzero(measured):
         assert got.values[s] == pytest.approx(brute_force(lm, got, [got.segments[s]]), abs=1e-5)
         assert np.isnan(got.coarse_values[s]) and got.coarse_granularity[s] == ""
-    # Each unmeasured word lies in a unit (its sentence or paragraph) whose value is brute-force leave one out of
-    # all the unit's words, shared evenly among them; the unit did not matter: it is not above max(v_k, 0).
+    # Each unmeasured word lies in a unit (its sentence or paragraph, or a half of a sentence's words) whose value
+    # is brute-force leave one out of all the unit's words, shared evenly among them; the unit did not matter: its
+    # |value| is not above max(v_k, 0). The unit is the last scored ablation that removed the word (units are
+    # scored coarse to fine).
     text, result = got.text, got.result
     kth = max(np.sort(got.values[measured])[::-1][k - 1] if measured.sum() >= k else -np.inf, 0.0)
+    sets = scored_sets(got)
     for s in np.flatnonzero(~measured):
         gran = got.coarse_granularity[s]
-        owner = aggregate.segment(text, result.offsets, gran).token_segment
-        unit = [i for i in range(len(got.segments))
-                if owner[got.segment_tokens[i][0]] == owner[got.segment_tokens[s][0]]]
+        unit = sorted([r for r in sets if s in r][-1])
         assert not measured[unit].any()
+        sentence = aggregate.segment(text, result.offsets, "sentence").token_segment
+        if gran == "part of a sentence":  # contiguous words of one sentence, not all of them
+            owners = {int(sentence[got.segment_tokens[i][0]]) for i in unit}
+            whole = [i for i in range(len(got.segments)) if sentence[got.segment_tokens[i][0]] in owners]
+            assert len(owners) == 1 and unit == list(range(unit[0], unit[-1] + 1)) and len(unit) < len(whole)
+        else:
+            owner = aggregate.segment(text, result.offsets, gran).token_segment
+            assert unit == [i for i in range(len(got.segments))
+                            if owner[got.segment_tokens[i][0]] == owner[got.segment_tokens[s][0]]]
         want = brute_force(lm, got, [got.segments[i] for i in unit])
         assert got.coarse_values[s] == pytest.approx(want, abs=1e-5)
         assert got.values[s] == pytest.approx(want / len(unit), abs=1e-5)
-        assert got.coarse_values[s] <= kth + 1e-12
+        assert abs(got.coarse_values[s]) <= kth + 1e-12
         assert got.coarse_note(s).startswith(f"inside a {gran} that did not matter (coarse value ")
     # The measured top k are full leave one out's top k (the stop rule's promise when parts matter no more than
     # their whole); here only checked where it holds: every measured value is exact, checked above.
@@ -94,11 +111,10 @@ def test_a_large_k_refines_everything_into_full_leave_one_out(lm):
     got = segment_salience(lm, PROMPT, TARGET, coarse_to_fine.NAME, granularity="sentence",
                            config=AblationConfig(refine_top_k=100))
     loo = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence")
-    measured = got.measured_mask()
-    # Units with a value <= 0 are never refined; every other sentence is measured, as in full leave one out.
-    for s in np.flatnonzero(~measured):
-        assert got.coarse_values[s] <= 0 and got.coarse_granularity[s] == "paragraph"
-    np.testing.assert_allclose(got.values[measured], loo.values[measured], rtol=0, atol=1e-9)
+    # With k above the number of sentences the threshold stays 0: every unit whose removal changes log p at all
+    # is refined, so every sentence is measured, as in full leave one out.
+    assert got.measured_mask().all()
+    np.testing.assert_allclose(got.values, loo.values, rtol=0, atol=1e-9)
     assert got.stats.reuse and got.stats.computed < got.stats.tokens  # coarse and fine rows share the prefix
 
 
@@ -113,7 +129,7 @@ def test_json_marks_each_segment_measured_or_not_with_its_coarse_value(lm):
             assert "coarse_value" not in seg
         else:
             assert seg["coarse_value"] == float(got.coarse_values[s])
-            assert seg["coarse_granularity"] in ("sentence", "paragraph")
+            assert seg["coarse_granularity"] in ("sentence", "paragraph", "part of a sentence")
     loo = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word")
     assert all(s["measured"] and "coarse_value" not in s for s in loo.to_json()["segments"])
     # The terminal and HTML views say how many were measured (from the object or its saved JSON).
@@ -174,7 +190,7 @@ def test_the_search_refines_best_first_and_stops_when_no_unit_can_beat_the_kth_v
     paragraph = [0, 0, 0, 0, 0, 1, 1, 1]
     frames = []
     problem, scored = additive_problem(w, sentence, paragraph, frames)
-    out = coarse_to_fine.compute(problem, AblationConfig(refine_top_k=2))
+    out = coarse_to_fine.search(problem, 2, coarse_to_fine.Rule(magnitude=False, split_above=0))
     # Coarse pass: P0 = 0.67, P1 = 0.45. Refine P0 (its sentences: 0.6, 0.07), then S0 (words 0.5, 0.1, 0.0):
     # v_2 = 0.1 < P1's 0.45: refine P1 (a single sentence: straight to its words 0.3, 0.25, -0.1): v_2 = 0.3,
     # above S1's 0.07: stop. S1 is left with its value shared by words 3 and 4.
@@ -188,10 +204,10 @@ def test_the_search_refines_best_first_and_stops_when_no_unit_can_beat_the_kth_v
     assert frames == [("coarse pass", 0, 2), ("refining", 2, 4), ("refining", 4, 7), ("refining", 7, 10)]
 
 
-def test_units_whose_removal_does_not_lower_p_are_not_refined():
+def test_the_signed_rule_does_not_refine_units_whose_removal_does_not_lower_p():
     w = [0.2, 0.1, -0.3, 0.05, -0.2, -0.1]
     problem, scored = additive_problem(w, sentence=[0, 0, 1, 1, 2, 2], paragraph=[0, 0, 0, 0, 0, 0])
-    out = coarse_to_fine.compute(problem, AblationConfig(refine_top_k=5))
+    out = coarse_to_fine.search(problem, 5, coarse_to_fine.Rule(magnitude=False))
     # One paragraph: skipped (the whole prompt). Sentences 0.3, -0.25, -0.3: only the first is refined, although
     # fewer than k words are measured then.
     assert scored == [[(0, 1), (2, 3), (4, 5)], [(0,), (1,)]]
@@ -205,3 +221,75 @@ def test_without_coarser_units_it_is_leave_one_out():
     out = coarse_to_fine.compute(problem, AblationConfig())
     assert scored == [[(0,), (1,), (2,)]] and out.measured.all()
     np.testing.assert_allclose(out.values, w)
+
+
+# Sentences S0 = words 0-2 (+0.25), S1 = words 3-5 (-0.55: its removal raises p, yet word 4 lowers it by 0.45),
+# S2 = words 6-7 (+0.5); one paragraph (skipped: it is the whole prompt). The top two words are 4 and 6.
+HIDDEN = dict(weights=[0.1, 0.05, 0.1, -0.9, 0.45, -0.1, 0.3, 0.2], sentence=[0, 0, 0, 1, 1, 1, 2, 2],
+              paragraph=[0] * 8)
+
+
+def test_the_signed_rule_misses_a_word_inside_a_unit_whose_removal_raises_p():
+    problem, scored = additive_problem(**HIDDEN)
+    out = coarse_to_fine.search(problem, 2, coarse_to_fine.Rule(magnitude=False))
+    # Coarse: 0.25, -0.55, 0.5. Refine S2 (0.5 > 0): 0.3, 0.2, v_2 = 0.2; S0 (0.25 > 0.2): 0.1, 0.05, 0.1;
+    # S1 (-0.55) is not above 0.2: stop. The measured top two are 6 and 7, not 4 and 6.
+    assert scored == [[(0, 1, 2), (3, 4, 5), (6, 7)], [(6,), (7,)], [(0,), (1,), (2,)]]
+    assert out.measured.tolist() == [True, True, True, False, False, False, True, True]
+
+
+def test_the_magnitude_rule_refines_a_unit_whose_removal_raises_p_a_lot():
+    problem, scored = additive_problem(**HIDDEN)
+    out = coarse_to_fine.search(problem, 2, coarse_to_fine.Rule(magnitude=True))
+    # Coarse: 0.25, -0.55, 0.5. Largest |value| first: S1 (0.55 > 0): -0.9, 0.45, -0.1, v_2 = -0.1, threshold 0;
+    # S2 (0.5 > 0): 0.3, 0.2, v_2 = 0.3; S0 (0.25) is not above 0.3: stop. The measured top two are 4 and 6.
+    assert scored == [[(0, 1, 2), (3, 4, 5), (6, 7)], [(3,), (4,), (5,)], [(6,), (7,)]]
+    assert out.measured.tolist() == [False, False, False, True, True, True, True, True]
+    np.testing.assert_allclose(out.values, [0.25 / 3] * 3 + [-0.9, 0.45, -0.1, 0.3, 0.2])
+    assert out.coarse_granularity[:3] == ("sentence",) * 3
+
+
+def test_batched_refinement_refines_every_unit_above_the_threshold_at_once():
+    frames = []
+    problem, scored = additive_problem(**HIDDEN, frames=frames)
+    out = coarse_to_fine.search(problem, 2, coarse_to_fine.Rule(magnitude=True, batch=True))
+    # Threshold 0 after the coarse pass (no word measured yet): all three sentences, largest |value| first, in one
+    # batch; every word is then measured.
+    assert scored == [[(0, 1, 2), (3, 4, 5), (6, 7)], [(3,), (4,), (5,), (6,), (7,), (0,), (1,), (2,)]]
+    assert out.measured.all() and frames == [("coarse pass", 0, 3), ("refining", 3, 11)]
+
+
+def test_halves_cut_in_text_order_the_first_the_larger():
+    assert coarse_to_fine.halves((3, 4, 5, 6, 7)) == ((3, 4, 5), (6, 7))
+    assert coarse_to_fine.halves((0, 1, 2, 3)) == ((0, 1), (2, 3))
+    assert coarse_to_fine.halves((8, 9)) == ((8,), (9,))
+
+
+def test_a_long_sentence_is_split_in_halves_before_its_words():
+    # One paragraph; sentences: words 0-6, words 7-8, word 9.
+    parents = (np.zeros(10, dtype=np.int64), np.array([0] * 7 + [1, 1, 2]))
+    U, finer = coarse_to_fine.Unit, coarse_to_fine.finer_units
+    top = finer(U(-1, tuple(range(10))), parents, 3)
+    # The paragraph is the whole prompt (skipped); a one-word sentence is its word, measured once.
+    assert top == [U(1, (0, 1, 2, 3, 4, 5, 6)), U(1, (7, 8)), U(2, (9,))]
+    assert finer(top[0], parents, 3) == [U(1, (0, 1, 2, 3), 1), U(1, (4, 5, 6), 1)]
+    assert finer(U(1, (0, 1, 2, 3), 1), parents, 3) == [U(1, (0, 1), 2), U(1, (2, 3), 2)]
+    assert finer(U(1, (4, 5, 6), 1), parents, 3) == [U(2, (4,)), U(2, (5,)), U(2, (6,))]  # not above 3: its words
+    assert finer(top[1], parents, 3) == [U(2, (7,)), U(2, (8,))]
+    assert finer(top[0], parents, 0) == [U(2, (s,)) for s in range(7)]  # 0: never split
+    names = ("paragraph", "sentence")
+    assert U(1, (0, 1), 2).name(names) == "part of a sentence" and top[0].name(names) == "sentence"
+
+
+def test_the_search_measures_halves_and_leaves_a_half_that_did_not_matter():
+    # One sentence of 8 words, all the weight in the first half.
+    w = [0.6, 0.1, 0.3, 0.2, 0.01, -0.02, 0.0, 0.01]
+    problem, scored = additive_problem(w, sentence=[0, 0, 0, 0, 1, 1, 1, 1], paragraph=[0] * 8)
+    problem = dataclasses.replace(problem, parents=(np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int64)))
+    out = coarse_to_fine.search(problem, 2, coarse_to_fine.Rule(magnitude=True, split_above=2))
+    # One sentence = the whole prompt: its halves first, 1.2 and 0.0. Refine (0..3): halves 0.7, 0.5;
+    # refine (0, 1): 0.6, 0.1; v_2 = 0.1; refine (2, 3): 0.3, 0.2; v_2 = 0.3; the second half (0.0) stops.
+    assert scored == [[(0, 1, 2, 3), (4, 5, 6, 7)], [(0, 1), (2, 3)], [(0,), (1,)], [(2,), (3,)]]
+    assert out.measured.tolist() == [True] * 4 + [False] * 4
+    assert out.coarse_granularity[4:] == ("part of a sentence",) * 4
+    np.testing.assert_allclose(out.coarse_values[4:], [0.0] * 4, atol=1e-12)
