@@ -141,26 +141,10 @@ class SegmentSalience:
 
 
 def fit_warning(method: str, quality: Mapping[str, float], config: AblationConfig) -> str:
-    """What makes a surrogate's values doubtful, with what to do; "" for a good fit or no fit."""
-    r2 = quality.get("r2")
-    if r2 is None:
-        return ""
-    if not np.isfinite(r2):
-        return ("The surrogate's fit could not be checked (its random ablations barely change the target's "
-                "probability). Fix: use leave one segment out, or a coarser granularity.")
-    low, high = quality.get("r2_low", r2), quality.get("r2_high", r2)
-    spread = f" (from {low:.2f} to {high:.2f} over random splits)" if high > low else ""
-    if r2 < config.min_r2:
-        return (f"The surrogate explains only R\u00b2 = {r2:.2f}{spread} of the held-out ablations (below "
-                f"{config.min_r2:.2f}): segments interact, and a linear model of them is a poor summary. Fix: "
-                f"read leave one segment out beside it, or raise the number of ablations "
-                f"(now {config.surrogate_masks}).")
-    if low < config.min_r2:
-        return (f"The surrogate's held-out R\u00b2 is {r2:.2f} on average, but it ranges from {low:.2f} to "
-                f"{high:.2f} over random splits of its ablations, below {config.min_r2:.2f} on some: the fit is "
-                "not settled. Fix: read leave one segment out beside it, or "
-                f"raise the number of ablations (now {config.surrogate_masks}).")
-    return ""
+    """What makes a segment method's values doubtful, with what to do (its record's `warning`: the surrogate's
+    fit); "" for a good fit, no fit or a method without one."""
+    warning = get_segment_method(method).warning
+    return warning(quality, config) if warning is not None else ""
 
 
 def segment_salience(

@@ -13,6 +13,7 @@ fit (R^2 < AblationConfig.min_r2) says the linear surrogate does not explain the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -60,6 +61,30 @@ def rows(n_segments: int, config: AblationConfig) -> int:
     return config.surrogate_masks
 
 
+def fit_warning(quality: Mapping[str, float], config: AblationConfig) -> str:
+    """What makes the surrogate's values doubtful, with what to do; "" for a good fit or no fit (its record's
+    `warning`, ablation.fit_warning)."""
+    r2 = quality.get("r2")
+    if r2 is None:
+        return ""
+    if not np.isfinite(r2):
+        return ("The surrogate's fit could not be checked (its random ablations barely change the target's "
+                "probability). Fix: use leave one segment out, or a coarser granularity.")
+    low, high = quality.get("r2_low", r2), quality.get("r2_high", r2)
+    spread = f" (from {low:.2f} to {high:.2f} over random splits)" if high > low else ""
+    if r2 < config.min_r2:
+        return (f"The surrogate explains only R\u00b2 = {r2:.2f}{spread} of the held-out ablations (below "
+                f"{config.min_r2:.2f}): segments interact, and a linear model of them is a poor summary. Fix: "
+                f"read leave one segment out beside it, or raise the number of ablations "
+                f"(now {config.surrogate_masks}).")
+    if low < config.min_r2:
+        return (f"The surrogate's held-out R\u00b2 is {r2:.2f} on average, but it ranges from {low:.2f} to "
+                f"{high:.2f} over random splits of its ablations, below {config.min_r2:.2f} on some: the fit is "
+                "not settled. Fix: read leave one segment out beside it, or "
+                f"raise the number of ablations (now {config.surrogate_masks}).")
+    return ""
+
+
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     kept = masks(problem.n_segments, config)  # [k, S]
     prompts = [problem.edit(np.flatnonzero(~row)) for row in kept]
@@ -76,4 +101,5 @@ NAME = "ablation_surrogate"
 
 METHOD = SegmentMethod(name=NAME, label="Ablation surrogate (ContextCite)", short="Surrogate", signed=True,
                        paper="https://arxiv.org/abs/2409.00729", cost_unit="one forward per random ablation",
-                       compute=compute, rows=rows, count=MASKS, count_unit="ablations", settings=Settings)
+                       compute=compute, rows=rows, count=MASKS, count_unit="ablations", settings=Settings,
+                       warning=fit_warning)

@@ -448,6 +448,8 @@ class SegmentMethod:
       reads_attention: the engine records the target span's attention to each segment during the forward of the
         unedited prompt that it runs anyway (SegmentTokens.span_features), so the method needs no forward of its own.
       settings: as SalienceMethod, its fields joining AblationConfig.
+      warning: None, or (quality, config) -> what makes the values doubtful, with the fix ("" when nothing
+        does): the surrogate's fit (ablation.fit_warning reads it).
     """
 
     name: str
@@ -466,6 +468,7 @@ class SegmentMethod:
     granularities: tuple[str, ...] | None = None
     settings: type | None = None
     reads_attention: bool = False
+    warning: Callable[[Mapping[str, float], AblationConfig], str] | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

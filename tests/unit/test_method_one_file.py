@@ -173,8 +173,6 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "lit_app/explain.py": (frozenset({"ig_steps"}), "the explain model's IG auto-steps test names its stage"),
     "frontend/src/explain/logic.ts": (frozenset({"ig_steps"}), "the explain module's IG auto-steps test (its"
                                       " request field and stage)"),
-    "sequence_salience/ablation/engine.py": (frozenset({"min_r2", "surrogate_masks"}), "fit_warning: the"
-                                             " surrogate's fit warning, still in the ablation engine"),
     "sequence_salience/calibration.py": (frozenset({"surrogate_masks"}), "the attention estimator's"
                                          " calibration draws its random ablations with the surrogate's masks"),
 }
