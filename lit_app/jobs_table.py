@@ -81,11 +81,11 @@ class JobTable:
 
     def track(self, lane: str, key: Hashable, job: Job, drop: Callable[[Hashable], bool] | None = None) -> Job | None:
         """Registers `job`, which its request runs, as the current one of `key` in `lane` (polls find it there);
-        first drops the lane's entries whose key `drop` accepts (stale ones: a client's older datapoint).
+        first drops the lane's other entries whose key `drop` accepts (stale ones: a client's older datapoint).
         Returns the job it replaced for `key` (the caller decides whether that one stops), or None."""
         with self._lock:
             entries = self._tracked[lane]
-            for old_key in [k for k in entries if drop is not None and drop(k)]:
+            for old_key in [k for k in entries if k != key and drop is not None and drop(k)]:
                 del entries[old_key]
             old = entries.pop(key, None)
             entries[key] = job

@@ -234,15 +234,18 @@ class SalienceModel(Wrapper):
         # Latest wins, within one client (lit_app/clients.py): a span request (first highlight or clicked
         # span) stops within one chunk of IG steps or SmoothGrad samples once its HTTP client disconnects,
         # its client selects another datapoint, a newer span request of this datapoint arrives from its
-        # client (another span, method or count), or a `span_cancel` names it. Its ticket is taken on arrival,
-        # before anything waits for the model. A request without a client id supersedes nothing and nothing
-        # supersedes it. Its clock starts now (not at the first report).
+        # client (another span, method or count: the job it replaces in the table's span lane), or a
+        # `span_cancel` names it. It enters the table on arrival, before anything waits for the model. A request
+        # without a client id supersedes nothing and nothing supersedes it. Its clock starts now (not at the first
+        # report).
         job = Job(group, "span", heartbeat_s=None, job_id=f"span-{next(_SPAN_IDS)}",
-                  reasons=(cancel.client_gone(), cancel.focus_moved(shared.jobs, group, client),
-                           shared.span_requests.take((client, group)) if client else lambda: ""))
+                  reasons=(cancel.client_gone(), cancel.focus_moved(shared.jobs, group, client)))
         job.start()
-        # One selection at a time per client: its older datapoint's entry is stale.
-        shared.jobs.track(SPAN_LANE, (client, group), job, drop=lambda key: key[0] == client)
+        # One selection at a time per client: its older datapoint's entry is stale (that span stops as its focus
+        # moved); its older span of this datapoint is superseded.
+        older = shared.jobs.track(SPAN_LANE, (client, group), job, drop=lambda key: key[0] == client)
+        if older is not None and client:
+            older.cancel(cancel.SUPERSEDED)
         shared.jobs.focus(group, client)
         # The span's range is checked by the core library once the target is tokenized.
         t0, t1 = request.span if request.span is not None else (0, None)

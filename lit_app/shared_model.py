@@ -9,7 +9,6 @@ lit_app/scheduler.py) and these parts, each in its own file:
 * `runs` (lit_app/salience_runs.py): salience computed under the lock and kept in the store;
 * `jobs` (lit_app/jobs_table.py): the one table of jobs (lit_app/jobs.py) its clients started: spans, background
   matrices and segment methods, explanation tests and intervention runs;
-* `span_requests` (lit_app/cancel.py, `Latest`): the span tickets, the newest span request of a datapoint wins.
 
 The wrappers (lit_app/generation.py, salience.py, tokenizer.py, compare.py, inside.py, explain.py)
 call the methods below, which hand each call to its part. That is the one way into the model: the loaded
@@ -32,7 +31,6 @@ from sequence_salience import inside as ssi
 from sequence_salience.compare import CrossLogprobs
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import cancel as cancel_lib
 from lit_app import memory
 from lit_app.inputs import JsonDict, SegmentRequest
 from lit_app.jobs_table import JobTable
@@ -112,9 +110,6 @@ class SharedLM:
         self.runs = SalienceRuns(lm, self.lock, self.responses, self.store, config, float(slice_s),
                                  ablation_config if ablation_config is not None else AblationConfig())
         self.jobs = JobTable(heartbeat_s=heartbeat_s)
-        # `detail="span"` requests (first highlights and clicked spans), per datapoint group: the
-        # newest supersedes the older ones.
-        self.span_requests = cancel_lib.Latest()
         self._architecture: ssi.Architecture | None = None
 
     # The model itself, for a wrapper that runs a core-library function on it (module docstring).
