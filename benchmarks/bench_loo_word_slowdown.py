@@ -11,7 +11,8 @@ prefix), positions recomputed per row, seconds, seconds per row, the process's R
 
 --threads N: torch's intra-op threads (default: torch's own choice, the cores).
 --compare_threads R: in one process (one model), R rounds of the first --batches forward batches with
-  1 and with 2 torch threads, alternating (a load that drifts touches both alike); prints s/row per round.
+  2 torch threads, with 1, and with the ThreadChooser (measured: sequence_salience/ablation/threads.py),
+  alternating (a load that drifts touches each alike); prints s/row per round.
 --burn N: N busy processes (`python -c "while 1: pass"`, nice 0) load the CPU meanwhile (stopped at the end).
 --server: the same job through the real server instead (`python -m lit_app.server`, tests/server_process.py):
   one client (its own client id) polls the segment request every 0.3 s, as the page does, and every poll's
@@ -115,6 +116,7 @@ def compare_threads(case: str, rounds: int, batches: int) -> None:
 
     import sequence_salience as ss
     from sequence_salience.ablation import segment_salience
+    from sequence_salience.ablation.threads import ThreadChooser
     from sequence_salience.slices import SliceSizer
 
     row = _row(case)
@@ -126,25 +128,27 @@ def compare_threads(case: str, rounds: int, batches: int) -> None:
     log = logging.getLogger("sequence_salience.ablation.prefix")
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)
-    per_row: dict[int, list[float]] = {1: [], 2: []}
+    settings = {"2 threads": lambda: ThreadChooser(most=2, measure=False),
+                "1 thread": lambda: ThreadChooser(most=1), "measured": lambda: ThreadChooser(most=2)}
+    per_row: dict[str, list[float]] = {name: [] for name in settings}
     print(f"case {row['case']!r}: the first {batches} forward batches of leave one word out, {rounds} rounds")
     for r in range(rounds):
-        for threads in (2, 1):
-            torch.set_num_threads(threads)
+        for name, chooser in settings.items():
+            torch.set_num_threads(2)
             handler.rows.clear()
             t0 = time.perf_counter()
             try:
                 segment_salience(lm, chat, target, "leave_one_out", granularity="word", slice_s=SliceSizer(0.25),
-                                 cancel=lambda: len(handler.rows) >= batches)
+                                 cancel=lambda: len(handler.rows) >= batches, threads=chooser())
             except ss.ComputationCancelled:
                 pass
             rows = sum(b[0] for b in handler.rows)
             secs = sum(b[3] for b in handler.rows)
-            per_row[threads].append(secs / rows)
-            print(f"  round {r}: {threads} thread(s): {rows} rows in {secs:.1f} s of forwards ({secs / rows:.3f} s/row;"
+            per_row[name].append(secs / rows)
+            print(f"  round {r}: {name}: {rows} rows in {secs:.1f} s of forwards ({secs / rows:.3f} s/row;"
                   f" wall {time.perf_counter() - t0:.1f} s), load {_load():.1f}", flush=True)
-    for threads, values in per_row.items():
-        print(f"{threads} thread(s): median {statistics.median(values):.3f} s/row over {len(values)} rounds")
+    for name, values in per_row.items():
+        print(f"{name}: median {statistics.median(values):.3f} s/row over {len(values)} rounds")
 
 
 def through_server(case: str, select: bool) -> None:

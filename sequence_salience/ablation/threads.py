@@ -10,10 +10,13 @@ cores, 2 threads took 4.1-4.8 s per row against 0.59-0.76 s with 1 thread, alter
 a 40-token forward on a worker thread 2.7-4.9 s against 0.30-0.79 s.
 
 Which count is faster depends on the machine's load, which changes while a job runs, so a
-`ThreadChooser` measures it: the first batch runs with `most` threads (torch's count on that thread),
-the second with 1, then every batch with the cheaper one (seconds per recomputed token: a moving
-average over the batches a count ran in a row; a count tried again starts afresh), trying the other
-again every `explore_every` batches so that a change of load is noticed at its next try.
+`ThreadChooser` measures it: the first batch runs with 1 thread (cheap under load, and on an idle
+machine a small forward's second thread saves less than half), the second with `most` (torch's count
+on that thread), then every batch with the cheaper one (seconds per recomputed token: a moving average
+over the batches a count ran in a row; a count tried again starts afresh). The other is tried again
+after `explore_every` batches, so that a change of load is noticed; each try that confirms the choice
+doubles that interval (up to `MAX_EXPLORE_EVERY`: through the real server at load ~15, a try of 2 threads
+cost 3-18 s against ~1 s for a batch with 1), and a try that changes it resets the interval.
 The count is set on the calling thread for one batch and restored after it (`using`); with torch's
 OpenMP build it is per thread, so other threads' work keeps its own count.
 """
@@ -26,8 +29,10 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-# Every this many batches the count not in use is tried again (a change of load is noticed within it).
+# After this many batches the count not in use is tried again (a change of load is noticed within it); each
+# try that confirms the choice doubles the interval, up to MAX_EXPLORE_EVERY.
 EXPLORE_EVERY = 8
+MAX_EXPLORE_EVERY = 32
 # Weight of the newest measurement in a count's moving average cost.
 NEWEST_WEIGHT = 0.5
 
@@ -39,28 +44,36 @@ class ThreadChooser:
     Args:
       most: the larger count (default: torch's count on the calling thread now); 1 turns choosing off.
       measure: False: every batch runs with `most` threads (no choice; the reference of the benchmark).
-      explore_every: every this many batches the other count is tried again.
+      explore_every: after this many batches the other count is tried again (doubling, up to
+        MAX_EXPLORE_EVERY, while the tries confirm the choice).
       clock: the time source (seconds); tests pass a fake one.
     """
 
     def __init__(self, most: int | None = None, measure: bool = True, explore_every: int = EXPLORE_EVERY,
                  clock: Callable[[], float] = time.perf_counter):
         self.most = max(1, int(most if most is not None else torch.get_num_threads()))
-        self.options = (self.most, 1) if self.most > 1 and measure else (self.most,)
+        self.options = (1, self.most) if self.most > 1 and measure else (self.most,)
         self.explore_every = max(2, int(explore_every))
+        self.interval = self.explore_every  # batches from one try of the other count to the next
+        self.since = 0  # batches with the chosen count since the last try
         self.clock = clock
         self.cost: dict[int, float] = {}  # thread count -> moving average seconds per recomputed token
         self.batches = 0
         self.used: list[int] = []  # the count of each batch (tests and logs)
 
+    def best(self) -> int | None:
+        """The cheaper count measured so far; None until each was tried."""
+        if any(n not in self.cost for n in self.options):
+            return None
+        return min(self.options, key=lambda n: self.cost[n])
+
     def choose(self) -> int:
-        """The count for the next batch: each option once first, then the cheaper, and every
-        `explore_every`-th batch the other one."""
-        untried = [n for n in self.options if n not in self.cost]
-        if untried:
-            return untried[0]
-        best = min(self.options, key=lambda n: self.cost[n])
-        if len(self.options) > 1 and self.batches % self.explore_every == self.explore_every - 1:
+        """The count for the next batch: each option once first (1 first), then the cheaper, and after
+        `interval` batches the other one once."""
+        best = self.best()
+        if best is None:
+            return next(n for n in self.options if n not in self.cost)
+        if len(self.options) > 1 and self.since >= self.interval - 1:
             return next(n for n in self.options if n != best)
         return best
 
@@ -69,10 +82,21 @@ class ThreadChooser:
         average over the batches it ran in a row, afresh when it was not the last batch's (the load may have
         changed since its last try)."""
         cost = max(0.0, float(seconds)) / max(1, int(tokens))
+        chosen = self.best()
         before = self.cost.get(threads) if self.used and self.used[-1] == threads else None
         self.cost[threads] = cost if before is None else NEWEST_WEIGHT * cost + (1 - NEWEST_WEIGHT) * before
         self.batches += 1
         self.used.append(int(threads))
+        if chosen is None:  # the first tries: the interval counts from the last of them
+            self.since = 0
+            return
+        if threads == chosen:
+            self.since += 1
+            return
+        # a try of the other count: it confirms the choice (longer until the next) or changes it
+        self.interval = (min(2 * self.interval, MAX_EXPLORE_EVERY) if self.best() == chosen
+                         else self.explore_every)
+        self.since = 0
 
     @contextlib.contextmanager
     def batch(self, tokens: int) -> Iterator[int]:

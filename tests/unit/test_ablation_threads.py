@@ -36,14 +36,15 @@ def _costs(chooser: ThreadChooser, per_token: dict[int, float], batches: int, to
 def test_it_settles_on_the_cheaper_count_and_notices_when_that_changes():
     chooser = ThreadChooser(most=2, explore_every=8, clock=FakeClock())
     loaded = {2: 0.5, 1: 0.06}  # 2 threads ~8x slower per token (a loaded machine)
-    used = _costs(chooser, loaded, 24)
-    assert used[:2] == [2, 1]  # each count once first
-    # then the cheaper (1), and every 8th batch the other once
-    assert used[2:] == [2 if (i + 1) % 8 == 0 else 1 for i in range(2, 24)]
+    used = _costs(chooser, loaded, 26)
+    # each count once (1 first), then the cheaper (1); 2 tried again after 8 batches, then after 16 (confirmed)
+    assert used == [1, 2] + [1] * 7 + [2] + [1] * 15 + [2]
     idle = {2: 0.02, 1: 0.04}  # the load went away: 2 threads cheaper
-    used = _costs(chooser, idle, 16)
-    # 1 until the next try of 2 (the 32nd batch), which finds it cheaper; then 2, but for the next try of 1
-    assert used == [1] * 7 + [2] + [2] * 7 + [1]
+    used = _costs(chooser, idle, 40)
+    # 1 until the next try of 2 (after 32 batches: the interval doubled again), which finds it cheaper; then 2,
+    # and 1 tried again after 8 batches (the interval starts afresh after a change)
+    assert used == [1] * 31 + [2] + [2] * 7 + [1]
+    assert chooser.interval == 16
 
 
 def test_one_thread_or_no_measurement_means_no_choice():
@@ -88,6 +89,6 @@ def test_prefix_scorer_runs_its_batches_with_the_chosen_count_and_restores_the_t
     finally:
         torch.set_num_threads(before)
     assert seen == chooser.used and len(seen) == 12  # each batch ran with the count it was given
-    assert seen[:2] == [2, 1] and seen[2:].count(1) >= 9  # the cheaper count once measured
+    assert seen == [1, 2] + [1] * 7 + [2] + [1] * 2  # the cheaper count once measured; 2 tried again after 8
     assert after == 2  # the caller's count, restored after every batch
     np.testing.assert_allclose(got, fixed, rtol=0, atol=1e-5)
