@@ -12,9 +12,10 @@ The search, best first (`search`, its constants in `RULE`):
    one unit is the whole prompt; so is a level where a unit holds a single unit of the next).
 2. Take the measured, unrefined unit of largest |value|. Stop when its |value| is not above max(v_k, 0), v_k
    being the k-th largest value measured for a fine segment (minus infinity while fewer than k are measured).
-   Otherwise measure its units one level finer and repeat. Below the finest coarser level (a sentence, for
-   words), a unit of more than RULE.split_above segments is measured as its two halves (text order, the
-   first the larger), recursively, before its segments ("part of a sentence" in the marks of what was left).
+   Otherwise measure its units one level finer and repeat. With RULE.split_above > 0, below the finest coarser
+   level (a sentence, for words), a unit of more than that many segments is measured as its two halves (text
+   order, the first the larger), recursively, before its segments ("part of a sentence" where left); off by
+   default (below).
 
 Why this stop rule: if removing part of a unit changes log p(target) by no more than removing the whole unit
 (|value of a part| <= |value of its whole|), no unit left unrefined holds a segment above v_k, so the top k
@@ -28,12 +29,20 @@ the other's removal cheap); docs/benchmarks.md measures how often the top five d
 out. Every refined segment's value is measured exactly (the same ablation as leave_one_out); the others carry
 their unit's value, marked as not measured.
 
-Why halves above 6 segments: on the three long shipped rows (replayed on recorded values,
-benchmarks/bench_coarse_to_fine.py --replay) the |value| rule keeps the top five words on all three; halves
-above 6 words took the fewest forwards of 0 (sentences, then words), 4, 6 and 8 (116 against 128 without
-halves). A half that did not matter saves its words; one that did costs one forward more than its words.
-Refining every unit above the threshold in one batch (RULE.batch) more than doubles the forwards (the
-threshold is 0 until k words are measured), so the units are refined one at a time.
+Its price: refining units whose removal raises p(target) costs forwards where many do (replayed on recorded
+values, benchmarks/bench_coarse_to_fine.py --replay, docs/benchmarks.md: the few-shot row 61 forwards of 84
+words instead of 18, the long notes + question prompt 82 of 343 instead of 45); both now keep full leave one
+out's top five, as do the chain-of-thought (33 of 48) and constitutional (34 of 92) rows. With the final
+threshold known from the start the search would score as many forwards on the three shipped rows (62 instead
+of 82 on the long prompt): the cost there is the units' and the rule's, not the search order's.
+
+Why no halves by default (RULE.split_above = 0): halves are parts too, so they add places where the
+assumption can fail. Halves above 6 words, the best of 4, 6 and 8 on the three shipped rows (4-5 forwards
+fewer), lost the fifth word on the long prompt, held out from that choice: the half "The maritime museum
+opens" (1.24) hid "opens" (1.97 alone). Halves above 8 keep the top five on all four cases in fewer forwards
+(62, 28, 30, 57) but were picked after seeing all four; no case is left to check them. Refining every unit
+above the threshold in one batch (RULE.batch) more than doubles the forwards (the threshold is 0 until k
+words are measured), so units are refined one at a time.
 
 Why k = 5 (AblationConfig.refine_top_k): the issue's acceptance is the top five words; the salience
 module lists the top ten, of which a reader acts on the first few. A larger k refines more units (the
@@ -108,7 +117,7 @@ class Rule:
     """
 
     magnitude: bool = True
-    split_above: int = 6
+    split_above: int = 0
     batch: bool = False
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 
 TAG = "prompt-salience-module"
 LOAD_TIMEOUT_MS = 300_000
-ROW = "constitutional principles"  # 92 words in 9 sentences: coarse-to-fine scores ~32 rows (docs/benchmarks.md)
+ROW = "constitutional principles"  # 92 words in 9 sentences: coarse-to-fine measures ~34 rows (docs/benchmarks.md)
 
 
 def test_the_word_button_runs_coarse_to_fine_with_its_stages_and_hatches_what_it_did_not_measure(
