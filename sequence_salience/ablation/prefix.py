@@ -129,7 +129,8 @@ class PrefixScorer:
     def _base_forward(self, reuse: bool) -> tuple[np.ndarray, float]:
         """One forward over prompt + target: every target token's log-prob and (reuse) the KV cache."""
         full = self.prompt + self.target
-        logp, cache = self._forward([full], start=0, cache=None, keep_cache=reuse)
+        with self.threads.batch(len(full)):  # the first measured batch (threads.py: 1 thread first)
+            logp, cache = self._forward([full], start=0, cache=None, keep_cache=reuse)
         if reuse:
             if _plain_cache(cache):
                 self._layers = [(layer.keys, layer.values) for layer in cache.layers]  # each [1, H, L, Dh]

@@ -10,7 +10,7 @@ cores, 2 threads took 4.1-4.8 s per row against 0.59-0.76 s with 1 thread, alter
 a 40-token forward on a worker thread 2.7-4.9 s against 0.30-0.79 s.
 
 Which count is faster depends on the machine's load, which changes while a job runs, so a
-`ThreadChooser` measures it: the first batch runs with 1 thread (cheap under load, and on an idle
+`ThreadChooser` measures it: the first batch (PrefixScorer's unedited forward) runs with 1 thread (cheap under load, and on an idle
 machine a small forward's second thread saves less than half), the second with `most` (torch's count
 on that thread), then every batch with the cheaper one (seconds per recomputed token: a moving average
 over the batches a count ran in a row; a count tried again starts afresh). The other is tried again

@@ -80,7 +80,6 @@ def test_prefix_scorer_runs_its_batches_with_the_chosen_count_and_restores_the_t
         try:
             chooser = ThreadChooser(most=2, explore_every=8, clock=clock)
             scorer = PrefixScorer(lm, prompt, target, (0, 6), batch_size=1, threads=chooser)
-            seen.clear()  # the unedited row's forward (not chosen)
             got = scorer(edited)
             after = torch.get_num_threads()
         finally:
@@ -88,7 +87,8 @@ def test_prefix_scorer_runs_its_batches_with_the_chosen_count_and_restores_the_t
         fixed = PrefixScorer(lm, prompt, target, (0, 6), batch_size=1, threads=ThreadChooser(most=1))(edited)
     finally:
         torch.set_num_threads(before)
-    assert seen == chooser.used and len(seen) == 12  # each batch ran with the count it was given
-    assert seen == [1, 2] + [1] * 7 + [2] + [1] * 2  # the cheaper count once measured; 2 tried again after 8
+    assert seen == chooser.used and len(seen) == 13  # the unedited forward and 12 batches, each with its count
+    # the unedited forward with 1, the first batch with 2, then the cheaper (1); 2 tried again after 8
+    assert seen == [1, 2] + [1] * 7 + [2] + [1] * 3
     assert after == 2  # the caller's count, restored after every batch
     np.testing.assert_allclose(got, fixed, rtol=0, atol=1e-5)
