@@ -8,7 +8,7 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
-import {coarseNote, describeRefinement, stageProgress, unmeasuredNotes} from '../src/salience/coarse.js';
+import {coarseNote, describeRefinement, ESTIMATE_MARK, stageProgress, unmeasuredNotes} from '../src/salience/coarse.js';
 import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
 import {parseSegments, type DetailStatus, type SegmentPayload} from '../src/salience/payload.js';
 import {parseRegistry} from '../src/shared/methods.js';
@@ -49,6 +49,15 @@ describe('what coarse-to-fine measured', () => {
     expect(describeRefinement(payload(C2F, [true, false, false]), 'word')).toBe(
         '1 of 3 words measured exactly; hatched: inside a sentence that did not matter (its coarse value shared among its parts)');
     expect(describeRefinement(payload('leave_one_out'), 'word')).toBe('');
+  });
+
+  it('words an estimated segment as an estimate, not as a unit that did not matter (attention_verified)', () => {
+    const p = payload(C2F, [true, false, false]);
+    p.coarse_granularity = ['', ESTIMATE_MARK, 'sentence'];
+    expect(unmeasuredNotes(p).get(2)).toBe('estimated, not measured (estimate 0.0200)');
+    expect(unmeasuredNotes(p).get(4)).toBe('inside a sentence that did not matter (coarse value 0.0200)');
+    expect(describeRefinement(p, 'word')).toBe('1 of 3 words measured exactly; hatched: inside a sentence that did not ' +
+        'matter (its coarse value shared among its parts); estimated, not measured');
   });
 
   it('shows the stage of a staged job: coarse pass, then refining a of b', () => {

@@ -24,7 +24,8 @@ from sequence_salience.ablation.threads import ThreadChooser
 from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method
-from sequence_salience.methods.base import SEGMENT_REMOVALS, AblationConfig, SegmentProblem, SegmentTokens
+from sequence_salience.methods.base import (SEGMENT_REMOVALS, AblationConfig, SegmentProblem, SegmentTokens,
+                                            unmeasured_note)
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
 from sequence_salience.salience import prepare_pair, tokenized_result
@@ -92,8 +93,7 @@ class SegmentSalience:
         (coarse value 0.012)"."""
         if self.measured_mask()[s]:
             return ""
-        return (f"inside a {self.coarse_granularity[s]} that did not matter "
-                f"(coarse value {float(self.coarse_values[s]):.3g})")
+        return unmeasured_note(self.coarse_granularity[s], float(self.coarse_values[s]))
 
     def segment_texts(self) -> list[str]:
         return [self.text[s:e] for s, e in self.segments]

@@ -30,6 +30,7 @@ from sequence_salience.cli.common import (
     segment_methods,
 )
 from sequence_salience.files import atomic_write_text
+from sequence_salience.methods.base import unmeasured_origin
 
 SEGMENTS_KEY = "segment_salience"  # meta key of the segment methods' JSON in a saved result
 
@@ -114,13 +115,12 @@ def segment_summary(values) -> list[str]:
 
 
 def _refined(v) -> str:
-    """For coarse_to_fine: how many segments were measured, and where the others lie."""
+    """For coarse_to_fine and attention_verified: how many segments were measured, where the others come from."""
     measured = v.measured_mask()
     if measured.all():
         return ""
-    units = sorted(set(g for g in v.coarse_granularity if g))
-    return (f"; {int(measured.sum())} of {len(measured)} {v.granularity}s measured, the others inside a "
-            f"{' or '.join(units)} that did not matter (shown with its coarse value)")
+    return (f"; {int(measured.sum())} of {len(measured)} {v.granularity}s measured, the others "
+            f"{unmeasured_origin(v.coarse_granularity)}")
 
 
 def needs_matrices(args) -> bool:

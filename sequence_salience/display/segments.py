@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 import numpy as np
 
 from sequence_salience.errors import SalienceError
+from sequence_salience.methods.base import unmeasured_origin
 
 if TYPE_CHECKING:  # pragma: no cover
     from sequence_salience.result import SalienceResult
@@ -104,8 +105,8 @@ class SegmentFacts:
         if self.tokens:
             text += f"; the cached prefix saved {100 * self.saved:.0f} % of {self.tokens:,} tokens"
         if self.measured < self.segments:
-            text += (f"; {self.measured} of {self.segments} {self.granularity}s measured exactly, the others inside a "
-                     f"{' or '.join(self.coarse_units)} that did not matter (its coarse value shared among its parts)")
+            text += (f"; {self.measured} of {self.segments} {self.granularity}s measured exactly, the others "
+                     f"{unmeasured_origin(self.coarse_units)}")
         return text
 
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from sequence_salience.methods import attention_attribution
-from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
+from sequence_salience.methods.base import ESTIMATE_MARK, AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
 
 VERIFY = 3
-ESTIMATE = "estimate"  # coarse_granularity of an unverified segment: its value is the estimator's
+ESTIMATE = ESTIMATE_MARK  # coarse_granularity of an unverified segment: its value is the estimator's
 
 
 def rows(n_segments: int, config: AblationConfig) -> int:

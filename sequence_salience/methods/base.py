@@ -410,6 +410,33 @@ class SegmentProblem:
     frame: Callable[[str, int, int], None] = lambda label, before, total: None
 
 
+# The `coarse_granularity` mark of a segment whose value is a method's estimate, not a coarser unit's measured
+# value (attention_verified's unverified segments); any other non-empty mark names the coarser unit.
+ESTIMATE_MARK = "estimate"
+
+
+def unmeasured_note(mark: str, value: float) -> str:
+    """What a segment's value is when it was not measured: "inside a sentence that did not matter (coarse value
+    0.012)", or "estimated, not measured (estimate 0.012)" for ESTIMATE_MARK (frontend/src/salience/coarse.ts
+    words the browser's the same way)."""
+    if mark == ESTIMATE_MARK:
+        return f"estimated, not measured (estimate {value:.3g})"
+    return f"inside a {mark} that did not matter (coarse value {value:.3g})"
+
+
+def unmeasured_origin(marks: Sequence[str]) -> str:
+    """Where the values not measured come from, in words, for a summary line: "inside a sentence or paragraph that
+    did not matter (its coarse value shared among its parts)", "estimated, not measured", or both ("; ")."""
+    marks = sorted({m for m in marks if m})
+    units = [m for m in marks if m != ESTIMATE_MARK]
+    parts = []
+    if units:
+        parts.append(f"inside a {' or '.join(units)} that did not matter (its coarse value shared among its parts)")
+    if ESTIMATE_MARK in marks:
+        parts.append("estimated, not measured")
+    return "; ".join(parts)
+
+
 @dataclasses.dataclass(frozen=True)
 class SegmentOutput:
     """values: <float64>[S] one value per removable segment (positive: the segment raises p(target));

@@ -6,9 +6,31 @@
  */
 import type {DetailStatus, SegmentPayload} from './payload.js';
 
-/** "inside a sentence that did not matter (coarse value 0.012)": the title of an unmeasured segment. */
-export function coarseNote(granularity: string, value: number): string {
-  return `inside a ${granularity} that did not matter (coarse value ${value.toPrecision(3)})`;
+/**
+ * The `coarse_granularity` mark of a segment whose value is a method's estimate rather than a coarser unit's measured
+ * value (sequence_salience/methods/base.py ESTIMATE_MARK; tests/unit/test_unmeasured_wording.py keeps them equal).
+ */
+export const ESTIMATE_MARK = 'estimate';
+
+/**
+ * "inside a sentence that did not matter (coarse value 0.012)", or "estimated, not measured (estimate 0.012)": the
+ * title of an unmeasured segment (methods/base.py unmeasured_note words the CLI's the same way).
+ */
+export function coarseNote(mark: string, value: number): string {
+  if (mark === ESTIMATE_MARK) return `estimated, not measured (estimate ${value.toPrecision(3)})`;
+  return `inside a ${mark} that did not matter (coarse value ${value.toPrecision(3)})`;
+}
+
+/** Where the values not measured come from (methods/base.py unmeasured_origin). */
+function unmeasuredOrigin(marks: readonly string[]): string {
+  const set = Array.from(new Set(marks.filter((g) => g !== ''))).sort();
+  const units = set.filter((g) => g !== ESTIMATE_MARK);
+  const parts: string[] = [];
+  if (units.length) {
+    parts.push(`inside a ${units.join(' or ')} that did not matter (its coarse value shared among its parts)`);
+  }
+  if (set.includes(ESTIMATE_MARK)) parts.push('estimated, not measured');
+  return parts.join('; ');
 }
 
 /**
@@ -25,14 +47,13 @@ export function unmeasuredNotes(s: SegmentPayload | null): Map<number, string> {
   return notes;
 }
 
-/** "18 of 92 words measured exactly; hatched: inside a sentence or paragraph that did not matter", or '' when
- * every value was measured. */
+/** "18 of 92 words measured exactly; hatched: inside a sentence or paragraph that did not matter (…)", or "3 of 36
+ * paragraphs measured exactly; hatched: estimated, not measured", or '' when every value was measured. */
 export function describeRefinement(s: SegmentPayload, noun: string): string {
   if (s.measured === undefined) return '';
   const measured = s.measured.filter((m) => m).length;
-  const units = Array.from(new Set((s.coarse_granularity ?? []).filter((g) => g !== ''))).sort();
-  return `${measured} of ${s.measured.length} ${noun}s measured exactly; hatched: inside a ${units.join(' or ')} ` +
-      'that did not matter (its coarse value shared among its parts)';
+  const origin = unmeasuredOrigin(s.coarse_granularity ?? []);
+  return `${measured} of ${s.measured.length} ${noun}s measured exactly; hatched: ${origin}`;
 }
 
 /** "coarse pass: 4 / 9 forwards", "refining: 20 / 31 forwards", or "20 / 31 forwards" for a job without stages. */
