@@ -6,6 +6,7 @@ section (an event log), never timed. Queued states are observed through `waiting
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -29,15 +30,17 @@ class _Log:
 INTERACTIVE, USER_JOB, BACKGROUND = Priority.INTERACTIVE, Priority.USER_JOB, Priority.BACKGROUND
 
 
-def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | bool) -> threading.Thread:
+def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | bool,
+           client: str | None = None) -> threading.Thread:
     """Starts a thread that takes the model (at the given priority; True: background, False: interactive),
-    logs `name`, lets go; returns once it waits."""
+    acting as `client` when given (lit_app/clients.py), logs `name`, lets go; returns once it waits."""
     if isinstance(priority, bool):
         priority = BACKGROUND if priority else INTERACTIVE
     before = sched.waiting(priority)
 
     def run():
-        sched.acquire(priority)
+        with clients.acting_as(client) if client is not None else contextlib.nullcontext():
+            sched.acquire(priority)
         try:
             log.add(name)
         finally:
@@ -281,24 +284,6 @@ def test_reentrant_acquire_at_other_levels_keeps_the_first_level_and_does_not_de
     assert not sched.locked() and sched.holder_priority() is None
 
 
-def _queue_as(sched: ModelScheduler, log: _Log, name: str, priority: Priority, client: str) -> threading.Thread:
-    """`_queue` for a thread that acts as `client` (lit_app/clients.py)."""
-    before = sched.waiting(priority)
-
-    def run():
-        with clients.acting_as(client):
-            sched.acquire(priority)
-        try:
-            log.add(name)
-        finally:
-            sched.release()
-
-    thread = threading.Thread(target=run, name=name)
-    thread.start()
-    wait_until(lambda: sched.waiting(priority) > before, f"{name} to queue")
-    return thread
-
-
 def test_a_user_job_outranks_its_own_clients_background_work_only():
     """Issue 43: one client's explanation test paused every other client's matrices ("paused: your own work goes
     first", which was not theirs). Another client's user job and background work now take turns."""
@@ -306,11 +291,11 @@ def test_a_user_job_outranks_its_own_clients_background_work_only():
     with clients.acting_as("tab-a"):
         sched.acquire(USER_JOB)  # tab-a's explanation test holds the model
     try:
-        mine = _queue_as(sched, log, "a-background", BACKGROUND, "tab-a")
+        mine = _queue(sched, log, "a-background", BACKGROUND, "tab-a")
         with clients.acting_as("tab-a"):
             assert not sched.yield_to_waiting()  # its own matrices wait for it
         assert not sched.outranked()
-        theirs = _queue_as(sched, log, "b-background", BACKGROUND, "tab-b")
+        theirs = _queue(sched, log, "b-background", BACKGROUND, "tab-b")
         assert not sched.outranked()  # another client's work takes turns with it: no pause inside a pass
         with clients.acting_as("tab-a"):
             assert sched.yield_to_waiting()  # between slices: tab-b's slice, then tab-a's test again
