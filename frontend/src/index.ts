@@ -10,8 +10,7 @@
 import {makeModuleClass, TAG} from './salience_module.js';
 import {EXPLAIN_TAG, makeExplainModuleClass} from './explain/module.js';
 import {INSIDE_TAG, makeInsideModuleClass} from './inside/module.js';
-import {patchDatapointEditor, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings, patchStatusBar,
-        patchTooltip} from './lit_fixes.js';
+import {LIT_PATCHES} from './lit_fixes.js';
 import {defineOnce} from './shared/lit_module.js';
 
 export {TAG};
@@ -39,22 +38,7 @@ async function register() {
 
 if (typeof customElements !== 'undefined') {
   register().catch((e) => console.error(e));
-  customElements.whenDefined('generated-text-module')
-      .then(() => patchGeneratedTextModule(customElements.get('generated-text-module')))
-      .catch((e) => console.error(e));
-  customElements.whenDefined('lit-app-statusbar')
-      .then(() => patchStatusBar(customElements.get('lit-app-statusbar')))
-      .catch((e) => console.error(e));
-  customElements.whenDefined(PROBE_TAG)
-      .then(() => patchDataTableColumns(customElements.get(PROBE_TAG)))
-      .catch((e) => console.error(e));
-  customElements.whenDefined('datapoint-editor-module')
-      .then(() => patchDatapointEditor(customElements.get('datapoint-editor-module')))
-      .catch((e) => console.error(e));
-  customElements.whenDefined('lit-tooltip')
-      .then(() => patchTooltip(customElements.get('lit-tooltip')))
-      .catch((e) => console.error(e));
-  customElements.whenDefined('lit-modules')
-      .then(() => patchLayoutSettings(customElements.get('lit-modules')))
-      .catch((e) => console.error(e));
+  for (const [tag, patch] of LIT_PATCHES) {
+    customElements.whenDefined(tag).then(() => patch(customElements.get(tag))).catch((e) => console.error(e));
+  }
 }

@@ -19,18 +19,40 @@ interface GeneratedTextModuleLike {
 
 const PATCHED = Symbol.for('sequence-salience.generated-text-patched');
 
+type Prototype = Record<PropertyKey, unknown>;
+
+/**
+ * The one way a LIT class is patched here: takes the class's prototype, skips it when `mark` says it was
+ * patched, runs `apply` (which returns false, before changing anything, when the class lacks what it
+ * patches) and marks it. Returns whether it patched.
+ */
+function patchOnce(cls: unknown, mark: symbol, apply: (proto: Prototype) => boolean | void): boolean {
+  const proto = (cls as {prototype?: Prototype} | null)?.prototype;
+  if (proto == null || proto[mark] || apply(proto) === false) return false;
+  proto[mark] = true;
+  return true;
+}
+
+/** Runs `after` on each instance after the class's own `updated` (LIT runs it after every render). */
+function afterUpdated<T>(proto: Prototype, after: (el: T) => void): void {
+  const original = proto['updated'] as ((...args: unknown[]) => void) | undefined;
+  proto['updated'] = function (this: T, ...args: unknown[]) {
+    original?.apply(this, args);
+    after(this);
+  };
+}
+
 /** Patches the class's prototype; returns false when there is nothing to patch. */
 export function patchGeneratedTextModule(cls: unknown): boolean {
-  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
-  if (proto == null || proto[PATCHED] || typeof proto['updateSelection'] !== 'function') return false;
-  const original = proto['updateSelection'] as GeneratedTextModuleLike['updateSelection'];
-  proto['updateSelection'] = async function (this: GeneratedTextModuleLike, ...args: unknown[]) {
-    const result = await original.apply(this, args);
-    this.generatedText = {...this.generatedText};
-    return result;
-  };
-  proto[PATCHED] = true;
-  return true;
+  return patchOnce(cls, PATCHED, (proto) => {
+    if (typeof proto['updateSelection'] !== 'function') return false;
+    const original = proto['updateSelection'] as GeneratedTextModuleLike['updateSelection'];
+    proto['updateSelection'] = async function (this: GeneratedTextModuleLike, ...args: unknown[]) {
+      const result = await original.apply(this, args);
+      this.generatedText = {...this.generatedText};
+      return result;
+    };
+  });
 }
 
 /**
@@ -108,16 +130,10 @@ export function dropCancellations(service: unknown): boolean {
  * it was patched.
  */
 export function patchStatusBar(cls: unknown): boolean {
-  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
-  if (proto == null || proto[QUIETED]) return false;
-  const original = proto['updated'] as UpdatingElementLike['updated'];
-  proto['updated'] = function (this: UpdatingElementLike & {statusService?: unknown}, ...args: unknown[]) {
-    original?.apply(this, args);
-    quietStatusBarElement(this);
-    dropCancellations(this.statusService);
-  };
-  proto[QUIETED] = true;
-  return true;
+  return patchOnce(cls, QUIETED, (proto) => afterUpdated(proto, (el: UpdatingElementLike & {statusService?: unknown}) => {
+    quietStatusBarElement(el);
+    dropCancellations(el.statusService);
+  }));
 }
 
 /**
@@ -160,15 +176,9 @@ export function applyLayoutSettings(el: LitModulesLike): boolean {
 
 /** Patches LIT's `lit-modules` class so that the declared layout settings apply (see above). */
 export function patchLayoutSettings(cls: unknown): boolean {
-  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
-  if (proto == null || proto[SETTINGS_PATCHED]) return false;
-  const original = proto['updated'] as LitModulesLike['updated'];
-  proto['updated'] = function (this: LitModulesLike, ...args: unknown[]) {
-    original?.apply(this, args);
-    applyLayoutSettings(this);
-  };
-  proto[SETTINGS_PATCHED] = true;
-  return true;
+  return patchOnce(cls, SETTINGS_PATCHED, (proto) => afterUpdated(proto, (el: LitModulesLike) => {
+    applyLayoutSettings(el);
+  }));
 }
 
 /**
@@ -246,29 +256,23 @@ const COLUMNS_PATCHED = Symbol.for('sequence-salience.data-table-columns-patched
  * when there is nothing to patch or it was patched.
  */
 export function patchDataTableColumns(cls: unknown): boolean {
-  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
-  if (proto == null || proto[COLUMNS_PATCHED]) return false;
-  const keys = Object.getOwnPropertyDescriptor(proto, 'keys');
-  const update = proto['updateColumns'];
-  if (keys?.get === undefined || !keys.configurable || typeof update !== 'function') return false;
-  const originalKeys = keys.get;
-  Object.defineProperty(proto, 'keys', {
-    ...keys,
-    get(this: unknown) {
-      return fitColumnWidths(originalKeys.call(this) as ColumnHeaderLike[]);
-    },
+  return patchOnce(cls, COLUMNS_PATCHED, (proto) => {
+    const keys = Object.getOwnPropertyDescriptor(proto, 'keys');
+    const update = proto['updateColumns'];
+    if (keys?.get === undefined || !keys.configurable || typeof update !== 'function') return false;
+    const originalKeys = keys.get;
+    Object.defineProperty(proto, 'keys', {
+      ...keys,
+      get(this: unknown) {
+        return fitColumnWidths(originalKeys.call(this) as ColumnHeaderLike[]);
+      },
+    });
+    proto['updateColumns'] = function (this: DataTableModuleLike, ...args: unknown[]) {
+      (update as (...a: unknown[]) => void).apply(this, args);
+      hideColumns(this.columnVisibility);
+    };
+    afterUpdated(proto, (el: DataTableModuleLike) => addStyleOnce(el, 'tableFit', DATA_TABLE_CSS));
   });
-  proto['updateColumns'] = function (this: DataTableModuleLike, ...args: unknown[]) {
-    (update as (...a: unknown[]) => void).apply(this, args);
-    hideColumns(this.columnVisibility);
-  };
-  const updated = proto['updated'] as DataTableModuleLike['updated'];
-  proto['updated'] = function (this: DataTableModuleLike, ...args: unknown[]) {
-    updated?.apply(this, args);
-    addStyleOnce(this, 'tableFit', DATA_TABLE_CSS);
-  };
-  proto[COLUMNS_PATCHED] = true;
-  return true;
 }
 
 // ------------------------------------------------------------------ the datapoint editor's "Add"
@@ -320,43 +324,41 @@ const REFUSAL_CLASS = 'ss-add-refusal';
  * there is nothing to patch or it was patched.
  */
 export function patchDatapointEditor(cls: unknown): boolean {
-  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
-  if (proto == null || proto[EDITOR_PATCHED]) return false;
-  const missing = Object.getOwnPropertyDescriptor(proto, 'missingFields');
-  if (missing?.get === undefined || !missing.configurable) return false;
-  const originalMissing = missing.get;
-  const refusalOf = (el: DatapointEditorLike) =>
-    el.editedData?.data == null ? null : editorRefusal(el.editedData.data, el.appState?.metadata?.requestLimits);
-  Object.defineProperty(proto, 'missingFields', {
-    ...missing,
-    get(this: DatapointEditorLike) {
-      const fields = originalMissing.call(this) as string[];
-      const refusal = refusalOf(this);
-      return refusal === null || fields.includes(refusal.field) ? fields : [...fields, refusal.field];
-    },
+  return patchOnce(cls, EDITOR_PATCHED, (proto) => {
+    const missing = Object.getOwnPropertyDescriptor(proto, 'missingFields');
+    if (missing?.get === undefined || !missing.configurable) return false;
+    const originalMissing = missing.get;
+    const refusalOf = (el: DatapointEditorLike) =>
+      el.editedData?.data == null ? null : editorRefusal(el.editedData.data, el.appState?.metadata?.requestLimits);
+    Object.defineProperty(proto, 'missingFields', {
+      ...missing,
+      get(this: DatapointEditorLike) {
+        const fields = originalMissing.call(this) as string[];
+        const refusal = refusalOf(this);
+        return refusal === null || fields.includes(refusal.field) ? fields : [...fields, refusal.field];
+      },
+    });
+    afterUpdated(proto, (el: DatapointEditorLike) => showRefusal(el, refusalOf(el)));
   });
-  const updated = proto['updated'] as UpdatingElementLike['updated'];
-  proto['updated'] = function (this: DatapointEditorLike, ...args: unknown[]) {
-    updated?.apply(this, args);
-    const footer = this.shadowRoot?.querySelector('.module-footer');
-    if (footer == null) return;
-    let line = footer.querySelector(`.${REFUSAL_CLASS}`);
-    const refusal = refusalOf(this);
-    if (refusal === null) {
-      line?.remove();
-      return;
-    }
-    if (line === null) {
-      line = footer.ownerDocument.createElement('div');
-      line.className = REFUSAL_CLASS;
-      line.setAttribute('role', 'alert');
-      (line as HTMLElement).style.cssText = 'color: #a50e0e; font-size: 12px; flex-basis: 100%; margin: 2px 4px;';
-      footer.prepend(line);
-    }
-    if (line.textContent !== refusal.message) line.textContent = refusal.message;
-  };
-  proto[EDITOR_PATCHED] = true;
-  return true;
+}
+
+/** Says `refusal` in words in the editor's footer (role="alert"), or removes the line when there is none. */
+function showRefusal(el: DatapointEditorLike, refusal: {message: string} | null): void {
+  const footer = el.shadowRoot?.querySelector('.module-footer');
+  if (footer == null) return;
+  let line = footer.querySelector(`.${REFUSAL_CLASS}`);
+  if (refusal === null) {
+    line?.remove();
+    return;
+  }
+  if (line === null) {
+    line = footer.ownerDocument.createElement('div');
+    line.className = REFUSAL_CLASS;
+    line.setAttribute('role', 'alert');
+    (line as HTMLElement).style.cssText = 'color: #a50e0e; font-size: 12px; flex-basis: 100%; margin: 2px 4px;';
+    footer.prepend(line);
+  }
+  if (line.textContent !== refusal.message) line.textContent = refusal.message;
 }
 
 /**
@@ -420,20 +422,24 @@ export function showFullTooltip(root: ShadowRoot | null, vw: number, vh: number)
 
 /** Patches LIT's tooltip class: FULL_TOOLTIP_CSS in each instance, and the whole text when the pointer enters. */
 export function patchTooltip(cls: unknown): boolean {
-  const proto = (cls as {prototype?: Record<PropertyKey, unknown>} | null)?.prototype;
-  if (proto == null || proto[TOOLTIP_PATCHED]) return false;
-  const original = proto['updated'] as UpdatingElementLike['updated'];
-  proto['updated'] = function (this: UpdatingElementLike, ...args: unknown[]) {
-    original?.apply(this, args);
-    addStyleOnce(this, 'fullTooltip', FULL_TOOLTIP_CSS);
-    const host = this as unknown as Record<symbol, boolean> & UpdatingElementLike;
-    if (host[TOOLTIP_LISTENING] || this.shadowRoot == null) return;
+  return patchOnce(cls, TOOLTIP_PATCHED, (proto) => afterUpdated(proto, (el: UpdatingElementLike) => {
+    addStyleOnce(el, 'fullTooltip', FULL_TOOLTIP_CSS);
+    const host = el as unknown as Record<symbol, boolean> & UpdatingElementLike;
+    if (host[TOOLTIP_LISTENING] || el.shadowRoot == null) return;
     host[TOOLTIP_LISTENING] = true;
-    this.shadowRoot.addEventListener('mouseover', () => {
-      const view = this.shadowRoot?.ownerDocument.defaultView;
-      if (view != null) showFullTooltip(this.shadowRoot, view.innerWidth, view.innerHeight);
+    el.shadowRoot.addEventListener('mouseover', () => {
+      const view = el.shadowRoot?.ownerDocument.defaultView;
+      if (view != null) showFullTooltip(el.shadowRoot, view.innerWidth, view.innerHeight);
     });
-  };
-  proto[TOOLTIP_PATCHED] = true;
-  return true;
+  }));
 }
+
+/** Every patch above with the tag of the LIT element class it patches (index.ts applies each once it is defined). */
+export const LIT_PATCHES: readonly (readonly [tag: string, patch: (cls: unknown) => boolean])[] = [
+  ['generated-text-module', patchGeneratedTextModule],
+  ['lit-app-statusbar', patchStatusBar],
+  ['data-table-module', patchDataTableColumns],
+  ['datapoint-editor-module', patchDatapointEditor],
+  ['lit-tooltip', patchTooltip],
+  ['lit-modules', patchLayoutSettings],
+];
