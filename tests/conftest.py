@@ -27,6 +27,14 @@ if _WORKERS > 1:
 _TIER_ORDER = ("e2e", "notebooks", "soak", "integration", "unit")
 
 
+# The session server's --job_heartbeat_s: a background job nobody polled for this long stops. The page polls every
+# 0.7 s (frontend/src/salience/controller.ts POLL_MS) and the tests' own pollers every 0.05-0.5 s, so 10 s is more
+# than ten missed polls; the default 30 s let the jobs of a closed page run 30 s more (a fresh-clone run's three
+# session servers logged 8 such jobs, "nobody polled it for 30 s", each after the test that started it had
+# ended; docs/benchmarks.md, session 29). tests/integration/test_disconnect.py tests the heartbeat itself.
+SESSION_JOB_HEARTBEAT_S = 10
+
+
 def _tier(item: pytest.Item) -> int:
     parts = item.path.relative_to(item.config.rootpath).parts
     tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
@@ -51,11 +59,16 @@ def lit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     `make serve` serves it), started once per session (a start imports torch and LIT and loads the model) and
     stopped at its end.
 
+    One start-up flag differs from `make serve`: `--job_heartbeat_s` (SESSION_JOB_HEARTBEAT_S). A browser test's
+    page selects a datapoint, which starts its background matrix job; when the test ends the page closes, and the
+    job ran on, nobody polling it, for the default 30 s, taking the model and a core from the worker's next tests.
+
     For the tests that only send requests to a real server (the browser tests, and HTTP tests that need a
     real socket); each reads or cancels only its own requests. A test that needs a start-up flag, sends the
     process a signal or watches it exit starts its own `ServerProcess` and says why.
     """
-    with ServerProcess(["--host", "127.0.0.1"], tmp_path_factory.mktemp("server"), own_client_root=False) as proc:
+    with ServerProcess(["--host", "127.0.0.1", "--job_heartbeat_s", str(SESSION_JOB_HEARTBEAT_S)],
+                       tmp_path_factory.mktemp("server"), own_client_root=False) as proc:
         assert proc.token and proc.url == f"http://127.0.0.1:{proc.port}/?token={proc.token}", proc.url
         yield proc
 
