@@ -6,7 +6,7 @@
  */
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
-import {JobClient, type Job} from '../src/shared/jobs.js';
+import {JobClient, poll, type Job} from '../src/shared/jobs.js';
 
 interface Stage {
   stage: string;
@@ -187,5 +187,72 @@ describe('JobClient', () => {
     void jobs.run(fakeJob().job);  // the cancelled run is not followed any more: no second request
     expect(next.sent.cancel).toBe(1);
     jobs.dispose();
+  });
+});
+
+describe('poll', () => {
+  /** A loop over `answers` (read n answers answers[n - 1]); `log` records the reads with the fake clock's time. */
+  function loop(answers: Array<string | Error>, over: Partial<Parameters<typeof poll<string>>[0]> = {}) {
+    const log: Array<[number, number]> = [];
+    const taken: string[] = [];
+    const done = poll<string>({
+      wait: (n) => n === 1 ? 0 : 100,
+      read: async (n) => {
+        log.push([n, Date.now() - t0]);
+        const a = answers[n - 1];
+        if (a instanceof Error) throw a;
+        return a;
+      },
+      take: (v) => { taken.push(v); return v !== 'done'; },
+      ...over,
+    });
+    return {done, log, taken};
+  }
+  let t0 = 0;
+  beforeEach(() => { t0 = Date.now(); });
+
+  it('reads at once, then after each wait, until take ends it', async () => {
+    const {done, log, taken} = loop(['a', 'b', 'done', 'never']);
+    await vi.advanceTimersByTimeAsync(1000);
+    await done;
+    expect(log).toEqual([[1, 0], [2, 100], [3, 200]]);
+    expect(taken).toEqual(['a', 'b', 'done']);
+  });
+
+  it('ends without a read once wanted says no after a wait', async () => {
+    let want = true;
+    const {done, log} = loop(['a', 'b', 'c'], {wanted: () => want});
+    await vi.advanceTimersByTimeAsync(0);
+    want = false;
+    await vi.advanceTimersByTimeAsync(1000);
+    await done;
+    expect(log.map(([n]) => n)).toEqual([1]);
+  });
+
+  it('sends no read while the page is hidden, and reads once it shows again', async () => {
+    const g = globalThis as {document?: unknown};
+    const before = g.document;
+    g.document = {hidden: true};
+    try {
+      const {done, log} = loop(['done'], {wait: () => 100, hiddenWaitMs: 1000});
+      await vi.advanceTimersByTimeAsync(5000);
+      expect(log).toEqual([]);
+      g.document = {hidden: false};
+      await vi.advanceTimersByTimeAsync(1100);
+      await done;
+      expect(log).toHaveLength(1);
+    } finally {
+      g.document = before;
+    }
+  });
+
+  it('a failed read ends the loop through failed; without failed its error goes to the caller', async () => {
+    const errors: string[] = [];
+    const handled = loop(['a', new Error('gone')], {failed: (e) => errors.push((e as Error).message)});
+    await vi.advanceTimersByTimeAsync(1000);
+    await handled.done;
+    expect([handled.taken, errors]).toEqual([['a'], ['gone']]);
+    const unhandled = loop([new Error('refused')]);
+    await expect(unhandled.done).rejects.toThrow('refused');
   });
 });

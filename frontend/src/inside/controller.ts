@@ -7,7 +7,7 @@
  */
 import {INSIDE_T_FIELD, INTERVENTIONS_FIELD, INTERVENTION_FIELD, LIMIT_FIELD, QUERY_FIELD, RANKING_FIELD,
         RUN_ACTION_FIELD, SEARCH_FIELD, TRACE_FIELD} from '../shared/fields.js';
-import {JobClient, type ServerHost} from '../shared/jobs.js';
+import {JobClient, poll, type ServerHost} from '../shared/jobs.js';
 import {derivedInput, errorMessage, type IndexedInputLike} from '../shared/request.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {
@@ -64,7 +64,6 @@ export class InsideController {
 
   private traceSeq = 0;
   private searchSeq = 0;
-  private searchTimer: ReturnType<typeof setTimeout> | undefined;
   private shownTimer: ReturnType<typeof setInterval> | undefined;
   /** Key of the trace the result belongs to, and the interventions it ran. */
   private resultFor = '';
@@ -87,9 +86,9 @@ export class InsideController {
     return this.running ? 'running' : this.result ? 'done' : this.runError ? 'error' : this.partial ? 'cancelled' : 'idle';
   }
 
-  /** Stops the timers and a running run (here and on the server). */
+  /** Stops the timers, the search's polls and a running run (here and on the server). */
   dispose() {
-    clearTimeout(this.searchTimer);
+    this.searchSeq++;
     clearInterval(this.shownTimer);
     if (this.running) this.cancelRun();
   }
@@ -288,35 +287,55 @@ export class InsideController {
     if (this.query.trim()) void this.runSearch();
   }
 
-  /** Searches value vectors by the query's token; asks again (`poll` > 0) while the index is built. */
-  async runSearch(poll = 0) {
-    clearTimeout(this.searchTimer);
+  /**
+   * Searches value vectors by the query's token; asks again while the index is built (../shared/jobs.ts `poll`).
+   * Resolves once the first answer is shown (the later asks go on meanwhile).
+   */
+  async runSearch() {
+    if (this.searchArgs() === null) return;
+    const seq = ++this.searchSeq;
+    this.searchError = '';
+    let answered!: () => void;
+    const first = new Promise<void>((resolve) => { answered = resolve; });
+    void poll<SearchPayload | null>({
+      wait: (n) => n === 1 ? 0 : SEARCH_POLL_MS,
+      // A newer search (or none to run: no query, no model group) ends the older one's polls.
+      wanted: (n) => n === 1 || (seq === this.searchSeq && this.searchArgs() !== null),
+      read: async (n) => {
+        const {query, group} = this.searchArgs()!;
+        this.searching = true;
+        this.host.changed();
+        const id = `inside-search-${hashString(query)}-${this.searchRanking}-${n - 1}-${seq}`;
+        const input: IndexedInputLike = {id, data: {[QUERY_FIELD]: query, [LIMIT_FIELD]: SEARCH_LIMIT,
+                                                    [RANKING_FIELD]: this.searchRanking, _id: id},
+                                         meta: {added: true}};
+        const res = await this.host.getPreds([input], insideModels(group).search, [SEARCH_FIELD],
+                                             'Searching value vectors…');
+        return seq === this.searchSeq ? parseSearch(res[0]?.[SEARCH_FIELD]) : null;
+      },
+      failed: (e) => {
+        if (seq !== this.searchSeq) return;
+        this.searching = false;
+        this.searchError = errorMessage(e);
+        this.host.changed();
+      },
+      take: (search) => {
+        answered();
+        if (seq !== this.searchSeq) return false;
+        this.search = search;
+        this.searching = false;
+        this.host.changed();
+        return shouldPoll(this.search) && this.host.isConnected();
+      },
+    }).finally(answered);
+    await first;
+  }
+
+  /** The query (trimmed) and the model group to search, or null when either is missing. */
+  private searchArgs(): {query: string; group: string} | null {
     const query = this.query.trim();
     const group = this.target?.group ?? this.groupFromModels();
-    if (!query || group === null) return;
-    const seq = poll === 0 ? ++this.searchSeq : this.searchSeq;
-    this.searching = true;
-    if (poll === 0) this.searchError = '';
-    this.host.changed();
-    const id = `inside-search-${hashString(query)}-${this.searchRanking}-${poll}-${seq}`;
-    const input: IndexedInputLike = {id, data: {[QUERY_FIELD]: query, [LIMIT_FIELD]: SEARCH_LIMIT,
-                                                [RANKING_FIELD]: this.searchRanking, _id: id},
-                                     meta: {added: true}};
-    try {
-      const res = await this.host.getPreds([input], insideModels(group).search, [SEARCH_FIELD],
-                                           'Searching value vectors…');
-      if (seq !== this.searchSeq) return;
-      this.search = parseSearch(res[0]?.[SEARCH_FIELD]);
-      this.searching = false;
-      if (shouldPoll(this.search) && this.host.isConnected()) {
-        this.searchTimer = setTimeout(() => void this.runSearch(poll + 1), SEARCH_POLL_MS);
-      }
-    } catch (e) {
-      if (seq !== this.searchSeq) return;
-      this.searching = false;
-      this.searchError = errorMessage(e);
-    }
-    this.host.changed();
+    return !query || group === null ? null : {query, group};
   }
 
   /** A model group for searching before any target is selected. */

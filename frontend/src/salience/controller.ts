@@ -16,7 +16,7 @@
  */
 import {checkPattern} from '../shared/aggregate/index.js';
 import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
-import {JobClient, pageHidden, type ServerHost} from '../shared/jobs.js';
+import {JobClient, poll, type ServerHost} from '../shared/jobs.js';
 import {METHOD_REGISTRY_FIELD, registryOf, type MethodRegistry, type SegmentMethodInfo} from '../shared/methods.js';
 import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {describeDetail, describeProgress, describeStream, isFinal, numTargets, parseDetail, parsePayload, parseSegments,
@@ -103,8 +103,6 @@ export interface Action {
   name: string;
   t: number;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** The cache key of segment values: every setting that changes them, and the target span. */
 export function segmentCacheKey(ask: SegmentAsk): string {
@@ -654,28 +652,25 @@ export class SalienceController {
   private async streamResponse(d: IndexedInputLike, gen: number, ticket: number) {
     const current = () => this.main.isLatest(ticket) && gen === this.generation && this.input === d &&
         this.salienceModel !== null;
-    let n = 0;
-    while (current()) {
-      if (n > 0) await sleep(streamDelay(this.streaming));  // the first ask goes with the first-highlight request
-      if (!current()) return;
-      if (pageHidden()) {  // nobody sees it: no request until the tab shows again
-        await sleep(STREAM_MS);
-        continue;
-      }
-      let s: StreamStatus | null;
-      try {
-        const res = await this.host.getPreds([streamInput(d, ++n, this.streaming?.tokens ?? 0)], this.salienceModel!,
+    await poll<StreamStatus | null>({
+      wait: (n) => n === 1 ? 0 : streamDelay(this.streaming),  // the first ask goes with the first-highlight request
+      wanted: current,
+      hiddenWaitMs: STREAM_MS,
+      read: async (n) => {
+        const res = await this.host.getPreds([streamInput(d, n, this.streaming?.tokens ?? 0)], this.salienceModel!,
                                              [SALIENCE_FIELD], 'Generating the response…');
-        s = parseStream(res[0]?.[SALIENCE_FIELD]);
-      } catch {
-        return;  // an older server without streaming: the first highlight still comes
-      }
-      if (!current() || s === null) return;
-      if (!streamAdvanced(this.streaming, s)) continue;
-      this.streaming = s;
-      this.message = describeStream(s);
-      this.host.changed();
-    }
+        return parseStream(res[0]?.[SALIENCE_FIELD]);
+      },
+      failed: () => undefined,  // an older server without streaming: the first highlight still comes
+      take: (s) => {
+        if (!current() || s === null) return false;
+        if (!streamAdvanced(this.streaming, s)) return true;
+        this.streaming = s;
+        this.message = describeStream(s);
+        this.host.changed();
+        return true;
+      },
+    });
   }
 
   /** Whether the view still wants `extra`'s per-token matrix: its method and count selected, per-token on. */
@@ -691,51 +686,50 @@ export class SalienceController {
    * id (`jobId`, from its statuses), so it stops taking the model from what the view shows next.
    */
   private async pollDetail(d: IndexedInputLike, gen: number, extra: Extra | null, jobId = '') {
-    while (gen === this.generation && this.input === d && this.salienceModel !== null) {
-      await sleep(POLL_MS);
-      if (gen !== this.generation) return;
-      if (extra !== null && !this.matrixWanted(extra)) {
+    await poll<Array<Record<string, unknown>>>({
+      wait: () => POLL_MS,
+      wanted: () => {
+        if (gen !== this.generation || this.input !== d || this.salienceModel === null) return false;
+        if (extra === null || this.matrixWanted(extra)) return true;
         this.setDetail(extra, null);
         if (jobId !== '') {
           // Its answer is the job's status; a failure leaves it to the heartbeat (lit_app/progressive.py).
           this.host.getPreds([matrixCancelInput(d, jobId)], this.salienceModel, [SALIENCE_FIELD],
                              'Stopping a per-token job…').catch(() => undefined);
         }
-        return;
-      }
-      let res: Array<Record<string, unknown>>;
-      try {
-        res = await this.host.getPreds([pollInput(this.reg!, d, extra, ++this.pollCount)], this.salienceModel, [SALIENCE_FIELD],
-                                       'Per-token salience…');
-      } catch (e) {
+        return false;
+      },
+      read: () => this.host.getPreds([pollInput(this.reg!, d, extra, ++this.pollCount)], this.salienceModel!,
+                                     [SALIENCE_FIELD], 'Per-token salience…'),
+      failed: (e) => {
         if (gen !== this.generation) return;
-        const failed: DetailStatus = {kind: jobKind(this.reg!, extra), state: 'error', done: 0, total: 0,
-                                      elapsed_s: 0, eta_s: null, error: errorMessage(e)};
-        this.setDetail(extra, failed);
-        return;
-      }
-      if (gen !== this.generation || this.payload === null) return;
-      const raw = res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined;
-      const status = parseDetail(raw);
-      if (status?.job_id) jobId = status.job_id;
-      if (raw != null && typeof raw['text'] === 'string') {
-        const full = parsePayload(raw);
-        if (full.tokens.length !== this.payload.tokens.length) return;
-        if (extra !== null) {
-          const m = full.methods[extra.method];
-          if (m?.matrix != null) this.values.setMatrix(extra, m);
-        } else {
-          this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutExtras(this.reg!, full.methods)}};
+        this.setDetail(extra, {kind: jobKind(this.reg!, extra), state: 'error', done: 0, total: 0,
+                               elapsed_s: 0, eta_s: null, error: errorMessage(e)});
+      },
+      take: (res) => {
+        if (gen !== this.generation || this.payload === null) return false;
+        const raw = res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined;
+        const status = parseDetail(raw);
+        if (status?.job_id) jobId = status.job_id;
+        if (raw != null && typeof raw['text'] === 'string') {
+          const full = parsePayload(raw);
+          if (full.tokens.length !== this.payload.tokens.length) return false;
+          if (extra !== null) {
+            const m = full.methods[extra.method];
+            if (m?.matrix != null) this.values.setMatrix(extra, m);
+          } else {
+            this.payload = {...this.payload, methods: {...this.payload.methods, ...withoutExtras(this.reg!, full.methods)}};
+          }
+          this.setDetail(extra, status);
+          this.version++;
+          this.ensureData();
+          this.host.changed();
+          return false;
         }
         this.setDetail(extra, status);
-        this.version++;
-        this.ensureData();
-        this.host.changed();
-        return;
-      }
-      this.setDetail(extra, status);
-      if (isFinal(status)) return;
-    }
+        return !isFinal(status);
+      },
+    });
   }
 
   /** Records a job's progress; a job for a count the user has since changed (cancelled by the server) is ignored. */
@@ -925,27 +919,30 @@ export class SalienceController {
     const wanted = () => gen === this.generation && this.input === d && this.wantedSegments() === key;
     const n = this.payload.tokens.length;
     try {
-      for (let i = 1; ; i++) {
-        const res = await this.host.getPreds([segmentInput(this.reg!, d, ask, i)], this.salienceModel,
-                                             [SALIENCE_FIELD], 'Measuring segments…');
-        if (gen !== this.generation) return;
-        const {values, status} = parseSegments(res[0]?.[SALIENCE_FIELD], n);
-        if (wanted()) this.segmentDetail = status;
-        if (values !== null) {
-          this.segValues.set(key, {payload: values, tokens: Float64Array.from(values.token_values)});
-          this.version++;
-          this.ensureData();
+      await poll<Array<Record<string, unknown>>>({
+        wait: (i) => i === 1 ? 0 : POLL_MS,
+        wanted: (i) => i === 1 || wanted(),
+        read: (i) => this.host.getPreds([segmentInput(this.reg!, d, ask, i)], this.salienceModel!,
+                                        [SALIENCE_FIELD], 'Measuring segments…'),
+        take: (res) => {
+          if (gen !== this.generation) return false;
+          const {values, status} = parseSegments(res[0]?.[SALIENCE_FIELD], n);
+          if (wanted()) this.segmentDetail = status;
+          if (values !== null) {
+            this.segValues.set(key, {payload: values, tokens: Float64Array.from(values.token_values)});
+            this.version++;
+            this.ensureData();
+            this.host.changed();
+            return false;
+          }
           this.host.changed();
-          return;
-        }
-        this.host.changed();
-        if (status === null || status.state === 'cancelled' || status.state === 'error') {
-          if (wanted()) this.segmentsFailed(key, status?.error || 'The server stopped measuring the segments. Retry by choosing the method again.');
-          return;
-        }
-        await sleep(POLL_MS);
-        if (!wanted()) return;
-      }
+          if (status === null || status.state === 'cancelled' || status.state === 'error') {
+            if (wanted()) this.segmentsFailed(key, status?.error || 'The server stopped measuring the segments. Retry by choosing the method again.');
+            return false;
+          }
+          return true;
+        },
+      });
     } catch (e) {
       if (gen === this.generation && this.wantedSegments() === key) {
         this.segmentsFailed(key, errorMessage(e));

@@ -20,6 +20,10 @@
  * - `progress` is the last status read, `elapsed` the whole seconds since the run started.
  * - `error` is the message of the latest run's failure only.
  *
+ * A job with no request that waits for its end (it is started, then read until a read brings its
+ * values: the salience module's background matrices and segment methods, its response stream, the
+ * inside module's search index) is followed by `poll`, the one loop of reads with waits between them.
+ *
  * No LIT, no DOM: the host re-renders when `changed()` is called.
  */
 import type {PatternBounds} from './aggregate/index.js';
@@ -87,6 +91,46 @@ export type Settled<R> = {latest: boolean} & ({ok: true; value: R} | {ok: false;
 export const pageHidden = () => (globalThis as {document?: {hidden?: boolean}}).document?.hidden === true;
 
 const CLOCK_MS = 1000;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A job followed by its reads alone (`poll`): when to read, whether to go on, what each answer means. */
+export interface Poll<T> {
+  /** The wait before read `n` (counted from 1), ms; 0: the read goes at once (no timer). */
+  wait(n: number): number;
+  /** Whether read `n` still goes, asked after its wait; false ends the loop. Absent: always. */
+  wanted?(n: number): boolean;
+  /** While the page is hidden no read goes: this wait (ms), then read `n`'s wait and `wanted` again. Absent: reads go on. */
+  hiddenWaitMs?: number;
+  /** Reads the job once. */
+  read(n: number): Promise<T>;
+  /** Takes read `n`'s answer: true reads again, false ends the loop. */
+  take(value: T, n: number): boolean;
+  /** A read failed and the loop ends; absent: the error goes to `poll`'s caller. (An error `take` throws always does.) */
+  failed?(error: unknown): void;
+}
+
+/** Reads a job (`Poll`) until an answer, `wanted` or a failure ends it; resolves then. */
+export async function poll<T>(p: Poll<T>): Promise<void> {
+  for (let n = 1; ; n++) {
+    for (;;) {
+      const ms = p.wait(n);
+      if (ms > 0) await sleep(ms);
+      if (!(p.wanted?.(n) ?? true)) return;
+      if (p.hiddenWaitMs === undefined || !pageHidden()) break;
+      await sleep(p.hiddenWaitMs);  // nobody sees it: no request until the tab shows again
+    }
+    let value: T;
+    try {
+      value = await p.read(n);
+    } catch (e) {
+      if (p.failed === undefined) throw e;
+      p.failed(e);
+      return;
+    }
+    if (!p.take(value, n)) return;
+  }
+}
 
 /** Follows the latest of the jobs it runs (see the module docstring). */
 export class JobClient<R, P = never> {
