@@ -17,6 +17,7 @@ issue 33, which test_disconnect.py also checks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -86,54 +87,55 @@ def _one_info_line(lines: list[str], *words: str) -> None:
         assert w in lines[0], (w, lines[0])
 
 
-def _start_span(server: ServerProcess, data: dict):
-    """Sends the IG span and waits until its first chunk is done; (open connection, progress seen)."""
+@contextlib.contextmanager
+def _running_span(server: ServerProcess, data: dict):
+    """Notes where the server's log ends, sends the IG span and waits until its first chunk is done; yields
+    (that log position, the open connection, the progress seen) and closes the connection after the block."""
+    start = len(server.log_path.read_text())
     conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]}, client=PAGE)
-    seen = server.wait_for(lambda: _progress(server, data),
-                           # the IG steps' own count (the gradient pass before them reports its layers first)
-                           lambda s: s["state"] == "running" and s["total"] == STEPS and s["done"] >= CHUNK,
-                           "the span's first chunk of IG steps")
-    return conn, seen
+    try:
+        seen = server.wait_for(lambda: _progress(server, data),
+                               # the IG steps' own count (the gradient pass before them reports its layers first)
+                               lambda s: s["state"] == "running" and s["total"] == STEPS and s["done"] >= CHUNK,
+                               "the span's first chunk of IG steps")
+        yield start, conn, seen
+    finally:
+        conn.close()
+
+
+def _answer(conn) -> tuple[int, str]:
+    """(HTTP status, body) of the answer on `conn`."""
+    answer = conn.getresponse()
+    return answer.status, answer.read().decode()
 
 
 def test_a_span_replaced_by_a_newer_one_logs_one_info_line(lit_server):
     server = lit_server
-    start = len(server.log_path.read_text())
     data = _span({fields.PROMPT: "Two animals that live in the sea:", fields.TARGET: " fish and crabs."})
-    old, _ = _start_span(server, data)
-    try:
+    with _running_span(server, data) as (start, old, _):
         server.preds(SAL, {**data, fields.IG_STEPS: 0}, client=PAGE)  # the user switched to a plain gradient method
-        answer = old.getresponse()
-        body = answer.read().decode()
-    finally:
-        old.close()
-    assert answer.status == 409 and body.startswith("Cancelled: a newer selection replaced this request."), body
+        status, body = _answer(old)
+    assert status == 409 and body.startswith("Cancelled: a newer selection replaced this request."), body
     _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "Cancelled: a newer selection replaced this request.",
                    f"of {STEPS} IG steps")
 
 
 def test_a_span_cancel_logs_one_info_line(lit_server):
     server = lit_server
-    start = len(server.log_path.read_text())
     data = _span({fields.PROMPT: "Three colours of autumn leaves:", fields.TARGET: " red, orange and brown."})
-    old, seen = _start_span(server, data)
-    try:
-        status = server.preds(SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]}, client=PAGE)
-        assert status[fields.SALIENCE]["detail"]["state"] == "running", status
-        answer = old.getresponse()
-        body = answer.read().decode()
-    finally:
-        old.close()
-    assert answer.status == 409 and body.startswith("Cancelled: a cancel request."), body
+    with _running_span(server, data) as (start, old, seen):
+        job = server.preds(SAL, {**data, fields.DETAIL: "span_cancel", fields.SPAN_JOB: seen["job_id"]}, client=PAGE)
+        assert job[fields.SALIENCE]["detail"]["state"] == "running", job
+        status, body = _answer(old)
+    assert status == 409 and body.startswith("Cancelled: a cancel request."), body
     _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "Cancelled: a cancel request.")
 
 
 def test_a_span_whose_client_went_away_logs_one_info_line(lit_server):
     server = lit_server
-    start = len(server.log_path.read_text())
     data = _span({fields.PROMPT: "Two birds that cannot fly:", fields.TARGET: " the emu and the kiwi."})
-    conn, _ = _start_span(server, data)
-    conn.close()  # the tab was closed
+    with _running_span(server, data) as (start, conn, _):
+        conn.close()  # the tab was closed
     server.wait_for(lambda: _progress(server, data), lambda s: s["state"] == "cancelled", "the span's end")
     _one_info_line(_cancellation_lines(server, start, data[fields.PROMPT]), "the client disconnected")
 

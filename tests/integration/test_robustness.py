@@ -24,6 +24,7 @@ from werkzeug.test import Client
 import sequence_salience as ss
 from lit_app import clients, fields, security, security_config
 from tests.server_process import ServerProcess
+from tests.unit.waiting import wait_until
 
 PORT = 5432
 HOST = f"127.0.0.1:{PORT}"
@@ -60,10 +61,7 @@ def _post(client, model, data):
 
 def _wait_for(condition, what: str, limit_s: float = 600):
     """Polls `condition` (a failure bound, not a timing assertion)."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never saw: {what}"
-        time.sleep(0.02)
+    wait_until(condition, what, guard_s=limit_s, poll_s=0.02)
 
 
 def _blocking_started(caplog) -> bool:

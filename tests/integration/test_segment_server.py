@@ -16,6 +16,7 @@ from werkzeug.test import Client
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
 from lit_app import clients, datasets, fields, inputs, method_registry, progressive, security, security_config
+from tests.unit.waiting import wait_until
 
 PORT = 5433
 HOST = f"127.0.0.1:{PORT}"
@@ -53,10 +54,7 @@ def _post(client, data):
 
 def _wait_for(condition, what: str, limit_s: float = 600):
     """Polls `condition` (a failure bound, not a timing assertion)."""
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never saw: {what}"
-        time.sleep(0.05)
+    wait_until(condition, what, guard_s=limit_s, poll_s=0.05)
 
 
 def _until_done(client, **extra) -> dict:

@@ -20,6 +20,7 @@ from sequence_salience.calibration import CalibrationConfig, calibrate
 from sequence_salience.attention.estimator import (Estimator, FeatureInputs, PromptAblations, design, design_features,
                                                    fit_weights, load_estimator)
 from sequence_salience.attention.prompts import KINDS, generate_prompt, generate_prompts
+from tests.unit.estimators import saved_random_estimator
 from tests.unit.tiny_models import MODEL_BUILDERS, tiny_tokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -264,11 +265,7 @@ TARGET = " Paris. The capital"
 
 
 def test_the_method_is_the_estimator_over_the_captured_features(llama, tmp_path):
-    shape = attention_shape(llama.model)
-    est = Estimator(weight=np.random.default_rng(2).normal(size=shape.n_features), model=llama.name, shape=shape,
-                    alpha=1.0, quality={"cv_r2": 0.4}, recipe={}, seed=0, training_hash="0" * 64)
-    est.save(tmp_path / "e.npz")
-    config = AblationConfig(attention_estimator=str(tmp_path / "e.npz"))
+    est, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=2, quality={"cv_r2": 0.4})
     seg = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config,
                               span=(1, 3))
     r = seg.result
@@ -280,11 +277,7 @@ def test_the_method_is_the_estimator_over_the_captured_features(llama, tmp_path)
 
 
 def test_the_features_come_from_the_unedited_prompts_forward_without_a_forward_of_their_own(llama, tmp_path, monkeypatch):
-    shape = attention_shape(llama.model)
-    est = Estimator(weight=np.random.default_rng(2).normal(size=shape.n_features), model=llama.name, shape=shape,
-                    alpha=1.0, quality={}, recipe={}, seed=0, training_hash="0" * 64)
-    est.save(tmp_path / "e.npz")
-    config = AblationConfig(attention_estimator=str(tmp_path / "e.npz"))
+    est, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=2)
     forwards = []
     original = type(llama.model.model).forward
     monkeypatch.setattr(type(llama.model.model), "forward", lambda self, *a, **k: forwards.append(1) or original(self, *a, **k))
@@ -352,10 +345,7 @@ def test_the_servers_attention_estimator_flag_reaches_the_lit_segment_job(llama,
     from lit_app import fields, method_registry, model_group, server_flags, shared_model  # pylint: disable=import-outside-toplevel
     from tests.unit.waiting import wait_until  # pylint: disable=import-outside-toplevel
 
-    shape = attention_shape(llama.model)
-    est = Estimator(weight=np.random.default_rng(4).normal(size=shape.n_features), model=llama.name, shape=shape,
-                    alpha=1.0, quality={"cv_r2": 0.3}, recipe={}, seed=0, training_hash="0" * 64)
-    est.save(tmp_path / "served.npz")
+    saved_random_estimator(llama, tmp_path / "served.npz", seed=4, quality={"cv_r2": 0.3})
     args = server_flags.parse(["--attention_estimator", str(tmp_path / "served.npz")])
     shared = shared_model.SharedLM(llama, max_new_tokens=4, disk_cache=False,
                                    ablation_config=AblationConfig(attention_estimator=args.attention_estimator))

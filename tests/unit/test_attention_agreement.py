@@ -10,10 +10,9 @@ import pytest
 from sequence_salience.ablation import segment_salience
 from sequence_salience.attention import capture_feature_sets, capture_features
 from sequence_salience.attention import agreement
-from sequence_salience.attention.estimator import Estimator
-from sequence_salience.attention.features import attention_shape
-from sequence_salience.methods import AblationConfig, attention_verified
+from sequence_salience.methods import attention_verified
 import torch
+from tests.unit.estimators import saved_random_estimator
 from tests.unit.tiny_models import MODEL_BUILDERS
 
 
@@ -91,11 +90,7 @@ TARGET = " Paris is the capital"
 
 
 def test_verified_values_are_brute_force_leave_one_out_where_verified(llama, tmp_path):
-    shape = attention_shape(llama.model)
-    est = Estimator(weight=np.random.default_rng(5).normal(size=shape.n_features), model=llama.name, shape=shape,
-                    alpha=1.0, quality={"cv_r2": 0.5}, recipe={}, seed=0, training_hash="0" * 64)
-    est.save(tmp_path / "e.npz")
-    config = AblationConfig(attention_estimator=str(tmp_path / "e.npz"))
+    _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
     estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
     seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
     S = len(seg.values)

@@ -41,21 +41,22 @@ def test_the_oldest_keys_are_forgotten_and_read_as_superseded():
     assert first() == cancel.SUPERSEDED
 
 
+def _after(jobs: progressive.DetailJobs, check, *selections: tuple[str, str]) -> str:
+    """`check()` once each (datapoint, client) of `selections` was selected in turn."""
+    for datapoint, client in selections:
+        jobs.focus(datapoint, client)
+    return check()
+
+
 def test_focus_moved_fires_only_for_another_datapoint_selected_after_the_call():
     jobs = progressive.DetailJobs()
     jobs.focus("A", "page")
     on_b = cancel.focus_moved(jobs, "B", "page")  # a request for B while the page looks at A
-    jobs.focus("A", "page")
-    assert on_b() == ""
-    jobs.focus("B", "page")  # the page selects B: still wanted
-    assert on_b() == ""
-    jobs.focus("C", "page")
-    assert on_b() == cancel.FOCUS_MOVED
+    assert _after(jobs, on_b, ("A", "page")) == ""
+    assert _after(jobs, on_b, ("B", "page")) == ""  # the page selects B: still wanted
+    assert _after(jobs, on_b, ("C", "page")) == cancel.FOCUS_MOVED
     on_a = cancel.focus_moved(jobs, "A", "page")
-    jobs.focus("A", "page")
-    jobs.focus("C", "page")
-    jobs.focus("A", "page")  # away and back: A is on screen again
-    assert on_a() == ""
+    assert _after(jobs, on_a, ("A", "page"), ("C", "page"), ("A", "page")) == ""  # away and back: A is on screen again
 
 
 def test_focus_moved_follows_its_own_client_only():
@@ -63,15 +64,11 @@ def test_focus_moved_follows_its_own_client_only():
     jobs = progressive.DetailJobs()
     jobs.focus("A", "tab-1")
     on_a = cancel.focus_moved(jobs, "A", "tab-1")
-    jobs.focus("B", "tab-2")  # another tab selects B
-    jobs.focus("C", "")  # a request without a client id selects nothing
-    assert on_a() == ""
-    jobs.focus("B", "tab-1")
-    assert on_a() == cancel.FOCUS_MOVED
+    # another tab selects B; a request without a client id selects nothing
+    assert _after(jobs, on_a, ("B", "tab-2"), ("C", "")) == ""
+    assert _after(jobs, on_a, ("B", "tab-1")) == cancel.FOCUS_MOVED
     anonymous = cancel.focus_moved(jobs, "A", "")
-    jobs.focus("Z", "tab-1")
-    jobs.focus("Y", "tab-2")
-    assert anonymous() == ""  # a request without an id is superseded by nobody
+    assert _after(jobs, anonymous, ("Z", "tab-1"), ("Y", "tab-2")) == ""  # a request without an id is superseded by nobody
 
 
 def test_client_gone_follows_the_socket_of_the_request_this_thread_serves():

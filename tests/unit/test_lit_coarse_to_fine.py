@@ -10,8 +10,8 @@ import pytest
 
 from sequence_salience.ablation import segment_salience
 from sequence_salience.methods import coarse_to_fine, leave_one_out
-from lit_app import errors, fields, inputs, method_registry, model_group, progressive, shared_model
-from tests.unit.tiny_models import tiny_llama, wrap
+from lit_app import errors, fields, inputs, method_registry, progressive
+from tests.unit.tiny_lit import tiny_salience_lit
 from tests.unit.waiting import wait_until
 
 PROMPT = ("Alice has three apples. Bob has two apples. Carol has none.\n\n"
@@ -19,12 +19,7 @@ PROMPT = ("Alice has three apples. Bob has two apples. Carol has none.\n\n"
 TARGET = " Five apples in all."
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    lm = wrap(tiny_llama(seed=0), "llama")
-    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
-    yield lm, shared, model_group.lit_models(shared, "tiny")["_tiny_salience"]
-    shared.jobs.cancel_all()
+tiny = pytest.fixture(scope="module", name="tiny")(tiny_salience_lit)
 
 
 def _until_done(model, **extra) -> dict:

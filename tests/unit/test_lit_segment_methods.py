@@ -16,9 +16,9 @@ from sequence_salience import field_rules
 from sequence_salience import explain as ex
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
-from lit_app import clients, errors, fields, inputs, limits, method_registry, model_group, progressive, shared_model
+from lit_app import clients, errors, fields, inputs, limits, method_registry, progressive
 from lit_app import explain as lit_explain
-from tests.unit.tiny_models import tiny_llama, wrap
+from tests.unit.tiny_lit import tiny_salience_lit
 from tests.unit.waiting import wait_until
 
 PROMPT = "Alice has three apples. Bob has two apples. Carol has none.\nHow many apples are there?"
@@ -76,12 +76,7 @@ def test_a_segment_request_is_a_poll_at_the_http_edge():
 # The salience wrapper on a tiny model.
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    lm = wrap(tiny_llama(seed=0), "llama")
-    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
-    yield lm, shared, model_group.lit_models(shared, "tiny")["_tiny_salience"]
-    shared.jobs.cancel_all()
+tiny = pytest.fixture(scope="module", name="tiny")(tiny_salience_lit)
 
 
 def _data(**extra):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -52,6 +53,28 @@ def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | boo
     return thread
 
 
+def _run_holder(job: Callable[[], None], waiters: Iterable[threading.Thread] = ()) -> None:
+    """Runs `job` (it takes the model) on a thread of its own to its end, then waits for every thread in
+    `waiters` (the list it filled with the threads it queued)."""
+    worker = threading.Thread(target=job)
+    worker.start()
+    worker.join()
+    for t in waiters:
+        t.join()
+
+
+def _order_of(*queued: tuple[str, Priority]) -> list[str]:
+    """The order in which threads get the model once it is let go, each (name, priority) queued in turn
+    while this thread held it."""
+    sched, log = ModelScheduler(), _Log()
+    sched.acquire()
+    threads = [_queue(sched, log, name, priority) for name, priority in queued]
+    sched.release()
+    for t in threads:
+        t.join()
+    return log.events
+
+
 def test_waiting_interactive_requests_go_before_background_work_that_queued_earlier():
     sched, log = ModelScheduler(), _Log()
     sched.acquire()
@@ -76,10 +99,7 @@ def test_a_click_during_a_slice_runs_before_the_next_slice():
                     clicks.append(_queue(sched, log, "click", False))
                 sched.yield_to_waiting()
 
-    worker = threading.Thread(target=job)
-    worker.start()
-    worker.join()
-    clicks[0].join()
+    _run_holder(job, clicks)
     assert log.events == ["slice0", "slice1", "click", "slice2", "slice3"]
 
 
@@ -96,9 +116,7 @@ def test_yielding_background_holder_lets_earlier_background_work_and_all_clicks_
             log.add("job slice 2")
         done.set()
 
-    worker = threading.Thread(target=job)
-    worker.start()
-    worker.join()
+    _run_holder(job)
     assert done.is_set()
     assert log.events == ["job slice 1", "click", "other job", "job slice 2"]
 
@@ -212,34 +230,17 @@ def test_a_user_job_goes_before_background_work_that_queued_earlier_when_the_hol
             assert sched.yield_to_waiting()
             log.add("matrix slice 2")
 
-    worker = threading.Thread(target=matrix_job)
-    worker.start()
-    worker.join()
-    for t in waiters:
-        t.join()
+    _run_holder(matrix_job, waiters)
     assert log.events == ["matrix slice 1", "test", "other matrix job", "matrix slice 2"]
 
 
 def test_interactive_requests_still_go_before_user_jobs():
-    sched, log = ModelScheduler(), _Log()
-    sched.acquire()
-    threads = [_queue(sched, log, "bg", BACKGROUND), _queue(sched, log, "test", USER_JOB),
-               _queue(sched, log, "click", INTERACTIVE)]
-    sched.release()
-    for t in threads:
-        t.join()
-    assert log.events == ["click", "test", "bg"]
+    assert _order_of(("bg", BACKGROUND), ("test", USER_JOB), ("click", INTERACTIVE)) == ["click", "test", "bg"]
 
 
 def test_user_jobs_are_served_in_arrival_order_before_background_work():
-    sched, log = ModelScheduler(), _Log()
-    sched.acquire()
-    threads = [_queue(sched, log, "test1", USER_JOB), _queue(sched, log, "bg", BACKGROUND),
-               _queue(sched, log, "test2", USER_JOB), _queue(sched, log, "test3", USER_JOB)]
-    sched.release()
-    for t in threads:
-        t.join()
-    assert log.events == ["test1", "test2", "test3", "bg"]
+    assert _order_of(("test1", USER_JOB), ("bg", BACKGROUND), ("test2", USER_JOB),
+                     ("test3", USER_JOB)) == ["test1", "test2", "test3", "bg"]
 
 
 def test_a_yielding_user_job_lets_clicks_and_earlier_user_jobs_go_first_never_background_work():
@@ -257,11 +258,7 @@ def test_a_yielding_user_job_lets_clicks_and_earlier_user_jobs_go_first_never_ba
             assert not sched.yield_to_waiting()  # only background work waits: the test keeps the model
             log.add("test slice 3")
 
-    worker = threading.Thread(target=test_job)
-    worker.start()
-    worker.join()
-    for t in waiters:
-        t.join()
+    _run_holder(test_job, waiters)
     assert log.events == ["test slice 1", "click", "intervention", "test slice 2", "test slice 3", "bg"]
 
 

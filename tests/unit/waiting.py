@@ -1,4 +1,4 @@
-"""Waiting for a condition another thread makes true, for the unit tests of threads and locks."""
+"""Waiting for a condition another thread (or a server) makes true, for the tests of threads, locks and jobs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 
-def wait_until(condition: Callable[[], bool], what: str, guard_s: float = 60.0) -> None:
-    """Returns once `condition()` is true; raises AssertionError naming `what` after `guard_s`.
+def wait_until(condition: Callable[[], bool], what: str, guard_s: float = 60.0, poll_s: float = 0.001) -> None:
+    """Returns once `condition()` is true, asked every `poll_s`; raises AssertionError naming `what` after `guard_s`.
 
     The guard only turns a hang into a failure; it is not a timing assertion.
     """
@@ -15,4 +15,4 @@ def wait_until(condition: Callable[[], bool], what: str, guard_s: float = 60.0) 
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.001)
+        time.sleep(poll_s)
