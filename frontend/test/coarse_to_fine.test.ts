@@ -9,13 +9,12 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
 import {coarseNote, describeRefinement, ESTIMATE_MARK, stageProgress, unmeasuredNotes} from '../src/salience/coarse.js';
-import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import {SalienceController, POLL_MS} from '../src/salience/controller.js';
 import {parseSegments, type DetailStatus, type SegmentPayload} from '../src/salience/payload.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
-import {salienceModels} from './support/fake_server.js';
+import {fakeSalienceHost} from './support/salience_host.js';
 
-type Data = Record<string, unknown>;
 const N = fixture.tokens.length;
 const T = N - fixture.n_prompt_tokens;
 const REG = parseRegistry(registry);
@@ -78,22 +77,11 @@ describe('what coarse-to-fine measured', () => {
 
 describe('the measure button at word granularity', () => {
   function fakeHost() {
-    const calls: Data[] = [];
-    const host: SalienceHost = {
-      modelName: () => 'm',
-      models: () => salienceModels(registry),
-      getPreds: async (inputs) => {
-        const data = inputs[0].data;
-        calls.push(data);
-        if (data['detail'] !== 'segments') return [{salience: structuredClone(fixture)}];
-        const status = {kind: 'seg', state: 'done', done: 3, total: 3, elapsed_s: 0.1, eta_s: null, error: ''};
-        const method = data['segment_method'] as string;
-        return [{salience: {segments: payload(method, method === C2F ? [true, false, false] : undefined), detail: status}}];
-      },
-      loadLatest: (_key, promise) => promise,
-      changed: () => {},
-    };
-    return {host, calls};
+    return fakeSalienceHost(registry, (data) => {
+      const status = {kind: 'seg', state: 'done', done: 3, total: 3, elapsed_s: 0.1, eta_s: null, error: ''};
+      const method = data['segment_method'] as string;
+      return [{salience: {segments: payload(method, method === C2F ? [true, false, false] : undefined), detail: status}}];
+    });
   }
   const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},
                                        meta: {}});

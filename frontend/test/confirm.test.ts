@@ -13,9 +13,9 @@ import {segment} from '../src/shared/aggregate/index.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
 import {compareTops, describeVerdict, firstMapAt, nextAutoStep, verdictOn, type AutoState} from '../src/salience/confirm.js';
-import {SalienceController, POLL_MS, type SalienceHost} from '../src/salience/controller.js';
+import {SalienceController, POLL_MS} from '../src/salience/controller.js';
 import type {SegmentPayload} from '../src/salience/payload.js';
-import {salienceModels} from './support/fake_server.js';
+import {fakeSalienceHost} from './support/salience_host.js';
 
 type Data = Record<string, unknown>;
 
@@ -51,32 +51,21 @@ function answer(data: Data, tokens: number[], rows: number): SegmentPayload {
  * in an error.
  */
 function fakeHost(reg: unknown, polls = 1, failing = '') {
-  const calls: Data[] = [];
   const seen = new Map<string, number>();
-  const host: SalienceHost = {
-    modelName: () => 'm',
-    models: () => salienceModels(reg),
-    getPreds: async (inputs) => {
-      const data = inputs[0].data;
-      calls.push(data);
-      if (data['detail'] !== 'segments') return [{salience: structuredClone(fixture)}];
-      const method = data['segment_method'] as string;
-      const n = (seen.get(method) ?? 0) + 1;
-      seen.set(method, n);
-      const done = n > polls;
-      if (done && method === failing) {
-        return [{salience: {detail: {kind: 'seg', state: 'error', done: 0, total: 2, elapsed_s: 0, eta_s: null,
-                                     error: 'No attention estimator for this model. Fix: run sequence-salience calibrate.'}}}];
-      }
-      const status = {kind: 'seg', state: done ? 'done' : 'running', done: done ? 2 : 1, total: 2, elapsed_s: 0.1,
-                      eta_s: done ? null : 0.1, error: ''};
-      const tokens = method === FAST ? spread(1, 3) : spread(5, -2);
-      return [{salience: done ? {segments: answer(data, tokens, method === FAST ? 1 : 3), detail: status} : {detail: status}}];
-    },
-    loadLatest: (_key, promise) => promise,
-    changed: () => {},
-  };
-  return {host, calls};
+  return fakeSalienceHost(reg, (data) => {
+    const method = data['segment_method'] as string;
+    const n = (seen.get(method) ?? 0) + 1;
+    seen.set(method, n);
+    const done = n > polls;
+    if (done && method === failing) {
+      return [{salience: {detail: {kind: 'seg', state: 'error', done: 0, total: 2, elapsed_s: 0, eta_s: null,
+                                   error: 'No attention estimator for this model. Fix: run sequence-salience calibrate.'}}}];
+    }
+    const status = {kind: 'seg', state: done ? 'done' : 'running', done: done ? 2 : 1, total: 2, elapsed_s: 0.1,
+                    eta_s: done ? null : 0.1, error: ''};
+    const tokens = method === FAST ? spread(1, 3) : spread(5, -2);
+    return [{salience: done ? {segments: answer(data, tokens, method === FAST ? 1 : 3), detail: status} : {detail: status}}];
+  });
 }
 
 const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},

@@ -7,30 +7,17 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import cases from '../../tests/data/pattern_bounds_cases.json';
 import registry from './fixtures/method_registry.json';
-import fixture from './fixtures/small_payload.json';
-import {SalienceController, type SalienceHost} from '../src/salience/controller.js';
+import {SalienceController} from '../src/salience/controller.js';
 import type {PatternBounds} from '../src/shared/aggregate/index.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
-import {salienceModels} from './support/fake_server.js';
+import {fakeSalienceHost} from './support/salience_host.js';
 
-type Data = Record<string, unknown>;
 const BOUNDS = (cases as unknown as {bounds: PatternBounds}).bounds;
 
 function fakeHost() {
-  const calls: Data[] = [];
-  const host: SalienceHost = {
-    modelName: () => 'm',
-    models: () => salienceModels(registry),
-    getPreds: async (inputs) => {
-      calls.push(inputs[0].data);
-      return inputs[0].data['detail'] === 'segments' ? [{salience: {detail: {kind: 'seg', state: 'running', done: 0,
-        total: 2, elapsed_s: 0, eta_s: null, error: ''}}}] : [{salience: structuredClone(fixture)}];
-    },
-    patternBounds: () => BOUNDS,
-    loadLatest: (_key, promise) => promise,
-    changed: () => {},
-  };
-  return {host, calls};
+  return fakeSalienceHost(registry, () => [{salience: {detail: {kind: 'seg', state: 'running', done: 0, total: 2,
+                                                                elapsed_s: 0, eta_s: null, error: ''}}}],
+                          {patternBounds: () => BOUNDS});
 }
 
 const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},

@@ -16,7 +16,7 @@ import type {SegmentPayload} from '../src/salience/payload.js';
 import {segmentInput} from '../src/salience/request.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
-import {salienceModels} from './support/fake_server.js';
+import {fakeSalienceHost} from './support/salience_host.js';
 
 type Data = Record<string, unknown>;
 
@@ -40,26 +40,15 @@ function segmentAnswer(data: Data): SegmentPayload {
 /** A host that answers the first highlight with the fixture, and each segment request `running` `polls` times
  * before its values. */
 function fakeHost(polls = 1) {
-  const calls: Data[] = [];
   const seen = new Map<string, number>();
-  const host: SalienceHost = {
-    modelName: () => 'm',
-    models: () => salienceModels(registry),
-    getPreds: async (inputs) => {
-      const data = inputs[0].data;
-      calls.push(data);
-      if (data['detail'] !== 'segments') return [{salience: structuredClone(fixture)}];
-      const key = `${data['segment_method']}@${data['granularity']}`;
-      const n = (seen.get(key) ?? 0) + 1;
-      seen.set(key, n);
-      const status = {kind: 'seg', state: n > polls ? 'done' : 'running', done: n > polls ? 2 : 1, total: 2,
-                      elapsed_s: 0.1, eta_s: n > polls ? null : 0.1, error: ''};
-      return [{salience: n > polls ? {segments: segmentAnswer(data), detail: status} : {detail: status}}];
-    },
-    loadLatest: (_key, promise) => promise,
-    changed: () => {},
-  };
-  return {host, calls};
+  return fakeSalienceHost(registry, (data) => {
+    const key = `${data['segment_method']}@${data['granularity']}`;
+    const n = (seen.get(key) ?? 0) + 1;
+    seen.set(key, n);
+    const status = {kind: 'seg', state: n > polls ? 'done' : 'running', done: n > polls ? 2 : 1, total: 2,
+                    elapsed_s: 0.1, eta_s: n > polls ? null : 0.1, error: ''};
+    return [{salience: n > polls ? {segments: segmentAnswer(data), detail: status} : {detail: status}}];
+  });
 }
 
 const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},

@@ -1,0 +1,31 @@
+/**
+ * The salience module's host (src/salience/controller.ts `SalienceHost`) as its DOM-free tests fake it: model "m",
+ * the first highlight answered with the small payload fixture, segment requests answered by the test.
+ */
+import fixture from '../fixtures/small_payload.json';
+import type {SalienceHost} from '../../src/salience/controller.js';
+import {salienceModels, type Rows} from './fake_server.js';
+
+export type Data = Record<string, unknown>;
+
+/**
+ * A host for model "m" whose salience wrapper publishes `registry`: a segment request (detail "segments") is
+ * answered with `segments(data)`, any other with a fresh copy of the small payload fixture; `calls` lists every
+ * request's data in order. `extra`: host members to add or replace (e.g. patternBounds).
+ */
+export function fakeSalienceHost(registry: unknown, segments: (data: Data) => Rows, extra: Partial<SalienceHost> = {}) {
+  const calls: Data[] = [];
+  const host: SalienceHost = {
+    modelName: () => 'm',
+    models: () => salienceModels(registry),
+    getPreds: async (inputs) => {
+      const data = inputs[0].data;
+      calls.push(data);
+      return data['detail'] === 'segments' ? segments(data) : [{salience: structuredClone(fixture)}];
+    },
+    loadLatest: (_key, promise) => promise,
+    changed: () => {},
+    ...extra,
+  };
+  return {host, calls};
+}
