@@ -44,6 +44,7 @@ from sequence_salience.attention import (FeatureInputs, agreement, capture_featu
 from sequence_salience.attention.prompts import generate_prompt, long_notes_prompt  # noqa: E402
 from sequence_salience.calibration import chat_prompt  # noqa: E402
 from sequence_salience.methods import AblationConfig, attention_verified  # noqa: E402
+from benchmarks.timing import timed  # noqa: E402
 
 AOPC_K = 3  # deletion / insertion of each method's top 1..3 segments
 
@@ -448,13 +449,10 @@ def goal(args) -> None:
           "leave-one-out's top 3 | Spearman |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for rep in range(args.repeats):
-        t = time.perf_counter()
-        ss.compute_span_salience(lm, prompt, item.target, "grad_norm")
-        fb = time.perf_counter() - t
+        _, fb = timed(lambda: ss.compute_span_salience(lm, prompt, item.target, "grad_norm"))
         for method in args.methods:
-            t = time.perf_counter()
-            seg = segment_salience(lm, prompt, item.target, method, granularity="paragraph", config=config)
-            sec = time.perf_counter() - t
+            seg, sec = timed(lambda: segment_salience(lm, prompt, item.target, method, granularity="paragraph",
+                                                      config=config))
             if fact < 0:  # without leave-one-out: the fact's paragraph from the text
                 start = seg.text.index(item.target.strip())
                 fact = next(k for k, (a, b) in enumerate(seg.segments) if a <= start < b)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
 from benchmarks.bench_segment_methods import PARAGRAPH  # noqa: E402
+from benchmarks.timing import timed  # noqa: E402
 from sequence_salience import scoring  # noqa: E402
 from sequence_salience.ablation import PrefixScorer  # noqa: E402
 from sequence_salience.salience import tokenized_result  # noqa: E402
@@ -68,15 +68,11 @@ def main() -> None:
               "shared / full | tokens not recomputed | largest difference |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for rep in range(args.repeats):
-            t = time.perf_counter()
-            ss.compute_span_result(lm, text, TARGET, methods=("grad_norm",))
-            fb = time.perf_counter() - t
+            _, fb = timed(lambda: ss.compute_span_result(lm, text, TARGET, methods=("grad_norm",)))
             secs, values = {}, {}
             for name, kw in (("shared", {}), ("copied", {"shared_attention": False}), ("full", {"reuse": False})):
                 scorer = PrefixScorer(lm, prompt_ids, target_ids, span, **kw)  # its unedited forward: not timed
-                t = time.perf_counter()
-                values[name] = scorer(rows)
-                secs[name] = time.perf_counter() - t
+                values[name], secs[name] = timed(lambda: scorer(rows))
                 if name == "shared":
                     saved = 1 - (scorer.stats.computed - len(result.ids)) / (scorer.stats.tokens - len(result.ids))
             diff = max(float(np.abs(values["shared"] - values[k]).max()) for k in ("copied", "full"))
