@@ -67,9 +67,8 @@ def _is_curve(name: str, methods) -> bool:
     return base in methods and (base == name or get_method(base).signed)
 
 
-def evaluate_batch(args, methods) -> int:
-    import contextlib  # pylint: disable=import-outside-toplevel
-
+def _checked_config(args, methods):
+    """The EvalConfig of the flags; UsageError naming the flag and its fix when they cannot run."""
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
     from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
 
@@ -90,9 +89,17 @@ def evaluate_batch(args, methods) -> int:
     if args.reference is not None and not _is_curve(args.reference, methods):
         raise UsageError(f"--reference {args.reference} is not among the methods evaluated ({', '.join(methods)}). "
                          f"Fix: add it to --method, or pick one of them.")
-    lines, rows, failures = valid_rows(args.batch, args.out)
-    settings = {"model": args.model, "dtype": args.dtype, "evaluation": config.fingerprint()}
-    done_rows: dict[int, dict] = {}  # line -> saved row file (reused or new)
+    return config
+
+
+def _rows_to_do(args, rows, settings, failures) -> tuple[dict[int, dict], list[tuple[int, dict, dict]]]:
+    """(line -> the row's saved evaluation, reused; the (line, row, fingerprint) still to evaluate): a saved
+    row file of the same row and settings is reused (unless --force), one not as evaluate writes it is a
+    failure (added to `failures`); each is logged."""
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+    from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
+
+    done_rows: dict[int, dict] = {}
     todo = []
     for lineno, row in rows:
         fingerprint = {"row": row_fingerprint(row), "settings": settings}
@@ -111,49 +118,70 @@ def evaluate_batch(args, methods) -> int:
             append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
             continue
         todo.append((lineno, row, fingerprint))
+    return done_rows, todo
+
+
+def _outcomes(args, config, tasks):
+    """A context manager over the stream of row outcomes: none, serial on this process's model, or on Ray."""
+    import contextlib  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience import evaluate  # pylint: disable=import-outside-toplevel
+
+    spec = evaluate.ModelSpec(args.model, args.device, args.dtype)
+    if not tasks:
+        return contextlib.nullcontext(iter(()))
+    if args.ray is None:
+        return contextlib.closing(evaluate.run_serial(tasks, evaluate.RowWorker(spec, config, lm=load_model(args))))
+    workers = args.workers if args.workers is not None or args.ray else 2
+    return contextlib.closing(evaluate.run_ray(
+        tasks, spec, config, address=args.ray or None, num_workers=workers,
+        gpus_per_worker=args.gpus_per_worker, cpus_per_worker=args.cpus_per_worker, log=info))
+
+
+def _record(args, outcome, row, fingerprint, console) -> dict | None:
+    """Writes a row's outcome: its file OUT/<id>.json and a log line, or the error on `console` and in the
+    log. Returns the row's entry for the summary, or None when it failed."""
+    lineno, rid = outcome.key, row["id"]
+    if outcome.error is not None:
+        console.print("[red]sequence-salience: error:[/red] " + plain(f"{args.batch}:{lineno} ({rid}): {outcome.error}"),
+                      markup=True, highlight=False, soft_wrap=True)
+        append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": outcome.error})
+        return None
+    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
+            "line": lineno, "fingerprint": fingerprint, "seconds": round(outcome.seconds, 3),
+            "worker": outcome.worker, "attempts": outcome.attempts}
+    obj = {"meta": meta, "evaluation": outcome.evaluation}
+    atomic_write_text(os.path.join(args.out, rid + ".json"), json.dumps(obj, ensure_ascii=False, indent=1))
+    append_log(args.out, {"line": lineno, "id": rid, "status": "done", "seconds": round(outcome.seconds, 3),
+                          "file": rid + ".json", "attempts": outcome.attempts})
+    return {"id": rid, "line": lineno, "evaluation": outcome.evaluation}
+
+
+def evaluate_batch(args, methods) -> int:
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+
+    config = _checked_config(args, methods)
+    lines, rows, failures = valid_rows(args.batch, args.out)
+    settings = {"model": args.model, "dtype": args.dtype, "evaluation": config.fingerprint()}
+    done_rows, todo = _rows_to_do(args, rows, settings, failures)  # done_rows: line -> saved row file (reused or new)
     skipped = len(done_rows)
     info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
 
-    spec = evaluate.ModelSpec(args.model, args.device, args.dtype)
     by_line = {lineno: (row, fp) for lineno, row, fp in todo}
     tasks = [(lineno, row) for lineno, row, _ in todo]
-    if not tasks:
-        outcomes = contextlib.nullcontext(iter(()))
-    elif args.ray is None:
-        lm = load_model(args)
-        outcomes = contextlib.closing(evaluate.run_serial(tasks, evaluate.RowWorker(spec, config, lm=lm)))
-    else:
-        workers = args.workers if args.workers is not None or args.ray else 2
-        outcomes = contextlib.closing(evaluate.run_ray(
-            tasks, spec, config, address=args.ray or None, num_workers=workers,
-            gpus_per_worker=args.gpus_per_worker, cpus_per_worker=args.cpus_per_worker, log=info))
-
+    outcomes = _outcomes(args, config, tasks)  # the model loads here (serial), before the clock starts
     start = time.perf_counter()
     n_new = 0
     with outcomes as stream, progress_bar(time_left_label=True) as bar:
         task = bar.add_task("rows", total=len(tasks))
         try:
             for outcome in stream:
-                lineno = outcome.key
-                row, fingerprint = by_line[lineno]
-                rid = row["id"]
-                if outcome.error is not None:
-                    failures.append((lineno, outcome.error))
-                    bar.console.print("[red]sequence-salience: error:[/red] "
-                                      + plain(f"{args.batch}:{lineno} ({rid}): {outcome.error}"),
-                                      markup=True, highlight=False, soft_wrap=True)
-                    append_log(args.out, {"line": lineno, "id": rid, "status": "error", "error": outcome.error})
+                entry = _record(args, outcome, *by_line[outcome.key], bar.console)
+                if entry is None:
+                    failures.append((outcome.key, outcome.error))
                 else:
-                    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
-                            "line": lineno, "fingerprint": fingerprint, "seconds": round(outcome.seconds, 3),
-                            "worker": outcome.worker, "attempts": outcome.attempts}
-                    obj = {"meta": meta, "evaluation": outcome.evaluation}
-                    atomic_write_text(os.path.join(args.out, rid + ".json"), json.dumps(obj, ensure_ascii=False, indent=1))
-                    done_rows[lineno] = {"id": rid, "line": lineno, "evaluation": outcome.evaluation}
+                    done_rows[outcome.key] = entry
                     n_new += 1
-                    append_log(args.out, {"line": lineno, "id": rid, "status": "done",
-                                           "seconds": round(outcome.seconds, 3), "file": rid + ".json",
-                                           "attempts": outcome.attempts})
                 n_fail = sum(1 for ln, _ in failures if ln in by_line)
                 bar.update(task, advance=1, description=f"rows ({n_fail} failed)" if n_fail else "rows")
         except ss.SalienceError as e:  # a Ray worker could not start / load the model
