@@ -87,7 +87,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_explain.py
 
 # Release files: dist/sequence_salience-<version>.tar.gz and -py3-none-any.whl, with the built
-# browser modules and fonts inside (setup.py, lit_app/assets.py). `pip install <wheel>` needs
+# browser modules and fonts inside (setup.py, lit_app/serving/assets.py). `pip install <wheel>` needs
 # no npm and no checkout (README, "Install"); tests/e2e/test_plugin_wheel.py checks it.
 dist: setup
 	rm -rf dist

@@ -1,7 +1,7 @@
 """Packaging step for the browser modules (everything else is in pyproject.toml).
 
 `python -m build` (or `pip wheel .`) puts the built TypeScript bundle and the local fonts
-into the package as `lit_app/dist/` (lit_app/assets.py says what and from where):
+into the package as `lit_app/dist/` (lit_app/serving/assets.py says what and from where):
 
 * sdist: the release tree gets `lit_app/dist/` gathered from this checkout (running
   `npm ci` / `npm run build` in frontend/ when the bundle is missing or older than its
@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _assets():
-    """lit_app/assets.py, loaded by path (standard library only; lit_app's dependencies are not installed here)."""
-    spec = importlib.util.spec_from_file_location("_ss_assets", os.path.join(HERE, "lit_app", "assets.py"))
+    """lit_app/serving/assets.py, loaded by path (standard library only; lit_app's dependencies are not installed here)."""
+    spec = importlib.util.spec_from_file_location("_ss_assets", os.path.join(HERE, "lit_app", "serving", "assets.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -38,7 +38,7 @@ class BuildPyWithAssets(build_py):
     def run(self):
         super().run()
         if getattr(self, "editable_mode", False):
-            return  # an editable install reads frontend/ from the checkout (lit_app/assets.py `find`)
+            return  # an editable install reads frontend/ from the checkout (lit_app/serving/assets.py `find`)
         assets = _assets()
         out = os.path.join(self.build_lib, "lit_app", assets.PACKAGED_SUBDIR)
         assets.prepare(out, repo_root=HERE, log=self.announce_info)

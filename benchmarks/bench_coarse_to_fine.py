@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 from sequence_salience import scoring  # noqa: E402
 from sequence_salience.ablation import AblationConfig, segment_salience  # noqa: E402
 from sequence_salience.ablation.engine import parent_units  # noqa: E402

@@ -3,7 +3,7 @@
     python benchmarks/bench_evaluate.py [--lines 5,4,9,11] [--workers 2] [--model default] [--extra "..."]
 
 Runs the command in a subprocess, as a user does, on the given lines of the shipped examples
-(`lit_app.datasets.shipped_rows()`, numbered from 1: the case studies, then their variants;
+(`lit_app.data.datasets.shipped_rows()`, numbered from 1: the case studies, then their variants;
 default one per case), once serially and once with
 `--ray --workers N`. Prints, for each: the command's wall time, its start-up (model load;
 for Ray: starting Ray + every worker's model load), the rows phase and rows/minute over it,
@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 
 
 def _load() -> str:

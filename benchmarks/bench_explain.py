@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 from sequence_salience import explain as ex  # noqa: E402
 
 METHODS = ("grad_norm", "grad_x_input", "smooth_grad")
@@ -147,8 +147,8 @@ def first_result(rows: list[int], full_timeout: float) -> None:
     import json
     import tempfile
 
-    from lit_app import explain as lit_explain
-    from lit_app import fields
+    from lit_app.wrappers import explain as lit_explain
+    from lit_app.schema import fields
     from tests.server_process import ServerProcess
 
     model = "smollm2"

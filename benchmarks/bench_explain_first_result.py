@@ -21,7 +21,7 @@ same server, a fresh page for each. For the chain-of-thought row the per-token g
 highlight starts may still be running when Run is clicked (as for a user who clicks at once); the stages
 column shows when the test waited for it, and the matrices column the job's state (done/total targets) as
 the page's last poll before the click and before the first result saw it (and how many polls after the
-click said it waited for the test: lit_app/scheduler.py's user jobs go first). `uptime`'s load is printed at the start and end of each run.
+click said it waited for the test: lit_app/model/scheduler.py's user jobs go first). `uptime`'s load is printed at the start and end of each run.
 Prints a Markdown table; asserts nothing.
 """
 

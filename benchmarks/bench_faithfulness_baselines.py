@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_faithfulness_baselines.py [--granularity sentence word] [--examples 0 1 ...]
 
-For every shipped example (`lit_app.datasets.shipped_rows()`: the case studies, then their variants; chat template, as the app formats it;
+For every shipped example (`lit_app.data.datasets.shipped_rows()`: the case studies, then their variants; chat template, as the app formats it;
 an empty target is the greedy response, 32 tokens at most), one deletion run of
 `faithfulness_curves` with the defaults (10 steps, filler removal, 10 seeded random orders,
 the length baseline, both orderings of grad_x_input) and prints, per granularity:
@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 from sequence_salience import explain as ex  # noqa: E402
 
 METHODS = ("grad_norm", "grad_x_input")

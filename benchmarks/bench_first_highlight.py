@@ -25,7 +25,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets, fields, payloads, salience, shared_model  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
+from lit_app.schema import fields
+from lit_app.wrappers import payloads, salience
+from lit_app.model import shared_model
 
 CASE = "chain-of-thought arithmetic"
 

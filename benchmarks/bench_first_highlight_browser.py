@@ -484,7 +484,7 @@ def main() -> None:
         raise SystemExit("--variants: http and http_polls replay a browser run's requests; add a browser variant.")
     if not args.no_build:
         build_bundle()
-    from lit_app import datasets
+    from lit_app.data import datasets
 
     row = next(r for r in datasets.load_jsonl(datasets.CASE_STUDIES_PATH) if r["prompt"].startswith(ROW_TEXT))
     print(f"load average before: {os.getloadavg()}; torch threads: server {server_torch_threads()}", flush=True)

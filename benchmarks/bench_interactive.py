@@ -34,8 +34,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from lit_app import fields  # noqa: E402
-from lit_app import inside as lit_inside  # noqa: E402
+from lit_app.schema import fields  # noqa: E402
+from lit_app.wrappers import inside as lit_inside  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 CASE = "chain-of-thought arithmetic"  # the "train leaves at 2:15 pm" row
@@ -196,7 +196,7 @@ def main() -> None:
     p.add_argument("--log", default=None, help="copy the server's log here at the end")
     args = p.parse_args()
     rng = random.Random(args.seed)
-    from lit_app import datasets  # pylint: disable=import-outside-toplevel
+    from lit_app.data import datasets  # pylint: disable=import-outside-toplevel
 
     row = next(r for r in datasets.get_datasets()["case_studies"].examples
                if r["case"] == CASE and "train leaves" in r["prompt"])

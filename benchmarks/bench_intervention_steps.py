@@ -1,6 +1,6 @@
 """The intervention Run in steps on the default model: time to the first answer vs. the whole run.
 
-As the browser does it, through the real LIT wrapper (lit_app/inside.py): the salience
+As the browser does it, through the real LIT wrapper (lit_app/wrappers/inside.py): the salience
 module has generated and highlighted the greedy answer of "What is the capital of France?",
 the inside module has traced the token " Paris"; then one intervention (the last layer's
 largest sub-update switched off) runs while this script polls the job's status every
@@ -36,8 +36,9 @@ def main() -> None:
 
     import sequence_salience as ss
     from sequence_salience import inside
-    from lit_app import fields, shared_model
-    from lit_app import inside as lit_inside
+    from lit_app.schema import fields
+    from lit_app.model import shared_model
+    from lit_app.wrappers import inside as lit_inside
 
     lm = ss.load_model("default")
     shared = shared_model.SharedLM(lm, disk_cache=False)

@@ -152,7 +152,7 @@ def compare_threads(case: str, rounds: int, batches: int) -> None:
 
 
 def through_server(case: str, select: bool) -> None:
-    from lit_app import fields, method_registry
+    from lit_app.schema import fields, method_registry
     from sequence_salience.methods import leave_one_out
     from tests.server_process import ServerProcess, client_header
 

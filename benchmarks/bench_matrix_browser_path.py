@@ -41,7 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets, fields  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
+from lit_app.schema import fields
 from tests.server_process import ServerProcess  # noqa: E402
 
 CASE = "chain-of-thought arithmetic"

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_segment_methods.py table --out artifacts/segment_eval
     .venv/bin/python benchmarks/bench_segment_methods.py cost [--repeats 3] [--long-tokens 4000]
 
-evaluate: for every shipped row (`lit_app.datasets.shipped_rows()`, chat template as the app formats it;
+evaluate: for every shipped row (`lit_app.data.datasets.shipped_rows()`, chat template as the app formats it;
 an empty target is the greedy response, 32 tokens at most, as bench_faithfulness_baselines.py), the
 salience of the whole response for every token method once (compute_span_result), then for each
 granularity one `faithfulness_curves` run over every method, token and segment (leave_one_out,
@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 from sequence_salience import explain as ex  # noqa: E402
 from sequence_salience.ablation import AblationConfig, segment_salience  # noqa: E402
 from sequence_salience.methods import list_segment_methods  # noqa: E402

@@ -27,7 +27,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from lit_app import fields, server  # noqa: E402  pylint: disable=wrong-import-position
+from lit_app.schema import fields  # noqa: E402  pylint: disable=wrong-import-position
+from lit_app import server
 
 PROMPT = "What is the capital of France?"
 

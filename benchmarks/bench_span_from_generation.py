@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 
 METHODS = ("grad_norm", "grad_x_input")
 

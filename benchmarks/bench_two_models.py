@@ -26,7 +26,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lit_app import fields  # noqa: E402  pylint: disable=wrong-import-position
+from lit_app.schema import fields  # noqa: E402  pylint: disable=wrong-import-position
 from tests.server_process import ServerProcess  # noqa: E402  pylint: disable=wrong-import-position
 
 PROMPT = "What is the capital of France?"

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_upper_bound.py [--granularity sentence word] [--examples 0 1 ...]
                                                       [--modes deletion insertion]
 
-For every shipped example (`lit_app.datasets.shipped_rows()`, chat template; an empty target is the
+For every shipped example (`lit_app.data.datasets.shipped_rows()`, chat template; an empty target is the
 greedy response, 32 tokens at most): the salience of the whole response once (grad_norm,
 grad_x_input), then `faithfulness_curves` with the defaults (10 steps, filler removal, 10 random
 orders, length) twice from that result: without the upper bound and with it. Prints per row and
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
-from lit_app import datasets  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
 from sequence_salience import explain as ex  # noqa: E402
 
 METHODS = ("grad_norm", "grad_x_input")

@@ -1,19 +1,19 @@
 """The errors a request to the LIT server can end with, and the one-line form of their messages.
 
 * `RequestError`: a model input the LIT wrappers cannot serve (every bad input, and every
-  `SalienceError` of the core library, re-raised by `lit_app.wrapper.Wrapper`). It is a
+  `SalienceError` of the core library, re-raised by `lit_app.wrappers.wrapper.Wrapper`). It is a
   `ValueError` whose message is one line: LIT's server turns it into HTTP 500 with body
   "Uncaught error: <message>\\n\\nDetails: <traceback>", which the middleware
-  (lit_app/security.py) answers as 400 (409 for a cancelled request), and LIT's client
+  (lit_app/edge/security.py) answers as 400 (409 for a cancelled request), and LIT's client
   shows <message> only when it is a single line (otherwise "Unknown error").
 * `Cancelled`: a request stopped because a newer one superseded it or nobody waits for it
-  (lit_app/cancel.py); its message starts with "Cancelled:". Not a fault: the handlers answer it
+  (lit_app/model/cancel.py); its message starts with "Cancelled:". Not a fault: the handlers answer it
   without LIT's traceback (`security.mark_client_errors`) and log one INFO line; 409 through the
   middleware.
 * `ClientGone`: a `Cancelled` request whose HTTP client disconnected (nobody reads the answer).
 * `ServerStopping`: a `Cancelled` request the server's stop ended (503, lit_app/server.py).
-* `Rejected`: an HTTP request refused before it reaches LIT (lit_app/security.py,
-  lit_app/limits.py, lit_app/request_body.py, lit_app/paths.py), with its status.
+* `Rejected`: an HTTP request refused before it reaches LIT (lit_app/edge/security.py,
+  lit_app/edge/limits.py, lit_app/edge/request_body.py, lit_app/edge/paths.py), with its status.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ serves the same app as `python -m lit_app.server` (`server.build_app`) through
 * Limits, one-line errors and bounded connections as on the server; no file
   endpoints (no `data_dir`).
 
-The client root's request guard (lit_app/client_build.py) adds the JSON
+The client root's request guard (lit_app/serving/client_build.py) adds the JSON
 Content-Type to the UI's own POSTs, so the UI in the output cell works as before.
 
     widget = LitWidget(lit_models, datasets.get_datasets(), client_root=root, height=900)
@@ -39,9 +39,9 @@ from lit_nlp import notebook as lit_notebook
 from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 
-from lit_app import limits as limits_lib
-from lit_app import http_server, security, server, tokens
-from lit_app.security_config import SecurityConfig
+from lit_app.edge import limits as limits_lib, http_server, security, tokens
+from lit_app import server
+from lit_app.edge.security_config import SecurityConfig
 
 HOST = "localhost"
 logger = logging.getLogger("lit_app.notebook")

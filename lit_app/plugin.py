@@ -26,10 +26,10 @@ What each piece is:
 * `SALIENCE_MODULE`, `INSIDE_MODULE`, `EXPLAIN_MODULE`: `layout.ModuleConfig`s to place in your
   own `LitCanonicalLayout` beside LIT's modules; `layouts()`: our ready-made layouts.
 * `client_root()`: the folder to pass as LIT's `client_root`: LIT's installed UI plus our bundle,
-  local fonts and the request guard (lit_app/client_build.py). LIT's own client root has no
+  local fonts and the request guard (lit_app/serving/client_build.py). LIT's own client root has no
   modules of ours, so it must be this one.
 * `server_type()`: registers and returns the `dev_server.Server(server_type=...)` that serves
-  LIT's app through our request rules (lit_app/security.py: Host check, token, JSON-only
+  LIT's app through our request rules (lit_app/edge/security.py: Host check, token, JSON-only
   same-origin POSTs, limits, no file endpoints unless `files_dir=`), prints
   "Sequence Salience is ready: <url with ?token=>" and stops cleanly on Ctrl-C. Its keyword
   arguments (passed through `dev_server.Server(...)`): host, port, token, no_token, allowed_hosts,
@@ -60,13 +60,14 @@ from lit_nlp.lib import caching as lit_caching
 
 import sequence_salience as ss
 from sequence_salience.slices import DEFAULT_SLICE_S
-from lit_app import client_build, clients, disconnect, http_server, limits, model_group, security, server
-from lit_app.hosts import is_loopback
-from lit_app.security_config import SecurityConfig
-from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
-from lit_app.tokens import new_token
-from lit_app.wrapper import needs_model
-from lit_app import layouts as layouts_lib
+from lit_app.serving import client_build, model_group, layouts as layouts_lib
+from lit_app.edge import clients, disconnect, http_server, limits, security
+from lit_app import server
+from lit_app.edge.hosts import is_loopback
+from lit_app.edge.security_config import SecurityConfig
+from lit_app.model.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
+from lit_app.edge.tokens import new_token
+from lit_app.wrappers.wrapper import needs_model
 
 logger = logging.getLogger("lit_app.plugin")
 
@@ -102,7 +103,7 @@ def layouts() -> layout.LitComponentLayouts:
 
 
 def client_root(output_dir: str | None = None) -> str:
-    """Builds (or refreshes) the client root and returns its path (lit_app/client_build.py).
+    """Builds (or refreshes) the client root and returns its path (lit_app/serving/client_build.py).
 
     Raises FileNotFoundError when our bundle is missing (a checkout without `npm run build`, or
     an installation without its package data): LIT would otherwise refuse a layout naming our
@@ -146,7 +147,7 @@ def adapt(app: lit_app_lib.LitApp) -> lit_app_lib.LitApp:
 
 
 class _Disconnects:
-    """WSGI wrapper: long computations can ask whether their client is still there (lit_app/disconnect.py)."""
+    """WSGI wrapper: long computations can ask whether their client is still there (lit_app/edge/disconnect.py)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]]):
         self.app = app

@@ -10,11 +10,11 @@
 or the console script `sequence-salience-server` with the same flags. An absl app: it takes
 LIT's own server flags and its prompt-debugging server's (--models, --datasets,
 --max_examples, --precision) with LIT's meaning, refuses those it cannot honour in one line,
-and `--help` lists them all (lit_app/server_flags.py). It checks the data files, builds the
+and `--help` lists them all (lit_app/serving/server_flags.py). It checks the data files, builds the
 offline client root, loads each model once (logging progress and its memory), then prints
 the URL once it accepts connections. Requests are served on threads; each model's access is
-serialized by its own lock (lit_app.shared_model.SharedLM, one per model:
-lit_app/served_models.py). Every request first passes lit_app.security.SecureApp (Host,
+serialized by its own lock (lit_app.model.shared_model.SharedLM, one per model:
+lit_app/serving/served_models.py). Every request first passes lit_app.edge.security.SecureApp (Host,
 token, JSON-only same-origin POSTs, file paths only inside --data_dir, limits, one-line
 errors). A token is required on every bind unless --no_token (loopback only): the printed
 URL carries it.
@@ -45,15 +45,16 @@ from lit_nlp.api import model as lit_model
 import sequence_salience as ss
 from sequence_salience import model as model_lib
 from sequence_salience.ablation import AblationConfig
-from lit_app import (client_build, clients, datasets, disconnect, http_server, layouts, security, security_config,
-                     served_models, server_flags)
-from lit_app import memory, method_registry
-from lit_app import wrapper as wrapper_lib
-from lit_app import lit_components
+from lit_app.serving import client_build, layouts, served_models, server_flags
+from lit_app.edge import clients, disconnect, http_server, security, security_config, lit_components
+from lit_app.data import datasets
+from lit_app import memory
+from lit_app.schema import method_registry
+from lit_app.wrappers import wrapper as wrapper_lib
 from lit_app.errors import Cancelled, ClientGone, ServerStopping
-from lit_app.hosts import is_loopback
-from lit_app.method_registry import EXTRA_METHODS
-from lit_app.shared_model import SharedLM
+from lit_app.edge.hosts import is_loopback
+from lit_app.schema.method_registry import EXTRA_METHODS
+from lit_app.model.shared_model import SharedLM
 
 logger = logging.getLogger("lit_app.server")
 
@@ -80,7 +81,7 @@ class _Uncached(lit_caching.CachingModelWrapper):
     """LIT's per-example wrapper without its cache.
 
     LIT caches every prediction by datapoint id, unbounded; our wrappers keep
-    their own caches keyed by content and bounded by bytes (lit_app/shared_model.py),
+    their own caches keyed by content and bounded by bytes (lit_app/model/shared_model.py),
     and progress polls must reach the model wrapper every time.
     """
 
@@ -131,8 +132,8 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         return info
 
     def __call__(self, environ, start_response):
-        # Long computations ask whether this request's client is still there (lit_app/disconnect.py).
-        # Work belongs to the client that asked (lit_app/clients.py).
+        # Long computations ask whether this request's client is still there (lit_app/edge/disconnect.py).
+        # Work belongs to the client that asked (lit_app/edge/clients.py).
         with disconnect.serving(environ), clients.serving(environ):
             return super().__call__(environ, start_response)
 
@@ -165,7 +166,7 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
 
     def _get_interpretations(self, data, model: str | None = None, interpreter: str | None = None, **kw):
         """LIT's, with a failure inside LIT's interpreter (a config it cannot use) a 400 naming it
-        (lit_app/lit_components.py). A missing or unknown name keeps LIT's own message (lit_routes.py)."""
+        (lit_app/edge/lit_components.py). A missing or unknown name keeps LIT's own message (lit_routes.py)."""
         def call():
             return super(SequenceSalienceApp, self)._get_interpretations(data, model=model, interpreter=interpreter,
                                                                           **kw)
@@ -219,20 +220,20 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         return security.mark_client_errors(super().make_handler(fn))
 
     def example_ids(self, dataset_name: str) -> Collection[str]:
-        """Ids of a served dataset's examples (read by lit_app.security.SecureApp)."""
+        """Ids of a served dataset's examples (read by lit_app.edge.security.SecureApp)."""
         dataset = self._datasets.get(dataset_name)
         return dataset.index if dataset is not None else ()
 
     def model_names(self) -> list[str]:
-        """Names of the served models (read by lit_app.security.SecureApp)."""
+        """Names of the served models (read by lit_app.edge.security.SecureApp)."""
         return list(self._models)
 
     def model_free_names(self) -> list[str]:
-        """Names of the served models that never wait for the loaded model (read by lit_app.security.SecureApp)."""
+        """Names of the served models that never wait for the loaded model (read by lit_app.edge.security.SecureApp)."""
         return [name for name, model in self._models.items() if not wrapper_lib.needs_model(model)]
 
     def dataset_names(self) -> list[str]:
-        """Names of the served datasets (read by lit_app.security.SecureApp)."""
+        """Names of the served datasets (read by lit_app.edge.security.SecureApp)."""
         return list(self._datasets)
 
 
@@ -276,7 +277,7 @@ def build_app(
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The parsed command line (lit_app/server_flags.py); --help prints every flag and exits 0,
+    """The parsed command line (lit_app/serving/server_flags.py); --help prints every flag and exits 0,
     a bad flag prints one line naming it and exits 2 (argparse's convention)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in server_flags.HELP_ARGS for a in argv):

@@ -7,10 +7,10 @@ A rule is one field seen from every edge, with one name, type, range, default an
 * the CLI flag `cli_flag` (--<name with dashes>, unless `flag` says otherwise):
   sequence_salience/cli/parser.py `add_flag` reads its type, default, help and range; argparse
   refuses a value out of range, naming the flag and the range;
-* the LIT input field `name`: lit_app/fields.py builds its LIT spec (`default`, `min_val`,
-  `max_val`), lit_app/inputs.py parses it and lit_app/limits.py checks it at the HTTP edge (where a
+* the LIT input field `name`: lit_app/schema/fields.py builds its LIT spec (`default`, `min_val`,
+  `max_val`), lit_app/schema/inputs.py parses it and lit_app/edge/limits.py checks it at the HTTP edge (where a
   server flag --max_<name> may lower `hi`) with `parse`; the browser reads a counted method's `hi`
-  as `max_count` in the published method registry (lit_app/method_registry.py).
+  as `max_count` in the published method registry (lit_app/schema/method_registry.py).
 
 A counted method's rule is declared in the method's own module, as its registry record's `count`
 (methods/base.py): IG's steps, SmoothGrad's samples, the surrogate's ablations; every edge derives its

@@ -1,6 +1,6 @@
 """Constants the TypeScript modules declare, read from frontend/src wherever their file lives.
 
-The server's layouts name the frontend's custom elements (lit_app/layouts.py); tests check that
+The server's layouts name the frontend's custom elements (lit_app/serving/layouts.py); tests check that
 both sides spell them alike. The declaration is looked up in every .ts file under frontend/src,
 so moving a module to another folder keeps the check; a missing or doubled declaration fails it.
 """

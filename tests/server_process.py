@@ -29,7 +29,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from lit_app.clients import CLIENT_HEADER
+from lit_app.edge.clients import CLIENT_HEADER
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 300
@@ -55,7 +55,7 @@ def _background_signals() -> None:
 
 
 def client_header(client: str) -> dict[str, str]:
-    """The header a page sends with every request (its client id, lit_app/clients.py); {} for "": a script
+    """The header a page sends with every request (its client id, lit_app/edge/clients.py); {} for "": a script
     without one, whose requests supersede nothing."""
     return {CLIENT_HEADER: client} if client else {}
 

@@ -282,7 +282,7 @@ export interface RequestLimitsLike {
   max_prompt_chars?: number;
 }
 
-/** The fields whose total length the server bounds (lit_app/limits.py `_TEXT_FIELDS`, "foil" aside). */
+/** The fields whose total length the server bounds (lit_app/edge/limits.py `_TEXT_FIELDS`, "foil" aside). */
 const BOUNDED_TEXT_FIELDS = [PROMPT_FIELD, SYSTEM_FIELD, TARGET_FIELD] as const;
 
 /**

@@ -1,17 +1,17 @@
 /**
  * The client-side half of the server's request rules, built by esbuild into
  * dist/request_guard.js (a second entry besides the bundle) and loaded by the
- * client root before LIT's main.js (lit_app/client_build.py,
- * lit_app/request_guard.py serve it).
+ * client root before LIT's main.js (lit_app/serving/client_build.py,
+ * lit_app/serving/request_guard.py serve it).
  *
- * LIT's client POSTs JSON without a Content-Type; the server (lit_app/security.py)
+ * LIT's client POSTs JSON without a Content-Type; the server (lit_app/edge/security.py)
  * refuses such POSTs, so this adds the header to same-origin POSTs. It also retries a
  * 503 after its Retry-After, and appends "Details" to one-line error bodies, which
  * LIT's status bar needs to show the message instead of "Unknown error".
  *
  * Every same-origin POST also carries the page's client id (`CLIENT_HEADER`, one id per page load):
  * work belongs to the client that asked, so "latest selection wins" holds within this page only, and
- * another tab, notebook or person on the same server never cancels this page's work (lit_app/clients.py).
+ * another tab, notebook or person on the same server never cancels this page's work (lit_app/edge/clients.py).
  */
 
 /** Most retries of one request answered 503 with a Retry-After. */
@@ -19,7 +19,7 @@ export const MAX_RETRIES = 30;
 /** Longest wait between two tries, seconds (a larger Retry-After is cut to it). */
 export const MAX_RETRY_AFTER_S = 30;
 
-/** The header naming the page's client (lit_app/clients.py `CLIENT_HEADER`, the same text). */
+/** The header naming the page's client (lit_app/edge/clients.py `CLIENT_HEADER`, the same text). */
 export const CLIENT_HEADER = 'X-Sequence-Salience-Client';
 
 /**

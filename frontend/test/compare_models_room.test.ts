@@ -24,7 +24,7 @@ const GRAD_NORM: MethodChoice = {method: 'grad_norm', gradient: 'grad_norm', cou
 /** A stand-in for LIT's apiService on the room's requests to `_<model>_compare` (the room's state machine is under
  * test; the server's answers are tests/e2e/test_compare_models.py's): with `with_pinned_salience`, the "pinned"
  * datapoint's whole-response salience (the base methods, and a method computed on request only when its count
- * field is set, as lit_app/compare.py answers through SharedLM.quick); without it, the other answer's log p. */
+ * field is set, as lit_app/wrappers/compare.py answers through SharedLM.quick); without it, the other answer's log p. */
 function host() {
   const calls: string[] = [];
   const bodies: Array<Record<string, unknown>> = [];

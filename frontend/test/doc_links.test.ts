@@ -2,7 +2,7 @@
  * Every document the sources point to exists, and every quoted section of one is a heading
  * there: a comment saying "see docs/architecture.md, "Frontend rooms"" must lead somewhere.
  * (element.ts once said "see DESIGN.md", a file that is not in the repository.) The same for
- * the repository files and folders they name (lit_app/inside.py, sequence_salience/aggregate/).
+ * the repository files and folders they name (lit_app/wrappers/inside.py, sequence_salience/aggregate/).
  */
 /// <reference types="vite/client" />
 import {describe, expect, it} from 'vitest';
@@ -85,7 +85,7 @@ describe('documents named in frontend sources', () => {
 
   it('names repository files and folders that exist', () => {
     const refs = repoReferences();
-    expect(refs.some(([, p]) => p === 'lit_app/inside.py')).toBe(true);
+    expect(refs.some(([, p]) => p === 'lit_app/wrappers/inside.py')).toBe(true);
     const missing = refs.filter(([, p]) => p.endsWith('/') ? !REPO_FILES.some((f) => f.startsWith(p))
                                                            : !REPO_FILES.includes(p)).map(([f, p]) => `${f}: ${p}`);
     expect(missing).toEqual([]);

@@ -143,7 +143,7 @@ describe('status and pieces', () => {
     expect(describeStatus(c, 'x')).toBe('Gradient passes: 1 / 3 (33%)');
     expect(progressFraction(c)).toBeCloseTo(1 / 3);
     expect(describeStatus({...c, done: 3}, 'x')).toBe('Gradient passes: 3 / 3 (100%)');
-    // The stages before a test's own progress say what runs (lit_app/explain.py STAGE_*).
+    // The stages before a test's own progress say what runs (lit_app/wrappers/explain.py STAGE_*).
     expect(describeStatus({...c, stage: 'generating', total: 0}, 'x')).toBe('Generating the response to explain…');
     // (tokens so far out of the server's --max_new_tokens)
     expect(describeStatus({...c, stage: 'generating', done: 16, total: 64}, 'x')).toBe(

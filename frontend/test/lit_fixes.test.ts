@@ -96,7 +96,7 @@ function reportFailure(service: FakeStatusService, answer: string, key: string) 
 
 describe('dropCancellations (LIT\'s status bar does not show our server\'s cancellation answers)', () => {
   const details = (status: number) => `\n\nDetails: HTTP ${status} from ./get_preds?model=m; the server log has more.`;
-  // The answer the user saw in red (lit_app/salience.py, a span superseded by a newer IG count).
+  // The answer the user saw in red (lit_app/wrappers/salience.py, a span superseded by a newer IG count).
   const superseded = 'Cancelled: a newer selection replaced this request. It stopped after 8 of 16 IG steps or SmoothGrad samples.';
 
   it('drops a cancellation, with or without the request guard\'s "Details"', () => {

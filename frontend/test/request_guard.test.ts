@@ -59,7 +59,7 @@ describe('request guard', () => {
     expect(sent).toEqual(['page-1', 'page-1', null, null]);
     const ids = new Set(Array.from({length: 50}, () => newClientId()));
     expect(ids.size).toBe(50);
-    expect([...ids].every((id) => /^[0-9a-f]{32}$/.test(id))).toBe(true);  // the server's rule: lit_app/clients.py
+    expect([...ids].every((id) => /^[0-9a-f]{32}$/.test(id))).toBe(true);  // the server's rule: lit_app/edge/clients.py
   });
 
   it('retries a 503 after its Retry-After, then answers with what came', async () => {

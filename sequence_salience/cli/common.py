@@ -37,7 +37,7 @@ def parse_span(text: str | None) -> tuple[int, int] | None:
 
 def explain_default() -> str:
     """The method `explain` shows when --method is not given: the registry's first (gradient norm),
-    which is also the browser module's first (lit_app/method_registry.py keeps the core's order)."""
+    which is also the browser module's first (lit_app/schema/method_registry.py keeps the core's order)."""
     from sequence_salience.methods import registry_json  # pylint: disable=import-outside-toplevel
 
     return registry_json()[0]["name"]

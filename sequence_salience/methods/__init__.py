@@ -88,7 +88,7 @@ def flagged_settings(kinds: tuple[str, ...] = ("token", "segment")) -> list[tupl
                                                                                   dataclasses.Field]]:
     """(record, settings field) of every settings field of the records of `kinds` whose metadata names a "flag"
     (SalienceMethod.settings), in display order: the CLI's flags (cli/common.py method_flags) and, for segment
-    methods, the server's (lit_app/method_registry.py SERVER_SETTINGS)."""
+    methods, the server's (lit_app/schema/method_registry.py SERVER_SETTINGS)."""
     return [(m, f) for m in all_records() if m.kind in kinds and m.settings
             for f in dataclasses.fields(m.settings) if "flag" in f.metadata]
 

@@ -175,7 +175,7 @@ class ResultExtra:
       axes: the axes after the batch axis, one letter each: "L" a sequence position (the example's own N
         tokens are kept), "T" a target token (its first T are kept); "LTT" for an [N, T, T] array.
       help: what it holds.
-      payload: None, or its key in the method's entry of the server's salience payload (lit_app/payloads.py),
+      payload: None, or its key in the method's entry of the server's salience payload (lit_app/wrappers/payloads.py),
         present in every entry of the method (null until the matrices are computed); an "LTT" array is sent as
         its packed upper triangle <[N, T*(T+1)/2]>.
     """
@@ -237,7 +237,7 @@ class SalienceMethod:
         A field's metadata may name its CLI flag: {"flag": "--x", "help": "...", "metavar": "PATH", "type": float,
         "check": f} (argparse's type, default: text; `check(value)` raises SalienceError naming the fix for a value
         the method cannot use, e.g. a file that is not an estimator; the count's flag comes from its rule). A
-        segment method's flagged setting is also a server flag of the field's name (lit_app/method_registry.py
+        segment method's flagged setting is also a server flag of the field's name (lit_app/schema/method_registry.py
         SERVER_SETTINGS).
       job_tag: a counted method's background job kind prefix on the server (the job of count n is
         f"{job_tag}{n}"); None: the method's name.

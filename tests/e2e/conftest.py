@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_app import assets
+from lit_app.serving import assets
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "frontend" / "dist" / "sequence_salience.js"

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from lit_app import fields
-from lit_app.inside import INSIDE_T
+from lit_app.schema import fields
+from lit_app.wrappers.inside import INSIDE_T
 from tests.e2e.plugin_checks import open_tab
 from tests.server_process import ServerProcess
 from tests.unit.tiny_models import save_tiny_llama_for

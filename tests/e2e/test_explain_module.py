@@ -85,7 +85,7 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
 
     # 2. Reduce the prompt (word granularity): removed words struck through; load into the editor.
     mod.locator("button.tab-btn.reduce").click()
-    # The budget is stated before the run starts (lit_app/explain.py REDUCE_MAX_SECONDS, 200 checks).
+    # The budget is stated before the run starts (lit_app/wrappers/explain.py REDUCE_MAX_SECONDS, 200 checks).
     expect(mod.locator(".result .hint")).to_contain_text("Budget: at most 120 s or 200 candidate checks")
     t0 = time.perf_counter()
     mod.locator("button.run.reduce").click()
@@ -103,7 +103,7 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
     prompt_box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
     expect(prompt_box).to_have_value(kept, timeout=10_000)
     editor.locator("button#make").click()  # Add: the reduced prompt becomes the selected datapoint
-    # The salience module is a tab beside this one (lit_app/layouts.py): open it to see the new prompt.
+    # The salience module is a tab beside this one (lit_app/serving/layouts.py): open it to see the new prompt.
     page.locator(".tab", has_text="Sequence Salience").first.click()
     salience = page.locator(SALIENCE)
     expect(salience.locator(".prompt")).to_contain_text(kept.strip(), timeout=TIMEOUT_MS)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import sequence_salience as ss
-from lit_app import method_registry
-from lit_app.datasets import CASE_STUDIES_PATH
+from lit_app.schema import method_registry
+from lit_app.data.datasets import CASE_STUDIES_PATH
 from sequence_salience.ablation import segment_salience
 from sequence_salience.methods import AblationConfig, DEFAULT_METHODS, get_any_method, leave_one_out
 from tests.e2e import plugin_checks

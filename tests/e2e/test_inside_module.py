@@ -67,7 +67,7 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     page.goto(server_url)
     inside = page.locator(INSIDE)
     inside.wait_for(state="attached", timeout=120_000)
-    # A tab beside the salience module (lit_app/layouts.py); LIT renders it while its tab is open.
+    # A tab beside the salience module (lit_app/serving/layouts.py); LIT renders it while its tab is open.
     page.locator(".tab", has_text="Inside the model").first.click()
     expect(inside).to_contain_text("Select a prompt")
     page.locator(".tab", has_text="Sequence Salience").first.click()

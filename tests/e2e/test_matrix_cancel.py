@@ -20,7 +20,7 @@ import urllib.parse
 
 import pytest
 
-from lit_app.clients import CLIENT_HEADER
+from lit_app.edge.clients import CLIENT_HEADER
 from tests.e2e import plugin_checks
 from tests.server_process import ServerProcess, client_header
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
-IG_MATRIX = "ig_matrix"  # lit_app/method_registry.py LIT_FACTS
+IG_MATRIX = "ig_matrix"  # lit_app/schema/method_registry.py LIT_FACTS
 STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["matrix_cancel"]
 
 
@@ -76,7 +76,7 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
     _shot(page, artifacts_dir, "switched-to-grad-x-input")
 
     # Server side: the job's own status ("poll" for the same datapoint and count, as the page reads it: as the page's
-    # client, lit_app/clients.py; a poll of another client would keep the job for that client).
+    # client, lit_app/edge/clients.py; a poll of another client would keep the job for that client).
     path, data, page_client = started[0]
     assert page_client, "the page sent no client id"
     body = {"inputs": [{"id": "matrix-cancel-check", "data": {**data, "detail": "poll", "_id": "matrix-cancel-check"},

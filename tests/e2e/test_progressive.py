@@ -161,7 +161,7 @@ def test_four_thousand_token_prompt_end_to_end(lit_server, server_url, browser_p
     _wait_detail_done(page, mod)
     switched = time.perf_counter() - t1
     assert QUESTION in mod.locator(".prompt").inner_text()
-    # The long prompt's matrix job itself stopped because of the new selection (lit_app/progressive.py's line,
+    # The long prompt's matrix job itself stopped because of the new selection (lit_app/model/progressive.py's line,
     # named by its prompt). The new row being served is not enough: another test on this worker may have
     # computed its matrices already, which the server then answers from its cache.
     stopped = re.compile(r"INFO lit_app\.progressive: Cancelled the \w+ job for \(" + re.escape(repr(prompt[:30]))[:-1]

@@ -1,4 +1,4 @@
-"""LIT's client in Chromium against the server's request rules (lit_app/security.py).
+"""LIT's client in Chromium against the server's request rules (lit_app/edge/security.py).
 
 LIT's client POSTs without a Content-Type; the request guard (loaded before
 LIT's main.js) adds it, so the UI works while plain cross-site POSTs are

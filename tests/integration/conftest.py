@@ -6,7 +6,10 @@ import time
 import pytest
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, model_group, server, shared_model
+from lit_app.serving import client_build, model_group
+from lit_app.data import datasets
+from lit_app import server
+from lit_app.model import shared_model
 
 MODEL = "smollm2"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lit_app import datasets
+from lit_app.data import datasets
 from sequence_salience import scoring
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, lasso, leave_one_out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lit_app import datasets
+from lit_app.data import datasets
 from sequence_salience.ablation import segment_salience
 from sequence_salience.attention import SHIPPED, estimator_for
 from sequence_salience.attention.prompts import generate_prompt

@@ -25,7 +25,8 @@ import time
 import pytest
 
 import sequence_salience as ss
-from lit_app import explain, fields
+from lit_app.wrappers import explain
+from lit_app.schema import fields
 from tests.server_process import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -44,7 +45,7 @@ def _span(data: dict) -> dict:
             fields.DETAIL: "span", fields.IG_STEPS: STEPS}
 
 
-# Every request of this file comes from one page (lit_app/clients.py): its newer selection supersedes its older work.
+# Every request of this file comes from one page (lit_app/edge/clients.py): its newer selection supersedes its older work.
 PAGE = "test-cancel-logging"
 
 
@@ -55,9 +56,9 @@ def _progress(server: ServerProcess, data: dict) -> dict:
 # The loggers whose cancellation lines name the request's prompt (a job's group, a wrapper's request): another
 # request's line is another test's work, e.g. a span of a browser test whose page closed, noticed by the server
 # while this test runs (the session's server is shared by the worker's tests; seen in CI, 2026-12-05).
-PROMPT_LOGGERS = ("lit_app.progressive", "lit_app.wrapper")
-# The loggers of user jobs (lit_app/user_jobs.py): their lines name the job's action, not its prompt.
-USER_JOB_LOGGERS = ("lit_app.explain", "lit_app.inside")
+PROMPT_LOGGERS = ("lit_app.model.progressive", "lit_app.wrappers.wrapper")
+# The loggers of user jobs (lit_app/model/user_jobs.py): their lines name the job's action, not its prompt.
+USER_JOB_LOGGERS = ("lit_app.wrappers.explain", "lit_app.wrappers.inside")
 
 
 def _cancellation_lines(server: ServerProcess, start: int, prompt: str, settle_s: float = 1.0,

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
-from lit_app import fields
+from lit_app.schema import fields
 from tests.server_process import REPO, ServerProcess
 
 MODEL = "smollm2"
@@ -185,7 +185,7 @@ MISTAKES = [
                  ['"max_new_tokens"', "1 to 1024"], id="get_preds-salience-max-new-tokens-zero"),
     pytest.param(f"/get_preds?model={CMP}", _cmp(pinned_max_new_tokens=-1), 400,
                  ['"pinned_max_new_tokens"', "1 to 1024"], id="compare-pinned-max-new-tokens-negative"),
-    # The compare model's segment fields (lit_app/fields.py _SEGMENT_INPUTS), refused before any model work.
+    # The compare model's segment fields (lit_app/schema/fields.py _SEGMENT_INPUTS), refused before any model work.
     pytest.param(f"/get_preds?model={CMP}", _cmp(segment_method=5), 400, ['"segment_method"', "string"],
                  id="compare-segment-method-int"),
     pytest.param(f"/get_preds?model={CMP}", _cmp(segment_method="nope"), 400,

@@ -3,7 +3,7 @@
 Was: "latest selection wins" was global. A second client's span clicks on another prompt were answered 409 five
 times out of five (the first client's polls moved the one focus back to its prompt), and each click restarted the
 first client's background job at 0 (the click moved the focus away and cancelled it; its next poll started it
-again). Now each page sends its own id (`lit_app/clients.py` `CLIENT_HEADER`, one per page load), and a newer
+again). Now each page sends its own id (`lit_app/edge/clients.py` `CLIENT_HEADER`, one per page load), and a newer
 selection supersedes the older work of its own client only.
 
 Each test uses prompts of its own (the session's server is shared by the worker's tests, and caches by content).
@@ -18,7 +18,7 @@ import time
 import pytest
 
 import sequence_salience as ss
-from lit_app import fields, method_registry
+from lit_app.schema import fields, method_registry
 from sequence_salience.methods import leave_one_out
 from tests.server_process import ServerProcess
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lit_app import datasets
+from lit_app.data import datasets
 from sequence_salience.ablation import segment_salience
 from sequence_salience.methods import coarse_to_fine, leave_one_out
 

@@ -1,4 +1,4 @@
-"""`_<model>_compare` (lit_app/compare.py) through LIT's real WSGI app on the embedded default model: the pinned
+"""`_<model>_compare` (lit_app/wrappers/compare.py) through LIT's real WSGI app on the embedded default model: the pinned
 response's log p under the selected prompt equals a plain teacher-forced forward; one forward when the pinned
 datapoint's salience was shown before (and its salience from the caches); bad input is a one-line error naming the field."""
 
@@ -12,7 +12,11 @@ import pytest
 import torch
 from werkzeug.test import Client
 
-from lit_app import datasets, fields, model_group, server, shared_model
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.serving import model_group
+from lit_app import server
+from lit_app.model import shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)

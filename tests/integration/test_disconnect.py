@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 import sequence_salience as ss
-from lit_app import explain, fields, inside
+from lit_app.wrappers import explain, inside
+from lit_app.schema import fields
 from tests.server_process import ServerProcess
 
 MODEL = "smollm2"
@@ -51,7 +52,7 @@ def server(tmp_path_factory):
         yield proc
 
 
-# Every request of this file comes from one page (lit_app/clients.py): its newer selection supersedes its older work.
+# Every request of this file comes from one page (lit_app/edge/clients.py): its newer selection supersedes its older work.
 PAGE = "test-disconnect"
 
 
@@ -196,7 +197,7 @@ def test_a_matrix_job_nobody_polls_stops(server):
     assert started["kind"] == f"ig{COUNT}"
     seen = server.wait_for(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice")
     last_poll = time.monotonic()  # the page is closed: nobody polls from here on
-    # The job's one line once it stopped (lit_app/progressive.py `_work`).
+    # The job's one line once it stopped (lit_app/model/progressive.py `_work`).
     line = re.compile(rf"INFO lit_app\.progressive: Cancelled the ig{COUNT} job for .* \(nobody polled it for "
                       rf"{HEARTBEAT_S} s\) after ")
     server.wait_for(lambda: server.log_path.read_text()[start:], lambda log: line.search(log) is not None,
@@ -211,7 +212,7 @@ def test_a_matrix_job_nobody_polls_stops(server):
 
 
 def test_a_comparisons_segment_measurement_stops_when_its_client_disconnects(server):
-    """"Compare an edit" with a segment method on screen measures both prompts with it (lit_app/compare.py);
+    """"Compare an edit" with a segment method on screen measures both prompts with it (lit_app/wrappers/compare.py);
     the tab is closed mid-measurement: the leave-one-out forwards stop before the end, the cancellation is one
     INFO line, and the next request is answered."""
     start = len(server.log_path.read_text())

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from lit_app import explain, fields
+from lit_app.wrappers import explain
+from lit_app.schema import fields
 from tests.server_process import ServerProcess
 
 MODEL = "smollm2"

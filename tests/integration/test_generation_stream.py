@@ -11,8 +11,12 @@ import threading
 import pytest
 from werkzeug.test import Client
 
-from lit_app import datasets, fields, model_group, responses, server, shared_model
-from lit_app import salience as salience_wrapper
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.serving import model_group
+from lit_app.model import responses, shared_model
+from lit_app import server
+from lit_app.wrappers import salience as salience_wrapper
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)

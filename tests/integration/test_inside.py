@@ -16,8 +16,12 @@ from werkzeug.test import Client
 
 import sequence_salience as ss
 from sequence_salience import inside
-from lit_app import datasets, fields, model_group, server, shared_model
-from lit_app import inside as lit_inside
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.serving import model_group
+from lit_app import server
+from lit_app.model import shared_model
+from lit_app.wrappers import inside as lit_inside
 from tests import frontend_source
 
 PROMPT = "The capital of France is"
@@ -148,7 +152,7 @@ def test_lit_search_builds_the_index_in_the_background(client, monkeypatch, tmp_
 
 
 def test_layout_shows_the_inside_module_as_a_tab_beside_the_salience_module():
-    from lit_app import layouts
+    from lit_app.serving import layouts
 
     assert frontend_source.exported_string("INSIDE_TAG") == layouts.INSIDE_MODULE_TAG
     default = layouts.make_layouts()[layouts.DEFAULT_LAYOUT]

@@ -18,10 +18,13 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import datasets, fields, inputs, model_group, progressive, server, shared_model
-from lit_app import explain as lit_explain
-from lit_app import inside as lit_inside
-from lit_app.scheduler import ModelScheduler, Priority
+from lit_app.data import datasets
+from lit_app.schema import fields, inputs
+from lit_app.serving import model_group
+from lit_app.model import progressive, shared_model
+from lit_app import server
+from lit_app.wrappers import explain as lit_explain, inside as lit_inside
+from lit_app.model.scheduler import ModelScheduler, Priority
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)

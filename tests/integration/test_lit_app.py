@@ -14,7 +14,11 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import client_build, datasets, fields, layouts, model_group, server, shared_model
+from lit_app.serving import client_build, layouts, model_group
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app import server
+from lit_app.model import shared_model
 from tests import frontend_source
 
 MODEL = "smollm2"

@@ -14,9 +14,13 @@ import numpy as np
 import pytest
 from werkzeug.test import Client
 
-from lit_app import client_build, datasets, fields, lit_convention, server
-from lit_app.model_group import lit_models
-from lit_app.shared_model import SharedLM
+from lit_app.serving import client_build
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.wrappers import lit_convention
+from lit_app import server
+from lit_app.serving.model_group import lit_models
+from lit_app.model.shared_model import SharedLM
 
 MODEL = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(MODEL)

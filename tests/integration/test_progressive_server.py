@@ -14,7 +14,12 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import clients, datasets, fields, inputs, model_group, progressive, server, shared_model
+from lit_app.edge import clients
+from lit_app.data import datasets
+from lit_app.schema import fields, inputs
+from lit_app.serving import model_group
+from lit_app.model import progressive, shared_model
+from lit_app import server
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -45,7 +50,7 @@ _counter = iter(range(10**9))
 def _request(client, model, data, **params):
     inputs = [{"id": f"r{next(_counter)}", "data": data}]
     query = "&".join(f"{k}={v}" for k, v in {"model": model, **params}.items())
-    # One page: its newer selections supersede its older work (lit_app/clients.py).
+    # One page: its newer selections supersede its older work (lit_app/edge/clients.py).
     return client.post(f"/get_preds?{query}", data=json.dumps({"inputs": inputs}),
                        content_type="application/json", headers={clients.CLIENT_HEADER: "page"})
 
@@ -267,7 +272,7 @@ def test_the_background_queue_is_bounded():
 
 
 def test_generation_store_keeps_at_most_max_files(default_lm, tmp_path):
-    from lit_app import generation_cache
+    from lit_app.model import generation_cache
 
     store = generation_cache.GenerationStore(default_lm, tmp_path, max_files=3)
     gen = ss.Generation(text=" x", ids=(1,), offsets=((0, 2),), stopped_by="eos")

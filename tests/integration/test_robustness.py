@@ -22,7 +22,8 @@ import pytest
 from werkzeug.test import Client
 
 import sequence_salience as ss
-from lit_app import clients, fields, security, security_config
+from lit_app.edge import clients, security, security_config
+from lit_app.schema import fields
 from tests.server_process import ServerProcess
 from tests.unit.waiting import wait_until
 
@@ -49,7 +50,7 @@ def _client(lit) -> Client:
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
 
 
-# The requests of this file come from one page (lit_app/clients.py): its newer selection supersedes its older work.
+# The requests of this file come from one page (lit_app/edge/clients.py): its newer selection supersedes its older work.
 PAGE = "page"
 
 
@@ -131,7 +132,7 @@ def test_a_catastrophic_regex_is_stopped_and_the_server_keeps_serving(real_serve
 
 
 def test_a_tokens_request_answers_while_a_blocking_computation_holds_the_model(lit, shared, caplog):
-    caplog.set_level(logging.INFO, logger="lit_app.salience_runs")
+    caplog.set_level(logging.INFO, logger="lit_app.model.salience_runs")
     long_answer: dict = {}
 
     def long_request():
@@ -168,7 +169,7 @@ def test_the_tokenizer_copy_gives_the_same_tokens_as_the_model(shared, default_l
 
 
 def test_a_blocking_request_stops_when_another_datapoint_is_selected(lit, shared, caplog):
-    caplog.set_level(logging.INFO, logger="lit_app.salience_runs")
+    caplog.set_level(logging.INFO, logger="lit_app.model.salience_runs")
     caplog.clear()
     long_answer: dict = {}
     long_data = {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: LONG_IG_STEPS}

@@ -33,7 +33,11 @@ from hypothesis import strategies as st
 from lit_nlp.lib import wsgi_app
 from werkzeug import wrappers
 
-from lit_app import datasets, http_server, limits, model_group, security, security_config, server, shared_model
+from lit_app.data import datasets
+from lit_app.edge import http_server, limits, security, security_config
+from lit_app.serving import model_group
+from lit_app import server
+from lit_app.model import shared_model
 
 MODEL = "smollm2"
 STATIC_PATHS = ("/", "/index.html", "/main.js", "/static/index.html", "/request_guard.js", "/nowhere.js")

@@ -1,4 +1,4 @@
-"""The request rules of lit_app/security.py on the real LIT app and the embedded default model.
+"""The request rules of lit_app/edge/security.py on the real LIT app and the embedded default model.
 
 Requests are real WSGI requests (werkzeug's test client) through `SecureApp`
 around the same LIT app the server runs; the last test starts the real server
@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 from werkzeug.test import Client
 
-from lit_app import (client_build, datasets, fields, limits, model_group, request_guard, security, security_config,
-                     server, tokens)
+from lit_app.serving import client_build, model_group, request_guard
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.edge import limits, security, security_config, tokens
+from lit_app import server
 from sequence_salience import field_rules
 from tests.server_process import ServerProcess
 

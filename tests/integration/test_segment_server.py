@@ -15,7 +15,10 @@ from werkzeug.test import Client
 
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
-from lit_app import clients, datasets, fields, inputs, method_registry, progressive, security, security_config
+from lit_app.edge import clients, security, security_config
+from lit_app.data import datasets
+from lit_app.schema import fields, inputs, method_registry
+from lit_app.model import progressive
 from tests.unit.waiting import wait_until
 
 PORT = 5433
@@ -42,7 +45,7 @@ def client(lit):
     return Client(security.SecureApp(lit, security_config.SecurityConfig(port=PORT)), use_cookies=False)
 
 
-# The requests of this file come from one page (lit_app/clients.py): its newer selection supersedes its older work.
+# The requests of this file come from one page (lit_app/edge/clients.py): its newer selection supersedes its older work.
 PAGE = "page"
 
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import sequence_salience as ss
-from lit_app import datasets, fields
+from lit_app.data import datasets
+from lit_app.schema import fields
 from tests.server_process import ServerProcess
 from tests.unit.tiny_models import save_tiny_llama_for
 
@@ -87,7 +88,7 @@ def test_each_model_answers_with_its_own_weights_and_caches(two_models, default_
 
 def test_warm_start_left_every_response_cached(two_models):
     """After --warm_start 1 the data table's one request for all rows gets every response (a request for
-    several rows answers from the caches only: lit_app/generation.py)."""
+    several rows answers from the caches only: lit_app/wrappers/generation.py)."""
     _, _, body = two_models.post_json("/get_dataset?dataset_name=case_studies", {})
     rows = [{"id": r["id"], "data": r["data"]} for r in json.loads(body)]
     for m in ("a", "b"):

@@ -12,7 +12,12 @@ import json
 import pytest
 from werkzeug.test import Client
 
-from lit_app import datasets, fields, limits, model_group, server, shared_model
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.edge import limits
+from lit_app.serving import model_group
+from lit_app import server
+from lit_app.model import shared_model
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -109,7 +114,7 @@ def test_a_cancel_stops_the_span_job_it_names_and_no_other(client, shared):
 def test_span_progress_is_a_poll_and_a_known_detail_mode():
     body = {"inputs": [{"id": "a", "data": {**DATA, "detail": "span_progress"}}]}
     assert limits.is_poll("/get_preds", body)  # not counted against max_pending: visible while the server is full
-    from lit_app import inputs
+    from lit_app.schema import inputs
     assert "span_progress" in inputs.DETAIL_MODES
     cancel = {"inputs": [{"id": "a", "data": {**DATA, "detail": "span_cancel", "span_job": "span-1"}}]}
     assert limits.is_poll("/get_preds", cancel) and "span_cancel" in inputs.DETAIL_MODES

@@ -1,6 +1,6 @@
 """Soak: the real server on 127.0.0.1 under concurrent valid and malformed requests.
 
-Several page clients, each with its own client id (the header lit_app/clients.py CLIENT_HEADER, as
+Several page clients, each with its own client id (the header lit_app/edge/clients.py CLIENT_HEADER, as
 the page sends one per page load), one anonymous script client (no id: it supersedes nothing) and one
 hostile client, for `--soak-seconds` (default 45 s, part of `make test`; the long soak is on demand:
 `pytest tests/soak -s --soak-seconds 600`, or `SOAK_SECONDS=600`). The page clients load the page
@@ -55,8 +55,7 @@ import numpy as np
 import pytest
 
 import sequence_salience as ss
-from lit_app import fields
-from lit_app import method_registry
+from lit_app.schema import fields, method_registry
 from sequence_salience.methods import leave_one_out
 from tests.server_process import ServerProcess, client_header
 
@@ -199,7 +198,7 @@ class Soak:
         """POSTs a valid request as this thread's client, retrying 503s after Retry-After; returns the JSON answer.
 
         A 409 fails: each client sends one request at a time, so no newer work of its own can have superseded
-        it, and another client's work never supersedes it (lit_app/clients.py).
+        it, and another client's work never supersedes it (lit_app/edge/clients.py).
         """
         give_up = time.monotonic() + RETRY_FOR_S
         while time.monotonic() < give_up:

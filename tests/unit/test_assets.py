@@ -1,4 +1,4 @@
-"""lit_app/assets.py: which browser files a checkout or an installed wheel serves, and the packaging step.
+"""lit_app/serving/assets.py: which browser files a checkout or an installed wheel serves, and the packaging step.
 
 Fake source trees in tmp_path stand in for a checkout (frontend/ with dist/ and the npm font
 packages) and for an installed package (lit_app/dist/ gathered); no npm runs here (the real
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_app import assets, client_build
+from lit_app.serving import assets, client_build
 
 FONT_CSS = """@font-face { font-family: '{family}'; src: url(./files/{stem}.woff2) format('woff2'),
  url(./files/{stem}.woff) format('woff'); }"""

@@ -317,7 +317,10 @@ def test_the_method_without_an_estimator_names_calibrate_and_a_foreign_file_is_r
 
 
 def test_the_lit_segment_job_of_a_model_without_an_estimator_is_a_request_error_naming_calibrate(llama):
-    from lit_app import errors, fields, method_registry, model_group, shared_model  # pylint: disable=import-outside-toplevel
+    from lit_app import errors  # pylint: disable=import-outside-toplevel
+    from lit_app.schema import fields, method_registry
+    from lit_app.serving import model_group
+    from lit_app.model import shared_model
     from tests.unit.waiting import wait_until  # pylint: disable=import-outside-toplevel
 
     shared = shared_model.SharedLM(llama, max_new_tokens=4, disk_cache=False)
@@ -342,7 +345,9 @@ def test_the_lit_segment_job_of_a_model_without_an_estimator_is_a_request_error_
 
 
 def test_the_servers_attention_estimator_flag_reaches_the_lit_segment_job(llama, tmp_path):
-    from lit_app import fields, method_registry, model_group, server_flags, shared_model  # pylint: disable=import-outside-toplevel
+    from lit_app.schema import fields, method_registry  # pylint: disable=import-outside-toplevel
+    from lit_app.serving import model_group, server_flags
+    from lit_app.model import shared_model
     from tests.unit.waiting import wait_until  # pylint: disable=import-outside-toplevel
 
     saved_random_estimator(llama, tmp_path / "served.npz", seed=4, quality={"cv_r2": 0.3})

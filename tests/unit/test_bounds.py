@@ -1,7 +1,7 @@
 """The server's per-request state is bounded by bytes, not only by count (issue 33: RSS grew under load).
 
-Each table a stream of requests can fill: finished background jobs (lit_app/progressive.py), the
-shared model's caches (lit_app/lru_cache.py), LIT's saved datapoints (lit_app/server.py).
+Each table a stream of requests can fill: finished background jobs (lit_app/model/progressive.py), the
+shared model's caches (lit_app/model/lru_cache.py), LIT's saved datapoints (lit_app/server.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from lit_app import client_build, datasets, lru_cache, model_group, progressive, server
-from lit_app.lru_cache import LRUCache
-from lit_app.shared_model import SharedLM
+from lit_app.serving import client_build, model_group
+from lit_app.data import datasets
+from lit_app.model import lru_cache, progressive
+from lit_app import server
+from lit_app.model.lru_cache import LRUCache
+from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
 

@@ -1,4 +1,4 @@
-"""The cancel checks of lit_app/cancel.py and the user jobs built on them (no model, no server).
+"""The cancel checks of lit_app/model/cancel.py and the user jobs built on them (no model, no server).
 
 The disconnect itself is checked on a real socket pair: `client_gone` is bound to the socket of the
 request a thread serves (`disconnect.serving`), and says gone once the peer closes it.
@@ -10,7 +10,8 @@ import socket
 
 import pytest
 
-from lit_app import cancel, clients, disconnect, progressive, user_jobs
+from lit_app.model import cancel, progressive, user_jobs
+from lit_app.edge import clients, disconnect
 from lit_app.errors import Cancelled, ClientGone, RequestError
 
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from lit_app import datasets, fields
+from lit_app.data import datasets
+from lit_app.schema import fields
 
 
 def test_shipped_case_studies_are_one_row_per_case_of_the_paper():

@@ -1,4 +1,4 @@
-"""The explain LIT wrapper (lit_app/explain.py) over a tiny random Llama: payloads equal the
+"""The explain LIT wrapper (lit_app/wrappers/explain.py) over a tiny random Llama: payloads equal the
 library's, and `status` reports a running test's progress as units done / total.
 
 Progress is observed deterministically through the shared model scheduler: a watcher thread is always
@@ -15,8 +15,9 @@ import pytest
 
 from sequence_salience import explain as ex
 from sequence_salience.methods.base import SalienceConfig
-from lit_app import errors, shared_model
-from lit_app import explain as lit_explain
+from lit_app import errors
+from lit_app.model import shared_model
+from lit_app.wrappers import explain as lit_explain
 from tests.frontend_source import SRC
 from tests.unit.tiny_models import tiny_llama, wrap
 from tests.unit.waiting import wait_until

@@ -1,6 +1,6 @@
 """Each number's rule is declared once (sequence_salience/field_rules.py), and every edge agrees with it:
 the config default, the CLI flag (default, range, argparse refusal naming the flag), the LIT spec, the
-LIT parser (lit_app/inputs.py) and the HTTP limit (lit_app/limits.py), and the published registry."""
+LIT parser (lit_app/schema/inputs.py) and the HTTP limit (lit_app/edge/limits.py), and the published registry."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from sequence_salience.explain.faithfulness import FaithfulnessConfig
 from sequence_salience.field_rules import FieldError
 from sequence_salience.methods import AblationConfig, SalienceConfig, get_any_method
 from sequence_salience.model import GenerationConfig
-from lit_app import errors, explain, fields, inputs, limits, method_registry
+from lit_app import errors
+from lit_app.wrappers import explain
+from lit_app.schema import fields, inputs, method_registry
+from lit_app.edge import limits
 
 # (default, lo, hi) written out by hand: the one declaration must say this.
 EXPECTED = {

@@ -19,7 +19,7 @@ def _exported_number(name: str) -> float:
 
 
 def test_reduce_budget_text_states_the_servers_budget():
-    from lit_app import explain
+    from lit_app.wrappers import explain
 
     text = frontend_source.exported_string("REDUCE_BUDGET")
     assert f"{explain.REDUCE_MAX_SECONDS:g} s" in text, text
@@ -27,7 +27,7 @@ def test_reduce_budget_text_states_the_servers_budget():
 
 
 def test_ig_warning_tolerance_is_the_ig_steps_tolerance():
-    from lit_app import explain
+    from lit_app.wrappers import explain
     from sequence_salience.display import view
 
     assert _exported_number("IG_TOLERANCE") == explain.IG_AUTO_TOLERANCE == view.IG_TOLERANCE

@@ -8,10 +8,13 @@ from __future__ import annotations
 import importlib
 import re
 
-from lit_app import cancel, clients, errors
+from lit_app.model import cancel
+from lit_app.edge import clients
+from lit_app import errors
 from tests.frontend_source import SRC
 
-LIT_MODULES = ("fields", "inside", "explain", "lit_convention", "method_registry", "compare", "inputs")
+LIT_MODULES = ("schema.fields", "wrappers.inside", "wrappers.explain", "wrappers.lit_convention", "schema.method_registry",
+               "wrappers.compare", "schema.inputs")
 
 
 def _frontend_fields() -> dict[str, list[str]]:
@@ -46,7 +49,7 @@ def test_the_browser_spells_the_start_of_a_cancellation_answer_as_the_server():
 
 
 def test_the_page_names_its_client_header_as_the_server_reads_it():
-    """Work belongs to a client (issue 43): the request guard sends the header lit_app/clients.py reads, with an id
+    """Work belongs to a client (issue 43): the request guard sends the header lit_app/edge/clients.py reads, with an id
     the server accepts."""
     text = (SRC / "request_guard.ts").read_text(encoding="utf-8")
     spelled = re.findall(r"export const CLIENT_HEADER = '([^']*)';", text)

@@ -4,9 +4,9 @@
 The modules read method names, labels, signedness and count fields from the salience model's
 output spec (`spec.output.method_registry.default`); their tests use this fixture in its place.
 A method added, renamed or relabelled in the core registry (sequence_salience.methods) or a LIT
-fact changed (lit_app.method_registry) fails here until the fixture follows:
+fact changed (lit_app.schema.method_registry) fails here until the fixture follows:
 
-    python -c "import json; from lit_app import method_registry as m; \
+    python -c "import json; from lit_app.schema import method_registry as m; \
 print(json.dumps(m.published_registry(), indent=2, ensure_ascii=False))" > frontend/test/fixtures/method_registry.json
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from lit_app import fields, method_registry
+from lit_app.schema import fields, method_registry
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[2] / "frontend" / "test" / "fixtures" / "method_registry.json"
 

@@ -1,5 +1,5 @@
 """The request guard the client root serves is the TypeScript source built by `npm run build`
-(frontend/src/request_guard.ts -> frontend/dist/request_guard.js), read from where lit_app.assets
+(frontend/src/request_guard.ts -> frontend/dist/request_guard.js), read from where lit_app.serving.assets
 finds the built files; without a build the error names the file and the fix."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from lit_app import assets, client_build, request_guard
+from lit_app.serving import assets, client_build, request_guard
 
 
 def test_the_served_guard_is_the_built_typescript():

@@ -14,6 +14,9 @@ Renderer display registers (result.register_renderer), so display depends on res
 Folders: each file stands for its folder (sequence_salience/display, frontend/src/salience, ...),
 except the files directly in a tree's root (sequence_salience/errors.py, frontend/src/index.ts, ...):
 those are the shared base and the entry points, and stand for themselves.
+
+lit_app/ has layers besides: each of its folders may import only the folders LIT_APP_MAY_IMPORT names
+(below it), its base files nothing above them, and only its entry points may import anything.
 """
 
 from __future__ import annotations
@@ -31,6 +34,21 @@ TS_TREE = "frontend/src"
 Graph = dict[str, set[str]]
 
 ALLOWED_EDGES: dict[tuple[str, str], str] = {}
+
+# lit_app/'s layers: each folder and the folders it may import (besides itself), bottom to top. A file
+# directly in lit_app/ is either the shared base (imports nothing of lit_app but the base) or an entry
+# point (may import anything; nothing imports it but another entry point).
+LIT_APP = "lit_app"
+LIT_APP_BASE = ("lit_app/__init__.py", "lit_app/errors.py", "lit_app/memory.py")
+LIT_APP_ENTRY_POINTS = ("lit_app/server.py", "lit_app/plugin.py", "lit_app/notebook.py")
+LIT_APP_MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "schema": (),  # field names and specs, the served methods, input parsing
+    "edge": ("schema",),  # the HTTP rules, clients, disconnects
+    "model": ("schema", "edge"),  # the shared model, its parts and its jobs
+    "wrappers": ("schema", "edge", "model"),  # the LIT model wrappers
+    "data": ("schema", "edge"),  # the datasets
+    "serving": ("schema", "edge", "model", "wrappers", "data"),  # flags, served models, layouts, client root
+}
 
 
 def _python_module_file(name: str) -> str | None:
@@ -213,3 +231,65 @@ def test_no_import_circle_between_folders(language):
     found = cycles(graph)
     assert not found, "Import circles between folders (a folder may not import one that imports it back):\n" + \
         "\n".join(_describe(graph, c) for c in found)
+
+
+def _lit_app_place(path: str) -> str:
+    """A lit_app file's folder name, or the file itself for one directly in lit_app/."""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 else path
+
+
+def lit_app_upward_imports(graph: Graph) -> list[str]:
+    """Every import between lit_app's files that LIT_APP_MAY_IMPORT and the base / entry point rule do not allow."""
+    wrong = []
+    for source, targets in sorted(graph.items()):
+        if not source.startswith(LIT_APP + "/"):
+            continue
+        here = _lit_app_place(source)
+        for target in sorted(t for t in targets if t.startswith(LIT_APP + "/")):
+            there = _lit_app_place(target)
+            if source in LIT_APP_ENTRY_POINTS:
+                allowed = True
+            elif target in LIT_APP_ENTRY_POINTS:
+                allowed = False
+            elif target in LIT_APP_BASE:
+                allowed = True
+            elif source in LIT_APP_BASE:
+                allowed = False
+            else:
+                allowed = there == here or there in LIT_APP_MAY_IMPORT.get(here, ())
+            if not allowed:
+                wrong.append(f"{source} -> {target}")
+    return wrong
+
+
+def test_every_lit_app_file_has_a_place_in_the_layers():
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / LIT_APP).rglob("*.py"))
+    unplaced = [f for f in files if _lit_app_place(f) not in (*LIT_APP_MAY_IMPORT, *LIT_APP_BASE, *LIT_APP_ENTRY_POINTS)]
+    assert not unplaced, ("lit_app files outside the layers (put each in a folder of LIT_APP_MAY_IMPORT, or name a new "
+                          f"folder there with what it may import): {unplaced}")
+    assert {f.split("/")[1] for f in files if f.count("/") > 1} == set(LIT_APP_MAY_IMPORT)  # no folder left unnamed
+
+
+def test_the_layer_rule_finds_an_upward_import_and_only_that():
+    graph = {
+        "lit_app/schema/fields.py": {"lit_app/errors.py", "lit_app/schema/inputs.py"},  # the base; its own folder
+        "lit_app/model/jobs.py": {"lit_app/edge/clients.py"},  # downward
+        "lit_app/edge/security.py": {"lit_app/model/memory.py"},  # upward
+        "lit_app/data/datasets.py": {"lit_app/wrappers/wrapper.py"},  # sideways, not allowed
+        "lit_app/serving/layouts.py": {"lit_app/server.py"},  # an entry point imported
+        "lit_app/errors.py": {"lit_app/schema/fields.py"},  # the base importing a folder
+        "lit_app/plugin.py": {"lit_app/server.py", "lit_app/wrappers/salience.py"},  # an entry point may
+    }
+    assert lit_app_upward_imports(graph) == [
+        "lit_app/data/datasets.py -> lit_app/wrappers/wrapper.py",
+        "lit_app/edge/security.py -> lit_app/model/memory.py",
+        "lit_app/errors.py -> lit_app/schema/fields.py",
+        "lit_app/serving/layouts.py -> lit_app/server.py",
+    ]
+
+
+def test_lit_app_imports_only_go_down_its_layers():
+    wrong = lit_app_upward_imports(python_graph())
+    assert not wrong, ("lit_app imports against its layers (LIT_APP_MAY_IMPORT; move the shared part down, or "
+                       "pass it in from above):\n" + "\n".join(wrong))

@@ -1,4 +1,4 @@
-"""The Inside-the-model LIT wrappers (lit_app/inside.py) over a tiny random Llama: inputs, payloads, errors."""
+"""The Inside-the-model LIT wrappers (lit_app/wrappers/inside.py) over a tiny random Llama: inputs, payloads, errors."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from sequence_salience import inside
-from lit_app import errors, fields, shared_model
-from lit_app import inside as lit_inside
+from lit_app import errors
+from lit_app.schema import fields
+from lit_app.model import shared_model
+from lit_app.wrappers import inside as lit_inside
 from tests.unit.tiny_models import tiny_llama, tiny_tokenizer, wrap
 
 PROMPT, TARGET = "The capital of France is", " Paris. The capital"

@@ -1,4 +1,4 @@
-"""Background jobs belong to the clients that asked for them (issue 43 §2, lit_app/progressive.py `DetailJobs`):
+"""Background jobs belong to the clients that asked for them (issue 43 §2, lit_app/model/progressive.py `DetailJobs`):
 a client's newer selection, count or cancel releases its own part only; the live jobs are bounded per client
 and on the server. No model: the jobs wait on an event."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from lit_app import progressive
+from lit_app.model import progressive
 
 
 def _waiting(gate: threading.Event):

@@ -1,6 +1,6 @@
-"""The one job of every computation a client starts (lit_app/jobs.py, issue 43 §1): its state machine, the
+"""The one job of every computation a client starts (lit_app/model/jobs.py, issue 43 §1): its state machine, the
 transitions it refuses, its status's two wire forms and the one "no job" status; the request lanes of the job
-table (lit_app/jobs_table.py) that spans and user jobs are polled through.
+table (lit_app/model/jobs_table.py) that spans and user jobs are polled through.
 
 The expected statuses are written out by hand from a fake clock: units reported 2 s apart give 2 s a unit.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import sequence_salience as ss
-from lit_app import jobs, time_left, user_jobs
-from lit_app.jobs_table import JobTable
+from lit_app.model import jobs, time_left, user_jobs
+from lit_app.model.jobs_table import JobTable
 
 
 class Clock:

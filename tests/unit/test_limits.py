@@ -1,4 +1,4 @@
-"""Request limits and the pieces of lit_app/security.py that need no model: hosts, bodies,
+"""Request limits and the pieces of lit_app/edge/security.py that need no model: hosts, bodies,
 path confinement, compute slots, error messages, and the connection-bounded HTTP server."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-from lit_app import errors, hosts, http_server, inputs, limits, memory, paths, request_body, security
+from lit_app import errors, memory
+from lit_app.edge import hosts, http_server, limits, paths, request_body, security
+from lit_app.schema import inputs
 from lit_app.errors import Rejected
-from lit_app.limits import Limits
+from lit_app.edge.limits import Limits
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -333,7 +335,7 @@ def test_only_requests_that_may_wait_for_the_model_take_a_slot(path, query, data
 def test_a_server_fault_is_500_with_one_line_and_its_traceback_goes_to_the_log(caplog):
     from werkzeug.test import Client
 
-    from lit_app import security_config
+    from lit_app.edge import security_config
 
     def lit(environ, start_response):  # a stand-in for LIT's app failing inside a handler
         start_response("500 INTERNAL SERVER ERROR", [("Content-Type", "text/html")])

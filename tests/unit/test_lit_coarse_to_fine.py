@@ -10,7 +10,9 @@ import pytest
 
 from sequence_salience.ablation import segment_salience
 from sequence_salience.methods import coarse_to_fine, leave_one_out
-from lit_app import errors, fields, inputs, method_registry, progressive
+from lit_app import errors
+from lit_app.schema import fields, inputs, method_registry
+from lit_app.model import progressive
 from tests.unit.tiny_lit import tiny_salience_lit
 from tests.unit.waiting import wait_until
 

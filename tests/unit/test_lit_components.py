@@ -1,11 +1,11 @@
-"""lit_app/lit_components.py: a file LIT cannot read or write answers a 400 naming ?path=, and the path it shows
+"""lit_app/edge/lit_components.py: a file LIT cannot read or write answers a 400 naming ?path=, and the path it shows
 keeps the name the client wrote (its end) when the server's folder in front of it makes it long."""
 
 from __future__ import annotations
 
 import pytest
 
-from lit_app import lit_components
+from lit_app.edge import lit_components
 from lit_app.errors import RequestError
 
 

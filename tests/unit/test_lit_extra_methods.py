@@ -14,8 +14,12 @@ import pytest
 
 from sequence_salience import field_rules
 import sequence_salience as ss
-from lit_app import errors, fields, inputs, limits, model_group, shared_model
-from lit_app.limits import Limits, Rejected
+from lit_app import errors
+from lit_app.schema import fields, inputs
+from lit_app.edge import limits
+from lit_app.serving import model_group
+from lit_app.model import shared_model
+from lit_app.edge.limits import Limits, Rejected
 from tests.unit.tiny_models import tiny_llama, wrap
 
 SG = fields.SMOOTH_GRAD_SAMPLES

@@ -1,4 +1,4 @@
-"""The method registry the LIT layer publishes (lit_app/method_registry.py, docs/architecture.md "Method registry"):
+"""The method registry the LIT layer publishes (lit_app/schema/method_registry.py, docs/architecture.md "Method registry"):
 the core registry plus the LIT facts, carried to the browser in the salience model's output spec."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from lit_nlp.api import types as lit_types
 from lit_nlp.lib import serialize
 
 import sequence_salience as ss
-from lit_app import fields, inputs, method_registry
+from lit_app.schema import fields, inputs, method_registry
 
 # The LIT facts as the browser and scripts have sent them since before the registry (wire values).
 TOKEN = {"detail": None, "default_at": []}

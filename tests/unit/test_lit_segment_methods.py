@@ -16,8 +16,11 @@ from sequence_salience import field_rules
 from sequence_salience import explain as ex
 from sequence_salience.ablation import AblationConfig, segment_salience
 from sequence_salience.methods import ablation_surrogate, leave_one_out
-from lit_app import clients, errors, fields, inputs, limits, method_registry, progressive
-from lit_app import explain as lit_explain
+from lit_app.edge import clients, limits
+from lit_app import errors
+from lit_app.schema import fields, inputs, method_registry
+from lit_app.model import progressive
+from lit_app.wrappers import explain as lit_explain
 from tests.unit.tiny_lit import tiny_salience_lit
 from tests.unit.waiting import wait_until
 

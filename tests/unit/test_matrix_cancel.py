@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from lit_app import fields, inputs, limits, model_group
-from lit_app.shared_model import SharedLM
+from lit_app.schema import fields, inputs
+from lit_app.edge import limits
+from lit_app.serving import model_group
+from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from lit_app import memory
-from lit_app.scheduler import ModelScheduler
+from lit_app.model.scheduler import ModelScheduler
 from tests.unit.waiting import wait_until
 
 GLIBC = platform.libc_ver()[0] == "glibc"
@@ -82,7 +82,7 @@ def test_the_scheduler_calls_on_free_once_the_re_entrant_model_is_let_go():
 
 
 def test_shared_model_gives_memory_back_when_its_model_is_let_go():
-    from lit_app.shared_model import SharedLM
+    from lit_app.model.shared_model import SharedLM
     from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
     shared = SharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), max_new_tokens=2, disk_cache=False)
@@ -123,7 +123,7 @@ def test_a_compute_request_that_ends_schedules_a_trim():
     """What a request frees after the model is let go (its graph, its answer) is given back too."""
     from werkzeug.test import Client
 
-    from lit_app import security, security_config
+    from lit_app.edge import security, security_config
 
     def lit(environ, start_response):  # a stand-in for LIT's app: any answer
         start_response("200 OK", [("Content-Type", "application/json")])

@@ -39,8 +39,11 @@ def _edges() -> None:
 
     default_before = ss.SalienceConfig()  # made before the toy registers: reads its defaults afterwards
     toy_method.register()
-    from lit_app import errors, fields, inputs, limits, method_registry, payloads  # pylint: disable=C0415
-    from lit_app import server_flags  # pylint: disable=import-outside-toplevel
+    from lit_app import errors  # pylint: disable=C0415
+    from lit_app.schema import fields, inputs, method_registry
+    from lit_app.edge import limits
+    from lit_app.wrappers import payloads
+    from lit_app.serving import server_flags  # pylint: disable=import-outside-toplevel
     from sequence_salience.cli import build_parser  # pylint: disable=import-outside-toplevel
     from sequence_salience.cli.common import run_settings, salience_config  # pylint: disable=C0415
     from tests.unit.tiny_models import tiny_llama, wrap  # pylint: disable=import-outside-toplevel
@@ -103,7 +106,9 @@ def _segment_edges(lm) -> None:
     segment inputs' LIT spec, the HTTP range check, the request parser, the published registry, its values."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    from lit_app import errors, fields, inputs, limits, method_registry  # pylint: disable=import-outside-toplevel
+    from lit_app import errors  # pylint: disable=import-outside-toplevel
+    from lit_app.schema import fields, inputs, method_registry
+    from lit_app.edge import limits
     from sequence_salience.ablation import segment_salience  # pylint: disable=import-outside-toplevel
     from sequence_salience.cli import build_parser  # pylint: disable=import-outside-toplevel
     from sequence_salience.cli.common import ablation_config, run_settings  # pylint: disable=C0415
@@ -170,7 +175,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
                                                 " at doubling step counts"),
     "sequence_salience/evaluate/engine.py": (frozenset({"ig_steps"}), "EvalConfig carries IG's steps for its"
                                              " IG completeness report (its flags come from the record)"),
-    "lit_app/explain.py": (frozenset({"ig_steps"}), "the explain model's IG auto-steps test names its stage"),
+    "lit_app/wrappers/explain.py": (frozenset({"ig_steps"}), "the explain model's IG auto-steps test names its stage"),
     "frontend/src/explain/logic.ts": (frozenset({"ig_steps"}), "the explain module's IG auto-steps test (its"
                                       " request field and stage)"),
     "sequence_salience/calibration.py": (frozenset({"surrogate_masks"}), "the attention estimator's"
@@ -249,8 +254,8 @@ def test_the_checker_is_not_vacuous():
     scanned = {str(p.relative_to(REPO)) for p in generic_files()}
     assert {"sequence_salience/methods/base.py", "sequence_salience/methods/__init__.py",
             "sequence_salience/cli/common.py", "sequence_salience/cli/parser.py", "sequence_salience/field_rules.py",
-            "sequence_salience/display/view.py", "lit_app/limits.py", "lit_app/fields.py", "lit_app/payloads.py",
-            "lit_app/method_registry.py", "frontend/src/shared/methods.ts"} <= scanned
+            "sequence_salience/display/view.py", "lit_app/edge/limits.py", "lit_app/schema/fields.py", "lit_app/wrappers/payloads.py",
+            "lit_app/schema/method_registry.py", "frontend/src/shared/methods.ts"} <= scanned
     assert not any(p.endswith("integrated_gradients.py") for p in scanned)
     # It finds a name in code, in a message and in TypeScript, and not in prose.
     planted = ('c = replace(config, ig_steps=3)\nx = cfg.refine_top_k\nraise E(f"use --max_smooth_grad_samples {n}")\n'
@@ -284,7 +289,7 @@ def test_no_generic_file_names_a_methods_settings():
 
 
 def test_the_server_checks_a_segment_methods_flagged_settings_through_the_record(tmp_path):
-    from lit_app import method_registry  # pylint: disable=import-outside-toplevel
+    from lit_app.schema import method_registry  # pylint: disable=import-outside-toplevel
 
     names = {s.name for s in method_registry.SERVER_SETTINGS}
     assert names == {f.name for _, f in flagged_settings(("segment",))} and "attention_estimator" in names

@@ -1,4 +1,4 @@
-"""The time-left estimate of every job (lit_app/time_left.py, through lit_app/progressive.py `Job.report` /
+"""The time-left estimate of every job (lit_app/model/time_left.py, through lit_app/model/progressive.py `Job.report` /
 `Job.status`), on recorded sequences of progress reports.
 
 Issue 35: "50 % · about 1 s left" after 24–42 s that then counted up; a per-token estimate that grew from 10 to
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from lit_app import progressive, time_left
+from lit_app.model import progressive, time_left
 
 
 class Clock:
@@ -142,7 +142,7 @@ def test_the_last_unit_in_flight_still_has_an_upper_bound_that_grows():
 
 
 def test_while_paused_behind_a_user_job_the_status_says_waiting_and_the_estimate_resumes_after():
-    """A matrix job waits while an explanation test the user started runs (lit_app/scheduler.py's user
+    """A matrix job waits while an explanation test the user started runs (lit_app/model/scheduler.py's user
     jobs go first): its estimate must not count down meanwhile, nor count the pause as model time."""
     clock = Clock()
     job = _job(clock)
@@ -199,9 +199,9 @@ def test_the_range_is_never_inverted():
 
 
 def test_a_user_job_reports_its_time_left_from_the_same_estimator():
-    """Explanation tests and intervention runs (lit_app/user_jobs.py) give the same range; a new stage is a new
+    """Explanation tests and intervention runs (lit_app/model/user_jobs.py) give the same range; a new stage is a new
     sequence of units."""
-    from lit_app import user_jobs  # pylint: disable=import-outside-toplevel
+    from lit_app.model import user_jobs  # pylint: disable=import-outside-toplevel
 
     clock = Clock()
     job = user_jobs.UserJob("curves", "k")

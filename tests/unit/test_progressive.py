@@ -107,7 +107,7 @@ def test_progress_of_a_long_input_comes_in_small_chunks(tiny_lm):
 _EXIT_SCRIPT = '''
 import sys, time
 import sequence_salience as ss
-from lit_app import progressive
+from lit_app.model import progressive
 from sequence_salience.methods.base import SalienceConfig
 from tests.unit.tiny_models import tiny_llama, wrap
 

@@ -1,4 +1,4 @@
-"""A row's own response budget (`max_new_tokens`, issue 35 point 7): read once (lit_app/prompt_tokens.py
+"""A row's own response budget (`max_new_tokens`, issue 35 point 7): read once (lit_app/model/prompt_tokens.py
 `RowPrompt`), honoured by every path that generates a row's response, capped by the server's
 --max_new_tokens, part of the generation cache key; the shipped chain-of-thought row carries one.
 
@@ -12,9 +12,12 @@ import pytest
 
 import sequence_salience as ss
 from sequence_salience.field_rules import MAX_NEW_TOKENS
-from lit_app import datasets, fields, limits, model_group
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.edge import limits
+from lit_app.serving import model_group
 from lit_app.errors import Rejected, RequestError
-from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
+from lit_app.model.shared_model import DEFAULT_MAX_NEW_TOKENS, SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 CAP = 20  # the server's --max_new_tokens in these tests

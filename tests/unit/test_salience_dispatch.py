@@ -1,5 +1,5 @@
 """The salience model's requests are parsed once at the edge and dispatched through a table (issue 43 §1;
-lit_app/salience_requests.py `PARSERS`, lit_app/salience.py `HANDLERS`): every `detail` mode has a parser,
+lit_app/wrappers/salience_requests.py `PARSERS`, lit_app/wrappers/salience.py `HANDLERS`): every `detail` mode has a parser,
 every request type a handler; an unknown mode and a malformed field are a 400 naming the field before any
 work starts (the model never taken, no span job, no background job). Tiny random llama
 (tests/unit/tiny_models.py)."""
@@ -10,13 +10,14 @@ import typing
 
 import pytest
 
-from lit_app import errors, fields, inputs, model_group
-from lit_app import salience as lit_salience
-from lit_app import salience_requests as requests
-from lit_app.jobs_table import SPAN_LANE
-from lit_app.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
-from lit_app.scheduler import ModelScheduler, Priority
-from lit_app.shared_model import SharedLM
+from lit_app import errors
+from lit_app.schema import fields, inputs
+from lit_app.serving import model_group
+from lit_app.wrappers import salience as lit_salience, salience_requests as requests
+from lit_app.model.jobs_table import SPAN_LANE
+from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
+from lit_app.model.scheduler import ModelScheduler, Priority
+from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 EX = {"prompt": "one two three four", "target": " five six seven", "chat": False}

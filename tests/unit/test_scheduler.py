@@ -1,4 +1,4 @@
-"""The model scheduler (lit_app/scheduler.py): interactive requests, then user jobs, then background slices.
+"""The model scheduler (lit_app/model/scheduler.py): interactive requests, then user jobs, then background slices.
 
 Threads queue for the model; the order in which they get it is recorded inside the critical
 section (an event log), never timed. Queued states are observed through `waiting()`.
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from lit_app import clients
-from lit_app.scheduler import ModelScheduler, Priority
+from lit_app.edge import clients
+from lit_app.model.scheduler import ModelScheduler, Priority
 from tests.unit.waiting import wait_until
 
 
@@ -34,7 +34,7 @@ INTERACTIVE, USER_JOB, BACKGROUND = Priority.INTERACTIVE, Priority.USER_JOB, Pri
 def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | bool,
            client: str | None = None) -> threading.Thread:
     """Starts a thread that takes the model (at the given priority; True: background, False: interactive),
-    acting as `client` when given (lit_app/clients.py), logs `name`, lets go; returns once it waits."""
+    acting as `client` when given (lit_app/edge/clients.py), logs `name`, lets go; returns once it waits."""
     if isinstance(priority, bool):
         priority = BACKGROUND if priority else INTERACTIVE
     before = sched.waiting(priority)

@@ -1,4 +1,4 @@
-"""lit_app/served_models.py: several models, each loaded once with its own SharedLM (lock, caches).
+"""lit_app/serving/served_models.py: several models, each loaded once with its own SharedLM (lock, caches).
 
 Tiny random models (tests/unit/tiny_models.py); the loader is a plain function, as the server's is.
 """
@@ -10,9 +10,10 @@ import threading
 import pytest
 
 import sequence_salience as ss
-from lit_app import fields, model_group, served_models
+from lit_app.schema import fields
+from lit_app.serving import model_group, served_models
 from lit_app.errors import RequestError
-from lit_app.shared_model import SharedLM
+from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
 

@@ -1,4 +1,4 @@
-"""The server's command line (lit_app/server_flags.py): our flags and LIT's, with LIT's meaning, and refusals.
+"""The server's command line (lit_app/serving/server_flags.py): our flags and LIT's, with LIT's meaning, and refusals.
 
 No model is loaded: `server.parse_args` only parses (and checks the security flags).
 """
@@ -12,8 +12,12 @@ import pytest
 
 from lit_nlp import server_flags as lit_server_flags
 
-from lit_app import datasets, fields, layouts, server, server_flags, tokens
-from lit_app.shared_model import DEFAULT_MAX_NEW_TOKENS
+from lit_app.data import datasets
+from lit_app.schema import fields
+from lit_app.serving import layouts, server_flags
+from lit_app import server
+from lit_app.edge import tokens
+from lit_app.model.shared_model import DEFAULT_MAX_NEW_TOKENS
 from tests.server_process import REPO
 
 

@@ -14,7 +14,10 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 from werkzeug.test import Client
 
-from lit_app import client_build, datasets, disconnect, security, security_config, server
+from lit_app.serving import client_build
+from lit_app.data import datasets
+from lit_app.edge import disconnect, security, security_config
+from lit_app import server
 from lit_app.errors import ClientGone
 
 PORT = 5432

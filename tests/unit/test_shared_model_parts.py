@@ -1,4 +1,4 @@
-"""The parts SharedLM composes (lit_app/responses.py, salience_store.py, salience_runs.py), each on its own,
+"""The parts SharedLM composes (lit_app/model/responses.py, salience_store.py, salience_runs.py), each on its own,
 on a tiny random Llama: what the wrappers rely on when they read the caches without the model."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import sequence_salience as ss
-from lit_app import fields, responses, shared_model
+from lit_app.schema import fields
+from lit_app.model import responses, shared_model
 from tests.unit.tiny_models import tiny_llama, wrap
 
 PROMPT = {"prompt": "The cat sat on the mat", "chat": False}

@@ -1,4 +1,4 @@
-"""Span requests are jobs of the table's span lane (lit_app/jobs_table.py, issue 43 §1): a client's newer span
+"""Span requests are jobs of the table's span lane (lit_app/model/jobs_table.py, issue 43 §1): a client's newer span
 of a datapoint supersedes its older one (the one it replaces in the lane), another client's or an anonymous
 request's never does, and "span_progress" reads the newest. Tiny random llama (tests/unit/tiny_models.py); the
 model lock is held while the requests arrive, so each waits for the model and none can end before the next
@@ -10,9 +10,13 @@ import threading
 
 import pytest
 
-from lit_app import cancel, clients, errors, fields, inputs, model_group
-from lit_app.jobs_table import SPAN_LANE
-from lit_app.shared_model import SharedLM
+from lit_app.model import cancel
+from lit_app.edge import clients
+from lit_app import errors
+from lit_app.schema import fields, inputs
+from lit_app.serving import model_group
+from lit_app.model.jobs_table import SPAN_LANE
+from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 from tests.unit.waiting import wait_until
 

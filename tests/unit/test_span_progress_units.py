@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from lit_app import fields, model_group
-from lit_app.shared_model import SharedLM
+from lit_app.schema import fields
+from lit_app.serving import model_group
+from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 EX = {"prompt": "one two three four", "target": " five six seven", "chat": False}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import sequence_salience as ss
-from lit_app import model_group, shared_model
+from lit_app.serving import model_group
+from lit_app.model import shared_model
 from tests.unit.tiny_models import tiny_llama, wrap
 
 

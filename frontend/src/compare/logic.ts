@@ -1,7 +1,7 @@
 /**
  * Compare an edit, the pure part: the segment-level alignment of two texts (the rules of
  * sequence_salience/compare/alignment.py), the values per aligned segment on one shared scale, the
- * difference B − A, the `compare` payload of `_<model>_compare` (lit_app/compare.py) and its input.
+ * difference B − A, the `compare` payload of `_<model>_compare` (lit_app/wrappers/compare.py) and its input.
  *
  * A = the pinned datapoint (LIT's *Pin datapoint*, or the parent of *Add and compare*), B = the
  * selected one. Units are the aggregation's segments (../shared/aggregate/), compared by their text
@@ -226,7 +226,7 @@ export function differenceScale(diff: ArrayLike<number>, intensity = 1): ColorSc
 
 // ------------------------------------------------------------ the server's compare payload
 
-/** The compare wrapper of generation model `model` (lit_app/fields.py compare_model_name). */
+/** The compare wrapper of generation model `model` (lit_app/schema/fields.py compare_model_name). */
 export function compareModelName(model: string): string {
   return `_${model}_compare`;
 }

@@ -1,7 +1,7 @@
 /**
  * Compare an edit in the salience module: follows LIT's pin (appState.compareExamplesEnabled and the
  * pinned SelectionService, ../shared/lit_module.ts `pinnedSelection`). While a datapoint is pinned and
- * another is selected, it asks `_<model>_compare` (lit_app/compare.py) once per pair and method for the
+ * another is selected, it asks `_<model>_compare` (lit_app/wrappers/compare.py) once per pair and method for the
  * pinned datapoint's whole-response salience (from the server's caches when it was shown before) and the
  * pinned answer's log p under the selected prompt (one teacher-forced forward); the selected side is the
  * module's own controller. Not a second salience controller: its requests would move the server's focus
@@ -137,7 +137,7 @@ export class CompareRoom {
 
   /** Follows the selected side's method and count, or segment method and segmentation (called after each
    * render): a new one asks again. A segment method's values live on a segmentation, not on the gradient's
-   * tokens: the compare model measures it on both prompts' whole responses (lit_app/compare.py). */
+   * tokens: the compare model measures it on both prompts' whole responses (lit_app/wrappers/compare.py). */
   sync(main: SalienceController) {
     const reg = main.registry();
     if (!this.active || main.method === '' || reg === null) return;

@@ -5,7 +5,7 @@
  * opens the selected datapoint under both: both responses (diff-marked), both prompt salience maps on
  * one shared scale per aligned segment, the difference B − A, and each model's teacher-forced log p of
  * the other model's answer. Only while open does it ask each model's compare wrapper (`_<model>_compare`,
- * lit_app/compare.py): for the whole response's salience (its `pinned_salience`, with the selected datapoint
+ * lit_app/wrappers/compare.py): for the whole response's salience (its `pinned_salience`, with the selected datapoint
  * as the "pinned" one: the server's caches answer it when the salience module computed it already; unlike a
  * span request to `_<model>_salience` it neither supersedes nor is superseded by the salience module's own
  * span requests), then for each model's log p of the other's answer. The segments follow the

@@ -8,7 +8,7 @@ import type {MethodInfo, MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
 
 /**
- * The budget of "Reduce prompt", shown before a run (lit_app/explain.py REDUCE_MAX_SECONDS and
+ * The budget of "Reduce prompt", shown before a run (lit_app/wrappers/explain.py REDUCE_MAX_SECONDS and
  * sequence_salience/explain/reduction.py ReductionConfig.max_steps; tests/unit/test_frontend_budgets.py).
  */
 export const REDUCE_BUDGET = 'at most 120 s or 200 candidate checks';
@@ -114,7 +114,7 @@ export interface CurvesPayload {
   fields?: string[] | null;
   /** Points per curve after the first (K = min(steps asked, segments)). */
   steps?: number;
-  /** True for the coarse pass the job's status carries while the full result is computed (lit_app/explain.py). */
+  /** True for the coarse pass the job's status carries while the full result is computed (lit_app/wrappers/explain.py). */
   preliminary?: boolean;
   /** What refines a preliminary result: its points, random orders and whether it searches the upper bound. */
   refining?: {steps: number; n_random: number; upper_bound: boolean};
@@ -145,7 +145,7 @@ export function partialMatches(p: CurvesPayload, fields: Record<string, unknown>
       p.span[0] === span[0] && p.span[1] === span[1];
 }
 
-/** The upper bound of a curves payload (lit_app/explain.py `_upper_bound`). */
+/** The upper bound of a curves payload (lit_app/wrappers/explain.py `_upper_bound`). */
 export interface UpperBound {
   /** The key of its curve in `curves`. */
   name: string;
@@ -342,7 +342,7 @@ export interface JobStatus {
   elapsed_s: number;
   /** Results so far (the curves' coarse pass), when the job offers them. */
   partial?: unknown;
-  /** The time left of the stage, as a range (lit_app/time_left.py); absent from older servers. */
+  /** The time left of the stage, as a range (lit_app/model/time_left.py); absent from older servers. */
   eta_s?: number | null;
   eta_low_s?: number | null;
   eta_high_s?: number | null;
@@ -353,7 +353,7 @@ const STAGES: Record<string, string> = {
   contrastive: 'Gradient passes', ig_steps: 'IG steps',
   // Before its first batch a test may generate the response, waits for the model (other work ends
   // its slice) and computes what it starts from: 15-25 s on a CPU, which a bare "Starting…" did
-  // not explain (lit_app/explain.py STAGE_*).
+  // not explain (lit_app/wrappers/explain.py STAGE_*).
   starting: 'Starting', generating: 'Generating the response to explain',
   waiting: 'Waiting for the model (a click in another module goes first)',
   salience: 'Computing the salience maps to test (a forward and backward pass)',
@@ -453,7 +453,7 @@ export interface IgRun {
   seconds: number;
 }
 
-/** The "ig_auto" payload (lit_app/explain.py). */
+/** The "ig_auto" payload (lit_app/wrappers/explain.py). */
 export interface IgAutoPayload {
   span: [number, number];
   steps: number;

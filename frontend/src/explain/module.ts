@@ -1,7 +1,7 @@
 /**
  * The "Test this explanation" LIT module. It follows the Sequence Salience module's
  * datapoint, target span and granularity (shared/target_store.ts) and asks the
- * `_<model>_explain` model (lit_app/explain.py) for:
+ * `_<model>_explain` model (lit_app/wrappers/explain.py) for:
  *
  * - Faithfulness: deletion / insertion curves per method with the seeded random
  *   reference (SVG chart) and AOPC per method;

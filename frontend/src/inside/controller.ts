@@ -131,7 +131,7 @@ export class InsideController {
 
   /**
    * Traces `tt` now if the module is on screen, else once its tab is opened: in the default
-   * layout this module is a tab beside the salience module (lit_app/layouts.py), and a trace
+   * layout this module is a tab beside the salience module (lit_app/serving/layouts.py), and a trace
    * nobody looks at would take the CPU from the salience the user is waiting for. LIT hides
    * an unselected tab with `visibility: hidden`, which no observer reports, so while a trace
    * waits the module checks every SHOWN_POLL_MS (a style read; nothing else runs).

@@ -1,5 +1,5 @@
 /**
- * The payloads of the "Inside the model" models (lit_app/inside.py; docs/architecture.md,
+ * The payloads of the "Inside the model" models (lit_app/wrappers/inside.py; docs/architecture.md,
  * "Inside the model"): their fields, types and checks that name a broken field. No DOM, no LIT.
  */
 
@@ -100,7 +100,7 @@ export interface PartialIntervention {
   after: Partial<SidePayload>;
 }
 
-/** The server's status of a running intervention job (lit_app/user_jobs.py). */
+/** The server's status of a running intervention job (lit_app/model/user_jobs.py). */
 export interface RunJob {
   action: string;
   stage: string;

@@ -65,7 +65,7 @@ export const MAX_SPAN_JOBS_SEEN = 64;
  * reads named before this run started (`earlier`), another job than the one this run took as its own
  * (`adopted`; '' before), or, before that, a finished job, is not this run's progress, nor the job its cancel
  * names. (The "100 % · finishing…" of issue 35 at the start of a newer IG count was the new job's own gradient
- * pass, which span_progress no longer counts: lit_app/salience.py.) A status without an id (an older server) is.
+ * pass, which span_progress no longer counts: lit_app/wrappers/salience.py.) A status without an id (an older server) is.
  */
 export function isOwnSpanStatus(status: DetailStatus, earlier: ReadonlySet<string>, adopted: string): boolean {
   const id = status.job_id;
@@ -400,7 +400,7 @@ export class SalienceController {
 
   /** An error about an earlier span, method or count is not about what the view shows next; nor is the progress
    * line of a span request for another span, method or count: its status reads stop and the server stops it (its
-   * cancel names its job id: ../shared/jobs.ts `cancel`, lit_app/salience.py `span_cancel`). */
+   * cancel names its job id: ../shared/jobs.ts `cancel`, lit_app/wrappers/salience.py `span_cancel`). */
   private clearSideError() {
     if (this.side?.kind === 'error') this.side = null;
     if (this.side?.kind === 'loading' && !this.pendingSpans.has(spanKey(this.valuesName(), this.span))) {
@@ -693,7 +693,7 @@ export class SalienceController {
         if (extra === null || this.matrixWanted(extra)) return true;
         this.setDetail(extra, null);
         if (jobId !== '') {
-          // Its answer is the job's status; a failure leaves it to the heartbeat (lit_app/progressive.py).
+          // Its answer is the job's status; a failure leaves it to the heartbeat (lit_app/model/progressive.py).
           this.host.getPreds([matrixCancelInput(d, jobId)], this.salienceModel, [SALIENCE_FIELD],
                              'Stopping a per-token job…').catch(() => undefined);
         }

@@ -46,7 +46,7 @@ export interface SaliencePayload {
   dtype?: string;
 }
 
-/** Progress of a background job on the server (lit_app/progressive.py). */
+/** Progress of a background job on the server (lit_app/model/progressive.py). */
 export interface DetailStatus {
   kind: string;
   /** 'unavailable': these models cannot compute it (`error` says what would). */
@@ -56,7 +56,7 @@ export interface DetailStatus {
   elapsed_s: number;
   /** Seconds left: the middle of the range below (older servers: their one estimate); null without one. */
   eta_s: number | null;
-  /** Seconds left as a range from the recent units' rate (lit_app/time_left.py); absent from older servers. */
+  /** Seconds left as a range from the recent units' rate (lit_app/model/time_left.py); absent from older servers. */
   eta_low_s?: number | null;
   eta_high_s?: number | null;
   error: string;
@@ -64,7 +64,7 @@ export interface DetailStatus {
    * a per-token matrix job's (its start and polls): what `detail="matrix_cancel"` names. */
   job_id?: string;
   /** A running job paused behind more urgent work (a test or intervention the user started, a click:
-   * lit_app/scheduler.py); it has no estimate meanwhile (absent from older servers). */
+   * lit_app/model/scheduler.py); it has no estimate meanwhile (absent from older servers). */
   waiting?: boolean;
   /** The stage of a job whose work comes in stages (coarse-to-fine: "coarse pass", then "refining"; `total` then
    * counts the forwards known so far); absent for the others. */
@@ -134,7 +134,7 @@ export function describeProgress(d: DetailStatus | null | undefined): string {
 /**
  * The time left of a running computation in words: "finishing…" once every unit is done (the result is
  * being assembled), "paused: your own work goes first" while it waits behind work the user started,
- * "about 40–70 s left" / "about 2–4 min left" from the server's range (lit_app/time_left.py: the recent units'
+ * "about 40–70 s left" / "about 2–4 min left" from the server's range (lit_app/model/time_left.py: the recent units'
  * rate; it widens when the rate drops and never says "about 1 s" with units outstanding; "about 24 s left" when
  * both ends round alike, or from an older server's one estimate), '' when there is none.
  */
@@ -202,7 +202,7 @@ export function parsePayload(x: unknown): SaliencePayload {
   return p;
 }
 
-/** The key of a segment method's values inside the `salience` answer (lit_app/fields.py SEGMENTS). */
+/** The key of a segment method's values inside the `salience` answer (lit_app/schema/fields.py SEGMENTS). */
 export const SEGMENTS_FIELD = 'segments';
 
 /** A segment method's values for one target span on one segmentation (docs/architecture.md, "Segment salience"). */

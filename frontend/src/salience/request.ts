@@ -60,7 +60,7 @@ export function spanInput(reg: MethodRegistry, input: IndexedInputLike, t0: numb
 /**
  * The greedy response generated so far (never waits for the model): shown while the first highlight computes.
  * `after`: the response tokens shown; the server answers when there are more, the generation is done or
- * about a second passed (lit_app/salience.py STREAM_WAIT_S).
+ * about a second passed (lit_app/wrappers/salience.py STREAM_WAIT_S).
  */
 export function streamInput(input: IndexedInputLike, n: number, after: number): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'stream', [STREAM_AFTER_FIELD]: after}, `stream-${n}`);
@@ -100,7 +100,7 @@ export function matrixInput(reg: MethodRegistry, input: IndexedInputLike, extra:
 
 /**
  * A count typed by the user for an extra method: the number when it is a whole number in 1..max_count (the
- * server refuses the rest with a 400 naming the field: lit_app/limits.py), else the refusal in words with the
+ * server refuses the rest with a 400 naming the field: lit_app/edge/limits.py), else the refusal in words with the
  * allowed range.
  */
 export function parseCount(value: string, method: ExtraMethodInfo): number | string {

@@ -27,7 +27,7 @@ export function withoutExtras(reg: MethodRegistry, methods: SaliencePayload['met
 
 /**
  * Largest relative completeness error of integrated gradients taken as "the attributions add up"
- * (lit_app/explain.py IG_AUTO_TOLERANCE, the target of "Test this explanation → IG steps").
+ * (lit_app/wrappers/explain.py IG_AUTO_TOLERANCE, the target of "Test this explanation → IG steps").
  */
 export const IG_TOLERANCE = 0.05;
 

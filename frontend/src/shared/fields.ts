@@ -1,12 +1,12 @@
 /**
  * The request and response field names the modules send and read, declared once (the server's are
- * lit_app/fields.py and the wrappers' modules; tests/unit/test_frontend_field_names.py checks every
+ * lit_app/schema/fields.py and the wrappers' modules; tests/unit/test_frontend_field_names.py checks every
  * `*_FIELD` here is one the server declares). A module's own single field stays beside its payload
  * (`EXPLAIN_FIELD`, `SEGMENTS_FIELD`, LIT's prompt-debugging names in salience/lit_convention.ts,
  * `METHOD_REGISTRY_FIELD` in methods.ts).
  */
 
-// The generation model and its salience companion (lit_app/fields.py).
+// The generation model and its salience companion (lit_app/schema/fields.py).
 export const SALIENCE_FIELD = 'salience';
 export const RESPONSE_FIELD = 'response';
 export const SPAN_SALIENCE_FIELD = 'span_salience';
@@ -14,7 +14,7 @@ export const TARGET_SPAN_FIELD = 'target_span';
 export const DETAIL_FIELD = 'detail';
 /** With detail "span_cancel": the id of the span job to stop (its span_progress status's `job_id`). */
 export const SPAN_JOB_FIELD = 'span_job';
-/** With detail "matrix_cancel": the id of the per-token matrix job to stop (lit_app/salience.py). */
+/** With detail "matrix_cancel": the id of the per-token matrix job to stop (lit_app/wrappers/salience.py). */
 export const MATRIX_JOB_FIELD = 'matrix_job';
 /** With detail "stream": the response tokens shown; the server answers once there are more (a long poll). */
 export const STREAM_AFTER_FIELD = 'stream_after';
@@ -24,31 +24,31 @@ export const GRANULARITY_FIELD = 'granularity';
 export const PATTERN_FIELD = 'pattern';
 export const REMOVAL_FIELD = 'removal';
 
-/** The prompt datasets' fields (lit_app/fields.py DATASET_SPEC). */
+/** The prompt datasets' fields (lit_app/schema/fields.py DATASET_SPEC). */
 export const CASE_FIELD = 'case';
 export const PROMPT_FIELD = 'prompt';
 export const TARGET_FIELD = 'target';
 export const SYSTEM_FIELD = 'system';
 
-// Compare an edit (lit_app/compare.py): the pinned datapoint's fields sent with the selected one, and the answer.
+// Compare an edit (lit_app/wrappers/compare.py): the pinned datapoint's fields sent with the selected one, and the answer.
 export const COMPARE_FIELD = 'compare';
 export const PINNED_PROMPT_FIELD = 'pinned_prompt';
 export const PINNED_SYSTEM_FIELD = 'pinned_system';
 export const PINNED_TARGET_FIELD = 'pinned_target';
-// A row's own response budget (a shipped row's, lit_app/datasets.py), sent as it is with the datapoint; the
+// A row's own response budget (a shipped row's, lit_app/data/datasets.py), sent as it is with the datapoint; the
 // pinned row's goes as PINNED_MAX_NEW_TOKENS_FIELD, so its response is the one the salience module showed.
 export const MAX_NEW_TOKENS_FIELD = 'max_new_tokens';
 export const PINNED_MAX_NEW_TOKENS_FIELD = 'pinned_max_new_tokens';
 export const OLD_ANSWER_FIELD = 'old_answer';
 export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
 
-// Inside the model (lit_app/inside.py): the three wrappers' answers and their request fields.
+// Inside the model (lit_app/wrappers/inside.py): the three wrappers' answers and their request fields.
 export const TRACE_FIELD = 'inside_trace';
 export const INTERVENTION_FIELD = 'inside_intervention';
 export const SEARCH_FIELD = 'inside_search';
 export const INSIDE_T_FIELD = 'inside_t';
 export const INTERVENTIONS_FIELD = 'interventions';
-/** The intervene wrapper's job action: "run", "status" or "cancel" (lit_app/user_jobs.py). */
+/** The intervene wrapper's job action: "run", "status" or "cancel" (lit_app/model/user_jobs.py). */
 export const RUN_ACTION_FIELD = 'inside_action';
 export const QUERY_FIELD = 'query';
 export const LIMIT_FIELD = 'limit';

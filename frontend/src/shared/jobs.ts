@@ -1,7 +1,7 @@
 /**
  * The browser's side of a job on the server, written once for every module: one request runs the
  * job and answers when it ends; meanwhile status reads, which never wait for the model, show its
- * progress; a cancel request stops it (lit_app/user_jobs.py is the server's side for the
+ * progress; a cancel request stops it (lit_app/model/user_jobs.py is the server's side for the
  * explanation tests and the intervention run; the salience module's first highlight and spans
  * follow the same pattern with `detail="span_progress"` as their status).
  *

@@ -183,7 +183,7 @@ export type CountLimits = Record<string, number>;
 /**
  * The registry with each count's maximum lowered to the server's (`limits`, by count field): the rule's
  * `max_count` is what any server accepts, a server started with a lower --max_<count field> refuses more
- * (lit_app/limits.py), so the page refuses it first, with that range; a default above it comes down too.
+ * (lit_app/edge/limits.py), so the page refuses it first, with that range; a default above it comes down too.
  */
 export function withCountLimits(reg: MethodRegistry, limits: CountLimits | undefined): MethodRegistry {
   if (limits == null) return reg;

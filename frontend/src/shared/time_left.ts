@@ -1,6 +1,6 @@
 /**
  * The time left of a job in words, for every module: the server's range from the recent units' rate
- * (lit_app/time_left.py, the one estimator of every job's status: `eta_low_s` / `eta_high_s`, `eta_s` its middle).
+ * (lit_app/model/time_left.py, the one estimator of every job's status: `eta_low_s` / `eta_high_s`, `eta_s` its middle).
  */
 
 /** The time-left fields of a job status (absent from older servers, null without an estimate). */

@@ -40,7 +40,7 @@ export function deferred<T>() {
 }
 
 /**
- * A server of user jobs (lit_app/user_jobs.py) on top of `fakeServer`: a request whose `actionField`
+ * A server of user jobs (lit_app/model/user_jobs.py) on top of `fakeServer`: a request whose `actionField`
  * is "status" answers `{action: 'status', job: job()}` under `outField`, "cancel" answers at once, any
  * other action waits for the test (`runs`, in order); `answer` may answer other requests first (a
  * value other than null). `of(action)` lists the requests of one action.

@@ -1,0 +1,295 @@
+"""Salience computed on the shared model and kept in its SalienceStore (lit_app/model/salience_store.py).
+
+`SalienceRuns` turns a request's prompt, target and extra methods' counts into core-library calls
+under the model's scheduler (lit_app/model/scheduler.py):
+
+* `salience`: every matrix (a complete result), background work in time slices of `slice_s`
+  between which waiting clicks use the model;
+* `quick`: the exact salience of one span now (a partial result merged with what is cached);
+* `segment_salience`: a segment method's values, background work in forward batches;
+* `span_salience`: a span of a complete result (grad_norm without a Gram tensor: one backward);
+* `cross_logprobs`: one response under two prompts.
+
+Each looks in the store first and stores what it computes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
+
+import numpy as np
+
+import sequence_salience as ss
+from sequence_salience.ablation import AblationConfig, SegmentSalience, segment_salience
+from sequence_salience.compare import CrossLogprobs, response_logprobs
+from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
+from sequence_salience.salience import Cancel, Progress
+from sequence_salience.slices import SliceSizer
+from lit_app.errors import prompt_start
+from lit_app.schema.inputs import SegmentRequest
+from lit_app.model.jobs import Job
+from lit_app.model.lru_cache import LRUCache
+from lit_app.schema.method_registry import COUNT_FIELDS, EXTRA_METHODS
+from lit_app.model.responses import Responses
+from lit_app.model.salience_store import SalienceStore, pair_key
+from lit_app.model.scheduler import ModelScheduler, Priority
+
+logger = logging.getLogger(__name__)
+
+# {count field: count} of the extra methods (lit_app/schema/method_registry.py); None or absent = 0 (off).
+Counts = Mapping[str, int] | None
+V = TypeVar("V")
+
+
+def _name(chat: ss.ChatPrompt) -> str:
+    """How the log names a computation on `chat`: the start of the user's message (of the whole text when the
+    prompt has no roles)."""
+    return prompt_start(next((chat.text[s:e] for s, e, role in chat.role_spans if role == "user"), chat.text))
+
+
+def log_progress(chat: ss.ChatPrompt, every_s: float = 2.0) -> Progress:
+    """A core-library progress callback that logs at most every `every_s` seconds (and at the end); each line
+    names the prompt of `chat` (which of several computations it is)."""
+    last = [time.monotonic()]
+    name = _name(chat)
+
+    def report(method: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= every_s:
+            last[0] = now
+            logger.info("salience %s: %d/%d (prompt %s)", method, done, total, name)
+
+    return report
+
+
+class SalienceRuns:
+    """Salience of one loaded model, computed under its scheduler and cached (module docstring)."""
+
+    def __init__(self, lm: ss.LanguageModel, scheduler: ModelScheduler, responses: Responses, store: SalienceStore,
+                 config: ss.SalienceConfig, slice_s: float, ablation: AblationConfig = AblationConfig()):
+        """Args:
+          lm: the loaded model; scheduler: its lock; responses: its greedy responses (the targets of
+            requests without one); store: where results are kept.
+          config: base `SalienceConfig` (the extra methods' counts come from each request).
+          slice_s: model time of one background slice, in seconds.
+          ablation: base `AblationConfig` of the segment methods (e.g. the attention estimator file; the removal
+            and count come from each request).
+        """
+        self._lm = lm
+        self._lock = scheduler
+        self._responses = responses
+        self.store = store
+        self.config = config
+        self.slice_s = slice_s
+        self.ablation = ablation
+
+    def methods_and_config(self, counts: Counts = None) -> tuple[tuple[str, ...], ss.SalienceConfig]:
+        """The default methods plus each extra method whose count is > 0; the config with those counts.
+
+        counts: {count field: count} of the extra methods (`inputs.extra_counts`); absent = 0 (off).
+        The config is part of every cache key, so results with other counts are kept apart; the
+        other settings of a counted method (e.g. SmoothGrad's noise and seed) come from the server's
+        `config`.
+        """
+        counts = counts or {}
+        methods = list(DEFAULT_METHODS)
+        config = self.config
+        for extra in EXTRA_METHODS:
+            if counts.get(extra.field, 0) > 0:
+                methods.append(extra.method)
+                config = dataclasses.replace(config, **{extra.field: int(counts[extra.field])})
+        available = set(ss.list_methods())
+        return tuple(m for m in methods if m in available), config
+
+    def cached_salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None) -> ss.SalienceResult | None:
+        """The complete result if it is in memory, else None; never runs the model."""
+        return self.store.complete_of(chat, target, *self.methods_and_config(counts))
+
+    def _sizer(self) -> SliceSizer:
+        """Slices of `slice_s`; a click or a user job that arrives inside a backward goes at the next layer
+        boundary, without waiting for the rest of the slice."""
+        return SliceSizer(self.slice_s, urgent=self._lock.outranked)
+
+    def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None) -> Progress:
+        """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
+        during the slice or batch get the model."""
+        log, yield_ = log_progress(chat), self._yield(job)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if job is not None:
+                job.report(done, total)
+            log(stage, done, total)
+            yield_()
+
+        return progress
+
+    def _yield(self, job: Job | None) -> Callable[[], object]:
+        """`yield_to_waiting` between slices; when more urgent work than background work waits (a user
+        job, a click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job
+        of its own level that goes first is not that: the two alternate, and the estimate counts it."""
+        if job is None:
+            return self._lock.yield_to_waiting
+
+        def yield_() -> object:
+            with job.waiting() if self._lock.outranked() else contextlib.nullcontext():
+                return self._lock.yield_to_waiting()
+
+        return yield_
+
+    def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V],
+                       job: Job | None = None) -> V:
+        """The cached value of `key`, else `compute()` as background work (stored); `job`'s status says
+        "waiting" until it holds the model."""
+        out = cache.get(key)
+        if out is None:
+            with job.waiting() if job is not None else contextlib.nullcontext():  # "waiting" while queued
+                self._lock.acquire(Priority.BACKGROUND)
+            try:
+                out = cache.get(key)  # computed while this waited for the model
+                if out is None:
+                    out = compute()
+                    cache.put(key, out)
+            finally:
+                self._lock.release()
+        return out
+
+    def salience(self, chat: ss.ChatPrompt, target: str, counts: Counts = None, job: Job | None = None,
+                 cancel: Cancel | None = None) -> ss.SalienceResult:
+        """SalienceResult for prompt + target (the greedy response when target is empty), cached.
+
+        Every matrix is background work for the scheduler: it runs in time slices of
+        `slice_s` and lets waiting interactive requests (clicks, traces, the first
+        highlight) use the model between slices.
+
+        counts: {count field: count} of the extra methods (absent or 0: not computed).
+        job: when given (a background job), progress goes to it and it is checked for
+          cancellation after every slice.
+        cancel: without a job (a blocking request), checked once the model is ours and after
+          every slice (a `lit_app.model.cancel.Cancel`); raises ComputationCancelled when it returns True.
+        """
+        explained = self._responses.explained(chat, target)
+        methods, config = self.methods_and_config(counts)
+
+        def compute() -> ss.SalienceResult:
+            if job is None:
+                logger.info("Blocking salience request: computing every matrix (%s) in background slices (prompt %s).",
+                            ", ".join(methods), _name(chat))
+            return ss.compute_salience(self._lm, chat, explained, methods=methods, config=config,
+                                       progress=self._slice_progress(chat, job),
+                                       cancel=job.should_stop if job is not None else cancel,
+                                       slice_s=self._sizer(), between_slices=self._yield(job))
+
+        return self._in_background(self.store.complete, pair_key(chat, target, explained) + (methods, config),
+                                   compute, job)
+
+    def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
+                         job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
+        """`sequence_salience.ablation.segment_salience` of `request` (inputs.SegmentRequest), cached.
+
+        Background work for the scheduler, as every matrix: its forward batches are time slices of
+        `slice_s` between which waiting clicks use the model. job: progress (rows done / rows) goes to
+        it and it is checked for cancellation between batches; cancel: the check without a job.
+        """
+        explained = self._responses.explained(chat, target)
+        key = pair_key(chat, target, explained) + (request,)
+        if job is not None:
+            cancel = job.should_stop
+        # Any cached result of this pair has its tokens and offsets: no tokenization under the model lock.
+        known = next(self.store.results_of(chat, target), None)
+        config = dataclasses.replace(self.ablation, removal=request.removal)
+        if request.count:
+            config = dataclasses.replace(config, **{get_segment_method(request.method).count_field: request.count})
+
+        report = self._slice_progress(chat, job)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if job is not None:  # a method scoring in stages (coarse_to_fine: "coarse pass", "refining") names it
+                job.stage = "" if stage == request.method else stage
+            report(stage, done, total)
+
+        def compute() -> SegmentSalience:
+            if cancel is not None and cancel():  # superseded or abandoned while it waited for the model
+                raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
+            return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
+                                    pattern=request.pattern, span=request.span, config=config, result=known,
+                                    progress=progress, cancel=cancel, slice_s=self._sizer())
+
+        return self._in_background(self.store.segments, key, compute, job)
+
+    def quick(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int | None, counts: Counts = None,
+              cancel: Cancel | None = None, progress: Progress | None = None) -> ss.SalienceResult:
+        """A result that answers span (t0, t1) exactly: the complete result when cached, else a
+        partial one (one forward + backward for the gradient methods; IG, SmoothGrad: one batch
+        of steps or samples). `progress(method, done, total)` is called as the core library
+        reports (IG: steps, SmoothGrad: samples), besides the log."""
+        complete = self.cached_salience(chat, target, counts)
+        methods, config = self.methods_and_config(counts)
+        if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
+            return complete
+        explained = self._responses.explained(chat, target)
+        pkey = pair_key(chat, target, explained) + tuple(int((counts or {}).get(f, 0)) for f in COUNT_FIELDS)
+        with self._lock:
+            partial = self.store.partial.get(pkey)
+            # Gradient-method values do not depend on the extra counts: also look in the plain result.
+            base = complete if complete is not None else self.cached_salience(chat, target)
+            known = [r for r in (base, partial) if r is not None]
+            missing = [m for m in methods
+                       if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
+            if missing:
+                log = log_progress(chat)
+
+                def report(method: str, done: int, total: int) -> None:
+                    log(method, done, total)
+                    if progress is not None:
+                        progress(method, done, total)
+                    # Between chunks of IG steps or SmoothGrad samples, the clicks that wait (another client's
+                    # too) use the model first: a click is never behind another's long span (issue 43).
+                    self._lock.yield_to_waiting()
+
+                fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,
+                                               config=config, progress=report, cancel=cancel)
+                partial = self.store.partial.get(pkey)  # another request of this pair may have added to it meanwhile
+                partial = fresh if partial is None else partial.merged(fresh)
+                self.store.partial.put(pkey, partial)
+            return partial if base is None else base.merged(partial) if partial is not None else base
+
+    def span_salience(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int,
+                      counts: Counts = None) -> dict[str, np.ndarray]:
+        """{method: <float32>[N]} for log p(target[t0:t1]).
+
+        From the cached result (milliseconds); grad_norm falls back to one
+        backward pass when the result was too large to keep its Gram tensor.
+        """
+        result = self.salience(chat, target, counts)
+        out = {}
+        for method in result.matrices:
+            if not result.has_span(method, t0, t1):  # e.g. grad_norm without its Gram tensor
+                _, config = self.methods_and_config(counts)
+                with self._lock:
+                    out[method] = ss.compute_span_salience(
+                        self._lm, chat, self._responses.explained(chat, target), method, t0, t1, config=config)
+            else:
+                out[method] = result.span_salience(method, t0, t1)
+        return out
+
+    def cross_logprobs(self, chat_a: ss.ChatPrompt, target_a: str,
+                       chat_b: ss.ChatPrompt) -> tuple[CrossLogprobs, int]:
+        """A's response (typed, or its greedy generation) under prompt A and under prompt B, per token
+        (`sequence_salience.compare.CrossLogprobs`), and how many forwards it ran: one for B, plus one
+        for A when no cached result of A holds its log-probs (the salience module has shown A before)."""
+        explained = self._responses.explained(chat_a, target_a)
+        cached = self.store.logprobs(chat_a, target_a)
+        forwards = 1
+        with self._lock:
+            under_b = response_logprobs(self._lm, chat_b, explained)
+            if cached is not None and len(cached) == len(under_b.ids):
+                under_a = dataclasses.replace(under_b, logprobs=np.asarray(cached, dtype=np.float64))
+            else:
+                under_a = response_logprobs(self._lm, chat_a, explained)
+                forwards += 1
+        return CrossLogprobs(under_a, under_b), forwards

@@ -1,0 +1,247 @@
+"""Who uses the shared model next: requests a person waits for first, then work a person started, then automatic work.
+
+See `ModelScheduler`; docs/architecture.md ("Progressive salience") describes the policy.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+
+from lit_app.edge import clients
+from lit_app.errors import RequestError
+
+
+class Priority(enum.IntEnum):
+    """The three levels of `ModelScheduler`, most urgent first (a lower value goes first)."""
+
+    INTERACTIVE = 0  # a click, a first highlight, a trace: a person waits for it now
+    USER_JOB = 1  # work a person started with a button and is watching: explanation tests, interventions
+    BACKGROUND = 2  # automatic work nobody asked for: per-token matrix jobs, every-matrix requests
+
+
+class ModelScheduler:
+    """A re-entrant model lock that serves interactive requests, then user jobs, then background slices.
+
+    One thread uses the model at a time. Acquirers queue for it at one of three levels (`Priority`):
+
+    * interactive (`with scheduler:` or `acquire()`): what a person waits for: a clicked
+      span, the first highlight of a datapoint, an inside-the-model trace, a value search's
+      lookup, a tokenization that falls back to the model's tokenizer, the generation of the
+      selected datapoint.
+    * user job (`with scheduler.user_job():` or `acquire(Priority.USER_JOB)`): work a person
+      started with a button and is watching: the explanation tests (lit_app/wrappers/explain.py), the
+      intervention runs (lit_app/wrappers/inside.py), the value-index build that a person's first
+      search starts (searches answer from the layers built so far while the module shows its
+      progress; nothing else starts it).
+    * background (`with scheduler.background():` or `acquire(Priority.BACKGROUND)`): automatic
+      work nobody asked for click by click: the per-token matrix jobs that a first highlight
+      starts (gradients, IG, SmoothGrad, segment methods), blocking every-matrix requests.
+
+    When the model is free it goes to the acquirer of the most urgent level that waits,
+    and within a level to the one that has waited longest (FIFO). Work below the interactive
+    level holds the model for one bounded slice at a time (about 0.3-0.5 s of model time,
+    sized by `sequence_salience.slices.SliceSizer`) and calls `yield_to_waiting()` between
+    slices (and, when one target's backward alone is longer than a slice, inside it at layer
+    boundaries while `outranked()`: `compute_salience(between_slices=...)`), so a click waits
+    at most for the rest of the slice that is running when it arrives, and a user job for the
+    rest of a background slice. An interactive request that runs in chunks (a span's IG steps or
+    SmoothGrad samples, `SalienceRuns.quick`) yields between them too, so another client's click is not
+    behind it (issue 43). The scheduler interrupts nothing itself: it only decides who
+    goes next when the holder lets go. A background job waits, paused, while user jobs run
+    (its progress says so: lit_app/model/jobs.py `Job.status`'s "waiting").
+
+    Re-entrant: the holder may acquire again (at any level) without waiting; the
+    model is free once it has released as often as it acquired. Holding the model keeps
+    the level it was first acquired with.
+
+    Fairness among equals (the former FairLock): a holder that yields lets every waiting
+    acquirer of a more urgent level and of its own level go first (those of its own level
+    queued before it re-queues), so two jobs of one level alternate slice by slice; it never
+    yields to a less urgent level of its own client.
+
+    Between clients (lit_app/edge/clients.py; a background job runs as the client whose queue it is in):
+    clicks of every client go first; below them a user job outranks only its own client's background
+    work, and another client's user job and background work are equals that take turns slice by slice
+    (one client's explanation test does not pause another client's matrices).
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        # level -> tickets of the threads waiting at that level, in arrival order
+        self._queues: dict[Priority, collections.deque[_Ticket]] = {p: collections.deque() for p in Priority}
+        self._owner: int | None = None
+        self._owner_priority = Priority.INTERACTIVE
+        self._owner_client = ""
+        self._depth = 0
+        self._arrivals = itertools.count()
+        # Called (outside the lock, on the releasing thread) each time the model is let go:
+        # SharedLM gives the freed pass memory back to the OS there (lit_app/memory.py, `Trimmer`).
+        self.on_free: Callable[[], object] | None = None
+
+    @staticmethod
+    def _before(waiter: "_Ticket", level: Priority, client: str) -> bool:
+        """Whether `waiter` goes before an acquirer at `level` of `client` whatever their arrival: a click before
+        anything else; a user job before its own client's background work only (another client's user job
+        and background work are equals: they take turns, issue 43)."""
+        return waiter.level < level and (waiter.level == Priority.INTERACTIVE or waiter.client == client)
+
+    def _waiters(self) -> list["_Ticket"]:
+        """Every waiting ticket (a copy, safe to read without `_cond`: list() of a deque is one step)."""
+        return [t for p in Priority for t in list(self._queues[p])]
+
+    def _my_turn(self, ticket: "_Ticket", level: Priority) -> bool:
+        if self._owner is not None:
+            return False
+        waiters = self._waiters()
+        if any(self._before(w, level, ticket.client) for w in waiters):
+            return False
+        if level == Priority.INTERACTIVE:
+            return self._queues[level][0] is ticket
+        # Among the work below clicks that nothing goes before, the one that waited longest.
+        free = [w for w in waiters if not any(self._before(o, w.level, w.client) for o in waiters)]
+        return min(free, key=lambda w: w.seq) is ticket
+
+    def _yields_to(self, waiter: "_Ticket") -> bool:
+        """Whether the holder, between slices, lets `waiter` go first: a click; for work below clicks, work of its
+        own or a more urgent level and other clients' work (equals); never its own client's less urgent work."""
+        if waiter.level == Priority.INTERACTIVE:
+            return True
+        if self._owner_priority == Priority.INTERACTIVE:
+            return False
+        return waiter.level <= self._owner_priority or waiter.client != self._owner_client
+
+    def _queue_and_wait(self, level: Priority, client: str) -> None:
+        """Joins the back of `level`'s queue and waits for the model's turn (called under `_cond`)."""
+        queue = self._queues[level]
+        ticket = _Ticket(level, client, next(self._arrivals))
+        queue.append(ticket)
+        try:
+            while not self._my_turn(ticket, level):
+                self._cond.wait()
+        except BaseException:  # e.g. KeyboardInterrupt while waiting: leave the queue
+            queue.remove(ticket)
+            self._cond.notify_all()
+            raise
+        queue.remove(ticket)
+        self._owner, self._owner_priority, self._owner_client, self._depth = threading.get_ident(), level, client, 1
+
+    def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
+        """Waits for the model (see the class docstring for the order); re-entrant. Returns True."""
+        level = Priority(priority)
+        with self._cond:
+            if self._owner == threading.get_ident():
+                self._depth += 1
+                return True
+            self._queue_and_wait(level, _client())
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("ModelScheduler released by a thread that does not hold it.")
+            self._depth -= 1
+            freed = self._depth == 0
+            if freed:
+                self._owner = None
+                self._cond.notify_all()
+        if freed and self.on_free is not None:
+            self.on_free()
+
+    def yield_to_waiting(self) -> bool:
+        """Between two slices: lets the waiting acquirers that go first use the model, then takes it back.
+
+        Those are every waiting acquirer of a more urgent level and those of the holder's own
+        level (which queued before it re-queues). Only the holder may call it; it does nothing
+        below depth 1 (the holder's caller still relies on what it holds). Returns whether it
+        let anybody go first. Letting go and queueing again are one step, so no less urgent acquirer
+        can take the model in between.
+        """
+        with self._cond:
+            if self._owner != threading.get_ident():
+                raise RuntimeError("ModelScheduler.yield_to_waiting called by a thread that does not hold it.")
+            level, client = self._owner_priority, self._owner_client
+            if self._depth != 1 or not any(self._yields_to(w) for w in self._waiters()):
+                return False
+            self._owner = None
+            self._cond.notify_all()
+            self._queue_and_wait(level, client)
+        if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
+            self.on_free()
+        return True
+
+    @contextlib.contextmanager
+    def at(self, priority: Priority) -> Iterator["ModelScheduler"]:
+        """Holds the model at `priority` (`with scheduler.at(Priority.USER_JOB): ...`)."""
+        self.acquire(priority)
+        try:
+            yield self
+        finally:
+            self.release()
+
+    def background(self) -> contextlib.AbstractContextManager["ModelScheduler"]:
+        """Holds the model as automatic background work (`with scheduler.background(): ...`)."""
+        return self.at(Priority.BACKGROUND)
+
+    def user_job(self) -> contextlib.AbstractContextManager["ModelScheduler"]:
+        """Holds the model as work a person started and watches (`with scheduler.user_job(): ...`)."""
+        return self.at(Priority.USER_JOB)
+
+    def __enter__(self) -> "ModelScheduler":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def locked(self) -> bool:
+        """True while some thread holds the model."""
+        with self._cond:
+            return self._owner is not None
+
+    def waiting(self, priority: Priority | None = None) -> int:
+        """How many threads wait for the model at `priority`, or at any level (None)."""
+        with self._cond:
+            if priority is None:
+                return sum(len(q) for q in self._queues.values())
+            return len(self._queues[Priority(priority)])
+
+    def interactive_waiting(self) -> bool:
+        """True while an interactive request waits (cheap: a deque's length is read atomically)."""
+        return bool(self._queues[Priority.INTERACTIVE])
+
+    def outranked(self) -> bool:
+        """True while an acquirer of a more urgent level than the holder's waits (cheap: background work
+        asks at every layer boundary; a stale answer costs one layer)."""
+        level, client = self._owner_priority, self._owner_client
+        return any(self._before(w, level, client) for w in self._waiters())
+
+    def holder_priority(self) -> Priority | None:
+        """The level the holder acquired the model with; None while the model is free."""
+        with self._cond:
+            return None if self._owner is None else self._owner_priority
+
+    def holder_is_background(self) -> bool:
+        """True while automatic background work holds the model."""
+        return self.holder_priority() == Priority.BACKGROUND
+
+
+class _Ticket:
+    """A waiting acquirer: its level, its client (lit_app/edge/clients.py) and its arrival number."""
+
+    __slots__ = ("level", "client", "seq")
+
+    def __init__(self, level: Priority, client: str, seq: int):
+        self.level, self.client, self.seq = level, client, seq
+
+
+def _client() -> str:
+    """The client of the work this thread runs (a request's, or a background job's worker's: `clients.acting_as`)."""
+    try:
+        return clients.current()
+    except RequestError:  # a malformed id: the request itself is refused with it
+        return clients.ANONYMOUS

@@ -1,0 +1,141 @@
+"""The time left of a job, from the measured rate of its recent units, as a range: the one estimator of every
+job's progress (background matrix and segment jobs, span jobs: lit_app/model/progressive.py `Job`; explanation tests
+and intervention runs: lit_app/model/user_jobs.py `UserJob`). The page words it ("about 40–70 s left":
+frontend/src/salience/payload.ts `timeLeft`).
+
+Was (issue 43): one rate for the whole sequence, counted down between reports and never rising. It said "about 1 s
+left" with 31 of 92 forwards to go and then nothing for 7 minutes, once the forwards slowed down; IG said 22 s and
+took 70 s more.
+
+Now, at each poll, with r units left, u the units of the last report (the size of the chunk in flight) and `since`
+the model time since that report:
+
+* the recent per-unit times are those of the last `WINDOW` reports (model time: time spent waiting behind more
+  urgent work is not counted); `fast` and `slow` are the fastest and slowest of them;
+* low = (r - u) x fast + max(0, u x fast - since): the remaining units at the fastest recent rate, the chunk in
+  flight counted with what it has taken so far. It is never below (r - u) x fast: with units outstanding it never
+  falls to "about 1 s";
+* high = (r - u) x slow' + max(u x slow - since, since / 2), where slow' = slow x (slow / fast) when the rate
+  dropped within the window (the range widens the more the rate varies) and, once the chunk in flight is slower
+  than the slowest recent rate, slow' is at least 2 x since / u: a chunk that takes longer than the estimate makes
+  the estimate grow with its elapsed time.
+
+Before the first report there is no estimate (None), and none once every unit is done (the page says
+"finishing…").
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable
+
+# Reports whose per-unit times make the recent rate.
+WINDOW = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Seconds left: at least `low`, at most `high` (low <= high)."""
+
+    low: float
+    high: float
+
+    @property
+    def mid(self) -> float:
+        return (self.low + self.high) / 2
+
+
+class TimeLeft:
+    """The time-left estimate of one sequence of units (see the module docstring).
+
+    Call `report(done, total)` as units finish (a report with another total or fewer units done starts a new
+    sequence), `restart()` when a new sequence begins without a report, `pause()`/`resume()` around time spent
+    waiting behind more urgent work; `range()` at any time.
+
+    Args:
+      clock: the time source (seconds); tests pass a fake one.
+    """
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.done = 0
+        self.total = 0
+        self._begun = clock()  # when the current sequence began
+        self._last: float | None = None  # model time of the last report (None: none yet in this sequence)
+        self._last_at: float | None = None  # clock time of the last report (of any sequence)
+        self._last_units = 0  # units of the last report
+        self._rates: collections.deque[float] = collections.deque(maxlen=WINDOW)  # seconds per unit, recent
+        self._paused_at: float | None = None
+        self._paused_s = 0.0  # seconds paused since the sequence began (not model time)
+
+    @property
+    def last_report_at(self) -> float | None:
+        """Clock time of the last report (of any sequence); None before the first."""
+        return self._last_at
+
+    def _model_time(self, now: float | None = None) -> float:
+        """Model time since the sequence began (wall time less the pauses, the current one included)."""
+        now = self.clock() if now is None else now
+        paused = self._paused_s + (now - self._paused_at if self._paused_at is not None else 0.0)
+        return max(0.0, now - self._begun - paused)
+
+    def restart(self, done: int = 0, total: int = 0, at: float | None = None) -> None:
+        """A new sequence of units begins now (or at clock time `at`): the units before are not counted in its
+        rate."""
+        self._begun, self._last, self._last_units = self.clock() if at is None else at, None, 0
+        self._rates.clear()
+        self._paused_s = 0.0
+        if self._paused_at is not None:
+            self._paused_at = self._begun
+        self.done, self.total = done, total
+
+    def report(self, done: int, total: int) -> None:
+        """`done` of `total` units are done now."""
+        if (total != self.total or done < self.done) and (self._last is not None or self.done):
+            # A new sequence (a span's gradient pass 1/1, then its IG steps): its units began at the last report.
+            self.restart(0, total, at=self._last_at)
+        self._last_at = self.clock()
+        now = self._model_time()
+        units = done - self.done
+        if units > 0:
+            since = now - (self._last if self._last is not None else 0.0)
+            self._rates.append(since / units)
+            self._last, self._last_units = now, units
+        elif self._last is None and done > 0:
+            self._last, self._last_units = now, done
+        self.done, self.total = done, total
+
+    def pause(self) -> None:
+        """From now on the job waits behind more urgent work (not model time)."""
+        if self._paused_at is None:
+            self._paused_at = self.clock()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            self._paused_s += self.clock() - self._paused_at
+            self._paused_at = None
+
+    def range(self) -> Range | None:
+        """Seconds left as a range; None before the first unit of the sequence or once every unit is done."""
+        left = self.total - self.done
+        if not self._rates or left <= 0:
+            return None
+        fast, slow = min(self._rates), max(self._rates)
+        since = max(0.0, self._model_time() - (self._last or 0.0))
+        u = max(1, min(self._last_units, left))
+        rest = left - u
+        low = rest * fast + max(0.0, u * fast - since)
+        slow_rest = slow * (slow / fast) if fast > 0 and self._rates[-1] > fast else slow
+        if since > u * slow:  # the chunk in flight is slower than any recent one
+            slow_rest = max(slow_rest, 2 * since / u)
+        high = rest * slow_rest + max(u * slow - since, since / 2)
+        return Range(low, max(low, high))
+
+
+def status_fields(eta: Range | None) -> dict[str, float | None]:
+    """A job status's time left: "eta_low_s" / "eta_high_s" (the range) and "eta_s" (its middle), in seconds;
+    None without an estimate."""
+    if eta is None:
+        return {"eta_s": None, "eta_low_s": None, "eta_high_s": None}
+    return {"eta_s": round(eta.mid, 1), "eta_low_s": round(eta.low, 1), "eta_high_s": round(eta.high, 1)}
