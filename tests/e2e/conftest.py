@@ -2,8 +2,8 @@
 
 The server is the session's `lit_server` (tests/conftest.py: `python -m lit_app.server` on the default
 model, a subprocess stopped at the end of the session); Chromium is /usr/bin/chromium driven by
-Playwright's sync API (never `playwright install`), one browser per test module and a fresh context per
-test.
+Playwright's sync API (never `playwright install`), one browser per worker while it runs browser tests (`_Chromium`)
+and a fresh context per test.
 """
 
 from __future__ import annotations
@@ -51,19 +51,66 @@ class ExternalRequests(list):
     """URLs of requests the page made to hosts other than this machine."""
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """One Chromium per test module (Playwright's sync API, Debian's /usr/bin/chromium): starting one costs
-    seconds on 2 cores, so the tests of a module share it; each test gets its own context (`browser_page`)."""
-    if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
-        pytest.fail("Debian chromium is not installed. Fix: apt-get install chromium (or `make chromium`).")
-    from playwright import sync_api
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+class _Chromium:
+    """The worker's one Chromium (Playwright's sync API, Debian's /usr/bin/chromium), started by the first browser
+    test and stopped after the last of a run of browser tests (`pytest_runtest_teardown` below), so that no
+    Playwright driver stays alive while the worker goes on to the notebook or integration tests. Was one per test
+    module: a launch and the first page of a new browser cost ~1 s of CPU more than a page of a running one, paid by
+    each of the 25 files (docs/benchmarks.md, session 29). Each test still gets its own context (`browser_page`)."""
+
+    def __init__(self):
+        self._playwright = None
+        self.browser = None
+
+    def get(self):
+        if self.browser is not None and not self.browser.is_connected():
+            self.stop()  # it crashed: the next test gets a new one
+        if self.browser is None:
+            if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
+                pytest.fail("Debian chromium is not installed. Fix: apt-get install chromium (or `make chromium`).")
+            from playwright import sync_api
+            self._playwright = sync_api.sync_playwright().start()
+            try:
+                self.browser = self._playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                                args=CHROMIUM_ARGS)
+            except BaseException:
+                self.stop()
+                raise
+        return self.browser
+
+    def stop(self) -> None:
+        browser, playwright = self.browser, self._playwright
+        self.browser = self._playwright = None
         try:
-            yield browser
+            if browser is not None and browser.is_connected():
+                browser.close()
         finally:
-            browser.close()
+            if playwright is not None:
+                playwright.stop()
+
+
+_CHROMIUM = _Chromium()
+_E2E_DIR = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the test's own teardown (its context closed): stops the worker's Chromium when the next test is
+    not a browser test (or there is none)."""
+    yield
+    if nextitem is None or _E2E_DIR not in Path(nextitem.path).resolve().parents:
+        _CHROMIUM.stop()
+
+
+def pytest_sessionfinish(session):
+    _CHROMIUM.stop()
+
+
+@pytest.fixture()
+def chromium():
+    """The worker's Chromium (`_Chromium`), shared by consecutive browser tests; each test gets its own context
+    (`browser_page`)."""
+    return _CHROMIUM.get()
 
 
 @pytest.fixture()
