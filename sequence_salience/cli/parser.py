@@ -67,40 +67,37 @@ def _removal_flag(p: argparse.ArgumentParser, what: str) -> None:
                         "default: positions stay) or its text deleted")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from sequence_salience import DEFAULT_MODEL  # pylint: disable=import-outside-toplevel
-    from sequence_salience.methods import DEFAULT_METHODS  # pylint: disable=import-outside-toplevel
+def _display_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of what is shown: --method, --granularity, --pattern, --span, --top (explain and show)."""
+    p.add_argument("--method", default=None,
+                   help=f"salience method(s), comma-separated; the first is shown ({method_help()}; "
+                        f"explain default: {explain_default()})")
+    p.add_argument("--granularity", default=None, choices=_granularities(),
+                   help="segments shown (default: word; sentence when a segment method runs: its values are "
+                        "computed on these segments, and at token granularity it costs one forward per token)")
+    p.add_argument("--pattern", default=None, help="regex for --granularity regex, e.g. '[^,;.]+'")
+    p.add_argument("--span", default=None, metavar="T0:T1",
+                   help="explain response tokens T0..T1-1 only (default: the whole response)")
+    p.add_argument("--top", type=int, default=10, help="how many top segments to list (default: 10)")
 
-    __doc__ = importlib.import_module("sequence_salience.cli").__doc__  # pylint: disable=redefined-builtin
-    parser = argparse.ArgumentParser(
-        prog="sequence-salience", description=__doc__.split("\n\n")[0],
-        epilog=__doc__[__doc__.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,compare,evaluate,show,calibrate}")
 
-    def display_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--method", default=None,
-                       help=f"salience method(s), comma-separated; the first is shown ({method_help()}; "
-                            f"explain default: {explain_default()})")
-        p.add_argument("--granularity", default=None, choices=_granularities(),
-                       help="segments shown (default: word; sentence when a segment method runs: its values are "
-                            "computed on these segments, and at token granularity it costs one forward per token)")
-        p.add_argument("--pattern", default=None, help="regex for --granularity regex, e.g. '[^,;.]+'")
-        p.add_argument("--span", default=None, metavar="T0:T1",
-                       help="explain response tokens T0..T1-1 only (default: the whole response)")
-        p.add_argument("--top", type=int, default=10, help="how many top segments to list (default: 10)")
+def _device_flags(p: argparse.ArgumentParser) -> None:
+    """--device and --dtype, as every command that loads a model takes them."""
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    p.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
 
+
+def _add_explain(sub, doc: str, default_model: str) -> None:
     ex = sub.add_parser("explain", help="explain a prompt (or a JSONL file of prompts) with a model",
-                        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog=__doc__[__doc__.index("Exit codes:"):])
+                        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog=doc[doc.index("Exit codes:"):])
     src = ex.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="the prompt text (the user turn when the model has a chat template)")
     src.add_argument("--prompt-file", help="read the prompt from this UTF-8 text file ('-' for stdin)")
     src.add_argument("--batch", metavar="PROMPTS.jsonl", help="explain every row of a JSONL file (needs --out)")
-    ex.add_argument("--model", default=DEFAULT_MODEL,
+    ex.add_argument("--model", default=default_model,
                     help="'default' (embedded SmolLM2-135M-Instruct), a local HF folder, a .gguf file or a Hub id")
-    ex.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-    ex.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    _device_flags(ex)
     ex.add_argument("--system", default=None, help="system prompt (needs a chat template)")
     ex.add_argument("--raw", action="store_true", help="do not apply the chat template; explain the raw text")
     ex.add_argument("--target", default=None, help="text to explain after the prompt (default: greedy generation)")
@@ -108,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_method_flags(ex, ("token", "segment"))
     _removal_flag(ex, "by a segment method")
     add_method_flags(ex, ("token", "segment"), counts=False)
-    display_flags(ex)
+    _display_flags(ex)
     ex.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                     help="write a self-contained HTML file (with --batch: no PATH, one per row)")
     ex.add_argument("--json", default=None, metavar="PATH",
@@ -124,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
     ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
 
+
+def _add_compare(sub, default_model: str) -> None:
     cp = sub.add_parser("compare", help="what an edit of the prompt changed: both responses with their word diff, "
                                         "the old response's log p under the new prompt, the aligned salience",
                         description=importlib.import_module("sequence_salience.cli.compare").__doc__,
@@ -132,13 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--file-a", help="read the original prompt from this UTF-8 file ('-' for stdin)")
     cp.add_argument("--prompt-b", help="the edited prompt")
     cp.add_argument("--file-b", help="read the edited prompt from this UTF-8 file")
-    cp.add_argument("--model", default=DEFAULT_MODEL, help="as for explain (default: the embedded model)")
+    cp.add_argument("--model", default=default_model, help="as for explain (default: the embedded model)")
     cp.add_argument("--model-b", default=None,
                     help="a second model: compare --model and --model-b on ONE prompt (--prompt-a/--file-a): both "
                          "answers, both salience maps on one scale, each model's log p of the other's answer "
                          "(sequence_salience.compare_models; labels default to the models' names)")
-    cp.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-    cp.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    _device_flags(cp)
     cp.add_argument("--system", default=None, help="system prompt of both (needs a chat template)")
     cp.add_argument("--raw", action="store_true", help="do not apply the chat template")
     cp.add_argument("--target-a", default=None, help="response A to explain (default: greedy generation)")
@@ -157,15 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
     cp.add_argument("--quiet", action="store_true", help="print no summary (files and errors only)")
 
+
+def _add_evaluate(sub, default_model: str) -> None:
+    from sequence_salience.methods import DEFAULT_METHODS  # pylint: disable=import-outside-toplevel
+
     ev = sub.add_parser("evaluate", help="which method is faithful: faithfulness curves vs. baselines over a JSONL "
                                          "batch, with a summary and an HTML report",
                         description=EVALUATE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ev.add_argument("--batch", metavar="PROMPTS.jsonl", required=True, help="rows as for explain --batch")
     ev.add_argument("--out", metavar="DIR", required=True,
                     help="output folder: <row>.json, log.jsonl, summary.json, report.html")
-    ev.add_argument("--model", default=DEFAULT_MODEL, help="as for explain (default: the embedded model)")
-    ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-    ev.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (default: float32)")
+    ev.add_argument("--model", default=default_model, help="as for explain (default: the embedded model)")
+    _device_flags(ev)
     ev.add_argument("--raw", action="store_true", help="do not apply the chat template")
     ev.add_argument("--method", default=",".join(DEFAULT_METHODS),
                     help=f"methods compared, comma-separated (default: {','.join(DEFAULT_METHODS)}; "
@@ -200,12 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--ray: GPUs per worker (default 0: CPU workers; > 0 puts the model on cuda)")
     ev.add_argument("--cpus-per-worker", type=float, default=1.0, help="--ray: CPUs per worker (default: 1)")
 
+
+def _add_show(sub) -> None:
     sh = sub.add_parser("show", help="render a saved result (JSON) in the terminal or as HTML, without a model")
     sh.add_argument("path", help="a JSON file written by explain --json / --batch or result.to_json")
-    display_flags(sh)
+    _display_flags(sh)
     sh.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
     sh.add_argument("--heatmap", default=None, metavar="PATH",
                     help="write a PNG heatmap (needs a result explained with --per-token)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `sequence-salience` parser: one sub-parser per command (_add_explain, _add_compare, _add_evaluate,
+    _add_show, calibrate's add_calibrate_parser)."""
+    from sequence_salience import DEFAULT_MODEL  # pylint: disable=import-outside-toplevel
+
+    doc = importlib.import_module("sequence_salience.cli").__doc__
+    parser = argparse.ArgumentParser(
+        prog="sequence-salience", description=doc.split("\n\n")[0],
+        epilog=doc[doc.index("Exit codes:"):], formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{explain,compare,evaluate,show,calibrate}")
+    _add_explain(sub, doc, DEFAULT_MODEL)
+    _add_compare(sub, DEFAULT_MODEL)
+    _add_evaluate(sub, DEFAULT_MODEL)
+    _add_show(sub)
     add_calibrate_parser(sub, DEFAULT_MODEL)
     return parser
 
