@@ -27,11 +27,12 @@ if _WORKERS > 1:
 _TIER_ORDER = ("e2e", "notebooks", "soak", "integration", "unit")
 
 
-# The session server's --job_heartbeat_s: a background job nobody polled for this long stops. The page polls every
-# 0.7 s (frontend/src/salience/controller.ts POLL_MS) and the tests' own pollers every 0.05-0.5 s, so 10 s is more
-# than ten missed polls; the default 30 s let the jobs of a closed page run 30 s more (a fresh-clone run's three
-# session servers logged 8 such jobs, "nobody polled it for 30 s", each after the test that started it had
-# ended; docs/benchmarks.md, session 29). tests/integration/test_disconnect.py tests the heartbeat itself.
+# The session server's --job_heartbeat_s: a background job nobody polled for this long stops. The salience page
+# polls every 0.7 s (its POLL_MS, frontend/src/salience/), the tests' own pollers every 0.05-0.5 s, and a poll
+# does not wait for the model (it is not counted against --max_pending_requests), so 10 s is more than ten missed
+# polls. The default 30 s let the jobs of a closed page run 30 s more: a fresh-clone run's three session servers
+# logged 8 such jobs ("nobody polled it for 30 s"), each after the test that started it had ended
+# (docs/benchmarks.md, session 29). tests/integration/test_disconnect.py tests the heartbeat itself.
 SESSION_JOB_HEARTBEAT_S = 10
 
 
