@@ -5,6 +5,7 @@
         --method grad_x_input --granularity sentence --top 5 --html out.html --json out.json
     sequence-salience explain --batch prompts.jsonl --out results/ [--html]
     sequence-salience explain --prompt "..." --per-token --json full.json --heatmap map.png
+    sequence-salience explain --prompt "..." --per-token --share view.html   (a page to share, with a notebook cell)
     sequence-salience explain --prompt-file p.txt --method leave_one_out --granularity sentence [--removal delete]
     sequence-salience explain --prompt-file p.txt --method ablation_surrogate --ablations 32 --html s.html
     sequence-salience compare --prompt-a "Alice has 3 apples ..." --prompt-b "Alice has 4 apples ..." --html c.html

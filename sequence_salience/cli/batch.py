@@ -253,6 +253,9 @@ def explain_batch(args, methods, span) -> int:
         raise UsageError("With --batch, results are always JSON in --out; drop --json.")
     if args.system is not None or args.target is not None:
         raise UsageError("With --batch, the system prompt and target come from each row; drop --system/--target.")
+    if args.share is not None:
+        raise UsageError("--share writes one page for one prompt. Fix: run the batch, then "
+                         "`sequence-salience show OUT/<id>.json --share PATH` for the rows you want.")
     if args.heatmap is not None:
         raise UsageError("--heatmap writes one PNG for one prompt. Fix: run the batch with --per-token, then "
                          "`sequence-salience show OUT/<id>.json --heatmap PATH` for the rows you want.")

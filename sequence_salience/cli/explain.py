@@ -163,6 +163,15 @@ def _write_heatmap(result, path: str, method, granularity: str, span, pattern, s
     info(f"Wrote {path}")
 
 
+def _write_share(result, args, method, span, model: str, segments) -> None:
+    """--share: the standalone page of this view (display/share.py)."""
+    from sequence_salience.display import share  # pylint: disable=import-outside-toplevel
+
+    share.write_share(result, args.share, method, args.granularity, span, model=model, pattern=args.pattern,
+                      top=args.top, segments=segments)
+    info(f"Wrote {args.share}" + ("" if result.matrices else " (no answer x prompt matrix: explain with --per-token)"))
+
+
 def explain_single(args, methods, span) -> int:
     import sequence_salience as ss  # pylint: disable=import-outside-toplevel
     from sequence_salience import display  # pylint: disable=import-outside-toplevel
@@ -218,6 +227,8 @@ def explain_single(args, methods, span) -> int:
     if args.html:
         atomic_write_text(args.html, view.html())
         info(f"Wrote {args.html}")
+    if args.share:
+        _write_share(result, args, methods[0], span, args.model, values)
     if not args.quiet:
         console().print(view)
     return EXIT_OK
@@ -227,6 +238,16 @@ def saved_segments(meta) -> list[dict]:
     """The segment methods' JSON saved beside a result (SEGMENTS_KEY), as display takes it."""
     saved = meta.get(SEGMENTS_KEY) if isinstance(meta, dict) else None
     return [dict(s) for s in saved] if isinstance(saved, (list, tuple)) else []
+
+
+def _saved_model(meta) -> str:
+    """The model a saved result was explained with (its settings), as load_model takes it."""
+    model = ((meta.get("settings") or {}).get("model")) if isinstance(meta, dict) else None
+    if not isinstance(model, str) or not model:
+        raise UsageError("--share needs the model's name for its notebook cell, and this file does not say it "
+                         "(written by result.to_json without meta). Fix: rerun `sequence-salience explain ... "
+                         "--json PATH` or write the page with display.share.write_share(result, path, model=...).")
+    return model
 
 
 def show(args, span) -> int:
@@ -246,6 +267,8 @@ def show(args, span) -> int:
             view = display.SalienceView(result, methods[0], args.granularity, span, pattern=args.pattern,
                                         top=args.top, segments=saved_segments(meta))
             page = view.html() if args.html else None
+            if args.share:
+                _write_share(result, args, methods[0], span, _saved_model(meta), saved_segments(meta))
     except SalienceError as e:
         err(str(e))
         return EXIT_USAGE

@@ -11,6 +11,11 @@ from sequence_salience.cli.evaluation import EVALUATE_HELP
 from sequence_salience.field_rules import CURVE_STEPS, MAX_NEW_TOKENS, FieldError, FieldRule
 
 
+SHARE_HELP = ("write one standalone HTML file to share this view (opens offline): model, prompt, answer, method, "
+              "granularity, the coloured map, the answer x prompt matrix with its numbers (needs --per-token) and "
+              "a notebook cell that reproduces the result with the library")
+
+
 def _granularities() -> tuple[str, ...]:
     from sequence_salience import aggregate  # pylint: disable=import-outside-toplevel
 
@@ -117,6 +122,7 @@ def _add_explain(sub, doc: str, default_model: str) -> None:
                          "one forward+backward for the whole response or --span)")
     ex.add_argument("--heatmap", default=None, metavar="PATH",
                     help="write a PNG heatmap (response tokens x prompt segments); computes the per-token matrices")
+    ex.add_argument("--share", default=None, metavar="PATH", help=SHARE_HELP)
     ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
     ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
     ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")
@@ -209,6 +215,7 @@ def _add_show(sub) -> None:
     sh.add_argument("--html", default=None, metavar="PATH", help="write a self-contained HTML file")
     sh.add_argument("--heatmap", default=None, metavar="PATH",
                     help="write a PNG heatmap (needs a result explained with --per-token)")
+    sh.add_argument("--share", default=None, metavar="PATH", help=SHARE_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,8 @@ once, in order, inside `.ss-prompt`, and the response inside `.ss-response`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from sequence_salience.display import palette
 from sequence_salience.display.markup import esc as _esc
 from sequence_salience.display.view import View, facts_lines, visible_text, warnings
@@ -45,7 +47,7 @@ GRANULARITY_LABELS = {
 }
 
 
-def _piece(view: View, text: str, s: int, response: bool, rank: dict[int, int]) -> str:
+def _piece(view: View, text: str, s: int, response: bool, rank: dict[int, int], exact: bool = False) -> str:
     if s < 0:
         return f'<span class="ss-gap">{_esc(text)}</span>'
     classes = ["ss-seg"]
@@ -68,7 +70,9 @@ def _piece(view: View, text: str, s: int, response: bool, rank: dict[int, int]) 
     title = "chat template markup (no score)" if view.seg.excluded[s] else (
         "explained target" if in_target else f"salience {palette.format_value(v)}"
         + (f" · rank {rank[s] + 1}" if s in rank else ""))
-    return f'<span class="{" ".join(classes)}" data-s="{s}" title="{_esc(title)}"{style}>{_esc(text)}</span>'
+    # exact: each value with 9 digits (a float32 exactly), for a reader of a shared file (share.py)
+    value = f' data-value="{v:.9g}"' if exact and np.isfinite(v) else ""
+    return f'<span class="{" ".join(classes)}" data-s="{s}"{value} title="{_esc(title)}"{style}>{_esc(text)}</span>'
 
 
 def _legend(view: View) -> str:
@@ -97,11 +101,14 @@ def _top(view: View) -> str:
     return f'<ol class="ss-top">{"".join(items)}</ol>'
 
 
-def render_fragment(view: View, title: str | None = None) -> str:
-    """A <div> with its own <style>, for notebooks (`_repr_html_`) and for embedding."""
+def render_fragment(view: View, title: str | None = None, exact: bool = False) -> str:
+    """A <div> with its own <style>, for notebooks (`_repr_html_`) and for embedding.
+
+    exact: each segment's value also in a `data-value` attribute (9 digits), as a shared page has it.
+    """
     rank = {r.seg: i for i, r in enumerate(view.ranked)}
-    prompt = "".join(_piece(view, p.text, p.seg, False, rank) for p in view.pieces if not p.response)
-    response = "".join(_piece(view, p.text, p.seg, True, rank) for p in view.pieces if p.response)
+    prompt = "".join(_piece(view, p.text, p.seg, False, rank, exact) for p in view.pieces if not p.response)
+    response = "".join(_piece(view, p.text, p.seg, True, rank, exact) for p in view.pieces if p.response)
     facts = facts_lines(view)
     warn_html = "".join(f'<div class="ss-warn" role="note">⚠ {_esc(w)}</div>' for w in warnings(view))
     head = (
