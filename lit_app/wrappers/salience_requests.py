@@ -34,14 +34,21 @@ class Prompts(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
-class CompleteRequest:
-    """`detail` "" (absent): every matrix at once, blocking; `span_text` the raw `target_span` (checked against
-    the target's length once it is known)."""
+class RowRequest:
+    """What the requests about one datapoint's prompt and target share: its group, the formatted prompt, the
+    target and the extra methods' counts. Not a request itself: each mode's request extends it."""
 
     group: tuple
     chat: ss.ChatPrompt
     target: str
     counts: Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class CompleteRequest(RowRequest):
+    """`detail` "" (absent): every matrix at once, blocking; `span_text` the raw `target_span` (checked against
+    the target's length once it is known)."""
+
     span_text: Any
 
 
@@ -97,13 +104,9 @@ class SegmentsRequest:
 
 
 @dataclasses.dataclass(frozen=True)
-class SpanRequest:
+class SpanRequest(RowRequest):
     """`detail` "span": the exact salience of one span now (`span` None: the whole response)."""
 
-    group: tuple
-    chat: ss.ChatPrompt
-    target: str
-    counts: Mapping[str, int]
     span: tuple[int, int] | None
 
 
@@ -117,13 +120,9 @@ class PollRequest:
 
 
 @dataclasses.dataclass(frozen=True)
-class MatrixRequest:
+class MatrixRequest(RowRequest):
     """`detail` "<method>_matrix": start (or find) the background job of that extra method's matrix."""
 
-    group: tuple
-    chat: ss.ChatPrompt
-    target: str
-    counts: Mapping[str, int]
     extra: ExtraMethod
 
 
