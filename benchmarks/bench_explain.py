@@ -88,9 +88,10 @@ def main() -> None:
     for case, chat, target in examples:
         user = tuple((s, e) for s, e, r in chat.role_spans if r in ("user", "system"))
         try:
-            rep = ex.faithfulness_curves(lm, chat, target, METHODS, salience_config=sal_config,
-                                         config=ex.FaithfulnessConfig(granularity="sentence", steps=10,
-                                                                      modes=("deletion",), n_random=3, regions=user))
+            rep = ex.faithfulness_curves(lm, ex.CurvesRequest(
+                chat, target, METHODS, salience_config=sal_config,
+                config=ex.FaithfulnessConfig(granularity="sentence", steps=10,
+                                             modes=("deletion",), n_random=3, regions=user)))
         except ss.SalienceError as e:
             print(f"| {case} | - | {e} |")
             continue
@@ -116,7 +117,8 @@ def timings(lm, case, chat, target) -> None:
     user = [(s, e) for s, e, r in chat.role_spans if r == "user"]
     result, t_sal = timed(lambda: ss.compute_salience(lm, chat, target, methods=METHODS[:2]))
     cfg = ex.FaithfulnessConfig(granularity="sentence", steps=10, modes=("deletion",), n_random=3)
-    rep, t_curve = timed(lambda: ex.faithfulness_curves(lm, chat, target, METHODS[:2], result=result, config=cfg))
+    rep, t_curve = timed(lambda: ex.faithfulness_curves(lm, ex.CurvesRequest(
+        chat, target, METHODS[:2], result=result, config=cfg)))
     red, t_red = timed(lambda: ex.reduce_prompt(
         lm, chat, target, result=result, config=ex.ReductionConfig(
             granularity="sentence", criterion="logprob", tolerance=1.0, regions=tuple(user), max_seconds=None)))

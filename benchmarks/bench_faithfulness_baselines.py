@@ -54,8 +54,9 @@ def main() -> None:
         summary: dict[str, list] = {}
         t_all = time.perf_counter()
         for i, case, chat, target in examples:
-            rep = ex.faithfulness_curves(lm, chat, target, METHODS,
-                                         config=ex.FaithfulnessConfig(granularity=gran, modes=("deletion",)))
+            rep = ex.faithfulness_curves(lm, ex.CurvesRequest(
+                chat, target, METHODS,
+                config=ex.FaithfulnessConfig(granularity=gran, modes=("deletion",))))
             rnd = rep.curves["deletion"][ex.faithfulness.RANDOM]
             old_random = float(np.mean(rnd.all_aopc[:3]))
             for row in rep.table():

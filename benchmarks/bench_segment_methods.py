@@ -82,8 +82,9 @@ def evaluate(args) -> None:
                 result.to_json(saved)
                 saved.with_suffix(".seconds").write_text(json.dumps(t_tokens))
             t = time.perf_counter()
-            rep = ex.faithfulness_curves(lm, chat, target, METHODS, result=result,
-                                         config=ex.FaithfulnessConfig(granularity=gran, upper_bound=not args.no_upper_bound))
+            rep = ex.faithfulness_curves(lm, ex.CurvesRequest(
+                chat, target, METHODS, result=result,
+                config=ex.FaithfulnessConfig(granularity=gran, upper_bound=not args.no_upper_bound)))
             rnd = {m: rep.curves[m][ex.faithfulness.RANDOM] for m in rep.curves}
             record = {"row": i, "case": case, "granularity": gran, "n_segments": len(rep.segments),
                       "num_targets": result.num_targets, "seconds_token_methods": t_tokens,

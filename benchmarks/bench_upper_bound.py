@@ -52,10 +52,11 @@ def main() -> None:
             result = ss.compute_span_result(lm, chat, target, methods=METHODS)
             base = ex.FaithfulnessConfig(granularity=gran, modes=tuple(args.modes))
             t0 = time.perf_counter()
-            plain = ex.faithfulness_curves(lm, chat, target, METHODS, result=result,
-                                           config=ex.FaithfulnessConfig(**{**base.__dict__, "upper_bound": False}))
+            plain = ex.faithfulness_curves(lm, ex.CurvesRequest(
+                chat, target, METHODS, result=result,
+                config=ex.FaithfulnessConfig(**{**base.__dict__, "upper_bound": False})))
             t1 = time.perf_counter()
-            rep = ex.faithfulness_curves(lm, chat, target, METHODS, result=result, config=base)
+            rep = ex.faithfulness_curves(lm, ex.CurvesRequest(chat, target, METHODS, result=result, config=base))
             t2 = time.perf_counter()
             S = len(rep.segments)
             for k, mode in enumerate(args.modes):

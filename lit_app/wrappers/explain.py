@@ -220,8 +220,8 @@ class ExplainModel(Wrapper):
             job.report("curves", 0, 0)  # the refinement from now on (its first batch reports the rows)
 
         rep = ex.faithfulness_stages(
-            lm, chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
-            config=config, progress=progress, cancel=cancel, on_coarse=on_coarse)
+            lm, ex.CurvesRequest(chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,
+                                 config=config, progress=progress, cancel=cancel), on_coarse=on_coarse)
         return {**self._curves_payload(lm, rep), "fields": fields_tested, "preliminary": False}
 
     def _curves_payload(self, lm: ss.LanguageModel, rep) -> dict:

@@ -26,7 +26,7 @@ import numpy as np
 
 from sequence_salience import field_rules
 from sequence_salience.errors import SalienceError
-from sequence_salience.explain.faithfulness import RANDOM, UPPER, FaithfulnessConfig, faithfulness_curves
+from sequence_salience.explain.faithfulness import RANDOM, UPPER, CurvesRequest, FaithfulnessConfig, faithfulness_curves
 from sequence_salience.explain.reduction import ReductionConfig, reduce_prompt
 from sequence_salience.methods import DEFAULT_METHODS, get_any_method, integrated_gradients, is_segment_method
 from sequence_salience.methods.base import SalienceConfig
@@ -143,9 +143,10 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
     result = (compute_span_result(lm, prompt, target, methods=with_ig, config=salience_config) if with_ig
               else tokenized_result(lm, prompt, target))
     span = (0, result.num_targets)
-    report = faithfulness_curves(lm, prompt, target, methods, config=config.faithfulness,
-                                 salience_config=salience_config, result=result,
-                                 progress=None if progress is None else lambda s, d, t: progress("curves", d, t))
+    report = faithfulness_curves(lm, CurvesRequest(
+        prompt, target, methods, config=config.faithfulness,
+        salience_config=salience_config, result=result,
+        progress=None if progress is None else lambda s, d, t: progress("curves", d, t)))
     baselines = baselines_of(report)
     ranked = ranked_of(report)
     curves = {mode: {name: {"logprobs": [float(v) for v in c.logprobs], "aopc": float(c.aopc)}

@@ -16,6 +16,7 @@ Segments come from `sequence_salience.aggregate` at any granularity.
 from sequence_salience.explain.contrastive import ContrastiveResult, contrastive_salience, contrastive_units
 from sequence_salience.explain.faithfulness import (
     Curve,
+    CurvesRequest,
     FaithfulnessConfig,
     FaithfulnessReport,
     coarse_config,
@@ -30,6 +31,7 @@ from sequence_salience.scoring import PromptSegments, prompt_segments, score, sc
 __all__ = [
     "ContrastiveResult",
     "Curve",
+    "CurvesRequest",
     "FaithfulnessConfig",
     "FaithfulnessReport",
     "Flip",

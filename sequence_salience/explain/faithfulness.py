@@ -365,48 +365,45 @@ def ablation_values(lm: LanguageModel, prompt, target, methods: Sequence[str], s
     return out
 
 
-def faithfulness_curves(
-    lm: LanguageModel,
-    prompt: str | ChatPrompt,
-    target: str | Generation,
-    methods: Sequence[str] = DEFAULT_METHODS,
-    *,
-    span: tuple[int, int] | None = None,
-    config: FaithfulnessConfig = FaithfulnessConfig(),
-    salience_config: SalienceConfig = SalienceConfig(),
-    result: SalienceResult | None = None,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    ablation_config: AblationConfig | None = None,
-    segment_scores: Mapping[str, np.ndarray] | None = None,
-    memo: dict[tuple[int, ...], float] | None = None,
-) -> FaithfulnessReport:
-    """Deletion / insertion curves and AOPC of several methods vs. seeded random orders, in one call.
+@dataclasses.dataclass(frozen=True)
+class CurvesRequest:
+    """What faithfulness_curves and faithfulness_stages explain, and how: the arguments they share,
+    each meaning said once here.
 
-    Args:
-      lm, prompt, target: as for compute_salience (the target's tokens are the ones explained).
+    Attributes:
+      prompt, target: as for compute_salience (the target's tokens are the ones explained).
       methods: salience methods to rank segments by (any registered method; a segment method is
-        measured with the curves' own segments and removal, sequence_salience.ablation).
+        measured with the curves' own segments and removal, sequence_salience.ablation); one name or
+        a sequence, each named once: checked here, before any model work (SalienceError).
       span: (t0, t1) target tokens; None: the whole target.
       config: granularity, steps, removal, filler, random reference (FaithfulnessConfig).
       salience_config: settings for computing salience when `result` lacks it.
       result: a SalienceResult of this prompt and target to take the salience from (no backward).
-      progress: progress(stage, done, total); cancel: () -> bool, checked between batches.
       ablation_config: the segment methods' settings; None: AblationConfig with the curves' removal
         and filler.
-      segment_scores: method -> <float64>[S] values from an earlier report of the same prompt, target,
-        span, granularity, pattern and regions (FaithfulnessReport.segment_scores); the methods found
-        there are not computed again (faithfulness_stages).
-      memo: edited prompt ids -> log p(span) of this target and span, from an earlier call with the
-        same removal and filler: read (those prompts are not scored again) and filled with every
-        prompt this call scores, the upper bound's included (faithfulness_stages). n_scored still
-        counts every distinct prompt the report uses.
+      progress: progress(stage, done, total); cancel: () -> bool, checked between batches.
     """
-    if isinstance(methods, str):
-        methods = (methods,)
-    methods = distinct_methods(methods)
-    for m in methods:
-        get_any_method(m)
+
+    prompt: str | ChatPrompt
+    target: str | Generation
+    methods: Sequence[str] = DEFAULT_METHODS
+    span: tuple[int, int] | None = None
+    config: FaithfulnessConfig = FaithfulnessConfig()
+    salience_config: SalienceConfig = SalienceConfig()
+    result: SalienceResult | None = None
+    ablation_config: AblationConfig | None = None
+    progress: Progress | None = None
+    cancel: Cancel | None = None
+
+    def __post_init__(self) -> None:
+        methods = distinct_methods((self.methods,) if isinstance(self.methods, str) else self.methods)
+        for m in methods:
+            get_any_method(m)
+        object.__setattr__(self, "methods", methods)
+
+
+def check_config(config: FaithfulnessConfig) -> None:
+    """SalienceError naming the setting and its fix when `config` cannot run."""
     for mode in config.modes:
         if mode not in MODES:
             raise SalienceError(f"Unknown curve mode {mode!r}. Fix: use {' and/or '.join(MODES)}.")
@@ -419,55 +416,81 @@ def faithfulness_curves(
     if config.greedy_candidates is not None and config.greedy_candidates < 1:
         raise SalienceError(f"greedy_candidates={config.greedy_candidates}; use at least 1, or None for every "
                             "remaining segment.")
-    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
+
+
+def target_span(lm: LanguageModel, request: CurvesRequest) -> tuple[int, int]:
+    """The request's (t0, t1), resolved against its target's tokens (from its result when it has one)."""
+    result = request.result
+    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(request.prompt):
         raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
-    if result is None:
-        num_t = len(scoring.target_ids(lm, target))
-    else:
-        num_t = result.num_targets
-    t0, t1 = scoring.resolve_span(span, num_t)
-    given = {m: np.asarray(segment_scores[m], np.float64) for m in methods if segment_scores and m in segment_scores}
-    result, token_values = _token_salience(lm, prompt, target, [m for m in methods if m not in given], (t0, t1),
-                                           result, salience_config)
+    num_t = len(scoring.target_ids(lm, request.target)) if result is None else result.num_targets
+    return scoring.resolve_span(request.span, num_t)
+
+
+def segment_values(
+    lm: LanguageModel, request: CurvesRequest, span: tuple[int, int], given: Mapping[str, np.ndarray] | None,
+) -> tuple[SalienceResult, scoring.PromptSegments, dict[str, np.ndarray]]:
+    """(result, the removable segments, method -> <float64>[S] each segment's value): from `given`
+    (an earlier report's segment_scores), measured by ablation for a segment method, else the span's
+    token salience summed over each segment."""
+    methods, config = request.methods, request.config
+    given = {m: np.asarray(given[m], np.float64) for m in methods if given and m in given}
+    result, token_values = _token_salience(lm, request.prompt, request.target, [m for m in methods if m not in given],
+                                           span, request.result, request.salience_config)
     segs = scoring.prompt_segments(result, config.granularity, config.pattern, config.regions)
-    measured = ablation_values(lm, prompt, target, [m for m in methods if is_segment_method(m) and m not in given],
-                               (t0, t1), segs, config, result, ablation_config, progress, cancel)
+    measured = ablation_values(lm, request.prompt, request.target,
+                               [m for m in methods if is_segment_method(m) and m not in given], span, segs, config,
+                               result, request.ablation_config, request.progress, request.cancel)
     measured.update(given)
     S = len(segs)
     for m, v in given.items():
         if v.shape != (S,):
             raise SalienceError(f"segment_scores[{m!r}] has {v.shape[0] if v.ndim else 0} values for {S} segments. "
                                 "Fix: pass the segment_scores of a report with the same granularity and regions.")
-    fill = scoring.filler_id(lm, config.filler)
-    edit = scoring.PromptEditor(lm, prompt, result, segs, config.removal, fill)
-    counts = removal_counts(S, config.steps)  # [K+1]
-    everything = range(S)
+    return result, segs, {m: measured[m] if m in measured else segs.scores(token_values[m]) for m in methods}
 
+
+def ranked_orders(scores: Mapping[str, np.ndarray], segs: scoring.PromptSegments,
+                  ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(curve name -> segment order, curve name -> its ordering) of every curve that is not random:
+    each method by its value (most positive first), a signed method also by |value| (name + ABS_SUFFIX,
+    largest first), then the length baseline."""
     orders: dict[str, np.ndarray] = {}
     orderings: dict[str, str] = {}
-    scores: dict[str, np.ndarray] = {}
-    for m in methods:
-        scores[m] = measured[m] if m in measured else segs.scores(token_values[m])  # [S]
-        orders[m] = np.argsort(-scores[m], kind="stable")  # most salient (most positive) first
-        orderings[m] = "signed" if get_any_method(m).signed else "value"
-        if get_any_method(m).signed:
-            orders[m + ABS_SUFFIX] = np.argsort(-np.abs(scores[m]), kind="stable")  # largest |value| first
+    for m, values in scores.items():  # values: [S]
+        signed = get_any_method(m).signed
+        orders[m] = np.argsort(-values, kind="stable")
+        orderings[m] = "signed" if signed else "value"
+        if signed:
+            orders[m + ABS_SUFFIX] = np.argsort(-np.abs(values), kind="stable")
             orderings[m + ABS_SUFFIX] = "abs"
     orders[LENGTH] = length_order([len(t) for t in segs.tokens], [e - s for s, e in segs.spans])
     orderings[LENGTH] = LENGTH
-    rng = np.random.default_rng(config.seed)
-    random_orders = [rng.permutation(S) for _ in range(max(1, config.n_random))]
+    return orders, orderings
+
+
+@dataclasses.dataclass(frozen=True)
+class CurvePlan:
+    """Every edited prompt the curves need: prompts[0] the original, prompts[1] the empty prompt, then
+    for each entry (mode, curve name, random index or -1) of `curves` its K+1 points, in order."""
+
+    curves: tuple[tuple[str, str, int], ...]
+    prompts: tuple[tuple[int, ...], ...]
+
+
+def plan_curves(result: SalienceResult, edit: scoring.PromptEditor, counts: np.ndarray, orders: Mapping[str, np.ndarray],
+                random_orders: Sequence[np.ndarray], config: FaithfulnessConfig) -> CurvePlan:
+    """The CurvePlan of the ranked `orders` and the random orders in each of config's modes."""
+    everything = range(len(edit.segs))
 
     def rows_for(order: np.ndarray, mode: str) -> list[tuple[int, ...]]:
         if mode == "deletion":
             return [edit(order[:n]) for n in counts]
         return [edit(set(everything) - set(order[:n].tolist())) for n in counts]
 
-    plan: list[tuple[str, str, int]] = []  # (mode, name, random index)
-    prompts: list[tuple[int, ...]] = []
+    plan: list[tuple[str, str, int]] = []
     original_ids = tuple(int(i) for i in result.ids[:result.n_prompt_tokens])
-    prompts.append(original_ids if config.removal == "filler" else edit(()))
-    prompts.append(edit(everything))
+    prompts = [original_ids if config.removal == "filler" else edit(()), edit(everything)]
     for mode in config.modes:
         for m in orders:
             plan.append((mode, m, -1))
@@ -475,45 +498,97 @@ def faithfulness_curves(
         for r, order in enumerate(random_orders):
             plan.append((mode, RANDOM, r))
             prompts.extend(rows_for(order, mode))
-    target = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
-    known = {} if memo is None else memo
-    new = [p for p in dict.fromkeys(map(tuple, prompts)) if p not in known]
-    fresh = scoring.score(lm, new, target, (t0, t1), config.batch_size, progress, cancel, stage="curves",
+    return CurvePlan(tuple(plan), tuple(tuple(p) for p in prompts))
+
+
+def score_plan(lm: LanguageModel, plan: CurvePlan, target: tuple[int, ...], span: tuple[int, int],
+               request: CurvesRequest, memo: dict[tuple[int, ...], float]) -> np.ndarray:
+    """<float64>[M] log p(span) of each of plan.prompts: the distinct prompts not in `memo` are scored
+    (progress stage "curves") and added to it."""
+    config = request.config
+    new = [p for p in dict.fromkeys(plan.prompts) if p not in memo]
+    fresh = scoring.score(lm, new, target, span, config.batch_size, request.progress, request.cancel, stage="curves",
                           slice_s=config.slice_s)  # [len(new)]
-    known.update(zip(new, (float(v) for v in fresh)))
-    lp = np.array([known[tuple(p)] for p in prompts], dtype=np.float64)  # [M]
+    memo.update(zip(new, (float(v) for v in fresh)))
+    return np.array([memo[p] for p in plan.prompts], dtype=np.float64)  # [M]
+
+
+def plan_curves_of(plan: CurvePlan, lp: np.ndarray, n_points: int, orders: Mapping[str, np.ndarray],
+                   orderings: Mapping[str, str], random_orders: Sequence[np.ndarray], modes: Sequence[str],
+                   ) -> tuple[dict[str, dict[str, Curve]], dict[str, list[np.ndarray]]]:
+    """(mode -> name -> Curve of every ranked order and the random reference, mode -> each random
+    order's logprobs <float64>[K+1]) from the plan's scores `lp` <float64>[M]."""
     original, empty = float(lp[0]), float(lp[1])
-    curves: dict[str, dict[str, Curve]] = {mode: {} for mode in config.modes}
-    random_rows: dict[str, list[np.ndarray]] = {mode: [] for mode in config.modes}
+    curves: dict[str, dict[str, Curve]] = {mode: {} for mode in modes}
+    random_rows: dict[str, list[np.ndarray]] = {mode: [] for mode in modes}
     pos = 2
-    for mode, name, r in plan:
-        values = lp[pos:pos + len(counts)]
-        pos += len(counts)
+    for mode, name, _ in plan.curves:
+        values = lp[pos:pos + n_points]
+        pos += n_points
         if name == RANDOM:
             random_rows[mode].append(values)
             continue
         curves[mode][name] = Curve(name, mode, tuple(int(i) for i in orders[name]), values,
                                    aopc(values, mode, original, empty), ordering=orderings[name])
-    for mode in config.modes:
+    for mode in modes:
         allr = np.stack(random_rows[mode])  # [R, K+1]
         mean = allr.mean(0)
         each = np.array([aopc(row, mode, original, empty) for row in allr])  # [R]
         curves[mode][RANDOM] = Curve(RANDOM, mode, tuple(int(i) for i in random_orders[0]), mean,
                                      aopc(mean, mode, original, empty), allr, ordering=RANDOM, all_aopc=each)
+    return curves, random_rows
+
+
+def faithfulness_curves(
+    lm: LanguageModel,
+    request: CurvesRequest,
+    *,
+    segment_scores: Mapping[str, np.ndarray] | None = None,
+    memo: dict[tuple[int, ...], float] | None = None,
+) -> FaithfulnessReport:
+    """Deletion / insertion curves and AOPC of several methods vs. seeded random orders, in one call.
+
+    Args:
+      lm: the model.
+      request: what to explain and how (CurvesRequest: prompt, target, methods, span, config, ...).
+      segment_scores: method -> <float64>[S] values from an earlier report of the same prompt, target,
+        span, granularity, pattern and regions (FaithfulnessReport.segment_scores); the methods found
+        there are not computed again (faithfulness_stages).
+      memo: edited prompt ids -> log p(span) of this target and span, from an earlier call with the
+        same removal and filler: read (those prompts are not scored again) and filled with every
+        prompt this call scores, the upper bound's included (faithfulness_stages). n_scored still
+        counts every distinct prompt the report uses.
+    """
+    config = request.config
+    check_config(config)
+    span = target_span(lm, request)
+    result, segs, scores = segment_values(lm, request, span, segment_scores)
+    S = len(segs)
+    fill = scoring.filler_id(lm, config.filler)
+    edit = scoring.PromptEditor(lm, request.prompt, result, segs, config.removal, fill)
+    counts = removal_counts(S, config.steps)  # [K+1]
+    orders, orderings = ranked_orders(scores, segs)
+    rng = np.random.default_rng(config.seed)
+    random_orders = [rng.permutation(S) for _ in range(max(1, config.n_random))]
+    plan = plan_curves(result, edit, counts, orders, random_orders, config)
+    target = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
+    known = {} if memo is None else memo
+    lp = score_plan(lm, plan, target, span, request, known)  # [M]
+    original, empty = float(lp[0]), float(lp[1])
+    curves, random_rows = plan_curves_of(plan, lp, len(counts), orders, orderings, random_orders, config.modes)
     bound_rows = 0
     if config.upper_bound:
-        bounds, bound_rows = upper_bound_curves(
-            lm, S, counts, config, edit, known, target, (t0, t1), curves,
-            {mode: [(orders[n], curves[mode][n].logprobs, n) for n in orders]
-             + [(o, row, RANDOM) for o, row in zip(random_orders, random_rows[mode])] for mode in config.modes},
-            original, empty, progress, cancel)
+        tested = {mode: [(orders[n], curves[mode][n].logprobs, n) for n in orders]
+                  + [(o, row, RANDOM) for o, row in zip(random_orders, random_rows[mode])] for mode in config.modes}
+        bounds, bound_rows = upper_bound_curves(lm, S, counts, config, edit, known, target, span, curves, tested,
+                                                original, empty, request.progress, request.cancel)
         for mode in config.modes:
             curves[mode][UPPER] = bounds[mode]
     return FaithfulnessReport(
-        text=result.text, prompt_end=result.prompt_end, span=(t0, t1), granularity=config.granularity,
+        text=result.text, prompt_end=result.prompt_end, span=span, granularity=config.granularity,
         removal=config.removal, filler_id=fill, segments=segs.spans, segment_scores=scores, n_removed=counts,
         original_logprob=original, empty_logprob=empty, curves=curves, seed=config.seed,
-        n_random=len(random_orders), n_scored=len(set(prompts)) + bound_rows, upper_bound_rows=bound_rows,
+        n_random=len(random_orders), n_scored=len(set(plan.prompts)) + bound_rows, upper_bound_rows=bound_rows,
     )
 
 
@@ -560,59 +635,46 @@ def distinct_methods(methods: Sequence[str]) -> tuple[str, ...]:
 
 def faithfulness_stages(
     lm: LanguageModel,
-    prompt: str | ChatPrompt,
-    target: str | Generation,
-    methods: Sequence[str] = DEFAULT_METHODS,
+    request: CurvesRequest,
     *,
-    span: tuple[int, int] | None = None,
-    config: FaithfulnessConfig = FaithfulnessConfig(),
-    salience_config: SalienceConfig = SalienceConfig(),
-    result: SalienceResult | None = None,
-    progress: Progress | None = None,
-    cancel: Cancel | None = None,
-    ablation_config: AblationConfig | None = None,
     on_coarse: Callable[[FaithfulnessReport], None] | None = None,
 ) -> FaithfulnessReport:
     """faithfulness_curves in two stages, for a person who waits: a coarse report first, then `config`'s.
 
-    1. coarse: faithfulness_curves with coarse_config(config) (few points, few random orders, no
+    1. coarse: faithfulness_curves with coarse_config(request.config) (few points, few random orders, no
        upper bound; fewer still when this prompt and target are long: coarse_config's
        tokens_per_row); its report goes to `on_coarse` as soon as it is ready. Progress names its
        scoring COARSE_STAGE.
-    2. refine: faithfulness_curves with `config`, reusing the coarse pass's segment values (no
+    2. refine: faithfulness_curves with request.config, reusing the coarse pass's segment values (no
        second salience or segment-method pass) and every edited prompt it scored (its first random
        orders and many curve points are the same prompts), so only the rows it lacks are scored
        (progress "curves", then "upper_bound"). Its report, returned, equals a direct
-       faithfulness_curves(config) up to the float noise of batching.
+       faithfulness_curves(request) up to the float noise of batching.
 
-    When coarse_config(config) == config there is one pass and `on_coarse` is not called. `cancel`
-    stops either stage (ComputationCancelled); the other arguments are faithfulness_curves'.
+    When coarse_config(request.config) == request.config there is one pass and `on_coarse` is not
+    called. The request's `cancel` stops either stage (ComputationCancelled).
     """
-    coarse = coarse_config(config)  # its size for this prompt and target: below, once the tokens are known
-    common = dict(methods=methods, salience_config=salience_config, cancel=cancel, ablation_config=ablation_config)
-    if coarse == config:
-        return faithfulness_curves(lm, prompt, target, span=span, config=config, result=result, progress=progress,
-                                   **common)
+    config, progress = request.config, request.progress
+    if coarse_config(config) == config:  # its size for this prompt and target: below, once the tokens are known
+        return faithfulness_curves(lm, request)
 
     def coarse_progress(stage: str, done: int, total: int) -> None:
         if progress is not None:
             progress(COARSE_STAGE if stage == "curves" else stage, done, total)
 
-    methods = distinct_methods((methods,) if isinstance(methods, str) else methods)
-    if result is None:  # computed once here, so that the refinement needs no forward pass for it
-        span = scoring.resolve_span(span, len(scoring.target_ids(lm, target)))
-        result, _ = _token_salience(lm, prompt, target, (methods,) if isinstance(methods, str) else methods, span,
-                                    None, salience_config)
-    names = (methods,) if isinstance(methods, str) else tuple(methods)
-    n_ranked = 1 + sum(2 if get_any_method(m).signed else 1 for m in names)  # + the length order
-    coarse = coarse_config(config, tokens_per_row=len(result.ids), n_ranked=n_ranked)
+    if request.result is None:  # computed once here, so that the refinement needs no forward pass for it
+        span = scoring.resolve_span(request.span, len(scoring.target_ids(lm, request.target)))
+        result, _ = _token_salience(lm, request.prompt, request.target, request.methods, span, None,
+                                    request.salience_config)
+        request = dataclasses.replace(request, span=span, result=result)
+    n_ranked = 1 + sum(2 if get_any_method(m).signed else 1 for m in request.methods)  # + the length order
+    coarse = coarse_config(config, tokens_per_row=len(request.result.ids), n_ranked=n_ranked)
     memo: dict[tuple[int, ...], float] = {}
-    first = faithfulness_curves(lm, prompt, target, span=span, config=coarse, result=result,
-                                progress=coarse_progress, memo=memo, **common)
+    first = faithfulness_curves(lm, dataclasses.replace(request, config=coarse, progress=coarse_progress), memo=memo)
     if on_coarse is not None:
         on_coarse(first)
-    return faithfulness_curves(lm, prompt, target, span=first.span, config=config, result=result, progress=progress,
-                               segment_scores=first.segment_scores, memo=memo, **common)
+    return faithfulness_curves(lm, dataclasses.replace(request, span=first.span),
+                               segment_scores=first.segment_scores, memo=memo)
 
 
 def upper_bound_curves(

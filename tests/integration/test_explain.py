@@ -64,9 +64,9 @@ def test_deleting_the_top_salience_sentence_hurts_more_than_a_random_one(default
 
 def test_curves_on_the_default_model_start_at_the_unmodified_logprob(default_lm, case):
     chat, user = case
-    rep = ex.faithfulness_curves(default_lm, chat, ANSWER, ("grad_norm",),
-                                 config=ex.FaithfulnessConfig(steps=3, n_random=2, modes=("deletion",),
-                                                              regions=(user,)))
+    rep = ex.faithfulness_curves(default_lm, ex.CurvesRequest(chat, ANSWER, ("grad_norm",),
+                                                  config=ex.FaithfulnessConfig(steps=3, n_random=2, modes=("deletion",),
+                                                                               regions=(user,))))
     full = ss.compute_salience(default_lm, chat, ANSWER, methods=("grad_norm",))
     assert rep.curves["deletion"]["grad_norm"].logprobs[0] == pytest.approx(float(full.target_logprobs.sum()), abs=1e-4)
     print(f"\nAOPC grad_norm {rep.aopc('grad_norm'):.3f} vs random {rep.aopc('random'):.3f} "

@@ -300,18 +300,18 @@ def test_at_regex_granularity_only_the_matches_are_removed(lm):
 
 
 def test_faithfulness_curves_rank_by_the_segment_methods_own_values(lm):
-    from sequence_salience.explain import FaithfulnessConfig, faithfulness_curves
+    from sequence_salience.explain import CurvesRequest, FaithfulnessConfig, faithfulness_curves
 
     cfg = FaithfulnessConfig(granularity="sentence", n_random=2, steps=3)
-    report = faithfulness_curves(lm, PROMPT, TARGET, ("grad_norm", leave_one_out.NAME), config=cfg)
+    report = faithfulness_curves(lm, CurvesRequest(PROMPT, TARGET, ("grad_norm", leave_one_out.NAME), config=cfg))
     loo = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence")
     np.testing.assert_allclose(report.segment_scores[leave_one_out.NAME], loo.values, atol=1e-9)
     assert report.curves["deletion"][leave_one_out.NAME].ordering == "signed"
     assert leave_one_out.NAME + ":abs" in report.curves["deletion"]
     # Deleting the top-1 segment by leave-one-out lowers log p by exactly its leave-one-out value.
     top = int(np.argmax(loo.values))
-    only = faithfulness_curves(lm, PROMPT, TARGET, (leave_one_out.NAME,), config=dataclasses.replace(
-        cfg, steps=len(loo.values)))
+    only = faithfulness_curves(lm, CurvesRequest(PROMPT, TARGET, (leave_one_out.NAME,), config=dataclasses.replace(
+        cfg, steps=len(loo.values))))
     curve = only.curves["deletion"][leave_one_out.NAME]
     assert curve.order[0] == top
     assert only.original_logprob - curve.logprobs[1] == pytest.approx(loo.values[top], abs=1e-9)

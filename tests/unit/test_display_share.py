@@ -137,8 +137,9 @@ def test_span_only_result_says_it_has_no_matrix_and_its_cell_computes_the_span(l
 
 def test_faithfulness_table_holds_the_reports_aopc(lm, folder, tmp_path):
     result = ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_x_input",))
-    report = explain.faithfulness_curves(lm, PROMPT, TARGET, ("grad_x_input",), result=result,
-                                         config=explain.FaithfulnessConfig(granularity="word", steps=3, n_random=2))
+    report = explain.faithfulness_curves(lm, explain.CurvesRequest(
+        PROMPT, TARGET, ("grad_x_input",), result=result,
+        config=explain.FaithfulnessConfig(granularity="word", steps=3, n_random=2)))
     page = _parse(share.write_share(result, tmp_path / "view.html", "grad_x_input", "word", model=folder,
                                     faithfulness=report))
     expected = {(r["mode"], r["name"]): r["aopc"] for r in report.table()}

@@ -17,7 +17,7 @@ from sequence_salience import cli
 from sequence_salience.evaluate import EvalConfig, RowWorker, evaluate_row, run_serial
 from sequence_salience.evaluate import engine as engine_module
 from sequence_salience.evaluate import runner as runner_module
-from sequence_salience.explain import FaithfulnessConfig, faithfulness_curves
+from sequence_salience.explain import CurvesRequest, FaithfulnessConfig, faithfulness_curves
 from tests.unit import tiny_models
 
 ROWS = [
@@ -55,7 +55,8 @@ def test_row_equals_a_direct_faithfulness_call(tiny_lm):
     ev = evaluate_row(tiny_lm, row, config)
     json.dumps(ev)  # JSON-able as it is
     prompt = tiny_lm.format_prompt(row["prompt"])
-    report = faithfulness_curves(tiny_lm, prompt, row["target"], config.methods, config=config.faithfulness)
+    report = faithfulness_curves(tiny_lm, CurvesRequest(
+        prompt, row["target"], config.methods, config=config.faithfulness))
     ranked = [n for n in report.curves["deletion"] if n.split(":")[0] in config.methods]
     # the upper bound is a curve but no baseline: no method is expected to beat the best order found
     assert ev["baselines"][0] == "random"

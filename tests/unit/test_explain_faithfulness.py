@@ -24,8 +24,8 @@ def _ids(lm, result):
 def test_first_point_is_the_unmodified_logprob_and_last_is_filler_only(tiny_lm, span):
     result = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=METHODS)
     t0, t1 = span or (0, result.num_targets)
-    rep = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, span=span, result=result,
-                                 config=ex.FaithfulnessConfig(granularity="word", steps=4))
+    rep = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, METHODS, span=span, result=result,
+                                                  config=ex.FaithfulnessConfig(granularity="word", steps=4)))
     expected = float(result.target_logprobs[t0:t1].sum())
     prompt_ids, target_ids = _ids(tiny_lm, result)
     # Filler-only prompt, built by hand: BOS kept, every other prompt token a space.
@@ -44,8 +44,9 @@ def test_first_point_is_the_unmodified_logprob_and_last_is_filler_only(tiny_lm, 
 
 def test_every_point_matches_an_independent_rescoring_and_aopc_formula(llama):
     tiny_lm = llama
-    rep = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_x_input",),
-                                 config=ex.FaithfulnessConfig(granularity="sentence", steps=10, n_random=2))
+    rep = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, ("grad_x_input",),
+        config=ex.FaithfulnessConfig(granularity="sentence", steps=10, n_random=2)))
     result = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_x_input",))
     prompt_ids, target_ids = _ids(tiny_lm, result)
     seg = aggregate.segment(result.text, result.offsets, "sentence")
@@ -76,8 +77,9 @@ def test_every_point_matches_an_independent_rescoring_and_aopc_formula(llama):
 
 def test_text_deletion_removes_the_text(llama):
     tiny_lm = llama
-    rep = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",),
-                                 config=ex.FaithfulnessConfig(granularity="sentence", removal="delete", steps=3))
+    rep = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, ("grad_norm",),
+        config=ex.FaithfulnessConfig(granularity="sentence", removal="delete", steps=3)))
     bos = tiny_tokenizer().bos_token_id
     target_ids = list(tiny_lm.tokenize(TARGET).ids)
     everything_deleted = ref.span_logprob(tiny_lm.model, [bos], target_ids, 0, len(target_ids))
@@ -93,11 +95,11 @@ def test_text_deletion_removes_the_text(llama):
 def test_random_reference_is_repeatable_by_seed(llama):
     tiny_lm = llama
     cfg = ex.FaithfulnessConfig(granularity="word", steps=5, n_random=3, modes=("deletion",))
-    a = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",), config=cfg)
-    b = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",), config=cfg)
-    c = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",),
-                               config=ex.FaithfulnessConfig(granularity="word", steps=5, n_random=3,
-                                                            modes=("deletion",), seed=1))
+    a = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",), config=cfg))
+    b = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",), config=cfg))
+    c = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",),
+                                                config=ex.FaithfulnessConfig(granularity="word", steps=5, n_random=3,
+                                                                             modes=("deletion",), seed=1)))
     np.testing.assert_array_equal(a.curves["deletion"]["random"].all_logprobs, b.curves["deletion"]["random"].all_logprobs)
     assert a.curves["deletion"]["random"].order == b.curves["deletion"]["random"].order
     assert a.curves["deletion"]["random"].order != c.curves["deletion"]["random"].order
@@ -106,12 +108,13 @@ def test_random_reference_is_repeatable_by_seed(llama):
 def test_bad_settings_name_the_fix(llama):
     tiny_lm = llama
     with pytest.raises(ss.SalienceError, match="exactly one"):
-        ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",),
-                               config=ex.FaithfulnessConfig(filler="capital of France"))
+        ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",),
+                                                config=ex.FaithfulnessConfig(filler="capital of France")))
     with pytest.raises(ss.SalienceError, match="Unknown curve mode"):
-        ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",), config=ex.FaithfulnessConfig(modes=("up",)))
+        ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+            PROMPT, TARGET, ("grad_norm",), config=ex.FaithfulnessConfig(modes=("up",))))
     with pytest.raises(ss.SalienceError, match="outside"):
-        ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, ("grad_norm",), span=(0, 99))
+        ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",), span=(0, 99)))
 
 
 def test_table_baselines_orderings_and_verdicts_match_the_plain_reference(llama):
@@ -119,8 +122,9 @@ def test_table_baselines_orderings_and_verdicts_match_the_plain_reference(llama)
     method and the verdicts, against tests/unit/explain_reference.deletion_table."""
     tiny_lm = llama
     methods = ("grad_norm", "grad_x_input")
-    rep = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, methods,
-                                 config=ex.FaithfulnessConfig(granularity="word", steps=5, modes=("deletion",)))
+    rep = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, methods,
+        config=ex.FaithfulnessConfig(granularity="word", steps=5, modes=("deletion",))))
     assert rep.n_random == 10  # the default
     result = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=methods)
     prompt_ids, target_ids = _ids(tiny_lm, result)

@@ -280,8 +280,8 @@ def test_curves_payload_has_the_upper_bound_and_its_verdicts(tiny):
     can decide, and the verdict text of the undecidable state (which the browser shows as it is)."""
     lm, shared, model = tiny
     out = _one(model, explain_action="curves", granularity="word", steps=3)
-    rep = ex.faithfulness_curves(lm, lm.format_prompt(PROMPT, chat=False), TARGET,
-                                 config=ex.FaithfulnessConfig(granularity="word", steps=3))
+    rep = ex.faithfulness_curves(lm, ex.CurvesRequest(lm.format_prompt(PROMPT, chat=False), TARGET,
+                                                  config=ex.FaithfulnessConfig(granularity="word", steps=3)))
     up = out["upper_bound"]
     name = ex.faithfulness.UPPER
     assert up["name"] == name and up["undecidable"] == "not decidable on this prompt"
@@ -304,8 +304,8 @@ def test_curves_status_carries_the_coarse_report_then_the_answer_is_the_full_one
     out, seen = watch(shared, model, _data(explain_action="curves", granularity="word", steps=10))
     chat = lm.format_prompt(PROMPT, chat=False)
     config = ex.FaithfulnessConfig(granularity="word", steps=10)
-    coarse = ex.faithfulness_curves(lm, chat, TARGET, config=ex.coarse_config(config))
-    full = ex.faithfulness_curves(lm, chat, TARGET, config=config)
+    coarse = ex.faithfulness_curves(lm, ex.CurvesRequest(chat, TARGET, config=ex.coarse_config(config)))
+    full = ex.faithfulness_curves(lm, ex.CurvesRequest(chat, TARGET, config=config))
     stages = [s["stage"] for s in seen]
     first = next(i for i, s in enumerate(seen) if "partial" in s)
     assert ex.faithfulness.COARSE_STAGE in stages[:first] and "curves" not in stages[:first]

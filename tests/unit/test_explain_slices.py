@@ -31,11 +31,13 @@ def test_sliced_batches_cover_every_row_once_and_record_each_batch():
 def test_curves_in_slices_equal_fixed_batches(llama):
     result = ss.compute_salience(llama, PROMPT, TARGET)
     base = dict(granularity="word", steps=4)
-    fixed = ex.faithfulness_curves(llama, PROMPT, TARGET, result=result, config=ex.FaithfulnessConfig(**base))
+    fixed = ex.faithfulness_curves(llama, ex.CurvesRequest(
+        PROMPT, TARGET, result=result, config=ex.FaithfulnessConfig(**base)))
     calls = []
-    sliced = ex.faithfulness_curves(llama, PROMPT, TARGET, result=result,
-                                    config=ex.FaithfulnessConfig(**base, slice_s=ScriptedSizer((1, 3, 2))),
-                                    progress=lambda *a: calls.append(a))
+    sliced = ex.faithfulness_curves(llama, ex.CurvesRequest(
+        PROMPT, TARGET, result=result,
+        config=ex.FaithfulnessConfig(**base, slice_s=ScriptedSizer((1, 3, 2))),
+        progress=lambda *a: calls.append(a)))
     for mode, by_name in fixed.curves.items():
         for name, curve in by_name.items():
             np.testing.assert_allclose(sliced.curves[mode][name].logprobs, curve.logprobs, rtol=1e-5, atol=1e-6)

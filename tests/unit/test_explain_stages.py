@@ -43,11 +43,13 @@ def test_coarse_and_refined_reports_equal_direct_calls_of_their_configs(tiny_lm,
     coarse = ex.coarse_config(config)
     assert (coarse.steps, coarse.n_random, coarse.upper_bound) == (4, 3, False)
     seen = []
-    final = ex.faithfulness_stages(tiny_lm, PROMPT, TARGET, METHODS, config=config, result=result,
+    final = ex.faithfulness_stages(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config, result=result),
                                    on_coarse=seen.append)
     assert len(seen) == 1
-    direct_coarse = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, config=coarse, result=result)
-    direct_full = ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, config=config, result=result)
+    direct_coarse = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS, config=coarse, result=result))
+    direct_full = ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS, config=config, result=result))
     _same(seen[0], direct_coarse, rtol=0)  # the same prompts in the same batches: the same numbers
     assert fa.UPPER not in seen[0].curves["deletion"]
     _same(final, direct_full, rtol=1e-5)  # other batches (memo): float noise only
@@ -77,12 +79,12 @@ def test_refinement_scores_only_rows_the_coarse_pass_lacked(llama):
     config = ex.FaithfulnessConfig(granularity="sentence", steps=10, n_random=10)
     counter = RowCounter(llama)
     try:
-        ex.faithfulness_curves(llama, PROMPT, TARGET, METHODS, config=config)
+        ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config))
         direct = counter.rows
         counter.rows = 0
         stages: list[tuple[str, int, int]] = []
-        rep = ex.faithfulness_stages(llama, PROMPT, TARGET, METHODS, config=config,
-                                     progress=lambda s, d, t: stages.append((s, d, t)))
+        rep = ex.faithfulness_stages(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config,
+                                                      progress=lambda s, d, t: stages.append((s, d, t))))
         both = counter.rows
     finally:
         counter.close()
@@ -96,8 +98,9 @@ def test_refinement_scores_only_rows_the_coarse_pass_lacked(llama):
 def test_coarse_report_comes_first_and_cancel_stops_either_stage(llama):
     events: list[str] = []
     config = ex.FaithfulnessConfig(granularity="word", steps=10, n_random=10)
-    ex.faithfulness_stages(llama, PROMPT, TARGET, METHODS, config=config,
-                           progress=lambda s, d, t: events.append(s), on_coarse=lambda r: events.append("COARSE"))
+    ex.faithfulness_stages(llama, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS, config=config,
+        progress=lambda s, d, t: events.append(s)), on_coarse=lambda r: events.append("COARSE"))
     at = events.index("COARSE")
     assert events.count("COARSE") == 1
     assert fa.COARSE_STAGE in events[:at] and "curves" not in events[:at] and "upper_bound" not in events[:at]
@@ -112,30 +115,34 @@ def test_coarse_report_comes_first_and_cancel_stops_either_stage(llama):
         refining["on"] = True
 
     with pytest.raises(ss.ComputationCancelled):
-        ex.faithfulness_stages(llama, PROMPT, TARGET, METHODS, config=config, on_coarse=on_coarse,
-                               cancel=lambda: refining["on"])
+        ex.faithfulness_stages(llama, ex.CurvesRequest(
+            PROMPT, TARGET, METHODS, config=config,
+            cancel=lambda: refining["on"]), on_coarse=on_coarse)
     assert len(got) == 1
     # Cancelled at once: no coarse report.
     with pytest.raises(ss.ComputationCancelled):
-        ex.faithfulness_stages(llama, PROMPT, TARGET, METHODS, config=config, on_coarse=got.append,
-                               cancel=lambda: True)
+        ex.faithfulness_stages(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config, cancel=lambda: True),
+                               on_coarse=got.append)
     assert len(got) == 1
 
 
 def test_one_pass_when_the_config_is_already_coarse(llama):
     config = ex.FaithfulnessConfig(granularity="sentence", steps=3, n_random=2, upper_bound=False)
     seen = []
-    rep = ex.faithfulness_stages(llama, PROMPT, TARGET, METHODS, config=config, on_coarse=seen.append)
+    rep = ex.faithfulness_stages(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config), on_coarse=seen.append)
     assert seen == []
-    _same(rep, ex.faithfulness_curves(llama, PROMPT, TARGET, METHODS, config=config), rtol=0)
+    _same(rep, ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config)), rtol=0)
 
 
 def test_segment_scores_of_another_segmentation_are_refused(llama):
-    rep = ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",),
-                                 config=ex.FaithfulnessConfig(granularity="sentence", steps=2, n_random=1))
+    rep = ex.faithfulness_curves(llama, ex.CurvesRequest(
+        PROMPT, TARGET, ("grad_norm",),
+        config=ex.FaithfulnessConfig(granularity="sentence", steps=2, n_random=1)))
     with pytest.raises(ss.SalienceError, match="same granularity"):
-        ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",), segment_scores=rep.segment_scores,
-                               config=ex.FaithfulnessConfig(granularity="word", steps=2, n_random=1))
+        ex.faithfulness_curves(llama, ex.CurvesRequest(
+            PROMPT, TARGET, ("grad_norm",),
+            config=ex.FaithfulnessConfig(granularity="word", steps=2, n_random=1)),
+            segment_scores=rep.segment_scores)
 
 
 def test_coarse_pass_shrinks_with_the_tokens_of_a_row():
@@ -165,11 +172,13 @@ def test_stages_size_the_coarse_pass_from_the_prompt_and_target_tokens(tiny_lm, 
     monkeypatch.setattr(fa, "COARSE_MAX_TOKENS", 16 * tokens, raising=False)  # room for 2 points and 3 random orders, not 3 points
     config = ex.FaithfulnessConfig(granularity="word", steps=10, n_random=10)
     seen = []
-    final = ex.faithfulness_stages(tiny_lm, PROMPT, TARGET, METHODS, config=config, result=result,
+    final = ex.faithfulness_stages(tiny_lm, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=config, result=result),
                                    on_coarse=seen.append)
     (coarse,) = seen
     assert len(coarse.n_removed) == 3 and coarse.n_random == 3  # steps 2: k = 0, half, all
     assert coarse.n_scored <= 16
     small = ex.FaithfulnessConfig(granularity="word", steps=2, n_random=3, upper_bound=False)
-    _same(coarse, ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, config=small, result=result), rtol=0)
-    _same(final, ex.faithfulness_curves(tiny_lm, PROMPT, TARGET, METHODS, config=config, result=result), rtol=1e-5)
+    _same(coarse, ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS, config=small, result=result)), rtol=0)
+    _same(final, ex.faithfulness_curves(tiny_lm, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS, config=config, result=result)), rtol=1e-5)

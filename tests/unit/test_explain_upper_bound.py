@@ -56,8 +56,9 @@ def order_aopc(order, counts, lp, mode: str, S: int) -> float:
 @pytest.mark.parametrize("steps", [10, 2], ids=["one-per-point", "two-per-point"])
 def test_exhaustive_bound_equals_brute_force_over_every_order(llama, steps):
     S = 4
-    rep = ex.faithfulness_curves(llama, PROMPT, TARGET, METHODS,
-                                 config=ex.FaithfulnessConfig(granularity="sentence", steps=steps, n_random=3))
+    rep = ex.faithfulness_curves(llama, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS,
+        config=ex.FaithfulnessConfig(granularity="sentence", steps=steps, n_random=3)))
     lp = plain_subset_logprobs(llama, S)
     counts = list(rep.n_removed)
     assert counts == ([0, 1, 2, 3, 4] if steps == 10 else [0, 2, 4])
@@ -81,7 +82,7 @@ def test_exhaustive_bound_equals_brute_force_over_every_order(llama, steps):
 def test_greedy_search_takes_the_best_next_segment_at_each_point(llama):
     S = 4
     cfg = ex.FaithfulnessConfig(granularity="sentence", steps=10, n_random=2, exhaustive_max_segments=0)
-    rep = ex.faithfulness_curves(llama, PROMPT, TARGET, METHODS, config=cfg)
+    rep = ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS, config=cfg))
     lp = plain_subset_logprobs(llama, S)
     full = (1 << S) - 1
     for mode in ("deletion", "insertion"):
@@ -132,8 +133,8 @@ def test_greedy_with_few_candidates_counts_its_rows_and_reports_progress(llama):
     seen = []
     cfg = ex.FaithfulnessConfig(granularity="word", steps=5, n_random=2, exhaustive_max_segments=0,
                                 greedy_candidates=3, modes=("deletion",))
-    rep = ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",), config=cfg,
-                                 progress=lambda stage, d, t: seen.append((stage, d, t)))
+    rep = ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",), config=cfg,
+                                                  progress=lambda stage, d, t: seen.append((stage, d, t))))
     S = len(rep.segments)
     planned = ub.greedy_rows(S, list(rep.n_removed), 3)
     bound_steps = [(d, t) for stage, d, t in seen if stage == ub.STAGE]
@@ -141,9 +142,10 @@ def test_greedy_with_few_candidates_counts_its_rows_and_reports_progress(llama):
     assert all(t == planned for _, t in bound_steps)
     assert [d for d, _ in bound_steps] == sorted(d for d, _ in bound_steps)
     assert 0 < rep.upper_bound_rows <= planned
-    curves_rows = ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",),
-                                         config=ex.FaithfulnessConfig(granularity="word", steps=5, n_random=2,
-                                                                      upper_bound=False, modes=("deletion",)))
+    curves_rows = ex.faithfulness_curves(llama, ex.CurvesRequest(
+        PROMPT, TARGET, ("grad_norm",),
+        config=ex.FaithfulnessConfig(granularity="word", steps=5, n_random=2,
+                                     upper_bound=False, modes=("deletion",))))
     assert rep.n_scored == curves_rows.n_scored + rep.upper_bound_rows
 
 
@@ -155,15 +157,16 @@ def test_cancel_during_the_search_stops_it(llama):
             state["curves_done"] = True
 
     with pytest.raises(ss.ComputationCancelled, match=ub.STAGE):
-        ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",),
-                               config=ex.FaithfulnessConfig(granularity="word", steps=5, n_random=2,
-                                                            exhaustive_max_segments=0),
-                               progress=progress, cancel=lambda: state["curves_done"])
+        ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",),
+                                                config=ex.FaithfulnessConfig(granularity="word", steps=5, n_random=2,
+                                                                             exhaustive_max_segments=0),
+                                                progress=progress, cancel=lambda: state["curves_done"]))
 
 
 def test_without_the_bound_no_curve_and_no_undecidable_verdict(llama):
-    rep = ex.faithfulness_curves(llama, PROMPT, TARGET, METHODS,
-                                 config=ex.FaithfulnessConfig(granularity="sentence", upper_bound=False))
+    rep = ex.faithfulness_curves(llama, ex.CurvesRequest(
+        PROMPT, TARGET, METHODS,
+        config=ex.FaithfulnessConfig(granularity="sentence", upper_bound=False)))
     assert fa.UPPER not in rep.curves["deletion"]
     assert rep.upper_bound_rows == 0 and rep.decidable("deletion") is None
     rows = rep.table()
@@ -173,8 +176,8 @@ def test_without_the_bound_no_curve_and_no_undecidable_verdict(llama):
 
 
 def test_report_verdicts_follow_the_bound(llama):
-    rep = ex.faithfulness_curves(llama, PROMPT, TARGET, METHODS,
-                                 config=ex.FaithfulnessConfig(granularity="sentence", n_random=4))
+    rep = ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, METHODS,
+                                                  config=ex.FaithfulnessConfig(granularity="sentence", n_random=4)))
     assert rep.ranked() == ["grad_norm", "grad_x_input", "grad_x_input:abs"]  # the bound is no method
     for r in rep.table():
         noise = fa.NOISE_SIGMAS * r["random_std"]
@@ -200,8 +203,8 @@ def test_verdicts_by_hand():
 
 def test_bad_search_settings_name_the_fix(llama):
     with pytest.raises(ss.SalienceError, match="exhaustive_max_segments"):
-        ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",),
-                               config=ex.FaithfulnessConfig(exhaustive_max_segments=30))
+        ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",),
+                                                config=ex.FaithfulnessConfig(exhaustive_max_segments=30)))
     with pytest.raises(ss.SalienceError, match="greedy_candidates"):
-        ex.faithfulness_curves(llama, PROMPT, TARGET, ("grad_norm",),
-                               config=ex.FaithfulnessConfig(greedy_candidates=0))
+        ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",),
+                                                config=ex.FaithfulnessConfig(greedy_candidates=0)))

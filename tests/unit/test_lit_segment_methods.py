@@ -197,8 +197,9 @@ def test_explain_curves_take_a_segment_method_and_equal_the_library(tiny):
             lit_explain.METHODS: f"grad_norm,{leave_one_out.NAME}", lit_explain.STEPS: 4}
     out = model.predict([data])[0][lit_explain.EXPLAIN]
     assert out["methods"] == ["grad_norm", leave_one_out.NAME]
-    want = ex.faithfulness_curves(lm, lm.format_prompt(PROMPT, chat=False), TARGET, ("grad_norm", leave_one_out.NAME),
-                                  config=ex.FaithfulnessConfig(granularity="sentence", steps=4, removal="filler"))
+    want = ex.faithfulness_curves(lm, ex.CurvesRequest(
+        lm.format_prompt(PROMPT, chat=False), TARGET, ("grad_norm", leave_one_out.NAME),
+        config=ex.FaithfulnessConfig(granularity="sentence", steps=4, removal="filler")))
     for mode, by_name in want.curves.items():
         np.testing.assert_allclose(out["curves"][leave_one_out.NAME][mode]["logprobs"],
                                    by_name[leave_one_out.NAME].logprobs, rtol=1e-5, atol=1e-9)

@@ -8,7 +8,7 @@ import pytest
 from sequence_salience import SalienceError, field_rules
 from sequence_salience.cli.common import UsageError, parse_methods
 from sequence_salience.explain.contrastive import contrastive_salience
-from sequence_salience.explain.faithfulness import faithfulness_curves, faithfulness_stages
+from sequence_salience.explain.faithfulness import CurvesRequest, faithfulness_curves, faithfulness_stages
 
 
 def test_distinct_names_refuses_a_repeat_naming_it_and_how_often():
@@ -20,8 +20,8 @@ def test_distinct_names_refuses_a_repeat_naming_it_and_how_often():
 
 
 @pytest.mark.parametrize("run", [
-    pytest.param(lambda m: faithfulness_curves(None, "p", "t", m), id="faithfulness_curves"),
-    pytest.param(lambda m: faithfulness_stages(None, "p", "t", m), id="faithfulness_stages"),
+    pytest.param(lambda m: faithfulness_curves(None, CurvesRequest("p", "t", m)), id="faithfulness_curves"),
+    pytest.param(lambda m: faithfulness_stages(None, CurvesRequest("p", "t", m)), id="faithfulness_stages"),
     pytest.param(lambda m: contrastive_salience(None, "p", "t", "f", m), id="contrastive_salience"),
 ])
 def test_the_explanation_tests_refuse_a_repeated_method_before_touching_the_model(run):
