@@ -351,6 +351,17 @@ describe('status line: what is on screen now (issue 19)', () => {
     p.spans = {[`0:${T}`]: {grad_norm: Array(N).fill(1), grad_x_input: Array(N).fill(1)}};
     return [{salience: p}];
   };
+  /** Answers each span_progress poll with `detail(n)` (n: the polls so far, this one included) and any other
+   * request with `rest`; `polls()` counts the polls. */
+  function spanProgress(detail: (n: number) => Record<string, unknown>, rest: Answer) {
+    let polls = 0;
+    const answer: Answer = (c) => {
+      if (c.input.data['detail'] !== 'span_progress') return rest(c);
+      polls++;
+      return [{salience: {detail: detail(polls)}}];
+    };
+    return {answer, polls: () => polls};
+  }
 
   it('says "computing" while the span computes, "exact for this span" once its values are shown, "per-token ready" with the matrix', async () => {
     const pending = deferred();
@@ -400,16 +411,10 @@ describe('status line: what is on screen now (issue 19)', () => {
 
   it('shows the percentage and time left of an IG span while it runs, from span_progress polls', async () => {
     const ig = deferred();
-    let polls = 0;
-    const {host, calls} = fakeHost((c) => {
-      if (c.input.data['detail'] === 'span_progress') {
-        polls++;
-        return [{salience: {detail: {kind: 'span', state: 'running', done: 8 * polls, total: 32, elapsed_s: 2 * polls,
-                                     eta_s: 6 / polls, error: ''}}}];
-      }
-      if (c.input.data['target_span'] === undefined) return firstHighlight();
-      return ig.promise;
-    });
+    const progress = spanProgress(
+        (n) => ({kind: 'span', state: 'running', done: 8 * n, total: 32, elapsed_s: 2 * n, eta_s: 6 / n, error: ''}),
+        (c) => (c.input.data['target_span'] === undefined ? firstHighlight() : ig.promise));
+    const {host, calls} = fakeHost(progress.answer);
     const ctl = new SalienceController(host);
     await ctl.select(dp());
     ctl.setMethod('integrated_gradients');
@@ -424,23 +429,19 @@ describe('status line: what is on screen now (issue 19)', () => {
     const before = calls.length;
     await vi.advanceTimersByTimeAsync(5 * POLL_MS);
     expect(calls.length).toBe(before);  // no polls once the span is there
-    expect(polls).toBe(2);
+    expect(progress.polls()).toBe(2);
     ctl.dispose();
   });
 
   it('drops an IG span\'s progress line, its status reads and its job once the user switches to another method (issue 35)', async () => {
     const ig = deferred();
-    let polls = 0;
-    const {host, calls} = fakeHost((c) => {
-      if (c.input.data['detail'] === 'span_progress') {
-        polls++;
-        return [{salience: {detail: {kind: 'span', state: 'running', done: 8, total: 32, elapsed_s: 2, eta_s: 6, error: '',
-                                     job_id: 'span-7'}}}];
-      }
-      if (c.input.data['detail'] === 'span_cancel') return [{salience: {detail: {state: 'running'}}}];
-      if (c.input.data['target_span'] === undefined) return firstHighlight();
-      return ig.promise;
-    });
+    const progress = spanProgress(
+        () => ({kind: 'span', state: 'running', done: 8, total: 32, elapsed_s: 2, eta_s: 6, error: '', job_id: 'span-7'}),
+        (c) => {
+          if (c.input.data['detail'] === 'span_cancel') return [{salience: {detail: {state: 'running'}}}];
+          return c.input.data['target_span'] === undefined ? firstHighlight() : ig.promise;
+        });
+    const {host, calls} = fakeHost(progress.answer);
     const ctl = new SalienceController(host);
     await ctl.select(dp());
     ctl.setMethod('integrated_gradients');
@@ -451,9 +452,9 @@ describe('status line: what is on screen now (issue 19)', () => {
     // The server is told to stop the IG job, by the id its progress named (a late cancel stops no newer job).
     const cancels = calls.filter((c) => c.input.data['detail'] === 'span_cancel');
     expect(cancels.map((c) => c.input.data['span_job'])).toEqual(['span-7']);
-    const before = polls;
+    const before = progress.polls();
     await vi.advanceTimersByTimeAsync(3 * POLL_MS);
-    expect(polls).toBe(before);
+    expect(progress.polls()).toBe(before);
     expect(ctl.side).toBeNull();
     ig.resolve([{span_salience: {integrated_gradients: Array(N).fill(5)}, salience: {}}]);
     await vi.runAllTimersAsync();
