@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import pytest
 
@@ -19,8 +19,11 @@ from tests.unit.waiting import wait_until
 
 
 class _Log:
+    """The order in which threads got the model (`events`), and the threads `_queue` started (`queued`)."""
+
     def __init__(self):
         self.events: list[str] = []
+        self.queued: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     def add(self, event: str) -> None:
@@ -48,18 +51,19 @@ def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | boo
             sched.release()
 
     thread = threading.Thread(target=run, name=name)
+    log.queued.append(thread)
     thread.start()
     wait_until(lambda: sched.waiting(priority) > before, f"{name} to queue")
     return thread
 
 
-def _run_holder(job: Callable[[], None], waiters: Iterable[threading.Thread] = ()) -> None:
-    """Runs `job` (it takes the model) on a thread of its own to its end, then waits for every thread in
-    `waiters` (the list it filled with the threads it queued)."""
+def _run_holder(job: Callable[[], None], log: _Log) -> None:
+    """Runs `job` (it takes the model) on a thread of its own to its end, then waits for every thread
+    queued for `log`."""
     worker = threading.Thread(target=job)
     worker.start()
     worker.join()
-    for t in waiters:
+    for t in log.queued:
         t.join()
 
 
@@ -89,17 +93,16 @@ def test_waiting_interactive_requests_go_before_background_work_that_queued_earl
 
 def test_a_click_during_a_slice_runs_before_the_next_slice():
     sched, log = ModelScheduler(), _Log()
-    clicks: list[threading.Thread] = []
 
     def job():
         with sched.background():
             for k in range(4):
                 log.add(f"slice{k}")
                 if k == 1:  # a click arrives while slice 1 runs
-                    clicks.append(_queue(sched, log, "click", False))
+                    _queue(sched, log, "click", False)
                 sched.yield_to_waiting()
 
-    _run_holder(job, clicks)
+    _run_holder(job, log)
     assert log.events == ["slice0", "slice1", "click", "slice2", "slice3"]
 
 
@@ -116,7 +119,7 @@ def test_yielding_background_holder_lets_earlier_background_work_and_all_clicks_
             log.add("job slice 2")
         done.set()
 
-    _run_holder(job)
+    _run_holder(job, log)
     assert done.is_set()
     assert log.events == ["job slice 1", "click", "other job", "job slice 2"]
 
@@ -220,17 +223,17 @@ def test_interactive_waiting_says_whether_a_click_waits_not_background_work():
 def test_a_user_job_goes_before_background_work_that_queued_earlier_when_the_holder_yields():
     """A matrix job holds the model; another background job and then an explanation test queue: the test goes first."""
     sched, log = ModelScheduler(), _Log()
-    waiters: list[threading.Thread] = []
 
     def matrix_job():
         with sched.background():
             log.add("matrix slice 1")
-            waiters.extend([_queue(sched, log, "other matrix job", BACKGROUND), _queue(sched, log, "test", USER_JOB)])
+            _queue(sched, log, "other matrix job", BACKGROUND)
+            _queue(sched, log, "test", USER_JOB)
             assert sched.outranked()  # the slice may end at the next layer boundary
             assert sched.yield_to_waiting()
             log.add("matrix slice 2")
 
-    _run_holder(matrix_job, waiters)
+    _run_holder(matrix_job, log)
     assert log.events == ["matrix slice 1", "test", "other matrix job", "matrix slice 2"]
 
 
@@ -245,20 +248,19 @@ def test_user_jobs_are_served_in_arrival_order_before_background_work():
 
 def test_a_yielding_user_job_lets_clicks_and_earlier_user_jobs_go_first_never_background_work():
     sched, log = ModelScheduler(), _Log()
-    waiters: list[threading.Thread] = []
 
     def test_job():
         with sched.user_job():
             log.add("test slice 1")
-            waiters.extend([_queue(sched, log, "bg", BACKGROUND), _queue(sched, log, "intervention", USER_JOB),
-                            _queue(sched, log, "click", INTERACTIVE)])
+            for name, priority in (("bg", BACKGROUND), ("intervention", USER_JOB), ("click", INTERACTIVE)):
+                _queue(sched, log, name, priority)
             assert sched.yield_to_waiting()
             log.add("test slice 2")
             assert sched.waiting(BACKGROUND) == 1 and not sched.outranked()
             assert not sched.yield_to_waiting()  # only background work waits: the test keeps the model
             log.add("test slice 3")
 
-    _run_holder(test_job, waiters)
+    _run_holder(test_job, log)
     assert log.events == ["test slice 1", "click", "intervention", "test slice 2", "test slice 3", "bg"]
 
 
