@@ -214,6 +214,108 @@ def _edited(prompt: str | ChatPrompt, s: int, e: int, new_text: str) -> str | Ch
     return dataclasses.replace(prompt, text=prompt.text[:s] + new_text + prompt.text[e:], role_spans=spans)
 
 
+def _flip_positions(encoded, is_word: np.ndarray, regions: scoring.Regions | None) -> np.ndarray:
+    """<int64>[P'] the prompt positions that may be flipped: whole-word tokens that are not special, inside
+    `regions` when given; SalienceError when there are none."""
+    ids_arr = np.asarray(encoded.ids)
+    candidate = is_word[ids_arr] & ~np.asarray(encoded.special, dtype=bool)  # [P]
+    candidate &= _whole_words(encoded.text, encoded.offsets)
+    if regions is not None:
+        offs = np.asarray(encoded.offsets, dtype=np.int64).reshape(-1, 2)
+        inside = np.zeros(len(ids_arr), dtype=bool)
+        for a, b in regions:
+            inside |= (offs[:, 0] >= a) & (offs[:, 1] <= b)
+        candidate &= inside
+    positions = np.flatnonzero(candidate)  # [P']
+    if len(positions) == 0:
+        raise SalienceError("The prompt has no word tokens to flip. Fix: use a prompt with words.")
+    return positions
+
+
+def _estimated_deltas(lm: LanguageModel, prompt_ids: tuple[int, ...], tgt, span: tuple[int, int],
+                      positions: np.ndarray) -> torch.Tensor:
+    """<float64>[P', V] the first-order estimate of the change of log p(span) when the token at each of
+    `positions` is replaced by each vocabulary token: g . (e_new - e_old), one forward and backward."""
+    emb = lm.model.get_input_embeddings().weight  # [V, D]
+    inputs = build_inputs(lm, [(prompt_ids, tgt)])
+    weights = torch.zeros(1, len(tgt), device=lm.device)
+    weights[0, span[0]:span[1]] = 1.0
+    _, g = weighted_gradient(inputs, inputs.embeds, weights)  # [1, L, D]
+    g = g[0, positions].double()  # [P', D]
+    e = emb.detach().double()  # [V, D]
+    with torch.no_grad():
+        return g @ e.T - (g * e[torch.as_tensor(np.asarray(prompt_ids)[positions])]).sum(-1, keepdim=True)  # [P', V]
+
+
+def _picks(lm: LanguageModel, est: torch.Tensor, old: torch.Tensor, shape: np.ndarray, lead: np.ndarray, sign: float,
+           n_verify: int, per_position: int, word_end_min: float) -> tuple[list[tuple[int, int]], dict[int, float]]:
+    """(the (position index, new token) pairs to verify, best estimates first: a replacement of the same shape
+    and leading-space form that ends a word (p >= word_end_min), at most per_position per position and n_verify
+    in all; new token -> its p(word ends))."""
+    shape_t, lead_t = torch.as_tensor(shape), torch.as_tensor(lead)
+    # Same shape (case pattern / digits) and the same leading-space form as the replaced word.
+    allowed = (shape_t[None, :] == shape_t[old][:, None]) & (lead_t[None, :] == lead_t[old][:, None])
+    allowed[torch.arange(len(old)), old] = False
+    ranked = torch.where(allowed, sign * est, torch.tensor(-np.inf, dtype=est.dtype))  # larger = better
+    # More candidates than needed: some are not complete words (word_end_probability).
+    k = min(4 * per_position, int(allowed.sum(-1).max()))
+    best_v, best_j = ranked.topk(max(1, k), dim=-1)  # [P', k]
+    flat = best_v.flatten()
+    order = [int(i) for i in torch.argsort(flat, descending=True) if torch.isfinite(flat[i])]
+    pool = [(i // best_j.shape[1], int(best_j.flatten()[i])) for i in order[:4 * n_verify]]
+    ends = dict(zip((v for _, v in pool), word_end_probability(lm, [v for _, v in pool]))) if pool else {}
+    picks, per = [], {}
+    for pi, v in pool:  # best estimates first; complete words only; at most per_position per position
+        if ends[v] < word_end_min or per.get(pi, 0) >= per_position:
+            continue
+        per[pi] = per.get(pi, 0) + 1
+        picks.append((pi, v))
+        if len(picks) == n_verify:
+            break
+    return picks, ends
+
+
+@dataclasses.dataclass(frozen=True)
+class _Edit:
+    """One picked flip as Load produces it: the edited text, re-tokenized."""
+
+    position: int
+    new_id: int
+    char_span: tuple[int, int]
+    old_text: str
+    new_text: str
+    ids: tuple[int, ...]
+    retokenized: bool
+
+
+def _edit(lm: LanguageModel, prompt: str | ChatPrompt, encoded, position: int, new_id: int, texts: list[str]) -> _Edit:
+    """The prompt with the word token at `position` replaced by `new_id`, re-tokenized as Load would."""
+    s, e = (int(x) for x in encoded.offsets[position])
+    old_text, new_text = _replacement(encoded.text, (s, e), texts[encoded.ids[position]], texts[new_id])
+    ids = tuple(lm.encode_prompt(_edited(prompt, s, e, new_text)).ids)
+    one_id = list(encoded.ids)
+    one_id[position] = new_id
+    return _Edit(position, new_id, (s, e), old_text, new_text, ids, list(ids) != one_id)
+
+
+def _verify(lm: LanguageModel, prompts: list, tgt, span: tuple[int, int], batch_size: int, slice_s: float | None,
+            progress: Progress | None, cancel: Cancel | None) -> tuple[np.ndarray, np.ndarray]:
+    """(<float64>[M] log p(span) of each prompt, <bool>[M] whether it keeps the greedy response): the
+    response's every token stays the argmax and, when the original's response ends with a stop token
+    (prompts[0]: the original), the edited one's too. Progress "flips" counts the edited prompts."""
+    lps, greedy, stops = [], [], []
+    for sl, measured in scoring.sliced_batches(len(prompts), batch_size, slice_s):
+        scoring.check_cancel(cancel, "token flips")
+        lp, gr, st = scoring.score_greedy(lm, prompts[sl], tgt, span, sl.stop - sl.start)
+        measured()
+        lps.append(lp), greedy.append(gr), stops.append(st)
+        if progress is not None:
+            progress("flips", sl.stop - 1, len(prompts) - 1)
+    lp, greedy, stops = np.concatenate(lps), np.concatenate(greedy), np.concatenate(stops)
+    needs_stop = bool(stops[0])
+    return lp, greedy & (stops | (not needs_stop))
+
+
 def token_flips(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -254,89 +356,25 @@ def token_flips(
     prompt_ids = tuple(encoded.ids)
     tgt = scoring.target_ids(lm, target)
     t0, t1 = scoring.resolve_span(span, len(tgt))
-    P = len(prompt_ids)
-    emb = lm.model.get_input_embeddings().weight  # [V, D]
-    V = emb.shape[0]
-    shape, lead, texts = word_vocabulary(lm.tokenizer, V)
+    shape, lead, texts = word_vocabulary(lm.tokenizer, lm.model.get_input_embeddings().weight.shape[0])
     is_word = shape > 0
-    ids_arr = np.asarray(prompt_ids)
-    candidate = is_word[ids_arr] & ~np.asarray(encoded.special, dtype=bool)  # [P]
-    candidate &= _whole_words(encoded.text, encoded.offsets)
-    if regions is not None:
-        offs = np.asarray(encoded.offsets, dtype=np.int64).reshape(-1, 2)
-        inside = np.zeros(P, dtype=bool)
-        for a, b in regions:
-            inside |= (offs[:, 0] >= a) & (offs[:, 1] <= b)
-        candidate &= inside
-    positions = np.flatnonzero(candidate)  # [P']
-    if len(positions) == 0:
-        raise SalienceError("The prompt has no word tokens to flip. Fix: use a prompt with words.")
+    positions = _flip_positions(encoded, is_word, regions)  # [P']
 
     scoring.check_cancel(cancel, "token flips")
-    inputs = build_inputs(lm, [(prompt_ids, tgt)])
-    weights = torch.zeros(1, len(tgt), device=lm.device)
-    weights[0, t0:t1] = 1.0
-    _, g = weighted_gradient(inputs, inputs.embeds, weights)  # [1, L, D]
-    g = g[0, positions].double()  # [P', D]
-    e = emb.detach().double()  # [V, D]
-    with torch.no_grad():
-        est = g @ e.T - (g * e[torch.as_tensor(ids_arr[positions])]).sum(-1, keepdim=True)  # [P', V]
-    old = torch.as_tensor(ids_arr[positions])
-    shape_t, lead_t = torch.as_tensor(shape), torch.as_tensor(lead)
-    # Same shape (case pattern / digits) and the same leading-space form as the replaced word.
-    allowed = (shape_t[None, :] == shape_t[old][:, None]) & (lead_t[None, :] == lead_t[old][:, None])
-    allowed[torch.arange(len(positions)), old] = False
+    est = _estimated_deltas(lm, prompt_ids, tgt, (t0, t1), positions)  # [P', V]
     sign = -1.0 if direction == "decrease" else 1.0
-    ranked = torch.where(allowed, sign * est, torch.tensor(-np.inf, dtype=est.dtype))  # larger = better
-    # More candidates than needed: some are not complete words (word_end_probability).
-    k = min(4 * per_position, int(allowed.sum(-1).max()))
-    best_v, best_j = ranked.topk(max(1, k), dim=-1)  # [P', k]
-    flat = best_v.flatten()
-    order = [int(i) for i in torch.argsort(flat, descending=True) if torch.isfinite(flat[i])]
-    pool = [(i // best_j.shape[1], int(best_j.flatten()[i])) for i in order[:4 * n_verify]]
-    ends = dict(zip((v for _, v in pool), word_end_probability(lm, [v for _, v in pool]))) if pool else {}
-    picks, per = [], {}
-    for pi, v in pool:  # best estimates first; complete words only; at most per_position per position
-        if ends[v] < word_end_min or per.get(pi, 0) >= per_position:
-            continue
-        per[pi] = per.get(pi, 0) + 1
-        picks.append((pi, v))
-        if len(picks) == n_verify:
-            break
-
-    # What Load produces: the edited text, re-tokenized.
-    text = encoded.text
-    edits = []
-    for pi, v in picks:
-        pos = int(positions[pi])
-        s, e_ = (int(x) for x in encoded.offsets[pos])
-        old_text, new_text = _replacement(text, (s, e_), texts[prompt_ids[pos]], texts[v])
-        edited_prompt = _edited(prompt, s, e_, new_text)
-        ids = list(lm.encode_prompt(edited_prompt).ids)
-        one_id = list(prompt_ids)
-        one_id[pos] = v
-        edits.append((pos, v, s, e_, old_text, new_text, ids, ids != one_id))
-    all_prompts = [list(prompt_ids)] + [x[6] for x in edits]
-    lps, greedy, stops = [], [], []
-    for sl, measured in scoring.sliced_batches(len(all_prompts), batch_size, slice_s):
-        scoring.check_cancel(cancel, "token flips")
-        lp, gr, st = scoring.score_greedy(lm, all_prompts[sl], tgt, (t0, t1), sl.stop - sl.start)
-        measured()
-        lps.append(lp), greedy.append(gr), stops.append(st)
-        if progress is not None:
-            progress("flips", sl.stop - 1, len(edits))
-    lp, greedy, stops = np.concatenate(lps), np.concatenate(greedy), np.concatenate(stops)
-    needs_stop = bool(stops[0])
-    keeps = greedy & (stops | (not needs_stop))
-    original = float(lp[0])
-    flips = []
-    for n, ((pi, _), (pos, v, s, e_, old_text, new_text, _, retok)) in enumerate(zip(picks, edits)):
-        flips.append(Flip(
-            position=pos, old_id=int(prompt_ids[pos]), new_id=int(v), char_span=(s, e_), old_text=old_text,
-            new_text=new_text, estimated_delta=float(est[pi, v]), delta=float(lp[n + 1] - original),
-            logprob=float(lp[n + 1]), keeps_greedy=bool(keeps[n + 1]), edited_text=text[:s] + new_text + text[e_:],
-            retokenized=retok, word_end=float(ends[v]),
-        ))
+    old = torch.as_tensor(np.asarray(prompt_ids)[positions])
+    picks, ends = _picks(lm, est, old, shape, lead, sign, n_verify, per_position, word_end_min)
+    edits = [_edit(lm, prompt, encoded, int(positions[pi]), v, texts) for pi, v in picks]
+    lp, keeps = _verify(lm, [list(prompt_ids)] + [list(x.ids) for x in edits], tgt, (t0, t1), batch_size, slice_s,
+                        progress, cancel)
+    text, original = encoded.text, float(lp[0])
+    flips = [Flip(position=x.position, old_id=int(prompt_ids[x.position]), new_id=int(x.new_id), char_span=x.char_span,
+                  old_text=x.old_text, new_text=x.new_text, estimated_delta=float(est[pi, x.new_id]),
+                  delta=float(lp[n + 1] - original), logprob=float(lp[n + 1]), keeps_greedy=bool(keeps[n + 1]),
+                  edited_text=text[:x.char_span[0]] + x.new_text + text[x.char_span[1]:], retokenized=x.retokenized,
+                  word_end=float(ends[x.new_id]))
+             for n, ((pi, _), x) in enumerate(zip(picks, edits))]
     flips.sort(key=lambda f: sign * -f.delta)
     return FlipReport(
         prompt_text=text, span=(t0, t1), direction=direction, original_logprob=original,
