@@ -120,34 +120,7 @@ def check_pattern(pattern: str, bounds: PatternBounds | None = PATTERN_BOUNDS) -
         if not in_class:
             piece_start = i
         if c == "\\":
-            if i + 1 >= n:
-                raise _pattern_error(pattern, i, "trailing backslash", "escape it as \\\\")
-            d = pattern[i + 1]
-            if d in "dDwWbBsntrfv":
-                i += 2
-            elif d == "S":
-                if in_class:
-                    raise _pattern_error(
-                        pattern, i, "\\S inside a class", "use a negated class [^...], or (?:.|\\n) for any character"
-                    )
-                i += 2
-            elif d == "x":
-                if not (len(pattern[i + 2:i + 4]) == 2 and all(h in _HEX for h in pattern[i + 2:i + 4])):
-                    raise _pattern_error(pattern, i, "\\x without two hex digits", "write \\xHH")
-                i += 4
-            elif d == "u":
-                if not (len(pattern[i + 2:i + 6]) == 4 and all(h in _HEX for h in pattern[i + 2:i + 6])):
-                    raise _pattern_error(pattern, i, "\\u without four hex digits", "write \\uHHHH")
-                i += 6
-            elif d in "0123456789":
-                raise _pattern_error(
-                    pattern, i, f"backreference or octal escape \\{d}", "remove it (use \\xHH for a character)"
-                )
-            elif d.isascii() and d.isalpha():
-                construct, fix = _LETTER_ESCAPES.get(d, (f"escape \\{d}", "remove the backslash or use a class"))
-                raise _pattern_error(pattern, i, construct, fix)
-            else:
-                i += 2  # escaped punctuation or symbol: a literal
+            i = _escape_end(pattern, i, in_class)
         elif in_class:
             if c == "]" and i > class_first:
                 in_class = False
@@ -155,31 +128,10 @@ def check_pattern(pattern: str, bounds: PatternBounds | None = PATTERN_BOUNDS) -
                 raise _pattern_error(pattern, i, "unescaped [ inside a class", "escape it as \\[")
             i += 1
         elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                raise _pattern_error(pattern, i, "class starting with ] ([] or [^])", "escape it as \\]")
-            in_class, class_first, i = True, j, j
+            in_class, class_first = True, _class_body_start(pattern, i)
+            i = class_first
         elif c == "(":
-            if pattern.startswith("(?", i):
-                nxt = pattern[i + 2:i + 4]
-                if nxt[:1] in (":", "=", "!"):
-                    i += 3
-                elif nxt in ("<=", "<!"):
-                    raise _pattern_error(pattern, i, "lookbehind (?<=...) / (?<!...)", "match the context and use a group")
-                elif nxt[:1] == "<" or nxt[:1] == "P":
-                    raise _pattern_error(pattern, i, "named group", "use a plain group (...)")
-                elif nxt[:1] == ">":
-                    raise _pattern_error(pattern, i, "atomic group (?>...)", "use a non-capturing group (?:...)")
-                elif nxt[:1] == "#":
-                    raise _pattern_error(pattern, i, "comment group (?#...)", "remove the comment")
-                elif nxt[:1] == "(":
-                    raise _pattern_error(pattern, i, "conditional group (?(...)...)", "use alternation a|b")
-                else:
-                    raise _pattern_error(pattern, i, "inline flags (?...)", "remove the flags; write both cases, e.g. [Tt]he")
-            else:
-                i += 1
+            i = _group_opening_end(pattern, i)
         elif c in "*+?":
             if c == "+" and after_quantifier == "greedy":
                 raise _pattern_error(pattern, i, "possessive quantifier", "drop the trailing +")
@@ -206,6 +158,68 @@ def check_pattern(pattern: str, bounds: PatternBounds | None = PATTERN_BOUNDS) -
         after_quantifier = "greedy" if quantifier else False
     if in_class:
         raise _pattern_error(pattern, n, "unterminated class [", "close it with ]")
+
+
+def _escape_end(pattern: str, i: int, in_class: bool) -> int:
+    """Where the escape at pattern[i] (a backslash) ends; raises for one outside the shared subset."""
+    if i + 1 >= len(pattern):
+        raise _pattern_error(pattern, i, "trailing backslash", "escape it as \\\\")
+    d = pattern[i + 1]
+    if d in "dDwWbBsntrfv":
+        return i + 2
+    if d == "S":
+        if in_class:
+            raise _pattern_error(
+                pattern, i, "\\S inside a class", "use a negated class [^...], or (?:.|\\n) for any character"
+            )
+        return i + 2
+    if d == "x":
+        if not (len(pattern[i + 2:i + 4]) == 2 and all(h in _HEX for h in pattern[i + 2:i + 4])):
+            raise _pattern_error(pattern, i, "\\x without two hex digits", "write \\xHH")
+        return i + 4
+    if d == "u":
+        if not (len(pattern[i + 2:i + 6]) == 4 and all(h in _HEX for h in pattern[i + 2:i + 6])):
+            raise _pattern_error(pattern, i, "\\u without four hex digits", "write \\uHHHH")
+        return i + 6
+    if d in "0123456789":
+        raise _pattern_error(
+            pattern, i, f"backreference or octal escape \\{d}", "remove it (use \\xHH for a character)"
+        )
+    if d.isascii() and d.isalpha():
+        construct, fix = _LETTER_ESCAPES.get(d, (f"escape \\{d}", "remove the backslash or use a class"))
+        raise _pattern_error(pattern, i, construct, fix)
+    return i + 2  # escaped punctuation or symbol: a literal
+
+
+def _class_body_start(pattern: str, i: int) -> int:
+    """Where the body of the class opened at pattern[i] (a `[`) starts, after a `^`; raises for `[]` / `[^]`."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        raise _pattern_error(pattern, i, "class starting with ] ([] or [^])", "escape it as \\]")
+    return j
+
+
+def _group_opening_end(pattern: str, i: int) -> int:
+    """Where the opening of the group at pattern[i] (a `(`) ends: `(`, `(?:`, `(?=` or `(?!`; raises for the
+    other `(?` forms, naming each."""
+    if not pattern.startswith("(?", i):
+        return i + 1
+    nxt = pattern[i + 2:i + 4]
+    if nxt[:1] in (":", "=", "!"):
+        return i + 3
+    if nxt in ("<=", "<!"):
+        raise _pattern_error(pattern, i, "lookbehind (?<=...) / (?<!...)", "match the context and use a group")
+    if nxt[:1] == "<" or nxt[:1] == "P":
+        raise _pattern_error(pattern, i, "named group", "use a plain group (...)")
+    if nxt[:1] == ">":
+        raise _pattern_error(pattern, i, "atomic group (?>...)", "use a non-capturing group (?:...)")
+    if nxt[:1] == "#":
+        raise _pattern_error(pattern, i, "comment group (?#...)", "remove the comment")
+    if nxt[:1] == "(":
+        raise _pattern_error(pattern, i, "conditional group (?(...)...)", "use alternation a|b")
+    raise _pattern_error(pattern, i, "inline flags (?...)", "remove the flags; write both cases, e.g. [Tt]he")
 
 
 def _grow(pattern: str, start: int, end: int, quantifier: bool, frames: list[list[int]], total: int,
