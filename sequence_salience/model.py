@@ -378,6 +378,53 @@ def _offloaded_embedding(name: str, placement: object) -> SalienceError:
     )
 
 
+def _model_folder(model: str, log: Log) -> tuple[pathlib.Path | None, str]:
+    """(the local folder `model` loads from (a .gguf converted first; None: a Hub id), its display name)."""
+    if model == DEFAULT_MODEL:
+        return convert_gguf(default_gguf_path(), log=log), DEFAULT_MODEL_DESCRIPTION
+    if model.endswith(".gguf"):
+        path = pathlib.Path(model).expanduser()
+        if not path.is_file():
+            raise SalienceError(f"GGUF file not found: {path}. Fix: check the path.")
+        return convert_gguf(path, log=log), model
+    folder = pathlib.Path(model).expanduser()
+    return (folder if folder.is_dir() else None), model
+
+
+def _from_pretrained(model: str, folder: pathlib.Path | None, name: str, torch_dtype: torch.dtype, placement: dict,
+                     offload_mapped: bool):
+    """(tokenizer, causal LM) from `folder` (None: the Hub id `model`); a failure becomes a SalienceError
+    naming the cause and the fix. offload_mapped: a device map placed the model (placement's kwargs)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = str(folder) if folder is not None else model
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        try:
+            return tokenizer, AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **placement)
+        except Exception as e:
+            # transformers 4.x maps a model that fits nowhere in memory to {"": "disk"} and then fails
+            # opening its weights "on" disk (safetensors: "device disk is invalid"); 5.x loads it and
+            # _input_device finds the embedding offloaded. Same cause, same message.
+            if offload_mapped and "device disk" in str(e):
+                raise _offloaded_embedding(name, {"": "disk"}) from e
+            raise
+    except SalienceError:
+        raise
+    except (OSError, ValueError, KeyError) as e:
+        if folder is None:
+            raise SalienceError(
+                f"Could not load model {model!r}: it is not a local folder or .gguf file, and it could not be "
+                f"fetched from the Hugging Face Hub ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
+                "If you are offline, pass a local model folder (with config.json and weights), a .gguf file path, "
+                "or 'default' for the embedded SmolLM2-135M-Instruct."
+            ) from e
+        raise SalienceError(
+            f"Could not load {source} as a causal language model ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
+            "Fix: pass a folder with a decoder-only model's config.json, weights and tokenizer."
+        ) from e
+
+
 def load_model(
     model: str = DEFAULT_MODEL,
     *,
@@ -410,8 +457,6 @@ def load_model(
       SalienceError: unknown model, device or dtype; device together with device_map;
         a device map that offloads the input embedding.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if device_map is not None and device not in ("cpu", "auto"):
         raise SalienceError(
             f"device={device!r} and device_map={device_map!r} both place the model. "
@@ -422,52 +467,17 @@ def load_model(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype)
     start = time.perf_counter()
-    name = model
-    if model == DEFAULT_MODEL:
-        folder = convert_gguf(default_gguf_path(), log=log)
-        name = DEFAULT_MODEL_DESCRIPTION
-    elif model.endswith(".gguf"):
-        path = pathlib.Path(model).expanduser()
-        if not path.is_file():
-            raise SalienceError(f"GGUF file not found: {path}. Fix: check the path.")
-        folder = convert_gguf(path, log=log)
-    else:
-        folder = pathlib.Path(model).expanduser()
-        if not folder.is_dir():
-            folder = None
-    source = str(folder) if folder is not None else model
+    folder, name = _model_folder(model, log)
     placement = {} if device_map is None else _placement_kwargs(device_map, max_memory, offload_folder)
     cleanup = placement.pop("_cleanup", None)
     where = torch_device if device_map is None else f"device_map={device_map!r}"
     log(f"Loading {name} on {where} as {torch_dtype} ...")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        try:
-            lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **placement)
-        except Exception as e:
-            # transformers 4.x maps a model that fits nowhere in memory to {"": "disk"} and then fails
-            # opening its weights "on" disk (safetensors: "device disk is invalid"); 5.x loads it and
-            # _input_device below finds the embedding offloaded. Same cause, same message.
-            if device_map is not None and "device disk" in str(e):
-                raise _offloaded_embedding(name, {"": "disk"}) from e
-            raise
-    except SalienceError:
-        raise
-    except (OSError, ValueError, KeyError) as e:
-        if folder is None:
-            raise SalienceError(
-                f"Could not load model {model!r}: it is not a local folder or .gguf file, and it could not be "
-                f"fetched from the Hugging Face Hub ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
-                "If you are offline, pass a local model folder (with config.json and weights), a .gguf file path, "
-                "or 'default' for the embedded SmolLM2-135M-Instruct."
-            ) from e
-        raise SalienceError(
-            f"Could not load {source} as a causal language model ({type(e).__name__}: {str(e).splitlines()[0][:200]}). "
-            "Fix: pass a folder with a decoder-only model's config.json, weights and tokenizer."
-        ) from e
-    finally:
-        if cleanup is not None and "lm" not in locals():
+        tokenizer, lm = _from_pretrained(model, folder, name, torch_dtype, placement, offload_mapped=device_map is not None)
+    except BaseException:
+        if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
+        raise
     if cleanup is not None:
         weakref.finalize(lm, shutil.rmtree, cleanup, True)
     if device_map is None:
