@@ -164,8 +164,8 @@ def test_four_thousand_token_prompt_end_to_end(lit_server, server_url, browser_p
     # The long prompt's matrix job itself stopped because of the new selection (lit_app/model/progressive.py's line,
     # named by its prompt). The new row being served is not enough: another test on this worker may have
     # computed its matrices already, which the server then answers from its cache.
-    stopped = re.compile(r"INFO lit_app\.progressive: Cancelled the \w+ job for \(" + re.escape(repr(prompt[:30]))[:-1]
-                         + r".*\(another datapoint was selected\)")
+    stopped = re.compile(r"INFO lit_app\.model\.progressive: Cancelled the \w+ job for \("
+                         + re.escape(repr(prompt[:30]))[:-1] + r".*\(another datapoint was selected\)")
     lit_server.wait_for(lambda: lit_server.log_path.read_text()[log_start:], lambda log: stopped.search(log) is not None,
                         "the long prompt's matrix job cancelled by the new selection", limit_s=120)
     mem_after = _memory_mb(pid)

@@ -198,7 +198,7 @@ def test_a_matrix_job_nobody_polls_stops(server):
     seen = server.wait_for(poll, lambda s: s["state"] == "running" and s["done"] > 0, "the job's first slice")
     last_poll = time.monotonic()  # the page is closed: nobody polls from here on
     # The job's one line once it stopped (lit_app/model/progressive.py `_work`).
-    line = re.compile(rf"INFO lit_app\.progressive: Cancelled the ig{COUNT} job for .* \(nobody polled it for "
+    line = re.compile(rf"INFO lit_app\.model\.progressive: Cancelled the ig{COUNT} job for .* \(nobody polled it for "
                       rf"{HEARTBEAT_S} s\) after ")
     server.wait_for(lambda: server.log_path.read_text()[start:], lambda log: line.search(log) is not None,
                     "the job's cancellation")
@@ -221,7 +221,7 @@ def test_a_comparisons_segment_measurement_stops_when_its_client_disconnects(ser
             fields.PINNED_PROMPT: notes + " How many green pears does box 7 hold?",
             fields.PINNED_TARGET: " Box 7 holds 9.", fields.CHAT: False, fields.WITH_PINNED_SALIENCE: True,
             fields.SEGMENT_METHOD: "leave_one_out", fields.GRANULARITY: "word", fields.REMOVAL: "delete"}
-    progress = re.compile(r"INFO lit_app\.salience_runs: salience leave_one_out: (\d+)/(\d+)")
+    progress = re.compile(r"INFO lit_app\.model\.salience_runs: salience leave_one_out: (\d+)/(\d+)")
 
     def log() -> str:
         return server.log_path.read_text()[start:]
