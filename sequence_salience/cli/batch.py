@@ -241,10 +241,8 @@ def saved_meta(path: str, body: str) -> tuple[dict, dict] | None:
     return obj, meta
 
 
-def explain_batch(args, methods, span) -> int:
-    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
-    from sequence_salience import display  # pylint: disable=import-outside-toplevel
-
+def _check_batch_flags(args) -> None:
+    """UsageError naming the fix for each flag that does not go with --batch."""
     if not args.out:
         raise UsageError("--batch needs --out DIR (where the per-row results go).")
     if args.html not in (None, ""):
@@ -259,10 +257,11 @@ def explain_batch(args, methods, span) -> int:
     if args.heatmap is not None:
         raise UsageError("--heatmap writes one PNG for one prompt. Fix: run the batch with --per-token, then "
                          "`sequence-salience show OUT/<id>.json --heatmap PATH` for the rows you want.")
-    per_token = needs_matrices(args)
-    lines, rows, failures = valid_rows(args.batch, args.out)
 
-    settings = run_settings(args, methods)
+
+def _batch_todo(args, rows, settings: dict, per_token: bool, methods, span) -> tuple[list, int]:
+    """(the (line, row, fingerprint, "explain" | "html-only") to do, the rows already done): a row whose saved
+    result has the same fingerprint is skipped (unless --force), or only gets its missing HTML page."""
     todo, skipped = [], 0
     for lineno, row in rows:
         fingerprint = {"row": row_fingerprint(row), "settings": settings, "matrices": per_token}
@@ -275,19 +274,66 @@ def explain_batch(args, methods, span) -> int:
                 append_log(args.out, {"line": lineno, "id": row["id"], "status": "skipped"})
             continue
         todo.append((lineno, row, fingerprint, "explain"))
-    info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
+    return todo, skipped
 
-    lm = None
-    if any(kind == "explain" for *_, kind in todo):
-        lm = load_model(args)
+
+def _row_html(args, result, methods, span, lineno: int, rid: str, segments) -> str:
+    """The row's self-contained HTML page."""
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    return display.render_html(result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
+                               title=f"{os.path.basename(args.batch)} line {lineno} ({rid})", segments=segments)
+
+
+def _explain_row(args, lm, methods, span, per_token: bool, settings: dict, lineno: int, row: dict, fingerprint: dict,
+                 progress) -> None:
+    """Explains one row: OUT/<id>.json (written last: its presence marks the row as done), and with --html its
+    page."""
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    rid = row["id"]
+    result, generated, segments = explain_one(
+        lm, row["prompt"], row["system"], row["target"] or None, False if args.raw else row["chat"], methods,
+        salience_config(args), row_budget(row, args.max_new_tokens), progress, span=span, per_token=per_token,
+        segments=(args.granularity, args.pattern, ablation_config(args)))
+    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
+            "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
+            "matrices": per_token}
+    if segments:
+        meta[SEGMENTS_KEY] = [v.to_json() for v in segments]
+    if args.html == "":
+        atomic_write_text(os.path.join(args.out, rid + ".html"), _row_html(args, result, methods, span, lineno, rid,
+                                                                           segments))
+    display.to_json(result, os.path.join(args.out, rid + ".json"), meta)  # last: its presence marks the row as done
+
+
+def _html_only(args, methods, span, lineno: int, rid: str) -> None:
+    """Writes the page of a row already explained, from its saved result."""
+    from sequence_salience import display  # pylint: disable=import-outside-toplevel
+
+    json_path = os.path.join(args.out, rid + ".json")
+    with reading_saved(json_path):
+        result, saved = display.load(json_path, with_meta=True)
+        page = _row_html(args, result, methods, span, lineno, rid, saved_segments(saved))
+    atomic_write_text(os.path.join(args.out, rid + ".html"), page)
+
+
+def explain_batch(args, methods, span) -> int:
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel
+
+    _check_batch_flags(args)
+    per_token = needs_matrices(args)
+    lines, rows, failures = valid_rows(args.batch, args.out)
+    settings = run_settings(args, methods)
+    todo, skipped = _batch_todo(args, rows, settings, per_token, methods, span)
+    info(f"{len(lines)} row(s): {len(todo)} to do, {skipped} already done, {len(failures)} invalid.")
+    lm = load_model(args) if any(kind == "explain" for *_, kind in todo) else None
 
     done = 0
     with progress_bar() as bar:
         task = bar.add_task("rows", total=len(todo))
         for lineno, row, fingerprint, kind in todo:
             rid = row["id"]
-            json_path = os.path.join(args.out, rid + ".json")
-            html_path = os.path.join(args.out, rid + ".html")
             start = time.perf_counter()
             bar.update(task, description=f"line {lineno} ({rid})")
 
@@ -296,30 +342,9 @@ def explain_batch(args, methods, span) -> int:
 
             try:
                 if kind == "html-only":
-                    with reading_saved(json_path):
-                        result, saved = display.load(json_path, with_meta=True)
-                        page = display.render_html(
-                            result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
-                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})",
-                            segments=saved_segments(saved))
-                    atomic_write_text(html_path, page)
+                    _html_only(args, methods, span, lineno, rid)
                 else:
-                    result, generated, segments = explain_one(
-                        lm, row["prompt"], row["system"], row["target"] or None,
-                        False if args.raw else row["chat"], methods, salience_config(args),
-                        row_budget(row, args.max_new_tokens),
-                        progress, span=span, per_token=per_token,
-                        segments=(args.granularity, args.pattern, ablation_config(args)))
-                    meta = {"input": {k: row[k] for k in ("id", "case", "prompt", "system", "target", "chat")},
-                            "line": lineno, "fingerprint": fingerprint, "settings": settings, "generated": generated,
-                            "matrices": per_token}
-                    if segments:
-                        meta[SEGMENTS_KEY] = [v.to_json() for v in segments]
-                    if args.html == "":
-                        atomic_write_text(html_path, display.render_html(
-                            result, methods[0], args.granularity, span, pattern=args.pattern, top=args.top,
-                            title=f"{os.path.basename(args.batch)} line {lineno} ({rid})", segments=segments))
-                    display.to_json(result, json_path, meta)  # last: its presence marks the row as done
+                    _explain_row(args, lm, methods, span, per_token, settings, lineno, row, fingerprint, progress)
             except ss.SalienceError as e:
                 failures.append((lineno, str(e)))
                 bar.console.print(f"[red]sequence-salience: error:[/red] {plain(f'{args.batch}:{lineno} ({rid}): {e}')}",
@@ -336,5 +361,3 @@ def explain_batch(args, methods, span) -> int:
     for lineno, msg in sorted(failures):
         info(f"  line {lineno}: {msg}")
     return EXIT_ROWS_FAILED if failures else EXIT_OK
-
-
