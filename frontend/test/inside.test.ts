@@ -6,7 +6,7 @@ import {
   searchStatus, setScope, settlesAt, describeTraced, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
 } from '../src/inside/logic.js';
 import {
-  type InterventionPayload, type LayerTrace, parseIntervention, parseSearch, parseTrace, type SearchPayload,
+  type IndexStatus, type InterventionPayload, type LayerTrace, parseIntervention, parseSearch, parseTrace, type SearchPayload,
   type TracePayload,
 } from '../src/inside/payload.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
@@ -163,20 +163,28 @@ describe('comparison', () => {
 });
 
 describe('search', () => {
-  const s = (state: string, built: number): SearchPayload => ({
+  const s = (state: string, built: number, eta: Partial<IndexStatus> = {}): SearchPayload => ({
     query: 'Paris', tokens: [[5, ' Paris']], hits: [], total: 3, layers_searched: built, num_layers: 30,
-    index: {state: state as any, layers_built: built, num_layers: 30, seconds: 12.4, error: 'boom', path: '', size_bytes: 0},
+    index: {kind: 'value_index', state: state as IndexStatus['state'], done: built, total: 30, elapsed_s: 12.4,
+            error: 'boom', stage: 'building', eta_s: null, eta_low_s: null, eta_high_s: null, ...eta},
   });
-  it('polls while the index builds and says what was searched', () => {
+  it('polls while the index build job is queued or running and says what was searched', () => {
     expect(shouldPoll(null)).toBe(false);
-    expect(shouldPoll(s('building', 4))).toBe(true);
-    expect(shouldPoll(s('loading', 0))).toBe(true);
-    expect(shouldPoll(s('ready', 30))).toBe(false);
+    expect(shouldPoll(s('running', 4))).toBe(true);
+    expect(shouldPoll(s('queued', 0))).toBe(true);
+    expect(shouldPoll(s('done', 30))).toBe(false);
     expect(shouldPoll(s('error', 2))).toBe(false);
-    expect(searchStatus(s('building', 4))).toBe(
+    expect(shouldPoll(s('cancelled', 2))).toBe(false);
+    expect(searchStatus(s('running', 4))).toBe(
         '3 values in layers 0–3 so far (4/30 layers indexed, 12 s); more appear as the index builds.');
-    expect(searchStatus(s('ready', 30))).toBe('3 values across all 30 layers.');
+    expect(searchStatus(s('running', 4, {eta_s: 50, eta_low_s: 40, eta_high_s: 60}))).toBe(
+        '3 values in layers 0–3 so far (4/30 layers indexed, 12 s, about 40–60 s left); more appear as the index builds.');
+    expect(searchStatus(s('running', 4, {waiting: true}))).toBe(
+        '3 values in layers 0–3 so far (4/30 layers indexed, 12 s, waiting for the model); more appear as the index builds.');
+    expect(searchStatus(s('done', 30))).toBe('3 values across all 30 layers.');
     expect(searchStatus(s('error', 2))).toBe('The value index failed: boom');
+    expect(searchStatus(s('cancelled', 2))).toBe(
+        '3 values in layers 0–1 so far (2/30 layers indexed); the index build stopped: search again to go on building it.');
   });
   it('a projection-ranked search needs no index and does not poll', () => {
     const p = {...s('building', 4), ranking: 'projection' as const, total: 46080};

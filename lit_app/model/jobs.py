@@ -86,6 +86,9 @@ class Job:
     # The clients that asked for it (lit_app/edge/clients.py ids; "" a request without one): a background job is
     # cancelled once no client is left (lit_app/model/jobs_table.py `JobTable.focus`).
     owners: set[str] = dataclasses.field(default_factory=set)
+    # False for a job about the model, not a datapoint (the value index, lit_app/model/value_index.py): a client's
+    # newer selection does not release it and it counts against no bound of a client's live jobs.
+    about_datapoint: bool = True
     reasons: tuple[cancel_lib.Reason, ...] = ()
     form: str = DETAIL
     key: str = ""

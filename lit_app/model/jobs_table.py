@@ -3,7 +3,8 @@
 Every computation a client starts is a `Job` in this table, in a lane:
 
 * worker lanes (`submit`): background work that a request only starts and then polls: the per-token
-  matrices (lane "") and a segment method's values (lane method_registry.SEGMENT_DETAIL). Each lane has one
+  matrices (lane "") and a segment method's values (lane method_registry.SEGMENT_DETAIL), and the value index's
+  build (lane "value_index", lit_app/model/value_index.py: about the model, not a datapoint). Each lane has one
   queue and one worker thread per client, so two clients' jobs alternate slice by slice on the model and a
   segment job does not wait for a matrix job of T backwards to end. Jobs are keyed by (datapoint, kind): a
   second request of the same finds the job, live or finished.
@@ -124,7 +125,7 @@ class JobTable:
             while len(self._focus) > MAX_CLIENTS:
                 self._focus.popitem(last=False)
             for job in self._jobs.values():
-                if job.group != group:
+                if job.group != group and job.about_datapoint:
                     self._release(job, client, "another datapoint was selected")
 
     @staticmethod
@@ -136,7 +137,7 @@ class JobTable:
                 job.cancel(reason)
 
     def submit(self, group: Hashable, kind: str, run: Callable[[Job], Any], replaces: str | None = None,
-               lane: str = "", job_id: str = "", client: str = "") -> Job:
+               lane: str = "", job_id: str = "", client: str = "", about_datapoint: bool = True) -> Job:
         """The background job for (group, kind): the live or finished one, else a new one queued in `lane` of
         `client`.
 
@@ -146,6 +147,7 @@ class JobTable:
           id nothing is replaced).
         lane: the queue (and worker) the job runs in (module docstring).
         client: who asks (lit_app/edge/clients.py); it becomes one of the job's owners.
+        about_datapoint: False for a job about the model (`Job.about_datapoint`: the value index).
         """
         with self._lock:
             job = self._jobs.get((group, kind))
@@ -157,8 +159,10 @@ class JobTable:
                 for other in self._jobs.values():
                     if other.group == group and other.kind != kind and other.kind.startswith(replaces):
                         self._release(other, client, f"replaced by {kind}")
-            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s, job_id=job_id, owners={client})
-            live = [j for j in self._jobs.values() if j.state in (QUEUED, RUNNING) and not j.cancelled]
+            job = Job(group=group, kind=kind, run=run, heartbeat_s=self.heartbeat_s, job_id=job_id, owners={client},
+                      about_datapoint=about_datapoint)
+            live = [j for j in self._jobs.values()
+                    if j.state in (QUEUED, RUNNING) and not j.cancelled and j.about_datapoint]
             mine = [j for j in live if client in j.owners]
             for old in mine[: max(0, len(mine) + 1 - MAX_LIVE_JOBS)]:
                 self._release(old, client, f"more than {MAX_LIVE_JOBS} background jobs of this client")

@@ -8,7 +8,8 @@ lit_app/model/scheduler.py) and these parts, each in its own file:
 * `store` (lit_app/model/salience_store.py): salience results, partial results and segment values, by prompt + target;
 * `runs` (lit_app/model/salience_runs.py): salience computed under the lock and kept in the store;
 * `jobs` (lit_app/model/jobs_table.py): the one table of jobs (lit_app/model/jobs.py) its clients started: spans, background
-  matrices and segment methods, explanation tests and intervention runs;
+  matrices and segment methods, explanation tests and intervention runs, the value index's build
+  (`value_index()`, lit_app/model/value_index.py);
 
 The wrappers (lit_app/wrappers/generation.py, salience.py, tokenizer.py, compare.py, inside.py, explain.py)
 call the methods below, which hand each call to its part. That is the one way into the model: the loaded
@@ -40,6 +41,7 @@ from lit_app.model.responses import GenerationStream, Responses
 from lit_app.model.salience_runs import Counts, SalienceRuns
 from lit_app.model.salience_store import SalienceStore
 from lit_app.model.scheduler import ModelScheduler, Priority
+from lit_app.model.value_index import ValueIndexJob
 
 # The server's --max_new_tokens: the longest response it generates. A row without its own budget gets
 # min(field_rules.MAX_NEW_TOKENS.default (64), this); a row's own `max_new_tokens` (the shipped
@@ -111,6 +113,7 @@ class SharedLM:
                                  ablation_config if ablation_config is not None else AblationConfig())
         self.jobs = JobTable(heartbeat_s=heartbeat_s)
         self._architecture: ssi.Architecture | None = None
+        self._value_indexes: dict[int, ValueIndexJob] = {}
 
     # The model itself, for a wrapper that runs a core-library function on it (module docstring).
 
@@ -134,11 +137,13 @@ class SharedLM:
             self._architecture = ssi.resolve_architecture(self.lm.model)
         return self._architecture
 
-    def value_index(self, top_k: int = ssi.value_index.DEFAULT_TOP_K) -> ssi.BackgroundValueIndex:
-        """A value index of this model's MLP value vectors, built in the background once started: a user job
-        (only a person's search starts it; the module shows its progress), each layer one slice of the
-        scheduler, so clicks go first and automatic matrix jobs wait."""
-        return ssi.BackgroundValueIndex(self.lm, top_k=top_k, hold=self.lock.user_job)
+    def value_index(self, top_k: int = ssi.value_index.DEFAULT_TOP_K) -> ValueIndexJob:
+        """The value index of this model's MLP value vectors (one per `top_k`), built once a search starts it as
+        one job of `jobs` (lit_app/model/value_index.py): each layer one slice of the scheduler at the user-job
+        level of the searching client, so clicks go first and automatic matrix jobs wait."""
+        if top_k not in self._value_indexes:
+            self._value_indexes[top_k] = ValueIndexJob(self.lm, self.lock.user_job, self.jobs, top_k)
+        return self._value_indexes[top_k]
 
     @property
     def name(self) -> str:

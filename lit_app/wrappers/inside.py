@@ -11,10 +11,11 @@ architecture and the background value index):
                                 then the salience; "cancel" stops it
 * `_<name>_inside_search`     `query` -> value vectors promoting it, and the index's build progress
 
-The value index is never built at server start: the first search starts it on
-a worker thread (it reads weights only, no forward pass); each layer is built as a
-slice of the model scheduler at the user-job level, so clicks and traces go first; searches answer from the layers built so far and report progress, so
-the UI polls until the index is complete. The payloads are documented in
+The value index is never built at server start: the first search starts it as one job of the
+model's job table (lit_app/model/value_index.py; it reads weights only, no forward pass); each layer
+is built as a slice of the model scheduler at the user-job level of the searching client, so clicks
+and traces go first; searches answer from the layers built so far and carry the build's job status
+(`index`), so the UI polls until the index is complete. The payloads are documented in
 docs/architecture.md ("Inside the model").
 
 Over 400 lines for a reason: the three wrappers are one capability and share `InsideState`,
@@ -101,12 +102,12 @@ def parse_interventions(value: Any) -> list[ssi.Intervention]:
 
 
 class InsideState:
-    """What the three wrappers share besides SharedLM: the architecture and the background value index."""
+    """What the three wrappers share besides SharedLM: the architecture and the value index (built as a job)."""
 
     def __init__(self, shared: SharedLM, index_top_k: int = ssi.value_index.DEFAULT_TOP_K):
         self.shared = shared
-        # A user job (only a person's search starts it; the module shows its progress): each layer is one
-        # slice of the shared scheduler, so clicks go first, and automatic matrix jobs wait.
+        # A job of the model's job table (only a person's search starts it; the module shows its progress):
+        # each layer is one user-job slice of the shared scheduler, so clicks go first, matrix jobs wait.
         self.index = shared.value_index(index_top_k)
         self._traces: collections.OrderedDict[tuple, ssi.Trace] = collections.OrderedDict()
         self._traces_lock = threading.Lock()
@@ -368,25 +369,24 @@ class InsideSearchModel(InsideWrapper):
             raise RequestError("The search text is empty. Fix: type a word, e.g. Paris.")
         ranking = choice_field(ex, RANKING, ssi.value_index.RANKINGS, "top_k")
         _ = self.state.arch  # an unsupported model fails here, with the module it lacks
-        self.state.index.start()
+        status = self.state.index.start().snapshot()  # marks the build as still wanted by this client
         if ranking == "projection":  # every value by (E v)[token]: no index needed
             with self.shared.model() as lm:
                 result = ssi.search_by_projection(lm, query, limit, self.state.arch).as_dict()
-            result["index"] = self.state.index.status()
+            result["index"] = status.to_json()
             return {SEARCH: result}
-        status = self.state.index.status()
-        if status["state"] == "error":
-            raise RequestError(f"The value index could not be built: {status['error']}")
+        if status.state == jobs.ERROR:
+            raise RequestError(f"The value index could not be built: {status.error}")
         snapshot = self.state.index.snapshot()
         if snapshot is None:
             with self.shared.model() as lm:
                 tokens = ssi.value_index.query_tokens(lm.tokenizer, query)
             result = {"query": query, "tokens": [list(x) for x in tokens], "hits": [], "total": 0,
-                      "layers_searched": 0, "num_layers": status["num_layers"] or self.state.arch.num_layers}
+                      "layers_searched": 0, "num_layers": self.state.arch.num_layers}
         else:
             with self.shared.model() as lm:
                 result = ssi.search_values(lm, snapshot, query, limit).as_dict()
-        result["index"] = status
+        result["index"] = status.to_json()
         return {SEARCH: result}
 
 

@@ -39,7 +39,6 @@ from sequence_salience.inside.trace import (
     trace_ids,
 )
 from sequence_salience.inside.value_index import (
-    BackgroundValueIndex,
     SearchResult,
     ValueHit,
     ValueIndex,
@@ -55,7 +54,6 @@ from sequence_salience.inside.value_index import (
 __all__ = [
     "FAMILIES",
     "Architecture",
-    "BackgroundValueIndex",
     "Intervention",
     "InterventionConfig",
     "InterventionResult",

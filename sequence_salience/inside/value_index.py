@@ -10,9 +10,10 @@ It is built once per model and cached on disk under
 models of `sequence_salience.model`), written under a temporary name and
 renamed into place, and keyed by the model's identity: a hash of its config
 and of exactly the weights the index depends on (the unembedding and every
-output projection). `BackgroundValueIndex` loads or builds it lazily on a
-worker thread, layer by layer, and answers searches from the layers built so
-far, with progress.
+output projection). `get_value_index` loads it or builds it layer by layer
+(`build_value_index`: a progress callback, a cancel check between layers, each
+built layer handed over so that searches answer from the layers built so far);
+a server runs that as one job of its job table (lit_app/model/value_index.py).
 
 Two rankings for a search (`RANKINGS`):
 
@@ -26,7 +27,6 @@ Two rankings for a search (`RANKINGS`):
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import hashlib
@@ -34,16 +34,14 @@ import io
 import json
 import logging
 import pathlib
-import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ContextManager
 
 import numpy as np
 import torch
 
-from sequence_salience.errors import SalienceError
+from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.files import atomic_write_bytes
 from sequence_salience.inside.architectures import Architecture, resolve_architecture
 from sequence_salience.inside.trace import plain
@@ -213,8 +211,8 @@ def build_value_index(
     top_k: int = DEFAULT_TOP_K,
     progress: Progress | None = None,
     path: pathlib.Path | None = None,
-    stop: threading.Event | None = None,
-    _on_layer: Callable[[ValueIndex], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    on_layer: Callable[[ValueIndex], None] | None = None,
     hold: Callable[[], ContextManager[Any]] | None = None,
 ) -> ValueIndex:
     """Builds the index for every layer and writes it to `path` (default: `index_path`), atomically.
@@ -224,7 +222,8 @@ def build_value_index(
       top_k: tokens kept per value vector.
       progress: progress(layers_done, num_layers) after each layer.
       path: where to write; None uses the cache directory.
-      stop: set it to cancel between layers (raises SalienceError).
+      cancel: checked before each layer (inside `hold`); True stops the build (raises ComputationCancelled; nothing is written).
+      on_layer: called after each layer with the index of the layers built so far (searchable meanwhile).
       hold: optional; each layer is built inside `with hold():` (a server passes its
         scheduler's background turn, so that requests people wait for run between layers).
     """
@@ -239,12 +238,12 @@ def build_value_index(
     top_scores = np.zeros((n, f, k), dtype=np.float16)
     start = time.perf_counter()
     for layer in range(n):
-        if stop is not None and stop.is_set():
-            raise SalienceError("The value-index build was cancelled.")
         with hold() if hold is not None else contextlib.nullcontext():
+            if cancel is not None and cancel():  # asked once the turn came: a cancel sent meanwhile counts
+                raise ComputationCancelled(f"The value-index build was cancelled after {layer} of {n} layers.")
             top_ids[layer], top_scores[layer] = build_layer(arch, layer, k)
-        if _on_layer is not None:
-            _on_layer(ValueIndex(key, top_ids, top_scores, layer + 1))
+        if on_layer is not None:
+            on_layer(ValueIndex(key, top_ids, top_scores, layer + 1))
         if progress is not None:
             progress(layer + 1, n)
     index = ValueIndex(key, top_ids, top_scores, n)
@@ -257,13 +256,15 @@ def build_value_index(
 
 
 def get_value_index(lm: LanguageModel, top_k: int = DEFAULT_TOP_K, progress: Progress | None = None,
-                    directory: pathlib.Path | None = None) -> ValueIndex:
-    """The cached index of this model, built (and cached) on first use."""
+                    directory: pathlib.Path | None = None, cancel: Callable[[], bool] | None = None,
+                    on_layer: Callable[[ValueIndex], None] | None = None,
+                    hold: Callable[[], ContextManager[Any]] | None = None) -> ValueIndex:
+    """The cached index of this model, built (and cached) on first use (`build_value_index`'s arguments)."""
     key = model_identity(lm)
     path = index_path(key, top_k, directory)
     index = load_value_index(path, key)
     if index is None:
-        index = build_value_index(lm, top_k, progress, path)
+        index = build_value_index(lm, top_k, progress, path, cancel, on_layer, hold)
     elif progress is not None:
         progress(index.num_layers, index.num_layers)
     return index
@@ -311,128 +312,6 @@ def search_values(lm: LanguageModel, index: ValueIndex, query: str, limit: int =
             top_tokens=tuple(decode(int(t)) for t in index.top_ids[layer, idx, :8]),
         ))
     return SearchResult(query, tokens, tuple(hits), len(found), index.layers_built, index.num_layers)
-
-
-class BackgroundValueIndex:
-    """The value index of one model, loaded or built on a worker thread on first use.
-
-    `start()` returns at once; `status()` reports progress; `snapshot()` gives
-    the layers built so far (searchable while the rest builds). Building reads
-    weights only (no forward pass), so it needs no model lock; `hold` (optional) is
-    entered around each layer, so a server can run it as background slices.
-    """
-
-    def __init__(self, lm: LanguageModel, top_k: int = DEFAULT_TOP_K, directory: pathlib.Path | None = None,
-                 hold: Callable[[], ContextManager[Any]] | None = None):
-        self.lm = lm
-        self.hold = hold
-        self.top_k = top_k
-        self.directory = directory
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._index: ValueIndex | None = None
-        self._state = "idle"
-        self._error = ""
-        self._done = 0
-        self._total = 0
-        self._started = 0.0
-        self._seconds = 0.0
-        self._path: pathlib.Path | None = None
-        _ALL_BUILDERS.add(self)
-
-    def start(self) -> None:
-        """Starts loading/building unless already started (idempotent; thread-safe)."""
-        with self._lock:
-            if self._thread is not None:
-                return
-            self._state = "loading"
-            self._started = time.perf_counter()
-            self._thread = threading.Thread(target=self._run, name="value-index", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        """Cancels a running build (between layers)."""
-        self._stop.set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until loaded/built (or failed); True when finished."""
-        t = self._thread
-        if t is None:
-            return False
-        t.join(timeout)
-        return not t.is_alive()
-
-    def _progress(self, done: int, total: int) -> None:
-        with self._lock:
-            self._done, self._total = done, total
-
-    def _partial(self, index: ValueIndex) -> None:
-        with self._lock:
-            self._index = index
-
-    def _run(self) -> None:
-        try:
-            arch = resolve_architecture(self.lm.model)
-            with self._lock:
-                self._total = arch.num_layers
-            key = model_identity(self.lm, arch)
-            path = index_path(key, self.top_k, self.directory)
-            with self._lock:
-                self._path = path
-            index = load_value_index(path, key)
-            if index is None:
-                with self._lock:
-                    self._state = "building"
-                index = build_value_index(self.lm, self.top_k, self._progress, path, self._stop, self._partial,
-                                          hold=self.hold)
-            with self._lock:
-                self._index, self._state = index, "ready"
-                self._done = self._total = index.num_layers
-        except Exception as e:  # pylint: disable=broad-except  # reported through status()
-            if self._stop.is_set():
-                logger.info("Value index build cancelled.")
-            else:
-                logger.exception("Value index failed")
-            with self._lock:
-                self._state, self._error = "error", f"{type(e).__name__}: {e}"
-        finally:
-            with self._lock:
-                self._seconds = time.perf_counter() - self._started
-
-    def snapshot(self) -> ValueIndex | None:
-        with self._lock:
-            return self._index
-
-    def status(self) -> dict:
-        """{state: idle|loading|building|ready|error, layers_built, num_layers, seconds, error, path, size_bytes}."""
-        with self._lock:
-            running = self._state in ("loading", "building")
-            path = self._path
-            return {
-                "state": self._state,
-                "layers_built": self._index.layers_built if self._index is not None else 0,
-                "num_layers": self._total,
-                "seconds": round((time.perf_counter() - self._started) if running else self._seconds, 2),
-                "error": self._error,
-                "path": str(path) if path is not None else "",
-                "size_bytes": path.stat().st_size if self._state == "ready" and path and path.exists() else 0,
-            }
-
-
-_ALL_BUILDERS: "weakref.WeakSet" = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_builds_at_exit(timeout_s: float = 60.0) -> None:
-    """Stops running index builds (between layers) and waits for them, so that the
-    interpreter never exits while a daemon thread is inside torch (an abort after a clean run)."""
-    builders = list(_ALL_BUILDERS)
-    for b in builders:
-        b.stop()
-    deadline = time.monotonic() + timeout_s
-    for b in builders:
-        b.wait(max(0.0, deadline - time.monotonic()))
 
 
 def search_by_projection(lm: LanguageModel, query: str, limit: int = 20,

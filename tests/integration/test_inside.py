@@ -8,6 +8,7 @@ output, so its top token is the greedy next token.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -20,9 +21,10 @@ from lit_app.data import datasets
 from lit_app.schema import fields
 from lit_app.serving import model_group
 from lit_app import server
-from lit_app.model import shared_model
+from lit_app.model import shared_model, value_index
 from lit_app.wrappers import inside as lit_inside
 from tests import frontend_source
+from tests.server_process import client_header
 
 PROMPT = "The capital of France is"
 MODEL = "smollm2"
@@ -70,13 +72,14 @@ def client(default_lm, stub_client_root):
     lit_models = model_group.lit_models(shared, MODEL)
     yield Client(server.build_app(lit_models, datasets.get_datasets(), stub_client_root))
     index = lit_models[SEARCH].state.index
-    index.stop()  # the background build ends between layers
-    index.wait(timeout=60)
+    index.cancel("the test module ended")  # the build's job ends between layers
+    index.wait(timeout_s=60)
 
 
-def _preds(client, model, data, id_="ex"):
+def _preds(client, model, data, id_="ex", page=""):
+    """The one output of a LIT request sent as page `page` (its client id; "" none)."""
     body = json.dumps({"inputs": [{"id": id_, "data": data}]})
-    response = client.post(f"/get_preds?model={model}", data=body)
+    response = client.post(f"/get_preds?model={model}", data=body, headers=client_header(page))
     assert response.status_code == 200, response.get_data(as_text=True)[:800]
     return json.loads(response.data)[0]
 
@@ -131,17 +134,81 @@ def test_lit_trace_follows_the_salience_target(client, default_lm):
     assert inside.count_hooks(default_lm.model) == 0
 
 
+def test_another_clients_click_is_answered_while_the_index_builds(default_lm, stub_client_root, monkeypatch,
+                                                                   tmp_path):
+    """Page A's search starts the value index's build (one job of the model's job table, at the user-job level of
+    A) and A's page polls it as the module does; page B's span clicks on the salience module are answered between
+    its layers, and the build goes on: the same job, never cancelled, its progress never going back, to the end
+    (issue 43 §1)."""
+    monkeypatch.setenv("SEQUENCE_SALIENCE_CACHE", str(tmp_path))  # a cold build, not the user's cache
+    layer = inside.value_index.build_layer
+
+    def slow_layer(*args):  # each layer holds the model a while longer, as a larger model's would
+        time.sleep(0.3)
+        return layer(*args)
+
+    monkeypatch.setattr(inside.value_index, "build_layer", slow_layer)
+    shared = shared_model.SharedLM(default_lm, max_new_tokens=12)
+    lit_models = model_group.lit_models(shared, MODEL)
+    app = server.build_app(lit_models, datasets.get_datasets(), stub_client_root)
+    page_a, page_b = Client(app), Client(app)
+    index = lit_models[SEARCH].state.index
+    sal = fields.model_group_names(MODEL)[1]
+    polls: list[dict] = []
+    failures: list[str] = []
+
+    def poll_a() -> None:  # A's module asks again while the index builds (every 1.5 s there; 0.3 s here)
+        deadline = time.monotonic() + 600  # a failure bound, not a timing assertion
+        try:
+            while time.monotonic() < deadline:
+                polls.append(_preds(page_a, SEARCH, {"query": "Paris", "limit": 5}, id_=f"a{len(polls)}",
+                                    page="page-a")["inside_search"])
+                if polls[-1]["index"]["state"] not in ("queued", "running"):
+                    return
+                time.sleep(0.3)
+        except AssertionError as e:
+            failures.append(str(e)[:300])
+
+    poller = threading.Thread(target=poll_a, daemon=True)
+    poller.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not (polls and polls[-1]["index"]["done"] >= 1) and poller.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        job = shared.jobs.get(index.group, value_index.KIND)  # the build's one job in the model's job table
+        assert job is not None and job.owners == {"page-a"}, polls[-1:]
+        b_data = {fields.PROMPT: "Page B asks: name a river of Europe.", fields.TARGET: " The Rhine.",
+                  fields.CHAT: False, fields.DETAIL: "span"}
+        answers = [_preds(page_b, sal, {**b_data, fields.TARGET_SPAN: span}, id_=f"b{span}", page="page-b")
+                   for span in ("0:1", "1:2", "0:3")]
+        during = index.status()
+        assert all(out[fields.SPAN_SALIENCE] for out in answers)  # every click answered (a failure is a 4xx/5xx)
+        assert during.state == "running" and during.done < during.total, \
+            f"the build had ended before B's clicks were answered: nothing was shared ({during})"
+        poller.join(600)
+        assert not failures, failures
+        last = polls[-1]
+        assert shared.jobs.get(index.group, value_index.KIND) is job and job.state == "done" and not job.cancelled
+        assert last["index"]["state"] == "done" and last["index"]["done"] == last["index"]["total"] == 30
+        assert last["layers_searched"] == 30 and last["hits"]
+        dones = [p["index"]["done"] for p in polls]
+        assert dones == sorted(dones), f"the build restarted: its progress went back ({dones})"
+    finally:
+        index.cancel("the test ended")
+        index.wait(timeout_s=60)
+
+
 def test_lit_search_builds_the_index_in_the_background(client, monkeypatch, tmp_path):
     monkeypatch.setenv("SEQUENCE_SALIENCE_CACHE", str(tmp_path))  # a cold build, not the user's cache
     first = _preds(client, SEARCH, {"query": "Paris", "limit": 5}, id_="s0")["inside_search"]
-    assert first["index"]["state"] in ("loading", "building", "ready")
+    assert first["index"]["state"] in ("queued", "running", "done")
     assert first["tokens"] and first["num_layers"] == 30
     deadline = time.monotonic() + 120
     poll = 0
     while True:  # wait for the first layers: searches answer from what is built
         poll += 1
         res = _preds(client, SEARCH, {"query": "the", "limit": 5}, id_=f"s{poll}")["inside_search"]
-        if res["hits"] or res["index"]["state"] == "ready" or time.monotonic() > deadline:
+        if res["hits"] or res["index"]["state"] == "done" or time.monotonic() > deadline:
             break
         time.sleep(1)
     print(f"\nindex after {poll} polls: {res['index']}")

@@ -108,12 +108,14 @@ def test_search_wrapper_starts_the_index_and_reports_progress(wrappers, monkeypa
     _, lit = wrappers
     search = lit["_tiny_inside_search"]
     first = _one(search, query="is", limit=5)[lit_inside.SEARCH]
-    assert first["index"]["state"] in ("loading", "building", "ready")
+    assert first["index"]["kind"] == "value_index" and first["index"]["state"] in ("queued", "running", "done")
     assert [t for _, t in first["tokens"]] == ["is", " is"]
-    assert search.state.index.wait(timeout=120)
+    assert search.state.index.wait(timeout_s=120)
     done = _one(search, query="is", limit=5)[lit_inside.SEARCH]
-    assert done["index"]["state"] == "ready" and done["layers_searched"] == done["num_layers"] == 2
-    assert done["index"]["size_bytes"] > 0 and done["index"]["path"].startswith(str(tmp_path))
+    assert done["index"] == search.state.index.status().to_json()  # the build's job status, its wire form
+    assert done["index"]["state"] == "done" and done["index"]["stage"] == "building"
+    assert done["index"]["done"] == done["index"]["total"] == done["layers_searched"] == done["num_layers"] == 2
+    assert len(list(tmp_path.glob("value_index/*"))) == 1  # written to the cache directory
     # Independent count from the built index: every (layer, value, rank) whose top-k holds a query token.
     # "is" and " is" are single tokens of the tiny vocabulary, so the answer cannot be empty.
     lm = search.shared.lm

@@ -1,9 +1,8 @@
-"""The value-vector projection index on tiny random models: contents, search, disk cache, background build."""
+"""The value-vector projection index on tiny random models: contents, search, disk cache, a build layer by layer."""
 
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -101,22 +100,17 @@ def test_corrupt_cache_file_is_rebuilt(tiny_lm, cache):
     assert index.complete and inside.load_value_index(path, key) is not None
 
 
-def test_background_index_builds_off_thread_and_serves_partial_searches(tiny_lm, cache):
-    bg = inside.BackgroundValueIndex(tiny_lm, top_k=TOP_K)
-    assert bg.status()["state"] == "idle" and bg.snapshot() is None
-    bg.start()
-    bg.start()  # idempotent
-    assert bg.wait(timeout=120)
-    status = bg.status()
-    assert status["state"] == "ready", status
-    assert status["layers_built"] == status["num_layers"] == 2
-    assert status["size_bytes"] == os.path.getsize(status["path"])
-    snap = bg.snapshot()
-    reference = inside.get_value_index(tiny_lm, top_k=TOP_K)  # now loaded from the file the thread wrote
+def test_a_build_hands_over_each_layer_and_serves_partial_searches(tiny_lm, cache):
+    layers = []
+    built = inside.get_value_index(tiny_lm, top_k=TOP_K, on_layer=layers.append)
+    assert [ix.layers_built for ix in layers] == [1, 2] and built.complete
+    reference = inside.get_value_index(tiny_lm, top_k=TOP_K, on_layer=layers.append)  # loaded from the file
+    assert len(layers) == 2  # a load builds no layer
+    snap = layers[-1]
     np.testing.assert_array_equal(snap.top_ids, reference.top_ids)
     # A partial snapshot searches only its built layers: a token in the top-k of values of both
     # layers is found in both by the whole index, and in layer 0 alone (every place) by the partial one.
-    partial = vi.ValueIndex(snap.key, snap.top_ids, snap.top_scores, layers_built=1)
+    partial = layers[0]
     both = sorted(set(snap.top_ids[0].ravel().tolist()) & set(snap.top_ids[1].ravel().tolist()))
     assert both, "no token is in a top-k of both layers"
     token_id = both[0]
@@ -126,13 +120,11 @@ def test_background_index_builds_off_thread_and_serves_partial_searches(tiny_lm,
     assert set(hits[:, 0].tolist()) == {0}
 
 
-def test_cancelled_build_reports_an_error_and_writes_nothing(tiny_lm, cache):
-    import threading
-
-    stop = threading.Event()
-    stop.set()
-    with pytest.raises(ss.SalienceError, match="cancelled"):
-        inside.build_value_index(tiny_lm, TOP_K, stop=stop)
+def test_cancelled_build_stops_between_layers_and_writes_nothing(tiny_lm, cache):
+    layers = []
+    with pytest.raises(ss.ComputationCancelled, match="after 1 of 2 layers"):
+        inside.build_value_index(tiny_lm, TOP_K, cancel=lambda: len(layers) == 1, on_layer=layers.append)
+    assert [ix.layers_built for ix in layers] == [1]
     assert not (cache / "value_index").exists() or not any((cache / "value_index").iterdir())
 
 

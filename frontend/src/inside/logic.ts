@@ -5,6 +5,7 @@
  * and their checks are payload.ts's.
  */
 import type {SharedTarget} from '../shared/target_store.js';
+import {aboutLeft} from '../shared/time_left.js';
 import {describeTokens, responseLength} from '../shared/tokens.js';
 import {MODE_ORDER, type Intervention, type InterventionPayload, type LayerTrace, type Mode, type PartialIntervention, type RunJob, type RunStep, type Scope, type SearchPayload, type SidePayload} from './payload.js';
 
@@ -276,9 +277,9 @@ export function describeRun(job: RunJob | null): string {
 
 // ------------------------------------------------------------------ search
 
-/** Whether to ask again: the index is still loading/building (hits may grow). */
+/** Whether to ask again: the index's build job is still queued or running (hits may grow). */
 export function shouldPoll(s: SearchPayload | null): boolean {
-  return s !== null && s.ranking !== 'projection' && (s.index.state === 'loading' || s.index.state === 'building' || s.index.state === 'idle');
+  return s !== null && s.ranking !== 'projection' && (s.index.state === 'queued' || s.index.state === 'running');
 }
 
 export function searchStatus(s: SearchPayload): string {
@@ -288,11 +289,16 @@ export function searchStatus(s: SearchPayload): string {
         'score (E·v)[token]; strongest first.';
   }
   const found = `${s.total.toLocaleString('en-US')} value${s.total === 1 ? '' : 's'}`;
-  if (ix.state === 'ready') {
+  if (ix.state === 'done') {
     return `${found} across all ${s.num_layers} layers.`;
   }
   if (ix.state === 'error') return `The value index failed: ${ix.error}`;
-  const built = `${ix.layers_built}/${ix.num_layers || s.num_layers} layers indexed`;
-  return `${found} in layers 0–${Math.max(0, s.layers_searched - 1)} so far (${built}, ${Math.round(ix.seconds)} s); ` +
-      'more appear as the index builds.';
+  const sofar = `${found} in layers 0–${Math.max(0, s.layers_searched - 1)} so far`;
+  const built = `${s.layers_searched}/${s.num_layers} layers indexed`;
+  if (ix.state === 'cancelled' || ix.state === 'none') {
+    return `${sofar} (${built}); the index build stopped: search again to go on building it.`;
+  }
+  const left = aboutLeft(ix);
+  const wait = ix.waiting ? ', waiting for the model' : left ? `, ${left}` : '';
+  return `${sofar} (${built}, ${Math.round(ix.elapsed_s)} s${wait}); more appear as the index builds.`;
 }

@@ -3,6 +3,8 @@
  * "Inside the model"): their fields, types and checks that name a broken field. No DOM, no LIT.
  */
 
+import type {EtaFields} from '../shared/time_left.js';
+
 /** top_k: the token is in the value's top-k (the index); projection: every value by (E·v)[token]. */
 export type SearchRanking = 'top_k' | 'projection';
 
@@ -111,14 +113,21 @@ export interface RunJob {
   partial?: PartialIntervention;
 }
 
-export interface IndexStatus {
-  state: 'idle' | 'loading' | 'building' | 'ready' | 'error';
-  layers_built: number;
-  num_layers: number;
-  seconds: number;
+/**
+ * The value index's build: one job of the server's job table (lit_app/model/value_index.py), its status in the
+ * `detail` wire form every job poll reads (docs/architecture.md, "The job system"): `done` of `total` layers,
+ * `stage` "building" (or "loading" from the disk cache), the time-left range.
+ */
+export interface IndexStatus extends EtaFields {
+  kind: string;
+  /** 'none': no search started it yet; 'cancelled': stopped (nobody searched for a while, or a cancel). */
+  state: 'none' | 'queued' | 'running' | 'done' | 'cancelled' | 'error';
+  done: number;
+  total: number;
+  elapsed_s: number;
   error: string;
-  path: string;
-  size_bytes: number;
+  waiting?: boolean;
+  stage?: string;
 }
 
 export interface SearchHit {
