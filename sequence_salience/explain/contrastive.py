@@ -139,6 +139,68 @@ def _as_generation(lm: LanguageModel, ids: tuple[int, ...]) -> Generation:
     return Generation(text=text, ids=tuple(ids), offsets=offsets, stopped_by="length")
 
 
+def _check_contrast(lm: LanguageModel, methods: Sequence[str], n_context: int, span_ids, foil_ids) -> None:
+    """SalienceError naming the fix: a foil equal to the target, a context past the model's, or a method
+    contrastive salience is not defined for."""
+    if span_ids == foil_ids:
+        raise SalienceError("The foil is the same text as the target. Fix: type a different alternative.")
+    total = n_context + max(len(span_ids), len(foil_ids))
+    if total > lm.max_length:
+        raise SalienceError(f"prompt + foil is {total:,} tokens; this model's context is {lm.max_length:,}. "
+                            "Fix: shorten the prompt or the foil.")
+    for m in methods:
+        if not get_method(m).linear and not _of_difference(m):
+            usable = " or ".join(n for n in list_methods() if _of_difference(n))
+            raise SalienceError(f"Contrastive salience is not defined for {m!r} (not linear in the target). "
+                                f"Fix: use {usable} or a linear method.")
+
+
+def _linear_differences(lm: LanguageModel, prompt, target, prefix, foil_ids, span: tuple[int, int], n_context: int,
+                        linear: tuple[str, ...], config: SalienceConfig, counter: _UnitCounter, cancel: Cancel | None,
+                        ) -> tuple[dict[str, np.ndarray], list[float]]:
+    """({linear method: <float32>[C] span salience under the target minus under the foil}, [log p(target span),
+    log p(foil)] from the same forward passes): each continuation's span salience, every method in one
+    compute_span_result."""
+    t0, t1 = span
+    conts = ((target, t0, t1), (_as_generation(lm, prefix + foil_ids), t0, t0 + len(foil_ids)))
+    spans = []
+    for cont, a0, a1 in conts:
+        spans.append(compute_span_result(lm, prompt, cont, methods=linear, t0=a0, t1=a1, config=config,
+                                         progress=counter, cancel=cancel))
+        counter.add(0)
+    a, b = spans
+    values = {m: (np.asarray(a.span_salience(m, t0, t1)[:n_context], np.float64)
+                  - np.asarray(b.span_salience(m, t0, t0 + len(foil_ids))[:n_context], np.float64)).astype(np.float32)
+              for m in linear}
+    totals = [float(np.asarray(r.target_logprobs, np.float64)[t0:].sum()) for r in spans]
+    totals[0] = float(np.asarray(a.target_logprobs, np.float64)[t0:t1].sum())
+    return values, totals
+
+
+def _context_fields(lm: LanguageModel, prompt, encoded, target, span: tuple[int, int], prefix: tuple[int, ...]) -> dict:
+    """The ContrastiveResult fields of the context (the prompt, then the answer's first t0 tokens) and the
+    target span's text."""
+    t0, t1 = span
+    if isinstance(target, Generation):
+        target_text, target_offsets = target.text, tuple(target.offsets)
+    else:
+        tok = lm.tokenize(target)
+        target_text, target_offsets = tok.text, tuple(tok.offsets)
+    prompt_end = len(encoded.text)
+    prefix_end = target_offsets[t0 - 1][1] if t0 else 0
+    text = encoded.text + target_text[:prefix_end]
+    offsets = list(encoded.offsets) + [(s + prompt_end, e + prompt_end) for s, e in target_offsets[:t0]]
+    ids = tuple(encoded.ids) + prefix
+    tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)) for (s, e), i in zip(offsets, ids))
+    special_ids = set(lm.tokenizer.all_special_ids)
+    special = list(encoded.special) + [int(i) in special_ids for i in prefix]
+    roles = prompt.role_spans if isinstance(prompt, ChatPrompt) else ((0, len(encoded.text), "user"),)
+    span_start = target_offsets[t0][0] if t0 < len(target_offsets) else prefix_end
+    return dict(text=text, tokens=tokens, offsets=np.asarray(offsets, dtype=np.int64).reshape(-1, 2),
+                special=np.asarray(special, dtype=bool), role_spans=tuple(roles),
+                target_text=target_text[span_start:target_offsets[t1 - 1][1]], prompt_end=prompt_end)
+
+
 def contrastive_salience(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -172,19 +234,8 @@ def contrastive_salience(
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     foil_ids = scoring.target_ids(lm, foil)
     prefix, span_ids = target_ids[:t0], target_ids[t0:t1]
-    if span_ids == foil_ids:
-        raise SalienceError("The foil is the same text as the target. Fix: type a different alternative.")
-    total = len(prompt_ids) + t0 + max(len(span_ids), len(foil_ids))
-    if total > lm.max_length:
-        raise SalienceError(f"prompt + foil is {total:,} tokens; this model's context is {lm.max_length:,}. "
-                            "Fix: shorten the prompt or the foil.")
-    P = len(prompt_ids)
-    C = P + t0  # the shared context: the prompt and the answer before the span
-    for m in methods:
-        if not get_method(m).linear and not _of_difference(m):
-            usable = " or ".join(n for n in list_methods() if _of_difference(n))
-            raise SalienceError(f"Contrastive salience is not defined for {m!r} (not linear in the target). "
-                                f"Fix: use {usable} or a linear method.")
+    C = len(prompt_ids) + t0  # the shared context: the prompt and the answer before the span
+    _check_contrast(lm, methods, C, span_ids, foil_ids)
     values: dict[str, np.ndarray] = {}
     totals = None
     counter = _UnitCounter(progress, contrastive_units(methods, config))
@@ -196,45 +247,16 @@ def contrastive_salience(
         values.update(direct_values)
         counter.add(1)
     linear = tuple(m for m in methods if not _of_difference(m))
-    if linear:  # each continuation's span salience, every linear method in one compute_span_result
-        spans = []
-        conts = ((target, t0, t1), (_as_generation(lm, prefix + foil_ids), t0, t0 + len(foil_ids)))
-        for cont, a0, a1 in conts:
-            spans.append(compute_span_result(lm, prompt, cont, methods=linear, t0=a0, t1=a1, config=config,
-                                             progress=counter, cancel=cancel))
-            counter.add(0)
-        a, b = spans
-        for m in linear:
-            values[m] = (np.asarray(a.span_salience(m, t0, t1)[:C], np.float64)
-                         - np.asarray(b.span_salience(m, t0, t0 + len(foil_ids))[:C], np.float64)).astype(np.float32)
-        if totals is None:  # from the same forward passes
-            totals = [float(np.asarray(r.target_logprobs, np.float64)[t0:].sum()) for r in spans]
-            totals[0] = float(np.asarray(a.target_logprobs, np.float64)[t0:t1].sum())
-    values = {m: values[m] for m in methods}
+    if linear:
+        linear_values, linear_totals = _linear_differences(lm, prompt, target, prefix, foil_ids, (t0, t1), C, linear,
+                                                           config, counter, cancel)
+        values.update(linear_values)
+        totals = linear_totals if totals is None else totals  # from the same forward passes
     if totals is None:  # no method at all: log-probs from two forward passes
         totals = [float(scoring.score(lm, [prompt_ids + prefix], ids, (0, len(ids)))[0]) for ids in (span_ids, foil_ids)]
-    # The context's text and tokens: the prompt, then the answer's first t0 tokens.
-    if isinstance(target, Generation):
-        target_text, target_offsets = target.text, tuple(target.offsets)
-    else:
-        tok = lm.tokenize(target)
-        target_text, target_offsets = tok.text, tuple(tok.offsets)
-    prompt_end = len(encoded.text)
-    prefix_end = target_offsets[t0 - 1][1] if t0 else 0
-    text = encoded.text + target_text[:prefix_end]
-    offsets = list(encoded.offsets) + [(s + prompt_end, e + prompt_end) for s, e in target_offsets[:t0]]
-    ids = prompt_ids + prefix
-    tokens = tuple(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)) for (s, e), i in zip(offsets, ids))
-    special_ids = set(lm.tokenizer.all_special_ids)
-    special = list(encoded.special) + [int(i) in special_ids for i in prefix]
-    roles = prompt.role_spans if isinstance(prompt, ChatPrompt) else ((0, len(encoded.text), "user"),)
-    span_start = target_offsets[t0][0] if t0 < len(target_offsets) else prefix_end
-    span_end = target_offsets[t1 - 1][1]
     return ContrastiveResult(
-        text=text, tokens=tokens, offsets=np.asarray(offsets, dtype=np.int64).reshape(-1, 2),
-        special=np.asarray(special, dtype=bool), role_spans=tuple(roles),
-        target_text=target_text[span_start:span_end],
+        **_context_fields(lm, prompt, encoded, target, (t0, t1), prefix),
         foil_text=foil.text if isinstance(foil, Generation) else foil,
-        target_logprob=float(totals[0]), foil_logprob=float(totals[1]), values=values,
-        prompt_end=prompt_end, n_prompt_tokens=P, span=(t0, t1),
+        target_logprob=float(totals[0]), foil_logprob=float(totals[1]), values={m: values[m] for m in methods},
+        n_prompt_tokens=len(prompt_ids), span=(t0, t1),
     )
