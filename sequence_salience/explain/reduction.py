@@ -132,6 +132,48 @@ class ReductionResult:
         return scoring.delete_spans(self.prompt_text, self.removed_spans, start, end)
 
 
+def _remove_in_order(lm: LanguageModel, ids_without: scoring.PromptEditor, target_ids, span: tuple[int, int],
+                     candidates: list[int], passes, lp0: float, config: ReductionConfig, budget: scoring.Budget,
+                     progress: Progress | None, cancel: Cancel | None) -> tuple[list[int], list[int], float, str]:
+    """Tries removing `candidates` in order, in batches of growing prefixes (one forward per batch): the
+    longest prefix that `passes` is removed, the candidate after it rejected. Returns (removed, rejected,
+    log p(span) of the reduced prompt, stopped_by: "done" or the budget that ran out)."""
+    removed: list[int] = []
+    rejected: list[int] = []
+    current_lp = lp0
+    queue = list(candidates)
+    stopped_by = "done"
+    sizer = make_sizer(config.slice_s)
+    while queue:
+        stopped_by = budget.exhausted() or "done"
+        if stopped_by != "done":
+            break
+        scoring.check_cancel(cancel, "input reduction")
+        n = min(config.batch_size if sizer is None else sizer.units(config.batch_size), len(queue))
+        left = budget.left()
+        if left is not None:
+            n = min(n, left)
+        trial = [removed + queue[:j + 1] for j in range(n)]
+        start = sizer.clock() if sizer is not None else 0.0
+        lp, greedy, stop = scoring.score_greedy(lm, [ids_without(r) for r in trial], target_ids, span, n)
+        if sizer is not None:
+            sizer.record(n, sizer.clock() - start)
+        ok = passes(lp, greedy, stop)
+        budget.spend(n)
+        accepted = int(np.argmin(ok)) if not ok.all() else n  # longest passing prefix
+        if accepted:
+            removed += queue[:accepted]
+            current_lp = float(lp[accepted - 1])
+        if accepted < n:
+            rejected.append(queue[accepted])
+            queue = queue[accepted + 1:]
+        else:
+            queue = queue[n:]
+        if progress is not None:
+            progress("reduce", len(removed) + len(rejected), len(candidates))
+    return removed, rejected, current_lp, "done" if not queue else stopped_by
+
+
 def reduce_prompt(
     lm: LanguageModel,
     prompt: str | ChatPrompt,
@@ -182,41 +224,8 @@ def reduce_prompt(
             return lp >= floor
         return greedy & (stop | (not needs_stop))
 
-    removed: list[int] = []
-    rejected: list[int] = []
-    current_lp = float(lp0[0])
-    queue = list(candidates)
-    stopped_by = "done"
-    sizer = make_sizer(config.slice_s)
-    while queue:
-        stopped_by = budget.exhausted() or "done"
-        if stopped_by != "done":
-            break
-        scoring.check_cancel(cancel, "input reduction")
-        n = min(config.batch_size if sizer is None else sizer.units(config.batch_size), len(queue))
-        left = budget.left()
-        if left is not None:
-            n = min(n, left)
-        trial = [removed + queue[:j + 1] for j in range(n)]
-        start = sizer.clock() if sizer is not None else 0.0
-        lp, greedy, stop = scoring.score_greedy(lm, [ids_without(r) for r in trial], target_ids, (t0, t1), n)
-        if sizer is not None:
-            sizer.record(n, sizer.clock() - start)
-        ok = passes(lp, greedy, stop)
-        budget.spend(n)
-        accepted = int(np.argmin(ok)) if not ok.all() else n  # longest passing prefix
-        if accepted:
-            removed += queue[:accepted]
-            current_lp = float(lp[accepted - 1])
-        if accepted < n:
-            rejected.append(queue[accepted])
-            queue = queue[accepted + 1:]
-        else:
-            queue = queue[n:]
-        if progress is not None:
-            progress("reduce", len(removed) + len(rejected), len(candidates))
-    if not queue:
-        stopped_by = "done"
+    removed, rejected, current_lp, stopped_by = _remove_in_order(
+        lm, ids_without, target_ids, (t0, t1), candidates, passes, float(lp0[0]), config, budget, progress, cancel)
     return ReductionResult(
         prompt_text=text, reduced_text=ids_without.edited_text(removed), reduced_ids=ids_without(removed),
         segment_token_spans=tuple(ids_without.token_spans(r) for r in range(len(segs))), removal=config.removal,
