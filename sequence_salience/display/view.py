@@ -19,7 +19,7 @@ from sequence_salience import aggregate, field_rules
 from sequence_salience.display import palette
 from sequence_salience.display.segments import SegmentFacts, SegmentValues, check_granularity, gather
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import get_any_method
+from sequence_salience.methods import get_any_method, integrated_gradients
 
 if TYPE_CHECKING:  # pragma: no cover
     from sequence_salience.result import SalienceResult
@@ -65,6 +65,9 @@ class View:
       completeness_relative: |completeness_error| / |log p(x) - log p(baseline)| (the change being the
         attributions' sum minus the error), or None; over IG_TOLERANCE the renderers warn.
       segment_facts: for a segment method shown with its facts: the fit, its warning, the cost.
+      ig_cost: for integrated gradients' per-token results: (path points evaluated, forward rows run), else None.
+      accepted_error: the relative completeness error accepted: the step search's tolerance when it ran
+        (integrated_gradients.accepted_error), else IG_TOLERANCE.
     """
 
     result: "SalienceResult"
@@ -84,6 +87,8 @@ class View:
     completeness_error: float | None
     completeness_relative: float | None = None
     segment_facts: SegmentFacts | None = None
+    ig_cost: tuple[int, int] | None = None
+    accepted_error: float = field_rules.IG_TOLERANCE.default
 
     @property
     def prompt(self) -> str:
@@ -308,7 +313,18 @@ def make_view(
         completeness_relative=None if err is None else _relative(
             float(np.sum(err, dtype=np.float64)), token_values(result, method, t0, t1)),
         segment_facts=facts,
+        ig_cost=_ig_cost(result, method, (t0, t1)),
+        accepted_error=integrated_gradients.accepted_error(result.config, IG_TOLERANCE),
     )
+
+
+def _ig_cost(result: "SalienceResult", method: str, target: tuple[int, int]) -> tuple[int, int] | None:
+    """(steps used, forwards) of integrated gradients' per-token result, when the view shows those matrices."""
+    extras = result.extras
+    if method != integrated_gradients.NAME or integrated_gradients.STEPS_USED not in extras or (
+            target in (getattr(result, "span_ig_errors", None) or {})):
+        return None
+    return int(extras[integrated_gradients.STEPS_USED][0]), int(extras[integrated_gradients.FORWARDS][0])
 
 
 # Relative IG completeness error beyond which the renderers warn, as the browser module does
@@ -327,7 +343,10 @@ def facts_lines(view: "View") -> list[str]:
     fit and forward work (terminal and HTML say the same)."""
     lines = [f"log p(target) = {view.span_logprob:.3f}"]
     if view.completeness_error is not None:
-        lines.append(f"IG completeness error {palette.format_value(view.completeness_error)}")
+        rel = "" if view.completeness_relative is None else f" ({100 * view.completeness_relative:.1f} % of the change)"
+        lines.append(f"IG completeness error {palette.format_value(view.completeness_error)}{rel}")
+    if view.ig_cost is not None:
+        lines.append(f"IG cost: {view.ig_cost[0]} steps, {view.ig_cost[1]} forwards")
     sf = view.segment_facts
     if sf is not None:
         fit = sf.fit_text()
@@ -345,10 +364,10 @@ def warnings(view: "View") -> list[str]:
 
 def completeness_warning(view: "View") -> str | None:
     """The warning the browser module shows when IG's attributions do not add up; None when they do."""
-    rel = view.completeness_relative
-    if view.completeness_error is None or rel is None or rel <= IG_TOLERANCE:
+    rel, tol = view.completeness_relative, view.accepted_error
+    if view.completeness_error is None or rel is None or rel <= tol:
         return None
     return (f"IG completeness error {palette.format_value(view.completeness_error)} is {100 * rel:.0f} % of the "
-            f"log-prob change to the baseline (over {100 * IG_TOLERANCE:.0f} %): the attributions do not add up. "
-            "More steps help only where the error falls as they double (sequence_salience.explain.ig_auto_steps "
-            "tries 8, 16, 32, ... and says whether it does); where it does not, use grad_x_input for sizes.")
+            f"log-prob change to the baseline (over {100 * tol:.0f} %): the attributions do not add up. "
+            + integrated_gradients.search_note(view.result.config, view.ig_cost)
+            + "where the error does not fall, use grad_x_input for sizes.")

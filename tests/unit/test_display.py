@@ -406,14 +406,15 @@ def test_ig_completeness_beyond_the_tolerance_is_a_warning_in_html_and_terminal(
     assert view.completeness_relative == pytest.approx(abs(err) / abs(total - err), rel=1e-9)
     assert view.completeness_relative > IG_TOLERANCE  # 4 steps on a random model: far off
     doc = display.render_html(r, "integrated_gradients", "word")
-    # The advice holds whatever the error does as steps double (issue 35): the steps search, else grad_x_input.
-    assert 'class="ss-warn"' in doc and "ig_auto_steps" in doc and "grad_x_input" in doc
+    # The advice holds whatever the error does as steps double (issue 35): the steps search
+    # (ig_search_tolerance), else grad_x_input.
+    assert 'class="ss-warn"' in doc and "ig_search_tolerance" in doc and "grad_x_input" in doc
     from rich.console import Console
     from sequence_salience.display.terminal import renderable
 
     console = Console(record=True, width=200)
     console.print(renderable(view))
-    assert "ig_auto_steps" in console.export_text()
+    assert "ig_search_tolerance" in console.export_text()
     assert display.make_view(r, "grad_x_input", "word").completeness_relative is None
 
 
@@ -421,7 +422,7 @@ def test_result_extras_are_declared_by_the_methods_and_saved(llama, tmp_path):
     """grad_norm and IG declare their extras; a result keeps them under those names, and JSON keeps them."""
     declared = {m: [e.name for e in ss.get_method(m).result_extras] for m in ss.list_methods()}
     assert declared == {"grad_norm": ["grad_gram"], "grad_x_input": [], "integrated_gradients":
-                        ["ig_completeness_error"], "smooth_grad": []}
+                        ["ig_completeness_error", "ig_steps_used", "ig_forwards"], "smooth_grad": []}
     assert "grad_gram" not in {f.name for f in dataclasses.fields(ss.SalienceResult)}
     r = ss.compute_salience(llama, "Alice has two apples.", " Bob has one.", methods=("grad_x_input",))
     assert dict(r.extras) == {}  # neither method ran
