@@ -107,46 +107,22 @@ def baselines_of(report) -> list[str]:
     return sorted(out, key=lambda n: (n != RANDOM, n))
 
 
-def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(), progress=None) -> RowEvaluation:
-    """Evaluates every method of `config` on one row; returns a RowEvaluation dict.
-
-    Keys: "target" (text), "generated" (bool), "num_targets", "n_segments", "original_logprob",
-    "empty_logprob", "n_removed" [K+1], "baselines" [names], "curves" {mode: {name: {"logprobs":
-    [K+1], "aopc": float}}}, "gaps" {mode: {curve: {baseline: AOPC(curve) - AOPC(baseline)}}} where
-    a curve is a method's ordering (the method's name; a signed method may also have
-    "<method>:abs", ranked by |value|, when the library computes it), "orderings" {curve: how it
-    ranks}, "row_verdicts" (the library's per-row verdict, when it gives one), "upper_bound" {mode:
-    AOPC of the best order the test found}, "decidable" {mode: whether that order beats random and
-    length by the noise, i.e. whether any order can pass on this row} and "upper_bound_rows" (its
-    forward rows) when the library searched it (its curve is in "curves" under "upper_bound"; it is
-    not a baseline), and, when asked,
-    "reduction" {method: {"kept", "n_segments", "kept_fraction", "stopped_by"}} and
-    "ig_completeness" {"steps", "relative_error", "delta"}.
-
-    Raises SalienceError for a row that cannot be evaluated (empty generation, too long, ...).
-    """
-    prompt = lm.format_prompt(row["prompt"], system=row.get("system") or None,
-                              chat=False if config.raw else row.get("chat"))
+def _row_target(lm: LanguageModel, prompt, row: Row, config: EvalConfig) -> tuple[Any, bool]:
+    """(the row's target, or the model's greedy response within the row's budget; whether it was generated)."""
     target: Any = row.get("target") or None
-    generated = target is None
-    if generated:
-        budget = row.get("max_new_tokens") or config.max_new_tokens
-        target = lm.generate(prompt, GenerationConfig(max_new_tokens=budget))
-        if not target.ids:
-            raise SalienceError("The model generated an empty response (it ended its turn at once). "
-                                "Fix: give the row a \"target\", or change the prompt.")
-    methods = tuple(config.methods)
-    token_methods = tuple(m for m in methods if not is_segment_method(m))  # segment methods: faithfulness_curves
-    want_ig = config.ig_completeness and IG not in methods
-    salience_config = SalienceConfig(ig_steps=config.ig_steps)
-    with_ig = token_methods + ((IG,) if want_ig else ())
-    result = (compute_span_result(lm, prompt, target, methods=with_ig, config=salience_config) if with_ig
-              else tokenized_result(lm, prompt, target))
-    span = (0, result.num_targets)
-    report = faithfulness_curves(lm, CurvesRequest(
-        prompt, target, methods, config=config.faithfulness,
-        salience_config=salience_config, result=result,
-        progress=None if progress is None else lambda s, d, t: progress("curves", d, t)))
+    if target is not None:
+        return target, False
+    budget = row.get("max_new_tokens") or config.max_new_tokens
+    target = lm.generate(prompt, GenerationConfig(max_new_tokens=budget))
+    if not target.ids:
+        raise SalienceError("The model generated an empty response (it ended its turn at once). "
+                            "Fix: give the row a \"target\", or change the prompt.")
+    return target, True
+
+
+def _report_fields(report, result, generated: bool) -> RowEvaluation:
+    """The RowEvaluation keys read off a faithfulness report (evaluate_row's docstring), the per-row verdicts
+    and the upper bound included when the report has them."""
     baselines = baselines_of(report)
     ranked = ranked_of(report)
     curves = {mode: {name: {"logprobs": [float(v) for v in c.logprobs], "aopc": float(c.aopc)}
@@ -175,18 +151,59 @@ def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(),
         out["upper_bound"] = {mode: float(by_name[UPPER].aopc) for mode, by_name in report.curves.items()}
         out["decidable"] = {mode: bool(report.decidable(mode)) for mode in report.curves}
         out["upper_bound_rows"] = int(report.upper_bound_rows)
+    return out
+
+
+def _reduction(lm: LanguageModel, prompt, target, span: tuple[int, int], method: str, config: EvalConfig,
+               salience_config: SalienceConfig, result) -> dict:
+    """{"kept", "n_segments", "kept_fraction", "stopped_by"} of input reduction by `method`'s salience, on the
+    curves' segments."""
+    rc = dataclasses.replace(config.reduction_config, method=method, granularity=config.faithfulness.granularity,
+                             pattern=config.faithfulness.pattern)
+    red = reduce_prompt(lm, prompt, target, span=span, config=rc, salience_config=salience_config, result=result)
+    n = len(red.segments)
+    kept = n - len(red.removed)
+    return {"kept": kept, "n_segments": n, "kept_fraction": kept / n if n else 1.0, "stopped_by": red.stopped_by}
+
+
+def evaluate_row(lm: LanguageModel, row: Row, config: EvalConfig = EvalConfig(), progress=None) -> RowEvaluation:
+    """Evaluates every method of `config` on one row; returns a RowEvaluation dict.
+
+    Keys: "target" (text), "generated" (bool), "num_targets", "n_segments", "original_logprob",
+    "empty_logprob", "n_removed" [K+1], "baselines" [names], "curves" {mode: {name: {"logprobs":
+    [K+1], "aopc": float}}}, "gaps" {mode: {curve: {baseline: AOPC(curve) - AOPC(baseline)}}} where
+    a curve is a method's ordering (the method's name; a signed method may also have
+    "<method>:abs", ranked by |value|, when the library computes it), "orderings" {curve: how it
+    ranks}, "row_verdicts" (the library's per-row verdict, when it gives one), "upper_bound" {mode:
+    AOPC of the best order the test found}, "decidable" {mode: whether that order beats random and
+    length by the noise, i.e. whether any order can pass on this row} and "upper_bound_rows" (its
+    forward rows) when the library searched it (its curve is in "curves" under "upper_bound"; it is
+    not a baseline), and, when asked,
+    "reduction" {method: {"kept", "n_segments", "kept_fraction", "stopped_by"}} and
+    "ig_completeness" {"steps", "relative_error", "delta"}.
+
+    Raises SalienceError for a row that cannot be evaluated (empty generation, too long, ...).
+    """
+    prompt = lm.format_prompt(row["prompt"], system=row.get("system") or None,
+                              chat=False if config.raw else row.get("chat"))
+    target, generated = _row_target(lm, prompt, row, config)
+    methods = tuple(config.methods)
+    token_methods = tuple(m for m in methods if not is_segment_method(m))  # segment methods: faithfulness_curves
+    want_ig = config.ig_completeness and IG not in methods
+    salience_config = SalienceConfig(ig_steps=config.ig_steps)
+    with_ig = token_methods + ((IG,) if want_ig else ())
+    result = (compute_span_result(lm, prompt, target, methods=with_ig, config=salience_config) if with_ig
+              else tokenized_result(lm, prompt, target))
+    span = (0, result.num_targets)
+    report = faithfulness_curves(lm, CurvesRequest(
+        prompt, target, methods, config=config.faithfulness,
+        salience_config=salience_config, result=result,
+        progress=None if progress is None else lambda s, d, t: progress("curves", d, t)))
+    out = _report_fields(report, result, generated)
     if config.reduction:
         out["reduction"] = {}
         for m in token_methods:  # input reduction follows token salience; segment methods have none
-            rc = dataclasses.replace(config.reduction_config, method=m,
-                                     granularity=config.faithfulness.granularity,
-                                     pattern=config.faithfulness.pattern)
-            red = reduce_prompt(lm, prompt, target, span=span, config=rc, salience_config=salience_config,
-                                result=result)
-            n = len(red.segments)
-            kept = n - len(red.removed)
-            out["reduction"][m] = {"kept": kept, "n_segments": n, "kept_fraction": kept / n if n else 1.0,
-                                   "stopped_by": red.stopped_by}
+            out["reduction"][m] = _reduction(lm, prompt, target, span, m, config, salience_config, result)
     if config.ig_completeness:
         error = float(result.span_ig_errors[span])
         delta = float(np.asarray(result.span_salience(IG, *span), np.float64).sum()) - error
