@@ -207,6 +207,54 @@ def default_workers(gpus_per_worker: float, cpus_per_worker: float) -> int:
     return max(1, int(res.get("CPU", 1) // cpus_per_worker))
 
 
+def _wait_ready(ray, actors: list, spec: ModelSpec, log: Log, start: float, entered: float) -> None:
+    """Waits until every actor has loaded its model (they load in parallel) and logs how long that took;
+    SalienceError naming the model when one could not start."""
+    names = []
+    for actor in actors:
+        try:
+            names.append(ray.get(actor.ready.remote()))
+        except ray.exceptions.RayActorError as e:
+            raise SalienceError(f"a Ray worker could not start or load --model {spec.model!r}: "
+                                f"{_first_line(e)}") from None
+    log(f"{len(actors)} Ray worker(s) ready after {time.perf_counter() - start:.1f} s "
+        f"({time.perf_counter() - entered:.1f} s since the start, Ray included): {', '.join(names)}")
+
+
+def _hand_out(ray, actors: list, tasks: list[Task], new_actor: Callable[[], Any], max_attempts: int,
+              log: Log) -> Iterator[Outcome]:
+    """Hands the rows to idle actors as they free up and yields each Outcome as it finishes. A row whose
+    actor died is retried on a fresh actor (`new_actor()`, added to `actors`) up to max_attempts times."""
+    queue = collections.deque((key, row, 1) for key, row in tasks)
+    idle = list(actors)
+    pending: dict[Any, tuple[Any, Hashable, Row, int]] = {}
+    while queue or pending:
+        while queue and idle:
+            actor = idle.pop()
+            key, row, attempt = queue.popleft()
+            pending[actor.run.remote(key, row)] = (actor, key, row, attempt)
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        ref = ready[0]
+        actor, key, row, attempt = pending.pop(ref)
+        try:
+            outcome = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            actors.remove(actor)
+            log(f"worker died on row {key} (attempt {attempt}): {_first_line(e)}")
+            if attempt < max_attempts:
+                queue.appendleft((key, row, attempt + 1))
+            else:
+                yield Outcome(key, None, f"its worker died {attempt} times ({_first_line(e)}); "
+                                         "Fix: check the worker's memory and logs", 0.0, attempt)
+            if queue or pending:  # a fresh actor takes the dead one's place; calls wait for its model
+                replacement = new_actor()
+                actors.append(replacement)
+                idle.append(replacement)
+            continue
+        idle.append(actor)
+        yield dataclasses.replace(outcome, attempts=attempt)
+
+
 def run_ray(
     tasks: Iterable[Task],
     spec: ModelSpec,
@@ -249,45 +297,10 @@ def run_ray(
         remote_cls = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0)(worker_cls)
 
         start = time.perf_counter()
-        actors = [remote_cls.remote(spec, config, *worker_args) for _ in range(n)]
-        names = []
-        for actor in actors:  # every actor loads its model in parallel; wait for all
-            try:
-                names.append(ray.get(actor.ready.remote()))
-            except ray.exceptions.RayActorError as e:
-                raise SalienceError(f"a Ray worker could not start or load --model {spec.model!r}: "
-                                    f"{_first_line(e)}") from None
-        log(f"{n} Ray worker(s) ready after {time.perf_counter() - start:.1f} s ({time.perf_counter() - entered:.1f} s "
-            f"since the start, Ray included): {', '.join(names)}")
-
-        queue = collections.deque((key, row, 1) for key, row in tasks)
-        idle = list(actors)
-        pending: dict[Any, tuple[Any, Hashable, Row, int]] = {}
-        while queue or pending:
-            while queue and idle:
-                actor = idle.pop()
-                key, row, attempt = queue.popleft()
-                pending[actor.run.remote(key, row)] = (actor, key, row, attempt)
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            ref = ready[0]
-            actor, key, row, attempt = pending.pop(ref)
-            try:
-                outcome = ray.get(ref)
-            except ray.exceptions.RayActorError as e:
-                actors.remove(actor)
-                log(f"worker died on row {key} (attempt {attempt}): {_first_line(e)}")
-                if attempt < max_attempts:
-                    queue.appendleft((key, row, attempt + 1))
-                else:
-                    yield Outcome(key, None, f"its worker died {attempt} times ({_first_line(e)}); "
-                                             "Fix: check the worker's memory and logs", 0.0, attempt)
-                if queue or pending:  # a fresh actor takes the dead one's place; calls wait for its model
-                    replacement = remote_cls.remote(spec, config, *worker_args)
-                    actors.append(replacement)
-                    idle.append(replacement)
-                continue
-            idle.append(actor)
-            yield dataclasses.replace(outcome, attempts=attempt)
+        actors.extend(remote_cls.remote(spec, config, *worker_args) for _ in range(n))
+        _wait_ready(ray, actors, spec, log, start, entered)
+        yield from _hand_out(ray, actors, tasks, lambda: remote_cls.remote(spec, config, *worker_args), max_attempts,
+                             log)
     finally:
         for actor in actors:
             try:
