@@ -185,14 +185,7 @@ def segment_salience(
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
         raise SalienceError(f"Unknown removal {config.removal!r}. Fix: use one of {', '.join(SEGMENT_REMOVALS)}.")
-    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
-        raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
-    if result is not None:
-        prompt_ids = [int(i) for i in result.ids[:result.n_prompt_tokens]]
-        target_ids = [int(i) for i in result.ids[result.n_prompt_tokens:]]
-    else:
-        pair = prepare_pair(lm, prompt, target)
-        prompt_ids, target_ids = list(pair.prompt.ids), list(pair.target_ids)
+    prompt_ids, target_ids = _pair_ids(lm, prompt, target, result)
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     frame = ProgressFrame(method)
     # A method reading the span's attention gets it from the unedited prompt's forward, which the scorer runs anyway.
@@ -216,20 +209,41 @@ def segment_salience(
                            span_features=span_features)
     problem = SegmentProblem(
         tokens=tokens, n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
-                             span_tokens=t1 - t0, parents=parent_units(result, segs, coarse),
-                             parent_granularities=coarse, frame=frame.set)
+        span_tokens=t1 - t0, parents=parent_units(result, segs, coarse), parent_granularities=coarse, frame=frame.set)
     out = record.compute(problem, config)
     return SegmentSalience(
         method=method, granularity=granularity, pattern=pattern, removal=config.removal, span=(t0, t1),
-        text=result.text, prompt_end=result.prompt_end, segments=tuple(segs.spans), segment_tokens=tuple(segs.tokens),
-        segment_index=np.asarray(segs.index, dtype=np.int64), values=np.asarray(out.values, dtype=np.float64),
-        original_logprob=scorer.original_logprob, kept=np.asarray(out.kept, dtype=bool),
-        logprobs=np.asarray(out.logprobs, dtype=np.float64), quality=dict(out.quality),
-        warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids),
-        result=result, measured=None if out.measured is None else np.asarray(out.measured, dtype=bool),
-        coarse_values=None if out.coarse_values is None else np.asarray(out.coarse_values, dtype=np.float64),
-        coarse_granularity=tuple(out.coarse_granularity),
+        text=result.text, prompt_end=result.prompt_end, original_logprob=scorer.original_logprob,
+        warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids), result=result,
+        **_segment_fields(segs), **_computed_fields(out),
     )
+
+
+def _pair_ids(lm: LanguageModel, prompt, target, result: SalienceResult | None) -> tuple[list[int], list[int]]:
+    """(prompt ids, target ids): from `result` when given (SalienceError when it is another prompt's), else
+    the pair tokenized (no model pass)."""
+    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
+        raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
+    if result is not None:
+        return ([int(i) for i in result.ids[:result.n_prompt_tokens]],
+                [int(i) for i in result.ids[result.n_prompt_tokens:]])
+    pair = prepare_pair(lm, prompt, target)
+    return list(pair.prompt.ids), list(pair.target_ids)
+
+
+def _segment_fields(segs: scoring.PromptSegments) -> dict:
+    """The SegmentSalience fields of the removable segments."""
+    return dict(segments=tuple(segs.spans), segment_tokens=tuple(segs.tokens),
+                segment_index=np.asarray(segs.index, dtype=np.int64))
+
+
+def _computed_fields(out) -> dict:
+    """The SegmentSalience fields of what the method computed (its SegmentValues), as arrays."""
+    return dict(values=np.asarray(out.values, dtype=np.float64), kept=np.asarray(out.kept, dtype=bool),
+                logprobs=np.asarray(out.logprobs, dtype=np.float64), quality=dict(out.quality),
+                measured=None if out.measured is None else np.asarray(out.measured, dtype=bool),
+                coarse_values=None if out.coarse_values is None else np.asarray(out.coarse_values, dtype=np.float64),
+                coarse_granularity=tuple(out.coarse_granularity))
 
 
 def parent_units(result: SalienceResult, segs: scoring.PromptSegments, granularities: tuple[str, ...]
