@@ -29,6 +29,7 @@ from lit_app.data import datasets  # noqa: E402
 from lit_app.schema import fields
 from lit_app.wrappers import payloads, salience
 from lit_app.model import shared_model
+from benchmarks.timing import long_prompt  # noqa: E402
 
 CASE = "chain-of-thought arithmetic"
 
@@ -58,19 +59,6 @@ def _lit_whole_response(lit_model, tokenizer, prompt_text: str, target_text: str
     mask = [0] * n_prompt + [1] * (n_total - n_prompt)
     ex = {"prompt": prompt_text, "target": target_text, "target_mask": mask}
     return list(lit_model.predict([ex]))[0]
-
-
-def _long_prompt(tokens: int, tokenizer) -> str:
-    lines, k = [], 0
-    text = ""
-    while len(tokenizer(text)["input_ids"]) < tokens:
-        topic = ["the museum", "the harbour", "the library", "the bakery", "the station"][k % 5]
-        lines.append(f"Note {k + 1}: {topic} opens at {7 + k % 5} am on day {k % 28 + 1}; "
-                     f"visitors counted {100 + 7 * k} people.")
-        k += 1
-        if k % 20 == 0:
-            text = "\n".join(lines)
-    return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
 
 
 def _captum_loop(lm, prompt_ids, target_ids) -> float:
@@ -180,7 +168,7 @@ def main() -> None:
     rows = [run_case(CASE, shared, wrapper, lit_model, cot, args.repeats, full=True, full_lit_loop=args.lit_loop,
                      captum=args.captum)]
     if args.long_tokens:
-        long_ex = {"prompt": _long_prompt(args.long_tokens, lm.tokenizer), "system": "",
+        long_ex = {"prompt": long_prompt(args.long_tokens, lm.tokenizer), "system": "",
                    "target": " " + " ".join(["The library opens at nine on day three."] * 6)}
         rows.append(run_case(f"{args.long_tokens}-token prompt", shared, wrapper, lit_model, long_ex, 1,
                              full=args.full_long))

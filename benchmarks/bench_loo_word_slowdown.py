@@ -11,7 +11,7 @@ prefix), positions recomputed per row, seconds, seconds per row, the process's R
 
 --threads N: torch's intra-op threads (default: torch's own choice, the cores).
 --compare_threads R: in one process (one model), R rounds of the first --batches forward batches with
-  2 torch threads, with 1, and with the ThreadChooser (measured: sequence_salience/ablation/threads.py),
+  2 torch threads, with 1, and with the ThreadChooser (measured: sequence_salience/threads.py),
   alternating (a load that drifts touches each alike); prints s/row per round.
 --burn N: N busy processes (`python -c "while 1: pass"`, nice 0) load the CPU meanwhile (stopped at the end).
 --server: the same job through the real server instead (`python -m lit_app.server`, tests/server_process.py):
@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.timing import burners  # noqa: E402
 
 CASES = {"chain": "chain-of-thought arithmetic", "constitutional": "constitutional principles"}
 
@@ -56,10 +56,6 @@ def _rss_mb(pid: int | None = None) -> float:
 
 def _load() -> float:
     return os.getloadavg()[0]
-
-
-def _burners(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
 
 
 class _Batches(logging.Handler):
@@ -116,7 +112,7 @@ def compare_threads(case: str, rounds: int, batches: int) -> None:
 
     import sequence_salience as ss
     from sequence_salience.ablation import segment_salience
-    from sequence_salience.ablation.threads import ThreadChooser
+    from sequence_salience.threads import ThreadChooser
     from sequence_salience.slices import SliceSizer
 
     row = _row(case)
@@ -208,7 +204,7 @@ def main() -> None:
     ap.add_argument("--server", action="store_true", help="through the real server's segment job")
     ap.add_argument("--select", action="store_true", help="--server: select the row first, as the browser does")
     args = ap.parse_args()
-    burners = _burners(args.burn)
+    burning = burners(args.burn)
     try:
         print(f"load average {_load():.2f}, {args.burn} busy process(es)")
         if args.compare_threads:
@@ -218,7 +214,7 @@ def main() -> None:
         else:
             in_process(args.case, args.threads)
     finally:
-        for p in burners:
+        for p in burning:
             p.kill()
             p.wait()
 

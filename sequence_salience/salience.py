@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 
@@ -19,6 +20,7 @@ from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult, Span
 from sequence_salience.slices import SliceSizer, make_sizer
 from sequence_salience.text import ChatPrompt, TokenizedText
+from sequence_salience.threads import PassSizes, ThreadChooser
 
 # progress(method, done, total): called as each method advances; `total` counts target
 # tokens (times steps for a method whose record says progress_counts, e.g. integrated gradients).
@@ -275,6 +277,7 @@ def compute_span_result(
     config: SalienceConfig = SalienceConfig(),
     progress: Progress | None = None,
     cancel: Cancel | None = None,
+    threads: ThreadChooser | PassSizes | None = None,
 ) -> SalienceResult:
     """A partial SalienceResult holding only the salience of log p(target[t0:t1]).
 
@@ -283,7 +286,9 @@ def compute_span_result(
     batch of steps and reports the span's completeness error. `result.matrices` is empty;
     `result.span_salience(method, t0, t1)` answers from `result.spans`, and
     `result.target_logprobs` holds every target token's log-prob (from the same forward).
-    Merge it with a full result later with `merged`.
+    Merge it with a full result later with `merged`. `threads`: the torch intra-op thread count of the one
+    gradient pass, chosen and measured by it (sequence_salience/threads.py: a `ThreadChooser`, or `PassSizes` for
+    passes of every size; None: the calling thread's count).
     """
     methods = _validate_methods(methods)
     pair, inputs, weights, t1 = _span_inputs(lm, prompt, target, t0, t1)
@@ -300,8 +305,9 @@ def compute_span_result(
         layers = int(getattr(lm.model.config, "num_hidden_layers", 0) or 0)
         tracker = _MethodProgress(progress, "+".join(shared), 3 * layers if layers else 1, cancel)
         steps = iter([layers] + [2] * layers) if layers else iter(())
-        logp, g = weighted_gradient(inputs, inputs.embeds, weights,
-                                    on_layer=(lambda: tracker(next(steps, 0))) if layers else None)  # [1, T], [1, L, D]
+        with threads.batch(int(inputs.embeds.shape[1])) if threads is not None else contextlib.nullcontext():
+            logp, g = weighted_gradient(inputs, inputs.embeds, weights,  # [1, T], [1, L, D]
+                                        on_layer=(lambda: tracker(next(steps, 0))) if layers else None)
         for name in shared:
             values[name] = get_method(name).from_gradient(g, inputs.embeds)[0].cpu().numpy().astype(np.float32)
         tracker.finish()

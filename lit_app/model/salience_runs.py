@@ -5,7 +5,11 @@ under the model's scheduler (lit_app/model/scheduler.py):
 
 * `salience`: every matrix (a complete result), background work in time slices of `slice_s`
   between which waiting clicks use the model;
-* `quick`: the exact salience of one span now (a partial result merged with what is cached);
+* `quick`: the exact salience of one span now (a partial result merged with what is cached); its gradient pass
+  runs with the torch thread count that `threads` (per loaded model, one `ThreadChooser` per size class of pass:
+  sequence_salience/threads.py `PassSizes`) measured to be cheaper across the requests so far: at load 11-20 on
+  2 cores a short prompt's pass took 16-78 s with 2 threads and 4-5 s with 1 (docs/benchmarks.md,
+  benchmarks/bench_gradient_threads.py);
 * `segment_salience`: a segment method's values, background work in forward batches;
 * `span_salience`: a span of a complete result (grad_norm without a Gram tensor: one backward);
 * `cross_logprobs`: one response under two prompts.
@@ -30,6 +34,7 @@ from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import SliceSizer
+from sequence_salience.threads import PassSizes
 from lit_app.errors import prompt_start
 from lit_app.schema.inputs import SegmentRequest
 from lit_app.model.jobs import Job
@@ -87,6 +92,14 @@ class SalienceRuns:
         self.config = config
         self.slice_s = slice_s
         self.ablation = ablation
+        # Seconds the spans' passes let waiting clicks use the model (`quick`'s yields): not counted as a pass's cost.
+        self._yielded_s = 0.0
+        # The thread count of the spans' gradient passes, measured across requests in model time (module docstring).
+        self.threads = PassSizes(clock=self._model_time)
+
+    def _model_time(self) -> float:
+        """Seconds of the spans' model time: wall time less what their passes yielded to waiting clicks."""
+        return time.perf_counter() - self._yielded_s
 
     def methods_and_config(self, counts: Counts = None) -> tuple[tuple[str, ...], ss.SalienceConfig]:
         """The default methods plus each extra method whose count is > 0; the config with those counts.
@@ -249,10 +262,12 @@ class SalienceRuns:
                         progress(method, done, total)
                     # Between chunks of IG steps or SmoothGrad samples, the clicks that wait (another client's
                     # too) use the model first: a click is never behind another's long span (issue 43).
-                    self._lock.yield_to_waiting()
+                    start = time.perf_counter()
+                    if self._lock.yield_to_waiting():
+                        self._yielded_s += time.perf_counter() - start
 
                 fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,
-                                               config=config, progress=report, cancel=cancel)
+                                               config=config, progress=report, cancel=cancel, threads=self.threads)
                 partial = self.store.partial.get(pkey)  # another request of this pair may have added to it meanwhile
                 partial = fresh if partial is None else partial.merged(fresh)
                 self.store.partial.put(pkey, partial)

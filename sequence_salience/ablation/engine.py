@@ -20,7 +20,7 @@ import numpy as np
 
 from sequence_salience import aggregate, scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
-from sequence_salience.ablation.threads import ThreadChooser
+from sequence_salience.threads import ThreadChooser
 from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method
@@ -179,7 +179,7 @@ def segment_salience(
         several calls its stage ("coarse pass", "refining"), rows: those known so far; cancel: () -> bool,
         checked between batches.
       slice_s: None, or seconds: forward batches of about that much model time.
-      threads: the torch intra-op thread count of the forward batches (ablation/threads.py); None: the
+      threads: the torch intra-op thread count of the forward batches (sequence_salience/threads.py); None: the
         cheaper of torch's count and 1, measured while the batches run.
     """
     record = get_segment_method(method)

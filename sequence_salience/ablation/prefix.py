@@ -12,8 +12,8 @@ prefix among its rows (right-padded suffixes, positions continuing after the pre
 holds at most `batch_size` rows and `chunk_token_budget` recomputed tokens (memory), or, with
 `slice_s`, as many rows as take about that much model time (sequence_salience/slices.py).
 `progress` runs and `cancel` is checked after every batch. Each batch runs with the torch intra-op thread
-count measured to be cheaper on this machine now (threads.py: on a loaded machine one thread per small
-forward was 6-8x faster than two).
+count measured to be cheaper on this machine now (sequence_salience/threads.py: on a loaded machine one
+thread per small forward was 6-8x faster than two).
 
 Reuse is off (one full forward per row, through scoring's plain path) for a cache that is
 not a plain per-layer key/value cache (sliding-window or recurrent layers, older transformers).
@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from sequence_salience.ablation import shared_prefix
-from sequence_salience.ablation.threads import ThreadChooser
+from sequence_salience.threads import ThreadChooser
 from sequence_salience.errors import ComputationCancelled
 from sequence_salience.methods.gradients import gather_target_logprobs, supports_logits_to_keep
 from sequence_salience.model import LanguageModel
@@ -101,8 +101,8 @@ class PrefixScorer:
       progress(stage, done, total), cancel(): per batch; `stage` names the caller's work.
       shared_attention: False: the rows attend over a DynamicCache copy of the prefix (the former path;
         the reference of tests/unit/test_ablation.py) instead of shared_prefix.py's uncopied prefix.
-      threads: the intra-op thread count of each edited batch (threads.py); None: a ThreadChooser of torch's
-        count on the calling thread and 1, measured; ThreadChooser(most=1): always 1.
+      threads: the intra-op thread count of each edited batch (sequence_salience/threads.py); None: a
+        ThreadChooser of torch's count on the calling thread and 1, measured; ThreadChooser(most=1): always 1.
     """
 
     def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
@@ -129,7 +129,7 @@ class PrefixScorer:
     def _base_forward(self, reuse: bool) -> tuple[np.ndarray, float]:
         """One forward over prompt + target: every target token's log-prob and (reuse) the KV cache."""
         full = self.prompt + self.target
-        with self.threads.batch(len(full)):  # the first measured batch (threads.py: 1 thread first)
+        with self.threads.batch(len(full)):  # the first measured batch (sequence_salience/threads.py: 1 thread first)
             logp, cache = self._forward([full], start=0, cache=None, keep_cache=reuse)
         if reuse:
             if _plain_cache(cache):

@@ -1,7 +1,7 @@
 """The intra-op thread count of an ablation's forward batches is measured, not assumed (issue 43 §4).
 
 Leave one word out slowed from ~0.8 s to ~27 s per forward on a loaded machine: torch's two intra-op threads
-wait at a barrier in every op of a small forward (sequence_salience/ablation/threads.py). These tests check
+wait at a barrier in every op of a small forward (sequence_salience/threads.py). These tests check
 the mechanism with a fake clock whose cost depends on the thread count the forward really runs with; no
 wall-clock time is asserted.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from sequence_salience.ablation import PrefixScorer
-from sequence_salience.ablation.threads import ThreadChooser
+from sequence_salience.threads import ThreadChooser
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 

@@ -1,4 +1,10 @@
-"""How many torch intra-op threads an ablation's forward batches use: measured, not assumed (issue 43 §4).
+"""How many torch intra-op threads a small pass uses: measured, not assumed (issue 43 §4).
+
+Used by an ablation's forward batches (sequence_salience/ablation/prefix.py, one chooser per computation) and by
+the first highlight's gradient pass (`compute_span_result(threads=...)`; a server keeps one chooser per loaded
+model, measured across requests: lit_app/model/salience_runs.py). At load 11-13 on 2 cores the gradient pass
+of a 28-token prompt took 15.7 s with 2 threads and 4.2 s with 1 (benchmarks/bench_gradient_threads.py,
+docs/benchmarks.md).
 
 Leave one word out of the constitutional row slowed from ~0.8 s to ~27 s per forward on a loaded
 machine. The cause: torch runs each op over its intra-op threads (one per core), and every op waits at
@@ -38,8 +44,8 @@ NEWEST_WEIGHT = 0.5
 
 
 class ThreadChooser:
-    """The intra-op thread count of each forward batch of one computation: the cheaper of `most` and 1, as
-    measured (module docstring). Not thread-safe: one per computation.
+    """The intra-op thread count of each forward batch: the cheaper of `most` and 1, as measured (module
+    docstring). Not thread-safe: one per computation, or one used under a lock (a server's, under its model lock).
 
     Args:
       most: the larger count (default: torch's count on the calling thread now); 1 turns choosing off.
@@ -111,3 +117,35 @@ class ThreadChooser:
         finally:
             torch.set_num_threads(before)
         self.record(threads, self.clock() - start, tokens)
+
+
+# The size classes of `PassSizes`: a pass of up to 128 tokens, up to 512, up to 2,048, up to 8,192, more.
+SIZE_BOUNDS = (128, 512, 2048, 8192)
+
+
+class PassSizes:
+    """One `ThreadChooser` per size class of pass (`SIZE_BOUNDS`), for passes of every size measured across
+    requests (a server's spans, lit_app/model/salience_runs.py).
+
+    A chooser's cost is seconds per token, but a short pass costs more per token than a long one: measured
+    across sizes, the count last tried on a long prompt looked cheaper and was then chosen for short ones
+    (benchmarks/bench_gradient_threads.py at load ~18: 2 threads chosen after a 2,183-token pass, then a
+    28-token pass took 78 s against 4.8 s with 1). Within a class the passes are alike. Same arguments as
+    `ThreadChooser`; not thread-safe either.
+    """
+
+    def __init__(self, most: int | None = None, clock: Callable[[], float] = time.perf_counter):
+        self.most = max(1, int(most if most is not None else torch.get_num_threads()))
+        self.clock = clock
+        self.choosers: dict[int, ThreadChooser] = {}  # size class (index into SIZE_BOUNDS, or its length) -> chooser
+
+    def chooser(self, tokens: int) -> ThreadChooser:
+        """The chooser of passes of `tokens`' size class."""
+        size = next((i for i, bound in enumerate(SIZE_BOUNDS) if tokens <= bound), len(SIZE_BOUNDS))
+        if size not in self.choosers:
+            self.choosers[size] = ThreadChooser(most=self.most, clock=self.clock)
+        return self.choosers[size]
+
+    def batch(self, tokens: int) -> contextlib.AbstractContextManager[int]:
+        """`ThreadChooser.batch` of the chooser of `tokens`' size class."""
+        return self.chooser(tokens).batch(tokens)
