@@ -258,19 +258,14 @@ def make_view(
     """
     result, facts_by_method = gather(result, segments)
     facts = facts_by_method.get(method if method is not None else next(iter(facts_by_method), ""))
-    if facts is not None:
+    if facts is not None:  # a segment method: its own granularity, pattern and span unless given
         method = facts.method
         granularity = facts.granularity if granularity is None else granularity
         pattern = facts.pattern if pattern is None and granularity == "regex" else pattern
         target = facts.span if target is None else target
         check_granularity(facts, granularity, pattern)
     granularity = "word" if granularity is None else granularity
-    if granularity not in aggregate.GRANULARITIES:
-        raise SalienceError(f"Unknown granularity {granularity!r}. Fix: use one of {', '.join(aggregate.GRANULARITIES)}.")
-    if granularity == "regex" and not pattern:
-        raise SalienceError("granularity='regex' needs a pattern. Fix: pass pattern=r'[^,;.]+' (for example).")
-    if not intensity > 0:
-        raise SalienceError(f"intensity={intensity}. Fix: pass a positive number (1 = no change).")
+    _check_view_settings(granularity, pattern, intensity)
     t0, t1 = resolve_target(result, target)
     method = resolve_method(result, method, (t0, t1))
     signed = get_any_method(method).signed
@@ -282,18 +277,9 @@ def make_view(
     response_segs = _segments_of_tokens(seg, p, len(result.ids))
     scale_values = [v for s, v in enumerate(values.tolist()) if np.isfinite(v) and s not in target_segs]
     cs = palette.ColorScale(signed=signed, scale=palette.max_abs(scale_values), intensity=float(intensity))
-    ranked = tuple(
-        Ranked(s, v, result.text[int(seg.starts[s]): int(seg.ends[s])], int(seg.starts[s]) >= result.prompt_end)
-        for s, v in top_segments(values, top, signed, target_segs)
-    )
-    err = None
-    error_extra = getattr(get_any_method(method), "error_extra", None)  # IG's completeness error
-    if error_extra is not None:
-        span_errors = getattr(result, "span_ig_errors", None) or {}
-        if (t0, t1) in span_errors:
-            err = np.asarray([span_errors[(t0, t1)]])  # computed for this span directly
-        elif error_extra in result.extras:
-            err = result.extras[error_extra][t0:t1]
+    ranked = tuple(Ranked(s, v, result.text[int(seg.starts[s]): int(seg.ends[s])], int(seg.starts[s]) >= result.prompt_end)
+                   for s, v in top_segments(values, top, signed, target_segs))
+    err = _completeness_errors(result, method, (t0, t1))
     return View(
         result=result,
         method=method,
@@ -316,6 +302,30 @@ def make_view(
         ig_cost=_ig_cost(result, method, (t0, t1)),
         accepted_error=integrated_gradients.accepted_error(result.config, IG_TOLERANCE),
     )
+
+
+def _check_view_settings(granularity: str, pattern: str | None, intensity: float) -> None:
+    """SalienceError naming the fix for an unknown granularity, a regex without a pattern, or intensity <= 0."""
+    if granularity not in aggregate.GRANULARITIES:
+        raise SalienceError(f"Unknown granularity {granularity!r}. Fix: use one of {', '.join(aggregate.GRANULARITIES)}.")
+    if granularity == "regex" and not pattern:
+        raise SalienceError("granularity='regex' needs a pattern. Fix: pass pattern=r'[^,;.]+' (for example).")
+    if not intensity > 0:
+        raise SalienceError(f"intensity={intensity}. Fix: pass a positive number (1 = no change).")
+
+
+def _completeness_errors(result: "SalienceResult", method: str, target: tuple[int, int]) -> np.ndarray | None:
+    """The completeness errors of `method` (one with an error extra: IG) behind the view's span: the span's own
+    when computed for it directly, else its target tokens' [t1 - t0]; None when there are none."""
+    error_extra = getattr(get_any_method(method), "error_extra", None)  # IG's completeness error
+    if error_extra is None:
+        return None
+    span_errors = getattr(result, "span_ig_errors", None) or {}
+    if target in span_errors:
+        return np.asarray([span_errors[target]])  # computed for this span directly
+    if error_extra in result.extras:
+        return result.extras[error_extra][target[0]:target[1]]
+    return None
 
 
 def _ig_cost(result: "SalienceResult", method: str, target: tuple[int, int]) -> tuple[int, int] | None:
