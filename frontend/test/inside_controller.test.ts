@@ -130,7 +130,7 @@ describe('InsideController', () => {
   });
 
   it('searches again while the value index is built, and stops once it is ready', async () => {
-    const states = ['building', 'building', 'ready'];
+    const states = ['running', 'running', 'done'];  // the index's build job, in the `detail` status form
     const s = insideServer();
     const searches: Call[] = [];
     s.host.getPreds = async (inputs, model) => {
@@ -144,6 +144,6 @@ describe('InsideController', () => {
     expect(searches[0].input.data).toMatchObject({query: 'Paris', limit: 30, ranking: 'top_k'});
     await vi.advanceTimersByTimeAsync(5 * SEARCH_POLL_MS);
     expect(searches).toHaveLength(3);
-    expect(ctl.search?.index.state).toBe('ready');
+    expect(ctl.search?.index.state).toBe('done');
   });
 });

@@ -115,7 +115,7 @@ export interface RunJob {
 
 /**
  * The value index's build: one job of the server's job table (lit_app/model/value_index.py), its status in the
- * `detail` wire form every job poll reads (docs/architecture.md, "The job system"): `done` of `total` layers,
+ * `detail` wire form every job poll reads (docs/architecture.md, "Progressive salience"): `done` of `total` layers,
  * `stage` "building" (or "loading" from the disk cache), the time-left range.
  */
 export interface IndexStatus extends EtaFields {
