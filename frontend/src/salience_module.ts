@@ -24,7 +24,8 @@ import {modelLabelView, moduleBase, pinnedSelection, serverHost} from './shared/
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/pieces.js';
 import type {IndexedInputLike} from './shared/request.js';
 import {targetStore} from './shared/target_store.js';
-import {SalienceController, type SalienceHost} from './salience/controller.js';
+import {SalienceController} from './salience/controller.js';
+import type {SalienceHost} from './salience/page.js';
 import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
         type HeatmapScale} from './salience/heatmap/logic.js';
 import {HEATMAP_STYLES, heatmapControlsView, heatmapTableView, heatmapWaitView, isHeatmapKey,

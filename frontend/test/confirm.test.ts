@@ -13,7 +13,8 @@ import {segment} from '../src/shared/aggregate/index.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
 import {compareTops, describeVerdict, firstMapAt, nextAutoStep, verdictOn, type AutoState} from '../src/salience/confirm.js';
-import {SalienceController, POLL_MS} from '../src/salience/controller.js';
+import {SalienceController} from '../src/salience/controller.js';
+import {POLL_MS} from '../src/salience/page.js';
 import type {SegmentPayload} from '../src/salience/payload.js';
 import {fakeSalienceHost} from './support/salience_host.js';
 

@@ -8,8 +8,9 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
-import {SalienceController, POLL_MS, STREAM_FIRST_MS, STREAM_MS, streamAdvanced, streamDelay,
-        type SalienceHost} from '../src/salience/controller.js';
+import {SalienceController} from '../src/salience/controller.js';
+import {POLL_MS, type SalienceHost} from '../src/salience/page.js';
+import {STREAM_FIRST_MS, STREAM_MS, streamAdvanced, streamDelay} from '../src/salience/stream.js';
 import type {StreamStatus} from '../src/salience/payload.js';
 import type {SaliencePayload} from '../src/salience/payload.js';
 import type {IndexedInputLike} from '../src/shared/request.js';

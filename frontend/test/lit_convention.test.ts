@@ -8,7 +8,8 @@
  */
 import {describe, expect, it} from 'vitest';
 
-import {SalienceController, type SalienceHost} from '../src/salience/controller.js';
+import {SalienceController} from '../src/salience/controller.js';
+import type {SalienceHost} from '../src/salience/page.js';
 import {litConventionGroup, litConventionHost, mask, NEEDS_OUR_WRAPPERS, payloadFromTokens,
         tokenText} from '../src/salience/lit_convention.js';
 import {describeDetail, parsePayload} from '../src/salience/payload.js';

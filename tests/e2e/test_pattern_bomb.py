@@ -4,7 +4,7 @@ bound, the server's own message quoted as typed), and never sent; a valid patter
 
 The bounds are the server's (/get_info "requestLimits"."pattern", sequence_salience/aggregate/patterns.py
 PATTERN_BOUNDS); the page checks them in frontend/src/shared/aggregate/pattern.ts `checkPattern` (the regex box)
-and frontend/src/salience/controller.ts `fetchSegments` (no segment request). Leave one segment out is on screen
+and frontend/src/salience/segments.ts `fetch` (no segment request). Leave one segment out is on screen
 while the bomb is typed, so an unguarded page would send it. The valid pattern ("capital|France", two segments of
 the shipped example: two forwards) is this file's own, so its leave-one-out result is computed here, never read
 from another test's cache. The server's own refusal (4xx, fast, memory flat) is

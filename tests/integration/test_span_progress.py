@@ -2,7 +2,7 @@
 
 While integrated gradients runs for a clicked span (a "span" request), a poll of the same datapoint
 answers how many steps are done, of how many, and the time left, without waiting for the model;
-the page shows that as "… 50 % · about 3 s left" (frontend/src/salience/controller.ts). The poll
+the page shows that as "… 50 % · about 3 s left" (frontend/src/salience/span_requests.ts). The poll
 is made from inside the computation, between two chunks of steps (the core library's progress
 callback), so what it must see is known exactly: the steps the core reported so far.
 """

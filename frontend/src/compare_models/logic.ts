@@ -40,7 +40,7 @@ export interface MethodChoice {
   gradient: string;
   /** Count of each method computed on request (IG steps, SmoothGrad samples), by method name. */
   counts: Readonly<Record<string, number>>;
-  /** A segment method's settings as the module measures it (../salience/controller.ts segmentAsk), else null. */
+  /** A segment method's settings as the module measures it (../salience/segments.ts `ask`), else null. */
   segment: SegmentAsk | null;
 }
 

@@ -29,7 +29,7 @@
 import {DETAIL_FIELD, RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD, TARGET_SPAN_FIELD} from '../shared/fields.js';
 import {derivedInput, isLitConventionSalience, typeName, type IndexedInputLike,
         type ModelInfoLike} from '../shared/request.js';
-import type {SalienceHost} from './controller.js';
+import type {SalienceHost} from './page.js';
 import {METHOD_REGISTRY_FIELD, type MethodInfo} from '../shared/methods.js';
 import type {DetailStatus, SaliencePayload} from './payload.js';
 

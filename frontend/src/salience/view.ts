@@ -13,7 +13,8 @@ import type {ExtraMethodInfo} from '../shared/methods.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
 import {tokenCount} from '../shared/tokens.js';
-import {SEGMENT_NOUNS, type SalienceController} from './controller.js';
+import type {SalienceController} from './controller.js';
+import {SEGMENT_NOUNS} from './segments.js';
 import {describeFit, describeProgress, type DetailStatus, type MethodPayload, type SaliencePayload,
         type StreamStatus} from './payload.js';
 import {describeRefinement, stageProgress} from './coarse.js';

@@ -3,7 +3,7 @@
  * the first highlight answered with the small payload fixture, segment requests answered by the test.
  */
 import fixture from '../fixtures/small_payload.json';
-import type {SalienceHost} from '../../src/salience/controller.js';
+import type {SalienceHost} from '../../src/salience/page.js';
 import {salienceModels, type Rows} from './fake_server.js';
 
 export type Data = Record<string, unknown>;
