@@ -2,8 +2,8 @@
  * The Sequence Salience LIT module: a custom element on top of LIT's own LitModule (found
  * at run time; see index.ts and shared/lit_module.ts). Requests, polling and their
  * caches are the controller's (salience/controller.ts); templates are salience/view.ts's. It mounts
- * the two comparisons (compare/room.ts, compare_models/room.ts), which build on the salience
- * folder; so it stands beside index.ts, above those three folders, not inside one. This element keeps
+ * the two comparisons (salience/compare/room.ts, salience/compare_models/room.ts), which build on the salience
+ * folder; so it stands beside index.ts, above those folders, not inside one. This element keeps
  * the view state (granularity, regex, intensity, keyboard cursor, drag), derives what is
  * drawn (segments, their values and colours, the top list) with memos so that a drag or a
  * cursor move does not rebuild thousands of prompt spans, handles pointer and keyboard
@@ -14,11 +14,11 @@ import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 import {aggregate, asTyped, checkPattern, matchesOnly, segment, type Granularity,
         type Segmentation} from './shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from './shared/colormap.js';
-import {CompareRoom} from './compare/room.js';
-import {COMPARE_STYLES} from './compare/styles.js';
-import {compareView} from './compare/view.js';
-import {CompareModelsRoom} from './compare_models/room.js';
-import {COMPARE_MODELS_STYLES, compareModelsView} from './compare_models/view.js';
+import {CompareRoom} from './salience/compare/room.js';
+import {COMPARE_STYLES} from './salience/compare/styles.js';
+import {compareView} from './salience/compare/view.js';
+import {CompareModelsRoom} from './salience/compare_models/room.js';
+import {COMPARE_MODELS_STYLES, compareModelsView} from './salience/compare_models/view.js';
 import {forcedTargetNote, isForcedTarget} from './shared/forced_target.js';
 import {modelLabelView, moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
 import {buildPieces, codePointToUtf16, segmentText, type Piece} from './shared/pieces.js';
@@ -103,9 +103,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     };
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
     private readonly ctl = new SalienceController(litConventionHost(this.host));
-    // LIT's pin: the comparison with the pinned datapoint (compare/room.ts).
+    // LIT's pin: the comparison with the pinned datapoint (salience/compare/room.ts).
     private readonly compare = new CompareRoom(this.host);
-    // Two models selected in LIT's model selector: the "Compare models" section (compare_models/room.ts).
+    // Two models selected in LIT's model selector: the "Compare models" section (salience/compare_models/room.ts).
     private readonly compareModels = new CompareModelsRoom(this.host);
     private segCache = new Map<string, Segmentation>();
     private piecesCache = new Map<string, Piece[]>();

@@ -1,9 +1,9 @@
 import {describe, expect, it} from 'vitest';
 import registry from './fixtures/method_registry.json';
 import {comparedMethod, compareSides, crossInput, crossRows, modelPair, ownLogprob, pairShownBy,
-        type Side} from '../src/compare_models/logic.js';
+        type Side} from '../src/salience/compare_models/logic.js';
 import {parseRegistry} from '../src/shared/methods.js';
-import {parseCross} from '../src/compare/logic.js';
+import {parseCross} from '../src/salience/compare/logic.js';
 import {PINNED_PROMPT_FIELD, PINNED_TARGET_FIELD} from '../src/shared/fields.js';
 
 const GEN = {spec: {input: {}, output: {response: {__name__: 'GeneratedText'}}}};

@@ -1,7 +1,7 @@
 import {describe, expect, it} from 'vitest';
 import registry from './fixtures/method_registry.json';
-import type {MethodChoice} from '../src/compare_models/logic.js';
-import {CompareModelsRoom} from '../src/compare_models/room.js';
+import type {MethodChoice} from '../src/salience/compare_models/logic.js';
+import {CompareModelsRoom} from '../src/salience/compare_models/room.js';
 import {COMPARE_FIELD} from '../src/shared/fields.js';
 import {METHOD_REGISTRY_FIELD} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';

@@ -9,7 +9,7 @@ import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import registry from './fixtures/method_registry.json';
 import fixture from './fixtures/small_payload.json';
-import {CompareRoom} from '../src/compare/room.js';
+import {CompareRoom} from '../src/salience/compare/room.js';
 import {SalienceController} from '../src/salience/controller.js';
 import {POLL_MS, type SalienceHost} from '../src/salience/page.js';
 import type {PatternMatcher} from '../src/salience/pattern_runner.js';

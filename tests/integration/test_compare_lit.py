@@ -80,7 +80,7 @@ def test_pinned_response_under_the_edited_prompt(client, shared, default_lm):
     assert out["delta"] == pytest.approx(sum(out["under_b"]["logprobs"]) - sum(out["under_a"]["logprobs"]), abs=1e-4)
     np.testing.assert_allclose(out["per_token_delta"],
                                np.subtract(out["under_b"]["logprobs"], out["under_a"]["logprobs"]), atol=1e-6)
-    # Log-probs only (as frontend/src/compare_models/ asks): no salience, the same numbers.
+    # Log-probs only (as frontend/src/salience/compare_models/ asks): no salience, the same numbers.
     bare = _preds(client, COMPARE, {fields.PROMPT: PROMPT_B, fields.PINNED_PROMPT: PROMPT_A})[fields.COMPARE]
     assert bare["pinned_salience"] is None and bare["forwards"] == 1
     np.testing.assert_allclose(bare["under_b"]["logprobs"], out["under_b"]["logprobs"], atol=1e-6)

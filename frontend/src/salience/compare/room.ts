@@ -1,6 +1,6 @@
 /**
  * Compare an edit in the salience module: follows LIT's pin (appState.compareExamplesEnabled and the
- * pinned SelectionService, ../shared/lit_module.ts `pinnedSelection`). While a datapoint is pinned and
+ * pinned SelectionService, ../../shared/lit_module.ts `pinnedSelection`). While a datapoint is pinned and
  * another is selected, it asks `_<model>_compare` (lit_app/wrappers/compare.py) once per pair and method for the
  * pinned datapoint's whole-response salience (from the server's caches when it was shown before) and the
  * pinned answer's log p under the selected prompt (one teacher-forced forward); the selected side is the
@@ -9,17 +9,17 @@
  * view.ts draws: both responses aligned word by word, both prompts aligned with both values per
  * segment on one shared scale, and the difference (selected − pinned). Unpinning drops all of it.
  */
-import {COMPARE_FIELD} from '../shared/fields.js';
-import {segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
-import {JobClient} from '../shared/jobs.js';
-import type {IndexedInputLike} from '../shared/request.js';
-import type {SalienceController} from '../salience/controller.js';
-import type {SalienceHost} from '../salience/page.js';
-import type {PatternMatcher} from '../salience/pattern_runner.js';
-import {numTargets, parsePayload, parseSegments, type SaliencePayload} from '../salience/payload.js';
-import {countFields, segmentFields} from '../salience/request.js';
-import {wholeResponse} from '../salience/target.js';
-import {isForcedTarget} from '../shared/forced_target.js';
+import {COMPARE_FIELD} from '../../shared/fields.js';
+import {segment, type Granularity, type Segmentation} from '../../shared/aggregate/index.js';
+import {JobClient} from '../../shared/jobs.js';
+import type {IndexedInputLike} from '../../shared/request.js';
+import type {SalienceController} from '../controller.js';
+import type {SalienceHost} from '../page.js';
+import type {PatternMatcher} from '../pattern_runner.js';
+import {numTargets, parsePayload, parseSegments, type SaliencePayload} from '../payload.js';
+import {countFields, segmentFields} from '../request.js';
+import {wholeResponse} from '../target.js';
+import {isForcedTarget} from '../../shared/forced_target.js';
 import {alignSegmentations, alignTexts, compareInput, compareModelName, isComparing, parseCross, promptValues,
         responseOf, wholeResponseValues, type Alignment, type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
 
@@ -69,7 +69,7 @@ export class CompareRoom {
   wantOld = false;
   useOld = false;
   crossError = '';
-  /** The `_<model>_compare` request of the pair, method and old-answer choice shown (../shared/jobs.ts). */
+  /** The `_<model>_compare` request of the pair, method and old-answer choice shown (../../shared/jobs.ts). */
   private readonly requests: JobClient<CrossAnswer | null>;
   /** The method (and count, or segment settings) the selected side shows: the pinned salience is asked for it. */
   private method: {name: string; counts: Record<string, unknown>; tag: string; segment: string} | null = null;

@@ -4,18 +4,18 @@
  * difference B − A, the `compare` payload of `_<model>_compare` (lit_app/wrappers/compare.py) and its input.
  *
  * A = the pinned datapoint (LIT's *Pin datapoint*, or the parent of *Add and compare*), B = the
- * selected one. Units are the aggregation's segments (../shared/aggregate/), compared by their text
+ * selected one. Units are the aggregation's segments (../../shared/aggregate/), compared by their text
  * with whitespace collapsed; positions are code points. The diff is difflib's (`diffKeys`): the same
  * alignment as Python's on the hand-derived cases both test suites share (tests/data/alignment_cases.json).
  */
 import {MAX_NEW_TOKENS_FIELD, OLD_ANSWER_FIELD, PINNED_MAX_NEW_TOKENS_FIELD, PINNED_PROMPT_FIELD, PINNED_SYSTEM_FIELD,
-  PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../shared/fields.js';
-import {aggregate, segment, type Granularity, type Segmentation} from '../shared/aggregate/index.js';
-import {maxAbs, type ColorScale} from '../shared/colormap.js';
-import {codePointToUtf16} from '../shared/pieces.js';
-import {derivedInput, type IndexedInputLike} from '../shared/request.js';
-import {numTargets, type SaliencePayload} from '../salience/payload.js';
-import {spanSalience} from '../salience/spans.js';
+  PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../../shared/fields.js';
+import {aggregate, segment, type Granularity, type Segmentation} from '../../shared/aggregate/index.js';
+import {maxAbs, type ColorScale} from '../../shared/colormap.js';
+import {codePointToUtf16} from '../../shared/pieces.js';
+import {derivedInput, type IndexedInputLike} from '../../shared/request.js';
+import {numTargets, type SaliencePayload} from '../payload.js';
+import {spanSalience} from '../spans.js';
 
 export type AlignKind = 'equal' | 'insert' | 'delete' | 'replace';
 
@@ -240,7 +240,7 @@ export interface TokenLogprobs {
 }
 
 /** `compare` of `_<model>_compare`: the pinned response under the pinned (a) and the selected (b) prompt,
- * and the pinned datapoint's whole-response salience (a salience payload, parsed by ../salience/payload.ts). */
+ * and the pinned datapoint's whole-response salience (a salience payload, parsed by ../payload.ts). */
 export interface CrossPayload {
   under_a: TokenLogprobs;
   under_b: TokenLogprobs;
@@ -252,7 +252,7 @@ export interface CrossPayload {
   /** With `old_answer`: the pinned answer's salience under the selected prompt (a salience payload), else null. */
   old_answer_salience: unknown;
   /** With a segment method asked for: each side's whole-response segment values (the `salience` of a finished
-   * segment request, parsed by ../salience/payload.ts parseSegments); the old answer's with `old_answer`; else null. */
+   * segment request, parsed by ../payload.ts parseSegments); the old answer's with `old_answer`; else null. */
   pinned_segments: unknown;
   selected_segments: unknown;
   old_answer_segments: unknown;
@@ -292,7 +292,7 @@ export function parseCross(x: unknown): CrossPayload {
 
 /**
  * The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*
- * and `counts` (../salience/request.ts countFields: the extra method shown, so the pinned salience has it; or
+ * and `counts` (../request.ts countFields: the extra method shown, so the pinned salience has it; or
  * segmentFields: the segment method shown, measured on both prompts);
  * `tag` names the method and count in the derived id; `oldAnswer` also asks for the pinned answer's salience
  * under the selected prompt (one forward + backward on the server); `withSalience` asks for the pinned

@@ -3,17 +3,17 @@
  * shared scale per aligned prompt segment, the difference B − A, the diff of their responses and
  * each model's log p of the other's answer. The alignment, aligned values, scales and the cross
  * payload are the prompt comparison's (../compare/logic.ts); the segments the aggregation's
- * (../shared/aggregate/). The same definitions as sequence_salience/compare/models.py.
+ * (../../shared/aggregate/). The same definitions as sequence_salience/compare/models.py.
  */
-import {RESPONSE_FIELD} from '../shared/fields.js';
-import {segment, type Granularity} from '../shared/aggregate/index.js';
+import {RESPONSE_FIELD} from '../../shared/fields.js';
+import {segment, type Granularity} from '../../shared/aggregate/index.js';
 import {
   alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
   type PromptValues,
 } from '../compare/logic.js';
-import {extraKey, segmentKey, type Extra, type SegmentAsk} from '../salience/request.js';
-import type {MethodRegistry} from '../shared/methods.js';
-import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../shared/request.js';
+import {extraKey, segmentKey, type Extra, type SegmentAsk} from '../request.js';
+import type {MethodRegistry} from '../../shared/methods.js';
+import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../../shared/request.js';
 
 /** The first two selected models that generate and have a salience companion, or null. */
 export function modelPair(currentModels: readonly string[], models: Record<string, ModelInfoLike>):
@@ -40,7 +40,7 @@ export interface MethodChoice {
   gradient: string;
   /** Count of each method computed on request (IG steps, SmoothGrad samples), by method name. */
   counts: Readonly<Record<string, number>>;
-  /** A segment method's settings as the module measures it (../salience/segments.ts `ask`), else null. */
+  /** A segment method's settings as the module measures it (../segments.ts `ask`), else null. */
   segment: SegmentAsk | null;
 }
 

@@ -12,14 +12,14 @@
  * module's granularity (a regex shows as words), the maps its method and count, or its segment method measured
  * on each model's whole response (comparedMethod). Pure logic in ./logic.ts; rendering in ./view.ts.
  */
-import {COMPARE_FIELD} from '../shared/fields.js';
+import {COMPARE_FIELD} from '../../shared/fields.js';
 import {compareInput, compareModelName, parseCross, wholeResponseValues, type CrossPayload} from '../compare/logic.js';
-import {parsePayload, parseSegments} from '../salience/payload.js';
-import {countFields, segmentFields} from '../salience/request.js';
-import type {Granularity} from '../shared/aggregate/index.js';
-import {JobClient, type ServerHost} from '../shared/jobs.js';
-import {registryOf} from '../shared/methods.js';
-import {salienceModelFor, type IndexedInputLike} from '../shared/request.js';
+import {parsePayload, parseSegments} from '../payload.js';
+import {countFields, segmentFields} from '../request.js';
+import type {Granularity} from '../../shared/aggregate/index.js';
+import {JobClient, type ServerHost} from '../../shared/jobs.js';
+import {registryOf} from '../../shared/methods.js';
+import {salienceModelFor, type IndexedInputLike} from '../../shared/request.js';
 import {comparedMethod, compareSides, crossInput, crossRows, pairShownBy, type ComparedMethod, type CrossRow,
         type MethodChoice, type ModelsView, type Side} from './logic.js';
 
@@ -42,7 +42,7 @@ export class CompareModelsRoom {
   private sides: {a: Side; b: Side; signed: boolean} | null = null;
   /** What was last asked for (datapoint, pair and method); a new one asks again. */
   private key = '';
-  /** Both sides' salience, then each model's log p of the other's answer, as one job (../shared/jobs.ts). */
+  /** Both sides' salience, then each model's log p of the other's answer, as one job (../../shared/jobs.ts). */
   private readonly requests: JobClient<CrossRow[] | null>;
 
   constructor(private readonly host: ServerHost) {

@@ -11,7 +11,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {changed, describeDelta, type CompareMode, type CrossPayload} from './logic.js';
 import type {CompareModel} from './room.js';
-import {modelLabelView} from '../shared/lit_module.js';
+import {modelLabelView} from '../../shared/lit_module.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from './sides.js';
 
 const LABELS: SideLabels = {a: 'Pinned', b: 'Selected'};
