@@ -170,7 +170,7 @@ def test_constitutional_principles_not_folded(server_url, browser_page):
     head = mod.locator("details.head")
     label = head.locator("summary").inner_text()
     n_ranked = int(re.search(r"\((\d+) of the top list\)", label).group(1))
-    assert n_ranked >= 3, label  # HEAD_OPEN_RANKED (frontend/src/salience_module.ts)
+    assert n_ranked >= 3, label  # HEAD_OPEN_RANKED (frontend/src/salience/text_pane.ts)
     expect(head).to_have_attribute("open", "")
     principle = mod.locator(".prompt .seg", has_text="Never").first
     expect(principle).to_be_visible()

@@ -1,4 +1,4 @@
-/** Styles of the Sequence Salience module (../salience_module.ts, view.ts). */
+/** Styles of the Sequence Salience module (../salience_module.ts, view.ts, text_view.ts, text_pane.ts). */
 import {css} from 'lit';
 
 export const SALIENCE_STYLES = css`

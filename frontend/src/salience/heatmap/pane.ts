@@ -1,0 +1,85 @@
+/**
+ * The heatmap pane of the salience module (the answer × prompt view in place of the text): the method's matrix on
+ * the segmentation shown (rebuilt only when either or the row mode changes), or why there is none yet, with its
+ * controls and colour scale. Its state (rows, scale, focus) is the element's (../../salience_module.ts).
+ */
+import {html, nothing, type TemplateResult} from 'lit';
+
+import type {Segmentation} from '../../shared/aggregate/index.js';
+import {forcedTargetNote, isForcedTarget} from '../../shared/forced_target.js';
+import type {SalienceController} from '../controller.js';
+import {describeDetail, numTargets, type SaliencePayload} from '../payload.js';
+import {describeSpan, isWhole, wholeResponse} from '../target.js';
+import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
+        type HeatmapScale} from './logic.js';
+import {heatmapControlsView, heatmapTableView, heatmapWaitView} from './view.js';
+
+/** What the element keeps of the heatmap: the row mode, the colour scale, the focused row, the intensity. */
+export interface HeatmapState {
+  rows: HeatmapRows;
+  scale: HeatmapScale;
+  focus: number;
+  intensity: number;
+}
+
+export class HeatmapPane {
+  /** The heatmap of a method payload on a segmentation (rebuilt when either or the row mode changes). */
+  private memo: {m: unknown; seg: Segmentation; mode: HeatmapRows; map: Heatmap | null} | null = null;
+
+  /**
+   * The pane for payload `p` cut into `seg` (`segError`: why the segmentation shown is not the one chosen);
+   * `set` changes the element's state (`Partial<HeatmapState>`).
+   */
+  render(ctl: SalienceController, p: SaliencePayload, seg: Segmentation, segError: string, codePoints: Int32Array,
+         state: HeatmapState, set: (change: Partial<HeatmapState>) => void): TemplateResult {
+    const m = ctl.methodPayload();
+    const reg = ctl.registry();
+    const extra = ctl.extra();
+    let map: Heatmap | null = null;
+    if (m?.matrix != null) {
+      const memo = this.memo;
+      if (memo !== null && memo.m === m && memo.seg === seg && memo.mode === state.rows) {
+        map = memo.map;
+      } else {
+        const linear = reg?.get(ctl.method)?.linear ?? false;  // unknown: not a sum of rows
+        map = buildHeatmap(m, p, seg, state.rows, codePoints, linear);
+        this.memo = {m, seg, mode: state.rows, map};
+      }
+    }
+    let reason = heatmapWaitReason({
+      segmentMethod: reg?.isSegment(ctl.method) ?? false,
+      extraWithoutMatrix: extra !== null && m?.matrix == null ? reg?.label(extra.method) ?? extra.method : null,
+      matrix: m?.matrix != null,
+      detail: describeDetail(ctl.detail),
+    });
+    if (reason === '' && map === null) {
+      reason = 'The gradient norm of a segment of several tokens is not a sum of token rows, and this server ' +
+          'sent no Gram matrix to combine them: choose rows “Response tokens”.';
+    }
+    const selected = map === null ? new Set<number>() : new Set(selectedRows(map, ctl.span));
+    const focus = map === null ? 0 : Math.min(state.focus, Math.max(0, map.rows.length - 1));
+    const look = {mode: state.rows, scale: state.scale, intensity: state.intensity, selected, focus};
+    const on = {
+      rows: (mode: HeatmapRows) => set({rows: mode, focus: 0}),
+      scale: (scale: HeatmapScale) => set({scale}),
+      pick: (row: number) => {
+        const r = map?.rows[row];
+        if (r === undefined) return;
+        set({focus: row});
+        ctl.setSpan({t0: r.t0, t1: r.t1});
+      },
+      whole: () => { ctl.setSpan(wholeResponse(numTargets(p))); },
+      key: (e: KeyboardEvent, from: number) => moveRow(from, e.key, map?.rows.length ?? 0),
+    };
+    const T = numTargets(p);
+    return html`<div class="texts heatmap-pane">
+      ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+      <div class="section-label">Answer × prompt ${forcedTargetNote(isForcedTarget(ctl.input?.data))}
+        <span class="hint">— target: <b class="target-desc">${describeSpan(ctl.span, T)}</b>
+          ${isWhole(ctl.span, T) ? nothing : html`<button class="reset" @click=${on.whole}>Whole response</button>`}</span>
+      </div>
+      ${heatmapControlsView(look, on, map === null ? null : matrixScale(map, state.intensity))}
+      ${map === null ? heatmapWaitView(reason) : heatmapTableView(map, look, on)}
+    </div>`;
+  }
+}
