@@ -1,11 +1,11 @@
 /**
- * alignTexts (src/salience/compare/logic.ts) on the cases shared with pytest (tests/data/alignment_cases.json,
+ * alignTexts (src/salience/compare/alignment.ts) on the cases shared with pytest (tests/data/alignment_cases.json,
  * tests/unit/test_alignment_cases.py: sequence_salience/compare/alignment.py): one diff in both languages.
  */
 import {describe, expect, test} from 'vitest';
 
 import cases from '../../tests/data/alignment_cases.json';
-import {alignedText, alignedValues, alignTexts, difference} from '../src/salience/compare/logic.js';
+import {alignedText, alignedValues, alignTexts, difference} from '../src/salience/compare/alignment.js';
 import type {Granularity} from '../src/shared/aggregate/index.js';
 
 interface AlignmentCase {

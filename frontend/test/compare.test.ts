@@ -3,8 +3,9 @@ import fixture from './fixtures/small_payload.json';
 import {parsePayload} from '../src/salience/payload.js';
 import {pinnedSelection} from '../src/shared/lit_module.js';
 import {costText} from '../src/salience/compare/view.js';
-import {alignTexts, changed, compareInput, compareModelName, describeDelta, diffKeys,
-        differenceScale, isComparing, parseCross, sharedScale, wholeResponseValues} from '../src/salience/compare/logic.js';
+import {alignTexts, changed, diffKeys} from '../src/salience/compare/alignment.js';
+import {compareInput, compareModelName, describeDelta, differenceScale, isComparing, parseCross, sharedScale,
+        wholeResponseValues} from '../src/salience/compare/logic.js';
 
 // alignTexts on hand-derived texts: alignment_cases.test.ts (the cases pytest reads too).
 

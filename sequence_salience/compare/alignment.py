@@ -7,7 +7,7 @@ and positions are code points (Unicode-safe: an emoji or a combining mark never 
 are compared by their text without surrounding whitespace (a segment carries the whitespace after
 it), so a change of spacing alone aligns as equal. The diff is difflib.SequenceMatcher over the
 segment keys (no junk heuristic), i.e. a longest-matching-block diff; the browser ports it
-(frontend/src/salience/compare/logic.ts `diffKeys`), and tests/data/alignment_cases.json holds the cases both check.
+(frontend/src/salience/compare/alignment.ts `diffKeys`), and tests/data/alignment_cases.json holds the cases both check.
 
 Rules:
 

@@ -1,4 +1,4 @@
-// Evaluates diffKeys of frontend/src/salience/compare/logic.ts (bundled by esbuild to the path in argv[2]) on the
+// Evaluates diffKeys of frontend/src/salience/compare/alignment.ts (bundled by esbuild to the path in argv[2]) on the
 // [a, b] key lists read from stdin (JSON) and prints their opcodes as JSON; see tests/unit/test_alignment_cases.py.
 import {readFileSync} from 'node:fs';
 import {pathToFileURL} from 'node:url';

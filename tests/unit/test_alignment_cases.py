@@ -1,7 +1,7 @@
 """align_texts (sequence_salience/compare/alignment.py) on the cases shared with the browser.
 
 tests/data/alignment_cases.json is read here and by frontend/test/alignment_cases.test.ts
-(frontend/src/salience/compare/logic.ts alignTexts), so both languages align two prompts alike.
+(frontend/src/salience/compare/alignment.ts alignTexts), so both languages align two prompts alike.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ def test_shared_alignment_case(case):
 
 
 def test_the_browser_diff_equals_difflib_on_seeded_key_lists(tmp_path):
-    """diffKeys (frontend/src/salience/compare/logic.ts, run by node) against difflib itself on 400 seeded pairs of
+    """diffKeys (frontend/src/salience/compare/alignment.ts, run by node) against difflib itself on 400 seeded pairs of
     key lists over small alphabets, where runs, repeats and ties are common."""
     node = shutil.which("node")
     esbuild = ROOT / "frontend" / "node_modules" / ".bin" / "esbuild"
     assert node and esbuild.exists(), "node and frontend/node_modules are needed (make setup installs them)"
     bundle = tmp_path / "logic.mjs"
-    subprocess.run([str(esbuild), str(ROOT / "frontend" / "src" / "salience" / "compare" / "logic.ts"), "--bundle", "--format=esm",
+    subprocess.run([str(esbuild), str(ROOT / "frontend" / "src" / "salience" / "compare" / "alignment.ts"), "--bundle", "--format=esm",
                     f"--outfile={bundle}", "--log-level=warning"], check=True)
     rng = random.Random(0)
     pairs = []

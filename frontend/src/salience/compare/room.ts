@@ -20,8 +20,9 @@ import {numTargets, parsePayload, parseSegments, type SaliencePayload} from '../
 import {countFields, segmentFields} from '../request.js';
 import {wholeResponse} from '../target.js';
 import {isForcedTarget} from '../../shared/forced_target.js';
-import {alignSegmentations, alignTexts, compareInput, compareModelName, isComparing, parseCross, promptValues,
-        responseOf, wholeResponseValues, type Alignment, type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
+import {alignSegmentations, alignTexts, type Alignment} from './alignment.js';
+import {compareInput, compareModelName, isComparing, parseCross, promptValues, responseOf, wholeResponseValues,
+        type CrossPayload, type CompareMode, type PromptValues} from './logic.js';
 
 /** What view.ts draws. A = pinned, B = selected. */
 export interface CompareModel {

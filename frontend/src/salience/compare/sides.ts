@@ -10,7 +10,8 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../../shared/colormap.js';
 import {forcedTargetNote} from '../../shared/forced_target.js';
-import {alignedText, type Alignment, type CompareMode, type PromptValues} from './logic.js';
+import {alignedText, type Alignment} from './alignment.js';
+import type {CompareMode, PromptValues} from './logic.js';
 
 /** The names of side A and side B, as the user sees them. */
 export interface SideLabels {

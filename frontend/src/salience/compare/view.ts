@@ -9,7 +9,8 @@
  */
 import {html, nothing, type TemplateResult} from 'lit';
 
-import {changed, describeDelta, type CompareMode, type CrossPayload} from './logic.js';
+import {changed} from './alignment.js';
+import {describeDelta, type CompareMode, type CrossPayload} from './logic.js';
 import type {CompareModel} from './room.js';
 import {modelLabelView} from '../../shared/lit_module.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from './sides.js';

@@ -2,15 +2,13 @@
  * Compare models, the pure part: two models' whole-response salience of one datapoint on one
  * shared scale per aligned prompt segment, the difference B − A, the diff of their responses and
  * each model's log p of the other's answer. The alignment, aligned values, scales and the cross
- * payload are the prompt comparison's (../compare/logic.ts); the segments the aggregation's
+ * payload are the prompt comparison's (../compare/alignment.ts, logic.ts); the segments the aggregation's
  * (../../shared/aggregate/). The same definitions as sequence_salience/compare/models.py.
  */
 import {RESPONSE_FIELD} from '../../shared/fields.js';
 import {segment, type Granularity} from '../../shared/aggregate/index.js';
-import {
-  alignSegmentations, alignTexts, compareInput, promptValues, responseOf, type Alignment, type CrossPayload,
-  type PromptValues,
-} from '../compare/logic.js';
+import {alignSegmentations, alignTexts, type Alignment} from '../compare/alignment.js';
+import {compareInput, promptValues, responseOf, type CrossPayload, type PromptValues} from '../compare/logic.js';
 import {extraKey, segmentKey, type Extra, type SegmentAsk} from '../request.js';
 import type {MethodRegistry} from '../../shared/methods.js';
 import {salienceModelFor, type IndexedInputLike, type ModelInfoLike} from '../../shared/request.js';

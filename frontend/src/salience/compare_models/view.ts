@@ -4,7 +4,7 @@
  * (shared with the compare view of an edit). */
 import {css, html, nothing, type TemplateResult} from 'lit';
 
-import {changed} from '../compare/logic.js';
+import {changed} from '../compare/alignment.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from '../compare/sides.js';
 import type {ComparedMethod, CrossRow, ModelsView} from './logic.js';
 import type {CompareModelsRoom} from './room.js';
