@@ -2,7 +2,7 @@
  * The Sequence Salience module's selection as the view reads it, without LIT or a DOM: the datapoint, the
  * method, count and span chosen, the first highlight's payload, the parts' state (span_requests.ts,
  * matrices.ts, segments.ts, stream.ts) and what is derived from them for the view (the token values on screen,
- * where they come from). Read only: the user's choices and the requests they start are controller.ts's (the
+ * where they come from). It starts no request: the user's choices and the requests they start are controller.ts's (the
  * class that extends this one). The parts read and settle the selection through page.ts's `SaliencePage`.
  */
 import {registryOf, type MethodRegistry} from '../shared/methods.js';
