@@ -308,8 +308,25 @@ export function editorRefusal(data: Record<string, unknown>, limits: RequestLimi
   return null;
 }
 
+/** LIT's `IndexedInput` as the editor builds it: the row's fields in `data`. */
+interface EditedInputLike {
+  data: Record<string, unknown>;
+}
+
+/**
+ * The row the editor would add, less the case label it copied from the selected row: once a field is edited and the
+ * case is not, the new row's case is '' (was: a new row about another prompt kept "simple question"). The editor
+ * shows the value it would add, so the emptied case box says so. `edits`: LIT's `dataEdits` (the fields typed).
+ */
+export function withoutCopiedCase<T extends EditedInputLike>(input: T, edits: Record<string, unknown> | undefined): T {
+  const edited = edits !== undefined && Object.keys(edits).length > 0;
+  if (!edited || CASE_FIELD in edits! || !input.data?.[CASE_FIELD]) return input;
+  return {...input, data: {...input.data, [CASE_FIELD]: ''}};
+}
+
 interface DatapointEditorLike extends UpdatingElementLike {
-  editedData: {data: Record<string, unknown>};
+  editedData: EditedInputLike;
+  dataEdits?: Record<string, unknown>;
   appState: {metadata?: {requestLimits?: RequestLimitsLike} | null};
 }
 
@@ -338,15 +355,29 @@ export function patchDatapointEditor(cls: unknown): boolean {
         return refusal === null || fields.includes(refusal.field) ? fields : [...fields, refusal.field];
       },
     });
+    const edited = Object.getOwnPropertyDescriptor(proto, 'editedData');
+    if (edited?.get !== undefined && edited.configurable) {
+      const originalEdited = edited.get;
+      Object.defineProperty(proto, 'editedData', {
+        ...edited,
+        get(this: DatapointEditorLike) {
+          return withoutCopiedCase(originalEdited.call(this) as EditedInputLike, this.dataEdits);
+        },
+      });
+    }
     afterUpdated(proto, (el: DatapointEditorLike) => showRefusal(el, refusalOf(el)));
   });
 }
 
-/** Says `refusal` in words in the editor's footer (role="alert"), or removes the line when there is none. */
+/**
+ * Says `refusal` in words on a line of its own just above the editor's footer (role="alert"), or removes the line
+ * when there is none. Not inside the footer: LIT's footer is one 36 px row of buttons, where the sentence was
+ * squeezed into a column drawn from x = -65 px (the user read "m +" and "up to").
+ */
 function showRefusal(el: DatapointEditorLike, refusal: {message: string} | null): void {
   const footer = el.shadowRoot?.querySelector('.module-footer');
-  if (footer == null) return;
-  let line = footer.querySelector(`.${REFUSAL_CLASS}`);
+  if (footer == null || footer.parentElement == null) return;
+  let line = footer.parentElement.querySelector(`:scope > .${REFUSAL_CLASS}`);
   if (refusal === null) {
     line?.remove();
     return;
@@ -355,8 +386,8 @@ function showRefusal(el: DatapointEditorLike, refusal: {message: string} | null)
     line = footer.ownerDocument.createElement('div');
     line.className = REFUSAL_CLASS;
     line.setAttribute('role', 'alert');
-    (line as HTMLElement).style.cssText = 'color: #a50e0e; font-size: 12px; flex-basis: 100%; margin: 2px 4px;';
-    footer.prepend(line);
+    (line as HTMLElement).style.cssText = 'color: #a50e0e; font-size: 12px; margin: 4px 8px; flex-shrink: 0;';
+    footer.before(line);
   }
   if (line.textContent !== refusal.message) line.textContent = refusal.message;
 }
@@ -434,6 +465,25 @@ export function patchTooltip(cls: unknown): boolean {
   }));
 }
 
+/**
+ * LIT's app toolbar lets its title ("Sequence Salience"), its subtitle ("Powered by LIT") and "Copy Link" wrap onto
+ * two lines of a 40 px bar when the layout names crowd it (issue 45: at 1280 px the title was cut across two lines).
+ * This keeps the title on one line in the room the two wrapped lines took, by leaving out the subtitle (the status
+ * bar's "Made with ... by the LIT team" stays), so that the layout names keep their width and every toolbar button
+ * stays inside the window.
+ */
+export const TOOLBAR_CSS = `
+#title-group { white-space: nowrap; flex-shrink: 0; }
+#title-group .subtitle { display: none; }`;
+const TOOLBAR_PATCHED = Symbol.for('sequence-salience.toolbar-patched');
+
+/** Patches LIT's app toolbar class: TOOLBAR_CSS in each instance. */
+export function patchAppToolbar(cls: unknown): boolean {
+  return patchOnce(cls, TOOLBAR_PATCHED, (proto) => afterUpdated(proto, (el: UpdatingElementLike) => {
+    addStyleOnce(el, 'oneLineToolbar', TOOLBAR_CSS);
+  }));
+}
+
 /** Every patch above with the tag of the LIT element class it patches (index.ts applies each once it is defined). */
 export const LIT_PATCHES: readonly (readonly [tag: string, patch: (cls: unknown) => boolean])[] = [
   ['generated-text-module', patchGeneratedTextModule],
@@ -442,4 +492,5 @@ export const LIT_PATCHES: readonly (readonly [tag: string, patch: (cls: unknown)
   ['datapoint-editor-module', patchDatapointEditor],
   ['lit-tooltip', patchTooltip],
   ['lit-modules', patchLayoutSettings],
+  ['lit-app-toolbar', patchAppToolbar],
 ];

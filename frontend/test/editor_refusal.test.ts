@@ -2,7 +2,8 @@
 // whitespace-only prompt, or prompt + system + target over the server's published --max_prompt_chars.
 import {describe, expect, it} from 'vitest';
 
-import {editorRefusal, patchDatapointEditor} from '../src/lit_fixes.js';
+import {editorRefusal, patchDatapointEditor, withoutCopiedCase} from '../src/lit_fixes.js';
+import {CASE_FIELD, PROMPT_FIELD} from '../src/shared/fields.js';
 
 const LIMITS = {max_prompt_chars: 32_000};
 
@@ -48,5 +49,21 @@ describe('patchDatapointEditor', () => {
     expect(e.missingFields).toEqual(['prompt']);
     e.editedData = {data: {prompt: ''}};
     expect(e.missingFields).toEqual(['prompt']);  // not named twice
+  });
+});
+
+describe('withoutCopiedCase (issue 45: a new row does not carry the selected row\'s case)', () => {
+  const row = {id: 'a', data: {[CASE_FIELD]: 'simple question', [PROMPT_FIELD]: 'What is the capital of Italy?'}};
+
+  it('empties the copied case once another field is edited', () => {
+    expect(withoutCopiedCase(row, {[PROMPT_FIELD]: 'What is the capital of Italy?'}).data[CASE_FIELD]).toBe('');
+    expect(row.data[CASE_FIELD]).toBe('simple question');  // the selected row itself is not changed
+  });
+
+  it('keeps a case the user typed, and the row as selected while nothing is edited', () => {
+    const typed = {...row, data: {...row.data, [CASE_FIELD]: 'my case'}};
+    expect(withoutCopiedCase(typed, {[CASE_FIELD]: 'my case', [PROMPT_FIELD]: 'x'}).data[CASE_FIELD]).toBe('my case');
+    expect(withoutCopiedCase(row, {})).toBe(row);
+    expect(withoutCopiedCase(row, undefined)).toBe(row);
   });
 });

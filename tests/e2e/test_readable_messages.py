@@ -1,0 +1,93 @@
+"""Issue 45 point 4 in the browser at 1280x720, against the real server on the default model: messages readable
+where they appear and true to what the page does.
+
+- the datapoint editor's refusal of an over-long prompt sits on a line of its own inside the editor, above its
+  buttons (was: squeezed into LIT's 36 px footer row and drawn from x = -65 px: the user read "m +" and "up to");
+- a row added from the editor after editing its prompt does not carry the selected row's *case* ("simple
+  question" on another prompt); the editor's case box shows the emptied value before "Add";
+- LIT's toolbar keeps the page title "Sequence Salience" on one line at 1280 px (was: two lines).
+
+Screenshots go to artifacts/e2e/readable_messages/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e import plugin_checks
+
+pytestmark = pytest.mark.e2e
+
+EDITOR = "single-datapoint-editor-module"
+SIMPLE = plugin_checks.EXAMPLE_PROMPT
+
+
+def _open_editor_on(page, url: str, prompt: str):
+    plugin_checks.open_lit(page, url, plugin_checks.SMALL_SCREEN)
+    page.locator("data-table-module tbody tr", has_text=prompt).first.click()
+    page.get_by_text("Editor", exact=True).first.click()
+    editor = page.locator(EDITOR)
+    editor.locator(".entry").first.wait_for()
+    return editor
+
+
+def _shot(page, artifacts_dir, name: str) -> None:
+    plugin_checks.screenshot(page, artifacts_dir / "readable_messages", name)
+
+
+def test_over_long_prompt_refusal_is_drawn_inside_the_editor(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    editor = _open_editor_on(page, server_url, SIMPLE)
+    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
+    box.fill("x" * 40_000)
+    box.dispatch_event("input")
+    refusal = editor.locator(".ss-add-refusal")
+    expect(refusal).to_contain_text("40,000 characters; this server accepts up to 32,000 (--max_prompt_chars)")
+    _shot(page, artifacts_dir, "over_long_refusal")
+    inside, line = editor.bounding_box(), refusal.bounding_box()
+    assert inside is not None and line is not None
+    assert line["x"] >= inside["x"] and line["x"] + line["width"] <= inside["x"] + inside["width"] + 1, (line, inside)
+    assert line["y"] + line["height"] <= inside["y"] + inside["height"] + 1, (line, inside)
+    # Readable: at most three lines of 12 px text across (most of) the editor's width, above the "Add" button.
+    assert line["width"] >= 0.8 * inside["width"] and line["height"] <= 3 * 18, line
+    add = editor.locator("button#make").bounding_box()
+    assert add is not None and line["y"] + line["height"] <= add["y"], (line, add)
+
+
+def test_a_row_added_from_the_editor_does_not_copy_the_case(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    editor = _open_editor_on(page, server_url, SIMPLE)
+    case = editor.locator(".entry", has_text="case").first.locator("input")
+    expect(case).to_have_value("simple question")
+    new_prompt = "What is the capital of Italy?"
+    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
+    box.fill(new_prompt)
+    box.dispatch_event("input")
+    expect(case).to_have_value("")  # the editor shows the case the new row will have
+    editor.locator("button#make").click()
+    page.get_by_text("Prompts", exact=True).first.click()
+    row = page.locator("data-table-module tbody tr", has_text=new_prompt).first
+    row.wait_for()
+    _shot(page, artifacts_dir, "added_row")
+    assert "simple question" not in row.inner_text(), row.inner_text()
+
+
+def test_page_title_is_one_line_at_1280(server_url, browser_page, artifacts_dir):
+    page, _ = browser_page
+    plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
+    title = page.locator("lit-app-toolbar #title-group")
+    title.wait_for()
+    page.wait_for_timeout(300)  # the patch's style lands after the toolbar's first update
+    _shot(page, artifacts_dir, "toolbar")
+    lines = title.evaluate("e => { const t = [...e.childNodes].find((n) => n.nodeType === 3 && n.textContent.trim());"
+                           " const r = document.createRange(); r.selectNodeContents(t);"
+                           " return [t.textContent.trim(), r.getClientRects().length]; }")
+    assert lines == ["Sequence Salience", 1], lines
+    # No toolbar button pushed out of the window to make room ("Configure", "Copy Link").
+    rights = page.locator("lit-app-toolbar #headline button").evaluate_all(
+        "bs => bs.filter((b) => b.offsetParent !== null).map((b) => [b.innerText.trim(), b.getBoundingClientRect().right])")
+    assert rights and all(right <= 1280 for _, right in rights), rights
