@@ -63,9 +63,10 @@ describe('what coarse-to-fine measured', () => {
   it('shows the stage of a staged job: coarse pass, then refining a of b', () => {
     const d = (stage?: string): DetailStatus => ({kind: 'seg', state: 'running', done: 4, total: 9, elapsed_s: 1, eta_s: 2,
                                                    error: '', ...(stage ? {stage} : {})});
-    expect(stageProgress(d('coarse pass'))).toBe('coarse pass: 4 / 9 forwards');
-    expect(stageProgress(d('refining'))).toBe('refining: 4 / 9 forwards');
-    expect(stageProgress(d())).toBe('4 / 9 forwards');
+    // The job counts the edited prompts; the line adds the unedited prompt's forward, as the cost and stats.rows do.
+    expect(stageProgress(d('coarse pass'))).toBe('coarse pass: 5 / 10 forwards');
+    expect(stageProgress(d('refining'))).toBe('refining: 5 / 10 forwards');
+    expect(stageProgress(d())).toBe('5 / 10 forwards');
   });
 
   it('refuses marks that do not give one entry per segment', () => {

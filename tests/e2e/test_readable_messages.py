@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from sequence_salience.methods import leave_one_out
 from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
@@ -91,3 +92,30 @@ def test_page_title_is_one_line_at_1280(server_url, browser_page, artifacts_dir)
     rights = page.locator("lit-app-toolbar #headline button").evaluate_all(
         "bs => bs.filter((b) => b.offsetParent !== null).map((b) => [b.innerText.trim(), b.getBoundingClientRect().right])")
     assert rights and all(right <= 1280 for _, right in rights), rights
+
+
+def test_progress_cost_and_result_count_the_same_forwards(server_url, browser_page, artifacts_dir):
+    """Leave one word out on the few-shot row: the button's cost, every progress line's total and the result's
+    count are one number (was: the progress counted the edited prompts only, "8 forwards", the result 9)."""
+    import re
+
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
+    mod.locator("select.granularity").select_option("word")
+    plugin_checks.select_and_wait(page, "Classify the sentiment")
+    mod.locator("select.method").select_option(leave_one_out.NAME)
+    button = mod.locator(".segment-status button.measure-all")
+    expect(button).to_contain_text(re.compile(r"~\d+ forwards"))
+    cost = int(re.search(r"~(\d+) forwards", button.inner_text()).group(1))
+    plugin_checks.record_texts(mod, ".segment-status", "__segmentStatus")
+    button.click()
+    precision = mod.locator(".precision")
+    expect(precision).to_contain_text("prompts scored", timeout=plugin_checks.LOAD_TIMEOUT_MS)
+    scored = int(re.search(r"(\d+) prompts scored", precision.inner_text()).group(1))
+    seen = page.evaluate("window.__segmentStatus")
+    totals = [int(m.group(2)) for t in seen for m in re.finditer(r"(\d+) / (\d+) forwards", t)]
+    _shot(page, artifacts_dir, "leave_one_word_out")
+    assert totals, f"no progress line was shown while {cost} forwards ran: {seen}"
+    assert set(totals) == {cost} and scored == cost, (cost, totals, scored)

@@ -56,8 +56,14 @@ export function describeRefinement(s: SegmentPayload, noun: string): string {
   return `${measured} of ${s.measured.length} ${noun}s measured exactly; hatched: ${origin}`;
 }
 
-/** "coarse pass: 4 / 9 forwards", "refining: 20 / 31 forwards", or "20 / 31 forwards" for a job without stages. */
+/**
+ * "coarse pass: 5 / 10 forwards", "refining: 21 / 32 forwards", or "21 / 32 forwards" for a job without stages.
+ * A segment job reports the edited prompts it scored (sequence_salience/ablation/engine.py ProgressFrame); the
+ * unedited prompt's forward ran before the first of them (the PrefixScorer's base forward), so the line counts it
+ * too, as the measure button's cost ("~9 forwards") and the result (its stats.rows) do (issue 45: the progress
+ * said "8 forwards" and the result "9 forwards").
+ */
 export function stageProgress(d: DetailStatus): string {
-  const count = `${d.done} / ${d.total} forwards`;
+  const count = `${d.done + 1} / ${d.total + 1} forwards`;
   return d.stage ? `${d.stage}: ${count}` : count;
 }
