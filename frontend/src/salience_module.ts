@@ -89,7 +89,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     private readonly onWindowMouseUp = () => this.target.finishDrag();
     /** Alt+H anywhere on the page toggles the heatmap of this module while it is on screen. */
     private readonly onWindowKey = (e: KeyboardEvent) => {
-      if (!isHeatmapKey(e) || this.getClientRects().length === 0) return;
+      if (this.getClientRects().length === 0) return;
+      this.target.pageKey(e, document);
+      if (!isHeatmapKey(e)) return;
       e.preventDefault();
       this.heatmap = !this.heatmap;
     };

@@ -119,3 +119,23 @@ def test_progress_cost_and_result_count_the_same_forwards(server_url, browser_pa
     _shot(page, artifacts_dir, "leave_one_word_out")
     assert totals, f"no progress line was shown while {cost} forwards ran: {seen}"
     assert set(totals) == {cost} and scored == cost, (cost, totals, scored)
+
+
+def test_escape_resets_the_target_after_tab_left_the_response(server_url, browser_page, artifacts_dir):
+    """A target chosen on the response, Tab pressed until the focus is outside the salience module: Escape still
+    gives back the whole response (was: nothing happened)."""
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
+    plugin_checks.select_and_wait(page)
+    targets = mod.locator(".response .tgt")
+    targets.first.click()
+    expect(mod.locator(".target-desc")).not_to_contain_text("whole response")
+    for _ in range(40):  # the module's last focusable control, then out of it
+        page.keyboard.press("Tab")
+        if not mod.evaluate("e => e.matches(':focus-within')"):
+            break
+    assert not mod.evaluate("e => e.matches(':focus-within')"), "Tab never left the module"
+    page.keyboard.press("Escape")
+    expect(mod.locator(".target-desc")).to_contain_text("whole response")

@@ -6,7 +6,7 @@
 import type {SalienceController} from './controller.js';
 import {numTargets} from './payload.js';
 import type {ShownText} from './shown_text.js';
-import {dragSpan, firstIndexIn, isWhole, snapSpan, spanForKey, targetSegments, type TargetSegment} from './target.js';
+import {dragSpan, firstIndexIn, isWhole, snapSpan, spanForKey, targetSegments, type TargetSegment, wholeResponse} from './target.js';
 
 /** What the target input reads and sets of the element. */
 export interface TargetInputHost {
@@ -24,6 +24,24 @@ export interface TargetInputHost {
 export function targetIndexOf(e: Event): number | null {
   const el = (e.target as HTMLElement).closest?.('[data-ti]') as HTMLElement | null;
   return el === null ? null : Number(el.dataset['ti']);
+}
+
+/** The element with the keyboard focus, looked for through open shadow roots (LIT's modules are in them). */
+export function focusedElement(doc: Document): Element | null {
+  let el: Element | null = doc.activeElement;
+  while (el?.shadowRoot?.activeElement != null) el = el.shadowRoot.activeElement;
+  return el;
+}
+
+/**
+ * Whether an Escape that reached the window resets the target to the whole response (issue 45: once Tab had moved the
+ * focus out of the response, Escape did nothing): a plain Escape nobody handled (the response's own key handler
+ * prevents the default of the one it handles), pressed outside a text field or list, whose Escape is their own.
+ */
+export function isPageEscape(e: Pick<KeyboardEvent, 'key' | 'defaultPrevented' | 'altKey' | 'ctrlKey' | 'metaKey' | 'shiftKey'>,
+                             focused: {tagName: string; isContentEditable?: boolean} | null): boolean {
+  if (e.key !== 'Escape' || e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return false;
+  return focused === null || !(focused.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(focused.tagName));
 }
 
 export class TargetInput {
@@ -70,6 +88,14 @@ export class TargetInput {
     h.dragAnchor = null;
     h.dragTo = null;
     if (a !== undefined && b !== undefined) h.ctl.setSpan(dragSpan(a, b));
+  }
+
+  /** A window-level key (see isPageEscape): Escape gives back the whole response as target. */
+  pageKey(e: KeyboardEvent, doc: Document) {
+    const p = this.host.ctl.payload;
+    if (p === null || isWhole(this.host.ctl.span, numTargets(p)) || !isPageEscape(e, focusedElement(doc))) return;
+    this.host.cursor = null;
+    this.host.ctl.setSpan(wholeResponse(numTargets(p)));
   }
 
   key(e: KeyboardEvent, list: TargetSegment[]) {
