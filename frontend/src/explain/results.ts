@@ -103,6 +103,17 @@ function curvesView(p: CurvesPayload, label: (method: string) => string, running
   </div>`;
 }
 
+/**
+ * The stroke width of the `i`-th of `n` method lines in drawing order: each line drawn later is narrower (1.5 px,
+ * less when many lines share the 6 px above the last one's 2 px), so that where two methods' curves coincide (the
+ * same order of segments) the one drawn first still shows as a border around the other (issue 45: gradient norm's
+ * line hid under leave one out's).
+ */
+export function methodStrokeWidth(i: number, n: number): number {
+  const step = n > 1 ? Math.min(1.5, 6 / (n - 1)) : 0;
+  return 2 + step * Math.max(0, n - 1 - i);
+}
+
 function chartView(p: CurvesPayload, mode: Mode) {
   const W = 320, H = 160, L = 44, R = 18, T = 18, B = 30;
   const xs = fractions(p);
@@ -124,12 +135,12 @@ function chartView(p: CurvesPayload, mode: Mode) {
     ${random ? svg`<path class="line random" d=${linePath(xs, random.logprobs, sx, sy)} stroke=${RANDOM_COLOR}></path>` : nothing}
     ${length ? svg`<path class="line length" d=${linePath(xs, length.logprobs, sx, sy)} stroke=${LENGTH_COLOR}></path>` : nothing}
     ${upper ? svg`<path class="line upper-bound" d=${linePath(xs, upper.logprobs, sx, sy)} stroke=${UPPER_COLOR}></path>` : nothing}
-    ${(p.ranked ?? p.methods).map((name) => {
+    ${(p.ranked ?? p.methods).map((name, i, drawn) => {
       const c = p.curves[name]?.[mode];
       const m = name.replace(/:abs$/, '');
       const color = curveColor(m);
       return c ? svg`<path class="line method ${name.endsWith(':abs') ? 'abs' : ''}" data-method=${name}
-          d=${linePath(xs, c.logprobs, sx, sy)} stroke=${color}></path>` : nothing;
+          d=${linePath(xs, c.logprobs, sx, sy)} stroke=${color} style="stroke-width: ${methodStrokeWidth(i, drawn.length)}px"></path>` : nothing;
     })}
   </svg>`;
 }
