@@ -159,3 +159,18 @@ def test_coinciding_curves_in_the_test_tab_stay_visible(server_url, browser_page
     _shot(page, artifacts_dir, "curves")
     assert len(widths) >= 2, widths
     assert all(a > b for a, b in zip(widths, widths[1:])), widths
+
+
+def test_the_chain_of_thought_answer_is_in_view(server_url, browser_page, artifacts_dir):
+    """The chain-of-thought row at 1280x720: the response's last segment (where its answer is) lies inside the
+    response box's visible area, with the prompt's first and last segments inside the prompt box (was: the
+    response capped at 30 % of the pane, its answer below the fold, under a half-empty prompt box)."""
+    page, _ = browser_page
+    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
+    plugin_checks.select_and_wait(page, "A train leaves")
+    _shot(page, artifacts_dir, "chain_of_thought")
+    for box, first, last in ((".response", ".response .tgt", ".response .tgt"), (".prompt", ".prompt .seg", ".prompt .seg")):
+        area = mod.locator(box).bounding_box()
+        for seg in (mod.locator(first).first.bounding_box(), mod.locator(last).last.bounding_box()):
+            assert area and seg and area["y"] - 1 <= seg["y"] and seg["y"] + seg["height"] <= area["y"] + area["height"] + 1, (
+                box, seg, area)

@@ -41,8 +41,11 @@ export const SALIENCE_STYLES = css`
   .hint { font-weight: normal; }
   .text { white-space: pre-wrap; overflow-wrap: anywhere; font-family: 'Roboto Mono', monospace; font-size: 12.5px;
           line-height: 1.7; border: 1px solid #e8eaed; border-radius: 4px; padding: 6px; }
-  .prompt { flex: 1 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
-  .response { flex: 0 0 auto; max-height: 30%; overflow-y: auto; user-select: none; }
+  /* The prompt and the response each take what they need; when both do not fit, each gives up room in proportion to
+     its length (issue 45: the response was capped at 30 % below a half-empty prompt box, and the chain-of-thought
+     row's answer sat below its fold). */
+  .prompt { flex: 0 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
+  .response { flex: 0 1 auto; min-height: 60px; overflow-y: auto; user-select: none; }
   .pending { opacity: 0.6; }
   details.head > summary { cursor: pointer; white-space: normal; color: #5f6368; font-family: Roboto, sans-serif;
                            font-size: 12px; line-height: 1.5; margin-bottom: 2px; }
