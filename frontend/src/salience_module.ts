@@ -24,7 +24,8 @@ import {SalienceController} from './salience/controller.js';
 import {SALIENCE_HELP} from './salience/help.js';
 import type {HeatmapRows, HeatmapScale} from './salience/heatmap/logic.js';
 import {HeatmapPane, type HeatmapState} from './salience/heatmap/pane.js';
-import {HEATMAP_STYLES, isHeatmapKey, viewToggleView} from './salience/heatmap/view.js';
+import {HEATMAP_STYLES, isHeatmapKey, shareButtonView, viewToggleView} from './salience/heatmap/view.js';
+import {shareView} from './salience/share.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import type {SalienceHost} from './salience/page.js';
 import {PatternMatcher} from './salience/pattern_runner.js';
@@ -49,7 +50,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, HEATMAP_STYLES, COMPARE_STYLES, COMPARE_MODELS_STYLES],
     infoMarkdown: SALIENCE_HELP,
     state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead', 'heatmap', 'heatmapRows',
-            'heatmapScale', 'heatmapFocus'],
+            'heatmapScale', 'heatmapFocus', 'sharing'],
   }) {
     declare granularity: Granularity;
     declare regex: string;
@@ -65,6 +66,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare heatmapScale: HeatmapScale;
     /** The heatmap row that takes the keyboard focus. */
     declare heatmapFocus: number;
+    declare sharing: boolean;  // a "Share this view" page being written
 
     /** What the controller and the two comparison rooms need from LIT: this element's services. */
     private readonly host: SalienceHost = {
@@ -118,6 +120,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.heatmapRows = 'token';
       this.heatmapScale = 'row';  // each row as the text view colours that target (its own largest value)
       this.heatmapFocus = 0;
+      this.sharing = false;
     }
 
     override connectedCallback() {
@@ -251,11 +254,12 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,
-                                   intensity: this.intensity};
+                                   intensity: this.intensity, width: this.clientWidth};
       return this.heatmapPaneRoom.render(this.ctl, p, seg, segError, this.text.codePoints(p), state, (c) => {
         if (c.rows !== undefined) this.heatmapRows = c.rows;
         if (c.scale !== undefined) this.heatmapScale = c.scale;
         if (c.focus !== undefined) this.heatmapFocus = c.focus;
+        this.requestUpdate();  // the pane's own choices (prefix columns, numbers)
       });
     }
 
@@ -269,7 +273,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             granularity: (g) => this.setGranularity(g),
             regex: (pattern, now) => this.typeRegex(pattern, now),
             intensity: (x) => { this.intensity = x; },
-          }, html`${viewToggleView(this.heatmap, () => { this.heatmap = !this.heatmap; })}${modelLabelView(this.modelName())}`)}
+          }, html`${viewToggleView(this.heatmap, () => { this.heatmap = !this.heatmap; })}${shareButtonView(this.sharing,
+            payload === null, () => void shareView(this.ctl, this.granularity, this.regex, (on) => { this.sharing = on; }))}${modelLabelView(this.modelName())}`)}
           ${statusView(this.ctl)}
           ${this.renderSegmentStatus()}
           ${this.renderCompare()}

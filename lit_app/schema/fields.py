@@ -100,6 +100,11 @@ OLD_ANSWER = "old_answer"  # Boolean: also explain the pinned answer under the s
 WITH_PINNED_SALIENCE = "with_pinned_salience"  # Boolean: also send the pinned datapoint's salience
 COMPARE = "compare"
 
+# "Share this view" (lit_app/wrappers/share.py): the token method shown (with GRANULARITY, PATTERN, TARGET_SPAN
+# and the extra methods' counts) in; the standalone page (sequence_salience/display/share.py) out, as {"html": ...}.
+SHARE_METHOD = "share_method"
+SHARE = "share"
+
 
 # ---------------------------------------------------------------------------
 # Model names. LIT's convention (also used by its own prompt-debugging demo):
@@ -115,6 +120,11 @@ def model_group_names(name: str) -> tuple[str, str, str]:
 def compare_model_name(name: str) -> str:
     """The compare wrapper of generation model `name` (lit_app/wrappers/compare.py; the browser derives it alike)."""
     return f"_{name}_compare"
+
+
+def share_model_name(name: str) -> str:
+    """The "share this view" wrapper of generation model `name` (lit_app/wrappers/share.py; the browser derives it alike)."""
+    return f"_{name}_share"
 
 
 # ---------------------------------------------------------------------------
@@ -218,3 +228,13 @@ COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
 }
 
 COMPARE_OUTPUT_SPEC: lit_types.Spec = {COMPARE: JsonDict()}
+
+SHARE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
+    **{e.field: integer_spec(e.rule, off=True) for e in method_registry.EXTRA_METHODS},
+    SHARE_METHOD: lit_types.TextSegment(required=False, default=""),
+    GRANULARITY: lit_types.TextSegment(required=False, default="word"),
+    PATTERN: lit_types.TextSegment(required=False, default=""),
+    TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
+}
+
+SHARE_OUTPUT_SPEC: lit_types.Spec = {SHARE: JsonDict()}

@@ -16,6 +16,7 @@ from lit_app.wrappers.compare import CompareModel
 from lit_app.wrappers.explain import ExplainModel, explain_model_name
 from lit_app.wrappers.generation import GenerationModel
 from lit_app.wrappers.salience import SalienceModel
+from lit_app.wrappers.share import ShareModel
 from lit_app.model.shared_model import SharedLM
 from lit_app.wrappers.tokenizer import TokenizerModel
 
@@ -34,6 +35,7 @@ def lit_models(shared: SharedLM, name: str, *, inside: bool = True,
         salience_name: SalienceModel.from_loaded(generation),
         tokenizer_name: TokenizerModel.from_loaded(generation),
         fields.compare_model_name(name): CompareModel.from_loaded(generation),
+        fields.share_model_name(name): ShareModel.from_loaded(generation),
     }
     if inside:
         group.update(inside_lib.make_inside_models(shared, name))

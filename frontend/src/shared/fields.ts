@@ -53,3 +53,7 @@ export const RUN_ACTION_FIELD = 'inside_action';
 export const QUERY_FIELD = 'query';
 export const LIMIT_FIELD = 'limit';
 export const RANKING_FIELD = 'ranking';
+
+// Share this view (lit_app/wrappers/share.py, model `_<name>_share`): the token method shown in, {"html": page} out.
+export const SHARE_METHOD_FIELD = 'share_method';
+export const SHARE_FIELD = 'share';

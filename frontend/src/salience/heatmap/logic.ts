@@ -4,6 +4,10 @@
  * rows (response tokens, or response segments at the granularity shown) and columns (prompt
  * segments at that granularity) it has, each cell's value, and its colour scale.
  *
+ * With `prefix` the columns go on with the response's segments before each row (the answer's own earlier
+ * tokens, as inseq's matrix and the top list's "resp." entries): a row's cell is blank (NaN) for a
+ * response column that does not start before the row's first token.
+ *
  * A cell is the salience of its column's prompt segment for its row's target: the row's span
  * salience (../spans.ts: the sum of the per-token rows for the methods linear in log p, the norm
  * of the summed gradients for gradient norm) summed over the column's tokens, as the text view
@@ -32,6 +36,10 @@ export interface HeatmapColumn {
   label: string;
   /** The segment's whole text. */
   text: string;
+  /** Whether it lies in the response (a prefix column, drawn as "… (resp.)"). */
+  response: boolean;
+  /** Its first token (index into the payload's tokens). */
+  first: number;
 }
 
 export interface HeatmapRow {
@@ -58,19 +66,28 @@ export function cellLabel(text: string): string {
 }
 
 /**
- * The columns: the segments that start in the prompt, without template markup, without the text
- * between regex matches and without white-space-only segments (as display.plot.segment_matrix).
+ * The columns: the segments that start in the prompt (with `prefix`, in the response too), without template
+ * markup, without the text between regex matches and without white-space-only segments (as
+ * display.plot.segment_matrix).
  */
 export function heatmapColumns(p: Pick<SaliencePayload, 'text' | 'prompt_end'>, seg: Segmentation,
-                               u16: Int32Array): HeatmapColumn[] {
+                               u16: Int32Array, prefix = false): HeatmapColumn[] {
+  const first = new Int32Array(seg.starts.length).fill(-1);
+  seg.tokenSegment.forEach((s, k) => { if (s >= 0 && first[s] < 0) first[s] = k; });
   const out: HeatmapColumn[] = [];
   for (let s = 0; s < seg.starts.length; s++) {
-    if (seg.starts[s] >= p.prompt_end || seg.excluded[s] === 1 || seg.kinds[s] === 'gap') continue;
+    const response = seg.starts[s] >= p.prompt_end;
+    if ((response && (!prefix || first[s] < 0)) || seg.excluded[s] === 1 || seg.kinds[s] === 'gap') continue;
     const text = segmentText(p.text, seg, s, u16);
     if (text.trim() === '') continue;
-    out.push({seg: s, label: cellLabel(text), text});
+    out.push({seg: s, label: cellLabel(text), text, response, first: first[s]});
   }
   return out;
+}
+
+/** A column's heading: its label, "(resp.)" after a response segment's. */
+export function columnHeading(c: Pick<HeatmapColumn, 'label' | 'response'>): string {
+  return c.response ? `${c.label} (resp.)` : c.label;
 }
 
 /** The rows' target spans and labels: every response token, or every response segment (the text view's targets). */
@@ -91,21 +108,22 @@ export function heatmapRowSpans(p: Pick<SaliencePayload, 'text' | 'tokens' | 'n_
 }
 
 /**
- * The heatmap of a method's per-token matrix, or null while a row cannot be computed here (no matrix
+ * The heatmap of a method's per-token matrix (`prefix`: with the response's earlier segments as columns), or null while a row cannot be computed here (no matrix
  * yet; gradient norm over a multi-token segment without the Gram matrix). `linear`: the method's registry
  * record (shared/methods.ts `MethodInfo.linear`; a span is then the sum of its rows).
  */
 export function buildHeatmap(m: MethodPayload, p: SaliencePayload, seg: Segmentation, mode: HeatmapRows,
-                             u16: Int32Array, linear: boolean): Heatmap | null {
+                             u16: Int32Array, linear: boolean, prefix = false): Heatmap | null {
   if (m.matrix == null) return null;
-  const cols = heatmapColumns(p, seg, u16);
+  const cols = heatmapColumns(p, seg, u16, prefix);
   const n = p.tokens.length;
   const rows: HeatmapRow[] = [];
   for (const r of heatmapRowSpans(p, seg, mode, u16)) {
     const tokenValues = spanSalience(m, r, n, linear);  // <float>[N]
     if (tokenValues === null) return null;
     const bySegment = aggregate(tokenValues, seg, 'sum');  // <float>[S]
-    rows.push({...r, cells: Float64Array.from(cols, (c) => bySegment[c.seg])});
+    const before = p.n_prompt_tokens + r.t0;  // the row's first token: a prefix column must start before it
+    rows.push({...r, cells: Float64Array.from(cols, (c) => (c.response && c.first >= before ? NaN : bySegment[c.seg]))});
   }
   return {rows, cols, signed: m.signed};
 }

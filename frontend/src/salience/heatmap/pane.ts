@@ -12,6 +12,8 @@ import {describeDetail, numTargets, type SaliencePayload} from '../payload.js';
 import {describeSpan, isWhole, wholeResponse} from '../target.js';
 import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
         type HeatmapScale} from './logic.js';
+import {download, exportName} from '../../shared/download.js';
+import {heatmapCanvas, heatmapCsv, showNumbers, type NumbersChoice} from './export.js';
 import {heatmapControlsView, heatmapTableView, heatmapWaitView} from './view.js';
 
 /** What the element keeps of the heatmap: the row mode, the colour scale, the focused row, the intensity. */
@@ -20,11 +22,16 @@ export interface HeatmapState {
   scale: HeatmapScale;
   focus: number;
   intensity: number;
+  /** The module's width in px (whether numbers fit in the cells). */
+  width: number;
 }
 
 export class HeatmapPane {
   /** The heatmap of a method payload on a segmentation (rebuilt when either or the row mode changes). */
-  private memo: {m: unknown; seg: Segmentation; mode: HeatmapRows; map: Heatmap | null} | null = null;
+  private memo: {m: unknown; seg: Segmentation; mode: HeatmapRows; prefix: boolean; map: Heatmap | null} | null = null;
+  /** The answer's earlier tokens as columns; numbers in the cells ("auto": when they fit). Changed by set({}). */
+  private prefix = false;
+  private numbers: NumbersChoice = 'auto';
 
   /**
    * The pane for payload `p` cut into `seg` (`segError`: why the segmentation shown is not the one chosen);
@@ -38,12 +45,12 @@ export class HeatmapPane {
     let map: Heatmap | null = null;
     if (m?.matrix != null) {
       const memo = this.memo;
-      if (memo !== null && memo.m === m && memo.seg === seg && memo.mode === state.rows) {
+      if (memo !== null && memo.m === m && memo.seg === seg && memo.mode === state.rows && memo.prefix === this.prefix) {
         map = memo.map;
       } else {
         const linear = reg?.get(ctl.method)?.linear ?? false;  // unknown: not a sum of rows
-        map = buildHeatmap(m, p, seg, state.rows, codePoints, linear);
-        this.memo = {m, seg, mode: state.rows, map};
+        map = buildHeatmap(m, p, seg, state.rows, codePoints, linear, this.prefix);
+        this.memo = {m, seg, mode: state.rows, prefix: this.prefix, map};
       }
     }
     let reason = heatmapWaitReason({
@@ -58,7 +65,10 @@ export class HeatmapPane {
     }
     const selected = map === null ? new Set<number>() : new Set(selectedRows(map, ctl.span));
     const focus = map === null ? 0 : Math.min(state.focus, Math.max(0, map.rows.length - 1));
-    const look = {mode: state.rows, scale: state.scale, intensity: state.intensity, selected, focus};
+    const numbers = showNumbers(this.numbers, map?.cols.length ?? 0, state.width);
+    const look = {mode: state.rows, scale: state.scale, intensity: state.intensity, selected, focus, prefix: this.prefix,
+                  numbers};
+    const name = (ext: string) => exportName(`${ctl.method} ${seg.granularity} ${p.text.slice(p.prompt_end)}`, ext);
     const on = {
       rows: (mode: HeatmapRows) => set({rows: mode, focus: 0}),
       scale: (scale: HeatmapScale) => set({scale}),
@@ -70,6 +80,13 @@ export class HeatmapPane {
       },
       whole: () => { ctl.setSpan(wholeResponse(numTargets(p))); },
       key: (e: KeyboardEvent, from: number) => moveRow(from, e.key, map?.rows.length ?? 0),
+      prefix: (on: boolean) => { this.prefix = on; set({}); },
+      numbers: (on: boolean) => { this.numbers = on ? 'on' : 'off'; set({}); },
+      csv: () => { if (map) download(name('csv'), new Blob([heatmapCsv(map)], {type: 'text/csv'})); },
+      png: () => {
+        if (!map) return;
+        heatmapCanvas(map, state.scale, state.intensity, numbers).toBlob((b) => { if (b) download(name('png'), b); });
+      },
     };
     const T = numTargets(p);
     return html`<div class="texts heatmap-pane">

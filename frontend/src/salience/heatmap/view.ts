@@ -6,7 +6,7 @@
 import {css, html, nothing, type TemplateResult} from 'lit';
 
 import {colorFor, formatValue, legendGradient, type ColorScale} from '../../shared/colormap.js';
-import {rowScale, type Heatmap, type HeatmapRows, type HeatmapScale} from './logic.js';
+import {columnHeading, rowScale, type Heatmap, type HeatmapRows, type HeatmapScale} from './logic.js';
 
 /** Alt+H (and no other modifier): the key that toggles the heatmap (the element listens on the window). */
 export function isHeatmapKey(e: Pick<KeyboardEvent, 'altKey' | 'ctrlKey' | 'metaKey' | 'shiftKey' | 'code'>): boolean {
@@ -20,6 +20,13 @@ export function viewToggleView(on: boolean, toggle: () => void): TemplateResult 
       @click=${toggle}>${on ? 'Text view' : 'Heatmap'}</button>`;
 }
 
+/** "Share this view": downloads the standalone page of what is on screen (../share.ts; Tab and Enter too). */
+export function shareButtonView(busy: boolean, disabled: boolean, share: () => void): TemplateResult {
+  return html`<button class="share-view" ?disabled=${busy || disabled} aria-busy=${busy ? 'true' : 'false'}
+      title="Download this view as one HTML file that opens offline: model, prompt, answer, method, granularity, the map, the answer × prompt matrix with its numbers, and a notebook cell that recomputes it"
+      @click=${share}>${busy ? 'Writing…' : 'Share this view'}</button>`;
+}
+
 export interface HeatmapEvents {
   rows(mode: HeatmapRows): void;
   scale(scale: HeatmapScale): void;
@@ -29,6 +36,13 @@ export interface HeatmapEvents {
   whole(): void;
   /** Keyboard move from row `from` (returns the row to focus, or null). */
   key(e: KeyboardEvent, from: number): number | null;
+  /** The answer's earlier tokens as columns (on / off). */
+  prefix(on: boolean): void;
+  /** Numbers in the cells (on / off). */
+  numbers(on: boolean): void;
+  /** Downloads: the matrix as CSV, as PNG. */
+  csv(): void;
+  png(): void;
 }
 
 export interface HeatmapLook {
@@ -39,6 +53,10 @@ export interface HeatmapLook {
   selected: ReadonlySet<number>;
   /** The row with tabindex 0 (keyboard focus). */
   focus: number;
+  /** Whether the response's earlier segments are columns. */
+  prefix: boolean;
+  /** Whether the cells show their numbers. */
+  numbers: boolean;
 }
 
 /**
@@ -58,6 +76,14 @@ export function heatmapControlsView(look: HeatmapLook, on: HeatmapEvents, matrix
     <label title="Each row on its own colour scale (as the text view colours that target); untick: one scale for the whole matrix">
       <input type="checkbox" class="heatmap-row-scale" .checked=${look.scale === 'row'}
           @change=${(e: Event) => on.scale((e.target as HTMLInputElement).checked ? 'row' : 'all')}> scale each row</label>
+    <label title="Columns for the answer's own earlier tokens too (a row's later ones stay blank: the model had not written them)">
+      <input type="checkbox" class="heatmap-prefix" .checked=${look.prefix}
+          @change=${(e: Event) => on.prefix((e.target as HTMLInputElement).checked)}> answer's earlier tokens</label>
+    <label title="Each cell's value written in it (on by default when the cells are wide enough)">
+      <input type="checkbox" class="heatmap-numbers" .checked=${look.numbers}
+          @change=${(e: Event) => on.numbers((e.target as HTMLInputElement).checked)}> numbers</label>
+    <button class="heatmap-csv" title="Download the matrix as CSV (its rows and columns as shown)" @click=${on.csv}>CSV</button>
+    <button class="heatmap-png" title="Download the matrix as a PNG image" @click=${on.png}>PNG</button>
     ${legend}
     <span class="hint">Click a row to explain it (↑ ↓ move, Esc: whole response).</span>
   </div>`;
@@ -75,14 +101,15 @@ export function heatmapTableView(h: Heatmap, look: HeatmapLook, on: HeatmapEvent
       <th class="row-label" scope="row" title=${JSON.stringify(r.text)}>${r.label}</th>
       ${Array.from(r.cells, (v, c) => {
         const color = Number.isFinite(v) ? colorFor(v, cs) : null;
-        return html`<td style=${color ? `background:${color.bg}` : ''}
-            title=${`${JSON.stringify(r.text)} ← ${JSON.stringify(h.cols[c].text)}: ${formatValue(v)}`}></td>`;
+        return html`<td class=${h.cols[c].response ? 'resp' : ''} style=${color ? `background:${color.bg};color:${color.fg}` : ''}
+            title=${`${JSON.stringify(r.text)} ← ${JSON.stringify(h.cols[c].text)}: ${formatValue(v)}`}
+            >${look.numbers && color !== null ? formatValue(v) : nothing}</td>`;
       })}</tr>`;
   });
   return html`<div class="heatmap-scroll">
-    <table class="heatmap" aria-label="salience: response ${look.mode === 'token' ? 'tokens' : 'segments'} × prompt segments">
+    <table class="heatmap${look.numbers ? ' numbers' : ''}" aria-label="salience: response ${look.mode === 'token' ? 'tokens' : 'segments'} × prompt segments">
       <thead><tr><th class="corner">response ↓ · prompt →</th>
-        ${h.cols.map((c) => html`<th class="col" scope="col" title=${c.text}><span>${c.label}</span></th>`)}</tr></thead>
+        ${h.cols.map((c) => html`<th class="col${c.response ? ' resp' : ''}" scope="col" title=${c.text}><span>${columnHeading(c)}</span></th>`)}</tr></thead>
       <tbody>${rows}</tbody>
     </table></div>`;
 }
@@ -129,6 +156,8 @@ export const HEATMAP_STYLES = css`
   table.heatmap th.row-label { position: sticky; left: 0; background: #fff; text-align: right; font-weight: normal;
                                padding: 0 4px; white-space: nowrap; color: #3c4043; }
   table.heatmap td { min-width: 14px; height: 15px; padding: 0; }
+  table.heatmap.numbers td { min-width: 52px; padding: 0 2px; font-size: 10px; text-align: right; }
+  table.heatmap th.col.resp { font-style: italic; }
   tr.hrow { cursor: pointer; }
   tr.hrow:hover th.row-label { color: #1a73e8; }
   tr.hrow:focus-visible { outline: 2px solid #1a73e8; }
