@@ -254,7 +254,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,
-                                   intensity: this.intensity, width: this.clientWidth};
+                                   intensity: this.intensity, width: this.getBoundingClientRect().width || innerWidth};
       return this.heatmapPaneRoom.render(this.ctl, p, seg, segError, this.text.codePoints(p), state, (c) => {
         if (c.rows !== undefined) this.heatmapRows = c.rows;
         if (c.scale !== undefined) this.heatmapScale = c.scale;
