@@ -114,7 +114,7 @@ describe('heatmap scale, selection, keys', () => {
   });
   it('says why there is no heatmap, with what to do', () => {
     expect(heatmapWaitReason({segmentMethod: true, extraWithoutMatrix: null, matrix: false, detail: ''}))
-        .toMatch(/Choose a gradient method/);
+        .toMatch(/once they are measured.*choose a gradient method/);
     expect(heatmapWaitReason({segmentMethod: false, extraWithoutMatrix: 'Integrated gradients', matrix: false, detail: ''}))
         .toMatch(/Integrated gradients for every response token: tick “per-token”/);
     expect(heatmapWaitReason({segmentMethod: false, extraWithoutMatrix: null, matrix: false,

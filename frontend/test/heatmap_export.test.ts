@@ -3,7 +3,7 @@ import fixture from './fixtures/small_payload.json';
 import {segment} from '../src/shared/aggregate/index.js';
 import {parsePayload, type SaliencePayload} from '../src/salience/payload.js';
 import {codePointToUtf16} from '../src/shared/pieces.js';
-import {buildHeatmap, columnHeading, heatmapColumns} from '../src/salience/heatmap/logic.js';
+import {buildHeatmap, columnHeading, heatmapColumns, segmentMethodHeatmap} from '../src/salience/heatmap/logic.js';
 import registry from './fixtures/method_registry.json';
 import {parseRegistry} from '../src/shared/methods.js';
 import {exportName} from '../src/shared/download.js';
@@ -50,6 +50,23 @@ describe('prefix columns (the answer\'s earlier tokens)', () => {
     // The one response sentence starts at the row's own first token: blank.
     expect(sen.cols.map((c) => c.response)).toEqual([false, false, true]);
     expect(Number.isNaN(sen.rows[0].cells[2])).toBe(true);
+  });
+});
+
+describe('a segment method\'s values on screen', () => {
+  const p = payload();
+  const u16 = codePointToUtf16(p.text);
+  it('are one row, the target shown, each column its segment\'s value; later response columns blank', () => {
+    const s = seg(p, 'word');
+    const values = Float64Array.from(s.starts, (_, i) => i + 0.5);  // a value per segment, its index + 0.5
+    const h = segmentMethodHeatmap(values, p, s, {t0: 1, t1: 2}, u16, true, true);
+    expect(h.rows).toHaveLength(1);
+    expect([h.rows[0].t0, h.rows[0].t1, h.rows[0].label]).toEqual([1, 2, 'cat']);
+    h.cols.forEach((c, j) => {
+      if (c.response && c.first >= p.n_prompt_tokens + 1) expect(Number.isNaN(h.rows[0].cells[j])).toBe(true);
+      else expect(h.rows[0].cells[j]).toBe(c.seg + 0.5);
+    });
+    expect(h.cols.filter((c) => c.response).map(columnHeading)).toEqual(['Red (resp.)', 'cat (resp.)', '. (resp.)']);
   });
 });
 

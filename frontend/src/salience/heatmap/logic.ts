@@ -129,6 +129,19 @@ export function buildHeatmap(m: MethodPayload, p: SaliencePayload, seg: Segmenta
 }
 
 /**
+ * A segment method's values on screen as the matrix's one row (those methods measure one target at a time): the
+ * target span shown, each column its segment's value (`values`: [S], the text view's, on the same segmentation).
+ */
+export function segmentMethodHeatmap(values: ArrayLike<number>, p: SaliencePayload, seg: Segmentation, span: TargetSpan,
+                                     u16: Int32Array, signed: boolean, prefix = false): Heatmap {
+  const cols = heatmapColumns(p, seg, u16, prefix);
+  const text = p.tokens.slice(p.n_prompt_tokens + span.t0, p.n_prompt_tokens + span.t1).join('');
+  const before = p.n_prompt_tokens + span.t0;
+  const cells = Float64Array.from(cols, (c) => (c.response && c.first >= before ? NaN : values[c.seg]));
+  return {rows: [{t0: span.t0, t1: span.t1, label: cellLabel(text), text, cells}], cols, signed};
+}
+
+/**
  * The colour scale of row `r` (the module's colour maps and intensity): the largest |value| of the
  * whole matrix, or of that row alone with scale "row".
  */
@@ -178,8 +191,8 @@ export function moveRow(focus: number, key: string, count: number, page = 10): n
 export function heatmapWaitReason(o: {segmentMethod: boolean; extraWithoutMatrix: string | null; matrix: boolean;
                                       detail: string}): string {
   if (o.segmentMethod) {
-    return 'The heatmap needs a per-token matrix, which segment methods do not have (they measure one target at ' +
-        'a time). Choose a gradient method.';
+    return 'The heatmap shows a segment method\'s values once they are measured for the target on screen (one row: ' +
+        'these methods measure one target at a time; for a row per token choose a gradient method).';
   }
   if (o.extraWithoutMatrix !== null) {
     return `The heatmap needs ${o.extraWithoutMatrix} for every response token: tick “per-token” beside its count.`;

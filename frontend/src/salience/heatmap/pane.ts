@@ -10,7 +10,7 @@ import {forcedTargetNote, isForcedTarget} from '../../shared/forced_target.js';
 import type {SalienceController} from '../controller.js';
 import {describeDetail, numTargets, type SaliencePayload} from '../payload.js';
 import {describeSpan, isWhole, wholeResponse} from '../target.js';
-import {buildHeatmap, heatmapWaitReason, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
+import {buildHeatmap, heatmapWaitReason, segmentMethodHeatmap, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
         type HeatmapScale} from './logic.js';
 import {download, exportName} from '../../shared/download.js';
 import {heatmapCanvas, heatmapCsv, showNumbers, type NumbersChoice} from './export.js';
@@ -35,10 +35,11 @@ export class HeatmapPane {
 
   /**
    * The pane for payload `p` cut into `seg` (`segError`: why the segmentation shown is not the one chosen);
+   * `segValues`: a segment method's values on screen ([S], null for a gradient method or before they come);
    * `set` changes the element's state (`Partial<HeatmapState>`).
    */
   render(ctl: SalienceController, p: SaliencePayload, seg: Segmentation, segError: string, codePoints: Int32Array,
-         state: HeatmapState, set: (change: Partial<HeatmapState>) => void): TemplateResult {
+         segValues: Float64Array | null, state: HeatmapState, set: (change: Partial<HeatmapState>) => void): TemplateResult {
     const m = ctl.methodPayload();
     const reg = ctl.registry();
     const extra = ctl.extra();
@@ -53,8 +54,12 @@ export class HeatmapPane {
         this.memo = {m, seg, mode: state.rows, prefix: this.prefix, map};
       }
     }
-    let reason = heatmapWaitReason({
-      segmentMethod: reg?.isSegment(ctl.method) ?? false,
+    const segmentMethod = reg?.isSegment(ctl.method) ?? false;
+    if (segmentMethod && segValues !== null) {
+      map = segmentMethodHeatmap(segValues, p, seg, ctl.span, codePoints, reg?.get(ctl.method)?.signed ?? true, this.prefix);
+    }
+    let reason = segmentMethod && map !== null ? '' : heatmapWaitReason({
+      segmentMethod,
       extraWithoutMatrix: extra !== null && m?.matrix == null ? reg?.label(extra.method) ?? extra.method : null,
       matrix: m?.matrix != null,
       detail: describeDetail(ctl.detail),
