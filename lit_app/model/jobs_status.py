@@ -1,7 +1,7 @@
 """What a poll reads of a job (lit_app/model/jobs.py): the one status type, `Status`, and its two wire forms.
 
 The browser reads both forms; their keys are the contract of docs/architecture.md ("Progressive salience",
-"Jobs a user starts"). `Status.none` is the one status of "no such job".
+"Explain payload"). `Status.none` is the one status of "no such job".
 """
 
 from __future__ import annotations

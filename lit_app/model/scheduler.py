@@ -1,6 +1,16 @@
 """Who uses the shared model next: requests a person waits for first, then work a person started, then automatic work.
 
-See `ModelScheduler`; docs/architecture.md ("Progressive salience") describes the policy.
+The policy (`ModelScheduler`): three levels (`Priority`), FIFO within each: interactive requests (clicks, first
+highlights, traces; `with lock:`), then user jobs a person started with a button and watches (explanation tests,
+intervention runs, the value-index build a search starts; `lock.user_job()`), then automatic background work
+(per-token matrix jobs, every-matrix requests; `lock.background()`). Below the interactive level work runs in time
+slices of `--slice_s` (pausing inside long backwards while `outranked()`); a holder yields to every more urgent
+waiter and to its own level's (two jobs of one level alternate), never to its own client's less urgent work;
+between clients a user job outranks only its own client's background work, and one client's user job and another's
+background work take turns slice by slice (a background job runs as the client whose queue it is in). A matrix job
+paused behind a user job says so (`"waiting": true`, no `eta_s`; the estimate resumes without the paused time). A
+span's IG steps or SmoothGrad samples (interactive) yield between chunks too, so another client's click is not
+behind them.
 """
 
 from __future__ import annotations

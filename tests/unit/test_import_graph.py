@@ -293,24 +293,3 @@ def test_lit_app_imports_only_go_down_its_layers():
     wrong = lit_app_upward_imports(python_graph())
     assert not wrong, ("lit_app imports against its layers (LIT_APP_MAY_IMPORT; move the shared part down, or "
                        "pass it in from above):\n" + "\n".join(wrong))
-
-
-def _lit_rooms_table() -> dict[str, tuple[str, str]]:
-    """docs/architecture.md "LIT rooms": each row's room cell -> (its may-import cell, its holds cell)."""
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    section = text.split("## LIT rooms (`lit_app/`)", 1)[1].split("\n## ", 1)[0]
-    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| `")]
-    return {room.strip(): (may.strip(), holds.strip()) for room, may, holds in rows}
-
-
-def test_the_architecture_doc_lists_every_lit_app_room_with_its_rule():
-    table = _lit_rooms_table()
-    for folder, allowed in LIT_APP_MAY_IMPORT.items():
-        may, holds = table[f"`{folder}/`"]
-        assert may == (", ".join(allowed) or "the base"), f"docs/architecture.md: {folder}/ may import {allowed}"
-        files = sorted(p.stem for p in (ROOT / LIT_APP / folder).glob("*.py") if p.stem != "__init__")
-        unnamed = [f for f in files if not re.search(rf"`{f}(\.py)?`", holds)]
-        assert not unnamed, f"docs/architecture.md's {folder}/ row does not name {unnamed}"
-    roots = [cell for cell in table if not cell.endswith("/`")]
-    named = {p for cell in roots for p in re.findall(r"`(\w+\.py)`", cell)}
-    assert named == {p.rsplit("/", 1)[1] for p in (*LIT_APP_BASE, *LIT_APP_ENTRY_POINTS)} - {"__init__.py"}
