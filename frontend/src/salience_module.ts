@@ -35,7 +35,8 @@ import {SALIENCE_STYLES} from './salience/styles.js';
 import {TargetInput} from './salience/target_input.js';
 import {wholeResponse, type TargetSegment} from './salience/target.js';
 import {TextPane} from './salience/text_pane.js';
-import {streamingView} from './salience/text_view.js';
+import {explainsGeneration} from './salience/request.js';
+import {fixedTargetView, streamingView} from './salience/text_view.js';
 import {controlsView, emptyView, segmentStatusView, statusView} from './salience/view.js';
 
 /** Custom-element tag. LIT 1.3.1 already defines "sequence-salience-module" (its own module). */
@@ -282,6 +283,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           ${compareModelsView(this.compareModels, () => this.compareModels.toggle())}
           ${payload !== null ? this.pane.render(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
+            : input !== null && this.ctl.status === 'loading' && !explainsGeneration(input) ? fixedTargetView(input)
             : emptyView(this.ctl)}
           <div class="tooltip" role="tooltip" hidden></div>
         </div>`;

@@ -174,3 +174,35 @@ def test_the_chain_of_thought_answer_is_in_view(server_url, browser_page, artifa
         for seg in (mod.locator(first).first.bounding_box(), mod.locator(last).last.bounding_box()):
             assert area and seg and area["y"] - 1 <= seg["y"] and seg["y"] + seg["height"] <= area["y"] + area["height"] + 1, (
                 box, seg, area)
+
+
+# Records, at every change of the module's shadow DOM, whether it says it is computing and whether it shows the prompt.
+_WAIT_RECORDER_JS = """(e) => {
+  const seen = window.__waits = [];
+  new MutationObserver(() => {
+    const root = e.shadowRoot;
+    const loading = root.querySelector('.status.loading') !== null;
+    const prompt = root.querySelector('.text.prompt')?.textContent.trim() ?? '';
+    seen.push([loading, prompt.length > 0]);
+  }).observe(e.shadowRoot, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_a_fixed_target_row_shows_its_prompt_while_it_computes(server_url, browser_page, artifacts_dir):
+    """The constitutional row has a fixed target (nothing is generated): from the click on, whenever the module says
+    it is computing, the prompt is on screen, and the fixed target with it (was: "Computing salience…" alone, for
+    14.5 s on a CPU)."""
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
+    mod.evaluate(_WAIT_RECORDER_JS)
+    plugin_checks.select_example(page, "Menu: onion soup")
+    waiting = mod.locator(".response.fixed-target")
+    if mod.locator(".status.loading").count():  # (none when the session's server had this row cached)
+        expect(waiting).to_contain_text("I recommend the mushroom risotto")
+        _shot(page, artifacts_dir, "fixed_target_wait")
+    page.locator(f"{plugin_checks.SALIENCE_TAG}{plugin_checks.READY}").wait_for(
+        state="attached", timeout=plugin_checks.LOAD_TIMEOUT_MS)
+    waits = page.evaluate("window.__waits")
+    assert waits and not [w for w in waits if w[0] and not w[1]], waits[:20]

@@ -21,8 +21,8 @@ import {isWhole, overlaps, targetSegments, type TargetSegment} from './target.js
 import {IG_TOLERANCE, relativeCompleteness} from './values.js';
 import {GRANULARITY_LABELS} from './view.js';
 
-/** Before the first highlight: the prompt as typed and the response as far as it is generated. */
-export function streamingView(d: IndexedInputLike, s: StreamStatus) {
+/** The prompt as typed (dimmed: no values yet), then the response line with `hint` and `response`. */
+function pendingTexts(d: IndexedInputLike, hint: string, response: TemplateResult) {
   const system = typeof d.data['system'] === 'string' ? d.data['system'] : '';
   const prompt = typeof d.data['prompt'] === 'string' ? d.data['prompt'] : '';
   return html`
@@ -30,13 +30,28 @@ export function streamingView(d: IndexedInputLike, s: StreamStatus) {
       <div class="texts">
         <div class="section-label">Prompt</div>
         <div class="text prompt pending">${system ? html`<span class="markup">${system}\n\n</span>` : nothing}${prompt}</div>
-        <div class="section-label">Response
-          <span class="hint">— ${s.state === 'done' ? `${tokenCount(s.tokens)}; computing the salience of the whole response`
-              : s.state === 'running' ? `${s.tokens} of at most ${s.max_new_tokens} tokens so far` : 'waiting for the model'}</span>
-        </div>
-        <div class="text response streaming" data-tokens=${s.tokens} data-stream-state=${s.state}>${s.text}</div>
+        <div class="section-label">Response <span class="hint">— ${hint}</span></div>
+        ${response}
       </div>
     </div>`;
+}
+
+/** Before the first highlight: the prompt as typed and the response as far as it is generated. */
+export function streamingView(d: IndexedInputLike, s: StreamStatus) {
+  const hint = s.state === 'done' ? `${tokenCount(s.tokens)}; computing the salience of the whole response`
+      : s.state === 'running' ? `${s.tokens} of at most ${s.max_new_tokens} tokens so far` : 'waiting for the model';
+  return pendingTexts(d, hint, html`<div class="text response streaming" data-tokens=${s.tokens}
+      data-stream-state=${s.state}>${s.text}</div>`);
+}
+
+/**
+ * Before the first highlight of a row with a fixed target (nothing is generated, so nothing streams): the prompt and
+ * the target at once (issue 45: "Computing salience…" alone for 14.5 s).
+ */
+export function fixedTargetView(d: IndexedInputLike) {
+  const target = typeof d.data['target'] === 'string' ? d.data['target'] : '';
+  return pendingTexts(d, 'the fixed target; computing its salience',
+                      html`<div class="text response pending fixed-target">${target}</div>`);
 }
 
 /** The inline style of a scored segment ('' when it has no colour: markup, no value). */
