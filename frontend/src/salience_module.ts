@@ -50,8 +50,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
   class PromptSalienceModule extends moduleBase(LitModule, {
     tag: TAG, title: 'Sequence Salience', numCols: 12, styles: [SALIENCE_STYLES, HEATMAP_STYLES, COMPARE_STYLES, COMPARE_MODELS_STYLES],
     infoMarkdown: SALIENCE_HELP,
-    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead', 'heatmap', 'heatmapRows',
-            'heatmapScale', 'heatmapFocus', 'sharing'],
+    state: ['granularity', 'regex', 'intensity', 'cursor', 'dragAnchor', 'dragTo', 'showHead', 'showRejected', 'heatmap',
+            'heatmapRows', 'heatmapScale', 'heatmapFocus', 'sharing'],
   }) {
     declare granularity: Granularity;
     declare regex: string;
@@ -61,6 +61,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     declare dragTo: number | null;
     /** Whether the text before the user's turn (chat template, system prompt) is expanded. */
     declare showHead: boolean;
+    /** Whether values that fail their completeness check (IG's) are coloured anyway. */
+    declare showRejected: boolean;
     /** Whether the answer × prompt heatmap is shown instead of the text (heatmap/). */
     declare heatmap: boolean;
     declare heatmapRows: HeatmapRows;
@@ -117,6 +119,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.dragAnchor = null;
       this.dragTo = null;
       this.showHead = false;
+      this.showRejected = false;
       this.heatmap = false;
       this.heatmapRows = 'token';
       this.heatmapScale = 'row';  // each row as the text view colours that target (its own largest value)
@@ -204,6 +207,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.text.clear();
       this.cursor = null;
       this.showHead = false;
+      this.showRejected = false;
       this.pane.clear();
       await this.ctl.select(d);
     }

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 import sequence_salience as ss
-from sequence_salience.methods import get_any_method
+from sequence_salience.display.view import completeness_check, completeness_tolerance
+from sequence_salience.methods import all_records, get_any_method
 from sequence_salience.methods.base import ResultExtra
 from lit_app.schema import fields
 from lit_app.schema.inputs import JsonDict
@@ -67,6 +68,23 @@ def span_key(t0: int, t1: int) -> str:
     return f"{int(t0)}:{int(t1)}"
 
 
+def completeness_payload(result: Any) -> JsonDict:
+    """The `completeness` field: for each method whose record names an `error_extra` (IG), the tolerance its values
+    are checked against and, for each target span of the result with its values (the spans computed directly; the
+    whole response once the matrix exists), the check (display/view.py CompletenessCheck): {"tolerance": 0.05,
+    "spans": {"t0:t1": {"error", "change", "relative" (null without a change), "rejected"}}}."""
+    spans = set(getattr(result, "spans", {}) or {}) | set(getattr(result, "span_ig_errors", {}) or {})
+    out: JsonDict = {}
+    for record in (r for r in all_records() if getattr(r, "error_extra", None) is not None):
+        name = record.name
+        targets = sorted(spans | ({(0, result.num_targets)} if name in result.matrices else set()))
+        checks = {k: completeness_check(result, name, k) for k in targets if result.has_span(name, *k)}
+        out[name] = {"tolerance": completeness_tolerance(result), "spans": {
+            span_key(*k): {"error": c.error, "change": c.change, "relative": c.relative, "rejected": c.rejected}
+            for k, c in checks.items() if c is not None}}
+    return out
+
+
 def salience_payload(result: Any, counts: Mapping[str, int] | None = None, methods: Iterable[str] | None = None,
                      detail: Mapping[str, Any] | None = None, dtype: str = "") -> JsonDict:
     """The `salience` field: exactly the payload of docs/architecture.md.
@@ -105,6 +123,7 @@ def salience_payload(result: Any, counts: Mapping[str, int] | None = None, metho
         "methods": out_methods,
         "spans": {span_key(*k): {m: compact(v) for m, v in vals.items()} for k, vals in spans.items()},
         "span_ig_errors": {span_key(*k): float(v) for k, v in (getattr(result, "span_ig_errors", {}) or {}).items()},
+        "completeness": completeness_payload(result),
     }
     if detail is not None:
         payload["detail"] = dict(detail)

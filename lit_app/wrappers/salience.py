@@ -26,7 +26,7 @@ from lit_app.schema.inputs import JsonDict, SegmentRequest, parse_target_span
 from lit_app.model.jobs_table import SPAN_LANE
 from lit_app.model.jobs import DONE, Job, Status
 from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
-from lit_app.wrappers.payloads import compact, salience_payload, segment_payload, span_key
+from lit_app.wrappers.payloads import compact, completeness_payload, salience_payload, segment_payload, span_key
 from lit_app.wrappers.wrapper import Wrapper
 
 # Longest wait of a `detail="stream"` request with `stream_after` (a long poll) before it answers what
@@ -293,7 +293,8 @@ class SalienceModel(Wrapper):
         if request.span is not None:
             # A clicked span: the client has the text and tokens already; send only the values.
             errors = {span_key(*k): float(v) for k, v in result.span_ig_errors.items() if k == span}
-            return {**_status_only(status), fields.SALIENCE: {"detail": status, "span_ig_errors": errors},
+            return {**_status_only(status), fields.SALIENCE: {"detail": status, "span_ig_errors": errors,
+                                                              "completeness": completeness_payload(result)},
                     fields.SPAN_SALIENCE: values}
         if complete is not None:
             result = complete.merged(result)

@@ -279,7 +279,7 @@ def make_view(
     cs = palette.ColorScale(signed=signed, scale=palette.max_abs(scale_values), intensity=float(intensity))
     ranked = tuple(Ranked(s, v, result.text[int(seg.starts[s]): int(seg.ends[s])], int(seg.starts[s]) >= result.prompt_end)
                    for s, v in top_segments(values, top, signed, target_segs))
-    err = _completeness_errors(result, method, (t0, t1))
+    check = completeness_check(result, method, (t0, t1))
     return View(
         result=result,
         method=method,
@@ -295,12 +295,11 @@ def make_view(
         ranked=ranked,
         pieces=build_pieces(result.text, seg, result.prompt_end),
         span_logprob=float(np.sum(result.target_logprobs[t0:t1], dtype=np.float64)),
-        completeness_error=None if err is None else float(np.sum(err, dtype=np.float64)),
-        completeness_relative=None if err is None else _relative(
-            float(np.sum(err, dtype=np.float64)), token_values(result, method, t0, t1)),
+        completeness_error=None if check is None else check.error,
+        completeness_relative=None if check is None else check.relative,
         segment_facts=facts,
         ig_cost=_ig_cost(result, method, (t0, t1)),
-        accepted_error=integrated_gradients.accepted_error(result.config, IG_TOLERANCE),
+        accepted_error=completeness_tolerance(result),
     )
 
 
@@ -328,6 +327,47 @@ def _completeness_errors(result: "SalienceResult", method: str, target: tuple[in
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class CompletenessCheck:
+    """A method's completeness check on one target span (IG's: do the attributions add up to the log-p change?).
+
+    Attributes:
+      error: the sum of the attributions minus the change (the method's `error_extra` summed over the span, or the
+        error of the span computed directly).
+      change: log p(x) - log p(baseline) of the span: the attributions' sum minus the error.
+      relative: |error| / |change|; None when the change is 0.
+      tolerance: the largest relative error accepted (integrated_gradients.accepted_error: the step search's
+        tolerance when it ran, else field_rules.IG_TOLERANCE's default), the one the browser is sent.
+    """
+
+    error: float
+    change: float
+    relative: float | None
+    tolerance: float
+
+    @property
+    def rejected(self) -> bool:
+        """The values fail the check: their relative error is over the tolerance."""
+        return self.relative is not None and self.relative > self.tolerance
+
+
+def completeness_check(result: "SalienceResult", method: str, target: tuple[int, int]) -> CompletenessCheck | None:
+    """The completeness check of `method`'s values for target tokens `target`; None for a method whose record names
+    no `error_extra`, or without the error (nor the span computed directly, nor the extra in the result)."""
+    errors = _completeness_errors(result, method, target)
+    if errors is None:
+        return None
+    error = float(np.sum(errors, dtype=np.float64))
+    change = float(np.nansum(np.asarray(token_values(result, method, *target), dtype=np.float64))) - error
+    relative = abs(error) / abs(change) if abs(change) > 1e-12 else None
+    return CompletenessCheck(error, change, relative, completeness_tolerance(result))
+
+
+def completeness_tolerance(result: "SalienceResult") -> float:
+    """The largest relative completeness error accepted for `result`'s values (CompletenessCheck.tolerance)."""
+    return integrated_gradients.accepted_error(result.config, IG_TOLERANCE)
+
+
 def _ig_cost(result: "SalienceResult", method: str, target: tuple[int, int]) -> tuple[int, int] | None:
     """(steps used, forwards) of integrated gradients' per-token result, when the view shows those matrices."""
     extras = result.extras
@@ -340,12 +380,6 @@ def _ig_cost(result: "SalienceResult", method: str, target: tuple[int, int]) -> 
 # Relative IG completeness error beyond which the renderers warn, as the browser module does
 # (frontend/src/salience/values.ts IG_TOLERANCE = field_rules.IG_TOLERANCE's default; tested).
 IG_TOLERANCE = field_rules.IG_TOLERANCE.default
-
-
-def _relative(error: float, values: np.ndarray) -> float | None:
-    """|error| / |sum(values) - error|, as sequence_salience/explain/ig_quality.py; None without a change."""
-    delta = float(np.nansum(np.asarray(values, dtype=np.float64))) - error
-    return abs(error) / abs(delta) if abs(delta) > 1e-12 else None
 
 
 def facts_lines(view: "View") -> list[str]:

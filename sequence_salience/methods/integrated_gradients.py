@@ -219,8 +219,8 @@ METHOD = SalienceMethod(
     result_extras=(ResultExtra(COMPLETENESS_ERROR, "completeness_error", "T", "sum of the attributions minus"
                                " (log p(x) - log p(baseline)) per target token", payload="completeness_error"),
                    ResultExtra(STEPS_USED, "steps_used", "T", "path points evaluated (ig_steps, or what the"
-                               " ig_search_tolerance search used)"),
+                               " ig_search_tolerance search used)", payload="steps_used"),
                    ResultExtra(FORWARDS, "forwards", "T", "forward rows run: the path points and the two"
-                               " log-prob forwards")),
+                               " log-prob forwards", payload="forwards")),
     error_extra=COMPLETENESS_ERROR, count=STEPS, count_unit="steps", progress_counts=True, settings=Settings, job_tag="ig", matrix_detail="ig_matrix",
 )

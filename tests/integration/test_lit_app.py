@@ -94,8 +94,10 @@ def test_salience_payload_follows_the_contract(client):
 
     s = pred[fields.SALIENCE]
     assert set(s) == {"text", "prompt_end", "tokens", "offsets", "special", "n_prompt_tokens",
-                      "role_spans", "target_logprobs", "methods", "spans", "span_ig_errors", "dtype"}
+                      "role_spans", "target_logprobs", "methods", "spans", "span_ig_errors", "completeness", "dtype"}
     assert s["spans"] == {} and s["span_ig_errors"] == {} and s["dtype"] == "float32"
+    # IG did not run: its tolerance is published, no span is checked.
+    assert s["completeness"] == {"integrated_gradients": {"tolerance": 0.05, "spans": {}}}
     n, p = len(s["tokens"]), s["n_prompt_tokens"]
     t = n - p
     assert t == len(s["target_logprobs"]) > 0

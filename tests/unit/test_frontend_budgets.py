@@ -1,8 +1,9 @@
 """Numbers the page states before a run equal the ones the server and the core library use.
 
 "Reduce prompt" shows its budget before it starts (frontend/src/explain/logic.ts REDUCE_BUDGET);
-the salience module warns about IG's completeness error beyond the tolerance that "Test this
-explanation → IG steps" aims for (frontend/src/salience/values.ts IG_TOLERANCE).
+the salience module holds IG's completeness error to the tolerance the server publishes in the payload
+(`completeness`, lit_app/wrappers/payloads.py), the one "Test this explanation → IG steps" aims for: the page
+keeps no copy of it.
 """
 
 import re
@@ -26,8 +27,10 @@ def test_reduce_budget_text_states_the_servers_budget():
     assert f"{ReductionConfig().max_steps} candidate checks" in text, text
 
 
-def test_ig_warning_tolerance_is_the_ig_steps_tolerance():
+def test_ig_warning_tolerance_is_the_ig_steps_tolerance_and_the_page_keeps_no_copy():
     from lit_app.wrappers import explain
     from sequence_salience.display import view
 
-    assert _exported_number("IG_TOLERANCE") == explain.IG_AUTO_TOLERANCE == view.IG_TOLERANCE
+    assert explain.IG_AUTO_TOLERANCE == view.IG_TOLERANCE
+    copies = [p for p in frontend_source.SRC.rglob("*.ts") if re.search(r"\bIG_TOLERANCE\s*=", p.read_text())]
+    assert copies == []  # the browser reads the payload's `completeness` tolerance

@@ -21,6 +21,26 @@ export interface MethodPayload {
   samples?: number;
   /** Per target token: sum of attributions minus the log-prob difference to the baseline (IG). */
   completeness_error?: number[] | null;
+  /** Per target token (the same for each: one run): path points evaluated (IG: ig_steps, or what its search used). */
+  steps_used?: number[] | null;
+  /** Per target token: forward rows run (IG: the path points and the two log-prob forwards). */
+  forwards?: number[] | null;
+}
+
+/** The server's completeness check of one target span (lit_app/wrappers/payloads.py completeness_payload). */
+export interface SpanCompleteness {
+  error: number;
+  /** log p(x) − log p(baseline) of the span: the attributions' sum minus the error. */
+  change: number;
+  relative: number | null;
+  rejected: boolean;
+}
+
+/** A checked method's (one whose record names an error_extra: IG) tolerance and the spans the server checked. */
+export interface MethodCompleteness {
+  /** The largest relative completeness error accepted (field_rules.IG_TOLERANCE, or the step search's). */
+  tolerance: number;
+  spans: Record<string, SpanCompleteness>;
 }
 
 export type Role = 'system' | 'user' | 'assistant' | 'markup' | string;
@@ -40,6 +60,8 @@ export interface SaliencePayload {
   spans?: Record<string, Record<string, number[] | undefined>>;
   /** "t0:t1" -> IG completeness error of that span. */
   span_ig_errors?: Record<string, number>;
+  /** By checked method (IG): the completeness tolerance and the checks of the spans with values; absent from older servers. */
+  completeness?: Record<string, MethodCompleteness>;
   /** Progress of the background computation of the matrices. */
   detail?: DetailStatus;
   /** torch dtype that produced the values, e.g. "float32" or "bfloat16". */

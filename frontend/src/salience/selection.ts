@@ -18,7 +18,7 @@ import {SpanRequests} from './span_requests.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ResponseStream} from './stream.js';
 import {describeSpan} from './target.js';
-import {ServerValues} from './values.js';
+import {completenessVerdict, ServerValues, type CompletenessVerdict} from './values.js';
 
 export type Status = 'idle' | 'loading' | 'ready' | 'error';
 
@@ -235,6 +235,12 @@ export abstract class SalienceSelection implements SaliencePage {
     if (m?.completeness_error) return m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0);
     const extra = this.extra();
     return extra === null ? null : this.values.spanError(extra, this.span) ?? null;
+  }
+
+  /** The completeness check (IG's) of the values on screen, held to the server's tolerance; null when none applies. */
+  completenessCheck(): CompletenessVerdict | null {
+    const p = this.payload;
+    return p === null ? null : completenessVerdict(p, this.method, this.completeness(), this.tokenValues());
   }
 
   tokensStreaming(): boolean {

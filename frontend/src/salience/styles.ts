@@ -37,6 +37,9 @@ export const SALIENCE_STYLES = css`
   .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
   .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }
   .side { width: 250px; flex: none; overflow-y: auto; }
+  .checked-pane { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }
+  .completeness-rejected { border-left: 3px solid #e37400; padding-left: 6px; }
+  .completeness-rejected .show-anyway { margin-left: 6px; }
   .section-label { font-weight: 500; color: #5f6368; margin: 6px 0 2px; }
   .hint { font-weight: normal; }
   .text { white-space: pre-wrap; overflow-wrap: anywhere; font-family: 'Roboto Mono', monospace; font-size: 12.5px;

@@ -16,7 +16,8 @@ import {numTargets, type SaliencePayload} from './payload.js';
 import {topSegments} from './rank.js';
 import type {ShownText} from './shown_text.js';
 import {describeSpan, dragSpan, isWhole, overlaps, targetSegments, type TargetSegment} from './target.js';
-import {headView, promptPieceView, responsePiecesView, sidePanelView} from './text_view.js';
+import {headView, promptPieceView, rejectedView, responsePiecesView, sidePanelView, type RejectedFacts} from './text_view.js';
+import type {CompletenessVerdict} from './values.js';
 
 const TOP_K = 10;
 /**
@@ -36,6 +37,8 @@ export interface TextPaneHost {
   readonly heatmap: boolean;
   /** Whether the text before the user's turn is expanded. */
   showHead: boolean;
+  /** Whether values that fail their completeness check are coloured anyway ("show anyway"). */
+  showRejected: boolean;
   readonly renderRoot: ParentNode;
   getBoundingClientRect(): DOMRect;
   /** The heatmap pane (heatmap/pane.ts) for `p` cut into `seg`. */
@@ -83,7 +86,11 @@ export class TextPane {
     const span = ctl.span;
     const {seg, note: segNote, error: segError} = text.shown(p);
     const m = ctl.methodPayload();
-    const values = text.segmentValues(seg);
+    const check = ctl.completenessCheck();
+    const hidden = check !== null && check.rejected && !this.host.showRejected;
+    const shownValues = text.segmentValues(seg);
+    // Values the completeness check rejects colour nothing (and rank nothing) until the user shows them anyway.
+    const values = hidden && shownValues !== null ? shownValues.map(() => NaN) : shownValues;
     const signed = m?.signed ?? ctl.registry()?.get(ctl.method)?.signed ?? true;
     const list = targetSegments(seg, p.n_prompt_tokens);
     const tiOf = new Map<number, number>(list.map((ts, i) => [ts.seg, i]));
@@ -100,9 +107,10 @@ export class TextPane {
     const ranked = values === null ? [] : topSegments(values, TOP_K, signed, targetSegs);
     this.shown = values === null ? null : {values, seg, rank: new Map(ranked.map((r, i) => [r.seg, i]))};
     const side = sidePanelView(ctl, p, seg, cs, ranked, text.codePoints(p), (s) => this.scrollToSegment(s));
+    const rejected = check?.rejected ? this.rejectedLine(check, m) : nothing;
     if (this.host.heatmap) {
       // The side panel keeps the text view's scale: its top list is the target's, as in the text view.
-      return html`<div class="body">${this.host.heatmapPane(p, seg, segError)}
+      return html`<div class="body"><div class="checked-pane">${rejected}${this.host.heatmapPane(p, seg, segError)}</div>
         ${side}</div>`;
     }
 
@@ -117,6 +125,7 @@ export class TextPane {
       <div class="body">
         <div class="texts" @mouseover=${(e: MouseEvent) => this.showTooltip(e)} @mouseleave=${() => this.hideTooltip()}>
           ${segError ? html`<div class="status error inline">${segError}</div>` : nothing}
+          ${rejected}
           ${segNote ? html`<div class="status inline pattern-note" role="status">${segNote}</div>` : nothing}
           ${status ? html`<div class="status ${status.kind} inline" role=${status.kind === 'error' ? 'alert' : 'status'}>
               ${status.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
@@ -140,6 +149,25 @@ export class TextPane {
         </div>
         ${side}
       </div>`;
+  }
+
+  /** The line saying why the values are hidden (or shown anyway), with its toggle. */
+  private rejectedLine(check: CompletenessVerdict, m: ReturnType<SalienceController['methodPayload']>): TemplateResult {
+    const {ctl} = this.host;
+    const reg = ctl.registry();
+    const info = reg?.get(ctl.method);
+    // The count's search (when it ran) says what it used; else the values' count is what they cost.
+    const unit = info?.count_unit ?? 'steps';
+    const used = m?.steps_used?.[0] ?? (m as Record<string, unknown> | null)?.[unit];
+    const steps = typeof used === 'number' ? used : null;
+    const facts: RejectedFacts = {
+      label: reg?.label(ctl.method) ?? ctl.method, oneStep: reg?.label('grad_x_input') ?? 'grad_x_input',
+      unit, costUnit: info?.cost_unit ?? '',
+      cost: steps === null ? null : {steps, forwards: m?.forwards?.[0] ?? null},
+    };
+    return rejectedView(check, facts, this.host.showRejected, () => {
+      this.host.showRejected = !this.host.showRejected;
+    });
   }
 
   /** The prompt's pieces as templates: before the user's turn (template markup, system prompt) the head, then the rest. */

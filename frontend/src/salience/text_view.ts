@@ -18,7 +18,7 @@ import type {Ranked} from './rank.js';
 import {SEGMENT_NOUNS} from './segments.js';
 import type {TargetSpan} from './spans.js';
 import {isWhole, overlaps, targetSegments, type TargetSegment} from './target.js';
-import {IG_TOLERANCE, relativeCompleteness} from './values.js';
+import type {CompletenessVerdict} from './values.js';
 import {GRANULARITY_LABELS} from './view.js';
 
 /** The prompt as typed (dimmed: no values yet), then the response line with `hint` and `response`. */
@@ -138,19 +138,47 @@ export function legendView(cs: ColorScale, m: MethodPayload | null) {
   </div>`;
 }
 
-/** The IG completeness error; beyond IG_TOLERANCE of the log-prob change, a warning with what to do. */
-export function completenessView(error: number, relative: number | null) {
+/** The IG completeness error; beyond the server's tolerance, a warning with what to do. */
+export function completenessView(v: CompletenessVerdict) {
   const title = 'Sum of the attributions minus the log-prob difference to the baseline, over the target';
-  if (relative === null || relative <= IG_TOLERANCE) {
+  const {error, relative, tolerance} = v;
+  if (!v.rejected) {
     return html`<div class="completeness" title=${title}>IG completeness error: ${formatValue(error)}${relative === null ? nothing
         : html` (${(100 * relative).toFixed(1)} %)`}</div>`;
   }
   return html`<div class="completeness warn" role="note" title=${title}>
-    <b>⚠ IG completeness error ${formatValue(error)}</b> — ${(100 * relative).toFixed(0)} % of the log-prob change to
-    the baseline (over ${(100 * IG_TOLERANCE).toFixed(0)} %): the attributions do not add up, so their sizes should not
+    <b>⚠ IG completeness error ${formatValue(error)}</b> — ${(100 * relative!).toFixed(0)} % of the log-prob change to
+    the baseline (over ${(100 * tolerance).toFixed(0)} %): the attributions do not add up, so their sizes should not
     be trusted. More steps help only where the error falls as they double: Test this explanation → IG steps tries
     8, 16, 32, … and says which count is enough, or that none within the cap is (then use Gradient × input for
     sizes).</div>`;
+}
+
+/** What a rejected check's line names: the method's label, the one-step method's, what a unit costs, this run's cost. */
+export interface RejectedFacts {
+  label: string;
+  oneStep: string;
+  unit: string;
+  costUnit: string;
+  /** The count of these values (path points evaluated) and the forward rows run when the payload has them. */
+  cost: {steps: number; forwards: number | null} | null;
+}
+
+/**
+ * The one line that replaces the colours when the values on screen fail their completeness check, with the "show
+ * anyway" toggle (a button: mouse, Enter and Space); once shown anyway, the line stays and says so.
+ */
+export function rejectedView(v: CompletenessVerdict, f: RejectedFacts, shown: boolean, toggle: () => void) {
+  const spent = f.cost === null ? ''
+      : `; these values: ${f.cost.steps} ${f.unit}${f.cost.forwards === null ? '' : `, ${f.cost.forwards} forwards`}`;
+  const cost = `${f.costUnit}${spent}`;
+  return html`<div class="status inline completeness-rejected warn" role="note" data-shown=${shown ? 'yes' : 'no'}>
+    ⚠ ${f.label} fails its completeness check here: the values sum to ${formatValue(v.change + v.error)} but the
+    answer's log p changed by ${formatValue(v.change)} (error ${(100 * (v.relative ?? 0)).toFixed(0)} %).
+    ${shown ? 'Values shown anyway' : 'Values hidden'}; ${f.oneStep} is the one-step version, or raise ${f.unit}
+    (cost: ${cost}).
+    <button class="show-anyway" aria-pressed=${shown ? 'true' : 'false'} @click=${toggle}>${shown ? 'Hide values'
+        : 'Show anyway'}</button></div>`;
 }
 
 /**
@@ -177,7 +205,7 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
                               ranked: readonly Ranked[], u16: Int32Array, scrollTo: (s: number) => void) {
   const m = ctl.methodPayload();
   const spanLogprob = p.target_logprobs.slice(ctl.span.t0, ctl.span.t1).reduce((a, b) => a + b, 0);
-  const completeness = ctl.completeness();
+  const check = ctl.completenessCheck();
   const tokenValues = ctl.tokenValues();
   if (tokenValues === null) {
     // Nothing to scale yet: no placeholder legend, no empty list (the status line says it computes).
@@ -195,7 +223,7 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
       <div class="precision" data-detail=${ctl.detailState()}
           data-exact=${m?.matrix != null ? 'matrix' : 'span'}>${ctl.precision()}</div>
       ${p.dtype ? html`<div class="dtype">computed in ${p.dtype}</div>` : nothing}
-      ${completeness !== null ? completenessView(completeness, relativeCompleteness(completeness, tokenValues)) : nothing}
+      ${check !== null ? completenessView(check) : nothing}
     </div>
     <div class="section-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()}</div>
     <ol class="top">

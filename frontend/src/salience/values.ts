@@ -6,7 +6,7 @@
  * values as `valuesName` does: the method, or an extra method with its count ("smooth_grad#8").
  */
 import type {MethodRegistry} from '../shared/methods.js';
-import type {MethodPayload, SaliencePayload} from './payload.js';
+import type {MethodPayload, SaliencePayload, SpanCompleteness} from './payload.js';
 import {extraKey, type Extra} from './request.js';
 import {spanKey, type TargetSpan} from './spans.js';
 
@@ -26,12 +26,6 @@ export function withoutExtras(reg: MethodRegistry, methods: SaliencePayload['met
 }
 
 /**
- * Largest relative completeness error of integrated gradients taken as "the attributions add up"
- * (lit_app/wrappers/explain.py IG_AUTO_TOLERANCE, the target of "Test this explanation → IG steps").
- */
-export const IG_TOLERANCE = 0.05;
-
-/**
  * IG's relative completeness error: |error| / |log p(x) − log p(x′)|, the log-prob change to the
  * baseline being the attributions' sum minus the error (as sequence_salience/explain/ig_quality.py
  * computes it). Null without values or with no change to compare with.
@@ -42,6 +36,28 @@ export function relativeCompleteness(error: number, values: ArrayLike<number> | 
   for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) sum += values[i];
   const delta = sum - error;
   return Math.abs(delta) > 1e-12 ? Math.abs(error) / Math.abs(delta) : null;
+}
+
+/** A completeness check of the values on screen, with the tolerance it was held to. */
+export interface CompletenessVerdict extends SpanCompleteness {
+  tolerance: number;
+}
+
+/**
+ * The completeness rule for `method`'s values of the span on screen: their error (`error`, summed over the span) against
+ * the log-p change (the values' sum minus the error), held to the tolerance the server published for the method
+ * (`p.completeness`; display/view.py CompletenessCheck computes the same). Null for a method the server does not check
+ * (or an older server), or without the error or the values. `rejected`: the relative error is over the tolerance.
+ */
+export function completenessVerdict(p: Pick<SaliencePayload, 'completeness'>, method: string, error: number | null,
+                                    values: ArrayLike<number> | null): CompletenessVerdict | null {
+  const checked = p.completeness?.[method];
+  if (checked === undefined || error === null || values === null) return null;
+  const relative = relativeCompleteness(error, values);
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) sum += values[i];
+  return {error, change: sum - error, relative, tolerance: checked.tolerance,
+          rejected: relative !== null && relative > checked.tolerance};
 }
 
 export class ServerValues {
