@@ -139,6 +139,12 @@ def test_select_retarget_granularity_edit(server_url, browser_page, artifacts_di
     timings["integrated_gradients_4_steps_ms_in_page"] = _wait_action(page, "method")
     expect(mod.locator(".legend-title")).to_contain_text(f"{IG_STEPS} steps")
     assert "completeness error" in mod.locator(".side").inner_text()
+    # 4 steps fail IG's completeness check on this model (issue 45 §6): nothing coloured until "Show anyway".
+    rejected = mod.locator(".completeness-rejected")
+    expect(rejected).to_have_attribute("data-shown", "no")
+    assert _highlighted(mod) == 0
+    rejected.locator("button.show-anyway").click()
+    expect(rejected).to_have_attribute("data-shown", "yes")
     assert _highlighted(mod) > 0
 
     # SmoothGrad (2 samples): the span on screen from the server, a signed map; the
