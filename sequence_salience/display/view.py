@@ -377,8 +377,8 @@ def _ig_cost(result: "SalienceResult", method: str, target: tuple[int, int]) -> 
     return int(extras[integrated_gradients.STEPS_USED][0]), int(extras[integrated_gradients.FORWARDS][0])
 
 
-# Relative IG completeness error beyond which the renderers warn, as the browser module does
-# (frontend/src/salience/values.ts IG_TOLERANCE = field_rules.IG_TOLERANCE's default; tested).
+# Relative IG completeness error beyond which the renderers warn without the step search; the browser is sent it
+# (the payload's `completeness`, lit_app/wrappers/payloads.py) and keeps no copy.
 IG_TOLERANCE = field_rules.IG_TOLERANCE.default
 
 
