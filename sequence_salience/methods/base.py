@@ -239,6 +239,9 @@ class SalienceMethod:
         the method cannot use, e.g. a file that is not an estimator; the count's flag comes from its rule). A
         segment method's flagged setting is also a server flag of the field's name (lit_app/schema/method_registry.py
         SERVER_SETTINGS).
+      most_units: None, or (config) -> the most count units compute may run under config when that is more than the
+        count (IG's step search: every count up to its cap); progress totals count them, so the bar moves while later
+        counts run and fills when the method ends (salience.py _MethodProgress.finish). None: the count.
       job_tag: a counted method's background job kind prefix on the server (the job of count n is
         f"{job_tag}{n}"); None: the method's name.
       matrix_detail: a counted method's `detail` value that starts its per-token matrix job on the server;
@@ -267,6 +270,7 @@ class SalienceMethod:
     settings: type | None = None
     job_tag: str | None = None
     matrix_detail: str | None = None
+    most_units: Callable[[SalienceConfig], int] | None = None
 
     @property
     def title(self) -> str:
@@ -281,12 +285,12 @@ class SalienceMethod:
         return int(getattr(config, self.count.name)) if self.count else 1
 
     def span_units(self, config: SalienceConfig) -> int:
-        """Progress units of compute_span: one per step or sample, else one pass."""
-        return self.count_in(config)
+        """Progress units of compute_span: one per step or sample (the most a search may run), else one pass."""
+        return self.count_in(config) if self.most_units is None else self.most_units(config)
 
     def progress_total(self, num_targets: int, config: SalienceConfig) -> int:
         """Progress units of compute() for `num_targets` target tokens."""
-        return num_targets * (self.count_in(config) if self.progress_counts else 1)
+        return num_targets * (self.span_units(config) if self.progress_counts else 1)
 
     def to_json(self) -> dict:
         """The JSON-able facts of the method (no callables), as registry_json lists them."""

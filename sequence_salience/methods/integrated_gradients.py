@@ -10,8 +10,8 @@ log p_t(x) - log p_t(x'); `extras["completeness_error"]` reports the difference.
 Steps until completeness holds (`ig_search_tolerance` > 0): the rule on ig_steps points, then on twice
 as many, and so on, until sum_t |error_t| <= ig_search_tolerance * sum_t |delta_t| for every example
 (delta_t = log p_t(x) - log p_t(x'); for a span, its one error and delta) or the next count would pass
-ig_search_max_steps. Progress counts the first count's units (the engine's total); later counts report
-past it and the bar stays full while they run. The
+ig_search_max_steps. Progress counts every count up to the cap (`search_points`, the record's most_units): the bar
+moves while later counts run and fills when the search stops. The
 result says what it cost (`steps_used`: path points evaluated over every count tried, `forwards`: those
 plus the two log-prob forwards) beside the completeness error of the last count. The counts are not
 nested: a Riemann rule with the endpoint alpha = 0 would reuse its points, but at the zero baseline of
@@ -105,6 +105,17 @@ def _within(error: torch.Tensor, delta: torch.Tensor, tolerance: float) -> bool:
     """sum |error| <= tolerance * sum |delta| over the last axis, for every example (error, delta: [B, ...])."""
     err, dlt = error.abs().reshape(error.shape[0], -1).sum(-1), delta.abs().reshape(delta.shape[0], -1).sum(-1)
     return bool((err <= tolerance * dlt).all())
+
+
+def search_points(config: SalienceConfig) -> int:
+    """The most path points a run may evaluate: ig_steps, or with the search every count up to its cap."""
+    if config.ig_search_tolerance <= 0:
+        return config.ig_steps
+    n, points = config.ig_steps, config.ig_steps
+    while 2 * n <= config.ig_search_max_steps:
+        n *= 2
+        points += n
+    return points
 
 
 def _doubling(config: SalienceConfig, device, gradients, converged):
@@ -223,4 +234,5 @@ METHOD = SalienceMethod(
                    ResultExtra(FORWARDS, "forwards", "T", "forward rows run: the path points and the two"
                                " log-prob forwards", payload="forwards")),
     error_extra=COMPLETENESS_ERROR, count=STEPS, count_unit="steps", progress_counts=True, settings=Settings, job_tag="ig", matrix_detail="ig_matrix",
+    most_units=search_points,
 )

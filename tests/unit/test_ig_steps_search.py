@@ -106,3 +106,26 @@ def test_a_tolerance_out_of_range_names_the_fix(llama, tolerance):
     with pytest.raises(ss.SalienceError, match="ig_search_tolerance=.*Fix: use 0"):
         ss.compute_salience(llama, PROMPT, TARGET, methods=(IG,),
                             config=ss.SalienceConfig(ig_search_tolerance=tolerance))
+
+
+def test_progress_moves_while_later_counts_run_and_fills_when_the_search_stops(llama):
+    # Was: the total counted the first count's units only, so the bar sat full while 4 and 8 ran.
+    seen = []
+    result = ss.compute_salience(llama, PROMPT, TARGET, methods=(IG,), progress=lambda m, d, t: seen.append((d, t)),
+                                 config=ss.SalienceConfig(ig_steps=2, ig_search_tolerance=1e-9, ig_search_max_steps=8))
+    t = result.num_targets
+    assert {total for _, total in seen} == {t * (2 + 4 + 8)}  # every count up to the cap
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == t * 14
+    assert t * 2 in done and t * (2 + 4) in done  # after each count, the bar shows what ran (not full yet)
+
+
+def test_a_search_that_stops_early_fills_the_bar(llama):
+    seen = []
+    ss.compute_span_result(llama, PROMPT, TARGET, methods=(IG,), t0=1, t1=3,
+                           progress=lambda m, d, t: seen.append((d, t)),
+                           config=ss.SalienceConfig(ig_steps=4, ig_search_tolerance=0.01))
+    total = seen[-1][1]
+    assert total == 4 + 8 + 16 + 32 + 64 + 128 + 256  # the most the search may run, up to the default cap
+    assert seen[-1][0] == total  # filled at the end
+    assert seen[-2][0] in {4, 12, 28, 60, 124, 252}  # from where the search stopped: a count's end before the cap
