@@ -40,7 +40,7 @@ class ShareModel(Wrapper):
         if method and method not in result.matrices:
             raise RequestError(f"{fields.SHARE_METHOD} {method!r} has no matrix in this result (it has "
                                f"{', '.join(result.matrices)}). Fix: send the method shown, with its count field "
-                               "(e.g. ig_steps) as the salience model's request.")
+                               "(the registry's count_field) as the salience model's request does.")
         n_targets = len(result.tokens) - int(result.n_prompt_tokens)
         span = parse_target_span(ex.get(fields.TARGET_SPAN), n_targets)
         try:
