@@ -14,7 +14,7 @@ INSIDE_MODULE_TAG = "inside-model-module"
 # "Test this explanation" (frontend/src/explain/module.ts `EXPLAIN_TAG`), a tab beside it.
 EXPLAIN_MODULE_TAG = "explain-test-module"
 # Two models selected in LIT's model selector are compared inside the salience module (its "Compare
-# models" section, frontend/src/compare_models/room.ts), not in a module of their own.
+# models" section, frontend/src/salience/compare_models/room.ts), not in a module of their own.
 
 SALIENCE_LAYOUT_NAME = "sequence_salience"
 # The same modules with Inside / Test below the salience module (both in view at once; needs a

@@ -10,7 +10,7 @@ output, `compare`, holds:
   the ids as generated) under the pinned prompt ("under_a") and under the selected prompt ("under_b");
   "forwards": the teacher-forced forwards this answer ran: one when a cached salience result of the
   pinned datapoint holds its log-probs, else two;
-* with `with_pinned_salience` true (the compare view sends it, and frontend/src/compare_models/ with the
+* with `with_pinned_salience` true (the compare view sends it, and frontend/src/salience/compare_models/ with the
   selected datapoint "pinned" to itself for a model's whole-response salience; its log-prob requests do
   not): "pinned_salience", the pinned datapoint's
   whole-response salience (the payload of a first highlight, docs/architecture.md "LIT salience
@@ -28,7 +28,7 @@ output, `compare`, holds:
 
 Asking here, not through the salience model, leaves the server's focus (the datapoint whose
 background matrices run, lit_app/model/progressive.py) on the selected datapoint. The browser's compare
-view (frontend/src/compare/) asks when LIT's *Pin datapoint* (or the editor's *Add and compare*) pins
+view (frontend/src/salience/compare/) asks when LIT's *Pin datapoint* (or the editor's *Add and compare*) pins
 a datapoint and another is selected.
 """
 
