@@ -50,6 +50,7 @@ export const SALIENCE_STYLES = css`
   .prompt { flex: 0 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
   .response { flex: 0 1 auto; min-height: 60px; overflow-y: auto; user-select: none; }
   .pending { opacity: 0.6; }
+  .text.prompt.previous { opacity: 0.75; }
   details.head > summary { cursor: pointer; white-space: normal; color: #5f6368; font-family: Roboto, sans-serif;
                            font-size: 12px; line-height: 1.5; margin-bottom: 2px; }
   details.head[open] > summary { margin-bottom: 0; }

@@ -13,6 +13,7 @@ import {forcedTargetNote, isForcedTarget} from '../shared/forced_target.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {SalienceController} from './controller.js';
 import {numTargets, type SaliencePayload} from './payload.js';
+import {PreviousMap, previousMapLabel} from './previous_map.js';
 import {topSegments} from './rank.js';
 import type {ShownText} from './shown_text.js';
 import {describeSpan, dragSpan, isWhole, overlaps, targetSegments, type TargetSegment} from './target.js';
@@ -67,6 +68,8 @@ export class TextPane {
   private tipValues: Float64Array | null = null;
   /** Whether the head's fold is decided for this selection (by the first highlight's top list, or by the user). */
   private headDecided = false;
+  /** The last map shown, kept while a segment method measures. */
+  private readonly previous = new PreviousMap();
 
   constructor(private readonly host: TextPaneHost) {}
 
@@ -89,9 +92,14 @@ export class TextPane {
     const check = ctl.completenessCheck();
     const hidden = check !== null && check.rejected && !this.host.showRejected;
     const shownValues = text.segmentValues(seg);
+    const tokens = ctl.tokenValues();
+    let signed = m?.signed ?? ctl.registry()?.get(ctl.method)?.signed ?? true;
+    if (tokens !== null && !hidden) this.previous.remember(ctl, tokens, signed);
+    // While a segment method measures, the last map stays on screen, marked as the previous one (previous_map.ts).
+    const previous = shownValues === null ? this.previous.during(ctl, seg) : null;
+    if (previous !== null) signed = previous.signed;
     // Values the completeness check rejects colour nothing (and rank nothing) until the user shows them anyway.
-    const values = hidden && shownValues !== null ? shownValues.map(() => NaN) : shownValues;
-    const signed = m?.signed ?? ctl.registry()?.get(ctl.method)?.signed ?? true;
+    const values = hidden && shownValues !== null ? shownValues.map(() => NaN) : shownValues ?? previous?.values ?? null;
     const list = targetSegments(seg, p.n_prompt_tokens);
     const tiOf = new Map<number, number>(list.map((ts, i) => [ts.seg, i]));
     // Segments that are (part of) the target do not set the colour scale.
@@ -104,8 +112,8 @@ export class TextPane {
       scaleVals = Array.from(values).filter((v, s) => Number.isFinite(v) && !targetSegs.has(s));
     }
     const cs: ColorScale = {signed, scale: maxAbs(scaleVals), intensity: this.host.intensity};
-    const ranked = values === null ? [] : topSegments(values, TOP_K, signed, targetSegs);
-    this.shown = values === null ? null : {values, seg, rank: new Map(ranked.map((r, i) => [r.seg, i]))};
+    const ranked = values === null || previous !== null ? [] : topSegments(values, TOP_K, signed, targetSegs);
+    this.shown = values === null || previous !== null ? null : {values, seg, rank: new Map(ranked.map((r, i) => [r.seg, i]))};
     const side = sidePanelView(ctl, p, seg, cs, ranked, text.codePoints(p), (s) => this.scrollToSegment(s));
     const rejected = check?.rejected ? this.rejectedLine(check, m) : nothing;
     if (this.host.heatmap) {
@@ -131,7 +139,9 @@ export class TextPane {
               ${status.kind === 'loading' ? html`<div class="bar"><div></div></div>` : nothing}
               <span>${status.text}</span></div>` : nothing}
           <div class="section-label">Prompt</div>
-          <div class="text prompt ${values === null ? 'pending' : ''}">${headPieces.length === 0 ? nothing
+          ${previous === null ? nothing : html`<div class="status inline previous-map" role="status"
+              data-method=${previous.method}>${previousMapLabel(ctl.registry(), previous.method, ctl.method)}</div>`}
+          <div class="text prompt ${values === null ? 'pending' : previous !== null ? 'previous' : ''}">${headPieces.length === 0 ? nothing
             : headView(headPieces, this.headOpen(headRanked, values !== null && isWhole(span, T)), headRanked,
                        (open) => {
                          if (open !== this.host.showHead) this.headDecided = true;  // the user's (not our own ?open)

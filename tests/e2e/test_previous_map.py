@@ -1,0 +1,64 @@
+"""Issue 45 §3 in the browser at 1280x720, against the real server on the default model: while a segment method the
+user chose measures (its job's progress on the status line), the prompt keeps the last map's colours, marked as the
+previous one with the registry's labels ("Previous map (Gradient norm) — measuring Ablation surrogate (ContextCite)…"),
+instead of losing them; the new map replaces it when it arrives. (Before: the prompt went uncoloured while it measured.)
+At word granularity (measured on request, with no automatic switch to leave one out) the surrogate is measured by no
+other browser test, so the session server's cache does not answer it at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from sequence_salience.methods import ablation_surrogate, grad_norm
+
+pytestmark = pytest.mark.e2e
+
+TAG = "prompt-salience-module"
+LOAD_TIMEOUT_MS = 300_000
+COLOURED = '.prompt .seg[style*="background"]'
+
+
+def _prompt_styles(mod) -> list[str]:
+    return mod.locator(".prompt .seg").evaluate_all("els => els.map(e => e.getAttribute('style') || '')")
+
+
+def test_segment_method_wait_keeps_the_previous_map(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(server_url)
+    mod = page.locator(TAG)
+    mod.wait_for(timeout=120_000)
+    expect(mod.locator("select.granularity")).to_have_value("word")
+    page.locator("data-table-module tbody tr", has_text="few-shot classification").first.click()
+    page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    method = mod.locator("select.method")
+    expect(method).to_have_value(grad_norm.NAME)
+    mod.locator(COLOURED).first.wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    gradient = _prompt_styles(mod)
+
+    # The user chooses the surrogate: while its job runs, the gradient's colours stay, marked as the previous map.
+    method.select_option(ablation_surrogate.NAME)
+    mod.locator(f'.segment-status[data-method="{ablation_surrogate.NAME}"] button.measure').click()
+    measuring = mod.locator(f'.segment-status[data-method="{ablation_surrogate.NAME}"] .measuring')
+    expect(measuring).to_be_visible()
+    label = mod.locator(".previous-map")
+    expect(label).to_have_text(f"Previous map ({grad_norm.METHOD.label}) — measuring {ablation_surrogate.METHOD.label}…")
+    expect(label).to_have_attribute("data-method", grad_norm.NAME)
+    expect(mod.locator(".text.prompt.previous")).to_have_count(1)
+    assert _prompt_styles(mod) == gradient, "the previous map is not the gradient's colours"
+    assert mod.locator(COLOURED).count() > 0
+    expect(measuring).to_be_visible()  # still measuring after the checks: they saw the wait, not its end
+    page.mouse.move(5, 5)
+    page.screenshot(path=str(artifacts_dir / "previous-map-while-measuring.png"))
+
+    # The new map replaces it when it arrives.
+    expect(measuring).to_have_count(0, timeout=LOAD_TIMEOUT_MS)
+    expect(label).to_have_count(0)
+    expect(mod.locator(".text.prompt.previous")).to_have_count(0)
+    expect(mod.locator(".precision")).to_contain_text("measured per word")
+    assert mod.locator(COLOURED).count() > 0
+    assert _prompt_styles(mod) != gradient, "the surrogate's map looks like the gradient's"
+    assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    assert not external, f"requests to non-local hosts: {external}"
