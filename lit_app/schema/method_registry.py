@@ -180,7 +180,7 @@ def published_registry() -> list[dict[str, Any]]:
     """Every method's core facts (`registry_json(kinds=("token", "segment"))`, all its keys) plus its LIT
     facts, in display order (token methods first):
 
-    {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind, max_count,
+    {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, max_count,
     tag, matrix_detail, detail, default_at, request_default_at, first_map_at, granularities} (JSON-able); count_field, count_unit, max_count are None (null)
     for a method without a count; tag and matrix_detail are None except for a counted token method;
     `detail` is SEGMENT_DETAIL for a segment method (else None); `default_at` lists the granularities at

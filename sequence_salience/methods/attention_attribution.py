@@ -81,4 +81,6 @@ METHOD = SegmentMethod(
     rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings, reads_attention=True,
     cost_unit="one forward (per-head attention to each segment, recorded in the unedited prompt's forward; a linear "
               "estimator fitted per model)",
+    trust="An estimate learned from this model's leave-one-out maps, almost free: trust it for a first look where its "
+          "held-out agreement with leave-one-out is high, and confirm the top segments before relying on them.",
 )

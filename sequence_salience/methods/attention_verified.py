@@ -80,4 +80,6 @@ METHOD = SegmentMethod(
     compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102", reads_attention=True,
     cost_unit=f"one forward (the unedited prompt's, with the attention recorded) + one per verified segment "
               f"({VERIFY}, from the segment on, over the cached prefix)",
+    trust="Its top segments are measured exactly (leave one out), so their values can be trusted; the rest are the "
+          "learned estimate's, a first look only.",
 )

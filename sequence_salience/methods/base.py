@@ -215,6 +215,7 @@ class SalienceMethod:
         `progress(units)` (optional) is called after each chunk of steps or samples.
       paper: link to the method's paper.
       cost_unit: a short phrase saying what one unit of work is ("one backward per target").
+      trust: one sentence saying when to trust the method's map (published; the module's help shows it).
       from_gradient: for gradient-at-the-input methods, (grad <float>[B, L, D], embeds
         <float>[B, L, D]) -> <float32>[B, L]; methods that have it share one backward
         when several spans are computed at once (salience.compute_span_result).
@@ -257,6 +258,7 @@ class SalienceMethod:
     compute_span: Callable[..., np.ndarray]
     paper: str
     cost_unit: str
+    trust: str
     from_gradient: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     count: FieldRule | None = None
     count_unit: str | None = None
@@ -316,12 +318,13 @@ def _default_count(method: SalienceMethod | SegmentMethod) -> int:
 
 
 def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
-    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, kind, granularities}
+    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, granularities}
     (granularities: None for every granularity, else the list a segment method computes at)."""
     only = getattr(method, "granularities", None)
     return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
             "linear": method.linear, "count_field": method.count_field, "count_unit": method.count_unit,
-            "default_count": method.default_count, "cost_unit": method.cost_unit, "kind": method.kind,
+            "default_count": method.default_count, "cost_unit": method.cost_unit, "trust": method.trust,
+            "kind": method.kind,
             "granularities": list(only) if only is not None else None}
 
 
@@ -467,7 +470,7 @@ class SegmentMethod:
     request), so a change of granularity recomputes them (no model pass for gradient methods).
 
     Attributes:
-      name, label, short, signed, paper, cost_unit: as SalienceMethod.
+      name, label, short, signed, paper, cost_unit, trust: as SalienceMethod.
       compute: (problem, config) -> SegmentOutput.
       rows: (n_segments, config) -> the ablated prompts it scores (progress total, cost model); for
         coarse_to_fine an estimate (how far it refines depends on the values).
@@ -491,6 +494,7 @@ class SegmentMethod:
     rows: Callable[[int, AblationConfig], int]
     paper: str
     cost_unit: str
+    trust: str
     count: FieldRule | None = None
     count_unit: str | None = None
     kind: str = "segment"

@@ -48,6 +48,8 @@ NAME = "grad_norm"
 
 METHOD = shared.input_gradient_method(
     NAME, "Gradient norm", "Grad norm", signed=False, linear=False, paper="https://arxiv.org/abs/1312.6034",
+    trust="A quick first look at what the target is sensitive to, not at what raises or lowers it; on held-out prompts "
+          "it often ranks differently from exact leave-one-out, so confirm a finding before reading it as a cause.",
     from_gradient=from_gradient, extras=gram, span_gram=GRAM, settings=Settings,
     result_extras=(ResultExtra(GRAM, "gram", "LTT", "Gram tensor <g_t,i, g_s,i> of the per-target gradients at each"
                                " token (absent past SalienceConfig.gram_max_elements)", payload="gram_packed"),))

@@ -18,4 +18,6 @@ def from_gradient(g: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
 NAME = "grad_x_input"
 
 METHOD = shared.input_gradient_method(NAME, "Gradient × input", "G×I", signed=True, linear=True,
-                                      paper="https://arxiv.org/abs/1605.01713", from_gradient=from_gradient)
+                                      paper="https://arxiv.org/abs/1605.01713",
+                                      trust="A local, linear estimate: trust its sign and ranking where small edits act "
+                                            "linearly, and confirm large values with leave one segment out.", from_gradient=from_gradient)

@@ -226,6 +226,8 @@ FORWARDS = "ig_forwards"
 METHOD = SalienceMethod(
     name=NAME, label="Integrated gradients", short="IG", signed=True, linear=True,
     paper="https://arxiv.org/abs/1703.01365", cost_unit="one backward per target per step",
+    trust="Only when its completeness check passes (the values sum to the log-prob change from the baseline within "
+          "the stated tolerance); a failed check means the values are not meaningful at this step count.",
     compute=compute, compute_span=compute_span, span_error=span_completeness_error,
     result_extras=(ResultExtra(COMPLETENESS_ERROR, "completeness_error", "T", "sum of the attributions minus"
                                " (log p(x) - log p(baseline)) per target token", payload="completeness_error"),

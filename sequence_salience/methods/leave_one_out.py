@@ -33,4 +33,6 @@ METHOD = SegmentMethod(
     name=NAME, label="Leave one segment out", short="Leave-one-out", signed=True, compute=compute, rows=rows,
     paper="https://arxiv.org/abs/1311.2901",
     cost_unit="one forward per segment (from the segment on, over the cached prefix)",
+    trust="The exact effect of removing each segment alone, the reference the other maps are checked against; it "
+          "misses what only matters together (two segments saying the same thing each look unimportant).",
 )

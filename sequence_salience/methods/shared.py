@@ -45,7 +45,7 @@ def span_from_gradient(from_gradient: FromGradient) -> Callable[..., np.ndarray]
     return compute_span
 
 
-def input_gradient_method(name: str, label: str, short: str, *, signed: bool, linear: bool, paper: str,
+def input_gradient_method(name: str, label: str, short: str, *, signed: bool, linear: bool, paper: str, trust: str,
                           from_gradient: FromGradient, extras: GradientExtras | None = None,
                           result_extras: tuple[ResultExtra, ...] = (),
                           span_gram: str | None = None, settings: type | None = None) -> SalienceMethod:
@@ -63,5 +63,5 @@ def input_gradient_method(name: str, label: str, short: str, *, signed: bool, li
 
     return SalienceMethod(name=name, label=label, short=short, signed=signed, linear=linear, paper=paper,
                           compute=compute, compute_span=span_from_gradient(from_gradient), cost_unit=COST_UNIT,
-                          from_gradient=from_gradient, result_extras=result_extras, span_gram=span_gram,
+                          trust=trust, from_gradient=from_gradient, result_extras=result_extras, span_gram=span_gram,
                           settings=settings)

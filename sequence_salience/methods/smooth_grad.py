@@ -112,5 +112,7 @@ NAME = "smooth_grad"
 # Progress counts whole target tokens (compute() reports them as its samples finish).
 METHOD = SalienceMethod(name=NAME, label="SmoothGrad (× input)", short="SmoothGrad", signed=True, linear=True,
                         compute=compute, compute_span=compute_span, paper="https://arxiv.org/abs/1706.03825",
-                        cost_unit="one backward per target per sample", count=SAMPLES, count_unit="samples",
+                        cost_unit="one backward per target per sample",
+                        trust="Less noisy than one gradient but still a local estimate: trust the ranking once more "
+                              "samples no longer change it, not the exact values.", count=SAMPLES, count_unit="samples",
                         settings=Settings, job_tag="sg")

@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 
 from sequence_salience.methods import ablation_surrogate, grad_norm
+from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
 
-TAG = "prompt-salience-module"
-LOAD_TIMEOUT_MS = 300_000
+TAG = plugin_checks.SALIENCE_TAG
+LOAD_TIMEOUT_MS = plugin_checks.LOAD_TIMEOUT_MS
 COLOURED = '.prompt .seg[style*="background"]'
 
 
@@ -26,10 +27,7 @@ def test_segment_method_wait_keeps_the_previous_map(server_url, browser_page, ar
     from playwright.sync_api import expect
 
     page, external = browser_page
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(server_url)
-    mod = page.locator(TAG)
-    mod.wait_for(timeout=120_000)
+    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
     expect(mod.locator("select.granularity")).to_have_value("word")
     page.locator("data-table-module tbody tr", has_text="few-shot classification").first.click()
     page.locator(f"{TAG}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)

@@ -12,7 +12,7 @@ from sequence_salience import methods
 from sequence_salience.methods.base import COUNT_UNITS, SalienceConfig
 
 JSON_FIELDS = {"name", "label", "short", "signed", "linear", "count_field", "count_unit", "default_count",
-               "cost_unit", "kind", "granularities"}
+               "cost_unit", "trust", "kind", "granularities"}
 CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SalienceConfig)}
 
 
@@ -49,6 +49,8 @@ def test_registry_json_round_trips_and_matches_the_records():
         assert set(e) == JSON_FIELDS
         m = methods.get_method(e["name"])
         assert e == {k: getattr(m, k) for k in JSON_FIELDS}
+        # When to trust the map: a sentence of the record's own (the module's help shows it), not a placeholder.
+        assert len(e["trust"]) > 40 and e["trust"].endswith("."), e
 
 
 def test_known_counts_match_the_documented_contract():

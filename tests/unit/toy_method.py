@@ -60,6 +60,7 @@ def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: Sali
 METHOD = SalienceMethod(
     name=NAME, label="Toy scaled gradient", short="Toy", signed=True, linear=True, compute=compute,
     compute_span=compute_span, paper="https://example.org/toy", cost_unit="one backward per target (shared)",
+    trust="A toy: never.",
     count=DRAWS, count_unit="samples", settings=Settings,
     result_extras=(ResultExtra(TOTAL, "total", "T", "row sum per target token", payload=TOTAL),),
 )
@@ -98,7 +99,7 @@ def segment_compute(problem: SegmentProblem, config: AblationConfig) -> SegmentO
 
 SEGMENT_METHOD = SegmentMethod(
     name=SEGMENT_NAME, label="Toy repeated leave one out", short="Toy LOO", signed=True, compute=segment_compute,
-    rows=segment_rows, paper="https://example.org/toy", cost_unit="rounds x one forward per segment",
+    rows=segment_rows, paper="https://example.org/toy", cost_unit="rounds x one forward per segment", trust="A toy: never.",
     count=ROUNDS, count_unit="rounds", settings=SegmentSettings,
 )
 

@@ -13,6 +13,9 @@ export const SALIENCE_HELP = [
   'completeness error says how far they are, and a warning shows when it is over 5 %.',
   '**SmoothGrad**: gradient × input averaged over *SmoothGrad samples* noisy copies of the embeddings. It ' +
   'is less noisy than one gradient; more samples are smoother and slower.',
+  '**Every method**, the segment methods (leave one segment out, the surrogate and its R², coarse-to-fine) ' +
+  'too: the ⓘ beside *Method* gives each one in two lines, its cost and when to trust it, the automatic switch ' +
+  'from the gradient, *Show gradient* (Alt+G) and the keys.',
   '**Colours**: darker means a larger value, scaled to the largest value outside the target (the legend ' +
   'shows the range; *Intensity* stretches it). Hover a segment for its exact value and rank.',
   '**Signed vs unsigned**: signed methods colour tokens that raise log p(target) red and those that lower ' +

@@ -11,6 +11,7 @@ import {errorIcon} from '../shared/icons.js';
 import type {ExtraMethodInfo} from '../shared/methods.js';
 import {describeRefinement, stageProgress} from './coarse.js';
 import type {SalienceController} from './controller.js';
+import {methodHelpView} from './method_help.js';
 import {describeFit, describeProgress, type DetailStatus} from './payload.js';
 import {SEGMENT_NOUNS} from './segments.js';
 
@@ -50,7 +51,7 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
               ${reg.segmentsAt(v.granularity).map((m) => methodOption(ctl, m.name, m.label))}</optgroup>`
             : reg?.methods.map((m) => methodOption(ctl, m.name, m.label))}
         </select>
-      </label>
+      </label>${methodHelpView(reg, 'controls')}
       ${reg?.extras.map((m) => countControlsView(ctl, m))}
       <label>Granularity
         <select class="granularity" @change=${(e: Event) => on.granularity(value(e) as Granularity)}>
@@ -148,7 +149,7 @@ export function segmentStatusView(ctl: SalienceController,
     body = html`<span class="measuring">measuring${progress(ctl.segmentDetail)}…</span>`;
   }
   return html`<div class="segment-status" role="status" data-method=${info.name} data-auto=${ctl.autoShown ? 'true' : 'false'}>
-    <span>On screen: <b class="method-on-screen">${info.label}</b>, measured per ${noun}: changing granularity
+    <span>On screen: <b class="method-on-screen">${info.label}</b>${methodHelpView(reg, 'on-screen')}, measured per ${noun}: changing granularity
       re-measures${ctl.autoShown ? ` (shown instead of the first map${ctl.firstShown ? `, ${reg.label(ctl.firstShown.method)},` : ''} once measured)` : ''}.</span>
     ${body} ${gradient}</div>`;
 }

@@ -37,6 +37,8 @@ export interface MethodInfo {
   /** `detail` value that starts its per-token matrix in the background. */
   matrix_detail: string | null;
   cost_unit: string;
+  /** When to trust the method's map, one sentence (absent on an older server). */
+  trust?: string;
   /** Absent on an older server: "token". */
   kind?: MethodKind;
   /** A segment method's `detail` value (its request starts or polls its job); else null. */
