@@ -33,6 +33,9 @@ class ShareModel(Wrapper):
             raise RequestError(f"{fields.SHARE_METHOD} {method!r} is a segment method; the shared page holds a token "
                                "method's map and matrix. Fix: share the view of a gradient method (choose one "
                                f"of {', '.join(core_methods.list_methods())}).")
+        if method and method not in core_methods.list_methods():
+            raise RequestError(f"{fields.SHARE_METHOD} {method!r} is not a method. Fix: use one of "
+                               f"{', '.join(core_methods.list_methods())}.")
         chat = self._shared.format_prompt(ex)
         target = text_field(ex, fields.TARGET)
         counts = extra_counts(ex)

@@ -45,3 +45,15 @@ def test_a_segment_method_or_a_method_without_matrix_is_refused_with_the_fix(tin
         models["_tiny_share"].predict([{**EX, fields.SHARE_METHOD: "integrated_gradients"}])
     with pytest.raises(RequestError, match="target_span"):
         models["_tiny_share"].predict([{**EX, fields.SHARE_METHOD: "grad_norm", fields.TARGET_SPAN: "x"}])
+
+
+def test_an_unknown_method_is_refused_before_any_model_work(tiny, monkeypatch):
+    shared, models = tiny
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the model was asked for salience before the method name was checked")
+
+    monkeypatch.setattr(shared, "salience", no_work)
+    monkeypatch.setattr(shared, "cached_salience", no_work)
+    with pytest.raises(RequestError, match="'nope' is not a method. Fix: use one of grad_norm"):
+        models["_tiny_share"].predict([{**EX, fields.SHARE_METHOD: "nope"}])
