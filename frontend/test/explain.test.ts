@@ -1,10 +1,14 @@
 import {describe, expect, it} from 'vitest';
 
+import {bandPath, chartValues, fractions, linearScale, linePath, paddedExtent} from '../src/explain/chart.js';
+import {contrastiveSegments, strongestSegments} from '../src/explain/contrastive.js';
+import {aopcRows, boundView, preliminaryLabel} from '../src/explain/curves.js';
+import {igAutoAdvice, igAutoSummary} from '../src/explain/ig_auto.js';
 import {
-  aopcRows, bandPath, boundView, chartValues, contrastiveSegments, describeStatus, explainInput, explainModelFor, fractions,
-  igAutoAdvice, igAutoSettings, igAutoSummary, linearScale, linePath, mergePieces, paddedExtent, parseContrastive, parseCurves,
-  parseIgAuto, percent, preliminaryLabel, progressFraction, reduceFields, reductionMethod, resultKey, testedMethods, curveColor, strongestSegments, type CurvesPayload, type IgAutoPayload,
+  describeStatus, explainInput, explainModelFor, igAutoSettings, mergePieces, percent, progressFraction, reduceFields,
+  reductionMethod, resultKey, testedMethods, curveColor,
 } from '../src/explain/logic.js';
+import {parseContrastive, parseCurves, parseIgAuto, type CurvesPayload, type IgAutoPayload} from '../src/explain/payload.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import registry from './fixtures/method_registry.json';

@@ -7,10 +7,12 @@
 import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {registryOf, type MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
+import {partialMatches} from './curves.js';
 import {
-  EXPLAIN_FIELD, explainInput, explainModelFor, IG_METHOD, igAutoSettings, parseContrastive, parseCurves, parseIgAuto,
-  partialMatches, reduceFields, reductionMethod, resultKey, type Action, type CurvesPayload, type JobStatus,
+  EXPLAIN_FIELD, explainInput, explainModelFor, IG_METHOD, igAutoSettings, reduceFields, reductionMethod, resultKey,
+  type Action,
 } from './logic.js';
+import {parseContrastive, parseCurves, parseIgAuto, type CurvesPayload, type JobStatus} from './payload.js';
 
 /** How often a running test's status is read. */
 export const POLL_MS = 1000;

@@ -10,13 +10,14 @@ import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../sha
 import {buildPieces} from '../shared/pieces.js';
 import {errorMessage} from '../shared/request.js';
 import {describeTokens} from '../shared/tokens.js';
+import {bandPath, chartValues, fractions, linearScale, linePath, paddedExtent} from './chart.js';
+import {contrastiveSegments, strongestSegments} from './contrastive.js';
+import {aopcRows, boundView, preliminaryLabel} from './curves.js';
+import {igAutoAdvice, igAutoSummary} from './ig_auto.js';
 import {
-  aopcRows, bandPath, boundView, chartValues, contrastiveSegments, curveColor, fractions, igAutoAdvice, igAutoSummary,
-  LENGTH_COLOR,
-  linearScale, linePath, mergePieces, MODES, paddedExtent, percent, preliminaryLabel, RANDOM_COLOR, strongestSegments,
-  UPPER_COLOR,
-  type Action, type ContrastivePayload, type CurvesPayload, type IgAutoPayload, type Mode,
+  curveColor, LENGTH_COLOR, mergePieces, percent, RANDOM_COLOR, UPPER_COLOR, type Action,
 } from './logic.js';
+import {MODES, type ContrastivePayload, type CurvesPayload, type IgAutoPayload, type Mode} from './payload.js';
 
 export interface ReducePayload {
   fields: Record<string, {reduced: string; pieces: Array<[string, boolean]>}>;
