@@ -2,7 +2,7 @@
 // whitespace-only prompt, or prompt + system + target over the server's published --max_prompt_chars.
 import {describe, expect, it} from 'vitest';
 
-import {editorRefusal, patchDatapointEditor, withoutCopiedCase} from '../src/lit_fixes.js';
+import {editorRefusal, patchDatapointEditor, withoutCopiedCase} from '../src/lit_fixes/datapoint_editor.js';
 import {CASE_FIELD, PROMPT_FIELD} from '../src/shared/fields.js';
 
 const LIMITS = {max_prompt_chars: 32_000};

@@ -1,9 +1,10 @@
 import {describe, expect, it} from 'vitest';
 
-import {
-  DATA_TABLE_CSS, dropCancellations, fitColumnWidths, patchDataTableColumns, patchGeneratedTextModule, patchLayoutSettings,
-  patchStatusBar, placeTooltip, QUIET_STATUS_CSS,
-} from '../src/lit_fixes.js';
+import {DATA_TABLE_CSS, fitColumnWidths, patchDataTableColumns} from '../src/lit_fixes/data_table.js';
+import {patchGeneratedTextModule} from '../src/lit_fixes/generated_text.js';
+import {patchLayoutSettings} from '../src/lit_fixes/layout_settings.js';
+import {dropCancellations, patchStatusBar, QUIET_STATUS_CSS} from '../src/lit_fixes/status_bar.js';
+import {placeTooltip} from '../src/lit_fixes/tooltip.js';
 
 /** Mimics LIT's module: fills `generatedText` in place after awaiting predictions. */
 class FakeGeneratedTextModule {
