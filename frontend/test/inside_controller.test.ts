@@ -6,7 +6,8 @@
  */
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
-import {InsideController, RUN_POLL_MS, SEARCH_POLL_MS, SHOWN_POLL_MS} from '../src/inside/controller.js';
+import {InsideController, RUN_POLL_MS, SHOWN_POLL_MS} from '../src/inside/controller.js';
+import {SEARCH_POLL_MS} from '../src/inside/search.js';
 import type {PartialIntervention, TracePayload} from '../src/inside/payload.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 import {fakeJobServer, type Call} from './support/fake_server.js';

@@ -2,24 +2,21 @@
  * The "Inside the model" module's state and requests, without LIT or a DOM: the token it traces
  * (following the salience module's target, once the module is on screen), the interventions and
  * their run as a job on `_<group>_inside_intervene` (../shared/jobs.ts: run, status polls with
- * the results so far, cancel), and the value-vector search with its index polls. The element
- * (module.ts) renders and passes LIT's services as an `InsideHost`.
+ * the results so far, cancel); the value-vector search with its index polls is search.ts's (the class
+ * this one extends). The element (module.ts) renders and passes LIT's services as an `InsideHost`.
  */
-import {INSIDE_T_FIELD, INTERVENTIONS_FIELD, INTERVENTION_FIELD, LIMIT_FIELD, QUERY_FIELD, RANKING_FIELD,
-        RUN_ACTION_FIELD, SEARCH_FIELD, TRACE_FIELD} from '../shared/fields.js';
-import {JobClient, poll, type ServerHost} from '../shared/jobs.js';
+import {INSIDE_T_FIELD, INTERVENTIONS_FIELD, INTERVENTION_FIELD, RUN_ACTION_FIELD, TRACE_FIELD} from '../shared/fields.js';
+import {JobClient} from '../shared/jobs.js';
 import {derivedInput, errorMessage, type IndexedInputLike} from '../shared/request.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {
-  addIntervention, hashString, insideModels, interventionsJson, shouldPoll, showToken, traceKey, traceTarget,
+  addIntervention, hashString, insideModels, interventionsJson, showToken, traceKey, traceTarget,
   type InsideModels, type TraceTarget,
 } from './logic.js';
-import {type Intervention, type InterventionPayload, type Mode, parseIntervention, parseRunStatus, parseSearch,
-        parseTrace, type PartialIntervention, type RunJob, type SearchPayload, type SearchRanking, type TracePayload} from './payload.js';
+import {type Intervention, type InterventionPayload, type Mode, parseIntervention, parseRunStatus,
+        parseTrace, type PartialIntervention, type RunJob, type TracePayload} from './payload.js';
+import {ValueSearch, type SearchHost} from './search.js';
 
-export const SEARCH_LIMIT = 30;
-/** How often the search asks again while the value index is built. */
-export const SEARCH_POLL_MS = 1500;
 /** How often the run's status is read: the probabilities, then the text as it is generated. */
 export const RUN_POLL_MS = 400;
 /** How often a trace that waits for the module's tab checks whether it is shown. */
@@ -28,11 +25,9 @@ export const SHOWN_POLL_MS = 300;
 export type Status = 'idle' | 'waiting' | 'loading' | 'ready' | 'error';
 
 /** What the controller needs from LIT and the element. */
-export interface InsideHost extends ServerHost {
+export interface InsideHost extends SearchHost {
   /** Whether the element is laid out and visible (LIT hides an unselected tab with `visibility: hidden`). */
   isShown(): boolean;
-  /** Whether the element is in the page (a search poll stops when it is not). */
-  isConnected(): boolean;
 }
 
 /** The outcome of a run request: the result, or what a cancelled run had computed. */
@@ -40,7 +35,7 @@ type RunAnswer = {result: InterventionPayload} | {cancelled: PartialIntervention
 
 let nonce = 0;
 
-export class InsideController {
+export class InsideController extends ValueSearch<InsideHost> {
   /** The trace's state and its message (waiting, loading or error). */
   status: Status = 'idle';
   message = '';
@@ -56,19 +51,14 @@ export class InsideController {
   runNotice = '';
   /** The run: polled status (`progress`), elapsed time, its error. */
   readonly runs: JobClient<RunAnswer, RunJob>;
-  query = '';
-  searchRanking: SearchRanking = 'top_k';
-  search: SearchPayload | null = null;
-  searchError = '';
-  searching = false;
 
   private traceSeq = 0;
-  private searchSeq = 0;
   private shownTimer: ReturnType<typeof setInterval> | undefined;
   /** Key of the trace the result belongs to, and the interventions it ran. */
   private resultFor = '';
 
-  constructor(private readonly host: InsideHost) {
+  constructor(host: InsideHost) {
+    super(host);
     this.runs = new JobClient(host, {pollMs: RUN_POLL_MS});
   }
 
@@ -88,7 +78,7 @@ export class InsideController {
 
   /** Stops the timers, the search's polls and a running run (here and on the server). */
   dispose() {
-    this.searchSeq++;
+    this.stopSearch();
     clearInterval(this.shownTimer);
     if (this.running) this.cancelRun();
   }
@@ -274,75 +264,9 @@ export class InsideController {
     this.host.changed();
   }
 
-  // -------------------------------------------------------------------- search
-
-  setQuery(query: string) {
-    this.query = query;
-    this.host.changed();
-  }
-
-  setRanking(ranking: SearchRanking) {
-    this.searchRanking = ranking;
-    this.host.changed();
-    if (this.query.trim()) void this.runSearch();
-  }
-
-  /**
-   * Searches value vectors by the query's token; asks again while the index is built (../shared/jobs.ts `poll`).
-   * Resolves once the first answer is shown (the later asks go on meanwhile).
-   */
-  async runSearch() {
-    if (this.searchArgs() === null) return;
-    const seq = ++this.searchSeq;
-    this.searchError = '';
-    let answered!: () => void;
-    const first = new Promise<void>((resolve) => { answered = resolve; });
-    void poll<SearchPayload | null>({
-      wait: (n) => n === 1 ? 0 : SEARCH_POLL_MS,
-      // A newer search (or none to run: no query, no model group) ends the older one's polls.
-      wanted: (n) => n === 1 || (seq === this.searchSeq && this.searchArgs() !== null),
-      read: async (n) => {
-        const {query, group} = this.searchArgs()!;
-        this.searching = true;
-        this.host.changed();
-        const id = `inside-search-${hashString(query)}-${this.searchRanking}-${n - 1}-${seq}`;
-        const input: IndexedInputLike = {id, data: {[QUERY_FIELD]: query, [LIMIT_FIELD]: SEARCH_LIMIT,
-                                                    [RANKING_FIELD]: this.searchRanking, _id: id},
-                                         meta: {added: true}};
-        const res = await this.host.getPreds([input], insideModels(group).search, [SEARCH_FIELD],
-                                             'Searching value vectors…');
-        return seq === this.searchSeq ? parseSearch(res[0]?.[SEARCH_FIELD]) : null;
-      },
-      failed: (e) => {
-        if (seq !== this.searchSeq) return;
-        this.searching = false;
-        this.searchError = errorMessage(e);
-        this.host.changed();
-      },
-      take: (search) => {
-        answered();
-        if (seq !== this.searchSeq) return false;
-        this.search = search;
-        this.searching = false;
-        this.host.changed();
-        return shouldPoll(this.search) && this.host.isConnected();
-      },
-    }).finally(answered);
-    await first;
-  }
-
-  /** The query (trimmed) and the model group to search, or null when either is missing. */
-  private searchArgs(): {query: string; group: string} | null {
-    const query = this.query.trim();
-    const group = this.target?.group ?? this.groupFromModels();
-    return !query || group === null ? null : {query, group};
-  }
-
-  /** A model group for searching before any target is selected. */
-  private groupFromModels(): string | null {
-    const names = Object.keys(this.host.models());
-    const m = names.map((n) => /^_(.+)_inside_search$/.exec(n)).find((x) => x !== null);
-    return m ? m[1] : null;
+  /** The traced token's model group: the one the search asks. */
+  protected tracedGroup(): string | undefined {
+    return this.target?.group;
   }
 }
 

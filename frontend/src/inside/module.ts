@@ -6,7 +6,7 @@
  * their tokens, an intervention list (click a sub-update or a search hit to
  * add it; off/on; run) with a before/after comparison, and a search of value
  * vectors by token. The state and the three request flows (the trace; the run with its
- * status polls and cancel; the search with its index polls) live in ./controller.ts, pure logic
+ * status polls and cancel; the search with its index polls, ./search.ts) live in ./controller.ts, pure logic
  * in ./logic.ts and ./payload.ts, the trace and the run drawn in ./trace_view.ts and
  * ./run_view.ts; this element renders and passes LIT's services to the controller.
  */
