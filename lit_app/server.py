@@ -115,8 +115,8 @@ class SequenceSalienceApp(lit_app_lib.LitApp):
         """Publishes the request limits the browser checks before it sends (`limits.Limits`; called by
         `security.SecureApp`): /get_info's "requestLimits" ({"max_prompt_chars": ..., "max_counts": {count
         field: the server's --max_<field>}}; the datapoint editor refuses a row the server would refuse:
-        frontend/src/lit_fixes.ts `editorRefusal`; the count fields take no more than the server's maximum:
-        frontend/src/shared/methods.ts `withCountLimits`; "pattern": the bounds of a regex pattern,
+        frontend/src/lit_fixes/datapoint_editor.ts `editorRefusal`; the count fields take no more than the
+        server's maximum: frontend/src/shared/methods.ts `withCountLimits`; "pattern": the bounds of a regex pattern,
         sequence_salience/aggregate/patterns.py PATTERN_BOUNDS, that the page checks before it sends one:
         frontend/src/shared/aggregate/pattern.ts `checkPattern`)."""
         self._request_limits = {"max_prompt_chars": int(limits.max_prompt_chars),

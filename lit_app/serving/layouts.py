@@ -34,7 +34,7 @@ def _left():
         "Editor": [_modules.SingleDatapointEditorModule],
         # LIT 1.3.1's GeneratedTextModule fills its results in place after
         # its first render and does not re-render; our bundle patches it
-        # (frontend/src/lit_fixes.ts) so it follows the selection.
+        # (frontend/src/lit_fixes/generated_text.ts) so it follows the selection.
         "Generated Text": [_modules.GeneratedTextModule],
     }
 
@@ -47,7 +47,7 @@ def make_layouts(with_salience_module: bool = True) -> layout.LitComponentLayout
     compute only once their tab is open), so they never shrink it. LIT's lower group cannot
     be collapsed below ~220 px, which at 1280x720 left the prompt ~3 lines; the split layout keeps
     that arrangement for tall windows. LIT 1.3.1 ignores `layoutSettings` on the first load; our
-    bundle applies them (frontend/src/lit_fixes.ts, patchLayoutSettings).
+    bundle applies them (frontend/src/lit_fixes/layout_settings.ts, patchLayoutSettings).
 
     Args:
       with_salience_module: False when the bundle is not in the client root:
