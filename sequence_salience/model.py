@@ -168,6 +168,9 @@ class LanguageModel:
     model: torch.nn.Module
     tokenizer: object
     device: torch.device
+    # What load_model was given ("default", a folder, a .gguf file, a Hub id): load_model(source) loads it again (a
+    # shared page's notebook cell does). None: built in memory (from_modules).
+    source: str | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -489,7 +492,7 @@ def load_model(
     for p in lm.parameters():
         p.requires_grad_(False)
     log(f"Loaded {name} in {time.perf_counter() - start:.1f} s.")
-    return LanguageModel(name=name, model=lm, tokenizer=tokenizer, device=torch_device)
+    return LanguageModel(name=name, model=lm, tokenizer=tokenizer, device=torch_device, source=model)
 
 
 def from_modules(model: torch.nn.Module, tokenizer, name: str = "in-memory", device: str = "cpu") -> LanguageModel:

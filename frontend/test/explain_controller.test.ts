@@ -7,6 +7,7 @@
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
 import {ExplainController, POLL_MS} from '../src/explain/controller.js';
+import {faithfulnessStore} from '../src/shared/faithfulness_store.js';
 import type {SharedTarget} from '../src/shared/target_store.js';
 import registry from './fixtures/method_registry.json';
 import {fakeJobServer, fakeServer} from './support/fake_server.js';
@@ -153,11 +154,14 @@ describe('ExplainController', () => {
     await vi.advanceTimersByTimeAsync(POLL_MS);
     expect(ctl.result()).toEqual(coarse);
     expect(ctl.preliminary?.value.preliminary).toBe(true);
+    const tested = {datapointId: 'dp1', text: 'Hi there. Yes', t0: 0, t1: 1};
+    expect(faithfulnessStore.of('_m_salience', tested)).toBeNull();  // "Share this view" gets no coarse result
     const full = curves(10, 10, false);
     s.runs[0].resolve([{explain: full}]);
     await run;
     expect(ctl.result()).toEqual(full);
     expect(ctl.preliminary).toBeNull();
+    expect(faithfulnessStore.of('_m_salience', tested)).toBe(ctl.result());  // the finished one, for its target
     // Run again with other steps, cancel while refining: the coarse result stays (the view marks it stopped).
     ctl.set({steps: 10, removal: 'delete'});
     job = {action: 'curves', stage: 'curves', done: 1, total: 9, elapsed_s: 2, partial: {...coarse, removal: 'delete'}};
@@ -170,6 +174,7 @@ describe('ExplainController', () => {
     await again;
     expect(ctl.running).toBeNull();
     expect(ctl.result()).toMatchObject({preliminary: true, removal: 'delete'});
+    expect(faithfulnessStore.of('_m_salience', tested)).toEqual(full);  // a cancelled run publishes nothing
     ctl.onTarget(target('dp2'));  // another prompt forgets it
     expect(ctl.preliminary).toBeNull();
     ctl.dispose();

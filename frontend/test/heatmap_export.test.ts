@@ -118,7 +118,8 @@ describe('share this view', () => {
     expect(shareModelName('smollm')).toBe('_smollm_share');
     const reg = parseRegistry(structuredClone(registry));
     const d = {id: 'x', data: {prompt: 'p'}, meta: {}};
-    const ask = {method: 'grad_x_input', granularity: 'regex', pattern: 'a+', span: {t0: 1, t1: 3}, extra: null};
+    const ask = {method: 'grad_x_input', granularity: 'regex', pattern: 'a+', span: {t0: 1, t1: 3}, extra: null,
+                 segment: null, faithfulness: null};
     const input = shareInput(reg, d, ask);
     expect(input.data).toMatchObject({prompt: 'p', share_method: 'grad_x_input', granularity: 'regex', pattern: 'a+',
                                       target_span: '1:3'});
@@ -128,5 +129,36 @@ describe('share this view', () => {
     expect(shareInput(reg, d, {...ask, method: ig.name, extra: {method: ig.name, count: 16}}).data[ig.count_field]).toBe(16);
     expect(sharePage([{share: {html: '<p>x</p>'}}])).toBe('<p>x</p>');
     expect(() => sharePage([{}])).toThrow(/holds no page/);
+    expect(input.data).not.toHaveProperty('faithfulness');
+  });
+  it('asks for a segment method\'s page with its segment request\'s settings, the method as the one shared', async () => {
+    const {shareInput} = await import('../src/salience/share.js');
+    const reg = parseRegistry(structuredClone(registry));
+    const d = {id: 'x', data: {prompt: 'p'}, meta: {}};
+    const surrogate = reg.segment('ablation_surrogate')!;
+    const segment = {method: surrogate.name, count: 48, granularity: 'sentence', pattern: '', removal: 'delete',
+                     span: {t0: 0, t1: 5}};
+    const input = shareInput(reg, d, {method: surrogate.name, granularity: 'sentence', pattern: '', span: {t0: 0, t1: 5},
+                                      extra: null, segment, faithfulness: null});
+    expect(input.data).toMatchObject({share_method: 'ablation_surrogate', granularity: 'sentence', removal: 'delete',
+                                      target_span: '0:5', [surrogate.count_field!]: 48});
+    expect(input.data).not.toHaveProperty('segment_method');  // the wrapper takes the name from share_method
+  });
+  it('sends the faithfulness test of the target on screen, only that one, and only its table', async () => {
+    const {shareInput} = await import('../src/salience/share.js');
+    const {FaithfulnessStore} = await import('../src/shared/faithfulness_store.js');
+    const store = new FaithfulnessStore();
+    const payload = {table: [{mode: 'deletion', name: 'grad_norm', aopc: 1.5}], granularity: 'word', removal: 'filler',
+                     span: [0, 3], curves: {grad_norm: {deletion: {logprobs: [1, 2]}}}};
+    store.publish('_m_salience', {datapointId: 'x', text: 'ab', t0: 0, t1: 3, payload});
+    const target = {datapointId: 'x', text: 'ab', t0: 0, t1: 3};
+    expect(store.of('_m_salience', target)).toBe(payload);
+    expect(store.of('_m_salience', {...target, t1: 2})).toBeNull();  // another span: not this test's
+    expect(store.of('_m_salience', {...target, text: 'ac'})).toBeNull();  // the datapoint edited
+    expect(store.of('_other_salience', target)).toBeNull();
+    const reg = parseRegistry(structuredClone(registry));
+    const input = shareInput(reg, {id: 'x', data: {}, meta: {}}, {method: 'grad_norm', granularity: 'word', pattern: '',
+                             span: {t0: 0, t1: 3}, extra: null, segment: null, faithfulness: payload});
+    expect(input.data['faithfulness']).toEqual({table: payload.table, granularity: 'word', removal: 'filler', span: [0, 3]});
   });
 });

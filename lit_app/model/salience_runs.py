@@ -200,6 +200,14 @@ class SalienceRuns:
         return self._in_background(self.store.complete, pair_key(chat, target, explained) + (methods, config),
                                    compute, job)
 
+    def segment_config(self, request: SegmentRequest) -> AblationConfig:
+        """The AblationConfig a segment request runs with: the server's base (`ablation`), the request's removal and
+        its count (the surrogate's random ablations)."""
+        config = dataclasses.replace(self.ablation, removal=request.removal)
+        if request.count:
+            config = dataclasses.replace(config, **{get_segment_method(request.method).count_field: request.count})
+        return config
+
     def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
                          job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
         """`sequence_salience.ablation.segment_salience` of `request` (inputs.SegmentRequest), cached.
@@ -214,9 +222,7 @@ class SalienceRuns:
             cancel = job.should_stop
         # Any cached result of this pair has its tokens and offsets: no tokenization under the model lock.
         known = next(self.store.results_of(chat, target), None)
-        config = dataclasses.replace(self.ablation, removal=request.removal)
-        if request.count:
-            config = dataclasses.replace(config, **{get_segment_method(request.method).count_field: request.count})
+        config = self.segment_config(request)
 
         report = self._slice_progress(chat, job)
 

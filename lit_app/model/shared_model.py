@@ -150,6 +150,12 @@ class SharedLM:
         return str(getattr(self.lm, "name", "model"))
 
     @property
+    def source(self) -> str:
+        """What ss.load_model is given to load this model again (a shared page's notebook cell): the model's
+        `source`; its name when it was built in memory."""
+        return getattr(self.lm, "source", None) or self.name
+
+    @property
     def dtype(self) -> str:
         return str(getattr(self.lm, "dtype", "")).replace("torch.", "")
 
@@ -215,6 +221,9 @@ class SharedLM:
     def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
                          job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
         return self.runs.segment_salience(chat, target, request, job=job, cancel=cancel)
+
+    def segment_config(self, request: SegmentRequest) -> AblationConfig:
+        return self.runs.segment_config(request)
 
     def cross_logprobs(self, chat_a: ss.ChatPrompt, target_a: str,
                        chat_b: ss.ChatPrompt) -> tuple[CrossLogprobs, int]:

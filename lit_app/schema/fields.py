@@ -100,9 +100,11 @@ OLD_ANSWER = "old_answer"  # Boolean: also explain the pinned answer under the s
 WITH_PINNED_SALIENCE = "with_pinned_salience"  # Boolean: also send the pinned datapoint's salience
 COMPARE = "compare"
 
-# "Share this view" (lit_app/wrappers/share.py): the token method shown (with GRANULARITY, PATTERN, TARGET_SPAN
-# and the extra methods' counts) in; the standalone page (sequence_salience/display/share.py) out, as {"html": ...}.
+# "Share this view" (lit_app/wrappers/share.py): the method shown (with GRANULARITY, PATTERN, TARGET_SPAN, the extra
+# methods' counts; a segment method's REMOVAL and count) and the faithfulness test's curves payload of the target shown
+# (FAITHFULNESS, optional) in; the standalone page (sequence_salience/display/share.py) out, as {"html": ...}.
 SHARE_METHOD = "share_method"
+FAITHFULNESS = "faithfulness"
 SHARE = "share"
 
 
@@ -231,10 +233,13 @@ COMPARE_OUTPUT_SPEC: lit_types.Spec = {COMPARE: JsonDict()}
 
 SHARE_INPUT_SPEC: lit_types.Spec = TOKENIZER_INPUT_SPEC | {
     **{e.field: integer_spec(e.rule, off=True) for e in method_registry.EXTRA_METHODS},
+    # a segment method shown: its removal and count (its name is SHARE_METHOD's)
+    **{k: v for k, v in _SEGMENT_INPUTS.items() if k != SEGMENT_METHOD},
     SHARE_METHOD: lit_types.TextSegment(required=False, default=""),
     GRANULARITY: lit_types.TextSegment(required=False, default="word"),
     PATTERN: lit_types.TextSegment(required=False, default=""),
     TARGET_SPAN: lit_types.TextSegment(required=False, default=""),
+    FAITHFULNESS: JsonDict(required=False),
 }
 
 SHARE_OUTPUT_SPEC: lit_types.Spec = {SHARE: JsonDict()}

@@ -163,12 +163,13 @@ def _write_heatmap(result, path: str, method, granularity: str, span, pattern, s
     info(f"Wrote {path}")
 
 
-def _write_share(result, args, method, span, model: str, segments) -> None:
-    """--share: the standalone page of this view (display/share.py)."""
+def _write_share(result, args, method, span, model: str, segments, faithfulness=None) -> None:
+    """--share: the standalone page of this view (display/share.py), with the faithfulness test when run."""
     from sequence_salience.display import share  # pylint: disable=import-outside-toplevel
 
     share.write_share(result, args.share, method, args.granularity, span, model=model, pattern=args.pattern,
-                      top=args.top, segments=segments)
+                      top=args.top, segments=segments, faithfulness=faithfulness,
+                      ablation=ablation_config(args) if hasattr(args, "removal") else None)
     info(f"Wrote {args.share}" + ("" if result.matrices else " (no answer x prompt matrix: explain with --per-token)"))
 
 
@@ -180,6 +181,9 @@ def explain_single(args, methods, span) -> int:
         raise UsageError("--out and --force go with --batch. Fix: use --json/--html PATH for one prompt.")
     if args.html == "":
         raise UsageError("--html needs a PATH for one prompt (e.g. --html salience.html).")
+    if args.faithfulness and not args.share:
+        raise UsageError("--faithfulness puts the test's table on the shared page. Fix: add --share PATH (or run "
+                         "`sequence-salience evaluate` for the test alone).")
     per_token = needs_matrices(args)
     prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
     if not prompt.strip():
@@ -228,10 +232,26 @@ def explain_single(args, methods, span) -> int:
         atomic_write_text(args.html, view.html())
         info(f"Wrote {args.html}")
     if args.share:
-        _write_share(result, args, methods[0], span, args.model, values)
+        report = _faithfulness(lm, result, methods, span, args) if args.faithfulness else None
+        _write_share(result, args, methods[0], span, args.model, values, report)
     if not args.quiet:
         console().print(view)
     return EXIT_OK
+
+
+def _faithfulness(lm, result, methods, span, args):
+    """--faithfulness: the deletion / insertion curves of `methods` on the result's own prompt and answer tokens
+    and span (explain.faithfulness_curves), at the view's segmentation, removal and --steps."""
+    from sequence_salience import explain  # pylint: disable=import-outside-toplevel
+    from sequence_salience.display.share import explained_pair  # pylint: disable=import-outside-toplevel
+
+    prompt, answer = explained_pair(result)
+    config = explain.FaithfulnessConfig(granularity=args.granularity, pattern=args.pattern, steps=args.steps,
+                                        removal=args.removal)
+    info(f"Testing faithfulness ({len(methods)} method(s), {args.steps} steps per curve) ...")
+    return explain.faithfulness_curves(lm, explain.CurvesRequest(
+        prompt, answer, tuple(methods), span=span, config=config, salience_config=salience_config(args),
+        result=result, ablation_config=ablation_config(args)))
 
 
 def saved_segments(meta) -> list[dict]:

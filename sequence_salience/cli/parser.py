@@ -12,8 +12,9 @@ from sequence_salience.field_rules import CURVE_STEPS, MAX_NEW_TOKENS, FieldErro
 
 
 SHARE_HELP = ("write one standalone HTML file to share this view (opens offline): model, prompt, answer, method, "
-              "granularity, the coloured map, the answer x prompt matrix with its numbers (needs --per-token) and "
-              "a notebook cell that reproduces the result with the library")
+              "granularity, the coloured map, the answer x prompt matrix with its numbers (a token method's needs "
+              "--per-token; a segment method's is its one row, with its fit), the faithfulness table with "
+              "--faithfulness, and a notebook cell that reproduces the result with the library")
 
 
 def _granularities() -> tuple[str, ...]:
@@ -123,6 +124,11 @@ def _add_explain(sub, doc: str, default_model: str) -> None:
     ex.add_argument("--heatmap", default=None, metavar="PATH",
                     help="write a PNG heatmap (response tokens x prompt segments); computes the per-token matrices")
     ex.add_argument("--share", default=None, metavar="PATH", help=SHARE_HELP)
+    ex.add_argument("--faithfulness", action="store_true",
+                    help="with --share: also run the faithfulness test of the methods on the same target (deletion "
+                         "and insertion curves at --granularity, --steps points, --removal, against seeded random and "
+                         "length orders) and put its AOPC table on the page")
+    add_flag(ex, CURVE_STEPS)
     ex.add_argument("--out", default=None, metavar="DIR", help="--batch output folder")
     ex.add_argument("--force", action="store_true", help="--batch: redo rows that already have a result")
     ex.add_argument("--quiet", action="store_true", help="print no coloured text or table (files and errors only)")

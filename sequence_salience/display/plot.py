@@ -13,7 +13,7 @@ import numpy as np
 
 from sequence_salience import aggregate
 from sequence_salience.display import palette
-from sequence_salience.display.view import resolve_method, resolve_target
+from sequence_salience.display.view import View, resolve_method, resolve_target
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_method
 
@@ -55,15 +55,33 @@ def segment_matrix(
                             "Fix: compute_salience(...) with this method for a heatmap.")
     seg = aggregate.segment(result.text, result.offsets, granularity, pattern=pattern, role_spans=result.role_spans)
     values = aggregate.aggregate(result.matrices[method][t0:t1], seg, "sum")  # [T', S]
+    cols, col_labels = matrix_columns(result, seg, include_response)
+    rows = [_label(result.tokens[result.n_prompt_tokens + t]) or repr(result.tokens[result.n_prompt_tokens + t])
+            for t in range(t0, t1)]
+    return values[:, cols], rows, col_labels, cols
+
+
+def matrix_columns(result: "SalienceResult", seg: aggregate.Segmentation,
+                   include_response: bool = False) -> tuple[list[int], list[str]]:
+    """The heatmap's columns: (segment indices, labels) of the segments that start in the prompt (with
+    include_response, the response's too), template markup and white-space-only segments left out."""
     cols = [
         s for s in range(len(seg))
         if not seg.excluded[s] and (include_response or int(seg.starts[s]) < result.prompt_end)
         and result.text[int(seg.starts[s]): int(seg.ends[s])].strip()
     ]
-    rows = [_label(result.tokens[result.n_prompt_tokens + t]) or repr(result.tokens[result.n_prompt_tokens + t])
-            for t in range(t0, t1)]
-    col_labels = [_label(result.text[int(seg.starts[s]): int(seg.ends[s])]) for s in cols]
-    return values[:, cols], rows, col_labels, cols
+    return cols, [_label(result.text[int(seg.starts[s]): int(seg.ends[s])]) for s in cols]
+
+
+def span_row(view: View) -> tuple[np.ndarray, str, list[str], list[int]]:
+    """A segment method's map as the matrix's one row (those methods measure one target span at a time; the
+    browser's heatmap/logic.ts segmentMethodHeatmap): the view's values on the prompt's columns.
+
+    Returns:
+      (values float64 [1, S'], the row's label: the span's text, column labels, column segment indices).
+    """
+    cols, labels = matrix_columns(view.result, view.seg)
+    return view.values[cols][None, :], _label(view.target_text()) or repr(view.target_text()), labels, cols
 
 
 def colormap(signed: bool):

@@ -4,6 +4,7 @@
  * (../shared/jobs.ts: run, progress polls, cancel) and the results per key. The element
  * (module.ts) renders and passes LIT's services as a `ServerHost`.
  */
+import {faithfulnessStore} from '../shared/faithfulness_store.js';
 import {JobClient, type ServerHost} from '../shared/jobs.js';
 import {registryOf, type MethodRegistry} from '../shared/methods.js';
 import type {SharedTarget} from '../shared/target_store.js';
@@ -190,7 +191,13 @@ export class ExplainController {
     if (!settled.latest) return;  // cancelled or superseded
     if (!settled.ok) this.error = settled.error;
     else if (settled.value['cancelled']) this.notice = 'Cancelled.';
-    else this.results = new Map(this.results).set(key, settled.value);
+    else {
+      this.results = new Map(this.results).set(key, settled.value);
+      if (action === 'curves') {  // "Share this view" puts it into the page of this target
+        faithfulnessStore.publish(t.salienceModel, {datapointId: t.datapointId, text: t.text, t0: t.t0, t1: t.t1,
+                                                    payload: settled.value});
+      }
+    }
     if (!settled.ok || !settled.value['cancelled']) this.preliminary = null;  // the full result (or the error) replaces it
     this.host.changed();
   }

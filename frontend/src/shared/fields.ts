@@ -54,6 +54,8 @@ export const QUERY_FIELD = 'query';
 export const LIMIT_FIELD = 'limit';
 export const RANKING_FIELD = 'ranking';
 
-// Share this view (lit_app/wrappers/share.py, model `_<name>_share`): the token method shown in, {"html": page} out.
+// Share this view (lit_app/wrappers/share.py, model `_<name>_share`): the method shown and the faithfulness test of
+// its target in, {"html": page} out.
 export const SHARE_METHOD_FIELD = 'share_method';
+export const FAITHFULNESS_FIELD = 'faithfulness';
 export const SHARE_FIELD = 'share';

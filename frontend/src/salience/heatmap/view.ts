@@ -23,7 +23,7 @@ export function viewToggleView(on: boolean, toggle: () => void): TemplateResult 
 /** "Share this view": downloads the standalone page of what is on screen (../share.ts; Tab and Enter too). */
 export function shareButtonView(busy: boolean, disabled: boolean, share: () => void): TemplateResult {
   return html`<button class="share-view" ?disabled=${busy || disabled} aria-busy=${busy ? 'true' : 'false'}
-      title="Download this view as one HTML file that opens offline: model, prompt, answer, method, granularity, the map, the answer × prompt matrix with its numbers, and a notebook cell that recomputes it"
+      title="Download this view as one HTML file that opens offline: model, prompt, answer, method, granularity, the map, the answer × prompt matrix with its numbers, the faithfulness test of this target when one ran (Test this explanation), and a notebook cell that recomputes it"
       @click=${share}>${busy ? 'Writing…' : 'Share this view'}</button>`;
 }
 
