@@ -1,18 +1,18 @@
 /**
  * The segment methods: values per segment of the segmentation the element shows, measured by forwards in a
  * server job each (its request repeated until the values come: ../shared/jobs.ts `poll`), at an on-request
- * granularity only once the user asks; and the automatic steps (confirm.ts): the first map, then the exact
- * segment method measured and shown in its place while the user has not chosen a method.
+ * granularity only once the user asks. The automatic steps (the first map, then the exact segment method measured
+ * and shown in its place while the user has not chosen a method) are auto_steps.ts's, the class this one extends.
  */
 import {checkPattern} from '../shared/aggregate/index.js';
 import {SALIENCE_FIELD} from '../shared/fields.js';
 import {poll} from '../shared/jobs.js';
 import type {SegmentMethodInfo} from '../shared/methods.js';
 import {errorMessage, type IndexedInputLike} from '../shared/request.js';
-import {firstMapAt, nextAutoStep, type AutoStep, type FirstMapShown} from './confirm.js';
-import {POLL_MS, type SaliencePage} from './page.js';
-import {parseSegments, type DetailStatus, type SegmentPayload} from './payload.js';
-import {segmentInput, segmentKey, type SegmentAsk} from './request.js';
+import {AutoSteps, segmentCacheKey} from './auto_steps.js';
+import {POLL_MS} from './page.js';
+import {parseSegments, type SegmentPayload} from './payload.js';
+import {segmentInput, type SegmentAsk} from './request.js';
 import type {TargetSpan} from './spans.js';
 
 /**
@@ -29,12 +29,7 @@ export const SEGMENT_NOUNS: Readonly<Record<string, string>> = {
   role: 'chat role',
 };
 
-/** The cache key of segment values: every setting that changes them, and the target span. */
-export function segmentCacheKey(ask: SegmentAsk): string {
-  return `${segmentKey(ask)}|${ask.span.t0}:${ask.span.t1}`;
-}
-
-export class SegmentMethods {
+export class SegmentMethods extends AutoSteps {
   /** The segmentation the element shows (segment methods are measured on it). */
   granularity = 'word';
   /** The regex of granularity "regex". */
@@ -42,25 +37,13 @@ export class SegmentMethods {
   removal = DEFAULT_REMOVAL;
   /** Removable prompt segments at this granularity, as the element counts them: leave one out's cost. */
   count = 0;
-  /** Progress of the segment job behind what is on screen (or measured for the automatic switch). */
-  detail: DetailStatus | null = null;
   /** A segment request the server refused (names the field) or that failed; '' when none. */
   error = '';
-  /** Whether the module switched to the method on screen itself (the default segment method, once measured). */
-  autoShown = false;
-  /** What the first map showed when the exact map replaced it (confirm.ts); null before, or once the user chose. */
-  firstShown: FirstMapShown | null = null;
-  /** False once the user chose a method for this selection (or went back to the gradient): no automatic switch. */
-  private auto = true;
   /** Segment values by segmentCacheKey, and their token values as arrays. */
   private readonly values = new Map<string, {payload: SegmentPayload; tokens: Float64Array}>();
   private readonly pending = new Set<string>();
   /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
   private readonly requested = new Set<string>();
-  /** First maps whose job failed, by segmentCacheKey: there the gradient stays the first map. */
-  private readonly firstFailed = new Set<string>();
-
-  constructor(private readonly page: SaliencePage) {}
 
   /** A new selection: its values are measured again, and the automatic steps start again. */
   clear() {
@@ -162,73 +145,14 @@ export class SegmentMethods {
     return faster;
   }
 
-  /** The exact segment method still to replace the first map on screen, or null (see the controller's). */
-  pendingDefault(): string | null {
-    return this.autoStep().kind === 'none' ? null : this.page.reg!.defaultSegment(this.granularity)!.name;
-  }
-
-  /** The segment method whose job the automatic steps wait for now (the first map's, then the exact one's), or null. */
-  autoMeasuring(): string | null {
-    const step = this.autoStep();
-    return step.kind === 'measure' ? step.method : null;
-  }
-
-  /** The segment method the server names the first map at this granularity, or null: the gradient. */
-  firstMap(): string | null {
-    const reg = this.page.reg;
-    return reg === null ? null : firstMapAt(reg, this.granularity)?.name ?? null;
-  }
-
-  /** What the first map showed, when the exact map it was compared with is on screen now (else null). */
-  confirmation(): FirstMapShown | null {
-    const f = this.firstShown;
-    const ask = this.page.segmentAsk();
-    return f !== null && this.autoShown && ask !== null && segmentCacheKey(ask) === f.exactKey ? f : null;
-  }
-
   /** The segment requests the view needs for `ask` on screen: its job, or the automatic step after it. */
   ensure(d: IndexedInputLike, ask: SegmentAsk) {
     if (this.values.has(segmentCacheKey(ask))) this.autoSwitch();  // a first map on screen: the exact map next
     else if (!this.onRequest(ask)) void this.fetch(d, ask);
   }
 
-  /**
-   * The automatic steps (confirm.ts): while the user has not chosen a method, at a granularity with a default
-   * segment method (the server's `default_at`: exact leave-one-out), the first map (the server's `first_map_at`,
-   * else the gradient) is shown, then the exact method is measured and replaces it once its values are there; what
-   * the first map showed is kept (`firstShown`) for the verdict.
-   */
-  autoSwitch() {
-    const page = this.page;
-    const step = this.autoStep();
-    if (step.kind === 'none' || page.input === null) return;
-    if (step.kind === 'measure') {
-      void this.fetch(page.input, page.segmentAsk(step.method)!);
-      return;
-    }
-    const before = page.tokenValues();
-    if (!page.reg!.isSegment(page.method)) page.gradientMethod = page.method;
-    if (step.kind === 'show-exact') {
-      const signed = page.methodPayload()?.signed ?? page.reg!.get(page.method)?.signed ?? true;
-      this.firstShown = before === null ? null
-          : {method: page.method, signed, tokens: before, exactKey: segmentCacheKey(page.segmentAsk(step.method)!)};
-    }
-    page.method = step.method;
-    this.autoShown = true;  // not a timed user action: a pending one (a click) keeps its timing
-    this.detail = null;
-    page.clearSideError();
-    if (step.kind === 'show-first') this.autoSwitch();  // the exact method next
-  }
-
-  /** The next automatic step (confirm.ts nextAutoStep) for what is on screen now. */
-  private autoStep(): AutoStep {
-    const {reg, payload, method} = this.page;
-    if (reg === null || payload === null) return {kind: 'none'};
-    const first = this.firstMap();
-    const key = (m: string) => segmentCacheKey(this.page.segmentAsk(m)!);
-    return nextAutoStep({auto: this.auto, onScreen: method, onScreenIsSegment: reg.isSegment(method),
-                         autoShown: this.autoShown, first, exact: reg.defaultSegment(this.granularity)?.name ?? null,
-                         has: (m) => this.values.has(key(m)), firstFailed: first !== null && this.firstFailed.has(key(first))});
+  protected has(key: string): boolean {
+    return this.values.has(key);
   }
 
   /** The cache key of the segment values the view wants now (on screen, or for the automatic steps); else null. */
@@ -260,7 +184,7 @@ export class SegmentMethods {
    * stops asking, and the server cancels the job (a newer segment request of the datapoint supersedes it;
    * one nobody polls is abandoned).
    */
-  private async fetch(d: IndexedInputLike, ask: SegmentAsk) {
+  protected async fetch(d: IndexedInputLike, ask: SegmentAsk) {
     const page = this.page;
     const key = segmentCacheKey(ask);
     if (this.pending.has(key) || page.salienceModel === null || page.payload === null) return;
