@@ -2,7 +2,7 @@
  * The Sequence Salience LIT module: a custom element on top of LIT's own LitModule (found at run time; see
  * index.ts and shared/lit_module.ts). It keeps the view state (granularity, regex, intensity, keyboard cursor,
  * drag, the head's fold, the heatmap's settings), wires LIT's services and selections to its parts, and tells the
- * other modules what is selected (shared/target_store.ts). Its parts: requests and their caches are the
+ * other modules what is selected (salience/published_target.ts). Its parts: requests and their caches are the
  * controller's (salience/controller.ts); the text cut as chosen, salience/shown_text.ts; the body, text and top
  * list, salience/text_pane.ts, or the heatmap, salience/heatmap/pane.ts; choosing the target with pointer and
  * keys, salience/target_input.ts; the controls and status lines, salience/view.ts. It mounts the two comparisons
@@ -14,7 +14,6 @@ import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
 import type {Granularity, Segmentation} from './shared/aggregate/index.js';
 import {modelLabelView, moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
 import type {IndexedInputLike} from './shared/request.js';
-import {targetStore} from './shared/target_store.js';
 import {CompareRoom} from './salience/compare/room.js';
 import {COMPARE_STYLES} from './salience/compare/styles.js';
 import {compareView} from './salience/compare/view.js';
@@ -29,6 +28,7 @@ import {shareView} from './salience/share.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import type {SalienceHost} from './salience/page.js';
 import {PatternMatcher} from './salience/pattern_runner.js';
+import {TargetPublisher} from './salience/published_target.js';
 import {numTargets, type SaliencePayload} from './salience/payload.js';
 import {ShownText} from './salience/shown_text.js';
 import {SALIENCE_STYLES} from './salience/styles.js';
@@ -102,8 +102,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     };
     /** The model the current selection was explained with (a model switch re-explains). */
     private shownModel = '';
-    /** The model whose target this instance published last (shared/target_store.ts). */
-    private publishedModel: string | null = null;
+    /** What this instance tells the other modules of its model (shared/target_store.ts). */
+    private readonly published = new TargetPublisher();
 
     /** The payload shown (null: none yet); read-only, for tests and the console. */
     get payload(): SaliencePayload | null {
@@ -141,8 +141,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.ctl.dispose();
       this.compare.dispose();
       this.compareModels.dispose();
-      if (this.publishedModel !== null) targetStore.publish(this.publishedModel, null);
-      this.publishedModel = null;
+      this.published.clear();
       super.disconnectedCallback();
     }
 
@@ -167,7 +166,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       (super.updated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
       this.dataset['state'] = this.ctl.status;
       this.pane.updated();
-      this.publishTarget();
+      this.published.publish(this.modelName(), this.ctl, this.granularity);
       this.compare.sync(this.ctl);
       this.compareModels.sync(this.granularity, {method: this.ctl.method, gradient: this.ctl.gradientMethod,
                                                  counts: this.ctl.counts, segment: this.ctl.segmentAsk()});
@@ -183,23 +182,6 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
           this.dispatchEvent(new CustomEvent('salience-rendered', {detail: {name, ms}, bubbles: true, composed: true}));
         }, 0));
       }
-    }
-
-    /** Tells the other modules of this model what is selected (shared/target_store.ts). */
-    private publishTarget() {
-      const model = this.modelName();
-      if (this.publishedModel !== null && this.publishedModel !== model) targetStore.publish(this.publishedModel, null);
-      this.publishedModel = model;
-      const {payload: p, input: d, salienceModel} = this.ctl;
-      if (p === null || d === null || salienceModel === null) {
-        targetStore.publish(model, null);
-        return;
-      }
-      targetStore.publish(model, {
-        datapointId: d.id, input: d.data, salienceModel, text: p.text,
-        promptEnd: p.prompt_end, tokens: p.tokens, offsets: p.offsets, nPromptTokens: p.n_prompt_tokens,
-        t0: this.ctl.span.t0, t1: this.ctl.span.t1, method: this.ctl.method, granularity: this.granularity,
-      });
     }
 
     private async onSelection(d: IndexedInputLike | null) {
