@@ -163,13 +163,13 @@ def _write_heatmap(result, path: str, method, granularity: str, span, pattern, s
     info(f"Wrote {path}")
 
 
-def _write_share(result, args, method, span, model: str, segments, faithfulness=None) -> None:
-    """--share: the standalone page of this view (display/share.py), with the faithfulness test when run."""
+def _write_share(result, args, method, span, model: str, segments, ablation, faithfulness=None) -> None:
+    """--share: the standalone page of this view (display/share.py), with the faithfulness test when run.
+    ablation: the segment methods' AblationConfig (the notebook cell measures a segment method with it)."""
     from sequence_salience.display import share  # pylint: disable=import-outside-toplevel
 
     share.write_share(result, args.share, method, args.granularity, span, model=model, pattern=args.pattern,
-                      top=args.top, segments=segments, faithfulness=faithfulness,
-                      ablation=ablation_config(args) if hasattr(args, "removal") else None)
+                      top=args.top, segments=segments, faithfulness=faithfulness, ablation=ablation)
     info(f"Wrote {args.share}" + ("" if result.matrices else " (no answer x prompt matrix: explain with --per-token)"))
 
 
@@ -233,7 +233,7 @@ def explain_single(args, methods, span) -> int:
         info(f"Wrote {args.html}")
     if args.share:
         report = _faithfulness(lm, result, methods, span, args) if args.faithfulness else None
-        _write_share(result, args, methods[0], span, args.model, values, report)
+        _write_share(result, args, methods[0], span, args.model, values, ablation_config(args), report)
     if not args.quiet:
         console().print(view)
     return EXIT_OK
@@ -270,6 +270,19 @@ def _saved_model(meta) -> str:
     return model
 
 
+def _saved_ablation(meta):
+    """The segment methods' AblationConfig a saved result was explained with (its settings: the removal and the
+    methods' flagged settings, run_settings), for the shared page's notebook cell."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.methods import AblationConfig  # pylint: disable=import-outside-toplevel
+
+    settings = (meta.get("settings") or {}) if isinstance(meta, dict) else {}
+    removal = (settings.get("segments") or {}).get("removal") or AblationConfig.removal
+    own = {f.name: settings[f.name] for f in dataclasses.fields(AblationConfig) if f.name in settings}
+    return AblationConfig(**{**own, "removal": removal})
+
+
 def show(args, span) -> int:
     from sequence_salience import SalienceError, display  # pylint: disable=import-outside-toplevel
 
@@ -288,7 +301,8 @@ def show(args, span) -> int:
                                         top=args.top, segments=saved_segments(meta))
             page = view.html() if args.html else None
             if args.share:
-                _write_share(result, args, methods[0], span, _saved_model(meta), saved_segments(meta))
+                _write_share(result, args, methods[0], span, _saved_model(meta), saved_segments(meta),
+                             _saved_ablation(meta))
     except SalienceError as e:
         err(str(e))
         return EXIT_USAGE

@@ -226,3 +226,19 @@ def test_cli_shares_a_segment_methods_view_with_its_faithfulness_test(lm, folder
     np.testing.assert_allclose([page.faith[k] for k in expected], list(expected.values()), rtol=1e-6, atol=1e-9)
     assert cli.main(["explain", "--model", folder, "--prompt", SENTENCES, "--faithfulness"]) == cli.EXIT_USAGE
     assert "Fix: add --share PATH" in capsys.readouterr().err
+
+
+def test_cli_show_shares_a_saved_surrogate_with_the_settings_it_was_measured_with(lm, folder, tmp_path):
+    from sequence_salience import cli  # pylint: disable=import-outside-toplevel
+
+    saved, page_path = tmp_path / "s.json", tmp_path / "s.html"
+    assert cli.main(["explain", "--model", folder, "--prompt", SENTENCES, "--target", TARGET, "--raw", "--method",
+                     ablation_surrogate.NAME, "--ablations", "9", "--removal", "delete", "--granularity", "sentence",
+                     "--quiet", "--json", str(saved)]) == cli.EXIT_OK
+    assert cli.main(["show", str(saved), "--share", str(page_path)]) == cli.EXIT_OK
+    page = _parse(page_path)
+    assert "'surrogate_masks': 9" in page.cell and "'removal': 'delete'" in page.cell
+    namespace: dict = {}
+    exec(compile(page.cell, "<shared cell>", "exec"), namespace)  # pylint: disable=exec-used
+    again = _by_segment(namespace["result"])
+    np.testing.assert_allclose([again.get(s, 0.0) for s in page.columns], page.matrix[0], rtol=1e-6, atol=1e-9)
