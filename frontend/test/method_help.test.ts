@@ -1,7 +1,7 @@
 import {describe, expect, it} from 'vitest';
 import registry from './fixtures/method_registry.json';
 import {METHOD_REGISTRY_FIELD, registryOf} from '../src/shared/methods.js';
-import {helpSections, methodHelp, methodLines} from '../src/salience/method_help.js';
+import {helpSections, methodHelp, methodLines} from '../src/shared/method_help.js';
 
 const reg = registryOf({spec: {output: {[METHOD_REGISTRY_FIELD]: {default: registry}}}})!;
 

@@ -182,3 +182,52 @@ def three_modules_and_first_highlight(page, url: str, prompt: str = EXAMPLE_PROM
     explain = page.locator(EXPLAIN_TAG)
     expect(explain.locator(".for")).to_contain_text("target:", timeout=60_000)
     return {"response": response, "inside_target": inside_target}
+
+
+def edit_and_compare(page, old: str, new: str) -> None:
+    """In LIT's datapoint editor, replaces `old` by `new` in the selected row's prompt and presses "Add and compare"
+    (LIT pins the original and selects the edit: the salience module compares them)."""
+    page.get_by_text("Editor", exact=True).first.click()
+    editor = page.locator("single-datapoint-editor-module")
+    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
+    box.fill(box.input_value().replace(old, new))
+    box.dispatch_event("input")
+    editor.locator("button#compare").click()
+
+
+_ON_TOP_JS = """(e) => {
+  const r = e.getBoundingClientRect();
+  const hit = e.getRootNode().elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+  return hit !== null && e.contains(hit);
+}"""
+
+
+def help_opens_at(page, name, method: str, shot: Path | None = None) -> None:
+    """Clicks `name` (the locator of a method's name, shared/method_help.ts `methodNameView`) and checks the help it
+    opens: the one panel of every published method's two lines, `method`'s entry marked, on screen inside the window,
+    with the record's label, cost and `trust` (a screenshot to `shot`, when given); then closes it."""
+    from playwright.sync_api import expect
+
+    import sequence_salience as ss
+
+    record = next(m for m in ss.methods.registry_json(kinds=("token", "segment")) if m["name"] == method)
+    expect(name).to_have_attribute("data-method", method)
+    name.locator("summary").click()
+    panel = name.locator(".method-help-panel")
+    expect(panel).to_be_visible()
+    expect(panel.locator("li[data-method]")).to_have_count(len(ss.methods.registry_json(kinds=("token", "segment"))))
+    entry = panel.locator("li.current")
+    expect(entry).to_have_attribute("data-method", method)
+    expect(entry.locator("b")).to_have_text(record["label"])
+    expect(entry.locator(".help-what")).to_contain_text(f"Cost: {record['cost_unit']}")
+    expect(entry.locator(".help-trust")).to_have_text(f"When to trust it: {record['trust']}")
+    view = page.viewport_size
+    for box in (panel.bounding_box(), entry.bounding_box()):
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= view["width"], (box, view)
+        assert box["y"] >= 0 and box["y"] + box["height"] <= view["height"], (box, view)
+    # Readable: nothing of the page (another module, a clipping box) covers the entry's middle.
+    assert entry.evaluate(_ON_TOP_JS), f"{method}'s help entry is covered where it appears"
+    if shot is not None:
+        page.screenshot(path=str(shot))
+    panel.locator("button.help-close").click()
+    expect(panel).to_be_hidden()

@@ -9,7 +9,8 @@ explains its own model's answer, and each Inside module follows the target of it
 
 `test_compare_models_follows_the_selected_method` (1280×720): Compare models shows the method of the salience
 module's Method selector: gradient norm (the default; unsigned values), then SmoothGrad with the sample count
-typed in the module, asked of both models' compare wrappers (the request bodies carry the count).
+typed in the module, asked of both models' compare wrappers (the request bodies carry the count); the method's name
+opens the help at its two lines.
 
 `test_switch_to_two_models_and_compare_them`: LIT opens with model a; the salience module explains a's answer
 and shows no "Compare models" section (one model). Click b in LIT's model selector (the toolbar's model
@@ -32,7 +33,7 @@ import pytest
 
 from lit_app.schema import fields
 from lit_app.wrappers.inside import INSIDE_T
-from tests.e2e.plugin_checks import open_tab
+from tests.e2e.plugin_checks import help_opens_at, open_tab
 from tests.server_process import ServerProcess
 from tests.unit.tiny_models import save_tiny_llama_for
 
@@ -182,6 +183,8 @@ def test_compare_models_follows_the_selected_method(two_model_server, browser_pa
     page.locator(f'{SALIENCE}[model="a"][data-compare-models="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
     label = sal_a.locator("select.method option:checked").inner_text()
     assert mod.locator(".models-head .method").inner_text().startswith(label)
+    # Its name opens the help at SmoothGrad's two lines (issue 45 §2: linked from every method's name).
+    help_opens_at(page, mod.locator('.models-head .method-name[data-where="compare-models"]'), "smooth_grad")
     # Compare models asks each model's compare wrapper for the whole response's salience (with_pinned_salience):
     # the last such requests carry the module's method count, for both models.
     asked = {model: (data.get("smooth_grad_samples"), data.get("ig_steps")) for model, data in sent

@@ -191,12 +191,7 @@ def test_compare_shows_aligned_prompt_with_its_controls(server_url, browser_page
     page, _ = browser_page
     mod = plugin_checks.open_lit(page, server_url, SIZE)
     plugin_checks.select_and_wait(page, COT)
-    page.get_by_text("Editor", exact=True).first.click()
-    editor = page.locator("single-datapoint-editor-module")
-    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
-    box.fill(box.input_value().replace("50 minutes", "40 minutes"))
-    box.dispatch_event("input")
-    editor.locator("button#compare").click()
+    plugin_checks.edit_and_compare(page, "50 minutes", "40 minutes")
     view = mod.locator(".compare")
     view.wait_for(timeout=60_000)
     expect(view.locator(".cprompt:not(.pending)")).to_be_visible(timeout=TIMEOUT_MS)

@@ -21,6 +21,7 @@
 import {html, nothing, type TemplateResult} from 'lit';
 
 import {modelLabelView, moduleBase, serverHost} from '../shared/lit_module.js';
+import {methodNameView} from '../shared/method_help.js';
 import type {SharedTarget} from '../shared/target_store.js';
 import {forcedTargetNote, isForcedTarget} from '../shared/forced_target.js';
 import {describeTokens, responseLength} from '../shared/tokens.js';
@@ -141,10 +142,10 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
               const on = (e.target as HTMLInputElement).checked;
               const next = on ? [...s.methods, m.name] : s.methods.filter((x) => x !== m.name);
               if (next.length) this.ctl.set({methods: tested.map((x) => x.name).filter((x) => next.includes(x))});
-            }}><span class="swatch" style="background:${curveColor(m.name)}"></span>${m.label}</label>`)}`;
+            }}><span class="swatch" style="background:${curveColor(m.name)}"></span>${methodNameView(reg, m.name, 'test')}</label>`)}`;
       }
       if (tab === 'reduce') {
-        return html`<span class="setting">ordered by ${reg?.label(this.ctl.reductionMethod() ?? '')}</span>
+        return html`<span class="setting">ordered by ${methodNameView(reg, this.ctl.reductionMethod() ?? '', 'test')}</span>
           <label title="delete removes the text (what pasting the reduced prompt gives); filler keeps token positions (each removed token becomes a space token)">
             Removal <select class="reduce-removal" @change=${(e: Event) => this.ctl.set({reduceRemoval: (e.target as HTMLSelectElement).value})}>
               <option value="delete" ?selected=${s.reduceRemoval === 'delete'}>delete text</option>
@@ -193,7 +194,7 @@ export function makeExplainModuleClass(LitModule: unknown): CustomElementConstru
     private renderResult(action: Action, r: unknown, t: SharedTarget) {
       return resultView(action, r, {
         granularity: t.granularity, contrastMethod: this.ctl.settings.contrastMethod, nTargets: responseLength(t),
-        label: (m) => this.ctl.registry()?.label(m) ?? m,
+        label: (m) => this.ctl.registry()?.label(m) ?? m, registry: this.ctl.registry(),
         load: (values, what) => this.load(values, what), running: this.ctl.running !== null,
         maxIgSteps: this.ctl.maxIgSteps(),
       });

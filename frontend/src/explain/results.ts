@@ -7,6 +7,8 @@
 import {html, nothing, svg} from 'lit';
 
 import {colorFor, formatValue, legendGradient, legendStops, maxAbs} from '../shared/colormap.js';
+import {methodNameView} from '../shared/method_help.js';
+import type {MethodRegistry} from '../shared/methods.js';
 import {buildPieces} from '../shared/pieces.js';
 import {errorMessage} from '../shared/request.js';
 import {describeTokens} from '../shared/tokens.js';
@@ -68,6 +70,8 @@ export interface ResultContext {
   contrastMethod: string;
   /** A method's label (the server's registry). */
   label(method: string): string;
+  /** The server's registry: a method's name in a result opens its help (shared/method_help.ts). */
+  registry: MethodRegistry | null;
   /** Number of response tokens (a payload's span is numbered against it: shared/tokens.ts). */
   nTargets: number;
   load: Load;
@@ -79,19 +83,20 @@ export interface ResultContext {
 
 /** A finished test's result. */
 export function resultView(action: Action, r: unknown, ctx: ResultContext) {
-  if (action === 'curves') return curvesView(r as CurvesPayload, ctx.label, ctx.running);
+  if (action === 'curves') return curvesView(r as CurvesPayload, ctx.label, ctx.running, ctx.registry);
   if (action === 'reduce') return reduceView(r as ReducePayload, ctx.load);
   if (action === 'flips') return flipsView(r as FlipsPayload, ctx.load);
   if (action === 'ig_auto') return igAutoView(r as IgAutoPayload, ctx.nTargets, ctx.maxIgSteps);
   return contrastiveView(r as ContrastivePayload, ctx.granularity, ctx.contrastMethod, ctx.nTargets);
 }
 
-function curvesView(p: CurvesPayload, label: (method: string) => string, running: boolean) {
+function curvesView(p: CurvesPayload, label: (method: string) => string, running: boolean,
+                    reg: MethodRegistry | null) {
   const coarse = p.preliminary === true;
   return html`<div class="curves ${coarse ? 'preliminary' : 'final'}" data-steps=${p.n_removed.length - 1}
       data-random=${p.n_random}>
     ${coarse ? html`<div class="preliminary-label" role="status">${preliminaryLabel(p, running)}</div>` : nothing}
-    ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label)}${boundNotice(p, mode, label)}</div>`)}
+    ${MODES.map((mode) => html`<div class="chart-box">${chartView(p, mode)}${aopcView(p, mode, label, reg)}${boundNotice(p, mode, label)}</div>`)}
     <div class="facts">${p.n_segments} ${p.granularity} segments${p.fields?.length
         ? ` of the ${p.fields.join(' and ')} (the template's own text is kept)` : ''} · removal: ${p.removal === 'filler'
         ? html`filler token “${p.filler}” (positions kept)` : 'text deleted'} ·
@@ -154,7 +159,7 @@ function boundNotice(p: CurvesPayload, mode: Mode, label: (method: string) => st
       data-decidable=${String(b.decidable)}>${b.text}</div>`;
 }
 
-function aopcView(p: CurvesPayload, mode: Mode, label: (method: string) => string) {
+function aopcView(p: CurvesPayload, mode: Mode, label: (method: string) => string, reg: MethodRegistry | null) {
   const rows = aopcRows(p, mode, label);
   const bound = boundView(p, mode, label);
   const signedGap = (g: number) => Number.isFinite(g) ? `${g >= 0 ? '+' : ''}${g.toFixed(3)}` : '–';
@@ -163,7 +168,7 @@ function aopcView(p: CurvesPayload, mode: Mode, label: (method: string) => strin
     <tr><th>${mode}</th><th title="Area over the perturbation curve (nats; higher = more faithful)">AOPC</th>
       <th>vs random</th><th>vs length</th><th>verdict</th></tr>
     ${rows.map((r) => html`<tr data-method=${r.name} data-verdict=${r.verdict ?? ''}>
-      <td><span class="swatch ${r.ordering === 'abs' ? 'hollow' : ''}" style="background:${r.color};border-color:${r.color}"></span>${r.label}</td>
+      <td><span class="swatch ${r.ordering === 'abs' ? 'hollow' : ''}" style="background:${r.color};border-color:${r.color}"></span>${methodNameView(reg, r.method, 'test', r.label)}</td>
       <td>${r.aopc.toFixed(3)}</td><td class=${r.gap > 0 ? 'better' : 'worse'}>${signedGap(r.gap)}</td>
       <td class=${r.gapLength > 0 ? 'better' : 'worse'}>${signedGap(r.gapLength)}</td>
       <td class="verdict ${r.verdict === 'worse' ? 'worse' : r.verdict?.startsWith('beats') ? 'better'

@@ -51,14 +51,6 @@ export const SALIENCE_STYLES = css`
   .response { flex: 0 1 auto; min-height: 60px; overflow-y: auto; user-select: none; }
   .pending { opacity: 0.6; }
   .text.prompt.previous { opacity: 0.75; }
-  .method-help { display: inline-block; position: relative; margin: 0 4px; }
-  .method-help summary { cursor: pointer; list-style: none; color: #1a73e8; }
-  .method-help-panel { position: fixed; z-index: 10; left: 50%; transform: translateX(-50%); top: 10vh;
-    width: min(640px, 90vw); max-height: 80vh;
-    overflow: auto; background: #fff; border: 1px solid #dadce0; border-radius: 4px; padding: 8px 12px;
-    box-shadow: 0 2px 6px rgba(0,0,0,.2); font-size: 12px; font-weight: normal; line-height: 1.4; }
-  .help-close { float: right; }
-  .help-methods { padding-left: 16px; margin: 0 0 6px; } .help-methods li { margin-bottom: 4px; }
   details.head > summary { cursor: pointer; white-space: normal; color: #5f6368; font-family: Roboto, sans-serif;
                            font-size: 12px; line-height: 1.5; margin-bottom: 2px; }
   details.head[open] > summary { margin-bottom: 0; }

@@ -8,6 +8,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import type {Segmentation} from '../shared/aggregate/index.js';
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../shared/colormap.js';
+import {methodNameView} from '../shared/method_help.js';
 import {segmentText, type Piece} from '../shared/pieces.js';
 import type {IndexedInputLike} from '../shared/request.js';
 import {tokenCount} from '../shared/tokens.js';
@@ -225,7 +226,8 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
       ${p.dtype ? html`<div class="dtype">computed in ${p.dtype}</div>` : nothing}
       ${check !== null ? completenessView(check) : nothing}
     </div>
-    <div class="section-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()}</div>
+    <div class="section-label top-label">Top ${GRANULARITY_LABELS[seg.granularity].toLowerCase()} by
+      ${methodNameView(ctl.registry(), ctl.method, 'top-list')}</div>
     <ol class="top">
       ${ranked.map((r) => {
         const c = colorFor(r.value, cs);

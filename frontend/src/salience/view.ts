@@ -8,10 +8,10 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {GRANULARITIES, type Granularity} from '../shared/aggregate/index.js';
 import {errorIcon} from '../shared/icons.js';
+import {methodHelpView, methodNameView} from '../shared/method_help.js';
 import type {ExtraMethodInfo} from '../shared/methods.js';
 import {describeRefinement, stageProgress} from './coarse.js';
 import type {SalienceController} from './controller.js';
-import {methodHelpView} from './method_help.js';
 import {describeFit, describeProgress, type DetailStatus} from './payload.js';
 import {SEGMENT_NOUNS} from './segments.js';
 
@@ -51,7 +51,7 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
               ${reg.segmentsAt(v.granularity).map((m) => methodOption(ctl, m.name, m.label))}</optgroup>`
             : reg?.methods.map((m) => methodOption(ctl, m.name, m.label))}
         </select>
-      </label>${methodHelpView(reg, 'controls')}
+      </label>${methodHelpView(reg, 'controls', ctl.method || null)}
       ${reg?.extras.map((m) => countControlsView(ctl, m))}
       <label>Granularity
         <select class="granularity" @change=${(e: Event) => on.granularity(value(e) as Granularity)}>
@@ -100,11 +100,11 @@ export function segmentStatusView(ctl: SalienceController,
     if (pending === null) return nothing;
     const measuring = ctl.autoMeasuring();
     const lead = measuring !== null && measuring === first
-      ? html`Gradient shown. <b class="first-map" data-method=${first}>${reg.label(first)}</b>, the first map (${FIRST_MAP_WHY}),
-          is being measured per ${noun}${progress(ctl.segmentDetail)}; then exact <b>${reg.label(pending)}</b> confirms it.`
-      : html`First map: <b class="first-map" data-method=${ctl.method}>${reg.label(ctl.method)}</b>
+      ? html`Gradient shown. <b class="first-map" data-method=${first}>${methodNameView(reg, first, 'status')}</b>, the first map (${FIRST_MAP_WHY}),
+          is being measured per ${noun}${progress(ctl.segmentDetail)}; then exact <b>${methodNameView(reg, pending, 'status')}</b> confirms it.`
+      : html`First map: <b class="first-map" data-method=${ctl.method}>${methodNameView(reg, ctl.method, 'status')}</b>
           (${first === null ? GRADIENT_WHY : `${reg.label(first)} could not be measured`}).
-          <b>${reg.label(pending)}</b> is being measured per ${noun}${progress(ctl.segmentDetail)} to confirm it; it replaces
+          <b>${methodNameView(reg, pending, 'status')}</b> is being measured per ${noun}${progress(ctl.segmentDetail)} to confirm it; it replaces
           the first map when done.`;
     return html`<div class="segment-status pending" role="status" data-pending=${pending} data-first=${ctl.method}>
       <div class="bar"><div></div></div>
@@ -120,8 +120,8 @@ export function segmentStatusView(ctl: SalienceController,
     return html`<div class="segment-status pending" role="status" data-method=${info.name} data-pending=${pending}
         data-first=${info.name} data-auto="true">
       <div class="bar"><div></div></div>
-      <span>First map: <b class="method-on-screen first-map" data-method=${info.name}>${info.label}</b>, per ${noun}
-        (${FIRST_MAP_WHY}). <b>${reg.label(pending)}</b> is being measured${progress(ctl.segmentDetail)} to confirm it;
+      <span>First map: <b class="method-on-screen first-map" data-method=${info.name}>${methodNameView(reg, info.name, 'status')}</b>, per ${noun}
+        (${FIRST_MAP_WHY}). <b>${methodNameView(reg, pending, 'status')}</b> is being measured${progress(ctl.segmentDetail)} to confirm it;
         it replaces the first map when done.</span> ${stop} ${gradient}
       ${ctl.segmentError ? html`<span class="error-text">${ctl.segmentError}</span>` : nothing}</div>`;
   } else if (ctl.segmentError) {
@@ -149,7 +149,7 @@ export function segmentStatusView(ctl: SalienceController,
     body = html`<span class="measuring">measuring${progress(ctl.segmentDetail)}…</span>`;
   }
   return html`<div class="segment-status" role="status" data-method=${info.name} data-auto=${ctl.autoShown ? 'true' : 'false'}>
-    <span>On screen: <b class="method-on-screen">${info.label}</b>${methodHelpView(reg, 'on-screen')}, measured per ${noun}: changing granularity
+    <span>On screen: <b class="method-on-screen">${methodNameView(reg, info.name, 'status')}</b>, measured per ${noun}: changing granularity
       re-measures${ctl.autoShown ? ` (shown instead of the first map${ctl.firstShown ? `, ${reg.label(ctl.firstShown.method)},` : ''} once measured)` : ''}.</span>
     ${body} ${gradient}</div>`;
 }

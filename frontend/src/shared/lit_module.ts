@@ -17,6 +17,7 @@ import {html as staticHtml, unsafeStatic} from 'lit/static-html.js';
 
 import type {PatternBounds} from './aggregate/index.js';
 import {FORCED_TARGET_STYLES} from './forced_target.js';
+import {METHOD_HELP_STYLES} from './method_help.js';
 import type {ServerHost} from './jobs.js';
 import {activeModel, shouldDisplay, type IndexedInputLike, type ModelInfoLike} from './request.js';
 import {targetStore, type SharedTarget} from './target_store.js';
@@ -118,7 +119,7 @@ export function moduleBase(LitModule: unknown, info: ModuleInfo): ModuleBase {
 
     static get styles(): CSSResultGroup {
       const base = baseStyles == null ? [] : Array.isArray(baseStyles) ? baseStyles : [baseStyles];
-      return [...base, FORCED_TARGET_STYLES, MODEL_LABEL_STYLES, info.styles];
+      return [...base, FORCED_TARGET_STYLES, METHOD_HELP_STYLES, MODEL_LABEL_STYLES, info.styles];
     }
 
     private unfollow: (() => void) | null = null;

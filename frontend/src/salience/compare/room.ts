@@ -12,6 +12,7 @@
 import {COMPARE_FIELD} from '../../shared/fields.js';
 import {segment, type Granularity, type Segmentation} from '../../shared/aggregate/index.js';
 import {JobClient} from '../../shared/jobs.js';
+import type {MethodRegistry} from '../../shared/methods.js';
 import type {IndexedInputLike} from '../../shared/request.js';
 import type {SalienceController} from '../controller.js';
 import type {SalienceHost} from '../page.js';
@@ -47,6 +48,9 @@ export interface CompareModel {
   valuesNote: string;
   /** Whether each side's response is its datapoint's own target (forced), not the model's answer. */
   forced: {a: boolean; b: boolean};
+  /** The method both sides' colours show (the module's, or its segment method on screen) and the registry naming it. */
+  method: string;
+  registry: MethodRegistry | null;
 }
 
 /** A segment method's whole-response values of each side, as the compare model answers them (parsed against
@@ -217,6 +221,7 @@ export class CompareRoom {
       oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
       useOld: this.useOld && this.oldPayload !== null, valuesNote: '',
       forced: {a: isForcedTarget(this.pinned?.data), b: isForcedTarget(this.selected?.data)},
+      method: this.method?.segment || main.method, registry: main.registry(),
     };
     const own = main.payload;
     if (a === null || own === null) return out;

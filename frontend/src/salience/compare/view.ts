@@ -13,6 +13,7 @@ import {changed} from './alignment.js';
 import {describeDelta, type CompareMode, type CrossPayload} from './logic.js';
 import type {CompareModel} from './room.js';
 import {modelLabelView} from '../../shared/lit_module.js';
+import {methodNameView} from '../../shared/method_help.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from './sides.js';
 
 const LABELS: SideLabels = {a: 'Pinned', b: 'Selected'};
@@ -84,7 +85,8 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
         The pinned datapoint: ${m.pinnedMessage}</div>`
       : m.responses === null ? html`<div class="status inline">Loading the pinned datapoint…</div>`
       : html`
-        <div class="section-label">Prompt${m.useOld ? ' (selected side: the pinned answer under the selected prompt)' : ''}: ${m.mode === 'both'
+        <div class="section-label">Prompt${m.useOld ? ' (selected side: the pinned answer under the selected prompt)' : ''},
+            ${methodNameView(m.registry, m.method, 'compare')}: ${m.mode === 'both'
             ? html`top half ${LABELS.a.toLowerCase()}, bottom half ${LABELS.b.toLowerCase()} (one scale)`
             : html`selected − pinned per aligned segment`}; struck through: only in the pinned prompt, underlined: only in the selected one</div>
         <div class="text cprompt mode-${m.mode} ${m.values === null ? 'pending' : ''}">${

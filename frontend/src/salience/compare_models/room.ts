@@ -93,7 +93,7 @@ export class CompareModelsRoom {
   }
 
   /** The method registry of the first model's salience companion (null before a pair, or from an older server). */
-  private registry() {
+  registry() {
     const models = this.host.models();
     const sal = this.pair === null ? null : salienceModelFor(this.pair[0], models);
     return sal === null ? null : registryOf(models[sal]);

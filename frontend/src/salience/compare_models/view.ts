@@ -4,6 +4,8 @@
  * (shared with the compare view of an edit). */
 import {css, html, nothing, type TemplateResult} from 'lit';
 
+import {methodNameView} from '../../shared/method_help.js';
+import type {MethodRegistry} from '../../shared/methods.js';
 import {changed} from '../compare/alignment.js';
 import {legendView, logpTable, promptView, responsesView, type SideLabels} from '../compare/sides.js';
 import type {ComparedMethod, CrossRow, ModelsView} from './logic.js';
@@ -20,12 +22,13 @@ export const COMPARE_MODELS_STYLES = css`
   .compare-models .models-error { color: #a50e0e; background: #fce8e6; border-radius: 4px; padding: 4px 8px; }
 `;
 
-function modelsView(view: ModelsView, rows: CrossRow[] | null, method: ComparedMethod | null, granularity: string):
-    TemplateResult {
+function modelsView(view: ModelsView, rows: CrossRow[] | null, method: ComparedMethod | null, granularity: string,
+                    reg: MethodRegistry | null): TemplateResult {
   const [la, lb] = view.labels;
   const labels: SideLabels = {a: la, b: lb};
   return html`
-    <div class="models-head"><span class="method" data-method=${method?.method ?? ''}>${method?.label ?? ''}</span>
+    <div class="models-head"><span class="method" data-method=${method?.method ?? ''}>${method === null ? ''
+        : methodNameView(reg, method.method, 'compare-models', method.label)}</span>
       · <span class="granularity">${granularity}</span> · <b>${la}</b> vs <b>${lb}</b></div>
     ${method?.note ? html`<div class="models-status method-note" role="note">${method.note}</div>` : nothing}
     <div class="section-label">Responses (${changed(view.responses) ? 'different' : 'the same'})</div>
@@ -61,7 +64,7 @@ export function compareModelsView(room: CompareModelsRoom, toggle: () => void): 
       ${!room.open ? nothing : html`<div id="compare-models-body">
         ${room.error ? html`<div class="models-error" role="alert">${room.error}</div>` : nothing}
         ${room.status ? html`<div class="models-status" role="status">${room.status}</div>` : nothing}
-        ${room.view !== null ? modelsView(room.view, room.rows, room.method, room.granularity) : nothing}
+        ${room.view !== null ? modelsView(room.view, room.rows, room.method, room.granularity, room.registry()) : nothing}
       </div>`}
     </div>`;
 }
