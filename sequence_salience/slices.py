@@ -27,6 +27,16 @@ the model there (the LIT server lets waiting clicks run); the paused backward ke
 its graph and continues afterwards. The time spent in the callback is not counted
 as model time when the next slice is sized.
 
+The graph across pauses. The forward's graph (every layer's activations) lives from the forward to the last
+chunk. Several computations sharing the model by turns (the LIT server's clients) would each hold one across
+the others' turns: four clients' per-token matrices on 127-token prompts peaked at +89 % of the server's RSS,
+against +28 % one after the other (docs/benchmarks.md, "What holds the memory at the peak"). So a caller may
+give `release_graph`, asked at each pause between chunks after a chunk was done: when it says that the pause
+hands the model to other work that builds a graph of its own, the computation frees its graph before the
+pause and runs the forward again after it (same gradients; one forward more per such turn; never when it
+computes alone). `holding_graph` says, during a pause, whether the graph is held across it (inside a
+backward it always is), so that the caller hands the model only to work without a graph of its own then.
+
 Slices and chunks differ once `between` runs inside passes. A slice is the model time
 between two chances for a click (`slice_s`, 0.25 s by default); a chunk is how many
 targets share one batched backward. Without `between` the two coincide. With it, a chunk
@@ -79,11 +89,21 @@ class SliceSizer:
         end of the slice. It must be cheap (it runs once per layer).
       min_chunk_targets: the fewest targets per batched backward when `between` is set (`chunk_units`),
         whatever the clock measured (module docstring: a loaded machine).
+      release_graph: optional check at each pause between two chunks of targets, once a chunk was done since
+        the forward: True when the pause will hand the model to other work that builds a graph of its own;
+        the computation then frees its forward's graph before the pause and runs the forward again after it
+        (module docstring, "The graph across pauses"). Called on the computing thread; it must be cheap.
+
+    Attributes:
+      holding_graph: True while the computation holds a forward's graph (set by it: from its forward to its
+        last chunk, or until it frees the graph for a pause); the caller reads it in its callbacks.
+      forwards_again: how many times a forward ran again after its graph was freed for a pause.
     """
 
     def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
                  between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S,
-                 urgent: Callable[[], bool] | None = None, min_chunk_targets: int = DEFAULT_MIN_CHUNK_TARGETS):
+                 urgent: Callable[[], bool] | None = None, min_chunk_targets: int = DEFAULT_MIN_CHUNK_TARGETS,
+                 release_graph: Callable[[], bool] | None = None):
         if not target_s > 0:
             raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.25).")
         if not chunk_s > 0:
@@ -94,6 +114,9 @@ class SliceSizer:
         self.min_chunk_targets = max(1, int(min_chunk_targets))
         self.clock = clock
         self.between = between
+        self.release_graph = release_graph
+        self.holding_graph = False
+        self.forwards_again = 0
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
         self.sizes: list[int] = []  # units of each slice recorded so far (for tests and logs)
         self.paused_s = 0.0  # time spent inside `between` (not model time)

@@ -125,13 +125,15 @@ class SalienceRuns:
 
     def _sizer(self) -> SliceSizer:
         """Slices of `slice_s`; a click or a user job that arrives inside a backward goes at the next layer
-        boundary, without waiting for the rest of the slice."""
-        return SliceSizer(self.slice_s, urgent=self._lock.outranked)
+        boundary, without waiting for the rest of the slice; another client's matrix job gets the model between
+        chunks only once this computation has freed its forward's graph (scheduler.py: one retained graph at a
+        time)."""
+        return SliceSizer(self.slice_s, urgent=self._lock.outranked, release_graph=self._lock.graph_waiting)
 
-    def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None) -> Progress:
+    def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None, sizer: SliceSizer) -> Progress:
         """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
         during the slice or batch get the model."""
-        log, yield_ = log_progress(chat), self._yield(job)
+        log, yield_ = log_progress(chat), self._yield(job, sizer)
 
         def progress(stage: str, done: int, total: int) -> None:
             if job is not None:
@@ -141,27 +143,27 @@ class SalienceRuns:
 
         return progress
 
-    def _yield(self, job: Job | None) -> Callable[[], object]:
-        """`yield_to_waiting` between slices; when more urgent work than background work waits (a user
-        job, a click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job
-        of its own level that goes first is not that: the two alternate, and the estimate counts it."""
-        if job is None:
-            return self._lock.yield_to_waiting
+    def _yield(self, job: Job | None, sizer: SliceSizer) -> Callable[[], object]:
+        """`yield_to_waiting` between slices, saying whether the computation keeps its forward's graph across
+        the pause (`sizer.holding_graph`); when more urgent work than background work waits (a user job, a
+        click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job of its own
+        level that goes first is not that: the two alternate, and the estimate counts it."""
 
         def yield_() -> object:
-            with job.waiting() if self._lock.outranked() else contextlib.nullcontext():
-                return self._lock.yield_to_waiting()
+            with job.waiting() if job is not None and self._lock.outranked() else contextlib.nullcontext():
+                return self._lock.yield_to_waiting(holding_graph=sizer.holding_graph)
 
         return yield_
 
     def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V],
-                       job: Job | None = None) -> V:
+                       job: Job | None = None, graph: bool = False) -> V:
         """The cached value of `key`, else `compute()` as background work (stored); `job`'s status says
-        "waiting" until it holds the model."""
+        "waiting" until it holds the model. graph: `compute` keeps a forward's graph across its slices
+        (scheduler.py `acquire`)."""
         out = cache.get(key)
         if out is None:
             with job.waiting() if job is not None else contextlib.nullcontext():  # "waiting" while queued
-                self._lock.acquire(Priority.BACKGROUND)
+                self._lock.acquire(Priority.BACKGROUND, graph=graph)
             try:
                 out = cache.get(key)  # computed while this waited for the model
                 if out is None:
@@ -192,13 +194,14 @@ class SalienceRuns:
             if job is None:
                 logger.info("Blocking salience request: computing every matrix (%s) in background slices (prompt %s).",
                             ", ".join(methods), _name(chat))
+            sizer = self._sizer()
             return ss.compute_salience(self._lm, chat, explained, methods=methods, config=config,
-                                       progress=self._slice_progress(chat, job),
+                                       progress=self._slice_progress(chat, job, sizer),
                                        cancel=job.should_stop if job is not None else cancel,
-                                       slice_s=self._sizer(), between_slices=self._yield(job))
+                                       slice_s=sizer, between_slices=self._yield(job, sizer))
 
         return self._in_background(self.store.complete, pair_key(chat, target, explained) + (methods, config),
-                                   compute, job)
+                                   compute, job, graph=True)
 
     def segment_config(self, request: SegmentRequest) -> AblationConfig:
         """The AblationConfig a segment request runs with: the server's base (`ablation`), the request's removal and
@@ -224,7 +227,8 @@ class SalienceRuns:
         known = next(self.store.results_of(chat, target), None)
         config = self.segment_config(request)
 
-        report = self._slice_progress(chat, job)
+        sizer = self._sizer()
+        report = self._slice_progress(chat, job, sizer)
 
         def progress(stage: str, done: int, total: int) -> None:
             if job is not None:  # a method scoring in stages (coarse_to_fine: "coarse pass", "refining") names it
@@ -236,7 +240,7 @@ class SalienceRuns:
                 raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
-                                    progress=progress, cancel=cancel, slice_s=self._sizer())
+                                    progress=progress, cancel=cancel, slice_s=sizer)
 
         return self._in_background(self.store.segments, key, compute, job)
 

@@ -11,6 +11,13 @@ background work take turns slice by slice (a background job runs as the client w
 paused behind a user job says so (`"waiting": true`, no `eta_s`; the estimate resumes without the paused time). A
 span's IG steps or SmoothGrad samples (interactive) yield between chunks too, so another client's click is not
 behind them.
+
+One retained graph at a time (issue 43): work below clicks that keeps a forward's graph across its turns (the
+per-token matrices: `acquire(..., graph=True)`) hands the model between its chunks to another such work only
+after freeing its graph (sequence_salience/slices.py, "The graph across pauses": the core asks `graph_waiting()`
+and says with `yield_to_waiting(holding_graph=...)` whether it still holds one); while one waits holding its
+graph (a click or a segment job went first), no other such work starts building one. So K clients' matrix jobs
+hold one graph, not K (their peak was +89 % of the server's RSS with four, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -65,6 +72,11 @@ class ModelScheduler:
     goes next when the holder lets go. A background job waits, paused, while user jobs run
     (its progress says so: lit_app/model/jobs.py `Job.status`'s "waiting").
 
+    Graphs (module docstring): work acquired with `graph=True` keeps a forward's graph across its slices. While
+    a waiter holds such a graph (it yielded with `holding_graph=True`), other `graph=True` work below clicks does
+    not get the model; `graph_waiting()` tells the holder that such work waits for it, and the holder frees its
+    graph before it yields. Clicks and work without a graph are never held back by this.
+
     Re-entrant: the holder may acquire again (at any level) without waiting; the
     model is free once it has released as often as it acquired. Holding the model keeps
     the level it was first acquired with.
@@ -87,6 +99,7 @@ class ModelScheduler:
         self._owner: int | None = None
         self._owner_priority = Priority.INTERACTIVE
         self._owner_client = ""
+        self._owner_graph = False
         self._depth = 0
         self._arrivals = itertools.count()
         # Called (outside the lock, on the releasing thread) each time the model is let go:
@@ -104,6 +117,12 @@ class ModelScheduler:
         """Every waiting ticket (a copy, safe to read without `_cond`: list() of a deque is one step)."""
         return [t for p in Priority for t in list(self._queues[p])]
 
+    @staticmethod
+    def _builds_graph(waiter: "_Ticket") -> bool:
+        """Whether `waiter` would build a graph it keeps across turns (work below clicks acquired with
+        graph=True that holds none now)."""
+        return waiter.graph and not waiter.holding and waiter.level != Priority.INTERACTIVE
+
     def _my_turn(self, ticket: "_Ticket", level: Priority) -> bool:
         if self._owner is not None:
             return False
@@ -112,23 +131,29 @@ class ModelScheduler:
             return False
         if level == Priority.INTERACTIVE:
             return self._queues[level][0] is ticket
-        # Among the work below clicks that nothing goes before, the one that waited longest.
-        free = [w for w in waiters if not any(self._before(o, w.level, w.client) for o in waiters)]
-        return min(free, key=lambda w: w.seq) is ticket
+        # Among the work below clicks that nothing goes before, the one that waited longest; work that would
+        # build a graph waits while another waits holding one (one retained graph at a time).
+        held = any(w.holding for w in waiters)
+        free = [w for w in waiters if not any(self._before(o, w.level, w.client) for o in waiters)
+                and not (held and self._builds_graph(w))]
+        return bool(free) and min(free, key=lambda w: w.seq) is ticket
 
-    def _yields_to(self, waiter: "_Ticket") -> bool:
+    def _yields_to(self, waiter: "_Ticket", holding_graph: bool = False) -> bool:
         """Whether the holder, between slices, lets `waiter` go first: a click; for work below clicks, work of its
-        own or a more urgent level and other clients' work (equals); never its own client's less urgent work."""
+        own or a more urgent level and other clients' work (equals); never its own client's less urgent work, and
+        while the holder keeps a graph (`holding_graph`) never work that would build another."""
+        if holding_graph and self._builds_graph(waiter):
+            return False
         if waiter.level == Priority.INTERACTIVE:
             return True
         if self._owner_priority == Priority.INTERACTIVE:
             return False
         return waiter.level <= self._owner_priority or waiter.client != self._owner_client
 
-    def _queue_and_wait(self, level: Priority, client: str) -> None:
+    def _queue_and_wait(self, level: Priority, client: str, graph: bool = False, holding: bool = False) -> None:
         """Joins the back of `level`'s queue and waits for the model's turn (called under `_cond`)."""
         queue = self._queues[level]
-        ticket = _Ticket(level, client, next(self._arrivals))
+        ticket = _Ticket(level, client, next(self._arrivals), graph, holding)
         queue.append(ticket)
         try:
             while not self._my_turn(ticket, level):
@@ -139,15 +164,18 @@ class ModelScheduler:
             raise
         queue.remove(ticket)
         self._owner, self._owner_priority, self._owner_client, self._depth = threading.get_ident(), level, client, 1
+        self._owner_graph = graph
 
-    def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
-        """Waits for the model (see the class docstring for the order); re-entrant. Returns True."""
+    def acquire(self, priority: Priority = Priority.INTERACTIVE, graph: bool = False) -> bool:
+        """Waits for the model (see the class docstring for the order); re-entrant. Returns True.
+
+        graph: the work keeps a forward's graph across its slices (per-token matrices; class docstring)."""
         level = Priority(priority)
         with self._cond:
             if self._owner == threading.get_ident():
                 self._depth += 1
                 return True
-            self._queue_and_wait(level, _client())
+            self._queue_and_wait(level, _client(), graph)
             return True
 
     def release(self) -> None:
@@ -162,7 +190,7 @@ class ModelScheduler:
         if freed and self.on_free is not None:
             self.on_free()
 
-    def yield_to_waiting(self) -> bool:
+    def yield_to_waiting(self, holding_graph: bool = False) -> bool:
         """Between two slices: lets the waiting acquirers that go first use the model, then takes it back.
 
         Those are every waiting acquirer of a more urgent level and those of the holder's own
@@ -170,19 +198,27 @@ class ModelScheduler:
         below depth 1 (the holder's caller still relies on what it holds). Returns whether it
         let anybody go first. Letting go and queueing again are one step, so no less urgent acquirer
         can take the model in between.
+
+        holding_graph: the holder keeps a forward's graph across this pause; work that would build another
+          (acquired with graph=True, below clicks) waits until the holder has freed it (class docstring).
         """
         with self._cond:
             if self._owner != threading.get_ident():
                 raise RuntimeError("ModelScheduler.yield_to_waiting called by a thread that does not hold it.")
-            level, client = self._owner_priority, self._owner_client
-            if self._depth != 1 or not any(self._yields_to(w) for w in self._waiters()):
+            level, client, graph = self._owner_priority, self._owner_client, self._owner_graph
+            if self._depth != 1 or not any(self._yields_to(w, holding_graph) for w in self._waiters()):
                 return False
             self._owner = None
             self._cond.notify_all()
-            self._queue_and_wait(level, client)
+            self._queue_and_wait(level, client, graph, holding_graph)
         if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
             self.on_free()
         return True
+
+    def graph_waiting(self) -> bool:
+        """Whether work that would build a graph of its own (acquired with graph=True, below clicks) waits for
+        the holder's next yield: the holder then frees its graph before it yields (class docstring). Cheap."""
+        return any(self._builds_graph(w) and self._yields_to(w) for w in self._waiters())
 
     @contextlib.contextmanager
     def at(self, priority: Priority) -> Iterator["ModelScheduler"]:
@@ -241,12 +277,14 @@ class ModelScheduler:
 
 
 class _Ticket:
-    """A waiting acquirer: its level, its client (lit_app/edge/clients.py) and its arrival number."""
+    """A waiting acquirer: its level, its client (lit_app/edge/clients.py), its arrival number and its graph."""
 
-    __slots__ = ("level", "client", "seq")
+    __slots__ = ("level", "client", "seq", "graph", "holding")
 
-    def __init__(self, level: Priority, client: str, seq: int):
+    def __init__(self, level: Priority, client: str, seq: int, graph: bool = False, holding: bool = False):
         self.level, self.client, self.seq = level, client, seq
+        self.graph = graph  # the work keeps a forward's graph across its turns (acquire's graph=True)
+        self.holding = holding  # it waits holding one (yield_to_waiting's holding_graph=True)
 
 
 def _client() -> str:

@@ -123,7 +123,10 @@ def per_target_gradients(
       sizer: time slices (sequence_salience/slices.py): each chunk then has as many targets
         as fit the sizer's target time (measured on the previous chunk), at most chunk_size
         (the memory cap), and on_chunk(0) also runs once after the forward. The forward's
-        graph is kept across chunks either way, so the gradients are the same.
+        graph is kept across chunks either way, so the gradients are the same; except that when the
+        sizer's `release_graph` says so at a pause after a chunk, the graph is freed for the pause and
+        the forward runs again after it (the same values: sequence_salience/slices.py, "The graph
+        across pauses"). `sizer.holding_graph` says whether the graph is held during each pause.
     Returns:
       logprobs: <float32>[M, T] (detached).
       grads: <float32>[T, M, L, D], or reduce's output shape stacked over T.
@@ -137,7 +140,14 @@ def per_target_gradients(
                 for h in hidden[1:]:
                     if h.requires_grad:
                         h.register_hook(sizer.hook)
-        logp = target_logprobs(inputs, e, on_hidden)  # [M, T]
+
+        def forward() -> torch.Tensor:
+            if sizer is not None:
+                sizer.holding_graph = True
+            return target_logprobs(inputs, e, on_hidden)  # [M, T]
+
+        logp = forward()
+        logprobs = logp.detach()  # [M, T]
         num_rows, num_targets = logp.shape
         weights = torch.ones(num_rows, device=logp.device) if row_weights is None else row_weights.to(logp.device)
         chunks = []
@@ -148,6 +158,10 @@ def per_target_gradients(
             sizer.mark()
         c0 = 0
         while c0 < num_targets:
+            if logp is None:  # freed for another's turn: the same forward again
+                logp = forward()
+                sizer.forwards_again += 1
+                sizer.mark()
             if sizer is None:
                 c = min(chunk_size, num_targets - c0)
             else:
@@ -166,11 +180,17 @@ def per_target_gradients(
             if sizer is not None:
                 sizer.record(c * num_rows, sizer.clock() - start - (sizer.paused_s - paused))
             c0 += c
+            if c0 >= num_targets:
+                logp = None  # the last chunk: the graph goes before the caller's pause
+            if sizer is not None:
+                if logp is not None and sizer.release_graph is not None and sizer.release_graph():
+                    logp = None  # another's turn: no graph of ours held across it
+                sizer.holding_graph = logp is not None
             if on_chunk is not None:
                 on_chunk(c)
             if sizer is not None:
                 sizer.mark()
-    return logp.detach(), torch.cat(chunks, dim=0)
+    return logprobs, torch.cat(chunks, dim=0)
 
 
 def weighted_gradient(

@@ -35,16 +35,17 @@ INTERACTIVE, USER_JOB, BACKGROUND = Priority.INTERACTIVE, Priority.USER_JOB, Pri
 
 
 def _queue(sched: ModelScheduler, log: _Log, name: str, priority: Priority | bool,
-           client: str | None = None) -> threading.Thread:
+           client: str | None = None, graph: bool = False) -> threading.Thread:
     """Starts a thread that takes the model (at the given priority; True: background, False: interactive),
-    acting as `client` when given (lit_app/edge/clients.py), logs `name`, lets go; returns once it waits."""
+    acting as `client` when given (lit_app/edge/clients.py), as work that keeps a graph across its slices with
+    `graph`, logs `name`, lets go; returns once it waits."""
     if isinstance(priority, bool):
         priority = BACKGROUND if priority else INTERACTIVE
     before = sched.waiting(priority)
 
     def run():
         with clients.acting_as(client) if client is not None else contextlib.nullcontext():
-            sched.acquire(priority)
+            sched.acquire(priority, graph=graph)
         try:
             log.add(name)
         finally:
@@ -315,3 +316,53 @@ def test_without_client_ids_the_levels_stay_strict():
     sched.release()
     bg.join()
     assert log.events == ["bg"]
+
+
+def test_a_matrix_job_waiting_with_its_graph_lets_clicks_and_work_without_a_graph_go_never_another_graph():
+    """Issue 43: each client's matrix job held its forward's graph across the others' turns (four: +89 % RSS).
+    While a job yields holding its graph, another matrix job (graph=True) does not start; it goes once the
+    holder says it freed its graph, and `graph_waiting` tells the holder that it waits."""
+    sched, log = ModelScheduler(), _Log()
+    with clients.acting_as("tab-a"):
+        sched.acquire(BACKGROUND, graph=True)
+    try:
+        assert not sched.graph_waiting()
+        other = _queue(sched, log, "b-matrix", BACKGROUND, "tab-b", graph=True)
+        segment = _queue(sched, log, "c-segment", BACKGROUND, "tab-c")
+        click = _queue(sched, log, "d-click", INTERACTIVE, "tab-d")
+        assert sched.graph_waiting()
+        with clients.acting_as("tab-a"):
+            assert sched.yield_to_waiting(holding_graph=True)  # the click and the segment job go, not b's matrices
+        segment.join()
+        click.join()
+        assert log.events == ["d-click", "c-segment"]
+        assert sched.graph_waiting() and sched.waiting(BACKGROUND) == 1
+        with clients.acting_as("tab-a"):
+            assert not sched.yield_to_waiting(holding_graph=True)  # only b's matrices wait: tab-a goes on
+            assert sched.yield_to_waiting(holding_graph=False)  # its graph freed: b's turn
+        other.join()
+        assert log.events == ["d-click", "c-segment", "b-matrix"]
+        assert not sched.graph_waiting()
+    finally:
+        sched.release()
+
+
+def test_a_waiting_holder_of_a_graph_goes_before_matrix_work_that_queued_earlier():
+    """The holder re-queues behind b's matrix job (which waited longer) yet goes first: b would build a second
+    graph. b goes once the holder lets the model go at the end of its pass."""
+    sched, log = ModelScheduler(), _Log()
+    with clients.acting_as("tab-a"):
+        sched.acquire(BACKGROUND, graph=True)
+    try:
+        other = _queue(sched, log, "b-matrix", BACKGROUND, "tab-b", graph=True)
+        segment = _queue(sched, log, "c-segment", BACKGROUND, "tab-c")
+        with clients.acting_as("tab-a"):
+            assert sched.yield_to_waiting(holding_graph=True)
+        log.add("a-continues")
+        segment.join()
+        assert log.events == ["c-segment", "a-continues"]
+        assert sched.waiting(BACKGROUND) == 1  # b's matrices still wait
+    finally:
+        sched.release()
+    other.join()
+    assert log.events == ["c-segment", "a-continues", "b-matrix"]
