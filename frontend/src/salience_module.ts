@@ -169,7 +169,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.published.publish(this.modelName(), this.ctl, this.granularity);
       this.compare.sync(this.ctl);
       this.compareModels.sync(this.granularity, {method: this.ctl.method, gradient: this.ctl.gradientMethod,
-                                                 counts: this.ctl.counts, segment: this.ctl.segmentAsk()});
+                                                 counts: this.ctl.counts, segment: this.ctl.segmentAsk()}, this.intensity);
       this.dataset['compareModels'] = this.compareModels.state;
       const action = this.ctl.finishedAction();
       if (action !== null) {
@@ -238,6 +238,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     wholeTarget() {
       this.cursor = null;
       this.ctl.setSpan(wholeResponse(numTargets(this.ctl.payload!)));
+    }
+    comparedScale(): number | null {  // drawn before the map (renderImpl): this render's comparisons
+      const scales = [this.compare.scaleFor(this.ctl), this.compareModels.scaleFor(this.granularity)];
+      return scales.reduce<number | null>((m, s) => (s === null ? m : Math.max(m ?? s, s)), null);
     }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,

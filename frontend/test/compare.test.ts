@@ -4,8 +4,10 @@ import {parsePayload} from '../src/salience/payload.js';
 import {pinnedSelection} from '../src/shared/lit_module.js';
 import {costText} from '../src/salience/compare/view.js';
 import {alignTexts, changed, diffKeys} from '../src/salience/compare/alignment.js';
-import {compareInput, compareModelName, describeDelta, differenceScale, isComparing, parseCross, sharedScale,
-        wholeResponseValues} from '../src/salience/compare/logic.js';
+import {alignSegmentations} from '../src/salience/compare/alignment.js';
+import {compareInput, compareModelName, describeDelta, differenceScale, isComparing, parseCross, promptValues,
+        sharedScale, wholeResponseValues} from '../src/salience/compare/logic.js';
+import {segment} from '../src/shared/aggregate/index.js';
 
 // alignTexts on hand-derived texts: alignment_cases.test.ts (the cases pytest reads too).
 
@@ -25,6 +27,19 @@ describe('scales (hand-derived; values per aligned segment and B − A: alignmen
   it('one shared scale for both sides, a signed one for the difference', () => {
     expect(sharedScale(true, [1, -5, NaN], [3], 2)).toEqual({signed: true, scale: 5, intensity: 2});
     expect(differenceScale([0.5, -2, NaN])).toEqual({signed: true, scale: 2, intensity: 1});
+  });
+  it('takes the shared scale from single prompt segments, as the map does, not from a replaced run\'s sum', () => {
+    // One token per word; "aa" equal, "bb cc" replaced by "xx yy" (one aligned run), then the response "zz".
+    const offsets: Array<[number, number]> = [[0, 2], [2, 5], [5, 8], [8, 11]];
+    const segA = segment('aa bb cc zz', offsets, 'word'), segB = segment('aa xx yy zz', offsets, 'word');
+    const prompts = alignSegmentations('aa bb cc zz', segA, 'aa xx yy zz', segB, [0, 8], [0, 8]);
+    expect(prompts.segments.map((s) => s.kind)).toEqual(['equal', 'replace']);
+    const v = promptValues(prompts, segA, [1, 3, 4, 50], segB, [1, -2, 2, 60], [8, 8], true, 2);
+    expect(Array.from(v.a)).toEqual([1, 7]);  // the run's sum colours the run
+    expect(Array.from(v.b)).toEqual([1, 0]);
+    // The scale: the largest |value| of one prompt segment of either side (cc's 4), not the run's 7 nor the response's.
+    expect(v.scale).toEqual({signed: true, scale: 4, intensity: 2});
+    expect(v.diffScale).toEqual({signed: true, scale: 7, intensity: 2});
   });
 });
 

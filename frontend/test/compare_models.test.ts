@@ -51,6 +51,8 @@ describe('compareSides', () => {
     expect(v.diffScale.scale).toBe(5);  // "add": 3 − (−2)
     expect(v.responses.segments.some((s) => s.kind !== 'equal')).toBe(true);
     expect(ownLogprob(b)).toBe(-3);
+    // At the module's intensity: the legends end where the module's map does (scale / intensity).
+    expect(compareSides(a, b, true, 'word', 2).scale).toEqual({signed: true, scale: 3, intensity: 2});
   });
 });
 

@@ -73,7 +73,7 @@ describe('CompareModelsRoom', () => {
   it('is off with one model, asks nothing while closed, compares both once opened and drops it all on closing', async () => {
     const h = host();
     const room = new CompareModelsRoom(h);
-    room.sync('word', GRAD_NORM);
+    room.sync('word', GRAD_NORM, 1);
     room.update(X, ['a'], 'a');
     expect(room.state).toBe('off');
     room.update(X, ['a', 'b'], 'a');
@@ -93,10 +93,18 @@ describe('CompareModelsRoom', () => {
     room.update(X, ['a', 'b'], 'a');  // the same datapoint, pair and method: not asked again
     await settle();
     expect(h.calls.length).toBe(4);
-    room.sync('regex', GRAD_NORM);  // a regex shows as words: nothing changes
+    // The module's map at words takes the maps' shared scale (one scale for one method on one prompt); the intensity
+    // goes to both legends.
+    expect(room.scaleFor('word')).toBe(room.view!.scale.scale);
+    expect(room.scaleFor('sentence')).toBeNull();
+    room.sync('word', GRAD_NORM, 3);
+    expect(room.view!.scale.intensity).toBe(3);
+    room.sync('regex', GRAD_NORM, 3);  // a regex shows as words: nothing changes
     expect(room.granularity).toBe('word');
+    expect(room.scaleFor('regex')).toBeNull();  // the module's map is cut by the pattern, the section's by words
     room.toggle();
     expect(room.state).toBe('closed');
+    expect(room.scaleFor('word')).toBeNull();
     expect(room.view).toBeNull();
     room.update(X, ['a', 'b'], 'b');  // the second model's salience module holds no section (it is in a's)
     expect(room.state).toBe('off');
@@ -108,14 +116,14 @@ describe('CompareModelsRoom', () => {
     const h = host();
     const room = new CompareModelsRoom(h);
     room.update(X, ['a', 'b'], 'a');
-    room.sync('word', GRAD_NORM);
+    room.sync('word', GRAD_NORM, 1);
     room.toggle();
     await until(room, 'done');
     expect(room.method).toMatchObject({method: 'grad_norm', label: 'Gradient norm', extra: null, note: ''});
     expect(finiteA(room)).toEqual([1, 0, 2, 0.5]);  // grad_norm's a values of "Q:", " add", " two"
     expect(h.bodies[0]['smooth_grad_samples']).toBe(0);
 
-    room.sync('word', {method: 'smooth_grad', gradient: 'smooth_grad', counts: {smooth_grad: 12}, segment: null});
+    room.sync('word', {method: 'smooth_grad', gradient: 'smooth_grad', counts: {smooth_grad: 12}, segment: null}, 1);
     await until(room, 'done');
     expect(room.method?.label).toBe('SmoothGrad (× input) (12 samples)');
     const asked = h.bodies.filter((d) => d['with_pinned_salience'] === true).slice(2);
@@ -129,7 +137,7 @@ describe('CompareModelsRoom', () => {
     const room = new CompareModelsRoom(h);
     room.update(X, ['a', 'b'], 'a');
     const ask = {method: 'leave_one_out', count: 0, granularity: 'word', pattern: '', removal: 'filler'};
-    room.sync('word', {method: 'leave_one_out', gradient: 'grad_x_input', counts: {}, segment: {...ask, span: {t0: 0, t1: 1}}});
+    room.sync('word', {method: 'leave_one_out', gradient: 'grad_x_input', counts: {}, segment: {...ask, span: {t0: 0, t1: 1}}}, 1);
     room.toggle();
     await until(room, 'done');
     expect(room.method?.method).toBe('leave_one_out');

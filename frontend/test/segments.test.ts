@@ -227,6 +227,7 @@ describe('Compare an edit with a segment method on screen', () => {
         .filter(([b, a]) => Number.isFinite(b) && Number.isFinite(a) && b !== 0);
     expect(shown.length).toBeGreaterThan(0);
     for (const [b, a] of shown) expect(a).toBeCloseTo(3 * b!, 9);
+    expect(room.scaleFor(ctl)).toBe(m.values!.scale.scale);  // the map takes it: one scale for one method and prompt
     expect(calls.length).toBeGreaterThan(0);
     room.dispose();
     ctl.dispose();

@@ -132,3 +132,17 @@ def browser_page(chromium):
         yield page, external
     finally:
         ctx.close()
+
+
+@pytest.fixture(scope="module")
+def two_model_server(tmp_path_factory):
+    """Its own process, not the session's `lit_server`: two models (`--models a:default,b:<folder>`), b a tiny
+    random Llama over the default model's tokenizer (tests/unit/tiny_models.py); one per test file that uses it."""
+    import sequence_salience as ss
+    from tests.server_process import ServerProcess
+    from tests.unit.tiny_models import save_tiny_llama_for
+
+    folder = save_tiny_llama_for(ss.load_model("default").tokenizer, tmp_path_factory.mktemp("tiny"))
+    with ServerProcess(["--models", f"a:default,b:{folder}", "--max_new_tokens", "12"],
+                       tmp_path_factory.mktemp("server")) as proc:
+        yield proc

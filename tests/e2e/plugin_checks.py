@@ -6,6 +6,9 @@ interop; and the module tests on the session server).
 module to be ready; `screenshot(page, folder, name)` saves one; `request_inputs(body)` reads the inputs
 a page's /get_preds request sent.
 
+Two models (`two_model_server`, tests/e2e/conftest.py): `model_button(page, name)` is LIT's model selector
+button; `open_both_models(page, url)` selects both and a row and waits for both salience modules.
+
 `three_modules_and_first_highlight(page, url)` is what "our modules work in this page" means:
 the salience, inside-the-model and test-this-explanation modules are defined and rendered,
 selecting a shipped example paints the first highlight (salience of the whole response), and
@@ -140,6 +143,28 @@ def record_texts(element, selector: str, name: str) -> None:
     """From now on, every text of `selector` inside `element`'s shadow root (a locator) goes to window[`name`]
     as it renders (read it with `page.evaluate(f"window.{name}")`)."""
     element.evaluate(_RECORD_TEXTS_JS, [selector, name])
+
+
+def model_button(page, name: str):
+    """LIT's model selector button of model `name` (the toolbar)."""
+    return page.locator("button.headline-button", has=page.locator(
+        "span.headline-button-text", has_text=re.compile(f"^{name}$")))
+
+
+def open_both_models(page, url: str, prompt: str = EXAMPLE_PROMPT):
+    """Opens LIT at 1280×720 with model a, adds b in LIT's model selector, selects `prompt` and waits until both
+    salience modules show their first highlight; returns (salience module of a, of b)."""
+    page.set_viewport_size(SMALL_SCREEN)
+    page.goto(url)
+    page.locator(SALIENCE_TAG).wait_for(timeout=120_000)
+    model_button(page, "b").click()
+    sal = {m: page.locator(f'{SALIENCE_TAG}[model="{m}"]') for m in ("a", "b")}
+    for m in ("a", "b"):
+        sal[m].wait_for(timeout=60_000)
+    select_example(page, prompt)
+    for m in ("a", "b"):
+        page.locator(f'{SALIENCE_TAG}[model="{m}"]{READY}').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    return sal["a"], sal["b"]
 
 
 def request_inputs(body: str | None) -> list[dict]:

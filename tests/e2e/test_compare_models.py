@@ -1,6 +1,7 @@
 """Two models side by side in LIT's UI (`--models a:default,b:<folder>`), in Debian Chromium.
 
-Model b is a tiny random Llama over the default model's tokenizer (tests/unit/tiny_models.py).
+Model b is a tiny random Llama over the default model's tokenizer (tests/unit/tiny_models.py; the server:
+`two_model_server`, tests/e2e/conftest.py).
 
 `test_each_module_once_per_model_and_named` (1280×720): with both models selected, LIT shows each of our
 modules once per model, as the README says, each naming its model in its header line; each salience module
@@ -33,9 +34,7 @@ import pytest
 
 from lit_app.schema import fields
 from lit_app.wrappers.inside import INSIDE_T
-from tests.e2e.plugin_checks import help_opens_at, open_tab
-from tests.server_process import ServerProcess
-from tests.unit.tiny_models import save_tiny_llama_for
+from tests.e2e.plugin_checks import help_opens_at, model_button, open_both_models, open_tab
 
 pytestmark = pytest.mark.e2e
 
@@ -45,12 +44,6 @@ EXPLAIN = "explain-test-module"
 PROMPT = "What is the capital of France?"
 TIMEOUT_MS = 300_000
 README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def model_button(page, name: str):
-    """LIT's model selector button of model `name` (the toolbar)."""
-    return page.locator("button.headline-button", has=page.locator(
-        "span.headline-button-text", has_text=re.compile(f"^{name}$")))
 
 
 def greedy_answers(server) -> dict[str, str]:
@@ -78,33 +71,6 @@ def record_preds(page) -> list[tuple[str, dict]]:
 
     page.on("request", on_request)
     return sent
-
-
-def open_both_models(page, url: str):
-    """Opens LIT at 1280×720 with model a, adds b in LIT's model selector, selects PROMPT and waits until both
-    salience modules show their first highlight; returns (salience module of a, of b)."""
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(url)
-    page.locator(SALIENCE).wait_for(timeout=120_000)
-    model_button(page, "b").click()
-    sal = {m: page.locator(f'{SALIENCE}[model="{m}"]') for m in ("a", "b")}
-    for m in ("a", "b"):
-        sal[m].wait_for(timeout=60_000)
-    page.locator("data-table-module tbody tr", has_text=PROMPT).first.click()
-    for m in ("a", "b"):
-        page.locator(f'{SALIENCE}[model="{m}"][data-state=ready]').wait_for(state="attached", timeout=TIMEOUT_MS)
-    return sal["a"], sal["b"]
-
-
-@pytest.fixture(scope="module")
-def two_model_server(tmp_path_factory):
-    """Its own process, not the session's `lit_server`: two models (--models)."""
-    import sequence_salience as ss
-
-    folder = save_tiny_llama_for(ss.load_model("default").tokenizer, tmp_path_factory.mktemp("tiny"))
-    with ServerProcess(["--models", f"a:default,b:{folder}", "--max_new_tokens", "12"],
-                       tmp_path_factory.mktemp("server")) as proc:
-        yield proc
 
 
 def test_each_module_once_per_model_and_named(two_model_server, browser_page, artifacts_dir):

@@ -3,14 +3,20 @@ import {css} from 'lit';
 
 export const SALIENCE_STYLES = css`
   :host { display: block; height: 100%; position: relative; }
-  .module { display: flex; flex-direction: column; height: 100%; font-family: Roboto, sans-serif; font-size: 13px; }
-  .controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; padding: 6px 8px;
+  /* The map keeps a readable height (issue 45 §5: stacked under two models or a comparison it shrank to two lines or
+     its header): the comparisons above it give up room first (they scroll on their own, compare/styles.ts), then
+     the module scrolls. */
+  .module { display: flex; flex-direction: column; height: 100%; overflow-y: auto; font-family: Roboto, sans-serif;
+            font-size: 13px; }
+  .controls { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; padding: 6px 8px;
               border-bottom: 1px solid #dadce0; }
   .controls label { display: flex; gap: 4px; align-items: center; color: #3c4043; }
   .controls input[type=number] { width: 56px; }
+  /* Sized by its longest option and group label, it pushed the controls onto a second line at 1280×720. */
+  .controls select.method { max-width: 11em; }
   .controls input.regex { width: 200px; font-family: 'Roboto Mono', monospace; }
   /* Narrower than the browser's 129 px, so that the model's name fits on the controls line at 1280×720. */
-  .controls input.intensity { width: 96px; }
+  .controls input.intensity { width: 80px; }
   .status { display: flex; gap: 8px; align-items: center; padding: 6px 8px; }
   .status.inline { padding: 4px 0; }
   .status.error { background: #fce8e6; color: #a50e0e; border-radius: 4px; }
@@ -34,7 +40,8 @@ export const SALIENCE_STYLES = css`
   .confirm-headline { font-weight: 500; }
   .confirm-before, .confirm-after, .confirm-moved { font-size: 12px; }
   .empty { padding: 16px; color: #5f6368; }
-  .body { flex: 1; display: flex; gap: 12px; min-height: 0; padding: 4px 8px; }
+  /* At least the prompt's six lines (.prompt) and its padding, the response's box (.response) and both labels. */
+  .body { flex: 1; display: flex; gap: 12px; min-height: calc(6 * 1.7 * 12.5px + 170px); padding: 4px 8px; }
   .texts { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }
   .side { width: 250px; flex: none; overflow-y: auto; }
   .checked-pane { flex: 1; min-width: 0; display: flex; flex-direction: column; min-height: 0; }
@@ -47,7 +54,7 @@ export const SALIENCE_STYLES = css`
   /* The prompt and the response each take what they need; when both do not fit, each gives up room in proportion to
      its length (issue 45: the response was capped at 30 % below a half-empty prompt box, and the chain-of-thought
      row's answer sat below its fold). */
-  .prompt { flex: 0 1 auto; overflow-y: auto; min-height: 60px; contain: content; }
+  .prompt { flex: 0 1 auto; overflow-y: auto; min-height: calc(6 * 1.7em); contain: content; }  /* six lines */
   .response { flex: 0 1 auto; min-height: 60px; overflow-y: auto; user-select: none; }
   .pending { opacity: 0.6; }
   .text.prompt.previous { opacity: 0.75; }

@@ -42,6 +42,9 @@ export interface TextPaneHost {
   showRejected: boolean;
   readonly renderRoot: ParentNode;
   getBoundingClientRect(): DOMRect;
+  /** The comparisons' shared scale while one shows this map's method and segmentation (null: none does); the map of
+   * the whole response takes the larger of it and its own, so one method on one prompt has one colour scale. */
+  comparedScale(): number | null;
   /** The heatmap pane (heatmap/pane.ts) for `p` cut into `seg`. */
   heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult;
   targetDown(e: MouseEvent): void;
@@ -111,10 +114,13 @@ export class TextPane {
     if (values !== null) {
       scaleVals = Array.from(values).filter((v, s) => Number.isFinite(v) && !targetSegs.has(s));
     }
-    const cs: ColorScale = {signed, scale: maxAbs(scaleVals), intensity: this.host.intensity};
+    const compared = previous === null && isWhole(span, T) ? this.host.comparedScale() : null;
+    const scale = compared === null ? maxAbs(scaleVals) : Math.max(maxAbs(scaleVals), compared);
+    const cs: ColorScale = {signed, scale, intensity: this.host.intensity};
     const ranked = values === null || previous !== null ? [] : topSegments(values, TOP_K, signed, targetSegs);
     this.shown = values === null || previous !== null ? null : {values, seg, rank: new Map(ranked.map((r, i) => [r.seg, i]))};
-    const side = sidePanelView(ctl, p, seg, cs, ranked, text.codePoints(p), (s) => this.scrollToSegment(s));
+    const side = sidePanelView(ctl, p, seg, cs, ranked, text.codePoints(p), (s) => this.scrollToSegment(s),
+                               compared === null ? '' : 'one scale with the comparison above');
     const rejected = check?.rejected ? this.rejectedLine(check, m) : nothing;
     if (this.host.heatmap) {
       // The side panel keeps the text view's scale: its top list is the target's, as in the text view.

@@ -127,11 +127,13 @@ export function responsePiecesView(pieces: readonly Piece[], r: ResponseLook): T
   return out;
 }
 
-export function legendView(cs: ColorScale, m: MethodPayload | null) {
+/** The map's legend; `shared`: why its scale is not its own largest value ('' when it is). */
+export function legendView(cs: ColorScale, m: MethodPayload | null, shared = '') {
   const stops = legendStops(cs, 3);
   return html`<div class="legend" aria-label="colour legend">
     <div class="legend-title">${cs.signed ? 'Signed (diverging)' : 'Magnitude (sequential)'}
-      ${m?.steps ? html`· ${m.steps} steps` : m?.samples ? html`· ${m.samples} samples` : nothing}</div>
+      ${m?.steps ? html`· ${m.steps} steps` : m?.samples ? html`· ${m.samples} samples` : nothing}
+      ${shared ? html`<span class="legend-shared-note">· ${shared}</span>` : nothing}</div>
     <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
     <div class="legend-labels">${stops.map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
     <div class="legend-meaning">${cs.signed ? 'blue lowers, red raises log p(target)'
@@ -203,7 +205,8 @@ export function confirmView(ctl: SalienceController, first: FirstMapShown, p: Sa
 
 /** The side panel: legend, facts about the values, and the top segments (a click scrolls to one). */
 export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: Segmentation, cs: ColorScale,
-                              ranked: readonly Ranked[], u16: Int32Array, scrollTo: (s: number) => void) {
+                              ranked: readonly Ranked[], u16: Int32Array, scrollTo: (s: number) => void,
+                              sharedScale = '') {
   const m = ctl.methodPayload();
   const spanLogprob = p.target_logprobs.slice(ctl.span.t0, ctl.span.t1).reduce((a, b) => a + b, 0);
   const check = ctl.completenessCheck();
@@ -217,7 +220,7 @@ export function sidePanelView(ctl: SalienceController, p: SaliencePayload, seg: 
   }
   const first = ctl.confirmation();
   return html`<div class="side">
-    ${legendView(cs, m)}
+    ${legendView(cs, m, sharedScale)}
     ${first !== null ? confirmView(ctl, first, p, seg, tokenValues, cs.signed, u16) : nothing}
     <div class="facts">
       ${p.target_logprobs.length >= ctl.span.t1 ? html`<div>log p(target) = ${spanLogprob.toFixed(3)}</div>` : nothing}

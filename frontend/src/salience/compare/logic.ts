@@ -7,7 +7,7 @@
  */
 import {MAX_NEW_TOKENS_FIELD, OLD_ANSWER_FIELD, PINNED_MAX_NEW_TOKENS_FIELD, PINNED_PROMPT_FIELD, PINNED_SYSTEM_FIELD,
   PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../../shared/fields.js';
-import {aggregate, type Segmentation} from '../../shared/aggregate/index.js';
+import {aggregate, matchesOnly, type Segmentation} from '../../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../../shared/colormap.js';
 import {codePointToUtf16} from '../../shared/pieces.js';
 import {derivedInput, type IndexedInputLike} from '../../shared/request.js';
@@ -27,12 +27,30 @@ export interface PromptValues {
   diffScale: ColorScale;
 }
 
-/** Token values summed per segment (aggregate 'sum'), per aligned segment (alignedValues), B − A and both scales. */
+/**
+ * Token values summed per segment (aggregate 'sum'; a regex's text between matches is context, as in the map:
+ * matchesOnly), per aligned segment (alignedValues), B − A and both scales. The shared scale follows the map's
+ * rule on each side: the largest |value| of one segment of its prompt (before code point `promptEnds`), not of the
+ * aligned sums: a replaced run sums its segments and would set a scale no map of either prompt has (issue 45 §5:
+ * the comparison's legend and the map's differed for one method on one prompt); such a run saturates instead. The
+ * map below takes this scale while the comparison shows its method (room.ts scaleFor).
+ */
 export function promptValues(prompts: Alignment, segA: Segmentation, tokA: ArrayLike<number>, segB: Segmentation,
-                             tokB: ArrayLike<number>, signed: boolean, intensity = 1): PromptValues {
-  const {a, b} = alignedValues(prompts, aggregate(tokA, segA, 'sum'), aggregate(tokB, segB, 'sum'));
+                             tokB: ArrayLike<number>, promptEnds: readonly [number, number], signed: boolean,
+                             intensity = 1): PromptValues {
+  const valsA = matchesOnly(aggregate(tokA, segA, 'sum'), segA), valsB = matchesOnly(aggregate(tokB, segB, 'sum'), segB);
+  const {a, b} = alignedValues(prompts, valsA, valsB);
   const diff = difference(prompts, a, b);
-  return {a, b, diff, scale: sharedScale(signed, a, b, intensity), diffScale: differenceScale(diff, intensity)};
+  const scale = sharedScale(signed, promptSegmentValues(valsA, segA, promptEnds[0]),
+                            promptSegmentValues(valsB, segB, promptEnds[1]), intensity);
+  return {a, b, diff, scale, diffScale: differenceScale(diff, intensity)};
+}
+
+/** The values of the segments that start before code point `promptEnd` (the prompt's: what sets a map's scale). */
+export function promptSegmentValues(values: ArrayLike<number>, seg: Segmentation, promptEnd: number): number[] {
+  const out: number[] = [];
+  for (let s = 0; s < values.length && seg.starts[s] < promptEnd; s++) out.push(values[s]);
+  return out;
 }
 
 /** The response part of a payload's text: after code point `promptEnd`. */

@@ -81,6 +81,9 @@ export class CompareRoom {
   /** A segment method's values of both sides, for `method` (null for a gradient method, or until measured). */
   private segments: SideSegments | null = null;
   private crossKey = '';
+  /** The shared scale last drawn and the method it is of (null while no values are drawn, or the selected side
+   * shows the pinned answer's salience: not the map's). */
+  private drawn: {tag: string; scale: number} | null = null;
   private segMemo = new Map<string, {payload: SaliencePayload; seg: Segmentation}>();
   private alignMemo: {key: string; a: SaliencePayload; b: SaliencePayload; own: SaliencePayload; prompts: Alignment;
                       responses: Alignment} | null = null;
@@ -91,6 +94,12 @@ export class CompareRoom {
 
   get active(): boolean {
     return this.pinned !== null && this.selected !== null;
+  }
+
+  /** The comparison's shared scale while it shows the method of `main`'s map for the selected datapoint's own
+   * answer (the map takes it: one scale for one method on one prompt), else null. */
+  scaleFor(main: SalienceController): number | null {
+    return this.active && this.drawn !== null && this.drawn.tag === main.valuesName() ? this.drawn.scale : null;
   }
 
   /** Whether the pinned side's request runs. */
@@ -213,6 +222,7 @@ export class CompareRoom {
   /** What to draw, from the selected datapoint's controller (B) and the pinned payload (A); null when inactive. */
   model(main: SalienceController, granularity: Granularity, regex: string, intensity: number,
         patterns: PatternMatcher): CompareModel | null {
+    this.drawn = null;
     if (!this.active) return null;
     const a = this.pinnedPayload;
     const out: CompareModel = {
@@ -269,7 +279,8 @@ export class CompareRoom {
     }
     if (tokA === null || tokB === null) return out;
     const signed = main.methodPayload()?.signed ?? main.registry()?.get(main.method)?.signed ?? true;
-    out.values = promptValues(prompts, segA, tokA, segB, tokB, signed, intensity);
+    out.values = promptValues(prompts, segA, tokA, segB, tokB, [a.prompt_end, b.prompt_end], signed, intensity);
+    this.drawn = out.useOld || this.method === null ? null : {tag: this.method.tag, scale: out.values.scale.scale};
     return out;
   }
 }

@@ -23,7 +23,11 @@ export const COMPARE_SIDES_STYLES = css`
 
 export const COMPARE_STYLES = css`
   ${COMPARE_SIDES_STYLES}
-  .compare { flex: none; max-height: 55%; overflow-y: auto; padding: 4px 8px 8px; border-bottom: 2px solid #dadce0; }
+  /* Above the map, which keeps its height (../styles.ts .body): a comparison gives up room down to its head and a
+     few lines, and scrolls. */
+  .compare { flex: 0 1 auto; max-height: 55%; min-height: min(45%, 10em); overflow-y: auto; padding: 4px 8px 8px;
+             border-bottom: 2px solid #dadce0; }
+  .compare.closed { flex: none; min-height: 0; padding: 2px 8px; }
   .compare:focus { outline: none; }
   /* The view buttons stay on screen while the view scrolls (the aligned prompt comes right under them). */
   .compare-head { display: flex; align-items: center; justify-content: space-between; gap: 8px;

@@ -114,15 +114,16 @@ function cpLength(text: string): number {
   return Array.from(text).length;
 }
 
-/** Both sides aligned, their values per aligned prompt segment on one scale, and B − A. */
-export function compareSides(a: Side, b: Side, signed: boolean, granularity: Granularity = 'word'): ModelsView {
+/** Both sides aligned, their values per aligned prompt segment on one scale (at the module's `intensity`), and B − A. */
+export function compareSides(a: Side, b: Side, signed: boolean, granularity: Granularity = 'word', intensity = 1):
+    ModelsView {
   const seg = (s: Side) => segment(s.text, s.offsets, granularity, {roleSpans: s.roleSpans});
   const segA = seg(a), segB = seg(b);
   const prompts = alignSegmentations(a.text, segA, b.text, segB, [0, a.promptEnd], [0, b.promptEnd]);
   const responseA = responseOf(a.text, a.promptEnd), responseB = responseOf(b.text, b.promptEnd);
   return {
     labels: [a.model, b.model], responseA, responseB, prompts, responses: alignTexts(responseA, responseB),
-    ...promptValues(prompts, segA, a.values, segB, b.values, signed),
+    ...promptValues(prompts, segA, a.values, segB, b.values, [a.promptEnd, b.promptEnd], signed, intensity),
   };
 }
 

@@ -36,6 +36,8 @@ export class CompareModelsRoom {
   status = '';
   error = '';
   granularity: Granularity = 'word';
+  /** The module's colour intensity (both maps' legends as the module's). */
+  intensity = 1;
   /** The method both maps show (the salience module's), or null until the module has one. */
   method: ComparedMethod | null = null;
   private input: IndexedInputLike | null = null;
@@ -75,10 +77,10 @@ export class CompareModelsRoom {
   }
 
   /**
-   * Follows the module's granularity (a regex shows as words) and method with its count (a new method or
+   * Follows the module's granularity (a regex shows as words), intensity and method with its count (a new method or
    * count asks again); called after each render.
    */
-  sync(granularity: Granularity, shown: MethodChoice) {
+  sync(granularity: Granularity, shown: MethodChoice, intensity: number) {
     const g: Granularity = granularity === 'regex' ? 'word' : granularity;
     const method = comparedMethod(this.registry(), shown);
     if (JSON.stringify(method) !== JSON.stringify(this.method)) {  // the registry arrives with the pair
@@ -86,10 +88,17 @@ export class CompareModelsRoom {
       this.host.changed();
       void this.run();
     }
-    if (g === this.granularity) return;
+    if (g === this.granularity && intensity === this.intensity) return;
     this.granularity = g;
-    if (this.sides !== null) this.view = compareSides(this.sides.a, this.sides.b, this.sides.signed, g);
+    this.intensity = intensity;
+    if (this.sides !== null) this.view = compareSides(this.sides.a, this.sides.b, this.sides.signed, g, intensity);
     this.host.changed();
+  }
+
+  /** The maps' shared scale while the open section shows the module's method at its `granularity` (the module's
+   * map takes it: one scale for one method on one prompt), else null. */
+  scaleFor(granularity: Granularity): number | null {
+    return this.open && this.view !== null && this.granularity === granularity ? this.view.scale.scale : null;
   }
 
   /** The method registry of the first model's salience companion (null before a pair, or from an older server). */
@@ -154,7 +163,7 @@ export class CompareModelsRoom {
         if (!this.requests.isLatest(ticket)) return null;
         const signed = this.registry()?.get(method!.method)?.signed ?? true;
         this.sides = {a, b, signed};
-        const view = this.view = compareSides(a, b, signed, this.granularity);
+        const view = this.view = compareSides(a, b, signed, this.granularity, this.intensity);
         this.status = '';
         this.host.changed();
         const crossA = await this.cross(mb, input, view.responseA, ma);

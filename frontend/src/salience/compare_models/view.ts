@@ -54,7 +54,7 @@ export function compareModelsView(room: CompareModelsRoom, toggle: () => void): 
   if (room.pair === null) return nothing;
   const [a, b] = room.pair;
   return html`
-    <div class="compare compare-models" role="region" aria-label="Compare models">
+    <div class="compare compare-models ${room.open ? 'open' : 'closed'}" role="region" aria-label="Compare models">
       <div class="compare-head">
         <span class="section-label">Two models selected: <b>${a}</b> and <b>${b}</b></span>
         <button class="toggle" aria-expanded=${room.open ? 'true' : 'false'} aria-controls="compare-models-body"

@@ -1,0 +1,144 @@
+"""Stacked views keep the prompt readable at 1280×720, and one method on one prompt has one colour scale (issue 45 §5).
+
+Each test reads the salience module's real layout in Debian Chromium at 1280×720: the prompt box's lines a reader
+sees (`visible_lines`: the box's part inside the module and the window, less its padding, in line heights) and the
+legends' maxima (their last label).
+
+`test_two_models_keep_each_prompt_readable`: two models selected (LIT stacks one salience module per model, 243 px
+each); each module's prompt shows at least MIN_LINES lines without scrolling (was two for model a).
+
+`test_compare_models_keeps_the_map`: Compare models open in model a's module: a's map keeps its prompt box (at
+least MIN_LINES lines high; the section above scrolls on its own, the module scrolls to the map) instead of
+collapsing to its header; with the intensity at 2 the section's shared legend ends where a's map's legend does.
+
+`test_add_and_compare_keeps_the_map_readable`: the few-shot row edited in LIT's editor and *Add and compare*: the
+comparison takes the top, the map below it still shows at least MIN_LINES lines of the prompt without scrolling
+(was two), and the comparison's aligned prompt at least three.
+
+`test_one_scale_for_one_method_on_one_prompt`: the few-shot row pinned (LIT's toolbar), the simple question
+selected: the comparison's shared scale and the map's below it end at the same value, and the map's legend says
+it is shared (was: the comparison's summed a replaced run, far above the map's largest word).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.plugin_checks import (LOAD_TIMEOUT_MS, READY, SALIENCE_TAG, SMALL_SCREEN, open_both_models, open_lit,
+                                     select_and_wait, select_example)
+
+pytestmark = pytest.mark.e2e
+
+MIN_LINES = 5  # a prompt box of fewer lines is not readable (issue 45 §5: two lines, or none)
+FEW_SHOT = "Classify the sentiment"  # lit_app/data/case_studies.jsonl: the longest prompt of the shipped rows
+SIMPLE = "What is the capital of France?"
+# The lines of an element's text box that are on screen: its rectangle cut to the module's and the window's, less its
+# padding and borders, in line heights (the box scrolls its own text: its height is what it shows).
+VISIBLE_LINES_JS = """(m, sel) => { const r = m.shadowRoot, box = r.querySelector(sel);
+  if (box === null) return 0;
+  const b = box.getBoundingClientRect(), mod = r.querySelector('.module').getBoundingClientRect();
+  const s = getComputedStyle(box), px = (k) => parseFloat(s[k]);
+  const shown = Math.min(b.bottom, mod.bottom, innerHeight) - Math.max(b.top, mod.top, 0);
+  const pad = px('paddingTop') + px('paddingBottom') + px('borderTopWidth') + px('borderBottomWidth');
+  return Math.max(0, Math.floor((shown - pad) / px('lineHeight') + 0.01)); }"""
+
+
+def visible_lines(mod, selector: str = ".body .text.prompt") -> int:
+    return mod.evaluate(VISIBLE_LINES_JS, selector)
+
+
+def legend_max(legend) -> float:
+    """The value a legend (its .legend-labels) ends at."""
+    return float(legend.locator(".legend-labels span").last.inner_text())
+
+
+def test_two_models_keep_each_prompt_readable(two_model_server, browser_page, artifacts_dir):
+    page, external = browser_page
+    sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
+    page.mouse.move(5, 5)
+    for m, mod in (("a", sal_a), ("b", sal_b)):
+        assert mod.evaluate("m => m.shadowRoot.querySelector('.module').scrollTop") == 0
+        lines = visible_lines(mod)
+        assert lines >= MIN_LINES, f"model {m}'s prompt shows {lines} lines at 1280x720"
+    page.screenshot(path=str(artifacts_dir / "stacked-two-models.png"))
+    assert not external, external
+
+
+def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    sal_a, _ = open_both_models(page, two_model_server.url, FEW_SHOT)
+    section = sal_a.locator(".compare-models")
+    section.locator("button.toggle").click()
+    page.locator(f'{SALIENCE_TAG}[model="a"][data-compare-models="done"]').wait_for(state="attached",
+                                                                                   timeout=LOAD_TIMEOUT_MS)
+    prompt = sal_a.locator(".body .text.prompt")
+    # The map keeps its prompt box; the section above scrolls on its own, its head (the toggle) on screen.
+    lines = prompt.evaluate("e => Math.floor((e.clientHeight - 12) / parseFloat(getComputedStyle(e).lineHeight))")
+    assert lines >= MIN_LINES, f"a's prompt box holds {lines} lines under Compare models"
+    assert section.evaluate("e => e.scrollHeight > e.clientHeight")
+    expect(section.locator("button.toggle")).to_be_in_viewport()
+    # A reader scrolls a's module to its map: all of the box is then on screen.
+    prompt.scroll_into_view_if_needed()
+    page.mouse.move(5, 5)
+    assert visible_lines(sal_a) >= MIN_LINES
+    page.screenshot(path=str(artifacts_dir / "stacked-compare-models.png"))
+
+    # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
+    # its values at intensity 1 whatever the module's).
+    sal_a.locator("input.intensity").fill("2")
+    expect(sal_a.locator(".side .legend-title")).to_contain_text("one scale with the comparison above")
+    shared, own = legend_max(section.locator(".legend-shared")), legend_max(sal_a.locator(".side .legend"))
+    assert shared == own, (shared, own)
+    assert not external, external
+
+
+def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    mod = open_lit(page, server_url, SMALL_SCREEN)
+    select_and_wait(page, FEW_SHOT)
+    page.get_by_text("Editor", exact=True).first.click()
+    editor = page.locator("single-datapoint-editor-module")
+    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
+    original = box.input_value()
+    edited = original.replace("The hinge cracked on the second day.", "The screen went dark after one hour.")
+    assert edited != original
+    box.fill(edited)
+    box.dispatch_event("input")
+    editor.locator("button#compare").click()
+    mod.locator(".compare").wait_for(timeout=60_000)
+    page.locator(f"{SALIENCE_TAG}{READY}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    expect(mod.locator(".compare .cprompt:not(.pending)")).to_be_visible(timeout=LOAD_TIMEOUT_MS)
+    page.mouse.move(5, 5)
+    assert mod.evaluate("m => m.shadowRoot.querySelector('.module').scrollTop") == 0
+    lines = visible_lines(mod)
+    assert lines >= MIN_LINES, f"the map's prompt shows {lines} lines under Add and compare"
+    compared = visible_lines(mod, ".compare .cprompt")
+    assert compared >= 3, f"the comparison's aligned prompt shows {compared} lines"
+    page.screenshot(path=str(artifacts_dir / "stacked-add-and-compare.png"))
+    assert not external, external
+
+
+def test_one_scale_for_one_method_on_one_prompt(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    mod = open_lit(page, server_url, SMALL_SCREEN)
+    select_and_wait(page, FEW_SHOT)
+    page.locator("button", has_text="Pin datapoint").first.click()
+    select_example(page, SIMPLE)
+    view = mod.locator(".compare")
+    view.wait_for(timeout=60_000)
+    page.locator(f"{SALIENCE_TAG}{READY}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    expect(view.locator(".cprompt:not(.pending)")).to_be_visible(timeout=LOAD_TIMEOUT_MS)
+    assert mod.locator("select.method").input_value() == "grad_norm"  # the same method on both
+    # The map shows the selected prompt with the method the comparison shows: one scale, said in its legend.
+    expect(view.locator(".legend-shared")).to_be_visible()
+    shared, own = legend_max(view.locator(".legend-shared")), legend_max(mod.locator(".side .legend"))
+    assert shared == own, (shared, own)
+    expect(mod.locator(".side .legend-title")).to_contain_text("one scale with the comparison above")
+    page.screenshot(path=str(artifacts_dir / "stacked-one-scale.png"))
+    assert not external, external
