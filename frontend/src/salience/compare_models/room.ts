@@ -159,6 +159,7 @@ export class CompareModelsRoom {
       run: async () => {
         const ticket = this.requests.latestTicket;
         const a = await this.salience(ma, input, method!);
+        if (!this.requests.isLatest(ticket)) return null;  // superseded (another method or count): b is not asked
         const b = await this.salience(mb, input, method!);
         if (!this.requests.isLatest(ticket)) return null;
         const signed = this.registry()?.get(method!.method)?.signed ?? true;
