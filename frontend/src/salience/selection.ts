@@ -144,6 +144,17 @@ export abstract class SalienceSelection implements SaliencePage {
     return ask !== null && this.segments.onRequest(ask);
   }
 
+  /**
+   * Whether the method on screen is being computed, its values to come without the user asking again: a segment
+   * method measuring (not on request, not failed), or a method computed on request (IG, SmoothGrad) whose span is on
+   * its way (no values yet, no error on the side line). The previous map stays meanwhile (previous_map.ts).
+   */
+  computing(): boolean {
+    const ask = this.segmentAsk();
+    if (ask !== null) return !this.segments.onRequest(ask) && this.segmentError === '';
+    return this.extra() !== null && this.side?.kind !== 'error' && this.tokenValues() === null;
+  }
+
   /** About how many forwards the segment method on screen costs: its count, or one per segment (+ the unedited prompt). */
   segmentCost(method: string = this.method): number {
     return this.segments.cost(method);

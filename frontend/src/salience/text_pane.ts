@@ -71,7 +71,7 @@ export class TextPane {
   private tipValues: Float64Array | null = null;
   /** Whether the head's fold is decided for this selection (by the first highlight's top list, or by the user). */
   private headDecided = false;
-  /** The last map shown, kept while a segment method measures. */
+  /** The last map shown, kept while the method on screen is computed. */
   private readonly previous = new PreviousMap();
 
   constructor(private readonly host: TextPaneHost) {}
@@ -98,7 +98,7 @@ export class TextPane {
     const tokens = ctl.tokenValues();
     let signed = m?.signed ?? ctl.registry()?.get(ctl.method)?.signed ?? true;
     if (tokens !== null && !hidden) this.previous.remember(ctl, tokens, signed);
-    // While a segment method measures, the last map stays on screen, marked as the previous one (previous_map.ts).
+    // While the method on screen is computed, the last map stays on screen, marked as the previous one (previous_map.ts).
     const previous = shownValues === null ? this.previous.during(ctl, seg) : null;
     if (previous !== null) signed = previous.signed;
     // Values the completeness check rejects colour nothing (and rank nothing) until the user shows them anyway.
@@ -146,7 +146,7 @@ export class TextPane {
               <span>${status.text}</span></div>` : nothing}
           <div class="section-label">Prompt</div>
           ${previous === null ? nothing : html`<div class="status inline previous-map" role="status"
-              data-method=${previous.method}>${previousMapLabel(ctl.registry(), previous.method, ctl.method)}</div>`}
+              data-method=${previous.method}>${previousMapLabel(ctl.registry(), previous, ctl.method)}</div>`}
           <div class="text prompt ${values === null ? 'pending' : previous !== null ? 'previous' : ''}">${headPieces.length === 0 ? nothing
             : headView(headPieces, this.headOpen(headRanked, values !== null && isWhole(span, T)), headRanked,
                        (open) => {
