@@ -16,7 +16,7 @@ import {modelLabelView, moduleBase, pinnedSelection, serverHost} from './shared/
 import type {IndexedInputLike} from './shared/request.js';
 import {CompareRoom} from './salience/compare/room.js';
 import {COMPARE_STYLES} from './salience/compare/styles.js';
-import {compareView} from './salience/compare/view.js';
+import {compareView, showFirstEdit} from './salience/compare/view.js';
 import {CompareModelsRoom} from './salience/compare_models/room.js';
 import {COMPARE_MODELS_STYLES, compareModelsView} from './salience/compare_models/view.js';
 import {SalienceController} from './salience/controller.js';
@@ -168,6 +168,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.pane.updated();
       this.published.publish(this.modelName(), this.ctl, this.granularity);
       this.compare.sync(this.ctl);
+      showFirstEdit(this.renderRoot);
       this.compareModels.sync(this.granularity, {method: this.ctl.method, gradient: this.ctl.gradientMethod,
                                                  counts: this.ctl.counts, segment: this.ctl.segmentAsk()}, this.intensity);
       this.dataset['compareModels'] = this.compareModels.state;

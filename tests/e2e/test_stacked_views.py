@@ -13,7 +13,7 @@ collapsing to its header; with the intensity at 2 the section's shared legend en
 
 `test_add_and_compare_keeps_the_map_readable`: the few-shot row edited in LIT's editor and *Add and compare*: the
 comparison takes the top, the map below it still shows at least MIN_LINES lines of the prompt without scrolling
-(was two), and the comparison's aligned prompt at least three.
+(was two), and the comparison's aligned prompt at least three, scrolled to the edit.
 
 `test_one_scale_for_one_method_on_one_prompt`: the few-shot row pinned (LIT's toolbar), the simple question
 selected: the comparison's shared scale and the map's below it end at the same value, and the map's legend says
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.plugin_checks import (LOAD_TIMEOUT_MS, READY, SALIENCE_TAG, SMALL_SCREEN, open_both_models, open_lit,
-                                     select_and_wait, select_example)
+from tests.e2e.plugin_checks import (LOAD_TIMEOUT_MS, READY, SALIENCE_TAG, SMALL_SCREEN, edit_and_compare,
+                                     open_both_models, open_lit, select_and_wait, select_example)
 
 pytestmark = pytest.mark.e2e
 
@@ -100,15 +100,7 @@ def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifa
     page, external = browser_page
     mod = open_lit(page, server_url, SMALL_SCREEN)
     select_and_wait(page, FEW_SHOT)
-    page.get_by_text("Editor", exact=True).first.click()
-    editor = page.locator("single-datapoint-editor-module")
-    box = editor.locator(".entry", has_text="prompt").first.locator("textarea")
-    original = box.input_value()
-    edited = original.replace("The hinge cracked on the second day.", "The screen went dark after one hour.")
-    assert edited != original
-    box.fill(edited)
-    box.dispatch_event("input")
-    editor.locator("button#compare").click()
+    edit_and_compare(page, "The hinge cracked on the second day.", "The screen went dark after one hour.")
     mod.locator(".compare").wait_for(timeout=60_000)
     page.locator(f"{SALIENCE_TAG}{READY}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     expect(mod.locator(".compare .cprompt:not(.pending)")).to_be_visible(timeout=LOAD_TIMEOUT_MS)
@@ -118,6 +110,8 @@ def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifa
     assert lines >= MIN_LINES, f"the map's prompt shows {lines} lines under Add and compare"
     compared = visible_lines(mod, ".compare .cprompt")
     assert compared >= 3, f"the comparison's aligned prompt shows {compared} lines"
+    # In those lines: the edit (the aligned prompt scrolled to it), its new words underlined.
+    expect(mod.locator(".compare .cprompt ins").first).to_be_in_viewport()
     page.screenshot(path=str(artifacts_dir / "stacked-add-and-compare.png"))
     assert not external, external
 

@@ -29,6 +29,8 @@ import {compareInput, compareModelName, isComparing, parseCross, promptValues, r
 export interface CompareModel {
   /** The LIT model both sides are explained with (the salience module's). */
   model: string;
+  /** The compared pair's datapoint ids, "pinned|selected". */
+  pair: string;
   mode: CompareMode;
   /** Pinned side still loading / failed (its message), else ''. */
   pinnedStatus: 'loading' | 'error' | 'ready';
@@ -226,7 +228,7 @@ export class CompareRoom {
     if (!this.active) return null;
     const a = this.pinnedPayload;
     const out: CompareModel = {
-      model: this.host.modelName(), mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
+      model: this.host.modelName(), pair: `${this.pinned!.id}|${this.selected!.id}`, mode: this.mode, pinnedStatus: a !== null ? 'ready' : this.crossError ? 'error' : 'loading',
       pinnedMessage: this.crossError, responses: null, prompts: null, values: null, cross: this.cross, crossLoading: this.crossLoading, crossError: this.crossError,
       oldAnswer: this.oldPayload !== null ? 'ready' : this.wantOld && this.crossLoading ? 'loading' : 'off',
       useOld: this.useOld && this.oldPayload !== null, valuesNote: '',

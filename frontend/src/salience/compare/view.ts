@@ -89,7 +89,7 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
             ${methodNameView(m.registry, m.method, 'compare')}: ${m.mode === 'both'
             ? html`top half ${LABELS.a.toLowerCase()}, bottom half ${LABELS.b.toLowerCase()} (one scale)`
             : html`selected − pinned per aligned segment`}; struck through: only in the pinned prompt, underlined: only in the selected one</div>
-        <div class="text cprompt mode-${m.mode} ${m.values === null ? 'pending' : ''}">${
+        <div class="text cprompt mode-${m.mode} ${m.values === null ? 'pending' : ''}" data-pair=${m.pair}>${
             m.prompts ? promptView(m.prompts, m.values, m.mode, LABELS) : nothing}</div>
         <div class="clegends">${m.values === null ? (m.valuesNote ? html`<span class="values-note">${m.valuesNote}</span>` : nothing) : m.mode === 'both'
             ? legendView('Shared scale', m.values.scale, 'legend-shared')
@@ -110,4 +110,20 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
       </div>
       ${body}
     </div>`;
+}
+
+/**
+ * After a render (the element's `updated`): the aligned prompt scrolls to its first edit, once per compared pair, so
+ * that the edit is in the comparison's few lines (it gives up room to the map below: ./styles.ts); then it stays
+ * where the user scrolls it.
+ */
+export function showFirstEdit(root: ParentNode) {
+  const box = root.querySelector<HTMLElement>('.compare .cprompt[data-pair]');
+  if (box === null || box.childElementCount === 0 || box.dataset['shown'] === box.dataset['pair']) return;
+  box.dataset['shown'] = box.dataset['pair'];  // the aligned prompt is drawn: its edit (if any) is shown once
+  const edit = box.querySelector('ins, del');
+  if (edit === null) return;
+  const lineHeight = parseFloat(getComputedStyle(box).lineHeight) || 20;
+  box.scrollTop += edit.getBoundingClientRect().top - box.getBoundingClientRect().top - lineHeight;
+  edit.scrollIntoView({block: 'nearest', inline: 'nearest'});  // the comparison's own scroll, when it is below
 }
