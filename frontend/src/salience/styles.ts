@@ -54,7 +54,9 @@ export const SALIENCE_STYLES = css`
   /* The prompt and the response each take what they need; when both do not fit, each gives up room in proportion to
      its length (issue 45: the response was capped at 30 % below a half-empty prompt box, and the chain-of-thought
      row's answer sat below its fold). */
-  .prompt { flex: 0 1 auto; overflow-y: auto; min-height: calc(6 * 1.7em); contain: content; }  /* six lines */
+  /* At least six lines, or all of a shorter prompt (where calc-size() is known; else six lines, some empty). */
+  .prompt { flex: 0 1 auto; overflow-y: auto; contain: content; min-height: calc(6 * 1.7em);
+            min-height: calc-size(max-content, min(size, calc(6 * 1.7em))); }
   .response { flex: 0 1 auto; min-height: 60px; overflow-y: auto; user-select: none; }
   .pending { opacity: 0.6; }
   .text.prompt.previous { opacity: 0.75; }
