@@ -246,12 +246,14 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,
-                                   intensity: this.intensity, width: this.getBoundingClientRect().width || innerWidth};
+                                   intensity: this.intensity, width: this.getBoundingClientRect().width || innerWidth,
+                                   showRejected: this.showRejected};
       const segValues = this.ctl.registry()?.isSegment(this.ctl.method) ? this.text.segmentValues(seg) : null;
       return this.heatmapPaneRoom.render(this.ctl, p, seg, segError, this.text.codePoints(p), segValues, state, (c) => {
         if (c.rows !== undefined) this.heatmapRows = c.rows;
         if (c.scale !== undefined) this.heatmapScale = c.scale;
         if (c.focus !== undefined) this.heatmapFocus = c.focus;
+        if (c.showRejected !== undefined) this.showRejected = c.showRejected;
         this.requestUpdate();  // the pane's own choices (prefix columns, numbers)
       });
     }

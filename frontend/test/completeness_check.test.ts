@@ -1,51 +1,49 @@
 /**
- * The completeness rule (salience/values.ts completenessVerdict): the values on screen are rejected when their
- * relative completeness error — |error| / |log p change|, the change being the values' sum minus the error — is over
- * the tolerance the server published for the method in the payload (`completeness`); no tolerance, no check.
+ * The completeness verdicts the page reads (salience/values.ts ServerValues.verdict): the server's check of each span
+ * (lit_app/wrappers/payloads.py completeness_payload: the whole response, each token once the matrix exists, each span
+ * it computed), kept per method and count as the answers carrying them arrive; the page derives none. A span the
+ * server did not check is hidden like a rejected one; a method without a published tolerance is not checked.
  */
 import {describe, expect, it} from 'vitest';
-import {completenessVerdict} from '../src/salience/values.js';
+import registry from './fixtures/method_registry.json';
+import {METHOD_REGISTRY_FIELD, registryOf} from '../src/shared/methods.js';
+import type {SpanCompleteness} from '../src/salience/payload.js';
+import {ServerValues} from '../src/salience/values.js';
 
+const reg = registryOf({spec: {output: {[METHOD_REGISTRY_FIELD]: {default: registry}}}})!;
 const IG = 'integrated_gradients';
-const published = {completeness: {[IG]: {tolerance: 0.05, spans: {}}}};
+// The simple question's default-model case: error -44.26 against a change of -1.0 (4,426 %).
+const failed: SpanCompleteness = {error: -44.26, change: -1.0, relative: 44.26, rejected: true};
+const held: SpanCompleteness = {error: 0.001, change: 1.0, relative: 0.001, rejected: false};
 
-describe('completenessVerdict', () => {
-  it('rejects the simple question\'s default-model case: error 4,426 % of the change', () => {
-    // The log-p change is -1.0 and the error -44.26: the values sum to -45.26.
-    const v = completenessVerdict(published, IG, -44.26, [-40, -5.26])!;
-    expect(v.change).toBeCloseTo(-1.0, 12);
-    expect(v.relative).toBeCloseTo(44.26, 12);
-    expect(v.tolerance).toBe(0.05);
-    expect(v.rejected).toBe(true);
+describe('ServerValues.verdict', () => {
+  it("reads the server's check of the span, for the values of that count", () => {
+    const v = new ServerValues();
+    v.absorbChecks(reg, {[IG]: {tolerance: 0.05, spans: {'0:7': failed, '2:3': held}}}, {method: IG, count: 16});
+    expect(v.verdict(IG, `${IG}#16`, {t0: 0, t1: 7})).toEqual({tolerance: 0.05, check: failed, rejected: true});
+    expect(v.verdict(IG, `${IG}#16`, {t0: 2, t1: 3})).toEqual({tolerance: 0.05, check: held, rejected: false});
+    // Another count's values were not checked by this answer: hidden, with no numbers of their own.
+    expect(v.verdict(IG, `${IG}#32`, {t0: 0, t1: 7})).toEqual({tolerance: 0.05, check: null, rejected: true});
   });
 
-  it('accepts values whose error is within the tolerance, and at the tolerance itself', () => {
-    expect(completenessVerdict(published, IG, 0.01, [0.5, 0.51])!.rejected).toBe(false);  // 1 %
-    const atEdge = completenessVerdict({completeness: {[IG]: {tolerance: 0.25, spans: {}}}}, IG, 0.25, [1.25])!;
-    expect(atEdge.relative).toBe(0.25);
-    expect(atEdge.rejected).toBe(false);  // over the tolerance is rejected; equal is not
+  it('hides a span the server did not check (several tokens read from the matrix)', () => {
+    const v = new ServerValues();
+    v.absorbChecks(reg, {[IG]: {tolerance: 0.05, spans: {'0:1': held, '1:2': held}}}, {method: IG, count: 4});
+    expect(v.verdict(IG, `${IG}#4`, {t0: 0, t1: 2})).toEqual({tolerance: 0.05, check: null, rejected: true});
   });
 
-  it('holds the values to the tolerance the payload states (the step search\'s, when it ran)', () => {
-    const strict = {completeness: {[IG]: {tolerance: 0.005, spans: {}}}};
-    expect(completenessVerdict(strict, IG, 0.01, [1.01])!.rejected).toBe(true);
-    expect(completenessVerdict(published, IG, 0.01, [1.01])!.rejected).toBe(false);
+  it('checks nothing for a method without a published tolerance (or from an older server), and forgets on clear', () => {
+    const v = new ServerValues();
+    expect(v.verdict(IG, `${IG}#16`, {t0: 0, t1: 7})).toBeNull();
+    v.absorbChecks(reg, {[IG]: {tolerance: 0.05, spans: {'0:7': failed}}}, {method: IG, count: 16});
+    expect(v.verdict('grad_x_input', 'grad_x_input', {t0: 0, t1: 7})).toBeNull();
+    v.clear();
+    expect(v.verdict(IG, `${IG}#16`, {t0: 0, t1: 7})).toBeNull();
   });
 
-  it('ignores non-finite values (excluded markup) in the sum', () => {
-    expect(completenessVerdict(published, IG, 0.5, [1, NaN, 0.5])!.change).toBeCloseTo(1.0, 12);
-  });
-
-  it('checks nothing for a method the server does not check, an older server, or without the error or values', () => {
-    expect(completenessVerdict(published, 'grad_x_input', 1, [2])).toBeNull();
-    expect(completenessVerdict({}, IG, 1, [2])).toBeNull();
-    expect(completenessVerdict(published, IG, null, [2])).toBeNull();
-    expect(completenessVerdict(published, IG, 1, null)).toBeNull();
-  });
-
-  it('rejects nothing when there is no change to compare with', () => {
-    const v = completenessVerdict(published, IG, 1, [1])!;
-    expect(v.relative).toBeNull();
-    expect(v.rejected).toBe(false);
+  it("ignores an extra method's checks in an answer that did not ask for it (no count to file them under)", () => {
+    const v = new ServerValues();
+    v.absorbChecks(reg, {[IG]: {tolerance: 0.05, spans: {'0:7': held}}}, null);
+    expect(v.verdict(IG, `${IG}#16`, {t0: 0, t1: 7})).toEqual({tolerance: 0.05, check: null, rejected: true});
   });
 });

@@ -675,16 +675,3 @@ describe('stream polls', () => {
     expect(streamAdvanced(s('running', 'It is', 2), s('done', 'It is', 2))).toBe(true);
   });
 });
-
-describe('IG completeness (issue 19)', () => {
-  it('is relative to the log-prob change to the baseline, the attributions\' sum minus the error', async () => {
-    const {relativeCompleteness} = await import('../src/salience/values.js');
-    // Attributions sum to 1.1 with an error of 0.1: log p(x) − log p(x') = 1.0, so 10 %.
-    expect(relativeCompleteness(0.1, [0.5, 0.6])).toBeCloseTo(0.1, 12);
-    // The issue's case: error −325.7 against attributions summing to −351.5 (a change of −25.8): 1262 %.
-    expect(relativeCompleteness(-325.7, [-351.5])).toBeCloseTo(325.7 / 25.8, 9);
-    expect(relativeCompleteness(0.01, [1.01])).toBeCloseTo(0.01, 12);
-    expect(relativeCompleteness(1, null)).toBeNull();
-    expect(relativeCompleteness(1, [1])).toBeNull();  // no change to compare with
-  });
-});

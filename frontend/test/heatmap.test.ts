@@ -3,8 +3,8 @@ import fixture from './fixtures/small_payload.json';
 import {segment} from '../src/shared/aggregate/index.js';
 import {parsePayload, type SaliencePayload} from '../src/salience/payload.js';
 import {codePointToUtf16} from '../src/shared/pieces.js';
-import {buildHeatmap, cellLabel, heatmapColumns, heatmapRowSpans, heatmapWaitReason, matrixScale, MAX_LABEL, moveRow,
-        rowScale, selectedRows} from '../src/salience/heatmap/logic.js';
+import {buildHeatmap, cellLabel, heatmapColumns, heatmapRowSpans, heatmapWaitReason, hideRows, matrixScale, MAX_LABEL,
+        moveRow, rowScale, selectedRows} from '../src/salience/heatmap/logic.js';
 
 // The fixture: "<|im_start|>user\nThe cat sat. It was red.<|im_end|>\n<|im_start|>assistant\nRed cat."
 // tokens 3..10 are the user's "The cat sat. It was red." (token 4 " cat", 5 " sat", 6 "."), 16..18 the
@@ -132,5 +132,26 @@ describe('heatmap toggle key', () => {
     expect(k('KeyH', {})).toBe(false);
     expect(k('KeyH', {altKey: true, ctrlKey: true})).toBe(false);
     expect(k('KeyG', {altKey: true})).toBe(false);
+  });
+});
+
+describe('rows hidden by the completeness check (issue 45 §6)', () => {
+  it('empties exactly the rows the verdict hides: no value to colour, number, scale or export', () => {
+    const p = payload();
+    const m = p.methods['grad_x_input']!;
+    const h = buildHeatmap(m, p, seg(p, 'word'), 'token', codePointToUtf16(p.text), true)!;
+    const {map, hidden} = hideRows(h, (r) => r.t0 === 1);
+    expect(hidden).toBe(1);
+    expect(Array.from(map.rows[1].cells).every((v) => Number.isNaN(v))).toBe(true);
+    expect(Array.from(map.rows[0].cells)).toEqual(Array.from(h.rows[0].cells));
+    expect(Array.from(map.rows[2].cells)).toEqual(Array.from(h.rows[2].cells));
+    expect(Array.from(h.rows[1].cells).some((v) => Number.isFinite(v))).toBe(true);  // the map itself is untouched
+    expect(matrixScale(map, 1).scale).toBe(Math.max(...[0, 2].flatMap((r) => Array.from(h.rows[r].cells, Math.abs))));
+  });
+
+  it('returns the same map when no row is hidden', () => {
+    const p = payload();
+    const h = buildHeatmap(p.methods['grad_x_input']!, p, seg(p, 'word'), 'token', codePointToUtf16(p.text), true)!;
+    expect(hideRows(h, () => false)).toEqual({map: h, hidden: 0});
   });
 });

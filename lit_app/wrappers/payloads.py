@@ -71,13 +71,16 @@ def span_key(t0: int, t1: int) -> str:
 def completeness_payload(result: Any) -> JsonDict:
     """The `completeness` field: for each method whose record names an `error_extra` (IG), the tolerance its values
     are checked against and, for each target span of the result with its values (the spans computed directly; the
-    whole response once the matrix exists), the check (display/view.py CompletenessCheck): {"tolerance": 0.05,
-    "spans": {"t0:t1": {"error", "change", "relative" (null without a change), "rejected"}}}."""
+    whole response and each response token, a row of the answer x prompt matrix, once the matrix exists), the check
+    (display/view.py CompletenessCheck): {"tolerance": 0.05, "spans": {"t0:t1": {"error", "change", "relative" (null
+    without a change), "rejected"}}}. The browser reads these verdicts and derives none."""
     spans = set(getattr(result, "spans", {}) or {}) | set(getattr(result, "span_ig_errors", {}) or {})
     out: JsonDict = {}
     for record in (r for r in all_records() if getattr(r, "error_extra", None) is not None):
         name = record.name
-        targets = sorted(spans | ({(0, result.num_targets)} if name in result.matrices else set()))
+        t = result.num_targets
+        rows = {(0, t), *((k, k + 1) for k in range(t))} if name in result.matrices else set()
+        targets = sorted(spans | rows)
         checks = {k: completeness_check(result, name, k) for k in targets if result.has_span(name, *k)}
         out[name] = {"tolerance": completeness_tolerance(result), "spans": {
             span_key(*k): {"error": c.error, "change": c.change, "relative": c.relative, "rejected": c.rejected}

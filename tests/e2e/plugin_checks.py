@@ -43,6 +43,7 @@ IG_STEPS_OF_ITS_OWN = {
     "accepted_after_refusals": 5,  # test_true_progress: the valid count after the refused ones (completes)
     "salience_module": 4,  # test_salience_module: waits for this count's map after resetting its action marker
     "previous_map": 24,  # test_previous_map: the few-shot row's IG span, watched while it computes
+    "heatmap_rows": 3,  # test_ig_completeness: the per-token IG matrix whose rows the heatmap hides
 }
 if len(set(IG_STEPS_OF_ITS_OWN.values())) != len(IG_STEPS_OF_ITS_OWN):
     raise ValueError(f"two runs share an IG step count: {IG_STEPS_OF_ITS_OWN}; give each its own")

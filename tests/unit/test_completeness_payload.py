@@ -78,3 +78,16 @@ def test_a_span_computed_directly_carries_its_own_check(llama):
     assert check["error"] == pytest.approx(err) and check["relative"] == pytest.approx(
         abs(err) / abs(values.sum() - err), rel=1e-6)
     assert check["rejected"] is False
+
+
+def test_with_the_matrix_each_response_token_carries_its_check(llama):
+    """Each row of the answer x prompt matrix (one response token) has the server's verdict, so that the heatmap reads
+    it rather than deriving it; the reference: each row's relative error from the result's arrays."""
+    result = ss.compute_salience(llama, PROMPT, TARGET, methods=(IG,), config=ss.SalienceConfig(ig_steps=2))
+    entry = salience_payload(result)["completeness"][IG]
+    t = result.num_targets
+    assert set(entry["spans"]) == {f"0:{t}"} | {f"{k}:{k + 1}" for k in range(t)}
+    for k in range(t):
+        check = entry["spans"][f"{k}:{k + 1}"]
+        assert check["relative"] == pytest.approx(_expected_relative(result, k, k + 1), rel=1e-6)
+        assert check["rejected"] is (check["relative"] is not None and check["relative"] > entry["tolerance"])

@@ -100,6 +100,7 @@ export class BackgroundMatrices {
           if (extra !== null) {
             const m = full.methods[extra.method];
             if (m?.matrix != null) page.values.setMatrix(extra, m);
+            page.values.absorbChecks(page.reg!, full.completeness, extra);
           } else {
             page.payload = {...page.payload, methods: {...page.payload.methods, ...withoutExtras(page.reg!, full.methods)}};
           }

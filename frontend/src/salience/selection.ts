@@ -18,7 +18,7 @@ import {SpanRequests} from './span_requests.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
 import {ResponseStream} from './stream.js';
 import {describeSpan} from './target.js';
-import {completenessVerdict, ServerValues, type CompletenessVerdict} from './values.js';
+import {ServerValues, type CompletenessVerdict} from './values.js';
 
 export type Status = 'idle' | 'loading' | 'ready' | 'error';
 
@@ -240,18 +240,13 @@ export abstract class SalienceSelection implements SaliencePage {
     return extra !== null ? (this.extraDetail[extra.method]?.state ?? 'off') : (this.detail?.state ?? 'done');
   }
 
-  /** The completeness error (IG's) summed over the span, when the shown method has one; else null. */
-  completeness(): number | null {
-    const m = this.methodPayload();
-    if (m?.completeness_error) return m.completeness_error.slice(this.span.t0, this.span.t1).reduce((a, b) => a + b, 0);
-    const extra = this.extra();
-    return extra === null ? null : this.values.spanError(extra, this.span) ?? null;
-  }
-
-  /** The completeness check (IG's) of the values on screen, held to the server's tolerance; null when none applies. */
-  completenessCheck(): CompletenessVerdict | null {
-    const p = this.payload;
-    return p === null ? null : completenessVerdict(p, this.method, this.completeness(), this.tokenValues());
+  /**
+   * The server's completeness check (IG's) of the values shown for `span` (default: the target on screen), held to its
+   * tolerance; null when none applies (a method the server does not check, or no values yet).
+   */
+  completenessCheck(span: TargetSpan = this.span): CompletenessVerdict | null {
+    if (this.payload === null || this.tokenValues(span) === null) return null;
+    return this.values.verdict(this.method, this.valuesName(), span);
   }
 
   tokensStreaming(): boolean {

@@ -7,7 +7,7 @@ import {SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
 import {JobClient} from '../shared/jobs.js';
 import {errorMessage, type IndexedInputLike} from '../shared/request.js';
 import {PROGRESS_READS, type SaliencePage} from './page.js';
-import {describeProgress, isFinal, numTargets, parseDetail, type DetailStatus} from './payload.js';
+import {describeProgress, isFinal, numTargets, parseDetail, type DetailStatus, type SaliencePayload} from './payload.js';
 import {spanCancelInput, spanInput, spanProgressInput, type Extra} from './request.js';
 import {spanKey, type TargetSpan} from './spans.js';
 import {describeSpan} from './target.js';
@@ -161,8 +161,8 @@ export class SpanRequests {
     try {
       const all = (res[0]?.[SPAN_SALIENCE_FIELD] ?? {}) as Record<string, unknown>;
       values.absorbSpan(this.page.reg!, all, span, this.page.payload?.tokens.length, extra);
-      const light = res[0]?.[SALIENCE_FIELD] as {span_ig_errors?: Record<string, number>} | undefined;
-      values.absorbSpanErrors(light?.span_ig_errors, extra);
+      const light = res[0]?.[SALIENCE_FIELD] as Pick<SaliencePayload, 'completeness'> | undefined;
+      values.absorbChecks(this.page.reg!, light?.completeness, extra);
     } catch (e) {
       return errorMessage(e);
     }

@@ -141,10 +141,16 @@ export function legendView(cs: ColorScale, m: MethodPayload | null, shared = '')
   </div>`;
 }
 
-/** The IG completeness error; beyond the server's tolerance, a warning with what to do. */
+/** The IG completeness error the server gave; beyond its tolerance (or not checked), a warning with what to do. */
 export function completenessView(v: CompletenessVerdict) {
   const title = 'Sum of the attributions minus the log-prob difference to the baseline, over the target';
-  const {error, relative, tolerance} = v;
+  const {check, tolerance} = v;
+  if (check === null) {
+    return html`<div class="completeness warn" role="note" title=${title}>IG completeness not checked for this span
+      (the server checks the whole response, each token and each span it computes): click the span's tokens one by
+      one, or the whole response.</div>`;
+  }
+  const {error, relative} = check;
   if (!v.rejected) {
     return html`<div class="completeness" title=${title}>IG completeness error: ${formatValue(error)}${relative === null ? nothing
         : html` (${(100 * relative).toFixed(1)} %)`}</div>`;
@@ -175,11 +181,17 @@ export function rejectedView(v: CompletenessVerdict, f: RejectedFacts, shown: bo
   const spent = f.cost === null ? ''
       : `; these values: ${f.cost.steps} ${f.unit}${f.cost.forwards === null ? '' : `, ${f.cost.forwards} forwards`}`;
   const cost = `${f.costUnit}${spent}`;
-  return html`<div class="status inline completeness-rejected warn" role="note" data-shown=${shown ? 'yes' : 'no'}>
-    ⚠ ${f.label} fails its completeness check here: the values sum to ${formatValue(v.change + v.error)} but the
-    answer's log p changed by ${formatValue(v.change)} (error ${(100 * (v.relative ?? 0)).toFixed(0)} %).
-    ${shown ? 'Values shown anyway' : 'Values hidden'}; ${f.oneStep} is the one-step version, or raise ${f.unit}
-    (cost: ${cost}).
+  const c = v.check;
+  const why = c === null
+    ? html`${f.label}'s completeness was not checked for this span: the server checks the whole response, each token
+      and each span it computes, and this one was read from the per-token matrix.`
+    : html`${f.label} fails its completeness check here: the values sum to ${formatValue(c.change + c.error)} but the
+      answer's log p changed by ${formatValue(c.change)} (error ${(100 * (c.relative ?? 0)).toFixed(0)} %).`;
+  return html`<div class="status inline completeness-rejected warn" role="note" data-shown=${shown ? 'yes' : 'no'}
+      data-checked=${c === null ? 'no' : 'yes'}>
+    ⚠ ${why}
+    ${shown ? 'Values shown anyway' : 'Values hidden'}${c === null ? '.' : html`; ${f.oneStep} is the one-step version,
+      or raise ${f.unit} (cost: ${cost}).`}
     <button class="show-anyway" aria-pressed=${shown ? 'true' : 'false'} @click=${toggle}>${shown ? 'Hide values'
         : 'Show anyway'}</button></div>`;
 }

@@ -2,7 +2,7 @@
  * What the server sent for one selection beyond the payload itself, kept so that going
  * back to a span, a method or a count shows it again without a request: span values the
  * server computed, the per-token matrices of the methods computed on request (by method
- * and count) and the completeness errors of spans (integrated gradients'). Keys name a method's
+ * and count) and the server's completeness checks (integrated gradients'). Keys name a method's
  * values as `valuesName` does: the method, or an extra method with its count ("smooth_grad#8").
  */
 import type {MethodRegistry} from '../shared/methods.js';
@@ -26,38 +26,18 @@ export function withoutExtras(reg: MethodRegistry, methods: SaliencePayload['met
 }
 
 /**
- * IG's relative completeness error: |error| / |log p(x) − log p(x′)|, the log-prob change to the
- * baseline being the attributions' sum minus the error (as sequence_salience/explain/ig_quality.py
- * computes it). Null without values or with no change to compare with.
+ * The completeness check (IG's) of the values on screen for one target span, as the server gave it
+ * (lit_app/wrappers/payloads.py completeness_payload; display/view.py CompletenessCheck says the rule): the page reads
+ * the verdict and derives none.
  */
-export function relativeCompleteness(error: number, values: ArrayLike<number> | null): number | null {
-  if (values === null) return null;
-  let sum = 0;
-  for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) sum += values[i];
-  const delta = sum - error;
-  return Math.abs(delta) > 1e-12 ? Math.abs(error) / Math.abs(delta) : null;
-}
-
-/** A completeness check of the values on screen, with the tolerance it was held to. */
-export interface CompletenessVerdict extends SpanCompleteness {
+export interface CompletenessVerdict {
+  /** The largest relative error the server accepts for these values. */
   tolerance: number;
-}
-
-/**
- * The completeness rule for `method`'s values of the span on screen: their error (`error`, summed over the span) against
- * the log-p change (the values' sum minus the error), held to the tolerance the server published for the method
- * (`p.completeness`; display/view.py CompletenessCheck computes the same). Null for a method the server does not check
- * (or an older server), or without the error or the values. `rejected`: the relative error is over the tolerance.
- */
-export function completenessVerdict(p: Pick<SaliencePayload, 'completeness'>, method: string, error: number | null,
-                                    values: ArrayLike<number> | null): CompletenessVerdict | null {
-  const checked = p.completeness?.[method];
-  if (checked === undefined || error === null || values === null) return null;
-  const relative = relativeCompleteness(error, values);
-  let sum = 0;
-  for (let i = 0; i < values.length; i++) if (Number.isFinite(values[i])) sum += values[i];
-  return {error, change: sum - error, relative, tolerance: checked.tolerance,
-          rejected: relative !== null && relative > checked.tolerance};
+  /** The server's check of this span, or null: it checked the whole response, each token and each span it computed,
+   * not this one (a span of several tokens read from the per-token matrix). */
+  check: SpanCompleteness | null;
+  /** Whether the values are hidden until shown anyway: the check failed, or the span was not checked. */
+  rejected: boolean;
 }
 
 export class ServerValues {
@@ -65,13 +45,15 @@ export class ServerValues {
   private readonly spans = new Map<string, Float64Array>();
   /** Per-token payloads of the extra methods, by extraKey (method and count). */
   private readonly matrices = new Map<string, MethodPayload>();
-  /** Completeness error (IG) of spans computed directly, by "extraKey|t0:t1". */
-  private readonly spanErrors = new Map<string, number>();
+  /** The server's completeness checks (IG's), by "values name|t0:t1", and each checked method's tolerance. */
+  private readonly checks = new Map<string, SpanCompleteness>();
+  private readonly tolerances = new Map<string, number>();
 
   clear() {
     this.spans.clear();
     this.matrices.clear();
-    this.spanErrors.clear();
+    this.checks.clear();
+    this.tolerances.clear();
   }
 
   /** How many spans are kept (grows when one arrives). */
@@ -91,13 +73,33 @@ export class ServerValues {
     this.matrices.set(extraKey(extra), m);
   }
 
-  /** The completeness error of a span of an extra method at a count, when the server sent one. */
-  spanError(extra: Extra, span: TargetSpan): number | undefined {
-    return this.spanErrors.get(`${extraKey(extra)}|${span.t0}:${span.t1}`);
+  /**
+   * The server's verdict on the values named `name` (valuesName: the method, with its count for one computed on
+   * request) for `span`; null for a method the server does not check (or an older server).
+   */
+  verdict(method: string, name: string, span: TargetSpan): CompletenessVerdict | null {
+    const tolerance = this.tolerances.get(method);
+    if (tolerance === undefined) return null;
+    const check = this.checks.get(spanKey(name, span)) ?? null;
+    return {tolerance, check, rejected: check === null || check.rejected};
   }
 
-  /** Keeps what a payload carries: the spans computed directly, IG errors, extra methods' matrices. */
+  /** Keeps the completeness checks an answer carries (its `completeness`), for the values it names (with `extra`'s count). */
+  absorbChecks(reg: MethodRegistry, completeness: SaliencePayload['completeness'], extra: Extra | null) {
+    for (const [method, c] of Object.entries(completeness ?? {})) {
+      this.tolerances.set(method, c.tolerance);
+      const name = valuesName(reg, method, extra);
+      if (name === null) continue;
+      for (const [key, check] of Object.entries(c.spans)) {
+        const [t0, t1] = key.split(':').map(Number);
+        this.checks.set(spanKey(name, {t0, t1}), check);
+      }
+    }
+  }
+
+  /** Keeps what a payload carries: the spans computed directly, extra methods' matrices, the completeness checks. */
   absorbPayload(reg: MethodRegistry, p: SaliencePayload, extra: Extra | null) {
+    this.absorbChecks(reg, p.completeness, extra);
     for (const [key, vals] of Object.entries(p.spans ?? {})) {
       const [t0, t1] = key.split(':').map(Number);
       for (const [method, v] of Object.entries(vals ?? {})) {
@@ -106,7 +108,6 @@ export class ServerValues {
         this.spans.set(spanKey(name, {t0, t1}), Float64Array.from(v));
       }
     }
-    this.absorbSpanErrors(p.span_ig_errors, extra);
     for (const info of reg.extras) {
       const m = p.methods[info.name];
       const count = m?.[info.count_unit];
@@ -122,11 +123,5 @@ export class ServerValues {
       if (!Array.isArray(values) || values.length !== n || k === null) continue;
       this.spans.set(spanKey(k, span), Float64Array.from(values as number[]));
     }
-  }
-
-  /** Keeps the completeness errors of the spans a request for an extra method computed (the server sends IG's). */
-  absorbSpanErrors(errors: Record<string, number> | undefined, extra: Extra | null) {
-    if (extra === null) return;
-    for (const [key, err] of Object.entries(errors ?? {})) this.spanErrors.set(`${extraKey(extra)}|${key}`, err);
   }
 }

@@ -142,6 +142,18 @@ export function segmentMethodHeatmap(values: ArrayLike<number>, p: SaliencePaylo
 }
 
 /**
+ * The heatmap with the rows `hidden` says are hidden (their values fail the server's completeness check, or it did not
+ * check them: ../values.ts) emptied: no colour, no number, nothing in the scale or the exports, as the text view hides
+ * the same values until "Show anyway". Returns the map itself when no row is hidden, and how many rows are.
+ */
+export function hideRows(h: Heatmap, hidden: (row: TargetSpan) => boolean): {map: Heatmap; hidden: number} {
+  const hide = h.rows.map((r) => hidden(r));
+  const n = hide.filter((x) => x).length;
+  if (n === 0) return {map: h, hidden: 0};
+  return {map: {...h, rows: h.rows.map((r, i) => (hide[i] ? {...r, cells: r.cells.map(() => NaN)} : r))}, hidden: n};
+}
+
+/**
  * The colour scale of row `r` (the module's colour maps and intensity): the largest |value| of the
  * whole matrix, or of that row alone with scale "row".
  */

@@ -10,11 +10,11 @@ import {forcedTargetNote, isForcedTarget} from '../../shared/forced_target.js';
 import type {SalienceController} from '../controller.js';
 import {describeDetail, numTargets, type SaliencePayload} from '../payload.js';
 import {describeSpan, isWhole, wholeResponse} from '../target.js';
-import {buildHeatmap, heatmapWaitReason, segmentMethodHeatmap, matrixScale, moveRow, selectedRows, type Heatmap, type HeatmapRows,
-        type HeatmapScale} from './logic.js';
+import {buildHeatmap, heatmapWaitReason, hideRows, segmentMethodHeatmap, matrixScale, moveRow, selectedRows, type Heatmap,
+        type HeatmapRows, type HeatmapScale} from './logic.js';
 import {download, exportName} from '../../shared/download.js';
 import {heatmapCanvas, heatmapCsv, showNumbers, type NumbersChoice} from './export.js';
-import {heatmapControlsView, heatmapTableView, heatmapWaitView} from './view.js';
+import {heatmapControlsView, heatmapTableView, heatmapWaitView, hiddenRowsView} from './view.js';
 
 /** What the element keeps of the heatmap: the row mode, the colour scale, the focused row, the intensity. */
 export interface HeatmapState {
@@ -24,6 +24,8 @@ export interface HeatmapState {
   intensity: number;
   /** The module's width in px (whether numbers fit in the cells). */
   width: number;
+  /** The user chose "Show anyway": values that fail (or lack) the completeness check are shown. */
+  showRejected: boolean;
 }
 
 export class HeatmapPane {
@@ -58,6 +60,14 @@ export class HeatmapPane {
     if (segmentMethod && segValues !== null) {
       map = segmentMethodHeatmap(segValues, p, seg, ctl.span, codePoints, reg?.get(ctl.method)?.signed ?? true, this.prefix);
     }
+    // Rows whose values fail the server's completeness check (or were not checked) are empty until "Show anyway",
+    // as the text view hides them; the text pane's line says why when the target on screen is one of them.
+    const checked = map === null || state.showRejected ? {map, hidden: 0}
+        : hideRows(map, (r) => ctl.completenessCheck(r)?.rejected ?? false);
+    map = checked.map;
+    const rowsLine = checked.hidden > 0 && !(ctl.completenessCheck()?.rejected ?? false)
+      ? hiddenRowsView(checked.hidden, map!.rows.length, reg?.label(ctl.method) ?? ctl.method, () => set({showRejected: true}))
+      : nothing;
     let reason = segmentMethod && map !== null ? '' : heatmapWaitReason({
       segmentMethod,
       extraWithoutMatrix: extra !== null && m?.matrix == null ? reg?.label(extra.method) ?? extra.method : null,
@@ -100,6 +110,7 @@ export class HeatmapPane {
         <span class="hint">— target: <b class="target-desc">${describeSpan(ctl.span, T)}</b>
           ${isWhole(ctl.span, T) ? nothing : html`<button class="reset" @click=${on.whole}>Whole response</button>`}</span>
       </div>
+      ${rowsLine}
       ${heatmapControlsView(look, on, map === null ? null : matrixScale(map, state.intensity))}
       ${map === null ? heatmapWaitView(reason) : heatmapTableView(map, look, on)}
     </div>`;

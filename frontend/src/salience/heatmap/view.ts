@@ -27,6 +27,16 @@ export function shareButtonView(busy: boolean, disabled: boolean, share: () => v
       @click=${share}>${busy ? 'Writing…' : 'Share this view'}</button>`;
 }
 
+/**
+ * When the target on screen passes its completeness check but other rows do not (or were not checked): how many rows
+ * are empty and why, with "Show anyway" (the text view's rejected line says it for the target itself).
+ */
+export function hiddenRowsView(hidden: number, rows: number, label: string, show: () => void): TemplateResult {
+  return html`<div class="status inline completeness-rejected warn hidden-rows" role="note" data-shown="no">
+    ⚠ ${hidden} of ${rows} rows empty: ${label}'s values there fail the server's completeness check, or it did not
+    check them. <button class="show-anyway" aria-pressed="false" @click=${show}>Show anyway</button></div>`;
+}
+
 export interface HeatmapEvents {
   rows(mode: HeatmapRows): void;
   scale(scale: HeatmapScale): void;
