@@ -1,18 +1,23 @@
 """Issue 45 §7 in the browser at 1280x720, against the real server on the default model: "Share this view" of a
 segment method's map (leave one sentence out on the simple question) after the faithfulness test ran on the same
-target. The downloaded page holds the model, prompt, answer, method, granularity, the map's values (the module's
-top list), the matrix (the module's heatmap row), the faithfulness figures (the Test tab's AOPC table); its notebook
-cell, run in this process with the library, measures the same values again."""
+target. The downloaded page, opened in Chromium, holds the model, prompt, answer, method, granularity, the map's values
+(the module's top list), the matrix (the module's heatmap row), the faithfulness figures (the Test tab's AOPC table);
+its notebook cell, run in this process with the library, measures the same values again. The page's screenshot:
+artifacts/e2e/share-page.png (docs/share.png too when UPDATE_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
 import math
+import os
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.e2e import plugin_checks
-from tests.share_page import parse_share_page
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +61,7 @@ def _faithfulness_of_leave_one_out(page) -> dict[tuple[str, str], float]:
     return aopc
 
 
-def test_share_a_leave_one_out_view_with_its_faithfulness_test(server_url, browser_page):
+def test_share_a_leave_one_out_view_with_its_faithfulness_test(server_url, browser_page, artifacts_dir):
     page, external = browser_page
     mod = plugin_checks.open_lit(page, server_url, SIZE)
     mod.locator("select.granularity").select_option("sentence")
@@ -82,28 +87,51 @@ def test_share_a_leave_one_out_view_with_its_faithfulness_test(server_url, brows
 
     with page.expect_download(timeout=TIMEOUT_MS) as info:
         mod.locator("button.share-view").click()
-    shared = parse_share_page(open(info.value.path(), encoding="utf-8").read())
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
 
-    assert shared.about["model"] == "default"  # what ss.load_model is given: the cell loads the same model
-    assert SIMPLE in shared.about["prompt"] and shared.about["answer"].strip() == response
-    assert shared.about["method"] == f"Leave one segment out ({LOO})" and shared.about["granularity"] == "sentences"
-    assert shared.about["measured"].startswith(tuple("0123456789")) and "forward rows" in shared.about["measured"]
+    # The written file, opened in Chromium at 1280x720 (a new tab, as a colleague would open it).
+    view = page.context.new_page()
+    view.set_viewport_size(SIZE)
+    written = artifacts_dir / "share-page.html"  # with its name's .html: Chromium opens it as a page
+    info.value.save_as(written)
+    view.goto(written.as_uri())
+    about = {k: view.locator(f"dd.ss-about-{k}").inner_text()
+             for k in ("model", "prompt", "answer", "method", "granularity", "measured")}
+    assert about["model"] == "default"  # what ss.load_model is given: the cell loads the same model
+    assert SIMPLE in about["prompt"] and about["answer"].strip() == response
+    assert about["method"] == f"Leave one segment out ({LOO})" and about["granularity"] == "sentences"
+    assert about["measured"][:1].isdigit() and "forward rows" in about["measured"]
+    segments = dict(view.locator(".ss-salience .ss-seg[data-value]").evaluate_all(
+        "els => els.map(e => [Number(e.dataset.s), Number(e.dataset.value)])"))
     for s, v in top.items():  # the map: every top segment with the value on screen
-        assert shared.segments[s] == pytest.approx(v, rel=1e-4, abs=1e-6), s
-    assert list(shared.matrix) == [0] and len(shared.matrix[0]) == len(cells)  # the heatmap: the same row
-    for got, title in zip(shared.matrix[0], cells):
+        assert segments[s] == pytest.approx(v, rel=1e-4, abs=1e-6), s
+    matrix = view.locator("table.ss-matrix")  # the heatmap: the module's one row, the same values
+    matrix.scroll_into_view_if_needed()
+    assert matrix.is_visible()
+    columns = matrix.locator("th[data-s]").evaluate_all("els => els.map(e => Number(e.dataset.s))")
+    row = matrix.locator("tr[data-row]").evaluate_all(
+        "rows => rows.map(r => Array.from(r.querySelectorAll('td'), (td) => Number(td.dataset.value)))")
+    assert len(row) == 1 and len(row[0]) == len(columns) == len(cells)
+    for got, title in zip(row[0], cells):
         assert not math.isnan(got) and got == pytest.approx(_number(title), rel=2e-3, abs=1e-4), (got, title)
-    assert any(t == "table" and "ss-matrix" in (a.get("class") or "") for t, a in shared.tags)
+    faith = {(m, n): (float(v), shown) for m, n, v, shown in view.locator(
+        "table.ss-faithfulness tr[data-mode]").evaluate_all(
+        "rows => rows.map(r => [r.dataset.mode, r.dataset.name, r.querySelector('td[data-value]').dataset.value,"
+        " r.classList.contains('ss-shown')])")}
+    assert faith.keys() == aopc.keys()
     for key, figure in aopc.items():  # the faithfulness figures of the Test tab (3 decimals there)
-        assert shared.faith[key] == pytest.approx(figure, abs=6e-4), key
-    assert shared.faith.keys() == aopc.keys() and set(shared.shown_faith) == {k for k in aopc if k[1].split(":")[0] == LOO}
-    assert not [t for t, a in shared.tags if t in ("script", "link", "img", "iframe")]
+        assert faith[key][0] == pytest.approx(figure, abs=6e-4), key
+        assert faith[key][1] == (key[1].split(":")[0] == LOO), key  # the method shown: its rows in bold
+    assert view.locator("script, link, img, iframe, [src], [href]").count() == 0  # opens offline
+    cell = view.locator("pre.ss-cell").inner_text()
+    view.screenshot(path=str(artifacts_dir / "share-page.png"), full_page=True)
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(artifacts_dir / "share-page.png", REPO / "docs" / "share.png")
     assert not external, external  # nothing left this machine
 
     # The notebook cell, run with the library in this process: the same model measures the same values.
     namespace: dict = {}
-    exec(compile(shared.cell, "<shared cell>", "exec"), namespace)  # pylint: disable=exec-used
+    exec(compile(cell, "<shared cell>", "exec"), namespace)  # pylint: disable=exec-used
     again = {int(s): float(v) for s, v in zip(namespace["result"].segment_index, namespace["result"].values)}
-    assert again and again.keys() <= set(shared.columns)  # each measured sentence is a column (the rest are 0)
-    np.testing.assert_allclose([again.get(s, 0.0) for s in shared.columns], shared.matrix[0], rtol=1e-3, atol=1e-4)
+    assert again and again.keys() <= set(columns)  # each measured sentence is a column (the rest are 0)
+    np.testing.assert_allclose([again.get(s, 0.0) for s in columns], row[0], rtol=1e-3, atol=1e-4)
