@@ -39,7 +39,7 @@ IG_STEPS_OF_ITS_OWN = {
     "superseded_first": 256,  # test_superseded_span: replaced mid-run by the next count
     "superseded_new": 96,  # test_superseded_span: may complete before the page closes
     "switched_away": 224,  # test_true_progress: cancelled mid-run by a switch of method
-    "recorded": 160,  # test_true_progress: recorded to the end
+    "recorded": 112,  # test_true_progress: recorded to the end
     "accepted_after_refusals": 5,  # test_true_progress: the valid count after the refused ones (completes)
     "salience_module": 4,  # test_salience_module: waits for this count's map after resetting its action marker
     "previous_map": 24,  # test_previous_map: the few-shot row's IG span, watched while it computes

@@ -28,6 +28,10 @@ MODEL = "smollm2"
 _, SAL, _ = fields.model_group_names(MODEL)
 CHUNK = ss.SalienceConfig().ig_step_chunk_size
 STEPS = 256  # the server's most (--max_ig_steps): still running when A's newer span comes
+# A's first span, run to its answer while B selects: 64 steps is 8 chunks, 7 still to go when B's request is sent
+# (its progress polled at the first chunk, B's request sent at once), so B's selection still lands while A runs;
+# 256 there (32 chunks to the end) tested nothing more and was most of the test's time.
+OVERLAPPED_STEPS = 64
 
 # Client A's prompt: leave one word out measures ~45 words, one forward each (tens of seconds on 2 cores).
 A_PROMPT = ("Client A's notes for the two-client test: the ferry to the island leaves at seven, the bakery by the"
@@ -98,7 +102,7 @@ def test_within_one_client_a_newer_selection_still_supersedes(lit_server):
     user switched method) stops A's next one: 409 "Cancelled: a newer selection replaced this request."."""
     server = lit_server
     a_data = {fields.PROMPT: "Client A, second test: two birds that cannot fly.", fields.TARGET: " Penguins and emus.",
-              fields.CHAT: False, fields.DETAIL: "span", fields.IG_STEPS: STEPS}
+              fields.CHAT: False, fields.DETAIL: "span", fields.IG_STEPS: OVERLAPPED_STEPS}
 
     def a_started(data: dict):
         conn = server.send_json(f"/get_preds?model={SAL}", {"inputs": [{"id": "r", "data": data}]}, client="client-a2")
@@ -107,7 +111,7 @@ def test_within_one_client_a_newer_selection_still_supersedes(lit_server):
                         "A's first IG chunk")
         return conn
 
-    # B selects its prompt while A's IG runs (sent after A's first chunk of 256 steps): A's answer still comes.
+    # B selects its prompt while A's IG runs (sent after A's first chunk): A's answer still comes.
     old = a_started(a_data)
     try:
         b_data = {fields.PROMPT: "Client B, second test: two metals.", fields.TARGET: " Iron and tin.",
@@ -120,7 +124,7 @@ def test_within_one_client_a_newer_selection_still_supersedes(lit_server):
     assert b_answer[0] == 200, b_answer
     assert answer.status == 200 and json.loads(body)[0][fields.SPAN_SALIENCE], body[:300]  # was: 409
     # A's own newer span supersedes A's running one.
-    older = a_started({**a_data, fields.TARGET_SPAN: "0:2"})
+    older = a_started({**a_data, fields.TARGET_SPAN: "0:2", fields.IG_STEPS: STEPS})
     try:
         newer = _post(server, {**a_data, fields.TARGET_SPAN: "0:2", fields.IG_STEPS: 0}, "client-a2")
         answer = older.getresponse()
