@@ -204,15 +204,16 @@ class Job:
 
     # ---------------------------------------------------------------- progress
 
-    def report(self, *progress: Any) -> None:
+    def report(self, *progress: Any, same_units: bool = False) -> None:
         """`report(done, total)`: `done` of `total` units are done now; `report(stage, done, total)` (the core
         library's progress callback): the same in `stage`, where another stage than the last starts a new
         sequence of units, begun when the last one ended (lit_app/model/time_left.py: a report with another `total`,
-        or fewer units than the last, starts a new sequence too)."""
+        or fewer units than the last, starts a new sequence too). `same_units`: the new stage's units cost what the
+        last stage's did, whose rate then stands until one of its own is measured."""
         if len(progress) == 3:
             stage, done, total = progress
             if stage != self.stage:
-                self.time_left.restart(at=self.time_left.last_report_at)
+                self.time_left.restart(at=self.time_left.last_report_at, keep_rate=same_units)
             self.stage = stage
         else:
             done, total = progress

@@ -11,7 +11,9 @@ Now, at each poll, with r units left, u the units of the last report (the size o
 the model time since that report:
 
 * the recent per-unit times are those of the last `WINDOW` reports (model time: time spent waiting behind more
-  urgent work is not counted); `fast` and `slow` are the fastest and slowest of them;
+  urgent work is not counted; units found in a memo, reported within `FREE_S` of the last report or at under
+  `FREE_FRACTION` of the fastest rate, are done but no sample; a stage whose units cost what the last one's did starts
+  from its rates: `restart(keep_rate=True)`); `fast` and `slow` are the fastest and slowest of them;
 * low = (r - u) x fast + max(0, u x fast - since): the remaining units at the fastest recent rate, the chunk in
   flight counted with what it has taken so far. It is never below (r - u) x fast: with units outstanding it never
   falls to "about 1 s";
@@ -32,6 +34,12 @@ from collections.abc import Callable
 
 # Reports whose per-unit times make the recent rate.
 WINDOW = 8
+# Units reported less than FREE_S seconds of model time after the last report, or at under FREE_FRACTION of the fastest
+# rate measured, took no measurable work (found in a memo: the upper bound's rows the curves had scored): they count as
+# done but are no sample of the rate. Counted as samples they made the fastest rate near zero and so the range's upper
+# end absurd ("about 1–6936 min left" for a search that ended 2 s later, issue 45).
+FREE_S = 0.005
+FREE_FRACTION = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +74,7 @@ class TimeLeft:
         self._last_at: float | None = None  # clock time of the last report (of any sequence)
         self._last_units = 0  # units of the last report
         self._rates: collections.deque[float] = collections.deque(maxlen=WINDOW)  # seconds per unit, recent
+        self._prior: tuple[float, ...] = ()  # the last sequence's rates, while this one has none (restart keep_rate)
         self._paused_at: float | None = None
         self._paused_s = 0.0  # seconds paused since the sequence began (not model time)
 
@@ -80,9 +89,11 @@ class TimeLeft:
         paused = self._paused_s + (now - self._paused_at if self._paused_at is not None else 0.0)
         return max(0.0, now - self._begun - paused)
 
-    def restart(self, done: int = 0, total: int = 0, at: float | None = None) -> None:
+    def restart(self, done: int = 0, total: int = 0, at: float | None = None, keep_rate: bool = False) -> None:
         """A new sequence of units begins now (or at clock time `at`): the units before are not counted in its
-        rate."""
+        rate. `keep_rate`: its units cost what the last sequence's did (the explanation tests' forward rows, stage
+        after stage), so until one of its own is measured the estimate uses the last sequence's rates."""
+        self._prior = (tuple(self._rates) or self._prior) if keep_rate else ()
         self._begun, self._last, self._last_units = self.clock() if at is None else at, None, 0
         self._rates.clear()
         self._paused_s = 0.0
@@ -100,8 +111,11 @@ class TimeLeft:
         units = done - self.done
         if units > 0:
             since = now - (self._last if self._last is not None else 0.0)
-            self._rates.append(since / units)
-            self._last, self._last_units = now, units
+            measured = self._rates or self._prior
+            if since >= FREE_S and not (measured and since / units < FREE_FRACTION * min(measured)):
+                self._rates.append(since / units)
+                self._last_units = units
+            self._last = now
         elif self._last is None and done > 0:
             self._last, self._last_units = now, done
         self.done, self.total = done, total
@@ -119,14 +133,15 @@ class TimeLeft:
     def range(self) -> Range | None:
         """Seconds left as a range; None before the first unit of the sequence or once every unit is done."""
         left = self.total - self.done
-        if not self._rates or left <= 0:
+        rates = self._rates or self._prior
+        if not rates or left <= 0:
             return None
-        fast, slow = min(self._rates), max(self._rates)
+        fast, slow = min(rates), max(rates)
         since = max(0.0, self._model_time() - (self._last or 0.0))
         u = max(1, min(self._last_units, left))
         rest = left - u
         low = rest * fast + max(0.0, u * fast - since)
-        slow_rest = slow * (slow / fast) if fast > 0 and self._rates[-1] > fast else slow
+        slow_rest = slow * (slow / fast) if fast > 0 and rates[-1] > fast else slow
         if since > u * slow:  # the chunk in flight is slower than any recent one
             slow_rest = max(slow_rest, 2 * since / u)
         high = rest * slow_rest + max(u * slow - since, since / 2)

@@ -29,6 +29,7 @@ import sequence_salience as ss
 from sequence_salience import explain as ex
 from sequence_salience import field_rules
 from sequence_salience import methods as core_methods
+from sequence_salience.explain import faithfulness, upper_bound
 from lit_app.schema import fields
 from lit_app.model import jobs, user_jobs
 from lit_app.errors import RequestError
@@ -67,6 +68,9 @@ STAGE_GENERATING = "generating"  # no target: the model's greedy response (token
 STAGE_WAITING = "waiting"  # queued for the model behind other work
 STAGE_SALIENCE = "salience"  # curves, reduce: the salience maps whose order the test follows
 STAGE_GRADIENT = "gradient"  # flips: the gradient that ranks the candidate token flips
+# The curves' stages whose units are forward rows of edited prompts: one stage's rate estimates the next's time left
+# until it has its own (the upper bound's first report is the rows it found in the curves' memo, in no time).
+ROW_STAGES = frozenset({faithfulness.COARSE_STAGE, "curves", upper_bound.STAGE})
 PRE_STAGES = ("starting", STAGE_GENERATING, STAGE_WAITING)
 # The first stage of each test once it holds the model (contrastive and ig_auto then report units).
 FIRST_STAGES = {"curves": STAGE_SALIENCE, "reduce": STAGE_SALIENCE, "flips": STAGE_GRADIENT,
@@ -107,7 +111,7 @@ class ExplainModel(Wrapper):
         shared = self._shared
 
         def progress(stage: str, done: int, total: int) -> None:
-            job.report(stage, done, total)
+            job.report(stage, done, total, same_units=stage in ROW_STAGES and job.stage in ROW_STAGES)
             shared.yield_to_waiting()  # a click in the salience module need not wait for the whole test
 
         return progress, job.should_stop
@@ -217,7 +221,7 @@ class ExplainModel(Wrapper):
                            "refining": {"steps": config.steps, "n_random": config.n_random,
                                         "upper_bound": config.upper_bound},
                            "seconds": round(time.monotonic() - job.started, 3)}
-            job.report("curves", 0, 0)  # the refinement from now on (its first batch reports the rows)
+            job.report("curves", 0, 0, same_units=True)  # the refinement from now on (its first batch reports the rows)
 
         rep = ex.faithfulness_stages(
             lm, ex.CurvesRequest(chat, explained, self._methods(ex_, segment_methods=True), span=span, result=result,

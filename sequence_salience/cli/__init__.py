@@ -22,10 +22,11 @@ batch of steps for integrated_gradients / smooth_grad -- and prints the coloured
 prompt, the response and a table of the top segments. The per-token matrices
 (every response token's own salience: one backward per token, minutes on a CPU)
 are computed only when an output needs them: --per-token (then --json holds
-them and `show` can re-render any span) or --heatmap. Segment methods
-(leave_one_out, ablation_surrogate) measure each --granularity segment (default
-then: sentence) by removing it: forward passes only, one per segment or per
-random ablation, over the cached prefix; they print the fit of the surrogate and
+them and `show` can re-render any span) or --heatmap. Segment methods measure
+the --granularity segments (default then: sentence) by removing them, with
+forward passes only over the cached prefix: leave_one_out each segment alone
+(one forward per segment), ablation_surrogate random subsets (one forward per
+random ablation); they print the fit of the surrogate and
 the forward work, and their values are shown at that granularity only. `--batch` reads one JSON object per line
 ({"prompt": ..., "system": ..., "target": ..., "chat": ..., "id": ...}; only
 "prompt" is required), writes OUT/<id or line number>.json (and .html with

@@ -7,6 +7,8 @@ other browser test, so the session server's cache does not answer it at once."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sequence_salience.methods import ablation_surrogate, grad_norm, integrated_gradients, smooth_grad
@@ -66,6 +68,9 @@ def test_segment_method_wait_keeps_the_previous_map(server_url, browser_page, ar
     expect(label).to_have_count(0)
     expect(mod.locator(".text.prompt.previous")).to_have_count(0)
     expect(mod.locator(".precision")).to_contain_text("measured per word")
+    # True to what runs (issue 45 §4): the surrogate's cost is its random ablations; nothing says it removes each segment.
+    expect(mod.locator(".precision")).to_contain_text(ablation_surrogate.METHOD.cost_unit)
+    assert not re.search(r"removing (each|it)\b", mod.inner_text()), mod.inner_text()
     assert mod.locator(COLOURED).count() > 0
     assert _prompt_styles(mod) != gradient, "the surrogate's map looks like the gradient's"
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()

@@ -124,6 +124,20 @@ def test_the_range_widens_when_the_rate_drops_and_narrows_once_it_is_steady():
     assert width(steady) <= 2.0 and steady["eta_low_s"] <= 10.0 <= steady["eta_high_s"]  # 5 units of 2 s left
 
 
+def test_units_found_in_a_memo_count_as_done_but_do_not_skew_the_rate():
+    """The upper bound's search: 10 rows scored at 1 s each, then 20 planned rows found in the curves' memo at once (the
+    same instant), then 10 more at 1 s (issue 45: "about 1–6936 min left" for a search that ended 2 s later). The free
+    rows are done; the range stays that of 1 s a row: hand-derived, 10 rows left just after the jump -> 10 s."""
+    events = [*_units([1.0] * 10, total=40), (10.0, 30, 40), *((10.0 + k, 30 + k, 40) for k in range(1, 11)),
+              (21.0, None, 40)]
+    polls = {t: (done, s) for t, done, s in _replay(events, poll_every=0.5)}
+    done, after_jump = polls[10.0]
+    assert done == 30 and (after_jump["eta_low_s"], after_jump["eta_high_s"]) == (10.0, 10.0)
+    for t in (12.0, 15.5, 19.0):
+        left = 40 - polls[t][0]
+        assert polls[t][1]["eta_high_s"] <= left + 1.0, (t, polls[t])  # 1 s a row, the row in flight counted
+
+
 def test_a_stalled_unit_never_shows_about_one_second_left_and_the_estimate_grows():
     """10 units of 1 s done of 40, then the 11th takes 120 s (was: "about 1 s left", then nothing)."""
     polls = _replay([*_units([1.0] * 10, total=40), (130.0, 11, 40), (131.0, None, 40)])
@@ -214,3 +228,25 @@ def test_a_user_job_reports_its_time_left_from_the_same_estimator():
     clock.now += 1.0
     job.report("insertion", 1, 4)  # the next stage: measured from its own units
     assert job.status()["eta_s"] == 3.0
+
+
+def test_a_stage_of_the_same_units_starts_from_the_last_stages_rate():
+    """The curves' rows at 1 s each, then the upper bound's stage (same units: forward rows, `same_units`) whose first
+    report is 20 of 40 rows found in the memo at once: its estimate is the curves' rate at once, 20 rows -> 20 s
+    (was: none until its first scored batch). Another kind of stage (no `same_units`) starts without one."""
+    clock = Clock()
+    job = _job(clock)
+    for k in range(1, 11):
+        clock.now += 1.0
+        job.report("curves", k, 10)
+    clock.now += 0.001
+    job.report("upper_bound", 20, 40, same_units=True)
+    status = job.status()
+    assert (status["eta_low_s"], status["eta_high_s"]) == (20.0, 20.0)  # 20 rows at 1 s, the next one begins now
+    other = _job(clock)
+    for k in range(1, 11):
+        clock.now += 1.0
+        other.report("trace", k, 10)
+    clock.now += 0.001
+    other.report("generate", 20, 40)  # units of another kind: no estimate before one of its own is measured
+    assert other.status()["eta_s"] is None
