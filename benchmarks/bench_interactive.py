@@ -16,6 +16,11 @@ of each and the busy/idle ratios.
 `--tokens 4000`: the same for clicked spans on a prompt of about that many tokens (a 16-token
 typed target), `--long_n` samples each. Prints figures measured in this run; asserts nothing.
 Goals (issue 16): busy/idle <= 1.5 for spans and traces, also at 4,000 tokens.
+
+`--two_clients`: the background job belongs to one page (client id "bench-owner") and the requests come from
+another ("bench-clicker"), as when two tabs or two people share a server (issue 43: a click of one is never
+behind another's long job); idle samples stop both clients' jobs. `--burn N`: N busy processes
+(benchmarks/timing.py `burners`) load the CPU for the whole run, started after the server is up.
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.timing import burners  # noqa: E402
 from lit_app.schema import fields  # noqa: E402
 from lit_app.wrappers import inside as lit_inside  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.server_process import ServerProcess, client_header  # noqa: E402
 
 CASE = "chain-of-thought arithmetic"  # the "train leaves at 2:15 pm" row
 NAME = "smollm2"
@@ -46,10 +52,11 @@ RESET = {"prompt": "Hi", "target": " x", "chat": False}  # a one-token datapoint
 
 
 class Client:
-    def __init__(self, server: ServerProcess):
+    def __init__(self, server: ServerProcess, client_id: str = ""):
+        """client_id: the page's id (lit_app/edge/clients.py); "" sends none (a script)."""
         url = server.base_url  # without ?token=; the token goes in the headers
         self.url = url if url.endswith("/") else url + "/"
-        self.headers = {**server.headers, "Content-Type": "application/json"}
+        self.headers = {**server.headers, **client_header(client_id), "Content-Type": "application/json"}
         self.count = 0
 
     def post(self, model: str, data: dict, timeout: float = 1800) -> tuple[float, dict]:
@@ -122,10 +129,12 @@ def _idle(client: Client, data: dict | None) -> None:
 
 
 def measure(client: Client, base: dict, target: str, kinds: tuple[str, ...], n: int,
-            rng: random.Random) -> dict[str, dict[str, list[float]]]:
-    """{kind: {"busy": [s], "idle": [s]}} for kind in span / trace / tokens."""
+            rng: random.Random, owner: Client | None = None) -> dict[str, dict[str, list[float]]]:
+    """{kind: {"busy": [s], "idle": [s]}} for kind in span / trace / tokens, sent by `client`; the background job
+    is `owner`'s (another page's) when given, else `client`'s."""
     out = {k: {"busy": [], "idle": []} for k in kinds}
-    busy = Busy(client, base, target)
+    busy = Busy(owner or client, base, target)
+    pages = [client] if owner is None else [owner, client]
 
     def request(kind: str, data: dict) -> float:
         n_targets = client.n_targets(data)
@@ -148,7 +157,8 @@ def measure(client: Client, base: dict, target: str, kinds: tuple[str, ...], n: 
                 if busy.running():  # the job ran before and after: a busy sample
                     out[kind]["busy"].append(seconds)
                     break
-            _idle(client, busy.data)
+            for page in pages:
+                _idle(page, busy.data)
             idle_k += 1
             data = {**base, "target": target + "\n" * idle_k}  # no matrices: the span computes
             out[kind]["idle"].append(request(kind, data))
@@ -194,6 +204,8 @@ def main() -> None:
     p.add_argument("--slice_s", type=float, default=None, help="the server's --slice_s (default: its own)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log", default=None, help="copy the server's log here at the end")
+    p.add_argument("--two_clients", action="store_true", help="the job is another page's (module docstring)")
+    p.add_argument("--burn", type=int, default=0, help="busy processes loading the CPU during the run")
     args = p.parse_args()
     rng = random.Random(args.seed)
     from lit_app.data import datasets  # pylint: disable=import-outside-toplevel
@@ -202,27 +214,35 @@ def main() -> None:
                if r["case"] == CASE and "train leaves" in r["prompt"])
     server_args = ["--max_new_tokens", "64"] + (["--slice_s", str(args.slice_s)] if args.slice_s else [])
     with tempfile.TemporaryDirectory() as tmp, ServerProcess(server_args, tmp) as server:
-        client = Client(server)
-        print(f"server: {server.url}  load: {_load()}")
-        if not args.skip_short:
-            seconds, first = client.post(SAL, {"prompt": row["prompt"], "detail": "span"})
-            payload = first[fields.SALIENCE]
-            response = payload["text"][payload["prompt_end"]:]
-            n_targets = len(payload["target_logprobs"])
-            print(f"first highlight of the chain-of-thought example (generation + span): {seconds:.2f} s;"
-                  f" {len(payload['tokens'])} tokens, {n_targets} in the response")
-            load = _load()
-            out = measure(client, {"prompt": row["prompt"]}, response, ("span", "trace", "tokens"), args.n, rng)
-            _report(f"chain-of-thought example ({len(payload['tokens'])} tokens), gradient job running vs idle",
-                    out, load)
-        if args.tokens:
-            prompt = _long_prompt(client, args.tokens)
-            target = " The library opens at 9 am on day 3, as note 3 says; the others differ."
-            data = {"prompt": prompt, "target": target, "chat": False}
-            n_tokens = len(client.post(TOK, data)[1][fields.TOKENS])
-            load = _load()
-            out = measure(client, {"prompt": prompt, "chat": False}, target, ("span",), args.long_n, rng)
-            _report(f"long prompt ({n_tokens} tokens, {client.n_targets(data)} targets), clicked span", out, load)
+        client = Client(server, "bench-clicker" if args.two_clients else "")
+        owner = Client(server, "bench-owner") if args.two_clients else None
+        burning = burners(args.burn)
+        try:
+            print(f"server: {server.url}  load: {_load()}  (busy processes: {args.burn}; the job's page:"
+                  f" {'another client' if owner else 'the clicking one'})")
+            if not args.skip_short:
+                seconds, first = client.post(SAL, {"prompt": row["prompt"], "detail": "span"})
+                payload = first[fields.SALIENCE]
+                response = payload["text"][payload["prompt_end"]:]
+                n_targets = len(payload["target_logprobs"])
+                print(f"first highlight of the chain-of-thought example (generation + span): {seconds:.2f} s;"
+                      f" {len(payload['tokens'])} tokens, {n_targets} in the response")
+                load = _load()
+                out = measure(client, {"prompt": row["prompt"]}, response, ("span", "trace", "tokens"), args.n, rng,
+                              owner)
+                _report(f"chain-of-thought example ({len(payload['tokens'])} tokens), gradient job running vs idle",
+                        out, load)
+            if args.tokens:
+                prompt = _long_prompt(client, args.tokens)
+                target = " The library opens at 9 am on day 3, as note 3 says; the others differ."
+                data = {"prompt": prompt, "target": target, "chat": False}
+                n_tokens = len(client.post(TOK, data)[1][fields.TOKENS])
+                load = _load()
+                out = measure(client, {"prompt": prompt, "chat": False}, target, ("span",), args.long_n, rng, owner)
+                _report(f"long prompt ({n_tokens} tokens, {client.n_targets(data)} targets), clicked span", out, load)
+        finally:
+            for proc in burning:
+                proc.kill()
         print(f"\nload after: {_load()}")
         if args.log:
             with open(args.log, "w", encoding="utf-8") as f:
