@@ -45,26 +45,26 @@ class LoggedScheduler(ModelScheduler):
         with self._events_lock:
             self.events.append((event, threading.current_thread().name, background))
 
-    def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
+    def acquire(self, priority: Priority = Priority.INTERACTIVE, graph: bool = False) -> bool:
         depth = getattr(self._local, "n", 0)
         background = priority != Priority.INTERACTIVE
         if depth == 0:
             self._log("queue", background)
-        super().acquire(priority)
+        super().acquire(priority, graph)
         self._local.n = depth + 1
         if depth == 0:
             self._local.background, self._local.priority = background, Priority(priority)
             self._log("grant", background)
         return True
 
-    def yield_to_waiting(self) -> bool:
+    def yield_to_waiting(self, holding_graph: bool = False) -> bool:
         """Logs a yield as a release, queue and grant (letting go and queueing again are one step inside the
         scheduler; the release is logged first when the public waiting counts say the holder will yield)."""
         background = self._local.background
         will = self._local.n == 1 and any(self.waiting(p) for p in Priority if p <= self._local.priority)
         if will:  # waiters cannot leave while this thread holds the model: it will yield
             self._log("release", background)
-        yielded = super().yield_to_waiting()
+        yielded = super().yield_to_waiting(holding_graph)
         if yielded:
             if not will:
                 self._log("release", background)

@@ -30,9 +30,9 @@ class CountingScheduler(ModelScheduler):
         super().__init__()
         self.taken = 0
 
-    def acquire(self, priority: Priority = Priority.INTERACTIVE) -> bool:
+    def acquire(self, priority: Priority = Priority.INTERACTIVE, graph: bool = False) -> bool:
         self.taken += 1
-        return super().acquire(priority)
+        return super().acquire(priority, graph)
 
 
 @pytest.fixture(scope="module")
