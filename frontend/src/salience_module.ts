@@ -6,19 +6,17 @@
  * controller's (salience/controller.ts); the text cut as chosen, salience/shown_text.ts; the body, text and top
  * list, salience/text_pane.ts, or the heatmap, salience/heatmap/pane.ts; choosing the target with pointer and
  * keys, salience/target_input.ts; the controls and status lines, salience/view.ts. It mounts the two comparisons
- * (salience/compare/room.ts, salience/compare_models/room.ts), which build on the salience folder; so it stands
- * beside index.ts, above those folders, not inside one.
+ * (salience_comparisons.ts: salience/compare/, salience/compare_models/), which build on the salience folder; so
+ * it stands beside index.ts, above those folders, not inside one.
  */
-import {html, nothing, type PropertyValues, type TemplateResult} from 'lit';
+import {html, type PropertyValues, type TemplateResult} from 'lit';
 
 import type {Granularity, Segmentation} from './shared/aggregate/index.js';
-import {modelLabelView, moduleBase, pinnedSelection, serverHost} from './shared/lit_module.js';
+import {modelLabelView, moduleBase, serverHost} from './shared/lit_module.js';
 import type {IndexedInputLike} from './shared/request.js';
-import {CompareRoom} from './salience/compare/room.js';
+import {SalienceComparisons} from './salience_comparisons.js';
 import {COMPARE_STYLES} from './salience/compare/styles.js';
-import {compareView, showFirstEdit} from './salience/compare/view.js';
-import {CompareModelsRoom} from './salience/compare_models/room.js';
-import {COMPARE_MODELS_STYLES, compareModelsView} from './salience/compare_models/view.js';
+import {COMPARE_MODELS_STYLES} from './salience/compare_models/view.js';
 import {SalienceController} from './salience/controller.js';
 import {SALIENCE_HELP} from './salience/help.js';
 import type {HeatmapRows, HeatmapScale} from './salience/heatmap/logic.js';
@@ -79,10 +77,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     };
     // LIT's own prompt-debugging models are answered through lit_convention.ts.
     readonly ctl = new SalienceController(litConventionHost(this.host));
-    // LIT's pin: the comparison with the pinned datapoint (salience/compare/room.ts).
-    private readonly compare = new CompareRoom(this.host);
-    // Two models selected in LIT's model selector: the "Compare models" section (salience/compare_models/room.ts).
-    private readonly compareModels = new CompareModelsRoom(this.host);
+    /** "Compare an edit" (LIT's pin) and "Compare models" (a second selected model), above the map. */
+    private readonly comparisons = new SalienceComparisons(this.host);
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
     /** Custom patterns run in a worker with the server's time budget (never on the page's main thread). */
     private readonly patterns = new PatternMatcher(() => this.patternDone());
@@ -139,8 +135,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       window.removeEventListener('keydown', this.onWindowKey);
       this.ctl.dispose();
-      this.compare.dispose();
-      this.compareModels.dispose();
+      this.comparisons.dispose();
       this.published.clear();
       super.disconnectedCallback();
     }
@@ -149,13 +144,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       (super.firstUpdated as ((c: PropertyValues) => void) | undefined)?.call(this, changed);
       this.reactImmediately(() => this.selectionService.primarySelectedInputData,
                             (d) => void this.onSelection(d));
-      const pinned = pinnedSelection(this);
-      this.reactImmediately(() => [this.appState.compareExamplesEnabled ?? false, pinned?.primarySelectedInputData ?? null,
-                                   this.selectionService.primarySelectedInputData] as const,
-                            ([on, p, d]) => void this.compare.update(on, p, d));
-      this.reactImmediately(() => [this.selectionService.primarySelectedInputData,
-                                   (this.appState.currentModels ?? []).join(','), this.modelName()] as const,
-                            ([d, models, m]) => this.compareModels.update(d, models === '' ? [] : models.split(','), m));
+      this.comparisons.follow(this);
       // LIT's model selector: another model for this instance (e.g. --models a,b and a switched off) explains again.
       this.reactImmediately(() => this.modelName(), (m) => {
         if (m !== this.shownModel) void this.onSelection(this.selectionService.primarySelectedInputData);
@@ -167,11 +156,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.dataset['state'] = this.ctl.status;
       this.pane.updated();
       this.published.publish(this.modelName(), this.ctl, this.granularity);
-      this.compare.sync(this.ctl);
-      showFirstEdit(this.renderRoot);
-      this.compareModels.sync(this.granularity, {method: this.ctl.method, gradient: this.ctl.gradientMethod,
-                                                 counts: this.ctl.counts, segment: this.ctl.segmentAsk()}, this.intensity);
-      this.dataset['compareModels'] = this.compareModels.state;
+      this.comparisons.sync(this.ctl, this, this.renderRoot, this.dataset);
       const action = this.ctl.finishedAction();
       if (action !== null) {
         const {name, t} = action;
@@ -241,8 +226,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.ctl.setSpan(wholeResponse(numTargets(this.ctl.payload!)));
     }
     comparedScale(): number | null {  // drawn before the map (renderImpl): this render's comparisons
-      const scales = [this.compare.scaleFor(this.ctl), this.compareModels.scaleFor(this.granularity)];
-      return scales.reduce<number | null>((m, s) => (s === null ? m : Math.max(m ?? s, s)), null);
+      return this.comparisons.scaleFor(this.ctl, this.granularity);
     }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,
@@ -272,8 +256,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             payload === null, () => void shareView(this.ctl, this.granularity, this.regex, (on) => { this.sharing = on; }))}${modelLabelView(this.modelName())}`)}
           ${statusView(this.ctl)}
           ${this.renderSegmentStatus()}
-          ${this.renderCompare()}
-          ${compareModelsView(this.compareModels, () => this.compareModels.toggle())}
+          ${this.comparisons.render(this.ctl, this, this.patterns)}
           ${payload !== null ? this.pane.render(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
             : input !== null && this.ctl.status === 'loading' && !explainsGeneration(input) ? fixedTargetView(input)
@@ -288,15 +271,6 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
         showGradient: () => this.ctl.showGradient(),
         measure: () => this.ctl.measureSegments(),
         measureWith: (method: string) => this.ctl.measureWith(method),
-      });
-    }
-
-    private renderCompare() {
-      const m = this.compare.model(this.ctl, this.granularity, this.regex, this.intensity, this.patterns);
-      return m === null ? nothing : compareView(m, {
-        setMode: (mode) => this.compare.setMode(mode),
-        explainOldAnswer: () => this.compare.explainOldAnswer(),
-        setUseOld: (on) => this.compare.setUseOld(on),
       });
     }
   }

@@ -1,10 +1,11 @@
 import {describe, expect, it} from 'vitest';
 
 import {
-  addIntervention, comparisonRows, describeIntervention, formatDelta, formatProb, formatRank, hashString,
-  insideModels, interventionKey, interventionsJson, layerDeltas, modelGroup, probPolyline, removeIntervention,
+  addIntervention, describeIntervention, formatDelta, formatProb, formatRank, hashString,
+  insideModels, interventionKey, interventionsJson, modelGroup, probPolyline, removeIntervention,
   searchStatus, setScope, settlesAt, describeTraced, shouldPoll, showToken, toggleMode, traceKey, traceTarget,
 } from '../src/inside/logic.js';
+import {comparisonRows, layerDeltas} from '../src/inside/run.js';
 import {
   type IndexStatus, type InterventionPayload, type LayerTrace, parseIntervention, parseSearch, parseTrace, type SearchPayload,
   type TracePayload,

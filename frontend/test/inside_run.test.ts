@@ -1,7 +1,7 @@
 import {describe, expect, it} from 'vitest';
 import type {TemplateResult} from 'lit';
 
-import {comparisonRows, describeRun, layerDeltas, runFraction, stepViews} from '../src/inside/logic.js';
+import {comparisonRows, describeRun, layerDeltas, runFraction, stepViews} from '../src/inside/run.js';
 import {
   parseRunStatus, type PartialIntervention, type RunJob, type RunStep, type TracePayload,
 } from '../src/inside/payload.js';

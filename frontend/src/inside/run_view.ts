@@ -5,7 +5,8 @@
  */
 import {html, nothing, type TemplateResult} from 'lit';
 
-import {comparisonRows, describeIntervention, describeRun, runFraction, type StepView, stepViews} from './logic.js';
+import {describeIntervention} from './logic.js';
+import {comparisonRows, describeRun, runFraction, type StepView, stepViews} from './run.js';
 import {type InterventionPayload, type PartialIntervention, type RunJob} from './payload.js';
 
 const MARKS: Record<StepView['state'], string> = {done: '✓', running: '…', pending: '○'};

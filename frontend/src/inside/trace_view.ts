@@ -5,7 +5,8 @@
  */
 import {html, nothing, svg} from 'lit';
 
-import {formatProb, formatRank, interventionKey, layerDeltas, probPolyline, settlesAt, showToken} from './logic.js';
+import {formatProb, formatRank, interventionKey, probPolyline, settlesAt, showToken} from './logic.js';
+import {layerDeltas} from './run.js';
 import {
   type InterventionPayload, type LayerTrace, type Mode, type PartialIntervention, type SubUpdate,
   type TracePayload,

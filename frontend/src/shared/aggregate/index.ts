@@ -2,9 +2,10 @@
  * Aggregates token salience to word, sentence, paragraph, line, regex and role
  * segments in the browser, without a server call.
  *
- * A port of `sequence_salience/aggregate/` (segments.py, reductions.py, patterns.py,
- * unicode_tables.py; one file here for each): the same rules, the same names
- * (camelCase here), checked against the same cases in
+ * A port of `sequence_salience/aggregate/`, file for file: segments.py is segment.ts (with its base
+ * segmenters in segment_units.ts and the markup units in segment_markup.ts), reductions.py reduce.ts,
+ * patterns.py pattern.ts (compiling and running: pattern_run.ts), unicode_tables.py unicode.ts; the same
+ * rules, the same names (camelCase here), checked against the same cases in
  * `tests/data/aggregation_cases.json`. Read the Python package docstring for
  * the rules; they are summarised here:
  *
@@ -31,4 +32,5 @@ export * from './types.js';
 export {ABBREVIATIONS, MARKER_PATTERN, MARKUP_PATTERN, TEMPLATE_ROLE_NAMES, WHITESPACE} from './unicode.js';
 export {segment} from './segment.js';
 export * from './reduce.js';
-export {asTyped, checkPattern, compilePattern, MATCH_WORKER_SOURCE, PATTERN_TIMEOUT_MS, type PatternBounds} from './pattern.js';
+export {asTyped, checkPattern, type PatternBounds} from './pattern.js';
+export {compilePattern, MATCH_WORKER_SOURCE, PATTERN_TIMEOUT_MS} from './pattern_run.js';
