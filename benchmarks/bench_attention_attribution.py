@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_attention_attribution.py collect --out artifacts/attention_eval [--n 20]
     .venv/bin/python benchmarks/bench_attention_attribution.py table --out artifacts/attention_eval [--estimator F]
+    .venv/bin/python benchmarks/bench_attention_attribution.py verify --out artifacts/attention_eval [--ks 3 4 ... 10]
     .venv/bin/python benchmarks/bench_attention_attribution.py memory [--tokens 4000 8000]
 
 collect: the first --n prompts of the held-out split (sequence_salience/attention/prompts.py, split "eval": names,
@@ -16,6 +17,11 @@ prints, per method, the mean Spearman rank correlation with leave-one-out, top-1
 and top-3 agreement (shared segments of the two top threes, out of 3), with the prompts' count, the notes prompts'
 rank of the fact's segment, the paired difference to grad_norm (seeded bootstrap 95 % CI over prompts), and the median time of the attention map and of leave-one-out relative to one
 forward + backward on the same prompt. Markdown.
+
+verify: attention_verified with k verified segments, simulated exactly from the collected prompts (their .npz hold
+exact leave-one-out of every segment, so verifying the estimate's top k is a lookup): per k, the figures of
+`table` plus top-3 up to leave-one-out's noise (agreement.noise_level, top_overlap_within) and the forwards against
+leave-one-out's; then k chosen by a stated rule on one half of the prompts and read on the other (`choose_k`).
 
 memory: peak resident-memory growth of the feature capture on a --tokens-long notes prompt, and of a plain
 forward of the base model (no hooks) on the same tokens, each in a fresh child process (sampled every 5 ms).
@@ -182,7 +188,7 @@ METHODS = ("attention_attribution", "attention_verified", "grad_norm")
 
 def load_rows(folder: Path, est) -> list[dict]:
     """The collected prompts with every method's values: the estimate (est over the stored features), verified
-    (exact leave-one-out at the estimate's top VERIFY, the estimate elsewhere: what attention_verified computes,
+    (exact leave-one-out at the estimate's top VERIFY, its default k, the estimate elsewhere: what attention_verified computes,
     tests/unit/test_attention_agreement.py) and gradient norm."""
     rows = []
     for path in sorted(folder.glob("eval-*.npz")):
@@ -315,10 +321,110 @@ def table(args) -> None:
                          "each counted at the granularity it was measured at (sentence up to 800 tokens, paragraph "
                          "above, principles by line), against exact leave-one-out; attention_attribution with the "
                          f"shipped estimator {est.training_hash[:16]} ({'+'.join(est.features)}), attention_verified "
-                         "its top three measured exactly, grad_norm summed over each segment's tokens",
+                         f"its top {attention_verified.VERIFY} measured exactly (their values looked up in the "
+                         "prompt's leave-one-out), grad_norm summed over each segment's tokens",
                "granularities": published}
         Path(args.json).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(f"wrote {args.json}")
+
+
+def verified_map(d: dict, k: int) -> np.ndarray:
+    """attention_verified's values on a collected prompt with k verified segments (the estimate's top k looked up
+    in the prompt's exact leave-one-out)."""
+    picked = attention_verified.picks(d["attention_attribution"], k)
+    return attention_verified.combine(d["attention_attribution"], picked, d["loo"][picked])
+
+
+def k_figures(rows: list[dict], idx, k: int | None, noise_sigmas: float) -> dict[str, float]:
+    """Mean figures over the prompts `idx` of attention_verified with k verified (None: gradient norm): Spearman,
+    top-1, top-3, top-3 up to noise_sigmas x leave-one-out's noise level, and the median share of leave-one-out's
+    forwards (1 + k against 1 + S; the unedited prompt's forward counted in both)."""
+    out = {"spearman": [], "top1": [], "top3": [], "top3_noise": [], "forwards": []}
+    for i in idx:
+        d = rows[i]
+        loo, S = d["loo"], len(d["loo"])
+        v = d["grad_norm"] if k is None else verified_map(d, k)
+        out["spearman"].append(agreement.spearman(v, loo))
+        out["top1"].append(agreement.top_overlap(v, loo, 1))
+        out["top3"].append(agreement.top_overlap(v, loo, 3))
+        out["top3_noise"].append(agreement.top_overlap_within(v, loo, 3, noise_sigmas * agreement.noise_level(loo)))
+        out["forwards"].append((1 + (1 if k is None else min(k, S))) / (1 + S) if k is not None else float("nan"))
+    return {m: float(np.nanmedian(x) if m == "forwards" else np.nanmean(x)) for m, x in out.items()}
+
+
+def choose_k(rows: list[dict], idx, ks, top3: float) -> int | None:
+    """The rule for attention_verified's k: the smallest of `ks` whose mean top-3 agreement over the prompts `idx`
+    reaches `top3` (the first-map bar's); None when none does."""
+    return next((k for k in ks if k_figures(rows, idx, k, 0.0)["top3"] >= top3), None)
+
+
+def verify(args) -> None:
+    from sequence_salience.first_map import FIRST_MAP_BAR  # pylint: disable=import-outside-toplevel
+
+    est = load_estimator(args.estimator) if args.estimator else estimator_for(ss.model.DEFAULT_MODEL_DESCRIPTION)
+    rows = load_rows(Path(args.out), est)
+    if not rows:
+        sys.exit(f"no collected prompts in {args.out}")
+    ks = sorted(args.ks)
+    groups = {"all": list(range(len(rows)))}
+    for i, r in enumerate(rows):
+        groups.setdefault(r["meta"]["granularity"], []).append(i)
+    sig = args.noise_sigmas
+    print(f"{len(rows)} held-out prompts, {min(len(r['loo']) for r in rows)}-{max(len(r['loo']) for r in rows)} "
+          f"segments (median {np.median([len(r['loo']) for r in rows]):.0f}); attention_verified now verifies "
+          f"{attention_verified.Settings().verify_top_k}; noise: {sig:g} x leave-one-out's noise level\n")
+    print(f"| granularity | n | map | Spearman | top-1 | top-3 | top-3 up to noise | forwards / leave-one-out's |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for g, idx in groups.items():
+        for k in (None, *ks):
+            f = k_figures(rows, idx, k, sig)
+            name = "grad_norm" if k is None else f"verified k={k}"
+            fw = "1 forward + backward" if k is None else f"{f['forwards']:.2f}"
+            print(f"| {g} | {len(idx)} | {name} | {f['spearman']:.2f} | {f['top1']:.2f} | {f['top3']:.2f} | "
+                  f"{f['top3_noise']:.2f} | {fw} |")
+    # The noise in leave-one-out's own top three.
+    gaps = np.array([(np.sort(r["loo"])[::-1][2] - np.sort(r["loo"])[::-1][3], agreement.noise_level(r["loo"]))
+                     for r in rows if len(r["loo"]) > 4])
+    print(f"\nLeave-one-out's 3rd minus its 4th within 1 x its noise level on {np.mean(gaps[:, 0] < gaps[:, 1]):.2f} "
+          f"of the prompts, within 2 x on {np.mean(gaps[:, 0] < 2 * gaps[:, 1]):.2f} (median noise level "
+          f"{np.median(gaps[:, 1]):.2f} nats, median gap {np.median(gaps[:, 0]):.2f}; {len(gaps)} prompts)")
+    for k in ks:
+        f = k_figures(rows, groups["all"], k, sig)
+        miss = 1 - f["top3"]
+        print(f"k={k}: top-3 misses {miss:.2f} of 3 per prompt; of them, the segment put in instead is within "
+              f"{sig:g} x noise of leave-one-out's 3rd in {(f['top3_noise'] - f['top3']) / miss if miss else 0:.2f}")
+    # Whether one rate describes the granularities (first_map.py: the bar's n is not pooled over them).
+    k = attention_verified.VERIFY
+    for g, idx in groups.items():
+        for m, fig in (("top3", lambda v, loo: agreement.top_overlap(v, loo, 3)), ("spearman", agreement.spearman)):
+            mean, low, high, n = agreement.paired_bootstrap([fig(verified_map(rows[i], k), rows[i]["loo"]) for i in idx],
+                                                            [fig(rows[i]["grad_norm"], rows[i]["loo"]) for i in idx])
+            print(f"{g}: {m} of verified k={k} minus grad_norm {mean:+.2f} (95 % CI {low:+.2f} to {high:+.2f}; paired "
+                  f"bootstrap over {n} prompts)")
+    # The choice: on one half, read on the other.
+    halves = (groups["all"][0::2], groups["all"][1::2])
+    for name, (a, b) in (("even -> odd", halves), ("odd -> even", halves[::-1])):
+        k = choose_k(rows, a, ks, FIRST_MAP_BAR.top3)
+        if k is None:
+            print(f"{name}: no k in {ks} reaches top-3 {FIRST_MAP_BAR.top3:.3f} on {len(a)} prompts")
+            continue
+        fa, fb = k_figures(rows, a, k, sig), k_figures(rows, b, k, sig)
+        print(f"{name}: k = {k} (top-3 {fa['top3']:.3f} on {len(a)} prompts); on the other {len(b)}: top-3 "
+              f"{fb['top3']:.3f}, top-1 {fb['top1']:.2f}, Spearman {fb['spearman']:.2f}")
+    rng = np.random.default_rng(args.seed)
+    chosen, held = [], []
+    for _ in range(args.splits):
+        perm = rng.permutation(len(rows))
+        a, b = sorted(perm[:len(rows) // 2]), sorted(perm[len(rows) // 2:])
+        k = choose_k(rows, a, ks, FIRST_MAP_BAR.top3)
+        chosen.append(k if k is not None else -1)
+        if k is not None:
+            held.append(k_figures(rows, b, k, sig)["top3"])
+    chosen = np.array(chosen)
+    print(f"{args.splits} random halves (seed {args.seed}): k chosen " + ", ".join(
+        f"{k if k >= 0 else 'none'}: {np.mean(chosen == k):.2f}" for k in sorted(set(chosen.tolist()))) +
+        f"; the other half's top-3 at the chosen k: mean {np.mean(held):.3f}, 5-95 % {np.percentile(held, 5):.3f}-"
+        f"{np.percentile(held, 95):.3f}, reaching {FIRST_MAP_BAR.top3:.3f} in {np.mean(np.array(held) >= FIRST_MAP_BAR.top3):.2f}")
 
 
 CHILD = r"""
@@ -424,7 +530,7 @@ def goal(args) -> None:
     count = lambda text: len(lm.tokenize(text).ids)
     item = long_notes_prompt(args.seed, args.tokens, args.paragraphs, count=count)
     prompt = chat_prompt(lm, item)
-    config = AblationConfig(attention_estimator=args.estimator)
+    config = AblationConfig(attention_estimator=args.estimator, verify_top_k=args.verify_top_k)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cache = out / f"goal-{item.id}.npz"
@@ -490,6 +596,14 @@ def main() -> None:
     a.add_argument("--estimator", default=None)
     a.add_argument("--model", default="default")
     a.add_argument("--threads", type=int, default=1)
+    w = sub.add_parser("verify")
+    w.add_argument("--out", required=True)
+    w.add_argument("--estimator", default=None)
+    w.add_argument("--ks", type=int, nargs="+", default=list(range(3, 11)))
+    w.add_argument("--noise-sigmas", type=float, default=1.0,
+                   help="'up to noise': within this many x leave-one-out's noise level of its 3rd")
+    w.add_argument("--splits", type=int, default=200, help="random halves for the choice of k")
+    w.add_argument("--seed", type=int, default=0)
     m = sub.add_parser("memory")
     m.add_argument("--tokens", type=int, nargs="+", default=[4000, 8000])
     m.add_argument("--threads", type=int, default=1)
@@ -505,9 +619,12 @@ def main() -> None:
     g.add_argument("--repeats", type=int, default=2)
     g.add_argument("--methods", nargs="+", default=["attention_attribution", "attention_verified"])
     g.add_argument("--threads", type=int, default=1)
+    g.add_argument("--verify-top-k", type=int, default=AblationConfig().verify_top_k,
+                   help="attention_verified's segments measured exactly")
     g.add_argument("--skip-loo", action="store_true", help="time the methods without leave-one-out's cache")
     args = p.parse_args()
-    {"collect": collect, "table": table, "aopc": aopc_fill, "memory": memory, "goal": goal, "cv": cv}[args.command](args)
+    {"collect": collect, "table": table, "aopc": aopc_fill, "memory": memory, "goal": goal, "cv": cv,
+     "verify": verify}[args.command](args)
 
 
 if __name__ == "__main__":

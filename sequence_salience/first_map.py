@@ -15,6 +15,18 @@ the held-out evaluation of docs/benchmarks.md), schema
 with `top1` the share of prompts whose top segment is leave-one-out's, `top3` the mean share of leave-one-out's
 top three among the method's top three, `spearman` the mean rank correlation with leave-one-out over the segments.
 The rule (`choose_first_maps`) is a pure function of those figures and the methods' costs.
+
+Why the bar's n counts the prompts at one granularity, not pooled over sentence, line and paragraph (the "sentence
+and coarser" family; decided on the 56-prompt evaluation, docs/benchmarks.md "Verifying k segments"): each
+held-out prompt is measured at one granularity, so no granularity reaches `min_n` alone, and pooling would reach
+it (56). Pooling would be justified if one rate described all three. It does not: attention_verified (7 verified)
+beats the gradient's top-3 agreement at sentence (+0.17, paired 95 % CI +0.08 to +0.27, 22 prompts) and line
+(+0.20, CI +0.07 to +0.31, 15) but not at paragraph (-0.09, CI -0.19 to +0.02, 19 prompts, where the gradient's
+top-3 is 0.68), so a pooled pass (+0.09, CI +0.02 to +0.16) would make it the first map at paragraph on the
+strength of the other two. And in this evaluation a granularity is also a population (sentence: the prompts up
+to 800 tokens; paragraph: the longer ones; line: the principles prompts), so a pooled rate mixes lengths and
+kinds rather than measuring the method at a granularity. So `min_n` stays per granularity, and until about 50
+prompts are measured at each (about 150 in all) the gradient stays the first map.
 """
 
 from __future__ import annotations

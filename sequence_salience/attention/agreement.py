@@ -4,6 +4,9 @@ Pure functions over numbers already measured (benchmarks/bench_attention_attribu
 
 * rank agreement: Spearman's rank correlation (ties averaged), top-1 (the same first segment) and top-k
   overlap (shared segments of the two top k, out of k);
+* the reference's noise level (`noise_level`: the robust spread of its values outside its top k, i.e. what removing
+  a segment that does not matter moves log p by) and top-k overlap up to that noise (`top_overlap_within`: a
+  segment of the map's top k counts when its reference value is within the noise of the reference's k-th);
 * AOPC (area over the perturbation curve, Samek et al. 2017, https://arxiv.org/abs/1509.06321), on log p of
   the target span, for the first K segments of a method's order:
 
@@ -48,6 +51,26 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 def top_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     """Shared segments of the two top k (stable order), out of k."""
     return len(set(order(a)[:k]) & set(order(b)[:k])) / k
+
+
+def noise_level(reference: np.ndarray, k: int = 3) -> float:
+    """The spread of `reference` outside its top k: 1.4826 x the median absolute deviation of those values (the
+    standard deviation's robust estimate). For exact leave-one-out with filler removal, the segments below its top
+    few are mostly ones that do not matter, so this is how far removing one of them moves log p by itself (the
+    filler's noise); 0 when fewer than two values are left."""
+    rest = np.asarray(reference, dtype=np.float64)[order(reference)[k:]]
+    if len(rest) < 2:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(rest - np.median(rest))))
+
+
+def top_overlap_within(a: np.ndarray, reference: np.ndarray, k: int, noise: float) -> float:
+    """Segments of a's top k whose `reference` value is at least the reference's k-th largest minus `noise`, out
+    of k: `top_overlap` where a segment within noise of the reference's top k counts as in it (noise 0: the
+    top-k overlap, up to ties)."""
+    ref = np.asarray(reference, dtype=np.float64)
+    kth = ref[order(ref)[min(k, len(ref)) - 1]]
+    return sum(ref[i] >= kth - noise for i in order(a)[:k]) / k
 
 
 def perturbation_sets(values: np.ndarray, k: int) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:

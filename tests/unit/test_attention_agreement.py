@@ -4,6 +4,8 @@ Llama."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -75,29 +77,38 @@ def test_unverified_estimates_are_rescaled_to_the_verified_and_capped_below_them
     # exact 2.0 and 1.0 where the estimate said 4 and 3: c = (4*2 + 3*1) / (16 + 9) = 0.44
     got = attention_verified.combine(estimate, picked, np.array([2.0, 1.0]))
     np.testing.assert_allclose(got, [2.0, min(0.88, 1.0), min(0.44, 1.0), 1.0, -0.44])
-    # a verified segment that lowers p(target): the others are capped at 0, not at its negative value
+    # a verified segment that raises p(target) when removed (-0.5): the others stay below it too, strictly, so that
+    # the verified rank first (they were capped at 0, above it, before)
     got = attention_verified.combine(estimate, picked, np.array([3.0, -0.5]))
-    c = (12 - 1.5) / 25
-    np.testing.assert_allclose(got, [3.0, 0.0, 0.0, -0.5, -c])
-    # estimates that the verification contradicts (c < 0) are scaled to 0
-    np.testing.assert_allclose(attention_verified.combine(estimate, picked, np.array([-1.0, -2.0])),
-                               [-1.0, 0.0, 0.0, -2.0, 0.0])
+    np.testing.assert_allclose(got, [3.0, -0.5, -0.5, -0.5, -0.5])  # c = 0.42: 0.84, 0.42, -0.42, all capped
+    assert max(got[[1, 2, 4]]) < -0.5
+    assert agreement.order(got)[:2] == [0, 3]
+    # estimates that the verification contradicts (c < 0) are scaled to 0, then capped below the verified
+    got = attention_verified.combine(estimate, picked, np.array([-1.0, -2.0]))
+    np.testing.assert_allclose(got, [-1.0, -2.0, -2.0, -2.0, -2.0])
+    assert max(got[[1, 2, 4]]) < -2.0
 
 
-PROMPT = ("The capital of France is Paris. The capital of Italy is Rome. Bob has two cats. The sea is blue. "
-          "Alice reads a book.\n\nWhat is the capital of France?")
-TARGET = " Paris is the capital"
+def test_noise_level_and_top_overlap_within_noise_by_hand():
+    ref = np.array([5.0, 0.1, -0.2, 0.0, -0.4, -0.1, 2.0])
+    # top 3: 0 (5.0), 6 (2.0), 1 (0.1); the rest 0.0, -0.1, -0.2, -0.4: median -0.15, |dev| 0.15 0.05 0.05 0.25
+    assert agreement.noise_level(ref, 3) == pytest.approx(1.4826 * 0.1)
+    a = np.array([9.0, 0.0, 0.0, 8.0, 0.0, 0.0, 7.0])  # top 3: 0, 3, 6; segment 3 is at 0.0, 0.1 below the 3rd
+    assert agreement.top_overlap(a, ref, 3) == pytest.approx(2 / 3)
+    assert agreement.top_overlap_within(a, ref, 3, 0.0) == pytest.approx(2 / 3)
+    assert agreement.top_overlap_within(a, ref, 3, 0.1) == pytest.approx(1.0)
+    assert agreement.top_overlap_within(a, ref, 3, 0.09) == pytest.approx(2 / 3)
+    assert agreement.noise_level(np.array([1.0, 2.0, 3.0, 4.0]), 3) == 0.0
 
 
-def test_verified_values_are_brute_force_leave_one_out_where_verified(llama, tmp_path):
-    _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
-    estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
-    seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
-    S = len(seg.values)
-    assert S == 6
-    picked = list(np.argsort(-estimate.values, kind="stable")[:attention_verified.VERIFY])
-    assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
-    # brute force: each picked segment's tokens replaced by the filler, one plain full forward (no prefix reuse)
+# Ten sentences (k = 7 of them verified) within the tiny model's 128 tokens.
+PROMPT = "A is 1. B is 2. C is 3. D is 4. E is 5. F is 6. G is 7. H is 8. I is 9.\n\nWhat is C?"
+TARGET = " C is 3"
+
+
+def brute_force_loo(llama, seg, picked) -> np.ndarray:
+    """Leave one out of each picked segment: its tokens replaced by the filler, one plain full forward of the model
+    (no prefix reuse, no batching) against the unedited prompt's."""
     r = seg.result
     filler = llama.tokenize(" ").ids[0]
     prompt_ids = np.asarray(r.ids[:r.n_prompt_tokens])
@@ -108,10 +119,34 @@ def test_verified_values_are_brute_force_leave_one_out_where_verified(llama, tmp
         rows.append(ids.tolist())
     target_ids = [int(i) for i in r.ids[r.n_prompt_tokens:]]
     plain = np.array([plain_logprob(llama.model, p, target_ids) for p in [prompt_ids.tolist()] + rows])  # [1 + V]
-    np.testing.assert_allclose(seg.values[picked], plain[0] - plain[1:], atol=1e-5)  # float32 model
+    return plain[0] - plain[1:]
+
+
+def test_verified_values_are_brute_force_leave_one_out_where_verified(llama, tmp_path):
+    _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
+    estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
+    seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
+    S, k = len(seg.values), attention_verified.VERIFY
+    assert config.verify_top_k == k == 7
+    assert S == 10 > k
+    picked = list(np.argsort(-estimate.values, kind="stable")[:k])
+    assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
+    np.testing.assert_allclose(seg.values[picked], brute_force_loo(llama, seg, picked), atol=1e-5)  # float32 model
     rest = [s for s in range(S) if s not in picked]
     np.testing.assert_allclose(seg.values, attention_verified.combine(estimate.values, picked, seg.values[picked]),
                                atol=1e-12)
+    assert max(seg.values[rest]) < min(seg.values[picked])  # every verified segment ranks above the rest
     assert all(seg.coarse_granularity[s] == attention_verified.ESTIMATE for s in rest)
     np.testing.assert_allclose(seg.coarse_values[rest], estimate.values[rest], atol=1e-9)
-    assert seg.kept.shape == (3, S) and seg.stats.rows == 1 + 3
+    assert seg.kept.shape == (k, S) and seg.stats.rows == 1 + k
+
+
+def test_verify_top_k_sets_how_many_are_measured(llama, tmp_path):
+    _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
+    config = dataclasses.replace(config, verify_top_k=2)
+    estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
+    seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
+    picked = list(np.argsort(-estimate.values, kind="stable")[:2])
+    assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
+    np.testing.assert_allclose(seg.values[picked], brute_force_loo(llama, seg, picked), atol=1e-5)
+    assert seg.kept.shape == (2, len(seg.values)) and seg.stats.rows == 1 + 2
