@@ -61,14 +61,35 @@ export class SalienceComparisons {
     return scales.reduce<number | null>((m, s) => (s === null ? m : Math.max(m ?? s, s)), null);
   }
 
-  /** Both sections, "Compare an edit" first (nothing for one that has no pair). */
-  render(ctl: SalienceController, view: ComparedView, patterns: PatternMatcher): TemplateResult {
+  /**
+   * What the map's legend says of its scale: with `shared`, that it is the comparison's (above: the edit's; beside:
+   * Compare models'); else why it keeps its own while a comparison shows its prompt on a shared one ('' if none).
+   */
+  scaleNote(shared: boolean, ctl: SalienceController, granularity: Granularity): string {
+    if (!shared) return this.compareModels.ownScaleNote();
+    const where = [this.compare.scaleFor(ctl) !== null ? 'above' : '',
+                   this.compareModels.scaleFor(granularity) !== null ? 'beside' : ''].filter((w) => w !== '');
+    return `one scale with the comparison${where.length > 1 ? 's' : ''} ${where.join(' and ')}`;
+  }
+
+  /**
+   * The sections and the module's `map`: "Compare an edit" above it; "Compare models" closed, its head line above
+   * it, open, beside it (.beside-map.open: LIT gives each of two models' modules about 243 px at 1280×720, too few
+   * for a comparison above a readable map), scrolling on its own within the map's height.
+   */
+  render(ctl: SalienceController, view: ComparedView, patterns: PatternMatcher, map: TemplateResult | typeof nothing):
+      TemplateResult {
     const m = this.compare.model(ctl, view.granularity, view.regex, view.intensity, patterns);
-    return html`${m === null ? nothing : compareView(m, {
+    const edit = m === null ? nothing : compareView(m, {
       setMode: (mode) => this.compare.setMode(mode),
       explainOldAnswer: () => this.compare.explainOldAnswer(),
       setUseOld: (on) => this.compare.setUseOld(on),
-    })}${compareModelsView(this.compareModels, () => this.compareModels.toggle())}`;
+    });
+    if (this.compareModels.pair === null) return html`${edit}${map}`;
+    // One structure open or closed (CSS lays it out), so that the toggle keeps the keyboard focus.
+    return html`${edit}<div class="beside-map ${this.compareModels.open ? 'open' : 'closed'}">
+      <div class="models-column">${compareModelsView(this.compareModels, () => this.compareModels.toggle())}</div>
+      <div class="map-column">${map}</div></div>`;
   }
 
   dispose() {

@@ -228,6 +228,9 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     comparedScale(): number | null {  // drawn before the map (renderImpl): this render's comparisons
       return this.comparisons.scaleFor(this.ctl, this.granularity);
     }
+    scaleNote(shared: boolean): string {
+      return this.comparisons.scaleNote(shared, this.ctl, this.granularity);
+    }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,
                                    intensity: this.intensity, width: this.getBoundingClientRect().width || innerWidth,
@@ -256,11 +259,10 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             payload === null, () => void shareView(this.ctl, this.granularity, this.regex, (on) => { this.sharing = on; }))}${modelLabelView(this.modelName())}`)}
           ${statusView(this.ctl)}
           ${this.renderSegmentStatus()}
-          ${this.comparisons.render(this.ctl, this, this.patterns)}
-          ${payload !== null ? this.pane.render(payload)
+          ${this.comparisons.render(this.ctl, this, this.patterns, payload !== null ? this.pane.render(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
             : input !== null && this.ctl.status === 'loading' && !explainsGeneration(input) ? fixedTargetView(input)
-            : emptyView(this.ctl)}
+            : emptyView(this.ctl))}
           <div class="tooltip" role="tooltip" hidden></div>
         </div>`;
     }

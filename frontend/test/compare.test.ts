@@ -40,6 +40,10 @@ describe('scales (hand-derived; values per aligned segment and B − A: alignmen
     // The scale: the largest |value| of one prompt segment of either side (cc's 4), not the run's 7 nor the response's.
     expect(v.scale).toEqual({signed: true, scale: 4, intensity: 2});
     expect(v.diffScale).toEqual({signed: true, scale: 7, intensity: 2});
+    // The replaced run colours each of its words by its own value (the maps'), not by the run's sum; an equal
+    // segment has no pieces. Spans in code points of each side's text ("bb " 3–6, "cc" 6–8: the prompt ends at 8).
+    expect(v.runs.a).toEqual([[], [{start: 3, end: 6, seg: 1, value: 3}, {start: 6, end: 8, seg: 2, value: 4}]]);
+    expect(v.runs.b).toEqual([[], [{start: 3, end: 6, seg: 1, value: -2}, {start: 6, end: 8, seg: 2, value: 2}]]);
   });
 });
 

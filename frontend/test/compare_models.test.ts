@@ -3,6 +3,8 @@ import registry from './fixtures/method_registry.json';
 import {comparedMethod, compareSides, crossInput, crossRows, modelPair, ownLogprob, pairShownBy,
         type Side} from '../src/salience/compare_models/logic.js';
 import {parseRegistry} from '../src/shared/methods.js';
+import {CompareModelsRoom} from '../src/salience/compare_models/room.js';
+import {fakeServer} from './support/fake_server.js';
 import {parseCross} from '../src/salience/compare/logic.js';
 import {PINNED_PROMPT_FIELD, PINNED_TARGET_FIELD} from '../src/shared/fields.js';
 
@@ -92,6 +94,18 @@ describe('pairShownBy', () => {
     expect(pairShownBy('b', ['a', 'b'], models)).toBeNull();
     expect(pairShownBy('b', ['c', 'b', 'a'], models)).toEqual(['b', 'a']);  // c has no salience model
     expect(pairShownBy('a', ['a'], models)).toBeNull();
+  });
+  it('says in the second model\'s module that its map keeps its own scale, and where both share one', () => {
+    const models = {a: GEN, _a_salience: SAL, b: GEN, _b_salience: SAL, c: GEN};
+    const note = (shown: string, selected: string[]) => {
+      const room = new CompareModelsRoom(fakeServer(models, () => []).host);
+      room.update(null, selected, shown);
+      return room.ownScaleNote();
+    };
+    expect(note('b', ['a', 'b'])).toBe("scale of b alone; Compare models (in a's module) puts a and b on one scale");
+    expect(note('a', ['a', 'b'])).toBe('');  // the first model's map takes the shared scale while the section shows it
+    expect(note('b', ['b'])).toBe('');
+    expect(note('c', ['a', 'b', 'c'])).toBe('');  // not one of the pair
   });
 });
 

@@ -7,13 +7,22 @@ legends' maxima (their last label).
 `test_two_models_keep_each_prompt_readable`: two models selected (LIT stacks one salience module per model, 243 px
 each); each module's prompt shows at least MIN_LINES lines without scrolling (was two for model a).
 
-`test_compare_models_keeps_the_map`: Compare models open in model a's module: a's map keeps its prompt box (at
-least MIN_LINES lines high; the section above scrolls on its own, the module scrolls to the map) instead of
-collapsing to its header; with the intensity at 2 the section's shared legend ends where a's map's legend does.
+`test_compare_models_keeps_the_map`: Compare models open in model a's module: a's map shows at least MIN_LINES lines
+of its prompt without scrolling the module (the section opens beside the map and scrolls on its own; was: above it,
+the module scrolled to reach the map); with the intensity at 2 the section's shared legend ends where a's map's
+legend does, which says the scale is the comparison's beside it.
+
+`test_second_models_map_keeps_its_own_scale`: with Compare models open in a's module (both on one scale), b's own
+module keeps b's scale (its legend ends at its largest prompt value, its top list's first, not at the shared
+scale) and its legend says so and where both share one (was: nothing said).
 
 `test_add_and_compare_keeps_the_map_readable`: the few-shot row edited in LIT's editor and *Add and compare*: the
 comparison takes the top, the map below it still shows at least MIN_LINES lines of the prompt without scrolling
 (was two), and the comparison's aligned prompt at least three, scrolled to the edit.
+
+`test_a_replaced_run_shows_each_segment_in_its_colour`: Add and compare with one sentence replaced: in "both values"
+each word of the replaced run has its own colour, the colour the map below gives that word (was: the run one block
+coloured by its sum); in "difference" the run is one colour and the difference's legend says why.
 
 `test_one_scale_for_one_method_on_one_prompt`: the few-shot row pinned (LIT's toolbar), the simple question
 selected: the comparison's shared scale and the map's below it end at the same value, and the map's legend says
@@ -79,31 +88,67 @@ def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_
     assert lines >= MIN_LINES, f"a's prompt box holds {lines} lines under Compare models"
     assert section.evaluate("e => e.scrollHeight > e.clientHeight")
     expect(section.locator("button.toggle")).to_be_in_viewport()
-    # A reader scrolls a's module to its map: all of the box is then on screen.
-    prompt.scroll_into_view_if_needed()
+    # Without scrolling a's module, its map shows the prompt, the section beside it (to its right, side by side).
     page.mouse.move(5, 5)
-    assert visible_lines(sal_a) >= MIN_LINES
+    assert sal_a.evaluate("m => m.shadowRoot.querySelector('.module').scrollTop") == 0
+    lines = visible_lines(sal_a)
+    assert lines >= MIN_LINES, f"a's prompt shows {lines} lines under Compare models without scrolling"
+    box, side = prompt.bounding_box(), section.bounding_box()
+    assert side["x"] >= box["x"] + box["width"] and side["y"] < box["y"] + box["height"], (box, side)
     page.screenshot(path=str(artifacts_dir / "stacked-compare-models.png"))
 
     # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
     # its values at intensity 1 whatever the module's).
     sal_a.locator("input.intensity").fill("2")
-    expect(sal_a.locator(".side .legend-title")).to_contain_text("one scale with the comparison above")
+    expect(sal_a.locator(".side .legend-title")).to_contain_text("one scale with the comparison beside")
     shared, own = legend_max(section.locator(".legend-shared")), legend_max(sal_a.locator(".side .legend"))
     assert shared == own, (shared, own)
     assert not external, external
+
+
+def test_second_models_map_keeps_its_own_scale(two_model_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
+    section = sal_a.locator(".compare-models")
+    section.locator("button.toggle").click()
+    page.locator(f'{SALIENCE_TAG}[model="a"][data-compare-models="done"]').wait_for(state="attached",
+                                                                                   timeout=LOAD_TIMEOUT_MS)
+    assert sal_a.locator("select.method").input_value() == \
+        sal_b.locator("select.method").input_value()  # one method on one prompt in both modules
+    shared = legend_max(section.locator(".legend-shared"))
+    own = legend_max(sal_b.locator(".side .legend"))
+    # b's scale is b's: its legend ends at its largest prompt value (its top list's first, in the legend's digits).
+    top = float(sal_b.locator(".side .top-item").first.get_attribute("data-value"))
+    assert own == pytest.approx(abs(top), rel=1e-3), (own, top)
+    assert own != shared, (own, shared)  # the tiny random b and the default model differ (0.29 vs 3.6 at writing)
+    expect(sal_b.locator(".side .legend-title")).to_contain_text(
+        "scale of b alone; Compare models (in a's module) puts a and b on one scale")
+    sal_b.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts_dir / "stacked-own-scale.png"))
+    assert not external, external
+
+
+def replace_a_sentence(page, url: str):
+    """The few-shot row at 1280×720, one review sentence replaced in LIT's editor and *Add and compare* pressed;
+    returns the salience module once the comparison shows its values."""
+    from playwright.sync_api import expect
+
+    mod = open_lit(page, url, SMALL_SCREEN)
+    select_and_wait(page, FEW_SHOT)
+    edit_and_compare(page, "The hinge cracked on the second day.", "The screen went dark after one hour.")
+    mod.locator(".compare").wait_for(timeout=60_000)
+    page.locator(f"{SALIENCE_TAG}{READY}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
+    expect(mod.locator(".compare .cprompt:not(.pending)")).to_be_visible(timeout=LOAD_TIMEOUT_MS)
+    return mod
 
 
 def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    mod = open_lit(page, server_url, SMALL_SCREEN)
-    select_and_wait(page, FEW_SHOT)
-    edit_and_compare(page, "The hinge cracked on the second day.", "The screen went dark after one hour.")
-    mod.locator(".compare").wait_for(timeout=60_000)
-    page.locator(f"{SALIENCE_TAG}{READY}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
-    expect(mod.locator(".compare .cprompt:not(.pending)")).to_be_visible(timeout=LOAD_TIMEOUT_MS)
+    mod = replace_a_sentence(page, server_url)
     page.mouse.move(5, 5)
     assert mod.evaluate("m => m.shadowRoot.querySelector('.module').scrollTop") == 0
     lines = visible_lines(mod)
@@ -113,6 +158,36 @@ def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifa
     # In those lines: the edit (the aligned prompt scrolled to it), its new words underlined.
     expect(mod.locator(".compare .cprompt ins").first).to_be_in_viewport()
     page.screenshot(path=str(artifacts_dir / "stacked-add-and-compare.png"))
+    assert not external, external
+
+
+RGB_JS = "e => getComputedStyle(e).backgroundColor.match(/[0-9.]+/g).slice(0, 3).map(Number)"
+
+
+def test_a_replaced_run_shows_each_segment_in_its_colour(server_url, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    mod = replace_a_sentence(page, server_url)
+    assert mod.locator(".compare button.mode-both").get_attribute("aria-pressed") == "true"
+    run = mod.locator(".compare .cprompt ins.cseg", has_text="went dark")
+    pieces = run.locator(".cpiece")
+    words = [w for w in pieces.all_inner_texts()]
+    assert [w.strip() for w in words] == ["screen", "went", "dark", "after", "one", "hour"], words
+    colours = {}
+    for piece in pieces.all():
+        s = piece.get_attribute("data-s")
+        got = piece.evaluate(RGB_JS)
+        # The map below shows the selected prompt with the same method on the same scale: each word's colour there.
+        want = mod.locator(f'.body .text.prompt .seg[data-s="{s}"]').evaluate(RGB_JS)
+        assert all(abs(g - w) <= 2 for g, w in zip(got, want)), (piece.inner_text(), got, want)
+        colours[s] = tuple(got)
+    assert len(set(colours.values())) >= 3, colours  # word by word, not one block
+    page.screenshot(path=str(artifacts_dir / "compare-run-pieces.png"))
+    # The difference: the run is one colour (its words do not pair up), and its legend says why.
+    mod.locator(".compare button.mode-difference").click()
+    expect(run.locator(".cpiece")).to_have_count(0)
+    expect(mod.locator(".compare .legend-diff .legend-note")).to_contain_text("one colour: its segments do not pair up")
     assert not external, external
 
 

@@ -45,6 +45,9 @@ export interface TextPaneHost {
   /** The comparisons' shared scale while one shows this map's method and segmentation (null: none does); the map of
    * the whole response takes the larger of it and its own, so one method on one prompt has one colour scale. */
   comparedScale(): number | null;
+  /** What the legend says of the scale: with `shared` (the comparedScale taken), whose it is; else why the map
+   * keeps its own while another module shows its prompt on a shared one (the second of two models); or ''. */
+  scaleNote(shared: boolean): string;
   /** The heatmap pane (heatmap/pane.ts) for `p` cut into `seg`. */
   heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult;
   targetDown(e: MouseEvent): void;
@@ -120,7 +123,7 @@ export class TextPane {
     const ranked = values === null || previous !== null ? [] : topSegments(values, TOP_K, signed, targetSegs);
     this.shown = values === null || previous !== null ? null : {values, seg, rank: new Map(ranked.map((r, i) => [r.seg, i]))};
     const side = sidePanelView(ctl, p, seg, cs, ranked, text.codePoints(p), (s) => this.scrollToSegment(s),
-                               compared === null ? '' : 'one scale with the comparison above');
+                               this.host.scaleNote(compared !== null));
     const rejected = check?.rejected ? this.rejectedLine(check, m) : nothing;
     if (this.host.heatmap) {
       // The side panel keeps the text view's scale: its top list is the target's, as in the text view.

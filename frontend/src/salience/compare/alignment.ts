@@ -149,10 +149,14 @@ export function alignTexts(textA: string, textB: string, granularity: Granularit
 
 /** The text of aligned segment k on side 'a' or 'b'. */
 export function alignedText(al: Alignment, k: number, side: 'a' | 'b'): string {
+  return sideText(al, side, side === 'a' ? al.segments[k].a : al.segments[k].b);
+}
+
+/** The text of side 'a' or 'b' between code points [start, end). */
+export function sideText(al: Alignment, side: 'a' | 'b', [start, end]: readonly [number, number]): string {
   const text = side === 'a' ? al.textA : al.textB;
-  const [s, e] = side === 'a' ? al.segments[k].a : al.segments[k].b;
   const u16 = codePointToUtf16(text);
-  return text.slice(u16[s], u16[e]);
+  return text.slice(u16[start], u16[end]);
 }
 
 /** Whether anything but whitespace differs. */
@@ -172,6 +176,28 @@ export function alignedValues(al: Alignment, valuesA: ArrayLike<number>, valuesB
   };
   return {a: Float64Array.from(al.segments, (s) => side(s.aSegs, valuesA)),
           b: Float64Array.from(al.segments, (s) => side(s.bSegs, valuesB))};
+}
+
+/** One segment of a changed run on one side: its code point span in that side's text, its index and value. */
+export interface RunPiece {
+  start: number;
+  end: number;
+  seg: number;
+  value: number;
+}
+
+/**
+ * Per aligned segment, the segments of one side that a changed run (not 'equal') holds, each with its own value
+ * (`values` per segment of that side); [] for an equal one. A changed run's aligned value sums them: no map shows
+ * that sum, so the comparison colours each of them by its own value.
+ */
+export function runPieces(al: Alignment, side: 'a' | 'b', seg: Segmentation, values: ArrayLike<number>): RunPiece[][] {
+  return al.segments.map((s) => {
+    if (s.kind === 'equal') return [];
+    const [lo, hi] = side === 'a' ? s.a : s.b;
+    return (side === 'a' ? s.aSegs : s.bSegs).map((g) => ({
+      start: Math.max(seg.starts[g], lo), end: Math.min(seg.ends[g], hi), seg: g, value: values[g]}));
+  });
 }
 
 /** b − a per aligned segment; text only one side has counts 0 on the other; NaN where neither has a value. */

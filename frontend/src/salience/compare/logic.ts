@@ -13,7 +13,7 @@ import {codePointToUtf16} from '../../shared/pieces.js';
 import {derivedInput, type IndexedInputLike} from '../../shared/request.js';
 import {numTargets, type SaliencePayload} from '../payload.js';
 import {spanSalience} from '../spans.js';
-import {alignedValues, difference, type Alignment} from './alignment.js';
+import {alignedValues, difference, runPieces, type Alignment, type RunPiece} from './alignment.js';
 
 /** What the compared prompt shows: both values (top half A, bottom half B, one scale) or the difference B − A. */
 export type CompareMode = 'both' | 'difference';
@@ -25,6 +25,9 @@ export interface PromptValues {
   diff: Float64Array;
   scale: ColorScale;
   diffScale: ColorScale;
+  /** Per aligned segment of a changed run, each side's own segments and values (alignment.ts runPieces): "both"
+   * colours them one by one, as the maps do; the difference has one value per run (its segments do not pair up). */
+  runs: {a: RunPiece[][]; b: RunPiece[][]};
 }
 
 /**
@@ -43,7 +46,8 @@ export function promptValues(prompts: Alignment, segA: Segmentation, tokA: Array
   const diff = difference(prompts, a, b);
   const scale = sharedScale(signed, promptSegmentValues(valsA, segA, promptEnds[0]),
                             promptSegmentValues(valsB, segB, promptEnds[1]), intensity);
-  return {a, b, diff, scale, diffScale: differenceScale(diff, intensity)};
+  return {a, b, diff, scale, diffScale: differenceScale(diff, intensity),
+          runs: {a: runPieces(prompts, 'a', segA, valsA), b: runPieces(prompts, 'b', segB, valsB)}};
 }
 
 /** The values of the segments that start before code point `promptEnd` (the prompt's: what sets a map's scale). */

@@ -10,7 +10,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 
 import {colorFor, formatValue, legendGradient, legendStops, type ColorScale} from '../../shared/colormap.js';
 import {forcedTargetNote} from '../../shared/forced_target.js';
-import {alignedText, type Alignment} from './alignment.js';
+import {alignedText, sideText, type Alignment, type RunPiece} from './alignment.js';
 import type {CompareMode, PromptValues} from './logic.js';
 
 /** The names of side A and side B, as the user sees them. */
@@ -74,18 +74,43 @@ export function promptView(prompts: Alignment, values: PromptValues | null, mode
       }
       return html`<span class="cseg ${markup ? 'markup' : ''}" data-k=${k} title=${title} style=${style}>${tb}</span>`;
     }
-    const styleA = mode === 'difference' ? one(d, values?.diffScale) : one(va, values?.scale);
-    const styleB = mode === 'difference' ? one(d, values?.diffScale) : one(vb, values?.scale);
-    return html`${ta ? html`<del class="cseg" data-k=${k} title=${title} style=${styleA}>${ta}</del>` : nothing}${
-        tb ? html`<ins class="cseg" data-k=${k} title=${title} style=${styleB}>${tb}</ins>` : nothing}`;
+    // A changed run: in "both", each of its segments in its own colour (the maps' values); its difference is one
+    // value, the run's sums (its segments do not pair up: RUN_NOTE).
+    const byPiece = mode === 'both' && values !== null;
+    const styleD = mode === 'difference' ? one(d, values?.diffScale) : '';
+    const side = (which: 'a' | 'b', text: string) => (byPiece ? runView(prompts, which, s[which], values.runs[which][k],
+                                                                         values.scale, labels[which]) : text);
+    return html`${ta ? html`<del class="cseg" data-k=${k} title=${title} style=${styleD}>${side('a', ta)}</del>` : nothing}${
+        tb ? html`<ins class="cseg" data-k=${k} title=${title} style=${styleD}>${side('b', tb)}</ins>` : nothing}`;
   });
 }
 
-/** A colour legend (.clegend plus `cls`): its title, the bar and three values. */
-export function legendView(title: string, cs: ColorScale, cls = ''): TemplateResult {
+/** Why the difference colours a changed run as one block (said beside the difference's legend). */
+export const RUN_NOTE = 'A struck-through or underlined run is one colour: its segments do not pair up, so its ' +
+    'difference is the sum of one side\'s minus the sum of the other\'s.';
+
+/** One side's text of a changed run, each of its segments (.cpiece, data-s = the side's segment) in its colour. */
+function runView(al: Alignment, side: 'a' | 'b', span: readonly [number, number], pieces: readonly RunPiece[],
+                 cs: ColorScale, label: string): TemplateResult[] {
+  const out: TemplateResult[] = [];
+  let at = span[0];
+  for (const p of pieces) {
+    if (p.start > at) out.push(html`${sideText(al, side, [at, p.start])}`);
+    const c = bg(p.value, cs);
+    out.push(html`<span class="cpiece" data-s=${p.seg} title="${label} ${fmt(p.value)}"
+        style=${c === null ? '' : `background:${c.bg};color:${c.fg}`}>${sideText(al, side, [p.start, p.end])}</span>`);
+    at = Math.max(at, p.end);
+  }
+  if (span[1] > at) out.push(html`${sideText(al, side, [at, span[1]])}`);
+  return out;
+}
+
+/** A colour legend (.clegend plus `cls`): its title, the bar and three values, then `note` (.legend-note) if any. */
+export function legendView(title: string, cs: ColorScale, cls = '', note = ''): TemplateResult {
   return html`<div class="clegend ${cls}"><div class="legend-title">${title}</div>
     <div class="legend-bar" style="background:${legendGradient(cs)}"></div>
-    <div class="legend-labels">${legendStops(cs, 3).map((s) => html`<span>${formatValue(s.value)}</span>`)}</div></div>`;
+    <div class="legend-labels">${legendStops(cs, 3).map((s) => html`<span>${formatValue(s.value)}</span>`)}</div>
+    ${note ? html`<div class="legend-note">${note}</div>` : nothing}</div>`;
 }
 
 /** One row of a log p table: the log p of one text under A and under B, and Δ = B − A. */

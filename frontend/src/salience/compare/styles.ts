@@ -19,6 +19,7 @@ export const COMPARE_SIDES_STYLES = css`
   table.logp td.tok { font-family: 'Roboto Mono', monospace; }
   .clegends { display: flex; gap: 16px; margin-top: 4px; }
   .clegend { width: 240px; }
+  .clegend .legend-note { color: #5f6368; font-size: 11px; }
 `;
 
 export const COMPARE_STYLES = css`

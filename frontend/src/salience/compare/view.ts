@@ -14,7 +14,7 @@ import {describeDelta, type CompareMode, type CrossPayload} from './logic.js';
 import type {CompareModel} from './room.js';
 import {modelLabelView} from '../../shared/lit_module.js';
 import {methodNameView} from '../../shared/method_help.js';
-import {legendView, logpTable, promptView, responsesView, type SideLabels} from './sides.js';
+import {legendView, logpTable, promptView, responsesView, RUN_NOTE, type SideLabels} from './sides.js';
 
 const LABELS: SideLabels = {a: 'Pinned', b: 'Selected'};
 
@@ -93,7 +93,7 @@ export function compareView(m: CompareModel, on: CompareEvents): TemplateResult 
             m.prompts ? promptView(m.prompts, m.values, m.mode, LABELS) : nothing}</div>
         <div class="clegends">${m.values === null ? (m.valuesNote ? html`<span class="values-note">${m.valuesNote}</span>` : nothing) : m.mode === 'both'
             ? legendView('Shared scale', m.values.scale, 'legend-shared')
-            : legendView('Difference', m.values.diffScale, 'legend-diff')}</div>
+            : legendView('Difference', m.values.diffScale, 'legend-diff', m.prompts && changed(m.prompts) ? RUN_NOTE : '')}</div>
         <div class="section-label">Responses ${changed(m.responses) ? '(different)' : '(the same)'}</div>
         ${responsesView(m.responses, LABELS, m.forced)}
         ${crossView(m)}

@@ -20,7 +20,7 @@ import type {Granularity} from '../../shared/aggregate/index.js';
 import {JobClient, type ServerHost} from '../../shared/jobs.js';
 import {registryOf} from '../../shared/methods.js';
 import {salienceModelFor, type IndexedInputLike} from '../../shared/request.js';
-import {comparedMethod, compareSides, crossInput, crossRows, pairShownBy, type ComparedMethod, type CrossRow,
+import {comparedMethod, compareSides, crossInput, crossRows, modelPair, pairShownBy, type ComparedMethod, type CrossRow,
         type MethodChoice, type ModelsView, type Side} from './logic.js';
 
 /** Where the comparison stands (the module's data-compare-models attribute; e2e tests wait on it). */
@@ -29,6 +29,8 @@ export type CompareModelsState = 'off' | 'closed' | 'idle' | 'values' | 'done' |
 export class CompareModelsRoom {
   /** The two models compared (the first two usable ones selected), or null: the section is hidden. */
   pair: [string, string] | null = null;
+  /** In the second model's module (no section): the pair, whose first model's module compares them; else null. */
+  private partOf: [string, string] | null = null;
   /** Whether the section is open (the toggle); closed, nothing is asked. */
   open = false;
   view: ModelsView | null = null;
@@ -65,6 +67,8 @@ export class CompareModelsRoom {
   update(input: IndexedInputLike | null, currentModels: readonly string[], shownModel: string) {
     this.input = input;
     this.pair = pairShownBy(shownModel, currentModels, this.host.models());
+    const both = modelPair(currentModels, this.host.models());
+    this.partOf = both !== null && both[1] === shownModel ? both : null;
     void this.run();
   }
 
@@ -99,6 +103,16 @@ export class CompareModelsRoom {
    * map takes it: one scale for one method on one prompt), else null. */
   scaleFor(granularity: Granularity): number | null {
     return this.open && this.view !== null && this.granularity === granularity ? this.view.scale.scale : null;
+  }
+
+  /**
+   * In the second model's module: why its map keeps its own scale (a scale per model: two models' values differ by
+   * orders of magnitude, and on the pair's shared scale the smaller one's map would show nothing); '' elsewhere.
+   */
+  ownScaleNote(): string {
+    if (this.partOf === null) return '';
+    const [a, b] = this.partOf;
+    return `scale of ${b} alone; Compare models (in ${a}'s module) puts ${a} and ${b} on one scale`;
   }
 
   /** The method registry of the first model's salience companion (null before a pair, or from an older server). */

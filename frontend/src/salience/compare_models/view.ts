@@ -7,7 +7,7 @@ import {css, html, nothing, type TemplateResult} from 'lit';
 import {methodNameView} from '../../shared/method_help.js';
 import type {MethodRegistry} from '../../shared/methods.js';
 import {changed} from '../compare/alignment.js';
-import {legendView, logpTable, promptView, responsesView, type SideLabels} from '../compare/sides.js';
+import {legendView, logpTable, promptView, responsesView, RUN_NOTE, type SideLabels} from '../compare/sides.js';
 import type {ComparedMethod, CrossRow, ModelsView} from './logic.js';
 import type {CompareModelsRoom} from './room.js';
 
@@ -20,6 +20,17 @@ export const COMPARE_MODELS_STYLES = css`
   .compare-models .models-head { color: #3c4043; margin: 4px 0; }
   .compare-models .models-status { color: #5f6368; padding: 4px 0; }
   .compare-models .models-error { color: #a50e0e; background: #fce8e6; border-radius: 4px; padding: 4px 8px; }
+  /* Open, the section sits beside the map (../../salience_comparisons.ts render): the map keeps the module's height
+     below the controls (at 1280×720 LIT gives each of two models' modules about 243 px), the section scrolls within
+     it (absolutely placed, so its length never makes the row taller than the map). */
+  .beside-map { flex: 1; display: flex; flex-direction: column; }
+  .beside-map .map-column { flex: 1; min-width: 0; display: flex; flex-direction: column; }
+  .beside-map.open { flex-direction: row; min-height: calc(6 * 1.7 * 12.5px + 170px); }  /* the map's (../styles.ts) */
+  .beside-map.open .map-column { flex: 1 1 58%; }
+  .beside-map.open .models-column { flex: 0 0 42%; order: 1; min-width: 0; position: relative; }
+  .beside-map.open .models-column > .compare { position: absolute; inset: 0; max-height: none; min-height: 0;
+                                               border-bottom: none; border-left: 2px solid #dadce0; }
+  .beside-map.open .side { width: 170px; }
 `;
 
 function modelsView(view: ModelsView, rows: CrossRow[] | null, method: ComparedMethod | null, granularity: string,
@@ -42,7 +53,7 @@ function modelsView(view: ModelsView, rows: CrossRow[] | null, method: ComparedM
     <div class="section-label">Difference (${lb} − ${la})</div>
     <div class="text cprompt view-difference">${promptView(view.prompts, view, 'difference', labels)}</div>
     <div class="clegends">${legendView('Shared scale', view.scale, 'legend-shared')}${
-        legendView(`Difference ${lb} − ${la}`, view.diffScale, 'legend-diff')}</div>
+        legendView(`Difference ${lb} − ${la}`, view.diffScale, 'legend-diff', changed(view.prompts) ? RUN_NOTE : '')}</div>
   `;
 }
 
