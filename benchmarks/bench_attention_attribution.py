@@ -348,8 +348,10 @@ def k_figures(rows: list[dict], idx, k: int | None, noise_sigmas: float) -> dict
         out["top1"].append(agreement.top_overlap(v, loo, 1))
         out["top3"].append(agreement.top_overlap(v, loo, 3))
         out["top3_noise"].append(agreement.top_overlap_within(v, loo, 3, noise_sigmas * agreement.noise_level(loo)))
-        out["forwards"].append((1 + (1 if k is None else min(k, S))) / (1 + S) if k is not None else float("nan"))
-    return {m: float(np.nanmedian(x) if m == "forwards" else np.nanmean(x)) for m, x in out.items()}
+        if k is not None:
+            out["forwards"].append((1 + min(k, S)) / (1 + S))
+    return {m: float(np.median(x) if m == "forwards" else np.nanmean(x)) if x else float("nan")
+            for m, x in out.items()}
 
 
 def choose_k(rows: list[dict], idx, ks, top3: float) -> int | None:
