@@ -25,6 +25,7 @@ import {HEATMAP_STYLES, isHeatmapKey, shareButtonView, viewToggleView} from './s
 import {shareView} from './salience/share.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import type {SalienceHost} from './salience/page.js';
+import {reportWhenPainted} from './salience/painted.js';
 import {PatternMatcher} from './salience/pattern_runner.js';
 import {TargetPublisher} from './salience/published_target.js';
 import {numTargets, type SaliencePayload} from './salience/payload.js';
@@ -158,16 +159,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.published.publish(this.modelName(), this.ctl, this.granularity);
       this.comparisons.sync(this.ctl, this, this.renderRoot, this.dataset);
       const action = this.ctl.finishedAction();
-      if (action !== null) {
-        const {name, t} = action;
-        // Time to the first frame painted with the result.
-        requestAnimationFrame(() => setTimeout(() => {
-          const ms = performance.now() - t;
-          this.dataset['lastAction'] = name;
-          this.dataset['lastActionMs'] = ms.toFixed(1);
-          this.dispatchEvent(new CustomEvent('salience-rendered', {detail: {name, ms}, bubbles: true, composed: true}));
-        }, 0));
-      }
+      if (action !== null) reportWhenPainted(this, action);  // the time to the first frame painted with its result
     }
 
     private async onSelection(d: IndexedInputLike | null) {
