@@ -92,6 +92,12 @@ export class SalienceComparisons {
       <div class="map-column">${map}</div></div>`;
   }
 
+  /** The map's width in px (the heatmap's numbers-fit rule): the module's, or its column's beside Compare models. */
+  mapWidth(module: HTMLElement & {renderRoot: ParentNode}): number {
+    const column = module.renderRoot.querySelector<HTMLElement>('.beside-map.open .map-column');
+    return (column ?? module).getBoundingClientRect().width || innerWidth;
+  }
+
   dispose() {
     this.compare.dispose();
     this.compareModels.dispose();

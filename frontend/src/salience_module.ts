@@ -225,7 +225,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     }
     heatmapPane(p: SaliencePayload, seg: Segmentation, segError: string): TemplateResult {
       const state: HeatmapState = {rows: this.heatmapRows, scale: this.heatmapScale, focus: this.heatmapFocus,
-                                   intensity: this.intensity, width: this.getBoundingClientRect().width || innerWidth,
+                                   intensity: this.intensity, width: this.comparisons.mapWidth(this),
                                    showRejected: this.showRejected};
       const segValues = this.ctl.registry()?.isSegment(this.ctl.method) ? this.text.segmentValues(seg) : null;
       return this.heatmapPaneRoom.render(this.ctl, p, seg, segError, this.text.codePoints(p), segValues, state, (c) => {

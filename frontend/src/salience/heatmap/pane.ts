@@ -22,7 +22,7 @@ export interface HeatmapState {
   scale: HeatmapScale;
   focus: number;
   intensity: number;
-  /** The module's width in px (whether numbers fit in the cells). */
+  /** The map's width in px (whether numbers fit in the cells). */
   width: number;
   /** The user chose "Show anyway": values that fail (or lack) the completeness check are shown. */
   showRejected: boolean;
