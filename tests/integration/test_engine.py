@@ -116,7 +116,28 @@ def test_unknown_model_id_offline_says_what_works(monkeypatch):
 
 
 def test_gguf_conversion_is_atomic(monkeypatch, tmp_path):
-    """A crash while writing the converted folder leaves no cache (and no temp folder) behind."""
+    """A crash while writing the converted folder leaves no cache (and no temp folder) behind.
+
+    convert_gguf runs as it does on the default model's GGUF (its cache key, the temporary folder the model and the
+    tokenizer are saved into, the rename), except that reading the GGUF gives a tiny random Llama and the tiny
+    tokenizer (tests/unit/tiny_models.py): the folder's write does not depend on the weights, and dequantizing the
+    135M model only to crash at the rename cost 28 s of CPU (docs/benchmarks.md, "Session 31"). A real conversion
+    is what every first `load_model("default")` does (test_default_model_loads_from_cache_without_converting_again)."""
+    import transformers  # pylint: disable=import-outside-toplevel
+
+    from tests.unit import tiny_models  # pylint: disable=import-outside-toplevel
+
+    gguf = model_lib.default_gguf_path()
+    read = []
+
+    def read_gguf(make):
+        def from_pretrained(folder, gguf_file=None, **kwargs):
+            read.append((pathlib.Path(folder), gguf_file))
+            return make()
+        return from_pretrained
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", read_gguf(tiny_models.tiny_llama))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", read_gguf(tiny_models.tiny_tokenizer))
     monkeypatch.setenv("SEQUENCE_SALIENCE_CACHE", str(tmp_path))
 
     def crash(*args, **kwargs):
@@ -124,6 +145,7 @@ def test_gguf_conversion_is_atomic(monkeypatch, tmp_path):
 
     monkeypatch.setattr(model_lib.os, "replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
-        model_lib.convert_gguf(model_lib.default_gguf_path())
+        model_lib.convert_gguf(gguf)
+    assert read == [(gguf.parent, gguf.name)] * 2  # the tokenizer and the model, read from the GGUF
     converted = tmp_path / "converted"
     assert list(converted.iterdir()) == []
