@@ -32,6 +32,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -49,6 +50,8 @@ NAME = "smollm2"
 GEN, SAL, TOK = fields.model_group_names(NAME)
 TRACE = lit_inside.model_names(NAME)[0]
 RESET = {"prompt": "Hi", "target": " x", "chat": False}  # a one-token datapoint: selecting it stops other jobs
+# The salience page's poll interval (frontend/src/salience/page.ts POLL_MS): the job's page polls it this often.
+POLL_S = 0.7
 
 
 class Client:
@@ -98,11 +101,35 @@ def _stats(xs: list[float]) -> tuple[float, float]:
 
 
 class Busy:
-    """Keeps a gradient job running: a new typed-target variant of the datapoint when the last one finished."""
+    """Keeps a gradient job running: a new typed-target variant of the datapoint when the last one finished.
+
+    Its page polls it every POLL_S meanwhile, as the browser does (a thread): the server stops a job nobody polls
+    for its heartbeat (30 s), and one click on a 2,000-token prompt takes longer than that on a loaded machine, so
+    without the polls every busy sample found the job cancelled and was taken again, for ever (session 30's
+    `--two_clients --tokens 2000` run printed nothing in 34 minutes).
+    """
 
     def __init__(self, client: Client, base: dict, target: str):
         self.client, self.base, self.target, self.k = client, base, target, 0
         self.data = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._poll, name="bench-page-poll", daemon=True).start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_S):
+            if self.data is not None:
+                try:
+                    self.client.job(self.data)
+                except (OSError, RuntimeError):  # the server is busy or stopping: the next poll tries again
+                    pass
+
+    def release(self) -> dict | None:
+        """Its page stops polling the job (before an idle sample stops it); returns the job's datapoint."""
+        data, self.data = self.data, None
+        return data
+
+    def close(self) -> None:
+        self._stop.set()
 
     def ensure(self) -> dict:
         if self.data is not None:
@@ -120,12 +147,17 @@ class Busy:
         return status["state"] == "running"
 
 
-def _idle(client: Client, data: dict | None) -> None:
-    """Stops every job: selects the one-token datapoint (cancels the others) and waits until its own is done."""
-    client.post(SAL, {**RESET, "detail": "span"})
-    _wait(client, RESET, ("done",))
+def _idle(pages: list[Client], data: dict | None) -> None:
+    """Stops every job: each page selects the one-token datapoint (a job ends once no page wants it), then waits
+    until its own is done and the job of `data` has ended. Every page selects before any polls: a page's poll of
+    a job that another page still wants makes it one of the job's owners again (lit_app/model/jobs_table.py `get`),
+    and the job then ran to its end (with --two_clients, minutes per idle sample at 2,000 tokens)."""
+    for page in pages:
+        page.post(SAL, {**RESET, "detail": "span"})
+    for page in pages:
+        _wait(page, RESET, ("done",))
     if data is not None:
-        _wait(client, data, ("cancelled", "done", "none", "error"))
+        _wait(pages[0], data, ("cancelled", "done", "none", "error"))
 
 
 def measure(client: Client, base: dict, target: str, kinds: tuple[str, ...], n: int,
@@ -149,21 +181,25 @@ def measure(client: Client, base: dict, target: str, kinds: tuple[str, ...], n: 
     # Busy and idle samples alternate (busy, idle, busy, ...), so that a load that drifts during the
     # run (other processes on a shared machine) touches both alike; an idle sample first stops the job.
     idle_k = 0
-    for kind in kinds:
-        for _ in range(n):
-            while True:
-                data = busy.ensure()
-                seconds = request(kind, data)
-                if busy.running():  # the job ran before and after: a busy sample
-                    out[kind]["busy"].append(seconds)
-                    break
-            for page in pages:
-                _idle(page, busy.data)
-            idle_k += 1
-            data = {**base, "target": target + "\n" * idle_k}  # no matrices: the span computes
-            out[kind]["idle"].append(request(kind, data))
-            if kind == "span":
-                _idle(client, data)
+    try:
+        for kind in kinds:
+            for _ in range(n):
+                while True:
+                    data = busy.ensure()
+                    seconds = request(kind, data)
+                    if busy.running():  # the job ran before and after: a busy sample
+                        out[kind]["busy"].append(seconds)
+                        print(f"  {kind} busy {seconds:.2f} s (load {_load()})", flush=True)
+                        break
+                _idle(pages, busy.release())
+                idle_k += 1
+                data = {**base, "target": target + "\n" * idle_k}  # no matrices: the span computes
+                out[kind]["idle"].append(request(kind, data))
+                print(f"  {kind} idle {out[kind]['idle'][-1]:.2f} s (load {_load()})", flush=True)
+                if kind == "span":
+                    _idle([client], data)
+    finally:
+        busy.close()
     return out
 
 
