@@ -33,7 +33,7 @@ k with top-3 agreement >= 2/3 on one half of the prompts" chose 7 on 42 % of 200
 0.60-0.75). k = 3 had 0.52. Top-1 is 1.00 from k = 3 on (leave one out's top segment was always among the
 estimate's top three). Cost: 1 + k forwards (the unedited prompt's, with the attention recorded, and one per verified segment, from the segment on
 over the cached prefix) against leave one out's 1 + S (median S 29: 0.27 of its forwards); on the 4,054-token goal
-prompt of docs/benchmarks.md 1.28x one forward + backward with k = 7 against 0.45x with k = 3 (the verified
+prompt of docs/benchmarks.md 1.28-1.43x one forward + backward with k = 7 against 0.45-0.53x with k = 3 (the verified
 paragraphs lie earlier in the prompt: longer forwards from them on), the fact's paragraph first either way.
 """
 
