@@ -30,9 +30,11 @@ cap above its top-3 agreement equals that share). Simulated exactly on the held-
 (their .npz hold leave one out of every segment; `bench_attention_attribution.py verify`), the rule "the smallest
 k with top-3 agreement >= 2/3 on one half of the prompts" chose 7 on 42 % of 200 random halves of 56 prompts (8 on
 33 %, 6 on 18 %, 5 or 9-10 on the rest); at the chosen k the other half's top-3 was 0.67 on average (5-95 %:
-0.60-0.75). k = 3 had 0.52. Top-1 is 1.00 from k = 3 on (leave one out's top segment was always among the
-estimate's top three). Cost: 1 + k forwards (the unedited prompt's, with the attention recorded, and one per verified segment, from the segment on
-over the cached prefix) against leave one out's 1 + S (median S 29: 0.27 of its forwards); on the 4,054-token goal
+0.60-0.75). k = 3 had 0.52. On 68 prompts (12 arrived after the choice) k = 7 had top-3 0.64 and the rule chose 8
+more often (61 %): about 2/3 is where verifying 7-8 puts it, not clearly above. Top-1 is 1.00 from k = 4 on (k = 3:
+0.99 of 68; leave one out's top segment was once 4th in the estimate). Cost: 1 + k forwards (the unedited prompt's,
+with the attention recorded, and one per verified segment, from the segment on
+over the cached prefix) against leave one out's 1 + S (median S 31 over the 68: 0.25 of its forwards); on the 4,054-token goal
 prompt of docs/benchmarks.md 1.28-1.43x one forward + backward with k = 7 against 0.45-0.53x with k = 3 (the verified
 paragraphs lie earlier in the prompt: longer forwards from them on), the fact's paragraph first either way.
 """
