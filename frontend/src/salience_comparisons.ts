@@ -77,14 +77,16 @@ export class SalienceComparisons {
    * it, open, beside it (.beside-map.open: LIT gives each of two models' modules about 243 px at 1280×720, too few
    * for a comparison above a readable map), scrolling on its own within the map's height.
    */
-  render(ctl: SalienceController, view: ComparedView, patterns: PatternMatcher, map: TemplateResult | typeof nothing):
-      TemplateResult {
+  render(ctl: SalienceController, view: ComparedView, patterns: PatternMatcher,
+         drawMap: () => TemplateResult | typeof nothing): TemplateResult {
     const m = this.compare.model(ctl, view.granularity, view.regex, view.intensity, patterns);
     const edit = m === null ? nothing : compareView(m, {
       setMode: (mode) => this.compare.setMode(mode),
       explainOldAnswer: () => this.compare.explainOldAnswer(),
       setUseOld: (on) => this.compare.setUseOld(on),
     });
+    // The map is drawn after this render's comparison model: its colour scale and legend read it (scaleFor).
+    const map = drawMap();
     if (this.compareModels.pair === null) return html`${edit}${map}`;
     // One structure open or closed (CSS lays it out), so that the toggle keeps the keyboard focus.
     return html`${edit}<div class="beside-map ${this.compareModels.open ? 'open' : 'closed'}">

@@ -251,7 +251,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
             payload === null, () => void shareView(this.ctl, this.granularity, this.regex, (on) => { this.sharing = on; }))}${modelLabelView(this.modelName())}`)}
           ${statusView(this.ctl)}
           ${this.renderSegmentStatus()}
-          ${this.comparisons.render(this.ctl, this, this.patterns, payload !== null ? this.pane.render(payload)
+          ${this.comparisons.render(this.ctl, this, this.patterns, () => payload !== null ? this.pane.render(payload)
             : streaming !== null && input !== null ? streamingView(input, streaming)
             : input !== null && this.ctl.status === 'loading' && !explainsGeneration(input) ? fixedTargetView(input)
             : emptyView(this.ctl))}
