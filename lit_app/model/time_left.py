@@ -17,10 +17,15 @@ the model time since that report:
 * low = (r - u) x fast + max(0, u x fast - since): the remaining units at the fastest recent rate, the chunk in
   flight counted with what it has taken so far. It is never below (r - u) x fast: with units outstanding it never
   falls to "about 1 s";
-* high = (r - u) x slow' + max(u x slow - since, since / 2), where slow' = slow x (slow / fast) when the rate
-  dropped within the window (the range widens the more the rate varies) and, once the chunk in flight is slower
-  than the slowest recent rate, slow' is at least 2 x since / u: a chunk that takes longer than the estimate makes
-  the estimate grow with its elapsed time.
+* high = (r - u) x slow' + max(u x slow - since, since / 2), where slow' = slow x min(2, last / fast) when the
+  last report's rate is slower than the fastest (the rate is dropping now: the range widens, at most twice the
+  slowest rate) and slow' = slow otherwise; once the chunk in flight is slower than the slowest recent rate, slow'
+  is at least 2 x since / u: a chunk that takes longer than the estimate makes the estimate grow with its elapsed
+  time.
+
+Was (a CI failure, issue 43): slow' = slow x (slow / fast) whenever the last rate was not the fastest. One unit 5 x
+slower than the rest (the machine busy for a second) made the range's upper end 25 x the fast rate, and kept it so
+for the window's 8 reports although every unit after it was fast: "about 1–5 min left" 8 s before the stage ended.
 
 Before the first report there is no estimate (None), and none once every unit is done (the page says
 "finishing…").
@@ -40,6 +45,8 @@ WINDOW = 8
 # end absurd ("about 1–6936 min left" for a search that ended 2 s later, issue 45).
 FREE_S = 0.005
 FREE_FRACTION = 0.1
+# While the rate drops, the remaining units' upper rate is the slowest recent one times at most this.
+MAX_WIDEN = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +148,7 @@ class TimeLeft:
         u = max(1, min(self._last_units, left))
         rest = left - u
         low = rest * fast + max(0.0, u * fast - since)
-        slow_rest = slow * (slow / fast) if fast > 0 and rates[-1] > fast else slow
+        slow_rest = slow * min(MAX_WIDEN, rates[-1] / fast) if fast > 0 and rates[-1] > fast else slow
         if since > u * slow:  # the chunk in flight is slower than any recent one
             slow_rest = max(slow_rest, 2 * since / u)
         high = rest * slow_rest + max(u * slow - since, since / 2)

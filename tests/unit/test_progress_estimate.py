@@ -124,6 +124,21 @@ def test_the_range_widens_when_the_rate_drops_and_narrows_once_it_is_steady():
     assert width(steady) <= 2.0 and steady["eta_low_s"] <= 10.0 <= steady["eta_high_s"]  # 5 units of 2 s left
 
 
+def test_one_slow_unit_among_fast_ones_widens_the_range_at_most_twice_and_not_once_the_next_is_fast():
+    """The coarse curves on a busy machine (a CI failure): units of 0.5 s, the 10th takes 2.5 s (the machine busy for
+    a moment), then 0.5 s again. Was: "about 1–5 min left" 8 s before the stage ended (slow x slow / fast = 25 x the
+    fast rate for every remaining unit, for the window's 8 reports). Hand-derived at each report (since = 0):
+    after the 10th, 30 left: low 29 x 0.5 + 0.5 = 15, high 29 x (2.5 x 2) + 2.5 = 147.5 (the drop doubles the slowest
+    rate, not x 5); after the 11th, 29 left: low 28 x 0.5 + 0.5 = 14.5, high 28 x 2.5 + 2.5 = 72.5 (the last rate is
+    the fastest again: the slowest recent rate, not widened)."""
+    run = [0.5] * 9 + [2.5] + [0.5] * 30
+    polls = {t: (done, s) for t, done, s in _replay(_units(run) + [(sum(run), None, 40)], poll_every=0.5)}
+    done, s = polls[7.0]
+    assert done == 10 and (s["eta_low_s"], s["eta_high_s"]) == (15.0, 147.5)
+    done, s = polls[7.5]
+    assert done == 11 and (s["eta_low_s"], s["eta_high_s"]) == (14.5, 72.5)
+
+
 def test_units_found_in_a_memo_count_as_done_but_do_not_skew_the_rate():
     """The upper bound's search: 10 rows scored at 1 s each, then 20 planned rows found in the curves' memo at once (the
     same instant), then 10 more at 1 s (issue 45: "about 1–6936 min left" for a search that ended 2 s later). The free
