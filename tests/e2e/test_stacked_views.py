@@ -31,12 +31,18 @@ it is shared (was: the comparison's summed a replaced run, far above the map's l
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 from tests.e2e.plugin_checks import (LOAD_TIMEOUT_MS, READY, SALIENCE_TAG, SMALL_SCREEN, edit_and_compare,
                                      open_both_models, open_lit, select_and_wait, select_example)
 
 pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
 
 MIN_LINES = 5  # a prompt box of fewer lines is not readable (issue 45 §5: two lines, or none)
 FEW_SHOT = "Classify the sentiment"  # lit_app/data/case_studies.jsonl: the longest prompt of the shipped rows
@@ -96,6 +102,8 @@ def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_
     box, side = prompt.bounding_box(), section.bounding_box()
     assert side["x"] >= box["x"] + box["width"] and side["y"] < box["y"] + box["height"], (box, side)
     page.screenshot(path=str(artifacts_dir / "stacked-compare-models.png"))
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(artifacts_dir / "stacked-compare-models.png", REPO / "docs" / "stacked.png")
 
     # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
     # its values at intensity 1 whatever the module's).
