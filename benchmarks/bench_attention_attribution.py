@@ -10,7 +10,9 @@ places and topics disjoint from the training split; none of the shipped rows), -
 at sentence granularity up to --sentence-max-tokens, paragraph above (principles: line), filler removal. Per prompt:
 exact leave one segment out (the reference), gradient norm of the whole target (one forward + backward; summed
 over each segment's tokens), and the attention features (one forward with the hooks), each timed. One .npz per
-prompt in --out (a rerun skips prompts already there). No estimator is needed to collect.
+prompt in --out (a rerun skips prompts already there). Up to --aopc-max-tokens, also the deletion / insertion
+ablations of leave-one-out's, gradient norm's, and --estimator's (default: the shipped one) and its verified map's
+orders (`aopc` adds the estimator's to prompts collected before, or after a refit).
 
 table: applies the estimator (default: the shipped one for the default model) to the collected features and
 prints, per method, the mean Spearman rank correlation with leave-one-out, top-1 agreement (same first segment)
@@ -134,6 +136,7 @@ def collect(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lm = ss.load_model(args.model)
+    est = load_estimator(args.estimator) if args.estimator else estimator_for(ss.model.DEFAULT_MODEL_DESCRIPTION)
     todo = plan(lm, args)
     print(f"{len(todo)} candidates; order: " + " ".join(f"{i}:{n}" for i, _, _, n in todo), flush=True)
     config = AblationConfig()
@@ -158,7 +161,10 @@ def collect(args) -> None:
         S = len(loo.values)
         abl = Ablations(lm, prompt, loo, config)
         sets = [tuple(range(S))]
-        for v in (loo.values, grad_seg):
+        maps = estimated_maps(est, FeatureInputs(span=features, question=qfeatures,
+                                                 sizes=np.array([len(x) for x in loo.segment_tokens])),
+                              loo.span[1] - loo.span[0], loo.values)
+        for v in (loo.values, grad_seg, *maps.values()):  # the estimator's orders too: no `aopc` pass needed
             d, ins = agreement.perturbation_sets(v, AOPC_K)
             sets += d + ins
         t = time.perf_counter()
@@ -186,6 +192,15 @@ def collect(args) -> None:
 METHODS = ("attention_attribution", "attention_verified", "grad_norm")
 
 
+def estimated_maps(est, inputs: FeatureInputs, span_tokens: int, loo: np.ndarray) -> dict[str, np.ndarray]:
+    """The estimator-dependent maps of one collected prompt: the estimate (est over its stored features) and
+    attention_verified's (exact leave-one-out at the estimate's top VERIFY, the estimate elsewhere)."""
+    estimate = est.values(inputs, span_tokens)
+    picked = attention_verified.picks(estimate)
+    return {"attention_attribution": estimate,
+            "attention_verified": attention_verified.combine(estimate, picked, loo[picked])}
+
+
 def load_rows(folder: Path, est) -> list[dict]:
     """The collected prompts with every method's values: the estimate (est over the stored features), verified
     (exact leave-one-out at the estimate's top VERIFY, its default k, the estimate elsewhere: what attention_verified computes,
@@ -197,14 +212,35 @@ def load_rows(folder: Path, est) -> list[dict]:
         d["path"] = path
         d["meta"] = json.loads(str(d["meta"]))
         inputs = FeatureInputs(span=d["features"], question=d.get("qfeatures"), sizes=d.get("seg_sizes"))
-        d["attention_attribution"] = est.values(inputs, int(d["span_tokens"]))
-        picked = attention_verified.picks(d["attention_attribution"])
-        d["attention_verified"] = attention_verified.combine(d["attention_attribution"], picked, d["loo"][picked])
+        d.update(estimated_maps(est, inputs, int(d["span_tokens"]), d["loo"]))
         d["leave_one_out"] = d["loo"]
         d["logp"] = {tuple(int(i) for i in np.flatnonzero(r)): float(v)
                      for r, v in zip(d["removed"], d["removed_logprob"])}
         rows.append(d)
     return rows
+
+
+BANDS = ((300, 1000), (1000, 2000), (2000, 4000))  # length bands of the report (tokens with the chat template)
+
+
+def prompt_groups(rows: list[dict], unseen_from: int | None = None) -> dict[str, list[int]]:
+    """The report's groups of collected prompts (indices into rows): all, each granularity, each length band of
+    BANDS (a prompt longer than the last band's end counts in it), and with `unseen_from` the prompts of that
+    held-out index on (collected after attention_verified's k was chosen)."""
+    groups: dict[str, list[int]] = {"all": list(range(len(rows)))}
+    for i, r in sorted(enumerate(rows), key=lambda x: x[1]["meta"]["granularity"]):
+        groups.setdefault(r["meta"]["granularity"], []).append(i)
+    for low, high in BANDS:
+        last = (low, high) == BANDS[-1]
+        idx = [i for i, r in enumerate(rows) if low <= int(r["n_tokens"]) < high or (last and int(r["n_tokens"]) >= high)
+               or ((low, high) == BANDS[0] and int(r["n_tokens"]) < low)]
+        if idx:
+            groups[f"{low:,}-{high:,} tokens"] = idx
+    if unseen_from is not None:
+        idx = [i for i, r in enumerate(rows) if int(r["meta"]["id"].split("-")[2]) >= unseen_from]
+        if idx:
+            groups[f"index >= {unseen_from} (unseen by the choice of k)"] = idx
+    return groups
 
 
 def prompt_figures(d: dict, m: str) -> dict[str, float]:
@@ -269,14 +305,19 @@ def table(args) -> None:
           f"features {'+'.join(est.features)}, {int(est.quality.get('prompts', 0))} training prompts, cv R² "
           f"{est.quality.get('cv_r2', float('nan')):.2f}\n")
     figures = {m: [prompt_figures(r, m) for r in rows] for m in methods}
-    by_gran: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_gran.setdefault(r["meta"]["granularity"], []).append(i)
+    groups = prompt_groups(rows, args.unseen_from)
+    granularities = {r["meta"]["granularity"] for r in rows}
+    print("Prompts by granularity and kind: " + "; ".join(
+        f"{g} {len(groups[g])} (" + ", ".join(f"{k} {n}" for k, n in sorted(
+            {k: sum(rows[i]["meta"]["kind"] == k for i in groups[g]) for k in {rows[i]["meta"]["kind"] for i in
+                                                                             groups[g]}}.items())) + ")"
+        for g in sorted(granularities)) + "; by length: " + ", ".join(
+        f"{g} {len(idx)}" for g, idx in groups.items() if g.endswith(" tokens")) + "\n")
     print("| granularity | n | method | Spearman (mean, min–max) | top-1 | top-3 | deletion AOPC | insertion AOPC | "
           "fact first (notes) |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|")
     published = {}
-    for g, idx in [("all", list(range(len(rows)))), *sorted(by_gran.items())]:
+    for g, idx in groups.items():
         notes = [i for i in idx if int(rows[i]["fact_segment"]) >= 0]
         for m in methods:
             f = [figures[m][i] for i in idx]
@@ -287,7 +328,7 @@ def table(args) -> None:
             print(f"| {g} | {len(idx)} | {m} | {np.nanmean(rho):.2f} ({np.nanmin(rho):.2f}–{np.nanmax(rho):.2f}) | "
                   f"{mean('top1'):.2f} | {mean('top3'):.2f} | {mean('deletion'):.2f} (n={n_aopc}) | "
                   f"{mean('insertion'):.2f} | {fact}/{len(notes)} |")
-            if g != "all" and m != "leave_one_out":
+            if g in granularities and m != "leave_one_out":
                 published.setdefault(g, {})[m] = {"n": len(idx), "spearman": round(float(np.nanmean(rho)), 3),
                                                   "top1": round(mean("top1"), 3), "top3": round(mean("top3"), 3)}
     print()
@@ -368,9 +409,7 @@ def verify(args) -> None:
     if not rows:
         sys.exit(f"no collected prompts in {args.out}")
     ks = sorted(args.ks)
-    groups = {"all": list(range(len(rows)))}
-    for i, r in enumerate(rows):
-        groups.setdefault(r["meta"]["granularity"], []).append(i)
+    groups = prompt_groups(rows, args.unseen_from)
     sig = args.noise_sigmas
     print(f"{len(rows)} held-out prompts, {min(len(r['loo']) for r in rows)}-{max(len(r['loo']) for r in rows)} "
           f"segments (median {np.median([len(r['loo']) for r in rows]):.0f}); attention_verified now verifies "
@@ -589,10 +628,14 @@ def main() -> None:
                    help="deletion / insertion ablations only for prompts up to this long (they cost as much as "
                         "leave-one-out)")
     c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--estimator", default=None,
+                   help="whose orders' deletion / insertion ablations are measured too (default: the shipped one)")
     t = sub.add_parser("table")
     t.add_argument("--out", required=True)
     t.add_argument("--estimator", default=None)
     t.add_argument("--json", default=None, help="also write the per-granularity figures (held_out_agreement.json)")
+    t.add_argument("--unseen-from", type=int, default=None,
+                   help="also report the prompts of this held-out index on (collected after k was chosen)")
     a = sub.add_parser("aopc")
     a.add_argument("--out", required=True)
     a.add_argument("--estimator", default=None)
@@ -606,6 +649,8 @@ def main() -> None:
                    help="'up to noise': within this many x leave-one-out's noise level of its 3rd")
     w.add_argument("--splits", type=int, default=200, help="random halves for the choice of k")
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--unseen-from", type=int, default=None,
+                   help="also report the prompts of this held-out index on (collected after k was chosen)")
     m = sub.add_parser("memory")
     m.add_argument("--tokens", type=int, nargs="+", default=[4000, 8000])
     m.add_argument("--threads", type=int, default=1)
