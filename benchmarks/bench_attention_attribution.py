@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_attention_attribution.py collect --out artifacts/attention_eval [--n 20]
     .venv/bin/python benchmarks/bench_attention_attribution.py table --out artifacts/attention_eval [--estimator F]
-    .venv/bin/python benchmarks/bench_attention_attribution.py verify --out artifacts/attention_eval [--ks 3 4 ... 10]
+    .venv/bin/python benchmarks/bench_attention_attribution.py verify --out artifacts/attention_eval [--grid]
     .venv/bin/python benchmarks/bench_attention_attribution.py memory [--tokens 4000 8000]
 
 collect: the first --n prompts of the held-out split (sequence_salience/attention/prompts.py, split "eval": names,
@@ -20,10 +20,13 @@ and top-3 agreement (shared segments of the two top threes, out of 3), with the 
 rank of the fact's segment, the paired difference to grad_norm (seeded bootstrap 95 % CI over prompts), and the median time of the attention map and of leave-one-out relative to one
 forward + backward on the same prompt. Markdown.
 
-verify: attention_verified with k verified segments, simulated exactly from the collected prompts (their .npz hold
-exact leave-one-out of every segment, so verifying the estimate's top k is a lookup): per k, the figures of
-`table` plus top-3 up to leave-one-out's noise (agreement.noise_level, top_overlap_within) and the forwards against
-leave-one-out's; then k chosen by a stated rule on one half of the prompts and read on the other (`choose_k`).
+verify: attention_verified's rule, simulated exactly from the collected prompts (their .npz hold exact leave-one-out
+of every segment and the gradient norm, so verifying a segment is a lookup and the stop rule runs as in the method,
+attention_verified.verify): the shipped rule and the ones it was chosen against (`RULES`), on the choice set
+(held-out index < --unseen-from, 120: the prompts the rule was chosen on) and the unseen prompts (index >= 120)
+separately, each per granularity: the figures of `table`, top-3 up to leave-one-out's noise
+(agreement.noise_level, top_overlap_within), the mean number verified and the median share of leave-one-out's
+forwards; with --grid also the grid the rule was chosen from (choice set only).
 
 memory: peak resident-memory growth of the feature capture on a --tokens-long notes prompt, and of a plain
 forward of the base model (no hooks) on the same tokens, each in a fresh child process (sampled every 5 ms).
@@ -32,6 +35,7 @@ forward of the base model (no hooks) on the same tokens, each in a fresh child p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -163,7 +167,7 @@ def collect(args) -> None:
         sets = [tuple(range(S))]
         maps = estimated_maps(est, FeatureInputs(span=features, question=qfeatures,
                                                  sizes=np.array([len(x) for x in loo.segment_tokens])),
-                              loo.span[1] - loo.span[0], loo.values)
+                              loo.span[1] - loo.span[0], loo.values, grad_seg)
         for v in (loo.values, grad_seg, *maps.values()):  # the estimator's orders too: no `aopc` pass needed
             d, ins = agreement.perturbation_sets(v, AOPC_K)
             sets += d + ins
@@ -192,19 +196,20 @@ def collect(args) -> None:
 METHODS = ("attention_attribution", "attention_verified", "grad_norm")
 
 
-def estimated_maps(est, inputs: FeatureInputs, span_tokens: int, loo: np.ndarray) -> dict[str, np.ndarray]:
+def estimated_maps(est, inputs: FeatureInputs, span_tokens: int, loo: np.ndarray, gradient: np.ndarray
+                   ) -> dict[str, np.ndarray]:
     """The estimator-dependent maps of one collected prompt: the estimate (est over its stored features) and
-    attention_verified's (exact leave-one-out at the estimate's top VERIFY, the estimate elsewhere)."""
+    attention_verified's (its rule over the estimate and the segments' gradient norm, the verified values looked up
+    in leave-one-out, `verified_map`)."""
     estimate = est.values(inputs, span_tokens)
-    picked = attention_verified.picks(estimate)
     return {"attention_attribution": estimate,
-            "attention_verified": attention_verified.combine(estimate, picked, loo[picked])}
+            "attention_verified": verified_map(estimate, gradient, loo, SHIPPED)[0]}
 
 
 def load_rows(folder: Path, est) -> list[dict]:
     """The collected prompts with every method's values: the estimate (est over the stored features), verified
-    (exact leave-one-out at the estimate's top VERIFY, its default k, the estimate elsewhere: what attention_verified computes,
-    tests/unit/test_attention_agreement.py) and gradient norm."""
+    (attention_verified's rule simulated from the stored leave-one-out and gradient norm, `verified_map`: what the
+    method computes, tests/unit/test_attention_agreement.py) and gradient norm."""
     rows = []
     for path in sorted(folder.glob("eval-*.npz")):
         with np.load(path) as z:
@@ -212,7 +217,7 @@ def load_rows(folder: Path, est) -> list[dict]:
         d["path"] = path
         d["meta"] = json.loads(str(d["meta"]))
         inputs = FeatureInputs(span=d["features"], question=d.get("qfeatures"), sizes=d.get("seg_sizes"))
-        d.update(estimated_maps(est, inputs, int(d["span_tokens"]), d["loo"]))
+        d.update(estimated_maps(est, inputs, int(d["span_tokens"]), d["loo"], d["grad_norm"]))
         d["leave_one_out"] = d["loo"]
         d["logp"] = {tuple(int(i) for i in np.flatnonzero(r)): float(v)
                      for r, v in zip(d["removed"], d["removed_logprob"])}
@@ -226,7 +231,7 @@ BANDS = ((300, 1000), (1000, 2000), (2000, 4000))  # length bands of the report 
 def prompt_groups(rows: list[dict], unseen_from: int | None = None) -> dict[str, list[int]]:
     """The report's groups of collected prompts (indices into rows): all, each granularity, each length band of
     BANDS (a prompt longer than the last band's end counts in it), and with `unseen_from` the prompts of that
-    held-out index on (collected after attention_verified's k was chosen)."""
+    held-out index on (collected after attention_verified's rule was chosen)."""
     groups: dict[str, list[int]] = {"all": list(range(len(rows)))}
     for i, r in sorted(enumerate(rows), key=lambda x: x[1]["meta"]["granularity"]):
         groups.setdefault(r["meta"]["granularity"], []).append(i)
@@ -239,7 +244,7 @@ def prompt_groups(rows: list[dict], unseen_from: int | None = None) -> dict[str,
     if unseen_from is not None:
         idx = [i for i, r in enumerate(rows) if int(r["meta"]["id"].split("-")[2]) >= unseen_from]
         if idx:
-            groups[f"index >= {unseen_from} (unseen by the choice of k)"] = idx
+            groups[f"index >= {unseen_from} (unseen by the choice of attention_verified's rule)"] = idx
     return groups
 
 
@@ -362,110 +367,146 @@ def table(args) -> None:
                          "each counted at the granularity it was measured at (sentence up to 800 tokens, paragraph "
                          "above, principles by line), against exact leave-one-out; attention_attribution with the "
                          f"shipped estimator {est.training_hash[:16]} ({'+'.join(est.features)}), attention_verified "
-                         f"its top {attention_verified.VERIFY} measured exactly (their values looked up in the "
-                         "prompt's leave-one-out), grad_norm summed over each segment's tokens",
+                         "with its rule (candidates alternating between the estimate and the gradient, "
+                         f"{SHIPPED.verify_min}-{SHIPPED.verify_max} verified until the top three is unchanged for "
+                         f"{SHIPPED.verify_patience}; their values looked up in the prompt's leave-one-out), grad_norm "
+                         "summed over each segment's tokens",
                "granularities": published}
         Path(args.json).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(f"wrote {args.json}")
 
 
-def verified_map(d: dict, k: int) -> np.ndarray:
-    """attention_verified's values on a collected prompt with k verified segments (the estimate's top k looked up
-    in the prompt's exact leave-one-out)."""
-    picked = attention_verified.picks(d["attention_attribution"], k)
-    return attention_verified.combine(d["attention_attribution"], picked, d["loo"][picked])
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A verification rule simulated by `verify`: the candidates' order ("estimate", "gradient" or "alternating",
+    attention_verified.candidates) and the stop rule's settings (a fixed top k: verify_min = verify_max = k)."""
+
+    name: str
+    order: str
+    settings: attention_verified.Settings
 
 
-def k_figures(rows: list[dict], idx, k: int | None, noise_sigmas: float) -> dict[str, float]:
-    """Mean figures over the prompts `idx` of attention_verified with k verified (None: gradient norm): Spearman,
-    top-1, top-3, top-3 up to noise_sigmas x leave-one-out's noise level, and the median share of leave-one-out's
-    forwards (1 + k against 1 + S; the unedited prompt's forward counted in both)."""
-    out = {"spearman": [], "top1": [], "top3": [], "top3_noise": [], "forwards": []}
+SHIPPED = attention_verified.DEFAULTS  # the rule attention_verified runs with by default
+TOP7 = attention_verified.Settings(7, 7, 7)
+RULES = (Rule("estimate top 7 (before session 32)", "estimate", TOP7), Rule("gradient top 7", "gradient", TOP7),
+         Rule("alternating top 7", "alternating", TOP7),
+         Rule("alternating, adaptive (shipped)", "alternating", SHIPPED),
+         Rule("estimate, adaptive (5, 3, 15)", "estimate", attention_verified.Settings(5, 3, 15)))
+CHOICE_SET_END = 120  # held-out index below which the prompts are the choice set of the rule (the rest: unseen)
+
+
+def candidate_order(estimate: np.ndarray, gradient: np.ndarray, order: str) -> list[int]:
+    """The segments in the order `order` verifies them."""
+    if order == "alternating":
+        return attention_verified.candidates(estimate, gradient)
+    return agreement.order({"estimate": estimate, "gradient": gradient}[order])
+
+
+def verified_map(estimate: np.ndarray, gradient: np.ndarray, loo: np.ndarray, settings: attention_verified.Settings,
+                 order: str = "alternating") -> tuple[np.ndarray, int]:
+    """attention_verified's values on a collected prompt and how many segments it verified: its stop rule
+    (attention_verified.verify) over the candidates, each verification a lookup in the prompt's exact
+    leave-one-out `loo`, the estimate elsewhere (attention_verified.combine)."""
+    picked, exact = attention_verified.verify(candidate_order(estimate, gradient, order),
+                                              lambda segments: loo[segments], settings)
+    return attention_verified.combine(estimate, picked, exact), len(picked)
+
+
+def rule_figures(rows: list[dict], idx, rule: Rule | None, noise_sigmas: float) -> dict[str, float]:
+    """Mean figures over the prompts `idx` of attention_verified under `rule` (None: gradient norm): Spearman,
+    top-1, top-3, top-3 up to noise_sigmas x leave-one-out's noise level, the mean number verified and the median
+    share of leave-one-out's forwards (1 + verified against 1 + S: the unedited prompt's forward counted in both;
+    the gradient's forward + backward not counted)."""
+    out = {"spearman": [], "top1": [], "top3": [], "top3_noise": [], "verified": [], "forwards": []}
     for i in idx:
         d = rows[i]
         loo, S = d["loo"], len(d["loo"])
-        v = d["grad_norm"] if k is None else verified_map(d, k)
+        if rule is None:
+            v = d["grad_norm"]
+        else:
+            v, n = verified_map(d["attention_attribution"], d["grad_norm"], loo, rule.settings, rule.order)
+            out["verified"].append(n)
+            out["forwards"].append((1 + n) / (1 + S))
         out["spearman"].append(agreement.spearman(v, loo))
         out["top1"].append(agreement.top_overlap(v, loo, 1))
         out["top3"].append(agreement.top_overlap(v, loo, 3))
         out["top3_noise"].append(agreement.top_overlap_within(v, loo, 3, noise_sigmas * agreement.noise_level(loo)))
-        if k is not None:
-            out["forwards"].append((1 + min(k, S)) / (1 + S))
     return {m: float(np.median(x) if m == "forwards" else np.nanmean(x)) if x else float("nan")
             for m, x in out.items()}
 
 
-def choose_k(rows: list[dict], idx, ks, top3: float) -> int | None:
-    """The rule for attention_verified's k: the smallest of `ks` whose mean top-3 agreement over the prompts `idx`
-    reaches `top3` (the first-map bar's); None when none does."""
-    return next((k for k in ks if k_figures(rows, idx, k, 0.0)["top3"] >= top3), None)
+def held_out_index(d: dict) -> int:
+    """The collected prompt's index in the held-out split (its id's third part)."""
+    return int(d["meta"]["id"].split("-")[2])
 
 
 def verify(args) -> None:
-    from sequence_salience.first_map import FIRST_MAP_BAR  # pylint: disable=import-outside-toplevel
-
     est = load_estimator(args.estimator) if args.estimator else estimator_for(ss.model.DEFAULT_MODEL_DESCRIPTION)
     rows = load_rows(Path(args.out), est)
     if not rows:
         sys.exit(f"no collected prompts in {args.out}")
-    ks = sorted(args.ks)
-    groups = prompt_groups(rows, args.unseen_from)
     sig = args.noise_sigmas
-    print(f"{len(rows)} held-out prompts, {min(len(r['loo']) for r in rows)}-{max(len(r['loo']) for r in rows)} "
-          f"segments (median {np.median([len(r['loo']) for r in rows]):.0f}); attention_verified now verifies "
-          f"{attention_verified.Settings().verify_top_k}; noise: {sig:g} x leave-one-out's noise level\n")
-    print(f"| granularity | n | map | Spearman | top-1 | top-3 | top-3 up to noise | forwards / leave-one-out's |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    sets = {"choice set": [i for i, r in enumerate(rows) if held_out_index(r) < args.unseen_from],
+            "unseen": [i for i, r in enumerate(rows) if held_out_index(r) >= args.unseen_from]}
+    groups = {}
+    for name, idx in sets.items():
+        groups[f"{name}, all"] = idx
+        for g in sorted({rows[i]["meta"]["granularity"] for i in idx}):
+            groups[f"{name}, {g}"] = [i for i in idx if rows[i]["meta"]["granularity"] == g]
+    print(f"{len(rows)} held-out prompts ({len(sets['choice set'])} of index < {args.unseen_from}: the choice set of "
+          f"the rule; {len(sets['unseen'])} unseen), {min(len(r['loo']) for r in rows)}-"
+          f"{max(len(r['loo']) for r in rows)} segments (median {np.median([len(r['loo']) for r in rows]):.0f}); "
+          f"attention_verified's rule: alternating, verify_min {SHIPPED.verify_min}, verify_patience "
+          f"{SHIPPED.verify_patience}, verify_max {SHIPPED.verify_max}; noise: {sig:g} x leave-one-out's noise level\n")
+    print("| prompts | n | map | mean verified | Spearman | top-1 | top-3 | top-3 up to noise | forwards / "
+          "leave-one-out's |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for g, idx in groups.items():
-        for k in (None, *ks):
-            f = k_figures(rows, idx, k, sig)
-            name = "grad_norm" if k is None else f"verified k={k}"
-            fw = "1 forward + backward" if k is None else f"{f['forwards']:.2f}"
-            print(f"| {g} | {len(idx)} | {name} | {f['spearman']:.2f} | {f['top1']:.2f} | {f['top3']:.2f} | "
+        if not idx:
+            continue
+        for rule in (None, *RULES):
+            f = rule_figures(rows, idx, rule, sig)
+            name, k = ("grad_norm", "-") if rule is None else (rule.name, f"{f['verified']:.1f}")
+            fw = "1 forward + backward" if rule is None else f"{f['forwards']:.2f}"
+            print(f"| {g} | {len(idx)} | {name} | {k} | {f['spearman']:.2f} | {f['top1']:.2f} | {f['top3']:.2f} | "
                   f"{f['top3_noise']:.2f} | {fw} |")
-    # The noise in leave-one-out's own top three.
+    shipped = next(r for r in RULES if r.settings == SHIPPED and r.order == "alternating")
+    print()
+    for g, idx in groups.items():
+        if len(idx) < 2:
+            continue
+        for ref in (None, RULES[0]):
+            for m, fig in (("top3", lambda v, loo: agreement.top_overlap(v, loo, 3)), ("spearman", agreement.spearman)):
+                ref_maps = [rows[i]["grad_norm"] if ref is None else verified_map(
+                    rows[i]["attention_attribution"], rows[i]["grad_norm"], rows[i]["loo"], ref.settings, ref.order)[0]
+                            for i in idx]
+                mean, low, high, n = agreement.paired_bootstrap(
+                    [fig(verified_map(rows[i]["attention_attribution"], rows[i]["grad_norm"], rows[i]["loo"],
+                                      shipped.settings)[0], rows[i]["loo"]) for i in idx],
+                    [fig(v, rows[i]["loo"]) for v, i in zip(ref_maps, idx)])
+                print(f"{g}: {m} of the shipped rule minus {'grad_norm' if ref is None else ref.name} {mean:+.2f} "
+                      f"(95 % CI {low:+.2f} to {high:+.2f}; paired bootstrap over {n} prompts)")
     gaps = np.array([(np.sort(r["loo"])[::-1][2] - np.sort(r["loo"])[::-1][3], agreement.noise_level(r["loo"]))
                      for r in rows if len(r["loo"]) > 4])
     print(f"\nLeave-one-out's 3rd minus its 4th within 1 x its noise level on {np.mean(gaps[:, 0] < gaps[:, 1]):.2f} "
           f"of the prompts, within 2 x on {np.mean(gaps[:, 0] < 2 * gaps[:, 1]):.2f} (median noise level "
           f"{np.median(gaps[:, 1]):.2f} nats, median gap {np.median(gaps[:, 0]):.2f}; {len(gaps)} prompts)")
-    for k in ks:
-        f = k_figures(rows, groups["all"], k, sig)
-        miss = 1 - f["top3"]
-        print(f"k={k}: top-3 misses {miss:.2f} of 3 per prompt; of them, the segment put in instead is within "
-              f"{sig:g} x noise of leave-one-out's 3rd in {(f['top3_noise'] - f['top3']) / miss if miss else 0:.2f}")
-    # Whether one rate describes the granularities (first_map.py: the bar's n is not pooled over them).
-    k = attention_verified.VERIFY
-    for g, idx in groups.items():
-        for m, fig in (("top3", lambda v, loo: agreement.top_overlap(v, loo, 3)), ("spearman", agreement.spearman)):
-            mean, low, high, n = agreement.paired_bootstrap([fig(verified_map(rows[i], k), rows[i]["loo"]) for i in idx],
-                                                            [fig(rows[i]["grad_norm"], rows[i]["loo"]) for i in idx])
-            print(f"{g}: {m} of verified k={k} minus grad_norm {mean:+.2f} (95 % CI {low:+.2f} to {high:+.2f}; paired "
-                  f"bootstrap over {n} prompts)")
-    # The choice: on one half, read on the other.
-    halves = (groups["all"][0::2], groups["all"][1::2])
-    for name, (a, b) in (("even -> odd", halves), ("odd -> even", halves[::-1])):
-        k = choose_k(rows, a, ks, FIRST_MAP_BAR.top3)
-        if k is None:
-            print(f"{name}: no k in {ks} reaches top-3 {FIRST_MAP_BAR.top3:.3f} on {len(a)} prompts")
-            continue
-        fa, fb = k_figures(rows, a, k, sig), k_figures(rows, b, k, sig)
-        print(f"{name}: k = {k} (top-3 {fa['top3']:.3f} on {len(a)} prompts); on the other {len(b)}: top-3 "
-              f"{fb['top3']:.3f}, top-1 {fb['top1']:.2f}, Spearman {fb['spearman']:.2f}")
-    rng = np.random.default_rng(args.seed)
-    chosen, held = [], []
-    for _ in range(args.splits):
-        perm = rng.permutation(len(rows))
-        a, b = sorted(perm[:len(rows) // 2]), sorted(perm[len(rows) // 2:])
-        k = choose_k(rows, a, ks, FIRST_MAP_BAR.top3)
-        chosen.append(k if k is not None else -1)
-        if k is not None:
-            held.append(k_figures(rows, b, k, sig)["top3"])
-    chosen = np.array(chosen)
-    print(f"{args.splits} random halves (seed {args.seed}): k chosen " + ", ".join(
-        f"{k if k >= 0 else 'none'}: {np.mean(chosen == k):.2f}" for k in sorted(set(chosen.tolist()))) +
-        f"; the other half's top-3 at the chosen k: mean {np.mean(held):.3f}, 5-95 % {np.percentile(held, 5):.3f}-"
-        f"{np.percentile(held, 95):.3f}, reaching {FIRST_MAP_BAR.top3:.3f} in {np.mean(np.array(held) >= FIRST_MAP_BAR.top3):.2f}")
+    if args.grid:  # the grid the rule was chosen from: the choice set only
+        choice = sets["choice set"]
+        grans = sorted({rows[i]["meta"]["granularity"] for i in choice})
+        print(f"\nGrid on the choice set ({len(choice)} prompts): top-3 (all, " + ", ".join(grans) + ") and mean "
+              "verified\n\n| order | verify_min | patience | verify_max | mean verified | top-3 | " +
+              " | ".join(grans) + " |\n|---|---:|---:|---:|---:|---:|" + "---:|" * len(grans))
+        for order in ("alternating", "estimate", "gradient"):
+            for kmin in (3, 4, 5, 6):
+                for patience in (2, 3, 4):
+                    for kmax in (7, 10, 12, 15, 20, 99):
+                        rule = Rule("", order, attention_verified.Settings(kmin, patience, kmax))
+                        f = rule_figures(rows, choice, rule, sig)
+                        per = [rule_figures(rows, [i for i in choice if rows[i]["meta"]["granularity"] == g], rule,
+                                            sig)["top3"] for g in grans]
+                        print(f"| {order} | {kmin} | {patience} | {kmax} | {f['verified']:.1f} | {f['top3']:.2f} | " +
+                              " | ".join(f"{x:.2f}" for x in per) + " |", flush=True)
 
 
 CHILD = r"""
@@ -571,7 +612,8 @@ def goal(args) -> None:
     count = lambda text: len(lm.tokenize(text).ids)
     item = long_notes_prompt(args.seed, args.tokens, args.paragraphs, count=count)
     prompt = chat_prompt(lm, item)
-    config = AblationConfig(attention_estimator=args.estimator, verify_top_k=args.verify_top_k)
+    config = AblationConfig(attention_estimator=args.estimator, verify_min=args.verify_min,
+                            verify_patience=args.verify_patience, verify_max=args.verify_max)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cache = out / f"goal-{item.id}.npz"
@@ -635,7 +677,8 @@ def main() -> None:
     t.add_argument("--estimator", default=None)
     t.add_argument("--json", default=None, help="also write the per-granularity figures (held_out_agreement.json)")
     t.add_argument("--unseen-from", type=int, default=None,
-                   help="also report the prompts of this held-out index on (collected after k was chosen)")
+                   help="also report the prompts of this held-out index on (collected after attention_verified's rule "
+                        "was chosen)")
     a = sub.add_parser("aopc")
     a.add_argument("--out", required=True)
     a.add_argument("--estimator", default=None)
@@ -644,13 +687,12 @@ def main() -> None:
     w = sub.add_parser("verify")
     w.add_argument("--out", required=True)
     w.add_argument("--estimator", default=None)
-    w.add_argument("--ks", type=int, nargs="+", default=list(range(3, 11)))
     w.add_argument("--noise-sigmas", type=float, default=1.0,
                    help="'up to noise': within this many x leave-one-out's noise level of its 3rd")
-    w.add_argument("--splits", type=int, default=200, help="random halves for the choice of k")
-    w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--unseen-from", type=int, default=None,
-                   help="also report the prompts of this held-out index on (collected after k was chosen)")
+    w.add_argument("--grid", action="store_true", help="also the grid of rules the shipped one was chosen from")
+    w.add_argument("--unseen-from", type=int, default=CHOICE_SET_END,
+                   help="held-out index from which the prompts are unseen by the choice of the rule (the rest: the "
+                        "choice set)")
     m = sub.add_parser("memory")
     m.add_argument("--tokens", type=int, nargs="+", default=[4000, 8000])
     m.add_argument("--threads", type=int, default=1)
@@ -666,8 +708,9 @@ def main() -> None:
     g.add_argument("--repeats", type=int, default=2)
     g.add_argument("--methods", nargs="+", default=["attention_attribution", "attention_verified"])
     g.add_argument("--threads", type=int, default=1)
-    g.add_argument("--verify-top-k", type=int, default=AblationConfig().verify_top_k,
-                   help="attention_verified's segments measured exactly")
+    g.add_argument("--verify-min", type=int, default=SHIPPED.verify_min, help="attention_verified's stop rule")
+    g.add_argument("--verify-patience", type=int, default=SHIPPED.verify_patience)
+    g.add_argument("--verify-max", type=int, default=SHIPPED.verify_max)
     g.add_argument("--skip-loo", action="store_true", help="time the methods without leave-one-out's cache")
     args = p.parse_args()
     {"collect": collect, "table": table, "aopc": aopc_fill, "memory": memory, "goal": goal, "cv": cv,

@@ -31,7 +31,7 @@ import numpy as np
 import sequence_salience as ss
 from sequence_salience.ablation import AblationConfig, SegmentSalience, segment_salience
 from sequence_salience.compare import CrossLogprobs, response_logprobs
-from sequence_salience.methods import DEFAULT_METHODS, get_segment_method
+from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
@@ -223,8 +223,11 @@ class SalienceRuns:
         key = pair_key(chat, target, explained) + (request,)
         if job is not None:
             cancel = job.should_stop
-        # Any cached result of this pair has its tokens and offsets: no tokenization under the model lock.
-        known = next(self.store.results_of(chat, target), None)
+        # Any cached result of this pair has its tokens and offsets: no tokenization under the model lock. One that
+        # holds the span's gradient norm (the first highlight's) also spares attention_verified its backward.
+        results = list(self.store.results_of(chat, target))
+        t0, t1 = request.span if request.span is not None else (0, None)
+        known = next((r for r in results if r.has_span(grad_norm.NAME, t0, t1)), next(iter(results), None))
         config = self.segment_config(request)
 
         sizer = self._sizer()

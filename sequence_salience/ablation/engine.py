@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -23,12 +24,12 @@ from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats,
 from sequence_salience.threads import ThreadChooser
 from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
-from sequence_salience.methods import get_segment_method
+from sequence_salience.methods import get_segment_method, grad_norm
 from sequence_salience.methods.base import (SEGMENT_REMOVALS, AblationConfig, SegmentProblem, SegmentTokens,
                                             unmeasured_note)
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
-from sequence_salience.salience import prepare_pair, tokenized_result
+from sequence_salience.salience import compute_span_salience, prepare_pair, tokenized_result
 from sequence_salience.slices import SliceSizer
 from sequence_salience.text import ChatPrompt
 
@@ -174,7 +175,9 @@ def segment_salience(
       config: removal, filler, the surrogate's settings, batching (AblationConfig).
       regions: optional character ranges of the prompt text to which removal is limited.
       result: a SalienceResult of this prompt and target (tokens, offsets, roles); without one the
-        pair is tokenized here (no extra model pass).
+        pair is tokenized here (no extra model pass). When it holds grad_norm's salience of the span (the
+        server's first highlight), a method that reads the span's gradient (attention_verified) takes it from
+        there instead of a forward + backward of its own.
       progress: progress(stage, rows done, rows); stage: the method's name, or for a method scoring in
         several calls its stage ("coarse pass", "refining"), rows: those known so far; cancel: () -> bool,
         checked between batches.
@@ -206,7 +209,8 @@ def segment_salience(
     coarse = record.coarser(granularity) if record.coarser is not None else ()
     span_features = recorder.features(0, segs.tokens) if recorder is not None and recorder.complete else None
     tokens = SegmentTokens(lm, tuple(int(i) for i in result.ids), result.n_prompt_tokens, (t0, t1), tuple(segs.tokens),
-                           span_features=span_features)
+                           span_features=span_features,
+                           span_gradient=span_gradient(lm, prompt, target, result, (t0, t1)))
     problem = SegmentProblem(
         tokens=tokens, n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
         span_tokens=t1 - t0, parents=parent_units(result, segs, coarse), parent_granularities=coarse, frame=frame.set)
@@ -217,6 +221,22 @@ def segment_salience(
         warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids), result=result,
         **_segment_fields(segs), **_computed_fields(out),
     )
+
+
+def span_gradient(lm: LanguageModel, prompt, target, result: SalienceResult, span: tuple[int, int]
+                  ) -> Callable[[], np.ndarray]:
+    """() -> <float32>[N] grad_norm's salience of log p(target[t0:t1]) (SegmentTokens.span_gradient): from `result`
+    when it holds that span (no model pass), else one forward + backward (compute_span_salience) on the first call,
+    kept for the next."""
+    t0, t1 = span
+
+    @functools.cache
+    def gradient() -> np.ndarray:
+        if result.has_span(grad_norm.NAME, t0, t1):
+            return np.asarray(result.span_salience(grad_norm.NAME, t0, t1), dtype=np.float32)
+        return compute_span_salience(lm, prompt, target, grad_norm.NAME, t0, t1)
+
+    return gradient
 
 
 def _pair_ids(lm: LanguageModel, prompt, target, result: SalienceResult | None) -> tuple[list[int], list[int]]:

@@ -9,8 +9,8 @@ Two kinds of method:
   forward passes over ablated prompts (leave_one_out, ablation_surrogate, coarse_to_fine;
   sequence_salience/ablation computes them); attention_attribution estimates leave-one-out from one
   forward's attention with a per-model estimator (sequence_salience/attention), and attention_verified
-  measures exact leave-one-out of the estimate's top three on top of it. A change of granularity
-  recomputes them.
+  measures exact leave-one-out of the segments the estimate and the gradient rank highest, until its top three
+  is stable, on top of it. A change of granularity recomputes them.
 
 Each method module declares its `NAME` and one record (name, label, short name, signedness,
 linearity, count rule and unit, cost unit, kind) with its own settings (a frozen dataclass, the record's

@@ -377,6 +377,9 @@ class SegmentTokens:
       segment_tokens: S arrays of token positions (into `ids`), one per removable segment.
       span_features: None, or <float32>[S, L*H] the attention of the span's rows to each segment per layer and head,
         recorded during the unedited prompt's forward (for a record with `reads_attention`; attention/features.py).
+      span_gradient: None, or () -> <float32>[N] the gradient norm of log p(span) at each token (grad_norm's span
+        salience): the caller's result's when it holds that span (the server's first highlight), else one forward +
+        backward on the first call (attention_verified orders its candidates by it; ablation/engine.py).
     """
 
     lm: object
@@ -385,6 +388,7 @@ class SegmentTokens:
     span: tuple[int, int]
     segment_tokens: tuple[np.ndarray, ...]
     span_features: np.ndarray | None = None
+    span_gradient: Callable[[], np.ndarray] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,8 @@ from sequence_salience.ablation import segment_salience
 from sequence_salience.attention import SHIPPED, estimator_for
 from sequence_salience.attention.prompts import generate_prompt
 from sequence_salience.calibration import chat_prompt
+from sequence_salience.methods import attention_verified
+from sequence_salience.salience import compute_span_salience
 
 
 def test_the_shipped_estimator_is_the_default_models_and_gives_a_finite_value_per_segment(default_lm):
@@ -43,3 +45,24 @@ def test_a_planted_fact_is_ranked_first_as_leave_one_out_ranks_it(default_lm, pl
     assert att.ranked()[0] == fact
     assert loo.ranked()[0] == fact
     assert len(att.values) == 7
+
+
+def test_verified_segments_are_leave_one_out_and_the_rule_stops_where_it_says(default_lm, planted):
+    """attention_verified on the default model: its verified values are exact leave-one-out's (same engine, one
+    ablated prompt each) and it verifies what its stop rule says, replayed one at a time on leave-one-out's values
+    over its own candidates (the estimate and the span's gradient norm, alternating)."""
+    prompt, target = planted
+    att = segment_salience(default_lm, prompt, target, "attention_attribution", granularity="sentence")
+    seg = segment_salience(default_lm, prompt, target, "attention_verified", granularity="sentence")
+    loo = segment_salience(default_lm, prompt, target, "leave_one_out", granularity="sentence")
+    S = len(seg.values)
+    assert S == len(loo.values) > attention_verified.DEFAULTS.verify_max
+    grad = compute_span_salience(default_lm, prompt, target, "grad_norm")  # [N]
+    order = attention_verified.candidates(att.values, [grad[t].sum() for t in seg.segment_tokens])
+    picked, _ = attention_verified.verify(order, lambda segments: loo.values[segments])
+    assert 6 <= len(picked) <= 12 and seg.quality["verified"] == len(picked)
+    assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
+    np.testing.assert_allclose(seg.values[picked], loo.values[picked], atol=2e-4)  # float32, batched vs batched
+    rest = [s for s in range(S) if s not in picked]
+    assert max(seg.values[rest]) < min(seg.values[picked])
+    assert seg.stats.rows == 1 + len(picked)

@@ -13,6 +13,7 @@ from sequence_salience.ablation import segment_salience
 from sequence_salience.attention import capture_feature_sets, capture_features
 from sequence_salience.attention import agreement
 from sequence_salience.methods import attention_verified
+from sequence_salience.salience import compute_span_result, compute_span_salience
 import torch
 from tests.unit.estimators import saved_random_estimator
 from tests.unit.tiny_models import MODEL_BUILDERS
@@ -72,8 +73,7 @@ def plain_logprob(model, prompt_ids, target_ids) -> float:
 
 def test_unverified_estimates_are_rescaled_to_the_verified_and_capped_below_them():
     estimate = np.array([4.0, 2.0, 1.0, 3.0, -1.0])
-    picked = attention_verified.picks(estimate, 2)
-    assert picked == [0, 3]
+    picked = [0, 3]  # the estimate's top two
     # exact 2.0 and 1.0 where the estimate said 4 and 3: c = (4*2 + 3*1) / (16 + 9) = 0.44
     got = attention_verified.combine(estimate, picked, np.array([2.0, 1.0]))
     np.testing.assert_allclose(got, [2.0, min(0.88, 1.0), min(0.44, 1.0), 1.0, -0.44])
@@ -101,7 +101,7 @@ def test_noise_level_and_top_overlap_within_noise_by_hand():
     assert agreement.noise_level(np.array([1.0, 2.0, 3.0, 4.0]), 3) == 0.0
 
 
-# Ten sentences (k = 7 of them verified) within the tiny model's 128 tokens.
+# Ten sentences within the tiny model's 128 tokens.
 PROMPT = "A is 1. B is 2. C is 3. D is 4. E is 5. F is 6. G is 7. H is 8. I is 9.\n\nWhat is C?"
 TARGET = " C is 3"
 
@@ -122,31 +122,125 @@ def brute_force_loo(llama, seg, picked) -> np.ndarray:
     return plain[0] - plain[1:]
 
 
-def test_verified_values_are_brute_force_leave_one_out_where_verified(llama, tmp_path):
+def one_at_a_time(order, values, kmin, patience, kmax) -> list[int]:
+    """The stop rule written out as the lead's simulation states it (verify one candidate at a time; after each,
+    the verified top three by exact value; stop at kmax, or once at least kmin are verified and the top three was
+    the same after `patience` consecutive verifications): an independent reference for attention_verified.verify."""
+    verified, stable, top = [], 0, None
+    for x in list(order)[:kmax]:
+        verified.append(x)
+        now = tuple(sorted(sorted(verified, key=lambda j: -values[j])[:3]))
+        stable = stable + 1 if now == top else 0
+        top = now
+        if len(verified) >= kmin and stable >= patience:
+            break
+    return verified
+
+
+def test_candidates_alternate_between_the_estimate_and_the_gradient_skipping_repeats():
+    estimate = np.array([5.0, 4.0, 3.0, 2.0, 1.0])  # order 0 1 2 3 4
+    gradient = np.array([0.1, 0.9, 0.2, 0.8, 0.0])  # order 1 3 2 0 4
+    # est#1 0, grad#1 1, est#2 1 (repeat), grad#2 3, est#3 2, grad#3 2 (repeat), est#4 3 (repeat), grad#4 0 ... 4
+    assert attention_verified.candidates(estimate, gradient) == [0, 1, 3, 2, 4]
+    assert attention_verified.candidates(np.zeros(3), np.zeros(3)) == [0, 1, 2]  # ties: text order
+
+
+@pytest.mark.parametrize("settles", range(3, 12))
+def test_a_top_three_that_settles_after_n_verifications_stops_at_n_plus_3_or_at_the_cap(settles):
+    # each of the first `settles` candidates is larger than all before it (it enters the top three), the rest small
+    S = 20
+    values = np.where(np.arange(S) < settles, np.arange(S) + 1.0, -1.0)
+    batches = []
+
+    def measure(segments):
+        batches.append(len(segments))
+        return values[segments]
+
+    picked, exact = attention_verified.verify(list(range(S)), measure)  # verify_min 4, patience 3, verify_max 12
+    assert len(picked) == min(settles + 3, 12)
+    assert picked == list(range(len(picked))) and list(exact) == list(values[:len(picked)])
+    assert batches[0] == 6 and sum(batches) == len(picked)  # nothing scored past the stop
+
+
+def test_fewer_than_four_segments_are_all_verified_and_verify_min_holds_back_the_stop():
+    for S in (1, 2, 3):
+        picked, _ = attention_verified.verify(list(range(S)), lambda seg: np.arange(len(seg), dtype=float))
+        assert picked == list(range(S))
+    values = np.array([3.0, 2.0, 1.0] + [0.0] * 17)  # settled after 3: stops at 6, unless verify_min is larger
+    assert len(attention_verified.verify(list(range(20)), lambda seg: values[seg])[0]) == 6
+    settings = attention_verified.Settings(verify_min=9, verify_patience=3, verify_max=12)
+    assert len(attention_verified.verify(list(range(20)), lambda seg: values[seg], settings)[0]) == 9
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_batched_verification_stops_where_one_at_a_time_does(seed):
+    rng = np.random.default_rng(seed)
+    S = int(rng.integers(1, 30))
+    values = rng.normal(size=S) * rng.choice([0.1, 1.0, 10.0], size=S)
+    order = list(rng.permutation(S))
+    kmin, patience, kmax = int(rng.integers(1, 7)), int(rng.integers(1, 5)), int(rng.integers(1, 25))
+    kmax = max(kmin, kmax)
+    settings = attention_verified.Settings(kmin, patience, kmax)
+    picked, exact = attention_verified.verify(order, lambda seg: values[seg], settings)
+    assert picked == [int(x) for x in one_at_a_time(order, values, kmin, patience, kmax)]
+    np.testing.assert_array_equal(exact, values[picked])
+
+
+def test_a_stop_rule_out_of_bounds_is_an_error_naming_the_fix():
+    from sequence_salience.errors import SalienceError
+    from sequence_salience.methods import AblationConfig
+
+    for bad in (dict(verify_min=0), dict(verify_min=13), dict(verify_patience=0)):
+        with pytest.raises(SalienceError, match="verify_min.*Fix: set them in AblationConfig"):
+            attention_verified.checked_settings(AblationConfig(**bad))
+
+
+def segment_gradient(llama, seg) -> np.ndarray:
+    """Gradient norm of log p(target) at each token, summed over each segment's tokens (the benchmark's grad_norm)."""
+    grad = compute_span_salience(llama, PROMPT, TARGET, "grad_norm")  # [N]
+    return np.array([grad[t].sum() for t in seg.segment_tokens])
+
+
+@pytest.mark.parametrize("verify_max", [12, 5, 2])
+def test_verified_values_are_brute_force_leave_one_out_where_the_rule_verified(llama, tmp_path, verify_max):
     _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
+    verify_min = min(4, verify_max)
+    config = dataclasses.replace(config, verify_min=verify_min, verify_max=verify_max)
     estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
     seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
-    S, k = len(seg.values), attention_verified.VERIFY
-    assert config.verify_top_k == k == 7
-    assert S == 10 > k
-    picked = list(np.argsort(-estimate.values, kind="stable")[:k])
+    S = len(seg.values)
+    assert S == 10
+    loo = brute_force_loo(llama, seg, range(S))  # [S] every segment, plain forwards
+    order = attention_verified.candidates(estimate.values, segment_gradient(llama, seg))
+    picked = one_at_a_time(order, loo, verify_min, 3, verify_max)
+    assert 2 <= len(picked) <= min(verify_max, S)
     assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
-    np.testing.assert_allclose(seg.values[picked], brute_force_loo(llama, seg, picked), atol=1e-5)  # float32 model
+    np.testing.assert_allclose(seg.values[picked], loo[picked], atol=1e-5)
     rest = [s for s in range(S) if s not in picked]
     np.testing.assert_allclose(seg.values, attention_verified.combine(estimate.values, picked, seg.values[picked]),
                                atol=1e-12)
-    assert max(seg.values[rest]) < min(seg.values[picked])  # every verified segment ranks above the rest
+    if rest:
+        assert max(seg.values[rest]) < min(seg.values[picked])  # every verified segment ranks above the rest
     assert all(seg.coarse_granularity[s] == attention_verified.ESTIMATE for s in rest)
     np.testing.assert_allclose(seg.coarse_values[rest], estimate.values[rest], atol=1e-9)
-    assert seg.kept.shape == (k, S) and seg.stats.rows == 1 + k
+    assert seg.kept.shape == (len(picked), S) and seg.stats.rows == 1 + len(picked)
+    assert seg.quality["verified"] == len(picked)
 
 
-def test_verify_top_k_sets_how_many_are_measured(llama, tmp_path):
+def test_the_span_gradient_comes_from_a_result_that_holds_it_without_a_backward(llama, tmp_path, monkeypatch):
+    """The server passes its first highlight's result: the candidates' gradient is read from it, not recomputed."""
+    from sequence_salience.ablation import engine
+
     _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
-    config = dataclasses.replace(config, verify_top_k=2)
-    estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
-    seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
-    picked = list(np.argsort(-estimate.values, kind="stable")[:2])
-    assert sorted(np.flatnonzero(seg.measured_mask())) == sorted(picked)
-    np.testing.assert_allclose(seg.values[picked], brute_force_loo(llama, seg, picked), atol=1e-5)
-    assert seg.kept.shape == (2, len(seg.values)) and seg.stats.rows == 1 + 2
+    fresh = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config)
+    highlight = compute_span_result(llama, PROMPT, TARGET, methods=("grad_norm",))
+    assert highlight.has_span("grad_norm")
+
+    def no_backward(*args, **kwargs):
+        raise AssertionError("the span's gradient was recomputed although the result holds it")
+
+    monkeypatch.setattr(engine, "compute_span_salience", no_backward)
+    reused = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config,
+                              result=highlight)
+    np.testing.assert_allclose(reused.values, fresh.values, atol=1e-9)
+    np.testing.assert_array_equal(reused.measured_mask(), fresh.measured_mask())
