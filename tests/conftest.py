@@ -32,7 +32,9 @@ _TIER_ORDER = ("e2e", "notebooks", "soak", "integration", "unit")
 # does not wait for the model (it is not counted against --max_pending_requests), so 10 s is more than ten missed
 # polls. The default 30 s let the jobs of a closed page run 30 s more: a fresh-clone run's three session servers
 # logged 8 such jobs ("nobody polled it for 30 s"), each after the test that started it had ended
-# (docs/benchmarks.md, session 29). tests/integration/test_disconnect.py tests the heartbeat itself.
+# (docs/benchmarks.md, session 29). A closing page now stops its jobs itself (pagehide -> `detail="page_closed"`,
+# frontend/src/salience/page_exit.ts); the heartbeat stops those of a page that dies without one, and the tests'
+# own pollers'. tests/integration/test_disconnect.py tests the heartbeat itself.
 SESSION_JOB_HEARTBEAT_S = 10
 
 
@@ -61,8 +63,9 @@ def lit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     stopped at its end.
 
     One start-up flag differs from `make serve`: `--job_heartbeat_s` (SESSION_JOB_HEARTBEAT_S). A browser test's
-    page selects a datapoint, which starts its background matrix job; when the test ends the page closes, and the
-    job ran on, nobody polling it, for the default 30 s, taking the model and a core from the worker's next tests.
+    page selects a datapoint, which starts its background matrix job; when the test ends the page closes and stops
+    it (`detail="page_closed"`); a job whose page or poller went without that ran on, nobody polling it, for the
+    default 30 s, taking the model and a core from the worker's next tests.
 
     For the tests that only send requests to a real server (the browser tests, and HTTP tests that need a
     real socket); each reads or cancels only its own requests. A test that needs a start-up flag, sends the

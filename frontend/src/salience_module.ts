@@ -25,6 +25,7 @@ import {HEATMAP_STYLES, isHeatmapKey, shareButtonView, viewToggleView} from './s
 import {shareView} from './salience/share.js';
 import {litConventionHost} from './salience/lit_convention.js';
 import type {SalienceHost} from './salience/page.js';
+import {watchPageExit} from './salience/page_exit.js';
 import {reportWhenPainted} from './salience/painted.js';
 import {PatternMatcher} from './salience/pattern_runner.js';
 import {TargetPublisher} from './salience/published_target.js';
@@ -81,6 +82,8 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
     /** "Compare an edit" (LIT's pin) and "Compare models" (a second selected model), above the map. */
     private readonly comparisons = new SalienceComparisons(this.host);
     private regexTimer: ReturnType<typeof setTimeout> | undefined;
+    /** Stops watching for the page going away (page_exit.ts; set while connected). */
+    private stopExitWatch: (() => void) | undefined;
     /** Custom patterns run in a worker with the server's time budget (never on the page's main thread). */
     private readonly patterns = new PatternMatcher(() => this.patternDone());
     readonly text = new ShownText(this.ctl, this.patterns, () => ({granularity: this.granularity, regex: this.regex}),
@@ -128,6 +131,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       super.connectedCallback();
       window.addEventListener('mouseup', this.onWindowMouseUp);
       window.addEventListener('keydown', this.onWindowKey);
+      this.stopExitWatch = watchPageExit(() => this.ctl.exitRequest());
     }
 
     override disconnectedCallback() {
@@ -135,6 +139,7 @@ export function makeModuleClass(LitModule: unknown): CustomElementConstructor {
       this.patterns.dispose();
       window.removeEventListener('mouseup', this.onWindowMouseUp);
       window.removeEventListener('keydown', this.onWindowKey);
+      this.stopExitWatch?.();
       this.ctl.dispose();
       this.comparisons.dispose();
       this.published.clear();

@@ -284,8 +284,11 @@ def _same_ids(ex: Mapping[str, Any], ex_data: Mapping[str, Any], i: int) -> None
 
 # Input values that only read or cancel a background job, without the model: the salience
 # model's progress poll (lit_app/wrappers/salience.py) and the explain module's status/cancel (lit_app/wrappers/explain.py).
-# A segment request (method_registry.SEGMENT_DETAIL) starts or finds a background job and never waits either.
-_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", "matrix_cancel", SEGMENT_DETAIL), "explain_action": ("status", "cancel")}
+# A segment request (method_registry.SEGMENT_DETAIL) starts or finds a background job and never waits either;
+# "page_closed" only cancels.
+_POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", "matrix_cancel", "page_closed",
+                           SEGMENT_DETAIL),
+                "explain_action": ("status", "cancel")}
 
 
 def _polls(ex: Any) -> bool:

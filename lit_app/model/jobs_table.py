@@ -183,6 +183,21 @@ class JobTable:
             self._wake.notify_all()
             return job
 
+    def release_client(self, client: str, reason: str) -> list[Job]:
+        """`client` is gone (its page was closed): every live background job it asked for is released (cancelled,
+        within one slice, once no other client wants it) and its focus is forgotten. Returns the jobs released.
+        A job nobody polls stops after `heartbeat_s` anyway; this stops it at once. Without a client id nothing is
+        released (a request without one owns nothing that others could not also own)."""
+        if not client:
+            return []
+        with self._lock:
+            self._focus.pop(client, None)
+            mine = [job for job in self._jobs.values()
+                    if client in job.owners and job.state in (QUEUED, RUNNING) and not job.cancelled]
+            for job in mine:
+                self._release(job, client, reason)
+            return mine
+
     def cancel_job(self, group: Hashable, job_id: str, reason: str, client: str = "") -> Job | None:
         """Releases the background job of `group` that `job_id` names for `client` (cancelled, within one
         slice, once no other client wants it; a job only other clients asked for is left alone) and returns

@@ -40,7 +40,8 @@ IG_STEPS = get_method(IG_METHOD).count.name  # optional Integer: 0 = no integrat
 SMOOTH_GRAD_SAMPLES = get_method(SMOOTH_GRAD_METHOD).count.name  # optional Integer: 0 = no SmoothGrad
 TARGET_SPAN = "target_span"  # optional "t0:t1" over target tokens
 # optional: "" all matrices at once | "span" | "poll" | "stream" | "span_progress" | "span_cancel" | "matrix_cancel"
-# | a counted method's matrix_detail (progressive)
+# | "page_closed" (the page is going away: its client's background jobs stop) | a counted method's matrix_detail
+# (progressive)
 DETAIL = "detail"
 # string, required with detail="span_cancel": the id of the span job to stop, as its "span_progress" status named it
 # ("job_id"); a cancel naming an older job never stops a newer one.

@@ -118,8 +118,8 @@ def extra_counts(ex: JsonDict) -> dict[str, int]:
     return {extra.field: int(rule_field(ex, extra.rule, off=True)) for extra in EXTRA_METHODS}
 
 
-DETAIL_MODES = (("", "span", "poll", "stream", "span_progress", "span_cancel", "matrix_cancel") + tuple(e.matrix_detail for e in EXTRA_METHODS)
-                + (SEGMENT_DETAIL,))
+DETAIL_MODES = (("", "span", "poll", "stream", "span_progress", "span_cancel", "matrix_cancel", "page_closed")
+                + tuple(e.matrix_detail for e in EXTRA_METHODS) + (SEGMENT_DETAIL,))
 
 
 def detail_field(ex: JsonDict) -> str:
@@ -133,7 +133,7 @@ def detail_field(ex: JsonDict) -> str:
             f'Input field "{fields.DETAIL}" is {value!r}; use one of "" (all matrices at once),'
             f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far),'
             f' "span_progress" (progress of the span being computed), "span_cancel" (stop it),'
-            f' "matrix_cancel" (stop a per-token matrix job),'
+            f' "matrix_cancel" (stop a per-token matrix job), "page_closed" (stop the page\'s background jobs),'
             f' "{SEGMENT_DETAIL}" (a segment method)'
             f" or {matrices}."
         )

@@ -80,6 +80,15 @@ class SalienceModel(Wrapper):
             return _status_only(Status.none("matrix", f"No matrix job {request.job_id!r} for this prompt.").to_json())
         return _status_only(job.status())
 
+    def _page_closed(self, _request: requests.PageClosedRequest) -> JsonDict:
+        """Stops every background job of this request's client (`detail="page_closed"`): the page sends it when it
+        is closed or navigated away from (frontend/src/salience/page_exit.ts), so its matrix and segment jobs stop
+        within one slice instead of running for `heartbeat_s` after its last poll, taking the model from other
+        pages; a job another client also asked for runs on for that one. Never waits for the model; answers how
+        many jobs it released (`Status.done_now` of kind "page_closed")."""
+        released = self._shared.jobs.release_client(clients.current(), "its page was closed")
+        return _status_only(Status.done_now("page_closed", len(released)).to_json())
+
     def _segments(self, request: requests.SegmentsRequest) -> JsonDict:
         """A segment method's values (`detail="segments"`, docs/architecture.md "Segment salience").
 
@@ -309,6 +318,7 @@ HANDLERS: Mapping[type, Callable[[SalienceModel, Any], JsonDict]] = {
     requests.SpanProgressRequest: SalienceModel._span_progress,
     requests.SpanCancelRequest: SalienceModel._span_cancel,
     requests.MatrixCancelRequest: SalienceModel._matrix_cancel,
+    requests.PageClosedRequest: SalienceModel._page_closed,
     requests.SegmentsRequest: SalienceModel._segments,
     requests.SpanRequest: SalienceModel._span,
     requests.PollRequest: SalienceModel._poll,

@@ -94,6 +94,11 @@ class MatrixCancelRequest:
 
 
 @dataclasses.dataclass(frozen=True)
+class PageClosedRequest:
+    """`detail` "page_closed": the page is going away; every background job of its client stops."""
+
+
+@dataclasses.dataclass(frozen=True)
 class SegmentsRequest:
     """`detail` method_registry.SEGMENT_DETAIL: a segment method's values (`segment`: its settings)."""
 
@@ -127,7 +132,7 @@ class MatrixRequest(RowRequest):
 
 
 Request = (CompleteRequest | MaskedRequest | StreamRequest | SpanProgressRequest | SpanCancelRequest
-           | MatrixCancelRequest | SegmentsRequest | SpanRequest | PollRequest | MatrixRequest)
+           | MatrixCancelRequest | PageClosedRequest | SegmentsRequest | SpanRequest | PollRequest | MatrixRequest)
 
 
 def _complete(ex: JsonDict, shared: Prompts) -> CompleteRequest | MaskedRequest:
@@ -161,6 +166,10 @@ def _matrix_cancel(ex: JsonDict, _shared: Prompts) -> MatrixCancelRequest:
     return MatrixCancelRequest(datapoint_group(ex), job_id_field(ex, fields.MATRIX_JOB, "matrix_cancel"))
 
 
+def _page_closed(_ex: JsonDict, _shared: Prompts) -> PageClosedRequest:
+    return PageClosedRequest()
+
+
 def _segments(ex: JsonDict, shared: Prompts) -> SegmentsRequest:
     segment = segment_request(ex)
     return SegmentsRequest(datapoint_group(ex), shared.format_prompt(ex), text_field(ex, fields.TARGET), segment)
@@ -189,7 +198,8 @@ def _matrix(detail: str) -> Callable[[JsonDict, Prompts], MatrixRequest]:
 # detail mode -> its parser (every mode of inputs.DETAIL_MODES has one: tests/unit/test_salience_dispatch.py).
 PARSERS: Mapping[str, Callable[[JsonDict, Prompts], Request]] = {
     "": _complete, "stream": _stream, "span_progress": _span_progress, "span_cancel": _span_cancel,
-    "matrix_cancel": _matrix_cancel, SEGMENT_DETAIL: _segments, "span": _span, "poll": _poll,
+    "matrix_cancel": _matrix_cancel, "page_closed": _page_closed, SEGMENT_DETAIL: _segments, "span": _span,
+    "poll": _poll,
     **{e.matrix_detail: _matrix(e.matrix_detail) for e in EXTRA_METHODS},
 }
 

@@ -68,3 +68,29 @@ def test_a_request_without_a_client_id_supersedes_nothing():
         assert job.cancelled and not anonymous.cancelled
     finally:
         gate.set()
+
+
+def test_a_closed_pages_jobs_stop_at_once_unless_another_client_still_wants_them():
+    """`release_client` (the page's `detail="page_closed"` as it goes away): every live job of that client stops
+    with the reason, at once rather than after the heartbeat; a job another client polls too runs on for it;
+    other clients' jobs and a request without a client id are left alone."""
+    jobs, gate = progressive.DetailJobs(heartbeat_s=600), threading.Event()
+    try:
+        grad = jobs.submit("A", "grad", _waiting(gate), client="tab-1")
+        segments = jobs.submit("A", "seg:leave_one_out", _waiting(gate), lane="segments", client="tab-1")
+        shared = jobs.submit("A", "ig8", _waiting(gate), client="tab-1")
+        jobs.get("A", "ig8", "tab-2")  # tab-2 polls it too
+        other = jobs.submit("B", "grad", _waiting(gate), client="tab-2")
+        anonymous = jobs.submit("C", "grad", _waiting(gate))
+        jobs.focus("A", "tab-1")
+        released = jobs.release_client("tab-1", "its page was closed")
+        assert [j.kind for j in released] == ["grad", "seg:leave_one_out", "ig8"]
+        assert grad.cancelled and grad.cancel_reason == "its page was closed"
+        assert segments.cancelled and segments.cancel_reason == "its page was closed"
+        assert not shared.cancelled and shared.owners == {"tab-2"}
+        assert not other.cancelled and not anonymous.cancelled
+        assert jobs.focus_of("tab-1") == (None, 0)  # its focus is forgotten
+        assert jobs.release_client("", "its page was closed") == [] and not anonymous.cancelled
+        assert jobs.release_client("tab-1", "its page was closed") == []  # nothing of it is left to stop
+    finally:
+        gate.set()

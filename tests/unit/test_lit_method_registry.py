@@ -67,8 +67,8 @@ def test_the_wrappers_tables_follow_the_registry():
     assert [(e.method, e.field, e.kind, e.matrix_detail, e.unit, e.maximum) for e in method_registry.EXTRA_METHODS] \
         == [("integrated_gradients", "ig_steps", "ig", "ig_matrix", "steps", 256),
             ("smooth_grad", "smooth_grad_samples", "sg", "smooth_grad_matrix", "samples", 256)]
-    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "span_progress", "span_cancel", "matrix_cancel", "ig_matrix",
-                                   "smooth_grad_matrix", "segments")
+    assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "span_progress", "span_cancel", "matrix_cancel",
+                                   "page_closed", "ig_matrix", "smooth_grad_matrix", "segments")
     for extra in method_registry.EXTRA_METHODS:
         spec = fields.SALIENCE_INPUT_SPEC[extra.field]
         assert isinstance(spec, lit_types.Integer)

@@ -17,7 +17,8 @@ import {METHOD_REGISTRY_FIELD, type SegmentMethodInfo} from '../shared/methods.j
 import {salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {PROGRESS_READS, type SalienceHost} from './page.js';
 import {isFinal, numTargets, parsePayload, type SaliencePayload} from './payload.js';
-import {explainsGeneration, parseCount, quickInput} from './request.js';
+import type {ExitRequest} from './page_exit.js';
+import {explainsGeneration, pageClosedInput, parseCount, quickInput} from './request.js';
 import {SalienceSelection, type Status} from './selection.js';
 import type {TargetSpan} from './spans.js';
 import {wholeResponse} from './target.js';
@@ -50,6 +51,12 @@ export class SalienceController extends SalienceSelection {
     this.generation++;
     this.main.dispose();
     this.spans.dispose();
+  }
+
+  /** What stops this page's background jobs as the page goes away (page_exit.ts); null before any request. */
+  exitRequest(): ExitRequest | null {
+    if (this.input === null || this.salienceModel === null) return null;
+    return {model: this.salienceModel, input: pageClosedInput()};
   }
 
   // ------------------------------------------------------------ actions

@@ -87,6 +87,12 @@ export function matrixCancelInput(input: IndexedInputLike, jobId: string): Index
   return derivedInput(input, {[DETAIL_FIELD]: 'matrix_cancel', [MATRIX_JOB_FIELD]: jobId}, `matrix-cancel-${jobId}`);
 }
 
+/** Stops every background job of this page on the server (the page is going away: page_exit.ts). About no
+ * datapoint (the page's jobs of every one stop), so it carries no text: a keepalive request's body is bounded. */
+export function pageClosedInput(): IndexedInputLike {
+  return {id: 'page-closed', data: {[DETAIL_FIELD]: 'page_closed', _id: 'page-closed'}, meta: {added: true}};
+}
+
 /** Progress of a background job: null, the gradient matrices; else that method's per-token matrix. */
 export function pollInput(reg: MethodRegistry, input: IndexedInputLike, extra: Extra | null, n: number): IndexedInputLike {
   return derivedInput(input, {[DETAIL_FIELD]: 'poll', ...countFields(reg, extra)}, `poll${countTag(reg, extra)}-${n}`);
