@@ -604,7 +604,9 @@ def goal(args) -> None:
     """The cost goal (issue 42): a --tokens-long notes prompt of --paragraphs paragraphs with one planted fact; exact
     leave one paragraph out (cached in --out, it is long), then --repeats rounds of one forward + backward (grad_norm
     of the whole target, the first highlight's cost) and each fast method, interleaved, times as ratios within a
-    round."""
+    round. Each method gets the first highlight's result, as the server passes it (attention_verified reads the
+    span's gradient from it: no backward of its own); with --no-highlight it does not (the CLI's and the library's
+    cost: attention_verified runs its own forward + backward)."""
     import torch  # pylint: disable=import-outside-toplevel
 
     torch.set_num_threads(args.threads)
@@ -638,10 +640,10 @@ def goal(args) -> None:
           "leave-one-out's top 3 | Spearman |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for rep in range(args.repeats):
-        _, fb = timed(lambda: ss.compute_span_salience(lm, prompt, item.target, "grad_norm"))
+        highlight, fb = timed(lambda: ss.compute_span_result(lm, prompt, item.target, methods=("grad_norm",)))
         for method in args.methods:
             seg, sec = timed(lambda: segment_salience(lm, prompt, item.target, method, granularity="paragraph",
-                                                      config=config))
+                                                      config=config, result=None if args.no_highlight else highlight))
             if fact < 0:  # without leave-one-out: the fact's paragraph from the text
                 start = seg.text.index(item.target.strip())
                 fact = next(k for k, (a, b) in enumerate(seg.segments) if a <= start < b)
@@ -712,6 +714,8 @@ def main() -> None:
     g.add_argument("--verify-patience", type=int, default=SHIPPED.verify_patience)
     g.add_argument("--verify-max", type=int, default=SHIPPED.verify_max)
     g.add_argument("--skip-loo", action="store_true", help="time the methods without leave-one-out's cache")
+    g.add_argument("--no-highlight", action="store_true",
+                   help="do not pass the first highlight's result to the methods (attention_verified's own backward)")
     args = p.parse_args()
     {"collect": collect, "table": table, "aopc": aopc_fill, "memory": memory, "goal": goal, "cv": cv,
      "verify": verify}[args.command](args)
