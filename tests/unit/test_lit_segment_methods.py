@@ -14,14 +14,16 @@ import pytest
 
 from sequence_salience import field_rules
 from sequence_salience import explain as ex
-from sequence_salience.ablation import AblationConfig, segment_salience
-from sequence_salience.methods import ablation_surrogate, leave_one_out
+from sequence_salience.ablation import AblationConfig, engine, segment_salience
+from sequence_salience.methods import ablation_surrogate, attention_verified, leave_one_out
 from lit_app.edge import clients, limits
 from lit_app import errors
 from lit_app.schema import fields, inputs, method_registry
-from lit_app.model import progressive
+from lit_app.model import progressive, shared_model
 from lit_app.wrappers import explain as lit_explain
+from tests.unit.estimators import saved_random_estimator
 from tests.unit.tiny_lit import tiny_salience_lit
+from tests.unit.tiny_models import tiny_llama, wrap
 from tests.unit.waiting import wait_until
 
 PROMPT = "Alice has three apples. Bob has two apples. Carol has none.\nHow many apples are there?"
@@ -205,3 +207,26 @@ def test_explain_curves_take_a_segment_method_and_equal_the_library(tiny):
                                    by_name[leave_one_out.NAME].logprobs, rtol=1e-5, atol=1e-9)
     with pytest.raises(errors.RequestError, match=f'"{lit_explain.METHODS}" names the segment method'):
         model.predict([{**data, lit_explain.ACTION: "reduce", lit_explain.METHODS: leave_one_out.NAME}])
+
+
+def test_attention_verified_reads_the_first_highlights_gradient_not_a_backward_of_its_own(tmp_path, monkeypatch):
+    """The server hands a segment job the cached result of the pair that holds the span's gradient norm (the first
+    highlight): attention_verified orders its candidates by it, with the same values as the library computing it."""
+    lm = wrap(tiny_llama(seed=0), "llama")
+    _, config = saved_random_estimator(lm, tmp_path / "e.npz", seed=5)
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False, ablation_config=config)
+    try:
+        chat = lm.format_prompt(PROMPT, chat=False)
+        want = segment_salience(lm, chat, TARGET, attention_verified.NAME, granularity="sentence", config=config)
+        shared.quick(chat, TARGET, 0, None)  # the first highlight of the whole response
+
+        def no_backward(*args, **kwargs):
+            raise AssertionError("attention_verified ran a backward although the first highlight had the span")
+
+        monkeypatch.setattr(engine, "compute_span_salience", no_backward)
+        request = inputs.SegmentRequest(attention_verified.NAME, "sentence", None, "filler", None, 0)
+        got = shared.segment_salience(chat, TARGET, request)
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-6, atol=1e-9)
+        np.testing.assert_array_equal(got.measured_mask(), want.measured_mask())
+    finally:
+        shared.jobs.cancel_all()
