@@ -75,12 +75,16 @@ describe('SalienceController', () => {
     expect(changes()).toBeGreaterThan(0);
     expect(ctl.finishedAction()?.name).toBe('method');
     expect(ctl.finishedAction()).toBeNull();
+    // A closing page stops its jobs on the salience model it asked (src/salience/page_exit.ts).
+    expect(ctl.exitRequest()).toEqual({model: '_m_salience', input: {id: 'page-closed', meta: {added: true},
+                                                                   data: {detail: 'page_closed', _id: 'page-closed'}}});
     ctl.dispose();
   });
 
   it('reads the methods from the spec: the first is shown, extra methods start at their default counts', () => {
     const {host} = fakeHost(() => []);
     const ctl = new SalienceController(host);
+    expect(ctl.exitRequest()).toBeNull();  // nothing asked of the server yet: nothing to stop
     expect(ctl.registry()?.methods.map((m) => m.name)).toEqual(registry.map((m) => m.name));
     expect(ctl.method).toBe(registry[0].name);
     expect(ctl.counts).toEqual({integrated_gradients: 16, smooth_grad: 8});

@@ -14,7 +14,7 @@
 import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
 import {JobClient} from '../shared/jobs.js';
 import {METHOD_REGISTRY_FIELD, type SegmentMethodInfo} from '../shared/methods.js';
-import {salienceModelFor, type IndexedInputLike} from '../shared/request.js';
+import {hasSalienceField, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
 import {PROGRESS_READS, type SalienceHost} from './page.js';
 import {isFinal, numTargets, parsePayload, type SaliencePayload} from './payload.js';
 import type {ExitRequest} from './page_exit.js';
@@ -56,6 +56,8 @@ export class SalienceController extends SalienceSelection {
   /** What stops this page's background jobs as the page goes away (page_exit.ts); null before any request. */
   exitRequest(): ExitRequest | null {
     if (this.input === null || this.salienceModel === null) return null;
+    // LIT's own prompt-debugging models (lit_convention.ts) answer no `detail` and run no job of ours.
+    if (!hasSalienceField(this.host.models()[this.salienceModel]?.spec?.output)) return null;
     return {model: this.salienceModel, input: pageClosedInput()};
   }
 
