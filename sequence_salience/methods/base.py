@@ -34,6 +34,12 @@ class SalienceConfig:
         cancellation and other requests get a turn every few seconds. The sampled methods
         also take fewer steps or samples per forward (methods/sampling.py: one rule for all).
       ig_step_chunk_size: steps or samples of a sampled method (methods/sampling.py) run in one forward batch.
+      graph_token_budget: most (rows x sequence length) in one forward whose graph a backward needs, so the
+        sampled methods take fewer steps or samples per forward on longer prompts (methods/sampling.py). The
+        graph holds every layer's activations until the backward: on the default model (SmolLM2-135M) about
+        1.5 MB per row-token, so IG's 8 steps over a 52-token span took +600 MB (+300 MB at 4 steps); 256
+        bounds one forward's graph to about 380 MB there, and one row is always allowed (docs/benchmarks.md,
+        "Session 32 (h2)").
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (vmap on every
@@ -43,6 +49,7 @@ class SalienceConfig:
     target_chunk_size: int = 16
     chunk_token_budget: int = 8192
     ig_step_chunk_size: int = 8
+    graph_token_budget: int = 256
     backward: str = "auto"
 
     def targets_per_chunk(self, seq_len: int, rows: int = 1) -> int:

@@ -9,11 +9,12 @@ SmoothGrad (S noisy copies of the input) both need, for every target token t,
 forward batches of n <= ig_step_chunk_size points per example, and every backward takes as
 many target tokens as fit, under ONE budget rule for both methods:
 
-    points per forward  n = min(ig_step_chunk_size, chunk_token_budget // (B * L))
+    points per forward  n = min(ig_step_chunk_size, graph_token_budget // (B * L))
     targets per backward c = min(2 * target_chunk_size // (B * n), chunk_token_budget // (B * n * L))
 
-so that (targets x rows x sequence length) per backward stays within chunk_token_budget
-(while one target over one row fits), and the memory of one backward stays bounded.
+so that (rows x sequence length) of a forward whose graph the backward needs stays within
+graph_token_budget, (targets x rows x sequence length) per backward within chunk_token_budget
+(while one point of one row fits), and the memory of one forward + backward stays bounded.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ Points = Callable[[slice], torch.Tensor]
 
 def points_per_forward(config: SalienceConfig, rows: int, seq_len: int) -> int:
     """Samples (steps) per forward batch for `rows` examples of length `seq_len`."""
-    return max(1, min(config.ig_step_chunk_size, config.chunk_token_budget // max(1, rows * seq_len)))
+    return max(1, min(config.ig_step_chunk_size, config.graph_token_budget // max(1, rows * seq_len)))
 
 
 def targets_per_backward(config: SalienceConfig, rows: int, n: int, seq_len: int) -> int:

@@ -28,14 +28,16 @@ model. Asserted:
   matrix job keeps its job id; its answer keeps the payload's invariants;
 * every invalid request gets its expected 4xx and a one-line body;
 * the server stays up, and its RSS 10 s after the load ends is within `RSS_GROWTH_LIMIT`
-  (15 %) of its value after warm-up (every request kind once), and during the load (sampled every 0.5 s)
-  within `RSS_PEAK_LIMIT` of it: one matrix pass in flight, not one per client (issue 43);
+  (15 %) of its value after warm-up (every request kind once, the matrix job once per extra method, one
+  request at a time; then idle); its peak during the load (the kernel's VmHWM) within `RSS_GROWTH_LIMIT`
+  of its peak during the warm-up (no growth once every kind of work has run once), and within
+  `RSS_PEAK_LIMIT` of the idle value after warm-up: one matrix pass in flight, not one per client (issue 43);
 * nothing outside the data folder changes (a folder next to it, with a file the
   probes try to read and one they try to overwrite, is byte-for-byte the same),
   and no answer contains the outside file's content.
 
 Printed: requests served, answers by kind and status, the 409s per kind, jobs started and finished per
-kind, and the RSS curve: after warm-up, every
+kind, the server's peak RSS while each warm-up kind ran, and the RSS curve: after warm-up, every
 minute (every tenth of the run when shorter than 10 minutes), at the end of the load and 10 s
 later (docs/benchmarks.md, "Soak").
 """
@@ -43,6 +45,7 @@ later (docs/benchmarks.md, "Soak").
 from __future__ import annotations
 
 import collections
+import functools
 import http.client
 import json
 import random
@@ -86,9 +89,16 @@ GEN_PROMPTS = ["What is the capital of France?", "Name a primary color.", "Say h
 SAL_CASES = [("What is the capital of France?", "Paris"), ("2+2=", "4"), ("The sky is", " blue today")]
 
 
-def _rss_mb(pid: int) -> float:
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """The process's RSS now (VmRSS), or its peak since the last `_reset_peak` (VmHWM), in MB."""
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
+        return int(re.search(rf"{field}:\s+(\d+) kB", f.read()).group(1)) / 1024
+
+
+def _reset_peak(pid: int) -> None:
+    """Starts the process's peak RSS (VmHWM) again from its RSS now (Linux's clear_refs, value 5)."""
+    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
 
 
 OUTSIDE_MARKER = "soak-outside-marker-41c9"
@@ -390,9 +400,10 @@ class Soak:
                 seg["stats"]["rows"] != len(words) + 1):
             self.fail("segment_job", f"{prompt!r}: words {words}, values {seg['values']}, stats {seg['stats']}")
 
-    def matrix_job(self, rng: random.Random) -> None:
-        """A per-token matrix job (IG steps or SmoothGrad samples) of a fresh prompt, polled to the end."""
-        extra = rng.choice(method_registry.EXTRA_METHODS)
+    def matrix_job(self, rng: random.Random, extra: method_registry.ExtraMethod | None = None) -> None:
+        """A per-token matrix job (IG steps or SmoothGrad samples; `extra`, or one at random) of a fresh prompt,
+        polled to the end."""
+        extra = extra or rng.choice(method_registry.EXTRA_METHODS)
         k = next(self.fresh) * 7919 + rng.randrange(1000)
         ex = {"prompt": f"Double {k}.", "target": f" {2 * k}", extra.field: 4}
         got = self.poll_job(f"matrix_job_{extra.kind}", {**ex, fields.DETAIL: extra.matrix_detail},
@@ -586,7 +597,11 @@ class Soak:
                 (self.sal_fresh, 0.5), (self.segment_job, 1), (self.matrix_job, 1)]
 
     def warm_up_kinds(self):
-        return {fn.__name__: fn for fn, _ in self.page_kinds() + self.script_kinds()}.values()
+        """Every valid kind once, the matrix job once per extra method (IG and SmoothGrad): every pass the load
+        runs has run once before the RSS baseline."""
+        kinds = {fn.__name__: fn for fn, _ in self.page_kinds() + self.script_kinds()}
+        del kinds[self.matrix_job.__name__]
+        return [*kinds.values(), *(functools.partial(self.matrix_job, extra=e) for e in method_registry.EXTRA_METHODS)]
 
     def hostile_kinds(self):
         return [(self.malformed_json, 1), (self.wrong_types, 1), (self.huge_prompt, 1), (self.too_many_ig_steps, 1),
@@ -623,11 +638,17 @@ def test_soak(tmp_path, references, request):
         soak = Soak(server, references, outside)
         rng = random.Random(0)
         soak.local.client = "soak-warm-up"
-        for fn in soak.warm_up_kinds():  # warm up every valid path once
+        warm_peaks = {}  # kind -> the server's peak RSS while it ran (and what the kind before left running)
+        for fn in soak.warm_up_kinds():  # warm up every valid path once, one request at a time
+            _reset_peak(server.proc.pid)
             fn(rng)
+            name = getattr(fn, "__name__", None) or f"matrix_job_{fn.keywords['extra'].kind}"
+            warm_peaks[name] = _rss_mb(server.proc.pid, "VmHWM")
         soak.local.client = ""
         _wait_idle(server)
         rss_warm = _rss_mb(server.proc.pid)
+        peak_warm = max(warm_peaks.values())  # one client, every pass once: one pass in flight at a time
+        _reset_peak(server.proc.pid)
         rss_peak = rss_warm
         every = min(60.0, max(5.0, seconds / 10))
         samples = [(0.0, rss_warm)]
@@ -651,6 +672,7 @@ def test_soak(tmp_path, references, request):
             time.sleep(0.5)
         elapsed = time.monotonic() - start
         rss_load_end = _rss_mb(server.proc.pid)
+        rss_peak = max(rss_peak, _rss_mb(server.proc.pid, "VmHWM"))  # the kernel's peak: none between samples
         _wait_idle(server)
         time.sleep(RSS_SETTLE_S)
         rss_after = _rss_mb(server.proc.pid)
@@ -671,7 +693,11 @@ def test_soak(tmp_path, references, request):
         job_kinds = sorted({k for k, _ in soak.jobs})
         print("Jobs polled to the end (finished / started): "
               + ", ".join(f"{k}: {soak.jobs[(k, 'finished')]} / {soak.jobs[(k, 'started')]}" for k in job_kinds))
-        print(f"Server RSS: after warm-up {rss_warm:.0f} MB, peak {rss_peak:.0f} MB, at the end of the load"
+        print("Server peak RSS during each warm-up kind (MB): "
+              + ", ".join(f"{k} {m:.0f} ({m / rss_warm - 1:+.1%})" for k, m in warm_peaks.items()))
+        print(f"Server RSS: after warm-up {rss_warm:.0f} MB (its peak during the warm-up {peak_warm:.0f} MB,"
+              f" {peak_warm / rss_warm - 1:+.1%}), peak during the load {rss_peak:.0f} MB ({rss_peak / rss_warm - 1:+.1%};"
+              f" {rss_peak / peak_warm - 1:+.1%} of the warm-up's peak), at the end of the load"
               f" {rss_load_end:.0f} MB, {RSS_SETTLE_S} s later {rss_after:.0f} MB ({rss_after / rss_warm - 1:+.1%});"
               " curve (s, MB): " + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in samples)
               + f", end: {rss_load_end:.0f}, +{RSS_SETTLE_S} s: {rss_after:.0f}")
@@ -691,6 +717,9 @@ def test_soak(tmp_path, references, request):
             soak.jobs[(k, "finished")] for k in job_kinds if k.startswith("matrix_job")), soak.jobs
         assert rss_after <= rss_warm * (1 + RSS_GROWTH_LIMIT), (
             f"RSS {rss_after:.0f} MB, {rss_after / rss_warm - 1:+.1%} of its {rss_warm:.0f} MB after warm-up")
+        assert rss_peak <= peak_warm * (1 + RSS_GROWTH_LIMIT), (
+            f"RSS peaked at {rss_peak:.0f} MB during the load, {rss_peak / peak_warm - 1:+.1%} of its {peak_warm:.0f} MB"
+            " peak during the warm-up (every kind of work once): growth, or passes' memory piling up?")
         assert rss_peak <= rss_warm * (1 + RSS_PEAK_LIMIT), (
             f"RSS peaked at {rss_peak:.0f} MB during the load, {rss_peak / rss_warm - 1:+.1%} of its {rss_warm:.0f} MB"
             " after warm-up: more than one matrix pass held its memory at once?")

@@ -1,9 +1,9 @@
 """IG and SmoothGrad share one chunked sampling loop with one budget rule (methods/sampling.py).
 
-Every forward and every backward of either method is recorded on a tiny model: with a budget of
-three sequences' worth of tokens, (targets x rows x sequence length) per backward and
-(rows x sequence length) per forward stay within chunk_token_budget, and the values equal the
-unconstrained run and an independent per-target reference.
+Every forward and every backward of either method is recorded on a tiny model: with budgets of
+three sequences' worth of tokens, (targets x rows x sequence length) per backward stays within
+chunk_token_budget and (rows x sequence length) per forward within graph_token_budget (each
+bound alone too), and the values equal the unconstrained run and an independent per-target reference.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class _Recorder:
 @pytest.mark.parametrize("backward", ["vmap", "loop"])
 def test_the_budget_bounds_every_forward_and_backward(llama, seq_len, monkeypatch, method, backward):
     budget = 3 * seq_len  # three sequences' worth: 3 samples of 1 target, or 1 sample of 3 targets
-    config = SalienceConfig(ig_steps=6, smooth_grad_samples=6, chunk_token_budget=budget, backward=backward)
+    config = SalienceConfig(ig_steps=6, smooth_grad_samples=6, chunk_token_budget=budget, graph_token_budget=budget,
+                            backward=backward)
     rec = _Recorder(monkeypatch, llama.model)
     try:
         ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=config)
@@ -78,8 +79,23 @@ def test_the_budget_bounds_every_forward_and_backward(llama, seq_len, monkeypatc
 
 
 @pytest.mark.parametrize("method", SAMPLED)
+def test_the_graph_budget_alone_bounds_the_points_per_forward(llama, seq_len, monkeypatch, method):
+    """A forward's graph lives until its backward (about 1.5 MB per row-token on the default model): the graph
+    budget alone, with the backward's budget wide, caps the steps (samples) per forward."""
+    config = SalienceConfig(ig_steps=6, smooth_grad_samples=6, graph_token_budget=2 * seq_len)
+    assert config.chunk_token_budget >= 6 * 6 * seq_len and config.ig_step_chunk_size >= 6  # neither binds
+    rec = _Recorder(monkeypatch, llama.model)
+    try:
+        ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=config)
+        ss.compute_span_salience(llama, PROMPT, TARGET, method, 1, 4, config=config)
+    finally:
+        rec.close()
+    assert rec.forwards and max(rec.forwards) == 2 * seq_len, rec.forwards  # 2 points per forward, never 6
+
+
+@pytest.mark.parametrize("method", SAMPLED)
 def test_a_tight_budget_gives_the_same_values(llama, seq_len, method):
-    tight = dataclasses.replace(WIDE, chunk_token_budget=3 * seq_len)
+    tight = dataclasses.replace(WIDE, chunk_token_budget=3 * seq_len, graph_token_budget=seq_len)
     wide = ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=WIDE)
     narrow = ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=tight)
     np.testing.assert_allclose(narrow.matrices[method], wide.matrices[method], rtol=1e-5, atol=1e-7)
