@@ -59,18 +59,24 @@ class _Recorder:
         self.handle.remove()
 
 
+def _record(monkeypatch, lm, method: str, config: SalienceConfig) -> _Recorder:
+    """The forwards and backwards of `method`'s matrix and of its span 1:4, computed with `config`."""
+    rec = _Recorder(monkeypatch, lm.model)
+    try:
+        ss.compute_salience(lm, PROMPT, TARGET, methods=(method,), config=config)
+        ss.compute_span_salience(lm, PROMPT, TARGET, method, 1, 4, config=config)
+    finally:
+        rec.close()
+    return rec
+
+
 @pytest.mark.parametrize("method", SAMPLED)
 @pytest.mark.parametrize("backward", ["vmap", "loop"])
 def test_the_budget_bounds_every_forward_and_backward(llama, seq_len, monkeypatch, method, backward):
     budget = 3 * seq_len  # three sequences' worth: 3 samples of 1 target, or 1 sample of 3 targets
     config = SalienceConfig(ig_steps=6, smooth_grad_samples=6, chunk_token_budget=budget, graph_token_budget=budget,
                             backward=backward)
-    rec = _Recorder(monkeypatch, llama.model)
-    try:
-        ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=config)
-        ss.compute_span_salience(llama, PROMPT, TARGET, method, 1, 4, config=config)
-    finally:
-        rec.close()
+    rec = _record(monkeypatch, llama, method, config)
     assert rec.backwards and rec.forwards
     assert max(rec.backwards) <= budget, rec.backwards
     assert max(rec.forwards) <= budget, rec.forwards
@@ -84,12 +90,7 @@ def test_the_graph_budget_alone_bounds_the_points_per_forward(llama, seq_len, mo
     budget alone, with the backward's budget wide, caps the steps (samples) per forward."""
     config = SalienceConfig(ig_steps=6, smooth_grad_samples=6, graph_token_budget=2 * seq_len)
     assert config.chunk_token_budget >= 6 * 6 * seq_len and config.ig_step_chunk_size >= 6  # neither binds
-    rec = _Recorder(monkeypatch, llama.model)
-    try:
-        ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=config)
-        ss.compute_span_salience(llama, PROMPT, TARGET, method, 1, 4, config=config)
-    finally:
-        rec.close()
+    rec = _record(monkeypatch, llama, method, config)
     assert rec.forwards and max(rec.forwards) == 2 * seq_len, rec.forwards  # 2 points per forward, never 6
 
 
