@@ -29,7 +29,7 @@ model. Asserted:
 * every invalid request gets its expected 4xx and a one-line body;
 * the server stays up, and its RSS 10 s after the load ends is within `RSS_GROWTH_LIMIT`
   (15 %) of its value after warm-up (every request kind once, the matrix job once per extra method, one
-  request at a time; then idle); its peak during the load (the kernel's VmHWM) within `RSS_GROWTH_LIMIT`
+  request at a time; then idle); its peak during the load (the kernel's VmHWM) within `RSS_PEAK_GROWTH_LIMIT`
   of its peak during the warm-up (no growth once every kind of work has run once), and within
   `RSS_PEAK_LIMIT` of the idle value after warm-up: one matrix pass in flight, not one per client (issue 43);
 * nothing outside the data folder changes (a folder next to it, with a file the
@@ -81,6 +81,12 @@ RSS_GROWTH_LIMIT = 0.15
 # at a time (lit_app/model/scheduler.py) what remains is one pass in flight and malloc's unreturned pages
 # (docs/benchmarks.md, "Session 30").
 RSS_PEAK_LIMIT = 0.4
+# The load's peak, relative to the warm-up's peak (every kind of work once, one request at a time): growth once every
+# kind has run, or passes' memory piling up across clients. Several clients add what one cannot: a matrix job's
+# forward graph held across a click's turn (up to `graph_token_budget` row-tokens: ~280 MB on the soak's 46-token
+# prompts, ~1.5 MB per row-token) while the click's own graph (~200 MB for its 4 IG steps) is built, about +20 % over
+# the warm-up's peak at worst; 45 s runs measured -2.0 % to +7.4 % (docs/benchmarks.md, "Session 32 (h2)").
+RSS_PEAK_GROWTH_LIMIT = 0.25
 RSS_SETTLE_S = 10
 RETRY_FOR_S = 300  # a valid request answered 503 is retried this long (a loaded 2-core machine is slow)
 JOB_LIMIT_S = 900  # a polled job that has not finished after this long fails (a failure bound, not a timing)
@@ -717,7 +723,7 @@ def test_soak(tmp_path, references, request):
             soak.jobs[(k, "finished")] for k in job_kinds if k.startswith("matrix_job")), soak.jobs
         assert rss_after <= rss_warm * (1 + RSS_GROWTH_LIMIT), (
             f"RSS {rss_after:.0f} MB, {rss_after / rss_warm - 1:+.1%} of its {rss_warm:.0f} MB after warm-up")
-        assert rss_peak <= peak_warm * (1 + RSS_GROWTH_LIMIT), (
+        assert rss_peak <= peak_warm * (1 + RSS_PEAK_GROWTH_LIMIT), (
             f"RSS peaked at {rss_peak:.0f} MB during the load, {rss_peak / peak_warm - 1:+.1%} of its {peak_warm:.0f} MB"
             " peak during the warm-up (every kind of work once): growth, or passes' memory piling up?")
         assert rss_peak <= rss_warm * (1 + RSS_PEAK_LIMIT), (
