@@ -18,11 +18,13 @@ from lit_app.edge import limits
 from lit_app.serving import model_group
 from lit_app import server
 from lit_app.model import shared_model
+from sequence_salience.methods.sampling import points_per_forward
+from sequence_salience.salience import prepare_pair
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
 DATA = {"prompt": "What is the capital of France?", "target": " Paris is the capital."}
-STEPS = 24  # three chunks of ig_step_chunk_size=8 steps
+STEPS = 24  # several chunks of steps (methods/sampling.py points_per_forward: 6 per forward on this pair)
 
 
 class PollingSharedLM(shared_model.SharedLM):
@@ -108,7 +110,9 @@ def test_a_cancel_stops_the_span_job_it_names_and_no_other(client, shared):
     text = response.get_data(as_text=True)
     assert response.status_code != 200 and "Cancelled: a cancel request" in text, text[:300]
     # It stopped within one chunk of steps after the cancel (the first report was the first chunk).
-    assert [done for done, _, _ in shared.seen] == [8], shared.seen
+    pair = prepare_pair(shared.lm, shared.lm.format_prompt(DATA["prompt"]), DATA["target"])
+    chunk = points_per_forward(shared.salience_config, 1, len(pair.prompt.ids) + len(pair.target_ids))
+    assert 0 < chunk < STEPS and [done for done, _, _ in shared.seen] == [chunk], (chunk, shared.seen)
 
 
 def test_span_progress_is_a_poll_and_a_known_detail_mode():
