@@ -37,9 +37,9 @@ class SalienceConfig:
       graph_token_budget: most (rows x sequence length) in one forward whose graph a backward needs, so the
         sampled methods take fewer steps or samples per forward on longer prompts (methods/sampling.py). The
         graph holds every layer's activations until the backward: on the default model (SmolLM2-135M) about
-        1.5 MB per row-token, so IG's 8 steps over a 52-token span took +600 MB (+300 MB at 4 steps); 256
-        bounds one forward's graph to about 380 MB there, and one row is always allowed (docs/benchmarks.md,
-        "Session 32 (h2)").
+        1.5 MB per row-token, so IG's 4 steps over a 239-token span took +870-1,117 MB (+275-283 MB at one
+        step per forward); 512 bounds one forward's graph to about 770 MB there and leaves prompts of up to 64
+        tokens their 8 steps per forward; one row is always allowed (docs/benchmarks.md, "Session 32 (h2)").
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (vmap on every
@@ -49,7 +49,7 @@ class SalienceConfig:
     target_chunk_size: int = 16
     chunk_token_budget: int = 8192
     ig_step_chunk_size: int = 8
-    graph_token_budget: int = 256
+    graph_token_budget: int = 512
     backward: str = "auto"
 
     def targets_per_chunk(self, seq_len: int, rows: int = 1) -> int:

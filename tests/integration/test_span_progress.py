@@ -24,7 +24,7 @@ from sequence_salience.salience import prepare_pair
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
 DATA = {"prompt": "What is the capital of France?", "target": " Paris is the capital."}
-STEPS = 24  # several chunks of steps (methods/sampling.py points_per_forward: 6 per forward on this pair)
+STEPS = 24  # several chunks of steps (methods/sampling.py points_per_forward: 8 per forward on this pair)
 
 
 class PollingSharedLM(shared_model.SharedLM):
