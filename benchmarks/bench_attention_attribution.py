@@ -363,7 +363,9 @@ def table(args) -> None:
     if args.json:
         doc = {"source": f"benchmarks/bench_attention_attribution.py table (docs/benchmarks.md, 'Learned attention "
                          f"attribution'): {len(rows)} held-out prompts (split eval, seed 0, "
-                         f"{min(int(r['n_tokens']) for r in rows)}-{max(int(r['n_tokens']) for r in rows)} tokens), "
+                         f"{min(int(r['n_tokens']) for r in rows)}-{max(int(r['n_tokens']) for r in rows)} tokens with "
+                         "the chat template: " + ", ".join(f"{g} {len(idx)}" for g, idx in groups.items()
+                                                           if g.endswith(" tokens")) + "), "
                          "each counted at the granularity it was measured at (sentence up to 800 tokens, paragraph "
                          "above, principles by line), against exact leave-one-out; attention_attribution with the "
                          f"shipped estimator {est.training_hash[:16]} ({'+'.join(est.features)}), attention_verified "
