@@ -19,15 +19,15 @@ The rule (`choose_first_maps`) is a pure function of those figures and the metho
 Why the bar's n counts the prompts at one granularity, not pooled over sentence, line and paragraph (the "sentence
 and coarser" family; docs/benchmarks.md "Session 31" and "Session 32 (h3)"): each held-out prompt is measured at one
 granularity, so no granularity reaches `min_n` alone, and pooling would (105 prompts). Pooling would be justified if
-one rate described all three. It does not: on 105 prompts attention_verified (7 verified) beats the gradient's top-3
-agreement at sentence (+0.14, paired 95 % CI +0.07 to +0.21, 39 prompts) and line (+0.14, CI +0.05 to +0.22, 27) but
-not at paragraph (-0.01, CI -0.09 to +0.08, 39 prompts, where the gradient's top-3 is 0.60), so a pooled comparison
-(+0.08, CI +0.03 to +0.13) would let it replace the gradient at paragraph on the strength of the other two (the 56-
-and 68-prompt reads gave the same picture). And in this evaluation a granularity is also a population (sentence: the
-prompts up to 800 tokens; paragraph: the longer ones; line: the principles prompts), so a pooled rate mixes lengths
-and kinds rather than measuring the method at a granularity. So `min_n` stays per granularity, and until about 50
-prompts are measured at each (about 150 in all) the gradient stays the first map; pooled, attention_verified's top-3
-(0.63) would miss the bar anyway.
+one rate described all three. It did not for the rule before session 32 (the estimate's top 7: +0.14 over the
+gradient's top-3 at sentence and line, -0.01 at paragraph, docs/benchmarks.md "Session 32 (h3)"), and a pooled
+comparison would have let it replace the gradient at paragraph on the strength of the other two. The rule that
+ships (alternating candidates, 4-12 verified, "Session 32 (lead)") is over 2/3 and over the gradient at each
+granularity (top-3 sentence 0.69, line 0.77, paragraph 0.80; gradient 0.50, 0.56, 0.60), but a granularity is also
+a population in this evaluation (sentence: the prompts up to 800 tokens; paragraph: the longer ones; line: the
+principles prompts), so a pooled rate mixes lengths and kinds rather than measuring the method at a granularity.
+So `min_n` stays per granularity, and until about 50 prompts are measured at each (about 150 in all; 39, 39 and
+27 now) the gradient stays the first map.
 """
 
 from __future__ import annotations
