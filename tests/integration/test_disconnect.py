@@ -188,7 +188,11 @@ def test_a_matrix_job_nobody_polls_stops(server):
     """A background job has no connection of its own: abandoned when nobody polls it for --job_heartbeat_s."""
     start = len(server.log_path.read_text())
     data = {fields.PROMPT: "Read the notes. Parcel one left the depot at nine by van. Parcel two left at ten by"
-            " bike. Which parcel left first?", fields.TARGET: " Parcel one left first.", fields.IG_STEPS: COUNT}
+            " bike. Which parcel left first?", fields.IG_STEPS: COUNT,
+            # A long target: many rows, so that the job cannot end within the heartbeat after its first slice on a
+            # loaded machine (a 6-token target once ended 7 of 7 as the cancellation came: work left unproven).
+            fields.TARGET: " Parcel one left first: it left the depot at nine by van, an hour before parcel two,"
+                           " which left at ten by bike."}
 
     def poll() -> dict:
         return server.preds(SAL, {**data, fields.DETAIL: "poll"}, client=PAGE)[fields.SALIENCE]["detail"]
