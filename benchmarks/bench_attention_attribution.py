@@ -1,6 +1,6 @@
 """Learned attention attribution against exact leave-one-out on held-out prompts, its cost, and its memory.
 
-    .venv/bin/python benchmarks/bench_attention_attribution.py collect --out artifacts/attention_eval [--n 20]
+    .venv/bin/python benchmarks/bench_attention_attribution.py collect --out artifacts/attention_eval [--start 120 --pool 260] [--granularities line] [--limit 10]
     .venv/bin/python benchmarks/bench_attention_attribution.py table --out artifacts/attention_eval [--estimator F]
     .venv/bin/python benchmarks/bench_attention_attribution.py verify --out artifacts/attention_eval [--grid]
     .venv/bin/python benchmarks/bench_attention_attribution.py memory [--tokens 4000 8000]
@@ -87,6 +87,8 @@ def plan(lm, args) -> list[tuple[int, object, str, int]]:
         item = generate_prompt(args.seed, i, "eval", args.min_tokens, args.max_tokens, count)
         n = count(item.user) + (count(item.system) if item.system else 0)
         g = granularity(item, n, args.sentence_max_tokens)
+        if args.granularities and g not in args.granularities:
+            continue
         entry = (i, item, g, n)
         (long_ if n >= args.long_from else short).append((approx_segments(item, g) * n, entry))
     short, long_ = [e for _, e in sorted(short, key=lambda x: x[0])], [e for _, e in sorted(long_, key=lambda x: x[0])]
@@ -144,10 +146,14 @@ def collect(args) -> None:
     todo = plan(lm, args)
     print(f"{len(todo)} candidates; order: " + " ".join(f"{i}:{n}" for i, _, _, n in todo), flush=True)
     config = AblationConfig()
+    measured = 0
     for done, (i, item, g, n) in enumerate(todo):
         path = out / f"eval-{args.seed}-{i:04d}.npz"
         if path.exists():
             continue
+        if args.limit is not None and measured >= args.limit:
+            break
+        measured += 1
         prompt = chat_prompt(lm, item)
         t = time.perf_counter()
         loo = segment_salience(lm, prompt, item.target, "leave_one_out", granularity=g, config=config)
@@ -674,6 +680,10 @@ def main() -> None:
                    help="deletion / insertion ablations only for prompts up to this long (they cost as much as "
                         "leave-one-out)")
     c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--limit", type=int, default=None, help="stop after measuring this many new prompts")
+    c.add_argument("--granularities", nargs="+", choices=("sentence", "paragraph", "line"), default=None,
+                   help="measure only the candidates of these granularities (chosen by the prompt's kind and length, "
+                        "never by its result): to fill a granularity short of the bar's min_n")
     c.add_argument("--estimator", default=None,
                    help="whose orders' deletion / insertion ablations are measured too (default: the shipped one)")
     t = sub.add_parser("table")
