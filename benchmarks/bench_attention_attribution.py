@@ -87,7 +87,7 @@ def plan(lm, args) -> list[tuple[int, object, str, int]]:
         item = generate_prompt(args.seed, i, "eval", args.min_tokens, args.max_tokens, count)
         n = count(item.user) + (count(item.system) if item.system else 0)
         g = granularity(item, n, args.sentence_max_tokens)
-        if args.granularities and g not in args.granularities:
+        if (args.granularities and g not in args.granularities) or not args.length[0] <= n <= args.length[1]:
             continue
         entry = (i, item, g, n)
         (long_ if n >= args.long_from else short).append((approx_segments(item, g) * n, entry))
@@ -680,6 +680,9 @@ def main() -> None:
                    help="deletion / insertion ablations only for prompts up to this long (they cost as much as "
                         "leave-one-out)")
     c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--length", type=int, nargs=2, default=(0, 10**9), metavar=("MIN", "MAX"),
+                   help="measure only the candidates of MIN..MAX tokens (a filter on the pool: --min-tokens / "
+                        "--max-tokens shape the generated prompts themselves)")
     c.add_argument("--limit", type=int, default=None, help="stop after measuring this many new prompts")
     c.add_argument("--granularities", nargs="+", choices=("sentence", "paragraph", "line"), default=None,
                    help="measure only the candidates of these granularities (chosen by the prompt's kind and length, "
