@@ -2,6 +2,7 @@
 same prompt and model (ours is wide and short, theirs narrow and tall), as Chromium draws each file of this folder
 (ours_share.html, inseq_input_x_gradient.html); the whole of each table, none scrolled away.
 
+    .venv/bin/python docs/inseq_comparison/ours.py          # writes ours_share.html (not kept in the repo)
     .venv/bin/python docs/inseq_comparison/side_by_side.py
 """
 
