@@ -53,3 +53,24 @@ def test_a_page_closed_request_is_a_poll_and_passes_the_edge_without_text():
     assert limits.is_poll("/get_preds", body)  # answered while the server is full: it frees the model
     limits.validate_request("/get_preds", {"model": "_tiny_salience", "requested_fields": "salience"}, body,
                             limits.Limits())
+
+
+def test_a_page_closed_request_about_a_never_generated_prompt_releases_and_generates_nothing(tiny):
+    """Whatever datapoint fields a page_closed carries (a prompt never generated, no target), it only releases the
+    client's jobs: the salience model's answer is the release count, and no response of that prompt is generated
+    (none in the response cache after it, none streaming). Checks the claim of session 32's closing note (a
+    page_closed generated its datapoint's response first): not so for the salience model (the generation model,
+    which has no `detail`, does generate; the page never sends page_closed there: controller.ts exitRequest)."""
+    shared, sal = tiny
+    never = {"prompt": "Hi", "chat": False}  # no target: a request that needs a response would generate it
+    chat = shared.format_prompt(never)
+    assert shared.cached_generation(chat) is None
+    with shared.lock:  # the job waits for the model: it cannot end before the request below
+        assert _detail(sal, {**EX, "detail": "ig_matrix", "ig_steps": 8}, "tab-1")["state"] == "queued"
+        with clients.acting_as("tab-1"):
+            out = sal.predict([{**never, **PAGE_CLOSED}])[0]
+    assert (out[fields.SALIENCE]["detail"]["kind"], out[fields.SALIENCE]["detail"]["done"]) == ("page_closed", 1), out
+    assert out[fields.RESPONSE] == "" and out[fields.TOKENS] == [], out
+    assert shared.jobs.get(inputs.datapoint_group(EX), "ig8").cancel_reason == "its page was closed"
+    assert shared.cached_generation(chat) is None  # nothing generated for the prompt it carried
+    assert shared.generation_stream(chat).state == "none"  # nor queued or running
