@@ -16,7 +16,7 @@ import {compareTops, describeVerdict, firstMapAt, nextAutoStep, verdictOn, type 
 import {SalienceController} from '../src/salience/controller.js';
 import {POLL_MS} from '../src/salience/page.js';
 import type {SegmentPayload} from '../src/salience/payload.js';
-import {fakeSalienceHost} from './support/salience_host.js';
+import {fakeSalienceHost, withFirstMap} from './support/salience_host.js';
 
 type Data = Record<string, unknown>;
 
@@ -26,8 +26,9 @@ const FAST = 'attention_attribution';
 const EXACT = 'leave_one_out';
 const GRADIENT = 'grad_norm';
 /** The fixture's registry with the fast method named the first map at sentence granularity (as a server whose
- * held-out figures pass the bar would publish it). */
-const WITH_FIRST = registry.map((m) => m.name === FAST ? {...m, first_map_at: ['sentence']} : m);
+ * held-out figures pass the bar would publish it), and with none (the gradient stays the first map). */
+const WITH_FIRST = withFirstMap(registry, FAST);
+const NO_FIRST = withFirstMap(registry, null);
 
 // The fixture's prompt: tokens 3-6 "The cat sat." (sentence A), 7-10 " It was red." (sentence B); 16-18 the response.
 const A = [3, 4, 5, 6];
@@ -145,7 +146,7 @@ describe('the controller: first map, then exact leave-one-out', () => {
   it('reads the first map from the server\'s registry, not from a name of its own', () => {
     expect(firstMapAt(parseRegistry(WITH_FIRST), 'sentence')?.name).toBe(FAST);
     expect(firstMapAt(parseRegistry(WITH_FIRST), 'paragraph')).toBeUndefined();
-    expect(firstMapAt(parseRegistry(registry), 'sentence')).toBeUndefined();
+    expect(firstMapAt(parseRegistry(NO_FIRST), 'sentence')).toBeUndefined();
   });
 
   it('shows the named first map once measured, then exact leave-one-out, keeping what the first map showed', async () => {
@@ -186,7 +187,7 @@ describe('the controller: first map, then exact leave-one-out', () => {
   });
 
   it('keeps the gradient as the first map where the server names none, and compares it with the exact map', async () => {
-    const {ctl, calls} = await selected(registry);
+    const {ctl, calls} = await selected(NO_FIRST);
     expect(ctl.firstMap()).toBeNull();
     expect(ctl.autoMeasuring()).toBe(EXACT);
     await vi.advanceTimersByTimeAsync(2 * POLL_MS);

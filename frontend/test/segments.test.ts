@@ -17,7 +17,7 @@ import type {SegmentPayload} from '../src/salience/payload.js';
 import {segmentInput} from '../src/salience/request.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
-import {fakeSalienceHost} from './support/salience_host.js';
+import {fakeSalienceHost, withFirstMap} from './support/salience_host.js';
 
 type Data = Record<string, unknown>;
 
@@ -39,10 +39,11 @@ function segmentAnswer(data: Data): SegmentPayload {
 }
 
 /** A host that answers the first highlight with the fixture, and each segment request `running` `polls` times
- * before its values. */
+ * before its values. Its registry names no first map (the gradient stays it, whatever the shipped figures say;
+ * confirm.test.ts follows a named first map). */
 function fakeHost(polls = 1) {
   const seen = new Map<string, number>();
-  return fakeSalienceHost(registry, (data) => {
+  return fakeSalienceHost(withFirstMap(registry, null), (data) => {
     const key = `${data['segment_method']}@${data['granularity']}`;
     const n = (seen.get(key) ?? 0) + 1;
     seen.set(key, n);
@@ -104,7 +105,7 @@ describe('segment methods in the controller', () => {
     const {ctl, calls} = await selectedBySentence(2);
     await vi.advanceTimersByTimeAsync(3 * POLL_MS);
     expect(ctl.method).toBe('leave_one_out');
-    // Paragraphs also default to leave one out: the first map (the gradient: the fixture's registry names none) is
+    // Paragraphs also default to leave one out: the first map (the gradient: the host's registry names none) is
     // back on screen while leave one out is measured again per paragraph.
     ctl.setSegmentation('paragraph', '', 1);
     expect(ctl.method).toBe('grad_norm');

@@ -29,3 +29,13 @@ export function fakeSalienceHost(registry: unknown, segments: (data: Data) => Ro
   };
   return {host, calls};
 }
+
+/**
+ * `registry` (the published registry, as the fixture holds it) with `method` the first map at `granularities` and no
+ * other method's (null: no first map anywhere, the gradient stays it), as a server would publish it whatever the
+ * shipped held-out figures say: a test of one of the two paths does not flip when the fixture follows new figures.
+ */
+export function withFirstMap<M extends {name: string}>(registry: M[], method: string | null,
+                                                       granularities: string[] = ['sentence']): M[] {
+  return registry.map((m) => ({...m, first_map_at: m.name === method ? [...granularities] : []}));
+}
