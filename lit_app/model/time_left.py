@@ -27,6 +27,15 @@ Was (a CI failure, issue 43): slow' = slow x (slow / fast) whenever the last rat
 slower than the rest (the machine busy for a second) made the range's upper end 25 x the fast rate, and kept it so
 for the window's 8 reports although every unit after it was fast: "about 1–5 min left" 8 s before the stage ended.
 
+Work known to follow the sequence (`Then`: a span's IG steps or SmoothGrad samples after its one gradient pass)
+is in the range too: `count` units, each costing `low` to `high` times the whole sequence, whose cost is the model
+time it has taken so far plus its own range (low = L + count x low x (elapsed + L), high likewise with H).
+
+Was (issue 43, test_true_progress with 5-step IG chunks): the range counted only the sequence in flight. A span's
+gradient pass reports its layers (90 units on the default model) before the IG steps, so the IG line said
+"42 % · about 1 s left" (true of the pass: it ends within a second) with every one of 112 steps still to run
+(about a minute).
+
 Before the first report there is no estimate (None), and none once every unit is done (the page says
 "finishing…").
 """
@@ -47,6 +56,16 @@ FREE_S = 0.005
 FREE_FRACTION = 0.1
 # While the rate drops, the remaining units' upper rate is the slowest recent one times at most this.
 MAX_WIDEN = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Then:
+    """Work after the current sequence: `count` units, each costing between `low` and `high` times the whole
+    current sequence (0 <= low <= high)."""
+
+    count: int
+    low: float
+    high: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +103,7 @@ class TimeLeft:
         self._prior: tuple[float, ...] = ()  # the last sequence's rates, while this one has none (restart keep_rate)
         self._paused_at: float | None = None
         self._paused_s = 0.0  # seconds paused since the sequence began (not model time)
+        self._then: Then | None = None  # work known to follow this sequence (its last report's)
 
     @property
     def last_report_at(self) -> float | None:
@@ -103,13 +123,14 @@ class TimeLeft:
         self._prior = (tuple(self._rates) or self._prior) if keep_rate else ()
         self._begun, self._last, self._last_units = self.clock() if at is None else at, None, 0
         self._rates.clear()
+        self._then = None
         self._paused_s = 0.0
         if self._paused_at is not None:
             self._paused_at = self._begun
         self.done, self.total = done, total
 
-    def report(self, done: int, total: int) -> None:
-        """`done` of `total` units are done now."""
+    def report(self, done: int, total: int, then: Then | None = None) -> None:
+        """`done` of `total` units are done now; `then`: the work known to follow them (None: none)."""
         if (total != self.total or done < self.done) and (self._last is not None or self.done):
             # A new sequence (a span's gradient pass 1/1, then its IG steps): its units began at the last report.
             self.restart(0, total, at=self._last_at)
@@ -126,6 +147,7 @@ class TimeLeft:
         elif self._last is None and done > 0:
             self._last, self._last_units = now, done
         self.done, self.total = done, total
+        self._then = then
 
     def pause(self) -> None:
         """From now on the job waits behind more urgent work (not model time)."""
@@ -151,7 +173,11 @@ class TimeLeft:
         slow_rest = slow * min(MAX_WIDEN, rates[-1] / fast) if fast > 0 and rates[-1] > fast else slow
         if since > u * slow:  # the chunk in flight is slower than any recent one
             slow_rest = max(slow_rest, 2 * since / u)
-        high = rest * slow_rest + max(u * slow - since, since / 2)
+        high = max(low, rest * slow_rest + max(u * slow - since, since / 2))
+        if self._then is not None:  # the work after this sequence, from the whole sequence's cost
+            elapsed = self._model_time()
+            low += self._then.count * self._then.low * (elapsed + low)
+            high += self._then.count * self._then.high * (elapsed + high)
         return Range(low, max(low, high))
 
 

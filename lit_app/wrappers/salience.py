@@ -17,6 +17,7 @@ import numpy as np
 from lit_nlp.api import dtypes as lit_dtypes
 
 import sequence_salience as ss
+from sequence_salience.methods.sampling import span_point_cost
 from lit_app.model import cancel
 from lit_app.edge import clients
 from lit_app.schema import fields
@@ -24,6 +25,7 @@ from lit_app.wrappers import lit_convention, salience_requests as requests
 from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
 from lit_app.schema.inputs import JsonDict, SegmentRequest, parse_target_span
 from lit_app.model.jobs_table import SPAN_LANE
+from lit_app.model import time_left
 from lit_app.model.jobs import DONE, Job, Status
 from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
 from lit_app.wrappers.payloads import compact, completeness_payload, salience_payload, segment_payload, span_key
@@ -264,6 +266,11 @@ class SalienceModel(Wrapper):
         # What the job's units are now, for the cancellation message: the layers of the one gradient pass first,
         # then the IG steps or SmoothGrad samples.
         units = ["IG steps or SmoothGrad samples"]
+        # The steps or samples after the gradient pass, each a share of the pass's cost (sampling.span_point_cost):
+        # the pass's time left counts them (was: "42 % · about 1 s left" of the pass with 112 IG steps to run).
+        methods, config = shared.methods_and_config(counts)
+        steps = sum(ss.get_method(m).span_units(config) for m in methods if m in _COUNTED_METHODS)
+        after_pass = time_left.Then(steps, *span_point_cost(config)) if steps else None
 
         def report(method: str, done: int, total: int) -> None:
             # The job's units are the IG steps or SmoothGrad samples, and, while it runs, the layers of the one
@@ -273,7 +280,7 @@ class SalienceModel(Wrapper):
             if method in _COUNTED_METHODS or done < total:
                 units[0] = ("IG steps or SmoothGrad samples" if method in _COUNTED_METHODS
                             else "units of the gradient pass (its forward, then two per layer of its backward)")
-                job.report(done, total)
+                job.report(done, total, then=None if method in _COUNTED_METHODS else after_pass)
             else:
                 job.begin_sequence()
 
@@ -297,7 +304,6 @@ class SalienceModel(Wrapper):
             off = _job_counts(counts, None)
             status = shared.jobs.submit(group, "grad", self._run_with(chat, target, off), client=client).status()
         span = (t0, result.num_targets if t1 is None else t1)
-        methods, _ = shared.methods_and_config(counts)
         values = {m: compact(result.span_salience(m, *span)) for m in methods if result.has_span(m, *span)}
         if request.span is not None:
             # A clicked span: the client has the text and tokens already; send only the values.

@@ -37,6 +37,15 @@ def points_per_forward(config: SalienceConfig, rows: int, seq_len: int) -> int:
     return max(1, min(config.ig_step_chunk_size, config.graph_token_budget // max(1, rows * seq_len)))
 
 
+def span_point_cost(config: SalienceConfig) -> tuple[float, float]:
+    """(low, high): what one point of a span (sampled_span_gradient: an IG step, a SmoothGrad sample) costs, as a
+    share of one gradient pass of the same span (compute_span_result's one forward + backward of its one row): the
+    same forward + backward per point, batched by up to ig_step_chunk_size points per forward, so at least
+    1 / ig_step_chunk_size of a pass (a batch costs at least one row's pass) and at most one pass. The server
+    estimates a span's steps before the first is measured from its gradient pass (lit_app/wrappers/salience.py)."""
+    return 1.0 / max(1, config.ig_step_chunk_size), 1.0
+
+
 def targets_per_backward(config: SalienceConfig, rows: int, n: int, seq_len: int) -> int:
     """Target tokens per batched backward over `rows` examples x `n` points of length `seq_len`."""
     return max(1, min((config.target_chunk_size * 2) // (rows * n),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from lit_app.model import progressive, time_left
+from sequence_salience.methods.base import SalienceConfig
+from sequence_salience.methods.sampling import span_point_cost
 
 
 class Clock:
@@ -265,3 +267,60 @@ def test_a_stage_of_the_same_units_starts_from_the_last_stages_rate():
     clock.now += 0.001
     other.report("generate", 20, 40)  # units of another kind: no estimate before one of its own is measured
     assert other.status()["eta_s"] is None
+
+
+# A span with 112 IG steps on the default model at graph_token_budget 256 (the simple question, 48 tokens: 5 steps
+# per forward), recorded on the shared machine (load ~3): (seconds since the span job started, done, total) of the
+# gradient pass's reports (its forward as 30 units, then 2 per layer of the backward), the pass's end (begin_sequence
+# at PASS_END), then the steps' reports in chunks of 5; the span ended at SPAN_END.
+PASS_REPORTS = [(0.464, 30, 90), (0.514, 32, 90), (0.535, 34, 90), (0.550, 36, 90), (0.565, 38, 90), (0.570, 40, 90),
+                (0.584, 42, 90), (0.593, 44, 90), (0.602, 46, 90), (0.617, 48, 90), (0.626, 50, 90), (0.634, 52, 90),
+                (0.647, 54, 90), (0.656, 56, 90), (0.665, 58, 90), (0.674, 60, 90), (0.682, 62, 90), (0.687, 64, 90),
+                (0.692, 66, 90), (0.696, 68, 90), (0.701, 70, 90), (0.705, 72, 90), (0.710, 74, 90), (0.716, 76, 90),
+                (0.723, 78, 90), (0.729, 80, 90), (0.735, 82, 90), (0.741, 84, 90), (0.748, 86, 90), (0.754, 88, 90)]
+PASS_END = 0.760
+STEP_TIMES = [3.137, 4.844, 7.636, 10.907, 14.300, 18.120, 22.319, 25.336, 27.923, 31.647, 34.227, 36.292, 38.203,
+              39.984, 41.812, 43.530, 45.354, 46.956, 50.175, 53.679, 57.377, 61.357, 63.218]
+SPAN_END = 63.825
+IG_STEPS, IG_CHUNK = 112, 5
+
+
+def _words(status: dict) -> str:
+    """The page's words for a status's range (frontend/src/shared/time_left.ts secondsRange, seconds only)."""
+    low = max(1, round(status["eta_low_s"]))
+    high = max(low, round(status["eta_high_s"]))
+    return f"about {low} s left" if low == high else f"about {low}–{high} s left"
+
+
+def test_a_gradient_pass_of_small_units_before_chunks_of_large_steps_never_says_about_one_second():
+    """Issue 43 (test_true_progress failed twice at graph_token_budget 256 with "42 % · about 1 s left"): the IG line
+    showed the gradient pass's own 90 units (38 of 90 is 42 %; no count of 5-step chunks of 112 is) with the time
+    left of the pass alone, true of the pass and a minute short of the span. The pass now reports the steps that
+    follow it (`then`: 112 steps, each 1/8 to 1 of the pass, methods/sampling.py span_point_cost): at every poll of
+    the pass the range holds the span's true remaining time, and while a chunk's worth of steps is outstanding the
+    page never words it "about 1 s left"."""
+    clock = Clock()
+    start = clock.now
+    job = _job(clock)
+    then = time_left.Then(IG_STEPS, *span_point_cost(SalienceConfig()))
+    events = [(t, lambda d=d, n=n: job.report(d, n, then=then)) for t, d, n in PASS_REPORTS]
+    events.append((PASS_END, job.begin_sequence))
+    events += [(t, lambda d=min(IG_STEPS, IG_CHUNK * k): job.report(d, IG_STEPS))
+               for k, t in enumerate(STEP_TIMES, start=1)]
+    polls, t, step = [], 0.0, 0.05
+    for at, happen in events:
+        while t < at - 1e-9:
+            clock.now = start + t
+            polls.append((t, job.status()))
+            t += step
+        clock.now = start + at
+        happen()
+    in_pass = [(t, s) for t, s in polls if t < PASS_END and s["total"] == 90 and s["eta_s"] is not None]
+    assert len(in_pass) >= 5, polls[:20]
+    for t, s in in_pass:
+        assert s["eta_low_s"] - 0.05 <= SPAN_END - t <= s["eta_high_s"] + 0.05, (t, s)
+    steps_left = [(t, s) for t, s in polls if s["eta_s"] is not None and (s["total"] == 90 or
+                                                                         IG_STEPS - s["done"] > 2 * IG_CHUNK)]
+    assert len(steps_left) > 500
+    for t, s in steps_left:
+        assert _words(s) != "about 1 s left", (t, s)

@@ -6,21 +6,28 @@ report of the core library, so what it must see is known exactly (no timing invo
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lit_app.schema import fields
 from lit_app.serving import model_group
 from lit_app.model.shared_model import SharedLM
+from sequence_salience.methods.sampling import span_point_cost
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
 
 EX = {"prompt": "one two three four", "target": " five six seven", "chat": False}
 STEPS = 8
+# An IG count whose steps take many passes, and the least time each progress report of the pass takes (slept).
+MANY_STEPS, WORK_S = 64, 0.05
 
 
 class PollingSharedLM(SharedLM):
-    """Calls `poll` (when set) at every progress report of a span request, and records (method, done, total, status)."""
+    """Calls `poll` (when set) at every progress report of a span request, and records (method, done, total, status);
+    with `work_s`, each report's units take at least that many more seconds (slept before the report)."""
 
     poll = None
+    work_s = 0.0
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
@@ -28,6 +35,7 @@ class PollingSharedLM(SharedLM):
 
     def quick(self, *a, progress=None, **kw):
         def wrapped(method: str, done: int, total: int) -> None:
+            time.sleep(self.work_s)
             if progress is not None:
                 progress(method, done, total)
             if self.poll is not None:
@@ -73,3 +81,26 @@ def test_a_first_highlight_reports_the_layers_of_its_gradient_pass(tiny):
     assert [done for done, _t, _s in inside] == [layers + 2 * k for k in range(layers)]
     assert all(total == 3 * layers and (status["done"], status["total"]) == (done, total)
                for done, total, status in inside)
+
+
+def test_the_gradient_pass_of_an_ig_span_counts_the_steps_after_it_in_its_time_left(tiny):
+    """Issue 43: the IG line said "42 % · about 1 s left" during the gradient pass (the pass's own time left) with
+    every IG step still to run. Each report of the pass here takes at least WORK_S, so when the last report inside
+    the pass is polled the pass has taken at least (reports so far) x WORK_S, and the steps after it at least
+    steps / ig_step_chunk_size passes (methods/sampling.py span_point_cost): the time left is at least that (was: the
+    pass's last 2 units, ~WORK_S)."""
+    shared, sal = tiny
+    data = {**EX, "prompt": "two three four five six"}  # a pair of its own: nothing cached
+    shared.poll = lambda: sal.predict([{**data, "detail": "span_progress"}])[0][fields.SALIENCE]["detail"]
+    shared.work_s = WORK_S
+    try:
+        sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
+    finally:
+        shared.poll, shared.work_s = None, 0.0
+    inside = [(done, status) for method, done, total, status in shared.seen
+              if method == shared.seen[0][0] and done < total]
+    assert len(inside) == shared.lm.model.config.num_hidden_layers, shared.seen  # the forward, then each layer but the last
+    low_share, _ = span_point_cost(shared.salience_config)
+    at_least = MANY_STEPS * low_share * len(inside) * WORK_S
+    assert inside[-1][1]["eta_low_s"] >= round(at_least, 1) - 0.05, (at_least, inside)
+    assert all(status["eta_high_s"] >= status["eta_low_s"] for _done, status in inside), inside
