@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from lit_app.serving import assets
+from tests.server_process import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "frontend" / "dist" / "sequence_salience.js"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

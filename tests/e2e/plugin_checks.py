@@ -3,11 +3,14 @@ interop; and the module tests on the session server).
 
 `open_lit(page, url, size)` opens LIT (in a `size` window) and waits for our salience module;
 `select_example(page, prompt)` clicks a data-table row, `select_and_wait` also waits for the salience
-module to be ready; `screenshot(page, folder, name)` saves one; `request_inputs(body)` reads the inputs
-a page's /get_preds request sent.
+module to be ready, `open_and_select(page, url, prompt)` does all three at 1280×720; `screenshot(page, folder,
+name)` saves one, `doc_picture(shot, name)` copies it to docs/ with UPDATE_SCREENSHOTS=1 (docs/screenshots.md);
+`request_inputs(body)` reads the inputs a page's /get_preds request sent.
+`REPO` (tests/server_process.py) is the repository's root for every e2e file.
 
 Two models (`two_model_server`, tests/e2e/conftest.py): `model_button(page, name)` is LIT's model selector
-button; `open_both_models(page, url)` selects both and a row and waits for both salience modules.
+button; `open_both_models(page, url)` selects both and a row and waits for both salience modules;
+`open_compare_models(page, salience_a)` opens Compare models in model a's module and waits for the comparison.
 
 `three_modules_and_first_highlight(page, url)` is what "our modules work in this page" means:
 the salience, inside-the-model and test-this-explanation modules are defined and rendered,
@@ -18,8 +21,12 @@ the inside module follows it.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
+
+from tests.server_process import REPO
 
 SALIENCE_TAG = "prompt-salience-module"
 INSIDE_TAG = "inside-model-module"
@@ -121,12 +128,27 @@ def select_and_wait(page, prompt: str = EXAMPLE_PROMPT, until: str = READY) -> N
     page.locator(f"{SALIENCE_TAG}{until}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
 
 
+def open_and_select(page, url: str, prompt: str = EXAMPLE_PROMPT, until: str = READY):
+    """`open_lit` at 1280×720, then `select_and_wait` on `prompt`'s row (until the salience module matches
+    `until`); returns the salience module's locator (`open_both_models` is the same for two models)."""
+    salience = open_lit(page, url, SMALL_SCREEN)
+    select_and_wait(page, prompt, until)
+    return salience
+
+
 def screenshot(page, folder: Path, name: str) -> Path:
     """Saves the page as folder/name.png (making the folder); returns the path."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def doc_picture(shot: Path, name: str) -> None:
+    """With UPDATE_SCREENSHOTS=1, copies the screenshot `shot` to docs/`name`, a picture the docs show
+    (docs/screenshots.md lists them); otherwise nothing."""
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(shot, REPO / "docs" / name)
 
 
 # Records every text of the elements matching `selector` in the element's shadow root, in the order they render,
@@ -169,6 +191,16 @@ def open_both_models(page, url: str, prompt: str = EXAMPLE_PROMPT):
     for m in ("a", "b"):
         page.locator(f'{SALIENCE_TAG}[model="{m}"]{READY}').wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     return sal["a"], sal["b"]
+
+
+def open_compare_models(page, salience_a):
+    """Opens Compare models in model a's salience module (`salience_a`, its section's toggle) and waits until
+    the comparison is drawn; returns the section's locator."""
+    section = salience_a.locator(".compare-models")
+    section.locator("button.toggle").click()
+    page.locator(f'{SALIENCE_TAG}[model="a"][data-compare-models="done"]').wait_for(state="attached",
+                                                                                   timeout=LOAD_TIMEOUT_MS)
+    return section
 
 
 def request_inputs(body: str | None) -> list[dict]:

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from lit_app.schema import fields
 from lit_app.wrappers.inside import INSIDE_T
-from tests.e2e.plugin_checks import help_opens_at, model_button, open_both_models, open_tab
+from tests.e2e.plugin_checks import help_opens_at, model_button, open_both_models, open_compare_models, open_tab
+from tests.server_process import REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,7 @@ INSIDE = "inside-model-module"
 EXPLAIN = "explain-test-module"
 PROMPT = "What is the capital of France?"
 TIMEOUT_MS = 300_000
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = REPO / "README.md"
 
 
 def greedy_answers(server) -> dict[str, str]:
@@ -129,12 +129,10 @@ def test_compare_models_follows_the_selected_method(two_model_server, browser_pa
     sent = record_preds(page)
     sal_a, _ = open_both_models(page, server.url)
     method = sal_a.locator("select.method")
-    mod = sal_a.locator(".compare-models")
 
     # The default method (gradient norm): both maps show it, so every value is >= 0 (unsigned).
     assert method.input_value() == "grad_norm"
-    mod.locator("button.toggle").click()
-    page.locator(f'{SALIENCE}[model="a"][data-compare-models="done"]').wait_for(state="attached", timeout=TIMEOUT_MS)
+    mod = open_compare_models(page, sal_a)
     expect(mod.locator(".models-head .method")).to_have_text("Gradient norm")
     titles = mod.locator(".view-both .cseg:not(.markup)").evaluate_all("els => els.map(e => e.title)")
     values = [float(part.split(" ")[1]) for t in titles for part in t.split(" · ")[:2] if part.split(" ")[1] != "–"]

@@ -12,14 +12,11 @@ to docs/compare.png when UPDATE_SCREENSHOTS=1).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
 
@@ -82,8 +79,7 @@ def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
     expect(view.locator(".cross .cost")).to_have_text("(1 teacher-forced forward; pinned salience from the cache)")
     page.mouse.move(5, 5)
     page.screenshot(path=str(artifacts_dir / "compare-both.png"))
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "compare-both.png", REPO / "docs" / "compare.png")
+    plugin_checks.doc_picture(artifacts_dir / "compare-both.png", "compare.png")
 
     # The difference view (mouse), and back with the keyboard ("d").
     view.locator("button.mode-difference").click()

@@ -11,17 +11,11 @@ UPDATE_SCREENSHOTS=1).
 from __future__ import annotations
 
 import re
-
-import os
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.e2e import plugin_checks
-
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -80,8 +74,7 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
     assert "random (10)" in table and "length" in table and "largest |value| first" in table
     page.mouse.move(5, 5)
     page.screenshot(path=str(artifacts_dir / "explain-curves.png"))
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "explain-curves.png", REPO / "docs" / "explain.png")
+    plugin_checks.doc_picture(artifacts_dir / "explain-curves.png", "explain.png")
 
     # 2. Reduce the prompt (word granularity): removed words struck through; load into the editor.
     mod.locator("button.tab-btn.reduce").click()

@@ -14,18 +14,16 @@ Screenshots go to artifacts/e2e/first_hour/ (docs/heatmap.png too when UPDATE_SC
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.e2e import plugin_checks
+from tests.server_process import REPO
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 SALIENCE = "prompt-salience-module"
 SIZE = plugin_checks.SMALL_SCREEN
 VIEWPORT = {"x": 0, "y": 0, **SIZE}
@@ -79,8 +77,7 @@ def test_heatmap_rows_retarget_and_toggle(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
-    plugin_checks.select_and_wait(page, SIMPLE)
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)
     n_targets = mod.evaluate("e => e.payload.tokens.length - e.payload.n_prompt_tokens")
     # Words at first: the response's clickable segments in the text view, to compare with the segment rows.
     n_word_targets = mod.locator(".response .tgt").count()
@@ -135,8 +132,7 @@ def test_heatmap_rows_retarget_and_toggle(server_url, browser_page):
     mod.locator("select.granularity").select_option("word")
     rows.nth(min(5, n_targets - 1)).click()
     shot = _shot(page, "heatmap-1280x720")
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(shot, REPO / "docs" / "heatmap.png")
+    plugin_checks.doc_picture(shot, "heatmap.png")
 
     # Alt+H (the toggle's access key) goes back to the text, with the target kept.
     page.keyboard.press("Alt+h")
@@ -151,9 +147,8 @@ def test_chain_of_thought_states_its_answer(server_url, browser_page):
     its answer: it ends "The answer is 2:16." at about token 130 (143 tokens, then end of turn); at the old
     64 tokens it stopped mid-reasoning."""
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
     # The response arrives at a time of day other than the start's 2:15 (right or wrong: the model's answer).
-    plugin_checks.select_and_wait(page, COT)
+    mod = plugin_checks.open_and_select(page, server_url, COT)
     response = mod.locator(".response").inner_text()
     times = re.findall(r"\b(\d{1,2}:\d{2})\b", response)
     assert [t for t in times if t != "2:15"], f"the chain-of-thought response states no arrival time: {response!r}"
@@ -164,9 +159,8 @@ def test_constitutional_principles_not_folded(server_url, browser_page):
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
     # Several top words are in the system prompt (the principles), so it is shown, on screen.
-    plugin_checks.select_and_wait(page, CONSTITUTIONAL)
+    mod = plugin_checks.open_and_select(page, server_url, CONSTITUTIONAL)
     head = mod.locator("details.head")
     label = head.locator("summary").inner_text()
     n_ranked = int(re.search(r"\((\d+) of the top list\)", label).group(1))
@@ -189,8 +183,7 @@ def test_compare_shows_aligned_prompt_with_its_controls(server_url, browser_page
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
-    plugin_checks.select_and_wait(page, COT)
+    mod = plugin_checks.open_and_select(page, server_url, COT)
     plugin_checks.edit_and_compare(page, "50 minutes", "40 minutes")
     view = mod.locator(".compare")
     view.wait_for(timeout=60_000)

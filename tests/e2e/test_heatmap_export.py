@@ -16,7 +16,6 @@ from tests.share_page import parse_share_page
 
 pytestmark = pytest.mark.e2e
 
-SIZE = plugin_checks.SMALL_SCREEN
 TIMEOUT_MS = 300_000
 SIMPLE = "What is the capital of France?"
 
@@ -27,8 +26,7 @@ def _number(title: str) -> float:
 
 
 def _open_heatmap(page, server_url):
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
-    plugin_checks.select_and_wait(page, SIMPLE)
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)
     mod.locator("button.view-toggle").click()
     table = mod.locator("table.heatmap")
     table.wait_for(timeout=TIMEOUT_MS)  # once the per-token matrices are there

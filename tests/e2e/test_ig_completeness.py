@@ -32,8 +32,7 @@ def test_ig_values_that_fail_the_check_colour_nothing_until_shown_anyway(server_
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, SIMPLE)
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)
     assert mod.locator(COLOURED).count() > 0  # the first map (another method) colours the text
     mod.locator("select.method").select_option(IG)
 
@@ -95,8 +94,7 @@ def test_heatmap_rows_follow_the_servers_verdict(server_url, browser_page, artif
             pass
 
     page.on("response", on_response)
-    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, SIMPLE)
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)
     mod.locator("select.method").select_option(IG)
     mod.locator("input.ig-steps").fill(str(steps))
     mod.locator("input.ig-steps").dispatch_event("change")

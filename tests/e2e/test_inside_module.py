@@ -16,15 +16,12 @@ when UPDATE_SCREENSHOTS=1) and inside-search.png.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
 
@@ -136,8 +133,7 @@ def test_trace_intervene_search(server_url, browser_page, artifacts_dir):
     inside.locator(".interventions").scroll_into_view_if_needed()
     page.mouse.move(5, 5)
     page.screenshot(path=str(artifacts_dir / "inside.png"))
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "inside.png", REPO / "docs" / "inside.png")
+    plugin_checks.doc_picture(artifacts_dir / "inside.png", "inside.png")
     page.set_viewport_size({"width": 1440, "height": 960})
 
     # 3b. Switch the same value "on" (its layer's largest |m|·‖v‖), run again and cancel once the

@@ -14,16 +14,14 @@ Salience, Inside the model, Test this explanation) at the three sizes go to arti
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
+from tests.e2e import plugin_checks
+
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 SALIENCE = "prompt-salience-module"
 INSIDE = "inside-model-module"
 EXPLAIN = "explain-test-module"
@@ -159,5 +157,4 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     for w, h in SIZES:
         shots(w, h)
     print(f"\nscreenshots: {out}")
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(out / "salience-1280x720.png", REPO / "docs" / "screenshot.png")
+    plugin_checks.doc_picture(out / "salience-1280x720.png", "screenshot.png")

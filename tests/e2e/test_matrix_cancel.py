@@ -32,19 +32,13 @@ IG_MATRIX = "ig_matrix"  # lit_app/schema/method_registry.py LIT_FACTS
 STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["matrix_cancel"]
 
 
-def _open_and_select(page, url: str):
-    mod = plugin_checks.open_lit(page, url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, SIMPLE)
-    return mod
-
-
 def _shot(page, artifacts_dir, name: str) -> None:
     plugin_checks.screenshot(page, artifacts_dir / "matrix_cancel", name)
 
 
 def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server_url, browser_page, artifacts_dir):
     page, _ = browser_page
-    mod = _open_and_select(page, server_url)
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
     steps.fill(str(STEPS))  # STEPS backwards per response token: the job runs long enough to switch while it runs
@@ -104,7 +98,7 @@ def test_ig_steps_above_the_servers_max_are_refused_with_its_range(low_ig_server
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = _open_and_select(page, low_ig_server.url)
+    mod = plugin_checks.open_and_select(page, low_ig_server.url, SIMPLE)
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
     sent = []  # ig_steps of every salience request from now on

@@ -22,8 +22,7 @@ def test_every_method_name_opens_its_help(server_url, browser_page, artifacts_di
     from playwright.sync_api import expect
 
     page, external = browser_page
-    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page)
+    mod = plugin_checks.open_and_select(page, server_url)
 
     # The top list names the method whose values it ranks.
     top = mod.locator('.top-label .method-name[data-where="top-list"]')

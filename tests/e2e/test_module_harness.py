@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.server_process import REPO
+
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 FRONTEND = REPO / "frontend"
 TAG = "prompt-salience-module"
 

@@ -49,12 +49,6 @@ ENDED = re.compile(rf"Cancelled the {KIND} job for .* \((?P<reason>[^)]*)\) afte
                    rf"|{KIND} job done in")
 
 
-def _open(page, url: str):
-    mod = plugin_checks.open_lit(page, url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, SIMPLE)
-    return mod
-
-
 def _use_ig(mod, steps: int) -> None:
     mod.locator("select.method").select_option("integrated_gradients")
     field = mod.locator("input.ig-steps")
@@ -77,7 +71,7 @@ def test_a_closed_pages_job_is_cancelled_and_another_pages_click_is_answered(lit
     try:
         page_b = ctx_b.new_page()
         page_b.set_default_timeout(60_000)
-        mod_b = _open(page_b, server_url)
+        mod_b = plugin_checks.open_and_select(page_b, server_url, SIMPLE)
         # The page names the span of every span request (frontend/src/salience/request.ts): the whole answer "0:<n>".
         whole = lambda r: "_salience" in r.url and r.status == 200 and any(
             d.get(fields.DETAIL) == "span" and str(d.get(fields.TARGET_SPAN, "")).startswith("0:")
@@ -86,7 +80,7 @@ def test_a_closed_pages_job_is_cancelled_and_another_pages_click_is_answered(lit
             _use_ig(mod_b, CLICK_STEPS)
 
         page_a, _ = browser_page
-        mod_a = _open(page_a, server_url)
+        mod_a = plugin_checks.open_and_select(page_a, server_url, SIMPLE)
         _use_ig(mod_a, STEPS)
         started = []  # (path, data, client id) of A's request that starts its per-token IG job
         statuses = []  # that job's statuses as A read them

@@ -13,16 +13,14 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.e2e import plugin_checks
-from tests.server_process import ServerProcess
+from tests.server_process import REPO, ServerProcess
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "lit_models_with_our_module.py"
 TAG = plugin_checks.SALIENCE_TAG
 

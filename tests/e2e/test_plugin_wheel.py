@@ -23,11 +23,9 @@ import pytest
 
 from tests import wheel_venv
 from tests.e2e import plugin_checks
-from tests.server_process import ServerProcess
+from tests.server_process import REPO, ServerProcess
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

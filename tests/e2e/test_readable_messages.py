@@ -129,8 +129,7 @@ def test_escape_resets_the_target_after_tab_left_the_response(server_url, browse
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page)
+    mod = plugin_checks.open_and_select(page, server_url)
     targets = mod.locator(".response .tgt")
     targets.first.click()
     expect(mod.locator(".target-desc")).not_to_contain_text("whole response")
@@ -148,8 +147,7 @@ def test_coinciding_curves_in_the_test_tab_stay_visible(server_url, browser_page
     than those before it, so that where two curves coincide the first still shows around the second (was: all 2 px,
     gradient norm's line hid under leave one out's)."""
     page, _ = browser_page
-    plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page)
+    plugin_checks.open_and_select(page, server_url)
     page.locator(".tab", has_text="Test this explanation").first.click()
     explain = page.locator(plugin_checks.EXPLAIN_TAG)
     explain.locator("input.steps").fill("3")
@@ -168,8 +166,7 @@ def test_the_chain_of_thought_answer_is_in_view(server_url, browser_page, artifa
     response box's visible area, with the prompt's first and last segments inside the prompt box (was: the
     response capped at 30 % of the pane, its answer below the fold, under a half-empty prompt box)."""
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, "A train leaves")
+    mod = plugin_checks.open_and_select(page, server_url, "A train leaves")
     _shot(page, artifacts_dir, "chain_of_thought")
     for box, first, last in ((".response", ".response .tgt", ".response .tgt"), (".prompt", ".prompt .seg", ".prompt .seg")):
         area = mod.locator(box).bounding_box()
@@ -219,8 +216,7 @@ def test_the_refining_curves_line_says_a_true_time_left(server_url, browser_page
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, SIMPLE)
+    plugin_checks.open_and_select(page, server_url, SIMPLE)
     plugin_checks.open_tab(page, "Test this explanation")
     mod = page.locator(plugin_checks.EXPLAIN_TAG)
     expect(mod.locator(".for")).to_contain_text("target: whole response (", timeout=60_000)

@@ -8,16 +8,11 @@ artifacts/e2e/share-page.png (docs/share.png too when UPDATE_SCREENSHOTS=1)."""
 from __future__ import annotations
 
 import math
-import os
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.e2e import plugin_checks
-
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -125,8 +120,7 @@ def test_share_a_leave_one_out_view_with_its_faithfulness_test(server_url, brows
     assert view.locator("script, link, img, iframe, [src], [href]").count() == 0  # opens offline
     cell = view.locator("pre.ss-cell").inner_text()
     view.screenshot(path=str(artifacts_dir / "share-page.png"), full_page=True)
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "share-page.png", REPO / "docs" / "share.png")
+    plugin_checks.doc_picture(artifacts_dir / "share-page.png", "share.png")
     assert not external, external  # nothing left this machine
 
     # The notebook cell, run with the library in this process: the same model measures the same values.

@@ -47,8 +47,7 @@ def test_every_view_numbers_a_span_as_the_salience_module(server_url, browser_pa
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
-    plugin_checks.select_and_wait(page, SIMPLE)
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)
     mod.locator("select.granularity").select_option("token")  # one target per token: the span is known exactly
     targets = mod.locator(".response .tgt")
     targets.nth(2).click()
@@ -70,8 +69,7 @@ def test_a_forced_target_is_labelled_and_its_status_says_what_runs(server_url, b
     from playwright.sync_api import expect
 
     page, _ = browser_page
-    mod = plugin_checks.open_lit(page, server_url, SIZE)
-    plugin_checks.select_and_wait(page, SIMPLE)  # the model's own answer: no label
+    mod = plugin_checks.open_and_select(page, server_url, SIMPLE)  # the model's own answer: no label
     expect(mod.locator(".response")).not_to_have_text("")
     expect(mod.locator(".forced-target")).to_have_count(0)
 

@@ -31,18 +31,12 @@ it is shared (was: the comparison's summed a replaced run, far above the map's l
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 
-from tests.e2e.plugin_checks import (LOAD_TIMEOUT_MS, READY, SALIENCE_TAG, SMALL_SCREEN, edit_and_compare,
-                                     open_both_models, open_lit, select_and_wait, select_example)
+from tests.e2e.plugin_checks import (LOAD_TIMEOUT_MS, READY, SALIENCE_TAG, doc_picture, edit_and_compare,
+                                     open_and_select, open_both_models, open_compare_models, select_example)
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
 
 MIN_LINES = 5  # a prompt box of fewer lines is not readable (issue 45 §5: two lines, or none)
 FEW_SHOT = "Classify the sentiment"  # lit_app/data/case_studies.jsonl: the longest prompt of the shipped rows
@@ -84,10 +78,7 @@ def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_
 
     page, external = browser_page
     sal_a, _ = open_both_models(page, two_model_server.url, FEW_SHOT)
-    section = sal_a.locator(".compare-models")
-    section.locator("button.toggle").click()
-    page.locator(f'{SALIENCE_TAG}[model="a"][data-compare-models="done"]').wait_for(state="attached",
-                                                                                   timeout=LOAD_TIMEOUT_MS)
+    section = open_compare_models(page, sal_a)
     prompt = sal_a.locator(".body .text.prompt")
     # The map keeps its prompt box; the section above scrolls on its own, its head (the toggle) on screen.
     lines = prompt.evaluate("e => Math.floor((e.clientHeight - 12) / parseFloat(getComputedStyle(e).lineHeight))")
@@ -102,8 +93,7 @@ def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_
     box, side = prompt.bounding_box(), section.bounding_box()
     assert side["x"] >= box["x"] + box["width"] and side["y"] < box["y"] + box["height"], (box, side)
     page.screenshot(path=str(artifacts_dir / "stacked-compare-models.png"))
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        shutil.copyfile(artifacts_dir / "stacked-compare-models.png", REPO / "docs" / "stacked.png")
+    doc_picture(artifacts_dir / "stacked-compare-models.png", "stacked.png")
 
     # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
     # its values at intensity 1 whatever the module's).
@@ -119,10 +109,7 @@ def test_second_models_map_keeps_its_own_scale(two_model_server, browser_page, a
 
     page, external = browser_page
     sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
-    section = sal_a.locator(".compare-models")
-    section.locator("button.toggle").click()
-    page.locator(f'{SALIENCE_TAG}[model="a"][data-compare-models="done"]').wait_for(state="attached",
-                                                                                   timeout=LOAD_TIMEOUT_MS)
+    section = open_compare_models(page, sal_a)
     assert sal_a.locator("select.method").input_value() == \
         sal_b.locator("select.method").input_value()  # one method on one prompt in both modules
     shared = legend_max(section.locator(".legend-shared"))
@@ -143,8 +130,7 @@ def replace_a_sentence(page, url: str):
     returns the salience module once the comparison shows its values."""
     from playwright.sync_api import expect
 
-    mod = open_lit(page, url, SMALL_SCREEN)
-    select_and_wait(page, FEW_SHOT)
+    mod = open_and_select(page, url, FEW_SHOT)
     edit_and_compare(page, "The hinge cracked on the second day.", "The screen went dark after one hour.")
     mod.locator(".compare").wait_for(timeout=60_000)
     page.locator(f"{SALIENCE_TAG}{READY}").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
@@ -203,8 +189,7 @@ def test_one_scale_for_one_method_on_one_prompt(server_url, browser_page, artifa
     from playwright.sync_api import expect
 
     page, external = browser_page
-    mod = open_lit(page, server_url, SMALL_SCREEN)
-    select_and_wait(page, FEW_SHOT)
+    mod = open_and_select(page, server_url, FEW_SHOT)
     page.locator("button", has_text="Pin datapoint").first.click()
     select_example(page, SIMPLE)
     view = mod.locator(".compare")

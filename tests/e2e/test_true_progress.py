@@ -36,9 +36,7 @@ SWITCHED_STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["switched_away"]
 
 
 def _open_and_select(page, url: str):
-    mod = plugin_checks.open_lit(page, url, plugin_checks.SMALL_SCREEN)
-    plugin_checks.select_and_wait(page, SIMPLE, until='[data-last-action="select"]')
-    return mod
+    return plugin_checks.open_and_select(page, url, SIMPLE, until='[data-last-action="select"]')
 
 
 def _shot(page, artifacts_dir, name: str) -> None:
