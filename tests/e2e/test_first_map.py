@@ -2,8 +2,11 @@
 constitutional-principles row's first map is the method the first-map rule chose from the shipped held-out figures
 (sequence_salience/first_map.py; the gradient where no method clears the bar), named on the status line while exact
 leave-one-out measures; then the exact map replaces it and the side panel says "confirmed" or what changed. The
-values on screen equal leave-one-out computed here through the library for the same row, and the verdict equals
-the one computed here from the library's first map and leave-one-out (top segment and top three).
+values on screen equal leave-one-out computed here through the library for the same row; where the first map is a
+segment method, the values the server sent the page for it (which segments it measured, and every value) equal that
+method computed here through the library (the server orders attention_verified's candidates by the first
+highlight's gradient, the library by one backward of its own: the same span, the same values); and the verdict
+equals the one computed here from the library's first map and leave-one-out (top segment and top three).
 Screenshot: artifacts/e2e/first_map/verdict.png.
 """
 
@@ -58,13 +61,16 @@ def reference():
         first_name = DEFAULT_METHODS[0]
         grad = ss.compute_span_salience(lm, chat, row["target"], first_name)  # [N]
         first = np.array([float(grad[toks].sum()) for toks in exact.segment_tokens])
+        measured = None
     else:
         first_name = chosen
-        first = np.asarray(segment_salience(lm, chat, row["target"], chosen, granularity=GRANULARITY,
-                                            config=AblationConfig()).values, dtype=float)
+        seg = segment_salience(lm, chat, row["target"], chosen, granularity=GRANULARITY, config=AblationConfig())
+        first = np.asarray(seg.values, dtype=float)
+        measured = [bool(m) for m in seg.measured_mask()]
     texts = [exact.text[s:e].strip() for s, e in exact.segments]
     return {"first": first_name, "first_values": first, "first_signed": get_any_method(first_name).signed,
-            "values": np.asarray(exact.values, dtype=float), "texts": texts}
+            "first_measured": measured, "values": np.asarray(exact.values, dtype=float), "texts": texts,
+            "spans": [[int(a), int(b)] for a, b in exact.segments]}
 
 
 def test_first_map_named_then_confirmed_or_changed_by_exact_leave_one_out(server_url, browser_page, artifacts_dir,
@@ -72,6 +78,19 @@ def test_first_map_named_then_confirmed_or_changed_by_exact_leave_one_out(server
     from playwright.sync_api import expect
 
     page, external = browser_page
+    sent: dict[str, dict] = {}  # segment method -> the segment values the server sent the page for this granularity
+
+    def on_response(r) -> None:
+        if "/get_preds" not in r.url or r.request.method != "POST":
+            return
+        try:
+            seg = r.json()[0]["salience"]["segments"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return
+        if seg.get("granularity") == GRANULARITY:
+            sent[seg["method"]] = seg
+
+    page.on("response", on_response)
     mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
     mod.locator("select.granularity").select_option(GRANULARITY)
     # Every name the status line gives the first map, as it renders (it may show for less than a poll).
@@ -104,6 +123,15 @@ def test_first_map_named_then_confirmed_or_changed_by_exact_leave_one_out(server
     # The server's prefix reuse and batching against the library's defaults: equal to ~1e-5 nats (docs/benchmarks.md).
     np.testing.assert_allclose([v for _, v in shown], [v for _, v in expected], atol=1e-3)
     assert len(shown) >= TOP_K
+
+    # The first map's values as the server sent them: the library's (a segment method; the gradient's are the first
+    # highlight's, checked by the other e2e tests).
+    if reference["first_measured"] is not None:
+        assert reference["first"] in sent, f"no {reference['first']} values reached the page: {sorted(sent)}"
+        got = sent[reference["first"]]
+        assert got["spans"] == reference["spans"]
+        assert got.get("measured", [True] * len(got["values"])) == reference["first_measured"]
+        np.testing.assert_allclose(got["values"], reference["first_values"], atol=1e-3)
 
     # The verdict, computed here from the library's two maps.
     before = _top(reference["first_values"], reference["first_signed"])

@@ -1,6 +1,7 @@
 """Segment methods in the Sequence Salience module, in a real browser against the real server (issue 32):
 at sentence granularity, selecting the few-shot classification row shows the gradient first (one pass),
-then leave one sentence out once its forwards finish, with its name on screen; the gradient comes back
+then leave one sentence out once its forwards finish, with its name on screen (where the first-map rule names a
+method at sentence granularity, that method's map comes in between: test_first_map.py); the gradient comes back
 with one key press. The Test tab offers leave one out for the faithfulness curves and draws its curves.
 (Not the constitutional row: test_first_map.py measures its leave one sentence out on the same session server,
 whose cache would then answer at once, before the gradient is on screen.)"""

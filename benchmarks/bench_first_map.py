@@ -1,0 +1,113 @@
+"""When the first map is on screen at sentence granularity: the gradient's first highlight vs attention_verified
+(issue 42 §5: "on the shipped rows, no later than the gradient's first highlight"), through the server's own code.
+
+    .venv/bin/python benchmarks/bench_first_map.py [--repeats 3] [--rows 0 1 2 3] [--no_exact]
+
+In process, the path the page takes (lit_app.model.shared_model.SharedLM and the salience wrapper, as the server
+builds them; no HTTP, no browser), on the default model, for each shipped row (`datasets.shipped_rows()`; the
+chat template as the app formats it; a row without a target explains its greedy response, generated once before
+any timing: the page streams it before the first highlight either way):
+
+* first highlight: the `detail="span"` request of the whole response (one forward + backward, grad_norm and
+  grad_x_input; the payload the page receives), from a cold cache;
+* attention_verified: then the sentence job the page starts next when the rule names it the first map
+  (`SharedLM.segment_salience`, the job's own computation, blocking here): it takes the span's gradient from the
+  first highlight's cached result (no backward of its own), one forward records the attention, then 6-12 forwards
+  verify;
+* leave_one_out: the exact map that confirms it (one forward per sentence), also after the first highlight, from a
+  cold segment cache (--no_exact skips it).
+
+The first map is on screen at first highlight + attention_verified (+ the page's next poll, at most
+frontend/src/salience/page.ts POLL_MS = 0.7 s, not counted here). Repeats are interleaved row by row (the machine
+is shared and noisy); each figure is the median over repeats. Prints a Markdown table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sequence_salience as ss  # noqa: E402
+from lit_app.data import datasets  # noqa: E402
+from lit_app.model import shared_model  # noqa: E402
+from lit_app.schema import inputs, method_registry  # noqa: E402
+from lit_app.wrappers import salience  # noqa: E402
+from sequence_salience.ablation import AblationConfig  # noqa: E402
+from sequence_salience.methods import attention_verified, leave_one_out  # noqa: E402
+
+GRANULARITY = "sentence"
+
+
+def _segment_request(method: str) -> inputs.SegmentRequest:
+    return inputs.SegmentRequest(method, GRANULARITY, None, AblationConfig().removal, None, 0)
+
+
+def time_row(shared, wrapper, ex: dict, exact: bool) -> dict:
+    """One cold repeat of one row: seconds of the first highlight, attention_verified after it, leave_one_out."""
+    chat = shared.format_prompt(ex)
+    target = ex.get("target", "")
+    shared.forget_salience()
+    t = time.perf_counter()
+    wrapper.predict([{**ex, "detail": "span"}])
+    out = {"first_highlight_s": time.perf_counter() - t}
+    shared.jobs.cancel_all()  # the page's background matrices: not part of either figure
+    t = time.perf_counter()
+    seg = shared.segment_salience(chat, target, _segment_request(attention_verified.NAME))
+    out["attention_verified_s"] = time.perf_counter() - t
+    out["verified"] = int(seg.quality.get("verified", 0))
+    out["segments"] = len(seg.segments)
+    if exact:
+        t = time.perf_counter()
+        shared.segment_salience(chat, target, _segment_request(leave_one_out.NAME))
+        out["leave_one_out_s"] = time.perf_counter() - t
+    out["tokens"] = seg.n_tokens
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--rows", nargs="*", type=int, default=None, help="indices into shipped_rows() (default: all)")
+    p.add_argument("--no_exact", action="store_true", help="leave out leave_one_out's time")
+    args = p.parse_args()
+
+    lm = ss.load_model("default")
+    ablation = AblationConfig(**method_registry.server_ablation_settings({}))
+    shared = shared_model.SharedLM(lm, disk_cache=False, ablation_config=ablation)
+    wrapper = salience.SalienceModel(shared)
+    rows = datasets.shipped_rows()
+    picked = args.rows if args.rows is not None else list(range(len(rows)))
+    examples = {}
+    for i in picked:
+        ex = {k: rows[i][k] for k in ("prompt", "system", "target") if k in rows[i]}
+        shared.explained(shared.format_prompt(ex), ex.get("target", ""))  # generation before any timing
+        examples[i] = ex
+    runs: dict[int, list[dict]] = {i: [] for i in picked}
+    try:
+        for _ in range(args.repeats):
+            for i in picked:
+                runs[i].append(time_row(shared, wrapper, examples[i], not args.no_exact))
+    finally:
+        shared.jobs.cancel_all()
+
+    print(f"first map: {method_registry.FIRST_MAP_METHOD}")
+    print("| row | case | tokens | sentences | verified | first highlight (s) | attention_verified after it (s) "
+          "| first map on screen (s) | ÷ first highlight | leave one out after it (s) |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i in picked:
+        med = {k: statistics.median(r[k] for r in runs[i]) for k in runs[i][0]}
+        shown = med["first_highlight_s"] + med["attention_verified_s"]
+        loo = f"{med['leave_one_out_s']:.2f}" if "leave_one_out_s" in med else "–"
+        print(f"| {i} | {rows[i]['case']} | {int(med['tokens'])} | {int(med['segments'])} | {med['verified']:g} "
+              f"| {med['first_highlight_s']:.2f} | {med['attention_verified_s']:.2f} | {shown:.2f} "
+              f"| {shown / med['first_highlight_s']:.1f}× | {loo} |")
+    print("raw:", {i: runs[i] for i in picked})
+
+
+if __name__ == "__main__":
+    main()
