@@ -18,7 +18,7 @@ The rule (`choose_first_maps`) is a pure function of those figures and the metho
 
 Why the bar's n counts the prompts at one granularity, not pooled over sentence, line and paragraph (the "sentence
 and coarser" family; docs/benchmarks.md "Session 31" and "Session 32 (h3)"): each held-out prompt is measured at one
-granularity, so no granularity reaches `min_n` alone, and pooling would (105 prompts). Pooling would be justified if
+granularity, so no granularity reached `min_n` alone in session 32, and pooling would have (105 prompts). Pooling would be justified if
 one rate described all three. It did not for the rule before session 32 (the estimate's top 7: +0.14 over the
 gradient's top-3 at sentence and line, -0.01 at paragraph, docs/benchmarks.md "Session 32 (h3)"), and a pooled
 comparison would have let it replace the gradient at paragraph on the strength of the other two. The rule that
@@ -26,8 +26,10 @@ ships (alternating candidates, 4-12 verified, "Session 32 (lead)") is over 2/3 a
 granularity (top-3 sentence 0.69, line 0.77, paragraph 0.80; gradient 0.50, 0.56, 0.60), but a granularity is also
 a population in this evaluation (sentence: the prompts up to 800 tokens; paragraph: the longer ones; line: the
 principles prompts), so a pooled rate mixes lengths and kinds rather than measuring the method at a granularity.
-So `min_n` stays per granularity, and until about 50 prompts are measured at each (about 150 in all; 39, 39 and
-27 now) the gradient stays the first map.
+So `min_n` stays per granularity. Session 33 measured more held-out prompts, chosen by granularity (kind and
+length), never by result, a fixed batch per granularity: 141 in all, sentence 51, paragraph 51, line 39
+(docs/benchmarks.md "Session 33 (lead)"). At sentence and paragraph `attention_verified` now clears the bar and is
+the first map; at line (n < 50) the gradient stays first.
 """
 
 from __future__ import annotations
