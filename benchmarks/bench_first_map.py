@@ -14,8 +14,9 @@ any timing: the page streams it before the first highlight either way):
   (`SharedLM.segment_salience`, the job's own computation, blocking here): it takes the span's gradient from the
   first highlight's cached result (no backward of its own), one forward records the attention, then 6-12 forwards
   verify;
-* leave_one_out: the exact map that confirms it (one forward per sentence), also after the first highlight, from a
-  cold segment cache (--no_exact skips it).
+* leave_one_out: the exact map that confirms it, also after the first highlight, from a cold segment cache
+  (--no_exact skips it): one forward per sentence the first map did not verify (it takes the verified sentences'
+  exact values from the first map's result, salience_runs.exact_values_of); "its forwards" counts them.
 
 The first map is on screen at first highlight + attention_verified (+ the page's next poll, at most
 frontend/src/salience/page.ts POLL_MS = 0.7 s, not counted here). Repeats are interleaved row by row (the machine
@@ -63,8 +64,9 @@ def time_row(shared, wrapper, ex: dict, exact: bool) -> dict:
     out["segments"] = len(seg.segments)
     if exact:
         t = time.perf_counter()
-        shared.segment_salience(chat, target, _segment_request(leave_one_out.NAME))
+        exact_seg = shared.segment_salience(chat, target, _segment_request(leave_one_out.NAME))
         out["leave_one_out_s"] = time.perf_counter() - t
+        out["leave_one_out_forwards"] = int(exact_seg.stats.rows) - 1  # the ablated prompts it scored
     out["tokens"] = seg.n_tokens
     return out
 
@@ -97,15 +99,16 @@ def main() -> None:
 
     print(f"first map: {method_registry.FIRST_MAP_METHOD}")
     print("| row | case | tokens | sentences | verified | first highlight (s) | attention_verified after it (s) "
-          "| first map on screen (s) | ÷ first highlight | leave one out after it (s) |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| first map on screen (s) | ÷ first highlight | leave one out after it (s) | its forwards |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i in picked:
         med = {k: statistics.median(r[k] for r in runs[i]) for k in runs[i][0]}
         shown = med["first_highlight_s"] + med["attention_verified_s"]
         loo = f"{med['leave_one_out_s']:.2f}" if "leave_one_out_s" in med else "–"
+        forwards = f"{med['leave_one_out_forwards']:g}" if "leave_one_out_forwards" in med else "–"
         print(f"| {i} | {rows[i]['case']} | {int(med['tokens'])} | {int(med['segments'])} | {med['verified']:g} "
               f"| {med['first_highlight_s']:.2f} | {med['attention_verified_s']:.2f} | {shown:.2f} "
-              f"| {shown / med['first_highlight_s']:.1f}× | {loo} |")
+              f"| {shown / med['first_highlight_s']:.1f}× | {loo} | {forwards} |")
     print("raw:", {i: runs[i] for i in picked})
 
 

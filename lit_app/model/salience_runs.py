@@ -31,7 +31,7 @@ import numpy as np
 import sequence_salience as ss
 from sequence_salience.ablation import AblationConfig, SegmentSalience, segment_salience
 from sequence_salience.compare import CrossLogprobs, response_logprobs
-from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm
+from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm, list_segment_methods
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
@@ -229,6 +229,7 @@ class SalienceRuns:
         t0, t1 = request.span if request.span is not None else (0, None)
         known = next((r for r in results if r.has_span(grad_norm.NAME, t0, t1)), next(iter(results), None))
         config = self.segment_config(request)
+        exact = self.exact_values_of(chat, target, request)
 
         sizer = self._sizer()
         report = self._slice_progress(chat, job, sizer)
@@ -243,9 +244,23 @@ class SalienceRuns:
                 raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
-                                    progress=progress, cancel=cancel, slice_s=sizer)
+                                    progress=progress, cancel=cancel, slice_s=sizer, known=exact)
 
         return self._in_background(self.store.segments, key, compute, job)
+
+    def exact_values_of(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> SegmentSalience | None:
+        """A cached result, with this request's granularity, pattern, removal and span, of another method whose measured
+        values are exact leave-one-out (record `exact_measured`: the first map attention_verified's verified
+        segments), from which leave one out takes those values instead of scoring them again (the confirming job
+        measures only the others); the library checks every setting (ablation.engine.known_values). None: none."""
+        if not get_segment_method(request.method).exact_measured:
+            return None
+        for other in list_segment_methods():
+            if other != request.method and get_segment_method(other).exact_measured:
+                found = self.store.segments_of(chat, target, dataclasses.replace(request, method=other, count=0))
+                if found is not None:
+                    return found
+        return None
 
     def quick(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int | None, counts: Counts = None,
               cancel: Cancel | None = None, progress: Progress | None = None) -> ss.SalienceResult:

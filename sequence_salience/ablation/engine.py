@@ -60,6 +60,7 @@ class SegmentSalience:
         None: every value was measured.
       coarse_values: None, or <float64>[S] the measured value of that unit (NaN where measured).
       coarse_granularity: S names of that unit's granularity ("" where measured); () when all were measured.
+      filler: the filler of a "filler" removal (AblationConfig.filler); None when not recorded.
     """
 
     method: str
@@ -84,6 +85,7 @@ class SegmentSalience:
     measured: np.ndarray | None = None
     coarse_values: np.ndarray | None = None
     coarse_granularity: tuple[str, ...] = ()
+    filler: str | int | None = None
 
     def measured_mask(self) -> np.ndarray:
         """<bool>[S] whether each segment's own value was measured (all True but for coarse_to_fine)."""
@@ -164,6 +166,7 @@ def segment_salience(
     cancel: Cancel | None = None,
     slice_s: "float | SliceSizer | None" = None,
     threads: ThreadChooser | None = None,
+    known: SegmentSalience | None = None,
 ) -> SegmentSalience:
     """The values of a segment method for log p(target[t0:t1]), one per removable prompt segment.
 
@@ -184,6 +187,10 @@ def segment_salience(
       slice_s: None, or seconds: forward batches of about that much model time.
       threads: the torch intra-op thread count of the forward batches (sequence_salience/threads.py); None: the
         cheaper of torch's count and 1, measured while the batches run.
+      known: an earlier result of a method whose measured values are exact leave-one-out (record `exact_measured`:
+        the first map attention_verified's verified segments) on this prompt and target: leave_one_out takes those
+        values from it instead of scoring them (SegmentProblem.known), when `known_values` finds every setting
+        equal; else every segment is scored.
     """
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
@@ -213,14 +220,40 @@ def segment_salience(
                            span_gradient=span_gradient(lm, prompt, target, result, (t0, t1)))
     problem = SegmentProblem(
         tokens=tokens, n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
-        span_tokens=t1 - t0, parents=parent_units(result, segs, coarse), parent_granularities=coarse, frame=frame.set)
+        span_tokens=t1 - t0, parents=parent_units(result, segs, coarse), parent_granularities=coarse, frame=frame.set,
+        known=known_values(known, result.text, (t0, t1), granularity, pattern, tuple(segs.spans), config,
+                           scorer.original_logprob))
     out = record.compute(problem, config)
     return SegmentSalience(
         method=method, granularity=granularity, pattern=pattern, removal=config.removal, span=(t0, t1),
+        filler=config.filler,
         text=result.text, prompt_end=result.prompt_end, original_logprob=scorer.original_logprob,
         warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids), result=result,
         **_segment_fields(segs), **_computed_fields(out),
     )
+
+
+# How far the unedited prompt's log p(span) of a known result may be from this call's (batching's float noise is
+# about 1e-6 on CPU, another model's differs by far more).
+KNOWN_LOGPROB_TOL = 1e-4
+
+
+def known_values(known: SegmentSalience | None, text: str, span: tuple[int, int], granularity: str,
+                 pattern: str | None, segments: tuple[tuple[int, int], ...], config: AblationConfig,
+                 original_logprob: float) -> dict[int, float]:
+    """{segment position: exact leave-one-out value} of `known`'s measured segments, when `known` is a result of a
+    method whose measured values are exact leave-one-out (record `exact_measured`) with the same prompt + target
+    text, span, granularity, pattern, segments (character spans), removal and filler, and the same log p(span) of
+    the unedited prompt within KNOWN_LOGPROB_TOL (another model's result differs); else {} (score them all)."""
+    if known is None or not get_segment_method(known.method).exact_measured:
+        return {}
+    same = (known.text == text and tuple(known.span) == tuple(span) and known.granularity == granularity
+            and known.pattern == pattern and tuple(known.segments) == tuple(segments)
+            and known.removal == config.removal and known.filler == config.filler
+            and abs(float(known.original_logprob) - float(original_logprob)) <= KNOWN_LOGPROB_TOL)
+    if not same:
+        return {}
+    return {int(s): float(known.values[s]) for s in np.flatnonzero(known.measured_mask())}
 
 
 def span_gradient(lm: LanguageModel, prompt, target, result: SalienceResult, span: tuple[int, int]

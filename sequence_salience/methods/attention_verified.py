@@ -215,6 +215,7 @@ NAME = "attention_verified"
 METHOD = SegmentMethod(
     name=NAME, label="Attention and gradient, verified", short="Attention (verified)", signed=True,
     compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102", reads_attention=True, settings=Settings,
+    exact_measured=True,
     cost_unit=f"one forward + backward (gradient) and one forward (attention), then one forward per verified segment: "
               f"{DEFAULTS.verify_min}-{DEFAULTS.verify_max}, until the top three stop changing",
     trust="Its top segments are measured exactly (leave one out), so their values can be trusted; the rest are the "

@@ -415,6 +415,9 @@ class SegmentProblem:
       parent_granularities: the names of those coarser granularities ("paragraph", "sentence").
       frame: (label, rows done before, rows in all so far) -> None: how the progress of the next `score`
         calls is reported (a method scoring in several calls keeps one count: "refining: 30 / 52").
+      known: {segment position: its exact leave-one-out value} already measured on this prompt, target, span,
+        segmentation, removal and filler (an earlier result's, ablation.known_values); leave_one_out scores only
+        the other segments. Empty: none known.
     """
 
     n_segments: int
@@ -426,6 +429,7 @@ class SegmentProblem:
     parents: tuple[np.ndarray, ...] = ()
     parent_granularities: tuple[str, ...] = ()
     frame: Callable[[str, int, int], None] = lambda label, before, total: None
+    known: Mapping[int, float] = dataclasses.field(default_factory=dict)
 
 
 # The `coarse_granularity` mark of a segment whose value is a method's estimate, not a coarser unit's measured
@@ -495,6 +499,9 @@ class SegmentMethod:
       settings: as SalienceMethod, its fields joining AblationConfig.
       warning: None, or (quality, config) -> what makes the values doubtful, with the fix ("" when nothing
         does): the surrogate's fit (ablation.fit_warning reads it).
+      exact_measured: its measured segments' values (SegmentOutput.measured; all when None) are exact leave-one-out
+        values, the same removal of one segment scored by the same scorer, so that leave one out can take them from
+        its result instead of scoring them again (SegmentProblem.known; ablation.known_values checks the settings).
     """
 
     name: str
@@ -515,6 +522,7 @@ class SegmentMethod:
     settings: type | None = None
     reads_attention: bool = False
     warning: Callable[[Mapping[str, float], AblationConfig], str] | None = None
+    exact_measured: bool = False
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

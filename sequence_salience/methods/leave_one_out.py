@@ -4,7 +4,9 @@ The occlusion test of Zeiler & Fergus (2014, https://arxiv.org/abs/1311.2901) at
 screen, as ContextCite's leave-one-out baseline and TracLLM use it for LLM prompts. Signed: positive
 when removing the segment lowers the probability of the target (the segment supports it). Its values
 live on the segmentation; computed by forward passes only (sequence_salience/ablation: batched,
-reusing the keys and values of each ablation's unchanged prefix).
+reusing the keys and values of each ablation's unchanged prefix). Segments whose value an earlier exact
+measurement of the same ablation already holds (SegmentProblem.known: the first map's verified segments,
+attention_verified) are not scored again: their values and log-probs come from it, so the result is the same.
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ from sequence_salience.methods.base import AblationConfig, SegmentMethod, Segmen
 
 
 def rows(n_segments: int, config: AblationConfig) -> int:
-    """Ablated prompts scored: one per segment (the unedited prompt is scored once beside them)."""
+    """Ablated prompts scored: one per segment (the unedited prompt is scored once beside them); fewer when some
+    values are known (SegmentProblem.known)."""
     return n_segments
 
 
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     S = problem.n_segments
-    prompts = [problem.edit((s,)) for s in range(S)]
-    logp = problem.score(prompts)  # [S]
+    todo = [s for s in range(S) if s not in problem.known]
+    logp = np.empty(S, dtype=np.float64)  # [S]
+    for s, v in problem.known.items():
+        logp[s] = problem.original_logprob - float(v)
+    if todo:
+        logp[todo] = np.asarray(problem.score([problem.edit((s,)) for s in todo]), dtype=np.float64)  # [len(todo)]
     kept = ~np.eye(S, dtype=bool)  # [S, S] row s keeps every segment but s
     return SegmentOutput(values=problem.original_logprob - logp, kept=kept, logprobs=logp)
 
@@ -31,7 +38,7 @@ NAME = "leave_one_out"
 
 METHOD = SegmentMethod(
     name=NAME, label="Leave one segment out", short="Leave-one-out", signed=True, compute=compute, rows=rows,
-    paper="https://arxiv.org/abs/1311.2901",
+    paper="https://arxiv.org/abs/1311.2901", exact_measured=True,
     cost_unit="one forward per segment (from the segment on, over the cached prefix)",
     trust="The exact effect of removing each segment alone, the reference the other maps are checked against; it "
           "misses what only matters together (two segments saying the same thing each look unimportant).",

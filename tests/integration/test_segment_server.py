@@ -14,7 +14,7 @@ import pytest
 from werkzeug.test import Client
 
 from sequence_salience.ablation import AblationConfig, segment_salience
-from sequence_salience.methods import ablation_surrogate, leave_one_out
+from sequence_salience.methods import ablation_surrogate, attention_verified, leave_one_out
 from lit_app.edge import clients, security, security_config
 from lit_app.data import datasets
 from lit_app.schema import fields, inputs, method_registry
@@ -95,6 +95,24 @@ def test_values_equal_the_core_library_on_the_default_model(client, default_lm, 
     assert seg["stats"]["rows"] == want.stats.rows and seg["warning"] == want.warning
     if method == ablation_surrogate.NAME:
         assert seg["quality"]["r2"] == pytest.approx(want.quality["r2"], rel=1e-3, abs=1e-3)
+
+
+def test_the_confirming_leave_one_out_measures_only_what_the_first_map_did_not_verify(make_shared, default_lm):
+    """Issue 42 §5 on the constitutional row at sentence granularity: after the first map (attention_verified, its
+    verified sentences exact leave-one-out), the server's leave-one-out job scores only the sentences it did not
+    verify, and its values equal the library's full leave one out (a server of its own: nothing cached before)."""
+    fresh = make_shared(max_new_tokens=8)
+    row = _row()
+    chat = default_lm.format_prompt(row["prompt"], system=row["system"])
+    first = fresh.segment_salience(chat, row["target"], inputs.SegmentRequest(
+        attention_verified.NAME, "sentence", None, "filler", None, 0))
+    got = fresh.segment_salience(chat, row["target"], inputs.SegmentRequest(
+        leave_one_out.NAME, "sentence", None, "filler", None, 0))
+    want = segment_salience(default_lm, chat, row["target"], leave_one_out.NAME, granularity="sentence")
+    assert got.segments == want.segments == first.segments
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-3, atol=3e-4)  # batch shapes differ (test above)
+    unverified = int((~first.measured_mask()).sum())
+    assert got.stats.rows - 1 == unverified < want.stats.rows - 1  # the forwards it ran: the unverified sentences
 
 
 def test_a_newer_segment_request_cancels_the_older_job(client, shared):

@@ -26,8 +26,9 @@ from sequence_salience import ablation, aggregate, methods
 from sequence_salience import scoring
 from sequence_salience.ablation import AblationConfig, PrefixScorer, segment_salience
 from sequence_salience.errors import ComputationCancelled, SalienceError
-from sequence_salience.methods import ablation_surrogate, coarse_to_fine, lasso, leave_one_out
-from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+from sequence_salience.methods import ablation_surrogate, attention_verified, coarse_to_fine, lasso, leave_one_out
+from tests.unit.estimators import saved_random_estimator
+from tests.unit.tiny_models import MODEL_BUILDERS, tiny_llama, wrap
 
 PROMPT = ("The capital of France is Paris. The capital of Italy is Rome.\n\n"
           "Alice has three apples and Bob has two apples. Q: What is 2 + 3?")
@@ -330,3 +331,29 @@ def test_evaluate_row_compares_segment_methods_with_gradients(lm):
     only = evaluate_row(lm, {"prompt": PROMPT, "target": TARGET, "chat": False},
                         dataclasses.replace(cfg, methods=(leave_one_out.NAME,), reduction=False))
     assert only["curves"]["deletion"][leave_one_out.NAME] == row["curves"]["deletion"][leave_one_out.NAME]
+
+
+def test_leave_one_out_given_the_first_maps_verified_values_scores_only_the_others(tmp_path):
+    """Leave one out handed attention_verified's result (its verified segments are exact leave-one-out) equals full
+    leave one out and scores only the segments it did not verify; a result of other settings is not used."""
+    lm = wrap(tiny_llama(seed=0), "llama")
+    _, config = saved_random_estimator(lm, tmp_path / "e.npz", seed=5)
+    first = segment_salience(lm, PROMPT, TARGET, attention_verified.NAME, granularity="word", config=config)
+    verified = int(first.measured_mask().sum())
+    S = len(first.segments)
+    assert 0 < verified < S  # word granularity: more segments than the stop rule verifies
+    full = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word", config=config)
+    seen = []
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word", config=config, known=first,
+                           progress=lambda *a: seen.append(a))
+    np.testing.assert_allclose(got.values, full.values, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got.logprobs, full.logprobs, rtol=0, atol=1e-5)
+    assert got.stats.rows - 1 == S - verified == full.stats.rows - 1 - verified  # the forwards of the others only
+    assert seen[-1] == (leave_one_out.NAME, S - verified, S - verified)
+    for other in (dict(config=dataclasses.replace(config, removal="delete")), dict(span=(0, 2)),
+                  dict(config=dataclasses.replace(config, filler=".")), dict(granularity="sentence")):
+        kwargs = {"granularity": "word", "config": config, **other}
+        alone = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, **kwargs)
+        given = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, known=first, **kwargs)
+        assert given.stats.rows == alone.stats.rows == len(alone.segments) + 1  # every segment scored
+        np.testing.assert_allclose(given.values, alone.values, rtol=0, atol=1e-9)

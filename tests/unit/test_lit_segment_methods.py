@@ -7,6 +7,7 @@ Parsing needs no model; the wrapper runs on a tiny random Llama.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -209,14 +210,23 @@ def test_explain_curves_take_a_segment_method_and_equal_the_library(tiny):
         model.predict([{**data, lit_explain.ACTION: "reduce", lit_explain.METHODS: leave_one_out.NAME}])
 
 
-def test_attention_verified_reads_the_first_highlights_gradient_not_a_backward_of_its_own(tmp_path, monkeypatch):
-    """The server hands a segment job the cached result of the pair that holds the span's gradient norm (the first
-    highlight): attention_verified orders its candidates by it, with the same values as the library computing it."""
+@contextlib.contextmanager
+def estimator_server(tmp_path):
+    """(tiny Llama, the AblationConfig of a saved random estimator of it, a SharedLM with that config, PROMPT
+    formatted); its jobs cancelled at the end."""
     lm = wrap(tiny_llama(seed=0), "llama")
     _, config = saved_random_estimator(lm, tmp_path / "e.npz", seed=5)
     shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False, ablation_config=config)
     try:
-        chat = lm.format_prompt(PROMPT, chat=False)
+        yield lm, config, shared, lm.format_prompt(PROMPT, chat=False)
+    finally:
+        shared.jobs.cancel_all()
+
+
+def test_attention_verified_reads_the_first_highlights_gradient_not_a_backward_of_its_own(tmp_path, monkeypatch):
+    """The server hands a segment job the cached result of the pair that holds the span's gradient norm (the first
+    highlight): attention_verified orders its candidates by it, with the same values as the library computing it."""
+    with estimator_server(tmp_path) as (lm, config, shared, chat):
         want = segment_salience(lm, chat, TARGET, attention_verified.NAME, granularity="sentence", config=config)
         shared.quick(chat, TARGET, 0, None)  # the first highlight of the whole response
 
@@ -228,5 +238,24 @@ def test_attention_verified_reads_the_first_highlights_gradient_not_a_backward_o
         got = shared.segment_salience(chat, TARGET, request)
         np.testing.assert_allclose(got.values, want.values, rtol=1e-6, atol=1e-9)
         np.testing.assert_array_equal(got.measured_mask(), want.measured_mask())
-    finally:
-        shared.jobs.cancel_all()
+
+
+def test_the_confirming_leave_one_out_scores_only_what_the_first_map_did_not_verify(tmp_path):
+    """After attention_verified (the first map), the server's leave-one-out job takes the verified segments' exact
+    values from its cached result and scores only the others (its rows, the job's progress unit, count them); its
+    values equal the library's full leave one out."""
+    with estimator_server(tmp_path) as (lm, config, shared, chat):
+        want = segment_salience(lm, chat, TARGET, leave_one_out.NAME, granularity="word", config=config)
+        first = shared.segment_salience(chat, TARGET, inputs.SegmentRequest(
+            attention_verified.NAME, "word", None, "filler", None, 0))
+        verified = int(first.measured_mask().sum())
+        S = len(want.segments)
+        assert 0 < verified < S
+        got = shared.segment_salience(chat, TARGET, inputs.SegmentRequest(
+            leave_one_out.NAME, "word", None, "filler", None, 0))
+        np.testing.assert_allclose(got.values, want.values, rtol=0, atol=1e-5)
+        assert got.stats.rows - 1 == S - verified  # the ablated prompts scored: the unverified segments only
+        # Another removal has no first map of its settings: every segment scored.
+        deleted = shared.segment_salience(chat, TARGET, inputs.SegmentRequest(
+            leave_one_out.NAME, "word", None, "delete", None, 0))
+        assert deleted.stats.rows - 1 == S
