@@ -263,18 +263,24 @@ class SalienceRuns:
         return None
 
     def quick(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int | None, counts: Counts = None,
-              cancel: Cancel | None = None, progress: Progress | None = None) -> ss.SalienceResult:
+              cancel: Cancel | None = None, progress: Progress | None = None,
+              job: Job | None = None) -> ss.SalienceResult:
         """A result that answers span (t0, t1) exactly: the complete result when cached, else a
         partial one (one forward + backward for the gradient methods; IG, SmoothGrad: one batch
         of steps or samples). `progress(method, done, total)` is called as the core library
-        reports (IG: steps, SmoothGrad: samples), besides the log."""
+        reports (IG: steps, SmoothGrad: samples), besides the log. job: the span job, whose status says
+        "waiting" while another holds the model (`Job.waiting`: that time is not its units' cost)."""
         complete = self.cached_salience(chat, target, counts)
         methods, config = self.methods_and_config(counts)
         if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
             return complete
         explained = self._responses.explained(chat, target)
         pkey = pair_key(chat, target, explained) + tuple(int((counts or {}).get(f, 0)) for f in COUNT_FIELDS)
-        with self._lock:
+        # Waiting for the model (another client's span, a background slice) is no work of this span: counted,
+        # it made the pass's first rate and the IG steps after it (time_left.Then) "about 7–56 min" once (issue 43).
+        with job.waiting() if job is not None else contextlib.nullcontext():
+            self._lock.acquire()
+        try:
             partial = self.store.partial.get(pkey)
             # Gradient-method values do not depend on the extra counts: also look in the plain result.
             base = complete if complete is not None else self.cached_salience(chat, target)
@@ -300,6 +306,8 @@ class SalienceRuns:
                 partial = fresh if partial is None else partial.merged(fresh)
                 self.store.partial.put(pkey, partial)
             return partial if base is None else base.merged(partial) if partial is not None else base
+        finally:
+            self._lock.release()
 
     def span_salience(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int,
                       counts: Counts = None) -> dict[str, np.ndarray]:

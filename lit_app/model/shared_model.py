@@ -211,8 +211,9 @@ class SharedLM:
         return self.runs.salience(chat, target, counts, job=job, cancel=cancel)
 
     def quick(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int | None, counts: Counts = None,
-              cancel: Cancel | None = None, progress: Progress | None = None) -> ss.SalienceResult:
-        return self.runs.quick(chat, target, t0, t1, counts, cancel=cancel, progress=progress)
+              cancel: Cancel | None = None, progress: Progress | None = None,
+              job: Job | None = None) -> ss.SalienceResult:
+        return self.runs.quick(chat, target, t0, t1, counts, cancel=cancel, progress=progress, job=job)
 
     def span_salience(self, chat: ss.ChatPrompt, target: str, t0: int, t1: int,
                       counts: Counts = None) -> dict[str, np.ndarray]:

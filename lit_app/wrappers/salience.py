@@ -286,7 +286,7 @@ class SalienceModel(Wrapper):
 
         check = job.check
         try:
-            result = shared.quick(chat, target, t0, t1, counts, cancel=check, progress=report)
+            result = shared.quick(chat, target, t0, t1, counts, cancel=check, progress=report, job=job)
         except ss.ComputationCancelled:
             job.end_cancelled(f"{CANCELLED_PREFIX} {check.reason}.")
             if check.client_gone:

@@ -6,6 +6,7 @@ report of the core library, so what it must see is known exactly (no timing invo
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -20,6 +21,8 @@ EX = {"prompt": "one two three four", "target": " five six seven", "chat": False
 STEPS = 8
 # An IG count whose steps take many passes, and the least time each progress report of the pass takes (slept).
 MANY_STEPS, WORK_S = 64, 0.05
+# The least time another job holds the model while a span waits for it (slept).
+HOLD_S = 1.5
 
 
 class PollingSharedLM(SharedLM):
@@ -104,3 +107,82 @@ def test_the_gradient_pass_of_an_ig_span_counts_the_steps_after_it_in_its_time_l
     at_least = MANY_STEPS * low_share * len(inside) * WORK_S
     assert inside[-1][1]["eta_low_s"] >= round(at_least, 1) - 0.05, (at_least, inside)
     assert all(status["eta_high_s"] >= status["eta_low_s"] for _done, status in inside), inside
+
+
+def test_a_span_that_waits_for_the_model_counts_no_wait_in_its_time_left(tiny):
+    """Issue 43: a span that waited for the model (another client's or a background job held it) counted the wait
+    as its gradient pass's cost, and the IG steps after the pass (each 1/ig_step_chunk_size .. 1 of the pass) scaled
+    it: "about 7–56 min left" for a minute's work. Another job holds the model here for at least HOLD_S while the span
+    waits; meanwhile its status says "waiting", without an estimate. Once it runs, its model time at the pass's first
+    poll is at most M = (seconds from the request to its acquire call) + (seconds from its acquire's return to the
+    poll), measured here; the first report's rate is at most M / d (d units done of T), so the pass's low end is at
+    most (T - d) x M / d, and with C = steps x low share after it, low <= (1 + C) x (T - d) x M / d + C x M. Counting
+    the wait made it at least C x HOLD_S (the bound's M excludes the wait)."""
+    shared, sal = tiny
+    data = {**EX, "prompt": "three four five six seven"}  # a pair of its own: nothing cached
+    progress = lambda: sal.predict([{**data, "detail": "span_progress"}])[0][fields.SALIENCE]["detail"]
+    polled_at: list[float] = []
+    acquires: dict[int, list[tuple[float, float]]] = {}  # thread -> (called, returned) of its acquires
+    acquire = shared.lock.acquire
+
+    def timed_acquire(*a, **kw):
+        called = time.monotonic()
+        try:
+            return acquire(*a, **kw)
+        finally:
+            acquires.setdefault(threading.get_ident(), []).append((called, time.monotonic()))
+
+    def poll() -> dict:
+        polled_at.append(time.monotonic())
+        return progress()
+
+    held, release = threading.Event(), threading.Event()
+
+    def other_job() -> None:
+        with shared.lock:
+            held.set()
+            release.wait(120)
+
+    span: dict = {}
+
+    def request() -> None:
+        span["sent"] = time.monotonic()
+        span["thread"] = threading.get_ident()
+        try:
+            sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
+        except BaseException as e:  # re-raised by the test thread
+            span["error"] = e
+
+    shared.lock.acquire = timed_acquire
+    holder = threading.Thread(target=other_job)
+    holder.start()
+    try:
+        assert held.wait(60)
+        shared.poll = poll
+        runner = threading.Thread(target=request)
+        runner.start()
+        deadline = time.monotonic() + 120  # generous: a loaded machine
+        while not progress().get("waiting") and time.monotonic() < deadline and runner.is_alive():
+            time.sleep(0.01)
+        waiting = progress()
+        time.sleep(HOLD_S)  # the span waits at least this long
+    finally:
+        release.set()
+        holder.join(120)
+    runner.join(300)
+    shared.poll, shared.lock.acquire = None, acquire
+    assert not runner.is_alive() and "error" not in span, span
+    called, returned = acquires[span["thread"]][0]
+    assert returned - called >= HOLD_S, (called, returned)  # it did wait
+    pass_method = shared.seen[0][0]
+    first = next(i for i, (m, done, total, s) in enumerate(shared.seen)
+                 if m == pass_method and done < total and s["eta_s"] is not None)
+    _m, done, total, status = shared.seen[first]
+    model_s = (called - span["sent"]) + (polled_at[first] - returned)
+    low_share, _ = span_point_cost(shared.salience_config)
+    after = MANY_STEPS * low_share
+    pass_low = (total - done) * model_s / done
+    at_most = pass_low + after * (model_s + pass_low)
+    assert status["eta_low_s"] <= at_most + 0.05, (status, model_s, at_most, returned - called)
+    assert not status["waiting"] and status["eta_high_s"] >= status["eta_low_s"], status
+    assert waiting["state"] == "running" and waiting["waiting"] and waiting["eta_s"] is None, waiting
