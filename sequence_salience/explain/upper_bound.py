@@ -73,7 +73,8 @@ class SearchResult:
 
 class MemoScorer:
     """scoring.score with a memo of prompts already scored, one slice sizer across calls, and
-    progress counted over a planned total of rows (`planned`) under one stage."""
+    progress counted over a planned total of rows (`planned`) under one stage, each call's rows found in the memo
+    first (then its rows to score)."""
 
     def __init__(self, lm, target: Sequence[int], span: tuple[int, int], known: Mapping[Prompt, float], *,
                  batch_size: int, slice_s, progress: Progress | None, cancel: Cancel | None, planned: int):
@@ -88,8 +89,17 @@ class MemoScorer:
     def __call__(self, prompts: Sequence[Prompt], planned_here: int | None = None) -> np.ndarray:
         """log p(span | prompt) <float64>[M]; `planned_here`: how many planned rows this call stands for."""
         new = [p for p in dict.fromkeys(prompts) if p not in self.memo]
-        base = self.done
+        accounted = len(prompts) if planned_here is None else planned_here
+        # The planned rows this call finds in the memo (or twice in `prompts`) are done before any is scored, so
+        # this call's units left are its rows to score. Was: counted at the call's end, they were the last units of
+        # each call, estimated at the measured rate: the simple question's greedy search (6 calls, 54 planned rows,
+        # 45 in the memo) read "45 / 54 · about 3–87 s left" 1 s before its end, with 1 row left to score. A later
+        # call's memo rows stay units to go until it is made (which candidates it scores depends on this one).
+        base = min(self.planned, self.done + max(0, min(len(prompts), accounted) - len(new)))
         if new:
+            if self.progress is not None and base > self.done:
+                self.progress(STAGE, base, self.planned)
+
             def report(_stage: str, done: int, _total: int) -> None:
                 if self.progress is not None:
                     self.progress(STAGE, min(self.planned, base + done), self.planned)
@@ -100,7 +110,7 @@ class MemoScorer:
             self.rows += len(new)
         else:
             scoring.check_cancel(self.cancel, STAGE)
-        self.done = min(self.planned, base + (len(prompts) if planned_here is None else planned_here))
+        self.done = min(self.planned, self.done + accounted)
         if self.progress is not None:
             self.progress(STAGE, self.done, self.planned)
         return np.array([self.memo[p] for p in prompts], dtype=np.float64)

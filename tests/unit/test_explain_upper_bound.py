@@ -208,3 +208,26 @@ def test_bad_search_settings_name_the_fix(llama):
     with pytest.raises(ss.SalienceError, match="greedy_candidates"):
         ex.faithfulness_curves(llama, ex.CurvesRequest(PROMPT, TARGET, ("grad_norm",),
                                                 config=ex.FaithfulnessConfig(greedy_candidates=0)))
+
+
+def test_the_rows_found_in_the_memo_are_done_before_any_row_is_scored(llama):
+    """Issue 43 §4 (test_readable_messages once read "45 / 54 (83%) · about 3–87 s left" 1 s before the search
+    ended; on that row the greedy search plans 54 rows in 6 calls and finds 45 in the curves' memo): a call counted
+    the planned rows it found in the memo at its end, after the rows it scored, so its last units were free and the
+    page estimated them at the measured rate. They are now reported
+    before the first row is scored: at every report after that one, the units left are the rows still to score
+    (3 of 5 prompts known here, 2 scored one per batch)."""
+    tok = tiny_tokenizer()
+    prompts = [tuple(tok(text, add_special_tokens=False)["input_ids"])
+               for text in ("one two", "two three", "three four", "four five", "five six")]
+    target = tuple(tok(TARGET, add_special_tokens=False)["input_ids"])
+    known = {prompts[0]: -1.0, prompts[2]: -2.0, prompts[4]: -3.0}
+    seen: list[tuple[int, int]] = []
+    scorer = ub.MemoScorer(llama, target, (0, len(target)), known, batch_size=1, slice_s=None,
+                           progress=lambda stage, done, total: seen.append((done, total)), cancel=None, planned=5)
+    out = scorer(prompts)
+    assert scorer.rows == 2 and list(out[[0, 2, 4]]) == [-1.0, -2.0, -3.0]
+    assert seen[0] == (3, 5), seen  # the memo's rows, before any forward
+    scoring_reports = seen[1:-1]  # one per batch of one row, then the call's end
+    assert scoring_reports == [(4, 5), (5, 5)], seen  # was [(1, 5), (2, 5)], then the end's jump to 5
+    assert seen[-1] == (5, 5), seen
