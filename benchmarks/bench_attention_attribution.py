@@ -1,6 +1,7 @@
 """Learned attention attribution against exact leave-one-out on held-out prompts, its cost, and its memory.
 
     .venv/bin/python benchmarks/bench_attention_attribution.py collect --out artifacts/attention_eval [--start 120 --pool 260] [--granularities line] [--limit 10]
+    .venv/bin/python benchmarks/bench_attention_attribution.py collect --out artifacts/attention_eval --indices 60 71 --aopc-max-tokens 2400
     .venv/bin/python benchmarks/bench_attention_attribution.py table --out artifacts/attention_eval [--estimator F]
     .venv/bin/python benchmarks/bench_attention_attribution.py verify --out artifacts/attention_eval [--grid]
     .venv/bin/python benchmarks/bench_attention_attribution.py memory [--tokens 4000 8000]
@@ -80,10 +81,11 @@ def approx_segments(item, g: str) -> int:
 def plan(lm, args) -> list[tuple[int, object, str, int]]:
     """(index, prompt, granularity, tokens) of the --pool held-out candidates, in the order they are measured:
     by estimated cost (segments x tokens), --mix of the shorter ones (under --long-from tokens) for each one of
-    the longer, so that the prompts that finish in the time there is cover the range."""
+    the longer, so that the prompts that finish in the time there is cover the range. With --indices only those
+    held-out indices are candidates (--start / --pool ignored; the filters and the order still apply)."""
     count = lambda text: len(lm.tokenize(text).ids)
     short, long_ = [], []
-    for i in range(args.start, args.pool):
+    for i in args.indices if args.indices is not None else range(args.start, args.pool):
         item = generate_prompt(args.seed, i, "eval", args.min_tokens, args.max_tokens, count)
         n = count(item.user) + (count(item.system) if item.system else 0)
         g = granularity(item, n, args.sentence_max_tokens)
@@ -684,6 +686,9 @@ def main() -> None:
                    help="measure only the candidates of MIN..MAX tokens (a filter on the pool: --min-tokens / "
                         "--max-tokens shape the generated prompts themselves)")
     c.add_argument("--limit", type=int, default=None, help="stop after measuring this many new prompts")
+    c.add_argument("--indices", type=int, nargs="+", default=None,
+                   help="measure only these held-out indices (e.g. prompts already in the held-out set, re-collected "
+                        "with a larger --aopc-max-tokens); --start / --pool are then ignored")
     c.add_argument("--granularities", nargs="+", choices=("sentence", "paragraph", "line"), default=None,
                    help="measure only the candidates of these granularities (chosen by the prompt's kind and length, "
                         "never by its result): to fill a granularity short of the bar's min_n")
