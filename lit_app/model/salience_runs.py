@@ -280,6 +280,11 @@ class SalienceRuns:
         # it made the pass's first rate and the IG steps after it (time_left.Then) "about 7–56 min" once (issue 43).
         with job.waiting() if job is not None else contextlib.nullcontext():
             self._lock.acquire()
+        if job is not None:
+            # The units begin now: the greedy generation above (the first highlight of a datapoint without a
+            # target) is no part of the gradient pass's cost (counted, its seconds made the pass's first rate and,
+            # through time_left.Then, the IG steps' estimate after it; issue 43).
+            job.begin_sequence()
         try:
             partial = self.store.partial.get(pkey)
             # Gradient-method values do not depend on the extra counts: also look in the plain result.
@@ -295,9 +300,13 @@ class SalienceRuns:
                     if progress is not None:
                         progress(method, done, total)
                     # Between chunks of IG steps or SmoothGrad samples, the clicks that wait (another client's
-                    # too) use the model first: a click is never behind another's long span (issue 43).
+                    # too) use the model first: a click is never behind another's long span (issue 43). Meanwhile
+                    # the span's status says it waits, and the pause is no part of its units' rate (was: counted).
                     start = time.perf_counter()
-                    if self._lock.yield_to_waiting():
+                    waits = job is not None and self._lock.interactive_waiting()
+                    with job.waiting() if waits else contextlib.nullcontext():
+                        yielded = self._lock.yield_to_waiting()
+                    if yielded:
                         self._yielded_s += time.perf_counter() - start
 
                 fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,

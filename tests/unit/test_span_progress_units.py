@@ -186,3 +186,118 @@ def test_a_span_that_waits_for_the_model_counts_no_wait_in_its_time_left(tiny):
     assert status["eta_low_s"] <= at_most + 0.05, (status, model_s, at_most, returned - called)
     assert not status["waiting"] and status["eta_high_s"] >= status["eta_low_s"], status
     assert waiting["state"] == "running" and waiting["waiting"] and waiting["eta_s"] is None, waiting
+
+
+def test_a_span_that_lets_another_click_go_first_counts_no_pause_in_its_rate(tiny):
+    """Issue 43 (session 33's leftover): between chunks of IG steps a span lets the clicks that wait (another
+    client's) use the model, and that pause counted as its next chunk's work: its rate dropped and its range grew
+    by the other click's time. Here another request takes the model for at least HOLD_S after the span's second
+    chunk of steps. While it holds it, the span's status says "waiting", without an estimate. After it, the range
+    at each poll is at most (2 x rest + u) x S (time_left.py: high <= rest x MAX_WIDEN x slow + u x slow, with the
+    poll right after the report), where S is the slowest per-step time of the chunks so far measured between the
+    polls less the hold (x 1.2 + 0.1 s for the polls' own jitter). Counting the pause made it at least
+    rest x HOLD_S / (steps per chunk)."""
+    shared, sal = tiny
+    data = {**EX, "prompt": "four five six seven eight"}  # a pair of its own: nothing cached
+    progress = lambda: sal.predict([{**data, "detail": "span_progress"}])[0][fields.SALIENCE]["detail"]
+    seen: list[tuple[float, str, int, int, dict]] = []  # (poll time, method, done, total, status)
+    hold: dict = {}
+
+    def other_click() -> None:
+        with shared.lock:
+            hold["from"] = time.monotonic()
+            hold["status"] = progress()  # the span's status while the other click has the model
+            time.sleep(HOLD_S)
+            hold["to"] = time.monotonic()
+
+    def poll() -> dict:
+        status = progress()
+        method, done, total = shared.current
+        seen.append((time.monotonic(), method, done, total, status))
+        steps = [s for s in seen if s[1] != seen[0][1]]
+        if len(steps) == 2 and "thread" not in hold:  # after the second chunk: another click waits for the model
+            hold["thread"] = threading.Thread(target=other_click)
+            hold["thread"].start()
+            deadline = time.monotonic() + 60
+            while not shared.lock.interactive_waiting() and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return status
+
+    quick = shared.quick
+
+    def current_quick(*a, progress=None, **kw):  # remembers the report being polled
+        def remember(method, done, total):
+            shared.current = (method, done, total)
+            if progress is not None:
+                progress(method, done, total)
+        return quick(*a, progress=remember, **kw)
+
+    shared.poll, shared.work_s = poll, WORK_S / 5
+    shared.quick = current_quick
+    try:
+        sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
+    finally:
+        shared.poll, shared.work_s, shared.quick = None, 0.0, quick
+        if "thread" in hold:
+            hold["thread"].join(60)
+    assert "to" in hold, hold
+    during = hold["status"]
+    assert during["state"] == "running" and during["waiting"] and during["eta_s"] is None, during
+    steps = [s for s in seen if s[1] != seen[0][1]]
+    pass_end = max(t for t, m, done, total, _s in seen if m == seen[0][1])  # the steps' sequence begins here
+    slowest, before, checked = 0.0, (pass_end, 0), 0
+    for t, _m, done, total, status in steps:
+        overlap = max(0.0, min(t, hold["to"]) - max(before[0], hold["from"]))
+        slowest = max(slowest, (t - before[0] - overlap) / max(1, done - before[1]))
+        u, rest = done - before[1], total - done
+        before = (t, done)
+        if t > hold["to"] and rest > 0:
+            checked += 1
+            at_most = (2 * rest + u) * slowest * 1.2 + 0.1
+            assert status["eta_high_s"] <= at_most, (status, at_most, slowest, hold["to"] - hold["from"])
+    assert checked >= 2, steps
+
+
+def test_a_first_highlight_counts_no_generation_in_its_time_left(tiny):
+    """Issue 43 (session 33's leftover): a first highlight without a target generates the greedy response first,
+    and the generation's seconds counted as the gradient pass's: its first rate, and through the IG steps after it
+    (time_left.Then, each 1/ig_step_chunk_size .. 1 of the pass) the IG line's estimate. The generation here takes
+    at least GEN_S more (slept). At the pass's first poll with an estimate the span's model time is at most M = the
+    seconds from the generation's end to the poll, so (as in the test above of a wait for the model)
+    low <= (1 + C) x (T - d) x M / d + C x M, C = steps x low share. Counting the generation made it at least
+    C x GEN_S."""
+    shared, sal = tiny
+    data = {**EX, "prompt": "five six seven eight nine", "target": ""}  # generated: max_new_tokens 4
+    gen_s = 1.5
+    generate, generated = shared.responses.generate, []
+
+    def slow_generate(*a, **kw):
+        time.sleep(gen_s)
+        try:
+            return generate(*a, **kw)
+        finally:
+            generated.append(time.monotonic())
+
+    polled_at: list[float] = []
+    progress = lambda: sal.predict([{**data, "detail": "span_progress"}])[0][fields.SALIENCE]["detail"]
+
+    def poll() -> dict:
+        polled_at.append(time.monotonic())
+        return progress()
+
+    shared.responses.generate, shared.poll = slow_generate, poll
+    try:
+        sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
+    finally:
+        shared.responses.generate, shared.poll = generate, None
+    assert generated, "the response was not generated"
+    pass_method = shared.seen[0][0]
+    first = next(i for i, (m, done, total, s) in enumerate(shared.seen)
+                 if m == pass_method and done < total and s["eta_s"] is not None)
+    _m, done, total, status = shared.seen[first]
+    model_s = polled_at[first] - generated[0]
+    low_share, _ = span_point_cost(shared.salience_config)
+    after = MANY_STEPS * low_share
+    pass_low = (total - done) * model_s / done
+    at_most = pass_low + after * (model_s + pass_low)
+    assert status["eta_low_s"] <= at_most + 0.05, (status, model_s, at_most)
