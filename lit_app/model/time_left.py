@@ -15,8 +15,8 @@ the model time since that report:
   `FREE_FRACTION` of the fastest rate, are done but no sample; a stage whose units cost what the last one's did starts
   from its rates: `restart(keep_rate=True)`); `fast` and `slow` are the fastest and slowest of them;
 * low = (r - u) x fast + max(0, u x fast - since): the remaining units at the fastest recent rate, the chunk in
-  flight counted with what it has taken so far. It is never below (r - u) x fast: with units outstanding it never
-  falls to "about 1 s";
+  flight counted with what it has taken so far. Unless units of the sequence were free (memo hits: below) it is
+  never below (r - u) x fast: with units outstanding it never falls to "about 1 s";
 * high = (r - u) x slow' + max(u x slow - since, since / 2), where slow' = slow x min(2, last / fast) when the
   last report's rate is slower than the fastest (the rate is dropping now: the range widens, at most twice the
   slowest rate) and slow' = slow otherwise; once the chunk in flight is slower than the slowest recent rate, slow'
@@ -26,6 +26,14 @@ the model time since that report:
 Was (a CI failure, issue 43): slow' = slow x (slow / fast) whenever the last rate was not the fastest. One unit 5 x
 slower than the rest (the machine busy for a second) made the range's upper end 25 x the fast rate, and kept it so
 for the window's 8 reports although every unit after it was fast: "about 1–5 min left" 8 s before the stage ended.
+
+Units that took no work (memo hits, above) may come again: the upper-bound search of the refining curves plans its
+calls' rows as units and finds many of a later call's rows in the memo only when that call is made (session 33's
+"Refining: 45 / 54", 45 of them memo hits). So the low end counts the remaining units at the share of this
+sequence's units that took work so far (`worked`; 1 until one of its units was work): low = (r - u) x worked x fast + the chunk in flight. Was (issue 43,
+session 34): every unit left was work at the low end too, so with a later call's memo rows ahead the whole range
+lay above the time the search took (replayed: "about 14 s" at 6 s from the end). The high end still counts every
+unit left as work (a later call may find none in the memo).
 
 Work known to follow the sequence (`Then`: a span's IG steps or SmoothGrad samples after its one gradient pass)
 is in the range too: `count` units, each costing `low` to `high` times the whole sequence, whose cost is the model
@@ -104,6 +112,8 @@ class TimeLeft:
         self._paused_at: float | None = None
         self._paused_s = 0.0  # seconds paused since the sequence began (not model time)
         self._then: Then | None = None  # work known to follow this sequence (its last report's)
+        self._worked = 0  # units of this sequence measured as work (a sample of the rate)
+        self._free = 0  # units of this sequence that took no measurable work (memo hits)
 
     @property
     def last_report_at(self) -> float | None:
@@ -124,6 +134,7 @@ class TimeLeft:
         self._begun, self._last, self._last_units = self.clock() if at is None else at, None, 0
         self._rates.clear()
         self._then = None
+        self._worked = self._free = 0
         self._paused_s = 0.0
         if self._paused_at is not None:
             self._paused_at = self._begun
@@ -143,6 +154,9 @@ class TimeLeft:
             if since >= FREE_S and not (measured and since / units < FREE_FRACTION * min(measured)):
                 self._rates.append(since / units)
                 self._last_units = units
+                self._worked += units
+            else:
+                self._free += units
             self._last = now
         elif self._last is None and done > 0:
             self._last, self._last_units = now, done
@@ -169,7 +183,8 @@ class TimeLeft:
         since = max(0.0, self._model_time() - (self._last or 0.0))
         u = max(1, min(self._last_units, left))
         rest = left - u
-        low = rest * fast + max(0.0, u * fast - since)
+        worked = self._worked / (self._worked + self._free) if self._worked else 1.0
+        low = rest * worked * fast + max(0.0, u * fast - since)
         slow_rest = slow * min(MAX_WIDEN, rates[-1] / fast) if fast > 0 and rates[-1] > fast else slow
         if since > u * slow:  # the chunk in flight is slower than any recent one
             slow_rest = max(slow_rest, 2 * since / u)

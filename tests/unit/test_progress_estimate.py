@@ -144,15 +144,46 @@ def test_one_slow_unit_among_fast_ones_widens_the_range_at_most_twice_and_not_on
 def test_units_found_in_a_memo_count_as_done_but_do_not_skew_the_rate():
     """The upper bound's search: 10 rows scored at 1 s each, then 20 planned rows found in the curves' memo at once (the
     same instant), then 10 more at 1 s (issue 45: "about 1–6936 min left" for a search that ended 2 s later). The free
-    rows are done; the range stays that of 1 s a row: hand-derived, 10 rows left just after the jump -> 10 s."""
+    rows are done; the range stays that of 1 s a row: hand-derived, 10 rows left just after the jump -> at most 10 s;
+    its low end counts the 9 rows after the one in flight at the share of rows that took work (10 of 30: more rows
+    may be found in the memo, below) -> 1 + 9 / 3 = 4 s."""
     events = [*_units([1.0] * 10, total=40), (10.0, 30, 40), *((10.0 + k, 30 + k, 40) for k in range(1, 11)),
               (21.0, None, 40)]
     polls = {t: (done, s) for t, done, s in _replay(events, poll_every=0.5)}
     done, after_jump = polls[10.0]
-    assert done == 30 and (after_jump["eta_low_s"], after_jump["eta_high_s"]) == (10.0, 10.0)
+    assert done == 30 and (after_jump["eta_low_s"], after_jump["eta_high_s"]) == (4.0, 10.0)
     for t in (12.0, 15.5, 19.0):
         left = 40 - polls[t][0]
         assert polls[t][1]["eta_high_s"] <= left + 1.0, (t, polls[t])  # 1 s a row, the row in flight counted
+
+
+# The refining curves' upper-bound search on the simple question (d6ed874's log): 6 calls planning 14, 12, 10, 8, 6
+# and 4 rows (54 units), of which 0, 0, 3, 4, 2 and 0 are scored (1 s each here); each call reports its rows found in
+# the memo at once, before its first scored row.
+SEARCH_CALLS = [(14, 0), (12, 0), (10, 3), (8, 4), (6, 2), (4, 0)]
+
+
+def test_a_later_calls_memo_rows_are_not_counted_as_work_at_the_low_end():
+    """Issue 43 (session 33's leftover): a later call's rows found in the memo counted as work until that call was
+    made, so the whole range lay above the time the search took (at 3 s, 6 s from its end: "about 14 s"). Replayed
+    and polled every 0.5 s: the high end never below the true time left; the low end never above it by more than
+    one row's cost (1 s; it counts the rows left at the share that took work so far, and a later call may find
+    all of its rows in the memo)."""
+    events, t, done = [], 0.0, 0
+    for planned, scored in SEARCH_CALLS:
+        done += planned - scored
+        events.append((t, done, 54))
+        for _ in range(scored):
+            t, done = t + 1.0, done + 1
+            events.append((t, done, 54))
+    end = t
+    events.append((end + 0.5, None, 54))
+    polls = [(at, s) for at, _done, s in _replay(events, poll_every=0.5) if s["eta_s"] is not None]
+    assert len(polls) >= 10, polls
+    for at, status in polls:
+        left = end - at
+        assert status["eta_high_s"] >= left - 0.05, (at, status)
+        assert status["eta_low_s"] <= left + 1.0, (at, status)
 
 
 def test_a_stalled_unit_never_shows_about_one_second_left_and_the_estimate_grows():
