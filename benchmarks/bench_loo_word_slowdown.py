@@ -1,6 +1,6 @@
 """Leave one word out on a shipped row, batch by batch: where does the time per forward go? (issue 43 §4)
 
-    python benchmarks/bench_loo_word_slowdown.py [--case chain] [--burn 1] [--server] [--select]
+    python benchmarks/bench_loo_word_slowdown.py [--case chain] [--burn 1] [--server] [--select] [--probe]
 
 The issue: in the browser, leave one word out slowed from 0.8 s to ~27 s per forward after word 68 at a
 steady load. This runs `ablation.segment_salience(..., "leave_one_out", granularity="word")` on a shipped
@@ -18,7 +18,11 @@ prefix), positions recomputed per row, seconds, seconds per row, the process's R
   one client (its own client id) polls the segment request every 0.3 s, as the page does, and every poll's
   `done`, `total`, `waiting` and the time since the last change of `done` are printed; with --select the client
   first selects the row as the browser does (the first-highlight span request, which starts that client's
-  per-token gradient job beside the segment job).
+  per-token gradient job beside the segment job). --probe: the server also writes one line per forward batch
+  (benchmarks/stall_probe.py: forward, the time between batches, the job thread's CPU and run-queue seconds,
+  thread counts, GC pauses, page faults, RSS, lock waits), printed at the end; --pyspy PATH: `py-spy dump` of the
+  server's threads whenever `done` has not changed for --stall_s seconds (at most 6 dumps; py-spy is not a
+  dependency: install it anywhere, e.g. a temporary venv).
 Prints what it measured; asserts nothing.
 """
 
@@ -147,7 +151,29 @@ def compare_threads(case: str, rounds: int, batches: int) -> None:
         print(f"{name}: median {statistics.median(values):.3f} s/row over {len(values)} rounds")
 
 
-def through_server(case: str, select: bool) -> None:
+def _probe_env(tmp: Path, probe: Path) -> dict[str, str]:
+    """The server's environment with benchmarks/stall_probe.py loaded at its start (a sitecustomize.py in `tmp`)."""
+    site = tmp / "probe_site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                                           f"from benchmarks import stall_probe\nstall_probe.install({str(probe)!r})\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def _print_probe(probe: Path) -> None:
+    """The probe's lines (benchmarks/stall_probe.py), one per forward batch."""
+    print("\n  unit  thr  forward  gap  run   runq  proc_cpu  yield  gc(n, max)  minflt majflt  RSS  running  os_thr")
+    for i, line in enumerate(json.loads(x) for x in probe.read_text().splitlines()):
+        print(f"  {i:4d}  {line['threads']:3d}  {line['forward_s']:7.3f}  {line.get('gap_s', 0):5.2f}"
+              f"  {line.get('run_s', 0):5.2f}  {line.get('runq_s', 0):5.2f}  {line.get('proc_cpu_s', 0):6.2f}"
+              f"  {line['yield_s']:5.2f}  {line['gc_s']:5.3f} ({line['gc_n']}, {line['gc_max_s']:.3f})"
+              f"  {line.get('minflt', 0):6d} {line.get('majflt', 0):4d}  {line['rss_mb']:6.0f}  {line['procs_running']:3d}"
+              f"  {line['os_threads']:3d}")
+
+
+def through_server(case: str, select: bool, probe: bool = False, pyspy: str = "", stall_s: float = 3.0) -> None:
+    import subprocess
+
     from lit_app.schema import fields, method_registry
     from sequence_salience.methods import leave_one_out
     from tests.server_process import ServerProcess, client_header
@@ -159,7 +185,9 @@ def through_server(case: str, select: bool) -> None:
         data[fields.MAX_NEW_TOKENS] = row["max_new_tokens"]
     headers = client_header("bench-loo")
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess([], Path(tmp))
+        probe_path = Path(tmp) / "probe.jsonl"
+        server = ServerProcess([], Path(tmp), env=_probe_env(Path(tmp), probe_path) if probe else None)
+        dumps, last_dump = 0, 0.0
         try:
             def post(extra: dict) -> dict:
                 status, _, body = server.post_json(f"/get_preds?model={sal}",
@@ -187,9 +215,18 @@ def through_server(case: str, select: bool) -> None:
                     last_done, last_change = detail["done"], now
                 if detail["state"] not in ("queued", "running"):
                     break
+                if pyspy and now - max(last_change, last_dump) > stall_s and dumps < 6:  # a stall: where is every thread now?
+                    dumps += 1
+                    out = subprocess.run([pyspy, "dump", "--pid", str(server.proc.pid)], capture_output=True,
+                                         text=True, timeout=60)
+                    print(f"--- py-spy dump {dumps} at {time.perf_counter() - t0:.1f} s, {now - last_change:.1f} s"
+                          f" after the last change of done ({detail['done']}):\n{out.stdout}{out.stderr}---", flush=True)
+                    last_dump = time.perf_counter()  # at most one dump per stall_s
                 time.sleep(0.3)
             print(f"done in {time.perf_counter() - t0:.1f} s")
             print("\n".join(line for line in server.log_path.read_text().splitlines() if "leave_one_out" in line)[-3000:])
+            if probe:
+                _print_probe(probe_path)
         finally:
             server.stop()
 
@@ -203,6 +240,9 @@ def main() -> None:
     ap.add_argument("--burn", type=int, default=0, help="busy processes loading the CPU meanwhile")
     ap.add_argument("--server", action="store_true", help="through the real server's segment job")
     ap.add_argument("--select", action="store_true", help="--server: select the row first, as the browser does")
+    ap.add_argument("--probe", action="store_true", help="--server: per-batch probe lines (benchmarks/stall_probe.py)")
+    ap.add_argument("--pyspy", default="", help="--server: a py-spy binary; dumps the server's threads at each stall")
+    ap.add_argument("--stall_s", type=float, default=3.0, help="--pyspy: seconds without progress that are a stall")
     args = ap.parse_args()
     burning = burners(args.burn)
     try:
@@ -210,7 +250,7 @@ def main() -> None:
         if args.compare_threads:
             compare_threads(args.case, args.compare_threads, args.batches)
         elif args.server:
-            through_server(args.case, args.select)
+            through_server(args.case, args.select, args.probe, args.pyspy, args.stall_s)
         else:
             in_process(args.case, args.threads)
     finally:

@@ -25,6 +25,16 @@ doubles that interval (up to `MAX_EXPLORE_EVERY`: through the real server at loa
 cost 3-18 s against ~1 s for a batch with 1), and a try that changes it resets the interval.
 The count is set on the calling thread for one batch and restored after it (`using`); with torch's
 OpenMP build it is per thread, so other threads' work keeps its own count.
+
+No try of more threads on contested cores (issue 43, session 34): those tries were the multi-second stalls of
+leave one word out under load. With two busy processes beside the server (constitutional row, 92 rows through
+the server, docs/benchmarks.md "Session 34 (h4)") every stall (10-25 s, against 1-3 s for a row) was a try of
+2 threads, at rows 0, 8, 24, 56 and 88 (the tries' 8, 16, 32, 32 intervals); the job's thread spent 80-87 % of
+such a row waiting on the kernel's run queue (/proc/thread-self/schedstat), and each try confirmed 1 thread.
+So a batch also measures the share of its time that its thread waited for a core (`run_queue_s`); while the
+last batch's share is above `CONTESTED`, the try of a larger count (first or later) is put off to the next
+batch that ran uncontested: on cores that other work holds, more threads only wait at more barriers. Where
+the share cannot be read (not Linux) the chooser tries as before.
 """
 
 from __future__ import annotations
@@ -41,6 +51,19 @@ EXPLORE_EVERY = 8
 MAX_EXPLORE_EVERY = 32
 # Weight of the newest measurement in a count's moving average cost.
 NEWEST_WEIGHT = 0.5
+# A batch whose thread waited on the run queue for more than this share of its time ran on contested cores: no
+# try of more threads until a batch runs below it (module docstring).
+CONTESTED = 0.25
+
+
+def run_queue_s() -> float | None:
+    """Seconds the calling thread has waited on the kernel's run queue so far (Linux /proc/thread-self/schedstat);
+    None where that cannot be read."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class ThreadChooser:
@@ -53,10 +76,12 @@ class ThreadChooser:
       explore_every: after this many batches the other count is tried again (doubling, up to
         MAX_EXPLORE_EVERY, while the tries confirm the choice).
       clock: the time source (seconds); tests pass a fake one.
+      waited: the calling thread's run-queue seconds so far, read around each batch (None: `run_queue_s`, looked
+        up at each batch); tests pass a fake one.
     """
 
     def __init__(self, most: int | None = None, measure: bool = True, explore_every: int = EXPLORE_EVERY,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, waited: Callable[[], float | None] | None = None):
         self.most = max(1, int(most if most is not None else torch.get_num_threads()))
         self.options = (1, self.most) if self.most > 1 and measure else (self.most,)
         self.explore_every = max(2, int(explore_every))
@@ -66,6 +91,9 @@ class ThreadChooser:
         self.cost: dict[int, float] = {}  # thread count -> moving average seconds per recomputed token
         self.batches = 0
         self.used: list[int] = []  # the count of each batch (tests and logs)
+        self.waited = waited
+        self.contested = False  # the last batch's thread waited for a core more than CONTESTED of its time
+        self.put_off = 0  # tries of more threads put off on contested cores (tests and logs)
 
     def best(self) -> int | None:
         """The cheaper count measured so far; None until each was tried."""
@@ -78,10 +106,15 @@ class ThreadChooser:
         `interval` batches the other one once."""
         best = self.best()
         if best is None:
-            return next(n for n in self.options if n not in self.cost)
-        if len(self.options) > 1 and self.since >= self.interval - 1:
-            return next(n for n in self.options if n != best)
-        return best
+            n = next(n for n in self.options if n not in self.cost)
+        elif len(self.options) > 1 and self.since >= self.interval - 1:
+            n = next(n for n in self.options if n != best)
+        else:
+            return best
+        if n > min(self.options) and self.contested:  # more threads on contested cores: put off (module docstring)
+            self.put_off += 1
+            return best if best is not None else min(self.options)
+        return n
 
     def record(self, threads: int, seconds: float, tokens: int) -> None:
         """A batch with `threads` threads recomputed `tokens` tokens in `seconds`: that count's cost is the moving
@@ -111,12 +144,16 @@ class ThreadChooser:
         threads = self.choose()
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
-        start = self.clock()
+        waited = self.waited or run_queue_s
+        start, queued = self.clock(), waited()
         try:
             yield threads
         finally:
             torch.set_num_threads(before)
-        self.record(threads, self.clock() - start, tokens)
+        seconds, now_queued = self.clock() - start, waited()
+        if queued is not None and now_queued is not None:
+            self.contested = now_queued - queued > CONTESTED * seconds
+        self.record(threads, seconds, tokens)
 
 
 # The size classes of `PassSizes`: a pass of up to 128 tokens, up to 512, up to 2,048, up to 8,192, more.
@@ -134,16 +171,17 @@ class PassSizes:
     `ThreadChooser`; not thread-safe either.
     """
 
-    def __init__(self, most: int | None = None, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, most: int | None = None, clock: Callable[[], float] = time.perf_counter,
+                 waited: Callable[[], float | None] | None = None):
         self.most = max(1, int(most if most is not None else torch.get_num_threads()))
-        self.clock = clock
+        self.clock, self.waited = clock, waited
         self.choosers: dict[int, ThreadChooser] = {}  # size class (index into SIZE_BOUNDS, or its length) -> chooser
 
     def chooser(self, tokens: int) -> ThreadChooser:
         """The chooser of passes of `tokens`' size class."""
         size = next((i for i, bound in enumerate(SIZE_BOUNDS) if tokens <= bound), len(SIZE_BOUNDS))
         if size not in self.choosers:
-            self.choosers[size] = ThreadChooser(most=self.most, clock=self.clock)
+            self.choosers[size] = ThreadChooser(most=self.most, clock=self.clock, waited=self.waited)
         return self.choosers[size]
 
     def batch(self, tokens: int) -> contextlib.AbstractContextManager[int]:

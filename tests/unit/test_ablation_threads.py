@@ -9,11 +9,17 @@ wall-clock time is asserted.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from sequence_salience.ablation import PrefixScorer
 from sequence_salience.threads import ThreadChooser
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+
+def UNCONTESTED() -> float:
+    """A fake machine's run queue: the chooser's thread never waits for a core (the fake clock's costs are all)."""
+    return 0.0
 
 
 class FakeClock:
@@ -34,7 +40,7 @@ def _costs(chooser: ThreadChooser, per_token: dict[int, float], batches: int, to
 
 
 def test_it_settles_on_the_cheaper_count_and_notices_when_that_changes():
-    chooser = ThreadChooser(most=2, explore_every=8, clock=FakeClock())
+    chooser = ThreadChooser(most=2, explore_every=8, clock=FakeClock(), waited=UNCONTESTED)
     loaded = {2: 0.5, 1: 0.06}  # 2 threads ~8x slower per token (a loaded machine)
     used = _costs(chooser, loaded, 26)
     # each count once (1 first), then the cheaper (1); 2 tried again after 8 batches, then after 16 (confirmed)
@@ -47,9 +53,46 @@ def test_it_settles_on_the_cheaper_count_and_notices_when_that_changes():
     assert chooser.interval == 16
 
 
+def test_no_try_of_more_threads_while_its_thread_waits_for_a_core():
+    """Session 34 (h4): under load (two busy processes beside the server) every multi-second stall of leave one
+    word out was a try of 2 threads (10-25 s against 1-3 s for a row with 1), the job's thread waiting on the run
+    queue for 80-87 % of it. A fake machine whose batches wait for a core `share` of their time (the run queue
+    read around each batch, as /proc/thread-self/schedstat is): while the share is over CONTESTED, 2 threads are
+    never tried (was: at the second batch, then after 8, 16, 32 batches); once the cores are free, the next batch
+    after an uncontested one tries them, and they are chosen where cheaper."""
+    clock, queue, share = FakeClock(), [0.0], [0.8]
+    chooser = ThreadChooser(most=2, explore_every=8, clock=clock, waited=lambda: queue[0])
+
+    def run(batches: int, per_token: dict[int, float]) -> list[int]:
+        for _ in range(batches):
+            with chooser.batch(10) as threads:
+                clock.now += per_token[threads] * 10
+                queue[0] += share[0] * per_token[threads] * 10
+        return chooser.used[-batches:]
+
+    loaded = {2: 0.5, 1: 0.06}  # the benchmark's rows: 2 threads ~8x slower per token
+    assert run(60, loaded) == [1] * 60
+    assert chooser.put_off == 59 and chooser.cost.keys() == {1}
+    share[0], idle = 0.05, {2: 0.02, 1: 0.04}  # the other work ended: the cores are free
+    assert run(3, idle) == [1, 2, 2]  # the batch measured under load, the try, then the cheaper count
+    share[0] = 0.9  # loaded again: one slow batch with 2 makes 1 the cheaper; 2's next tries are put off
+    assert run(12, loaded) == [2] + [1] * 11 and chooser.put_off > 59
+
+
+def test_the_run_queue_is_read_for_the_calling_thread():
+    from sequence_salience import threads
+
+    first = threads.run_queue_s()
+    if first is None:
+        pytest.skip("no /proc/thread-self/schedstat here (not Linux)")
+    sum(range(200_000))
+    assert first >= 0 and threads.run_queue_s() >= first
+
+
 def test_one_thread_or_no_measurement_means_no_choice():
-    assert _costs(ThreadChooser(most=1, clock=FakeClock()), {1: 1.0}, 5) == [1] * 5
-    assert _costs(ThreadChooser(most=2, measure=False, clock=FakeClock()), {2: 9.0, 1: 0.1}, 5) == [2] * 5
+    assert _costs(ThreadChooser(most=1, clock=FakeClock(), waited=UNCONTESTED), {1: 1.0}, 5) == [1] * 5
+    assert _costs(ThreadChooser(most=2, measure=False, clock=FakeClock(), waited=UNCONTESTED),
+                  {2: 9.0, 1: 0.1}, 5) == [2] * 5
 
 
 def test_prefix_scorer_runs_its_batches_with_the_chosen_count_and_restores_the_thread_after():
@@ -78,7 +121,7 @@ def test_prefix_scorer_runs_its_batches_with_the_chosen_count_and_restores_the_t
     try:
         hook = lm.model.register_forward_pre_hook(forward_cost)
         try:
-            chooser = ThreadChooser(most=2, explore_every=8, clock=clock)
+            chooser = ThreadChooser(most=2, explore_every=8, clock=clock, waited=UNCONTESTED)
             scorer = PrefixScorer(lm, prompt, target, (0, 6), batch_size=1, threads=chooser)
             got = scorer(edited)
             after = torch.get_num_threads()

@@ -10,6 +10,7 @@ import torch
 
 import sequence_salience as ss
 from lit_app.model import shared_model
+from sequence_salience import threads
 from sequence_salience.methods import DEFAULT_METHODS
 from sequence_salience.threads import PassSizes, ThreadChooser
 from tests.unit.tiny_models import tiny_llama, wrap
@@ -29,7 +30,7 @@ def test_compute_span_result_runs_its_gradient_pass_with_the_chosen_count_and_th
     seen, hook = _counting(lm)
     try:
         plain = ss.compute_span_result(lm, "The capital of France is", " Paris.")
-        chooser = ThreadChooser(most=2)
+        chooser = ThreadChooser(most=2, waited=lambda: 0.0)  # an uncontested machine: 2 threads are tried
         chosen = [ss.compute_span_result(lm, "The capital of France is", " Paris.", threads=chooser)
                   for _ in range(2)]
         after = torch.get_num_threads()
@@ -45,7 +46,8 @@ def test_compute_span_result_runs_its_gradient_pass_with_the_chosen_count_and_th
                                        rtol=1e-5, atol=1e-6)
 
 
-def test_the_servers_span_passes_share_one_chooser_across_requests():
+def test_the_servers_span_passes_share_one_chooser_across_requests(monkeypatch):
+    monkeypatch.setattr(threads, "run_queue_s", lambda: 0.0)  # an uncontested machine: 2 threads are tried
     lm = wrap(tiny_llama(seed=0), "llama")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -70,7 +72,7 @@ def test_passes_of_other_sizes_are_measured_apart():
     """Seconds per token are lower for a long pass: measured together, 2 threads' cheaper long passes would be
     chosen for short ones that 1 thread runs 16x faster (the benchmark's load ~18)."""
     now = [0.0]
-    sizes = PassSizes(most=2, clock=lambda: now[0])
+    sizes = PassSizes(most=2, clock=lambda: now[0], waited=lambda: 0.0)
     per_pass = {(28, 1): 4.8, (28, 2): 78.0, (2183, 1): 150.8, (2183, 2): 218.1}  # measured (docs/benchmarks.md)
     used = []
     for tokens in (28, 2183, 28, 2183, 28, 28):
