@@ -10,7 +10,13 @@ under the model's scheduler (lit_app/model/scheduler.py):
   sequence_salience/threads.py `PassSizes`) measured to be cheaper across the requests so far: at load 11-20 on
   2 cores a short prompt's pass took 16-78 s with 2 threads and 4-5 s with 1 (docs/benchmarks.md,
   benchmarks/bench_gradient_threads.py);
-* `segment_salience`: a segment method's values, background work in forward batches;
+* `segment_salience`: a segment method's values, background work in forward batches, each with the thread count
+  that `forward_threads` (per loaded model, a `PassSizes` of its own: a forward costs less per token than a gradient
+  pass) measured across the jobs so far. A chooser per job tried 2 threads on its second batch in every job (on
+  free cores; sequence_salience/threads.py puts tries off on contested ones): the first map's job runs 3-4 batches
+  since they are packed (ablation/prefix.py), so each job spent one on a try and chose from one batch of each count
+  (at load ~9 on 2 cores a 10-position forward took 1.6 s with 2 threads against 0.1 s with 1, docs/benchmarks.md
+  "Session 34 (h2)");
 * `span_salience`: a span of a complete result (grad_norm without a Gram tensor: one backward);
 * `cross_logprobs`: one response under two prompts.
 
@@ -96,6 +102,8 @@ class SalienceRuns:
         self._yielded_s = 0.0
         # The thread count of the spans' gradient passes, measured across requests in model time (module docstring).
         self.threads = PassSizes(clock=self._model_time)
+        # The thread count of the segment jobs' forward batches, measured across jobs (module docstring).
+        self.forward_threads: PassSizes | None = PassSizes()
 
     def _model_time(self) -> float:
         """Seconds of the spans' model time: wall time less what their passes yielded to waiting clicks."""
@@ -244,7 +252,8 @@ class SalienceRuns:
                 raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
-                                    progress=progress, cancel=cancel, slice_s=sizer, known=exact)
+                                    progress=progress, cancel=cancel, slice_s=sizer, known=exact,
+                                    threads=self.forward_threads)
 
         return self._in_background(self.store.segments, key, compute, job)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from sequence_salience import aggregate, scoring
 from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
-from sequence_salience.threads import ThreadChooser
+from sequence_salience.threads import PassSizes, ThreadChooser
 from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import get_segment_method, grad_norm
@@ -165,7 +165,7 @@ def segment_salience(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     slice_s: "float | SliceSizer | None" = None,
-    threads: ThreadChooser | None = None,
+    threads: ThreadChooser | PassSizes | None = None,
     known: SegmentSalience | None = None,
 ) -> SegmentSalience:
     """The values of a segment method for log p(target[t0:t1]), one per removable prompt segment.
@@ -186,7 +186,8 @@ def segment_salience(
         checked between batches.
       slice_s: None, or seconds: forward batches of about that much model time.
       threads: the torch intra-op thread count of the forward batches (sequence_salience/threads.py); None: the
-        cheaper of torch's count and 1, measured while the batches run.
+        cheaper of torch's count and 1, measured while the batches run; a PassSizes kept across calls (a server's)
+        measures it across them.
       known: an earlier result of a method whose measured values are exact leave-one-out (record `exact_measured`:
         the first map attention_verified's verified segments) on this prompt and target: leave_one_out takes those
         values from it instead of scoring them (SegmentProblem.known), when `known_values` finds every setting
