@@ -10,7 +10,13 @@ of float additions; tests/unit/test_ablation.py checks it against plain forwards
 Rows are sorted by how much prefix they share and batched; a batch starts at the shortest shared
 prefix among its rows (right-padded suffixes, positions continuing after the prefix). A batch
 holds at most `batch_size` rows and `chunk_token_budget` recomputed tokens (memory), or, with
-`slice_s`, as many rows as take about that much model time (sequence_salience/slices.py).
+`slice_s`, as many rows as take about that much model time (sequence_salience/slices.py). Where the family takes
+the shared-prefix attention (shared_prefix.py) and the model keeps only the logits asked for, rows that start at
+different positions go into one forward packed without padding (`packing`: the next rows while the packed mask has at
+most PACK_ELEMENTS elements and, with `slice_s`, at most PACK_FORWARDS unedited prompts' positions). On short prompts
+that is most of the cost: a forward costs about 0.09 s whatever its length on the default model (0.45 s at load ~10
+on 2 cores), and leave one out's rows each start at their own segment, so the padded batching ran about one forward
+per row. Longer rows keep the padded batches above.
 `progress` runs and `cancel` is checked after every batch. Each batch runs with the torch intra-op thread
 count measured to be cheaper on this machine now (sequence_salience/threads.py: on a loaded machine one
 thread per small forward was 6-8x faster than two).
@@ -33,7 +39,7 @@ import numpy as np
 import torch
 
 from sequence_salience.ablation import shared_prefix
-from sequence_salience.threads import ThreadChooser
+from sequence_salience.threads import PassSizes, ThreadChooser
 from sequence_salience.errors import ComputationCancelled
 from sequence_salience.methods.gradients import gather_target_logprobs, supports_logits_to_keep
 from sequence_salience.model import LanguageModel
@@ -43,6 +49,14 @@ logger = logging.getLogger(__name__)
 
 # A batch may recompute this share more tokens than its rows need (they start at its shortest prefix).
 MAX_EXTRA = 0.15
+# Most elements (heads x packed positions x (prefix + packed positions)) of a packed batch's attention scores: 16M
+# floats, 64 MB (e.g. 9 heads, 1,000 positions over a prefix of 800); rows beyond it go into padded batches.
+PACK_ELEMENTS = 16_000_000
+# With slices (a server), a packed batch holds at most this many times the unedited prompt's positions: about the
+# work of a forward + backward of the prompt, so a click that arrives during it waits about one first highlight. A
+# bound in seconds (a slice, 0.25-0.5 s) packed nothing on a busy machine, where a forward's fixed cost alone is
+# about that (load ~10 on 2 cores: 27 positions 0.56 s, 116 positions 0.88 s, docs/benchmarks.md "Session 34 (h2)").
+PACK_FORWARDS = 3
 
 Progress = Callable[[str, int, int], None]
 Cancel = Callable[[], bool]
@@ -58,6 +72,7 @@ class PrefixStats:
     computed: int = 0
     reuse: bool = True
     shared_batches: int = 0  # batches whose rows attended over the one uncopied prefix (shared_prefix.py)
+    packed_batches: int = 0  # of them, batches of rows packed into one sequence (shared_prefix.packed_attention)
 
     @property
     def saved(self) -> float:
@@ -102,14 +117,17 @@ class PrefixScorer:
       shared_attention: False: the rows attend over a DynamicCache copy of the prefix (the former path;
         the reference of tests/unit/test_ablation.py) instead of shared_prefix.py's uncopied prefix.
       threads: the intra-op thread count of each edited batch (sequence_salience/threads.py); None: a
-        ThreadChooser of torch's count on the calling thread and 1, measured; ThreadChooser(most=1): always 1.
+        ThreadChooser of torch's count on the calling thread and 1, measured; ThreadChooser(most=1): always 1; a
+        PassSizes: a chooser per size class, kept by the caller across computations (a server's).
+      packing: False: no packed batches (rows of different starts in padded batches only; the reference of
+        tests/unit/test_shared_prefix.py).
     """
 
     def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
                  span: tuple[int, int], *, reuse: bool = True, batch_size: int = 8, chunk_token_budget: int = 8192,
                  slice_s: "float | SliceSizer | None" = None, progress: Progress | None = None,
                  cancel: Cancel | None = None, stage: str = "ablations", shared_attention: bool = True,
-                 threads: ThreadChooser | None = None):
+                 threads: ThreadChooser | PassSizes | None = None, packing: bool = True):
         self.lm, self.span, self.stage = lm, (int(span[0]), int(span[1])), stage
         self.prompt = tuple(int(i) for i in prompt_ids)
         self.target = tuple(int(i) for i in target_ids)
@@ -121,6 +139,7 @@ class PrefixScorer:
         # The prefix part of attention once per batch against the one cached prefix (no per-row copy), for the
         # families shared_prefix.py supports; else each batch gets a DynamicCache of the prefix.
         self.shared_prefix = shared_attention and shared_prefix.supported(lm.model)
+        self.packing = packing and self.shared_prefix and supports_logits_to_keep(type(lm.model))
         self._layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self.token_logprobs, self.original_logprob = self._base_forward(reuse)
 
@@ -156,21 +175,28 @@ class PrefixScorer:
         pos = 0
         while pos < len(order):
             self._check_cancel()
-            size = self._batch_rows(order, starts, todo, pos)
+            size = self._pack_rows(order, starts, todo, pos)
+            packed = size > 0
+            size = size or self._batch_rows(order, starts, todo, pos)
             rows = [todo[i] for i in order[pos:pos + size]]
-            start = min(starts[i] for i in order[pos:pos + size])
-            recomputed = sum(len(r) + len(self.target) - start for r in rows)
+            row_starts = [starts[i] for i in order[pos:pos + size]]
+            start = min(row_starts)
+            recomputed = sum(len(r) + len(self.target) - (s if packed else start) for r, s in zip(rows, row_starts))
             t_start = time.perf_counter()
             with self.threads.batch(recomputed) as threads:
-                logp, _ = self._forward([r + self.target for r in rows], start=start, cache=self._layers,
-                                        keep_cache=False)
+                if packed:
+                    logp = self._packed_forward([r + self.target for r in rows], row_starts)
+                else:
+                    logp, _ = self._forward([r + self.target for r in rows], start=start, cache=self._layers,
+                                            keep_cache=False)
             seconds = time.perf_counter() - t_start
             if self.sizer is not None:
                 self.sizer.record(len(rows), seconds)
             if logger.isEnabledFor(logging.DEBUG):  # per-batch cost (benchmarks/bench_loo_word_slowdown.py reads it)
                 width = max(len(r) for r in rows) + len(self.target) - start
-                logger.debug("%s batch: %d rows from token %d, %d positions each, %d thread(s), %.3f s", self.stage,
-                             len(rows), start, width, threads, seconds)
+                logger.debug("%s batch: %d rows from token %d, %d positions %s, %d thread(s), %.3f s", self.stage,
+                             len(rows), start, recomputed if packed else width, "packed" if packed else "each",
+                             threads, seconds)
             t0, t1 = self.span
             for r, lp in zip(rows, logp):
                 scores[r] = float(lp[t0:t1].astype(np.float64).sum())
@@ -204,6 +230,55 @@ class PrefixScorer:
                 break
             size, own = size + 1, own_next
         return max(1, size)
+
+    def _pack_rows(self, order: list[int], starts: list[int], todo: list[tuple[int, ...]], pos: int) -> int:
+        """Rows in the next packed batch (each from its own start, no padding): at most `batch_size`, at most
+        `budget` packed positions, and at most PACK_ELEMENTS attention scores over the prefix and the packed
+        positions; with `slice_s` (a server: clicks wait for a forward), at most PACK_FORWARDS times the unedited
+        prompt's positions, at least one row. 0: no packing (off, no cached prefix, or the next row alone is larger:
+        a padded batch takes it)."""
+        if not self.packing or self._layers is None:
+            return 0
+        cap = self.batch_size
+        heads = int(self.lm.model.config.num_attention_heads)
+        timed = PACK_FORWARDS * (len(self.prompt) + len(self.target)) if self.sizer is not None else float("inf")
+        prefix = starts[order[pos]]  # rows are sorted by start, latest first: the batch's longest prefix
+        size, width = 0, 0
+        while pos + size < len(order) and size < cap:
+            j = order[pos + size]
+            grown = width + len(todo[j]) + len(self.target) - starts[j]
+            if grown > self.budget or heads * grown * (prefix + grown) > PACK_ELEMENTS or (size and grown > timed):
+                break
+            size, width = size + 1, grown
+        return size
+
+    def _packed_forward(self, rows: list[tuple[int, ...]], starts: list[int]) -> np.ndarray:
+        """One forward of rows[b][starts[b]:], packed into one sequence without padding, each over the cached
+        unedited prefix before its own start (shared_prefix.packed_attention). Returns <float32>[B, T] target
+        log-probs as numpy."""
+        lm, dev, T = self.lm, self.lm.device, len(self.target)
+        lengths = torch.tensor([len(r) - s for r, s in zip(rows, starts)])  # [B] positions each row recomputes
+        start_t = torch.tensor(starts)
+        ids = torch.tensor([i for r, s in zip(rows, starts) for i in r[s:]], dtype=torch.long)  # [Q]
+        position_ids = torch.cat([s + torch.arange(n) for s, n in zip(starts, lengths.tolist())])  # [Q]
+        ends = torch.cumsum(lengths, 0)  # [B] where each row ends in the packed sequence
+        keep = (ends[:, None] - T - 1 + torch.arange(T)[None, :]).reshape(-1)  # [B*T] the logits predicting t
+        prefix = max(starts)
+        with torch.no_grad():
+            embeds = lm.model.get_input_embeddings()(ids[None].to(dev))  # [1, Q, D]
+            packed = (shared_prefix.layer_prefix(self._layers, prefix),
+                      shared_prefix.packed_mask(start_t, lengths, prefix).to(dev))
+            with shared_prefix.prefix_attention(lm.model, shared_prefix.PACKED_NAME):
+                out = lm.model(inputs_embeds=embeds, position_ids=position_ids[None].to(dev), use_cache=False,
+                               logits_to_keep=keep.to(dev), packed_prefix=packed)
+            B = len(rows)
+            logits = out.logits.reshape(B, T, -1)  # [B, T, V]
+            target = torch.tensor(self.target, dtype=torch.long, device=dev).expand(B, -1)  # [B, T]
+            logp = gather_target_logprobs(logits, torch.arange(T, device=dev).expand(B, -1), target,
+                                          torch.ones(B, T, dtype=torch.bool, device=dev))  # [B, T]
+        self.stats.shared_batches += 1
+        self.stats.packed_batches += 1
+        return logp.cpu().numpy()
 
     def _forward(self, rows: list[tuple[int, ...]], start: int, cache, keep_cache: bool):
         """Forward of rows[b][start:] over the cached rows[b][:start] (start = 0: no cache).

@@ -13,8 +13,15 @@ where out_p, lse_p are attention over the prefix keys alone and out_s, lse_s ove
 (causal). Right-padded rows need no mask: a real token only sees earlier positions of its row, which
 are real. No key/value cache is passed to the model; positions continue after the prefix.
 
-Used through `prefix_forward`, which switches the model to this attention for one forward (the model
+Used through `prefix_attention`, which switches the model to this attention for one forward (the model
 lock serializes every use of the model in the server; the CLI and notebooks run one forward at a time).
+
+`packed_attention` (PACKED_NAME) is the same attention for rows that start at different positions, packed into one
+sequence without padding (PrefixScorer's packed batches): every query sees the prefix up to its own row's start and
+its own row's earlier positions (a boolean mask <[Q, P + Q]>, `packed_mask`), in one masked softmax over the prefix
+and the packed keys. On a short prompt a forward costs about 0.09 s whatever its length (the weights are read once per
+forward: 10 positions 0.10 s, 120 positions 0.25 s, one thread, the default model), and leave one out's rows start
+at every segment, so one packed forward replaces a forward per start (docs/benchmarks.md, "Session 34 (h2)").
 Families whose attention goes through transformers' attention interface with the query, key and value
 of the new positions only (Llama, Qwen2, Mistral, Gemma, GPT-2: `SUPPORTED`); others keep the cache path.
 """
@@ -28,6 +35,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 NAME = "sequence_salience_shared_prefix"
+PACKED_NAME = "sequence_salience_packed_prefix"
 
 # model_type values whose attention modules call ALL_ATTENTION_FUNCTIONS with the new positions' q, k, v
 # (post-rotary) and a `layer_idx`; the equality with the cache path is tested per family (tests/unit).
@@ -79,14 +87,43 @@ def attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     return out.to(query.dtype).transpose(1, 2).contiguous(), None
 
 
+def packed_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask=None,
+                     scaling: float | None = None, dropout: float = 0.0, packed_prefix=None, **kwargs):
+    """The attention interface of transformers for packed rows (returns (<float>[1, Q, H, Dh], None)).
+
+    query <float>[1, H, Q, Dh]: the packed rows' new positions; key, value <float>[1, Hkv, Q, Dh]: theirs;
+    packed_prefix: (per layer (keys, values) each <float>[1, Hkv, P, Dh] of the unedited prefix (post-rotary),
+    <bool>[Q, P + Q] which prefix and packed keys each query sees: `packed_mask`).
+    """
+    layers, allowed = packed_prefix
+    kp, vp = layers[module.layer_idx]
+    keys = torch.cat([kp.to(query.dtype), key], dim=2)  # [1, Hkv, P + Q, Dh]
+    values = torch.cat([vp.to(query.dtype), value], dim=2)
+    out = torch.nn.functional.scaled_dot_product_attention(query, keys, values, attn_mask=allowed, scale=scaling,
+                                                           enable_gqa=query.shape[1] != key.shape[1])  # [1, H, Q, Dh]
+    return out.transpose(1, 2).contiguous(), None
+
+
+def packed_mask(starts: torch.Tensor, lengths: torch.Tensor, prefix: int) -> torch.Tensor:
+    """<bool>[Q, prefix + Q] of rows packed one after another (row b: `lengths[b]` positions from `starts[b]` on,
+    Q = their sum): a query sees the prefix before its row's start and its own row's positions up to its own."""
+    row = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # [Q] the row of each packed position
+    pos = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), lengths.tolist())])  # [Q] its position
+    sees_prefix = torch.arange(prefix)[None, :] < starts[row][:, None]  # [Q, prefix]
+    sees_own = (row[:, None] == row[None, :]) & (pos[None, :] <= pos[:, None])  # [Q, Q]
+    return torch.cat([sees_prefix, sees_own], dim=1)
+
+
 def register() -> None:
-    """Registers `attention` under NAME with transformers (once per process)."""
+    """Registers `attention` under NAME and `packed_attention` under PACKED_NAME with transformers (once per
+    process)."""
     global _done  # pylint: disable=global-statement
     with _registered:
         if not _done:
             from transformers import AttentionInterface  # pylint: disable=import-outside-toplevel
 
             AttentionInterface.register(NAME, attention)
+            AttentionInterface.register(PACKED_NAME, packed_attention)
             _done = True
 
 
@@ -96,12 +133,13 @@ def supported(model) -> bool:
 
 
 @contextlib.contextmanager
-def prefix_attention(model) -> Iterator[None]:
-    """The model's attention is `attention` inside the block, its own again after (also on error)."""
+def prefix_attention(model, name: str = NAME) -> Iterator[None]:
+    """The model's attention is `attention` (or PACKED_NAME's `packed_attention`) inside the block, its own again
+    after (also on error)."""
     register()
     config = model.config
     before = config._attn_implementation  # pylint: disable=protected-access
-    config._attn_implementation = NAME  # pylint: disable=protected-access
+    config._attn_implementation = name  # pylint: disable=protected-access
     try:
         yield
     finally:
