@@ -26,7 +26,7 @@ const T = N - fixture.n_prompt_tokens;
 const REG = parseRegistry(registry);
 
 /** Values the server would send for a segment request: distinct per granularity, so that a mix-up shows. */
-function segmentAnswer(data: Data): SegmentPayload {
+function segmentAnswer(data: Data, extra: Partial<SegmentPayload> = {}): SegmentPayload {
   const scale = data['granularity'] === 'sentence' ? 1 : data['granularity'] === 'paragraph' ? 10 : 100;
   return {
     method: data['segment_method'] as string, granularity: data['granularity'] as string, pattern: null,
@@ -34,14 +34,14 @@ function segmentAnswer(data: Data): SegmentPayload {
     spans: [[17, 30], [30, 41]], segment_index: [1, 2],
     token_values: Array.from({length: N}, (_, i) => (i < 4 ? scale : i < 8 ? -scale / 4 : 0)),
     original_logprob: -3, quality: {}, warning: '',
-    stats: {rows: 3, tokens: 40, tokens_computed: 20, prefix_reuse: true, saved: 0.5},
+    stats: {rows: 3, tokens: 40, tokens_computed: 20, prefix_reuse: true, saved: 0.5}, ...extra,
   };
 }
 
 /** A host that answers the first highlight with the fixture, and each segment request `running` `polls` times
  * before its values. Its registry names no first map (the gradient stays it, whatever the shipped figures say;
  * confirm.test.ts follows a named first map). */
-function fakeHost(polls = 1) {
+function fakeHost(polls = 1, extra: Partial<SegmentPayload> = {}) {
   const seen = new Map<string, number>();
   return fakeSalienceHost(withFirstMap(registry, null), (data) => {
     const key = `${data['segment_method']}@${data['granularity']}`;
@@ -49,7 +49,7 @@ function fakeHost(polls = 1) {
     seen.set(key, n);
     const status = {kind: 'seg', state: n > polls ? 'done' : 'running', done: n > polls ? 2 : 1, total: 2,
                     elapsed_s: 0.1, eta_s: n > polls ? null : 0.1, error: ''};
-    return [{salience: n > polls ? {segments: segmentAnswer(data), detail: status} : {detail: status}}];
+    return [{salience: n > polls ? {segments: segmentAnswer(data, extra), detail: status} : {detail: status}}];
   });
 }
 
@@ -58,8 +58,8 @@ const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The 
 const segmentCalls = (calls: Data[]) => calls.filter((c) => c['detail'] === 'segments');
 
 /** A controller with the registry read, segmenting by sentence (2 segments), and dp() selected. */
-async function selectedBySentence(polls: number) {
-  const {host, calls} = fakeHost(polls);
+async function selectedBySentence(polls: number, extra: Partial<SegmentPayload> = {}) {
+  const {host, calls} = fakeHost(polls, extra);
   const ctl = new SalienceController(host);
   ctl.registry();
   ctl.setSegmentation('sentence', '', 2);
@@ -99,6 +99,24 @@ describe('segment methods in the controller', () => {
     await vi.advanceTimersByTimeAsync(5 * POLL_MS);
     expect(ctl.method).toBe('grad_norm');
     ctl.dispose();
+  });
+
+  it('counts only the forwards that ran where leave one out took values from the first map', async () => {
+    // The server's confirming leave one out reuses the sentences the first map verified ("reused" of them) and
+    // scores the others: the status line says so, not "one forward per segment" (was: the record's cost unit).
+    const stats = {rows: 2, tokens: 40, tokens_computed: 20, prefix_reuse: true, saved: 0.5};
+    const some = await selectedBySentence(0, {quality: {reused: 1}, stats});
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(some.ctl.method).toBe('leave_one_out');
+    expect(some.ctl.precision()).toBe("measured per sentence: one forward for each of 1 of 2 sentences; the other 1 " +
+                                      "are the first map's exact values; 2 prompts scored, 50 % of the work saved by the cached prefix");
+    some.ctl.dispose();
+    const all = await selectedBySentence(0, {quality: {reused: 2}, stats: {...stats, rows: 1}});
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(all.ctl.precision()).toBe("measured per sentence: every sentence's value is the first map's exact " +
+                                     'measurement (2 of 2); 1 prompt scored, 50 % of the work saved by the cached prefix');
+    expect(all.ctl.precision()).not.toContain('one forward per segment');
+    all.ctl.dispose();
   });
 
   it('re-measures on a change of granularity and stops polling the superseded job', async () => {

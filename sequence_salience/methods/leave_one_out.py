@@ -16,10 +16,10 @@ import numpy as np
 from sequence_salience.methods.base import AblationConfig, SegmentMethod, SegmentOutput, SegmentProblem
 
 
-def rows(n_segments: int, config: AblationConfig) -> int:
-    """Ablated prompts scored: one per segment (the unedited prompt is scored once beside them); fewer when some
-    values are known (SegmentProblem.known)."""
-    return n_segments
+def rows(n_segments: int, config: AblationConfig, known: int = 0) -> int:
+    """Ablated prompts scored: one per segment whose value is not `known` (SegmentProblem.known: the first map's
+    verified segments; the unedited prompt is scored once beside them)."""
+    return max(0, n_segments - known)
 
 
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
@@ -31,7 +31,9 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     if todo:
         logp[todo] = np.asarray(problem.score([problem.edit((s,)) for s in todo]), dtype=np.float64)  # [len(todo)]
     kept = ~np.eye(S, dtype=bool)  # [S, S] row s keeps every segment but s
-    return SegmentOutput(values=problem.original_logprob - logp, kept=kept, logprobs=logp)
+    # "reused": how many values came from the earlier exact measurement (the status line counts only what ran)
+    quality = {"reused": float(len(problem.known))} if problem.known else {}
+    return SegmentOutput(values=problem.original_logprob - logp, kept=kept, logprobs=logp, quality=quality)
 
 
 NAME = "leave_one_out"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from lit_app.schema import method_registry
 from sequence_salience.methods import leave_one_out
 
 pytestmark = pytest.mark.e2e
@@ -45,8 +46,11 @@ def test_gradient_first_then_leave_one_sentence_out_and_back(server_url, browser
     expect(status.locator(".method-on-screen")).to_have_text("Leave one segment out")
     expect(status).to_contain_text("measured per sentence: changing granularity re-measures")
     expect(method).to_have_value("leave_one_out")
-    # Worded from the method record (its cost unit), true of leave one out: one forward per segment.
-    expect(mod.locator(".precision")).to_contain_text(f"measured per sentence: {leave_one_out.METHOD.cost_unit};")
+    # Worded from what ran: the record's cost unit (one forward per segment), or, after a first map that measured
+    # sentences exactly (attention_verified at sentence), those reused and the forwards for the others only.
+    reused = method_registry.FIRST_MAP_METHOD.get("sentence") is not None
+    expect(mod.locator(".precision")).to_contain_text(
+        "the first map's exact" if reused else f"measured per sentence: {leave_one_out.METHOD.cost_unit};")
     assert mod.locator('.prompt .seg[style*="background"]').count() > 0
     assert _prompt_styles(mod) != gradient, "the leave-one-out map looks like the gradient's"
     page.mouse.move(5, 5)

@@ -255,6 +255,8 @@ def test_the_confirming_leave_one_out_scores_only_what_the_first_map_did_not_ver
             leave_one_out.NAME, "word", None, "filler", None, 0))
         np.testing.assert_allclose(got.values, want.values, rtol=0, atol=1e-5)
         assert got.stats.rows - 1 == S - verified  # the ablated prompts scored: the unverified segments only
+        # the cost the record and the status line count: only what ran (was: one forward per segment)
+        assert leave_one_out.rows(S, config, verified) == S - verified and got.quality["reused"] == verified
         # Another removal has no first map of its settings: every segment scored.
         deleted = shared.segment_salience(chat, TARGET, inputs.SegmentRequest(
             leave_one_out.NAME, "word", None, "delete", None, 0))

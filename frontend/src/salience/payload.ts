@@ -244,7 +244,8 @@ export interface SegmentPayload {
   /** <float>[N]: each segment's value spread over its tokens (summed per segment: the values back). */
   token_values: number[];
   original_logprob: number;
-  /** The surrogate's fit: held-out "r2", "correlation" (null: could not be computed); {} for leave one out. */
+  /** The surrogate's fit: held-out "r2", "correlation" (null: could not be computed); leave one out: "reused", how
+   * many values it took from the first map's exact measurement (absent: none). */
   quality: Record<string, number | null>;
   /** '' or what makes the values doubtful, with what to do. */
   warning: string;

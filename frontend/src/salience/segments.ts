@@ -127,6 +127,13 @@ export class SegmentMethods extends AutoSteps {
     }
     // The record's own facts (kind segment: per segment of this granularity; its cost unit), not one sentence for all.
     const scored = `${s.stats.rows} ${s.stats.rows === 1 ? 'prompt' : 'prompts'} scored`;
+    const reused = s.quality['reused'] ?? 0;  // values taken from the first map's exact measurement: no forward ran
+    if (reused > 0) {
+      const ran = s.values.length - reused;
+      const how = ran === 0 ? `every ${noun}'s value is the first map's exact measurement (${reused} of ${reused})`
+        : `one forward for each of ${ran} of ${s.values.length} ${noun}s; the other ${reused} are the first map's exact values`;
+      return `measured per ${noun}: ${how}; ${scored}${saved}`;
+    }
     return `measured per ${noun}: ${this.page.reg!.segment(ask.method)!.cost_unit}; ${scored}${saved}`;
   }
 
