@@ -5,13 +5,16 @@ torch threads and 4-5 s with 1 (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
 import sequence_salience as ss
 from lit_app.model import shared_model
 from sequence_salience import threads
-from sequence_salience.methods import DEFAULT_METHODS
+from lit_app.schema import inputs
+from sequence_salience.methods import DEFAULT_METHODS, leave_one_out
 from sequence_salience.threads import PassSizes, ThreadChooser
 from tests.unit.tiny_models import tiny_llama, wrap
 
@@ -46,21 +49,27 @@ def test_compute_span_result_runs_its_gradient_pass_with_the_chosen_count_and_th
                                        rtol=1e-5, atol=1e-6)
 
 
-def test_the_servers_span_passes_share_one_chooser_across_requests(monkeypatch):
-    monkeypatch.setattr(threads, "run_queue_s", lambda: 0.0)  # an uncontested machine: 2 threads are tried
+@contextlib.contextmanager
+def _server_on_two_threads(monkeypatch):
+    """(tiny Llama, its server, the thread count of each forward) with 2 torch threads on an uncontested machine
+    (2 threads are tried); the caller's count back after."""
+    monkeypatch.setattr(threads, "run_queue_s", lambda: 0.0)
     lm = wrap(tiny_llama(seed=0), "llama")
     before = torch.get_num_threads()
     torch.set_num_threads(2)
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    seen, hook = _counting(lm)
     try:
-        shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
-        seen, hook = _counting(lm)
-        try:
-            for prompt in ("The capital of France is", "Two rivers of Europe:", "A bird that cannot fly:"):
-                shared.quick(lm.format_prompt(prompt), " Paris.", 0, None)
-        finally:
-            hook.remove()
+        yield lm, shared, seen
     finally:
+        hook.remove()
         torch.set_num_threads(before)
+
+
+def test_the_servers_span_passes_share_one_chooser_across_requests(monkeypatch):
+    with _server_on_two_threads(monkeypatch) as (lm, shared, seen):
+        for prompt in ("The capital of France is", "Two rivers of Europe:", "A bird that cannot fly:"):
+            shared.quick(lm.format_prompt(prompt), " Paris.", 0, None)
     sizes = shared.runs.threads
     assert isinstance(sizes, PassSizes) and len(sizes.choosers) == 1  # short prompts: one size class
     chooser = sizes.chooser(10)
@@ -81,3 +90,18 @@ def test_passes_of_other_sizes_are_measured_apart():
         used.append((tokens, threads))
     assert sizes.chooser(28) is not sizes.chooser(2183) and sizes.chooser(20) is sizes.chooser(28)
     assert used == [(28, 1), (2183, 1), (28, 2), (2183, 2), (28, 1), (28, 1)]  # each class tries both, then 1
+
+
+def test_the_servers_segment_jobs_share_one_chooser_of_forward_batches_across_jobs(monkeypatch):
+    """A segment job's forward batches run with the counts of the server's own PassSizes for forwards (kept across
+    jobs: each was 3-4 packed batches, and a chooser per job spent one on a try of 2 threads every time), apart from
+    the gradient passes' choosers (a forward costs less per token)."""
+    with _server_on_two_threads(monkeypatch) as (lm, shared, seen):
+        for prompt in ("The capital of France is. Paris is big.", "Two rivers of Europe. The Rhine flows."):
+            shared.segment_salience(lm.format_prompt(prompt), " Paris.", inputs.SegmentRequest(
+                leave_one_out.NAME, "sentence", None, "filler", None, 0))
+    sizes = shared.runs.forward_threads
+    assert isinstance(sizes, PassSizes) and sizes is not shared.runs.threads
+    used = [n for chooser in sizes.choosers.values() for n in chooser.used]
+    assert sorted(used) == sorted(seen) and len(used) >= 4  # every forward, both jobs: unedited + ablated batches
+    assert sum(chooser.batches for chooser in sizes.choosers.values()) == len(seen)  # one chooser set for both jobs
