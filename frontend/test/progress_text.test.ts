@@ -37,9 +37,18 @@ describe('progress text', () => {
   });
 
   it('a job paused behind a test the user started says so, with no time left', () => {
-    const paused = {...running(10, 40, null), kind: 'grad', waiting: true};
+    const paused = {...running(10, 40, null), kind: 'grad', waiting: true, waiting_for: 'own'};
     expect(describeProgress(paused)).toBe(' 25 % · paused: your own work goes first');
     expect(describeDetail(paused)).toBe('per-token detail loading 25% (paused: your own work goes first)');
+  });
+
+  it('a job paused behind another client\'s click says whose, not "your own work" (issue 43, session 34)', () => {
+    const paused = {...running(10, 40, null), waiting: true, waiting_for: 'other'};
+    expect(describeProgress(paused)).toBe(' 25 % · paused: another user\'s work goes first');
+    expect(describeDetail({...paused, kind: 'ig16'})).toBe(
+        'per-token detail loading 25% (paused: another user\'s work goes first)');
+    // A server that does not say whose (an older one): no claim of whose work it is.
+    expect(describeProgress({...paused, waiting_for: undefined})).toBe(' 25 % · paused: waiting for the model');
   });
 
   it('the per-token line says finishing at 100 %', () => {

@@ -32,6 +32,7 @@ import sequence_salience as ss
 from lit_app.model import cancel as cancel_lib
 from lit_app.model.jobs_status import CANCELLED, DETAIL, DONE, ERROR, NONE, QUEUED, RUNNING, USER, Status
 from lit_app.model.time_left import Range, Then, TimeLeft
+from lit_app.schema.fields import WAITING_OTHER, WAITING_OWN
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,10 @@ class Job:
     last_seen: float = dataclasses.field(default_factory=time.monotonic)
     # Since when (`clock` time) it waits for the model behind more urgent work (`waiting`); None: it does not.
     waiting_since: float | None = None
+    # While it waits: whether another client's work holds the model (`waiting(other=...)`), and its last answer
+    # other than None (the model let go for a moment).
+    _other: Callable[[], bool | None] | None = dataclasses.field(default=None, init=False)
+    _other_last: bool | None = dataclasses.field(default=None, init=False)
     check: cancel_lib.Cancel = dataclasses.field(init=False)
     time_left: TimeLeft = dataclasses.field(init=False)
     # (stage, live) while a step the job does not report itself runs: `live()` -> (done, total) at each poll.
@@ -236,9 +241,14 @@ class Job:
         self._live = (stage, live)
 
     @contextlib.contextmanager
-    def waiting(self) -> Iterator[None]:
+    def waiting(self, other: Callable[[], bool | None] | None = None) -> Iterator[None]:
         """The job waits for the model behind more urgent work while this block runs: its status says so
-        and has no estimate; the time waited is not counted as the units' time."""
+        and has no estimate; the time waited is not counted as the units' time.
+
+        other: read at each poll, whether the work holding the model is another client's (True) or this job's
+          own client's (False; None: nothing holds it, the last answer stands): lit_app/model/scheduler.py
+          `whose_turn`. The status says whose (`waiting_for`); None: it says nothing of whose."""
+        self._other, self._other_last = other, None
         self.waiting_since = self.clock()
         self.time_left.pause()
         try:
@@ -246,6 +256,17 @@ class Job:
         finally:
             self.time_left.resume()
             self.waiting_since = None
+            self._other = None
+
+    def _waiting_for(self) -> str:
+        """Whose work goes first while it waits (fields.WAITING_OWN / WAITING_OTHER); "" unknown."""
+        ask = self._other  # read once: the block may end meanwhile
+        other = ask() if ask is not None else None
+        if other is not None:
+            self._other_last = other
+        elif self._other_last is None:
+            return ""
+        return WAITING_OTHER if self._other_last else WAITING_OWN
 
     def eta(self) -> Range | None:
         """Seconds left as a range (lit_app/model/time_left.py); None when not running, while it waits for the model,
@@ -261,9 +282,10 @@ class Job:
         done, total, live = self.done, self.total, self._live
         if live is not None and live[0] == self.stage:
             done, total = live[1]()
+        waiting = self.state == RUNNING and self.waiting_since is not None
         return Status(kind=self.kind, state=self.state, done=int(done), total=int(total), elapsed_s=elapsed,
-                      eta=self.eta(), error=self.error, waiting=self.state == RUNNING and self.waiting_since is not None,
-                      job_id=self.job_id, stage=self.stage, form=self.form, key=self.key, cancelled=self.cancelled,
+                      eta=self.eta(), error=self.error, waiting=waiting,
+                      waiting_for=self._waiting_for() if waiting else "", job_id=self.job_id, stage=self.stage, form=self.form, key=self.key, cancelled=self.cancelled,
                       partial=self.partial)
 
     def status(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lit_app.model.time_left import Range, status_fields
+from lit_app.schema.fields import WAITING_FOR
 
 # A job's states (lit_app/model/jobs.py `TRANSITIONS`), as its status names them.
 QUEUED, RUNNING, DONE, CANCELLED, ERROR = "queued", "running", "done", "cancelled", "error"
@@ -28,7 +29,9 @@ class Status:
     kind: the job's kind ("grad", "ig16", "span", a segment job's kind) or, for a user job, its action.
     eta: the time left as a range (lit_app/model/time_left.py); None without an estimate.
     form: DETAIL or USER, the wire form (module constants); key, cancelled and partial are USER's only,
-    waiting and job_id DETAIL's only.
+    waiting, waiting_for and job_id DETAIL's only.
+    waiting_for: while waiting, whose work goes first (lit_app/schema/fields.py WAITING_OWN or WAITING_OTHER); ""
+    unknown.
     """
 
     kind: str
@@ -39,6 +42,7 @@ class Status:
     eta: Range | None = None
     error: str = ""
     waiting: bool = False
+    waiting_for: str = ""
     job_id: str = ""
     stage: str = ""
     form: str = DETAIL
@@ -72,6 +76,8 @@ class Status:
         out = {"kind": self.kind, "state": self.state, "done": int(self.done), "total": int(self.total),
                "elapsed_s": round(self.elapsed_s, 2), **status_fields(self.eta), "error": self.error,
                "waiting": self.waiting}
+        if self.waiting and self.waiting_for:
+            out[WAITING_FOR] = self.waiting_for
         if self.job_id:
             out["job_id"] = self.job_id
         if self.stage:

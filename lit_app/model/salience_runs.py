@@ -151,6 +151,11 @@ class SalienceRuns:
 
         return progress
 
+    def _waits(self, job: Job | None, now: bool = True) -> contextlib.AbstractContextManager[object]:
+        """`job.waiting` when `job` is given and `now`: its status says so, and whose work goes first (its own
+        client's or another's: scheduler.py `whose_turn`), without an estimate."""
+        return job.waiting(self._lock.whose_turn()) if job is not None and now else contextlib.nullcontext()
+
     def _yield(self, job: Job | None, sizer: SliceSizer) -> Callable[[], object]:
         """`yield_to_waiting` between slices, saying whether the computation keeps its forward's graph across
         the pause (`sizer.holding_graph`); when more urgent work than background work waits (a user job, a
@@ -158,7 +163,7 @@ class SalienceRuns:
         level that goes first is not that: the two alternate, and the estimate counts it."""
 
         def yield_() -> object:
-            with job.waiting() if job is not None and self._lock.outranked() else contextlib.nullcontext():
+            with self._waits(job, job is not None and self._lock.outranked()):
                 return self._lock.yield_to_waiting(holding_graph=sizer.holding_graph)
 
         return yield_
@@ -170,7 +175,7 @@ class SalienceRuns:
         (scheduler.py `acquire`)."""
         out = cache.get(key)
         if out is None:
-            with job.waiting() if job is not None else contextlib.nullcontext():  # "waiting" while queued
+            with self._waits(job):  # "waiting" while queued
                 self._lock.acquire(Priority.BACKGROUND, graph=graph)
             try:
                 out = cache.get(key)  # computed while this waited for the model
@@ -287,7 +292,7 @@ class SalienceRuns:
         pkey = pair_key(chat, target, explained) + tuple(int((counts or {}).get(f, 0)) for f in COUNT_FIELDS)
         # Waiting for the model (another client's span, a background slice) is no work of this span: counted,
         # it made the pass's first rate and the IG steps after it (time_left.Then) "about 7–56 min" once (issue 43).
-        with job.waiting() if job is not None else contextlib.nullcontext():
+        with self._waits(job):
             self._lock.acquire()
         if job is not None:
             # The units begin now: the greedy generation above (the first highlight of a datapoint without a
@@ -313,7 +318,7 @@ class SalienceRuns:
                     # the span's status says it waits, and the pause is no part of its units' rate (was: counted).
                     start = time.perf_counter()
                     waits = job is not None and self._lock.interactive_waiting()
-                    with job.waiting() if waits else contextlib.nullcontext():
+                    with self._waits(job, waits):
                         yielded = self._lock.yield_to_waiting()
                     if yielded:
                         self._yielded_s += time.perf_counter() - start

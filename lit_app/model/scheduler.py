@@ -271,6 +271,19 @@ class ModelScheduler:
         with self._cond:
             return None if self._owner is None else self._owner_priority
 
+    def whose_turn(self) -> Callable[[], bool | None]:
+        """For work of the calling thread's client that is about to wait for the model (or let others go first): a
+        cheap check, callable from any thread at any later time (a status poll), of whether the work holding the
+        model then is another client's (True), its own client's (False), or nothing holds it (None). A job's
+        status says from it why it waits (lit_app/model/jobs.py `Job.waiting`)."""
+        mine = _client()
+
+        def other() -> bool | None:
+            with self._cond:  # held only for a few steps by acquirers: never waits for the model
+                return None if self._owner is None else self._owner_client != mine
+
+        return other
+
     def holder_is_background(self) -> bool:
         """True while automatic background work holds the model."""
         return self.holder_priority() == Priority.BACKGROUND

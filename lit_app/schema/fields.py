@@ -88,6 +88,12 @@ GRAD_L2 = "grad_l2"  # grad_norm of the masked span
 GRAD_DOT_INPUT = "grad_dot_input"  # grad_x_input of the masked span
 GRAD_L2_MAP = "grad_l2_map"  # SequenceSalienceMap [T, N] of grad_norm (complete requests), else None
 GRAD_DOT_INPUT_MAP = "grad_dot_input_map"  # SequenceSalienceMap of grad_x_input
+# A job status (lit_app/model/jobs_status.py, detail form) while the job waits for the model ("waiting": true): whose
+# work holds it, WAITING_OWN (its own client's: a test it started, its click) or WAITING_OTHER (another client's);
+# absent otherwise. The page words it (frontend/src/shared/fields.ts, salience/payload.ts `timeLeft`).
+WAITING_FOR = "waiting_for"
+WAITING_OWN = "own"
+WAITING_OTHER = "other"
 # Spec only (never in an output): the method list the browser reads (method_registry.published_registry()),
 # as the `default` of the salience model's output field.
 METHOD_REGISTRY = "method_registry"

@@ -11,6 +11,7 @@ import re
 from lit_app.model import cancel
 from lit_app.edge import clients
 from lit_app import errors
+from lit_app.schema import fields
 from tests.frontend_source import SRC
 
 LIT_MODULES = ("schema.fields", "wrappers.inside", "wrappers.explain", "wrappers.lit_convention", "schema.method_registry",
@@ -56,3 +57,13 @@ def test_the_page_names_its_client_header_as_the_server_reads_it():
     assert spelled == [clients.CLIENT_HEADER], spelled
     with clients.acting_as("0123456789abcdef0123456789abcdef"):  # newClientId()'s form: 32 hex digits
         assert clients.current() == "0123456789abcdef0123456789abcdef"
+
+
+def test_the_page_spells_whose_work_a_waiting_job_waits_for_as_the_server():
+    """Issue 43 (session 34): a waiting job's status says whose work goes first (lit_app/schema/fields.py
+    WAITING_FOR); the page words each value, so both sides spell the key and its values alike."""
+    text = (SRC / "shared" / "fields.ts").read_text(encoding="utf-8")
+    spelled = {name: re.findall(rf"export const {name} = '([^']*)';", text)
+               for name in ("WAITING_FOR_FIELD", "WAITING_OWN", "WAITING_OTHER")}
+    assert spelled == {"WAITING_FOR_FIELD": [fields.WAITING_FOR], "WAITING_OWN": [fields.WAITING_OWN],
+                       "WAITING_OTHER": [fields.WAITING_OTHER]}, spelled

@@ -7,10 +7,14 @@ The expected statuses are written out by hand from a fake clock: units reported 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import sequence_salience as ss
-from lit_app.model import jobs, time_left, user_jobs
+from lit_app.edge import clients
+from lit_app.model import jobs, scheduler, time_left, user_jobs
+from lit_app.schema import fields
 from lit_app.model.jobs_table import JobTable
 
 
@@ -103,6 +107,42 @@ def test_a_detail_status_as_the_page_reads_it():
     assert job.status() == {"kind": "grad", "state": "done", "done": 2, "total": 5, "elapsed_s": 5.0,
                             "eta_s": None, "eta_low_s": None, "eta_high_s": None, "error": "", "waiting": False,
                             "job_id": "grad-7", "stage": "refining"}
+
+
+def test_a_waiting_status_says_whose_work_goes_first():
+    """Issue 43 (session 34): a job waits for the model behind its own client's work (a test it started, its click)
+    or, since a span lets another client's click go first, behind another client's; its status said only "waiting" and
+    the page "your own work goes first" for both. Here a thread of client "tab-a" or "tab-b" holds the real scheduler
+    while the job of "tab-a" waits; then the model is free (the last answer stands)."""
+    lock, job = scheduler.ModelScheduler(), _job()
+    job.start()
+    held, release = threading.Event(), threading.Event()
+
+    def hold(client: str) -> None:
+        with clients.acting_as(client), lock:
+            held.set()
+            release.wait(30)
+
+    seen = []
+    for client in ("tab-a", "tab-b"):
+        held.clear()
+        release.clear()
+        holder = threading.Thread(target=hold, args=(client,))
+        holder.start()
+        assert held.wait(30)
+        with clients.acting_as("tab-a"):
+            whose = lock.whose_turn()
+        with job.waiting(whose):
+            seen.append(job.status())
+            release.set()
+            holder.join(30)
+            seen.append(job.status())  # nothing holds the model now
+        seen.append(job.status())  # it runs again
+    assert [(s["waiting"], s.get(fields.WAITING_FOR)) for s in seen] == [
+        (True, fields.WAITING_OWN), (True, fields.WAITING_OWN), (False, None),
+        (True, fields.WAITING_OTHER), (True, fields.WAITING_OTHER), (False, None)]
+    with job.waiting():  # nobody said whose: the status says nothing of it
+        assert job.status()["waiting"] and fields.WAITING_FOR not in job.status()
 
 
 def test_a_user_status_as_the_page_reads_it():

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from lit_app.edge import clients
 from lit_app.schema import fields
 from lit_app.serving import model_group
 from lit_app.model.shared_model import SharedLM
@@ -186,6 +187,7 @@ def test_a_span_that_waits_for_the_model_counts_no_wait_in_its_time_left(tiny):
     assert status["eta_low_s"] <= at_most + 0.05, (status, model_s, at_most, returned - called)
     assert not status["waiting"] and status["eta_high_s"] >= status["eta_low_s"], status
     assert waiting["state"] == "running" and waiting["waiting"] and waiting["eta_s"] is None, waiting
+    assert waiting[fields.WAITING_FOR] == fields.WAITING_OWN, waiting  # the holder is a request without an id, as it
 
 
 def test_a_span_that_lets_another_click_go_first_counts_no_pause_in_its_rate(tiny):
@@ -203,10 +205,11 @@ def test_a_span_that_lets_another_click_go_first_counts_no_pause_in_its_rate(tin
     seen: list[tuple[float, str, int, int, dict]] = []  # (poll time, method, done, total, status)
     hold: dict = {}
 
-    def other_click() -> None:
-        with shared.lock:
+    def other_click() -> None:  # another client's (issue 43, session 34: its status says whose work goes first)
+        with clients.acting_as("tab-b"), shared.lock:
             hold["from"] = time.monotonic()
-            hold["status"] = progress()  # the span's status while the other click has the model
+            with clients.acting_as("tab-a"):
+                hold["status"] = progress()  # the span's status while the other click has the model
             time.sleep(HOLD_S)
             hold["to"] = time.monotonic()
 
@@ -235,7 +238,8 @@ def test_a_span_that_lets_another_click_go_first_counts_no_pause_in_its_rate(tin
     shared.poll, shared.work_s = poll, WORK_S / 5
     shared.quick = current_quick
     try:
-        sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
+        with clients.acting_as("tab-a"):
+            sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
     finally:
         shared.poll, shared.work_s, shared.quick = None, 0.0, quick
         if "thread" in hold:
@@ -243,6 +247,7 @@ def test_a_span_that_lets_another_click_go_first_counts_no_pause_in_its_rate(tin
     assert "to" in hold, hold
     during = hold["status"]
     assert during["state"] == "running" and during["waiting"] and during["eta_s"] is None, during
+    assert during[fields.WAITING_FOR] == fields.WAITING_OTHER, during  # was: no such key ("your own work" on the page)
     steps = [s for s in seen if s[1] != seen[0][1]]
     pass_end = max(t for t, m, done, total, _s in seen if m == seen[0][1])  # the steps' sequence begins here
     slowest, before, checked = 0.0, (pass_end, 0), 0

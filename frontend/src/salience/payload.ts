@@ -5,6 +5,7 @@
  */
 import {tokenCount} from '../shared/tokens.js';
 import {aboutLeft} from '../shared/time_left.js';
+import {WAITING_FOR_FIELD, WAITING_OTHER, WAITING_OWN} from '../shared/fields.js';
 
 export interface MethodPayload {
   signed: boolean;
@@ -88,6 +89,9 @@ export interface DetailStatus {
   /** A running job paused behind more urgent work (a test or intervention the user started, a click:
    * lit_app/model/scheduler.py); it has no estimate meanwhile (absent from older servers). */
   waiting?: boolean;
+  /** While `waiting`: whose work goes first, the page's own (`WAITING_OWN`) or another client's (`WAITING_OTHER`);
+   * absent when unknown (and from older servers). */
+  [WAITING_FOR_FIELD]?: string;
   /** The stage of a job whose work comes in stages (coarse-to-fine: "coarse pass", then "refining"; `total` then
    * counts the forwards known so far); absent for the others. */
   stage?: string;
@@ -153,16 +157,24 @@ export function describeProgress(d: DetailStatus | null | undefined): string {
   return ` ${pct} %${left === '' ? '' : ` · ${left}`}`;
 }
 
+/** Whose work a waiting job waits for, in words (its status's `waiting_for`). */
+const WAITING_WORDS: Record<string, string> = {
+  [WAITING_OWN]: 'your own work goes first',
+  [WAITING_OTHER]: 'another user\'s work goes first',
+};
+
 /**
  * The time left of a running computation in words: "finishing…" once every unit is done (the result is
- * being assembled), "paused: your own work goes first" while it waits behind work the user started,
+ * being assembled), "paused: your own work goes first" while it waits behind work of this page (a test, a click),
+ * "paused: another user's work goes first" behind another client's, "paused: waiting for the model" when the server
+ * does not say whose,
  * "about 40–70 s left" / "about 2–4 min left" from the server's range (lit_app/model/time_left.py: the recent units'
  * rate; it widens when the rate drops and never says "about 1 s" with units outstanding; "about 24 s left" when
  * both ends round alike, or from an older server's one estimate), '' when there is none.
  */
 export function timeLeft(d: DetailStatus): string {
   if (d.total > 0 && d.done >= d.total) return 'finishing…';
-  if (d.waiting) return 'paused: your own work goes first';
+  if (d.waiting) return `paused: ${WAITING_WORDS[d[WAITING_FOR_FIELD] ?? ''] ?? 'waiting for the model'}`;
   return aboutLeft(d);
 }
 

@@ -24,6 +24,13 @@ export const GRANULARITY_FIELD = 'granularity';
 export const PATTERN_FIELD = 'pattern';
 export const REMOVAL_FIELD = 'removal';
 
+/** A job status while the job waits for the model (`waiting: true`): whose work holds it, the page's own client's
+ * (`WAITING_OWN`: a test it started, its click) or another client's (`WAITING_OTHER`); absent otherwise
+ * (lit_app/schema/fields.py WAITING_FOR). */
+export const WAITING_FOR_FIELD = 'waiting_for';
+export const WAITING_OWN = 'own';
+export const WAITING_OTHER = 'other';
+
 /** The prompt datasets' fields (lit_app/schema/fields.py DATASET_SPEC). */
 export const CASE_FIELD = 'case';
 export const PROMPT_FIELD = 'prompt';
