@@ -209,13 +209,15 @@ class Job:
 
     # ---------------------------------------------------------------- progress
 
-    def report(self, *progress: Any, same_units: bool = False, then: Then | None = None) -> None:
+    def report(self, *progress: Any, same_units: bool = False, then: Then | None = None,
+               cost: tuple[float, float] | None = None) -> None:
         """`report(done, total)`: `done` of `total` units are done now; `report(stage, done, total)` (the core
         library's progress callback): the same in `stage`, where another stage than the last starts a new
         sequence of units, begun when the last one ended (lit_app/model/time_left.py: a report with another `total`,
         or fewer units than the last, starts a new sequence too). `same_units`: the new stage's units cost what the
         last stage's did, whose rate then stands until one of its own is measured. `then`: work known to follow
-        these units, counted in the time left (a span's IG steps after its gradient pass)."""
+        these units, counted in the time left (a span's IG steps after its gradient pass). `cost`: (cost of the units
+        done, of all units), known ahead (leave one out's recomputed positions: time_left.py estimates in both)."""
         if len(progress) == 3:
             stage, done, total = progress
             if stage != self.stage:
@@ -225,7 +227,7 @@ class Job:
             done, total = progress
         self._live = None
         self.done, self.total = int(done), int(total)
-        self.time_left.report(self.done, self.total, then)
+        self.time_left.report(self.done, self.total, then, cost)
 
     def begin_sequence(self) -> None:
         """The units reported from now on are a new sequence, estimated from now: work done before them that

@@ -35,7 +35,7 @@ from typing import TypeVar
 import numpy as np
 
 import sequence_salience as ss
-from sequence_salience.ablation import AblationConfig, SegmentSalience, segment_salience
+from sequence_salience.ablation import AblationConfig, Cost, SegmentSalience, costed, segment_salience
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm, list_segment_methods
 from sequence_salience.salience import Cancel, Progress
@@ -143,9 +143,10 @@ class SalienceRuns:
         during the slice or batch get the model."""
         log, yield_ = log_progress(chat), self._yield(job, sizer)
 
-        def progress(stage: str, done: int, total: int) -> None:
+        @costed  # an ablation's rows come with their known cost (recomputed positions): the time left counts it
+        def progress(stage: str, done: int, total: int, cost: Cost | None = None) -> None:
             if job is not None:
-                job.report(done, total)
+                job.report(done, total, cost=None if cost is None else (cost.done, cost.total))
             log(stage, done, total)
             yield_()
 
@@ -247,10 +248,11 @@ class SalienceRuns:
         sizer = self._sizer()
         report = self._slice_progress(chat, job, sizer)
 
-        def progress(stage: str, done: int, total: int) -> None:
+        @costed
+        def progress(stage: str, done: int, total: int, cost: Cost | None = None) -> None:
             if job is not None:  # a method scoring in stages (coarse_to_fine: "coarse pass", "refining") names it
                 job.stage = "" if stage == request.method else stage
-            report(stage, done, total)
+            report(stage, done, total, cost=cost)
 
         def compute() -> SegmentSalience:
             if cancel is not None and cancel():  # superseded or abandoned while it waited for the model

@@ -44,6 +44,17 @@ gradient pass reports its layers (90 units on the default model) before the IG s
 "42 % · about 1 s left" (true of the pass: it ends within a second) with every one of 112 steps still to run
 (about a minute).
 
+Units of known cost (`report(..., cost=(cost done, cost total))`: leave one word out's rows, each the positions it
+recomputes, known before it runs) are estimated twice, by the same rules: in units and in cost (seconds per
+position); the range is the lower low end and the higher high end of the two. Was (issue 43, session 34): units
+only, and the rows grow dearer along the job (29 up to 132 positions on the constitutional row), so the truth lay
+above the high end in 15-28 % of polls (docs/benchmarks.md "Session 34 (h4)"). Cost alone would not do either: a
+row's time is a fixed part plus a part per position (0.21 s at 29 positions, 0.46 s at 132), so at the rate per
+position of the cheap rows the dear ones are overestimated, and the low end would lie above the truth. When a
+unit's time is a + b x cost (a, b >= 0) the truth lies between the two estimates: the units' rate cannot see the
+rows grow dearer (too low when they do), the rate per position counts the fixed part again on every position
+(too high when they do), and the other way round when the rows grow cheaper.
+
 Before the first report there is no estimate (None), and none once every unit is done (the page says
 "finishing…").
 """
@@ -114,6 +125,7 @@ class TimeLeft:
         self._then: Then | None = None  # work known to follow this sequence (its last report's)
         self._worked = 0  # units of this sequence measured as work (a sample of the rate)
         self._free = 0  # units of this sequence that took no measurable work (memo hits)
+        self._cost: TimeLeft | None = None  # the same sequence in cost units, while its reports carry a cost
 
     @property
     def last_report_at(self) -> float | None:
@@ -134,17 +146,27 @@ class TimeLeft:
         self._begun, self._last, self._last_units = self.clock() if at is None else at, None, 0
         self._rates.clear()
         self._then = None
+        self._cost = None
         self._worked = self._free = 0
         self._paused_s = 0.0
         if self._paused_at is not None:
             self._paused_at = self._begun
         self.done, self.total = done, total
 
-    def report(self, done: int, total: int, then: Then | None = None) -> None:
-        """`done` of `total` units are done now; `then`: the work known to follow them (None: none)."""
+    def report(self, done: int, total: int, then: Then | None = None,
+               cost: tuple[float, float] | None = None) -> None:
+        """`done` of `total` units are done now; `then`: the work known to follow them (None: none); `cost`: (the
+        cost of the units done, of all `total` units), known ahead (module docstring), from the sequence's first
+        report on (a report without one ends the estimate in cost)."""
         if (total != self.total or done < self.done) and (self._last is not None or self.done):
             # A new sequence (a span's gradient pass 1/1, then its IG steps): its units began at the last report.
             self.restart(0, total, at=self._last_at)
+        if cost is None:
+            self._cost = None
+        elif self._cost is None and self._last is None and self.done == 0:  # the sequence's first report
+            self._cost = self._twin()
+        if self._cost is not None:
+            self._cost.report(cost[0], cost[1])
         self._last_at = self.clock()
         now = self._model_time()
         units = done - self.done
@@ -163,18 +185,44 @@ class TimeLeft:
         self.done, self.total = done, total
         self._then = then
 
+    def _twin(self) -> "TimeLeft":
+        """An estimator of this sequence in cost units, begun and paused as it is (no report yet)."""
+        twin = TimeLeft(self.clock)
+        twin._begun, twin._paused_at, twin._paused_s = self._begun, self._paused_at, self._paused_s
+        twin._last_at = self._last_at
+        return twin
+
     def pause(self) -> None:
         """From now on the job waits behind more urgent work (not model time)."""
         if self._paused_at is None:
             self._paused_at = self.clock()
+        if self._cost is not None:
+            self._cost.pause()
 
     def resume(self) -> None:
         if self._paused_at is not None:
             self._paused_s += self.clock() - self._paused_at
             self._paused_at = None
+        if self._cost is not None:
+            self._cost.resume()
 
     def range(self) -> Range | None:
         """Seconds left as a range; None before the first unit of the sequence or once every unit is done."""
+        ends = self._ends()
+        if ends is None:
+            return None
+        low, high = ends
+        in_cost = self._cost._ends() if self._cost is not None else None
+        if in_cost is not None:  # known costs: the lower low end and the higher high end (module docstring)
+            low, high = min(low, in_cost[0]), max(high, in_cost[1])
+        if self._then is not None:  # the work after this sequence, from the whole sequence's cost
+            elapsed = self._model_time()
+            low += self._then.count * self._then.low * (elapsed + low)
+            high += self._then.count * self._then.high * (elapsed + high)
+        return Range(low, max(low, high))
+
+    def _ends(self) -> tuple[float, float] | None:
+        """(low, high) seconds left of this sequence's units alone (module docstring); None without an estimate."""
         left = self.total - self.done
         rates = self._rates or self._prior
         if not rates or left <= 0:
@@ -188,12 +236,7 @@ class TimeLeft:
         slow_rest = slow * min(MAX_WIDEN, rates[-1] / fast) if fast > 0 and rates[-1] > fast else slow
         if since > u * slow:  # the chunk in flight is slower than any recent one
             slow_rest = max(slow_rest, 2 * since / u)
-        high = max(low, rest * slow_rest + max(u * slow - since, since / 2))
-        if self._then is not None:  # the work after this sequence, from the whole sequence's cost
-            elapsed = self._model_time()
-            low += self._then.count * self._then.low * (elapsed + low)
-            high += self._then.count * self._then.high * (elapsed + high)
-        return Range(low, max(low, high))
+        return low, max(low, rest * slow_rest + max(u * slow - since, since / 2))
 
 
 def status_fields(eta: Range | None) -> dict[str, float | None]:

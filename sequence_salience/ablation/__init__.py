@@ -6,8 +6,8 @@ scores the edited prompts fast (prefix.py: batched, from each ablation's first c
 """
 
 from sequence_salience.ablation.engine import SegmentSalience, fit_warning, segment_salience
-from sequence_salience.ablation.prefix import PrefixScorer, PrefixStats, common_prefix
+from sequence_salience.ablation.prefix import Cost, PrefixScorer, PrefixStats, common_prefix, costed
 from sequence_salience.methods.base import AblationConfig
 
-__all__ = ["AblationConfig", "PrefixScorer", "PrefixStats", "SegmentSalience", "common_prefix", "fit_warning",
-           "segment_salience"]
+__all__ = ["AblationConfig", "Cost", "PrefixScorer", "PrefixStats", "SegmentSalience", "common_prefix", "costed",
+           "fit_warning", "segment_salience"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from sequence_salience import aggregate, scoring
-from sequence_salience.ablation.prefix import Cancel, PrefixScorer, PrefixStats, Progress
+from sequence_salience.ablation.prefix import Cancel, Cost, PrefixScorer, PrefixStats, Progress, costed, report
 from sequence_salience.threads import PassSizes, ThreadChooser
 from sequence_salience.attention.features import FAMILIES, AttentionRecorder, span_rows
 from sequence_salience.errors import SalienceError
@@ -182,8 +182,9 @@ def segment_salience(
         server's first highlight), a method that reads the span's gradient (attention_verified) takes it from
         there instead of a forward + backward of its own.
       progress: progress(stage, rows done, rows); stage: the method's name, or for a method scoring in
-        several calls its stage ("coarse pass", "refining"), rows: those known so far; cancel: () -> bool,
-        checked between batches.
+        several calls its stage ("coarse pass", "refining"), rows: those known so far; a `costed` progress also gets
+        the rows' known `Cost` (positions recomputed) where one scoring call is the whole stage (leave one out);
+        cancel: () -> bool, checked between batches.
       slice_s: None, or seconds: forward batches of about that much model time.
       threads: the torch intra-op thread count of the forward batches (sequence_salience/threads.py); None: the
         cheaper of torch's count and 1, measured while the batches run; a PassSizes kept across calls (a server's)
@@ -321,9 +322,14 @@ class ProgressFrame:
         self.label, self.before, self.total = label, int(before), int(total)
 
     def wrap(self, progress: Progress) -> Progress:
-        def report(stage: str, done: int, rows: int) -> None:
-            total = max(self.total, self.before + rows)
-            # rows: the call's distinct changed prompts (the scorer skips repeats): its last report is the frame's end
-            progress(self.label, total if done >= rows else self.before + done, total)
+        """The scorer's progress as the frame's; a `costed` progress gets the call's `Cost` when the call is the whole
+        frame (leave one out's one call), and none when the frame spans several calls (their costs are not known
+        ahead)."""
 
-        return report
+        def frame_report(stage: str, done: int, rows: int, cost: Cost | None = None) -> None:
+            total = max(self.total, self.before + rows)
+            whole = self.before == 0 and total == rows
+            # rows: the call's distinct changed prompts (the scorer skips repeats): its last report is the frame's end
+            report(progress, self.label, total if done >= rows else self.before + done, total, cost if whole else None)
+
+        return costed(frame_report) if getattr(progress, "takes_cost", False) else frame_report

@@ -62,6 +62,33 @@ Progress = Callable[[str, int, int], None]
 Cancel = Callable[[], bool]
 
 
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """The known cost of a progress report's units: `done` of `total`, in positions the rows recompute (each from its
+    own first changed token to the end of the target), known before they run. Leave one word out's rows grow dearer
+    along the job (29 up to 132 positions on the constitutional row; issue 43, docs/benchmarks.md "Session 34"), which a
+    count of rows cannot say."""
+
+    done: int
+    total: int
+
+
+def costed(progress: Callable[..., None]) -> Callable[..., None]:
+    """Marks a progress callback that also takes the units' cost: the scorer then calls it
+    `progress(stage, done, total, cost=Cost(...))`; an unmarked callback is called `progress(stage, done, total)` as
+    before (`report`)."""
+    progress.takes_cost = True  # type: ignore[attr-defined]
+    return progress
+
+
+def report(progress: Callable[..., None], stage: str, done: int, total: int, cost: Cost | None = None) -> None:
+    """Calls `progress` with `cost` when it is `costed` (and a cost is known), else as a plain Progress."""
+    if cost is not None and getattr(progress, "takes_cost", False):
+        progress(stage, done, total, cost=cost)
+    else:
+        progress(stage, done, total)
+
+
 @dataclasses.dataclass
 class PrefixStats:
     """Forward work of a PrefixScorer: rows scored, tokens they hold (prompt + target, every row) and
@@ -113,7 +140,8 @@ class PrefixScorer:
       reuse: False: every row runs in full (the exactness reference).
       batch_size, chunk_token_budget: most rows, and rows x recomputed tokens, per forward.
       slice_s: None or seconds (or a SliceSizer): rows per forward sized to that much model time.
-      progress(stage, done, total), cancel(): per batch; `stage` names the caller's work.
+      progress(stage, done, total), cancel(): per batch; `stage` names the caller's work. A `costed` progress also
+        gets each report's `Cost` (the positions the rows done and all rows recompute).
       shared_attention: False: the rows attend over a DynamicCache copy of the prefix (the former path;
         the reference of tests/unit/test_ablation.py) instead of shared_prefix.py's uncopied prefix.
       threads: the intra-op thread count of each edited batch (sequence_salience/threads.py); None: a
@@ -172,6 +200,8 @@ class PrefixScorer:
         order = sorted(range(len(todo)), key=lambda i: (-starts[i], i))
         scores = {self.prompt: self.original_logprob}
         done = 0
+        costs = [len(k) + len(self.target) - s for k, s in zip(todo, starts)]  # positions each row recomputes
+        cost_done, cost_total = 0, sum(costs)
         pos = 0
         while pos < len(order):
             self._check_cancel()
@@ -201,10 +231,11 @@ class PrefixScorer:
             for r, lp in zip(rows, logp):
                 scores[r] = float(lp[t0:t1].astype(np.float64).sum())
             self._count(len(rows), sum(len(r) + len(self.target) for r in rows), recomputed)
+            cost_done += sum(costs[i] for i in order[pos:pos + size])
             pos += size
             done += len(rows)
             if self.progress is not None:
-                self.progress(self.stage, done, len(todo))
+                report(self.progress, self.stage, done, len(todo), Cost(cost_done, cost_total))
         return np.array([scores[tuple(int(i) for i in p)] for p in prompts], dtype=np.float64)
 
     def _start(self, prompt: tuple[int, ...]) -> int:

@@ -113,6 +113,31 @@ def test_rows_reported_through_progress_and_cancel_stops_between_batches(lm):
     assert len(calls) == 3  # checked before each batch: stopped at the third
 
 
+def test_a_costed_progress_gets_the_positions_each_row_recomputes(lm):
+    """Issue 43 (session 34): leave one word out's rows grow dearer along the job; a `costed` progress gets each
+    report's known cost, the positions its rows recompute from their first changed token (what the job's time left
+    is estimated from besides the rows). With one row a batch, that is what the forwards ran (the scorer's stats,
+    less the unedited prompt's one forward); the cost is known ahead, the same whatever the batching."""
+    seen = {}
+    for batch_size in (1, 8):
+        reports = seen[batch_size] = []
+        got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word",
+                               config=AblationConfig(batch_size=batch_size),
+                               progress=ablation.costed(lambda *a, cost: reports.append((*a, cost))))
+        if batch_size == 1:
+            ran = got.stats.computed - got.n_tokens  # the edited rows' positions
+            done = [c.done for *_a, c in reports]
+            steps = np.diff([0, *done])
+            assert reports[-1][-1] == ablation.Cost(ran, ran) and len(reports) == len(got.segments)
+            assert (steps > 0).all() and (np.diff(steps) >= 0).all(), steps  # cheapest first: the rows grow dearer
+        else:
+            assert got.stats.computed - got.n_tokens >= reports[-1][-1].total  # padded batches run a little more
+    assert {r[-1].total for r in seen[1]} == {r[-1].total for r in seen[8]}
+    plain = []  # an unmarked callback is called as before
+    segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="word", progress=lambda *a: plain.append(a))
+    assert plain and all(len(a) == 3 for a in plain)
+
+
 def test_token_values_sum_back_to_the_segment_values_at_their_granularity(lm):
     got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence")
     per_token = got.token_values()  # [N]

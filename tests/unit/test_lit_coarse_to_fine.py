@@ -61,7 +61,7 @@ def test_the_jobs_status_names_its_stage_and_counts_every_row_so_far(tiny):
     seen = []
     job = progressive.Job(group="g", kind=request.job_kind, run=lambda j: None)
     report = job.report
-    job.report = lambda done, total: (seen.append((job.stage, done, total)), report(done, total))[-1]
+    job.report = lambda done, total, **kw: (seen.append((job.stage, done, total)), report(done, total, **kw))[-1]
     seg = shared.segment_salience(lm.format_prompt(PROMPT, chat=False), TARGET, request, job=job)
     assert seen[0][0] == coarse_to_fine.COARSE_STAGE and seen[-1][0] == coarse_to_fine.REFINE_STAGE
     assert seen[-1][1:] == (len(seg.logprobs), len(seg.logprobs))

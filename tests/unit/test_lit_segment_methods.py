@@ -15,7 +15,7 @@ import pytest
 
 from sequence_salience import field_rules
 from sequence_salience import explain as ex
-from sequence_salience.ablation import AblationConfig, engine, segment_salience
+from sequence_salience.ablation import AblationConfig, costed, engine, segment_salience
 from sequence_salience.methods import ablation_surrogate, attention_verified, leave_one_out
 from lit_app.edge import clients, limits
 from lit_app import errors
@@ -261,3 +261,25 @@ def test_the_confirming_leave_one_out_scores_only_what_the_first_map_did_not_ver
         deleted = shared.segment_salience(chat, TARGET, inputs.SegmentRequest(
             leave_one_out.NAME, "word", None, "delete", None, 0))
         assert deleted.stats.rows - 1 == S
+
+
+def test_a_leave_one_out_job_hears_its_rows_known_cost(tmp_path):
+    """Issue 43 (session 34): the server's segment job gets each progress report's known cost (the positions the rows
+    recompute; time_left.py estimates from it besides the rows), the library's own from the scorer."""
+    with estimator_server(tmp_path) as (lm, config, shared, chat):
+        want = []
+        segment_salience(lm, chat, TARGET, leave_one_out.NAME, granularity="word", config=config,
+                         progress=costed(lambda *a, cost: want.append(cost)))
+        job = progressive.Job(group="g", kind="loo", run=lambda _job: None)
+        job.start()
+        heard, report = [], job.report
+
+        def spy(*a, **kw):
+            heard.append(kw.get("cost"))
+            report(*a, **kw)
+
+        job.report = spy
+        shared.segment_salience(chat, TARGET, inputs.SegmentRequest(leave_one_out.NAME, "word", None, "filler", None, 0),
+                                job=job)
+        assert heard and all(c is not None for c in heard), heard  # was: rows only
+        assert heard[-1] == (want[-1].total, want[-1].total) and want[-1].done == want[-1].total
