@@ -1,7 +1,7 @@
 """When the first map is on screen at sentence granularity: the gradient's first highlight vs attention_verified
 (issue 42 §5: "on the shipped rows, no later than the gradient's first highlight"), through the server's own code.
 
-    .venv/bin/python benchmarks/bench_first_map.py [--repeats 3] [--rows 0 1 2 3] [--no_exact]
+    .venv/bin/python benchmarks/bench_first_map.py [--repeats 3] [--rows 0 1 2 3] [--no_exact] [--with_matrices]
 
 In process, the path the page takes (lit_app.model.shared_model.SharedLM and the salience wrapper, as the server
 builds them; no HTTP, no browser), on the default model, for each shipped row (`datasets.shipped_rows()`; the
@@ -10,7 +10,9 @@ any timing: the page streams it before the first highlight either way):
 
 * first highlight: the `detail="span"` request of the whole response (one forward + backward, grad_norm and
   grad_x_input; the payload the page receives), from a cold cache;
-* attention_verified: then the sentence job the page starts next when the rule names it the first map
+* attention_verified: then the sentence job the page starts next when the rule names it the first map (the page's
+  per-token matrix job, which the first highlight starts, is cancelled first; --with_matrices leaves it running
+  beside the first map's, as in the browser)
   (`SharedLM.segment_salience`, the job's own computation, blocking here): it takes the span's gradient from the
   first highlight's cached result (no backward of its own), one forward records the attention, then 6-12 forwards
   verify;
@@ -48,7 +50,7 @@ def _segment_request(method: str) -> inputs.SegmentRequest:
     return inputs.SegmentRequest(method, GRANULARITY, None, AblationConfig().removal, None, 0)
 
 
-def time_row(shared, wrapper, ex: dict, exact: bool) -> dict:
+def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False) -> dict:
     """One cold repeat of one row: seconds of the first highlight, attention_verified after it, leave_one_out."""
     chat = shared.format_prompt(ex)
     target = ex.get("target", "")
@@ -56,7 +58,8 @@ def time_row(shared, wrapper, ex: dict, exact: bool) -> dict:
     t = time.perf_counter()
     wrapper.predict([{**ex, "detail": "span"}])
     out = {"first_highlight_s": time.perf_counter() - t}
-    shared.jobs.cancel_all()  # the page's background matrices: not part of either figure
+    if not matrices:
+        shared.jobs.cancel_all()  # the page's background matrices: not part of either figure
     t = time.perf_counter()
     seg = shared.segment_salience(chat, target, _segment_request(attention_verified.NAME))
     out["attention_verified_s"] = time.perf_counter() - t
@@ -68,6 +71,7 @@ def time_row(shared, wrapper, ex: dict, exact: bool) -> dict:
         out["leave_one_out_s"] = time.perf_counter() - t
         out["leave_one_out_forwards"] = int(exact_seg.stats.rows) - 1  # the ablated prompts it scored
     out["tokens"] = seg.n_tokens
+    shared.jobs.cancel_all()
     return out
 
 
@@ -76,6 +80,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rows", nargs="*", type=int, default=None, help="indices into shipped_rows() (default: all)")
     p.add_argument("--no_exact", action="store_true", help="leave out leave_one_out's time")
+    p.add_argument("--with_matrices", action="store_true",
+                   help="leave the page's matrix job running beside the first map's job (the browser's case)")
     args = p.parse_args()
 
     lm = ss.load_model("default")
@@ -93,7 +99,7 @@ def main() -> None:
     try:
         for _ in range(args.repeats):
             for i in picked:
-                runs[i].append(time_row(shared, wrapper, examples[i], not args.no_exact))
+                runs[i].append(time_row(shared, wrapper, examples[i], not args.no_exact, args.with_matrices))
     finally:
         shared.jobs.cancel_all()
 

@@ -16,7 +16,8 @@ under the model's scheduler (lit_app/model/scheduler.py):
   free cores; sequence_salience/threads.py puts tries off on contested ones): the first map's job runs 3-4 batches
   since they are packed (ablation/prefix.py), so each job spent one on a try and chose from one batch of each count
   (at load ~9 on 2 cores a 10-position forward took 1.6 s with 2 threads against 0.1 s with 1, docs/benchmarks.md
-  "Session 34 (h2)");
+  "Session 34 (h2)"); the first map's job holds the model as a user job, ahead of the page's matrices
+  (`segment_priority`);
 * `span_salience`: a span of a complete result (grad_norm without a Gram tensor: one backward);
 * `cross_logprobs`: one response under two prompts.
 
@@ -43,6 +44,7 @@ from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
 from lit_app.errors import prompt_start
 from lit_app.schema.inputs import SegmentRequest
+from lit_app.schema.method_registry import FIRST_MAP_METHOD
 from lit_app.model.jobs import Job
 from lit_app.model.lru_cache import LRUCache
 from lit_app.schema.method_registry import COUNT_FIELDS, EXTRA_METHODS
@@ -76,6 +78,14 @@ def log_progress(chat: ss.ChatPrompt, every_s: float = 2.0) -> Progress:
             logger.info("salience %s: %d/%d (prompt %s)", method, done, total, name)
 
     return report
+
+
+def segment_priority(request: SegmentRequest) -> Priority:
+    """The scheduler level of a segment job: USER_JOB for the first map at its granularity (the person waits for it
+    on screen, method_registry.FIRST_MAP_METHOD), so that the page's per-token matrices, started by the same first
+    highlight at BACKGROUND, no longer take every other slice from it; BACKGROUND for every other segment job."""
+    first = FIRST_MAP_METHOD.get(request.granularity)
+    return Priority.USER_JOB if first is not None and first == request.method else Priority.BACKGROUND
 
 
 class SalienceRuns:
@@ -170,14 +180,14 @@ class SalienceRuns:
         return yield_
 
     def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V],
-                       job: Job | None = None, graph: bool = False) -> V:
-        """The cached value of `key`, else `compute()` as background work (stored); `job`'s status says
-        "waiting" until it holds the model. graph: `compute` keeps a forward's graph across its slices
-        (scheduler.py `acquire`)."""
+                       job: Job | None = None, graph: bool = False, priority: Priority = Priority.BACKGROUND) -> V:
+        """The cached value of `key`, else `compute()` as background work (stored; `priority`: the level it holds
+        the model at); `job`'s status says "waiting" until it holds the model. graph: `compute` keeps a forward's
+        graph across its slices (scheduler.py `acquire`)."""
         out = cache.get(key)
         if out is None:
             with self._waits(job):  # "waiting" while queued
-                self._lock.acquire(Priority.BACKGROUND, graph=graph)
+                self._lock.acquire(priority, graph=graph)
             try:
                 out = cache.get(key)  # computed while this waited for the model
                 if out is None:
@@ -229,9 +239,10 @@ class SalienceRuns:
                          job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
         """`sequence_salience.ablation.segment_salience` of `request` (inputs.SegmentRequest), cached.
 
-        Background work for the scheduler, as every matrix: its forward batches are time slices of
-        `slice_s` between which waiting clicks use the model. job: progress (rows done / rows) goes to
-        it and it is checked for cancellation between batches; cancel: the check without a job.
+        Work for the scheduler in forward batches, time slices of `slice_s` between which waiting clicks use the
+        model: background work as every matrix, but the first map's job (`segment_priority`) as a user job, ahead
+        of the page's matrices. job: progress (rows done / rows) goes to it and it is checked for cancellation
+        between batches; cancel: the check without a job.
         """
         explained = self._responses.explained(chat, target)
         key = pair_key(chat, target, explained) + (request,)
@@ -262,7 +273,7 @@ class SalienceRuns:
                                     progress=progress, cancel=cancel, slice_s=sizer, known=exact,
                                     threads=self.forward_threads)
 
-        return self._in_background(self.store.segments, key, compute, job)
+        return self._in_background(self.store.segments, key, compute, job, priority=segment_priority(request))
 
     def exact_values_of(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> SegmentSalience | None:
         """A cached result, with this request's granularity, pattern, removal and span, of another method whose measured

@@ -283,3 +283,29 @@ def test_a_leave_one_out_job_hears_its_rows_known_cost(tmp_path):
                                 job=job)
         assert heard and all(c is not None for c in heard), heard  # was: rows only
         assert heard[-1] == (want[-1].total, want[-1].total) and want[-1].done == want[-1].total
+
+
+def test_the_first_maps_job_holds_the_model_as_a_user_job_ahead_of_the_matrices(monkeypatch):
+    """The first map's segment job (the method the registry names at its granularity) acquires the model at
+    USER_JOB, so the page's per-token matrices (BACKGROUND, started by the same first highlight) do not take every
+    other slice from it; any other segment job stays background work."""
+    from lit_app.model import salience_runs
+    from lit_app.model.scheduler import Priority
+
+    monkeypatch.setattr(salience_runs, "FIRST_MAP_METHOD", {"sentence": leave_one_out.NAME, "word": None})
+    lm = wrap(tiny_llama(seed=0), "llama")
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    seen: list[Priority] = []
+    acquire = shared.lock.acquire
+
+    def spy(priority=Priority.INTERACTIVE, *args, **kwargs):
+        seen.append(priority)
+        return acquire(priority, *args, **kwargs)
+
+    monkeypatch.setattr(shared.lock, "acquire", spy)
+    chat = lm.format_prompt(PROMPT)
+    for granularity in ("sentence", "word"):
+        seen.clear()
+        shared.segment_salience(chat, TARGET, inputs.SegmentRequest(leave_one_out.NAME, granularity, None, "filler",
+                                                                    None, 0))
+        assert seen[-1] == (Priority.USER_JOB if granularity == "sentence" else Priority.BACKGROUND), (granularity, seen)
