@@ -9,6 +9,9 @@ row (lit_app/data/case_studies.jsonl: "chain" = the chain-of-thought row with it
 (`SliceSizer(0.25)`), and prints every forward batch: rows, the first recomputed token (the batch's shared
 prefix), positions recomputed per row, seconds, seconds per row, the process's RSS and the machine's load.
 
+In process, the run's progress reports (with their known cost, the positions each batch recomputes) are then
+replayed through lit_app/model/time_left.py polled every 0.5 s, from rows only and with the cost: the share of polls
+whose true time left lies in the range (issue 43, docs/benchmarks.md "Session 34 (h6)").
 --threads N: torch's intra-op threads (default: torch's own choice, the cores).
 --compare_threads R: in one process (one model), R rounds of the first --batches forward batches with
   2 torch threads, with 1, and with the ThreadChooser (measured: sequence_salience/threads.py),
@@ -71,7 +74,8 @@ class _Batches(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if "batch:" in record.msg:
-            _stage, rows, start, width, threads, seconds = record.args
+            # (stage, rows, start, positions, ["packed" | "each",] threads, seconds): the kind since packed batches
+            _stage, rows, start, width, *_kind, threads, seconds = record.args
             self.rows.append((rows, start, width, seconds, _rss_mb(), _load(), threads))
 
 
@@ -79,7 +83,7 @@ def in_process(case: str, threads: int) -> None:
     import torch
 
     import sequence_salience as ss
-    from sequence_salience.ablation import segment_salience
+    from sequence_salience.ablation import costed, segment_salience
     from sequence_salience.slices import SliceSizer
 
     if threads:
@@ -96,17 +100,56 @@ def in_process(case: str, threads: int) -> None:
     log = logging.getLogger("sequence_salience.ablation.prefix")
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)
-    marks: list[tuple[float, int, int]] = []
+    marks: list[tuple[float, int, int, tuple[int, int]]] = []  # (seconds, done, total, (cost done, cost total))
     t0 = time.perf_counter()
     seg = segment_salience(lm, chat, target, "leave_one_out", granularity="word", slice_s=SliceSizer(0.25),
-                           progress=lambda _s, done, total: marks.append((time.perf_counter() - t0, done, total)))
+                           progress=costed(lambda _s, done, total, cost: marks.append(
+                               (time.perf_counter() - t0, done, total, (cost.done, cost.total)))))
     total_s = time.perf_counter() - t0
     print(f"{len(seg.segments)} words, {seg.stats.rows} rows, {seg.stats.computed} of {seg.stats.tokens} tokens"
           f" computed, {total_s:.1f} s")
     print(" batch  done/total  rows  start  width  threads  seconds  s/row   RSS MB  load")
-    for i, ((rows, start, width, seconds, rss, load, threads), (_, done, total)) in enumerate(zip(handler.rows, marks)):
+    for i, ((rows, start, width, seconds, rss, load, threads), (_, done, total, _c)) in enumerate(zip(handler.rows,
+                                                                                                      marks)):
         print(f" {i:5d}  {done:4d}/{total:<4d}  {rows:4d}  {start:5d}  {width:5d}  {threads:7d}  {seconds:7.3f}"
               f"  {seconds / rows:5.3f}  {rss:7.0f}  {load:4.1f}")
+    replay_time_left(marks)
+
+
+def replay_time_left(marks: list[tuple[float, int, int, tuple[int, int]]], poll_s: float = 0.5) -> None:
+    """The run's progress reports replayed through lit_app/model/time_left.py, polled every `poll_s` seconds, as
+    rows only (before issue 43's cost channel) and with their known cost (after): in how many polls with rows
+    outstanding the true time left lies in the range, above its high end, below its low end."""
+    from lit_app.model.time_left import TimeLeft
+
+    end = marks[-1][0]
+    for with_cost in (False, True):
+        now = [0.0]
+        estimate = TimeLeft(lambda: now[0])
+        counts, worst, t, done = {"in": 0, "above": 0, "below": 0}, 0.0, 0.0, 0
+        missed: list[str] = []  # "t s at done/total: truth vs low-high" of the polls outside the range
+        for at, new_done, total, cost in marks:
+            while t < at:
+                now[0] = t
+                got = estimate.range() if done < total else None
+                if got is not None:
+                    left = end - t
+                    where = "above" if left > got.high + 0.05 else "below" if left < got.low - 0.05 else "in"
+                    counts[where] += 1
+                    if where != "in":
+                        missed.append(f"{t:.1f} s at {done}/{total}: {left:.1f} vs {got.low:.1f}-{got.high:.1f}")
+                    worst = max(worst, left / max(got.high, 1e-9))
+                t += poll_s
+            now[0] = at
+            estimate.report(new_done, total, cost=cost if with_cost else None)
+            done = new_done
+        polls = sum(counts.values())
+        how = "with the rows' cost" if with_cost else "from rows only"
+        print(f"time left replayed {how}: {polls} polls,"
+              f" truth in the range {counts['in']} ({100 * counts['in'] / max(polls, 1):.0f} %), above the high end"
+              f" {counts['above']}, below the low end {counts['below']}; truth / high end at most {worst:.2f}")
+        if missed:
+            print("  outside: " + "; ".join(missed[:12]) + (" ..." if len(missed) > 12 else ""))
 
 
 def compare_threads(case: str, rounds: int, batches: int) -> None:
