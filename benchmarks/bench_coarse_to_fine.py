@@ -122,22 +122,22 @@ class Recorded:
     """log p(target | prompt without a set of words) by set, from records/coarse_to_fine/<case>.json; with a
     model (`live`), a set not recorded yet is scored and added."""
 
-    def __init__(self, key: str, record: dict, live=None):
-        self.key, self.record, self.live = key, record, live
+    def __init__(self, key: str, record: dict, live=None, folder: Path = RECORDS):
+        self.key, self.record, self.live, self.folder = key, record, live, folder
         self.logp: dict[str, float] = record.setdefault("logp", {})
 
     def path(self) -> Path:
-        return RECORDS / f"{self.key}.json"
+        return self.folder / f"{self.key}.json"
 
     @classmethod
-    def load(cls, key: str) -> "Recorded":
-        path = RECORDS / f"{key}.json"
+    def load(cls, key: str, folder: Path = RECORDS) -> "Recorded":
+        path = folder / f"{key}.json"
         if not path.exists():
             raise SystemExit(f"No record of {key!r} at {path}. Fix: run with --record --cases {key} first.")
-        return cls(key, json.loads(path.read_text()))
+        return cls(key, json.loads(path.read_text()), folder=folder)
 
     def save(self) -> None:
-        RECORDS.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.path().write_text(json.dumps(self.record, indent=0))
 
     def score(self, sets) -> np.ndarray:
@@ -166,24 +166,31 @@ class Recorded:
         return self.record["original_logprob"] - self.score([(s,) for s in range(len(self.record["words"]))])
 
 
+def start_record(lm, key: str, name: str, prompt, target: str, folder: Path = RECORDS):
+    """(the case's Recorded, scoring live, with every paragraph and sentence scored; its SalienceResult; its word
+    segments): word granularity, filler removal; values already in folder/<key>.json are kept."""
+    pair = prepare_pair(lm, prompt, target)
+    scorer = PrefixScorer(lm, list(pair.prompt.ids), list(pair.target_ids), (0, len(pair.target_ids)))
+    result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
+    segs = scoring.prompt_segments(result, "word").matches_only()
+    editor = scoring.PromptEditor(lm, prompt, result, segs, "filler", scoring.filler_id(lm, " "))
+    parents = parent_units(result, segs, COARSE)
+    path = folder / f"{key}.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    rec = Recorded(key, {**old, "case": name, "prompt": str(prompt), "target": target,
+                         "original_logprob": scorer.original_logprob, "parents": [p.tolist() for p in parents],
+                         "words": [result.text[a:b] for a, b in segs.spans]}, live=(scorer, editor), folder=folder)
+    units = [tuple(np.flatnonzero(p == u).tolist()) for p in parents for u in np.unique(p)]
+    rec.score(units)
+    return rec, result, segs
+
+
 def record(args) -> None:
     lm = ss.load_model("default")
     print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)", flush=True)
     for key, name, prompt, target in cases(lm, args.cases):
         t = time.perf_counter()
-        pair = prepare_pair(lm, prompt, target)
-        scorer = PrefixScorer(lm, list(pair.prompt.ids), list(pair.target_ids), (0, len(pair.target_ids)))
-        result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
-        segs = scoring.prompt_segments(result, "word").matches_only()
-        editor = scoring.PromptEditor(lm, prompt, result, segs, "filler", scoring.filler_id(lm, " "))
-        parents = parent_units(result, segs, COARSE)
-        path = RECORDS / f"{key}.json"
-        old = json.loads(path.read_text()) if path.exists() else {}
-        rec = Recorded(key, {**old, "case": name, "prompt": str(prompt), "target": target,
-                             "original_logprob": scorer.original_logprob, "parents": [p.tolist() for p in parents],
-                             "words": [result.text[a:b] for a, b in segs.spans]}, live=(scorer, editor))
-        units = [tuple(np.flatnonzero(p == u).tolist()) for p in parents for u in np.unique(p)]
-        rec.score(units)
+        rec, _result, segs = start_record(lm, key, name, prompt, target)
         # The shipped rule and the former one first, then full leave one word out, then the other rules: a record
         # stopped part way still replays those.
         first = [r for r in RULES if (r[1], r[2]) == (5, coarse_to_fine.RULE)] + RULES[:1]

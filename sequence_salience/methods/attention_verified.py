@@ -125,39 +125,40 @@ def candidates(estimate: np.ndarray, gradient: np.ndarray) -> list[int]:
     return list(out)
 
 
-def next_batch(n: int, stable: int, limit: int, settings: Settings) -> int:
-    """How many verifications follow as one batch after `n` (the top three unchanged for the last `stable`): those
+def next_batch(n: int, stable: int, limit: int, settings: Settings, top: int = TOP) -> int:
+    """How many verifications follow as one batch after `n` (the top `top` unchanged for the last `stable`): those
     before which the rule cannot stop, at least 1, at most `limit - n`. It can stop at n + j only when n + j >=
-    verify_min, stable + j >= verify_patience, and n + j >= TOP + verify_patience (the top three grows, so it
-    changes, with each of the first TOP verifications)."""
-    need = max(1, settings.verify_min - n, settings.verify_patience - stable, TOP + settings.verify_patience - n)
+    verify_min, stable + j >= verify_patience, and n + j >= top + verify_patience (the top `top` grows, so it
+    changes, with each of the first `top` verifications)."""
+    need = max(1, settings.verify_min - n, settings.verify_patience - stable, top + settings.verify_patience - n)
     return min(need, limit - n)
 
 
-def verify(order: Sequence[int], measure: Callable[[list[int]], np.ndarray], settings: Settings = DEFAULTS
-           ) -> tuple[list[int], np.ndarray]:
+def verify(order: Sequence[int], measure: Callable[[list[int]], np.ndarray], settings: Settings = DEFAULTS,
+           top: int = TOP) -> tuple[list[int], np.ndarray]:
     """The stop rule of the module docstring over the candidates `order`.
 
     Args:
       order: the segments in the order they are verified (`candidates`).
       measure: segments -> <float64>[len] their exact leave-one-out values (one batch of ablated prompts).
       settings: verify_min, verify_patience, verify_max.
+      top: the size of the verified top the rule watches (TOP; word_verified watches five).
     Returns:
       (the verified segments in order, <float64>[V] their exact values).
     """
     limit = min(settings.verify_max, len(order))
     picked: list[int] = []
     exact: list[float] = []
-    top: frozenset[int] | None = None
+    best: frozenset[int] | None = None
     stable = 0
     while len(picked) < limit:
-        batch = list(order[len(picked):len(picked) + next_batch(len(picked), stable, limit, settings)])
+        batch = list(order[len(picked):len(picked) + next_batch(len(picked), stable, limit, settings, top)])
         for s, v in zip(batch, np.asarray(measure(batch), dtype=np.float64)):
             picked.append(int(s))
             exact.append(float(v))
-            now = frozenset(picked[i] for i in np.argsort(-np.array(exact), kind="stable")[:TOP])
-            stable = stable + 1 if now == top else 0
-            top = now
+            now = frozenset(picked[i] for i in np.argsort(-np.array(exact), kind="stable")[:top])
+            stable = stable + 1 if now == best else 0
+            best = now
         if len(picked) >= settings.verify_min and stable >= settings.verify_patience:
             break
     return picked, np.array(exact, dtype=np.float64)

@@ -1,0 +1,205 @@
+"""Leave one word out at a quarter of the forwards: word-level stop rules replayed on recorded values (issue 42).
+
+    .venv/bin/python benchmarks/bench_word_verified.py record [--n 32] [--seed 34] [--threads 1]   # model, once
+    .venv/bin/python benchmarks/bench_word_verified.py replay                                      # seconds, no model
+
+record: full leave one word out, every paragraph's and sentence's leave one out, and two proxies per word —
+gradient norm of log p(target) summed over the word's tokens (one forward + backward, the browser's first
+highlight) and the learned attention estimate at word level (one forward; methods/attention_attribution.py) —
+for the first --n prompts of 80-300 tokens (4 characters a token) of the held-out split of
+sequence_salience/attention/prompts.py (split "eval", --seed; not the shipped rows, not the estimator's training
+prompts), kept in records/word_verified/<id>.json; and the two proxies for the four cases of
+bench_coarse_to_fine.py (their values are recorded there). Word granularity, filler removal, the default model.
+
+replay: every rule of RULES (the grid, written down before the held-out half was read) on the recorded values:
+forwards (ablated prompts scored, the unedited prompt apart) as a share of full leave one word out's, and whether
+the verified top five (measured words only) is full leave one word out's top five (the same set), with the
+overlap. The rule is chosen on the first half of the held-out prompts (by index) and reported on the second half
+and on the four cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_coarse_to_fine as c2f  # noqa: E402
+
+import sequence_salience as ss  # noqa: E402
+from sequence_salience.ablation import segment_salience  # noqa: E402
+from sequence_salience.ablation.engine import span_gradient  # noqa: E402
+from sequence_salience.attention.prompts import generate_prompt  # noqa: E402
+from sequence_salience.methods import attention_attribution, coarse_to_fine  # noqa: E402
+from sequence_salience.methods.attention_verified import Settings, candidates, segment_sums, verify  # noqa: E402
+
+HELD_OUT = Path(__file__).resolve().parent / "records" / "word_verified"
+MIN_TOKENS, MAX_TOKENS = 80, 300
+
+
+def proxies(lm, prompt, target: str, result, segs) -> dict[str, list[float]]:
+    """{"gradient": per word, "estimate": per word} (module docstring)."""
+    est = segment_salience(lm, prompt, target, attention_attribution.NAME, granularity="word", result=result)
+    if tuple(map(tuple, est.segments)) != tuple(map(tuple, segs.spans)):
+        raise SystemExit("the attention estimate's words are not the recorded words")
+    grad = segment_sums(span_gradient(lm, prompt, target, result, tuple(est.span))(), segs.tokens)  # [S]
+    return {"gradient": [float(x) for x in grad], "estimate": [float(x) for x in est.values]}
+
+
+def record(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    lm = ss.load_model("default")
+    print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs), threads {args.threads}", flush=True)
+    for key, name, prompt, target in c2f.cases(lm, c2f.CASES):
+        old = c2f.Recorded.load(key)
+        if "gradient" in old.record:
+            continue
+        if old.record["target"] != target:
+            raise SystemExit(f"{key}: the target differs from the recorded one; not touching its record")
+        rec, result, segs = c2f.start_record(lm, key, name, prompt, target)
+        rec.record.update(proxies(lm, prompt, target, result, segs))
+        rec.save()
+        print(f"{key}: proxies recorded", flush=True)
+    for i in range(args.n):
+        item = generate_prompt(args.seed, i, "eval", MIN_TOKENS, MAX_TOKENS)
+        path = HELD_OUT / f"{item.id}.json"
+        if path.exists() and "gradient" in c2f.Recorded.load(item.id, HELD_OUT).record:
+            continue
+        t = time.perf_counter()
+        prompt = lm.format_prompt(item.user, system=item.system or None)
+        rec, result, segs = c2f.start_record(lm, item.id, item.kind, prompt, item.target, folder=HELD_OUT)
+        rec.record["tokens"] = result.n_prompt_tokens
+        rec.score([(s,) for s in range(len(segs))])
+        rec.record.update(proxies(lm, prompt, item.target, result, segs))
+        rec.save()
+        print(f"{item.id} ({item.kind}): {result.n_prompt_tokens} tokens, {len(segs)} words, {len(rec.logp)} sets, "
+              f"{time.perf_counter() - t:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+@dataclasses.dataclass(frozen=True)
+class WordRule:
+    """A replayed rule: candidate words in `order`'s order, verified one at a time (leave one word out, exact)
+    until the verified top five has been the same for `patience` verifications (None: never; run to the cap), or
+    until the forwards reach CAP of the prompt's words (the sentence pass's included)."""
+
+    order: str
+    patience: int | None
+
+    def label(self) -> str:
+        return f"{ORDERS[self.order][0]}, {f'patience {self.patience}' if self.patience else 'to the cap'}"
+
+
+CAP = 0.25  # the most forwards a rule may score, as a share of the prompt's words (the issue's goal)
+TOP = 5  # the top five words of the goal
+ORDERS = {
+    "gradient": ("gradient norm", False),
+    "estimate": ("attention estimate", False),
+    "alternate": ("estimate / gradient alternating", False),
+    "sentence_gradient": ("sentences, then sentence value x gradient share", True),
+}
+# The grid, written down before any held-out record was read: 4 orders x patience 3, 5, 8, to the cap.
+RULES = [WordRule(order, patience) for order in ORDERS for patience in (3, 5, 8, None)]
+CHOICE = range(0, 16)  # held-out prompts of these indices choose the rule; the rest (16-31) report it
+
+
+def sentence_values(rec: c2f.Recorded) -> tuple[np.ndarray, np.ndarray]:
+    """(<int64>[S] each word's sentence, <float64>[U] each sentence's leave one out value, in sentence order)."""
+    sentence = np.asarray(rec.record["parents"][-1], dtype=np.int64)  # [S]
+    ids = np.unique(sentence)
+    units = [tuple(np.flatnonzero(sentence == u).tolist()) for u in ids]
+    values = rec.record["original_logprob"] - rec.score(units)  # [U]
+    return np.searchsorted(ids, sentence), values
+
+
+def order_of(rule: WordRule, rec: c2f.Recorded) -> tuple[list[int], int]:
+    """(the candidate words in the order verified, the forwards spent before: the sentence pass's)."""
+    grad = np.asarray(rec.record["gradient"], dtype=np.float64)  # [S]
+    est = np.asarray(rec.record["estimate"], dtype=np.float64)  # [S]
+    if rule.order == "gradient":
+        return [int(s) for s in np.argsort(-grad, kind="stable")], 0
+    if rule.order == "estimate":
+        return [int(s) for s in np.argsort(-est, kind="stable")], 0
+    if rule.order == "alternate":
+        return candidates(est, grad), 0
+    sentence, values = sentence_values(rec)  # [S], [U]
+    share = grad / np.maximum(np.bincount(sentence, weights=grad)[sentence], 1e-12)  # [S]
+    return [int(s) for s in np.argsort(-(values[sentence] * share), kind="stable")], len(values)
+
+
+def run(rule: WordRule, rec: c2f.Recorded) -> tuple[int, list[int]]:
+    """(forwards, the verified top five) of `rule` on `rec`."""
+    S = len(rec.record["words"])
+    order, spent = order_of(rule, rec)
+    cap = max(int(CAP * S) - spent, 1)
+    settings = Settings(verify_min=TOP, verify_patience=rule.patience or S, verify_max=cap)
+    o = rec.record["original_logprob"]
+    picked, exact = verify(order, lambda ws: o - rec.score([(w,) for w in ws]), settings, top=TOP)
+    return spent + len(picked), [picked[i] for i in np.argsort(-exact, kind="stable")[:TOP]]
+
+
+def shipped(rec: c2f.Recorded) -> tuple[int, list[int]]:
+    """(forwards, top five measured words) of coarse_to_fine as shipped (certified), for reference."""
+    out = coarse_to_fine.search(rec.problem(), TOP, coarse_to_fine.RULE)
+    return len(out.logprobs), c2f.top(out.values, out.measured)
+
+
+def summary(results: list[tuple[int, list[int]]], recs: list[c2f.Recorded]) -> str:
+    """mean share of forwards, same top five (within CAP) count and rate, mean top-five overlap."""
+    shares, same, overlap = [], 0, []
+    for (n, got), rec in zip(results, recs):
+        S, truth = len(rec.record["words"]), set(c2f.top(rec.full()))
+        shares.append(n / S)
+        same += set(got) == truth and n <= CAP * S
+        overlap.append(len(set(got) & truth))
+    return (f"{100 * np.mean(shares):.0f} % (max {100 * max(shares):.0f} %) | {same}/{len(recs)} "
+            f"({100 * same / len(recs):.0f} %) | {np.mean(overlap):.2f}")
+
+
+def replay(args) -> None:
+    held = sorted(HELD_OUT.glob("eval-*.json"))
+    recs = {int(p.stem.split("-")[-1]): c2f.Recorded.load(p.stem, HELD_OUT) for p in held}
+    recs = {i: r for i, r in recs.items() if "gradient" in r.record}  # complete (record writes them last)
+    halves = {"choice (0-15)": [recs[i] for i in sorted(recs) if i in CHOICE]}
+    if args.held_out:
+        halves["held out (16-31)"] = [recs[i] for i in sorted(recs) if i not in CHOICE]
+        halves["four cases"] = [c2f.Recorded.load(key) for key in c2f.CASES]
+    for name, group in halves.items():
+        words = [len(r.record["words"]) for r in group]
+        tokens = [r.record.get("tokens") for r in group if r.record.get("tokens")]
+        print(f"\n{name}: {len(group)} prompts, {min(words)}-{max(words)} words"
+              + (f", {min(tokens)}-{max(tokens)} prompt tokens" if tokens else ""))
+        print("| rule | forwards: mean share of full leave one word out (max) | same top five within 25 % | "
+              "mean top-five overlap |")
+        print("|---|---|---|---|")
+        print(f"| coarse_to_fine as shipped (certified; reference) | {summary([shipped(r) for r in group], group)} |")
+        for rule in RULES:
+            print(f"| {rule.label()} | {summary([run(rule, r) for r in group], group)} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    r = sub.add_parser("record", help="score and keep the values and proxies (the default model)")
+    r.add_argument("--n", type=int, default=32)
+    r.add_argument("--seed", type=int, default=34)
+    r.add_argument("--threads", type=int, default=1)
+    rp = sub.add_parser("replay", help="run RULES on the records, no model")
+    rp.add_argument("--held-out", action="store_true", help="also the second half and the four cases (after the "
+                    "rule is chosen on the first)")
+    args = p.parse_args()
+    (record if args.mode == "record" else replay)(args)
+
+
+if __name__ == "__main__":
+    main()
