@@ -36,10 +36,11 @@ class SalienceConfig:
       ig_step_chunk_size: steps or samples of a sampled method (methods/sampling.py) run in one forward batch.
       graph_token_budget: most (rows x sequence length) in one forward whose graph a backward needs, so the
         sampled methods take fewer steps or samples per forward on longer prompts (methods/sampling.py). The
-        graph holds every layer's activations until the backward: on the default model (SmolLM2-135M) about
-        1.5 MB per row-token, so IG's 4 steps over a 239-token span took +870-1,117 MB (+275-283 MB at one
-        step per forward); 512 bounds one forward's graph to about 770 MB there and leaves prompts of up to 64
-        tokens their 8 steps per forward; one row is always allowed (docs/benchmarks.md, "Session 32 (h2)").
+        graph held every layer's activations until the backward: on the default model (SmolLM2-135M) about
+        1.5 MB per row-token at a pass's peak, so IG's 4 steps over a 239-token span took +870-1,117 MB
+        (docs/benchmarks.md, "Session 32 (h2)"); since its layers are recomputed in the backward
+        (methods/gradients.py `layers_recomputed`) a pass peaks at about 0.5-0.6 MB per row-token ("Session 34
+        (h1)"). 512 leaves prompts of up to 64 tokens their 8 steps per forward; one row is always allowed.
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (vmap on every

@@ -4,18 +4,27 @@ One forward pass computes log p(target_t | prefix) for every target token t; one
 batched backward (torch.autograd.grad with is_grads_batched, i.e. vmap over the
 backward) then gives each target's gradient, in chunks of target tokens so that
 memory stays bounded. No per-target forward passes.
+
+Memory (issue 43's soak): a forward whose graph a backward needs keeps only each decoder layer's input and
+the backward runs the layer again (`layers_recomputed`), and the per-target backwards start at the output
+embedding's input, not at the log-probs (`logprobs_cut_at_head`): no chunk of targets carries vocabulary-sized
+gradients. The gradients are those of plain autograd (tests/unit/test_recomputed_layers.py); a click's pass
+peaked at 2.3x less memory and a matrix chunk at 3x less, each pass costing about one forward more
+(docs/benchmarks.md, "Session 34 (h1)").
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import ModelInputs
@@ -28,6 +37,47 @@ logger = logging.getLogger(__name__)
 def supports_logits_to_keep(model_cls: type) -> bool:
     """Whether the model class's forward takes `logits_to_keep` (only the last K positions' logits)."""
     return "logits_to_keep" in inspect.signature(model_cls.forward).parameters
+
+
+# Each model's decoder layers, found once per model and held weakly.
+_LAYERS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[torch.nn.Module, ...]]" = weakref.WeakKeyDictionary()
+
+
+def decoder_layers(model: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
+    """The model's decoder layers: its longest list of modules of one class (Llama's `model.layers`, GPT-2's
+    `transformer.h`), or () when it has none."""
+    if model not in _LAYERS:
+        lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) > 0
+                 and len({type(layer) for layer in m}) == 1]
+        _LAYERS[model] = tuple(max(lists, key=len)) if lists else ()
+    return _LAYERS[model]
+
+
+def _recomputed(forward: Callable, *args, **kwargs):
+    """A decoder layer's forward that keeps only its inputs for the backward and runs again there (with
+    gradients on; without, as it is)."""
+    if not torch.is_grad_enabled():
+        return forward(*args, **kwargs)
+    return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+
+@contextlib.contextmanager
+def layers_recomputed(model: torch.nn.Module) -> Iterator[None]:
+    """Within it, a forward whose graph a backward needs keeps each decoder layer's input, not its activations,
+    and the backward runs each layer's forward again (torch.utils.checkpoint): the same gradients, bit for bit,
+    for the layers' inputs instead of their activations between the forward and the backward (on the default
+    model 576 of ~7,300 floats per token and layer), at the cost of one more forward per backward. Layers
+    already wrapped (a nested or concurrent forward) are left as they are."""
+    wrapped = []
+    for layer in decoder_layers(model):
+        if "forward" not in vars(layer):  # not wrapped already (a nested or concurrent forward)
+            layer.forward = functools.partial(_recomputed, layer.forward)
+            wrapped.append(layer)
+    try:
+        yield
+    finally:
+        for layer in wrapped:
+            del layer.forward
 
 
 def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
@@ -53,10 +103,73 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
         offset = seq_len - keep
     if on_hidden is not None:
         kwargs["output_hidden_states"] = True
-    out = model(**kwargs, use_cache=False)
+    if embeds.requires_grad and torch.is_grad_enabled():
+        with layers_recomputed(model):
+            out = model(**kwargs, use_cache=False)
+    else:
+        out = model(**kwargs, use_cache=False)
     if on_hidden is not None and getattr(out, "hidden_states", None) is not None:
         on_hidden(tuple(out.hidden_states))
     return gather_target_logprobs(out.logits, pred_pos - offset, inputs.target_ids, inputs.target_mask)
+
+
+def logprobs_cut_at_head(inputs: ModelInputs, embeds: torch.Tensor,
+                         on_hidden: Callable[[tuple[torch.Tensor, ...]], None] | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`target_logprobs` with its graph cut at the output embedding's input (the last hidden states it keeps).
+
+    Each position's logits predict one target token, so one backward through the output embedding gives every
+    target's gradient at its own position; the graph kept for the per-target backwards then ends at those hidden
+    states, and no backward of a chunk of targets carries vocabulary-sized gradients (<[c, M, K, V]>: on the
+    default model ~18 MB per row and target of a chunk, most of a matrix chunk's memory above its graph).
+
+    Returns:
+      logp: <float32>[M, T] (detached); root: where the per-target backwards start, <float>[M, K, D] the output
+      embedding's input (in the graph); root_grads: <float>[M, K, D] d log p(target)/d root at each target's
+      position (zero elsewhere). Where the model does not call its output embedding as a module: the graph's
+      root is logp itself, in the graph, and root_grads is None.
+    """
+    head = inputs.model.get_output_embeddings() if hasattr(inputs.model, "get_output_embeddings") else None
+    cut: dict[str, torch.Tensor] = {}
+
+    def detach_input(_module: torch.nn.Module, args: tuple):
+        if "root" in cut or not args or not isinstance(args[0], torch.Tensor) or not args[0].requires_grad:
+            return None
+        cut["root"], cut["leaf"] = args[0], args[0].detach().requires_grad_(True)
+        return (cut["leaf"], *args[1:])
+
+    handle = head.register_forward_pre_hook(detach_input) if isinstance(head, torch.nn.Module) else None
+    try:
+        logp = target_logprobs(inputs, embeds, on_hidden)  # [M, T]
+    finally:
+        if handle is not None:
+            handle.remove()
+    if "root" not in cut:
+        return logp.detach(), logp, None
+    # Through the output embedding alone (not a pass through the model: torch.autograd.backward, not grad, which
+    # tests/pass_counter.py counts as one). Real targets stand at distinct positions; padding's weigh zero.
+    torch.autograd.backward(logp.sum(), inputs=[cut["leaf"]])
+    return logp.detach(), cut["root"], cut["leaf"].grad
+
+
+def _root_grad_outputs(root: torch.Tensor, root_grads: torch.Tensor | None, inputs: ModelInputs, c0: int, c: int,
+                       weights: torch.Tensor) -> torch.Tensor:
+    """The grad_outputs at the graph's root (`logprobs_cut_at_head`) for targets c0 .. c0 + c - 1, one per
+    batched backward: <[c, *root.shape]>, weighted per row."""
+    ar = torch.arange(c, device=root.device)
+    if root_grads is None:  # the root is logp [M, T]
+        out = torch.zeros(c, *root.shape, device=root.device, dtype=root.dtype)  # [c, M, T]
+        out[ar, :, c0 + ar] = weights[None, :].to(root.dtype)
+        return out
+    num_rows, keep = root.shape[0], root.shape[1]
+    offset = inputs.embeds.shape[1] - keep  # the positions the forward kept are the last `keep`
+    pos = (inputs.target_positions[:, c0:c0 + c] - 1).clamp(min=0) - offset  # [M, c]
+    vals = root_grads.gather(1, pos[..., None].expand(-1, -1, root.shape[-1]))  # [M, c, D]
+    vals = vals * weights.to(root.dtype)[:, None, None] * inputs.target_mask[:, c0:c0 + c, None]  # padding: 0
+    out = torch.zeros(c, *root.shape, device=root.device, dtype=root.dtype)  # [c, M, K, D]
+    rows = torch.arange(num_rows, device=root.device)[:, None].expand(-1, c)
+    out[ar[None, :].expand(num_rows, -1), rows, pos] = vals
+    return out
 
 
 def gather_target_logprobs(logits: torch.Tensor, pred_pos: torch.Tensor, target_ids: torch.Tensor,
@@ -141,15 +254,14 @@ def per_target_gradients(
                     if h.requires_grad:
                         h.register_hook(sizer.hook)
 
-        def forward() -> torch.Tensor:
+        def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             if sizer is not None:
                 sizer.holding_graph = True
-            return target_logprobs(inputs, e, on_hidden)  # [M, T]
+            return logprobs_cut_at_head(inputs, e, on_hidden)  # [M, T], the graph's root and its gradients
 
-        logp = forward()
-        logprobs = logp.detach()  # [M, T]
-        num_rows, num_targets = logp.shape
-        weights = torch.ones(num_rows, device=logp.device) if row_weights is None else row_weights.to(logp.device)
+        logprobs, root, root_grads = forward()
+        num_rows, num_targets = logprobs.shape
+        weights = torch.ones(num_rows, device=e.device) if row_weights is None else row_weights.to(e.device)
         chunks = []
         if sizer is not None:
             sizer.estimate(num_rows, sizer.clock() - start)  # a backward row costs about a forward row
@@ -158,8 +270,8 @@ def per_target_gradients(
             sizer.mark()
         c0 = 0
         while c0 < num_targets:
-            if logp is None:  # freed for another's turn: the same forward again
-                logp = forward()
+            if root is None:  # freed for another's turn: the same forward again
+                _, root, root_grads = forward()
                 sizer.forwards_again += 1
                 sizer.mark()
             if sizer is None:
@@ -168,24 +280,22 @@ def per_target_gradients(
                 fit = sizer.chunk_units(chunk_size * num_rows, num_rows) // num_rows
                 c = max(1, min(chunk_size, num_targets - c0, fit))
                 start, paused = sizer.clock(), sizer.paused_s
-            grad_out = torch.zeros(c, num_rows, num_targets, device=logp.device)  # [c, M, T]
-            ar = torch.arange(c, device=logp.device)
-            grad_out[ar, :, c0 + ar] = weights[None, :]
+            grad_out = _root_grad_outputs(root, root_grads, inputs, c0, c, weights)  # [c, *root.shape]
             if backward == "loop":
-                g = torch.stack([torch.autograd.grad(logp, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out])
+                g = torch.stack([torch.autograd.grad(root, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out])
             else:
-                g = _batched_grad(inputs.model, logp, e, grad_out)  # [c, M, L, D]
+                g = _batched_grad(inputs.model, root, e, grad_out)  # [c, M, L, D]
             g = g.float()
             chunks.append(reduce(g) if reduce is not None else g)
             if sizer is not None:
                 sizer.record(c * num_rows, sizer.clock() - start - (sizer.paused_s - paused))
             c0 += c
             if c0 >= num_targets:
-                logp = None  # the last chunk: the graph goes before the caller's pause
+                root = root_grads = None  # the last chunk: the graph goes before the caller's pause
             if sizer is not None:
-                if logp is not None and sizer.release_graph is not None and sizer.release_graph():
-                    logp = None  # another's turn: no graph of ours held across it
-                sizer.holding_graph = logp is not None
+                if root is not None and sizer.release_graph is not None and sizer.release_graph():
+                    root = root_grads = None  # another's turn: no graph of ours held across it
+                sizer.holding_graph = root is not None
             if on_chunk is not None:
                 on_chunk(c)
             if sizer is not None:
@@ -225,17 +335,17 @@ def weighted_gradient(
     return logp.detach(), g.float()
 
 
-def _batched_grad(model: torch.nn.Module, logp: torch.Tensor, e: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
-    """d(grad_out[k] . logp)/d e for every k, as one vmapped backward (falls back to a loop of
+def _batched_grad(model: torch.nn.Module, root: torch.Tensor, e: torch.Tensor, grad_out: torch.Tensor) -> torch.Tensor:
+    """d(grad_out[k] . root)/d e for every k, as one vmapped backward (falls back to a loop of
     backwards, from then on for this model)."""
     if model not in _VMAP_FAILED:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                (g,) = torch.autograd.grad(logp, e, grad_outputs=grad_out, retain_graph=True, is_grads_batched=True)
+                (g,) = torch.autograd.grad(root, e, grad_outputs=grad_out, retain_graph=True, is_grads_batched=True)
             return g
         except RuntimeError as err:  # an op without a batching rule
             _VMAP_FAILED.add(model)
             logger.warning("Batched backward unavailable (%s); using one backward per target token.", err)
-    rows = [torch.autograd.grad(logp, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out]
+    rows = [torch.autograd.grad(root, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out]
     return torch.stack(rows)

@@ -3,8 +3,9 @@
 The core (sequence_salience/methods/gradients.py `per_target_gradients`, sequence_salience/slices.py "The graph
 across pauses") frees its graph at a pause between chunks when the caller's `release_graph` says so, and gives
 the same matrices; the server (lit_app/model/scheduler.py, salience_runs.py) then holds one graph for several
-clients' matrix jobs, not one each. A graph is counted alive from its forward until its root, the log-prob tensor
-of `target_logprobs`, is freed (the graph is reachable only through it); the count is read, never timed.
+clients' matrix jobs, not one each. A graph is counted alive from its forward until its root is freed (the graph
+is reachable only through it): the hidden states of `logprobs_cut_at_head` for per-target gradients, the log-prob
+tensor of `target_logprobs` otherwise; the count is read, never timed.
 """
 
 from __future__ import annotations
@@ -40,20 +41,35 @@ class Graphs:
         self.built = 0
         self.threads: list[str] = []  # the thread of each forward, in order
         self._lock = threading.Lock()
-        original = gradients.target_logprobs
+        self._cutting = threading.local()  # inside logprobs_cut_at_head: its root is counted, not its logp
+        original, original_cut = gradients.target_logprobs, gradients.logprobs_cut_at_head
 
         def counted(*args, **kwargs):
             logp = original(*args, **kwargs)
-            if logp.requires_grad:
-                with self._lock:
-                    self.alive += 1
-                    self.built += 1
-                    self.most = max(self.most, self.alive)
-                    self.threads.append(threading.current_thread().name)
-                weakref.finalize(logp, self._freed)
+            if logp.requires_grad and not getattr(self._cutting, "on", False):
+                self._built(logp)
             return logp
 
+        def counted_cut(*args, **kwargs):
+            self._cutting.on = True
+            try:
+                logp, root, root_grads = original_cut(*args, **kwargs)
+            finally:
+                self._cutting.on = False
+            if root.requires_grad:
+                self._built(root)
+            return logp, root, root_grads
+
         monkeypatch.setattr(gradients, "target_logprobs", counted)
+        monkeypatch.setattr(gradients, "logprobs_cut_at_head", counted_cut)
+
+    def _built(self, root) -> None:
+        with self._lock:
+            self.alive += 1
+            self.built += 1
+            self.most = max(self.most, self.alive)
+            self.threads.append(threading.current_thread().name)
+        weakref.finalize(root, self._freed)
 
     def _freed(self) -> None:
         with self._lock:

@@ -1,0 +1,124 @@
+"""A forward whose graph a backward needs keeps each decoder layer's input, not its activations (issue 43's soak).
+
+sequence_salience/methods/gradients.py `layers_recomputed`: every graph-keeping forward (`target_logprobs` with
+gradients on: clicks' spans, IG and SmoothGrad points, per-token matrices) runs each decoder layer under
+torch.utils.checkpoint, so between the forward and its backward(s) nothing computed inside a layer is held, and the
+backward runs the layer again. On the default model that is most of the ~1 MB per row-token a graph held
+(docs/benchmarks.md, "Session 34 (h1)"). The gradients must not change: they are compared bit for bit with plain
+autograd through the model (the reference here does not go through the library's gradient code).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sequence_salience.methods import gradients
+from sequence_salience.salience import build_inputs
+
+PROMPTS = [(list(range(5, 25)), list(range(30, 36))), (list(range(7, 19)), list(range(40, 44)))]
+
+
+def _inputs(lm):
+    return build_inputs(lm, PROMPTS)
+
+
+def _tensors(values) -> list[torch.Tensor]:
+    """The tensors among a call's arguments (nested in tuples and lists too)."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            out.extend(_tensors(v))
+    return out
+
+
+def _activations_saved_in_layers(lm, fn) -> int:
+    """Bytes the autograd graph saves while a decoder layer's forward runs, other than the layer's own inputs
+    (its activations), during fn()."""
+    inputs, saved = [], [0]  # the running layers' input storages; bytes
+    params = {p.untyped_storage().data_ptr() for p in lm.model.parameters()}
+    layers = max((m for m in lm.model.modules() if isinstance(m, torch.nn.ModuleList)), key=len)
+
+    def enter(_module, args, kwargs):
+        inputs.append({t.untyped_storage().data_ptr() for t in _tensors([*args, *kwargs.values()])})
+
+    handles = [layer.register_forward_pre_hook(enter, with_kwargs=True) for layer in layers]
+    def leave(*_):
+        inputs.pop()
+
+    handles += [layer.register_forward_hook(leave) for layer in layers]
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if inputs and ptr not in params and ptr not in inputs[-1]:
+            saved[0] += t.untyped_storage().nbytes()
+        return t
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn()
+    finally:
+        for h in handles:
+            h.remove()
+    return saved[0]
+
+
+def _reference(lm, inputs, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(targets) and d(sum weights * log p)/d embeds by plain autograd through the model (no recomputation)."""
+    e = inputs.embeds.detach().requires_grad_(True)
+    with torch.enable_grad():
+        logits = lm.model(inputs_embeds=e, attention_mask=inputs.attention_mask, position_ids=inputs.position_ids,
+                          use_cache=False).logits  # [M, L, V]
+        logp = logits.log_softmax(-1)
+        pred = (inputs.target_positions - 1).clamp(min=0)
+        rows = torch.arange(logp.shape[0])[:, None]
+        target_logp = logp[rows, pred, inputs.target_ids] * inputs.target_mask  # [M, T]
+        (g,) = torch.autograd.grad((target_logp * weights).sum(), e)
+    return target_logp.detach(), g
+
+
+def test_a_graph_keeping_forward_keeps_only_the_layers_inputs(tiny_lm):
+    inputs = _inputs(tiny_lm)
+    e = inputs.embeds.detach().requires_grad_(True)
+    with torch.enable_grad():
+        plain = _activations_saved_in_layers(tiny_lm, lambda: tiny_lm.model(inputs_embeds=e, use_cache=False))
+        ours = _activations_saved_in_layers(tiny_lm, lambda: gradients.target_logprobs(inputs, e))
+    assert plain > 0  # the probe sees a plain forward's activations (before the change, ours too)
+    assert ours == 0
+    assert all("forward" not in vars(layer) for layer in gradients.decoder_layers(tiny_lm.model))  # unwrapped after
+
+
+def test_the_layers_found_are_the_decoder_layers(tiny_lm):
+    layers = gradients.decoder_layers(tiny_lm.model)
+    assert len(layers) == tiny_lm.model.config.num_hidden_layers == 2
+    assert type(layers[0]).__name__ in ("LlamaDecoderLayer", "GPT2Block")
+
+
+def test_gradients_are_those_of_plain_autograd(tiny_lm):
+    inputs = _inputs(tiny_lm)
+    weights = torch.rand(inputs.target_ids.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ref_logp, ref_g = _reference(tiny_lm, inputs, weights)
+    logp, g = gradients.weighted_gradient(inputs, inputs.embeds, weights)
+    torch.testing.assert_close(logp, ref_logp.float(), rtol=0, atol=1e-6)
+    torch.testing.assert_close(g, ref_g.float(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("backward", ["vmap", "loop"])
+def test_per_target_gradients_are_those_of_plain_autograd(tiny_lm, backward):
+    inputs = _inputs(tiny_lm)
+    _, g = gradients.per_target_gradients(inputs, inputs.embeds, chunk_size=4, backward=backward)  # [T, M, L, D]
+    for t in range(inputs.target_ids.shape[1]):
+        one = torch.zeros(inputs.target_ids.shape, dtype=torch.float64)
+        one[:, t] = 1.0
+        _, ref_g = _reference(tiny_lm, inputs, one)
+        torch.testing.assert_close(g[t], ref_g.float(), rtol=1e-5, atol=1e-7)
+
+
+def test_a_forward_without_gradients_is_as_before(tiny_lm):
+    inputs = _inputs(tiny_lm)
+    with torch.no_grad():
+        ours = gradients.target_logprobs(inputs, inputs.embeds)
+    ref_logp, _ = _reference(tiny_lm, inputs, torch.ones(inputs.target_ids.shape, dtype=torch.float64))
+    torch.testing.assert_close(ours, ref_logp.float(), rtol=0, atol=1e-6)
