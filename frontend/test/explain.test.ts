@@ -300,7 +300,7 @@ describe('segment methods in the explanation tests', () => {
   it('are offered for the curves only, and never order input reduction', () => {
     expect(testedMethods(reg, 'curves').map((m) => m.name)).toEqual(
         ['grad_norm', 'grad_x_input', 'smooth_grad', 'leave_one_out', 'ablation_surrogate', 'coarse_to_fine',
-         'attention_attribution', 'attention_verified']);
+         'attention_attribution', 'attention_verified', 'word_verified']);
     expect(testedMethods(reg, 'contrastive').map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'smooth_grad']);
     expect(reductionMethod(reg, ['leave_one_out', 'grad_x_input'])).toBe('grad_x_input');
     expect(reductionMethod(reg, ['ablation_surrogate'])).toBe('grad_norm');

@@ -14,7 +14,7 @@ describe('the method registry', () => {
     const reg = registryOf({spec: {output: {[METHOD_REGISTRY_FIELD]: {__name__: 'LitType', default: registry}}}})!;
     expect(reg.methods.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad',
                                                     'leave_one_out', 'ablation_surrogate', 'coarse_to_fine',
-                                                    'attention_attribution', 'attention_verified']);
+                                                    'attention_attribution', 'attention_verified', 'word_verified']);
     expect(reg.get('grad_norm')?.signed).toBe(false);
     expect(reg.extra('integrated_gradients')).toMatchObject({count_field: 'ig_steps', count_unit: 'steps', tag: 'ig',
                                                             matrix_detail: 'ig_matrix', default_count: 16});
@@ -25,7 +25,7 @@ describe('the method registry', () => {
   it('tells the segment methods apart: not extras, their detail, and the default per granularity', () => {
     const reg = parseRegistry(registry);
     expect(reg.segments.map((m) => m.name)).toEqual(['leave_one_out', 'ablation_surrogate', 'coarse_to_fine',
-                                                     'attention_attribution', 'attention_verified']);
+                                                     'attention_attribution', 'attention_verified', 'word_verified']);
     expect(reg.tokens.map((m) => m.name)).toEqual(['grad_norm', 'grad_x_input', 'integrated_gradients', 'smooth_grad']);
     // The surrogate has a count (its random ablations) but is not a token method computed on request.
     expect(reg.extras.map((m) => m.name)).toEqual(['integrated_gradients', 'smooth_grad']);

@@ -10,7 +10,8 @@ Two kinds of method:
   sequence_salience/ablation computes them); attention_attribution estimates leave-one-out from one
   forward's attention with a per-model estimator (sequence_salience/attention), and attention_verified
   measures exact leave-one-out of the segments the estimate and the gradient rank highest, until its top three
-  is stable, on top of it. A change of granularity recomputes them.
+  is stable, on top of it; word_verified, at word level, of the quarter of the words the estimate ranks
+  highest. A change of granularity recomputes them.
 
 Each method module declares its `NAME` and one record (name, label, short name, signedness,
 linearity, count rule and unit, cost unit, kind) with its own settings (a frozen dataclass, the record's
@@ -27,7 +28,7 @@ from sequence_salience import field_rules
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods import (ablation_surrogate, coarse_to_fine, grad_norm, grad_x_input,
                                        integrated_gradients, leave_one_out, smooth_grad)
-from sequence_salience.methods import attention_attribution, attention_verified
+from sequence_salience.methods import attention_attribution, attention_verified, word_verified
 from sequence_salience.methods.base import (COUNT_UNITS, AblationConfig, SalienceConfig, SalienceMethod, SegmentMethod,
                                             add_settings)
 
@@ -67,7 +68,7 @@ def register(method: SalienceMethod | SegmentMethod) -> None:
 
 for _method in (grad_norm.METHOD, grad_x_input.METHOD, integrated_gradients.METHOD, smooth_grad.METHOD,
                 leave_one_out.METHOD, ablation_surrogate.METHOD, coarse_to_fine.METHOD, attention_attribution.METHOD,
-                attention_verified.METHOD):
+                attention_verified.METHOD, word_verified.METHOD):
     register(_method)
 
 # The methods computed when a caller names none: the two that share one backward.

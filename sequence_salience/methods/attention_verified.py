@@ -182,23 +182,35 @@ def segment_sums(token_values: np.ndarray, segment_tokens: Sequence[np.ndarray])
 
 
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
-    settings = checked_settings(config)
-    estimate = attention_attribution.compute(problem, config)  # raises without problem.tokens
+    return verified_output(problem, config, checked_settings(config), TOP, lambda e, g: candidates(e, g()), NAME)
+
+
+def gradient_sums(problem: SegmentProblem, stage: str) -> np.ndarray:
+    """<float64>[S] the span's gradient norm summed over each segment's tokens (SegmentTokens.span_gradient: the
+    caller's first highlight, else one forward + backward); SalienceError naming the fix where the problem has none."""
     tokens = problem.tokens
-    if tokens.span_gradient is None:
-        raise SalienceError("attention_verified orders its candidates by the span's gradient, and this problem "
-                            "carries none. Fix: compute it with sequence_salience.ablation.segment_salience.")
-    gradient = segment_sums(tokens.span_gradient(), tokens.segment_tokens)  # [S]
+    if tokens is None or tokens.span_gradient is None:
+        raise SalienceError(f"{stage} orders its candidates by the span's gradient, and this problem carries none. "
+                            "Fix: compute it with sequence_salience.ablation.segment_salience.")
+    return segment_sums(tokens.span_gradient(), tokens.segment_tokens)
+
+
+def verified_output(problem: SegmentProblem, config: AblationConfig, settings: Settings, top: int,
+                    order: Callable[[np.ndarray, Callable[[], np.ndarray]], list[int]], stage: str) -> SegmentOutput:
+    """The verified map: the candidates `order(estimate [S], () -> gradient [S])` (the gradient computed only when
+    asked for) verified under `verify`'s rule (the top `top` watched), their exact values, the rescaled and capped
+    estimate elsewhere (`combine`); `stage`: the progress frame's name."""
+    estimate = attention_attribution.compute(problem, config)  # raises without problem.tokens
     S = problem.n_segments
     logps: list[float] = []  # log p(span) of each verified segment's ablated prompt, in order
 
     def measure(segments: list[int]) -> np.ndarray:
-        problem.frame(NAME, len(logps), len(logps) + len(segments))
+        problem.frame(stage, len(logps), len(logps) + len(segments))
         lp = np.asarray(problem.score([problem.edit((s,)) for s in segments]), dtype=np.float64)  # [B]
         logps.extend(float(x) for x in lp)
         return problem.original_logprob - lp
 
-    picked, exact = verify(candidates(estimate.values, gradient), measure, settings)  # [V], [V]
+    picked, exact = verify(order(estimate.values, lambda: gradient_sums(problem, stage)), measure, settings, top)
     values = combine(estimate.values, picked, exact)  # [S]
     measured = np.zeros(S, dtype=bool)
     measured[picked] = True

@@ -284,7 +284,7 @@ def test_surrogate_masks_are_seeded_and_keep_about_half():
 
 def test_segment_methods_are_in_the_registry_with_their_kind():
     assert methods.list_segment_methods() == [leave_one_out.NAME, ablation_surrogate.NAME, coarse_to_fine.NAME,
-                                              "attention_attribution", "attention_verified"]
+                                              "attention_attribution", "attention_verified", "word_verified"]
     every = methods.registry_json(("token", "segment"))
     assert [e["name"] for e in every] == ss.list_methods() + methods.list_segment_methods()
     assert {e["name"]: e["kind"] for e in every}[leave_one_out.NAME] == "segment"

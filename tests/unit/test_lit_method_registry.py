@@ -32,6 +32,7 @@ WIRE = {
                               "default_at": []},
     "attention_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
+    "word_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": []},
 }
 
 
