@@ -85,7 +85,9 @@ RSS_PEAK_LIMIT = 0.4
 # kind has run, or passes' memory piling up across clients. Several clients add what one cannot: a matrix job's
 # forward graph held across a click's turn (up to `graph_token_budget` row-tokens: ~280 MB on the soak's 46-token
 # prompts, ~1.5 MB per row-token) while the click's own graph (~200 MB for its 4 IG steps) is built, about +20 % over
-# the warm-up's peak at worst; 45 s runs measured -2.0 % to +7.4 % (docs/benchmarks.md, "Session 32 (h2)").
+# the warm-up's peak at worst; 45 s runs measured -2.0 % to +7.4 % (docs/benchmarks.md, "Session 32 (h2)"). Since
+# session 34 (h1) a graph keeps the decoder layers' inputs only (they run again in the backward) and a matrix chunk
+# carries no vocabulary-sized gradients: a click's pass peaks at ~90 MB, a matrix chunk at ~40 MB ("Session 34 (h1)").
 RSS_PEAK_GROWTH_LIMIT = 0.25
 RSS_SETTLE_S = 10
 RETRY_FOR_S = 300  # a valid request answered 503 is retried this long (a loaded 2-core machine is slow)
