@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import threading
 import logging
 import warnings
 import weakref
@@ -53,10 +54,11 @@ def decoder_layers(model: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
     return _LAYERS[model]
 
 
-def _recomputed(forward: Callable, *args, **kwargs):
+def _recomputed(owner: int, forward: Callable, *args, **kwargs):
     """A decoder layer's forward that keeps only its inputs for the backward and runs again there (with
-    gradients on; without, as it is)."""
-    if not torch.is_grad_enabled():
+    gradients on, in the thread `owner` that wrapped it; otherwise as it is: a pass of another thread on the same
+    weights may keep a key/value cache, which a layer run again would extend twice)."""
+    if not torch.is_grad_enabled() or threading.get_ident() != owner:
         return forward(*args, **kwargs)
     return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
@@ -71,7 +73,7 @@ def layers_recomputed(model: torch.nn.Module) -> Iterator[None]:
     wrapped = []
     for layer in decoder_layers(model):
         if "forward" not in vars(layer):  # not wrapped already (a nested or concurrent forward)
-            layer.forward = functools.partial(_recomputed, layer.forward)
+            layer.forward = functools.partial(_recomputed, threading.get_ident(), layer.forward)
             wrapped.append(layer)
     try:
         yield
@@ -131,9 +133,13 @@ def logprobs_cut_at_head(inputs: ModelInputs, embeds: torch.Tensor,
     """
     head = inputs.model.get_output_embeddings() if hasattr(inputs.model, "get_output_embeddings") else None
     cut: dict[str, torch.Tensor] = {}
+    # The hook is on the shared model: a forward of another thread while it is registered (another model wrapper
+    # on the same weights, a test's second server object) must keep its graph whole.
+    owner = threading.get_ident()
 
     def detach_input(_module: torch.nn.Module, args: tuple):
-        if "root" in cut or not args or not isinstance(args[0], torch.Tensor) or not args[0].requires_grad:
+        if (threading.get_ident() != owner or "root" in cut or not args or not isinstance(args[0], torch.Tensor)
+                or not args[0].requires_grad):
             return None
         cut["root"], cut["leaf"] = args[0], args[0].detach().requires_grad_(True)
         return (cut["leaf"], *args[1:])

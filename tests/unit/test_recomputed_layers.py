@@ -122,3 +122,41 @@ def test_a_forward_without_gradients_is_as_before(tiny_lm):
         ours = gradients.target_logprobs(inputs, inputs.embeds)
     ref_logp, _ = _reference(tiny_lm, inputs, torch.ones(inputs.target_ids.shape, dtype=torch.float64))
     torch.testing.assert_close(ours, ref_logp.float(), rtol=0, atol=1e-6)
+
+
+def test_a_pass_of_another_thread_while_the_hooks_are_on_keeps_its_whole_graph(tiny_lm):
+    """The cut at the head (a pre-hook on the shared model's output embedding) and the wrapped layers are the calling
+    thread's: another thread's gradient pass on the same weights, run while they are registered (two server objects
+    on one model: test_span_progress's second test failed with "not used in the graph"), gets plain autograd's
+    gradient, and this thread's cut still happens."""
+    import threading
+
+    inputs = _inputs(tiny_lm)
+    weights = torch.ones(inputs.target_ids.shape, dtype=torch.float64)
+    _, ref_g = _reference(tiny_lm, inputs, weights)
+    seen: dict[str, object] = {}
+
+    def other() -> None:
+        try:
+            seen["g"] = gradients.weighted_gradient(inputs, inputs.embeds, weights)[1]
+        except Exception as e:  # noqa: BLE001 - reported below
+            seen["error"] = e
+
+    me = threading.get_ident()
+
+    def start_other(_module, _args) -> None:  # inside this thread's forward, before its head: its hooks registered
+        if threading.get_ident() == me and "g" not in seen and "error" not in seen:
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+
+    handle = gradients.decoder_layers(tiny_lm.model)[0].register_forward_pre_hook(start_other)
+    e = inputs.embeds.detach().requires_grad_(True)
+    try:
+        with torch.enable_grad():
+            _, root, root_grads = gradients.logprobs_cut_at_head(inputs, e)
+    finally:
+        handle.remove()
+    assert "error" not in seen, seen.get("error")
+    torch.testing.assert_close(seen["g"], ref_g.float(), rtol=1e-5, atol=1e-7)
+    assert root_grads is not None  # this thread's forward was cut at the head
