@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
 from sequence_salience import scoring  # noqa: E402
-from sequence_salience.ablation import PrefixScorer, segment_salience  # noqa: E402
+from sequence_salience.ablation import PrefixScorer, segment_salience, span_recorder  # noqa: E402
 from sequence_salience.attention import (FeatureInputs, agreement, capture_feature_sets, capture_features,  # noqa: E402
                                          estimator_for, load_estimator, span_rows)
 from sequence_salience.attention.prompts import generate_prompt, long_notes_prompt  # noqa: E402
@@ -615,7 +615,8 @@ def goal(args) -> None:
     leave one paragraph out (cached in --out, it is long), then --repeats rounds of one forward + backward (grad_norm
     of the whole target, the first highlight's cost) and each fast method, interleaved, times as ratios within a
     round. Each method gets the first highlight's result, as the server passes it (attention_verified reads the
-    span's gradient from it: no backward of its own); with --no-highlight it does not (the CLI's and the library's
+    span's gradient from it: no backward of its own; the first method also takes the unedited prompt's keys, values
+    and span attention that the recorded pass left: no unedited forward); with --no-highlight it does not (the CLI's and the library's
     cost: attention_verified runs its own forward + backward)."""
     import torch  # pylint: disable=import-outside-toplevel
 
@@ -650,7 +651,8 @@ def goal(args) -> None:
           "leave-one-out's top 3 | Spearman |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for rep in range(args.repeats):
-        highlight, fb = timed(lambda: ss.compute_span_result(lm, prompt, item.target, methods=("grad_norm",)))
+        highlight, fb = timed(lambda: ss.compute_span_result(lm, prompt, item.target, methods=("grad_norm",),
+                                                             record=None if args.no_highlight else span_recorder))
         for method in args.methods:
             seg, sec = timed(lambda: segment_salience(lm, prompt, item.target, method, granularity="paragraph",
                                                       config=config, result=None if args.no_highlight else highlight))

@@ -70,6 +70,25 @@ def renderer() -> Renderer:
                             "Fix: `import sequence_salience` (it imports sequence_salience.display, which registers).")
     return _RENDERER[0]
 
+@dataclasses.dataclass
+class UneditedForward:
+    """What a first highlight's gradient pass over the unedited prompt + target leaves for a segment method of the
+    same span (compute_span_result(record=span_recorder)), so that it runs no forward of the unedited prompt of its own: every
+    layer's keys and values <[1, Hkv, N, Dh]> (the prefix its ablations reuse: ablation/prefix.py) and the attention
+    recorder of the span's rows (attention/features.py AttentionRecorder; None for a family it does not read).
+    Taken once (`take`): the keys and values go with the first segment computation that uses them."""
+
+    span: tuple[int, int]
+    layers: list | None
+    recorder: object | None = None
+
+    def take(self) -> tuple[list | None, object | None]:
+        """(layers, recorder), then None for both from here on."""
+        out = (self.layers, self.recorder)
+        self.layers = self.recorder = None
+        return out
+
+
 @dataclasses.dataclass(frozen=True)
 class SalienceResult:
     """Salience of every token for every target token of one (prompt, target) pair.
@@ -94,6 +113,8 @@ class SalienceResult:
         "grad_gram" <float32>[N, T, T] (exact grad_norm spans) and integrated gradients'
         "ig_completeness_error" <float32>[T]; absent when the method did not run (or, for the Gram
         tensor, when it was too large to keep).
+      unedited: None, or what the gradient pass of compute_span_result(record=span_recorder) leaves for a segment method
+        (UneditedForward); not compared, not saved.
     """
 
     text: str
@@ -110,6 +131,7 @@ class SalienceResult:
     spans: Mapping[Span, Mapping[str, np.ndarray]] = dataclasses.field(default_factory=dict)
     span_ig_errors: Mapping[Span, float] = dataclasses.field(default_factory=dict)
     extras: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    unedited: UneditedForward | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def num_targets(self) -> int:
@@ -139,6 +161,7 @@ class SalienceResult:
             spans=spans,
             span_ig_errors={**self.span_ig_errors, **other.span_ig_errors},
             config=other.config if other.matrices else self.config,
+            unedited=other.unedited if other.unedited is not None else self.unedited,
         )
 
     def span_salience(self, method: str, t0: int = 0, t1: int | None = None) -> np.ndarray:

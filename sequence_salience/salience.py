@@ -17,7 +17,7 @@ from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import DEFAULT_METHODS, get_method
 from sequence_salience.methods.base import MethodContext, ModelInputs, SalienceConfig, SharedWork
 from sequence_salience.model import Generation, LanguageModel
-from sequence_salience.result import SalienceResult, Span
+from sequence_salience.result import SalienceResult, Span, UneditedForward
 from sequence_salience.slices import SliceSizer, make_sizer
 from sequence_salience.text import ChatPrompt, TokenizedText
 from sequence_salience.threads import PassSizes, ThreadChooser
@@ -278,6 +278,7 @@ def compute_span_result(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
     threads: ThreadChooser | PassSizes | None = None,
+    record: Callable[[LanguageModel, int, int, tuple[int, int]], object] | None = None,
 ) -> SalienceResult:
     """A partial SalienceResult holding only the salience of log p(target[t0:t1]).
 
@@ -288,7 +289,10 @@ def compute_span_result(
     `result.target_logprobs` holds every target token's log-prob (from the same forward).
     Merge it with a full result later with `merged`. `threads`: the torch intra-op thread count of the one
     gradient pass, chosen and measured by it (sequence_salience/threads.py: a `ThreadChooser`, or `PassSizes` for
-    passes of every size; None: the calling thread's count).
+    passes of every size; None: the calling thread's count). `record`: the gradient pass also keeps the unedited
+    prompt's keys and values and runs inside the recorder that `record(lm, n_prompt_tokens, n_tokens, span)` returns
+    (None: none; ablation.span_recorder: the span rows' attention) (`result.unedited`), so that a segment method of
+    this span (attention_verified, the first map) runs no unedited forward of its own.
     """
     methods = _validate_methods(methods)
     pair, inputs, weights, t1 = _span_inputs(lm, prompt, target, t0, t1)
@@ -298,6 +302,7 @@ def compute_span_result(
     ig_errors: dict[Span, float] = {}
     shared = [m for m in methods if get_method(m).from_gradient is not None]
     logp = None
+    unedited = None  # what the recorded pass leaves for a segment method (record)
     if shared:
         # Units of the one pass: its forward counts as many as its layers (about a third of the pass), each
         # layer of the backward two, so that a long prompt's first highlight reports progress (and can stop)
@@ -305,9 +310,15 @@ def compute_span_result(
         layers = int(getattr(lm.model.config, "num_hidden_layers", 0) or 0)
         tracker = _MethodProgress(progress, "+".join(shared), 3 * layers if layers else 1, cancel)
         steps = iter([layers] + [2] * layers) if layers else iter(())
+        kept: list = []  # the pass's key/value cache (record)
+        recorder = (record(lm, len(pair.prompt.ids), int(inputs.embeds.shape[1]), (t0, t1))
+                    if record is not None else None)
         with threads.batch(int(inputs.embeds.shape[1])) if threads is not None else contextlib.nullcontext():
-            logp, g = weighted_gradient(inputs, inputs.embeds, weights,  # [1, T], [1, L, D]
-                                        on_layer=(lambda: tracker(next(steps, 0))) if layers else None)
+            with recorder if recorder is not None else contextlib.nullcontext():
+                logp, g = weighted_gradient(inputs, inputs.embeds, weights,  # [1, T], [1, L, D]
+                                            on_layer=(lambda: tracker(next(steps, 0))) if layers else None,
+                                            on_cache=kept.append if record is not None else None)
+        unedited = _unedited(kept, recorder, (t0, t1))
         for name in shared:
             values[name] = get_method(name).from_gradient(g, inputs.embeds)[0].cpu().numpy().astype(np.float32)
         tracker.finish()
@@ -326,7 +337,20 @@ def compute_span_result(
         with torch.no_grad():
             logp = target_logprobs(inputs, inputs.embeds)
     result = _unpad(lm, pair, 0, inputs, {}, logp, config)
-    return dataclasses.replace(result, spans={(t0, t1): values}, span_ig_errors=ig_errors)
+    return dataclasses.replace(result, spans={(t0, t1): values}, span_ig_errors=ig_errors,
+                               unedited=unedited)
+
+
+def _unedited(kept: list, recorder, span: tuple[int, int]):
+    """The UneditedForward of a recorded pass: its plain key/value cache's layers (detached) and its recorder (None
+    where it did not record every layer); None without a plain cache (`cache_layers`)."""
+    from sequence_salience.methods.gradients import cache_layers
+
+    layers = cache_layers(kept[0]) if kept else None
+    if layers is None:
+        return None
+    return UneditedForward(span=span, layers=[(k.detach(), v.detach()) for k, v in layers],
+                           recorder=recorder if recorder is not None and recorder.complete else None)
 
 
 def tokenized_result(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation,

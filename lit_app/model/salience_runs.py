@@ -17,7 +17,8 @@ under the model's scheduler (lit_app/model/scheduler.py):
   since they are packed (ablation/prefix.py), so each job spent one on a try and chose from one batch of each count
   (at load ~9 on 2 cores a 10-position forward took 1.6 s with 2 threads against 0.1 s with 1, docs/benchmarks.md
   "Session 34 (h2)"); the first map's job holds the model as a user job, ahead of the page's matrices
-  (`segment_priority`);
+  (`segment_priority`) and takes the unedited prompt's keys, values and span attention that the first highlight's
+  pass left (`quick`: compute_span_result(record=span_recorder), up to UNEDITED_MAX_TOKENS), running no unedited forward;
 * `span_salience`: a span of a complete result (grad_norm without a Gram tensor: one backward);
 * `cross_logprobs`: one response under two prompts.
 
@@ -36,7 +37,8 @@ from typing import TypeVar
 import numpy as np
 
 import sequence_salience as ss
-from sequence_salience.ablation import AblationConfig, Cost, SegmentSalience, costed, segment_salience
+from sequence_salience.ablation import (AblationConfig, Cost, SegmentSalience, costed, segment_salience,
+                                        span_recorder)
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm, list_segment_methods
 from sequence_salience.salience import Cancel, Progress
@@ -78,6 +80,11 @@ def log_progress(chat: ss.ChatPrompt, every_s: float = 2.0) -> Progress:
             logger.info("salience %s: %d/%d (prompt %s)", method, done, total, name)
 
     return report
+
+
+# The first highlight's pass keeps the unedited prompt's keys and values for the segment job of its span (the first
+# map: no unedited forward of its own; result.UneditedForward) up to this many tokens: 47 MB on the default model.
+UNEDITED_MAX_TOKENS = 1024
 
 
 def segment_priority(request: SegmentRequest) -> Priority:
@@ -337,7 +344,10 @@ class SalienceRuns:
                         self._yielded_s += time.perf_counter() - start
 
                 fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,
-                                               config=config, progress=report, cancel=cancel, threads=self.threads)
+                                               config=config, progress=report, cancel=cancel, threads=self.threads,
+                                               record=span_recorder)
+                if fresh.unedited is not None and len(fresh.ids) > UNEDITED_MAX_TOKENS:
+                    fresh.unedited.take()  # too large to keep in the store until a segment job takes it
                 partial = self.store.partial.get(pkey)  # another request of this pair may have added to it meanwhile
                 partial = fresh if partial is None else partial.merged(fresh)
                 self.store.partial.put(pkey, partial)

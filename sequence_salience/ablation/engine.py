@@ -200,11 +200,18 @@ def segment_salience(
     prompt_ids, target_ids = _pair_ids(lm, prompt, target, result)
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     frame = ProgressFrame(method)
+    # The first highlight's gradient pass may have left the unedited prompt's keys and values and the span's attention
+    # (compute_span_result(record=span_recorder)): then no unedited forward here.
+    layers, recorded = (result.unedited.take() if result is not None and result.unedited is not None
+                        and tuple(result.unedited.span) == (t0, t1) and config.reuse_prefix else (None, None))
+    unedited = (result.target_logprobs, layers) if layers is not None else None
     # A method reading the span's attention gets it from the unedited prompt's forward, which the scorer runs anyway.
-    recorder = (AttentionRecorder(lm.model, [span_rows(len(prompt_ids), (t0, t1))], len(prompt_ids) + len(target_ids))
-                if record.reads_attention and getattr(lm.model.config, "model_type", "") in FAMILIES else None)
-    with recorder if recorder is not None else contextlib.nullcontext():
-        scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix,
+    recorder = (span_recorder(lm, len(prompt_ids), len(prompt_ids) + len(target_ids), (t0, t1))
+                if record.reads_attention else None)
+    if unedited is not None:
+        recorder = recorded if recorder is not None else None
+    with recorder if recorder is not None and unedited is None else contextlib.nullcontext():
+        scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix, unedited=unedited,
                               batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
                               slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
                               cancel=cancel, stage=method, threads=threads)
@@ -233,6 +240,15 @@ def segment_salience(
         warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids), result=result,
         **_segment_fields(segs), **_computed_fields(out),
     )
+
+
+def span_recorder(lm: LanguageModel, n_prompt_tokens: int, n_tokens: int, span: tuple[int, int]
+                  ) -> AttentionRecorder | None:
+    """An AttentionRecorder of the span's rows over the pair's n_tokens positions, or None for a family it does not
+    read (also compute_span_result's `record`: the first highlight's pass records it for the first map)."""
+    if getattr(lm.model.config, "model_type", "") not in FAMILIES:
+        return None
+    return AttentionRecorder(lm.model, [span_rows(n_prompt_tokens, span)], n_tokens)
 
 
 # How far the unedited prompt's log p(span) of a known result may be from this call's (batching's float noise is

@@ -41,7 +41,7 @@ import torch
 from sequence_salience.ablation import shared_prefix
 from sequence_salience.threads import PassSizes, ThreadChooser
 from sequence_salience.errors import ComputationCancelled
-from sequence_salience.methods.gradients import gather_target_logprobs, supports_logits_to_keep
+from sequence_salience.methods.gradients import cache_layers, gather_target_logprobs, supports_logits_to_keep
 from sequence_salience.model import LanguageModel
 from sequence_salience.slices import SliceSizer, make_sizer
 
@@ -124,13 +124,6 @@ def _returned_cache(out):
     return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else getattr(out, "past_key_values", None)
 
 
-def _plain_cache(cache) -> bool:
-    """A transformers DynamicCache whose every layer is a plain (full-attention) key/value layer."""
-    layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None
-                                for layer in layers)
-
-
 class PrefixScorer:
     """log p(target[t0:t1] | prompt) for edited prompts of one pair, reusing the unedited prefix.
 
@@ -149,13 +142,17 @@ class PrefixScorer:
         PassSizes: a chooser per size class, kept by the caller across computations (a server's).
       packing: False: no packed batches (rows of different starts in padded batches only; the reference of
         tests/unit/test_shared_prefix.py).
+      unedited: None, or (<float32>[T] every target token's log-prob, per layer (keys, values) <[1, Hkv, N, Dh]>) of
+        the unedited prompt + target from an earlier forward (the first highlight's gradient pass,
+        result.UneditedForward): no unedited forward here (the keys and values must cover all N positions).
     """
 
     def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
                  span: tuple[int, int], *, reuse: bool = True, batch_size: int = 8, chunk_token_budget: int = 8192,
                  slice_s: "float | SliceSizer | None" = None, progress: Progress | None = None,
                  cancel: Cancel | None = None, stage: str = "ablations", shared_attention: bool = True,
-                 threads: ThreadChooser | PassSizes | None = None, packing: bool = True):
+                 threads: ThreadChooser | PassSizes | None = None, packing: bool = True,
+                 unedited: tuple[np.ndarray, list] | None = None):
         self.lm, self.span, self.stage = lm, (int(span[0]), int(span[1])), stage
         self.prompt = tuple(int(i) for i in prompt_ids)
         self.target = tuple(int(i) for i in target_ids)
@@ -169,7 +166,14 @@ class PrefixScorer:
         self.shared_prefix = shared_attention and shared_prefix.supported(lm.model)
         self.packing = packing and self.shared_prefix and supports_logits_to_keep(type(lm.model))
         self._layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        self.token_logprobs, self.original_logprob = self._base_forward(reuse)
+        n = len(self.prompt) + len(self.target)
+        if reuse and unedited is not None and unedited[1] and int(unedited[1][0][0].shape[2]) == n:
+            token_lp, self._layers = np.asarray(unedited[0], dtype=np.float32), list(unedited[1])
+            self.token_logprobs = token_lp
+            self.original_logprob = float(token_lp[self.span[0]:self.span[1]].astype(np.float64).sum())
+            self._count(1, n, 0)  # the unedited row: scored, nothing run here
+        else:
+            self.token_logprobs, self.original_logprob = self._base_forward(reuse)
 
     # -- the unedited row -----------------------------------------------------------------------
 
@@ -179,9 +183,8 @@ class PrefixScorer:
         with self.threads.batch(len(full)):  # the first measured batch (sequence_salience/threads.py: 1 thread first)
             logp, cache = self._forward([full], start=0, cache=None, keep_cache=reuse)
         if reuse:
-            if _plain_cache(cache):
-                self._layers = [(layer.keys, layer.values) for layer in cache.layers]  # each [1, H, L, Dh]
-            else:
+            self._layers = cache_layers(cache)  # each [1, H, L, Dh]
+            if self._layers is None:
                 logger.info("KV-prefix reuse is off for %s: its cache is not a plain key/value cache.",
                             type(self.lm.model).__name__)
                 self.stats.reuse = False

@@ -170,11 +170,12 @@ class AttentionRecorder:
             hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # [1, N, D]
             if hidden.shape[0] != 1 or hidden.shape[1] != self.n_tokens:
                 return
-            q, k = _queries_keys(module, self.family, hidden, every, kwargs)  # [H, sum R, d], [H, N, d]
-            at = 0
-            for i, r in enumerate(self.row_ts):
-                self.totals[i][layer] = column_attention(q[:, at:at + len(r)], k, r, float(module.scaling))  # [H, N]
-                at += len(r)
+            with torch.no_grad():  # also inside a gradient pass (the first highlight's): no graph of its own
+                q, k = _queries_keys(module, self.family, hidden.detach(), every, kwargs)  # [H, sum R, d], [H, N, d]
+                at = 0
+                for i, r in enumerate(self.row_ts):
+                    self.totals[i][layer] = column_attention(q[:, at:at + len(r)], k, r, float(module.scaling))  # [H, N]
+                    at += len(r)
         return hook
 
     def __enter__(self) -> "AttentionRecorder":

@@ -82,8 +82,19 @@ def layers_recomputed(model: torch.nn.Module) -> Iterator[None]:
             del layer.forward
 
 
+def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Per layer (keys, values) <[1, Hkv, N, Dh]> of a transformers DynamicCache whose every layer is a plain
+    (full-attention) key/value layer; None for another cache (sliding-window or recurrent layers, older
+    transformers)."""
+    layers = getattr(cache, "layers", None)
+    plain = bool(layers) and all(type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None
+                                 for layer in layers)
+    return [(layer.keys, layer.values) for layer in layers] if plain else None
+
+
 def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
-                    on_hidden: Callable[[tuple[torch.Tensor, ...]], None] | None = None) -> torch.Tensor:
+                    on_hidden: Callable[[tuple[torch.Tensor, ...]], None] | None = None,
+                    on_cache: Callable[[object], None] | None = None) -> torch.Tensor:
     """log p(target_t | tokens before it) for every target token.
 
     Args:
@@ -91,6 +102,8 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
       embeds: <float>[M, L, D] input embeddings (may require grad).
       on_hidden: optional; called with the model's hidden states (each <float>[M, L, D], one
         per layer boundary) of this forward, e.g. to register gradient hooks on them.
+      on_cache: optional; the forward keeps its key/value cache and this is called with it (the unedited
+        prompt's keys and values, which a segment method's ablations reuse: ablation/prefix.py UneditedForward).
     Returns:
       <float32>[M, T], zero where target_mask is False.
     """
@@ -105,13 +118,18 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
         offset = seq_len - keep
     if on_hidden is not None:
         kwargs["output_hidden_states"] = True
-    if embeds.requires_grad and torch.is_grad_enabled():
+    if embeds.requires_grad and torch.is_grad_enabled() and on_cache is None:
         with layers_recomputed(model):
             out = model(**kwargs, use_cache=False)
     else:
-        out = model(**kwargs, use_cache=False)
+        # A pass that keeps its key/value cache (on_cache) runs its layers once: a layer run again in the backward
+        # would append its keys and values to that cache a second time and attend over both.
+        out = model(**kwargs, use_cache=on_cache is not None)
     if on_hidden is not None and getattr(out, "hidden_states", None) is not None:
         on_hidden(tuple(out.hidden_states))
+    if on_cache is not None:
+        on_cache(getattr(out, "cache", None) if getattr(out, "cache", None) is not None
+                 else getattr(out, "past_key_values", None))
     return gather_target_logprobs(out.logits, pred_pos - offset, inputs.target_ids, inputs.target_mask)
 
 
@@ -311,7 +329,7 @@ def per_target_gradients(
 
 def weighted_gradient(
     inputs: ModelInputs, embeds: torch.Tensor, target_weights: torch.Tensor, row_weights: torch.Tensor | None = None,
-    on_layer: Callable[[], None] | None = None,
+    on_layer: Callable[[], None] | None = None, on_cache: Callable[[object], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of one objective per row, sum_t target_weights[m, t] * log p(target_t): one forward + backward.
 
@@ -320,6 +338,7 @@ def weighted_gradient(
       on_layer: optional; called once the forward is done, then at each layer boundary of the backward (as
         many times as the model has hidden states after the embeddings), e.g. to report progress through a
         long pass; what it raises ends the pass.
+      on_cache: as target_logprobs'.
     Returns:
       logprobs <float32>[M, T] (detached) and grads <float32>[M, L, D].
     """
@@ -331,7 +350,7 @@ def weighted_gradient(
                 for h in hidden[1:]:
                     if h.requires_grad:
                         h.register_hook(lambda grad: on_layer())  # a tensor hook: never changes the gradient
-        logp = target_logprobs(inputs, e, on_hidden)  # [M, T]
+        logp = target_logprobs(inputs, e, on_hidden, on_cache)  # [M, T]
         if on_layer is not None:
             on_layer()
         objective = (logp * target_weights.to(logp.device)).sum(-1)  # [M]

@@ -1,0 +1,68 @@
+"""The first highlight's gradient pass leaves the unedited prompt's keys and values and the span's attention for a
+segment method of the same span (compute_span_result(record=span_recorder), result.UneditedForward): the method then runs no
+unedited forward of its own, and its values and attention features are those of its own forward."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sequence_salience as ss
+from sequence_salience.ablation import segment_salience, span_recorder
+from sequence_salience.attention import capture_features, span_rows
+from sequence_salience.methods import leave_one_out
+from tests.unit.tiny_models import MODEL_BUILDERS, wrap
+
+PROMPT = "Alice has three apples. Bob has two apples. Carol has none.\nHow many apples are there?"
+TARGET = " Five apples in all."
+
+
+@pytest.mark.parametrize("family", sorted(MODEL_BUILDERS))
+def test_leave_one_out_after_a_recorded_pass_equals_its_own_forward_without_running_it(family):
+    lm = wrap(MODEL_BUILDERS[family](), family)
+    plain = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence")
+    highlight = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=span_recorder)
+    assert highlight.unedited is not None and highlight.unedited.span == (0, highlight.num_targets)
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence", result=highlight)
+    np.testing.assert_allclose(got.values, plain.values, rtol=0, atol=1e-5)
+    assert got.original_logprob == pytest.approx(plain.original_logprob, abs=1e-5)
+    assert plain.stats.computed - got.stats.computed == len(highlight.ids)  # no unedited forward of its own
+    # taken once: the next computation runs its own unedited forward
+    again = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence", result=highlight)
+    assert again.stats.computed == plain.stats.computed
+    # another span does not take it
+    other = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=span_recorder)
+    segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence", span=(0, 2), result=other)
+    assert other.unedited.layers is not None
+
+
+@pytest.mark.parametrize("family", sorted(MODEL_BUILDERS))
+def test_the_recorded_attention_equals_an_independent_capture(family):
+    lm = wrap(MODEL_BUILDERS[family](), family)
+    highlight = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"), record=span_recorder)
+    recorder = highlight.unedited.recorder
+    segments = [list(range(0, 5)), list(range(5, highlight.n_prompt_tokens))]
+    want = capture_features(lm.model, highlight.ids, span_rows(highlight.n_prompt_tokens, highlight.unedited.span),
+                            segments)
+    np.testing.assert_allclose(recorder.features(0, segments), want, rtol=1e-5, atol=1e-6)
+    # the gradients are those of a pass without recording
+    plain = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm", "grad_x_input"))
+    for method in ("grad_norm", "grad_x_input"):
+        np.testing.assert_allclose(highlight.span_salience(method), plain.span_salience(method), rtol=1e-5, atol=1e-7)
+    assert plain.unedited is None
+
+
+def test_the_servers_first_highlight_leaves_it_for_the_segment_job_of_its_span():
+    from lit_app.model import shared_model
+    from lit_app.schema import inputs
+
+    lm = wrap(MODEL_BUILDERS["llama"](), "llama")
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    chat = lm.format_prompt(PROMPT)
+    request = inputs.SegmentRequest(leave_one_out.NAME, "sentence", None, "filler", None, 0)
+    alone = shared.segment_salience(chat, TARGET, request)  # no first highlight: its own unedited forward
+    shared.forget_salience()
+    highlight = shared.quick(chat, TARGET, 0, None)  # the first highlight of the whole response
+    got = shared.segment_salience(chat, TARGET, request)
+    np.testing.assert_allclose(got.values, alone.values, rtol=0, atol=1e-5)
+    assert alone.stats.computed - got.stats.computed == len(highlight.ids)
