@@ -291,7 +291,7 @@ def compute_span_result(
     gradient pass, chosen and measured by it (sequence_salience/threads.py: a `ThreadChooser`, or `PassSizes` for
     passes of every size; None: the calling thread's count). `record`: the gradient pass also keeps the unedited
     prompt's keys and values and runs inside the recorder that `record(lm, n_prompt_tokens, n_tokens, span)` returns
-    (None: none; ablation.span_recorder: the span rows' attention) (`result.unedited`), so that a segment method of
+    (ablation.span_recorder: the span rows' attention; when it returns None, nothing is recorded or kept) (`result.unedited`), so that a segment method of
     this span (attention_verified, the first map) runs no unedited forward of its own.
     """
     methods = _validate_methods(methods)
@@ -317,7 +317,7 @@ def compute_span_result(
             with recorder if recorder is not None else contextlib.nullcontext():
                 logp, g = weighted_gradient(inputs, inputs.embeds, weights,  # [1, T], [1, L, D]
                                             on_layer=(lambda: tracker(next(steps, 0))) if layers else None,
-                                            on_cache=kept.append if record is not None else None)
+                                            on_cache=kept.append if recorder is not None else None)
         unedited = _unedited(kept, recorder, (t0, t1))
         for name in shared:
             values[name] = get_method(name).from_gradient(g, inputs.embeds)[0].cpu().numpy().astype(np.float32)

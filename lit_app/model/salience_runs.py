@@ -18,7 +18,7 @@ under the model's scheduler (lit_app/model/scheduler.py):
   (at load ~9 on 2 cores a 10-position forward took 1.6 s with 2 threads against 0.1 s with 1, docs/benchmarks.md
   "Session 34 (h2)"); the first map's job holds the model as a user job, ahead of the page's matrices
   (`segment_priority`) and takes the unedited prompt's keys, values and span attention that the first highlight's
-  pass left (`quick`: compute_span_result(record=span_recorder), up to UNEDITED_MAX_TOKENS), running no unedited forward;
+  pass left (`quick`: compute_span_result(record=record_short), up to UNEDITED_MAX_TOKENS), running no unedited forward;
 * `span_salience`: a span of a complete result (grad_norm without a Gram tensor: one backward);
 * `cross_logprobs`: one response under two prompts.
 
@@ -84,7 +84,15 @@ def log_progress(chat: ss.ChatPrompt, every_s: float = 2.0) -> Progress:
 
 # The first highlight's pass keeps the unedited prompt's keys and values for the segment job of its span (the first
 # map: no unedited forward of its own; result.UneditedForward) up to this many tokens: 47 MB on the default model.
+# Longer pairs record nothing: the one pass that keeps its cache runs without layer recomputation
+# (methods/gradients.py target_logprobs), ~1.5 MB per token on the default model.
 UNEDITED_MAX_TOKENS = 1024
+
+
+def record_short(lm, n_prompt_tokens: int, n_tokens: int, span: tuple[int, int]):
+    """compute_span_result's `record`: ablation.span_recorder up to UNEDITED_MAX_TOKENS positions, else None (the
+    pass records and keeps nothing, and its layers are recomputed in the backward as in every other gradient pass)."""
+    return span_recorder(lm, n_prompt_tokens, n_tokens, span) if n_tokens <= UNEDITED_MAX_TOKENS else None
 
 
 def segment_priority(request: SegmentRequest) -> Priority:
@@ -345,9 +353,7 @@ class SalienceRuns:
 
                 fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,
                                                config=config, progress=report, cancel=cancel, threads=self.threads,
-                                               record=span_recorder)
-                if fresh.unedited is not None and len(fresh.ids) > UNEDITED_MAX_TOKENS:
-                    fresh.unedited.take()  # too large to keep in the store until a segment job takes it
+                                               record=record_short)
                 partial = self.store.partial.get(pkey)  # another request of this pair may have added to it meanwhile
                 partial = fresh if partial is None else partial.merged(fresh)
                 self.store.partial.put(pkey, partial)

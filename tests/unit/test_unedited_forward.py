@@ -66,3 +66,23 @@ def test_the_servers_first_highlight_leaves_it_for_the_segment_job_of_its_span()
     got = shared.segment_salience(chat, TARGET, request)
     np.testing.assert_allclose(got.values, alone.values, rtol=0, atol=1e-5)
     assert alone.stats.computed - got.stats.computed == len(highlight.ids)
+
+
+def test_a_pair_over_the_servers_limit_records_nothing_and_keeps_its_layers_recomputed(monkeypatch):
+    """Over UNEDITED_MAX_TOKENS the server's first highlight records and keeps nothing (the pass that keeps its cache
+    runs its layers once, ~1.5 MB per token kept for the backward); at the limit it records. The gradients of both
+    are those of a pass without recording."""
+    from lit_app.model import salience_runs
+
+    lm = wrap(MODEL_BUILDERS["llama"](), "llama")
+    plain = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",))
+    n = len(plain.ids)
+    monkeypatch.setattr(salience_runs, "UNEDITED_MAX_TOKENS", n - 1)
+    over = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=salience_runs.record_short)
+    assert over.unedited is None
+    monkeypatch.setattr(salience_runs, "UNEDITED_MAX_TOKENS", n)
+    at = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=salience_runs.record_short)
+    assert at.unedited is not None and at.unedited.layers is not None
+    for got in (over, at):
+        np.testing.assert_allclose(got.span_salience("grad_norm"), plain.span_salience("grad_norm"), rtol=1e-5,
+                                   atol=1e-7)
