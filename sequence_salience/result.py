@@ -298,8 +298,17 @@ def decode(value: Any) -> Any:
     return {k: decode(v) for k, v in value.items()}
 
 
+# Fields a saved result does not hold: what a first highlight's pass leaves for a segment method in this process
+# (its keys and values), never written to a file or a cache.
+NOT_SAVED = ("unedited",)
+
+
+def _saved_fields(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.name not in NOT_SAVED]
+
+
 def result_to_dict(result, meta: Mapping[str, Any] | None = None) -> dict:
-    fields = {f.name: encode(getattr(result, f.name)) for f in dataclasses.fields(result)}
+    fields = {name: encode(getattr(result, name)) for name in _saved_fields(result)}
     return {"format": FORMAT, "version": VERSION, "meta": encode(dict(meta or {})), "result": fields}
 
 
@@ -313,7 +322,7 @@ def result_from_dict(obj: Mapping[str, Any], source: str = "<dict>") -> Salience
     data = dict(obj["result"])
     if "extras" not in data:  # saved when the methods' extras were fields of the result
         data["extras"] = {n: data[n] for n in _declared_extras() if data.get(n) is not None}
-    names = [f.name for f in dataclasses.fields(SalienceResult)]
+    names = _saved_fields(SalienceResult)
     missing = [n for n in names if n not in data]
     if missing:
         raise SalienceError(f"{source} lacks the fields {missing}. Fix: save it again with result.to_json(path).")

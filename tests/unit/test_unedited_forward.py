@@ -86,3 +86,16 @@ def test_a_pair_over_the_servers_limit_records_nothing_and_keeps_its_layers_reco
     for got in (over, at):
         np.testing.assert_allclose(got.span_salience("grad_norm"), plain.span_salience("grad_norm"), rtol=1e-5,
                                    atol=1e-7)
+
+
+def test_a_saved_result_holds_no_keys_and_values(tmp_path):
+    """`unedited` lives in the process only: to_json writes no such field and the loaded result has none."""
+    lm = wrap(MODEL_BUILDERS["llama"](), "llama")
+    highlight = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=span_recorder)
+    assert highlight.unedited is not None
+    path = tmp_path / "r.json"
+    highlight.to_json(path)
+    assert '"unedited"' not in path.read_text(encoding="utf-8")
+    loaded = ss.SalienceResult.load(path)
+    assert loaded.unedited is None
+    np.testing.assert_array_equal(loaded.span_salience("grad_norm"), highlight.span_salience("grad_norm"))
