@@ -83,15 +83,18 @@ def log_progress(chat: ss.ChatPrompt, every_s: float = 2.0) -> Progress:
 
 
 # The first highlight's pass keeps the unedited prompt's keys and values for the segment job of its span (the first
-# map: no unedited forward of its own; result.UneditedForward) up to this many tokens: 47 MB on the default model.
-# Longer pairs record nothing: the one pass that keeps its cache runs without layer recomputation
-# (methods/gradients.py target_logprobs), ~1.5 MB per token on the default model.
-UNEDITED_MAX_TOKENS = 1024
+# map: no unedited forward of its own; result.UneditedForward) up to this many tokens: a 4,000-token prompt with its
+# template and a response of up to 256 tokens (--max_new_tokens' default). Kept: 45 kB per token on the default model
+# (keys and values; the span's attention ~1 kB), ~190 MB at the limit, until the segment job takes it. The pass
+# recomputes its layers as every gradient pass does (methods/gradients.py kept_once_cache); measured on a 3,882-token
+# pair it peaked at +2.2-2.4 GB against +1.4-1.6 GB without recording (docs/benchmarks.md, "Session 35 (h1)").
+# Longer pairs record nothing.
+UNEDITED_MAX_TOKENS = 4352
 
 
 def record_short(lm, n_prompt_tokens: int, n_tokens: int, span: tuple[int, int]):
     """compute_span_result's `record`: ablation.span_recorder up to UNEDITED_MAX_TOKENS positions, else None (the
-    pass records and keeps nothing, and its layers are recomputed in the backward as in every other gradient pass)."""
+    pass records and keeps nothing)."""
     return span_recorder(lm, n_prompt_tokens, n_tokens, span) if n_tokens <= UNEDITED_MAX_TOKENS else None
 
 

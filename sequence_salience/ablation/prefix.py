@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import inspect
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -41,7 +39,8 @@ import torch
 from sequence_salience.ablation import shared_prefix
 from sequence_salience.threads import PassSizes, ThreadChooser
 from sequence_salience.errors import ComputationCancelled
-from sequence_salience.methods.gradients import cache_layers, gather_target_logprobs, supports_logits_to_keep
+from sequence_salience.methods.gradients import (cache_argument, cache_layers, gather_target_logprobs, returned_cache,
+                                                 supports_logits_to_keep)
 from sequence_salience.model import LanguageModel
 from sequence_salience.slices import SliceSizer, make_sizer
 
@@ -112,16 +111,6 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     x = np.asarray(a[:n]) != np.asarray(b[:n])
     return int(np.argmax(x)) if x.any() else n
-
-
-@functools.lru_cache(maxsize=None)
-def cache_argument(model_cls: type) -> str:
-    """The forward's name for a key/value cache: "cache" (transformers >= 5.25), else "past_key_values"."""
-    return "cache" if "cache" in inspect.signature(model_cls.forward).parameters else "past_key_values"
-
-
-def _returned_cache(out):
-    return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else getattr(out, "past_key_values", None)
 
 
 class PrefixScorer:
@@ -358,7 +347,7 @@ class PrefixScorer:
             target = torch.tensor(self.target, dtype=torch.long, device=dev).expand(B, -1)  # [B, T]
             logp = gather_target_logprobs(out.logits, (pred - offset).to(dev), target,
                                           torch.ones(B, T, dtype=torch.bool, device=dev))  # [B, T]
-        return logp.cpu().numpy(), (_returned_cache(out) if keep_cache else None)
+        return logp.cpu().numpy(), (returned_cache(out) if keep_cache else None)
 
     def _prefix_cache(self, layers, start: int, batch: int):
         """A fresh cache holding the first `start` positions of the unedited row, for `batch` rows."""

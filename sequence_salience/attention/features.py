@@ -23,6 +23,7 @@ SalienceError naming what is supported.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -147,8 +148,9 @@ class AttentionRecorder:
     rows pays every column, per layer and head: <[H, N]> averaged over the rows (span rows x all columns, one
     layer at a time; no T x T kept). `features(i, segments)` then sums them over each segment's columns.
 
-    A context manager: the pre-hooks are on the attention modules inside the block only. A forward over another
-    number of positions (a suffix over a cached prefix) is not recorded."""
+    A context manager: the pre-hooks are on the attention modules inside the block only, and record the forwards of
+    the thread that entered it. A forward over another number of positions (a suffix over a cached prefix) is not
+    recorded; each layer is recorded the first time it runs (a layer run again in a backward is the same)."""
 
     def __init__(self, model: torch.nn.Module, row_sets: Sequence[Sequence[int]], n_tokens: int):
         shape = attention_shape(model)
@@ -162,13 +164,17 @@ class AttentionRecorder:
         self.row_ts = [torch.as_tensor(list(rows), dtype=torch.long, device=device) for rows in row_sets]  # [R_i]
         self.totals: list[list[torch.Tensor | None]] = [[None] * shape.n_layers for _ in row_sets]  # [H, N] each
         self._handles: list = []
+        self._owner: int | None = None  # the thread that entered the block: only its forwards are recorded
 
     def _hook_for(self, layer: int):
         every = torch.cat(self.row_ts)  # [sum R_i] the queries of all sets in one projection
 
         def hook(module, args, kwargs):
             hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # [1, N, D]
-            if hidden.shape[0] != 1 or hidden.shape[1] != self.n_tokens:
+            # Another thread's forward on the shared model is not this block's; a layer run again (recomputed in a
+            # gradient pass's backward, on the same input) was recorded the first time it ran.
+            if (threading.get_ident() != self._owner or hidden.shape[0] != 1 or hidden.shape[1] != self.n_tokens
+                    or self.totals[0][layer] is not None):
                 return
             with torch.no_grad():  # also inside a gradient pass (the first highlight's): no graph of its own
                 q, k = _queries_keys(module, self.family, hidden.detach(), every, kwargs)  # [H, sum R, d], [H, N, d]
@@ -179,6 +185,7 @@ class AttentionRecorder:
         return hook
 
     def __enter__(self) -> "AttentionRecorder":
+        self._owner = threading.get_ident()
         modules = _attention_modules(self.model, self.shape.model_type)
         self._handles = [m.register_forward_pre_hook(self._hook_for(i), with_kwargs=True) for i, m in enumerate(modules)]
         return self

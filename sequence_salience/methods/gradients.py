@@ -16,6 +16,7 @@ peaked at 2.3x less memory and a matrix chunk at 3x less, each pass costing abou
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import threading
@@ -82,6 +83,41 @@ def layers_recomputed(model: torch.nn.Module) -> Iterator[None]:
             del layer.forward
 
 
+@functools.lru_cache(maxsize=None)
+def cache_argument(model_cls: type) -> str:
+    """The forward's name for a key/value cache: "cache" (transformers >= 5.25), else "past_key_values"."""
+    return "cache" if "cache" in inspect.signature(model_cls.forward).parameters else "past_key_values"
+
+
+def returned_cache(out):
+    """The key/value cache a forward's output holds (`cache`, or `past_key_values` before transformers 5.25)."""
+    return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else getattr(out, "past_key_values", None)
+
+
+def kept_once_cache(model: torch.nn.Module):
+    """A transformers DynamicCache for one graph-keeping forward under `layers_recomputed`: it keeps each layer's keys
+    and values the first time the layer runs; when the layer runs again in the backward (torch.utils.checkpoint) it
+    answers as an empty layer would (the same tensors, the same ops, so the same gradients) and keeps nothing. A plain
+    cache would append that layer's keys and values a second time and attend over both."""
+    from transformers import DynamicCache  # pylint: disable=import-outside-toplevel
+
+    class KeptOnce(DynamicCache):
+        def __init__(self, config):
+            super().__init__(config=config)
+            self.blanks = [copy.deepcopy(layer) for layer in self.layers]  # each layer as it was before it ran
+            self.ran: set[int] = set()
+
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            if layer_idx in self.ran:  # the layer run again (the backward's recomputation)
+                blank = (copy.deepcopy(self.blanks[layer_idx]) if layer_idx < len(self.blanks)
+                         else self.layer_class_to_replicate())
+                return blank.update(key_states, value_states, *args, **kwargs)
+            self.ran.add(layer_idx)
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+    return KeptOnce(model.config)
+
+
 def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Per layer (keys, values) <[1, Hkv, N, Dh]> of a transformers DynamicCache whose every layer is a plain
     (full-attention) key/value layer; None for another cache (sliding-window or recurrent layers, older
@@ -118,18 +154,19 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
         offset = seq_len - keep
     if on_hidden is not None:
         kwargs["output_hidden_states"] = True
-    if embeds.requires_grad and torch.is_grad_enabled() and on_cache is None:
+    if embeds.requires_grad and torch.is_grad_enabled():
+        # A pass that keeps its key/value cache (on_cache) recomputes its layers too: the cache keeps each layer's
+        # keys and values the first time the layer runs and passes them through when it runs again in the backward.
+        if on_cache is not None:
+            kwargs[cache_argument(type(model))] = kept_once_cache(model)
         with layers_recomputed(model):
-            out = model(**kwargs, use_cache=False)
+            out = model(**kwargs, use_cache=on_cache is not None)
     else:
-        # A pass that keeps its key/value cache (on_cache) runs its layers once: a layer run again in the backward
-        # would append its keys and values to that cache a second time and attend over both.
         out = model(**kwargs, use_cache=on_cache is not None)
     if on_hidden is not None and getattr(out, "hidden_states", None) is not None:
         on_hidden(tuple(out.hidden_states))
     if on_cache is not None:
-        on_cache(getattr(out, "cache", None) if getattr(out, "cache", None) is not None
-                 else getattr(out, "past_key_values", None))
+        on_cache(returned_cache(out))
     return gather_target_logprobs(out.logits, pred_pos - offset, inputs.target_ids, inputs.target_mask)
 
 

@@ -52,6 +52,45 @@ def test_the_recorded_attention_equals_an_independent_capture(family):
     assert plain.unedited is None
 
 
+@pytest.mark.parametrize("family", sorted(MODEL_BUILDERS))
+def test_the_recording_is_the_passs_own_forward_not_another_threads(family):
+    """The recorder's hooks are on the shared model: another thread's forward over as many positions, run after this
+    pass's forward while the block is open (here in its backward; a server's other client, when a pass yields), is
+    not recorded, and the layers run again in the backward are not recorded twice."""
+    import threading
+
+    import torch
+
+    from sequence_salience.methods.gradients import decoder_layers
+
+    lm = wrap(MODEL_BUILDERS[family](), family)
+    plain = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",))
+    other_ids = torch.as_tensor([[(i * 7 + 3) % 50 + 1 for i in range(len(plain.ids))]])  # another row, same length
+    me, ran = threading.get_ident(), []
+
+    calls = []
+
+    def other_forward(_module, _args, _out) -> None:  # after the first layer's attention runs again in the backward
+        calls.append(threading.get_ident())
+        if calls.count(me) == 2 and not ran:
+            ran.append(1)
+            t = threading.Thread(target=lambda: lm.model(input_ids=other_ids, use_cache=False))
+            t.start()
+            t.join()
+
+    first = decoder_layers(lm.model)[0]
+    handle = (first.self_attn if hasattr(first, "self_attn") else first.attn).register_forward_hook(other_forward)
+    try:
+        highlight = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=span_recorder)
+    finally:
+        handle.remove()
+    assert ran
+    segments = [list(range(0, 5)), list(range(5, highlight.n_prompt_tokens))]
+    want = capture_features(lm.model, highlight.ids, span_rows(highlight.n_prompt_tokens, highlight.unedited.span),
+                            segments)
+    np.testing.assert_allclose(highlight.unedited.recorder.features(0, segments), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(highlight.span_salience("grad_norm"), plain.span_salience("grad_norm"))
+
 def test_the_servers_first_highlight_leaves_it_for_the_segment_job_of_its_span():
     from lit_app.model import shared_model
     from lit_app.schema import inputs
@@ -69,9 +108,9 @@ def test_the_servers_first_highlight_leaves_it_for_the_segment_job_of_its_span()
 
 
 def test_a_pair_over_the_servers_limit_records_nothing_and_keeps_its_layers_recomputed(monkeypatch):
-    """Over UNEDITED_MAX_TOKENS the server's first highlight records and keeps nothing (the pass that keeps its cache
-    runs its layers once, ~1.5 MB per token kept for the backward); at the limit it records. The gradients of both
-    are those of a pass without recording."""
+    """Over UNEDITED_MAX_TOKENS the server's first highlight records and keeps nothing (keys and values, ~45 kB per
+    token on the default model); at the limit it records. The gradients of both are those of a pass without
+    recording."""
     from lit_app.model import salience_runs
 
     lm = wrap(MODEL_BUILDERS["llama"](), "llama")
