@@ -6,6 +6,7 @@ report of the core library, so what it must see is known exactly (no timing invo
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
@@ -261,3 +262,79 @@ def test_a_span_that_lets_another_click_go_first_counts_no_pause_in_its_rate(tin
             at_most = (2 * rest + u) * slowest * 1.2 + 0.1
             assert status["eta_high_s"] <= at_most, (status, at_most, slowest, hold["to"] - hold["from"])
     assert checked >= 2, steps
+
+
+class FakeClock:
+    """A clock that moves only when the test says (`advance`): the span job's estimate is then a function of the
+    reports alone, whatever the machine's load (was a sleep, flaky: 31b9a5e)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_first_highlight_counts_no_generation_in_its_time_left(monkeypatch):
+    """Issue 43 (session 33's leftover; 32c64a8): a first highlight without a target generates the greedy response
+    first, and the generation's seconds counted as the gradient pass's: its first rate, and through the IG steps
+    after it (time_left.Then) the IG line's estimate. The span job runs on a fake clock here: the generation takes
+    GEN_S of it, each progress report of the core library UNIT_S (the clock moves nowhere else), and the poll is made
+    at each report, so every estimate is exact, with no timing involved. The pass's first report has L units (its
+    forward) of 3L, 1 s of model time: rate 1/L, the chunk in flight u = L, rest L, so the pass alone has low = high
+    = L x 1/L + L x 1/L = 2 s (lit_app/model/time_left.py), and the C = steps x share after it each (1 s done + 2 s
+    left): low = 2 + 3 x C_low, high = 2 + 3 x C_high. Counting the generation made the rate (GEN_S + 1) / L, every
+    figure about GEN_S + 1 times that. Every poll of the span is the same as in a run whose generation takes no
+    time."""
+    from lit_app.wrappers import salience as salience_wrapper
+
+    gen_s, unit_s = 100.0, 1.0
+    data = {**EX, "prompt": "five six seven eight nine", "target": ""}  # generated: max_new_tokens 4
+
+    def run(generation_s: float) -> tuple[list[tuple[str, int, int, dict]], PollingSharedLM]:
+        clock = FakeClock()
+        monkeypatch.setattr(salience_wrapper, "Job", functools.partial(salience_wrapper.Job, clock=clock))
+        shared = PollingSharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), max_new_tokens=4,
+                                 disk_cache=False)
+        sal = model_group.lit_models(shared, "tiny")["_tiny_salience"]
+        generate, generated = shared.responses.generate, []
+
+        def timed_generate(*a, **kw):
+            clock.advance(generation_s)
+            generated.append(clock())
+            return generate(*a, **kw)
+
+        quick = shared.quick
+
+        def timed_quick(*a, progress=None, **kw):  # each report's units take UNIT_S of the fake clock
+            def timed(method: str, done: int, total: int) -> None:
+                clock.advance(unit_s)
+                if progress is not None:
+                    progress(method, done, total)
+            return quick(*a, progress=timed, **kw)
+
+        shared.responses.generate, shared.quick = timed_generate, timed_quick
+        shared.poll = lambda: sal.predict([{**data, "detail": "span_progress"}])[0][fields.SALIENCE]["detail"]
+        sal.predict([{**data, "detail": "span", fields.IG_STEPS: MANY_STEPS}])
+        assert generated, "the response was not generated"
+        return shared.seen, shared
+
+    seen, shared = run(gen_s)
+    layers = shared.lm.model.config.num_hidden_layers
+    pass_method = seen[0][0]
+    _m, done, total, first = seen[0]
+    assert (done, total) == (layers, 3 * layers), seen[0]  # the pass's forward
+    low_share, high_share = span_point_cost(shared.salience_config)
+    steps = MANY_STEPS * low_share, MANY_STEPS * high_share
+    assert first["eta_low_s"] == pytest.approx(round(2 + 3 * steps[0], 1), abs=0.051), (first, steps)
+    assert first["eta_high_s"] == pytest.approx(round(2 + 3 * steps[1], 1), abs=0.051), (first, steps)
+    assert any(m != pass_method for m, *_ in seen), seen  # the IG steps came after the pass
+
+    def estimates(polls):
+        return [(m, d, t, s["state"], s["done"], s["total"], s["eta_low_s"], s["eta_high_s"]) for m, d, t, s in polls]
+
+    instant, _shared = run(0.0)
+    assert estimates(seen) == estimates(instant)
