@@ -82,8 +82,10 @@ RSS_GROWTH_LIMIT = 0.15
 # (docs/benchmarks.md, "Session 30"). 40 % until session 34; since a gradient pass keeps its decoder layers' inputs
 # only and a matrix chunk no vocabulary-sized gradients (a796c18) the load peaks within issue 43's 15 %: 10-minute
 # soak +8.2 % against +29.5 % for the code before; 45 s soaks +9.1 %, +10.7 %, and +13.9 % once the first highlight's
-# one-row pass runs its layers once to keep its keys and values (433dddc; beside browser tests). The limit keeps a
-# margin over those for a loaded machine (docs/benchmarks.md, "Session 34 (h1)").
+# one-row pass runs its layers once to keep its keys and values (433dddc; beside browser tests), and a 10-minute soak
+# +44.5 %. Since that pass recomputes its layers too (session 35), 10-minute soaks +12.4 % and +36.5 % (the second:
+# a 64-step IG span with ~450 MB free but unreturned in malloc's heap; docs/benchmarks.md, "Session 35 (h1)"):
+# issue 43's 15 % is not met reliably, and this limit fails on such a run.
 RSS_PEAK_LIMIT = 0.2
 # The load's peak, relative to the warm-up's peak (every kind of work once, one request at a time): growth once every
 # kind has run, or passes' memory piling up across clients. Several clients add what one cannot: a matrix job's
