@@ -5,7 +5,7 @@ Every computation a client starts is a `Job` in this table, in a lane:
 * worker lanes (`submit`): background work that a request only starts and then polls: the per-token
   matrices (lane "") and a segment method's values (lane method_registry.SEGMENT_DETAIL), and the value index's
   build (lane "value_index", lit_app/model/value_index.py: about the model, not a datapoint). Each lane has one
-  queue and one worker thread per client, so two clients' jobs alternate slice by slice on the model and a
+  queue and one worker thread per client, so two clients' jobs share the model's time (scheduler.py) and a
   segment job does not wait for a matrix job of T backwards to end. Jobs are keyed by (datapoint, kind): a
   second request of the same finds the job, live or finished.
 * request lanes (`track`): work its request runs itself on its own thread, registered here so that polls

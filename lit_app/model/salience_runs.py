@@ -189,7 +189,7 @@ class SalienceRuns:
         """`yield_to_waiting` between slices, saying whether the computation keeps its forward's graph across
         the pause (`sizer.holding_graph`); when more urgent work than background work waits (a user job, a
         click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job of its own
-        level that goes first is not that: the two alternate, and the estimate counts it."""
+        level that goes first is not that: the two share the model's time, and the estimate counts it."""
 
         def yield_() -> object:
             with self._waits(job, job is not None and self._lock.outranked()):

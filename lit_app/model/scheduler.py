@@ -1,13 +1,13 @@
 """Who uses the shared model next: requests a person waits for first, then work a person started, then automatic work.
 
-The policy (`ModelScheduler`): three levels (`Priority`), FIFO within each: interactive requests (clicks, first
+The policy (`ModelScheduler`): three levels (`Priority`): interactive requests (clicks, first
 highlights, traces; `with lock:`), then user jobs a person started with a button and watches (explanation tests,
 intervention runs, the value-index build a search starts; `lock.user_job()`), then automatic background work
 (per-token matrix jobs, every-matrix requests; `lock.background()`). Below the interactive level work runs in time
 slices of `--slice_s` (pausing inside long backwards while `outranked()`); a holder yields to every more urgent
-waiter and to its own level's (two jobs of one level alternate), never to its own client's less urgent work;
+waiter of its own client and to its equals (below: they share model time), never to its own client's less urgent work;
 between clients a user job outranks only its own client's background work, and one client's user job and another's
-background work take turns slice by slice (a background job runs as the client whose queue it is in). A matrix job
+background work are equals (a background job runs as the client whose queue it is in). A matrix job
 paused behind a user job says so (`"waiting": true`, no `eta_s`; the estimate resumes without the paused time). A
 span's IG steps or SmoothGrad samples (interactive) yield between chunks too, so another client's click is not
 behind them.
@@ -18,6 +18,14 @@ after freeing its graph (sequence_salience/slices.py, "The graph across pauses":
 and says with `yield_to_waiting(holding_graph=...)` whether it still holds one); while one waits holding its
 graph (a click or a segment job went first), no other such work starts building one. So K clients' matrix jobs
 hold one graph, not K (their peak was +89 % of the server's RSS with four, docs/benchmarks.md).
+
+Equals share model time, not turns (issue 43): each holder below clicks has a virtual time, the model time it has
+held since it took the model (its `acquire` at depth 0); one that (re)joins starts at the least of the others'
+(so a new job cannot starve an old one, and time away gives no credit). Among free equals the least virtual time
+goes first, and a holder yields between slices to an equal only when the equal's is not above its own. A job that
+yields after 0.25 s and one that holds the model for a 7 s batch so get about half each (was: one turn each, a few
+per cent of the model for the first, docs/benchmarks.md "Session 35 (h2)"). The virtual times live on the holder
+and the waiting tickets only: nothing is kept per thread after it lets go.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import contextlib
 import enum
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from lit_app.edge import clients
@@ -60,7 +69,8 @@ class ModelScheduler:
       starts (gradients, IG, SmoothGrad, segment methods), blocking every-matrix requests.
 
     When the model is free it goes to the acquirer of the most urgent level that waits,
-    and within a level to the one that has waited longest (FIFO). Work below the interactive
+    to clicks in arrival order, and among the work below clicks that nothing goes before to the
+    one that has held the model least (virtual time, module docstring; ties: arrival). Work below the interactive
     level holds the model for one bounded slice at a time (about 0.3-0.5 s of model time,
     sized by `sequence_salience.slices.SliceSizer`) and calls `yield_to_waiting()` between
     slices (and, when one target's backward alone is longer than a slice, inside it at layer
@@ -81,18 +91,21 @@ class ModelScheduler:
     model is free once it has released as often as it acquired. Holding the model keeps
     the level it was first acquired with.
 
-    Fairness among equals (the former FairLock): a holder that yields lets every waiting
-    acquirer of a more urgent level and of its own level go first (those of its own level
-    queued before it re-queues), so two jobs of one level alternate slice by slice; it never
-    yields to a less urgent level of its own client.
+    Fairness among equals: a holder that yields lets every waiting acquirer of a more urgent
+    level of its own client go first, and an equal (its own level, another client's work below
+    clicks) whose virtual time (module docstring: model time held) is not above its own, so two
+    jobs of one level share the model's time, however long each holds it between yields; it
+    never yields to a less urgent level of its own client. Ties keep arrival order.
 
     Between clients (lit_app/edge/clients.py; a background job runs as the client whose queue it is in):
     clicks of every client go first; below them a user job outranks only its own client's background
-    work, and another client's user job and background work are equals that take turns slice by slice
+    work, and another client's user job and background work are equals that share the model's time
     (one client's explanation test does not pause another client's matrices).
+
+    clock: the model-time clock of the virtual times (tests pass a scripted one).
     """
 
-    def __init__(self):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._cond = threading.Condition(threading.Lock())
         # level -> tickets of the threads waiting at that level, in arrival order
         self._queues: dict[Priority, collections.deque[_Ticket]] = {p: collections.deque() for p in Priority}
@@ -100,6 +113,9 @@ class ModelScheduler:
         self._owner_priority = Priority.INTERACTIVE
         self._owner_client = ""
         self._owner_graph = False
+        self._owner_vtime = 0.0  # the holder's virtual time when it took the model (`_vtime` adds since)
+        self._held_since = 0.0
+        self._clock = clock
         self._depth = 0
         self._arrivals = itertools.count()
         # Called (outside the lock, on the releasing thread) each time the model is let go:
@@ -110,7 +126,7 @@ class ModelScheduler:
     def _before(waiter: "_Ticket", level: Priority, client: str) -> bool:
         """Whether `waiter` goes before an acquirer at `level` of `client` whatever their arrival: a click before
         anything else; a user job before its own client's background work only (another client's user job
-        and background work are equals: they take turns, issue 43)."""
+        and background work are equals: they share model time, issue 43)."""
         return waiter.level < level and (waiter.level == Priority.INTERACTIVE or waiter.client == client)
 
     def _waiters(self) -> list["_Ticket"]:
@@ -123,6 +139,19 @@ class ModelScheduler:
         graph=True that holds none now)."""
         return waiter.graph and not waiter.holding and waiter.level != Priority.INTERACTIVE
 
+    def _vtime(self) -> float:
+        """The holder's virtual time now: the model time it has held below clicks (module docstring)."""
+        if self._owner_priority == Priority.INTERACTIVE:
+            return self._owner_vtime
+        return self._owner_vtime + max(0.0, self._clock() - self._held_since)
+
+    def _least_vtime(self) -> float:
+        """Where an acquirer below clicks starts: the least virtual time of the others below clicks (0 if none)."""
+        others = [w.vtime for w in self._waiters() if w.level != Priority.INTERACTIVE]
+        if self._owner is not None and self._owner_priority != Priority.INTERACTIVE:
+            others.append(self._vtime())
+        return min(others, default=0.0)
+
     def _my_turn(self, ticket: "_Ticket", level: Priority) -> bool:
         if self._owner is not None:
             return False
@@ -131,29 +160,38 @@ class ModelScheduler:
             return False
         if level == Priority.INTERACTIVE:
             return self._queues[level][0] is ticket
-        # Among the work below clicks that nothing goes before, the one that waited longest; work that would
+        # Among the work below clicks that nothing goes before, the one that held the model least (ties: the one
+        # that waited longest); work that would
         # build a graph waits while another waits holding one (one retained graph at a time).
         held = any(w.holding for w in waiters)
         free = [w for w in waiters if not any(self._before(o, w.level, w.client) for o in waiters)
                 and not (held and self._builds_graph(w))]
-        return bool(free) and min(free, key=lambda w: w.seq) is ticket
+        return bool(free) and min(free, key=lambda w: (w.vtime, w.seq)) is ticket
 
     def _yields_to(self, waiter: "_Ticket", holding_graph: bool = False) -> bool:
-        """Whether the holder, between slices, lets `waiter` go first: a click; for work below clicks, work of its
-        own or a more urgent level and other clients' work (equals); never its own client's less urgent work, and
-        while the holder keeps a graph (`holding_graph`) never work that would build another."""
+        """Whether the holder, between slices, lets `waiter` go first: a click; for work below clicks, its own
+        client's more urgent work, and an equal (its own level, other clients' work) whose virtual time is not
+        above its own; never its own client's less urgent work, and while the holder keeps a graph
+        (`holding_graph`) never work that would build another."""
         if holding_graph and self._builds_graph(waiter):
             return False
         if waiter.level == Priority.INTERACTIVE:
             return True
         if self._owner_priority == Priority.INTERACTIVE:
             return False
-        return waiter.level <= self._owner_priority or waiter.client != self._owner_client
+        if self._before(waiter, self._owner_priority, self._owner_client):
+            return True
+        equal = waiter.level <= self._owner_priority or waiter.client != self._owner_client
+        return equal and waiter.vtime <= self._vtime()
 
-    def _queue_and_wait(self, level: Priority, client: str, graph: bool = False, holding: bool = False) -> None:
-        """Joins the back of `level`'s queue and waits for the model's turn (called under `_cond`)."""
+    def _queue_and_wait(self, level: Priority, client: str, graph: bool = False, holding: bool = False,
+                        vtime: float | None = None) -> None:
+        """Joins the back of `level`'s queue and waits for the model's turn (called under `_cond`). vtime: the
+        acquirer's virtual time (a yielding holder's); None: one that joins starts at the others' least."""
         queue = self._queues[level]
-        ticket = _Ticket(level, client, next(self._arrivals), graph, holding)
+        if vtime is None:
+            vtime = 0.0 if level == Priority.INTERACTIVE else self._least_vtime()
+        ticket = _Ticket(level, client, next(self._arrivals), graph, holding, vtime)
         queue.append(ticket)
         try:
             while not self._my_turn(ticket, level):
@@ -165,6 +203,7 @@ class ModelScheduler:
         queue.remove(ticket)
         self._owner, self._owner_priority, self._owner_client, self._depth = threading.get_ident(), level, client, 1
         self._owner_graph = graph
+        self._owner_vtime, self._held_since = ticket.vtime, self._clock()
 
     def acquire(self, priority: Priority = Priority.INTERACTIVE, graph: bool = False) -> bool:
         """Waits for the model (see the class docstring for the order); re-entrant. Returns True.
@@ -193,10 +232,10 @@ class ModelScheduler:
     def yield_to_waiting(self, holding_graph: bool = False) -> bool:
         """Between two slices: lets the waiting acquirers that go first use the model, then takes it back.
 
-        Those are every waiting acquirer of a more urgent level and those of the holder's own
-        level (which queued before it re-queues). Only the holder may call it; it does nothing
-        below depth 1 (the holder's caller still relies on what it holds). Returns whether it
-        let anybody go first. Letting go and queueing again are one step, so no less urgent acquirer
+        Those are every waiting click, its own client's more urgent work, and the equals whose virtual
+        time is not above the holder's (class docstring; in arrival order among ties). Only the holder
+        may call it; it does nothing below depth 1 (the holder's caller still relies on what it holds).
+        Returns whether it let anybody go first. Letting go and queueing again are one step, so no less urgent acquirer
         can take the model in between.
 
         holding_graph: the holder keeps a forward's graph across this pause; work that would build another
@@ -208,9 +247,10 @@ class ModelScheduler:
             level, client, graph = self._owner_priority, self._owner_client, self._owner_graph
             if self._depth != 1 or not any(self._yields_to(w, holding_graph) for w in self._waiters()):
                 return False
+            vtime = self._vtime()
             self._owner = None
             self._cond.notify_all()
-            self._queue_and_wait(level, client, graph, holding_graph)
+            self._queue_and_wait(level, client, graph, holding_graph, vtime)
         if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
             self.on_free()
         return True
@@ -290,12 +330,14 @@ class ModelScheduler:
 
 
 class _Ticket:
-    """A waiting acquirer: its level, its client (lit_app/edge/clients.py), its arrival number and its graph."""
+    """A waiting acquirer: its level, its client (lit_app/edge/clients.py), its arrival number, its graph and its
+    virtual time (the model time it has held, module docstring)."""
 
-    __slots__ = ("level", "client", "seq", "graph", "holding")
+    __slots__ = ("level", "client", "seq", "graph", "holding", "vtime")
 
-    def __init__(self, level: Priority, client: str, seq: int, graph: bool = False, holding: bool = False):
-        self.level, self.client, self.seq = level, client, seq
+    def __init__(self, level: Priority, client: str, seq: int, graph: bool = False, holding: bool = False,
+                 vtime: float = 0.0):
+        self.level, self.client, self.seq, self.vtime = level, client, seq, vtime
         self.graph = graph  # the work keeps a forward's graph across its turns (acquire's graph=True)
         self.holding = holding  # it waits holding one (yield_to_waiting's holding_graph=True)
 

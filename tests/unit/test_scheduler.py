@@ -366,3 +366,84 @@ def test_a_waiting_holder_of_a_graph_goes_before_matrix_work_that_queued_earlier
         sched.release()
     other.join()
     assert log.events == ["c-segment", "a-continues", "b-matrix"]
+
+
+class _ModelClock:
+    """A scripted model-time clock (`ModelScheduler(clock=...)`): only the holder of the model moves it on, by the
+    units of model time its slice takes."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _equal_jobs(sched: ModelScheduler, clock: _ModelClock, jobs: dict[str, tuple[float, int]],
+                alone_first: float = 0.0) -> list[tuple[str, float]]:
+    """Runs background jobs of one client, {name: (model time each slice holds, slices)}, the first in `jobs`
+    taking the model first (after `alone_first` units of model time alone, yielding to nobody), the others queued
+    behind it; each yields between its slices. Returns the slices as (job, units) in the order they ran."""
+    log: list[tuple[str, float]] = []
+    first, *later = jobs
+    started = threading.Event()
+    go = threading.Event()
+
+    def job(name: str) -> None:
+        units, slices = jobs[name]
+        with sched.background():
+            if name == first:
+                clock.now += alone_first
+                assert not sched.yield_to_waiting()  # nobody waits yet: nothing to share
+                started.set()
+                go.wait()
+            for _ in range(slices):
+                clock.now += units
+                log.append((name, units))
+                sched.yield_to_waiting()
+
+    threads = [threading.Thread(target=job, args=(first,))]
+    threads[0].start()
+    started.wait()
+    for k, name in enumerate(later):
+        threads.append(threading.Thread(target=job, args=(name,)))
+        threads[-1].start()
+        wait_until(lambda k=k: sched.waiting(BACKGROUND) == k + 1, f"{name} to queue")
+    go.set()
+    for t in threads:
+        t.join()
+    return log
+
+
+def _model_time_until_done(log: list[tuple[str, float]], name: str) -> dict[str, float]:
+    """{job: model time it held} in `log` up to and including the last slice of job `name`."""
+    last = max(k for k, (n, _) in enumerate(log) if n == name)
+    held: dict[str, float] = {}
+    for n, units in log[:last + 1]:
+        held[n] = held.get(n, 0.0) + units
+    return held
+
+
+def test_equal_jobs_share_model_time_not_turns():
+    # Issue 43 (docs/benchmarks.md "Session 35 (h2)"): a job that yields after 1 unit of model time beside one that
+    # holds the model for 10 units between its yields got one turn each: 1/11 of the model. Now about half.
+    clock = _ModelClock()
+    sched = ModelScheduler(clock=clock)
+    log = _equal_jobs(sched, clock, {"long batches": (10.0, 6), "short slices": (1.0, 100)})
+    held = _model_time_until_done(log, "long batches")
+    assert held["long batches"] == 60.0
+    # While the long job ran its 60 units, the short one held the model for as long, within one long batch.
+    assert 50.0 <= held["short slices"] <= 70.0
+    assert [n for n, _ in log[-30:]] == ["short slices"] * 30  # then it runs alone to its end
+
+
+def test_a_job_that_arrives_late_does_not_starve_the_earlier_one():
+    # The late job starts at the earlier one's virtual time, not at 0: it gets no credit for the 100 units the
+    # earlier one held alone, and from then on they share the model's time.
+    clock = _ModelClock()
+    sched = ModelScheduler(clock=clock)
+    log = _equal_jobs(sched, clock, {"early": (1.0, 30), "late": (10.0, 3)}, alone_first=100.0)
+    assert log[0] == ("early", 1.0)  # the late job did not take the model for its 100 units of "debt"
+    held = _model_time_until_done(log, "late")
+    assert held["late"] == 30.0
+    assert 20.0 <= held["early"] <= 40.0
