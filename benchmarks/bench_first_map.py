@@ -2,6 +2,7 @@
 (issue 42 §5: "on the shipped rows, no later than the gradient's first highlight"), through the server's own code.
 
     .venv/bin/python benchmarks/bench_first_map.py [--repeats 3] [--rows 0 1 2 3] [--no_exact] [--with_matrices]
+    .venv/bin/python benchmarks/bench_first_map.py --goal [--repeats 2] [--no_exact]
 
 In process, the path the page takes (lit_app.model.shared_model.SharedLM and the salience wrapper, as the server
 builds them; no HTTP, no browser), on the default model, for each shipped row (`datasets.shipped_rows()`; the
@@ -33,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sequence_salience as ss  # noqa: E402
@@ -46,12 +49,14 @@ from sequence_salience.methods import attention_verified, leave_one_out  # noqa:
 GRANULARITY = "sentence"
 
 
-def _segment_request(method: str) -> inputs.SegmentRequest:
-    return inputs.SegmentRequest(method, GRANULARITY, None, AblationConfig().removal, None, 0)
+def _segment_request(method: str, granularity: str = GRANULARITY) -> inputs.SegmentRequest:
+    return inputs.SegmentRequest(method, granularity, None, AblationConfig().removal, None, 0)
 
 
-def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False) -> dict:
-    """One cold repeat of one row: seconds of the first highlight, attention_verified after it, leave_one_out."""
+def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False, granularity: str = GRANULARITY,
+             keep: dict | None = None) -> dict:
+    """One cold repeat of one row: seconds of the first highlight, attention_verified after it, leave_one_out
+    (`keep`: also the segment results, under "first_map" and "exact")."""
     chat = shared.format_prompt(ex)
     target = ex.get("target", "")
     shared.forget_salience()
@@ -61,18 +66,89 @@ def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False) -> 
     if not matrices:
         shared.jobs.cancel_all()  # the page's background matrices: not part of either figure
     t = time.perf_counter()
-    seg = shared.segment_salience(chat, target, _segment_request(attention_verified.NAME))
+    seg = shared.segment_salience(chat, target, _segment_request(attention_verified.NAME, granularity))
     out["attention_verified_s"] = time.perf_counter() - t
     out["verified"] = int(seg.quality.get("verified", 0))
     out["segments"] = len(seg.segments)
     if exact:
         t = time.perf_counter()
-        exact_seg = shared.segment_salience(chat, target, _segment_request(leave_one_out.NAME))
+        exact_seg = shared.segment_salience(chat, target, _segment_request(leave_one_out.NAME, granularity))
         out["leave_one_out_s"] = time.perf_counter() - t
         out["leave_one_out_forwards"] = int(exact_seg.stats.rows) - 1  # the ablated prompts it scored
     out["tokens"] = seg.n_tokens
+    if keep is not None:
+        keep["first_map"] = seg
+        if exact:
+            keep["exact"] = exact_seg
     shared.jobs.cancel_all()
     return out
+
+
+def goal(shared, wrapper, lm, repeats: int, exact: bool, tokens: int = 4000, paragraphs: int = 34) -> None:
+    """The cost goal's prompt (issue 42: bench_attention_attribution.py `goal`, long_notes_prompt(0, 4000, 34),
+    paragraphs) through the server's path (time_row: the first highlight records nothing over
+    salience_runs.UNEDITED_MAX_TOKENS, so attention_verified runs the unedited forward itself) and the library's
+    (compute_span_result(record=span_recorder), then segment_salience(result=): no unedited forward), alternated
+    in one process; the confirming leave one out (server path, first repeat, `exact`) is the reference for the top
+    three. The library's path runs with one torch thread (as `goal` --threads 1), the server's as the server chooses.
+    Each path's first map is divided by its own first highlight (a forward + backward of the prompt: the
+    server's with its layers recomputed, the library's recorded pass without)."""
+    from sequence_salience.ablation import segment_salience, span_recorder  # pylint: disable=import-outside-toplevel
+    from sequence_salience.attention import agreement  # pylint: disable=import-outside-toplevel
+    from sequence_salience.attention.prompts import long_notes_prompt  # pylint: disable=import-outside-toplevel
+    from lit_app.model import salience_runs  # pylint: disable=import-outside-toplevel
+
+    item = long_notes_prompt(0, tokens, paragraphs, count=lambda text: len(lm.tokenize(text).ids))
+    ex = {"prompt": item.user, "system": item.system, "target": item.target}
+    chat = shared.format_prompt(ex)
+    config = shared.segment_config(_segment_request(attention_verified.NAME, "paragraph"))
+    print(f"UNEDITED_MAX_TOKENS {salience_runs.UNEDITED_MAX_TOKENS}; ablation config as the server's: {config}")
+    rows, reference = [], None
+    for rep in range(repeats):
+        paths = ("server", "library") if rep % 2 == 0 else ("library", "server")
+        for path in paths:
+            if path == "server":
+                keep: dict = {}
+                r = time_row(shared, wrapper, ex, exact and reference is None, granularity="paragraph", keep=keep)
+                seg = keep["first_map"]
+                if "exact" in keep:
+                    reference = keep["exact"].values
+            else:
+                shared.forget_salience()
+                threads = torch.get_num_threads()
+                torch.set_num_threads(1)
+                t = time.perf_counter()
+                highlight = ss.compute_span_result(lm, chat, item.target, methods=("grad_norm", "grad_x_input"),
+                                                   record=span_recorder)
+                r = {"first_highlight_s": time.perf_counter() - t}
+                t = time.perf_counter()
+                seg = segment_salience(lm, chat, item.target, attention_verified.NAME, granularity="paragraph",
+                                       config=config, result=highlight)
+                r["attention_verified_s"] = time.perf_counter() - t
+                torch.set_num_threads(threads)
+                r["verified"], r["tokens"] = int(seg.quality.get("verified", 0)), seg.n_tokens
+            start = seg.text.index(item.target.strip())
+            r["fact"] = next(k for k, (a, b) in enumerate(seg.segments) if a <= start < b)
+            r["segments"] = len(seg.segments)
+            r["values"] = seg.values
+            r["rows"] = int(seg.stats.rows)
+            rows.append((rep + 1, path, r))
+            order = agreement.order(seg.values)
+            print(path, rep + 1, {k: v for k, v in r.items() if k != "values"}, "fact's rank", order.index(r["fact"]) + 1,
+                  "top three", order[:3], "values", [round(float(v), 3) for v in seg.values], flush=True)
+    if reference is not None:
+        print(f"leave one out (the confirming job): the fact's paragraph ranked "
+              f"{agreement.order(reference).index(rows[0][2]['fact']) + 1}, top three {agreement.order(reference)[:3]}")
+    print("| repeat | path | tokens | paragraphs | first highlight (s) | attention_verified after it (s) | ÷ first highlight "
+          "| verified | rows | fact's rank | top three | shared of leave one out's top 3 | leave one out after it (s) |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    for rep, path, r in rows:
+        order = agreement.order(r["values"])
+        shared3 = "–" if reference is None else f"{round(3 * agreement.top_overlap(r['values'], reference, 3))}/3"
+        loo = f"{r['leave_one_out_s']:.1f}" if "leave_one_out_s" in r else "–"
+        print(f"| {rep} | {path} | {r['tokens']} | {r['segments']} | {r['first_highlight_s']:.1f} "
+              f"| {r['attention_verified_s']:.1f} | {r['attention_verified_s'] / r['first_highlight_s']:.2f} "
+              f"| {r['verified']} | {r['rows']} | {order.index(r['fact']) + 1} | {order[:3]} | {shared3} | {loo} |")
 
 
 def main() -> None:
@@ -82,12 +158,23 @@ def main() -> None:
     p.add_argument("--no_exact", action="store_true", help="leave out leave_one_out's time")
     p.add_argument("--with_matrices", action="store_true",
                    help="leave the page's matrix job running beside the first map's job (the browser's case)")
+    p.add_argument("--goal", action="store_true",
+                   help="the cost goal's 4,000-token prompt at paragraph granularity instead of the shipped rows: the "
+                        "server's path and the library's, alternated (`goal`)")
+    p.add_argument("--goal_tokens", type=int, default=4000, help="--goal's prompt length (a smaller one to try it)")
+    p.add_argument("--goal_paragraphs", type=int, default=34)
     args = p.parse_args()
 
     lm = ss.load_model("default")
     ablation = AblationConfig(**method_registry.server_ablation_settings({}))
     shared = shared_model.SharedLM(lm, disk_cache=False, ablation_config=ablation)
     wrapper = salience.SalienceModel(shared)
+    if args.goal:
+        try:
+            goal(shared, wrapper, lm, args.repeats, not args.no_exact, args.goal_tokens, args.goal_paragraphs)
+        finally:
+            shared.jobs.cancel_all()
+        return
     rows = datasets.shipped_rows()
     picked = args.rows if args.rows is not None else list(range(len(rows)))
     examples = {}
