@@ -243,16 +243,19 @@ class Job:
         self._live = (stage, live)
 
     @contextlib.contextmanager
-    def waiting(self, other: Callable[[], bool | None] | None = None) -> Iterator[None]:
-        """The job waits for the model behind more urgent work while this block runs: its status says so
-        and has no estimate; the time waited is not counted as the units' time.
+    def waiting(self, other: Callable[[], bool | None] | None = None, shared: bool = False) -> Iterator[None]:
+        """The job waits for the model while this block runs: its status says so and has no estimate; the time
+        waited is not counted as the units' time, unless `shared`.
 
         other: read at each poll, whether the work holding the model is another client's (True) or this job's
           own client's (False; None: nothing holds it, the last answer stands): lit_app/model/scheduler.py
-          `whose_turn`. The status says whose (`waiting_for`); None: it says nothing of whose."""
+          `whose_turn`. The status says whose (`waiting_for`); None: it says nothing of whose.
+        shared: it waits for an equal that shares the model's time with it (scheduler.py, virtual time): the wait
+          stays in the units' rate, which is what the rest of the job will get while they share."""
         self._other, self._other_last = other, None
         self.waiting_since = self.clock()
-        self.time_left.pause()
+        if not shared:
+            self.time_left.pause()
         try:
             yield
         finally:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -180,22 +181,22 @@ class SalienceRuns:
 
         return progress
 
-    def _waits(self, job: Job | None, now: bool = True) -> contextlib.AbstractContextManager[object]:
-        """`job.waiting` when `job` is given and `now`: its status says so, and whose work goes first (its own
-        client's or another's: scheduler.py `whose_turn`), without an estimate."""
-        return job.waiting(self._lock.whose_turn()) if job is not None and now else contextlib.nullcontext()
+    def _waits(self, job: Job | None, shared: bool = False) -> contextlib.AbstractContextManager[object]:
+        """`job.waiting` when `job` is given: its status says so, and whose work goes first (its own client's or
+        another's: scheduler.py `whose_turn`), without an estimate; `shared`: an equal goes first (`Job.waiting`)."""
+        return job.waiting(self._lock.whose_turn(), shared) if job is not None else contextlib.nullcontext()
+
+    def _yield_waiting(self, job: Job | None, holding_graph: bool = False) -> bool:
+        """`yield_to_waiting`, with `job` marked as waiting (its status says so, without an estimate) while
+        anybody goes first: a click, more urgent work, or an equal that shares the model's time with it (whose
+        time the estimate counts: `Job.waiting`'s `shared`). Whether anybody went first."""
+        return self._lock.yield_to_waiting(holding_graph=holding_graph,
+                                           while_waiting=None if job is None else functools.partial(self._waits, job))
 
     def _yield(self, job: Job | None, sizer: SliceSizer) -> Callable[[], object]:
-        """`yield_to_waiting` between slices, saying whether the computation keeps its forward's graph across
-        the pause (`sizer.holding_graph`); when more urgent work than background work waits (a user job, a
-        click), `job` is marked as waiting meanwhile (its status says so, without an estimate). A job of its own
-        level that goes first is not that: the two share the model's time, and the estimate counts it."""
-
-        def yield_() -> object:
-            with self._waits(job, job is not None and self._lock.outranked()):
-                return self._lock.yield_to_waiting(holding_graph=sizer.holding_graph)
-
-        return yield_
+        """`_yield_waiting` between slices, saying whether the computation keeps its forward's graph across the
+        pause (`sizer.holding_graph`)."""
+        return lambda: self._yield_waiting(job, sizer.holding_graph)
 
     def _in_background(self, cache: LRUCache[V], key: Hashable, compute: Callable[[], V],
                        job: Job | None = None, graph: bool = False, priority: Priority = Priority.BACKGROUND) -> V:
@@ -348,10 +349,7 @@ class SalienceRuns:
                     # too) use the model first: a click is never behind another's long span (issue 43). Meanwhile
                     # the span's status says it waits, and the pause is no part of its units' rate (was: counted).
                     start = time.perf_counter()
-                    waits = job is not None and self._lock.interactive_waiting()
-                    with self._waits(job, waits):
-                        yielded = self._lock.yield_to_waiting()
-                    if yielded:
+                    if self._yield_waiting(job):
                         self._yielded_s += time.perf_counter() - start
 
                 fresh = ss.compute_span_result(self._lm, chat, explained, methods=missing, t0=t0, t1=t1,

@@ -24,7 +24,8 @@ held since it took the model (its `acquire` at depth 0); one that (re)joins star
 (so a new job cannot starve an old one, and time away gives no credit). Among free equals the least virtual time
 goes first, and a holder yields between slices to an equal only when the equal's is not above its own. A job that
 yields after 0.25 s and one that holds the model for a 7 s batch so get about half each (was: one turn each, a few
-per cent of the model for the first, docs/benchmarks.md "Session 35 (h2)"). The virtual times live on the holder
+per cent of the model for the first, docs/benchmarks.md "Session 35 (h2)"); while an equal holds the model, the job
+that let it go says "waiting" (was: "running"; `yield_to_waiting`'s `while_waiting`). The virtual times live on the holder
 and the waiting tickets only: nothing is kept per thread after it lets go.
 """
 
@@ -229,7 +230,9 @@ class ModelScheduler:
         if freed and self.on_free is not None:
             self.on_free()
 
-    def yield_to_waiting(self, holding_graph: bool = False) -> bool:
+    def yield_to_waiting(self, holding_graph: bool = False,
+                         while_waiting: Callable[[bool], contextlib.AbstractContextManager[object]] | None = None
+                         ) -> bool:
         """Between two slices: lets the waiting acquirers that go first use the model, then takes it back.
 
         Those are every waiting click, its own client's more urgent work, and the equals whose virtual
@@ -240,17 +243,24 @@ class ModelScheduler:
 
         holding_graph: the holder keeps a forward's graph across this pause; work that would build another
           (acquired with graph=True, below clicks) waits until the holder has freed it (class docstring).
+        while_waiting: when it lets anybody go first, `while_waiting(shared)` is entered before it lets go and left
+          once it holds the model again (a job's status says "waiting" meanwhile: lit_app/model/jobs.py
+          `Job.waiting`); `shared` is True when only equals go first (they share the model's time, so the wait is
+          part of the holder's rate), False when a click or more urgent work of its own client does.
         """
         with self._cond:
             if self._owner != threading.get_ident():
                 raise RuntimeError("ModelScheduler.yield_to_waiting called by a thread that does not hold it.")
             level, client, graph = self._owner_priority, self._owner_client, self._owner_graph
-            if self._depth != 1 or not any(self._yields_to(w, holding_graph) for w in self._waiters()):
+            first = [w for w in self._waiters() if self._yields_to(w, holding_graph)]
+            if self._depth != 1 or not first:
                 return False
+            shared = not any(w.level == Priority.INTERACTIVE or self._before(w, level, client) for w in first)
             vtime = self._vtime()
             self._owner = None
             self._cond.notify_all()
-            self._queue_and_wait(level, client, graph, holding_graph, vtime)
+            with contextlib.nullcontext() if while_waiting is None else while_waiting(shared):
+                self._queue_and_wait(level, client, graph, holding_graph, vtime)
         if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
             self.on_free()
         return True
