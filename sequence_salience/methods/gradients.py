@@ -16,7 +16,6 @@ peaked at 2.3x less memory and a matrix chunk at 3x less, each pass costing abou
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import inspect
 import threading
@@ -97,21 +96,20 @@ def returned_cache(out):
 def kept_once_cache(model: torch.nn.Module):
     """A transformers DynamicCache for one graph-keeping forward under `layers_recomputed`: it keeps each layer's keys
     and values the first time the layer runs; when the layer runs again in the backward (torch.utils.checkpoint) it
-    answers as an empty layer would (the same tensors, the same ops, so the same gradients) and keeps nothing. A plain
-    cache would append that layer's keys and values a second time and attend over both."""
+    passes that run's keys and values through as they are, and keeps nothing: what an empty layer answers (its
+    concatenation to nothing; a sliding-window layer's too: its window holds the whole first pass) without copying
+    them, so the same values and the same gradients, bit for bit (the concatenation's gradient is the identity). A
+    plain cache would append that layer's keys and values a second time and attend over both."""
     from transformers import DynamicCache  # pylint: disable=import-outside-toplevel
 
     class KeptOnce(DynamicCache):
         def __init__(self, config):
             super().__init__(config=config)
-            self.blanks = [copy.deepcopy(layer) for layer in self.layers]  # each layer as it was before it ran
             self.ran: set[int] = set()
 
         def update(self, key_states, value_states, layer_idx, *args, **kwargs):
-            if layer_idx in self.ran:  # the layer run again (the backward's recomputation)
-                blank = (copy.deepcopy(self.blanks[layer_idx]) if layer_idx < len(self.blanks)
-                         else self.layer_class_to_replicate())
-                return blank.update(key_states, value_states, *args, **kwargs)
+            if layer_idx in self.ran:  # the layer run again (the backward's recomputation): a pass-through
+                return key_states, value_states
             self.ran.add(layer_idx)
             return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 

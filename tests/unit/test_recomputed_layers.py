@@ -190,3 +190,39 @@ def test_a_pass_that_keeps_its_cache_recomputes_its_layers_and_keeps_each_layers
         assert k.shape == want_k.shape and k.shape[-2] == inputs.embeds.shape[1]  # once, not again for the backward
         torch.testing.assert_close(k, want_k, rtol=0, atol=1e-6)
         torch.testing.assert_close(v, want_v, rtol=0, atol=1e-6)
+
+
+def test_the_backwards_run_of_a_layer_passes_its_keys_and_values_through_uncopied(tiny_lm, monkeypatch):
+    """Session 35's leftover: the recorded pass's cache answered each layer's second run (the backward's
+    recomputation) with a deep copy of an empty layer, which concatenated the keys and values to nothing (a copy of
+    each). Now that run gets the very tensors it gave, and the cache keeps the first run's (gradients bit for bit:
+    the test above)."""
+    made = []
+    original = gradients.kept_once_cache
+
+    def recording(model):
+        cache = original(model)
+        update, calls = cache.update, []
+
+        def recorded(k, v, layer_idx, *a, **kw):
+            out = update(k, v, layer_idx, *a, **kw)
+            calls.append((layer_idx, k, v, out))
+            return out
+
+        cache.update = recorded
+        made.append(calls)
+        return cache
+
+    monkeypatch.setattr(gradients, "kept_once_cache", recording)
+    inputs = build_inputs(tiny_lm, PROMPTS[:1])
+    weights = torch.rand(inputs.target_ids.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    kept: list = []
+    gradients.weighted_gradient(inputs, inputs.embeds, weights, on_cache=kept.append)
+    [calls] = made
+    n_layers = len(gradients.decoder_layers(tiny_lm.model))
+    assert [c[0] for c in calls[:n_layers]] == list(range(n_layers))  # the forward
+    assert sorted(c[0] for c in calls[n_layers:]) == list(range(n_layers))  # the backward's recomputation
+    stored = gradients.cache_layers(kept[0])
+    for layer_idx, k, v, (out_k, out_v) in calls[n_layers:]:
+        assert out_k is k and out_v is v  # was: new tensors, a concatenation to an empty layer's copy
+        assert stored[layer_idx][0] is not k  # the cache keeps the first run's keys, not the recomputed ones
