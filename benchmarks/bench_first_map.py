@@ -29,6 +29,7 @@ is shared and noisy); each figure is the median over repeats. Prints a Markdown 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -151,6 +152,42 @@ def goal(shared, wrapper, lm, repeats: int, exact: bool, tokens: int = 4000, par
               f"| {r['verified']} | {r['rows']} | {order.index(r['fact']) + 1} | {order[:3]} | {shared3} | {loo} |")
 
 
+def confirm_saving(shared, wrapper, examples: dict, repeats: int) -> None:
+    """The confirming leave one out after a first map that verified every sentence (docs/benchmarks.md "Session 36
+    (h2)"): the library's call the server's job makes (`segment_salience(result=the highlight's, known=the first
+    map)`), with its check value from the highlight's result (now: no model pass) and as before (engine.all_known
+    patched to False: one unedited forward), alternated in one process, after time_row's highlight and first map."""
+    from unittest import mock  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.ablation import engine, segment_salience  # pylint: disable=import-outside-toplevel
+
+    print("| row | sentences | verified | before: leave one out (s) | its positions run | now (s) | positions run "
+          "| now ÷ before | max |values now - before| |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, ex in examples.items():
+        keep: dict = {}
+        time_row(shared, wrapper, ex, False, keep=keep)
+        first = keep["first_map"]
+        chat = shared.format_prompt(ex)
+        explained = shared.explained(chat, ex.get("target", ""))
+        config = shared.segment_config(_segment_request(leave_one_out.NAME))
+        ratios, times, out = [], {"now": [], "before": []}, {}
+        for rep in range(repeats):
+            for case in (("now", "before") if rep % 2 == 0 else ("before", "now")):
+                before = mock.patch.object(engine, "all_known", return_value=False)
+                with before if case == "before" else contextlib.nullcontext():
+                    t = time.perf_counter()
+                    out[case] = segment_salience(shared.lm, chat, explained, leave_one_out.NAME, granularity=GRANULARITY,
+                                                 config=config, result=first.result, known=first)
+                    times[case].append(time.perf_counter() - t)
+            ratios.append(times["now"][-1] / times["before"][-1])
+        diff = float(abs(out["now"].values - out["before"].values).max())
+        print(f"| {i} | {len(first.segments)} | {int(first.measured_mask().sum())} "
+              f"| {statistics.median(times['before']):.3f} | {out['before'].stats.computed} "
+              f"| {statistics.median(times['now']):.4f} | {out['now'].stats.computed} "
+              f"| {statistics.median(ratios):.4f} | {diff:.1e} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
@@ -161,6 +198,9 @@ def main() -> None:
     p.add_argument("--goal", action="store_true",
                    help="the cost goal's 4,000-token prompt at paragraph granularity instead of the shipped rows: the "
                         "server's path and the library's, alternated (`goal`)")
+    p.add_argument("--confirm_saving", action="store_true",
+                   help="the confirming leave one out after the first map, with and without its check value from the "
+                        "highlight's result, alternated (`confirm_saving`)")
     p.add_argument("--goal_tokens", type=int, default=4000, help="--goal's prompt length (a smaller one to try it)")
     p.add_argument("--goal_paragraphs", type=int, default=34)
     args = p.parse_args()
@@ -182,6 +222,12 @@ def main() -> None:
         ex = {k: rows[i][k] for k in ("prompt", "system", "target") if k in rows[i]}
         shared.explained(shared.format_prompt(ex), ex.get("target", ""))  # generation before any timing
         examples[i] = ex
+    if args.confirm_saving:
+        try:
+            confirm_saving(shared, wrapper, examples, args.repeats)
+        finally:
+            shared.jobs.cancel_all()
+        return
     runs: dict[int, list[dict]] = {i: [] for i in picked}
     try:
         for _ in range(args.repeats):

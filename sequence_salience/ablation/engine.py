@@ -192,7 +192,8 @@ def segment_salience(
       known: an earlier result of a method whose measured values are exact leave-one-out (record `exact_measured`:
         the first map attention_verified's verified segments) on this prompt and target: leave_one_out takes those
         values from it instead of scoring them (SegmentProblem.known), when `known_values` finds every setting
-        equal; else every segment is scored.
+        equal; else every segment is scored. When it holds every segment's value (checked against `result`'s
+        unedited log p: `all_known`), the unedited prompt's log-probs are `result`'s and no model pass runs.
     """
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
@@ -210,6 +211,10 @@ def segment_salience(
                 if record.reads_attention else None)
     if unedited is not None:
         recorder = recorded if recorder is not None else None
+    elif recorder is None and all_known(known, result, (t0, t1), granularity, pattern, regions, config):
+        # Leave one out after a first map that verified every segment: nothing is left to score, and the unedited
+        # prompt's log-probs are the result's (the first highlight's pass): no model pass at all.
+        unedited = (result.target_logprobs, None)
     with recorder if recorder is not None and unedited is None else contextlib.nullcontext():
         scorer = PrefixScorer(lm, prompt_ids, target_ids, (t0, t1), reuse=config.reuse_prefix, unedited=unedited,
                               batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
@@ -272,6 +277,19 @@ def known_values(known: SegmentSalience | None, text: str, span: tuple[int, int]
     if not same:
         return {}
     return {int(s): float(known.values[s]) for s in np.flatnonzero(known.measured_mask())}
+
+
+def all_known(known: SegmentSalience | None, result: SalienceResult | None, span: tuple[int, int], granularity: str,
+              pattern: str | None, regions: scoring.Regions | None, config: AblationConfig) -> bool:
+    """Whether `known` (segment_salience's) holds an exact value of every segment of `result`'s prompt at these
+    settings (`known_values`), checked against the unedited log p(span) that `result` holds (its pass's): then a
+    method that takes known values (leave one out) has nothing left to score."""
+    if known is None or result is None or not config.reuse_prefix or len(result.target_logprobs) < span[1]:
+        return False
+    segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()
+    original = float(np.asarray(result.target_logprobs[span[0]:span[1]], dtype=np.float64).sum())
+    return 0 < len(segs) == len(known_values(known, result.text, span, granularity, pattern, tuple(segs.spans),
+                                             config, original))
 
 
 def span_gradient(lm: LanguageModel, prompt, target, result: SalienceResult, span: tuple[int, int]

@@ -133,7 +133,10 @@ class PrefixScorer:
         tests/unit/test_shared_prefix.py).
       unedited: None, or (<float32>[T] every target token's log-prob, per layer (keys, values) <[1, Hkv, N, Dh]>) of
         the unedited prompt + target from an earlier forward (the first highlight's gradient pass,
-        result.UneditedForward): no unedited forward here (the keys and values must cover all N positions).
+        result.UneditedForward): no unedited forward here (the keys and values must cover all N positions). With
+        None for the keys and values: the log-probs are the unedited row's, and the forward that keeps its keys
+        and values runs only before the first edited batch (none when no row is left to score: leave one out after
+        a first map that verified every segment).
     """
 
     def __init__(self, lm: LanguageModel, prompt_ids: Sequence[int], target_ids: Sequence[int],
@@ -155,19 +158,24 @@ class PrefixScorer:
         self.shared_prefix = shared_attention and shared_prefix.supported(lm.model)
         self.packing = packing and self.shared_prefix and supports_logits_to_keep(type(lm.model))
         self._layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._layers_later = False  # the unedited row's log-probs are given; its keys and values not yet run
         n = len(self.prompt) + len(self.target)
-        if reuse and unedited is not None and unedited[1] and int(unedited[1][0][0].shape[2]) == n:
-            token_lp, self._layers = np.asarray(unedited[0], dtype=np.float32), list(unedited[1])
-            self.token_logprobs = token_lp
-            self.original_logprob = float(token_lp[self.span[0]:self.span[1]].astype(np.float64).sum())
-            self._count(1, n, 0)  # the unedited row: scored, nothing run here
+        given = reuse and unedited is not None and len(unedited[0]) == len(self.target)
+        if given and unedited[1] and int(unedited[1][0][0].shape[2]) == n:
+            token_lp, self._layers = unedited[0], list(unedited[1])
+        elif given and not unedited[1]:
+            token_lp, self._layers_later = unedited[0], True
         else:
-            self.token_logprobs, self.original_logprob = self._base_forward(reuse)
+            token_lp = self._base_forward(reuse)
+        self.token_logprobs = np.asarray(token_lp, dtype=np.float32)  # [T]
+        self.original_logprob = float(self.token_logprobs[self.span[0]:self.span[1]].astype(np.float64).sum())
+        self._count(1, n, 0)  # the unedited row (what ran of it is counted by _base_forward)
 
     # -- the unedited row -----------------------------------------------------------------------
 
-    def _base_forward(self, reuse: bool) -> tuple[np.ndarray, float]:
-        """One forward over prompt + target: every target token's log-prob and (reuse) the KV cache."""
+    def _base_forward(self, reuse: bool) -> np.ndarray:
+        """One forward over prompt + target: <float32>[T] every target token's log-prob; (reuse) keeps its keys and
+        values."""
         full = self.prompt + self.target
         with self.threads.batch(len(full)):  # the first measured batch (sequence_salience/threads.py: 1 thread first)
             logp, cache = self._forward([full], start=0, cache=None, keep_cache=reuse)
@@ -177,10 +185,8 @@ class PrefixScorer:
                 logger.info("KV-prefix reuse is off for %s: its cache is not a plain key/value cache.",
                             type(self.lm.model).__name__)
                 self.stats.reuse = False
-        self._count(1, len(full), len(full))
-        t0, t1 = self.span
-        token_lp = logp[0]  # [T]
-        return token_lp, float(token_lp[t0:t1].astype(np.float64).sum())
+        self._count(0, 0, len(full))
+        return logp[0]
 
     # -- edited rows ----------------------------------------------------------------------------
 
@@ -188,6 +194,9 @@ class PrefixScorer:
         """<float64>[M] log p(span | prompt) for each prompt; identical prompts are scored once."""
         keys = list({tuple(int(i) for i in p): None for p in prompts})
         todo = [k for k in keys if k != self.prompt]
+        if todo and self._layers_later:  # the unedited row's keys and values, which the edited rows reuse
+            self._layers_later = False
+            self._base_forward(reuse=True)
         starts = [self._start(k) for k in todo]
         order = sorted(range(len(todo)), key=lambda i: (-starts[i], i))
         scores = {self.prompt: self.original_logprob}

@@ -138,3 +138,36 @@ def test_a_saved_result_holds_no_keys_and_values(tmp_path):
     loaded = ss.SalienceResult.load(path)
     assert loaded.unedited is None
     np.testing.assert_array_equal(loaded.span_salience("grad_norm"), highlight.span_salience("grad_norm"))
+
+
+def test_leave_one_out_after_a_first_map_that_verified_every_segment_runs_no_model_pass(tmp_path):
+    """Session 35's leftover (docs/benchmarks.md "Session 35 (h4)", item 4): the confirming leave one out, handed a
+    first map (attention_verified) that verified every segment, scored no ablated prompt but still ran one unedited
+    forward, only for log p(span) of its check; the highlight's result holds that (its pass's `target_logprobs`). Now
+    it runs no model pass, and its values are those of a leave one out that ran its own unedited forward. Where a
+    segment is left to score, the unedited forward runs as before."""
+    from sequence_salience.methods import attention_verified
+    from tests.pass_counter import PassCounter
+    from tests.unit.estimators import saved_random_estimator
+
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    _, config = saved_random_estimator(lm, tmp_path / "e.npz", seed=5)
+    brute = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="sentence", config=config)
+    for granularity, every in (("sentence", True), ("word", False)):
+        highlight = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=span_recorder)
+        first = segment_salience(lm, PROMPT, TARGET, attention_verified.NAME, granularity=granularity, config=config,
+                                 result=highlight)
+        assert bool(first.measured_mask().all()) == every, first.measured_mask()
+        own = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity=granularity, config=config,
+                               known=first)  # without the result: its own unedited forward (the path before)
+        counter = PassCounter().watch(lm)
+        got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity=granularity, config=config,
+                               known=first, result=highlight)
+        np.testing.assert_allclose(got.values, own.values, rtol=0, atol=1e-12 if every else 1e-5)
+        assert got.original_logprob == pytest.approx(own.original_logprob, abs=1e-5)
+        assert got.stats.rows == own.stats.rows
+        if every:
+            np.testing.assert_allclose(got.values, brute.values, rtol=0, atol=1e-5)
+            assert counter.forwards == 0 and got.stats.computed == 0  # was: 1 forward of len(ids) positions
+        else:  # words left to score: the unedited forward for their shared prefix, then theirs
+            assert counter.forwards > 1 and got.stats.computed == own.stats.computed
