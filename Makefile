@@ -69,11 +69,16 @@ ts-checks: frontend
 # one torch thread each (max(1, cores / workers), tests/conftest.py). Files go out in
 # collection order (--no-loadscope-reorder): the browser files, few tests of minutes each, first and
 # the many short unit files last, so both workers end together; xdist's default order (most tests
-# first) handed out the e2e files last and left one worker idle while the other ran them.
+# first) handed out the e2e files last and left one worker idle while the other ran them. tests/timeline.py prints
+# when each worker ran its files, the idle tail and how busy the cores were, and writes every file's span to
+# $(TIMELINE) (docs/benchmarks.md, "Session 36 (h5)").
+TIMELINE := artifacts/test_timeline.tsv
+
 test:
 	@rm -f $(TS_LOG); $(MAKE) --no-print-directory -j3 --output-sync=target python-deps ts-checks chromium; \
 	  status=$$?; if [ -f $(TS_LOG) ]; then cat $(TS_LOG); fi; exit $$status
-	$(BIN)/python -m pytest -ra --durations=25 -n 3 --dist loadfile --no-loadscope-reorder
+	TEST_TIMELINE=$(TIMELINE) $(BIN)/python -m pytest -ra --durations=25 -p tests.timeline -n 3 --dist loadfile \
+	  --no-loadscope-reorder
 
 test-unit: python-deps
 	$(BIN)/python -m pytest -ra tests/unit
