@@ -647,8 +647,10 @@ def test_soak(tmp_path, references, request):
     (outside / "victim.lit.jsonl").write_text("keep me\n", encoding="utf-8")
     before = _snapshot(outside), _snapshot(data)
     (tmp_path / "server").mkdir()
+    phases = {"start": time.monotonic()}  # wall seconds of each phase, printed (never asserted)
     server = Server(tmp_path / "server", data)
     try:
+        phases["warm-up"] = time.monotonic()
         soak = Soak(server, references, outside)
         rng = random.Random(0)
         soak.local.client = "soak-warm-up"
@@ -659,6 +661,7 @@ def test_soak(tmp_path, references, request):
             name = getattr(fn, "__name__", None) or f"matrix_job_{fn.keywords['extra'].kind}"
             warm_peaks[name] = _rss_mb(server.proc.pid, "VmHWM")
         soak.local.client = ""
+        phases["idle after warm-up"] = time.monotonic()
         _wait_idle(server)
         rss_warm = _rss_mb(server.proc.pid)
         peak_warm = max(warm_peaks.values())  # one client, every pass once: one pass in flight at a time
@@ -673,7 +676,7 @@ def test_soak(tmp_path, references, request):
                     for i in range(SCRIPT_CLIENTS)]
         threads += [threading.Thread(target=soak.client, args=(100 + i, deadline, soak.hostile_kinds()), daemon=True)
                     for i in range(HOSTILE_CLIENTS)]
-        start = time.monotonic()
+        start = phases["load"] = time.monotonic()
         for t in threads:
             t.start()
         while any(t.is_alive() for t in threads):
@@ -685,13 +688,20 @@ def test_soak(tmp_path, references, request):
                       flush=True)
             time.sleep(0.5)
         elapsed = time.monotonic() - start
+        phases["idle after the load"] = time.monotonic()
         rss_load_end = _rss_mb(server.proc.pid)
         rss_peak = max(rss_peak, _rss_mb(server.proc.pid, "VmHWM"))  # the kernel's peak: none between samples
         _wait_idle(server)
+        phases["settle"] = time.monotonic()
         time.sleep(RSS_SETTLE_S)
         rss_after = _rss_mb(server.proc.pid)
         alive = server.proc.poll() is None
+        phases["final check"] = time.monotonic()
         final = soak.valid("final_check", f"/get_preds?model={GEN}", _inputs({"prompt": GEN_PROMPTS[0]}))
+        phases["end"] = time.monotonic()
+        names, times = list(phases), list(phases.values())
+        print("\nWall per phase (s): " + ", ".join(f"{n} {b - a:.1f}" for n, a, b in zip(names, times, times[1:]))
+              + f"; the load ran {elapsed - seconds:+.1f} s past its {seconds:g} s (clients finishing their jobs)")
 
         total = sum(soak.sent.values())
         print(f"\nSoak: {PAGE_CLIENTS} page clients (each its own client id) + {SCRIPT_CLIENTS} script client (no id)"
