@@ -71,13 +71,15 @@ ts-checks: frontend
 # the many short unit files last, so both workers end together; xdist's default order (most tests
 # first) handed out the e2e files last and left one worker idle while the other ran them. tests/timeline.py prints
 # when each worker ran its files, the idle tail and how busy the cores were, and writes every file's span to
-# $(TIMELINE) (docs/benchmarks.md, "Session 36 (h5)").
+# $(TIMELINE) (docs/benchmarks.md, "Session 36 (h5)"). When its busy share says the cores waited, a run with another
+# worker count compares on the same machine: `make test TEST_WORKERS=4` (three by default).
 TIMELINE := artifacts/test_timeline.tsv
+TEST_WORKERS ?= 3
 
 test:
 	@rm -f $(TS_LOG); $(MAKE) --no-print-directory -j3 --output-sync=target python-deps ts-checks chromium; \
 	  status=$$?; if [ -f $(TS_LOG) ]; then cat $(TS_LOG); fi; exit $$status
-	TEST_TIMELINE=$(TIMELINE) $(BIN)/python -m pytest -ra --durations=25 -p tests.timeline -n 3 --dist loadfile \
+	TEST_TIMELINE=$(TIMELINE) $(BIN)/python -m pytest -ra --durations=25 -p tests.timeline -n $(TEST_WORKERS) --dist loadfile \
 	  --no-loadscope-reorder
 
 test-unit: python-deps
