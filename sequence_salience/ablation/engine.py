@@ -201,6 +201,9 @@ def segment_salience(
     prompt_ids, target_ids = _pair_ids(lm, prompt, target, result)
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     frame = ProgressFrame(method)
+    # With a result, its segments come first: a pattern that backtracks past its budget or matches nothing is refused
+    # before any model pass (was: after the unedited forward).
+    segs = removable_segments(result, granularity, pattern, regions) if result is not None else None
     # The first highlight's gradient pass may have left the unedited prompt's keys and values and the span's attention
     # (compute_span_result(record=span_recorder)): then no unedited forward here.
     layers, recorded = (result.unedited.take() if result is not None and result.unedited is not None
@@ -211,7 +214,7 @@ def segment_salience(
                 if record.reads_attention else None)
     if unedited is not None:
         recorder = recorded if recorder is not None else None
-    elif recorder is None and all_known(known, result, (t0, t1), granularity, pattern, regions, config):
+    elif recorder is None and all_known(known, result, segs, (t0, t1), granularity, pattern, config):
         # Leave one out after a first map that verified every segment: nothing is left to score, and the unedited
         # prompt's log-probs are the result's (the first highlight's pass): no model pass at all.
         unedited = (result.target_logprobs, None)
@@ -220,12 +223,9 @@ def segment_salience(
                               batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
                               slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
                               cancel=cancel, stage=method, threads=threads)
-    if result is None:
+    if segs is None:  # no result: the pair tokenized with the unedited log-probs just scored
         result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
-    segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()  # regex: the matches
-    if len(segs) == 0:
-        raise SalienceError(f"The prompt has no removable {granularity} segments (only template markup or "
-                            "special tokens). Fix: pick another granularity, or a pattern that matches the prompt.")
+        segs = removable_segments(result, granularity, pattern, regions)
     editor = scoring.PromptEditor(lm, prompt, result, segs, config.removal, scoring.filler_id(lm, config.filler))
     coarse = record.coarser(granularity) if record.coarser is not None else ()
     span_features = recorder.features(0, segs.tokens) if recorder is not None and recorder.complete else None
@@ -279,17 +279,27 @@ def known_values(known: SegmentSalience | None, text: str, span: tuple[int, int]
     return {int(s): float(known.values[s]) for s in np.flatnonzero(known.measured_mask())}
 
 
-def all_known(known: SegmentSalience | None, result: SalienceResult | None, span: tuple[int, int], granularity: str,
-              pattern: str | None, regions: scoring.Regions | None, config: AblationConfig) -> bool:
-    """Whether `known` (segment_salience's) holds an exact value of every segment of `result`'s prompt at these
-    settings (`known_values`), checked against the unedited log p(span) that `result` holds (its pass's): then a
-    method that takes known values (leave one out) has nothing left to score."""
-    if known is None or result is None or not config.reuse_prefix or len(result.target_logprobs) < span[1]:
-        return False
+def removable_segments(result: SalienceResult, granularity: str, pattern: str | None,
+                       regions: scoring.Regions | None) -> scoring.PromptSegments:
+    """The prompt's removable segments (regex: the matches); SalienceError when there are none."""
     segs = scoring.prompt_segments(result, granularity, pattern, regions).matches_only()
+    if len(segs) == 0:
+        raise SalienceError(f"The prompt has no removable {granularity} segments (only template markup or "
+                            "special tokens). Fix: pick another granularity, or a pattern that matches the prompt.")
+    return segs
+
+
+def all_known(known: SegmentSalience | None, result: SalienceResult | None, segs: scoring.PromptSegments | None,
+              span: tuple[int, int], granularity: str, pattern: str | None, config: AblationConfig) -> bool:
+    """Whether `known` (segment_salience's) holds an exact value of every segment `segs` of `result`'s prompt at
+    these settings (`known_values`), checked against the unedited log p(span) that `result` holds (its pass's): then
+    a method that takes known values (leave one out) has nothing left to score."""
+    if (known is None or result is None or segs is None or not config.reuse_prefix
+            or len(result.target_logprobs) < span[1]):
+        return False
     original = float(np.asarray(result.target_logprobs[span[0]:span[1]], dtype=np.float64).sum())
-    return 0 < len(segs) == len(known_values(known, result.text, span, granularity, pattern, tuple(segs.spans),
-                                             config, original))
+    return len(segs) == len(known_values(known, result.text, span, granularity, pattern, tuple(segs.spans), config,
+                                         original))
 
 
 def span_gradient(lm: LanguageModel, prompt, target, result: SalienceResult, span: tuple[int, int]

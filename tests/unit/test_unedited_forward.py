@@ -171,3 +171,21 @@ def test_leave_one_out_after_a_first_map_that_verified_every_segment_runs_no_mod
             assert counter.forwards == 0 and got.stats.computed == 0  # was: 1 forward of len(ids) positions
         else:  # words left to score: the unedited forward for their shared prefix, then theirs
             assert counter.forwards > 1 and got.stats.computed == own.stats.computed
+
+
+def test_a_pattern_without_segments_is_refused_before_any_model_pass_and_leaves_the_recording():
+    """Issue 43's bad input, session 36: with the highlight's result at hand, a regex that matches nothing (or runs past
+    its budget: the same place) was refused only after the unedited forward (15 s for a catastrophic pattern on a
+    5,000-character prompt at load 11, the server's job "running 0 of 0" meanwhile), or after taking the recorded
+    keys and values, which the next job then lacked. Now the segments come first."""
+    from tests.pass_counter import PassCounter
+
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    plain = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",))
+    recorded = ss.compute_span_result(lm, PROMPT, TARGET, methods=("grad_norm",), record=span_recorder)
+    counter = PassCounter().watch(lm)
+    for result in (plain, recorded):
+        with pytest.raises(ss.SalienceError, match="no removable regex segments"):
+            segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="regex", pattern="zzz", result=result)
+    assert counter.forwards == 0  # was: 1 (the plain result's unedited forward)
+    assert recorded.unedited.layers is not None  # was: taken by the refused call
