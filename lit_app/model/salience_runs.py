@@ -38,8 +38,8 @@ from typing import TypeVar
 import numpy as np
 
 import sequence_salience as ss
-from sequence_salience.ablation import (AblationConfig, Cost, SegmentSalience, costed, segment_salience,
-                                        span_recorder)
+from sequence_salience.ablation import (AblationConfig, Cost, SegmentSalience, costed, removable_segments,
+                                        segment_salience, span_recorder)
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm, list_segment_methods
 from sequence_salience.salience import Cancel, Progress
@@ -272,6 +272,10 @@ class SalienceRuns:
         results = list(self.store.results_of(chat, target))
         t0, t1 = request.span if request.span is not None else (0, None)
         known = next((r for r in results if r.has_span(grad_norm.NAME, t0, t1)), next(iter(results), None))
+        if known is not None and request.pattern is not None and self.store.segments.get(key) is None:
+            # A user's pattern is matched before the model is waited for or held: one that runs past its budget or
+            # matches nothing is refused without the model (was: after the wait, holding it; issue 43's bad input).
+            removable_segments(known, request.granularity, request.pattern, None)
         config = self.segment_config(request)
         exact = self.exact_values_of(chat, target, request)
 

@@ -5,9 +5,10 @@ facts and its maths over a `SegmentProblem`; this room prepares that problem (se
 scores the edited prompts fast (prefix.py: batched, from each ablation's first changed token on).
 """
 
-from sequence_salience.ablation.engine import SegmentSalience, fit_warning, segment_salience, span_recorder
+from sequence_salience.ablation.engine import (SegmentSalience, fit_warning, removable_segments, segment_salience,
+                                               span_recorder)
 from sequence_salience.ablation.prefix import Cost, PrefixScorer, PrefixStats, common_prefix, costed
 from sequence_salience.methods.base import AblationConfig
 
 __all__ = ["AblationConfig", "Cost", "PrefixScorer", "PrefixStats", "SegmentSalience", "common_prefix", "costed",
-           "fit_warning", "segment_salience", "span_recorder"]
+           "fit_warning", "removable_segments", "segment_salience", "span_recorder"]

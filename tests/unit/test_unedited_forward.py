@@ -189,3 +189,47 @@ def test_a_pattern_without_segments_is_refused_before_any_model_pass_and_leaves_
             segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="regex", pattern="zzz", result=result)
     assert counter.forwards == 0  # was: 1 (the plain result's unedited forward)
     assert recorded.unedited.layers is not None  # was: taken by the refused call
+
+
+def test_the_servers_segment_job_refuses_a_pattern_without_matches_without_waiting_for_the_model():
+    """The server matches a user's pattern before it waits for the model (the pair's tokens are known from its first
+    highlight): one that matches nothing (or runs past its budget) is refused while another client's work holds the
+    model (was: only once the model was free, then matched while holding it)."""
+    import threading
+
+    from lit_app.edge import clients
+    from lit_app.model import shared_model
+    from lit_app.schema import inputs
+
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    shared = shared_model.SharedLM(lm, max_new_tokens=4, disk_cache=False)
+    chat = lm.format_prompt(PROMPT)
+    shared.quick(chat, TARGET, 0, None)  # the first highlight
+    held, release, done, out = threading.Event(), threading.Event(), threading.Event(), {}
+
+    def other_client() -> None:
+        with clients.acting_as("tab-b"), shared.lock:
+            held.set()
+            release.wait(120)
+
+    def request() -> None:
+        try:
+            shared.segment_salience(chat, TARGET, inputs.SegmentRequest(leave_one_out.NAME, "regex", "zzz", "filler",
+                                                                        None, 0))
+        except ss.SalienceError as e:
+            out["error"] = str(e)
+        finally:
+            done.set()
+
+    holder = threading.Thread(target=other_client)
+    holder.start()
+    assert held.wait(60)
+    try:
+        threading.Thread(target=request).start()
+        answered = done.wait(60)  # the other client holds the model throughout
+    finally:
+        release.set()
+        holder.join(60)
+        done.wait(60)
+    assert answered, "refused only once the model was free"
+    assert "no removable regex segments" in out["error"]
