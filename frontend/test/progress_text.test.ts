@@ -2,6 +2,7 @@
 // "finishing…" once every unit is done, never "about 1 s left" without an estimate.
 import {describe, expect, it} from 'vitest';
 
+import {segmentProgress} from '../src/salience/coarse.js';
 import {describeDetail, describeProgress, type DetailStatus} from '../src/salience/payload.js';
 
 function running(done: number, total: number, eta_s: number | null): DetailStatus {
@@ -53,5 +54,17 @@ describe('progress text', () => {
 
   it('the per-token line says finishing at 100 %', () => {
     expect(describeDetail(running(7, 7, null))).toBe('per-token detail loading 100% (finishing…)');
+  });
+});
+
+describe('a segment job\'s progress', () => {
+  it('says it waits for another user\'s work before its first report (session 36: was nothing)', () => {
+    const waiting = {...running(0, 0, null), kind: 'seg', waiting: true, waiting_for: 'other'};
+    expect(segmentProgress(waiting)).toBe(' (paused: another user\'s work goes first)');
+    expect(segmentProgress({...waiting, waiting: false})).toBe('');
+    expect(segmentProgress(null)).toBe(' (waiting for the model…)');
+    expect(segmentProgress({...running(4, 9, 12), stage: 'refining'})).toBe(' (refining: 5 / 10 forwards · about 12 s left)');
+    expect(segmentProgress({...running(4, 9, null), waiting: true, waiting_for: 'own'})).toBe(
+        ' (5 / 10 forwards · paused: your own work goes first)');
   });
 });

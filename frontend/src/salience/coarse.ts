@@ -4,7 +4,7 @@
  * not matter and carry its value. Pure logic: the notes the prompt view puts on unmeasured segments, the status
  * line's summary and the progress of a job that comes in stages.
  */
-import type {DetailStatus, SegmentPayload} from './payload.js';
+import {describeProgress, timeLeft, type DetailStatus, type SegmentPayload} from './payload.js';
 
 /**
  * The `coarse_granularity` mark of a segment whose value is a method's estimate rather than a coarser unit's measured
@@ -66,4 +66,16 @@ export function describeRefinement(s: SegmentPayload, noun: string): string {
 export function stageProgress(d: DetailStatus): string {
   const count = `${d.done + 1} / ${d.total + 1} forwards`;
   return d.stage ? `${d.stage}: ${count}` : count;
+}
+
+/**
+ * A segment job's progress after the status line's words: " (waiting for the model…)" before it started,
+ * " (coarse pass: 5 / 10 forwards · about 4 s left)" while it runs, " (paused: another user's work goes first)" while
+ * it waits for the model before its first report (another client's equal job holding it: was nothing), '' otherwise.
+ */
+export function segmentProgress(d: DetailStatus | null): string {
+  if (d === null || d.state === 'queued') return ' (waiting for the model…)';
+  if (d.state !== 'running') return '';
+  if (d.total > 0) return ` (${stageProgress(d)}${describeProgress(d).replace(/^ \d+ %/, '')})`;
+  return d.waiting ? ` (${timeLeft(d)})` : '';
 }

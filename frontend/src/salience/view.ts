@@ -10,9 +10,9 @@ import {GRANULARITIES, type Granularity} from '../shared/aggregate/index.js';
 import {errorIcon} from '../shared/icons.js';
 import {methodHelpView, methodNameView} from '../shared/method_help.js';
 import type {ExtraMethodInfo} from '../shared/methods.js';
-import {describeRefinement, stageProgress} from './coarse.js';
+import {describeRefinement, segmentProgress} from './coarse.js';
 import type {SalienceController} from './controller.js';
-import {describeFit, describeProgress, type DetailStatus} from './payload.js';
+import {describeFit} from './payload.js';
 import {SEGMENT_NOUNS} from './segments.js';
 
 export const GRANULARITY_LABELS: Record<Granularity, string> = {
@@ -88,9 +88,6 @@ export function segmentStatusView(ctl: SalienceController,
   if (reg === null || ctl.payload === null) return nothing;
   const info = reg.segment(ctl.method);
   const noun = SEGMENT_NOUNS[ctl.granularity] ?? ctl.granularity;
-  const progress = (d: DetailStatus | null) => d === null || d.state === 'queued' ? ' (waiting for the model…)'
-      : d.state === 'running' && d.total > 0 ? ` (${stageProgress(d)}${describeProgress(d).replace(/^ \d+ %/, '')})`
-      : '';
   const pending = ctl.pendingDefault();
   // While the exact method confirms the first map: its progress, and a way to stop it (the first map stays).
   const stop = html`<button class="stop-confirm" title="Stop measuring ${pending ? reg.label(pending) : ''}; the map on screen stays"
@@ -101,10 +98,10 @@ export function segmentStatusView(ctl: SalienceController,
     const measuring = ctl.autoMeasuring();
     const lead = measuring !== null && measuring === first
       ? html`Gradient shown. <b class="first-map" data-method=${first}>${methodNameView(reg, first, 'status')}</b>, the first map (${FIRST_MAP_WHY}),
-          is being measured per ${noun}${progress(ctl.segmentDetail)}; then exact <b>${methodNameView(reg, pending, 'status')}</b> confirms it.`
+          is being measured per ${noun}${segmentProgress(ctl.segmentDetail)}; then exact <b>${methodNameView(reg, pending, 'status')}</b> confirms it.`
       : html`First map: <b class="first-map" data-method=${ctl.method}>${methodNameView(reg, ctl.method, 'status')}</b>
           (${first === null ? GRADIENT_WHY : `${reg.label(first)} could not be measured`}).
-          <b>${methodNameView(reg, pending, 'status')}</b> is being measured per ${noun}${progress(ctl.segmentDetail)} to confirm it; it replaces
+          <b>${methodNameView(reg, pending, 'status')}</b> is being measured per ${noun}${segmentProgress(ctl.segmentDetail)} to confirm it; it replaces
           the first map when done.`;
     return html`<div class="segment-status pending" role="status" data-pending=${pending} data-first=${ctl.method}>
       <div class="bar"><div></div></div>
@@ -121,7 +118,7 @@ export function segmentStatusView(ctl: SalienceController,
         data-first=${info.name} data-auto="true">
       <div class="bar"><div></div></div>
       <span>First map: <b class="method-on-screen first-map" data-method=${info.name}>${methodNameView(reg, info.name, 'status')}</b>, per ${noun}
-        (${FIRST_MAP_WHY}). <b>${methodNameView(reg, pending, 'status')}</b> is being measured${progress(ctl.segmentDetail)} to confirm it;
+        (${FIRST_MAP_WHY}). <b>${methodNameView(reg, pending, 'status')}</b> is being measured${segmentProgress(ctl.segmentDetail)} to confirm it;
         it replaces the first map when done.</span> ${stop} ${gradient}
       ${ctl.segmentError ? html`<span class="error-text">${ctl.segmentError}</span>` : nothing}</div>`;
   } else if (ctl.segmentError) {
@@ -146,7 +143,7 @@ export function segmentStatusView(ctl: SalienceController,
       ? html`<button class="measure" @click=${() => on.measure()}>Measure coarser units first, then each ${noun} inside those that matter (each ${noun}: ${cost})</button>`
       : html`<button class="measure" @click=${() => on.measure()}>${verb}: ${cost}</button>`;
   } else {
-    body = html`<span class="measuring">measuring${progress(ctl.segmentDetail)}…</span>`;
+    body = html`<span class="measuring">measuring${segmentProgress(ctl.segmentDetail)}…</span>`;
   }
   return html`<div class="segment-status" role="status" data-method=${info.name} data-auto=${ctl.autoShown ? 'true' : 'false'}>
     <span>On screen: <b class="method-on-screen">${methodNameView(reg, info.name, 'status')}</b>, measured per ${noun}: changing granularity
