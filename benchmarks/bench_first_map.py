@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/bench_first_map.py [--repeats 3] [--rows 0 1 2 3] [--no_exact] [--with_matrices]
     .venv/bin/python benchmarks/bench_first_map.py --goal [--repeats 2] [--no_exact]
+    .venv/bin/python benchmarks/bench_first_map.py --breakdown [--repeats 2] [--rows 0 3] [--with_matrices]
 
 In process, the path the page takes (lit_app.model.shared_model.SharedLM and the salience wrapper, as the server
 builds them; no HTTP, no browser), on the default model, for each shipped row (`datasets.shipped_rows()`; the
@@ -24,12 +25,22 @@ any timing: the page streams it before the first highlight either way):
 The first map is on screen at first highlight + attention_verified (+ the page's next poll, at most
 frontend/src/salience/page.ts POLL_MS = 0.7 s, not counted here). Repeats are interleaved row by row (the machine
 is shared and noisy); each figure is the median over repeats. Prints a Markdown table; asserts nothing.
+
+--breakdown (`breakdown`, issue 42: where the time between the first highlight and the first map goes): the first
+map's job split into waiting for the model (the scheduler's acquire), the estimator, the verification forwards
+(prefix.py's per-batch log: rows, positions, threads, seconds) and the rest; beside them, in the same repeat, one
+forward of the unedited pair on one thread (what a job that does not take the highlight's recorded pass runs first).
+From these: the first map on screen ÷ the first highlight now, its floor after the highlight with no waiting and no
+estimator ((highlight + verification forwards) ÷ highlight), and what ordering the first map before the gradient
+would give with the same verified sentences ((unedited forward + estimator + verification forwards) ÷ highlight).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
+import os
 import statistics
 import sys
 import time
@@ -55,9 +66,10 @@ def _segment_request(method: str, granularity: str = GRANULARITY) -> inputs.Segm
 
 
 def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False, granularity: str = GRANULARITY,
-             keep: dict | None = None) -> dict:
+             keep: dict | None = None, page_wait: bool = False) -> dict:
     """One cold repeat of one row: seconds of the first highlight, attention_verified after it, leave_one_out
-    (`keep`: also the segment results, under "first_map" and "exact")."""
+    (`keep`: also the segment results, under "first_map" and "exact"; `page_wait`, with `matrices`: the first map's
+    job is asked for once the page's matrix job holds the model, as in the browser after its round trip)."""
     chat = shared.format_prompt(ex)
     target = ex.get("target", "")
     shared.forget_salience()
@@ -66,6 +78,12 @@ def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False, gra
     out = {"first_highlight_s": time.perf_counter() - t}
     if not matrices:
         shared.jobs.cancel_all()  # the page's background matrices: not part of either figure
+    elif page_wait:  # the page asks for the first map after a round trip: the matrix job holds the model by then
+        from lit_app.model.scheduler import Priority  # pylint: disable=import-outside-toplevel
+
+        deadline = time.perf_counter() + 1.0
+        while shared.lock.holder_priority() != Priority.BACKGROUND and time.perf_counter() < deadline:
+            time.sleep(0.005)
     t = time.perf_counter()
     seg = shared.segment_salience(chat, target, _segment_request(attention_verified.NAME, granularity))
     out["attention_verified_s"] = time.perf_counter() - t
@@ -83,6 +101,125 @@ def time_row(shared, wrapper, ex: dict, exact: bool, matrices: bool = False, gra
             keep["exact"] = exact_seg
     shared.jobs.cancel_all()
     return out
+
+
+class _Batches(logging.Handler):
+    """sequence_salience.ablation.prefix's per-batch DEBUG lines: (rows, positions, threads, seconds)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.rows: list[tuple[int, int, int, float]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "batch:" in str(record.msg):
+            _stage, rows, _start, positions, *_kind, threads, seconds = record.args
+            self.rows.append((int(rows), int(positions), int(threads), float(seconds)))
+
+
+@contextlib.contextmanager
+def _timed(owner, name: str, into: dict, key):
+    """owner.name timed into[key] (seconds, summed over calls; key: a name, or (args, kwargs) -> a name or None: not
+    counted) inside the block; the original after."""
+    original, own = getattr(owner, name), name in vars(owner)
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            k = key(args, kwargs) if callable(key) else key
+            if k is not None:
+                into[k] = into.get(k, 0.0) + time.perf_counter() - t
+
+    setattr(owner, name, timed)
+    try:
+        yield
+    finally:
+        if own:
+            setattr(owner, name, original)
+        else:
+            delattr(owner, name)  # an instance's attribute over its class's method: the method shows again
+
+
+def unedited_forward_s(lm, seg) -> float:
+    """Seconds of one forward of the unedited pair on one thread, the target's logits only (PrefixScorer's first
+    forward when no recorded pass is taken)."""
+    from sequence_salience.ablation.prefix import PrefixScorer  # pylint: disable=import-outside-toplevel
+    from sequence_salience.threads import ThreadChooser  # pylint: disable=import-outside-toplevel
+
+    result = seg.result
+    ids = [int(i) for i in result.ids]
+    P = result.n_prompt_tokens
+    t = time.perf_counter()
+    PrefixScorer(lm, ids[:P], ids[P:], (0, len(ids) - P), threads=ThreadChooser(most=1), reuse=False)
+    return time.perf_counter() - t
+
+
+def breakdown(shared, wrapper, lm, examples: dict, repeats: int, matrices: bool, pauses_ab: bool = False) -> None:
+    """--breakdown (module docstring): per row, medians over `repeats` interleaved cold repeats. pauses_ab (with
+    `matrices`, the page's wait for its round trip): each repeat once with the matrices' forward pausing at its layer
+    boundaries for the first map's job (gradients.layer_pauses) and once without (before), alternated, a table each."""
+    from sequence_salience.methods import gradients  # pylint: disable=import-outside-toplevel
+    from lit_app.model.scheduler import Priority  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import attention_attribution  # pylint: disable=import-outside-toplevel
+
+    def user_job(args, kwargs):  # the first map's job holds the model as a user job (salience_runs.segment_priority)
+        level = args[0] if args else kwargs.get("priority", Priority.INTERACTIVE)
+        return "wait" if Priority(level) == Priority.USER_JOB else None
+
+    handler = _Batches()
+    log = logging.getLogger("sequence_salience.ablation.prefix")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    arms = ("pauses in the forward", "no pauses in the forward (before)") if pauses_ab else ("",)
+    pausing = gradients.layer_pauses
+    runs: dict[str, dict[int, list[dict]]] = {arm: {i: [] for i in examples} for arm in arms}
+    for rep in range(repeats):
+        order = [(i, ex, arm) for n, (i, ex) in enumerate(examples.items())
+                 for arm in (arms if (rep + n) % 2 == 0 else arms[::-1])]
+        for i, ex, arm in order:
+            gradients.layer_pauses = pausing if arm == arms[0] else lambda _model, _sizer: contextlib.nullcontext()
+            parts: dict[str, float] = {}
+            handler.rows.clear()
+            load = os.getloadavg()[0]
+            keep: dict = {}
+            with _timed(shared.lock, "acquire", parts, user_job), \
+                    _timed(attention_attribution, "compute", parts, "estimator"):
+                r = time_row(shared, wrapper, ex, False, matrices, keep=keep, page_wait=pauses_ab)
+            r["wait_s"] = parts.get("wait", 0.0)
+            r["estimator_s"] = parts.get("estimator", 0.0)
+            r["forwards"] = len(handler.rows)
+            r["positions"] = sum(p for _, p, _, _ in handler.rows)
+            r["threads"] = max((t for _, _, t, _ in handler.rows), default=0)
+            r["verify_s"] = sum(s for _, _, _, s in handler.rows)
+            r["unedited_s"] = unedited_forward_s(lm, keep["first_map"])
+            r["load"] = load
+            runs[arm][i].append(r)
+            print(arm, i, rep, r, flush=True)
+    gradients.layer_pauses = pausing
+    log.removeHandler(handler)
+    for arm in arms:
+        print(f"\n{arm}")
+        _breakdown_table(runs[arm])
+
+
+def _breakdown_table(runs: dict[int, list[dict]]) -> None:
+    print("| row | tokens | sentences | verified | positions verified (÷ tokens) | verification forwards | first highlight (s) "
+          "| first map after it (s) | of which: waiting | estimator | verification forwards (s) | rest | unedited forward "
+          "(s) | on screen ÷ highlight | floor after the highlight | first map before the gradient | load |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, rs in runs.items():
+        med = {k: statistics.median(float(r[k]) for r in rs) for k in rs[0]}
+        now = statistics.median((r["first_highlight_s"] + r["attention_verified_s"]) / r["first_highlight_s"] for r in rs)
+        floor = statistics.median((r["first_highlight_s"] + r["verify_s"]) / r["first_highlight_s"] for r in rs)
+        first = statistics.median((r["unedited_s"] + r["estimator_s"] + r["verify_s"]) / r["first_highlight_s"]
+                                  for r in rs)
+        rest = med["attention_verified_s"] - med["wait_s"] - med["estimator_s"] - med["verify_s"]
+        print(f"| {i} | {int(med['tokens'])} | {int(med['segments'])} | {med['verified']:g} | {int(med['positions'])} "
+              f"({med['positions'] / med['tokens']:.1f}) | {med['forwards']:g} | {med['first_highlight_s']:.2f} "
+              f"| {med['attention_verified_s']:.2f} | {med['wait_s']:.2f} | {med['estimator_s']:.3f} "
+              f"| {med['verify_s']:.2f} | {rest:.2f} | {med['unedited_s']:.2f} | {now:.2f}× | {floor:.2f}× | {first:.2f}× "
+              f"| {min(r['load'] for r in rs):.1f}-{max(r['load'] for r in rs):.1f} |")
 
 
 def goal(shared, wrapper, lm, repeats: int, exact: bool, tokens: int = 4000, paragraphs: int = 34) -> None:
@@ -203,6 +340,11 @@ def main() -> None:
                         "highlight's result, alternated (`confirm_saving`)")
     p.add_argument("--goal_tokens", type=int, default=4000, help="--goal's prompt length (a smaller one to try it)")
     p.add_argument("--goal_paragraphs", type=int, default=34)
+    p.add_argument("--breakdown", action="store_true",
+                   help="where the first map's time goes after the first highlight, per row (`breakdown`)")
+    p.add_argument("--pauses_ab", action="store_true",
+                   help="with --breakdown --with_matrices: the first map asked for once the matrix job holds the model, "
+                        "its forward pausing for it or not (before), alternated")
     args = p.parse_args()
 
     lm = ss.load_model("default")
@@ -225,6 +367,12 @@ def main() -> None:
     if args.confirm_saving:
         try:
             confirm_saving(shared, wrapper, examples, args.repeats)
+        finally:
+            shared.jobs.cancel_all()
+        return
+    if args.breakdown:
+        try:
+            breakdown(shared, wrapper, lm, examples, args.repeats, args.with_matrices, args.pauses_ab)
         finally:
             shared.jobs.cancel_all()
         return

@@ -25,7 +25,11 @@ once `slice_s` of model time has passed (tensor hooks on the hidden states of th
 shared forward; they never change a gradient). The caller may let other work use
 the model there (the LIT server lets waiting clicks run); the paused backward keeps
 its graph and continues afterwards. The time spent in the callback is not counted
-as model time when the next slice is sized.
+as model time when the next slice is sized. The shared forward itself pauses at its layer boundaries too, but only
+when `urgent()` says so (`urgent_checkpoint`; a forward stays one unit of its slice otherwise): a user job or click
+that arrives during it (the first map's job, which the page asks for just after the first highlight, while the
+matrices' first forward runs) waited for the whole forward, up to 2 s on a 164-token row at load ~8.5
+(docs/benchmarks.md "Session 36 (h4)").
 
 The graph across pauses. The forward's graph (every layer's activations) lives from the forward to the last
 chunk. Several computations sharing the model by turns (the LIT server's clients) would each hold one across
@@ -173,6 +177,17 @@ class SliceSizer:
             return
         if self.clock() - self._mark < self.target_s and not (self.urgent is not None and self.urgent()):
             return
+        self._pause()
+
+    def urgent_checkpoint(self) -> None:
+        """Inside a forward, at a layer boundary: runs `between` at once when `urgent()` says so, never on the clock
+        alone (the forward stays one unit of its slice: module docstring); only on the computation's thread."""
+        if (self.between is None or self.urgent is None or threading.get_ident() != self._thread
+                or not self.urgent()):
+            return
+        self._pause()
+
+    def _pause(self) -> None:
         start = self.clock()
         self.between()
         self.pauses += 1

@@ -168,6 +168,24 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
     return gather_target_logprobs(out.logits, pred_pos - offset, inputs.target_ids, inputs.target_mask)
 
 
+@contextlib.contextmanager
+def layer_pauses(model: torch.nn.Module, sizer: SliceSizer | None) -> Iterator[None]:
+    """Within it, each decoder layer's forward first runs `sizer.urgent_checkpoint()`: a user job or click that waits
+    gets the model at the next layer boundary of the forward, not after it (sequence_salience/slices.py); nothing
+    without a sizer that pauses inside passes. The hooks run in every thread's forward; the checkpoint pauses only in
+    the computation's own."""
+    if sizer is None or sizer.between is None or sizer.urgent is None:
+        yield
+        return
+    handles = [layer.register_forward_pre_hook(lambda _module, _args: sizer.urgent_checkpoint())
+               for layer in decoder_layers(model)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def logprobs_cut_at_head(inputs: ModelInputs, embeds: torch.Tensor,
                          on_hidden: Callable[[tuple[torch.Tensor, ...]], None] | None = None
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -316,14 +334,16 @@ def per_target_gradients(
         def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             if sizer is not None:
                 sizer.holding_graph = True
-            return logprobs_cut_at_head(inputs, e, on_hidden)  # [M, T], the graph's root and its gradients
+            with layer_pauses(inputs.model, sizer):
+                return logprobs_cut_at_head(inputs, e, on_hidden)  # [M, T], the graph's root and its gradients
 
+        paused = sizer.paused_s if sizer is not None else 0.0
         logprobs, root, root_grads = forward()
         num_rows, num_targets = logprobs.shape
         weights = torch.ones(num_rows, device=e.device) if row_weights is None else row_weights.to(e.device)
         chunks = []
-        if sizer is not None:
-            sizer.estimate(num_rows, sizer.clock() - start)  # a backward row costs about a forward row
+        if sizer is not None:  # a backward row costs about a forward row (its pauses are no model time)
+            sizer.estimate(num_rows, sizer.clock() - start - (sizer.paused_s - paused))
             if on_chunk is not None:
                 on_chunk(0)  # the forward was a slice of its own
             sizer.mark()

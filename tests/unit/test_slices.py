@@ -173,6 +173,29 @@ def test_an_urgent_request_pauses_at_the_next_layer_boundary_before_the_slice_en
     np.testing.assert_allclose(sliced.matrices["grad_norm"], plain.matrices["grad_norm"], rtol=1e-5, atol=1e-7)
 
 
+def test_an_urgent_request_during_the_forward_pauses_at_its_next_layer_boundary(tiny_lm):
+    """A user job or click that arrives during the matrices' shared forward gets the model at the forward's next
+    layer boundary (before: after the whole forward, at the backward's first); the matrices are unchanged."""
+    from sequence_salience.methods.gradients import decoder_layers  # pylint: disable=import-outside-toplevel
+
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG)
+    layers = decoder_layers(tiny_lm.model)
+    ran, checks, pauses = [], [], []  # layer forwards so far; urgent's calls; layer forwards done at each pause
+    handles = [layer.register_forward_hook(lambda *_: ran.append(1)) for layer in layers]
+    try:
+        # Urgent once, at the first check: a click arriving just as the job starts. The clock never moves.
+        sizer = SliceSizer(0.4, clock=lambda: 0.0, urgent=lambda: checks.append(1) or len(checks) == 1)
+        sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG, slice_s=sizer,
+                                     between_slices=lambda: pauses.append(len(ran)))
+    finally:
+        for h in handles:
+            h.remove()
+    assert len(layers) >= 2
+    assert pauses[:1] == [0]  # before the first layer's forward, not after all of them
+    assert sizer.pauses == 1
+    np.testing.assert_allclose(sliced.matrices["grad_norm"], plain.matrices["grad_norm"], rtol=1e-5, atol=1e-7)
+
+
 def test_no_pause_before_the_slice_ends_when_nothing_is_urgent(tiny_lm):
     pauses = []
     sizer = SliceSizer(0.4, clock=lambda: 0.0, urgent=lambda: False)
