@@ -41,6 +41,11 @@ class SalienceConfig:
         (docs/benchmarks.md, "Session 32 (h2)"); since its layers are recomputed in the backward
         (methods/gradients.py `layers_recomputed`) a pass peaks at about 0.5-0.6 MB per row-token ("Session 34
         (h1)"). 512 leaves prompts of up to 64 tokens their 8 steps per forward; one row is always allowed.
+      span_graph_token_budget: the same bound for a span's steps or samples (methods/sampling.py
+        `sampled_span_gradient`: a clicked span's IG or SmoothGrad), tighter: a person waits for it while other
+        work is paused beside it, and its chunk's memory came on top of theirs. 8 rows of the 10-minute soak's
+        56-token span held the server's peak (+26-37 %, docs/benchmarks.md "Session 36 (h1)"); 128 gives such
+        a prompt 2 steps per forward.
       backward: how per-target gradients are batched: "vmap" (one vmapped backward per
         chunk of targets, torch.autograd.grad(is_grads_batched=True)), "loop" (one shared
         forward, then one backward per target reusing its graph), or "auto" (vmap on every
@@ -51,6 +56,7 @@ class SalienceConfig:
     chunk_token_budget: int = 8192
     ig_step_chunk_size: int = 8
     graph_token_budget: int = 512
+    span_graph_token_budget: int = 128
     backward: str = "auto"
 
     def targets_per_chunk(self, seq_len: int, rows: int = 1) -> int:

@@ -10,6 +10,7 @@ forward batches of n <= ig_step_chunk_size points per example, and every backwar
 many target tokens as fit, under ONE budget rule for both methods:
 
     points per forward  n = min(ig_step_chunk_size, graph_token_budget // (B * L))
+                        (a span's: span_graph_token_budget too, the smaller)
     targets per backward c = min(2 * target_chunk_size // (B * n), chunk_token_budget // (B * n * L))
 
 so that (rows x sequence length) of a forward whose graph the backward needs stays within
@@ -32,9 +33,11 @@ from sequence_salience.slices import SliceSizer, batches
 Points = Callable[[slice], torch.Tensor]
 
 
-def points_per_forward(config: SalienceConfig, rows: int, seq_len: int) -> int:
-    """Samples (steps) per forward batch for `rows` examples of length `seq_len`."""
-    return max(1, min(config.ig_step_chunk_size, config.graph_token_budget // max(1, rows * seq_len)))
+def points_per_forward(config: SalienceConfig, rows: int, seq_len: int, span: bool = False) -> int:
+    """Samples (steps) per forward batch for `rows` examples of length `seq_len`; span: a span's
+    (`sampled_span_gradient`), within the tighter span_graph_token_budget too."""
+    budget = min(config.graph_token_budget, config.span_graph_token_budget) if span else config.graph_token_budget
+    return max(1, min(config.ig_step_chunk_size, budget // max(1, rows * seq_len)))
 
 
 def span_point_cost(config: SalienceConfig) -> tuple[float, float]:
@@ -53,9 +56,9 @@ def targets_per_backward(config: SalienceConfig, rows: int, n: int, seq_len: int
 
 
 def sample_slices(config: SalienceConfig, count: int, rows: int, seq_len: int,
-                  sizer: SliceSizer | None = None):
+                  sizer: SliceSizer | None = None, span: bool = False):
     """Slices of the `count` samples, one per forward batch (time-sized with a sizer)."""
-    return batches(count, points_per_forward(config, rows, seq_len), sizer)
+    return batches(count, points_per_forward(config, rows, seq_len, span), sizer)
 
 
 def sampled_target_gradients(
@@ -114,7 +117,7 @@ def sampled_span_gradient(
     """
     batch, seq_len, dim = inputs.embeds.shape
     total = torch.zeros(batch, seq_len, dim, device=inputs.embeds.device)  # [B, L, D]
-    for sl in sample_slices(config, count, batch, seq_len):
+    for sl in sample_slices(config, count, batch, seq_len, span=True):
         n = sl.stop - sl.start
         _, g = weighted_gradient(
             inputs.repeat(n), points(sl), target_weights.repeat_interleave(n, 0),

@@ -111,7 +111,7 @@ def test_a_cancel_stops_the_span_job_it_names_and_no_other(client, shared):
     assert response.status_code != 200 and "Cancelled: a cancel request" in text, text[:300]
     # It stopped within one chunk of steps after the cancel (the first report was the first chunk).
     pair = prepare_pair(shared.lm, shared.lm.format_prompt(DATA["prompt"]), DATA["target"])
-    chunk = points_per_forward(shared.salience_config, 1, len(pair.prompt.ids) + len(pair.target_ids))
+    chunk = points_per_forward(shared.salience_config, 1, len(pair.prompt.ids) + len(pair.target_ids), span=True)
     assert 0 < chunk < STEPS and [done for done, _, _ in shared.seen] == [chunk], (chunk, shared.seen)
 
 

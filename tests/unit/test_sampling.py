@@ -95,6 +95,32 @@ def test_the_graph_budget_alone_bounds_the_points_per_forward(llama, seq_len, mo
 
 
 @pytest.mark.parametrize("method", SAMPLED)
+def test_a_span_takes_fewer_points_per_forward_with_the_same_values(llama, seq_len, monkeypatch, method):
+    """A clicked span's steps (samples) run beside paused work while a person waits: span_graph_token_budget caps
+    its points per forward (one here) and not the matrix's (all 6, the graph budget wide); the span's values equal
+    the one-batch span's and, for IG (linear in the target), the sum of the reference matrix's rows 1-3."""
+    one_batch = dataclasses.replace(WIDE, span_graph_token_budget=WIDE.graph_token_budget)
+    narrow = dataclasses.replace(WIDE, span_graph_token_budget=seq_len)
+    assert WIDE.graph_token_budget >= 6 * seq_len and WIDE.ig_step_chunk_size >= 6  # the graph budget binds neither
+    spans = {}
+    for name, config in (("one batch", one_batch), ("narrow", narrow)):
+        rec = _Recorder(monkeypatch, llama.model)
+        try:
+            spans[name] = ss.compute_span_salience(llama, PROMPT, TARGET, method, 1, 4, config=config)
+            span_forwards = list(rec.forwards)
+            ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=config)
+        finally:
+            rec.close()
+        assert max(rec.forwards[len(span_forwards):]) == 6 * seq_len, rec.forwards  # the matrix: 6 points at once
+        assert max(span_forwards) == (seq_len if name == "narrow" else 6 * seq_len), (name, span_forwards)
+    np.testing.assert_allclose(spans["narrow"], spans["one batch"], rtol=1e-5, atol=1e-7)
+    if method == "integrated_gradients":
+        ids = ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=WIDE)
+        want = reference_salience(llama.model, ids.ids.tolist(), ids.n_prompt_tokens, ig_steps=6)[method]
+        np.testing.assert_allclose(spans["narrow"], want[1:4].sum(0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", SAMPLED)
 def test_a_tight_budget_gives_the_same_values(llama, seq_len, method):
     tight = dataclasses.replace(WIDE, chunk_token_budget=3 * seq_len, graph_token_budget=seq_len)
     wide = ss.compute_salience(llama, PROMPT, TARGET, methods=(method,), config=WIDE)
