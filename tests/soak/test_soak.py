@@ -85,7 +85,9 @@ RSS_GROWTH_LIMIT = 0.15
 # one-row pass runs its layers once to keep its keys and values (433dddc; beside browser tests), and a 10-minute soak
 # +44.5 %. Since that pass recomputes its layers too (session 35), 10-minute soaks +12.4 % and +36.5 % (the second:
 # a 64-step IG span with ~450 MB free but unreturned in malloc's heap; docs/benchmarks.md, "Session 35 (h1)"):
-# issue 43's 15 % is not met reliably, and this limit fails on such a run.
+# issue 43's 15 % is not met reliably, and this limit fails on such a run. Since a span's steps run 2 rows of such a
+# prompt per forward (span_graph_token_budget, session 36) one 10-minute run: +17.5 %, its top 5-7 clients' per-token
+# matrix passes in flight at once (docs/benchmarks.md, "Session 36 (h1)").
 RSS_PEAK_LIMIT = 0.2
 # The load's peak, relative to the warm-up's peak (every kind of work once, one request at a time): growth once every
 # kind has run, or passes' memory piling up across clients. Several clients add what one cannot: a matrix job's
