@@ -57,14 +57,14 @@ class LoggedScheduler(ModelScheduler):
             self._log("grant", background)
         return True
 
-    def yield_to_waiting(self, holding_graph: bool = False) -> bool:
+    def yield_to_waiting(self, holding_graph: bool = False, while_waiting=None) -> bool:
         """Logs a yield as a release, queue and grant (letting go and queueing again are one step inside the
         scheduler; the release is logged first when the public waiting counts say the holder will yield)."""
         background = self._local.background
         will = self._local.n == 1 and any(self.waiting(p) for p in Priority if p <= self._local.priority)
         if will:  # waiters cannot leave while this thread holds the model: it will yield
             self._log("release", background)
-        yielded = super().yield_to_waiting(holding_graph)
+        yielded = super().yield_to_waiting(holding_graph, while_waiting=while_waiting)
         if yielded:
             if not will:
                 self._log("release", background)
