@@ -359,16 +359,25 @@ def tokenized_result(lm: LanguageModel, prompt: str | ChatPrompt, target: str | 
     """A SalienceResult with tokens, offsets and roles but no salience (for the segment methods,
     whose values live on segments): no model pass when `target_logprobs` <float32>[T] is given
     (else one forward computes them)."""
+    if target_logprobs is not None:
+        return dataclasses.replace(pair_tokens(lm, prompt, target, config),
+                                   target_logprobs=np.asarray(target_logprobs, dtype=np.float32))
     pair = prepare_pair(lm, prompt, target)
     inputs = build_inputs(lm, [(pair.prompt.ids, pair.target_ids)])
-    if target_logprobs is None:
-        from sequence_salience.methods.gradients import target_logprobs as forward_logprobs
+    from sequence_salience.methods.gradients import target_logprobs as forward_logprobs
 
-        with torch.no_grad():
-            logp = forward_logprobs(inputs, inputs.embeds)  # [1, T]
-    else:
-        logp = torch.as_tensor(np.asarray(target_logprobs, dtype=np.float32))[None]  # [1, T]
+    with torch.no_grad():
+        logp = forward_logprobs(inputs, inputs.embeds)  # [1, T]
     return _unpad(lm, pair, 0, inputs, {}, logp, config)
+
+
+def pair_tokens(lm: LanguageModel, prompt: str | ChatPrompt, target: str | Generation,
+                config: SalienceConfig = SalienceConfig()) -> SalienceResult:
+    """The pair's tokens, offsets, roles and special marks as a SalienceResult, from the tokenizer alone: no model
+    pass, no tensor; no salience, and its `target_logprobs` are NaN (not scored). What the segments of a prompt
+    need (scoring.prompt_segments): a user's pattern is matched before anything waits for or runs the model."""
+    pair = prepare_pair(lm, prompt, target)
+    return _pair_result(lm, pair, np.full(len(pair.target_ids), np.nan, dtype=np.float32), {}, {}, config)
 
 
 def _logprobs(inputs: ModelInputs, work: SharedWork) -> torch.Tensor:
@@ -381,7 +390,6 @@ def _logprobs(inputs: ModelInputs, work: SharedWork) -> torch.Tensor:
 
 
 def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) -> SalienceResult:
-    n_prompt = len(pair.prompt.ids)
     num_t = len(pair.target_ids)
     real = inputs.attention_mask[b].bool().cpu().numpy()
     cols = np.flatnonzero(real)  # positions of this example's tokens in the padded batch
@@ -389,6 +397,11 @@ def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) 
     extras = {extra.name: extra.unpad(out.extras[extra.output_key], b, cols, num_t)
               for name, out in outputs.items() for extra in get_method(name).result_extras
               if extra.output_key in out.extras}  # e.g. grad_norm's Gram tensor, absent when too large
+    return _pair_result(lm, pair, logp[b, :num_t].float().cpu().numpy(), matrices, extras, config)
+
+
+def _pair_result(lm, pair: _Pair, logp: np.ndarray, matrices, extras, config) -> SalienceResult:
+    """The SalienceResult of `pair` with the target's log-probs `logp` <float32>[T] and these matrices."""
     prompt_end = len(pair.prompt.text)
     offsets = list(pair.prompt.offsets) + [(s + prompt_end, e + prompt_end) for s, e in pair.target_offsets]
     ids = list(pair.prompt.ids) + list(pair.target_ids)
@@ -401,8 +414,8 @@ def _unpad(lm, pair: _Pair, b: int, inputs: ModelInputs, outputs, logp, config) 
         tokens=tuple(_token_strings(text, offsets, ids, lm)),
         offsets=np.asarray(offsets, dtype=np.int64).reshape(-1, 2),
         special=np.asarray(list(pair.prompt.special) + [i in special_ids for i in pair.target_ids]),
-        n_prompt_tokens=n_prompt,
-        target_logprobs=logp[b, :num_t].float().cpu().numpy(),
+        n_prompt_tokens=len(pair.prompt.ids),
+        target_logprobs=logp,
         matrices=matrices,
         extras=extras,
         role_spans=pair.role_spans,

@@ -17,6 +17,7 @@ import logging
 import threading
 
 import sequence_salience as ss
+from sequence_salience.salience import pair_tokens
 from lit_app.schema import fields
 from lit_app.errors import RequestError
 from lit_app.schema.inputs import JsonDict, chat_field, rule_field, text_field
@@ -101,3 +102,9 @@ class PromptTokens:
                 for (s, e), i in zip(offsets, ids):
                     out.append(text[s:e] if e > s else lm.tokenizer.convert_ids_to_tokens(int(i)))
             return out
+
+    def pair_tokens(self, chat: ss.ChatPrompt, target: str | ss.Generation) -> ss.SalienceResult:
+        """The pair's tokens, offsets and roles as a result without salience (sequence_salience.salience
+        `pair_tokens`): what a prompt's segments need, without the model or its lock."""
+        with self.lock:
+            return pair_tokens(self._lm, chat, target)

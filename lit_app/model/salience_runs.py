@@ -43,6 +43,7 @@ from sequence_salience.ablation import (AblationConfig, Cost, SegmentSalience, c
 from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm, list_segment_methods
 from sequence_salience.salience import Cancel, Progress
+from sequence_salience.aggregate import match_spans
 from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
 from lit_app.errors import prompt_start
@@ -50,6 +51,7 @@ from lit_app.schema.inputs import SegmentRequest
 from lit_app.schema.method_registry import FIRST_MAP_METHOD
 from lit_app.model.jobs import Job
 from lit_app.model.lru_cache import LRUCache
+from lit_app.model.prompt_tokens import PromptTokens
 from lit_app.schema.method_registry import COUNT_FIELDS, EXTRA_METHODS
 from lit_app.model.responses import Responses
 from lit_app.model.salience_store import SalienceStore, pair_key
@@ -111,10 +113,12 @@ class SalienceRuns:
     """Salience of one loaded model, computed under its scheduler and cached (module docstring)."""
 
     def __init__(self, lm: ss.LanguageModel, scheduler: ModelScheduler, responses: Responses, store: SalienceStore,
-                 config: ss.SalienceConfig, slice_s: float, ablation: AblationConfig = AblationConfig()):
+                 prompts: PromptTokens, config: ss.SalienceConfig, slice_s: float,
+                 ablation: AblationConfig = AblationConfig()):
         """Args:
           lm: the loaded model; scheduler: its lock; responses: its greedy responses (the targets of
-            requests without one); store: where results are kept.
+            requests without one); store: where results are kept; prompts: the tokenizer copy (a pair's tokens
+            without the model lock: `check_pattern`).
           config: base `SalienceConfig` (the extra methods' counts come from each request).
           slice_s: model time of one background slice, in seconds.
           ablation: base `AblationConfig` of the segment methods (e.g. the attention estimator file; the removal
@@ -123,6 +127,7 @@ class SalienceRuns:
         self._lm = lm
         self._lock = scheduler
         self._responses = responses
+        self._prompts = prompts
         self.store = store
         self.config = config
         self.slice_s = slice_s
@@ -272,10 +277,7 @@ class SalienceRuns:
         results = list(self.store.results_of(chat, target))
         t0, t1 = request.span if request.span is not None else (0, None)
         known = next((r for r in results if r.has_span(grad_norm.NAME, t0, t1)), next(iter(results), None))
-        if known is not None and request.pattern is not None and self.store.segments.get(key) is None:
-            # A user's pattern is matched before the model is waited for or held: one that runs past its budget or
-            # matches nothing is refused without the model (was: after the wait, holding it; issue 43's bad input).
-            removable_segments(known, request.granularity, request.pattern, None)
+        self.check_pattern(chat, target, request)
         config = self.segment_config(request)
         exact = self.exact_values_of(chat, target, request)
 
@@ -297,6 +299,28 @@ class SalienceRuns:
                                     threads=self.forward_threads)
 
         return self._in_background(self.store.segments, key, compute, job, priority=segment_priority(request))
+
+    def check_pattern(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> None:
+        """A user's segment pattern (granularity "regex") matched against the pair without the model or its lock, so
+        that one that runs past its budget (aggregate.match_spans: 1 s of wall time) or leaves no removable segment
+        is refused before the request waits for the model (was: after the wait and the unedited forward, 19 s at
+        load 13 without a first highlight; issue 43). The pair's tokens: a cached result's, else the tokenizer
+        copy's (`prompts`). Without a target, while the greedy response is not generated yet, the prompt's text alone
+        is matched (a runaway pattern is refused; which segments it leaves is known once the response is).
+
+        Raises:
+          SalienceError: the pattern runs past its budget, or leaves no removable segment (the core's message).
+        """
+        if request.pattern is None or self.store.segments_of(chat, target, request) is not None:
+            return
+        known = next(self.store.results_of(chat, target), None)
+        explained = target or self._responses.cached(chat)
+        if known is None and explained is not None:
+            known = self._prompts.pair_tokens(chat, explained)
+        if known is None:
+            match_spans(request.pattern, chat.text)
+        else:
+            removable_segments(known, request.granularity, request.pattern, None)
 
     def exact_values_of(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> SegmentSalience | None:
         """A cached result, with this request's granularity, pattern, removal and span, of another method whose measured

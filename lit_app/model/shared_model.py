@@ -109,7 +109,7 @@ class SharedLM:
         self.responses = Responses(lm, self.lock, max_new_tokens, cache_size, disk_cache)
         self.store = SalienceStore(self.responses, cache_size, cache_bytes)
         config = salience_config if salience_config is not None else ss.SalienceConfig()
-        self.runs = SalienceRuns(lm, self.lock, self.responses, self.store, config, float(slice_s),
+        self.runs = SalienceRuns(lm, self.lock, self.responses, self.store, self.prompts, config, float(slice_s),
                                  ablation_config if ablation_config is not None else AblationConfig())
         self.jobs = JobTable(heartbeat_s=heartbeat_s)
         self._architecture: ssi.Architecture | None = None
@@ -222,6 +222,9 @@ class SharedLM:
     def segment_salience(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest,
                          job: Job | None = None, cancel: Cancel | None = None) -> SegmentSalience:
         return self.runs.segment_salience(chat, target, request, job=job, cancel=cancel)
+
+    def check_pattern(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> None:
+        self.runs.check_pattern(chat, target, request)
 
     def segment_config(self, request: SegmentRequest) -> AblationConfig:
         return self.runs.segment_config(request)

@@ -109,6 +109,13 @@ class SalienceModel(Wrapper):
         if cached is not None:
             rows = int(cached.stats.rows) - 1  # the ablated prompts (the job's progress unit), not the unedited one
             return self._segment_outputs(cached, segment, Status.done_now(segment.job_kind, rows).to_json())
+        if shared.jobs.get(request.group, segment.job_kind) is None:
+            # A new job's pattern is matched here, without the model: a runaway or matchless one is this request's
+            # 400 in about a second, however long other work holds the model (issue 43); its job re-checks it.
+            try:
+                shared.check_pattern(chat, target, segment)
+            except ss.SalienceError as e:
+                raise RequestError(_refusal(segment, str(e))) from None
         client = clients.current()
         shared.jobs.focus(request.group, client)
 

@@ -29,7 +29,7 @@ from sequence_salience.methods.base import (SEGMENT_REMOVALS, AblationConfig, Se
                                             unmeasured_note)
 from sequence_salience.model import Generation, LanguageModel
 from sequence_salience.result import SalienceResult
-from sequence_salience.salience import compute_span_salience, prepare_pair, tokenized_result
+from sequence_salience.salience import compute_span_salience, pair_tokens
 from sequence_salience.slices import SliceSizer
 from sequence_salience.text import ChatPrompt
 
@@ -198,12 +198,13 @@ def segment_salience(
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
         raise SalienceError(f"Unknown removal {config.removal!r}. Fix: use one of {', '.join(SEGMENT_REMOVALS)}.")
-    prompt_ids, target_ids = _pair_ids(lm, prompt, target, result)
+    # The segments come first, from the pair's tokens alone without a result: a pattern that backtracks past its
+    # budget or matches nothing is refused before any model pass (was: after the unedited forward).
+    paired = result if result is not None else pair_tokens(lm, prompt, target)
+    prompt_ids, target_ids = _pair_ids(prompt, paired)
     t0, t1 = scoring.resolve_span(span, len(target_ids))
     frame = ProgressFrame(method)
-    # With a result, its segments come first: a pattern that backtracks past its budget or matches nothing is refused
-    # before any model pass (was: after the unedited forward).
-    segs = removable_segments(result, granularity, pattern, regions) if result is not None else None
+    segs = removable_segments(paired, granularity, pattern, regions)
     # The first highlight's gradient pass may have left the unedited prompt's keys and values and the span's attention
     # (compute_span_result(record=span_recorder)): then no unedited forward here.
     layers, recorded = (result.unedited.take() if result is not None and result.unedited is not None
@@ -223,9 +224,8 @@ def segment_salience(
                               batch_size=config.batch_size, chunk_token_budget=config.chunk_token_budget,
                               slice_s=slice_s, progress=None if progress is None else frame.wrap(progress),
                               cancel=cancel, stage=method, threads=threads)
-    if segs is None:  # no result: the pair tokenized with the unedited log-probs just scored
-        result = tokenized_result(lm, prompt, target, scorer.token_logprobs)
-        segs = removable_segments(result, granularity, pattern, regions)
+    if result is None:  # the pair's tokens with the unedited log-probs just scored
+        result = dataclasses.replace(paired, target_logprobs=np.asarray(scorer.token_logprobs, dtype=np.float32))
     editor = scoring.PromptEditor(lm, prompt, result, segs, config.removal, scoring.filler_id(lm, config.filler))
     coarse = record.coarser(granularity) if record.coarser is not None else ()
     span_features = recorder.features(0, segs.tokens) if recorder is not None and recorder.complete else None
@@ -318,16 +318,12 @@ def span_gradient(lm: LanguageModel, prompt, target, result: SalienceResult, spa
     return gradient
 
 
-def _pair_ids(lm: LanguageModel, prompt, target, result: SalienceResult | None) -> tuple[list[int], list[int]]:
-    """(prompt ids, target ids): from `result` when given (SalienceError when it is another prompt's), else
-    the pair tokenized (no model pass)."""
-    if result is not None and result.text[:result.prompt_end] != scoring.prompt_text(prompt):
+def _pair_ids(prompt, result: SalienceResult) -> tuple[list[int], list[int]]:
+    """(prompt ids, target ids) from `result` (SalienceError when it is another prompt's)."""
+    if result.text[:result.prompt_end] != scoring.prompt_text(prompt):
         raise SalienceError("`result` was computed for another prompt. Fix: pass the result of this prompt.")
-    if result is not None:
-        return ([int(i) for i in result.ids[:result.n_prompt_tokens]],
-                [int(i) for i in result.ids[result.n_prompt_tokens:]])
-    pair = prepare_pair(lm, prompt, target)
-    return list(pair.prompt.ids), list(pair.target_ids)
+    return ([int(i) for i in result.ids[:result.n_prompt_tokens]],
+            [int(i) for i in result.ids[result.n_prompt_tokens:]])
 
 
 def _segment_fields(segs: scoring.PromptSegments) -> dict:

@@ -55,7 +55,7 @@ Rules (the same in both languages):
   in the subset common to Python `re` and JavaScript `RegExp` (see
   `compile_pattern`), and within `PATTERN_BOUNDS` (length, repeat counts, the
   length with repeats written out, group depth), checked before it is
-  compiled. Matching is bounded by `PATTERN_TIMEOUT_S` (a
+  compiled. Matching is bounded by `PATTERN_TIMEOUT_S` of wall time (`match_spans`; a
   catastrophic-backtracking pattern such as `(a|a)+$` raises SalienceError
   instead of hanging the caller; it runs on the `regex` package, which has
   `re`'s semantics for this subset, releases the GIL and takes a timeout).
@@ -86,7 +86,7 @@ from __future__ import annotations
 from __future__ import annotations
 
 from sequence_salience.aggregate.patterns import PATTERN_BOUNDS, PATTERN_TIMEOUT_S, PatternBounds, check_pattern, \
-    compile_pattern
+    compile_pattern, match_spans
 from sequence_salience.aggregate.reductions import (
     REDUCTIONS,
     aggregate,
@@ -112,5 +112,5 @@ __all__ = [
     "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "PATTERN_BOUNDS", "PATTERN_TIMEOUT_S",
     "REDUCTIONS", "ROLES", "TEMPLATE_ROLE_NAMES", "WHITESPACE",
     "PatternBounds", "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
-    "matches_only", "normalize_max_abs", "normalize_percentile", "percentile", "segment",
+    "match_spans", "matches_only", "normalize_max_abs", "normalize_percentile", "percentile", "segment",
 ]

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 
 import regex
 
 from sequence_salience.errors import SalienceError
 
-# Longest time one user pattern may spend matching a text (seconds); a sane pattern takes
-# milliseconds on the longest prompt a server accepts.
+# Longest wall time one user pattern may spend matching a text (seconds; every match together: `match_spans`); a
+# sane pattern takes milliseconds on the longest prompt a server accepts.
 PATTERN_TIMEOUT_S = 1.0
 
 
@@ -276,8 +277,8 @@ def compile_pattern(pattern: str) -> regex.Pattern:
     Flags are fixed: MULTILINE (`^`/`$` at line boundaries) and ASCII (`\\d`,
     `\\w`, `\\s`, `\\b` in their ASCII meaning, as in JavaScript); `.` matches
     anything but "\\n"; VERSION0 (`re`'s behaviour). See `check_pattern` for the
-    subset. Match with `timeout=PATTERN_TIMEOUT_S` (as `segment` does): a user
-    pattern may backtrack catastrophically.
+    subset. Match with `match_spans` (as `segment` does): a user pattern may
+    backtrack catastrophically.
 
     Raises:
       SalienceError: a construct outside the subset, or invalid syntax.
@@ -289,3 +290,44 @@ def compile_pattern(pattern: str) -> regex.Pattern:
         raise SalienceError(
             f"regex pattern {pattern!r} is invalid: {e.msg} at position {e.pos}. Fix the pattern syntax."
         ) from e
+
+
+def match_spans(pattern: str, text: str, timeout_s: float = PATTERN_TIMEOUT_S) -> list[tuple[int, int]]:
+    """(start, end) of every non-empty match of the user `pattern` (compile_pattern) in `text`, found within
+    `timeout_s` seconds of wall time for all of them together.
+
+    The `regex` package's own `timeout` is no wall-time bound: it counts the process's CPU time (C `clock()`,
+    every thread's) from the start of a `finditer`, across all its matches. At load ~11 on 2 cores its 1 s
+    ran 3.5 s (the matching thread got a fraction of a core; docs/benchmarks.md "Session 37 (h2)"), and
+    a model pass on other threads cuts it short. So the matching runs on a thread of its own and the caller
+    waits for it at most `timeout_s`; one still running then is refused, and ends on its own at the package's
+    limit (`timeout_s` of the process's CPU time), its matches dropped.
+
+    Raises:
+      SalienceError: the pattern is outside the subset or invalid (compile_pattern), or matching took longer.
+    """
+    compiled = compile_pattern(pattern)
+    spans: list[tuple[int, int]] = []
+    failure: list[Exception] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            for m in compiled.finditer(text, concurrent=True, timeout=timeout_s):
+                if m.end() > m.start():
+                    spans.append((m.start(), m.end()))
+        except Exception as e:  # pylint: disable=broad-except  # TimeoutError; anything else is raised to the caller
+            failure.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="pattern-match", daemon=True).start()
+    if not done.wait(timeout_s) or (failure and isinstance(failure[0], TimeoutError)):
+        raise SalienceError(
+            f"regex pattern {pattern!r} took over {timeout_s:g} s on {len(text):,} characters"
+            " (catastrophic backtracking). Fix: simplify the pattern: no nested quantifiers like (a+)+"
+            " and no alternatives that match the same text like (a|a)+."
+        )
+    if failure:
+        raise failure[0]
+    return spans

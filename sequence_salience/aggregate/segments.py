@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sequence_salience.aggregate.patterns import PATTERN_TIMEOUT_S, compile_pattern
+from sequence_salience.aggregate.patterns import match_spans
 from sequence_salience.aggregate.unicode_tables import LN_CLASS, M_CLASS, WHITESPACE, WS_CODEPOINTS, bmp_view
 from sequence_salience.errors import SalienceError
 
@@ -206,20 +206,9 @@ def _segment_line(text: str, chars: _Chars):
 def _segment_regex(text: str, pattern: str | None):
     if pattern is None:
         raise SalienceError("granularity 'regex' needs a pattern. Fix: pass pattern=r'...'.")
-    compiled = compile_pattern(pattern)
-    bounds = [0]
-    match_starts = set()
-    try:
-        for m in compiled.finditer(text, concurrent=True, timeout=PATTERN_TIMEOUT_S):
-            if m.end() > m.start():
-                bounds += [m.start(), m.end()]
-                match_starts.add(m.start())
-    except TimeoutError:
-        raise SalienceError(
-            f"regex pattern {pattern!r} took over {PATTERN_TIMEOUT_S:g} s on {len(text):,} characters"
-            " (catastrophic backtracking). Fix: simplify the pattern: no nested quantifiers like (a+)+"
-            " and no alternatives that match the same text like (a|a)+."
-        ) from None
+    spans = match_spans(pattern, text)
+    bounds = [0] + [i for span in spans for i in span]
+    match_starts = {start for start, _ in spans}
     starts = np.unique(np.array(bounds, dtype=np.int64))
     starts = starts[starts < len(text)]
     kinds = ["match" if s in match_starts else "gap" for s in starts.tolist()]

@@ -368,6 +368,36 @@ def test_a_pattern_bomb_is_refused_within_2_s_naming_the_field_and_the_server_me
     assert server.post_json("/get_info", {})[0] == 200
 
 
+def test_a_backtracking_pattern_is_the_first_requests_400_while_another_clients_job_holds_the_model(server, data_dir):
+    """Issue 43: `(a|aa)+c` on a 5,000-character prompt of `a` (within every bound; the chat template's system prompt
+    has a `c`, so the matcher backtracks: 4-8 s to its budget's end at load ~9) as a script's first request, nothing
+    computed for that prompt: its job waited for the model, ran the unedited forward and only then refused it (19.3 s
+    at load 13 for session 36's `(a|aa)*c`, which this `regex` refuses at once as matching nothing). Now the request
+    itself is the 400 (the pattern matched on the pair's tokens, without the model): with the server idle (its memory
+    flat), then while another client's blocking job holds the model."""
+    bomb = _ex(prompt="a" * 5000, chat=True, target=" Hi", detail="segments", segment_method="leave_one_out",
+               granularity="regex", pattern="(a|aa)+c")
+    for other_client in (False, True):
+        busy = (server.send_json(f"/get_preds?model={SAL}", _ex(prompt="Count the words of this sentence. " * 40,
+                                                                target=" Forty."), client="tab-b")
+                if other_client else None)
+        try:
+            rss_before = _rss_kib(server.proc.pid)
+            start = time.monotonic()
+            got, _, text = server.post_json(f"/get_preds?model={SAL}", bomb)
+            took = time.monotonic() - start
+            rss_after = _rss_kib(server.proc.pid)
+        finally:
+            if busy is not None:
+                busy.close()  # the blocking job stops within one chunk once its client is gone
+        assert got == 400, f"{got} after {took:.2f} s: {text}"  # was: 200, the job's "queued" status
+        assert '"pattern"' in text and "simplify the pattern" in text and "Fix" in text, text
+        _no_leak(text, data_dir)
+        if not other_client:  # (the other client's job allocates meanwhile)
+            assert rss_after - rss_before < 20_000, f"RSS grew {rss_before} -> {rss_after} KiB"
+        print(f"the 400 after {took:.2f} s ({'another client computing' if other_client else 'idle'})")
+
+
 def test_an_explanation_test_refuses_a_method_named_twice(server, data_dir):
     """`leave_one_out` x500 ran 305 s (500 times one); named twice it is refused at once, naming the field."""
     start = time.monotonic()

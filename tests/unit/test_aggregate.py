@@ -10,6 +10,7 @@ import ast
 import json
 import pathlib
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -80,6 +81,37 @@ def test_catastrophic_pattern_is_stopped_with_a_one_line_error(pattern):
     assert pattern in message and "simplify the pattern" in message and "\n" not in message
 
 
+def test_a_match_starved_of_cpu_is_refused_at_the_wall_time_bound(monkeypatch):
+    """The `regex` package's timeout counts the process's CPU time across a finditer's matches (C `clock()`): a match
+    that gets a fraction of a core (load ~11 on 2 cores) ran 3.5 s past its 1 s. Here a matcher that uses no CPU at
+    all (it waits on an event, as a starved thread does) yields its one match only after `release` is set (or 10 s):
+    the caller is refused while it is still running (was: waited for it, then took its match)."""
+    from sequence_salience.aggregate import patterns, segments  # pylint: disable=import-outside-toplevel
+
+    release, finished = threading.Event(), threading.Event()
+
+    class Starved:
+        def finditer(self, text, **_kwargs):
+            release.wait(10)
+            yield re.search("b", text)
+            finished.set()
+
+    monkeypatch.setattr(patterns, "compile_pattern", lambda _pattern: Starved())
+    monkeypatch.setattr(segments, "compile_pattern", lambda _pattern: Starved(), raising=False)  # where it was used
+    try:
+        with pytest.raises(SalienceError, match="took over 1 s on 3 characters"):
+            agg.segment("abc", [[0, 1], [1, 2], [2, 3]], "regex", pattern="b")
+        assert not finished.is_set()  # refused while the match still ran
+    finally:
+        release.set()
+    assert finished.wait(10)
+
+
+def test_match_spans_lists_every_non_empty_match_in_order():
+    text = "ab " * 2000
+    assert agg.match_spans(r"ab", text) == [(3 * i, 3 * i + 2) for i in range(2000)]
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in DATA["bad_inputs"]])
 def test_bad_input(case):
     with pytest.raises(SalienceError, match=re.escape(case["message"])):
@@ -122,7 +154,8 @@ def test_module_imports_only_numpy_regex_and_stdlib():
                 names |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom):
                 names.add((node.module or "").split(".")[0])
-    assert names <= {"__future__", "dataclasses", "re", "collections", "numpy", "regex", "sequence_salience"}
+    assert names <= {"__future__", "dataclasses", "re", "collections", "threading", "numpy", "regex",
+                     "sequence_salience"}
 
 
 def test_aggregate_salience_convenience():

@@ -189,6 +189,45 @@ def test_no_removable_segments_is_a_request_error_naming_the_fields(tiny):
     assert "no removable" in message and "Fix:" in message
 
 
+@pytest.mark.parametrize("pattern,target,says", [
+    pytest.param("zqzqzq", TARGET, "no removable", id="matches-nothing"),
+    pytest.param(r"(a|a)+$", TARGET, "simplify the pattern", id="runaway"),
+    pytest.param(r"(a|a)+$", "", "simplify the pattern", id="runaway-before-the-response"),
+])
+def test_a_bad_pattern_is_the_first_requests_400_while_another_client_holds_the_model(tiny, pattern, target, says):
+    """Issue 43: a script's first segment request (nothing computed for the prompt: no first highlight, no greedy
+    response) with a pattern that matches nothing or backtracks past its budget: its job waited for the model, ran
+    the unedited forward, and only then refused it (19 s at load 13). Now the request itself is refused, from the
+    pair's tokens (the prompt's text alone while the response is not generated), while another client holds the
+    model; no job is started."""
+    _, shared, model = tiny
+    shared.forget_salience()
+    prompt = "a" * 40 + "!"  # (a|a)+$ backtracks about 2^40 steps on it
+    data = {"prompt": prompt, "target": target, "chat": False, fields.DETAIL: DETAIL,
+            fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "regex", fields.PATTERN: pattern}
+    held, release = threading.Event(), threading.Event()
+
+    def other_client() -> None:
+        with clients.acting_as("tab-b"), shared.lock:
+            held.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=other_client)
+    holder.start()
+    try:
+        assert held.wait(60)
+        with pytest.raises(errors.RequestError) as e:
+            model.predict([data])  # was: a "queued" status; the 400 came from a later poll, after the model was free
+        assert shared.lock.locked()  # still held by the other client throughout
+    finally:
+        release.set()
+        holder.join(60)
+    message = str(e.value)
+    assert says in message and f'"{fields.PATTERN}"' in message and "\n" not in message
+    assert shared.jobs.get(inputs.datapoint_group(data), inputs.segment_request(data).job_kind) is None
+    assert shared.cached_generation(shared.format_prompt(data)) is None or target  # nothing generated for it
+
+
 # ---------------------------------------------------------------------------
 # The explain wrapper: the curves take segment methods, the token-only tests name the field.
 

@@ -233,3 +233,22 @@ def test_the_servers_segment_job_refuses_a_pattern_without_matches_without_waiti
         done.wait(60)
     assert answered, "refused only once the model was free"
     assert "no removable regex segments" in out["error"]
+
+
+def test_without_a_result_a_pattern_is_matched_on_the_pairs_tokens_before_any_model_pass():
+    """Issue 43: a script's first request (no first highlight, so no result of the pair) with a pattern that matches
+    nothing or runs past its budget was refused only after the unedited forward (19.3 s at load 13 for a catastrophic
+    pattern on a 5,000-character prompt). The pair's tokens need no model pass: refused before any."""
+    from sequence_salience.salience import tokenized_result
+    from tests.pass_counter import PassCounter
+
+    lm = wrap(MODEL_BUILDERS["llama"](seed=0), "llama")
+    counter = PassCounter().watch(lm)
+    with pytest.raises(ss.SalienceError, match="no removable regex segments"):
+        segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="regex", pattern="zzz")
+    assert counter.forwards == 0  # was: 1 (the unedited forward)
+    # A pattern that matches: the values and result as the pair tokenized with the scored log-probs.
+    got = segment_salience(lm, PROMPT, TARGET, leave_one_out.NAME, granularity="regex", pattern="apples")
+    reference = tokenized_result(lm, PROMPT, TARGET)  # its own forward
+    assert len(got.segments) == 3 and got.result.tokens == reference.tokens
+    np.testing.assert_allclose(got.result.target_logprobs, reference.target_logprobs, rtol=0, atol=1e-5)
