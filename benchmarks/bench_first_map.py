@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_first_map.py [--repeats 3] [--rows 0 1 2 3] [--no_exact] [--with_matrices]
     .venv/bin/python benchmarks/bench_first_map.py --goal [--repeats 2] [--no_exact]
     .venv/bin/python benchmarks/bench_first_map.py --breakdown [--repeats 2] [--rows 0 3] [--with_matrices]
+    .venv/bin/python benchmarks/bench_first_map.py --stages [--repeats 2] [--rows 0 3]
 
 In process, the path the page takes (lit_app.model.shared_model.SharedLM and the salience wrapper, as the server
 builds them; no HTTP, no browser), on the default model, for each shipped row (`datasets.shipped_rows()`; the
@@ -33,6 +34,14 @@ forward of the unedited pair on one thread (what a job that does not take the hi
 From these: the first map on screen ÷ the first highlight now, its floor after the highlight with no waiting and no
 estimator ((highlight + verification forwards) ÷ highlight), and what ordering the first map before the gradient
 would give with the same verified sentences ((unedited forward + estimator + verification forwards) ÷ highlight).
+
+--stages (`stages`, issue 42 session 37: each stage of the first map on screen ÷ the first highlight): the page's own
+requests through the salience wrapper, in its order: the first highlight (`detail="span"`, which starts the page's
+matrix job, left running as in the browser), then the first map's segment request (`detail="segments"`, the method
+the rule names at sentence), repeated every 20 ms (the page polls every 0.7 s: here the server's side alone) until
+its values come, then exact leave one out's the same way. Per stage, from the first highlight's start: its first
+look (the first answer that holds `partial_segments`, the estimate; the first map's request waits up to
+FIRST_LOOK_WAIT_S for it), its verified map (`segments`), the exact map ("confirmed"); each ÷ the first highlight.
 """
 
 from __future__ import annotations
@@ -325,6 +334,57 @@ def confirm_saving(shared, wrapper, examples: dict, repeats: int) -> None:
               f"| {statistics.median(ratios):.4f} | {diff:.1e} |", flush=True)
 
 
+def stages(shared, wrapper, examples: dict, repeats: int, rows: list[dict]) -> None:
+    """--stages (module docstring): medians over `repeats` cold repeats, interleaved row by row."""
+    from lit_app.schema import fields  # pylint: disable=import-outside-toplevel
+
+    first = method_registry.FIRST_MAP_METHOD[GRANULARITY]
+    poll_s = 0.02
+
+    def until_values(ex: dict, method: str, start: float, out: dict, look: str | None) -> None:
+        ask = {**ex, fields.DETAIL: method_registry.SEGMENT_DETAIL, fields.SEGMENT_METHOD: method,
+               fields.GRANULARITY: GRANULARITY}
+        while True:
+            answer = wrapper.predict([ask])[0][fields.SALIENCE]
+            now = time.perf_counter() - start
+            if look is not None and look not in out and fields.PARTIAL_SEGMENTS in answer:
+                out[look] = now
+                out["look_verified"] = int(answer[fields.PARTIAL_SEGMENTS]["quality"].get("verified", -1))
+            if fields.SEGMENTS in answer:
+                out[method] = now
+                return
+            if answer["detail"]["state"] in ("error", "cancelled"):
+                raise RuntimeError(f"{method}: {answer['detail']}")
+            time.sleep(poll_s)
+
+    runs: dict[int, list[dict]] = {i: [] for i in examples}
+    for rep in range(repeats):
+        for i, ex in examples.items():
+            shared.forget_salience()
+            load = os.getloadavg()[0]
+            t = time.perf_counter()
+            wrapper.predict([{**ex, "detail": "span"}])  # the first highlight; starts the page's matrix job
+            out: dict = {"highlight": time.perf_counter() - t, "load": load}
+            until_values(ex, first, t, out, "look")
+            until_values(ex, leave_one_out.NAME, t, out, None)
+            shared.jobs.cancel_all()
+            runs[i].append(out)
+            print(i, rep, out, flush=True)
+    print(f"first map at {GRANULARITY}: {first}; seconds from the first highlight's start; ÷: over the first highlight")
+    print("| row | case | first highlight (s) | first look: estimate (s) | ÷ | verified map (s) | ÷ | confirmed (s) | ÷ "
+          "| verified in the first look | load |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, rs in runs.items():
+        med = {k: statistics.median(float(r[k]) for r in rs) for k in ("highlight", first, leave_one_out.NAME)}
+        looks = [r["look"] for r in rs if "look" in r]
+        ratio = lambda key: statistics.median(r[key] / r["highlight"] for r in rs if key in r)  # noqa: E731
+        look = f"{statistics.median(looks):.2f} | {ratio('look'):.2f}×" if looks else "– | –"
+        print(f"| {i} | {rows[i]['case']} | {med['highlight']:.2f} | {look} | {med[first]:.2f} | {ratio(first):.2f}× "
+              f"| {med[leave_one_out.NAME]:.2f} | {ratio(leave_one_out.NAME):.2f}× "
+              f"| {sorted({r.get('look_verified', '–') for r in rs}, key=str)} "
+              f"| {min(r['load'] for r in rs):.1f}-{max(r['load'] for r in rs):.1f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
@@ -342,6 +402,9 @@ def main() -> None:
     p.add_argument("--goal_paragraphs", type=int, default=34)
     p.add_argument("--breakdown", action="store_true",
                    help="where the first map's time goes after the first highlight, per row (`breakdown`)")
+    p.add_argument("--stages", action="store_true",
+                   help="each stage of the first map on screen (its first look, the verified map, the confirmation) ÷ "
+                        "the first highlight, through the page's requests (`stages`)")
     p.add_argument("--pauses_ab", action="store_true",
                    help="with --breakdown --with_matrices: the first map asked for once the matrix job holds the model, "
                         "its forward pausing for it or not (before), alternated")
@@ -367,6 +430,12 @@ def main() -> None:
     if args.confirm_saving:
         try:
             confirm_saving(shared, wrapper, examples, args.repeats)
+        finally:
+            shared.jobs.cancel_all()
+        return
+    if args.stages:
+        try:
+            stages(shared, wrapper, examples, args.repeats, rows)
         finally:
             shared.jobs.cancel_all()
         return

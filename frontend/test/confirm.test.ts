@@ -3,7 +3,9 @@
  * the comparison of the first map with the exact one and its words (hand-derived cases), and the controller
  * following the steps against a stand-in server: the first map the server names (`first_map_at`) shown once
  * measured, exact leave-one-out measured next and shown, what the first map showed kept for the verdict; a first
- * map whose job fails leaves the gradient as the first map; the Stop button ends the polls and keeps the map.
+ * map whose job fails leaves the gradient as the first map; the Stop button ends the polls and keeps the map; a first
+ * map whose job sends its values so far (attention_verified: the estimate, then verified segments) shows them at
+ * once, named, and the exact job waits for its values.
  */
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
@@ -86,11 +88,14 @@ async function selected(reg: unknown, polls = 1, failing = '') {
 
 describe('the next automatic step', () => {
   const base: AutoState = {auto: true, onScreen: GRADIENT, onScreenIsSegment: false, autoShown: false, first: FAST,
-                           exact: EXACT, has: () => false, firstFailed: false};
+                           exact: EXACT, has: () => false, hasPartial: () => false, firstFailed: false};
   const has = (...methods: string[]) => (m: string) => methods.includes(m);
   it.each([
     ['gradient on screen: the first map is measured', {}, {kind: 'measure', method: FAST}],
     ['its values there: shown', {has: has(FAST)}, {kind: 'show-first', method: FAST}],
+    ['its values so far there (its first look): shown', {hasPartial: has(FAST)}, {kind: 'show-first', method: FAST}],
+    ['its values so far on screen: its job measured on, the exact one not started',
+     {onScreen: FAST, onScreenIsSegment: true, autoShown: true, hasPartial: has(FAST)}, {kind: 'measure', method: FAST}],
     ['first map on screen: the exact one is measured',
      {onScreen: FAST, onScreenIsSegment: true, autoShown: true, has: has(FAST)}, {kind: 'measure', method: EXACT}],
     ['exact values there: shown', {onScreen: FAST, onScreenIsSegment: true, autoShown: true, has: has(FAST, EXACT)},
@@ -223,6 +228,75 @@ describe('the controller: first map, then exact leave-one-out', () => {
     await vi.advanceTimersByTimeAsync(10 * POLL_MS);
     expect(segmentCalls(calls, EXACT).length).toBeLessThanOrEqual(polls + 1);  // at most the poll already on its way
     expect(ctl.method).toBe(FAST);
+    ctl.dispose();
+  });
+});
+
+describe('the first map\'s values so far (issue 42, session 37)', () => {
+  beforeEach(() => { vi.useFakeTimers(); });
+  afterEach(() => { vi.useRealTimers(); });
+  const VERIFIED = 'attention_verified';
+
+  /** attention_verified's job answers its values so far while it runs: the estimate (nothing verified, sentence B
+   * first), then one sentence verified; its values after `polls` answers; exact leave-one-out after one more. */
+  function partialHost(polls: number) {
+    const seen = new Map<string, number>();
+    return fakeSalienceHost(withFirstMap(registry, VERIFIED), (data) => {
+      const method = data['segment_method'] as string;
+      const n = (seen.get(method) ?? 0) + 1;
+      seen.set(method, n);
+      const done = method === VERIFIED ? n > polls : n > 1;
+      const status = {kind: 'seg', state: done ? 'done' : 'running', done: n - 1, total: 2, elapsed_s: 0.1,
+                      eta_s: null, error: ''};
+      if (done) {
+        const tokens = method === VERIFIED ? spread(4, 3) : spread(5, -2);
+        return [{salience: {segments: answer(data, tokens, 3), detail: status}}];
+      }
+      if (method !== VERIFIED) return [{salience: {detail: status}}];
+      const measured = n === 1 ? [false, false] : [true, false];
+      const partial = {...answer(data, n === 1 ? spread(1, 2) : spread(4, 1), n), measured,
+                       coarse_values: [1, 2].map((v, i) => measured[i] ? null : v),
+                       coarse_granularity: measured.map((m) => m ? '' : 'estimate')};
+      return [{salience: {partial_segments: partial, detail: status}}];
+    });
+  }
+
+  it('shows the estimate with the first answer, named, then the verified map, and only then measures the exact map', async () => {
+    const {host, calls} = partialHost(3);
+    const ctl = new SalienceController(host);
+    const reg = ctl.registry()!;
+    ctl.setSegmentation('sentence', '', 2);
+    await ctl.select(dp());
+    await vi.advanceTimersByTimeAsync(0);
+    // The first answer of the first map's job: its estimate on screen, hatched, named by the registry's first look.
+    expect(segmentCalls(calls, VERIFIED)).toHaveLength(1);
+    expect(ctl.method).toBe(VERIFIED);
+    expect(ctl.autoShown).toBe(true);
+    expect(ctl.segmentValues()?.partial).toBe(true);
+    expect(Array.from(ctl.tokenValues()!)).toEqual(spread(1, 2));
+    const look = reg.segment(VERIFIED)!.first_look!;
+    expect(ctl.partialName(VERIFIED, ctl.segmentValues()!)).toBe(look);
+    expect(ctl.firstLook(VERIFIED, ctl.segmentValues()!, 'sentence'))
+        .toBe(`${reg.label(look)}: 0 of 2 sentences verified so far`);
+    expect(ctl.detailState()).toBe('computing');
+    expect(ctl.autoMeasuring()).toBe(VERIFIED);  // measured on: the exact job would supersede it
+    expect(segmentCalls(calls, EXACT)).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    // One sentence verified: named as the first map itself now.
+    expect(ctl.firstLook(VERIFIED, ctl.segmentValues()!, 'sentence'))
+        .toBe(`${reg.label(VERIFIED)}: 1 of 2 sentences verified so far`);
+    expect(Array.from(ctl.tokenValues()!)).toEqual(spread(4, 1));
+    expect(segmentCalls(calls, EXACT)).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(2 * POLL_MS);
+    // Its values: the verified map, not partial; the exact map measured next.
+    expect(ctl.method).toBe(VERIFIED);
+    expect(ctl.segmentValues()?.partial).toBeUndefined();
+    expect(Array.from(ctl.tokenValues()!)).toEqual(spread(4, 3));
+    expect(ctl.autoMeasuring()).toBe(EXACT);
+    await vi.advanceTimersByTimeAsync(2 * POLL_MS);
+    expect(ctl.method).toBe(EXACT);
+    expect(ctl.firstShown?.method).toBe(VERIFIED);
+    expect(Array.from(ctl.firstShown!.tokens)).toEqual(spread(4, 3));  // the verdict compares the verified map
     ctl.dispose();
   });
 });

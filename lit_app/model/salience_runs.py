@@ -101,6 +101,10 @@ def record_short(lm, n_prompt_tokens: int, n_tokens: int, span: tuple[int, int])
     return span_recorder(lm, n_prompt_tokens, n_tokens, span) if n_tokens <= UNEDITED_MAX_TOKENS else None
 
 
+# The key of a segment job's `partial` (Job.partial): the SegmentSalience of its results so far.
+PARTIAL_SEGMENTS = "segments"
+
+
 def segment_priority(request: SegmentRequest) -> Priority:
     """The scheduler level of a segment job: USER_JOB for the first map at its granularity (the person waits for it
     on screen, method_registry.FIRST_MAP_METHOD), so that the page's per-token matrices, started by the same first
@@ -266,7 +270,9 @@ class SalienceRuns:
         Work for the scheduler in forward batches, time slices of `slice_s` between which waiting clicks use the
         model: background work as every matrix, but the first map's job (`segment_priority`) as a user job, ahead
         of the page's matrices. job: progress (rows done / rows) goes to it and it is checked for cancellation
-        between batches; cancel: the check without a job.
+        between batches, and a method's results so far (attention_verified: its estimate before any verification,
+        then after each batch; ablation.segment_salience `partial`) are its `partial`, {PARTIAL_SEGMENTS:
+        SegmentSalience}; cancel: the check without a job.
         """
         explained = self._responses.explained(chat, target)
         key = pair_key(chat, target, explained) + (request,)
@@ -290,13 +296,16 @@ class SalienceRuns:
                 job.stage = "" if stage == request.method else stage
             report(stage, done, total, cost=cost)
 
+        def keep_partial(seg: SegmentSalience) -> None:  # the map so far (attention_verified's estimate first)
+            job.partial = {PARTIAL_SEGMENTS: seg}
+
         def compute() -> SegmentSalience:
             if cancel is not None and cancel():  # superseded or abandoned while it waited for the model
                 raise ss.ComputationCancelled(f"{request.method} cancelled before it started")
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
                                     progress=progress, cancel=cancel, slice_s=sizer, known=exact,
-                                    threads=self.forward_threads)
+                                    threads=self.forward_threads, partial=None if job is None else keep_partial)
 
         return self._in_background(self.store.segments, key, compute, job, priority=segment_priority(request))
 

@@ -82,6 +82,9 @@ SALIENCE = "salience"  # the JSON payload of docs/architecture.md
 SPAN_SALIENCE = "span_salience"  # {method: [N floats]} for TARGET_SPAN, or {}
 # The key of a segment method's values inside the SALIENCE payload (lit_app/wrappers/payloads.py segment_payload).
 SEGMENTS = "segments"
+# Beside a running segment job's progress: its values so far, in SEGMENTS' form (attention_verified's estimate, then
+# the map with the segments verified so far; lit_app/wrappers/salience.py `_segments`).
+PARTIAL_SEGMENTS = "partial_segments"
 # TokenScores over TOKENS for a TARGET_MASK request (else None): LIT's prompt-debugging field names,
 # which LIT's built-in Sequence Salience module lists as its methods (lit_app/wrappers/lit_convention.py).
 GRAD_L2 = "grad_l2"  # grad_norm of the masked span

@@ -10,6 +10,7 @@ highlight, "poll", "<method>_matrix" background jobs, "stream" the response so f
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,7 +27,9 @@ from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
 from lit_app.schema.inputs import JsonDict, SegmentRequest, parse_target_span
 from lit_app.model.jobs_table import SPAN_LANE
 from lit_app.model import time_left
-from lit_app.model.jobs import DONE, Job, Status
+from lit_app.model.jobs import DONE, FINISHED, Job, Status
+from lit_app.model.salience_runs import PARTIAL_SEGMENTS, segment_priority
+from lit_app.model.scheduler import Priority
 from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
 from lit_app.wrappers.payloads import compact, completeness_payload, salience_payload, segment_payload, span_key
 from lit_app.wrappers.wrapper import Wrapper
@@ -34,6 +37,9 @@ from lit_app.wrappers.wrapper import Wrapper
 # Longest wait of a `detail="stream"` request with `stream_after` (a long poll) before it answers what
 # there is: the page then shows "waiting for the model" when another request holds it.
 STREAM_WAIT_S = 1.0
+# Longest wait of the first map's segment request for the job's first values so far (its estimate): the page's
+# poll period (frontend/src/salience/page.ts POLL_MS), so that it comes no later than the page's next poll would.
+FIRST_LOOK_WAIT_S = 0.7
 
 
 class SalienceModel(Wrapper):
@@ -101,7 +107,11 @@ class SalienceModel(Wrapper):
         span or method: superseded); another datapoint's selection and a job nobody polls for
         `heartbeat_s` are cancelled as every background job is. A request the core library refuses
         (no removable segments at this granularity, a span outside the target) is a RequestError
-        naming the fields.
+        naming the fields. While it runs, the answer also holds the job's values so far
+        (`fields.PARTIAL_SEGMENTS`, as `segments`; attention_verified: its estimate, then the segments verified so
+        far). The first map's request (salience_runs.segment_priority) waits for them up to FIRST_LOOK_WAIT_S (the
+        page's next poll): its estimate needs no forward of its own after the first highlight, so the first answer
+        brings it, a poll sooner.
         """
         shared, segment = self._shared, request.segment
         chat, target = request.chat, request.target
@@ -127,8 +137,16 @@ class SalienceModel(Wrapper):
 
         job = shared.jobs.submit(request.group, segment.job_kind, run, replaces=SEGMENT_JOB_TAG, lane=SEGMENT_DETAIL,
                                  client=client)
+        if segment_priority(segment) == Priority.USER_JOB:  # the first map's job: its first look in this answer
+            deadline = time.monotonic() + FIRST_LOOK_WAIT_S
+            while job.partial is None and job.state not in FINISHED and time.monotonic() < deadline:
+                time.sleep(0.005)
         if job.state != DONE:
-            return _status_only(job.status())
+            out = _status_only(job.status())
+            partial = (job.partial or {}).get(PARTIAL_SEGMENTS)
+            if partial is not None:  # the values so far (attention_verified: the estimate, then verified segments)
+                out[fields.SALIENCE][fields.PARTIAL_SEGMENTS] = segment_payload(partial, segment.count)[fields.SEGMENTS]
+            return out
         if isinstance(job.result, SegmentRefusal):
             raise RequestError(job.result.message)
         if job.payload is None:

@@ -167,6 +167,7 @@ def segment_salience(
     slice_s: "float | SliceSizer | None" = None,
     threads: ThreadChooser | PassSizes | None = None,
     known: SegmentSalience | None = None,
+    partial: Callable[[SegmentSalience], None] | None = None,
 ) -> SegmentSalience:
     """The values of a segment method for log p(target[t0:t1]), one per removable prompt segment.
 
@@ -194,6 +195,8 @@ def segment_salience(
         values from it instead of scoring them (SegmentProblem.known), when `known_values` finds every setting
         equal; else every segment is scored. When it holds every segment's value (checked against `result`'s
         unedited log p: `all_known`), the unedited prompt's log-probs are `result`'s and no model pass runs.
+      partial: called with the method's results so far, as a SegmentSalience, before it returns (a method that
+        reports them: attention_verified's estimate, then after each verification batch; SegmentProblem.partial).
     """
     record = get_segment_method(method)
     if config.removal not in SEGMENT_REMOVALS:
@@ -232,19 +235,23 @@ def segment_salience(
     tokens = SegmentTokens(lm, tuple(int(i) for i in result.ids), result.n_prompt_tokens, (t0, t1), tuple(segs.tokens),
                            span_features=span_features,
                            span_gradient=span_gradient(lm, prompt, target, result, (t0, t1)))
+
+    def salience_of(out) -> SegmentSalience:
+        return SegmentSalience(
+            method=method, granularity=granularity, pattern=pattern, removal=config.removal, span=(t0, t1),
+            filler=config.filler,
+            text=result.text, prompt_end=result.prompt_end, original_logprob=scorer.original_logprob,
+            warning=fit_warning(method, out.quality, config), stats=dataclasses.replace(scorer.stats),  # as of now
+            n_tokens=len(result.ids), result=result, **_segment_fields(segs), **_computed_fields(out),
+        )
+
     problem = SegmentProblem(
         tokens=tokens, n_segments=len(segs), edit=editor, score=scorer, original_logprob=scorer.original_logprob,
         span_tokens=t1 - t0, parents=parent_units(result, segs, coarse), parent_granularities=coarse, frame=frame.set,
         known=known_values(known, result.text, (t0, t1), granularity, pattern, tuple(segs.spans), config,
-                           scorer.original_logprob))
-    out = record.compute(problem, config)
-    return SegmentSalience(
-        method=method, granularity=granularity, pattern=pattern, removal=config.removal, span=(t0, t1),
-        filler=config.filler,
-        text=result.text, prompt_end=result.prompt_end, original_logprob=scorer.original_logprob,
-        warning=fit_warning(method, out.quality, config), stats=scorer.stats, n_tokens=len(result.ids), result=result,
-        **_segment_fields(segs), **_computed_fields(out),
-    )
+                           scorer.original_logprob),
+        **({} if partial is None else {"partial": lambda out: partial(salience_of(out))}))
+    return salience_of(record.compute(problem, config))
 
 
 def span_recorder(lm: LanguageModel, n_prompt_tokens: int, n_tokens: int, span: tuple[int, int]

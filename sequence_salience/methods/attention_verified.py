@@ -199,19 +199,33 @@ def verified_output(problem: SegmentProblem, config: AblationConfig, settings: S
                     order: Callable[[np.ndarray, Callable[[], np.ndarray]], list[int]], stage: str) -> SegmentOutput:
     """The verified map: the candidates `order(estimate [S], () -> gradient [S])` (the gradient computed only when
     asked for) verified under `verify`'s rule (the top `top` watched), their exact values, the rescaled and capped
-    estimate elsewhere (`combine`); `stage`: the progress frame's name."""
+    estimate elsewhere (`combine`); `stage`: the progress frame's name. Before it returns, `problem.partial` hears
+    the map so far: the estimate alone (nothing verified: the first look, no forward of its own when the unedited
+    prompt's pass recorded the attention), then after each verification batch."""
     estimate = attention_attribution.compute(problem, config)  # raises without problem.tokens
-    S = problem.n_segments
+    picked: list[int] = []  # the verified segments so far, in order
+    exact: list[float] = []  # their exact values
     logps: list[float] = []  # log p(span) of each verified segment's ablated prompt, in order
+    problem.partial(_output(estimate, picked, exact, logps, problem.n_segments))
 
     def measure(segments: list[int]) -> np.ndarray:
         problem.frame(stage, len(logps), len(logps) + len(segments))
         lp = np.asarray(problem.score([problem.edit((s,)) for s in segments]), dtype=np.float64)  # [B]
         logps.extend(float(x) for x in lp)
-        return problem.original_logprob - lp
+        values = problem.original_logprob - lp
+        picked.extend(int(s) for s in segments)
+        exact.extend(float(v) for v in values)
+        problem.partial(_output(estimate, picked, exact, logps, problem.n_segments))
+        return values
 
-    picked, exact = verify(order(estimate.values, lambda: gradient_sums(problem, stage)), measure, settings, top)
-    values = combine(estimate.values, picked, exact)  # [S]
+    verified, values = verify(order(estimate.values, lambda: gradient_sums(problem, stage)), measure, settings, top)
+    return _output(estimate, verified, values, logps, problem.n_segments)
+
+
+def _output(estimate: SegmentOutput, picked: list[int], exact: Sequence[float], logps: list[float],
+            S: int) -> SegmentOutput:
+    """The map with `picked` verified (exact values `exact`, ablated log p `logps`), the estimate elsewhere."""
+    values = combine(estimate.values, picked, np.asarray(exact, dtype=np.float64))  # [S]
     measured = np.zeros(S, dtype=bool)
     measured[picked] = True
     kept = np.ones((len(picked), S), dtype=bool)  # [V, S] row v keeps every segment but picked[v]
@@ -228,7 +242,7 @@ NAME = "attention_verified"
 METHOD = SegmentMethod(
     name=NAME, label="Attention and gradient, verified", short="Attention (verified)", signed=True,
     compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102", reads_attention=True, settings=Settings,
-    exact_measured=True,
+    exact_measured=True, first_look=attention_attribution.NAME,
     cost_unit=f"one forward + backward (gradient) and one forward (attention), then one forward per verified segment: "
               f"{DEFAULTS.verify_min}-{DEFAULTS.verify_max}, until the top three stop changing",
     trust="Its top segments are measured exactly (leave one out), so their values can be trusted; the rest are the "

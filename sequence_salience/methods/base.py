@@ -332,14 +332,16 @@ def _default_count(method: SalienceMethod | SegmentMethod) -> int:
 
 
 def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
-    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, granularities}
-    (granularities: None for every granularity, else the list a segment method computes at)."""
+    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, granularities,
+    first_look} (granularities: None for every granularity, else the list a segment method computes at; first_look:
+    a segment method's SegmentMethod.first_look, else None)."""
     only = getattr(method, "granularities", None)
     return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
             "linear": method.linear, "count_field": method.count_field, "count_unit": method.count_unit,
             "default_count": method.default_count, "cost_unit": method.cost_unit, "trust": method.trust,
             "kind": method.kind,
-            "granularities": list(only) if only is not None else None}
+            "granularities": list(only) if only is not None else None,
+            "first_look": getattr(method, "first_look", None)}
 
 
 # Segment methods: values measured on a segmentation of the prompt by removing segments and
@@ -425,6 +427,8 @@ class SegmentProblem:
       known: {segment position: its exact leave-one-out value} already measured on this prompt, target, span,
         segmentation, removal and filler (an earlier result's, ablation.known_values); leave_one_out scores only
         the other segments. Empty: none known.
+      partial: SegmentOutput -> None: a method's results so far, before it returns (attention_verified: the
+        estimate, nothing measured, then after each verification batch); the caller may show them meanwhile.
     """
 
     n_segments: int
@@ -437,6 +441,7 @@ class SegmentProblem:
     parent_granularities: tuple[str, ...] = ()
     frame: Callable[[str, int, int], None] = lambda label, before, total: None
     known: Mapping[int, float] = dataclasses.field(default_factory=dict)
+    partial: Callable[["SegmentOutput"], None] = lambda out: None
 
 
 # The `coarse_granularity` mark of a segment whose value is a method's estimate, not a coarser unit's measured
@@ -509,6 +514,8 @@ class SegmentMethod:
       exact_measured: its measured segments' values (SegmentOutput.measured; all when None) are exact leave-one-out
         values, the same removal of one segment scored by the same scorer, so that leave one out can take them from
         its result instead of scoring them again (SegmentProblem.known; ablation.known_values checks the settings).
+      first_look: None, or the segment method whose values this one reports first, before it measures anything
+        (SegmentProblem.partial; attention_verified: attention_attribution's estimate), so that a view can name them.
     """
 
     name: str
@@ -530,6 +537,7 @@ class SegmentMethod:
     reads_attention: bool = False
     warning: Callable[[Mapping[str, float], AblationConfig], str] | None = None
     exact_measured: bool = False
+    first_look: str | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

@@ -7,7 +7,10 @@ segment method, the values the server sent the page for it (which segments it me
 method computed here through the library (the server orders attention_verified's candidates by the first
 highlight's gradient, the library by one backward of its own: the same span, the same values); and the verdict
 equals the one computed here from the library's first map and leave-one-out (top segment and top three).
-Screenshot: artifacts/e2e/first_map/verdict.png.
+The stages appear in order, each named (issue 42, session 37): where the first map's record has a first look
+(attention_verified: learned attention attribution's estimate), its job's values so far first, hatched and named by
+that method's label, then the first map's own values, then the exact map with the verdict, "confirmed" (issue 42's
+"Done when" for this row). Screenshot: artifacts/e2e/first_map/verdict.png.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 
 import sequence_salience as ss
 from lit_app.schema import method_registry
+from sequence_salience.methods import get_segment_method
 from lit_app.data.datasets import CASE_STUDIES_PATH
 from sequence_salience.ablation import segment_salience
 from sequence_salience.methods import AblationConfig, DEFAULT_METHODS, get_any_method, leave_one_out
@@ -36,6 +40,31 @@ def _row() -> dict:
     with open(CASE_STUDIES_PATH, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     return next(r for r in rows if r["case"] == ROW)
+
+
+# Every stage the status line and the side panel show, as it renders: "look:<method>" while the first map's job sends
+# its values so far (the method they are named by, `.first-stage`), "first:<method>" its own values with exact leave
+# one out measuring, "exact:<method>:<verdict>" the exact map on screen with its verdict ("confirmed", "changed"; ""
+# before it renders); and every name `.first-stage` gives the values so far.
+_RECORD_STAGES_JS = """(e) => {
+  const seen = window.__ssStages = [];
+  const names = window.__ssStageNames = [];
+  const read = () => {
+    const r = e.shadowRoot;
+    const stage = r.querySelector('.segment-status .first-stage');
+    const status = r.querySelector('.segment-status[data-auto="true"]');
+    const verdict = r.querySelector('.side .confirm[data-verdict]');
+    let now = '';
+    if (stage) now = 'look:' + stage.dataset.method;
+    else if (status && status.dataset.first) now = 'first:' + status.dataset.method;
+    else if (status) now = 'exact:' + status.dataset.method + ':' + (verdict ? verdict.dataset.verdict : '');
+    if (now && seen[seen.length - 1] !== now) seen.push(now);
+    const text = stage ? stage.textContent.replace(/\\s+/g, ' ').trim() : '';
+    if (text && names[names.length - 1] !== text) names.push(text);
+  };
+  new MutationObserver(read).observe(e.shadowRoot, {subtree: true, childList: true, characterData: true,
+                                                    attributes: true});
+}"""
 
 
 def _top(values: np.ndarray, signed: bool) -> list[int]:
@@ -96,6 +125,7 @@ def test_first_map_named_then_confirmed_or_changed_by_exact_leave_one_out(server
     # Every name the status line gives the first map, as it renders (it may show for less than a poll).
     plugin_checks.record_texts(mod, ".segment-status .first-map", "__ssFirstMap")
     plugin_checks.record_texts(mod, ".segment-status .stop-confirm", "__ssStop")
+    mod.evaluate(_RECORD_STAGES_JS)
     plugin_checks.select_and_wait(page, ROW)
 
     # Then the exact map, with the verdict above the top list.
@@ -150,6 +180,24 @@ def test_first_map_named_then_confirmed_or_changed_by_exact_leave_one_out(server
         expect(verdict.locator(".confirm-after")).to_contain_text(
             "Exact: " + " ".join(f"{k + 1}. “{clip(i)}”" for k, i in enumerate(after)))
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+
+    # The stages in order, named: the first look (where the record has one: the estimate, then the first map's own
+    # name once a batch is verified), the first map, the exact map with its verdict.
+    stages = [st for st in page.evaluate("window.__ssStages") if not st.endswith(":")]
+    look = get_segment_method(reference["first"]).first_look if reference["first_measured"] is not None else None
+    looks = [f"look:{look}", f"look:{reference['first']}"] if look is not None else []
+    head = [st for st in stages if st.startswith("look:")]
+    assert head[:1] == looks[:1] and set(head) <= set(looks), stages
+    verdict_name = "confirmed" if confirmed else "changed"
+    tail = ([f"first:{reference['first']}"] if reference["first_measured"] is not None else []) + [
+        f"exact:{leave_one_out.NAME}:{verdict_name}"]
+    assert stages == head + tail, stages
+    if look is not None:
+        names = page.evaluate("window.__ssStageNames")
+        total = len(reference["values"])
+        assert names[0] == f"{get_any_method(look).label}: 0 of {total} {GRANULARITY}s verified so far…", names
+        assert all(n.startswith(get_any_method(reference["first"]).label + ": ") for n in names[1:]), names
+    assert confirmed, "issue 42: the constitutional row's first map at sentence is confirmed by exact leave-one-out"
     page.mouse.move(5, 5)
     plugin_checks.screenshot(page, artifacts_dir / "first_map", "verdict")
     assert not external, f"requests to non-local hosts: {external}"

@@ -227,6 +227,31 @@ def test_verified_values_are_brute_force_leave_one_out_where_the_rule_verified(l
     assert seg.quality["verified"] == len(picked)
 
 
+def test_the_map_so_far_is_heard_first_as_the_estimate_then_after_each_verification_batch(llama, tmp_path):
+    """Issue 42 (session 37): `partial` hears the estimate alone first (learned attention attribution's values,
+    nothing measured), then after each batch the verified segments so far with their brute-force leave-one-out
+    values, each a prefix of the final order; the last equals the result."""
+    _, config = saved_random_estimator(llama, tmp_path / "e.npz", seed=5, quality={"cv_r2": 0.5})
+    estimate = segment_salience(llama, PROMPT, TARGET, "attention_attribution", granularity="sentence", config=config)
+    heard = []
+    seg = segment_salience(llama, PROMPT, TARGET, "attention_verified", granularity="sentence", config=config,
+                           partial=heard.append)
+    first = heard[0]
+    np.testing.assert_allclose(first.values, estimate.values, atol=1e-12)
+    assert not first.measured_mask().any() and first.quality["verified"] == 0
+    assert set(first.coarse_granularity) == {attention_verified.ESTIMATE}
+    loo = brute_force_loo(llama, seg, range(len(seg.values)))  # [S]
+    counts = [int(h.quality["verified"]) for h in heard]
+    assert counts == sorted(counts) and counts[0] == 0 and len(set(counts)) == len(counts) >= 3  # one per batch
+    final = np.flatnonzero(seg.measured_mask())
+    for h in heard[1:]:
+        measured = np.flatnonzero(h.measured_mask())
+        assert set(measured) <= set(final) and len(measured) == h.quality["verified"]
+        np.testing.assert_allclose(h.values[measured], loo[measured], atol=1e-5)
+    np.testing.assert_allclose(heard[-1].values, seg.values, atol=1e-12)
+    assert heard[-1].measured_mask().tolist() == seg.measured_mask().tolist()
+
+
 def test_the_span_gradient_comes_from_a_result_that_holds_it_without_a_backward(llama, tmp_path, monkeypatch):
     """The server passes its first highlight's result: the candidates' gradient is read from it, not recomputed."""
     from sequence_salience.ablation import engine

@@ -348,3 +348,39 @@ def test_the_first_maps_job_holds_the_model_as_a_user_job_ahead_of_the_matrices(
         shared.segment_salience(chat, TARGET, inputs.SegmentRequest(leave_one_out.NAME, granularity, None, "filler",
                                                                     None, 0))
         assert seen[-1] == (Priority.USER_JOB if granularity == "sentence" else Priority.BACKGROUND), (granularity, seen)
+
+
+def test_the_first_maps_first_answer_brings_its_estimate_then_the_verified_map(tmp_path, monkeypatch):
+    """Issue 42 (session 37): the first map's segment request (attention_verified at sentence, the registry's first
+    map) answers, while its job verifies, the values so far (`partial_segments`): first the estimate (learned
+    attention attribution's values as the library computes them, nothing measured), in the very answer that starts
+    the job; once done, the verified map as the library computes it, and no partial beside it."""
+    from lit_app.serving import model_group
+
+    assert method_registry.FIRST_MAP_METHOD["sentence"] == attention_verified.NAME
+    gate = threading.Event()
+    verify = attention_verified.verify
+
+    def held(*args, **kwargs):  # verification waits until the test has read the first answer
+        assert gate.wait(30), "the test never let the verification go"
+        return verify(*args, **kwargs)
+
+    with estimator_server(tmp_path) as (lm, config, shared, chat):
+        estimate = segment_salience(lm, chat, TARGET, "attention_attribution", granularity="sentence", config=config)
+        want = segment_salience(lm, chat, TARGET, attention_verified.NAME, granularity="sentence", config=config)
+        monkeypatch.setattr(attention_verified, "verify", held)
+        shared.quick(chat, TARGET, 0, None)  # the first highlight of the whole response
+        model = model_group.lit_models(shared, "tiny")["_tiny_salience"]
+        ask = {fields.SEGMENT_METHOD: attention_verified.NAME}
+        first = model.predict([_data(**ask)])[0][fields.SALIENCE]
+        assert first["detail"]["state"] in ("queued", "running") and fields.SEGMENTS not in first, first["detail"]
+        partial = first[fields.PARTIAL_SEGMENTS]
+        assert partial["method"] == attention_verified.NAME and partial["spans"] == [list(s) for s in want.segments]
+        np.testing.assert_allclose(partial["values"], estimate.values, rtol=1e-5, atol=1e-9)  # 6 digits (compact)
+        assert partial["measured"] == [False] * len(want.segments) and partial["quality"]["verified"] == 0
+        gate.set()
+        done = _until_done(model, **ask)
+        np.testing.assert_allclose(done[fields.SEGMENTS]["values"], want.values, rtol=1e-5, atol=1e-9)
+        S = len(want.segments)
+        assert done[fields.SEGMENTS].get("measured", [True] * S) == want.measured_mask().tolist()
+        assert fields.PARTIAL_SEGMENTS not in done

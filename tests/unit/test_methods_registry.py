@@ -12,7 +12,7 @@ from sequence_salience import methods
 from sequence_salience.methods.base import COUNT_UNITS, SalienceConfig
 
 JSON_FIELDS = {"name", "label", "short", "signed", "linear", "count_field", "count_unit", "default_count",
-               "cost_unit", "trust", "kind", "granularities"}
+               "cost_unit", "trust", "kind", "granularities", "first_look"}
 CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SalienceConfig)}
 
 
@@ -48,9 +48,19 @@ def test_registry_json_round_trips_and_matches_the_records():
     for e in entries:
         assert set(e) == JSON_FIELDS
         m = methods.get_method(e["name"])
-        assert e == {k: getattr(m, k) for k in JSON_FIELDS}
+        assert e == {k: getattr(m, k, None) for k in JSON_FIELDS}  # first_look: a segment record's only
         # When to trust the map: a sentence of the record's own (the module's help shows it), not a placeholder.
         assert len(e["trust"]) > 40 and e["trust"].endswith("."), e
+
+
+def test_a_segment_methods_first_look_is_a_registered_segment_method():
+    """What a segment method reports first (SegmentMethod.first_look, the name its first partial values go by on the
+    page) is another segment method of the registry: attention_verified's, the learned estimate it starts from."""
+    looks = {name: methods.get_segment_method(name).first_look for name in methods.list_segment_methods()}
+    assert looks["attention_verified"] == "attention_attribution"
+    assert all(v is None or (v in looks and v != k) for k, v in looks.items()), looks
+    segments = {e["name"]: e for e in methods.registry_json(kinds=("segment",))}
+    assert {k: e["first_look"] for k, e in segments.items()} == looks
 
 
 def test_known_counts_match_the_documented_contract():

@@ -34,6 +34,9 @@ export abstract class AutoSteps {
   /** Whether the values of the segment request with this segmentCacheKey are measured. */
   protected abstract has(key: string): boolean;
 
+  /** Whether its job's values so far (its first look) are there. */
+  protected abstract hasPartial(key: string): boolean;
+
   /** Measures `ask` for the datapoint `d` (a server job, polled until its values come). */
   protected abstract fetch(d: IndexedInputLike, ask: SegmentAsk): Promise<void>;
 
@@ -84,9 +87,9 @@ export abstract class AutoSteps {
     }
     page.method = step.method;
     this.autoShown = true;  // not a timed user action: a pending one (a click) keeps its timing
-    this.detail = null;
+    if (step.kind === 'show-exact' || this.has(segmentCacheKey(page.segmentAsk(step.method)!))) this.detail = null;
     page.clearSideError();
-    if (step.kind === 'show-first') this.autoSwitch();  // the exact method next
+    if (step.kind === 'show-first') this.autoSwitch();  // the exact method next, or the first map's job measured on
   }
 
   /** The next automatic step (confirm.ts nextAutoStep) for what is on screen now. */
@@ -97,6 +100,6 @@ export abstract class AutoSteps {
     const key = (m: string) => segmentCacheKey(this.page.segmentAsk(m)!);
     return nextAutoStep({auto: this.auto, onScreen: method, onScreenIsSegment: reg.isSegment(method),
                          autoShown: this.autoShown, first, exact: reg.defaultSegment(this.granularity)?.name ?? null,
-                         has: (m) => this.has(key(m)), firstFailed: first !== null && this.firstFailed.has(key(first))});
+                         has: (m) => this.has(key(m)), hasPartial: (m) => this.hasPartial(key(m)), firstFailed: first !== null && this.firstFailed.has(key(first))});
   }
 }

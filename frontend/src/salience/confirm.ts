@@ -33,7 +33,8 @@ export type AutoStep =
   | {kind: 'none'}
   /** Start or poll this segment method's job (the first map's, then the exact one's). */
   | {kind: 'measure'; method: string}
-  /** The first map's values are there: show them (the exact one is measured next). */
+  /** The first map's values, or its values so far (its job's first look), are there: show them (then, its job
+   * still running, measure it on; once done, the exact one is measured next). */
   | {kind: 'show-first'; method: string}
   /** The exact values are there: keep what the first map showed (for the verdict), then show them. */
   | {kind: 'show-exact'; method: string};
@@ -53,20 +54,26 @@ export interface AutoState {
   exact: string | null;
   /** Whether this segment method's values (this granularity, span and removal) are there. */
   has(method: string): boolean;
+  /** Whether its values so far are there (a running job's first look: attention_verified's estimate). */
+  hasPartial(method: string): boolean;
   /** Whether the first map's job failed for these settings (then the gradient stays the first map). */
   firstFailed: boolean;
 }
 
 /**
  * The next automatic step: with the gradient on screen, measure the first map's method (when the server names one
- * and it has not failed) and show it once measured; then measure the exact method, and once measured show it.
- * A segment method on screen that the module did not put there, or the exact one, ends the steps.
+ * and it has not failed) and show it once its values so far (its first look) or its values are there; measure it
+ * on until its values are there (its job's values so far on screen meanwhile); then measure the exact method, and
+ * once measured show it. A segment method on screen that the module did not put there, or the exact one, ends the
+ * steps.
  */
 export function nextAutoStep(s: AutoState): AutoStep {
   if (!s.auto || s.exact === null) return {kind: 'none'};
   if (s.onScreenIsSegment && !(s.autoShown && s.onScreen === s.first && s.first !== s.exact)) return {kind: 'none'};
-  if (!s.onScreenIsSegment && s.first !== null && s.first !== s.exact && !s.firstFailed) {
-    return s.has(s.first) ? {kind: 'show-first', method: s.first} : {kind: 'measure', method: s.first};
+  if (s.first !== null && s.first !== s.exact && !s.firstFailed) {
+    const there = s.has(s.first);
+    if (!s.onScreenIsSegment && (there || s.hasPartial(s.first))) return {kind: 'show-first', method: s.first};
+    if (!there) return {kind: 'measure', method: s.first};
   }
   return s.has(s.exact) ? {kind: 'show-exact', method: s.exact} : {kind: 'measure', method: s.exact};
 }

@@ -238,6 +238,8 @@ export function parsePayload(x: unknown): SaliencePayload {
 
 /** The key of a segment method's values inside the `salience` answer (lit_app/schema/fields.py SEGMENTS). */
 export const SEGMENTS_FIELD = 'segments';
+/** Beside a running segment job's progress: its values so far, as SEGMENTS_FIELD's (fields.py PARTIAL_SEGMENTS). */
+export const PARTIAL_SEGMENTS_FIELD = 'partial_segments';
 
 /** A segment method's values for one target span on one segmentation (docs/architecture.md, "Segment salience"). */
 export interface SegmentPayload {
@@ -268,27 +270,40 @@ export interface SegmentPayload {
   measured?: boolean[];
   coarse_values?: Array<number | null>;
   coarse_granularity?: string[];
+  /** Set by the page on a running job's values so far (PARTIAL_SEGMENTS_FIELD): not the method's final map. */
+  partial?: boolean;
 }
 
 /**
- * A segment request's answer: the values (with the job's final status), or only the job's progress.
+ * A segment request's answer: the values (with the job's final status), or only the job's progress, with its values
+ * so far where it sends them (`partial`, marked `partial: true`; attention_verified: its estimate, then the segments
+ * verified so far).
  * @throws Error naming the broken field of malformed values (`n`: the payload's token count).
  */
-export function parseSegments(x: unknown, n: number): {values: SegmentPayload | null; status: DetailStatus | null} {
+export function parseSegments(x: unknown, n: number): {values: SegmentPayload | null; status: DetailStatus | null;
+                                                      partial: SegmentPayload | null} {
   const status = parseDetail(x);
-  const s = (x as Record<string, unknown> | null)?.[SEGMENTS_FIELD] as SegmentPayload | undefined;
-  if (s == null) return {values: null, status};
+  const answer = x as Record<string, unknown> | null;
+  const s = checkedSegments(answer?.[SEGMENTS_FIELD], n, SEGMENTS_FIELD);
+  const partial = s === null ? checkedSegments(answer?.[PARTIAL_SEGMENTS_FIELD], n, PARTIAL_SEGMENTS_FIELD) : null;
+  return {values: s, status, partial: partial === null ? null : {...partial, partial: true}};
+}
+
+/** The segment values under `field`, checked; null when absent. */
+function checkedSegments(x: unknown, n: number, field: string): SegmentPayload | null {
+  const s = x as SegmentPayload | undefined;
+  if (s == null) return null;
   if (!Array.isArray(s.values) || !Array.isArray(s.spans) || s.spans.length !== s.values.length) {
-    fail(`${SEGMENTS_FIELD}.values and .spans differ in length`);
+    fail(`${field}.values and .spans differ in length`);
   }
   if (!Array.isArray(s.token_values) || s.token_values.length !== n) {
-    fail(`${SEGMENTS_FIELD}.token_values has ${s.token_values?.length} values, expected N=${n}`);
+    fail(`${field}.token_values has ${s.token_values?.length} values, expected N=${n}`);
   }
   if (s.measured !== undefined && (!Array.isArray(s.measured) || s.measured.length !== s.values.length ||
       s.coarse_values?.length !== s.values.length || s.coarse_granularity?.length !== s.values.length)) {
-    fail(`${SEGMENTS_FIELD}.measured, .coarse_values and .coarse_granularity must each have one entry per segment`);
+    fail(`${field}.measured, .coarse_values and .coarse_granularity must each have one entry per segment`);
   }
-  return {values: s, status};
+  return s;
 }
 
 /** "held-out R² 0.62 (0.41–0.75 over random splits)" for a fit with a quality; '' without one. */

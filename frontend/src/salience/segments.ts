@@ -41,6 +41,8 @@ export class SegmentMethods extends AutoSteps {
   error = '';
   /** Segment values by segmentCacheKey, and their token values as arrays. */
   private readonly values = new Map<string, {payload: SegmentPayload; tokens: Float64Array}>();
+  /** A running job's values so far (its first look, `partial: true`), by segmentCacheKey, until its values come. */
+  private readonly partials = new Map<string, {payload: SegmentPayload; tokens: Float64Array}>();
   private readonly pending = new Set<string>();
   /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
   private readonly requested = new Set<string>();
@@ -48,6 +50,7 @@ export class SegmentMethods extends AutoSteps {
   /** A new selection: its values are measured again, and the automatic steps start again. */
   clear() {
     this.values.clear();
+    this.partials.clear();
     this.requested.clear();
     this.detail = null;
     this.error = '';
@@ -93,14 +96,16 @@ export class SegmentMethods extends AutoSteps {
             pattern: this.granularity === 'regex' ? this.pattern : '', removal: this.removal, span: this.page.span};
   }
 
-  /** The segment values of `ask`, or null while they are not measured. */
+  /** The segment values of `ask`, else its job's values so far (`partial: true`), or null while neither is there. */
   valuesOf(ask: SegmentAsk): SegmentPayload | null {
-    return this.values.get(segmentCacheKey(ask))?.payload ?? null;
+    const key = segmentCacheKey(ask);
+    return (this.values.get(key) ?? this.partials.get(key))?.payload ?? null;
   }
 
-  /** The token values of `ask` at `span`, or null while they are not measured. */
+  /** The token values of `ask` at `span` (else its job's values so far), or null while neither is there. */
   tokens(ask: SegmentAsk, span: TargetSpan): Float64Array | null {
-    return this.values.get(segmentCacheKey({...ask, span}))?.tokens ?? null;
+    const key = segmentCacheKey({...ask, span});
+    return (this.values.get(key) ?? this.partials.get(key))?.tokens ?? null;
   }
 
   /** Whether `ask` waits for the user to ask (an on-request granularity, not asked yet). */
@@ -120,6 +125,7 @@ export class SegmentMethods extends AutoSteps {
     const s = this.valuesOf(ask);
     if (s === null && this.error) return `not measured per ${noun}: see the error above`;
     if (s === null) return this.onRequest(ask) ? `not measured per ${noun} yet` : `measuring per ${noun}…`;
+    if (s.partial) return `${this.firstLook(ask.method, s, noun)}; hatched: estimated, not measured`;
     const saved = s.stats.prefix_reuse && s.stats.saved > 0 ? `, ${Math.round(100 * s.stats.saved)} % of the work saved by the cached prefix` : '';
     if (s.measured !== undefined) {  // coarse-to-fine left some segments inside units that did not matter
       const exact = s.measured.filter((m) => m).length;
@@ -162,6 +168,28 @@ export class SegmentMethods extends AutoSteps {
     return this.values.has(key);
   }
 
+  protected hasPartial(key: string): boolean {
+    return this.partials.has(key);
+  }
+
+  /**
+   * A job's values so far in words, named by the registry: "Learned attention attribution: 0 of 14 sentences
+   * verified so far" (the method's `first_look` while nothing is measured), then "Attention and gradient, verified:
+   * 6 of 14 sentences verified so far" (its stop rule may end before every one is).
+   */
+  firstLook(method: string, s: SegmentPayload, noun: string): string {
+    const reg = this.page.reg!;
+    const verified = s.measured?.filter((m) => m).length ?? s.values.length;
+    return `${reg.label(this.partialName(method, s))}: ${verified} of ${s.values.length} ${noun}s verified so far`;
+  }
+
+  /** The method whose values `s` (a job's values so far) are: its record's `first_look` while nothing is measured
+   * (attention_verified's estimate is learned attention attribution's values), else the method itself. */
+  partialName(method: string, s: SegmentPayload): string {
+    const look = this.page.reg?.segment(method)?.first_look ?? null;
+    return look !== null && s.measured !== undefined && !s.measured.some((m) => m) ? look : method;
+  }
+
   /** The cache key of the segment values the view wants now (on screen, or for the automatic steps); else null. */
   private wanted(): string | null {
     const shown = this.page.segmentAsk();
@@ -179,6 +207,11 @@ export class SegmentMethods extends AutoSteps {
     const first = this.firstMap();
     if (first !== null && this.autoMeasuring() === first && key === segmentCacheKey(this.page.segmentAsk(first)!)) {
       this.firstFailed.add(key);
+      this.partials.delete(key);
+      if (this.autoShown && this.page.method === first) {  // its values so far were on screen: the gradient again
+        this.page.method = this.page.gradientMethod;
+        this.autoShown = false;
+      }
       this.page.ensureData();
       return;
     }
@@ -216,9 +249,15 @@ export class SegmentMethods extends AutoSteps {
                                         [SALIENCE_FIELD], 'Measuring segments…'),
         take: (res) => {
           if (gen !== page.generation) return false;
-          const {values, status} = parseSegments(res[0]?.[SALIENCE_FIELD], n);
+          const {values, status, partial} = parseSegments(res[0]?.[SALIENCE_FIELD], n);
           if (wanted()) this.detail = status;
+          if (values === null && partial !== null) {  // its values so far: on screen until its values come
+            this.partials.set(key, {payload: partial, tokens: Float64Array.from(partial.token_values)});
+            page.version++;
+            page.ensureData();
+          }
           if (values !== null) {
+            this.partials.delete(key);
             this.values.set(key, {payload: values, tokens: Float64Array.from(values.token_values)});
             page.version++;
             page.ensureData();

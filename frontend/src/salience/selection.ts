@@ -132,7 +132,8 @@ export abstract class SalienceSelection implements SaliencePage {
     return this.segments.ask(method);
   }
 
-  /** The segment values behind the view (the method on screen's), or null while they are not measured. */
+  /** The segment values behind the view (the method on screen's; while its job runs, its values so far, `partial`),
+   * or null while they are not measured. */
   segmentValues(): SegmentPayload | null {
     const ask = this.segmentAsk();
     return ask === null ? null : this.segments.valuesOf(ask);
@@ -177,6 +178,16 @@ export abstract class SalienceSelection implements SaliencePage {
   /** The segment method the server names the first map at this granularity, or null: the gradient. */
   firstMap(): string | null {
     return this.segments.firstMap();
+  }
+
+  /** A job's values so far in words (segments.ts `firstLook`). */
+  firstLook(method: string, s: SegmentPayload, noun: string): string {
+    return this.segments.firstLook(method, s, noun);
+  }
+
+  /** The method whose values a job's values so far are (segments.ts `partialName`). */
+  partialName(method: string, s: SegmentPayload): string {
+    return this.segments.partialName(method, s);
   }
 
   /** What the first map showed, when the exact map it was compared with is on screen now (else null). */
@@ -233,7 +244,8 @@ export abstract class SalienceSelection implements SaliencePage {
   /** State of the background job behind the values ("off": an extra method's matrix not asked for). */
   detailState(): string {
     if (this.segmentAsk() !== null) {
-      return this.segmentValues() !== null ? 'done' : this.segmentsOnRequest() ? 'off' : 'computing';
+      const s = this.segmentValues();
+      return s !== null && !s.partial ? 'done' : this.segmentsOnRequest() ? 'off' : 'computing';
     }
     if (this.payload !== null && this.tokenValues() === null) return 'computing';
     const extra = this.extra();

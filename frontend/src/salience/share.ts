@@ -76,7 +76,7 @@ export async function shareView(ctl: SalienceController, granularity: string, pa
   const p = ctl.payload;
   if (reg === null || input == null) return;
   const segment = ctl.segmentAsk();
-  if (segment !== null && ctl.segmentValues() === null) {
+  if (segment !== null && (ctl.segmentValues() === null || ctl.segmentValues()!.partial)) {
     ctl.side = {kind: 'error', text: `Share this view: ${reg.label(segment.method)} is not measured for this target yet; share once its ` +
                                      'map is on screen.'};
     ctl.host.changed();

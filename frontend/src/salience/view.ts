@@ -112,7 +112,17 @@ export function segmentStatusView(ctl: SalienceController,
   const gradient = html`<button class="show-gradient" accesskey="g" title="Back to ${reg.label(ctl.gradientMethod)} (one pass; Alt+G)"
       @click=${() => on.showGradient()}>Show gradient (${reg.get(ctl.gradientMethod)?.short ?? ctl.gradientMethod})</button>`;
   let body;
-  if (ctl.autoShown && pending !== null && s !== null) {
+  if (ctl.autoShown && s !== null && s.partial) {
+    // The first map's job is running: its values so far (the estimate, then the segments verified so far).
+    const look = ctl.partialName(info.name, s);
+    return html`<div class="segment-status pending" role="status" data-method=${info.name} data-first=${info.name}
+        data-auto="true" data-stage=${look}>
+      <div class="bar"><div></div></div>
+      <span>First map: <b class="method-on-screen first-map" data-method=${info.name}>${methodNameView(reg, info.name, 'status')}</b>, per ${noun}
+        (${FIRST_MAP_WHY}), still verifying: <b class="first-stage" data-method=${look}>${ctl.firstLook(info.name, s, noun)}…</b>
+        Hatched: estimated, not measured. ${pending !== null ? html`Then exact <b>${methodNameView(reg, pending, 'status')}</b> confirms it.` : nothing}</span>
+      ${stop} ${gradient}</div>`;
+  } else if (ctl.autoShown && pending !== null && s !== null) {
     // A first map the server names is on screen; the exact method confirms it.
     return html`<div class="segment-status pending" role="status" data-method=${info.name} data-pending=${pending}
         data-first=${info.name} data-auto="true">
@@ -123,6 +133,9 @@ export function segmentStatusView(ctl: SalienceController,
       ${ctl.segmentError ? html`<span class="error-text">${ctl.segmentError}</span>` : nothing}</div>`;
   } else if (ctl.segmentError) {
     body = html`<span class="error-text" role="alert">${ctl.segmentError}</span>`;
+  } else if (s !== null && s.partial) {  // a method you chose, still measuring: its values so far
+    body = html`<span class="measuring">measuring${segmentProgress(ctl.segmentDetail)}; on screen so far:
+      <b class="first-stage" data-method=${ctl.partialName(info.name, s)}>${ctl.firstLook(info.name, s, noun)}</b> (hatched: estimated, not measured)…</span>`;
   } else if (s !== null) {
     const fit = describeFit(s);
     const refined = describeRefinement(s, noun);

@@ -49,6 +49,9 @@ export interface MethodInfo {
   request_default_at?: string[];
   /** The granularities the method computes at; null (or absent on an older server): every one. */
   granularities?: string[] | null;
+  /** The segment method whose values this one reports first, before it measures anything (its job's values so far:
+   * attention_verified's learned estimate); null (or absent on an older server): none. */
+  first_look?: string | null;
 }
 
 /** A token method the server computes only on request, with a count (0 = off). */
