@@ -48,7 +48,7 @@ from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
 from lit_app.errors import prompt_start
 from lit_app.schema.inputs import SegmentRequest
-from lit_app.schema.method_registry import FIRST_MAP_METHOD
+from lit_app.schema.method_registry import FIRST_LOOK_METHOD, FIRST_MAP_METHOD
 from lit_app.model.jobs import Job
 from lit_app.model.lru_cache import LRUCache
 from lit_app.model.prompt_tokens import PromptTokens
@@ -111,6 +111,13 @@ def segment_priority(request: SegmentRequest) -> Priority:
     highlight at BACKGROUND, no longer take every other slice from it; BACKGROUND for every other segment job."""
     first = FIRST_MAP_METHOD.get(request.granularity)
     return Priority.USER_JOB if first is not None and first == request.method else Priority.BACKGROUND
+
+
+def sends_first_look(request: SegmentRequest) -> bool:
+    """Whether the job of `request` keeps its values so far (Job.partial) for its answers: the first map's job at a
+    granularity where method_registry.FIRST_LOOK_METHOD names its first look (no worse than the gradient on the
+    held-out figures); elsewhere its values only."""
+    return segment_priority(request) == Priority.USER_JOB and FIRST_LOOK_METHOD.get(request.granularity) is not None
 
 
 class SalienceRuns:
@@ -270,9 +277,9 @@ class SalienceRuns:
         Work for the scheduler in forward batches, time slices of `slice_s` between which waiting clicks use the
         model: background work as every matrix, but the first map's job (`segment_priority`) as a user job, ahead
         of the page's matrices. job: progress (rows done / rows) goes to it and it is checked for cancellation
-        between batches, and a method's results so far (attention_verified: its estimate before any verification,
-        then after each batch; ablation.segment_salience `partial`) are its `partial`, {PARTIAL_SEGMENTS:
-        SegmentSalience}; cancel: the check without a job.
+        between batches, and where `sends_first_look`, a method's results so far (attention_verified: its estimate
+        before any verification, then after each batch; ablation.segment_salience `partial`) are its `partial`,
+        {PARTIAL_SEGMENTS: SegmentSalience}; cancel: the check without a job.
         """
         explained = self._responses.explained(chat, target)
         key = pair_key(chat, target, explained) + (request,)
@@ -305,7 +312,8 @@ class SalienceRuns:
             return segment_salience(self._lm, chat, explained, request.method, granularity=request.granularity,
                                     pattern=request.pattern, span=request.span, config=config, result=known,
                                     progress=progress, cancel=cancel, slice_s=sizer, known=exact,
-                                    threads=self.forward_threads, partial=None if job is None else keep_partial)
+                                    threads=self.forward_threads,
+                                    partial=keep_partial if job is not None and sends_first_look(request) else None)
 
         return self._in_background(self.store.segments, key, compute, job, priority=segment_priority(request))
 

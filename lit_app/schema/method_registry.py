@@ -56,6 +56,10 @@ REQUEST_SEGMENT_METHOD: dict[str, str] = {"word": coarse_to_fine.NAME, "token": 
 # the first-map rule chooses from the held-out agreement figures (sequence_salience/first_map.py), None where the
 # gradient stays the first map.
 FIRST_MAP_METHOD: dict[str, str | None] = first_map.first_map_methods()
+# Where the first map's job sends its first look (its record's first_look: attention_verified's estimate) while it
+# runs, before its own values: where those held-out figures are no worse than the gradient's (first_map.py
+# `choose_first_looks`); None: its values only.
+FIRST_LOOK_METHOD: dict[str, str | None] = first_map.first_look_methods()
 
 
 @dataclasses.dataclass(frozen=True)

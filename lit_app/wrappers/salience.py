@@ -28,8 +28,7 @@ from lit_app.schema.inputs import JsonDict, SegmentRequest, parse_target_span
 from lit_app.model.jobs_table import SPAN_LANE
 from lit_app.model import time_left
 from lit_app.model.jobs import DONE, FINISHED, Job, Status
-from lit_app.model.salience_runs import PARTIAL_SEGMENTS, segment_priority
-from lit_app.model.scheduler import Priority
+from lit_app.model.salience_runs import PARTIAL_SEGMENTS, sends_first_look
 from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
 from lit_app.wrappers.payloads import compact, completeness_payload, salience_payload, segment_payload, span_key
 from lit_app.wrappers.wrapper import Wrapper
@@ -109,9 +108,9 @@ class SalienceModel(Wrapper):
         (no removable segments at this granularity, a span outside the target) is a RequestError
         naming the fields. While it runs, the answer also holds the job's values so far
         (`fields.PARTIAL_SEGMENTS`, as `segments`; attention_verified: its estimate, then the segments verified so
-        far). The first map's request (salience_runs.segment_priority) waits for them up to FIRST_LOOK_WAIT_S (the
-        page's next poll): its estimate needs no forward of its own after the first highlight, so the first answer
-        brings it, a poll sooner.
+        far), where salience_runs.sends_first_look; that request (the first map's) waits for them up to
+        FIRST_LOOK_WAIT_S (the page's next poll): its estimate needs no forward of its own after the first
+        highlight, so the first answer brings it, a poll sooner.
         """
         shared, segment = self._shared, request.segment
         chat, target = request.chat, request.target
@@ -137,7 +136,7 @@ class SalienceModel(Wrapper):
 
         job = shared.jobs.submit(request.group, segment.job_kind, run, replaces=SEGMENT_JOB_TAG, lane=SEGMENT_DETAIL,
                                  client=client)
-        if segment_priority(segment) == Priority.USER_JOB:  # the first map's job: its first look in this answer
+        if sends_first_look(segment):  # the first map's job: its first look in this answer
             deadline = time.monotonic() + FIRST_LOOK_WAIT_S
             while job.partial is None and job.state not in FINISHED and time.monotonic() < deadline:
                 time.sleep(0.005)

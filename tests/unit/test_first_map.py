@@ -69,6 +69,27 @@ def test_each_granularity_is_decided_on_its_own_figures_and_one_without_figures_
         {"sentence": None, "line": None, "paragraph": FAST, "role": None}  # word is not a first-map granularity
 
 
+@pytest.mark.parametrize(("look", "expected"), [
+    pytest.param(Agreement(n=51, spearman=0.31, top1=0.5, top3=0.6), SLOW, id="equal-or-better-on-every-figure"),
+    pytest.param(Agreement(n=51, spearman=0.9, top1=0.9, top3=0.59), None, id="top3-below-the-gradient"),
+    pytest.param(Agreement(n=51, spearman=0.9, top1=0.49, top3=0.9), None, id="top1-below-the-gradient"),
+    pytest.param(Agreement(n=51, spearman=0.29, top1=0.9, top3=0.9), None, id="spearman-below-the-gradient"),
+    # Below the bar's absolute rates (top-1 0.8, top-3 2/3) but no worse than the gradient: shown, as the estimate.
+    pytest.param(Agreement(n=51, spearman=0.3, top1=0.6, top3=0.61), SLOW, id="below-the-bar-above-the-gradient"),
+])
+def test_a_first_look_replaces_the_gradient_only_where_it_is_no_worse_on_every_figure(look, expected):
+    figures = {"sentence": {FAST: GOOD, SLOW: look, GRAD: GRADIENT}}
+    assert first_map.choose_first_looks(figures, {"sentence": FAST}, {FAST: SLOW}, gradient=GRAD) == {"sentence": expected}
+
+
+def test_no_first_look_without_a_first_map_a_record_that_has_one_or_figures_of_it():
+    figures = {"sentence": {FAST: GOOD, SLOW: GOOD, GRAD: GRADIENT}}
+    assert first_map.choose_first_looks(figures, {"sentence": None}, {}, gradient=GRAD) == {"sentence": None}
+    assert first_map.choose_first_looks(figures, {"sentence": FAST}, {FAST: None}, gradient=GRAD) == {"sentence": None}
+    assert first_map.choose_first_looks({"sentence": {FAST: GOOD, GRAD: GRADIENT}}, {"sentence": FAST}, {FAST: SLOW},
+                                        gradient=GRAD) == {"sentence": None}
+
+
 def test_the_shipped_figures_parse_and_name_registry_methods():
     shipped = first_map.load_agreement()
     assert shipped.source

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -358,6 +359,7 @@ def test_the_first_maps_first_answer_brings_its_estimate_then_the_verified_map(t
     from lit_app.serving import model_group
 
     assert method_registry.FIRST_MAP_METHOD["sentence"] == attention_verified.NAME
+    assert method_registry.FIRST_LOOK_METHOD["sentence"] == attention_verified.METHOD.first_look
     gate = threading.Event()
     verify = attention_verified.verify
 
@@ -384,3 +386,27 @@ def test_the_first_maps_first_answer_brings_its_estimate_then_the_verified_map(t
         S = len(want.segments)
         assert done[fields.SEGMENTS].get("measured", [True] * S) == want.measured_mask().tolist()
         assert fields.PARTIAL_SEGMENTS not in done
+
+
+def test_no_first_look_where_the_rule_names_none(tmp_path, monkeypatch):
+    """Where method_registry.FIRST_LOOK_METHOD names no first look at the granularity (its held-out figures worse than
+    the gradient's there), the first map's job answers no values so far and its request does not wait for them."""
+    from lit_app.model import salience_runs
+    from lit_app.serving import model_group
+    from lit_app.wrappers import salience as lit_salience
+
+    monkeypatch.setattr(salience_runs, "FIRST_LOOK_METHOD", {"sentence": None})
+    monkeypatch.setattr(lit_salience, "FIRST_LOOK_WAIT_S", 30.0)  # a wait would show as a slow first answer
+    gate = threading.Event()
+    verify = attention_verified.verify
+    monkeypatch.setattr(attention_verified, "verify", lambda *a, **k: (gate.wait(30), verify(*a, **k))[1])
+    with estimator_server(tmp_path) as (lm, config, shared, chat):
+        shared.quick(chat, TARGET, 0, None)
+        model = model_group.lit_models(shared, "tiny")["_tiny_salience"]
+        ask = {fields.SEGMENT_METHOD: attention_verified.NAME}
+        start = time.monotonic()
+        first = model.predict([_data(**ask)])[0][fields.SALIENCE]
+        assert time.monotonic() - start < 10 and fields.PARTIAL_SEGMENTS not in first, first["detail"]
+        gate.set()
+        done = _until_done(model, **ask)
+        assert fields.PARTIAL_SEGMENTS not in done and fields.SEGMENTS in done
