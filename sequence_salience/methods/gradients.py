@@ -54,32 +54,77 @@ def decoder_layers(model: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
     return _LAYERS[model]
 
 
-def _recomputed(owner: int, forward: Callable, *args, **kwargs):
-    """A decoder layer's forward that keeps only its inputs for the backward and runs again there (with
-    gradients on, in the thread `owner` that wrapped it; otherwise as it is: a pass of another thread on the same
-    weights may keep a key/value cache, which a layer run again would extend twice)."""
-    if not torch.is_grad_enabled() or threading.get_ident() != owner:
+# This thread's settings for the wrapped modules' forwards (`_wrapped`): `recompute` (how many `layers_recomputed`
+# blocks it is inside), `pause` (`layer_pauses`' checkpoint), `cut` (`logprobs_cut_at_head`'s detach of the output
+# embedding's input). Nothing is registered on the shared model for them: another thread's forward through a wrapped
+# module finds none of this thread's settings and runs the module's own forward (no hook, no pause check).
+_LOCAL = threading.local()
+# Each wrapped module's count of the blocks (of any thread) its wrapper serves, and the instance `forward` it had
+# before (None: the class's); the wrapper is removed when the last block ends.
+_WRAPS: "weakref.WeakKeyDictionary[torch.nn.Module, list]" = weakref.WeakKeyDictionary()
+_WRAPS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _wrapped(modules: tuple[torch.nn.Module, ...], wrapper: Callable) -> Iterator[None]:
+    """Within it, each module's forward runs as `wrapper(its forward, *args, **kwargs)` (an instance attribute, not a
+    hook: `inside.count_hooks` never sees it), kept while any thread's block needs it."""
+    with _WRAPS_LOCK:
+        for m in modules:
+            if m not in _WRAPS:
+                _WRAPS[m] = [0, vars(m).get("forward")]
+                m.forward = functools.partial(wrapper, m.forward)
+            _WRAPS[m][0] += 1
+    try:
+        yield
+    finally:
+        with _WRAPS_LOCK:
+            for m in modules:
+                _WRAPS[m][0] -= 1
+                if _WRAPS[m][0] == 0:
+                    own = _WRAPS.pop(m)[1]
+                    if own is None:
+                        del m.forward
+                    else:
+                        m.forward = own
+
+
+@contextlib.contextmanager
+def _this_thread(**settings) -> Iterator[None]:
+    """`_LOCAL`'s settings for this thread within the block, restored after it."""
+    before = {k: getattr(_LOCAL, k, None) for k in settings}
+    for k, v in settings.items():
+        setattr(_LOCAL, k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            setattr(_LOCAL, k, v)
+
+
+def _layer_forward(forward: Callable, *args, **kwargs):
+    """A decoder layer's forward, as this thread's settings say: first `layer_pauses`' checkpoint; with gradients on
+    inside `layers_recomputed`, keeping only its inputs for the backward, which runs it again (its own forward, so
+    no pause there). Another thread's forward (without settings) runs as it is: a pass on the same weights may keep a
+    key/value cache, which a layer run again would extend twice."""
+    pause = getattr(_LOCAL, "pause", None)
+    if pause is not None:
+        pause()
+    if not getattr(_LOCAL, "recompute", 0) or not torch.is_grad_enabled():
         return forward(*args, **kwargs)
     return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
 
 @contextlib.contextmanager
 def layers_recomputed(model: torch.nn.Module) -> Iterator[None]:
-    """Within it, a forward whose graph a backward needs keeps each decoder layer's input, not its activations,
-    and the backward runs each layer's forward again (torch.utils.checkpoint): the same gradients, bit for bit,
-    for the layers' inputs instead of their activations between the forward and the backward (on the default
-    model 576 of ~7,300 floats per token and layer), at the cost of one more forward per backward. Layers
-    already wrapped (a nested or concurrent forward) are left as they are."""
-    wrapped = []
-    for layer in decoder_layers(model):
-        if "forward" not in vars(layer):  # not wrapped already (a nested or concurrent forward)
-            layer.forward = functools.partial(_recomputed, threading.get_ident(), layer.forward)
-            wrapped.append(layer)
-    try:
+    """Within it, a forward of this thread whose graph a backward needs keeps each decoder layer's input, not its
+    activations, and the backward runs each layer's forward again (torch.utils.checkpoint): the same gradients, bit
+    for bit, for the layers' inputs instead of their activations between the forward and the backward (on the
+    default model 576 of ~7,300 floats per token and layer), at the cost of one more forward per backward. Other
+    threads' forwards are left as they are."""
+    with _wrapped(decoder_layers(model), _layer_forward), \
+            _this_thread(recompute=(getattr(_LOCAL, "recompute", None) or 0) + 1):
         yield
-    finally:
-        for layer in wrapped:
-            del layer.forward
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,20 +215,22 @@ def target_logprobs(inputs: ModelInputs, embeds: torch.Tensor,
 
 @contextlib.contextmanager
 def layer_pauses(model: torch.nn.Module, sizer: SliceSizer | None) -> Iterator[None]:
-    """Within it, each decoder layer's forward first runs `sizer.urgent_checkpoint()`: a user job or click that waits
-    gets the model at the next layer boundary of the forward, not after it (sequence_salience/slices.py); nothing
-    without a sizer that pauses inside passes. The hooks run in every thread's forward; the checkpoint pauses only in
-    the computation's own."""
+    """Within it, each decoder layer's forward of this thread first runs `sizer.urgent_checkpoint()`: a user job or
+    click that waits gets the model at the next layer boundary of the forward, not after it
+    (sequence_salience/slices.py); nothing without a sizer that pauses inside passes. The check is this thread's
+    setting of the layers' wrapper (`_layer_forward`), not a hook: another thread's forward runs no pause check and
+    `inside.count_hooks` sees nothing (was: a forward pre-hook on every layer, run by every thread's forward)."""
     if sizer is None or sizer.between is None or sizer.urgent is None:
         yield
         return
-    handles = [layer.register_forward_pre_hook(lambda _module, _args: sizer.urgent_checkpoint())
-               for layer in decoder_layers(model)]
-    try:
+    with _wrapped(decoder_layers(model), _layer_forward), _this_thread(pause=sizer.urgent_checkpoint):
         yield
-    finally:
-        for h in handles:
-            h.remove()
+
+
+def _head_forward(forward: Callable, *args, **kwargs):
+    """The output embedding's forward, its input first through this thread's `cut` (`logprobs_cut_at_head`)."""
+    cut = getattr(_LOCAL, "cut", None)
+    return forward(*(cut(args) if cut is not None else args), **kwargs)
 
 
 def logprobs_cut_at_head(inputs: ModelInputs, embeds: torch.Tensor,
@@ -204,23 +251,18 @@ def logprobs_cut_at_head(inputs: ModelInputs, embeds: torch.Tensor,
     """
     head = inputs.model.get_output_embeddings() if hasattr(inputs.model, "get_output_embeddings") else None
     cut: dict[str, torch.Tensor] = {}
-    # The hook is on the shared model: a forward of another thread while it is registered (another model wrapper
-    # on the same weights, a test's second server object) must keep its graph whole.
-    owner = threading.get_ident()
 
-    def detach_input(_module: torch.nn.Module, args: tuple):
-        if (threading.get_ident() != owner or "root" in cut or not args or not isinstance(args[0], torch.Tensor)
-                or not args[0].requires_grad):
-            return None
+    def detach_input(args: tuple) -> tuple:
+        if "root" in cut or not args or not isinstance(args[0], torch.Tensor) or not args[0].requires_grad:
+            return args
         cut["root"], cut["leaf"] = args[0], args[0].detach().requires_grad_(True)
         return (cut["leaf"], *args[1:])
 
-    handle = head.register_forward_pre_hook(detach_input) if isinstance(head, torch.nn.Module) else None
-    try:
+    # This thread's setting of the head's wrapper, not a hook on the shared model: a forward of another thread
+    # meanwhile (another model wrapper on the same weights, a test's second server object) keeps its graph whole.
+    heads = (head,) if isinstance(head, torch.nn.Module) else ()
+    with _wrapped(heads, _head_forward), _this_thread(cut=detach_input):
         logp = target_logprobs(inputs, embeds, on_hidden)  # [M, T]
-    finally:
-        if handle is not None:
-            handle.remove()
     if "root" not in cut:
         return logp.detach(), logp, None
     # Through the output embedding alone (not a pass through the model: torch.autograd.backward, not grad, which

@@ -196,6 +196,56 @@ def test_an_urgent_request_during_the_forward_pauses_at_its_next_layer_boundary(
     np.testing.assert_allclose(sliced.matrices["grad_norm"], plain.matrices["grad_norm"], rtol=1e-5, atol=1e-7)
 
 
+def test_the_forwards_pauses_are_its_own_threads_another_forward_meanwhile_runs_no_hook(tiny_lm):
+    """While the matrices' shared forward is paused at a layer boundary (a waiting click runs on another thread), the
+    model holds no hook and the other thread's forward runs no pause check (was: a forward pre-hook on every decoder
+    layer, run by every thread's forward; `inside.count_hooks` counted them, so tests/integration/test_inside.py had
+    to wait for the background matrices); that forward's log-probs are a plain forward's; the matrices are unchanged."""
+    import threading  # pylint: disable=import-outside-toplevel
+
+    import torch  # pylint: disable=import-outside-toplevel
+
+    from sequence_salience.inside import count_hooks  # pylint: disable=import-outside-toplevel
+    from sequence_salience.methods import gradients  # pylint: disable=import-outside-toplevel
+    from sequence_salience.salience import build_inputs, prepare_pair  # pylint: disable=import-outside-toplevel
+
+    plain = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG)
+    pair = prepare_pair(tiny_lm, PROMPT, TARGET)
+    inputs = build_inputs(tiny_lm, [(pair.prompt.ids, pair.target_ids)])
+    with torch.no_grad():
+        want = gradients.target_logprobs(inputs, inputs.embeds)
+    me = threading.get_ident()
+    checks, during = [], {}  # the threads that ran the pause check; what the paused forward's pause saw
+    sizer = SliceSizer(0.4, clock=lambda: 0.0, urgent=lambda: len(checks) == 1)
+    own_check = sizer.urgent_checkpoint
+
+    def checkpoint() -> None:
+        checks.append(threading.get_ident())
+        own_check()
+
+    sizer.urgent_checkpoint = checkpoint
+
+    def click() -> None:  # another thread's work while the forward is paused (the server's waiting click)
+        with torch.no_grad():
+            during["logp"] = gradients.target_logprobs(inputs, inputs.embeds)
+
+    def between() -> None:
+        if "hooks" not in during:
+            during["hooks"] = count_hooks(tiny_lm.model)
+            other = threading.Thread(target=click)
+            other.start()
+            other.join()
+
+    sliced = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG, slice_s=sizer,
+                                 between_slices=between)
+    assert sizer.pauses >= 1 and during["hooks"] == 0  # was: one per decoder layer (and the head's cut)
+    assert set(checks) == {me}  # was: the other thread's forward ran the check at each of its layers
+    torch.testing.assert_close(during["logp"], want, rtol=0, atol=1e-6)
+    assert count_hooks(tiny_lm.model) == 0
+    assert not any("forward" in vars(layer) for layer in gradients.decoder_layers(tiny_lm.model))  # unwrapped after
+    np.testing.assert_allclose(sliced.matrices["grad_norm"], plain.matrices["grad_norm"], rtol=1e-5, atol=1e-7)
+
+
 def test_no_pause_before_the_slice_ends_when_nothing_is_urgent(tiny_lm):
     pauses = []
     sizer = SliceSizer(0.4, clock=lambda: 0.0, urgent=lambda: False)
