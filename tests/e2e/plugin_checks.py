@@ -49,7 +49,7 @@ IG_STEPS_OF_ITS_OWN = {
     "recorded": 112,  # test_true_progress: recorded to the end
     "accepted_after_refusals": 5,  # test_true_progress: the valid count after the refused ones (completes)
     "salience_module": 4,  # test_salience_module: waits for this count's map after resetting its action marker
-    "previous_map": 24,  # test_previous_map: the few-shot row's IG span, watched while it computes
+    "previous_map": 10,  # test_previous_map: the few-shot row's IG span, watched while it computes (was 24)
     "heatmap_rows": 3,  # test_ig_completeness: the per-token IG matrix whose rows the heatmap hides
     "page_closed": 48,  # test_page_closed: the closed page's per-token IG job, cancelled by the heartbeat
     "other_page_click": 6,  # test_page_closed: the other page's clicked span, answered by the server

@@ -106,7 +106,10 @@ def test_ig_and_smoothgrad_waits_keep_the_previous_map(server_url, browser_page,
 
     method.select_option(smooth_grad.NAME)
     samples = mod.locator("input.sg-samples")
-    samples.fill("24")  # long enough to watch (the default count's request, just started, is superseded)
+    # Long enough to watch (the default count's request, just started, is superseded): each sample is a forward and
+    # backward of its own, ~1 s of a worker's CPU under `make test`, and the checks below take well under one; 24
+    # (and IG's 24 steps) cost ~30 s more of CPU and watched nothing more (docs/benchmarks.md, "Session 37 (h5)").
+    samples.fill("12")
     samples.dispatch_event("change")
     expect(label).to_have_text(f"Previous map ({shown.METHOD.label}) — computing {smooth_grad.METHOD.label}…")
     assert _prompt_styles(mod) == before, "the previous map is not the last map's colours"
