@@ -52,6 +52,24 @@ describe('progress text', () => {
     expect(describeProgress({...paused, waiting_for: undefined})).toBe(' 25 % · paused: waiting for the model');
   });
 
+  it('a job taking turns with another client\'s equal job says so with its estimate at every poll (issue 43)', () => {
+    // The server's status in the job's own turns and in the equal's alike (tests/unit/test_equal_wait_status.py);
+    // session 36 sent "waiting" in the equal's turns only: "paused: …" and the estimate alternated poll by poll.
+    const sharing = {...running(10, 40, 55), eta_low_s: 40, eta_high_s: 70, sharing: 'other'};
+    expect(describeProgress(sharing)).toBe(' 25 % · sharing the model with another user\'s job · about 40–70 s left');
+    expect(describeDetail({...sharing, kind: 'grad'})).toBe(
+        'per-token detail loading 25% (sharing the model with another user\'s job · about 40–70 s left)');
+    expect(describeProgress({...sharing, sharing: 'own'})).toBe(
+        ' 25 % · sharing the model with your other work · about 40–70 s left');
+    expect(describeProgress({...running(0, 40, null), sharing: 'other'})).toBe(
+        ' 0 % · sharing the model with another user\'s job');  // before the first unit: no estimate claimed
+    expect(segmentProgress({...sharing, kind: 'seg'})).toBe(
+        ' (11 / 41 forwards · sharing the model with another user\'s job · about 40–70 s left)');
+    // Behind a click (a true pause) it still says paused, without an estimate.
+    expect(describeProgress({...sharing, waiting: true, waiting_for: 'other'})).toBe(
+        ' 25 % · paused: another user\'s work goes first');
+  });
+
   it('the per-token line says finishing at 100 %', () => {
     expect(describeDetail(running(7, 7, null))).toBe('per-token detail loading 100% (finishing…)');
   });

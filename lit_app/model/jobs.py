@@ -110,6 +110,8 @@ class Job:
     # other than None (the model let go for a moment).
     _other: Callable[[], bool | None] | None = dataclasses.field(default=None, init=False)
     _other_last: bool | None = dataclasses.field(default=None, init=False)
+    # While it takes turns with equal work (`share`): whose, WAITING_OTHER or WAITING_OWN; "" it does not.
+    sharing: str = dataclasses.field(default="", init=False)
     check: cancel_lib.Cancel = dataclasses.field(init=False)
     time_left: TimeLeft = dataclasses.field(init=False)
     # (stage, live) while a step the job does not report itself runs: `live()` -> (done, total) at each poll.
@@ -242,20 +244,30 @@ class Job:
         self.stage, self.done, self.total = stage, 0, 0
         self._live = (stage, live)
 
+    def share(self, other: bool | None) -> None:
+        """Between its slices: whether equal work shares the model's time with it now (lit_app/model/scheduler.py
+        `equal_waiting`: another client's (True), only its own client's (False), none (None)). Its status says so
+        (`sharing`) from then until a slice boundary finds none, through its own turns and the equal's alike (was:
+        "waiting" in the equal's turns and an estimate in its own, alternating from one poll to the next)."""
+        self.sharing = "" if other is None else WAITING_OTHER if other else WAITING_OWN
+
     @contextlib.contextmanager
     def waiting(self, other: Callable[[], bool | None] | None = None, shared: bool = False) -> Iterator[None]:
         """The job waits for the model while this block runs: its status says so and has no estimate; the time
-        waited is not counted as the units' time, unless `shared`.
+        waited is not counted as the units' time.
 
         other: read at each poll, whether the work holding the model is another client's (True) or this job's
           own client's (False; None: nothing holds it, the last answer stands): lit_app/model/scheduler.py
           `whose_turn`. The status says whose (`waiting_for`); None: it says nothing of whose.
-        shared: it waits for an equal that shares the model's time with it (scheduler.py, virtual time): the wait
-          stays in the units' rate, which is what the rest of the job will get while they share."""
+        shared: the wait is an equal's turn (scheduler.py, virtual time): no wait at all for the status, which
+          keeps saying that the job shares the model (`share`) with its estimate, whose rate counts these turns
+          (what the rest of the job gets while they share)."""
+        if shared:
+            yield
+            return
         self._other, self._other_last = other, None
         self.waiting_since = self.clock()
-        if not shared:
-            self.time_left.pause()
+        self.time_left.pause()
         try:
             yield
         finally:
@@ -290,7 +302,8 @@ class Job:
         waiting = self.state == RUNNING and self.waiting_since is not None
         return Status(kind=self.kind, state=self.state, done=int(done), total=int(total), elapsed_s=elapsed,
                       eta=self.eta(), error=self.error, waiting=waiting,
-                      waiting_for=self._waiting_for() if waiting else "", job_id=self.job_id, stage=self.stage, form=self.form, key=self.key, cancelled=self.cancelled,
+                      waiting_for=self._waiting_for() if waiting else "",
+                      sharing=self.sharing if self.state == RUNNING and not waiting else "", job_id=self.job_id, stage=self.stage, form=self.form, key=self.key, cancelled=self.cancelled,
                       partial=self.partial)
 
     def status(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lit_app.model.time_left import Range, status_fields
-from lit_app.schema.fields import WAITING_FOR
+from lit_app.schema.fields import SHARING, WAITING_FOR
 
 # A job's states (lit_app/model/jobs.py `TRANSITIONS`), as its status names them.
 QUEUED, RUNNING, DONE, CANCELLED, ERROR = "queued", "running", "done", "cancelled", "error"
@@ -29,9 +29,10 @@ class Status:
     kind: the job's kind ("grad", "ig16", "span", a segment job's kind) or, for a user job, its action.
     eta: the time left as a range (lit_app/model/time_left.py); None without an estimate.
     form: DETAIL or USER, the wire form (module constants); key, cancelled and partial are USER's only,
-    waiting, waiting_for and job_id DETAIL's only.
+    waiting, waiting_for, sharing and job_id DETAIL's only.
     waiting_for: while waiting, whose work goes first (lit_app/schema/fields.py WAITING_OWN or WAITING_OTHER); ""
     unknown.
+    sharing: while running and taking turns with equal work, whose (WAITING_OWN or WAITING_OTHER); "" otherwise.
     """
 
     kind: str
@@ -43,6 +44,7 @@ class Status:
     error: str = ""
     waiting: bool = False
     waiting_for: str = ""
+    sharing: str = ""
     job_id: str = ""
     stage: str = ""
     form: str = DETAIL
@@ -78,6 +80,8 @@ class Status:
                "waiting": self.waiting}
         if self.waiting and self.waiting_for:
             out[WAITING_FOR] = self.waiting_for
+        if self.sharing:
+            out[SHARING] = self.sharing
         if self.job_id:
             out["job_id"] = self.job_id
         if self.stage:

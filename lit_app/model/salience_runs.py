@@ -203,9 +203,12 @@ class SalienceRuns:
         return job.waiting(self._lock.whose_turn(), shared) if job is not None else contextlib.nullcontext()
 
     def _yield_waiting(self, job: Job | None, holding_graph: bool = False) -> bool:
-        """`yield_to_waiting`, with `job` marked as waiting (its status says so, without an estimate) while
-        anybody goes first: a click, more urgent work, or an equal that shares the model's time with it (whose
-        time the estimate counts: `Job.waiting`'s `shared`). Whether anybody went first."""
+        """`yield_to_waiting`, with `job` marked as waiting (its status says so, without an estimate) while a click
+        or more urgent work goes first, and as sharing the model (`Job.share`: its status says so, with the
+        estimate, whose rate counts the equal's turns) while equal work takes turns with it (`equal_waiting`,
+        asked at every slice boundary, whoever goes first). Whether anybody went first."""
+        if job is not None:
+            job.share(self._lock.equal_waiting())
         return self._lock.yield_to_waiting(holding_graph=holding_graph,
                                            while_waiting=None if job is None else functools.partial(self._waits, job))
 

@@ -24,8 +24,9 @@ held since it took the model (its `acquire` at depth 0); one that (re)joins star
 (so a new job cannot starve an old one, and time away gives no credit). Among free equals the least virtual time
 goes first, and a holder yields between slices to an equal only when the equal's is not above its own. A job that
 yields after 0.25 s and one that holds the model for a 7 s batch so get about half each (was: one turn each, a few
-per cent of the model for the first, docs/benchmarks.md "Session 35 (h2)"); while an equal holds the model, the job
-that let it go says "waiting" (was: "running"; `yield_to_waiting`'s `while_waiting`). The virtual times live on the holder
+per cent of the model for the first, docs/benchmarks.md "Session 35 (h2)"); while they take turns, each job's
+status says that it shares the model, in its own turns and the equal's alike (`equal_waiting`; session 36 said
+"waiting" in the equal's turns only, so two polls apart it alternated with an estimate). The virtual times live on the holder
 and the waiting tickets only: nothing is kept per thread after it lets go.
 """
 
@@ -264,6 +265,20 @@ class ModelScheduler:
         if self.on_free is not None:  # the model was let go (SharedLM's trim is scheduled, not run here)
             self.on_free()
         return True
+
+    def equal_waiting(self) -> bool | None:
+        """For the holder, between slices: whether work that shares the model's time with it waits (an equal: below
+        clicks, neither going before it nor its own client's less urgent work; class docstring), whether or not its
+        virtual time lets it go first now: another client's (True), only the holder's own client's (False), none
+        (None; also for a click, which has no equals). A job's status says it shares the model from it
+        (lit_app/model/jobs.py `Job.share`)."""
+        with self._cond:
+            level, client = self._owner_priority, self._owner_client
+            if self._owner != threading.get_ident() or level == Priority.INTERACTIVE:
+                return None
+            equals = [w for w in self._waiters() if w.level != Priority.INTERACTIVE
+                      and not self._before(w, level, client) and not (level < w.level and w.client == client)]
+        return any(w.client != client for w in equals) if equals else None
 
     def graph_waiting(self) -> bool:
         """Whether work that would build a graph of its own (acquired with graph=True, below clicks) waits for

@@ -97,6 +97,10 @@ GRAD_DOT_INPUT_MAP = "grad_dot_input_map"  # SequenceSalienceMap of grad_x_input
 WAITING_FOR = "waiting_for"
 WAITING_OWN = "own"
 WAITING_OTHER = "other"
+# A running job's status while it takes turns on the model with equal work (lit_app/model/jobs.py `Job.share`):
+# whose, WAITING_OTHER (another client's job) or WAITING_OWN (another job of its own client); absent otherwise. Its
+# estimate then counts the turns it leaves to that work. The page words it (salience/payload.ts `timeLeft`).
+SHARING = "sharing"
 # Spec only (never in an output): the method list the browser reads (method_registry.published_registry()),
 # as the `default` of the salience model's output field.
 METHOD_REGISTRY = "method_registry"

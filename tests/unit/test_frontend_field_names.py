@@ -67,3 +67,5 @@ def test_the_page_spells_whose_work_a_waiting_job_waits_for_as_the_server():
                for name in ("WAITING_FOR_FIELD", "WAITING_OWN", "WAITING_OTHER")}
     assert spelled == {"WAITING_FOR_FIELD": [fields.WAITING_FOR], "WAITING_OWN": [fields.WAITING_OWN],
                        "WAITING_OTHER": [fields.WAITING_OTHER]}, spelled
+    # A job taking turns with equal work says whose with the same values (issue 43, session 37).
+    assert re.findall(r"export const SHARING_FIELD = '([^']*)';", text) == [fields.SHARING]

@@ -5,7 +5,7 @@
  */
 import {tokenCount} from '../shared/tokens.js';
 import {aboutLeft} from '../shared/time_left.js';
-import {WAITING_FOR_FIELD, WAITING_OTHER, WAITING_OWN} from '../shared/fields.js';
+import {SHARING_FIELD, WAITING_FOR_FIELD, WAITING_OTHER, WAITING_OWN} from '../shared/fields.js';
 
 export interface MethodPayload {
   signed: boolean;
@@ -92,6 +92,10 @@ export interface DetailStatus {
   /** While `waiting`: whose work goes first, the page's own (`WAITING_OWN`) or another client's (`WAITING_OTHER`);
    * absent when unknown (and from older servers). */
   [WAITING_FOR_FIELD]?: string;
+  /** While it runs taking turns on the model with equal work: whose, another client's job (`WAITING_OTHER`) or
+   * another of this page's (`WAITING_OWN`); its estimate counts those turns. Absent otherwise (and from older
+   * servers). */
+  [SHARING_FIELD]?: string;
   /** The stage of a job whose work comes in stages (coarse-to-fine: "coarse pass", then "refining"; `total` then
    * counts the forwards known so far); absent for the others. */
   stage?: string;
@@ -163,11 +167,18 @@ const WAITING_WORDS: Record<string, string> = {
   [WAITING_OTHER]: 'another user\'s work goes first',
 };
 
+/** Whose work a job takes turns with, in words (its status's `sharing`). */
+const SHARING_WORDS: Record<string, string> = {
+  [WAITING_OWN]: 'sharing the model with your other work',
+  [WAITING_OTHER]: 'sharing the model with another user\'s job',
+};
+
 /**
  * The time left of a running computation in words: "finishing…" once every unit is done (the result is
  * being assembled), "paused: your own work goes first" while it waits behind work of this page (a test, a click),
  * "paused: another user's work goes first" behind another client's, "paused: waiting for the model" when the server
- * does not say whose,
+ * does not say whose, "sharing the model with another user's job · about 40–70 s left" while it takes turns with
+ * equal work (the same in its turns and the other's, the estimate counting both; was "paused" and an estimate by turns),
  * "about 40–70 s left" / "about 2–4 min left" from the server's range (lit_app/model/time_left.py: the recent units'
  * rate; it widens when the rate drops and never says "about 1 s" with units outstanding; "about 24 s left" when
  * both ends round alike, or from an older server's one estimate), '' when there is none.
@@ -175,7 +186,10 @@ const WAITING_WORDS: Record<string, string> = {
 export function timeLeft(d: DetailStatus): string {
   if (d.total > 0 && d.done >= d.total) return 'finishing…';
   if (d.waiting) return `paused: ${WAITING_WORDS[d[WAITING_FOR_FIELD] ?? ''] ?? 'waiting for the model'}`;
-  return aboutLeft(d);
+  const sharing = SHARING_WORDS[d[SHARING_FIELD] ?? ''];
+  if (sharing === undefined) return aboutLeft(d);
+  const left = aboutLeft(d);
+  return left === '' ? sharing : `${sharing} · ${left}`;
 }
 
 /** Number of target (response) tokens T. */

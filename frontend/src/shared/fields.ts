@@ -30,6 +30,9 @@ export const REMOVAL_FIELD = 'removal';
 export const WAITING_FOR_FIELD = 'waiting_for';
 export const WAITING_OWN = 'own';
 export const WAITING_OTHER = 'other';
+/** A running job's status while it takes turns on the model with equal work: whose, `WAITING_OTHER` (another
+ * client's job) or `WAITING_OWN` (another job of this page); absent otherwise (lit_app/schema/fields.py SHARING). */
+export const SHARING_FIELD = 'sharing';
 
 /** The prompt datasets' fields (lit_app/schema/fields.py DATASET_SPEC). */
 export const CASE_FIELD = 'case';
