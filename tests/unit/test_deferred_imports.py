@@ -1,10 +1,13 @@
 """lit_app/__init__.py's deferred imports: LIT's SHAP, sacrebleu and ROUGE dependencies are not imported when the
-server's modules are, and a LIT component that uses one gets the real module (a fresh interpreter each: the test
-process may have imported them already)."""
+server's modules are, and a LIT component that uses one gets the real module (in fresh interpreters, not
+the test process, which may have imported them already: one for the server's import and a component's use, one
+for the threads)."""
 
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from tests.server_process import REPO
 
@@ -16,22 +19,18 @@ def _run(code: str) -> str:
     return done.stdout
 
 
-def test_the_servers_modules_import_none_of_the_deferred_modules():
+@pytest.fixture(scope="module")
+def server_imported() -> list[str]:
+    """One fresh interpreter for the two tests below (each import of the server is seconds of CPU): its first
+    output line, right after `import lit_app.server`, says which deferred modules are stand-ins and which of their
+    heavy imports are real; the second, what a LIT component that uses them got."""
     out = _run("""
-        import sys
+        import importlib, sys
         import lit_app.server
         from lit_app import DEFERRED
         real = [m for m in ("shap", "numba", "IPython", "matplotlib", "nltk", "sacrebleu", "rouge_score.rouge_scorer")
                 if m in sys.modules and type(sys.modules[m]).__name__ == "module"]
         print(sorted(DEFERRED), real)
-    """)
-    assert out.split() == ["['rouge_score.rouge_scorer',", "'sacrebleu',", "'shap']", "[]"], out
-
-
-def test_a_component_using_a_deferred_module_gets_the_real_one():
-    out = _run("""
-        import importlib, sys
-        import lit_app.server
         from lit_nlp.components import metrics, shap_explainer
         assert type(sys.modules["shap"]).__name__ == "_Deferred"
         explainer = shap_explainer.shap.KernelExplainer  # the first read imports SHAP
@@ -41,7 +40,18 @@ def test_a_component_using_a_deferred_module_gets_the_real_one():
               round(metrics.sacrebleu.corpus_bleu(["a b c d e"], [["a b c d e"]]).score, 6),
               metrics.rouge_scorer.RougeScorer is sys.modules["rouge_score.rouge_scorer"].RougeScorer,
               type(sys.modules["rouge_score.rouge_scorer"]).__name__, type(sys.modules["sacrebleu"]).__name__)
-    """)
+    """).splitlines()
+    assert len(out) == 2, out
+    return out
+
+
+def test_the_servers_modules_import_none_of_the_deferred_modules(server_imported):
+    out = server_imported[0]
+    assert out.split() == ["['rouge_score.rouge_scorer',", "'sacrebleu',", "'shap']", "[]"], out
+
+
+def test_a_component_using_a_deferred_module_gets_the_real_one(server_imported):
+    out = server_imported[1]
     # ROUGE-1 and BLEU of a text against itself: 1 and 100 (the metrics' definitions), from the real modules
     assert out.split() == ["1.0", "100.0", "True", "module", "module"], out
 

@@ -124,18 +124,32 @@ def test_bad_values_name_the_flag_in_one_line(argv, flag):
     assert flag in refused(*argv)
 
 
-def test_command_line_help_lists_ours_and_lits_and_errors_exit_2(tmp_path):
+# The token variable's value in the one `--help` run below (never printed: the --token test).
+ENV_SECRET = "env-token-9f3e1c77"
+
+
+def _server_command(*argv: str) -> subprocess.CompletedProcess:
+    """`python -m lit_app.server ARGV` in a process of its own, with $SEQUENCE_SALIENCE_TOKEN set to ENV_SECRET."""
+    return subprocess.run([sys.executable, "-m", "lit_app.server", *argv], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env={**os.environ, tokens.TOKEN_ENV: ENV_SECRET})
+
+
+@pytest.fixture(scope="module")
+def helped() -> subprocess.CompletedProcess:
+    """The command's `--help`, run once for the two tests that read it (each run imports the server: seconds of
+    CPU)."""
+    return _server_command("--help")
+
+
+def test_command_line_help_lists_ours_and_lits_and_errors_exit_2(helped):
     """The command itself, in a process of its own: --help and a refused flag end the process (absl)."""
-    run = lambda *a: subprocess.run([sys.executable, "-m", "lit_app.server", *a], capture_output=True, text=True,
-                                    timeout=120, cwd=REPO)
-    helped = run("--help")
     assert helped.returncode == 0
     for label in (server_flags.OURS, server_flags.LIT_SERVER, server_flags.LIT_PROMPT_DEBUGGING):
         assert label in helped.stdout
     for flag in ("--model:", "--models:", "--datasets:", "--max_examples:", "--precision:", "--warm_start:",
                  "--default_layout:", "--token:", "--max_new_tokens:"):
         assert flag in helped.stdout, flag
-    bad = run("--batch_size", "4")
+    bad = _server_command("--batch_size", "4")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert bad.stderr.startswith("sequence-salience-server: error: --batch_size=4 is not supported")
 
@@ -163,12 +177,10 @@ def test_lit_prompt_debugging_jsonl_and_plain_text_are_read(tmp_path):
         datasets.load_datasets([("x", str(tmp_path / "x.csv"))])
 
 
-def test_token_help_warns_that_the_flag_shows_in_ps_and_never_prints_the_environment_token():
+def test_token_help_warns_that_the_flag_shows_in_ps_and_never_prints_the_environment_token(helped):
     """--token is visible to every local user in `ps`; the help says so and names the variable, and
     (since the variable is no longer the flag's default) never prints the variable's value."""
-    secret = "env-token-9f3e1c77"
-    helped = subprocess.run([sys.executable, "-m", "lit_app.server", "--help"], capture_output=True, text=True,
-                            timeout=120, cwd=REPO, env={**os.environ, tokens.TOKEN_ENV: secret})
+    secret = ENV_SECRET
     assert helped.returncode == 0
     text = " ".join(helped.stdout.split())
     entry = text[text.index("--token:"):text.index("--token:") + 600]
