@@ -240,29 +240,12 @@ def test_a_blocking_request_stops_when_its_client_disconnects(real_server):
 # signal (SIGINT, SIGUSR1, SIGTERM) and watch it exit or keep serving.
 
 
-def test_ctrl_c_stops_the_server_mid_computation(tmp_path):
-    with ServerProcess(["--max_new_tokens", "8"], tmp_path) as proc:
-        conn = _send(proc, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: 64})
-        try:
-            _wait_for(lambda: "Blocking salience request" in proc.log_path.read_text(), "the blocking computation")
-            sent = time.monotonic()
-            proc.proc.send_signal(signal.SIGINT)
-            code = _exit_code(proc, timeout_s=60)  # a failure bound; the time taken is printed, not asserted
-            took = time.monotonic() - sent
-            answer = _answer(conn)
-        finally:
-            conn.close()
-        log = proc.log_path.read_text()
-    print(f"\nCtrl-C to exit: {took:.2f} s (exit code {code}); the request in flight: {answer}")
-    assert code == 0, log[-3000:]
-    # The request in flight is answered 503 (stopped by the server) or its connection closed unanswered (not
-    # waited for), never "200 []" as if it had succeeded with nothing (issue 43).
-    assert answer is None or (answer[0] == 503 and "server is stopping" in answer[1]), answer
-    assert "Stopping (1 request(s) running)" in log, log[-3000:]
-    # Cancelled at its next check, or (inside one long chunk: the whole gradient matrix is one) not
-    # waited for after server.SHUTDOWN_GRACE_S; either way a clean exit, no abort inside torch.
-    assert re.search(r"Stopped after \d+\.\d s", log), log[-3000:]
-    assert "Traceback" not in log and "terminate called" not in log, log[-3000:]
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory):
+    """One server process of this module's own for the SIGUSR1 test, which leaves it serving, then the Ctrl-C
+    test, which stops it (a server's start costs seconds of CPU; the file's order runs them so)."""
+    with ServerProcess(["--max_new_tokens", "8"], tmp_path_factory.mktemp("own_server")) as proc:
+        yield proc
 
 
 def _answer(conn: http.client.HTTPConnection) -> tuple[int, str] | None:
@@ -285,18 +268,43 @@ def _exit_code(proc: ServerProcess, timeout_s: float) -> int:
         raise AssertionError(f"the server did not exit {timeout_s:.0f} s after the signal:\n{proc.log_tail(12000)}")
 
 
-def test_sigusr1_prints_every_thread_and_the_server_keeps_serving(tmp_path):
-    with ServerProcess(["--max_new_tokens", "4"], tmp_path) as proc:
-        proc.proc.send_signal(signal.SIGUSR1)
-        _wait_for(lambda: "serve_forever" in proc.log_path.read_text() or proc.proc.poll() is not None,
-                  "the stack dump", limit_s=60)
-        assert proc.proc.poll() is None, f"SIGUSR1 ended the server: {proc.log_tail()}"
-        log = proc.log_path.read_text()
-        # faulthandler's format: one "Thread 0x..." block per thread, the main one serving requests.
-        assert len(re.findall(r"^(?:Current thread|Thread) 0x[0-9a-f]+", log, re.M)) >= 2, log[-3000:]
-        status, _, body = proc.request("GET", "/")
-        assert status == 200, body[:300]
-        assert proc.proc.poll() is None
+def test_sigusr1_prints_every_thread_and_the_server_keeps_serving(own_server):
+    proc = own_server
+    proc.proc.send_signal(signal.SIGUSR1)
+    _wait_for(lambda: "serve_forever" in proc.log_path.read_text() or proc.proc.poll() is not None,
+              "the stack dump", limit_s=60)
+    assert proc.proc.poll() is None, f"SIGUSR1 ended the server: {proc.log_tail()}"
+    log = proc.log_path.read_text()
+    # faulthandler's format: one "Thread 0x..." block per thread, the main one serving requests.
+    assert len(re.findall(r"^(?:Current thread|Thread) 0x[0-9a-f]+", log, re.M)) >= 2, log[-3000:]
+    status, _, body = proc.request("GET", "/")
+    assert status == 200, body[:300]
+    assert proc.proc.poll() is None
+
+
+def test_ctrl_c_stops_the_server_mid_computation(own_server):
+    proc = own_server
+    conn = _send(proc, SAL, {fields.PROMPT: LONG_PROMPT, fields.TARGET: LONG_TARGET, fields.IG_STEPS: 64})
+    try:
+        _wait_for(lambda: "Blocking salience request" in proc.log_path.read_text(), "the blocking computation")
+        sent = time.monotonic()
+        proc.proc.send_signal(signal.SIGINT)
+        code = _exit_code(proc, timeout_s=60)  # a failure bound; the time taken is printed, not asserted
+        took = time.monotonic() - sent
+        answer = _answer(conn)
+    finally:
+        conn.close()
+    log = proc.log_path.read_text()
+    print(f"\nCtrl-C to exit: {took:.2f} s (exit code {code}); the request in flight: {answer}")
+    assert code == 0, log[-3000:]
+    # The request in flight is answered 503 (stopped by the server) or its connection closed unanswered (not
+    # waited for), never "200 []" as if it had succeeded with nothing (issue 43).
+    assert answer is None or (answer[0] == 503 and "server is stopping" in answer[1]), answer
+    assert "Stopping (1 request(s) running)" in log, log[-3000:]
+    # Cancelled at its next check, or (inside one long chunk: the whole gradient matrix is one) not
+    # waited for after server.SHUTDOWN_GRACE_S; either way a clean exit, no abort inside torch.
+    assert re.search(r"Stopped after \d+\.\d s", log), log[-3000:]
+    assert "Traceback" not in log and "terminate called" not in log, log[-3000:]
 
 
 def test_a_server_started_with_sigint_ignored_says_how_to_stop_it_and_stops_on_sigterm(tmp_path):
