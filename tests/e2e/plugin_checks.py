@@ -51,7 +51,7 @@ IG_STEPS_OF_ITS_OWN = {
     "salience_module": 4,  # test_salience_module: waits for this count's map after resetting its action marker
     "previous_map": 10,  # test_previous_map: the few-shot row's IG span, watched while it computes (was 24)
     "heatmap_rows": 3,  # test_ig_completeness: the per-token IG matrix whose rows the heatmap hides
-    "page_closed": 48,  # test_page_closed: the closed page's per-token IG job, cancelled by the heartbeat
+    "page_closed": 20,  # test_page_closed: the closed page's per-token IG job, cancelled by the heartbeat (was 48)
     "other_page_click": 6,  # test_page_closed: the other page's clicked span, answered by the server
 }
 if len(set(IG_STEPS_OF_ITS_OWN.values())) != len(IG_STEPS_OF_ITS_OWN):

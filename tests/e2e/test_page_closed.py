@@ -37,8 +37,11 @@ pytestmark = pytest.mark.e2e
 
 SIMPLE = "What is the capital of France?"
 IG_MATRIX = "ig_matrix"  # lit_app/schema/method_registry.py LIT_FACTS
-# A's per-token IG job: 48 steps for each of the answer's tokens, a minute or more of model time, cancelled when
-# its page closes (within one slice); B's clicked span: 6 steps, one chunk.
+# A's per-token IG job: the gradient targets, then STEPS steps for each of the answer's tokens (7: 140 units), far
+# more than runs before A closes (A reads its first units done, then closes: the job is still on its gradient targets),
+# cancelled when its page closes (within one slice); B's clicked span: 6 steps, one chunk. A's IG span of STEPS runs
+# before its job: 48 steps cost the test ~12 s more of CPU for nothing it reads (docs/benchmarks.md, "Session 37
+# (h5)"). Not 16, the page's default count, which selecting IG sends first.
 STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["page_closed"]
 CLICK_STEPS = plugin_checks.IG_STEPS_OF_ITS_OWN["other_page_click"]
 KIND = f"ig{STEPS}"
