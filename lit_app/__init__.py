@@ -6,6 +6,9 @@ Importing it defers three of LIT's component dependencies (`DEFERRED`) until a c
 stand-in module until its first attribute is read; that read imports the real module (once, under a lock) and
 answers from it, so a component that runs gets what it would have got. A server's start imports 1.2 s less of CPU
 (4.2 -> 3.0 s, `import lit_app.server` alone; docs/benchmarks.md, "Session 36 (h5)").
+
+It also turns MKL's per-thread buffer pools off before anything imports torch (lit_app/memory.py
+`no_mkl_buffer_pools`): each thread that ran a model pass kept ~20 MB of them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import importlib.util
 import sys
 import threading
 import types
+
+from lit_app import memory
+
+memory.no_mkl_buffer_pools()  # before torch is imported: MKL reads it when it loads
 
 # Imported by lit_nlp/components/shap_explainer.py (`import shap`), metrics.py (`import sacrebleu`,
 # `from rouge_score import rouge_scorer`); used only inside the components' calls.

@@ -21,6 +21,17 @@ malloc memory grew 209 -> 648 MB in 150 s of the soak's mix; `gc.collect()` free
                        (`security.SecureApp`), at most every 2 s: RSS then follows the memory in use
                        instead of the high-water mark.
 
+* `no_mkl_buffer_pools`  MKL's per-thread buffer pools off (MKL_DISABLE_FAST_MM), before torch is imported:
+                       `import lit_app` calls it, so the server process (`python -m lit_app.server`) runs without them.
+
+MKL (torch's BLAS here) keeps the work buffers of its matrix products in a pool per thread and gives them back
+only when the thread ends: ~10 MB per thread that ran a model pass, ~20 MB with its OpenMP worker, measured with
+mallinfo2 on the default model (one 50-token per-target pass per thread; main thread alone: +0.0 MB per further
+pass). The server runs model work on many long-lived threads (a worker per client and lane, the request
+threads, each one's OpenMP team), so the pools held 5-7 clients' paused matrix jobs' ~30 MB each of malloc's
+memory in use in the 10-minute soak (docs/benchmarks.md, "Session 37 (h1)"). Without the pools each product takes
+its buffer from malloc and frees it: one thread runs the model at a time, so the arenas reuse one set of buffers.
+
 Other C libraries (musl, macOS) are left alone: every function returns False there.
 """
 
@@ -30,6 +41,7 @@ import ctypes
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +49,8 @@ from collections.abc import Callable
 logger = logging.getLogger(__name__)
 
 _M_ARENA_MAX = -8
+# Read by MKL once, when torch loads it: "1" turns its per-thread buffer pools ("fast memory manager") off.
+MKL_POOLS_ENV = "MKL_DISABLE_FAST_MM"
 # Seconds between two trims: a trim takes a few milliseconds per hundred MB free, and the pages it
 # returns are faulted in again by the next pass, so it runs after a burst of passes, not after each.
 DEFAULT_TRIM_INTERVAL_S = 2.0
@@ -69,6 +83,18 @@ def cap_malloc_arenas(count: int = 2) -> bool:
     if os.environ.get("MALLOC_ARENA_MAX") or _LIBC is None:
         return False
     return bool(_LIBC.mallopt(_M_ARENA_MAX, count))
+
+
+def no_mkl_buffer_pools() -> bool:
+    """Turns MKL's per-thread buffer pools off for this process (module docstring); True when it takes effect.
+
+    MKL reads MKL_DISABLE_FAST_MM when torch loads it, so this works only before torch is imported (a process
+    that imported torch first keeps its pools; so does one whose user set the variable). `import lit_app` calls it.
+    """
+    if "torch" in sys.modules or MKL_POOLS_ENV in os.environ:
+        return False
+    os.environ[MKL_POOLS_ENV] = "1"
+    return True
 
 
 def freeze_startup_objects() -> None:

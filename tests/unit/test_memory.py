@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
+import torch
 
 from lit_app import memory
 from lit_app.model.scheduler import ModelScheduler
+from tests.server_process import REPO
 from tests.unit.waiting import wait_until
 
 GLIBC = platform.libc_ver()[0] == "glibc"
@@ -168,3 +174,72 @@ def test_release_memory_collects_cycles_holding_tensors_once_startup_objects_are
     finally:
         memory.unfreeze()
         gc.enable()
+
+
+# Four threads each run a few matrix products (MKL's sgemm) and stay alive; printed: malloc's memory in use
+# (mallinfo2) they added, per thread. argv[1] "lit_app": `import lit_app` before torch, as the server does.
+_MKL_THREADS_SCRIPT = """
+    import ctypes, sys, threading
+    if sys.argv[1] == "lit_app":
+        import lit_app  # noqa: F401
+    import torch
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+
+    def in_use():
+        info = libc.mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    torch.set_num_threads(1)
+    a, b = torch.randn(64, 576), torch.randn(576, 4096)
+    (a @ b).sum()
+    go = threading.Event()
+
+    def run(done):
+        for _ in range(3):
+            (a @ b).sum()
+        done.set()
+        go.wait()
+
+    before, threads = in_use(), []
+    for _ in range(4):
+        done = threading.Event()
+        threads.append(threading.Thread(target=run, args=(done,)))
+        threads[-1].start()
+        done.wait()
+    print((in_use() - before) / 4 / 2**20)
+    go.set()
+    for t in threads:
+        t.join()
+"""
+
+
+def _mb_kept_per_thread(first: str) -> float:
+    env = {k: v for k, v in os.environ.items() if k != memory.MKL_POOLS_ENV}  # this process may have set it
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_MKL_THREADS_SCRIPT), first], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not (GLIBC and torch.backends.mkl.is_available()), reason="MKL's pools, seen with glibc's mallinfo2")
+def test_threads_that_ran_matrix_products_keep_no_mkl_buffers_once_lit_app_is_imported_before_torch():
+    """MKL kept ~18 MB per thread of this product's work buffers until the thread ended (the control: torch alone);
+    the server's many long-lived threads each kept their pool (docs/benchmarks.md, "Session 37 (h1)")."""
+    assert _mb_kept_per_thread("torch") > 5  # the pools exist in this build: what the assertion below would see
+    assert _mb_kept_per_thread("lit_app") < 1
+
+
+def test_mkl_pools_are_turned_off_only_before_torch_is_imported(monkeypatch):
+    monkeypatch.delenv(memory.MKL_POOLS_ENV, raising=False)
+    assert "torch" in sys.modules and not memory.no_mkl_buffer_pools()  # too late: MKL read it when torch loaded
+    assert memory.MKL_POOLS_ENV not in os.environ
+    monkeypatch.delitem(sys.modules, "torch")
+    assert memory.no_mkl_buffer_pools() and os.environ[memory.MKL_POOLS_ENV] == "1"
+    monkeypatch.setenv(memory.MKL_POOLS_ENV, "0")  # the user's own setting wins
+    assert not memory.no_mkl_buffer_pools() and os.environ[memory.MKL_POOLS_ENV] == "0"
