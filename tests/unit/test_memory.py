@@ -221,6 +221,9 @@ _MKL_THREADS_SCRIPT = """
 
 def _mb_kept_per_thread(first: str) -> float:
     env = {k: v for k, v in os.environ.items() if k != memory.MKL_POOLS_ENV}  # this process may have set it
+    # An OpenMP team, as a server started by hand has: tests/conftest.py sets OMP_NUM_THREADS=1 for `make test`'s
+    # workers, and with one OpenMP thread MKL keeps no per-thread pool, so the control read 0.04 MB there.
+    env["OMP_NUM_THREADS"] = "2"
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(_MKL_THREADS_SCRIPT), first], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
