@@ -379,10 +379,11 @@ def stages(shared, wrapper, examples: dict, repeats: int, rows: list[dict]) -> N
         looks = [r["look"] for r in rs if "look" in r]
         ratio = lambda key: statistics.median(r[key] / r["highlight"] for r in rs if key in r)  # noqa: E731
         look = f"{statistics.median(looks):.2f} | {ratio('look'):.2f}×" if looks else "– | –"
-        print(f"| {i} | {rows[i]['case']} | {med['highlight']:.2f} | {look} | {med[first]:.2f} | {ratio(first):.2f}× "
-              f"| {med[leave_one_out.NAME]:.2f} | {ratio(leave_one_out.NAME):.2f}× "
-              f"| {sorted({r.get('look_verified', '–') for r in rs}, key=str)} "
-              f"| {min(r['load'] for r in rs):.1f}-{max(r['load'] for r in rs):.1f} |")
+        cells = [i, rows[i]["case"], f"{med['highlight']:.2f}", look]
+        cells += [f"{med[key]:.2f} | {ratio(key):.2f}×" for key in (first, leave_one_out.NAME)]
+        cells += [sorted({r.get("look_verified", "–") for r in rs}, key=str),
+                  f"{min(r['load'] for r in rs):.1f}-{max(r['load'] for r in rs):.1f}"]
+        print("| " + " | ".join(map(str, cells)) + " |")
 
 
 def main() -> None:
@@ -392,19 +393,19 @@ def main() -> None:
     p.add_argument("--no_exact", action="store_true", help="leave out leave_one_out's time")
     p.add_argument("--with_matrices", action="store_true",
                    help="leave the page's matrix job running beside the first map's job (the browser's case)")
-    p.add_argument("--goal", action="store_true",
-                   help="the cost goal's 4,000-token prompt at paragraph granularity instead of the shipped rows: the "
-                        "server's path and the library's, alternated (`goal`)")
-    p.add_argument("--confirm_saving", action="store_true",
-                   help="the confirming leave one out after the first map, with and without its check value from the "
-                        "highlight's result, alternated (`confirm_saving`)")
+    modes = {  # each runs its function instead of the rows' table (the first one given); the help names it
+        "goal": "the cost goal's 4,000-token prompt at paragraph granularity instead of the shipped rows: the server's "
+                "path and the library's, alternated (`goal`)",
+        "confirm_saving": "the confirming leave one out after the first map, with and without its check value from the "
+                          "highlight's result, alternated (`confirm_saving`)",
+        "breakdown": "where the first map's time goes after the first highlight, per row (`breakdown`)",
+        "stages": "each stage of the first map on screen (its first look, the verified map, the confirmation) ÷ the "
+                  "first highlight, through the page's requests (`stages`)",
+    }
+    for mode, text in modes.items():
+        p.add_argument(f"--{mode}", action="store_true", help=text)
     p.add_argument("--goal_tokens", type=int, default=4000, help="--goal's prompt length (a smaller one to try it)")
     p.add_argument("--goal_paragraphs", type=int, default=34)
-    p.add_argument("--breakdown", action="store_true",
-                   help="where the first map's time goes after the first highlight, per row (`breakdown`)")
-    p.add_argument("--stages", action="store_true",
-                   help="each stage of the first map on screen (its first look, the verified map, the confirmation) ÷ "
-                        "the first highlight, through the page's requests (`stages`)")
     p.add_argument("--pauses_ab", action="store_true",
                    help="with --breakdown --with_matrices: the first map asked for once the matrix job holds the model, "
                         "its forward pausing for it or not (before), alternated")
