@@ -90,8 +90,8 @@ RSS_GROWTH_LIMIT = 0.15
 # prompt per forward (span_graph_token_budget, session 36) one 10-minute run: +17.5 %, its top 5-7 clients' per-token
 # matrix passes in flight at once (docs/benchmarks.md, "Session 36 (h1)"). Session 37: what those passes kept was
 # MKL's buffer pool per thread (now off, lit_app/memory.py): malloc's memory in use with 5-6 in flight 426 -> ~245 MB,
-# but the peak did not move (+16.0 % before, +16.5 / +17.0 % after): on these short prompts the pools were mostly
-# untouched pages; what holds the peak now is not found ("Session 37 (h1)"). So 0.2 stays.
+# but the peak did not move (+16.0 % before, +16.5 / +17.0 / +16.0 % after): on these short prompts the pools were
+# mostly untouched pages; what holds the peak now is not found ("Session 37 (h1)"). So 0.2 stays.
 RSS_PEAK_LIMIT = 0.2
 # The load's peak, relative to the warm-up's peak (every kind of work once, one request at a time): growth once every
 # kind has run, or passes' memory piling up across clients. Several clients add what one cannot: a matrix job's
