@@ -12,6 +12,7 @@ Screenshots go to artifacts/e2e/readable_messages/.
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -175,14 +176,16 @@ def test_the_chain_of_thought_answer_is_in_view(server_url, browser_page, artifa
                 box, seg, area)
 
 
-# Records, at every change of the module's shadow DOM, whether it says it is computing and whether it shows the prompt.
+# Records, at every change of the module's shadow DOM, whether it says it is computing, whether it shows the prompt,
+# and the fixed target's text on screen ('' when none).
 _WAIT_RECORDER_JS = """(e) => {
   const seen = window.__waits = [];
   new MutationObserver(() => {
     const root = e.shadowRoot;
     const loading = root.querySelector('.status.loading') !== null;
     const prompt = root.querySelector('.text.prompt')?.textContent.trim() ?? '';
-    seen.push([loading, prompt.length > 0]);
+    const target = root.querySelector('.response.fixed-target')?.textContent.trim() ?? '';
+    seen.push([loading, prompt.length > 0, target]);
   }).observe(e.shadowRoot, {subtree: true, childList: true, characterData: true});
 }"""
 
@@ -198,13 +201,18 @@ def test_a_fixed_target_row_shows_its_prompt_while_it_computes(server_url, brows
     mod.evaluate(_WAIT_RECORDER_JS)
     plugin_checks.select_example(page, "Menu: onion soup")
     waiting = mod.locator(".response.fixed-target")
-    if mod.locator(".status.loading").count():  # (none when the session's server had this row cached)
-        expect(waiting).to_contain_text("I recommend the mushroom risotto")
-        _shot(page, artifacts_dir, "fixed_target_wait")
+    if mod.locator(".status.loading").count():  # (a moment only when the session's server had this row cached)
+        with contextlib.suppress(AssertionError):  # the screenshot, while the wait lasts; the recorder asserts below
+            expect(waiting).to_contain_text("I recommend the mushroom risotto", timeout=2_000)
+            _shot(page, artifacts_dir, "fixed_target_wait")
     page.locator(f"{plugin_checks.SALIENCE_TAG}{plugin_checks.READY}").wait_for(
         state="attached", timeout=plugin_checks.LOAD_TIMEOUT_MS)
     waits = page.evaluate("window.__waits")
-    assert waits and not [w for w in waits if w[0] and not w[1]], waits[:20]
+    # Every moment the module said it was computing, it showed the prompt and the fixed target. A check of the page
+    # after the click raced the answer: with the row cached by an earlier test of the worker (test_first_map's
+    # constitutional row), the wait ended between the check and the look, and the fresh clone failed.
+    assert waits and not [w for w in waits if w[0] and not (w[1] and "I recommend the mushroom risotto" in w[2])], \
+        waits[:20]
 
 
 def test_the_refining_curves_line_says_a_true_time_left(server_url, browser_page, artifacts_dir):
