@@ -5,7 +5,7 @@ The core library; it never imports LIT. See docs/architecture.md.
 
 from sequence_salience import display  # noqa: F401  (registers SalienceResult's renderer)
 from sequence_salience.compare import ModelComparison, SalienceComparison, compare, compare_models, compare_results
-from sequence_salience.errors import ComputationCancelled, SalienceError
+from sequence_salience.errors import ComputationCancelled, PatternBusy, SalienceError
 from sequence_salience.methods import get_method, list_methods, registry_json
 from sequence_salience.methods.base import SalienceConfig
 from sequence_salience.model import (
@@ -33,6 +33,7 @@ __all__ = [
     "GenerationConfig",
     "LanguageModel",
     "SalienceConfig",
+    "PatternBusy",
     "SalienceError",
     "ModelComparison",
     "SalienceComparison",

@@ -80,6 +80,12 @@ class Wrapper(lit_model.Model):
         return outputs
 
 
+def busy_status(error: Exception) -> int:
+    """The HTTP status of a refused request: 503 where the server was busy, not the input wrong (a user pattern not
+    tried while another's match runs out its limit: `ss.PatternBusy`; its message says to send it again), else 400."""
+    return 503 if isinstance(error, ss.PatternBusy) else 400
+
+
 def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
     def name() -> str:  # each line names its request by the start of its prompt (which of several it is)
         return prompt_start(ex.get(fields.PROMPT))
@@ -95,7 +101,7 @@ def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> Json
     except (ss.SalienceError, ValueError, TypeError, KeyError) as e:
         message = one_line(str(e) if not isinstance(e, KeyError) else f"missing key {e}", limit=None)
         logger.warning("%s: rejected request: %s (prompt %s)", who, message, name())
-        raise RequestError(message) from e
+        raise RequestError(message, status=busy_status(e)) from e
     except Exception as e:  # pylint: disable=broad-except
         logger.exception("%s: internal error (prompt %s)", who, name())
         raise RequestError(

@@ -86,7 +86,7 @@ from __future__ import annotations
 from __future__ import annotations
 
 from sequence_salience.aggregate.patterns import PATTERN_BOUNDS, PATTERN_TIMEOUT_S, PatternBounds, check_pattern, \
-    compile_pattern, match_spans
+    compile_pattern, match_spans, matchers_idle
 from sequence_salience.aggregate.reductions import (
     REDUCTIONS,
     aggregate,
@@ -112,5 +112,5 @@ __all__ = [
     "ABBREVIATIONS", "GRANULARITIES", "MARKER_PATTERN", "MARKUP_PATTERN", "PATTERN_BOUNDS", "PATTERN_TIMEOUT_S",
     "REDUCTIONS", "ROLES", "TEMPLATE_ROLE_NAMES", "WHITESPACE",
     "PatternBounds", "Segmentation", "aggregate", "aggregate_salience", "check_pattern", "compile_pattern",
-    "match_spans", "matches_only", "normalize_max_abs", "normalize_percentile", "percentile", "segment",
+    "match_spans", "matchers_idle", "matches_only", "normalize_max_abs", "normalize_percentile", "percentile", "segment",
 ]

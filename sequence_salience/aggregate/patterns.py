@@ -10,12 +10,53 @@ import threading
 
 import regex
 
-from sequence_salience.errors import SalienceError
+from sequence_salience.errors import PatternBusy, SalienceError
 
 # Longest wall time one user pattern may spend matching a text (seconds; every match together: `match_spans`); a
 # sane pattern takes milliseconds on the longest prompt a server accepts.
 PATTERN_TIMEOUT_S = 1.0
+# Matchers running at once in the process (`match_spans`). A runaway match cannot be stopped from outside: it ends at
+# the `regex` package's own limit, 1 s of the process's CPU time, after its caller was refused; unbounded, a burst of
+# N runaway requests burned N threads' CPU at once (issue 43). Two slots: a second request (another client's, or the
+# same bomb sent again) is not held up by one runaway; beyond them a pattern waits for a slot (at most
+# PATTERN_TIMEOUT_S) or is refused as busy (`PatternBusy`). A sane pattern holds one for milliseconds; two runaways
+# at once end sooner (each one's limit counts the other's CPU).
+MATCHER_SLOTS = 2
 
+
+class _Matchers:
+    """The matcher threads running now (at most MATCHER_SLOTS)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.changed = threading.Condition()
+
+    def take(self, timeout_s: float) -> bool:
+        """Takes a slot, waiting at most `timeout_s` for one; whether it got one."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.running < MATCHER_SLOTS, timeout_s):
+                return False
+            self.running += 1
+            return True
+
+    def free(self) -> None:
+        with self.changed:
+            self.running -= 1
+            self.changed.notify_all()
+
+    def idle(self, timeout_s: float) -> bool:
+        """Waits at most `timeout_s` until no matcher runs; whether none does."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.running == 0, timeout_s)
+
+
+_MATCHERS = _Matchers()
+
+
+def matchers_idle(timeout_s: float = 0.0) -> bool:
+    """Whether no `match_spans` matcher runs (a refused runaway runs on to the `regex` package's own limit), waiting
+    at most `timeout_s` for the last to end."""
+    return _MATCHERS.idle(timeout_s)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,12 +342,22 @@ def match_spans(pattern: str, text: str, timeout_s: float = PATTERN_TIMEOUT_S) -
     ran 3.5 s (the matching thread got a fraction of a core; docs/benchmarks.md "Session 37 (h2)"), and
     a model pass on other threads cuts it short. So the matching runs on a thread of its own and the caller
     waits for it at most `timeout_s`; one still running then is refused, and ends on its own at the package's
-    limit (`timeout_s` of the process's CPU time), its matches dropped.
+    limit (`timeout_s` of the process's CPU time), its matches dropped. At most MATCHER_SLOTS such threads run at
+    once: the caller first waits up to `timeout_s` for a free one (a refused runaway keeps its slot until it
+    ends), else the pattern is not tried (was: one thread per request, so a burst of runaway patterns burned
+    one thread's CPU each at once; docs/benchmarks.md "Session 38 (h2)").
 
     Raises:
+      PatternBusy: no matcher was free within `timeout_s` (another pattern's match still runs); send it again.
       SalienceError: the pattern is outside the subset or invalid (compile_pattern), or matching took longer.
     """
     compiled = compile_pattern(pattern)
+    if not _MATCHERS.take(timeout_s):
+        raise PatternBusy(
+            f"regex pattern {_quoted(pattern)} was not tried: other patterns' matches are still running out their"
+            f" {timeout_s:g} s limit (the server matches {MATCHER_SLOTS} patterns at a time). Fix: send the request"
+            " again in a second."
+        )
     spans: list[tuple[int, int]] = []
     failure: list[Exception] = []
     done = threading.Event()
@@ -319,9 +370,14 @@ def match_spans(pattern: str, text: str, timeout_s: float = PATTERN_TIMEOUT_S) -
         except Exception as e:  # pylint: disable=broad-except  # TimeoutError; anything else is raised to the caller
             failure.append(e)
         finally:
+            _MATCHERS.free()
             done.set()
 
-    threading.Thread(target=run, name="pattern-match", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="pattern-match", daemon=True).start()
+    except BaseException:
+        _MATCHERS.free()
+        raise
     if not done.wait(timeout_s) or (failure and isinstance(failure[0], TimeoutError)):
         raise SalienceError(
             f"regex pattern {pattern!r} took over {timeout_s:g} s on {len(text):,} characters"

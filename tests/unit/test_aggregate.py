@@ -75,6 +75,7 @@ def test_regex_rejected(case):
 def test_catastrophic_pattern_is_stopped_with_a_one_line_error(pattern):
     # With Python's `re` these take about 2^40 steps; the time limit turns them into an error.
     text = "a" * 40 + "!"
+    assert agg.matchers_idle(10)  # (a runaway of the case before ends at the package's own limit, after its refusal)
     with pytest.raises(SalienceError) as info:
         agg.segment(text, [[i, i + 1] for i in range(len(text))], "regex", pattern=pattern)
     message = str(info.value)
@@ -105,6 +106,52 @@ def test_a_match_starved_of_cpu_is_refused_at_the_wall_time_bound(monkeypatch):
     finally:
         release.set()
     assert finished.wait(10)
+
+
+def test_a_burst_of_runaway_patterns_holds_one_matcher_thread_and_a_valid_pattern_matches_after(monkeypatch):
+    """Issue 43: a refused runaway match keeps its thread until the `regex` package's own limit (1 s of the process's
+    CPU), so a burst of N bomb requests ran N matchers at once (was: N live "pattern-match" threads here). Now at most
+    MATCHER_SLOTS run: the other requests wait their budget for a slot and are refused as busy, naming the pattern
+    and saying to send it again; once the runaway ends, a valid pattern matches. The runaway is a matcher that uses
+    no CPU (it waits on `release`), so the test burns none."""
+    from sequence_salience.aggregate import patterns  # pylint: disable=import-outside-toplevel
+    from sequence_salience.errors import PatternBusy  # pylint: disable=import-outside-toplevel
+
+    release, compile_real = threading.Event(), patterns.compile_pattern
+
+    class Runaway:
+        def finditer(self, text, **_kwargs):
+            release.wait(10)
+            yield from re.finditer("b", text)
+
+    assert agg.matchers_idle(10)  # the catastrophic patterns' runaways above end at their own limit
+    monkeypatch.setattr(patterns, "compile_pattern", lambda p: Runaway() if p == "bomb" else compile_real(p))
+    errors: list[Exception] = []
+
+    def request() -> None:
+        try:
+            agg.match_spans("bomb", "abc", timeout_s=0.2)
+        except SalienceError as e:
+            errors.append(e)
+
+    burst = [threading.Thread(target=request) for _ in range(6)]
+    try:
+        for t in burst:
+            t.start()
+        for t in burst:
+            t.join(10)
+        live = [t for t in threading.enumerate() if t.name == "pattern-match" and t.is_alive()]
+        assert len(live) == patterns.MATCHER_SLOTS == 2, f"{len(live)} matcher threads live after 6 runaways"
+        assert len(errors) == 6  # every request answered: two timed out, the rest busy
+        busy = [e for e in errors if isinstance(e, PatternBusy)]
+        assert len(busy) == 4 and all("'bomb'" in str(e) and "again" in str(e) for e in busy), errors
+        with pytest.raises(PatternBusy):  # while the runaway still runs, a valid pattern waits, then is refused
+            agg.match_spans("b", "abc", timeout_s=0.05)
+    finally:
+        release.set()
+    assert agg.matchers_idle(10)  # the runaways end once released, and free their slots
+    assert agg.match_spans("b", "abcb") == [(1, 2), (3, 4)]
+
 
 
 def test_match_spans_lists_every_non_empty_match_in_order():

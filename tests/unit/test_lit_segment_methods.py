@@ -17,11 +17,13 @@ import pytest
 from sequence_salience import field_rules
 from sequence_salience import explain as ex
 from sequence_salience.ablation import AblationConfig, costed, engine, segment_salience
+from sequence_salience.aggregate import matchers_idle
+from sequence_salience.errors import PatternBusy
 from sequence_salience.methods import ablation_surrogate, attention_verified, leave_one_out
 from lit_app.edge import clients, limits
 from lit_app import errors
 from lit_app.schema import fields, inputs, method_registry
-from lit_app.model import progressive, shared_model
+from lit_app.model import progressive, salience_runs, shared_model
 from lit_app.wrappers import explain as lit_explain
 from tests.unit.estimators import saved_random_estimator
 from tests.unit.tiny_lit import tiny_salience_lit
@@ -203,6 +205,7 @@ def test_a_bad_pattern_is_the_first_requests_400_while_another_client_holds_the_
     model; no job is started."""
     _, shared, model = tiny
     shared.forget_salience()
+    assert matchers_idle(10)  # a runaway case before ends at the `regex` package's limit, after its 400
     prompt = "a" * 40 + "!"  # (a|a)+$ backtracks about 2^40 steps on it
     data = {"prompt": prompt, "target": target, "chat": False, fields.DETAIL: DETAIL,
             fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "regex", fields.PATTERN: pattern}
@@ -227,6 +230,25 @@ def test_a_bad_pattern_is_the_first_requests_400_while_another_client_holds_the_
     assert says in message and f'"{fields.PATTERN}"' in message and "\n" not in message
     assert shared.jobs.get(inputs.datapoint_group(data), inputs.segment_request(data).job_kind) is None
     assert shared.cached_generation(shared.format_prompt(data)) is None or target  # nothing generated for it
+
+
+def test_a_pattern_not_tried_while_other_matches_run_is_a_503_naming_the_field_and_saying_to_retry(tiny, monkeypatch):
+    """Issue 43: while runaway matches hold every matcher slot (aggregate.match_spans), a segment request's pattern is
+    not tried: the answer is 503 (the server is busy, the input is not wrong) naming the pattern field and saying to
+    send it again, and no job starts."""
+    _, shared, model = tiny
+    shared.forget_salience()
+
+    def busy(pattern, _text, *_args, **_kwargs):
+        raise PatternBusy(f"regex pattern {pattern!r} was not tried: busy. Fix: send the request again in a second.")
+
+    monkeypatch.setattr(salience_runs, "match_spans", busy)
+    data = {"prompt": PROMPT, "target": "", "chat": False, fields.DETAIL: DETAIL,
+            fields.SEGMENT_METHOD: leave_one_out.NAME, fields.GRANULARITY: "regex", fields.PATTERN: r"\w+"}
+    with pytest.raises(errors.RequestError) as e:
+        model.predict([data])
+    assert e.value.status == 503 and f'"{fields.PATTERN}"' in str(e.value) and "again" in str(e.value), e.value
+    assert shared.jobs.get(inputs.datapoint_group(data), inputs.segment_request(data).job_kind) is None
 
 
 # ---------------------------------------------------------------------------
