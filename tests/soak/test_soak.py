@@ -2,7 +2,7 @@
 
 Several page clients, each with its own client id (the header lit_app/edge/clients.py CLIENT_HEADER, as
 the page sends one per page load), one anonymous script client (no id: it supersedes nothing) and one
-hostile client, for `--soak-seconds` (default 45 s, part of `make test`; the long soak is on demand:
+hostile client, for `--soak-seconds` (default 20 s, part of `make test`; the long soak is on demand:
 `pytest tests/soak -s --soak-seconds 600`, or `SOAK_SECONDS=600`). The page clients load the page
 (index, /get_info, /get_dataset, the table's generations), generate, select datapoints (first highlight
 + background matrices, polled), click spans (with IG), tokenize, ask for every matrix at once (short
@@ -106,7 +106,7 @@ RETRY_FOR_S = 300  # a valid request answered 503 is retried this long (a loaded
 JOB_LIMIT_S = 900  # a polled job that has not finished after this long fails (a failure bound, not a timing)
 POLL_S = 0.3  # how often a client polls its job (the page's rate)
 # IG steps / SmoothGrad samples of a polled per-token matrix job (`Soak.matrix_job`). The load's drain (clients
-# polling the jobs they started to their end, ~90 s of the 45 s soak's ~180 s) is mostly these jobs' units, a
+# polling the jobs they started to their end, ~90 s of a 45 s soak's ~180 s) is mostly these jobs' units, a
 # backward per target and step: `make test`'s soak (--soak-seconds up to the default) runs 2 steps or samples, the
 # same kinds and checks at ~60 % of the units (the gradient targets, then 2 x targets, against 4 x targets;
 # docs/benchmarks.md, "Session 37 (h5)"); a longer soak runs 4, as the RSS figures in docs/benchmarks.md were
