@@ -73,7 +73,9 @@ def test_whole_answer_is_one_backward_equal_to_the_matrices_and_per_token_keeps_
     values equal the rows sum / Gram of compute_salience's matrices; --per-token computes every row."""
     lines = (REPO / "lit_app/data/case_studies.jsonl").read_text(encoding="utf-8").splitlines()
     case = next(json.loads(ln) for ln in lines if "arrive?" in ln)  # the train's chain of thought
-    target = " 2:15 pm + 1 h 50 min = 4:05 pm."
+    # The answer alone (7 tokens): the reference matrices and --per-token cost one backward per answer token, and
+    # what is checked (one pass, the rows' sum, every row) does not depend on their number (was 22 tokens).
+    target = " 4:05 pm."
     args = ["explain", "--prompt", case["prompt"], "--target", target, "--method", "grad_x_input,grad_norm",
             "--quiet", "--json"]
     count = PassCounter().install(monkeypatch)
@@ -238,14 +240,16 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     assert display.load(out / "00007.json").text.endswith(" Four")
 
 
-def test_compare_an_edit_with_the_default_model(tmp_path, default_lm):
-    """`compare` as a user runs it: two prompts one number apart; the old answer's log p under the new prompt
-    equals a plain teacher-forced forward of the default model."""
+def test_compare_an_edit_with_the_default_model(tmp_path, default_lm, capsys):
+    """`compare` with its flags through `cli.main` (what the console script runs; the first test runs the script
+    itself): two prompts one number apart; the old answer's log p under the new prompt equals a plain
+    teacher-forced forward of the default model."""
     out_json, out_html = tmp_path / "c.json", tmp_path / "c.html"
     prompt = "Alice has {} apples and Bob gives her 2 more. How many apples does Alice have?"
-    proc = _run([str(SCRIPT), "compare", "--prompt-a", prompt.format(3), "--prompt-b", prompt.format(5),
-                 "--max-new-tokens", "8", "--json", str(out_json), "--html", str(out_html)])
-    assert proc.returncode == 0, proc.stderr
+    code = cli.main(["compare", "--prompt-a", prompt.format(3), "--prompt-b", prompt.format(5),
+                     "--max-new-tokens", "8", "--json", str(out_json), "--html", str(out_html)])
+    stdout, stderr = capsys.readouterr()
+    assert code == cli.EXIT_OK, stderr
     obj = json.loads(out_json.read_text(encoding="utf-8"))
     changed = [(s["kind"], s["text_a"].strip(), s["text_b"].strip()) for s in obj["prompts"]["segments"]
                if s["kind"] != "equal"]
@@ -265,4 +269,4 @@ def test_compare_an_edit_with_the_default_model(tmp_path, default_lm):
     assert obj["cross"]["delta"] == pytest.approx(sum(expected) - float(a.target_logprobs.sum()), abs=1e-2)
     page = out_html.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "Δ log p" in page and "ss-view-difference" in page
-    assert f"Δ log p = {obj['cross']['delta']:+.3f}" in proc.stdout
+    assert f"Δ log p = {obj['cross']['delta']:+.3f}" in stdout
