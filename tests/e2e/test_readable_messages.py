@@ -213,34 +213,3 @@ def test_a_fixed_target_row_shows_its_prompt_while_it_computes(server_url, brows
     # constitutional row), the wait ended between the check and the look, and the fresh clone failed.
     assert waits and not [w for w in waits if w[0] and not (w[1] and "I recommend the mushroom risotto" in w[2])], \
         waits[:20]
-
-
-def test_the_refining_curves_line_says_a_true_time_left(server_url, browser_page, artifacts_dir):
-    """The Test tab's progress while the curves refine their coarse result ("Refining: Scoring edited prompts: 85 /
-    270", then the upper bound's search) gives the time left from the job's measured rate on every line with units
-    done and units to go, and a range that holds what then happened (was: no estimate; then, for the upper bound's
-    search, "about 1–6936 min left" 2 s before it ended: the rows it found in the curves' memo counted as units of no
-    time). Every progress text is recorded as it renders; bound: 20 x the stage's true remaining time + 1 min."""
-    from playwright.sync_api import expect
-
-    page, _ = browser_page
-    plugin_checks.open_and_select(page, server_url, SIMPLE)
-    plugin_checks.open_tab(page, "Test this explanation")
-    mod = page.locator(plugin_checks.EXPLAIN_TAG)
-    expect(mod.locator(".for")).to_contain_text("target: whole response (", timeout=60_000)
-    plugin_checks.record_texts(mod, ".progress-text", "__ssProgress")
-    mod.locator("button.run.curves").click()
-    mod.locator(".curves svg.chart.deletion path.line.upper-bound").wait_for(timeout=plugin_checks.LOAD_TIMEOUT_MS)
-    seen = page.evaluate("window.__ssProgress")
-    print("progress lines:", seen)
-    line = re.compile(r"^(?P<stage>.+): (?P<done>\d+) / (?P<total>\d+) \(\d+%\)(?: · (?P<left>.+?))? \((?P<at>\d+) s\)$")
-    parsed = [(t, line.match(t)) for t in seen]
-    lines = [(t, m) for t, m in parsed if m and 0 < int(m["done"]) < int(m["total"])]
-    assert any(t.startswith("Refining:") for t, _ in lines), f"no refining line with units done and to go: {seen}"
-    ends = {m["stage"]: int(m["at"]) for _, m in parsed if m}  # the last second each stage was on screen
-    for t, m in lines:
-        found = re.fullmatch(r"about (\d+)(?:–(\d+))? (s|min) left", m["left"] or "")
-        assert found, f"a progress line without a time left: {t!r}"
-        high = int(found[2] or found[1]) * (60 if found[3] == "min" else 1)
-        true_left = ends[m["stage"]] + 1 - int(m["at"])
-        assert high <= 20 * true_left + 60, f"{t!r}: the stage ended {true_left} s later"
