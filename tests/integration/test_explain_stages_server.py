@@ -19,9 +19,10 @@ from tests.server_process import ServerProcess
 
 MODEL = "smollm2"
 EXPLAIN = explain.explain_model_name(MODEL)
-# Nine words a person asks about: word segments, so the full run (10 points, 10 random orders, upper
-# bound by greedy search) takes clearly longer than its coarse pass.
-DATA = {fields.PROMPT: "Which river flows through the city of Paris?", fields.TARGET: " The Seine.",
+# Five words a person asks about: word segments, so the full run (every point, 10 random orders, upper bound by
+# greedy search) takes clearly longer than its coarse pass (4 points, 3 orders). Was nine words: the full run's
+# forwards grow with the points and the greedy search with their square; what is checked does not depend on them.
+DATA = {fields.PROMPT: "Which river flows through Paris?", fields.TARGET: " The Seine.",
         explain.ACTION: "curves", explain.GRANULARITY: "word", explain.STEPS: 10, explain.METHODS: "grad_norm"}
 WAIT_S = 600
 POLL_S = 0.5  # status reads until the coarse result shows (the browser reads every 1 s), then 1 s
