@@ -70,6 +70,13 @@ def test_curves_reduce_load_and_contrast(server_url, browser_page, artifacts_dir
             expect(mod.locator(f".bound[data-mode={mode}]")).to_contain_text("Not decidable on this prompt")
         else:
             assert decidable == "true" and "not decidable on this prompt" not in verdicts, (decidable, verdicts)
+    # Where two curves coincide the first still shows around the second: each method line drawn later is narrower
+    # than those before it (issue 45 point 4; was: all 2 px, gradient norm's line hid under leave one out's). Moved
+    # here from test_readable_messages.py, which ran these curves (3 steps, the example's whole response) again.
+    widths = mod.locator("svg.chart.deletion path.line.method").evaluate_all(
+        "ps => ps.map((p) => parseFloat(getComputedStyle(p).strokeWidth))")
+    assert len(widths) >= 2, widths
+    assert all(a > b for a, b in zip(widths, widths[1:])), widths
     table = mod.locator("table.aopc.deletion").inner_text()
     assert "random (10)" in table and "length" in table and "largest |value| first" in table
     page.mouse.move(5, 5)

@@ -143,25 +143,6 @@ def test_escape_resets_the_target_after_tab_left_the_response(server_url, browse
     expect(mod.locator(".target-desc")).to_contain_text("whole response")
 
 
-def test_coinciding_curves_in_the_test_tab_stay_visible(server_url, browser_page, artifacts_dir):
-    """Faithfulness curves of two methods on the simple question (3 steps): each method line drawn later is narrower
-    than those before it, so that where two curves coincide the first still shows around the second (was: all 2 px,
-    gradient norm's line hid under leave one out's)."""
-    page, _ = browser_page
-    plugin_checks.open_and_select(page, server_url)
-    page.locator(".tab", has_text="Test this explanation").first.click()
-    explain = page.locator(plugin_checks.EXPLAIN_TAG)
-    explain.locator("input.steps").fill("3")
-    explain.locator("input.steps").dispatch_event("change")
-    explain.locator("button.run.curves").click()
-    lines = explain.locator("svg.chart.deletion path.line.method")
-    explain.locator(".curves.final").wait_for(timeout=plugin_checks.LOAD_TIMEOUT_MS)
-    widths = lines.evaluate_all("ps => ps.map((p) => parseFloat(getComputedStyle(p).strokeWidth))")
-    _shot(page, artifacts_dir, "curves")
-    assert len(widths) >= 2, widths
-    assert all(a > b for a, b in zip(widths, widths[1:])), widths
-
-
 def test_the_chain_of_thought_answer_is_in_view(server_url, browser_page, artifacts_dir):
     """The chain-of-thought row at 1280x720: the response's last segment (where its answer is) lies inside the
     response box's visible area, with the prompt's first and last segments inside the prompt box (was: the
