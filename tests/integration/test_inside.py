@@ -1,4 +1,5 @@
-"""Inside the model on the embedded default model (SmolLM2-135M-Instruct): the library and the LIT wrappers.
+"""Inside the model on the embedded default model (SmolLM2-135M-Instruct): the library and the LIT wrappers (the
+value index's build beside another page's clicks, plumbing of the job table, on a tiny random Llama).
 
 Prints the rank of " Paris" after each layer for "The capital of France is";
 asserts only what is robust: the last layer's logit lens is the model's own
@@ -25,10 +26,12 @@ from lit_app.model import shared_model, value_index
 from lit_app.wrappers import inside as lit_inside
 from tests import frontend_source
 from tests.server_process import client_header
+from tests.unit.tiny_models import tiny_llama, wrap
 
 PROMPT = "The capital of France is"
 MODEL = "smollm2"
 TRACE, INTERVENE, SEARCH = lit_inside.model_names(MODEL)
+INDEX_LAYERS = 12  # the tiny model whose value index builds while another page clicks
 
 
 def test_paris_rises_through_the_layers(default_lm):
@@ -137,21 +140,22 @@ def test_lit_trace_follows_the_salience_target(client, default_lm):
     assert inside.count_hooks(default_lm.model) == 0
 
 
-def test_another_clients_click_is_answered_while_the_index_builds(default_lm, stub_client_root, monkeypatch,
-                                                                   tmp_path):
+def test_another_clients_click_is_answered_while_the_index_builds(stub_client_root, monkeypatch, tmp_path):
     """Page A's search starts the value index's build (one job of the model's job table, at the user-job level of
     A) and A's page polls it as the module does; page B's span clicks on the salience module are answered between
     its layers, and the build goes on: the same job, never cancelled, its progress never going back, to the end
-    (issue 43 §1)."""
+    (issue 43 §1). The job table's plumbing, not the model's: a tiny random Llama of INDEX_LAYERS layers through the
+    same LIT app (was the default model, whose 30 layers' build cost ~30 s of CPU)."""
     monkeypatch.setenv("SEQUENCE_SALIENCE_CACHE", str(tmp_path))  # a cold build, not the user's cache
     layer = inside.value_index.build_layer
 
-    def slow_layer(*args):  # each layer holds the model a while longer, as a larger model's would
-        time.sleep(0.3)
+    def slow_layer(*args):  # each layer holds the model a while, as a real model's does (~1 s for the default's)
+        time.sleep(0.5)
         return layer(*args)
 
     monkeypatch.setattr(inside.value_index, "build_layer", slow_layer)
-    shared = shared_model.SharedLM(default_lm, max_new_tokens=12)
+    shared = shared_model.SharedLM(wrap(tiny_llama(seed=0, layers=INDEX_LAYERS), "llama"), max_new_tokens=4,
+                                   disk_cache=False)
     lit_models = model_group.lit_models(shared, MODEL)
     app = server.build_app(lit_models, datasets.get_datasets(), stub_client_root)
     page_a, page_b = Client(app), Client(app)
@@ -192,8 +196,8 @@ def test_another_clients_click_is_answered_while_the_index_builds(default_lm, st
         assert not failures, failures
         last = polls[-1]
         assert shared.jobs.get(index.group, value_index.KIND) is job and job.state == "done" and not job.cancelled
-        assert last["index"]["state"] == "done" and last["index"]["done"] == last["index"]["total"] == 30
-        assert last["layers_searched"] == 30 and last["hits"]
+        assert last["index"]["state"] == "done" and last["index"]["done"] == last["index"]["total"] == INDEX_LAYERS
+        assert last["layers_searched"] == INDEX_LAYERS and last["hits"]
         dones = [p["index"]["done"] for p in polls]
         assert dones == sorted(dones), f"the build restarted: its progress went back ({dones})"
     finally:

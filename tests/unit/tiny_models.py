@@ -35,10 +35,10 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
 
-def tiny_llama(seed: int = 0) -> torch.nn.Module:
+def tiny_llama(seed: int = 0, layers: int = 2) -> torch.nn.Module:
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=len(tiny_tokenizer()), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        vocab_size=len(tiny_tokenizer()), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0,
         bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
     )
