@@ -63,24 +63,6 @@ def serial(tiny_dir) -> dict:
     return {o.key: o.evaluation for o in run_serial(list(enumerate(ROWS, start=1)), worker)}
 
 
-def test_local_ray_gives_the_serial_per_row_results(local_ray, tiny_dir, serial, tmp_path, capsys):
-    batch = tmp_path / "p.jsonl"
-    batch.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n", encoding="utf-8")
-    base = ["evaluate", "--batch", str(batch), "--model", tiny_dir, "--out", str(tmp_path / "ray")] + FLAGS
-    assert cli.main(base + ["--ray", "--workers", "2"]) == cli.EXIT_OK
-    assert "2 Ray worker(s) ready" in capsys.readouterr().err
-    workers = set()
-    for i in range(1, 5):
-        on_ray = json.loads((tmp_path / "ray" / f"{i:05d}.json").read_text())
-        assert on_ray["evaluation"] == serial[i], f"row {i}"  # exactly equal numbers
-        workers.add(on_ray["meta"]["worker"])
-    assert len(workers) == 2 and str(os.getpid()) not in {w.split("@")[0] for w in workers}
-    # A serial rerun over the Ray run's folder resumes (same fingerprints): nothing to do, no model load.
-    assert cli.main(base) == cli.EXIT_OK
-    err = capsys.readouterr().err
-    assert "0 to do, 4 already done" in err and "Loading model" not in err
-
-
 def test_a_worker_that_dies_loses_only_its_row_which_is_retried(local_ray, tiny_dir, serial, tmp_path):
     marker = str(tmp_path / "died")
     tasks = list(enumerate(ROWS, start=1))
@@ -112,19 +94,19 @@ def _listening(procs) -> dict[tuple[int, str], set[str]]:
     return out
 
 
-def test_every_socket_of_the_local_instance_is_on_loopback(tiny_dir, tmp_path):
-    """`evaluate --ray` in a fresh process (ray not imported before: the CLI's own path, the switch not
-    inherited from this test), its whole process tree (driver, GCS, raylet, agents, workers) polled
-    while it runs: every listening socket seen is on 127.0.0.1 / ::1 (IPv4-mapped included). Before the
-    fix, GCS, raylet, driver and workers listened on `*` and the runtime-env agent on the network address.
-    One worker: a second is another process of the same code, started the same way (the two-worker runs
-    are the tests above); each worker costs a Python start that imports torch and loads the model."""
+def test_every_socket_is_on_loopback_and_the_rows_are_the_serial_ones(tiny_dir, serial, tmp_path, capsys):
+    """`evaluate --ray --workers 2` in a fresh process (ray not imported before: the CLI's own path, the switch not
+    inherited from this test), its whole process tree (driver, GCS, raylet, agents, workers) polled while it runs:
+    every listening socket seen is on 127.0.0.1 / ::1 (IPv4-mapped included). Before the fix, GCS, raylet, driver
+    and workers listened on `*` and the runtime-env agent on the network address. The same run gives the serial
+    run's per-row results, from two workers that are not the driver, and a serial rerun over its folder resumes.
+    (One run for both claims: each worker costs a Python start that imports torch and loads the model.)"""
     batch = tmp_path / "p.jsonl"
     batch.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in runner.LOOPBACK_ENV}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
     cmd = [sys.executable, "-m", "sequence_salience.cli", "evaluate", "--batch", str(batch), "--model", tiny_dir,
-           "--out", str(tmp_path / "out"), "--ray", "--workers", "1"] + FLAGS  # one worker's sockets are every worker's
+           "--out", str(tmp_path / "out"), "--ray", "--workers", "2"] + FLAGS
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: dict[tuple[int, str], set[str]] = {}
     driver = psutil.Process(proc.pid)
@@ -143,7 +125,7 @@ def test_every_socket_of_the_local_instance_is_on_loopback(tiny_dir, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == cli.EXIT_OK, err
-    assert "1 Ray worker(s) ready" in err
+    assert "2 Ray worker(s) ready" in err
     assert f"Ray {ray.__version__}, listening on 127.0.0.1 only" in err  # the version and the path it took
     names = {name for _, name in seen}
     print("listening sockets seen:", {f"{name}[{pid}]": sorted(a) for (pid, name), a in sorted(seen.items())})
@@ -154,6 +136,17 @@ def test_every_socket_of_the_local_instance_is_on_loopback(tiny_dir, tmp_path):
     exposed = {f"{name}[{pid}]": sorted(a for a in addrs if not runner.is_loopback(a.rsplit(":", 1)[0]))
                for (pid, name), addrs in seen.items()}
     assert not any(exposed.values()), exposed
+    workers = set()
+    for i in range(1, 5):
+        on_ray = json.loads((tmp_path / "out" / f"{i:05d}.json").read_text())
+        assert on_ray["evaluation"] == serial[i], f"row {i}"  # exactly equal numbers
+        workers.add(on_ray["meta"]["worker"])
+    assert len(workers) == 2 and str(proc.pid) not in {w.split("@")[0] for w in workers}
+    # A serial rerun over the Ray run's folder resumes (same fingerprints): nothing to do, no model load.
+    base = ["evaluate", "--batch", str(batch), "--model", tiny_dir, "--out", str(tmp_path / "out")] + FLAGS
+    assert cli.main(base) == cli.EXIT_OK
+    err = capsys.readouterr().err
+    assert "0 to do, 4 already done" in err and "Loading model" not in err
     assert runner.is_loopback("127.0.0.1") and runner.is_loopback("::1") and runner.is_loopback("::ffff:127.0.0.1")
     assert not runner.is_loopback("0.0.0.0") and not runner.is_loopback("::") and not runner.is_loopback("192.0.2.2")
 
