@@ -222,6 +222,9 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     n_words = both.count()
     salience.locator("select.granularity").select_option("sentence")
     expect(mod.locator(".models-head .granularity")).to_have_text("sentence", timeout=60_000)
+    # The label changes before the sentences' values arrive (the section asks both models again; at load 17 the view
+    # was still empty when counted, session 38): wait for its segments, then count them.
+    expect(mod.locator(".view-both .cseg:not(.markup)")).not_to_have_count(0, timeout=TIMEOUT_MS)
     assert 0 < mod.locator(".view-both .cseg:not(.markup)").count() < n_words
 
     # The keyboard: Enter on the toggle closes the section, Space opens it again (answers from the room's state).
