@@ -134,10 +134,13 @@ def browser_page(chromium):
         ctx.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_model_server(tmp_path_factory):
     """Its own process, not the session's `lit_server`: two models (`--models a:default,b:<folder>`), b a tiny
-    random Llama over the default model's tokenizer (tests/unit/tiny_models.py); one per test file that uses it."""
+    random Llama over the default model's tokenizer (tests/unit/tiny_models.py). One per session (per xdist worker),
+    shared by the files that use it (test_compare_models.py, test_stacked_views.py: they open other prompts, and
+    no test reads the server's state), so a worker that runs both starts it once (docs/benchmarks.md, "Session 38
+    (h5)")."""
     import sequence_salience as ss
     from tests.server_process import ServerProcess
     from tests.unit.tiny_models import save_tiny_llama_for
