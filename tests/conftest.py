@@ -1,5 +1,5 @@
-"""Options and fixtures shared by every test tier: --soak-seconds, and `lit_server`, the one real server of
-the session."""
+"""Options and fixtures shared by every test tier: --soak-seconds, `stub_client_root`, and `lit_server`, the one real
+server of the session."""
 
 import os
 from collections.abc import Iterator
@@ -58,6 +58,17 @@ def pytest_addoption(parser):
         "--soak-seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", DEFAULT_SOAK_SECONDS)),
         help=f"How long tests/soak runs its client threads (default {DEFAULT_SOAK_SECONDS:g} s,"
              " or $SOAK_SECONDS); e.g. --soak-seconds 600 for a long soak.")
+
+
+@pytest.fixture(scope="module")
+def stub_client_root(tmp_path_factory) -> str:
+    """A client root built around a stub bundle, one per test module: the server-side tests (integration, and unit
+    tests of the LIT app on a tiny model) run whether or not the frontend is built."""
+    from lit_app.serving import client_build  # pylint: disable=import-outside-toplevel  (tiers that need no LIT)
+
+    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
+    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
+    return client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
 
 
 @pytest.fixture(scope="session")

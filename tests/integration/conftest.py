@@ -6,7 +6,7 @@ import time
 import pytest
 
 import sequence_salience as ss
-from lit_app.serving import client_build, model_group
+from lit_app.serving import model_group
 from lit_app.data import datasets
 from lit_app import server
 from lit_app.model import shared_model
@@ -21,15 +21,6 @@ def default_lm() -> ss.LanguageModel:
     Shared by every integration test: do not mutate it.
     """
     return ss.load_model("default")
-
-
-@pytest.fixture(scope="module")
-def stub_client_root(tmp_path_factory) -> str:
-    """A client root built around a stub bundle, one per test module: the server-side tests run whether
-    or not the frontend is built."""
-    bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
-    bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
-    return client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
 
 
 @pytest.fixture(scope="module")
