@@ -142,7 +142,7 @@ def verify(order: Sequence[int], measure: Callable[[list[int]], np.ndarray], set
       order: the segments in the order they are verified (`candidates`).
       measure: segments -> <float64>[len] their exact leave-one-out values (one batch of ablated prompts).
       settings: verify_min, verify_patience, verify_max.
-      top: the size of the verified top the rule watches (TOP; word_verified watches five).
+      top: the size of the verified top the rule watches (TOP; benchmarks/bench_word_verified.py replays it with five).
     Returns:
       (the verified segments in order, <float64>[V] their exact values).
     """
@@ -182,7 +182,8 @@ def segment_sums(token_values: np.ndarray, segment_tokens: Sequence[np.ndarray])
 
 
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
-    return verified_output(problem, config, checked_settings(config), TOP, lambda e, g: candidates(e, g()), NAME)
+    settings = checked_settings(config)
+    return verified_output(problem, config, NAME, lambda e, g, measure: verify(candidates(e, g()), measure, settings))
 
 
 def gradient_sums(problem: SegmentProblem, stage: str) -> np.ndarray:
@@ -195,13 +196,15 @@ def gradient_sums(problem: SegmentProblem, stage: str) -> np.ndarray:
     return segment_sums(tokens.span_gradient(), tokens.segment_tokens)
 
 
-def verified_output(problem: SegmentProblem, config: AblationConfig, settings: Settings, top: int,
-                    order: Callable[[np.ndarray, Callable[[], np.ndarray]], list[int]], stage: str) -> SegmentOutput:
-    """The verified map: the candidates `order(estimate [S], () -> gradient [S])` (the gradient computed only when
-    asked for) verified under `verify`'s rule (the top `top` watched), their exact values, the rescaled and capped
-    estimate elsewhere (`combine`); `stage`: the progress frame's name. Before it returns, `problem.partial` hears
-    the map so far: the estimate alone (nothing verified: the first look, no forward of its own when the unedited
-    prompt's pass recorded the attention), then after each verification batch."""
+def verified_output(problem: SegmentProblem, config: AblationConfig, stage: str,
+                    select: Callable[[np.ndarray, Callable[[], np.ndarray], Callable[[list[int]], np.ndarray]],
+                                     tuple[list[int], np.ndarray]]) -> SegmentOutput:
+    """The verified map: the segments `select(estimate [S], () -> gradient [S], measure)` verifies (the gradient
+    computed only when asked for; `measure`: segments -> their exact values, one batch; attention_verified: `verify`'s
+    rule over `candidates`), their exact values, the rescaled and capped estimate elsewhere (`combine`); `stage`: the
+    progress frame's name. Before it returns, `problem.partial` hears the map so far: the estimate alone (nothing
+    verified: the first look, no forward of its own when the unedited prompt's pass recorded the attention), then
+    after each verification batch."""
     estimate = attention_attribution.compute(problem, config)  # raises without problem.tokens
     picked: list[int] = []  # the verified segments so far, in order
     exact: list[float] = []  # their exact values
@@ -218,7 +221,7 @@ def verified_output(problem: SegmentProblem, config: AblationConfig, settings: S
         problem.partial(_output(estimate, picked, exact, logps, problem.n_segments))
         return values
 
-    verified, values = verify(order(estimate.values, lambda: gradient_sums(problem, stage)), measure, settings, top)
+    verified, values = select(estimate.values, lambda: gradient_sums(problem, stage), measure)
     return _output(estimate, verified, values, logps, problem.n_segments)
 
 

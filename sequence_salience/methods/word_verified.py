@@ -32,7 +32,10 @@ from sequence_salience.methods.base import AblationConfig, SegmentMethod, Segmen
 
 SHARE = 0.25  # the budget: verified words as a share of the prompt's words (issue 42's goal)
 TOP = 5  # the top five words of the goal: the budget verifies at least this many
-ORDER = "estimate"  # the proxy ranking the candidates (bench_word_verified.ORDERS), chosen on the first prompts
+# The rule (session 38; chosen on the choice prompts only, docs/benchmarks.md "Session 38 (h3)"):
+ALPHA = 0.7  # the first ranking: ALPHA x the estimate's z-score + (1 - ALPHA) x the log gradient norm's z-score
+FIRST = 2 / 3  # the first batch: this share of the budget (at least TOP), the first ranking's best
+BONUS = 0.5  # the second batch: the first ranking plus BONUS next to a verified word of the top TOP (`neighbours`)
 
 
 def budget(n_segments: int) -> int:
@@ -40,12 +43,48 @@ def budget(n_segments: int) -> int:
     return min(n_segments, max(TOP, math.floor(SHARE * n_segments)))
 
 
-def order(estimate: np.ndarray, gradient: Callable[[], np.ndarray]) -> list[int]:
-    """Every word once, in the order verified (ORDER): `estimate` <[S]>, `gradient` () -> <[S]> (asked for only by
-    an order that reads it)."""
-    if ORDER == "estimate":
-        return [int(s) for s in np.argsort(-np.asarray(estimate, dtype=np.float64), kind="stable")]
-    return attention_verified.candidates(estimate, gradient())
+def standard(x: np.ndarray) -> np.ndarray:
+    """<float64>[S] `x` <[S]> minus its mean, over its standard deviation (1 where that is 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    sd = float(x.std())
+    return (x - x.mean()) / (sd if sd > 0 else 1.0)
+
+
+def scores(estimate: np.ndarray, gradient: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """<float64>[S] the first ranking: alpha × z(estimate) + (1 - alpha) × z(log gradient norm), both <[S]>."""
+    log_gradient = np.log(np.maximum(np.asarray(gradient, dtype=np.float64), np.finfo(np.float64).tiny))
+    return alpha * standard(estimate) + (1 - alpha) * standard(log_gradient)
+
+
+def neighbours(picked: list[int], exact: np.ndarray, n_segments: int) -> np.ndarray:
+    """<bool>[S] the words next to (one word before or after) a verified word whose exact value <[V]> is positive and
+    among the verified top TOP (at least the TOP-th largest)."""
+    exact = np.asarray(exact, dtype=np.float64)
+    kth = np.sort(exact)[::-1][min(TOP, len(exact)) - 1] if len(exact) else np.inf
+    near = np.zeros(n_segments, dtype=bool)
+    for s, v in zip(picked, exact):
+        if v >= kth and v > 0:
+            near[[t for t in (s - 1, s + 1) if 0 <= t < n_segments]] = True
+    return near
+
+
+def select(first: np.ndarray, n: int, measure: Callable[[list[int]], np.ndarray], share: float = FIRST,
+           bonus: float = BONUS) -> tuple[list[int], np.ndarray]:
+    """The rule of the module docstring: `n` words verified in two batches, from the first ranking `first` <[S]>: its
+    best round(share × n) (at least TOP), then the rest by `first` + bonus × `neighbours`. `measure`: words ->
+    <float64>[len] their exact leave one out values (one batch). Returns (the verified words in order, <float64>[n]
+    their values)."""
+    S = len(first)
+    n1 = min(n, max(TOP, round(share * n)))
+    picked = [int(s) for s in np.argsort(-first, kind="stable")[:n1]]
+    exact = np.asarray(measure(picked), dtype=np.float64)
+    if n1 < n:
+        second = np.asarray(first, dtype=np.float64) + bonus * neighbours(picked, exact, S)
+        second[picked] = -np.inf
+        more = [int(s) for s in np.argsort(-second, kind="stable")[:n - n1]]
+        picked += more
+        exact = np.concatenate([exact, np.asarray(measure(more), dtype=np.float64)])
+    return picked, exact
 
 
 def rows(n_segments: int, config: AblationConfig) -> int:
@@ -55,8 +94,8 @@ def rows(n_segments: int, config: AblationConfig) -> int:
 
 def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
     n = budget(problem.n_segments)
-    settings = attention_verified.Settings(verify_min=n, verify_patience=n, verify_max=n)  # the whole budget
-    return attention_verified.verified_output(problem, config, settings, TOP, order, NAME)
+    return attention_verified.verified_output(
+        problem, config, NAME, lambda estimate, gradient, measure: select(scores(estimate, gradient()), n, measure))
 
 
 NAME = "word_verified"
