@@ -19,15 +19,40 @@ def test_the_budget_is_a_quarter_of_the_words_at_least_five_at_most_all():
     assert word_verified.rows(100, None) == 25
 
 
-def test_the_candidates_come_in_the_chosen_proxys_order():
-    estimate = np.array([0.9, -0.2, 0.5, 0.1, 0.7])
-    gradient = np.array([0.1, 3.0, 0.2, 2.0, 0.3])
-    want = {"estimate": [0, 4, 2, 3, 1],  # largest estimate first
-            "alternate": [0, 1, 4, 3, 2]}  # estimate's 1st, gradient's 1st, estimate's 2nd, gradient's 2nd, ...
-    assert word_verified.order(estimate, lambda: gradient) == want[word_verified.ORDER]
+def test_the_first_ranking_mixes_the_two_proxies_z_scores():
+    # z of [1, 0, -1] is [1, 0, -1] / sqrt(2/3); the gradient enters by its log: log [1, e, 1/e] = [0, 1, -1].
+    z = 1 / np.sqrt(2 / 3)
+    got = word_verified.scores(np.array([1.0, 0.0, -1.0]), np.array([1.0, np.e, 1 / np.e]), alpha=0.7)
+    np.testing.assert_allclose(got, [0.7 * z, 0.3 * z, -z], rtol=1e-12)
+    assert (word_verified.standard(np.array([2.0, 2.0])) == 0).all()  # no spread: zeros, not a division by 0
 
 
-def test_the_verified_words_are_the_budgets_first_candidates_with_plain_forward_leave_one_out_values(tmp_path):
+def test_neighbours_are_next_to_a_positive_word_of_the_verified_top_five():
+    # values 6..1 at words 0, 2, ..., 10: the top five are words 0-8; word 10 (1.0, sixth) gives no neighbour.
+    near = word_verified.neighbours([0, 2, 4, 6, 8, 10], np.array([6.0, 5, 4, 3, 2, 1]), 12)
+    assert np.flatnonzero(near).tolist() == [1, 3, 5, 7, 9]
+    assert not word_verified.neighbours([3], np.array([-1.0]), 5).any()  # a negative value is no reason
+
+
+def test_the_second_batch_favours_the_neighbour_of_a_large_verified_word():
+    first = np.array([5, 4, 3, 2, 1, -0.45, -0.1, -0.2, -0.3, -0.9])
+    values = np.array([-1, -1, -1, -1, 10, 0, 0, 0, 0, 0], dtype=float)
+    batches = []
+
+    def measure(words):
+        batches.append(list(words))
+        return values[words]
+
+    picked, exact = word_verified.select(first, 7, measure, share=2 / 3, bonus=0.5)
+    # round(2/3 * 7) = 5 first, by `first`; then 2: word 5 (-0.45 + 0.5, next to word 4's 10) before word 7 (-0.2).
+    assert batches == [[0, 1, 2, 3, 4], [5, 6]]
+    assert picked == [0, 1, 2, 3, 4, 5, 6]
+    np.testing.assert_array_equal(exact, values[picked])
+    picked, _ = word_verified.select(first, 7, lambda w: values[w], share=2 / 3, bonus=0.0)
+    assert picked[5:] == [6, 7]  # without the bonus: the first ranking's order
+
+
+def test_the_verified_words_are_the_rules_picks_with_plain_forward_leave_one_out_values(tmp_path):
     lm = wrap(tiny_llama(seed=0), "llama")
     _, config = saved_random_estimator(lm, tmp_path / "e.npz", seed=5)
     got = segment_salience(lm, PROMPT, TARGET, word_verified.NAME, granularity="word", config=config)
@@ -41,10 +66,12 @@ def test_the_verified_words_are_the_budgets_first_candidates_with_plain_forward_
     segs = scoring.prompt_segments(result, "word").matches_only()
     target_len = len(result.ids) - result.n_prompt_tokens
     gradient = segment_sums(ss.compute_span_salience(lm, PROMPT, TARGET, "grad_norm", 0, target_len), segs.tokens)
-    assert sorted(np.flatnonzero(measured)) == sorted(word_verified.order(estimate.values, lambda: gradient)[:n])
-    assert got.stats.rows - 1 == n  # one forward per verified word (the unedited prompt apart)
+    assert got.stats.rows - 1 == n  # one forward per verified word (the unedited prompt apart): the budget
     # Exactly leave one out's values where measured: one plain forward per removed word, no cache.
     want, brute_segs = brute_force(lm, PROMPT, TARGET, "word", "filler")
     assert got.segments == brute_segs.spans
+    # The rule replayed on the independent proxies and values picks the same words (its second batch reads them).
+    picked, _ = word_verified.select(word_verified.scores(estimate.values, gradient), n, lambda w: want[w])
+    assert sorted(np.flatnonzero(measured)) == sorted(picked)
     np.testing.assert_allclose(got.values[measured], want[measured], rtol=0, atol=1e-5)
     assert (got.values[~measured] < got.values[measured].min()).all()  # the estimate, capped below the verified
