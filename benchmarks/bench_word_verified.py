@@ -17,7 +17,9 @@ the verified top five (measured words only) is full leave one word out's top fiv
 overlap. The rule is chosen on the first half of the held-out prompts (by index: CHOICE) and reported on the second
 half and on the four cases. The choice: the highest rate of the same top five within 25 % of the forwards; ties
 broken by the larger mean top-five overlap, then the fewer forwards, then the fewer proxies (set down before the
-second half was read).
+second half was read). Session 38 adds word_verified's two-batch rule (its constants chosen from GRID on the choice
+prompts only, with a leave-one-prompt-out figure) and splits the held-out prompts into those session 34 read and
+those recorded after the rule was committed.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ ORDERS = {
 # The grid, written down before any held-out record was read: 4 orders x patience 3, 5, 8, to the cap.
 RULES = [WordRule(order, patience) for order in ORDERS for patience in (3, 5, 8, None)]
 CHOICE = range(0, 16)  # held-out prompts of these indices choose the rule; the rest (16-31) report it
+READ_34 = (16, 17, 18, 24, 25, 26, 27)  # the held-out prompts session 34 reported on; the others were recorded after
 
 
 def sentence_values(rec: c2f.Recorded) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +226,10 @@ def replay(args) -> None:
     recs = {i: r for i, r in recs.items() if "gradient" in r.record}  # complete (record writes them last)
     halves = {"choice (0-15)": [recs[i] for i in sorted(recs) if i in CHOICE]}
     if args.held_out:
-        halves["held out (16-31)"] = [recs[i] for i in sorted(recs) if i not in CHOICE]
+        halves["held out, read in session 34 (16-18, 24-27)"] = [recs[i] for i in sorted(recs) if i in READ_34]
+        later = [i for i in sorted(recs) if i not in CHOICE and i not in READ_34]
+        if later:
+            halves[f"held out, recorded in session 38 ({', '.join(map(str, later))})"] = [recs[i] for i in later]
         halves["four cases"] = [c2f.Recorded.load(key) for key in c2f.CASES]
     for name, group in halves.items():
         words = [len(r.record["words"]) for r in group]
