@@ -136,6 +136,21 @@ def open_and_select(page, url: str, prompt: str = EXAMPLE_PROMPT, until: str = R
     return salience
 
 
+def inside(box: dict | None, area: dict, what: str) -> None:
+    """`box` is rendered and lies within `area` (both {x, y, width, height}); 1 px of rounding allowed."""
+    assert box is not None, f"{what} is not rendered"
+    ok = (box["x"] >= area["x"] - 1 and box["y"] >= area["y"] - 1
+          and box["x"] + box["width"] <= area["x"] + area["width"] + 1
+          and box["y"] + box["height"] <= area["y"] + area["height"] + 1)
+    assert ok, f"{what} at {box} is outside {area}"
+
+
+def top_on_screen(box: dict | None, area: dict, what: str, lines: float = 40) -> None:
+    """The first `lines` px of `box` lie inside `area` (a tall box may go on below it)."""
+    assert box is not None, f"{what} is not rendered"
+    inside({**box, "height": min(box["height"], lines)}, area, what)
+
+
 def screenshot(page, folder: Path, name: str) -> Path:
     """Saves the page as folder/name.png (making the folder); returns the path."""
     folder.mkdir(parents=True, exist_ok=True)

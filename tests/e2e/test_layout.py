@@ -37,14 +37,6 @@ CASES = ["few-shot classification", "chain-of-thought", "constitutional", "simpl
 LOAD_TIMEOUT_MS = 240_000
 
 
-def _inside(box: dict, area: dict, what: str) -> None:
-    """`box` lies within `area` (both {x, y, width, height}); 1 px of rounding allowed."""
-    ok = (box["x"] >= area["x"] - 1 and box["y"] >= area["y"] - 1
-          and box["x"] + box["width"] <= area["x"] + area["width"] + 1
-          and box["y"] + box["height"] <= area["y"] + area["height"] + 1)
-    assert ok, f"{what} at {box} is outside {area}"
-
-
 def _segment(mod, part: str, word: str):
     seg = mod.locator(f".{part} .seg, .{part} .tgt").filter(has_text=word)
     assert seg.count() >= 1, f"no segment with {word!r} in the {part}"
@@ -80,8 +72,8 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     scroll_left, scroll_width, client_width = area.evaluate("a => [a.scrollLeft, a.scrollWidth, a.clientWidth]")
     assert scroll_left == 0 and scroll_width <= client_width, (scroll_left, scroll_width, client_width)
     expect(row).to_have_class(re.compile("primary-selected"))
-    _inside(row.locator("td").nth(2).bounding_box(), area.bounding_box(), "the selected row's prompt cell")
-    _inside(row.locator("td").nth(3).bounding_box(), area.bounding_box(), "the selected row's target cell")
+    plugin_checks.inside(row.locator("td").nth(2).bounding_box(), area.bounding_box(), "the selected row's prompt cell")
+    plugin_checks.inside(row.locator("td").nth(3).bounding_box(), area.bounding_box(), "the selected row's target cell")
     page.screenshot(path=str(out / "table-1280x720.png"))
     page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=LOAD_TIMEOUT_MS)
     page.mouse.move(5, 5)
@@ -89,18 +81,18 @@ def test_prompt_and_response_in_view_at_1280x720(server_url, browser_page, artif
     # The user's question (its first and last words) and the response: on screen, not scrolled away.
     prompt_box = sal.locator(".prompt").bounding_box()
     response_box = sal.locator(".response").bounding_box()
-    _inside(prompt_box, viewport, "the prompt box")
-    _inside(response_box, viewport, "the response box")
+    plugin_checks.inside(prompt_box, viewport, "the prompt box")
+    plugin_checks.inside(response_box, viewport, "the response box")
     for word in (QUESTION_FIRST, QUESTION_LAST):
-        _inside(_segment(sal, "prompt", word).bounding_box(), prompt_box, f"the question's {word!r}")
+        plugin_checks.inside(_segment(sal, "prompt", word).bounding_box(), prompt_box, f"the question's {word!r}")
     targets = sal.locator(".response .tgt")
     assert targets.count() >= 2
-    _inside(targets.first.bounding_box(), response_box, "the response's first segment")
-    _inside(targets.last.bounding_box(), response_box, "the response's last segment")
+    plugin_checks.inside(targets.first.bounding_box(), response_box, "the response's first segment")
+    plugin_checks.inside(targets.last.bounding_box(), response_box, "the response's last segment")
     # At least 8 entries of the top list are on screen.
     items = sal.locator(".top li")
     assert items.count() >= 8
-    _inside(items.nth(7).bounding_box(), viewport, "the 8th top-list entry")
+    plugin_checks.inside(items.nth(7).bounding_box(), viewport, "the 8th top-list entry")
 
     # The chat template and system prompt start open here, as several of the top list lie in the principles
     # (issue 35; tests/e2e/test_first_hour.py); a click folds them and another shows them again.
