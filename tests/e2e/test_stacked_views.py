@@ -16,13 +16,12 @@ legend does, which says the scale is the comparison's beside it.
 module keeps b's scale (its legend ends at its largest prompt value, its top list's first, not at the shared
 scale) and its legend says so and where both share one (was: nothing said).
 
-`test_add_and_compare_keeps_the_map_readable`: the few-shot row edited in LIT's editor and *Add and compare*: the
-comparison takes the top, the map below it still shows at least MIN_LINES lines of the prompt without scrolling
-(was two), and the comparison's aligned prompt at least three, scrolled to the edit.
-
-`test_a_replaced_run_shows_each_segment_in_its_colour`: Add and compare with one sentence replaced: in "both values"
-each word of the replaced run has its own colour, the colour the map below gives that word (was: the run one block
-coloured by its sum); in "difference" the run is one colour and the difference's legend says why.
+`test_add_and_compare_keeps_the_map_readable_and_a_replaced_run_in_its_colours`: the few-shot row edited in LIT's
+editor (one review sentence replaced) and *Add and compare*: the comparison takes the top, the map below it still
+shows at least MIN_LINES lines of the prompt without scrolling (was two), and the comparison's aligned prompt at least
+three, scrolled to the edit; in "both values" each word of the replaced run has its own colour, the colour the map
+below gives that word (was: the run one block coloured by its sum); in "difference" the run is one colour and the
+difference's legend says why. (Two tests with the same edit until session 38.)
 
 `test_one_scale_for_one_method_on_one_prompt`: the few-shot row pinned (LIT's toolbar), the simple question
 selected: the comparison's shared scale and the map's below it end at the same value, and the map's legend says
@@ -138,7 +137,11 @@ def replace_a_sentence(page, url: str):
     return mod
 
 
-def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifacts_dir):
+RGB_JS = "e => getComputedStyle(e).backgroundColor.match(/[0-9.]+/g).slice(0, 3).map(Number)"
+
+
+def test_add_and_compare_keeps_the_map_readable_and_a_replaced_run_in_its_colours(server_url, browser_page,
+                                                                                  artifacts_dir):
     from playwright.sync_api import expect
 
     page, external = browser_page
@@ -152,17 +155,8 @@ def test_add_and_compare_keeps_the_map_readable(server_url, browser_page, artifa
     # In those lines: the edit (the aligned prompt scrolled to it), its new words underlined.
     expect(mod.locator(".compare .cprompt ins").first).to_be_in_viewport()
     page.screenshot(path=str(artifacts_dir / "stacked-add-and-compare.png"))
-    assert not external, external
 
-
-RGB_JS = "e => getComputedStyle(e).backgroundColor.match(/[0-9.]+/g).slice(0, 3).map(Number)"
-
-
-def test_a_replaced_run_shows_each_segment_in_its_colour(server_url, browser_page, artifacts_dir):
-    from playwright.sync_api import expect
-
-    page, external = browser_page
-    mod = replace_a_sentence(page, server_url)
+    # The replaced run in "both values": each word in its own colour, the colour the map below gives that word.
     assert mod.locator(".compare button.mode-both").get_attribute("aria-pressed") == "true"
     run = mod.locator(".compare .cprompt ins.cseg", has_text="went dark")
     pieces = run.locator(".cpiece")
