@@ -36,8 +36,12 @@ model. Asserted:
   probes try to read and one they try to overwrite, is byte-for-byte the same),
   and no answer contains the outside file's content.
 
+The load's first round gives every kind of the clients' mixes (the matrix job once per extra method) to one client
+each (`Soak.first_rounds`), so that a run of any length starts every kind during the load (asserted); then each
+client draws its kinds at random.
+
 Printed: requests served, answers by kind and status, the 409s per kind, jobs started and finished per
-kind, the server's peak RSS while each warm-up kind ran, and the RSS curve: after warm-up, every
+kind, the kinds the load's clients started, the server's peak RSS while each warm-up kind ran, and the RSS curve: after warm-up, every
 minute (every tenth of the run when shorter than 10 minutes), at the end of the load and 10 s
 later (docs/benchmarks.md, "Soak").
 """
@@ -151,6 +155,11 @@ def _wait_idle(server: "Server", timeout_s: float = 300) -> None:
         time.sleep(2)
 
 
+def _kind_name(fn) -> str:
+    """A client's kind of work: its function's name, the matrix job's with its extra method (matrix_job_ig)."""
+    return getattr(fn, "__name__", None) or f"matrix_job_{fn.keywords['extra'].kind}"
+
+
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -222,6 +231,7 @@ class Soak:
         self.local = threading.local()  # .client: the id the thread's requests carry ("" for the script client)
         self.superseded = collections.Counter()  # kind -> 409s of work its own client superseded
         self.jobs = collections.Counter()  # (kind, "started" | "finished") -> jobs polled to the end
+        self.ran = collections.Counter()  # `_kind_name` -> times a client of the load started it
 
     # -- helpers -----------------------------------------------------------
 
@@ -624,12 +634,32 @@ class Soak:
         return [(self.gen_fixed, 1), (self.gen_fresh, 0.5), (self.tokens, 1), (self.sal_fixed, 1),
                 (self.sal_fresh, 0.5), (self.segment_job, 1), (self.matrix_job, 1)]
 
+    def each_kind(self, *mixes) -> list:
+        """Every kind of the mixes once (by `_kind_name`), then the matrix job once per extra method (IG, SmoothGrad)
+        where a mix has it."""
+        kinds = {fn.__name__: fn for mix in mixes for fn, _ in mix}
+        if kinds.pop(self.matrix_job.__name__, None):
+            kinds.update({f"matrix_job_{e.kind}": functools.partial(self.matrix_job, extra=e)
+                          for e in method_registry.EXTRA_METHODS})
+        return list(kinds.values())
+
     def warm_up_kinds(self):
-        """Every valid kind once, the matrix job once per extra method (IG and SmoothGrad): every pass the load
-        runs has run once before the RSS baseline."""
-        kinds = {fn.__name__: fn for fn, _ in self.page_kinds() + self.script_kinds()}
-        del kinds[self.matrix_job.__name__]
-        return [*kinds.values(), *(functools.partial(self.matrix_job, extra=e) for e in method_registry.EXTRA_METHODS)]
+        """Every valid kind once, the matrix job once per extra method: every pass the load runs has run once
+        before the RSS baseline."""
+        return self.each_kind(self.page_kinds(), self.script_kinds())
+
+    def first_rounds(self, mixes: list, seed: int = 0) -> list[list]:
+        """The load's first round: every kind of the clients' `mixes` once, in a seeded order, each given to the
+        client with the fewest so far among those whose mix has it, so that the load starts every kind (every job
+        kind and request kind) in a run of any length, and no client runs much more than its share."""
+        kinds = self.each_kind(*mixes)
+        random.Random(seed).shuffle(kinds)
+        names = [{_kind_name(fn) for fn in self.each_kind(mix)} for mix in mixes]
+        rounds: list[list] = [[] for _ in mixes]
+        for fn in kinds:
+            owner = min((i for i, has in enumerate(names) if _kind_name(fn) in has), key=lambda i: len(rounds[i]))
+            rounds[owner].append(fn)
+        return rounds
 
     def hostile_kinds(self):
         return [(self.malformed_json, 1), (self.wrong_types, 1), (self.huge_prompt, 1), (self.too_many_ig_steps, 1),
@@ -638,18 +668,28 @@ class Soak:
                 (self.lit_route_mistake, 1.5), (self.bad_chunk, 0.5), (self.cancel_mid_body, 1),
                 (self.cancel_before_answer, 0.5), (self.connect_and_close, 1)]
 
-    def client(self, seed: int, deadline: float, kinds, client_id: str = "") -> None:
-        """Sends `kinds` (function, weight) at random until `deadline` as `client_id` ("": no client id); a
-        job it started is polled to its end."""
+    def client(self, seed: int, deadline: float, kinds, client_id: str = "", first=()) -> None:
+        """Sends `first` once each, in order, even past `deadline` (its share of the load's first round), then
+        `kinds` (function, weight) at random until `deadline`, as `client_id` ("": no client id); a job it started
+        is polled to its end."""
         self.local.client = client_id
         rng = random.Random(seed)
         fns, weights = zip(*kinds)
-        while time.monotonic() < deadline and len(self.failures) < 20:
-            fn = rng.choices(fns, weights)[0]
+        schedule = iter(first)
+        while len(self.failures) < 20:
+            fn = next(schedule, None)
+            if fn is None:
+                if time.monotonic() >= deadline:
+                    break
+                fn = rng.choices(fns, weights)[0]
+                if fn == self.matrix_job:  # the draw matrix_job makes itself, made here to count it per method
+                    fn = functools.partial(fn, extra=rng.choice(method_registry.EXTRA_METHODS))
+            with self.lock:
+                self.ran[_kind_name(fn)] += 1
             try:
                 fn(rng)
             except Exception as e:  # pylint: disable=broad-except
-                self.fail(fn.__name__, f"client-side exception {type(e).__name__}: {e}")
+                self.fail(_kind_name(fn), f"client-side exception {type(e).__name__}: {e}")
 
 
 def test_soak(tmp_path, references, request):
@@ -673,8 +713,7 @@ def test_soak(tmp_path, references, request):
         for fn in soak.warm_up_kinds():  # warm up every valid path once, one request at a time
             _reset_peak(server.proc.pid)
             fn(rng)
-            name = getattr(fn, "__name__", None) or f"matrix_job_{fn.keywords['extra'].kind}"
-            warm_peaks[name] = _rss_mb(server.proc.pid, "VmHWM")
+            warm_peaks[_kind_name(fn)] = _rss_mb(server.proc.pid, "VmHWM")
         soak.local.client = ""
         phases["idle after warm-up"] = time.monotonic()
         _wait_idle(server)
@@ -685,12 +724,12 @@ def test_soak(tmp_path, references, request):
         every = min(60.0, max(5.0, seconds / 10))
         samples = [(0.0, rss_warm)]
         deadline = time.monotonic() + seconds
-        threads = [threading.Thread(target=soak.client, args=(i + 1, deadline, soak.page_kinds(), f"soak-page-{i + 1}"),
-                                    daemon=True) for i in range(PAGE_CLIENTS)]
-        threads += [threading.Thread(target=soak.client, args=(50 + i, deadline, soak.script_kinds()), daemon=True)
-                    for i in range(SCRIPT_CLIENTS)]
-        threads += [threading.Thread(target=soak.client, args=(100 + i, deadline, soak.hostile_kinds()), daemon=True)
-                    for i in range(HOSTILE_CLIENTS)]
+        clients = ([(i + 1, soak.page_kinds(), f"soak-page-{i + 1}") for i in range(PAGE_CLIENTS)]
+                   + [(50 + i, soak.script_kinds(), "") for i in range(SCRIPT_CLIENTS)]
+                   + [(100 + i, soak.hostile_kinds(), "") for i in range(HOSTILE_CLIENTS)])
+        first = soak.first_rounds([mix for _, mix, _ in clients])
+        threads = [threading.Thread(target=soak.client, args=(seed, deadline, mix, client_id, mine), daemon=True)
+                   for (seed, mix, client_id), mine in zip(clients, first)]
         start = phases["load"] = time.monotonic()
         for t in threads:
             t.start()
@@ -732,6 +771,8 @@ def test_soak(tmp_path, references, request):
         job_kinds = sorted({k for k, _ in soak.jobs})
         print(f"Jobs polled to the end (finished / started; matrix jobs of {soak.matrix_count} steps or samples): "
               + ", ".join(f"{k}: {soak.jobs[(k, 'finished')]} / {soak.jobs[(k, 'started')]}" for k in job_kinds))
+        print("Kinds the load's clients started (the first round each once, then at random): "
+              + ", ".join(f"{k}: {n}" for k, n in sorted(soak.ran.items())))
         print("Server peak RSS during each warm-up kind (MB): "
               + ", ".join(f"{k} {m:.0f} ({m / rss_warm - 1:+.1%})" for k, m in warm_peaks.items()))
         print(f"Server RSS: after warm-up {rss_warm:.0f} MB (its peak during the warm-up {peak_warm:.0f} MB,"
@@ -751,6 +792,8 @@ def test_soak(tmp_path, references, request):
         assert valid_answered >= 3, "the soak answered almost no valid request"
         assert soak.statuses[("valid_salience", 200)] > 0, "no blocking salience answer was checked"
         assert conflicts == soak.superseded, f"409s {dict(conflicts)}; of a client's own superseded span: {soak.superseded}"
+        every_kind = {_kind_name(fn) for fn in soak.each_kind(*(mix for _, mix, _ in clients))}
+        assert set(soak.ran) == every_kind, f"kinds the load never started: {sorted(every_kind - set(soak.ran))}"
         assert all(soak.jobs[(k, "finished")] == soak.jobs[(k, "started")] for k in job_kinds), soak.jobs
         assert soak.jobs[("segment_job", "finished")] > 0 and any(
             soak.jobs[(k, "finished")] for k in job_kinds if k.startswith("matrix_job")), soak.jobs
