@@ -7,14 +7,12 @@ legends' maxima (their last label).
 `test_two_models_keep_each_prompt_readable`: two models selected (LIT stacks one salience module per model, 243 px
 each); each module's prompt shows at least MIN_LINES lines without scrolling (was two for model a).
 
-`test_compare_models_keeps_the_map`: Compare models open in model a's module: a's map shows at least MIN_LINES lines
-of its prompt without scrolling the module (the section opens beside the map and scrolls on its own; was: above it,
-the module scrolled to reach the map); with the intensity at 2 the section's shared legend ends where a's map's
-legend does, which says the scale is the comparison's beside it.
-
-`test_second_models_map_keeps_its_own_scale`: with Compare models open in a's module (both on one scale), b's own
-module keeps b's scale (its legend ends at its largest prompt value, its top list's first, not at the shared
-scale) and its legend says so and where both share one (was: nothing said).
+`test_compare_models_keeps_the_map_and_bs_own_scale`: Compare models open in model a's module: a's map shows at
+least MIN_LINES lines of its prompt without scrolling the module (the section opens beside the map and scrolls on its
+own; was: above it, the module scrolled to reach the map); b's own module keeps b's scale (its legend ends at its
+largest prompt value, its top list's first, not at the shared scale) and its legend says so and where both share one
+(was: nothing said); then with the intensity at 2 the section's shared legend ends where a's map's legend does, which
+says the scale is the comparison's beside it. (Two tests that opened the same view until session 38.)
 
 `test_add_and_compare_keeps_the_map_readable_and_a_replaced_run_in_its_colours`: the few-shot row edited in LIT's
 editor (one review sentence replaced) and *Add and compare*: the comparison takes the top, the map below it still
@@ -72,11 +70,11 @@ def test_two_models_keep_each_prompt_readable(two_model_server, browser_page, ar
     assert not external, external
 
 
-def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_dir):
+def test_compare_models_keeps_the_map_and_bs_own_scale(two_model_server, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
     page, external = browser_page
-    sal_a, _ = open_both_models(page, two_model_server.url, FEW_SHOT)
+    sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
     section = open_compare_models(page, sal_a)
     prompt = sal_a.locator(".body .text.prompt")
     # The map keeps its prompt box; the section above scrolls on its own, its head (the toggle) on screen.
@@ -94,21 +92,7 @@ def test_compare_models_keeps_the_map(two_model_server, browser_page, artifacts_
     page.screenshot(path=str(artifacts_dir / "stacked-compare-models.png"))
     doc_picture(artifacts_dir / "stacked-compare-models.png", "stacked.png")
 
-    # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
-    # its values at intensity 1 whatever the module's).
-    sal_a.locator("input.intensity").fill("2")
-    expect(sal_a.locator(".side .legend-title")).to_contain_text("one scale with the comparison beside")
-    shared, own = legend_max(section.locator(".legend-shared")), legend_max(sal_a.locator(".side .legend"))
-    assert shared == own, (shared, own)
-    assert not external, external
-
-
-def test_second_models_map_keeps_its_own_scale(two_model_server, browser_page, artifacts_dir):
-    from playwright.sync_api import expect
-
-    page, external = browser_page
-    sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
-    section = open_compare_models(page, sal_a)
+    # b's own module keeps b's scale while a's module shows a and b on one scale.
     assert sal_a.locator("select.method").input_value() == \
         sal_b.locator("select.method").input_value()  # one method on one prompt in both modules
     shared = legend_max(section.locator(".legend-shared"))
@@ -121,6 +105,13 @@ def test_second_models_map_keeps_its_own_scale(two_model_server, browser_page, a
         "scale of b alone; Compare models (in a's module) puts a and b on one scale")
     sal_b.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts_dir / "stacked-own-scale.png"))
+
+    # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
+    # its values at intensity 1 whatever the module's).
+    sal_a.locator("input.intensity").fill("2")
+    expect(sal_a.locator(".side .legend-title")).to_contain_text("one scale with the comparison beside")
+    shared, own = legend_max(section.locator(".legend-shared")), legend_max(sal_a.locator(".side .legend"))
+    assert shared == own, (shared, own)
     assert not external, external
 
 
