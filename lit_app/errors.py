@@ -27,12 +27,14 @@ class RequestError(ValueError):
     """A request the wrappers cannot serve; the message is one line and names the fix.
 
     status: the HTTP status the middleware answers (400; 404 for a thing the request names that
-    the server does not have; 403 for an endpoint this server has off).
+    the server does not have; 403 for an endpoint this server has off; 503 the server too busy now).
+    retry_after_s: with a 503, the Retry-After it sends (the page's request guard sends it again then); 0 none.
     """
 
-    def __init__(self, message: str = "", status: int = 400):
+    def __init__(self, message: str = "", status: int = 400, retry_after_s: int = 0):
         super().__init__(message)
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 # How every `Cancelled` message starts. The browser keeps these expected answers out of LIT's status bar

@@ -30,10 +30,16 @@ Cancel = Callable[[], bool]
 
 
 class _MethodProgress:
+    """A method's progress: `progress(method, 0, total)` as it starts (its units are known before the first ends:
+    a server's job estimates them from a borrowed rate until one is measured, lit_app/model/time_left.py; was: a
+    job said nothing of the method's units until its first chunk ended, issue 43), then after each chunk."""
+
     def __init__(self, callback: Progress | None, method: str, total: int, cancel: Cancel | None = None):
         self.callback, self.method, self.total, self.done = callback, method, total, 0
         self.cancel = cancel
         self.check()
+        if callback is not None:
+            callback(method, 0, total)
 
     def check(self) -> None:
         if self.cancel is not None and self.cancel():

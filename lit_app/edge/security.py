@@ -439,4 +439,6 @@ class SecureApp:
         else:
             logger.warning("%s %s -> %d: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), status,
                            message)
-        return self._error(start_response, status, message, extra_headers)
+        retry = getattr(environ.get(CLIENT_ERROR_KEY), "retry_after_s", 0) if status == 503 else 0
+        return self._error(start_response, status, message,
+                           [*extra_headers, *((("Retry-After", str(retry)),) if retry else ())])

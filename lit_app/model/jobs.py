@@ -287,7 +287,8 @@ class Job:
 
     def eta(self) -> Range | None:
         """Seconds left as a range (lit_app/model/time_left.py); None when not running, while it waits for the model,
-        while a step it does not report runs, before the first unit, or once every unit is done."""
+        while a step it does not report runs, before its first report (no total known), in its first sequence before
+        the first unit (nothing to borrow: time_left.py), or once every unit is done."""
         if self.state != RUNNING or self.waiting_since is not None or self._live is not None:
             return None
         return self.time_left.range()

@@ -55,8 +55,18 @@ unit's time is a + b x cost (a, b >= 0) the truth lies between the two estimates
 rows grow dearer (too low when they do), the rate per position counts the fixed part again on every position
 (too high when they do), and the other way round when the rows grow cheaper.
 
-Before the first report there is no estimate (None), and none once every unit is done (the page says
-"finishing…").
+A later sequence without a rate of its own borrows one (`borrowed`), so that after a job's first unit every poll with
+units outstanding has a range (issue 43: two clients' IG matrix jobs said nothing before their first unit and for ~3.5 s mid-job, where the
+gradient rows ended and the IG steps began): where the sequence before it said what follows (`Then`: a span's IG
+steps after its pass), each unit costs `low` to `high` times that sequence's model time; else, units of another
+kind (the matrices' IG units after the gradient rows), the last sequence's rates from 1 / BORROW_WIDEN to
+BORROW_WIDEN times. The chunk in flight then widens the range with its elapsed time as it does for measured rates,
+and the sequence's first measured unit replaces the borrowed rate. A job's first sequence has nothing to borrow:
+another job's first units were tried (session 38) and said "37-597 s" for rows that took 6 s (the other job's first
+chunk held its forward and waited for the model), so none.
+
+Before the first report (no total known) there is no estimate (None), nor before the first unit of a job's first
+sequence, and none once every unit is done (the page says "finishing…").
 """
 
 from __future__ import annotations
@@ -75,6 +85,10 @@ FREE_S = 0.005
 FREE_FRACTION = 0.1
 # While the rate drops, the remaining units' upper rate is the slowest recent one times at most this.
 MAX_WIDEN = 2.0
+# A rate borrowed from units of another kind (module docstring) counts from 1 / BORROW_WIDEN to BORROW_WIDEN times: a
+# matrix job's IG unit (a target's backward over one interpolation point, batched) cost 0.95-1.02 times its gradient
+# row's in session 38's two-client probe (docs/benchmarks.md).
+BORROW_WIDEN = 4.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +140,8 @@ class TimeLeft:
         self._worked = 0  # units of this sequence measured as work (a sample of the rate)
         self._free = 0  # units of this sequence that took no measurable work (memo hits)
         self._cost: TimeLeft | None = None  # the same sequence in cost units, while its reports carry a cost
+        # (fastest, slowest) seconds per unit borrowed while the sequence has no rate of its own (module docstring)
+        self.borrowed: tuple[float, float] | None = None
 
     @property
     def last_report_at(self) -> float | None:
@@ -142,8 +158,11 @@ class TimeLeft:
         """A new sequence of units begins now (or at clock time `at`): the units before are not counted in its
         rate. `keep_rate`: its units cost what the last sequence's did (the explanation tests' forward rows, stage
         after stage), so until one of its own is measured the estimate uses the last sequence's rates."""
+        at = self.clock() if at is None else at
+        if not keep_rate:
+            self.borrowed = self._carried(at)
         self._prior = (tuple(self._rates) or self._prior) if keep_rate else ()
-        self._begun, self._last, self._last_units = self.clock() if at is None else at, None, 0
+        self._begun, self._last, self._last_units = at, None, 0
         self._rates.clear()
         self._then = None
         self._cost = None
@@ -152,6 +171,19 @@ class TimeLeft:
         if self._paused_at is not None:
             self._paused_at = self._begun
         self.done, self.total = done, total
+
+    def _carried(self, at: float) -> tuple[float, float] | None:
+        """What the next sequence borrows from this one (module docstring): per unit, `then`'s share of this
+        sequence's model time up to `at` where it says what follows; else this sequence's rates widened
+        BORROW_WIDEN times either way; else (nothing measured) what this one borrowed."""
+        then = self._then
+        if then is not None and then.count > 0 and (self._last is not None or self._rates):
+            whole = self._model_time(at)
+            return then.low * whole, then.high * whole
+        rates = tuple(self._rates) or self._prior
+        if rates:
+            return min(rates) / BORROW_WIDEN, max(rates) * BORROW_WIDEN
+        return self.borrowed
 
     def report(self, done: int, total: int, then: Then | None = None,
                cost: tuple[float, float] | None = None) -> None:
@@ -172,7 +204,10 @@ class TimeLeft:
         units = done - self.done
         if units > 0:
             since = now - (self._last if self._last is not None else 0.0)
-            measured = self._rates or self._prior
+            # (a borrowed rate too: grad_x_input's rows, announced as a new sequence and then all done at once from
+            # grad_norm's gradients, are no sample of a rate; counted as one, 120 IG units after them said "about
+            # 0-105 s left" in session 38's probe)
+            measured = tuple(self._rates) or self._prior or (self.borrowed[:1] if self.borrowed else ())
             if since >= FREE_S and not (measured and since / units < FREE_FRACTION * min(measured)):
                 self._rates.append(since / units)
                 self._last_units = units
@@ -225,15 +260,16 @@ class TimeLeft:
         """(low, high) seconds left of this sequence's units alone (module docstring); None without an estimate."""
         left = self.total - self.done
         rates = self._rates or self._prior
-        if not rates or left <= 0:
+        if left <= 0 or not (rates or self.borrowed):
             return None
-        fast, slow = min(rates), max(rates)
+        fast, slow = (min(rates), max(rates)) if rates else self.borrowed
+        newest = rates[-1] if rates else fast
         since = max(0.0, self._model_time() - (self._last or 0.0))
         u = max(1, min(self._last_units, left))
         rest = left - u
         worked = self._worked / (self._worked + self._free) if self._worked else 1.0
         low = rest * worked * fast + max(0.0, u * fast - since)
-        slow_rest = slow * min(MAX_WIDEN, rates[-1] / fast) if fast > 0 and rates[-1] > fast else slow
+        slow_rest = slow * min(MAX_WIDEN, newest / fast) if fast > 0 and newest > fast else slow
         if since > u * slow:  # the chunk in flight is slower than any recent one
             slow_rest = max(slow_rest, 2 * since / u)
         return low, max(low, rest * slow_rest + max(u * slow - since, since / 2))

@@ -31,7 +31,7 @@ from lit_app.model.jobs import DONE, FINISHED, Job, Status
 from lit_app.model.salience_runs import PARTIAL_SEGMENTS, sends_first_look
 from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
 from lit_app.wrappers.payloads import compact, completeness_payload, salience_payload, segment_payload, span_key
-from lit_app.wrappers.wrapper import Wrapper, busy_status
+from lit_app.wrappers.wrapper import Wrapper, refused
 
 # Longest wait of a `detail="stream"` request with `stream_after` (a long poll) before it answers what
 # there is: the page then shows "waiting for the model" when another request holds it.
@@ -124,7 +124,7 @@ class SalienceModel(Wrapper):
             try:
                 shared.check_pattern(chat, target, segment)
             except ss.SalienceError as e:
-                raise RequestError(_refusal(segment, str(e)), status=busy_status(e)) from None
+                raise refused(_refusal(segment, str(e)), e) from None
         client = clients.current()
         shared.jobs.focus(request.group, client)
 

@@ -26,7 +26,7 @@ from sequence_salience.display import share
 from lit_app.errors import RequestError
 from lit_app.schema import fields
 from lit_app.schema.inputs import JsonDict, extra_counts, parse_target_span, segment_request, text_field
-from lit_app.wrappers.wrapper import Wrapper, busy_status
+from lit_app.wrappers.wrapper import Wrapper, refused
 
 
 class ShareModel(Wrapper):
@@ -68,7 +68,7 @@ class ShareModel(Wrapper):
         try:
             values = self._shared.segment_salience(chat, text_field(ex, fields.TARGET), request)
         except ss.SalienceError as e:
-            raise RequestError(str(e), status=busy_status(e)) from e
+            raise refused(str(e), e) from e
         return self._page(values, method, request.granularity, None, pattern=request.pattern,
                           faithfulness=faithfulness, ablation=self._shared.segment_config(request))
 

@@ -80,10 +80,17 @@ class Wrapper(lit_model.Model):
         return outputs
 
 
-def busy_status(error: Exception) -> int:
-    """The HTTP status of a refused request: 503 where the server was busy, not the input wrong (a user pattern not
-    tried while another's match runs out its limit: `ss.PatternBusy`; its message says to send it again), else 400."""
-    return 503 if isinstance(error, ss.PatternBusy) else 400
+# The Retry-After of a pattern not tried while other matches run out their limit (aggregate.match_spans).
+PATTERN_RETRY_AFTER_S = 1
+
+
+def refused(message: str, error: Exception) -> RequestError:
+    """A refused request's error: 503 with Retry-After where the server was busy, not the input wrong (a user pattern
+    not tried while other matches run out their limit: `ss.PatternBusy`; its message says to send it again, and the
+    page's request guard does), else 400."""
+    if isinstance(error, ss.PatternBusy):
+        return RequestError(message, status=503, retry_after_s=PATTERN_RETRY_AFTER_S)
+    return RequestError(message)
 
 
 def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> JsonDict:
@@ -101,7 +108,7 @@ def _guarded(who: str, fn: Callable[[JsonDict], JsonDict], ex: JsonDict) -> Json
     except (ss.SalienceError, ValueError, TypeError, KeyError) as e:
         message = one_line(str(e) if not isinstance(e, KeyError) else f"missing key {e}", limit=None)
         logger.warning("%s: rejected request: %s (prompt %s)", who, message, name())
-        raise RequestError(message, status=busy_status(e)) from e
+        raise refused(message, e) from e
     except Exception as e:  # pylint: disable=broad-except
         logger.exception("%s: internal error (prompt %s)", who, name())
         raise RequestError(

@@ -75,5 +75,6 @@ def test_span_result_equals_the_sum_of_the_matrix_rows(tiny_lm, span):
     assert part.matrices == {} and part.has_span("smooth_grad", t0, t1)
     rows = full.matrices["smooth_grad"][t0:t1].sum(0)  # [N]
     np.testing.assert_allclose(part.span_salience("smooth_grad", t0, t1), rows, rtol=1e-5, atol=1e-7)
-    # Progress counts samples (two chunks of at most 2), ending at the sample count.
-    assert [s for s in seen if s[0] == "smooth_grad"] == [("smooth_grad", 2, 3), ("smooth_grad", 3, 3)]
+    # Progress counts samples (announced, then two chunks of at most 2), ending at the sample count.
+    assert [s for s in seen if s[0] == "smooth_grad"] == [("smooth_grad", 0, 3), ("smooth_grad", 2, 3),
+                                                          ("smooth_grad", 3, 3)]

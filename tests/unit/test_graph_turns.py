@@ -111,6 +111,8 @@ def test_without_release_the_graph_is_held_across_every_pause_of_a_pass_and_no_f
     ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), config=CONFIG, slice_s=sizer,
                         progress=lambda m, done, total: seen.append((done, total, graphs.alive, sizer.holding_graph)))
     total = seen[0][1]
+    assert seen[0][2:] == (0, False)  # the method's announcement (0 of its units), before its forward
+    seen = seen[1:]
     # Every pause of the pass holds the graph, except after the last chunk: it is freed before that pause.
     assert [s[2:] for s in seen if s[0] < total] == [(1, True)] * total
     assert seen[-1][2:] == (0, False)

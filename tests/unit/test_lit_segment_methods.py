@@ -235,7 +235,7 @@ def test_a_bad_pattern_is_the_first_requests_400_while_another_client_holds_the_
 def test_a_pattern_not_tried_while_other_matches_run_is_a_503_naming_the_field_and_saying_to_retry(tiny, monkeypatch):
     """Issue 43: while runaway matches hold every matcher slot (aggregate.match_spans), a segment request's pattern is
     not tried: the answer is 503 (the server is busy, the input is not wrong) naming the pattern field and saying to
-    send it again, and no job starts."""
+    send it again, with Retry-After (lit_app/edge/security.py sends it), and no job starts."""
     _, shared, model = tiny
     shared.forget_salience()
 
@@ -248,6 +248,7 @@ def test_a_pattern_not_tried_while_other_matches_run_is_a_503_naming_the_field_a
     with pytest.raises(errors.RequestError) as e:
         model.predict([data])
     assert e.value.status == 503 and f'"{fields.PATTERN}"' in str(e.value) and "again" in str(e.value), e.value
+    assert e.value.retry_after_s == 1  # the page's request guard sends it again after that
     assert shared.jobs.get(inputs.datapoint_group(data), inputs.segment_request(data).job_kind) is None
 
 

@@ -281,7 +281,8 @@ def test_a_user_job_reports_its_time_left_from_the_same_estimator():
 def test_a_stage_of_the_same_units_starts_from_the_last_stages_rate():
     """The curves' rows at 1 s each, then the upper bound's stage (same units: forward rows, `same_units`) whose first
     report is 20 of 40 rows found in the memo at once: its estimate is the curves' rate at once, 20 rows -> 20 s
-    (was: none until its first scored batch). Another kind of stage (no `same_units`) starts without one."""
+    (was: none until its first scored batch). Another kind of stage (no `same_units`) starts from the last stage's
+    rates, widened (time_left.BORROW_WIDEN)."""
     clock = Clock()
     job = _job(clock)
     for k in range(1, 11):
@@ -296,8 +297,11 @@ def test_a_stage_of_the_same_units_starts_from_the_last_stages_rate():
         clock.now += 1.0
         other.report("trace", k, 10)
     clock.now += 0.001
-    other.report("generate", 20, 40)  # units of another kind: no estimate before one of its own is measured
-    assert other.status()["eta_s"] is None
+    other.report("generate", 20, 40)  # units of another kind: the trace's rate borrowed, 4 x wider each way
+    status = other.status()
+    # Hand-derived: the first report's 20 units are the chunk in flight (u = 20, none left after it), at 1/4 to 4
+    # times the trace's 1 s a unit: low 20 x 0.25 = 5 s, high 20 x 4 = 80 s (was: no estimate).
+    assert (status["eta_low_s"], status["eta_high_s"]) == (5.0, 80.0)
 
 
 # A span with 112 IG steps on the default model at graph_token_budget 256 (the simple question, 48 tokens: 5 steps
@@ -418,3 +422,64 @@ def test_a_report_without_its_cost_ends_the_estimate_in_cost():
     clock.now += 1
     job.report(2, 4)
     assert job.status()["eta_low_s"] == job.status()["eta_high_s"] == 2.0  # 1 s a unit, 2 units left
+
+
+# A per-token IG matrix job (8 steps) as two clients' equal jobs ran it, replayed on a fake clock: the gradient rows
+# (12 targets) announced at the start (0 of 12, the core's method progress), then chunks of 3 rows at 0.6 s a row
+# (the model shared); grad_x_input reuses them (announced, then 12 of 12 at once: no sample of a rate, session 38's
+# probe had it as one and so "about 0-105 s left" for 120 IG units); then the IG units (12 targets x 8 steps)
+# announced, in chunks of 24 at 0.55-0.65 s a unit (session 38's two-client probe on the default model: 0.58 s a
+# row, 0.59 s an IG unit). Issue 43: the status had no estimate between the rows' end and the IG units' first chunk
+# (~3.5 s in session 37's probe; here 13 s).
+MATRIX_REPORTS = ([(0.0, 0, 12), (1.8, 3, 12), (3.6, 6, 12), (5.4, 9, 12), (7.2, 12, 12), (7.2, 0, 12), (7.21, 12, 12),
+                   (7.2, 0, 96), (20.4, 24, 96), (34.8, 48, 96), (49.7, 72, 96), (65.3, 96, 96)])
+
+
+def test_every_poll_of_a_matrix_job_with_units_outstanding_has_a_true_range_across_its_methods():
+    """Between the gradient rows and the IG units the job borrows the rows' rate for the units it has announced,
+    from 1/4 to 4 times (time_left.BORROW_WIDEN), until the first IG chunk is measured: every poll with units
+    outstanding has a range (was: none for the 13 s of the first IG chunk), and the borrowed one holds the true time
+    left."""
+    clock = Clock()
+    start = clock.now
+    job = _job(clock)
+    polls, t = [], 0.0
+    for at, done, total in MATRIX_REPORTS:
+        while t < at - 1e-9:
+            clock.now = start + t
+            polls.append((t, job.status()))
+            t += 0.1
+        clock.now = start + at
+        job.report(done, total)
+    end = MATRIX_REPORTS[-1][0]
+    # (before the first rows end nothing is measured: a job's first sequence has nothing to borrow)
+    outstanding = [(t, s) for t, s in polls if s["total"] > s["done"] and t >= 1.8]
+    assert len(outstanding) > 600
+    missing = [round(t, 1) for t, s in outstanding if s["eta_s"] is None]
+    assert not missing, f"no estimate at {missing[0]}-{missing[-1]} s ({len(missing)} polls)"
+    for t, s in outstanding:  # the borrowed range (while the rows run, the IG units are not counted: no `then` for
+        if 7.2 <= t < 20.4:  # a matrix job yet; after the first IG chunk the measured rates: the tests above)
+            assert s["eta_low_s"] - 0.05 <= end - t <= s["eta_high_s"] + 0.05, (round(t, 1), s)
+    in_gap = [s for t, s in polls if 7.2 < t < 20.4]
+    # Hand-derived 0.1 s into the gap: 96 units, the first in flight, at 0.6 / 4 = 0.15 to 0.6 x 4 = 2.4 s a unit:
+    # low 95 x 0.15 + (0.15 - 0.1) = 14.3 s, high 95 x 2.4 + (2.4 - 0.1) = 230.3 s.
+    assert (in_gap[0]["eta_low_s"], in_gap[0]["eta_high_s"]) == pytest.approx((14.3, 230.3), abs=0.05)
+
+
+def test_a_span_announcing_its_steps_is_estimated_from_its_pass_before_the_first_step():
+    """After a span's gradient pass (`then`: the steps each cost 1/8 to 1 of it), the core announces the IG steps
+    (0 of 112) before the first chunk: the status has a range from the pass's time (was: none until the first
+    chunk of steps)."""
+    clock = Clock()
+    job = _job(clock)
+    then = time_left.Then(IG_STEPS, *span_point_cost(SalienceConfig()))
+    job.report(0, 90, then=then)
+    clock.now += 0.8
+    job.report(88, 90, then=then)
+    job.begin_sequence()
+    job.report(0, IG_STEPS)
+    status = job.status()
+    # Hand-derived: 112 steps, the first in flight, each 0.8 / 8 = 0.1 s to 0.8 s: low 111 x 0.1 + 0.1 = 11.2 s,
+    # high 111 x 0.8 + 0.8 = 89.6 s.
+    assert (status["eta_low_s"], status["eta_high_s"]) == (11.2, 89.6)
+

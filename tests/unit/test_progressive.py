@@ -68,9 +68,10 @@ def test_cancel_stops_after_the_first_chunk(tiny_lm, method):
 
     with pytest.raises(ss.ComputationCancelled):
         ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG, progress=progress,
-                            cancel=lambda: len(calls) >= 1)
-    assert len(calls) == 1  # stopped right after the first chunk, not at the end
-    _, done, total = calls[0]
+                            cancel=lambda: any(done for _name, done, _total in calls))
+    # its announcement (0 of its units), then stopped right after the first chunk, not at the end
+    assert len(calls) == 2 and calls[0][1] == 0, calls
+    _, done, total = calls[1]
     assert done < total
 
 
@@ -95,13 +96,13 @@ def test_targets_per_chunk_shrinks_with_length(seq_len, rows, expected):
 
 
 def test_progress_of_a_long_input_comes_in_small_chunks(tiny_lm):
-    """With a budget of 2 targets' worth of tokens, progress arrives every 2 targets."""
+    """With a budget of 2 targets' worth of tokens, progress arrives every 2 targets (after the announcement, 0)."""
     n = len(tiny_lm.encode_prompt(PROMPT).ids) + len(tiny_lm.tokenize(TARGET).ids)
     config = SalienceConfig(chunk_token_budget=2 * n)
     seen = []
     ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=("grad_norm",), config=config,
                         progress=lambda m, d, t: seen.append(d))
-    assert seen[:2] == [2, 4]
+    assert seen[:3] == [0, 2, 4]
 
 
 _EXIT_SCRIPT = '''

@@ -125,8 +125,8 @@ def test_progress_runs_after_the_forward_and_after_every_slice():
     ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=sizer,
                         progress=lambda m, done, total: seen.append(done))
     slices = -(-n_targets // 2)
-    assert seen[0] == 0  # after the forward, before any backward
-    assert seen[1:1 + slices] == [min(2 * (k + 1), n_targets) for k in range(slices)]
+    assert seen[:2] == [0, 0]  # the method's announcement, then after the forward, before any backward
+    assert seen[2:2 + slices] == [min(2 * (k + 1), n_targets) for k in range(slices)]
     assert sizer.sizes == [2] * (n_targets // 2) + [1] * (n_targets % 2)
 
 
@@ -136,7 +136,8 @@ def test_cancel_stops_after_the_forward_slice():
     with pytest.raises(ss.ComputationCancelled):
         ss.compute_salience(lm, PROMPT, TARGET, methods=("grad_norm",), slice_s=ScriptedSizer((1,)),
                             progress=lambda *a: calls.append(a), cancel=lambda: len(calls) >= 1)
-    assert calls == [("grad_norm", 0, calls[0][2])]  # stopped before the first backward
+    # the announcement, then the forward's report: stopped before the first backward
+    assert calls == [("grad_norm", 0, calls[0][2])] * 2
 
 
 # --------------------------------------------------------------------------- pauses inside a backward
@@ -280,7 +281,8 @@ def test_a_cancel_during_a_pause_inside_a_backward_stops_there(tiny_lm, method):
                             slice_s=SliceSizer(0.4, clock=_ticking_clock()), between_slices=lambda: pauses.append(1),
                             progress=lambda m, d, t: done.append(d), cancel=cancelled)
     assert len(pauses) == 2  # no pause ran after the cancel
-    assert done == [0] if method == "grad_norm" else not any(done)  # no target (or IG step) was completed
+    # no target (or IG step) was completed: 0 only (the announcement, then the forward's report)
+    assert done == [0, 0]
     again = ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG,
                                 slice_s=SliceSizer(0.4, clock=_ticking_clock()), between_slices=lambda: None)
     np.testing.assert_allclose(again.matrices[method], plain.matrices[method], rtol=1e-5, atol=1e-7)
