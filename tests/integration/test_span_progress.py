@@ -40,7 +40,7 @@ class PollingSharedLM(shared_model.SharedLM):
         def wrapped(method: str, done: int, total: int) -> None:
             if progress is not None:
                 progress(method, done, total)
-            if self.poll is not None and method == "integrated_gradients":
+            if self.poll is not None and method == "integrated_gradients" and done:  # (not its announcement, 0)
                 self.seen.append((done, total, self.poll()))
         return super().quick(*a, progress=wrapped, **kw)
 
