@@ -8,7 +8,8 @@ answers from it, so a component that runs gets what it would have got. A server'
 (4.2 -> 3.0 s, `import lit_app.server` alone; docs/benchmarks.md, "Session 36 (h5)").
 
 It also turns MKL's per-thread buffer pools off before anything imports torch (lit_app/memory.py
-`no_mkl_buffer_pools`): each thread that ran a model pass kept ~20 MB of them.
+`no_mkl_buffer_pools`): each thread that ran a model pass kept ~20 MB of them; and it fixes glibc's mmap and
+trim thresholds (`fixed_malloc_thresholds`): a thread arena kept up to 64 MB of freed pass memory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import types
 from lit_app import memory
 
 memory.no_mkl_buffer_pools()  # before torch is imported: MKL reads it when it loads
+memory.fixed_malloc_thresholds()  # before the model's load would raise them
 
 # Imported by lit_nlp/components/shap_explainer.py (`import shap`), metrics.py (`import sacrebleu`,
 # `from rouge_score import rouge_scorer`); used only inside the components' calls.

@@ -21,6 +21,9 @@ malloc memory grew 209 -> 648 MB in 150 s of the soak's mix; `gc.collect()` free
                        (`security.SecureApp`), at most every 2 s: RSS then follows the memory in use
                        instead of the high-water mark.
 
+* `fixed_malloc_thresholds`  glibc's mmap and trim thresholds fixed (not raised by each big block freed), on
+                       `import lit_app`: a thread arena's free top is given back at TRIM_THRESHOLD_BYTES.
+
 * `no_mkl_buffer_pools`  MKL's per-thread buffer pools off (MKL_DISABLE_FAST_MM), before torch is imported:
                        `import lit_app` calls it, so the server process (`python -m lit_app.server`) runs without them.
 
@@ -31,6 +34,15 @@ pass). The server runs model work on many long-lived threads (a worker per clien
 threads, each one's OpenMP team), so the pools held 5-7 clients' paused matrix jobs' ~30 MB each of malloc's
 memory in use in the 10-minute soak (docs/benchmarks.md, "Session 37 (h1)"). Without the pools each product takes
 its buffer from malloc and frees it: one thread runs the model at a time, so the arenas reuse one set of buffers.
+
+glibc raises its mmap threshold to the size of every mmapped block freed (up to 32 MB) and its trim threshold
+to twice that (up to 64 MB). Loading the model frees such blocks, so afterwards every tensor of a pass came from the
+arenas (mmapped: 4 MB of ~200 in use), and a thread arena (every thread but the main one) gave its free top back
+only above 64 MB: `malloc_trim` returns the free pages inside every arena but trims the top of the main arena's
+heap only. In the soak's warm-up the thread arena kept 35-45 MB free and resident through the trims
+(docs/benchmarks.md, "Session 38 (h1)"). Fixed thresholds keep glibc from raising them: a block of
+MMAP_THRESHOLD_BYTES or more is mmapped and unmapped when freed, and an arena's top above TRIM_THRESHOLD_BYTES is
+given back as it is freed.
 
 Other C libraries (musl, macOS) are left alone: every function returns False there.
 """
@@ -48,7 +60,15 @@ from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
-_M_ARENA_MAX = -8
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+# glibc's defaults, before the first mmapped block freed raises them (module docstring): blocks of 1 MB or more
+# (a 50-token pass's activations are 0.1-0.3 MB; a matrix chunk's and the logits' 3-10 MB) are mmapped, and a
+# free top above 4 MB is given back.
+MMAP_THRESHOLD_BYTES = 1 << 20
+TRIM_THRESHOLD_BYTES = 4 << 20
+# The user's own settings, which win: glibc's environment variables and tunables.
+_THRESHOLD_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+_THRESHOLD_TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold")
 # Read by MKL once, when torch loads it: "1" turns its per-thread buffer pools ("fast memory manager") off.
 MKL_POOLS_ENV = "MKL_DISABLE_FAST_MM"
 # Seconds between two trims: a trim takes a few milliseconds per hundred MB free, and the pages it
@@ -83,6 +103,20 @@ def cap_malloc_arenas(count: int = 2) -> bool:
     if os.environ.get("MALLOC_ARENA_MAX") or _LIBC is None:
         return False
     return bool(_LIBC.mallopt(_M_ARENA_MAX, count))
+
+
+def fixed_malloc_thresholds(mmap_bytes: int = MMAP_THRESHOLD_BYTES, trim_bytes: int = TRIM_THRESHOLD_BYTES) -> bool:
+    """Fixes glibc's mmap and trim thresholds (module docstring); True when applied.
+
+    Either mallopt stops glibc from raising both as big blocks are freed. Any time works (a top already kept is
+    given back at the next free into it); `import lit_app` calls it. The user's own MALLOC_MMAP_THRESHOLD_,
+    MALLOC_TRIM_THRESHOLD_ or GLIBC_TUNABLES of either win; other C libraries are left alone.
+    """
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    if _LIBC is None or any(os.environ.get(v) for v in _THRESHOLD_SETTINGS) or any(
+            t in tunables for t in _THRESHOLD_TUNABLES):
+        return False
+    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, mmap_bytes)) & bool(_LIBC.mallopt(_M_TRIM_THRESHOLD, trim_bytes))
 
 
 def no_mkl_buffer_pools() -> bool:

@@ -224,7 +224,12 @@ def _mb_kept_per_thread(first: str) -> float:
     # An OpenMP team, as a server started by hand has: tests/conftest.py sets OMP_NUM_THREADS=1 for `make test`'s
     # workers, and with one OpenMP thread MKL keeps no per-thread pool, so the control read 0.04 MB there.
     env["OMP_NUM_THREADS"] = "2"
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_MKL_THREADS_SCRIPT), first], cwd=REPO, env=env,
+    return _printed_by_a_fresh_interpreter(_MKL_THREADS_SCRIPT, first, env)
+
+
+def _printed_by_a_fresh_interpreter(script: str, arg: str, env: dict[str, str]) -> float:
+    """The number a fresh interpreter running `script` with argv[1] = `arg` printed last."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script), arg], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return float(done.stdout.split()[-1])
@@ -246,3 +251,62 @@ def test_mkl_pools_are_turned_off_only_before_torch_is_imported(monkeypatch):
     assert memory.no_mkl_buffer_pools() and os.environ[memory.MKL_POOLS_ENV] == "1"
     monkeypatch.setenv(memory.MKL_POOLS_ENV, "0")  # the user's own setting wins
     assert not memory.no_mkl_buffer_pools() and os.environ[memory.MKL_POOLS_ENV] == "0"
+
+
+# A thread (its own arena, as the server's request and worker threads have) frees a 24 MB block (mmapped: glibc then
+# raises its thresholds, as the model's load does), then 10 blocks of 2 MB, all freed; printed: MB still resident
+# after malloc_trim. argv[1] "lit_app": `import lit_app` first, as the server does.
+_THRESHOLDS_SCRIPT = """
+    import ctypes, re, sys, threading
+    if sys.argv[1] == "lit_app":
+        import lit_app  # noqa: F401
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-8, 2)  # the server's arenas (memory.cap_malloc_arenas)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+
+    def rss():
+        with open("/proc/self/status", encoding="ascii") as f:
+            return int(re.search(r"VmRSS:\\s+(\\d+) kB", f.read()).group(1)) / 1024
+
+    def touched(size):
+        p = libc.malloc(size)
+        ctypes.memset(p, 1, size)
+        return p
+
+    def run():
+        libc.free(touched(24 << 20))
+        for p in [touched(2 << 20) for _ in range(10)]:
+            libc.free(p)
+
+    before = rss()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    libc.malloc_trim(0)
+    print(rss() - before)
+"""
+
+
+def _mb_kept_by_a_thread_arena(first: str) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+    return _printed_by_a_fresh_interpreter(_THRESHOLDS_SCRIPT, first, env)
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's thresholds; other C libraries are left alone")
+def test_a_thread_arena_gives_freed_blocks_back_once_lit_app_fixed_the_malloc_thresholds():
+    """glibc's raised trim threshold (twice the 24 MB block) kept the thread arena's 20 MB free top resident, and
+    malloc_trim trims the main arena's top only (the control); with the thresholds fixed it is given back."""
+    assert _mb_kept_by_a_thread_arena("plain") > 15
+    assert _mb_kept_by_a_thread_arena("lit_app") < 3
+
+
+def test_the_user_s_own_malloc_thresholds_win(monkeypatch):
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert not memory.fixed_malloc_thresholds()
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536")
+    assert not memory.fixed_malloc_thresholds()
+    monkeypatch.delenv("GLIBC_TUNABLES")
+    assert memory.fixed_malloc_thresholds() is GLIBC  # the defaults again (`import lit_app` set them)
