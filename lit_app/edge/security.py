@@ -433,7 +433,8 @@ class SecureApp:
         message = self.public_message(message)
         if status == 409:  # a cancelled request: the wrapper logged it (one INFO line)
             logger.debug("%s %s -> 409: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"), message)
-        elif details and status >= 500:  # a server fault; a client's mistake is one warning line
+        elif details and status >= 500 and environ.get(CLIENT_ERROR_KEY) is None:
+            # a server fault; a refused request (a client's mistake, or 503: busy, send it again) is one warning line
             logger.error("%s %s failed: %s\n%s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
                          message, details)
         else:

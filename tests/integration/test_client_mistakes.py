@@ -9,6 +9,7 @@ another model request).
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import socket
 import threading
@@ -396,6 +397,38 @@ def test_a_backtracking_pattern_is_the_first_requests_400_while_another_clients_
         if not other_client:  # (the other client's job allocates meanwhile)
             assert rss_after - rss_before < 20_000, f"RSS grew {rss_before} -> {rss_after} KiB"
         print(f"the 400 after {took:.2f} s ({'another client computing' if other_client else 'idle'})")
+
+
+def test_a_burst_of_backtracking_patterns_is_refused_each_400_or_503_to_retry_and_logs_no_traceback(server, data_dir):
+    """Ten scripts send `(a|aa)+c` on their own 5,000-character prompts at once. At most two patterns are matched at a
+    time (`aggregate.MATCHER_SLOTS`), so each answer is the pattern's 400 or, when no matcher came free, a 503 with
+    Retry-After that names the field and says to send it again; the server is busy, not broken: its log holds no
+    traceback (the 503s logged one each, as server faults, before this test), and a valid pattern is answered after."""
+    log_before = len(server.log_path.read_text())
+
+    def bomb(i: int) -> tuple[int, dict[str, str], str]:
+        return server.post_json(f"/get_preds?model={SAL}", _ex(
+            prompt="a" * (5000 + i), chat=True, target=" Hi", detail="segments", segment_method="leave_one_out",
+            granularity="regex", pattern="(a|aa)+c"))
+
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(bomb, range(10)))
+    assert {got for got, _, _ in answers} <= {400, 503}, [(got, text[:200]) for got, _, text in answers]
+    for got, headers, text in answers:
+        assert '"pattern"' in text and "Fix" in text, text
+        if got == 503:
+            assert "again" in text and headers.get("retry-after") == "1", (headers, text)
+        _no_leak(text, data_dir)
+    log = server.log_path.read_text()[log_before:]
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+    for _ in range(30):  # a client answered 503 sends it again after Retry-After, as the page's request guard does
+        got, headers, text = server.post_json(f"/get_preds?model={SAL}", _ex(
+            target=" Hi", detail="segments", segment_method="leave_one_out", granularity="regex", pattern=r"\w+"))
+        if got != 503:
+            break
+        time.sleep(float(headers.get("retry-after", 1)))
+    assert got == 200, text
+    print("answers:", sorted(got for got, _, _ in answers))
 
 
 def test_an_explanation_test_refuses_a_method_named_twice(server, data_dir):
