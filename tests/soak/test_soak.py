@@ -98,8 +98,8 @@ RSS_GROWTH_LIMIT = 0.15
 # mostly untouched pages; what holds the peak now is not found ("Session 37 (h1)"). Session 38: glibc had raised its
 # trim threshold to 64 MB (the model's load frees big mmapped blocks), so the thread arena kept ~45-50 MB of freed
 # pages that malloc_trim does not reach (its top); fixed thresholds (lit_app/memory.py `fixed_malloc_thresholds`):
-# 10-minute soaks +13.0 % and +13.9 % at load 8-14 (against +16.0-18.2 % before). 0.2 stays: 1-2 points of margin
-# on loaded runs, quiet runs have peaked higher (sessions 36-37), and the suite's 45 s soak runs beside other tests;
+# 10-minute soaks +13.0 % and +13.9 % at load 8-14, and the lead's quiet run +14.8 % (against +16.0-18.2 % before).
+# 0.2 stays: 0.2-2 points of margin, the quiet run the least, and the suite's 20 s soak runs beside other tests;
 # what is left is live memory (+56-67 MB in use) and freed pages during the trimmer's gaps of up to 76 s, when no
 # request ends and no job lets the model go ("Session 38 (h1)").
 RSS_PEAK_LIMIT = 0.2
