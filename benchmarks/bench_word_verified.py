@@ -1,7 +1,9 @@
 """Leave one word out at a quarter of the forwards: word-level stop rules replayed on recorded values (issue 42).
 
     .venv/bin/python benchmarks/bench_word_verified.py record [--n 32] [--seed 34] [--threads 1]   # model, once
-    .venv/bin/python benchmarks/bench_word_verified.py replay                                      # seconds, no model
+    .venv/bin/python benchmarks/bench_word_verified.py replay [--held-out] [--long]                # seconds, no model
+    .venv/bin/python benchmarks/bench_word_verified.py record --long                               # session 39
+    .venv/bin/python benchmarks/bench_word_verified.py aopc [--table]                              # session 39
 
 record: full leave one word out, every paragraph's and sentence's leave one out, and two proxies per word —
 gradient norm of log p(target) summed over the word's tokens (one forward + backward, the browser's first
@@ -20,12 +22,18 @@ broken by the larger mean top-five overlap, then the fewer forwards, then the fe
 second half was read). Session 38 adds word_verified's two-batch rule (its constants chosen from GRID on the choice
 prompts only, with a leave-one-prompt-out figure) and splits the held-out prompts into those session 34 read and
 those recorded after the rule was committed.
+
+Session 39: `record --long` records the same for LONG_N prompts of LONG_TOKENS real tokens (records/word_verified_long/,
+index LONG_FROM on, shortest first) and `replay --long` reports the rules on them; `aopc` measures the deletion and
+insertion AOPC of word_verified's map, full leave one word out and gradient norm on the held-out prompts
+(records/word_verified_aopc/), and `aopc --table` prints their means and paired CIs (no model).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -39,14 +47,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_coarse_to_fine as c2f  # noqa: E402
 
 import sequence_salience as ss  # noqa: E402
+from sequence_salience import scoring  # noqa: E402
 from sequence_salience.ablation import segment_salience  # noqa: E402
 from sequence_salience.ablation.engine import span_gradient  # noqa: E402
 from sequence_salience.attention.prompts import generate_prompt  # noqa: E402
-from sequence_salience.methods import attention_attribution, coarse_to_fine, word_verified  # noqa: E402
+from sequence_salience.methods import attention_attribution, attention_verified, coarse_to_fine, word_verified  # noqa: E402
 from sequence_salience.methods.attention_verified import Settings, candidates, segment_sums, verify  # noqa: E402
+from sequence_salience.attention import agreement  # noqa: E402
+from sequence_salience.explain import CurvesRequest, FaithfulnessConfig, faithfulness_curves  # noqa: E402
+from sequence_salience.explain.faithfulness import MODES  # noqa: E402
+from sequence_salience.salience import tokenized_result  # noqa: E402
 
 HELD_OUT = Path(__file__).resolve().parent / "records" / "word_verified"
 MIN_TOKENS, MAX_TOKENS = 80, 300
+# Session 39: longer prompts of the same split and seed, never read while choosing the rule: LONG_N indices from
+# LONG_FROM (no earlier record used an index over 43 of seed 34), drawn at LONG_TOKENS by the model's own count and
+# kept where the templated prompt has LONG_TOKENS tokens, recorded shortest first (set down before any was recorded).
+LONG = HELD_OUT.parent / "word_verified_long"
+LONG_TOKENS = (450, 1500)
+LONG_FROM, LONG_N = 100, 6
 
 
 def proxies(lm, prompt, target: str, result, segs) -> dict[str, list[float]]:
@@ -75,19 +94,48 @@ def record(args) -> None:
         rec.save()
         print(f"{key}: proxies recorded", flush=True)
     for i in range(args.start, args.n):
-        item = generate_prompt(args.seed, i, "eval", MIN_TOKENS, MAX_TOKENS)
-        path = HELD_OUT / f"{item.id}.json"
-        if path.exists() and "gradient" in c2f.Recorded.load(item.id, HELD_OUT).record:
-            continue
-        t = time.perf_counter()
-        prompt = lm.format_prompt(item.user, system=item.system or None)
-        rec, result, segs = c2f.start_record(lm, item.id, item.kind, prompt, item.target, folder=HELD_OUT)
-        rec.record["tokens"] = result.n_prompt_tokens
-        rec.score([(s,) for s in range(len(segs))])
-        rec.record.update(proxies(lm, prompt, item.target, result, segs))
-        rec.save()
-        print(f"{item.id} ({item.kind}): {result.n_prompt_tokens} tokens, {len(segs)} words, {len(rec.logp)} sets, "
-              f"{time.perf_counter() - t:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
+        record_prompt(lm, generate_prompt(args.seed, i, "eval", MIN_TOKENS, MAX_TOKENS), HELD_OUT)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+def record_prompt(lm, item, folder: Path) -> None:
+    """Full leave one word out, every paragraph's and sentence's, and the two proxies of one generated prompt, kept in
+    folder/<id>.json (a complete record, with "gradient", is skipped; a partial one resumes)."""
+    path = folder / f"{item.id}.json"
+    if path.exists() and "gradient" in c2f.Recorded.load(item.id, folder).record:
+        return
+    t = time.perf_counter()
+    prompt = lm.format_prompt(item.user, system=item.system or None)
+    rec, result, segs = c2f.start_record(lm, item.id, item.kind, prompt, item.target, folder=folder)
+    rec.record["tokens"] = result.n_prompt_tokens
+    rec.score([(s,) for s in range(len(segs))])
+    rec.record.update(proxies(lm, prompt, item.target, result, segs))
+    rec.save()
+    print(f"{item.id} ({item.kind}): {result.n_prompt_tokens} tokens, {len(segs)} words, {len(rec.logp)} sets, "
+          f"{time.perf_counter() - t:.0f} s, load {os.getloadavg()[0]:.1f} ({time.strftime('%H:%M:%S')})", flush=True)
+
+
+def long_prompts(lm, seed: int, start: int, n: int) -> list:
+    """The prompts of indices start..start+n-1 of split "eval" drawn at LONG_TOKENS by the model's own token count
+    (user + system text), those whose prompt (with the chat template) has LONG_TOKENS tokens, shortest first."""
+    count = lambda text: len(lm.tokenize(text).ids)
+    items = [generate_prompt(seed, i, "eval", *LONG_TOKENS, count) for i in range(start, start + n)]
+    sized = [(count(scoring.prompt_text(lm.format_prompt(it.user, system=it.system or None))), it) for it in items]
+    for tokens, it in sized:
+        print(f"{it.id} ({it.kind}): {tokens} prompt tokens", flush=True)
+    return [it for tokens, it in sorted(sized, key=lambda x: x[0]) if LONG_TOKENS[0] <= tokens <= LONG_TOKENS[1]]
+
+
+def record_long(args) -> None:
+    """record --long: LONG_N prompts of LONG_TOKENS real tokens from index LONG_FROM (module docstring), shortest
+    first, into records/word_verified_long/."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    lm = ss.load_model("default")
+    print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs), threads {args.threads}", flush=True)
+    for item in long_prompts(lm, args.seed, LONG_FROM, LONG_N):
+        record_prompt(lm, item, LONG)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
@@ -231,6 +279,11 @@ def replay(args) -> None:
         if later:
             halves[f"held out, recorded in session 38 ({', '.join(map(str, later))})"] = [recs[i] for i in later]
         halves["four cases"] = [c2f.Recorded.load(key) for key in c2f.CASES]
+    if args.long:
+        longer = [c2f.Recorded.load(p.stem, LONG) for p in sorted(LONG.glob("eval-*.json"))]
+        longer = [r for r in longer if "gradient" in r.record]
+        if longer:
+            halves[f"longer, session 39 ({LONG_TOKENS[0]}-{LONG_TOKENS[1]} tokens)"] = longer
     for name, group in halves.items():
         words = [len(r.record["words"]) for r in group]
         tokens = [r.record.get("tokens") for r in group if r.record.get("tokens")]
@@ -248,6 +301,119 @@ def replay(args) -> None:
               f"{summary([run_mixed(CHOSEN, r) for r in group], group)} |")
         if name.startswith("choice"):
             grid_report(group)
+        if name.startswith("longer"):
+            for rec, (n, got), (hit, overlap) in zip(group, res := [run_mixed(CHOSEN, r) for r in group],
+                                                    hits(res, group)):
+                truth = c2f.top(rec.full())
+                words = rec.record["words"]
+                print(f"{rec.key} ({rec.record['case']}, {rec.record['tokens']} tokens, {len(words)} words): {n} "
+                      f"verified, {'same top five' if hit else 'missed'} (overlap {overlap}); full: "
+                      f"{[words[i] for i in truth]}, word_verified: {[words[i] for i in got]}")
+
+
+# Session 39: faithfulness of word_verified's map (measured values where measured, the rescaled estimate below them
+# elsewhere) against full leave one word out and gradient norm, on the held-out prompts (index >= 12), by the
+# project's faithfulness curves (explain.faithfulness_curves: AOPC over 10 steps of 10 % of the words, signed orders)
+# and by the top five words (attention.agreement.aopc, K = TOP); paired bootstrap over prompts
+# (agreement.paired_bootstrap). One .json per prompt in records/word_verified_aopc/ (a rerun skips those there).
+AOPC = HELD_OUT.parent / "word_verified_aopc"
+MAPS = ("word_verified", "leave_one_out", "grad_norm")
+AOPC_RANDOM = 3  # random orders of the curves (a reference only: the maps are compared with each other, paired)
+FIRST_HELD_OUT = 12  # prompts 0-11 chose word_verified's rule
+
+
+def maps_of(rec: c2f.Recorded) -> dict[str, np.ndarray]:
+    """{name: <float64>[S]} word_verified's map replayed from the record (its budget, select and combine, as
+    compute), full leave one word out, and gradient norm (the first highlight's, summed over each word)."""
+    S = len(rec.record["words"])
+    estimate = np.asarray(rec.record["estimate"], dtype=np.float64)  # [S]
+    o = rec.record["original_logprob"]
+    picked, exact = word_verified.select(word_verified.scores(estimate, rec.record["gradient"]), word_verified.budget(S),
+                                         lambda ws: o - rec.score([(w,) for w in ws]))
+    return {"word_verified": attention_verified.combine(estimate, picked, exact), "leave_one_out": rec.full(),
+            "grad_norm": np.asarray(rec.record["gradient"], dtype=np.float64)}
+
+
+def aopc_prompt(lm, index: int, rec: c2f.Recorded) -> dict:
+    """The curves' AOPC (mode -> curve -> nats) and the top-five AOPC (map -> [deletion, insertion]) of one record."""
+    item = generate_prompt(34, index, "eval", MIN_TOKENS, MAX_TOKENS)
+    if item.id != rec.key or item.target != rec.record["target"]:
+        raise SystemExit(f"{rec.key}: not the recorded prompt")
+    prompt = lm.format_prompt(item.user, system=item.system or None)
+    maps, memo = maps_of(rec), {}
+    config = FaithfulnessConfig(granularity="word", n_random=AOPC_RANDOM, upper_bound=False)
+    report = faithfulness_curves(lm, CurvesRequest(prompt, item.target, methods=MAPS, config=config),
+                                 segment_scores=maps, memo=memo)
+    if report.segment_texts() != rec.record["words"] or abs(report.original_logprob - rec.record["original_logprob"]) > 1e-3:
+        raise SystemExit(f"{rec.key}: the curves' words or log p differ from the record's")
+    result = tokenized_result(lm, prompt, item.target)
+    edit = scoring.PromptEditor(lm, prompt, result, scoring.prompt_segments(result, "word"), "filler", report.filler_id)
+    S = len(rec.record["words"])
+    sets = [(), tuple(range(S))]
+    for v in maps.values():
+        sets += [s for part in agreement.perturbation_sets(v, TOP) for s in part]
+    ids = {s: edit(s) for s in dict.fromkeys(sets)}
+    new = [p for p in dict.fromkeys(ids.values()) if p not in memo]
+    memo.update(zip(new, (float(x) for x in scoring.score(lm, new, result.ids[result.n_prompt_tokens:], report.span))))
+    logp = {s: memo[p] for s, p in ids.items()}
+    worst = max(abs(logp[(s,)] - rec.score([(s,)])[0]) for s in range(S) if (s,) in logp)
+    return {"id": rec.key, "kind": rec.record["case"], "words": S, "tokens": rec.record["tokens"],
+            "curves": {mode: {name: c.aopc for name, c in curves.items()} for mode, curves in report.curves.items()},
+            "top5": {m: list(agreement.aopc(v, logp, TOP)) for m, v in maps.items()},
+            "verified": int(word_verified.budget(S)), "scored": len(memo), "single_removal_max_diff": worst}
+
+
+def aopc(args) -> None:
+    """Measures (mode aopc) or tables (--table) word_verified's faithfulness (AOPC's comment above)."""
+    if args.table:
+        return aopc_table()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    lm = ss.load_model("default")
+    AOPC.mkdir(parents=True, exist_ok=True)
+    print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs), threads {args.threads}", flush=True)
+    for path in sorted(HELD_OUT.glob("eval-*.json")):
+        index = int(path.stem.split("-")[-1])
+        if index < FIRST_HELD_OUT or (AOPC / path.name).exists():
+            continue
+        t = time.perf_counter()
+        out = aopc_prompt(lm, index, c2f.Recorded.load(path.stem, HELD_OUT))
+        out.update(seconds=time.perf_counter() - t, load=os.getloadavg()[0])
+        (AOPC / path.name).write_text(json.dumps(out, indent=1))
+        print(f"{path.stem}: {out['words']} words, {out['scored']} prompts scored, {out['seconds']:.0f} s, load "
+              f"{out['load']:.1f} ({time.strftime('%H:%M:%S')}); single removals within "
+              f"{out['single_removal_max_diff']:.1e} of the record", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+def aopc_table() -> None:
+    """Means per map and paired differences (95 % CI, paired bootstrap over prompts) of the recorded AOPC."""
+    rows = [json.loads(p.read_text()) for p in sorted(AOPC.glob("eval-*.json"))]
+    print(f"{len(rows)} held-out prompts, {min(r['words'] for r in rows)}-{max(r['words'] for r in rows)} words, "
+          f"{min(r['tokens'] for r in rows)}-{max(r['tokens'] for r in rows)} prompt tokens")
+    figures = {}
+    for mode in MODES:
+        for name in (*MAPS, "random", "length"):
+            figures[("curves", mode, name)] = [r["curves"][mode][name] for r in rows]
+        for m in MAPS:
+            figures[("top5", mode, m)] = [r["top5"][m][MODES.index(mode)] for r in rows]
+    print("| AOPC (nats) | " + " | ".join(f"{m}" for m in (*MAPS, "random", "length")) + " |")
+    print("|---|" + "---:|" * (len(MAPS) + 2))
+    for kind in ("curves", "top5"):
+        for mode in MODES:
+            cells = [f"{np.mean(figures[(kind, mode, m)]):.2f}" if (kind, mode, m) in figures else "" for m in
+                     (*MAPS, "random", "length")]
+            print(f"| {kind}, {mode} | " + " | ".join(cells) + " |")
+    print("\n| paired difference (95 % CI, n) | " + " | ".join(f"{k}, {m}" for k in ("curves", "top5") for m in MODES) + " |")
+    print("|---|" + "---|" * 4)
+    for a, b in (("word_verified", "leave_one_out"), ("word_verified", "grad_norm"), ("grad_norm", "leave_one_out")):
+        cells = []
+        for kind in ("curves", "top5"):
+            for mode in MODES:
+                d, lo, hi, n = agreement.paired_bootstrap(figures[(kind, mode, a)], figures[(kind, mode, b)])
+                cells.append(f"{d:+.2f} ({lo:+.2f} to {hi:+.2f}; {n})")
+        print(f"| {a} − {b} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -258,11 +424,20 @@ def main() -> None:
     r.add_argument("--start", type=int, default=0, help="the first index (two processes can share the prompts)")
     r.add_argument("--seed", type=int, default=34)
     r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--long", action="store_true", help=f"the longer prompts instead ({LONG_TOKENS[0]}-{LONG_TOKENS[1]} "
+                   "tokens; records/word_verified_long/)")
+    a = sub.add_parser("aopc", help="word_verified's faithfulness against leave one word out and gradient norm")
+    a.add_argument("--threads", type=int, default=1)
+    a.add_argument("--table", action="store_true", help="the table of the measured prompts, no model")
     rp = sub.add_parser("replay", help="run RULES on the records, no model")
     rp.add_argument("--held-out", action="store_true", help="also the second half and the four cases (after the "
                     "rule is chosen on the first)")
+    rp.add_argument("--long", action="store_true", help="also the longer prompts of record --long (complete ones)")
     args = p.parse_args()
-    (record if args.mode == "record" else replay)(args)
+    if args.mode == "record":
+        (record_long if args.long else record)(args)
+    else:
+        (aopc if args.mode == "aopc" else replay)(args)
 
 
 if __name__ == "__main__":
