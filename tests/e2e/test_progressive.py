@@ -23,14 +23,15 @@ pytestmark = pytest.mark.e2e
 TAG = "prompt-salience-module"
 LOAD_TIMEOUT_MS = 600_000
 QUESTION = "What is the capital of France?"
-# A chain-of-thought prompt and its given answer (20 tokens; a row of case_study_variants.jsonl), typed into the
-# editor: no other test asks the session's server for its matrices, so the first paint cannot come from its
-# cache. (The shipped case row's own answer is 143 generated tokens: its matrices took 102 s of the suite on a
-# quiet machine.)
+# A chain-of-thought prompt (a row of case_study_variants.jsonl) and the last sentence of its given answer (7 tokens),
+# typed into the editor: no other test asks the session's server for its matrices, so the first paint cannot come
+# from its cache. The claim (span first, then the matrices) holds for any answer of a few tokens, and the matrices
+# cost one backward per answer token: the row's whole answer (33 tokens) cost ~18 s more of CPU (docs/benchmarks.md,
+# "Session 39 (h3)"); the shipped case row's own answer is 143 generated tokens (102 s of the suite).
 COT_PROMPT = ("Q: A baker makes 24 muffins. She sells 9 in the morning and 7 in the afternoon. How many muffins "
               "are left?\nA: She sold 9 + 7 = 16 muffins. 24 - 16 = 8. The answer is 8.\n\nQ: Tom has 3 boxes "
               "with 12 pencils each. He gives away 10 pencils. How many pencils does he have now?\nA:")
-COT_TARGET = " He had 3 * 12 = 36 pencils. 36 - 10 = 26. The answer is 26."
+COT_TARGET = " The answer is 26."
 
 
 def _server_pid(url: str) -> int | None:
