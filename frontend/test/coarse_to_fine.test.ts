@@ -1,8 +1,8 @@
 /**
  * Coarse-to-fine leave one out in the browser: which segments it measured (src/salience/coarse.ts: the notes of
  * the hatched, unmeasured ones, the status summary, the staged progress), the payload check, and at word
- * granularity the controller's measure button running the server's request default (coarse-to-fine) with every
- * word one click away. Against a stand-in for LIT's services.
+ * granularity the controller's measure button running the server's request default (word_verified: an estimate,
+ * then the best quarter measured; coarse-to-fine at token) with every word one click away. Against a stand-in for LIT's services.
  */
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 
@@ -19,7 +19,8 @@ import {fakeSalienceHost} from './support/salience_host.js';
 const N = fixture.tokens.length;
 const T = N - fixture.n_prompt_tokens;
 const REG = parseRegistry(registry);
-const C2F = REG.requestSegment('word')!.name;
+const C2F = REG.requestSegment('token')!.name;  // coarse-to-fine: the token button
+const WORDS = REG.requestSegment('word')!.name;  // the word button: estimate, then the best quarter measured
 
 function payload(method: string, measured?: boolean[]): SegmentPayload {
   const out: SegmentPayload = {
@@ -82,7 +83,9 @@ describe('the measure button at word granularity', () => {
     return fakeSalienceHost(registry, (data) => {
       const status = {kind: 'seg', state: 'done', done: 3, total: 3, elapsed_s: 0.1, eta_s: null, error: ''};
       const method = data['segment_method'] as string;
-      return [{salience: {segments: payload(method, method === C2F ? [true, false, false] : undefined), detail: status}}];
+      const p = payload(method, method === WORDS ? [true, false, false] : undefined);
+      if (method === WORDS) p.coarse_granularity = ['', ESTIMATE_MARK, ESTIMATE_MARK];
+      return [{salience: {segments: p, detail: status}}];
     });
   }
   const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},
@@ -91,32 +94,41 @@ describe('the measure button at word granularity', () => {
   beforeEach(() => { vi.useFakeTimers(); });
   afterEach(() => { vi.useRealTimers(); });
 
-  it('runs coarse-to-fine by default from leave one word out, and every word stays one click away', async () => {
+  it('runs the estimate-then-best-quarter method from leave one word out, and every word stays one click away', async () => {
+    expect(WORDS).not.toBe(C2F);
     const {host, calls} = fakeHost();
     const ctl = new SalienceController(host);
     ctl.registry();
     await ctl.select(dp());
-    ctl.setSegmentation('word', '', 6);
+    ctl.setSegmentation('word', '', 40);
     ctl.setMethod('leave_one_out');
     expect(ctl.segmentsOnRequest()).toBe(true);
-    expect(ctl.requestDefault()?.name).toBe(C2F);
+    expect(ctl.requestDefault()?.name).toBe(WORDS);
     expect(ctl.isRequestDefault()).toBe(false);
-    ctl.measureWith(C2F);
+    // Its cost from its published budget: a quarter of 40 words is 10 forwards, + the unedited prompt's; every word 41.
+    expect(ctl.segmentCost(WORDS)).toBe(10 + 1);
+    expect(ctl.segmentCost('leave_one_out')).toBe(40 + 1);
+    ctl.setSegmentation('word', '', 6);  // at least five: 5 of 6 words
+    expect(ctl.segmentCost(WORDS)).toBe(5 + 1);
+    ctl.measureWith(WORDS);
     await vi.advanceTimersByTimeAsync(POLL_MS);
     const segs = calls.filter((c) => c['detail'] === 'segments');
     expect(segs).toHaveLength(1);
-    expect(segs[0]).toMatchObject({segment_method: C2F, granularity: 'word'});
-    expect(ctl.method).toBe(C2F);
+    expect(segs[0]).toMatchObject({segment_method: WORDS, granularity: 'word'});
+    expect(ctl.method).toBe(WORDS);
     expect(ctl.isRequestDefault()).toBe(true);
     expect(ctl.requestDefault()).toBeNull();  // on screen already
     expect(ctl.segmentValues()?.measured).toEqual([true, false, false]);
-    expect(ctl.precision()).toBe('measured per word coarse-to-fine: 4 forwards, 1 of 3 words exactly, 50 % of the work saved by the cached prefix');
+    expect(ctl.precision()).toBe(`measured per word by ${REG.label(WORDS)}: 4 forwards, 1 of 3 words exactly, 50 % of the work saved by the cached prefix`);
     // Every word: the method on screen, measured on request.
     ctl.setMethod('leave_one_out');
     ctl.measureSegments();
     await vi.advanceTimersByTimeAsync(POLL_MS);
-    expect(calls.filter((c) => c['detail'] === 'segments').map((c) => c['segment_method'])).toEqual([C2F, 'leave_one_out']);
-    // At sentence granularity there is no request default: leave one out is measured at once, as before.
+    expect(calls.filter((c) => c['detail'] === 'segments').map((c) => c['segment_method'])).toEqual([WORDS, 'leave_one_out']);
+    // At token granularity the button runs coarse-to-fine; at sentence there is no request default: leave one out is
+    // measured at once, as before.
+    ctl.setSegmentation('token', '', 12);
+    expect(ctl.requestDefault()?.name).toBe(C2F);
     ctl.setSegmentation('sentence', '', 2);
     expect(ctl.requestDefault()).toBeNull();
     ctl.dispose();

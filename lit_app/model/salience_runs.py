@@ -48,7 +48,7 @@ from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
 from lit_app.errors import prompt_start
 from lit_app.schema.inputs import SegmentRequest
-from lit_app.schema.method_registry import FIRST_LOOK_METHOD, FIRST_MAP_METHOD
+from lit_app.schema.method_registry import FIRST_LOOK_METHOD, FIRST_MAP_METHOD, REQUEST_SEGMENT_METHOD
 from lit_app.model.jobs import Job
 from lit_app.model.lru_cache import LRUCache
 from lit_app.model.prompt_tokens import PromptTokens
@@ -116,8 +116,12 @@ def segment_priority(request: SegmentRequest) -> Priority:
 def sends_first_look(request: SegmentRequest) -> bool:
     """Whether the job of `request` keeps its values so far (Job.partial) for its answers: the first map's job at a
     granularity where method_registry.FIRST_LOOK_METHOD names its first look (no worse than the gradient on the
-    held-out figures); elsewhere its values only."""
-    return segment_priority(request) == Priority.USER_JOB and FIRST_LOOK_METHOD.get(request.granularity) is not None
+    held-out figures), and the measure button's job (REQUEST_SEGMENT_METHOD) where its method reports a first look
+    (word_verified: its estimate of every word, then the words measured after each batch); elsewhere its values only."""
+    if segment_priority(request) == Priority.USER_JOB:
+        return FIRST_LOOK_METHOD.get(request.granularity) is not None
+    return (REQUEST_SEGMENT_METHOD.get(request.granularity) == request.method
+            and get_segment_method(request.method).first_look is not None)
 
 
 class SalienceRuns:

@@ -363,10 +363,12 @@ class ProgressFrame:
     (done, rows) as (label, before + done, at least total)."""
 
     def __init__(self, stage: str):
-        self.label, self.before, self.total = stage, 0, 0
+        self.label, self.before, self.total, self.end = stage, 0, 0, 0
 
-    def set(self, label: str, before: int, total: int) -> None:
+    def set(self, label: str, before: int, total: int, end: int | None = None) -> None:
+        """The next calls count from `before` toward `total`; their last report says `end` (default: `total`)."""
         self.label, self.before, self.total = label, int(before), int(total)
+        self.end = self.total if end is None else int(end)
 
     def wrap(self, progress: Progress) -> Progress:
         """The scorer's progress as the frame's; a `costed` progress gets the call's `Cost` when the call is the whole
@@ -377,6 +379,7 @@ class ProgressFrame:
             total = max(self.total, self.before + rows)
             whole = self.before == 0 and total == rows
             # rows: the call's distinct changed prompts (the scorer skips repeats): its last report is the frame's end
-            report(progress, self.label, total if done >= rows else self.before + done, total, cost if whole else None)
+            end = max(self.end, self.before + rows)
+            report(progress, self.label, end if done >= rows else self.before + done, total, cost if whole else None)
 
         return costed(frame_report) if getattr(progress, "takes_cost", False) else frame_report

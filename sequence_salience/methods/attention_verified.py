@@ -164,12 +164,18 @@ def verify(order: Sequence[int], measure: Callable[[list[int]], np.ndarray], set
     return picked, np.array(exact, dtype=np.float64)
 
 
+def rescale(estimate: np.ndarray, picked: list[int], exact: np.ndarray) -> float:
+    """c of the module docstring: the least-squares factor through 0 from the estimate <[S]> at the picked segments
+    to their exact values <[V]>, at least 0 (0 where the estimate is 0 there)."""
+    e = np.asarray(estimate, dtype=np.float64)[picked]
+    return max(0.0, float(e @ exact) / float(e @ e)) if float(e @ e) > 0 else 0.0
+
+
 def combine(estimate: np.ndarray, picked: list[int], exact: np.ndarray) -> np.ndarray:
     """<float64>[S]: exact <[V]> at the picked segments, the rescaled and capped estimate elsewhere (module doc)."""
     estimate = np.asarray(estimate, dtype=np.float64)
     exact = np.asarray(exact, dtype=np.float64)
-    e = estimate[picked]
-    c = max(0.0, float(e @ exact) / float(e @ e)) if float(e @ e) > 0 else 0.0
+    c = rescale(estimate, picked, exact)
     values = np.minimum(c * estimate, np.nextafter(float(exact.min()), -np.inf)) if len(picked) else estimate.copy()
     values[picked] = exact
     return values
@@ -198,37 +204,44 @@ def gradient_sums(problem: SegmentProblem, stage: str) -> np.ndarray:
 
 def verified_output(problem: SegmentProblem, config: AblationConfig, stage: str,
                     select: Callable[[np.ndarray, Callable[[], np.ndarray], Callable[[list[int]], np.ndarray]],
-                                     tuple[list[int], np.ndarray]]) -> SegmentOutput:
+                                     tuple[list[int], np.ndarray]],
+                    frames: Callable[[int, int], tuple[str, int]] | None = None,
+                    merge: Callable[[np.ndarray, list[int], np.ndarray], np.ndarray] = combine) -> SegmentOutput:
     """The verified map: the segments `select(estimate [S], () -> gradient [S], measure)` verifies (the gradient
     computed only when asked for; `measure`: segments -> their exact values, one batch; attention_verified: `verify`'s
     rule over `candidates`), their exact values, the rescaled and capped estimate elsewhere (`combine`); `stage`: the
-    progress frame's name. Before it returns, `problem.partial` hears the map so far: the estimate alone (nothing
-    verified: the first look, no forward of its own when the unedited prompt's pass recorded the attention), then
-    after each verification batch."""
+    progress frame's name (the method's own name: the server shows no stage); `frames`: None, or (segments
+    verified so far, the batch's size) -> (the batch's stage, the verifications known in all) for a method whose
+    batches are known ahead (word_verified); `merge`: (estimate, verified, their exact values) -> the map (`combine`;
+    word_verified its own). Before it returns, `problem.partial` hears the map so far: the estimate
+    alone (nothing verified: the first look, no forward of its own when the unedited prompt's pass recorded the
+    attention), then after each verification batch."""
     estimate = attention_attribution.compute(problem, config)  # raises without problem.tokens
     picked: list[int] = []  # the verified segments so far, in order
     exact: list[float] = []  # their exact values
     logps: list[float] = []  # log p(span) of each verified segment's ablated prompt, in order
-    problem.partial(_output(estimate, picked, exact, logps, problem.n_segments))
+    problem.partial(_output(estimate, picked, exact, logps, problem.n_segments, merge))
 
     def measure(segments: list[int]) -> np.ndarray:
-        problem.frame(stage, len(logps), len(logps) + len(segments))
+        end = len(logps) + len(segments)
+        label, total = (stage, end) if frames is None else frames(len(logps), len(segments))
+        problem.frame(label, len(logps), total, end)
         lp = np.asarray(problem.score([problem.edit((s,)) for s in segments]), dtype=np.float64)  # [B]
         logps.extend(float(x) for x in lp)
         values = problem.original_logprob - lp
         picked.extend(int(s) for s in segments)
         exact.extend(float(v) for v in values)
-        problem.partial(_output(estimate, picked, exact, logps, problem.n_segments))
+        problem.partial(_output(estimate, picked, exact, logps, problem.n_segments, merge))
         return values
 
     verified, values = select(estimate.values, lambda: gradient_sums(problem, stage), measure)
-    return _output(estimate, verified, values, logps, problem.n_segments)
+    return _output(estimate, verified, values, logps, problem.n_segments, merge)
 
 
 def _output(estimate: SegmentOutput, picked: list[int], exact: Sequence[float], logps: list[float],
-            S: int) -> SegmentOutput:
-    """The map with `picked` verified (exact values `exact`, ablated log p `logps`), the estimate elsewhere."""
-    values = combine(estimate.values, picked, np.asarray(exact, dtype=np.float64))  # [S]
+            S: int, merge: Callable[[np.ndarray, list[int], np.ndarray], np.ndarray] = combine) -> SegmentOutput:
+    """The map with `picked` verified (exact values `exact`, ablated log p `logps`), the estimate elsewhere (`merge`)."""
+    values = merge(estimate.values, picked, np.asarray(exact, dtype=np.float64))  # [S]
     measured = np.zeros(S, dtype=bool)
     measured[picked] = True
     kept = np.ones((len(picked), S), dtype=bool)  # [V, S] row v keeps every segment but picked[v]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -331,17 +332,27 @@ def _default_count(method: SalienceMethod | SegmentMethod) -> int:
     return int(method.count.default) if method.count else 0
 
 
+def budget_rows(budget: tuple[float, int], n_segments: int) -> int:
+    """The ablated prompts of a method with a `budget` (share, at_least) on `n_segments` segments:
+    min(n_segments, max(at_least, floor(share x n_segments)))."""
+    share, at_least = budget
+    return min(n_segments, max(at_least, math.floor(share * n_segments)))
+
+
 def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
     """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, granularities,
-    first_look} (granularities: None for every granularity, else the list a segment method computes at; first_look:
-    a segment method's SegmentMethod.first_look, else None)."""
+    first_look, budget} (granularities: None for every granularity, else the list a segment method computes at;
+    first_look: a segment method's SegmentMethod.first_look, else None; budget: {share, at_least} of a segment method's
+    SegmentMethod.budget, else None)."""
     only = getattr(method, "granularities", None)
+    budget = getattr(method, "budget", None)
     return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
             "linear": method.linear, "count_field": method.count_field, "count_unit": method.count_unit,
             "default_count": method.default_count, "cost_unit": method.cost_unit, "trust": method.trust,
             "kind": method.kind,
             "granularities": list(only) if only is not None else None,
-            "first_look": getattr(method, "first_look", None)}
+            "first_look": getattr(method, "first_look", None),
+            "budget": None if budget is None else {"share": float(budget[0]), "at_least": int(budget[1])}}
 
 
 # Segment methods: values measured on a segmentation of the prompt by removing segments and
@@ -422,8 +433,10 @@ class SegmentProblem:
         holding each segment, coarsest first: one <int64>[S] per granularity of `parent_granularities`
         (an index into that granularity's segmentation); empty for the other methods.
       parent_granularities: the names of those coarser granularities ("paragraph", "sentence").
-      frame: (label, rows done before, rows in all so far) -> None: how the progress of the next `score`
-        calls is reported (a method scoring in several calls keeps one count: "refining: 30 / 52").
+      frame: (label, rows done before, rows in all so far[, rows done once the next call ends]) -> None: how the
+        progress of the next `score` calls is reported (a method scoring in several calls keeps one count:
+        "refining: 30 / 52"); the fourth, where the total counts calls still to come (word_verified's second
+        batch), defaults to the total.
       known: {segment position: its exact leave-one-out value} already measured on this prompt, target, span,
         segmentation, removal and filler (an earlier result's, ablation.known_values); leave_one_out scores only
         the other segments. Empty: none known.
@@ -439,7 +452,7 @@ class SegmentProblem:
     tokens: SegmentTokens | None = None
     parents: tuple[np.ndarray, ...] = ()
     parent_granularities: tuple[str, ...] = ()
-    frame: Callable[[str, int, int], None] = lambda label, before, total: None
+    frame: Callable[..., None] = lambda label, before, total, end=None: None
     known: Mapping[int, float] = dataclasses.field(default_factory=dict)
     partial: Callable[["SegmentOutput"], None] = lambda out: None
 
@@ -516,6 +529,9 @@ class SegmentMethod:
         its result instead of scoring them again (SegmentProblem.known; ablation.known_values checks the settings).
       first_look: None, or the segment method whose values this one reports first, before it measures anything
         (SegmentProblem.partial; attention_verified: attention_attribution's estimate), so that a view can name them.
+      budget: None, or (share, at_least): the method scores min(S, max(at_least, floor(share x S))) ablated prompts of
+        S segments (`budget_rows`; word_verified: a quarter, at least five), published so that a view states its cost
+        before it runs; None: `rows` is not a rule the view can apply.
     """
 
     name: str
@@ -538,6 +554,7 @@ class SegmentMethod:
     warning: Callable[[Mapping[str, float], AblationConfig], str] | None = None
     exact_measured: bool = False
     first_look: str | None = None
+    budget: tuple[float, int] | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

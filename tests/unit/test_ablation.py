@@ -27,6 +27,7 @@ from sequence_salience import scoring
 from sequence_salience.ablation import AblationConfig, PrefixScorer, segment_salience
 from sequence_salience.errors import ComputationCancelled, SalienceError
 from sequence_salience.methods import ablation_surrogate, attention_verified, coarse_to_fine, lasso, leave_one_out
+from sequence_salience.salience import pair_tokens
 from tests.unit.estimators import saved_random_estimator
 from tests.unit.tiny_models import MODEL_BUILDERS, tiny_llama, wrap
 
@@ -40,15 +41,16 @@ def lm(request):
     return wrap(MODEL_BUILDERS[request.param](), request.param)
 
 
-def brute_force(lm, prompt, target, granularity, removal, span=None):
-    """Leave one out by plain forwards: one row per ablation, scored by scoring.score."""
-    result = ss.compute_span_result(lm, prompt, target, methods=("grad_norm",))
+def brute_force(lm, prompt, target, granularity, removal, span=None, only=None):
+    """Leave one out by plain forwards: one row per ablation, scored by scoring.score; `only`: the segments to score
+    (their values in that order; None: every segment)."""
+    result = pair_tokens(lm, prompt, target)  # the pair's tokens: no model pass
     segs = scoring.prompt_segments(result, granularity)
     edit = scoring.PromptEditor(lm, prompt, result, segs, removal, scoring.filler_id(lm, " "))
     t = tuple(int(i) for i in result.ids[result.n_prompt_tokens:])
     span = span or (0, len(t))
     rows = [edit(())] if removal == "filler" else [tuple(int(i) for i in result.ids[:result.n_prompt_tokens])]
-    rows += [edit((s,)) for s in range(len(segs))]
+    rows += [edit((s,)) for s in (range(len(segs)) if only is None else only)]
     lp = scoring.score(lm, rows, t, span, batch_size=1)
     return lp[0] - lp[1:], segs
 

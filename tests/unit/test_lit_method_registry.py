@@ -27,12 +27,13 @@ WIRE = {
     "ablation_surrogate": {"max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
     "coarse_to_fine": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": [],
-                       "request_default_at": ["word", "token"]},
+                       "request_default_at": ["token"]},
     "attention_attribution": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                               "default_at": []},
     "attention_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
-    "word_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": []},
+    "word_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": [],
+                      "request_default_at": ["word"]},
 }
 
 
@@ -45,7 +46,7 @@ def test_published_registry_is_the_core_registry_plus_the_wire_facts():
         assert entry == {**core_entry, "request_default_at": [], **WIRE[entry["name"]], "first_map_at": first}
     assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
                                  "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "trust", "kind",
-                                 "granularities", "first_look",
+                                 "granularities", "first_look", "budget",
                                  "detail", "default_at", "request_default_at", "first_map_at"}
     by_name = {e["name"]: e for e in published}
     assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \

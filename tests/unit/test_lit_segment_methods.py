@@ -433,3 +433,60 @@ def test_no_first_look_where_the_rule_names_none(tmp_path, monkeypatch):
         gate.set()
         done = _until_done(model, **ask)
         assert fields.PARTIAL_SEGMENTS not in done and fields.SEGMENTS in done
+
+
+def test_the_word_buttons_job_answers_its_estimate_then_each_batch_with_its_stage(tmp_path, monkeypatch):
+    """Issue 42 (session 39): the word button's method (word_verified, method_registry.REQUEST_SEGMENT_METHOD at word)
+    answers, while its job runs, its values so far (`partial_segments`): first the estimate of every word (nothing
+    measured) in the answer that starts the job, then, after its first batch, that batch's words measured, with the
+    job's stage "batch 1 of 2" counting toward the whole budget; once done, the library's map, no partial beside it."""
+    from lit_app.serving import model_group
+    from sequence_salience.methods import word_verified
+
+    assert method_registry.REQUEST_SEGMENT_METHOD["word"] == word_verified.NAME
+    long_prompt = PROMPT.replace("\nHow", " Dan has four pears. Eve has one pear and two plums. Fay has six figs.\nHow")
+    gates = [threading.Event(), threading.Event()]
+    select = word_verified.select
+
+    def held(first, n, measure, *args, **kwargs):  # each batch waits until the test has read the answer before it
+        def gated(words):
+            assert gates[0].wait(30) if not gates[0].is_set() else gates[1].wait(30), "the test never let it go"
+            return measure(words)
+
+        return select(first, n, gated, *args, **kwargs)
+
+    with estimator_server(tmp_path) as (lm, config, shared, _):
+        chat = lm.format_prompt(long_prompt, chat=False)
+        estimate = segment_salience(lm, chat, TARGET, "attention_attribution", granularity="word", config=config)
+        want = segment_salience(lm, chat, TARGET, word_verified.NAME, granularity="word", config=config)
+        S = len(want.segments)
+        n = word_verified.budget(S)
+        n1 = word_verified.first_batch(n)
+        assert 0 < n1 < n < S, (n1, n, S)  # two batches on this prompt
+        monkeypatch.setattr(word_verified, "select", held)
+        shared.quick(chat, TARGET, 0, None)  # the first highlight of the whole response
+        model = model_group.lit_models(shared, "tiny")["_tiny_salience"]
+        ask = {"prompt": long_prompt, fields.SEGMENT_METHOD: word_verified.NAME, fields.GRANULARITY: "word"}
+        first = model.predict([_data(**ask)])[0][fields.SALIENCE]
+        assert fields.SEGMENTS not in first, first["detail"]
+        partial = first[fields.PARTIAL_SEGMENTS]
+        assert partial["method"] == word_verified.NAME and partial["measured"] == [False] * S
+        np.testing.assert_allclose(partial["values"], estimate.values, rtol=1e-5, atol=1e-9)  # the estimate itself
+        assert partial["coarse_granularity"] == ["estimate"] * S
+        gates[0].set()  # the first batch runs; the second waits
+
+        def batch_one() -> bool:
+            out = model.predict([_data(**ask)])[0][fields.SALIENCE]
+            seen["out"] = out
+            return sum(out.get(fields.PARTIAL_SEGMENTS, {}).get("measured", [])) == n1
+
+        seen: dict = {}
+        wait_until(batch_one, "the first batch's values so far")
+        detail = seen["out"]["detail"]
+        assert (detail["stage"], detail["done"], detail["total"]) == ("batch 1 of 2", n1, n)
+        gates[1].set()
+        done = _until_done(model, **ask)
+        np.testing.assert_allclose(done[fields.SEGMENTS]["values"], want.values, rtol=1e-5, atol=1e-9)
+        assert done[fields.SEGMENTS]["measured"] == want.measured_mask().tolist()
+        assert sum(done[fields.SEGMENTS]["measured"]) == n
+        assert fields.PARTIAL_SEGMENTS not in done

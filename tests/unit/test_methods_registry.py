@@ -12,7 +12,7 @@ from sequence_salience import methods
 from sequence_salience.methods.base import COUNT_UNITS, SalienceConfig
 
 JSON_FIELDS = {"name", "label", "short", "signed", "linear", "count_field", "count_unit", "default_count",
-               "cost_unit", "trust", "kind", "granularities", "first_look"}
+               "cost_unit", "trust", "kind", "granularities", "first_look", "budget"}
 CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SalienceConfig)}
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import sequence_salience as ss
 from sequence_salience import scoring
 from sequence_salience.ablation import segment_salience
-from sequence_salience.methods import attention_attribution, word_verified
+from sequence_salience.methods import attention_attribution, attention_verified, word_verified
 from sequence_salience.methods.attention_verified import segment_sums
 from tests.unit.estimators import saved_random_estimator
 from tests.unit.test_ablation import PROMPT, TARGET, brute_force
@@ -17,6 +17,34 @@ from tests.unit.tiny_models import tiny_llama, wrap
 def test_the_budget_is_a_quarter_of_the_words_at_least_five_at_most_all():
     assert [word_verified.budget(n) for n in (3, 5, 20, 21, 24, 25, 100, 343, 4000)] == [3, 5, 5, 5, 6, 6, 25, 85, 1000]
     assert word_verified.rows(100, None) == 25
+
+
+def test_the_progress_names_each_batch_and_counts_toward_the_whole_budget():
+    # 48 words: budget 12; the first batch round(2/3 x 12) = 8, the second 4. 25 words: budget 6, the first batch at
+    # least five. 20 words: budget 5, all in one batch.
+    frames = word_verified.stages(word_verified.budget(48))
+    assert (word_verified.first_batch(12), frames(0, 8), frames(8, 4)) == (8, ("batch 1 of 2", 12), ("batch 2 of 2", 12))
+    assert word_verified.first_batch(word_verified.budget(25)) == 5
+    assert word_verified.stages(word_verified.budget(20))(0, 5) == ("batch 1 of 1", 5)
+    assert word_verified.METHOD.budget == (0.25, 5) and word_verified.METHOD.to_json()["budget"] == {
+        "share": 0.25, "at_least": 5}
+
+
+def test_unverified_words_keep_the_rescaled_estimate_clipped_below_the_verified_tops_magnitude():
+    # Verified words 0 and 1 (4.0, -1.0; fewer than five: the bound is the smaller |value|, 1.0); the estimate there is
+    # 2 and 0, so c = (2 x 4 + 0 x -1) / (2 x 2 + 0) = 2, and the others' rescaled estimates 1.0, -8.0, 0.2 are clipped
+    # to below 1.0 in magnitude. attention_verified.combine (the cap below the smallest verified value, -1.0) put all
+    # three just below -1.0: the largest magnitude on the map, for words nobody measured.
+    estimate, exact = np.array([2.0, 0.0, 0.5, -4.0, 0.1]), np.array([4.0, -1.0])
+    below = np.nextafter(1.0, 0.0)
+    np.testing.assert_array_equal(word_verified.merge(estimate, [0, 1], exact), [4.0, -1.0, below, -below, 0.2])
+    old = attention_verified.combine(estimate, [0, 1], exact)
+    assert (old[2:] < -1.0).all()  # the bug this rule fixes
+    # Five or more verified: the bound is the fifth largest |value|; nothing verified: the estimate itself.
+    # (c = 6.5 / 6 from the six ones; word 6's 10 x c is above 2.0, the fifth largest |value|.)
+    got = word_verified.merge(np.array([1.0] * 6 + [10.0]), [0, 1, 2, 3, 4, 5], np.array([6.0, -5, 4, 3, -2, 0.5]))
+    assert got[6] == np.nextafter(2.0, 0.0)
+    np.testing.assert_array_equal(word_verified.merge(estimate, [], np.array([])), estimate)
 
 
 def test_the_first_ranking_mixes_the_two_proxies_z_scores():
@@ -74,4 +102,8 @@ def test_the_verified_words_are_the_rules_picks_with_plain_forward_leave_one_out
     picked, _ = word_verified.select(word_verified.scores(estimate.values, gradient), n, lambda w: want[w])
     assert sorted(np.flatnonzero(measured)) == sorted(picked)
     np.testing.assert_allclose(got.values[measured], want[measured], rtol=0, atol=1e-5)
-    assert (got.values[~measured] < got.values[measured].min()).all()  # the estimate, capped below the verified
+    # The estimate elsewhere, rescaled and clipped below the verified top five's magnitude (`merge`).
+    np.testing.assert_allclose(got.values, word_verified.merge(estimate.values, list(np.flatnonzero(measured)),
+                                                               got.values[measured]), rtol=1e-6, atol=1e-9)
+    fifth = np.sort(np.abs(got.values[measured]))[::-1][4]
+    assert (np.abs(got.values[~measured]) < fifth).all()

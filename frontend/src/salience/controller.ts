@@ -146,14 +146,14 @@ export class SalienceController extends SalienceSelection {
 
   /**
    * At an on-request granularity, the faster segment method the server names for it (`request_default_at`:
-   * coarse-to-fine at word) when the method on screen is another one measured segment by segment (no count);
+   * word_verified at word, coarse-to-fine at token) when the method on screen is another one measured segment by segment (no count);
    * else null.
    */
   requestDefault(): SegmentMethodInfo | null {
     return this.segments.requestDefault(this.method);
   }
 
-  /** Whether the segment method on screen is the server's request default at this granularity (coarse-to-fine). */
+  /** Whether the segment method on screen is the server's request default at this granularity. */
   isRequestDefault(): boolean {
     return this.reg?.requestSegment(this.granularity)?.name === this.method;
   }

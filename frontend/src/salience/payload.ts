@@ -96,8 +96,9 @@ export interface DetailStatus {
    * another of this page's (`WAITING_OWN`); its estimate counts those turns. Absent otherwise (and from older
    * servers). */
   [SHARING_FIELD]?: string;
-  /** The stage of a job whose work comes in stages (coarse-to-fine: "coarse pass", then "refining"; `total` then
-   * counts the forwards known so far); absent for the others. */
+  /** The stage of a job whose work comes in stages (coarse-to-fine: "coarse pass", then "refining", `total` then
+   * counting the forwards known so far; word_verified: "batch 1 of 2", then "batch 2 of 2", `total` its budget);
+   * absent for the others. */
   stage?: string;
 }
 

@@ -127,9 +127,9 @@ export class SegmentMethods extends AutoSteps {
     if (s === null) return this.onRequest(ask) ? `not measured per ${noun} yet` : `measuring per ${noun}…`;
     if (s.partial) return `${this.firstLook(ask.method, s, noun)}; hatched: estimated, not measured`;
     const saved = s.stats.prefix_reuse && s.stats.saved > 0 ? `, ${Math.round(100 * s.stats.saved)} % of the work saved by the cached prefix` : '';
-    if (s.measured !== undefined) {  // coarse-to-fine left some segments inside units that did not matter
+    if (s.measured !== undefined) {  // coarse-to-fine or an estimate left some segments unmeasured
       const exact = s.measured.filter((m) => m).length;
-      return `measured per ${noun} coarse-to-fine: ${s.stats.rows} forwards, ${exact} of ${s.measured.length} ${noun}s exactly${saved}`;
+      return `measured per ${noun} by ${this.page.reg!.label(ask.method)}: ${s.stats.rows} forwards, ${exact} of ${s.measured.length} ${noun}s exactly${saved}`;
     }
     // The record's own facts (kind segment: per segment of this granularity; its cost unit), not one sentence for all.
     const scored = `${s.stats.rows} ${s.stats.rows === 1 ? 'prompt' : 'prompts'} scored`;
@@ -143,11 +143,14 @@ export class SegmentMethods extends AutoSteps {
     return `measured per ${noun}: ${this.page.reg!.segment(ask.method)!.cost_unit}; ${scored}${saved}`;
   }
 
-  /** About how many forwards `method` costs: its count, or one per segment (+ the unedited prompt). */
+  /** About how many forwards `method` costs: its count, its budget's share of the segments, or one per segment (+ the
+   * unedited prompt). */
   cost(method: string): number {
     const info = this.page.reg?.segment(method);
     if (info === undefined) return 0;
-    return (info.count_field !== null ? info.default_count : this.count) + 1;
+    if (info.count_field !== null) return info.default_count + 1;
+    const b = info.budget ?? null;
+    return (b === null ? this.count : Math.min(this.count, Math.max(b.at_least, Math.floor(b.share * this.count)))) + 1;
   }
 
   /** See the controller's requestDefault. */

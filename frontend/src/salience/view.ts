@@ -9,7 +9,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 import {GRANULARITIES, type Granularity} from '../shared/aggregate/index.js';
 import {errorIcon} from '../shared/icons.js';
 import {methodHelpView, methodNameView} from '../shared/method_help.js';
-import type {ExtraMethodInfo} from '../shared/methods.js';
+import type {ExtraMethodInfo, SegmentMethodInfo} from '../shared/methods.js';
 import {describeRefinement, segmentProgress} from './coarse.js';
 import type {SalienceController} from './controller.js';
 import {describeFit} from './payload.js';
@@ -146,14 +146,18 @@ export function segmentStatusView(ctl: SalienceController,
     const verb = info.count_field !== null ? `Fit ${info.short} on ${info.default_count} random ${noun} removals`
         : `Measure each ${noun} by removing it`;
     const cost = `~${ctl.segmentCost()} forwards`;
-    // Where the server names a faster default for this granularity (coarse-to-fine at word), the button runs it;
-    // the method on screen (every word) stays one click away.
+    // Where the server names a faster default for this granularity (word_verified at word, coarse-to-fine at token), the
+    // button runs it, worded by its record (its forwards where its budget states them, else its cost unit); the
+    // method on screen (every word) stays one click away.
     const faster = ctl.requestDefault();
+    const fasterCost = (m: SegmentMethodInfo) => (m.budget ? `~${ctl.segmentCost(m.name)} forwards` : m.cost_unit);
     body = faster !== null
-      ? html`<button class="measure" data-method=${faster.name} @click=${() => on.measureWith(faster.name)}>Measure with ${faster.label}: coarser units first, then each ${noun} inside those that matter</button>
+      ? html`<button class="measure" data-method=${faster.name} title=${`${faster.cost_unit}. ${faster.trust ?? ''}`}
+          @click=${() => on.measureWith(faster.name)}>Measure with ${faster.label}: ${fasterCost(faster)}</button>
         <button class="measure-all" @click=${() => on.measure()}>${verb}: ${cost}</button>`
       : ctl.isRequestDefault()
-      ? html`<button class="measure" @click=${() => on.measure()}>Measure coarser units first, then each ${noun} inside those that matter (each ${noun}: ${cost})</button>`
+      ? html`<button class="measure" data-method=${info.name} title=${`${info.cost_unit}. ${info.trust ?? ''}`}
+          @click=${() => on.measure()}>Measure with ${info.label}: ${fasterCost(info)}</button>`
       : html`<button class="measure" @click=${() => on.measure()}>${verb}: ${cost}</button>`;
   } else {
     body = html`<span class="measuring">measuring${segmentProgress(ctl.segmentDetail)}…</span>`;

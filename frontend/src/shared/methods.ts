@@ -52,6 +52,10 @@ export interface MethodInfo {
   /** The segment method whose values this one reports first, before it measures anything (its job's values so far:
    * attention_verified's learned estimate); null (or absent on an older server): none. */
   first_look?: string | null;
+  /** A segment method that measures a fixed share of the segments: min(S, max(at_least, floor(share × S))) ablated
+   * prompts of S segments (sequence_salience/methods/base.py budget_rows; word_verified: a quarter, at least five);
+   * null (or absent on an older server): one per segment. */
+  budget?: {share: number; at_least: number} | null;
 }
 
 /** A token method the server computes only on request, with a count (0 = off). */
@@ -117,7 +121,7 @@ export class MethodRegistry {
 
   /**
    * The segment method the "measure" button runs by default at `granularity`, where segment methods are measured
-   * only on request (the server's `request_default_at`: coarse-to-fine at word), or undefined.
+   * only on request (the server's `request_default_at`: word_verified at word, coarse-to-fine at token), or undefined.
    */
   requestSegment(granularity: string): SegmentMethodInfo | undefined {
     return this.segments.find((m) => (m.request_default_at ?? []).includes(granularity));
