@@ -11,8 +11,8 @@ budget of ⌊SHARE × words⌋ forwards (at least TOP, at most all), in two batc
    measured top TOP (`neighbours`): a large word's neighbours are often large too ("the sentiment of", "11 - 27"),
    and neither proxy sees that.
 
-The measured values are exact leave one out; every other word keeps the rescaled estimate, its magnitude clipped below
-the fifth largest |measured value| (`merge`), marked as not measured.
+The measured values are exact leave one out; every other word keeps the rescaled estimate, clipped below the measured top
+five by value and by |value| (`merge`), marked as not measured.
 
 Why this rule (docs/benchmarks.md "Session 34 (h5)" and "Session 38 (h3)"; benchmarks/bench_word_verified.py):
 issue 42 asks for full leave one word out's top five words in at most a quarter of its forwards. coarse_to_fine
@@ -111,19 +111,23 @@ def select(first: np.ndarray, n: int, measure: Callable[[list[int]], np.ndarray]
 
 def merge(estimate: np.ndarray, picked: list[int], exact: np.ndarray) -> np.ndarray:
     """<float64>[S]: exact <[V]> at the verified words, elsewhere the rescaled estimate (attention_verified.rescale)
-    clipped to magnitudes below the TOP-th largest |exact value| (all the verified when fewer), so that the verified
-    words with the TOP largest |values| lead a ranking by |value| (the module's top list) and an unverified word keeps
-    its estimate's sign and order where it is smaller. attention_verified.combine caps below the smallest verified
-    value instead: at word granularity, where some verified word's removal raises p(target) a lot, that put most
-    unverified words at its large negative value (the few-shot row: all 63 unverified words of 84 at -0.77, the darkest blue; the constitutional row: all 69 of 92
-    at -1.46; docs/benchmarks.md "Session 39 (h1)")."""
+    clipped to below the TOP-th largest verified value (0 where that is not positive) and to above minus the TOP-th
+    largest |verified value| (all the verified when fewer): the verified words hold the top TOP both by value (the
+    goal's top five) and by |value| (the module's top list), and an unverified word keeps its estimate's sign and order
+    where it is smaller. attention_verified.combine caps below the smallest verified value instead: at word
+    granularity, where some verified word's removal raises p(target) a lot, that put every unverified word at its
+    large negative value (the few-shot row: all 63 unverified words of 84 at -0.77, the darkest blue; the
+    constitutional row: all 69 of 92 at -1.46; docs/benchmarks.md "Session 39 (h1)")."""
     estimate = np.asarray(estimate, dtype=np.float64)
     if not len(picked):
         return estimate.copy()
     exact = np.asarray(exact, dtype=np.float64)
-    size = np.sort(np.abs(exact))[::-1][min(TOP, len(exact)) - 1]
-    bound = np.nextafter(size, 0.0) if size > 0 else 0.0
-    values = np.clip(attention_verified.rescale(estimate, picked, exact) * estimate, -bound, bound)
+    k = min(TOP, len(exact)) - 1
+    size = np.sort(np.abs(exact))[::-1][k]  # the TOP-th largest |value|
+    kth = np.sort(exact)[::-1][k]  # the TOP-th largest value
+    hi = min(np.nextafter(size, 0.0), np.nextafter(kth, -np.inf) if kth > 0 else 0.0)
+    values = np.minimum(np.maximum(attention_verified.rescale(estimate, picked, exact) * estimate,
+                                   -np.nextafter(size, 0.0)), hi)
     values[picked] = exact
     return values
 

@@ -30,21 +30,22 @@ def test_the_progress_names_each_batch_and_counts_toward_the_whole_budget():
         "share": 0.25, "at_least": 5}
 
 
-def test_unverified_words_keep_the_rescaled_estimate_clipped_below_the_verified_tops_magnitude():
-    # Verified words 0 and 1 (4.0, -1.0; fewer than five: the bound is the smaller |value|, 1.0); the estimate there is
-    # 2 and 0, so c = (2 x 4 + 0 x -1) / (2 x 2 + 0) = 2, and the others' rescaled estimates 1.0, -8.0, 0.2 are clipped
-    # to below 1.0 in magnitude. attention_verified.combine (the cap below the smallest verified value, -1.0) put all
-    # three just below -1.0: the largest magnitude on the map, for words nobody measured.
+def test_unverified_words_keep_the_rescaled_estimate_clipped_below_the_verified_top_five():
+    # Verified words 0 and 1 (4.0, -1.0; fewer than five: the bounds are the smallest value, -1.0, not positive: 0,
+    # and the smallest |value|, 1.0); the estimate there is 2 and 0, so c = (2 x 4 + 0 x -1) / (2 x 2 + 0) = 2, and the
+    # others' rescaled estimates 1.0, -8.0, 0.2 become 0, just above -1.0, 0. attention_verified.combine (the cap
+    # below the smallest verified value, -1.0) put all three below -1.0: the largest magnitude on the map, for words
+    # nobody measured.
     estimate, exact = np.array([2.0, 0.0, 0.5, -4.0, 0.1]), np.array([4.0, -1.0])
-    below = np.nextafter(1.0, 0.0)
-    np.testing.assert_array_equal(word_verified.merge(estimate, [0, 1], exact), [4.0, -1.0, below, -below, 0.2])
-    old = attention_verified.combine(estimate, [0, 1], exact)
-    assert (old[2:] < -1.0).all()  # the bug this rule fixes
-    # Five or more verified: the bound is the fifth largest |value|; nothing verified: the estimate itself.
-    # (c = 6.5 / 6 from the six ones; word 6's 10 x c is above 2.0, the fifth largest |value|.)
-    got = word_verified.merge(np.array([1.0] * 6 + [10.0]), [0, 1, 2, 3, 4, 5], np.array([6.0, -5, 4, 3, -2, 0.5]))
-    assert got[6] == np.nextafter(2.0, 0.0)
-    np.testing.assert_array_equal(word_verified.merge(estimate, [], np.array([])), estimate)
+    np.testing.assert_array_equal(word_verified.merge(estimate, [0, 1], exact),
+                                  [4.0, -1.0, 0.0, -np.nextafter(1.0, 0.0), 0.0])
+    assert (attention_verified.combine(estimate, [0, 1], exact)[2:] < -1.0).all()  # the bug this rule fixes
+    # Six verified: the fifth largest value is 1.0, the fifth largest |value| 2.5; c = 11.5 / 6 from the six ones, so
+    # words 6 and 7 (10 and -10 x c) are clipped to just below 1.0 and just above -2.5.
+    got = word_verified.merge(np.array([1.0] * 6 + [10.0, -10.0]), [0, 1, 2, 3, 4, 5],
+                              np.array([6.0, -5, 4, 3, 2.5, 1.0]))
+    assert (got[6], got[7]) == (np.nextafter(1.0, -np.inf), -np.nextafter(2.5, 0.0))
+    np.testing.assert_array_equal(word_verified.merge(estimate, [], np.array([])), estimate)  # nothing verified yet
 
 
 def test_the_first_ranking_mixes_the_two_proxies_z_scores():
@@ -102,8 +103,9 @@ def test_the_verified_words_are_the_rules_picks_with_plain_forward_leave_one_out
     picked, _ = word_verified.select(word_verified.scores(estimate.values, gradient), n, lambda w: want[w])
     assert sorted(np.flatnonzero(measured)) == sorted(picked)
     np.testing.assert_allclose(got.values[measured], want[measured], rtol=0, atol=1e-5)
-    # The estimate elsewhere, rescaled and clipped below the verified top five's magnitude (`merge`).
+    # The estimate elsewhere, rescaled and clipped below the verified top five, by value and by |value| (`merge`).
     np.testing.assert_allclose(got.values, word_verified.merge(estimate.values, list(np.flatnonzero(measured)),
                                                                got.values[measured]), rtol=1e-6, atol=1e-9)
-    fifth = np.sort(np.abs(got.values[measured]))[::-1][4]
-    assert (np.abs(got.values[~measured]) < fifth).all()
+    verified = got.values[measured]
+    assert (np.abs(got.values[~measured]) < np.sort(np.abs(verified))[::-1][4]).all()
+    assert (got.values[~measured] < max(np.sort(verified)[::-1][4], np.nextafter(0.0, 1.0))).all()
