@@ -134,7 +134,8 @@ def record_long(args) -> None:
     torch.set_num_threads(args.threads)
     lm = ss.load_model("default")
     print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs), threads {args.threads}", flush=True)
-    for item in long_prompts(lm, args.seed, LONG_FROM, LONG_N):
+    part, parts = (int(x) for x in args.part.split("/"))
+    for item in long_prompts(lm, args.seed, LONG_FROM, LONG_N)[part::parts]:
         record_prompt(lm, item, LONG)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
@@ -313,12 +314,15 @@ def replay(args) -> None:
 
 # Session 39: faithfulness of word_verified's map (measured values where measured, the rescaled estimate below them
 # elsewhere) against full leave one word out and gradient norm, on the held-out prompts (index >= 12), by the
-# project's faithfulness curves (explain.faithfulness_curves: AOPC over 10 steps of 10 % of the words, signed orders)
+# project's faithfulness curves (explain.faithfulness_curves: AOPC over AOPC_STEPS steps, signed orders)
 # and by the top five words (attention.agreement.aopc, K = TOP); paired bootstrap over prompts
 # (agreement.paired_bootstrap). One .json per prompt in records/word_verified_aopc/ (a rerun skips those there).
 AOPC = HELD_OUT.parent / "word_verified_aopc"
 MAPS = ("word_verified", "leave_one_out", "grad_norm")
-AOPC_RANDOM = 3  # random orders of the curves (a reference only: the maps are compared with each other, paired)
+# The curves' points and random orders: 5 steps of 20 % of the words (the first inside word_verified's measured quarter)
+# and one random order (a reference only: the maps are compared with each other, paired). Session 39 began at 10 steps
+# and 3 random orders (184 forwards a prompt; 4-8 minutes at load 6-10): too slow for the 19 prompts by the deadline.
+AOPC_STEPS, AOPC_RANDOM = 5, 1
 FIRST_HELD_OUT = 12  # prompts 0-11 chose word_verified's rule
 
 
@@ -341,7 +345,7 @@ def aopc_prompt(lm, index: int, rec: c2f.Recorded) -> dict:
         raise SystemExit(f"{rec.key}: not the recorded prompt")
     prompt = lm.format_prompt(item.user, system=item.system or None)
     maps, memo = maps_of(rec), {}
-    config = FaithfulnessConfig(granularity="word", n_random=AOPC_RANDOM, upper_bound=False)
+    config = FaithfulnessConfig(granularity="word", steps=AOPC_STEPS, n_random=AOPC_RANDOM, upper_bound=False)
     report = faithfulness_curves(lm, CurvesRequest(prompt, item.target, methods=MAPS, config=config),
                                  segment_scores=maps, memo=memo)
     if report.segment_texts() != rec.record["words"] or abs(report.original_logprob - rec.record["original_logprob"]) > 1e-3:
@@ -360,7 +364,8 @@ def aopc_prompt(lm, index: int, rec: c2f.Recorded) -> dict:
     return {"id": rec.key, "kind": rec.record["case"], "words": S, "tokens": rec.record["tokens"],
             "curves": {mode: {name: c.aopc for name, c in curves.items()} for mode, curves in report.curves.items()},
             "top5": {m: list(agreement.aopc(v, logp, TOP)) for m, v in maps.items()},
-            "verified": int(word_verified.budget(S)), "scored": len(memo), "single_removal_max_diff": worst}
+            "verified": int(word_verified.budget(S)), "scored": len(memo), "single_removal_max_diff": worst,
+            "steps": AOPC_STEPS, "n_random": AOPC_RANDOM}
 
 
 def aopc(args) -> None:
@@ -375,7 +380,8 @@ def aopc(args) -> None:
     print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs), threads {args.threads}", flush=True)
     for path in sorted(HELD_OUT.glob("eval-*.json")):
         index = int(path.stem.split("-")[-1])
-        if index < FIRST_HELD_OUT or (AOPC / path.name).exists():
+        done = AOPC / path.name
+        if index < FIRST_HELD_OUT or (done.exists() and json.loads(done.read_text()).get("steps") == AOPC_STEPS):
             continue
         t = time.perf_counter()
         out = aopc_prompt(lm, index, c2f.Recorded.load(path.stem, HELD_OUT))
@@ -389,7 +395,7 @@ def aopc(args) -> None:
 
 def aopc_table() -> None:
     """Means per map and paired differences (95 % CI, paired bootstrap over prompts) of the recorded AOPC."""
-    rows = [json.loads(p.read_text()) for p in sorted(AOPC.glob("eval-*.json"))]
+    rows = [r for r in (json.loads(p.read_text()) for p in sorted(AOPC.glob("eval-*.json"))) if r.get("steps") == AOPC_STEPS]
     print(f"{len(rows)} held-out prompts, {min(r['words'] for r in rows)}-{max(r['words'] for r in rows)} words, "
           f"{min(r['tokens'] for r in rows)}-{max(r['tokens'] for r in rows)} prompt tokens")
     figures = {}
@@ -426,6 +432,8 @@ def main() -> None:
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--long", action="store_true", help=f"the longer prompts instead ({LONG_TOKENS[0]}-{LONG_TOKENS[1]} "
                    "tokens; records/word_verified_long/)")
+    r.add_argument("--part", default="0/1", help="with --long: i/n records every n-th prompt of the shortest-first "
+                   "list from the i-th (two processes: 0/2 and 1/2)")
     a = sub.add_parser("aopc", help="word_verified's faithfulness against leave one word out and gradient norm")
     a.add_argument("--threads", type=int, default=1)
     a.add_argument("--table", action="store_true", help="the table of the measured prompts, no model")
