@@ -85,6 +85,7 @@ describe('the measure button at word granularity', () => {
       const method = data['segment_method'] as string;
       const p = payload(method, method === WORDS ? [true, false, false] : undefined);
       if (method === WORDS) p.coarse_granularity = ['', ESTIMATE_MARK, ESTIMATE_MARK];
+      if (method === 'leave_one_out') p.quality = {reused: 1};  // the word button's measured word, taken by the server
       return [{salience: {segments: p, detail: status}}];
     });
   }
@@ -105,6 +106,7 @@ describe('the measure button at word granularity', () => {
     expect(ctl.segmentsOnRequest()).toBe(true);
     expect(ctl.requestDefault()?.name).toBe(WORDS);
     expect(ctl.isRequestDefault()).toBe(false);
+    expect(ctl.segmentCost()).toBe(40 + 1);  // nothing measured yet: every word
     // Its cost from its published budget: a quarter of 40 words is 10 forwards, + the unedited prompt's; every word 41.
     expect(ctl.segmentCost(WORDS)).toBe(10 + 1);
     expect(ctl.segmentCost('leave_one_out')).toBe(40 + 1);
@@ -120,10 +122,14 @@ describe('the measure button at word granularity', () => {
     expect(ctl.requestDefault()).toBeNull();  // on screen already
     expect(ctl.segmentValues()?.measured).toEqual([true, false, false]);
     expect(ctl.precision()).toBe(`measured per word by ${REG.label(WORDS)}: 4 forwards, 1 of 3 words exactly, 50 % of the work saved by the cached prefix`);
-    // Every word: the method on screen, measured on request.
+    // Every word: the method on screen, measured on request; its cost counts only the words the button did not
+    // measure (the server takes that one's exact value: 6 - 1 words, + the unedited prompt), and its result says so.
     ctl.setMethod('leave_one_out');
+    expect(ctl.segmentCost()).toBe(6 - 1 + 1);
     ctl.measureSegments();
     await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.precision()).toBe(`measured per word: one forward for each of 2 of 3 words; the other 1 are ${REG.label(WORDS)}'s ` +
+        'exact values; 4 prompts scored, 50 % of the work saved by the cached prefix');
     expect(calls.filter((c) => c['detail'] === 'segments').map((c) => c['segment_method'])).toEqual([WORDS, 'leave_one_out']);
     // At token granularity the button runs coarse-to-fine; at sentence there is no request default: leave one out is
     // measured at once, as before.

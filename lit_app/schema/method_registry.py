@@ -188,7 +188,7 @@ def published_registry() -> list[dict[str, Any]]:
     facts, in display order (token methods first):
 
     {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, max_count,
-    tag, matrix_detail, detail, default_at, request_default_at, first_map_at, granularities, first_look, budget} (JSON-able); count_field, count_unit, max_count are None (null)
+    tag, matrix_detail, detail, default_at, request_default_at, first_map_at, granularities, first_look, budget, exact_measured} (JSON-able); count_field, count_unit, max_count are None (null)
     for a method without a count; tag and matrix_detail are None except for a counted token method;
     `detail` is SEGMENT_DETAIL for a segment method (else None); `default_at` lists the granularities at
     which the module shows the method once computed (DEFAULT_SEGMENT_METHOD); `request_default_at` those at which

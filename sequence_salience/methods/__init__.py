@@ -142,7 +142,7 @@ def _all_names() -> list[str]:
 def registry_json(kinds: tuple[str, ...] = ("token",)) -> list[dict]:
     """The facts of every method of `kinds` ("token", "segment") as JSON-able dicts, in display order (token methods first; see
     SalienceMethod.to_json): {name, label, short, signed, linear, count_field, count_unit,
-    default_count, cost_unit, trust, kind, granularities, first_look, budget}."""
+    default_count, cost_unit, trust, kind, granularities, first_look, budget, exact_measured}."""
     return [m.to_json() for m in all_records() if m.kind in kinds]
 
 

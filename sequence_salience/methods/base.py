@@ -341,9 +341,9 @@ def budget_rows(budget: tuple[float, int], n_segments: int) -> int:
 
 def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
     """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, granularities,
-    first_look, budget} (granularities: None for every granularity, else the list a segment method computes at;
-    first_look: a segment method's SegmentMethod.first_look, else None; budget: {share, at_least} of a segment method's
-    SegmentMethod.budget, else None)."""
+    first_look, budget, exact_measured} (granularities: None for every granularity, else the list a segment method
+    computes at; first_look: a segment method's SegmentMethod.first_look, else None; budget: {share, at_least} of a
+    segment method's SegmentMethod.budget, else None; exact_measured: a segment method's, else False)."""
     only = getattr(method, "granularities", None)
     budget = getattr(method, "budget", None)
     return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
@@ -352,7 +352,8 @@ def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
             "kind": method.kind,
             "granularities": list(only) if only is not None else None,
             "first_look": getattr(method, "first_look", None),
-            "budget": None if budget is None else {"share": float(budget[0]), "at_least": int(budget[1])}}
+            "budget": None if budget is None else {"share": float(budget[0]), "at_least": int(budget[1])},
+            "exact_measured": bool(getattr(method, "exact_measured", False))}
 
 
 # Segment methods: values measured on a segmentation of the prompt by removing segments and

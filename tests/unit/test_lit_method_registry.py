@@ -46,7 +46,7 @@ def test_published_registry_is_the_core_registry_plus_the_wire_facts():
         assert entry == {**core_entry, "request_default_at": [], **WIRE[entry["name"]], "first_map_at": first}
     assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
                                  "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "trust", "kind",
-                                 "granularities", "first_look", "budget",
+                                 "granularities", "first_look", "budget", "exact_measured",
                                  "detail", "default_at", "request_default_at", "first_map_at"}
     by_name = {e["name"]: e for e in published}
     assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \

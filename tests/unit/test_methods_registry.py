@@ -12,7 +12,7 @@ from sequence_salience import methods
 from sequence_salience.methods.base import COUNT_UNITS, SalienceConfig
 
 JSON_FIELDS = {"name", "label", "short", "signed", "linear", "count_field", "count_unit", "default_count",
-               "cost_unit", "trust", "kind", "granularities", "first_look", "budget"}
+               "cost_unit", "trust", "kind", "granularities", "first_look", "budget", "exact_measured"}
 CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SalienceConfig)}
 
 
@@ -48,7 +48,8 @@ def test_registry_json_round_trips_and_matches_the_records():
     for e in entries:
         assert set(e) == JSON_FIELDS
         m = methods.get_method(e["name"])
-        assert e == {k: getattr(m, k, None) for k in JSON_FIELDS}  # first_look: a segment record's only
+        # first_look, budget: a segment record's only; exact_measured: False for a token method
+        assert e == {**{k: getattr(m, k, None) for k in JSON_FIELDS}, "exact_measured": False}
         # When to trust the map: a sentence of the record's own (the module's help shows it), not a placeholder.
         assert len(e["trust"]) > 40 and e["trust"].endswith("."), e
 

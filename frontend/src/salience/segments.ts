@@ -10,6 +10,7 @@ import {poll} from '../shared/jobs.js';
 import type {SegmentMethodInfo} from '../shared/methods.js';
 import {errorMessage, type IndexedInputLike} from '../shared/request.js';
 import {AutoSteps, segmentCacheKey} from './auto_steps.js';
+import {firstMapAt} from './confirm.js';
 import {POLL_MS} from './page.js';
 import {parseSegments, type SegmentPayload} from './payload.js';
 import {segmentInput, type SegmentAsk} from './request.js';
@@ -133,11 +134,14 @@ export class SegmentMethods extends AutoSteps {
     }
     // The record's own facts (kind segment: per segment of this granularity; its cost unit), not one sentence for all.
     const scored = `${s.stats.rows} ${s.stats.rows === 1 ? 'prompt' : 'prompts'} scored`;
-    const reused = s.quality['reused'] ?? 0;  // values taken from the first map's exact measurement: no forward ran
+    const reused = s.quality['reused'] ?? 0;  // values taken from another method's exact measurement: no forward ran
     if (reused > 0) {
       const ran = s.values.length - reused;
-      const how = ran === 0 ? `every ${noun}'s value is the first map's exact measurement (${reused} of ${reused})`
-        : `one forward for each of ${ran} of ${s.values.length} ${noun}s; the other ${reused} are the first map's exact values`;
+      const from = this.knownFrom(ask);  // the first map's, or (at word) the measure button's
+      const whose = from === null || firstMapAt(this.page.reg!, ask.granularity)?.name === from.info.name
+        ? "the first map's" : `${from.info.label}'s`;
+      const how = ran === 0 ? `every ${noun}'s value is ${whose} exact measurement (${reused} of ${reused})`
+        : `one forward for each of ${ran} of ${s.values.length} ${noun}s; the other ${reused} are ${whose} exact values`;
       return `measured per ${noun}: ${how}; ${scored}${saved}`;
     }
     return `measured per ${noun}: ${this.page.reg!.segment(ask.method)!.cost_unit}; ${scored}${saved}`;
@@ -150,7 +154,27 @@ export class SegmentMethods extends AutoSteps {
     if (info === undefined) return 0;
     if (info.count_field !== null) return info.default_count + 1;
     const b = info.budget ?? null;
-    return (b === null ? this.count : Math.min(this.count, Math.max(b.at_least, Math.floor(b.share * this.count)))) + 1;
+    if (b !== null) return Math.min(this.count, Math.max(b.at_least, Math.floor(b.share * this.count))) + 1;
+    // An exact method takes the values another exact method measured here already (the word button's quarter).
+    const ask = this.page.segmentAsk(method);
+    const known = info.exact_measured && ask !== null ? this.knownFrom(ask)?.measured ?? 0 : 0;
+    return this.count - Math.min(known, this.count) + 1;
+  }
+
+  /**
+   * The values of `ask` another exact method measured already, as the server finds them for leave one out
+   * (lit_app/model/salience_runs.py `exact_values_of`: the first such method in the registry's order whose values it
+   * has for the same segmentation, span and removal): that method and how many segments it measured; null: none here.
+   */
+  knownFrom(ask: SegmentAsk): {info: SegmentMethodInfo; measured: number} | null {
+    const reg = this.page.reg;
+    if (!reg?.segment(ask.method)?.exact_measured) return null;
+    for (const info of reg.segments) {
+      if (info.name === ask.method || !info.exact_measured) continue;
+      const v = this.values.get(segmentCacheKey({...ask, method: info.name, count: 0}));
+      if (v !== undefined) return {info, measured: v.payload.measured?.filter((m) => m).length ?? v.payload.values.length};
+    }
+    return null;
   }
 
   /** See the controller's requestDefault. */

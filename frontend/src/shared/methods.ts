@@ -56,6 +56,9 @@ export interface MethodInfo {
    * prompts of S segments (sequence_salience/methods/base.py budget_rows; word_verified: a quarter, at least five);
    * null (or absent on an older server): one per segment. */
   budget?: {share: number; at_least: number} | null;
+  /** Whether its measured values are exact leave one out, so that leave one out takes them from its result instead of
+   * scoring them again (the server's `exact_values_of`); absent on an older server: false. */
+  exact_measured?: boolean;
 }
 
 /** A token method the server computes only on request, with a count (0 = off). */
