@@ -323,18 +323,19 @@ MAPS = ("word_verified", "leave_one_out", "grad_norm")
 # and one random order (a reference only: the maps are compared with each other, paired). Session 39 began at 10 steps
 # and 3 random orders (184 forwards a prompt; 4-8 minutes at load 6-10): too slow for the 19 prompts by the deadline.
 AOPC_STEPS, AOPC_RANDOM = 5, 1
+MERGE = "word_verified.merge"  # the map's unmeasured words as shipped (2de5d33); before it, attention_verified.combine
 FIRST_HELD_OUT = 12  # prompts 0-11 chose word_verified's rule
 
 
 def maps_of(rec: c2f.Recorded) -> dict[str, np.ndarray]:
-    """{name: <float64>[S]} word_verified's map replayed from the record (its budget, select and combine, as
-    compute), full leave one word out, and gradient norm (the first highlight's, summed over each word)."""
+    """{name: <float64>[S]} word_verified's map replayed from the record (its budget, select and merge, as compute),
+    full leave one word out, and gradient norm (the first highlight's, summed over each word)."""
     S = len(rec.record["words"])
     estimate = np.asarray(rec.record["estimate"], dtype=np.float64)  # [S]
     o = rec.record["original_logprob"]
     picked, exact = word_verified.select(word_verified.scores(estimate, rec.record["gradient"]), word_verified.budget(S),
                                          lambda ws: o - rec.score([(w,) for w in ws]))
-    return {"word_verified": attention_verified.combine(estimate, picked, exact), "leave_one_out": rec.full(),
+    return {"word_verified": word_verified.merge(estimate, picked, exact), "leave_one_out": rec.full(),
             "grad_norm": np.asarray(rec.record["gradient"], dtype=np.float64)}
 
 
@@ -365,7 +366,12 @@ def aopc_prompt(lm, index: int, rec: c2f.Recorded) -> dict:
             "curves": {mode: {name: c.aopc for name, c in curves.items()} for mode, curves in report.curves.items()},
             "top5": {m: list(agreement.aopc(v, logp, TOP)) for m, v in maps.items()},
             "verified": int(word_verified.budget(S)), "scored": len(memo), "single_removal_max_diff": worst,
-            "steps": AOPC_STEPS, "n_random": AOPC_RANDOM}
+            "steps": AOPC_STEPS, "n_random": AOPC_RANDOM, "merge": MERGE}
+
+
+def current(row: dict) -> bool:
+    """A recorded prompt's AOPC measured as now (AOPC_STEPS, MERGE)."""
+    return row.get("steps") == AOPC_STEPS and row.get("merge") == MERGE
 
 
 def aopc(args) -> None:
@@ -378,10 +384,12 @@ def aopc(args) -> None:
     lm = ss.load_model("default")
     AOPC.mkdir(parents=True, exist_ok=True)
     print(f"load average before: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs), threads {args.threads}", flush=True)
-    for path in sorted(HELD_OUT.glob("eval-*.json")):
+    part, parts = (int(x) for x in args.part.split("/"))
+    paths = sorted(HELD_OUT.glob("eval-*.json"))[FIRST_HELD_OUT + part::parts]
+    for path in paths[::-1] if args.reverse else paths:
         index = int(path.stem.split("-")[-1])
         done = AOPC / path.name
-        if index < FIRST_HELD_OUT or (done.exists() and json.loads(done.read_text()).get("steps") == AOPC_STEPS):
+        if index < FIRST_HELD_OUT or (done.exists() and current(json.loads(done.read_text()))):
             continue
         t = time.perf_counter()
         out = aopc_prompt(lm, index, c2f.Recorded.load(path.stem, HELD_OUT))
@@ -395,7 +403,7 @@ def aopc(args) -> None:
 
 def aopc_table() -> None:
     """Means per map and paired differences (95 % CI, paired bootstrap over prompts) of the recorded AOPC."""
-    rows = [r for r in (json.loads(p.read_text()) for p in sorted(AOPC.glob("eval-*.json"))) if r.get("steps") == AOPC_STEPS]
+    rows = [r for r in (json.loads(p.read_text()) for p in sorted(AOPC.glob("eval-*.json"))) if current(r)]
     print(f"{len(rows)} held-out prompts, {min(r['words'] for r in rows)}-{max(r['words'] for r in rows)} words, "
           f"{min(r['tokens'] for r in rows)}-{max(r['tokens'] for r in rows)} prompt tokens")
     figures = {}
@@ -437,6 +445,8 @@ def main() -> None:
     a = sub.add_parser("aopc", help="word_verified's faithfulness against leave one word out and gradient norm")
     a.add_argument("--threads", type=int, default=1)
     a.add_argument("--table", action="store_true", help="the table of the measured prompts, no model")
+    a.add_argument("--part", default="0/1", help="i/n: every n-th held-out prompt from the i-th (two processes)")
+    a.add_argument("--reverse", action="store_true", help="the last prompt first (a second process)")
     rp = sub.add_parser("replay", help="run RULES on the records, no model")
     rp.add_argument("--held-out", action="store_true", help="also the second half and the four cases (after the "
                     "rule is chosen on the first)")
