@@ -41,7 +41,8 @@ each (`Soak.first_rounds`), so that a run of any length starts every kind during
 client draws its kinds at random.
 
 Printed: requests served, answers by kind and status, the 409s per kind, jobs started and finished per
-kind, the kinds the load's clients started, the server's peak RSS while each warm-up kind ran, and the RSS curve: after warm-up, every
+kind, the kinds the load's clients started, each phase's wall and CPU (the server's, the clients'), the server's CPU
+and peak RSS while each warm-up kind ran, and the RSS curve: after warm-up, every
 minute (every tenth of the run when shorter than 10 minutes), at the end of the load and 10 s
 later (docs/benchmarks.md, "Soak").
 """
@@ -52,6 +53,7 @@ import collections
 import functools
 import http.client
 import json
+import os
 import random
 import re
 import socket
@@ -122,6 +124,12 @@ POLL_S = 0.3  # how often a client polls its job (the page's rate)
 # docs/benchmarks.md, "Session 37 (h5)"); a longer soak runs 4, as the RSS figures in docs/benchmarks.md were
 # measured with.
 IN_SUITE_MATRIX_COUNT, LONG_SOAK_MATRIX_COUNT = 2, 4
+# IG steps of `supersede_own_span`'s older span, which the same client's newer span replaces while it runs. Under the
+# load the newer one was refused 503 (the model's queue full: 116-121 retries) until the older had run all its steps,
+# and the other clients' requests waited behind it: with 64 the in-suite load cost the server ~55 s of CPU, with 16
+# ~30 s (docs/benchmarks.md, "Session 39 (h4)"). The in-suite soak asks 16 (warm-up and load alike; a newer span still
+# came while the older ran: 409 in the load), a longer soak 64, as the RSS figures were measured with.
+IN_SUITE_SPAN_STEPS, LONG_SOAK_SPAN_STEPS = 16, 64
 GEN_PROMPTS = ["What is the capital of France?", "Name a primary color.", "Say hi."]
 SAL_CASES = [("What is the capital of France?", "Paris"), ("2+2=", "4"), ("The sky is", " blue today")]
 
@@ -145,16 +153,21 @@ SPELLINGS = ["/get_info;x", "/get_info;", "//get_info", "/get%5Finfo", "/get_inf
              "/save_datapoints;x", "/create_dataset;x", "/get_info%3Fx", "/get_info#x", "/GET_INFO/"]
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The process's CPU time so far, user + system, in clock ticks."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields_ = f.read().rsplit(")", 1)[1].split()
+    return int(fields_[11]) + int(fields_[12])
+
+
 def _wait_idle(server: "Server", timeout_s: float = 300) -> None:
     """Until the server's background jobs are done: its CPU time stops growing for 2 s."""
-    def cpu() -> int:
-        with open(f"/proc/{server.proc.pid}/stat", encoding="ascii") as f:
-            fields_ = f.read().rsplit(")", 1)[1].split()
-        return int(fields_[11]) + int(fields_[12])  # utime + stime (clock ticks)
-
     deadline, last = time.monotonic() + timeout_s, -1
     while time.monotonic() < deadline:
-        now = cpu()
+        now = _cpu_ticks(server.proc.pid)
         if now - last <= 2:  # a few ticks of housekeeping
             return
         last = now
@@ -223,9 +236,10 @@ def references():
 class Soak:
     """One soak run: the request kinds, their checks, and the tallies."""
 
-    def __init__(self, server: Server, references, outside: Path, matrix_count: int):
+    def __init__(self, server: Server, references, outside: Path, matrix_count: int, span_steps: int):
         self.s = server
         self.matrix_count = matrix_count  # IG steps or SmoothGrad samples of `matrix_job`
+        self.span_steps = span_steps
         self.outside = outside
         self.gen_ref, self.sal_ref = references
         self.lock = threading.Lock()
@@ -480,7 +494,7 @@ class Soak:
         request." (or 200 when it ended first); the newer answers 200."""
         k = next(self.fresh) * 7919 + rng.randrange(1000)
         ex = {"prompt": f"Count to {k}.", "target": f" One, two, {k}.", fields.DETAIL: "span"}
-        older = self.s.send_json(f"/get_preds?model={SAL}", _inputs({**ex, fields.IG_STEPS: 64}),
+        older = self.s.send_json(f"/get_preds?model={SAL}", _inputs({**ex, fields.IG_STEPS: self.span_steps}),
                                  client=self.client_id)
         try:
             time.sleep(rng.uniform(0.2, 1.5))
@@ -707,21 +721,30 @@ def test_soak(tmp_path, references, request):
     (outside / "victim.lit.jsonl").write_text("keep me\n", encoding="utf-8")
     before = _snapshot(outside), _snapshot(data)
     (tmp_path / "server").mkdir()
-    phases = {"start": time.monotonic()}  # wall seconds of each phase, printed (never asserted)
+    # phase -> (wall, the server's CPU, this process's CPU: the clients) when it began, seconds; printed, never asserted
+    phases = {"start": (time.monotonic(), 0.0, time.process_time())}
     server = Server(tmp_path / "server", data)
+
+    def phase(name: str) -> None:
+        phases[name] = (time.monotonic(), _cpu_ticks(server.proc.pid) / _TICKS, time.process_time())
+
     try:
-        phases["warm-up"] = time.monotonic()
-        soak = Soak(server, references, outside,
-                    IN_SUITE_MATRIX_COUNT if seconds <= DEFAULT_SOAK_SECONDS else LONG_SOAK_MATRIX_COUNT)
+        phase("warm-up")
+        in_suite = seconds <= DEFAULT_SOAK_SECONDS
+        soak = Soak(server, references, outside, IN_SUITE_MATRIX_COUNT if in_suite else LONG_SOAK_MATRIX_COUNT,
+                    IN_SUITE_SPAN_STEPS if in_suite else LONG_SOAK_SPAN_STEPS)
         rng = random.Random(0)
         soak.local.client = "soak-warm-up"
         warm_peaks = {}  # kind -> the server's peak RSS while it ran (and what the kind before left running)
+        warm_cpu = {}  # kind -> the server's CPU seconds while it ran (printed)
         for fn in soak.warm_up_kinds():  # warm up every valid path once, one request at a time
             _reset_peak(server.proc.pid)
+            ticks = _cpu_ticks(server.proc.pid)
             fn(rng)
             warm_peaks[_kind_name(fn)] = _rss_mb(server.proc.pid, "VmHWM")
+            warm_cpu[_kind_name(fn)] = (_cpu_ticks(server.proc.pid) - ticks) / _TICKS
         soak.local.client = ""
-        phases["idle after warm-up"] = time.monotonic()
+        phase("idle after warm-up")
         _wait_idle(server)
         rss_warm = _rss_mb(server.proc.pid)
         peak_warm = max(warm_peaks.values())  # one client, every pass once: one pass in flight at a time
@@ -736,7 +759,8 @@ def test_soak(tmp_path, references, request):
         first = soak.first_rounds([mix for _, mix, _ in clients])
         threads = [threading.Thread(target=soak.client, args=(seed, deadline, mix, client_id, mine), daemon=True)
                    for (seed, mix, client_id), mine in zip(clients, first)]
-        start = phases["load"] = time.monotonic()
+        phase("load")
+        start = phases["load"][0]
         for t in threads:
             t.start()
         while any(t.is_alive() for t in threads):
@@ -748,20 +772,23 @@ def test_soak(tmp_path, references, request):
                       flush=True)
             time.sleep(0.5)
         elapsed = time.monotonic() - start
-        phases["idle after the load"] = time.monotonic()
+        phase("idle after the load")
         rss_load_end = _rss_mb(server.proc.pid)
         rss_peak = max(rss_peak, _rss_mb(server.proc.pid, "VmHWM"))  # the kernel's peak: none between samples
         _wait_idle(server)
-        phases["settle"] = time.monotonic()
+        phase("settle")
         time.sleep(RSS_SETTLE_S)
         rss_after = _rss_mb(server.proc.pid)
         alive = server.proc.poll() is None
-        phases["final check"] = time.monotonic()
+        phase("final check")
         final = soak.valid("final_check", f"/get_preds?model={GEN}", _inputs({"prompt": GEN_PROMPTS[0]}))
-        phases["end"] = time.monotonic()
-        names, times = list(phases), list(phases.values())
-        print("\nWall per phase (s): " + ", ".join(f"{n} {b - a:.1f}" for n, a, b in zip(names, times, times[1:]))
+        phase("end")
+        names, marks = list(phases), list(phases.values())
+        print("\nPer phase, wall / the server's CPU / the clients' CPU (s): "
+              + ", ".join(f"{n} {b[0] - a[0]:.1f} / {b[1] - a[1]:.1f} / {b[2] - a[2]:.1f}"
+                          for n, a, b in zip(names, marks, marks[1:]))
               + f"; the load ran {elapsed - seconds:+.1f} s past its {seconds:g} s (clients finishing their jobs)")
+        print("Server CPU during each warm-up kind (s): " + ", ".join(f"{k} {c:.1f}" for k, c in warm_cpu.items()))
 
         total = sum(soak.sent.values())
         print(f"\nSoak: {PAGE_CLIENTS} page clients (each its own client id) + {SCRIPT_CLIENTS} script client (no id)"
