@@ -90,9 +90,11 @@ def _wait_until(condition, what: str, timeout_s: float = 600) -> None:
 @pytest.fixture(scope="module")
 def app(default_lm, stub_client_root, tmp_path_factory):
     root = stub_client_root
-    # Short slices: the job yields after every target, so the test sees many slice boundaries.
+    # Short slices: the job yields after every target, so the test sees many slice boundaries. The tests read their
+    # job's state from the table rather than polling it as the page does, so no heartbeat stops it: with the 30 s
+    # default the first test's job was cancelled before its end at load ~12 (its call: 69 s of wall).
     shared = shared_model.SharedLM(default_lm, max_new_tokens=24, disk_cache=str(tmp_path_factory.mktemp("gens")),
-                                   slice_s=0.05, lock=LoggedScheduler())
+                                   slice_s=0.05, lock=LoggedScheduler(), heartbeat_s=3600.0)
     lit_models = model_group.lit_models(shared, MODEL)
     yield shared, Client(server.build_app(lit_models, datasets.get_datasets(), root))
     shared.jobs.cancel_all()
@@ -138,7 +140,7 @@ def test_trace_and_clicked_span_complete_before_the_jobs_next_slice(app, default
         t.join()
     done_after_requests = job.done
     _wait_until(lambda: job.state in (progressive.DONE, progressive.ERROR, progressive.CANCELLED), "the job")
-    assert job.state == progressive.DONE, job.error
+    assert job.state == progressive.DONE, (job.error, job.check.reason)
 
     events = list(lock.events)
     job_thread = "salience-detail"
