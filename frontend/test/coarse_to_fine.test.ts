@@ -79,7 +79,8 @@ describe('what coarse-to-fine measured', () => {
 });
 
 describe('the measure button at word granularity', () => {
-  function fakeHost() {
+  const KNOWN = REG.segment('leave_one_out')!.known_detail!;  // how many words the server measured already
+  function fakeHost(serverKnown: {method: string; measured: number} | null = null) {
     return fakeSalienceHost(registry, (data) => {
       const status = {kind: 'seg', state: 'done', done: 3, total: 3, elapsed_s: 0.1, eta_s: null, error: ''};
       const method = data['segment_method'] as string;
@@ -87,7 +88,7 @@ describe('the measure button at word granularity', () => {
       if (method === WORDS) p.coarse_granularity = ['', ESTIMATE_MARK, ESTIMATE_MARK];
       if (method === 'leave_one_out') p.quality = {reused: 1};  // the word button's measured word, taken by the server
       return [{salience: {segments: p, detail: status}}];
-    });
+    }, {}, serverKnown);
   }
   const dp = (): IndexedInputLike => ({id: 'dp1', data: {_id: 'dp1', prompt: 'The cat sat. It was red.', target: 'Red cat.'},
                                        meta: {}});
@@ -137,6 +138,29 @@ describe('the measure button at word granularity', () => {
     expect(ctl.requestDefault()?.name).toBe(C2F);
     ctl.setSegmentation('sentence', '', 2);
     expect(ctl.requestDefault()).toBeNull();
+    ctl.dispose();
+  });
+
+  it('on a fresh page, counts the words the server measured for another page (its word button) in the cost', async () => {
+    const {host, calls} = fakeHost({method: WORDS, measured: 1});
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    await ctl.select(dp());
+    ctl.setSegmentation('word', '', 6);
+    ctl.setMethod('leave_one_out');
+    await vi.advanceTimersByTimeAsync(0);
+    // Asked once, without starting a job; the button then states 6 - 1 words + the unedited prompt (was: 7).
+    const asked = calls.filter((c) => c['detail'] === KNOWN);
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatchObject({segment_method: 'leave_one_out', granularity: 'word'});
+    expect(calls.filter((c) => c['detail'] === 'segments')).toHaveLength(0);
+    expect(ctl.segmentCost()).toBe(6 - 1 + 1);
+    // The result names the method whose values the server took, not "the first map's".
+    ctl.measureSegments();
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(ctl.precision()).toBe(`measured per word: one forward for each of 2 of 3 words; the other 1 are ${REG.label(WORDS)}'s ` +
+        'exact values; 4 prompts scored, 50 % of the work saved by the cached prefix');
+    expect(calls.filter((c) => c['detail'] === KNOWN)).toHaveLength(1);
     ctl.dispose();
   });
 });

@@ -30,7 +30,7 @@ from sequence_salience.field_rules import CURVE_STEPS, IG_TOLERANCE, MAX_NEW_TOK
 from lit_app.schema import fields
 from lit_app.errors import Rejected
 from lit_app.schema.inputs import DETAIL_MODES
-from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
+from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_KNOWN_DETAIL
 
 # Largest --max_new_tokens the server accepts: the rule's `hi` (generation is one token at a time on
 # the shared model; beyond this one request could hold the model for many minutes on CPU).
@@ -285,9 +285,9 @@ def _same_ids(ex: Mapping[str, Any], ex_data: Mapping[str, Any], i: int) -> None
 # Input values that only read or cancel a background job, without the model: the salience
 # model's progress poll (lit_app/wrappers/salience.py) and the explain module's status/cancel (lit_app/wrappers/explain.py).
 # A segment request (method_registry.SEGMENT_DETAIL) starts or finds a background job and never waits either;
-# "page_closed" only cancels.
+# "page_closed" only cancels; SEGMENT_KNOWN_DETAIL only reads the cache.
 _POLL_VALUES = {"detail": ("poll", "stream", "span_progress", "span_cancel", "matrix_cancel", "page_closed",
-                           SEGMENT_DETAIL),
+                           SEGMENT_DETAIL, SEGMENT_KNOWN_DETAIL),
                 "explain_action": ("status", "cancel")}
 
 

@@ -229,6 +229,9 @@ class SharedLM:
     def segment_config(self, request: SegmentRequest) -> AblationConfig:
         return self.runs.segment_config(request)
 
+    def exact_values_of(self, chat: ss.ChatPrompt, target: str, request: SegmentRequest) -> SegmentSalience | None:
+        return self.runs.exact_values_of(chat, target, request)
+
     def cross_logprobs(self, chat_a: ss.ChatPrompt, target_a: str,
                        chat_b: ss.ChatPrompt) -> tuple[CrossLogprobs, int]:
         return self.runs.cross_logprobs(chat_a, target_a, chat_b)

@@ -85,6 +85,9 @@ SEGMENTS = "segments"
 # Beside a running segment job's progress: its values so far, in SEGMENTS' form (attention_verified's estimate, then
 # the map with the segments verified so far; lit_app/wrappers/salience.py `_segments`).
 PARTIAL_SEGMENTS = "partial_segments"
+# The answer of a method_registry.SEGMENT_KNOWN_DETAIL request: {"method": the exact method whose values the request's
+# method would take (salience_runs.py `exact_values_of`), "measured": how many of the segments it measured}, or None.
+KNOWN_EXACT = "known_exact"
 # TokenScores over TOKENS for a TARGET_MASK request (else None): LIT's prompt-debugging field names,
 # which LIT's built-in Sequence Salience module lists as its methods (lit_app/wrappers/lit_convention.py).
 GRAD_L2 = "grad_l2"  # grad_norm of the masked span

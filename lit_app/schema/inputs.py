@@ -20,7 +20,8 @@ from sequence_salience.field_rules import FieldError, FieldRule
 from sequence_salience.methods.base import SEGMENT_REMOVALS
 from lit_app.schema import fields
 from lit_app.errors import RequestError
-from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
+from lit_app.schema.method_registry import (EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, SEGMENT_KNOWN_DETAIL,
+                                            ExtraMethod)
 
 JsonDict = Mapping[str, Any]
 
@@ -119,7 +120,7 @@ def extra_counts(ex: JsonDict) -> dict[str, int]:
 
 
 DETAIL_MODES = (("", "span", "poll", "stream", "span_progress", "span_cancel", "matrix_cancel", "page_closed")
-                + tuple(e.matrix_detail for e in EXTRA_METHODS) + (SEGMENT_DETAIL,))
+                + tuple(e.matrix_detail for e in EXTRA_METHODS) + (SEGMENT_DETAIL, SEGMENT_KNOWN_DETAIL))
 
 
 def detail_field(ex: JsonDict) -> str:
@@ -134,7 +135,7 @@ def detail_field(ex: JsonDict) -> str:
             f' "span" (first highlight), "poll" (progress of the matrices), "stream" (the response generated so far),'
             f' "span_progress" (progress of the span being computed), "span_cancel" (stop it),'
             f' "matrix_cancel" (stop a per-token matrix job), "page_closed" (stop the page\'s background jobs),'
-            f' "{SEGMENT_DETAIL}" (a segment method)'
+            f' "{SEGMENT_DETAIL}" (a segment method), "{SEGMENT_KNOWN_DETAIL}" (its segments known exactly already)'
             f" or {matrices}."
         )
     return value

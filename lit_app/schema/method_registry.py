@@ -37,6 +37,10 @@ from sequence_salience.methods import coarse_to_fine, leave_one_out, word_verifi
 # The `detail` value of a segment request: it starts the job (or finds it) and answers its progress, then
 # its values; the same request polls.
 SEGMENT_DETAIL = "segments"
+# The `detail` value that asks, without starting a job or waiting for the model, how many of the request's segments
+# the server holds exact values for from another exact method (salience_runs.py `exact_values_of`: leave one out
+# takes them and scores only the others), so that a page that did not run that method states the forwards that run.
+SEGMENT_KNOWN_DETAIL = "segments_known"
 # The background job's kind prefix; a new segment job of a datapoint cancels its live older ones.
 SEGMENT_JOB_TAG = "seg:"
 # What the salience module shows once its forwards finish, per granularity (after the gradient's first
@@ -188,9 +192,11 @@ def published_registry() -> list[dict[str, Any]]:
     facts, in display order (token methods first):
 
     {name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, max_count,
-    tag, matrix_detail, detail, default_at, request_default_at, first_map_at, granularities, first_look, budget, exact_measured} (JSON-able); count_field, count_unit, max_count are None (null)
+    tag, matrix_detail, detail, known_detail, default_at, request_default_at, first_map_at, granularities, first_look,
+    budget, exact_measured} (JSON-able); count_field, count_unit, max_count are None (null)
     for a method without a count; tag and matrix_detail are None except for a counted token method;
-    `detail` is SEGMENT_DETAIL for a segment method (else None); `default_at` lists the granularities at
+    `detail` is SEGMENT_DETAIL for a segment method (else None); `known_detail` SEGMENT_KNOWN_DETAIL for a segment
+    method with `exact_measured` (else None); `default_at` lists the granularities at
     which the module shows the method once computed (DEFAULT_SEGMENT_METHOD); `request_default_at` those at which
     its "measure" button runs it by default (REQUEST_SEGMENT_METHOD); `first_map_at` those at which it is the first map
     while `default_at`'s method measures (FIRST_MAP_METHOD; at a granularity no method lists, the gradient).
@@ -206,6 +212,7 @@ def published_registry() -> list[dict[str, Any]]:
                     "tag": None if extra is None else extra.kind,
                     "matrix_detail": None if extra is None else extra.matrix_detail,
                     "detail": SEGMENT_DETAIL if segment else None,
+                    "known_detail": SEGMENT_KNOWN_DETAIL if segment and core["exact_measured"] else None,
                     "default_at": [g for g, m in DEFAULT_SEGMENT_METHOD.items() if m == name],
                     "request_default_at": [g for g, m in REQUEST_SEGMENT_METHOD.items() if m == name],
                     "first_map_at": [g for g, m in FIRST_MAP_METHOD.items() if m == name]})

@@ -29,7 +29,8 @@ from lit_app.model.jobs_table import SPAN_LANE
 from lit_app.model import time_left
 from lit_app.model.jobs import DONE, FINISHED, Job, Status
 from lit_app.model.salience_runs import PARTIAL_SEGMENTS, sends_first_look
-from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, ExtraMethod
+from lit_app.schema.method_registry import (EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_JOB_TAG, SEGMENT_KNOWN_DETAIL,
+                                           ExtraMethod)
 from lit_app.wrappers.payloads import compact, completeness_payload, salience_payload, segment_payload, span_key
 from lit_app.wrappers.wrapper import Wrapper, refused
 
@@ -151,6 +152,18 @@ class SalienceModel(Wrapper):
         if job.payload is None:
             job.payload = self._segment_outputs(job.result, segment, job.status())
         return job.payload
+
+    def _segments_known(self, request: requests.SegmentsKnownRequest) -> JsonDict:
+        """How many of a segment request's segments the server knows exactly already (`detail`
+        method_registry.SEGMENT_KNOWN_DETAIL): `fields.KNOWN_EXACT` {method, measured} of the result leave one out
+        would take its values from (salience_runs.py `exact_values_of`: the word button's, the first map's), else
+        None. Starts no job, never waits for the model: the page asks it where it states the cost of a measure
+        button it has not run here (a fresh page after another page's word button)."""
+        found = self._shared.exact_values_of(request.chat, request.target, request.segment)
+        out = _status_only(Status.done_now(SEGMENT_KNOWN_DETAIL, 0).to_json())
+        out[fields.SALIENCE][fields.KNOWN_EXACT] = None if found is None else {
+            "method": found.method, "measured": int(found.measured_mask().sum())}
+        return out
 
     @staticmethod
     def _segment_outputs(seg: Any, request: SegmentRequest, status: JsonDict) -> JsonDict:
@@ -350,6 +363,7 @@ HANDLERS: Mapping[type, Callable[[SalienceModel, Any], JsonDict]] = {
     requests.MatrixCancelRequest: SalienceModel._matrix_cancel,
     requests.PageClosedRequest: SalienceModel._page_closed,
     requests.SegmentsRequest: SalienceModel._segments,
+    requests.SegmentsKnownRequest: SalienceModel._segments_known,
     requests.SpanRequest: SalienceModel._span,
     requests.PollRequest: SalienceModel._poll,
     requests.MatrixRequest: SalienceModel._matrix,

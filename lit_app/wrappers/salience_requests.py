@@ -19,7 +19,7 @@ from lit_app.schema import fields
 from lit_app.errors import RequestError
 from lit_app.schema.inputs import (JsonDict, SegmentRequest, datapoint_group, detail_field, extra_counts,
                                    int_field, job_extra, job_id_field, parse_target_span, segment_request, text_field)
-from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, ExtraMethod
+from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_KNOWN_DETAIL, ExtraMethod
 
 # A span end no target reaches: a span's range is checked against the target once it is tokenized.
 ANY_LENGTH = 1 << 30
@@ -109,6 +109,11 @@ class SegmentsRequest:
 
 
 @dataclasses.dataclass(frozen=True)
+class SegmentsKnownRequest(SegmentsRequest):
+    """`detail` method_registry.SEGMENT_KNOWN_DETAIL: how many of `segment`'s segments are known exactly already."""
+
+
+@dataclasses.dataclass(frozen=True)
 class SpanRequest(RowRequest):
     """`detail` "span": the exact salience of one span now (`span` None: the whole response)."""
 
@@ -132,7 +137,8 @@ class MatrixRequest(RowRequest):
 
 
 Request = (CompleteRequest | MaskedRequest | StreamRequest | SpanProgressRequest | SpanCancelRequest
-           | MatrixCancelRequest | PageClosedRequest | SegmentsRequest | SpanRequest | PollRequest | MatrixRequest)
+           | MatrixCancelRequest | PageClosedRequest | SegmentsRequest | SegmentsKnownRequest | SpanRequest
+           | PollRequest | MatrixRequest)
 
 
 def _complete(ex: JsonDict, shared: Prompts) -> CompleteRequest | MaskedRequest:
@@ -175,6 +181,11 @@ def _segments(ex: JsonDict, shared: Prompts) -> SegmentsRequest:
     return SegmentsRequest(datapoint_group(ex), shared.format_prompt(ex), text_field(ex, fields.TARGET), segment)
 
 
+def _segments_known(ex: JsonDict, shared: Prompts) -> SegmentsKnownRequest:
+    r = _segments(ex, shared)
+    return SegmentsKnownRequest(r.group, r.chat, r.target, r.segment)
+
+
 def _span(ex: JsonDict, shared: Prompts) -> SpanRequest:
     group, counts = datapoint_group(ex), extra_counts(ex)
     span = parse_target_span(ex.get(fields.TARGET_SPAN), ANY_LENGTH)
@@ -198,7 +209,8 @@ def _matrix(detail: str) -> Callable[[JsonDict, Prompts], MatrixRequest]:
 # detail mode -> its parser (every mode of inputs.DETAIL_MODES has one: tests/unit/test_salience_dispatch.py).
 PARSERS: Mapping[str, Callable[[JsonDict, Prompts], Request]] = {
     "": _complete, "stream": _stream, "span_progress": _span_progress, "span_cancel": _span_cancel,
-    "matrix_cancel": _matrix_cancel, "page_closed": _page_closed, SEGMENT_DETAIL: _segments, "span": _span,
+    "matrix_cancel": _matrix_cancel, "page_closed": _page_closed, SEGMENT_DETAIL: _segments,
+    SEGMENT_KNOWN_DETAIL: _segments_known, "span": _span,
     "poll": _poll,
     **{e.matrix_detail: _matrix(e.matrix_detail) for e in EXTRA_METHODS},
 }

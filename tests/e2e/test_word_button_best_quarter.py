@@ -149,3 +149,32 @@ def test_the_word_button_estimates_every_word_then_measures_the_best_quarter_exa
     page.mouse.move(5, 5)
     page.screenshot(path=str(artifacts_dir / "word-button-best-quarter.png"))
     assert not external, f"requests to non-local hosts: {external}"
+    _a_fresh_page_counts_the_words_the_button_measured(page, server_url, S, n)
+
+
+def _a_fresh_page_counts_the_words_the_button_measured(page, server_url: str, S: int, n: int) -> None:
+    """Another page (a second tab, a reload, another user) on the same server and row, after the word button: the
+    server takes the button's n exact words, so "Measure each word" states the S - n words that run + the unedited
+    prompt (was: ~S + 1 while the job counted S - n + 1), and the job's first progress line counts the same. The page
+    then goes away (its job stops: page_closed), not measuring the other words (test_readable_messages does)."""
+    from playwright.sync_api import expect
+
+    context = page.context.browser.new_context(viewport={"width": 1440, "height": 960})
+    try:
+        fresh = context.new_page()
+        fresh.set_default_timeout(60_000)
+        mod = plugin_checks.open_lit(fresh, server_url, plugin_checks.SMALL_SCREEN)
+        mod.locator("select.granularity").select_option("word")
+        plugin_checks.select_and_wait(fresh, ROW)
+        mod.locator("select.method").select_option(leave_one_out.NAME)
+        every = mod.locator(".segment-status button.measure-all")
+        expect(every).to_have_text(f"Measure each word by removing it: ~{S - n + 1} forwards")
+        plugin_checks.record_texts(mod, ".segment-status", "__ssEveryWord")
+        every.click()
+        expect(mod.locator(".segment-status")).to_contain_text(re.compile(r"\d+ / \d+ forwards"), timeout=TIMEOUT_MS)
+        totals = {int(m.group(2)) for t in fresh.evaluate("window.__ssEveryWord")
+                  for m in re.finditer(r"(\d+) / (\d+) forwards", t)}
+        assert totals == {S - n + 1}, totals
+        fresh.goto("about:blank")  # pagehide: the page's job stops within one slice
+    finally:
+        context.close()

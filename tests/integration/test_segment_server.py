@@ -100,12 +100,22 @@ def test_values_equal_the_core_library_on_the_default_model(client, default_lm, 
 def test_the_confirming_leave_one_out_measures_only_what_the_first_map_did_not_verify(make_shared, default_lm):
     """Issue 42 §5 on the constitutional row at sentence granularity: after the first map (attention_verified, its
     verified sentences exact leave-one-out), the server's leave-one-out job scores only the sentences it did not
-    verify, and its values equal the library's full leave one out (a server of its own: nothing cached before)."""
+    verify, and its values equal the library's full leave one out (a server of its own: nothing cached before); asked
+    first (`known_detail`, as a fresh page asks to state the button's cost), the server names those verified ones."""
+    from lit_app.serving import model_group
+
     fresh = make_shared(max_new_tokens=8)
     row = _row()
     chat = default_lm.format_prompt(row["prompt"], system=row["system"])
+    model = model_group.lit_models(fresh, MODEL)[SAL]
+    # What a page asks before it states the leave-one-out button's cost (`known_detail`): no job, no model pass.
+    ask = {**row, fields.DETAIL: method_registry.SEGMENT_KNOWN_DETAIL, fields.SEGMENT_METHOD: leave_one_out.NAME,
+           fields.GRANULARITY: "sentence"}
+    assert model.predict([ask])[0][fields.SALIENCE][fields.KNOWN_EXACT] is None
     first = fresh.segment_salience(chat, row["target"], inputs.SegmentRequest(
         attention_verified.NAME, "sentence", None, "filler", None, 0))
+    known = model.predict([ask])[0][fields.SALIENCE][fields.KNOWN_EXACT]
+    assert known == {"method": attention_verified.NAME, "measured": int(first.measured_mask().sum())}
     got = fresh.segment_salience(chat, row["target"], inputs.SegmentRequest(
         leave_one_out.NAME, "sentence", None, "filler", None, 0))
     want = segment_salience(default_lm, chat, row["target"], leave_one_out.NAME, granularity="sentence")
@@ -113,6 +123,7 @@ def test_the_confirming_leave_one_out_measures_only_what_the_first_map_did_not_v
     np.testing.assert_allclose(got.values, want.values, rtol=1e-3, atol=3e-4)  # batch shapes differ (test above)
     unverified = int((~first.measured_mask()).sum())
     assert got.stats.rows - 1 == unverified < want.stats.rows - 1  # the forwards it ran: the unverified sentences
+    assert len(want.segments) - known["measured"] == unverified  # what the page's button states, less the unedited one
 
 
 def test_a_newer_segment_request_cancels_the_older_job(client, shared):

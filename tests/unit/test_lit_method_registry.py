@@ -13,27 +13,30 @@ import sequence_salience as ss
 from lit_app.schema import fields, inputs, method_registry
 
 # The LIT facts as the browser and scripts have sent them since before the registry (wire values).
-TOKEN = {"detail": None, "default_at": []}
+TOKEN = {"detail": None, "known_detail": None, "default_at": []}
 # Segment methods: their values come from `detail="segments"` jobs; `default_at` the granularities at which
 # the module shows the method once its forwards finish (method_registry.DEFAULT_SEGMENT_METHOD); `request_default_at`
-# those at which its "measure" button runs it (method_registry.REQUEST_SEGMENT_METHOD; [] unless given).
+# those at which its "measure" button runs it (method_registry.REQUEST_SEGMENT_METHOD; [] unless given); `known_detail`
+# the request that reads how many of its segments an exact method measured already (an exact method's only).
+KNOWN = {"known_detail": "segments_known"}
+NOT_KNOWN = {"known_detail": None}
 WIRE = {
     "grad_norm": {"max_count": None, "tag": None, "matrix_detail": None, **TOKEN},
     "grad_x_input": {"max_count": None, "tag": None, "matrix_detail": None, **TOKEN},
     "integrated_gradients": {"max_count": 256, "tag": "ig", "matrix_detail": "ig_matrix", **TOKEN},
     "smooth_grad": {"max_count": 256, "tag": "sg", "matrix_detail": "smooth_grad_matrix", **TOKEN},
-    "leave_one_out": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+    "leave_one_out": {**KNOWN, "max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                       "default_at": ["sentence", "paragraph", "line", "role"]},
-    "ablation_surrogate": {"max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
+    "ablation_surrogate": {**NOT_KNOWN, "max_count": 256, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
-    "coarse_to_fine": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": [],
-                       "request_default_at": ["token"]},
-    "attention_attribution": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+    "coarse_to_fine": {**NOT_KNOWN, "max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+                       "default_at": [], "request_default_at": ["token"]},
+    "attention_attribution": {**NOT_KNOWN, "max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                               "default_at": []},
-    "attention_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+    "attention_verified": {**KNOWN, "max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
                            "default_at": []},
-    "word_verified": {"max_count": None, "tag": None, "matrix_detail": None, "detail": "segments", "default_at": [],
-                      "request_default_at": ["word"]},
+    "word_verified": {**KNOWN, "max_count": None, "tag": None, "matrix_detail": None, "detail": "segments",
+                      "default_at": [], "request_default_at": ["word"]},
 }
 
 
@@ -47,7 +50,7 @@ def test_published_registry_is_the_core_registry_plus_the_wire_facts():
     assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
                                  "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "trust", "kind",
                                  "granularities", "first_look", "budget", "exact_measured",
-                                 "detail", "default_at", "request_default_at", "first_map_at"}
+                                 "detail", "known_detail", "default_at", "request_default_at", "first_map_at"}
     by_name = {e["name"]: e for e in published}
     assert (by_name["integrated_gradients"]["count_field"], by_name["smooth_grad"]["count_field"]) == \
         (fields.IG_STEPS, fields.SMOOTH_GRAD_SAMPLES) == ("ig_steps", "smooth_grad_samples")
@@ -70,7 +73,8 @@ def test_the_wrappers_tables_follow_the_registry():
         == [("integrated_gradients", "ig_steps", "ig", "ig_matrix", "steps", 256),
             ("smooth_grad", "smooth_grad_samples", "sg", "smooth_grad_matrix", "samples", 256)]
     assert inputs.DETAIL_MODES == ("", "span", "poll", "stream", "span_progress", "span_cancel", "matrix_cancel",
-                                   "page_closed", "ig_matrix", "smooth_grad_matrix", "segments")
+                                   "page_closed", "ig_matrix", "smooth_grad_matrix", "segments",
+                                   "segments_known")
     for extra in method_registry.EXTRA_METHODS:
         spec = fields.SALIENCE_INPUT_SPEC[extra.field]
         assert isinstance(spec, lit_types.Integer)

@@ -79,6 +79,9 @@ def test_a_segment_request_is_a_poll_at_the_http_edge():
     body = {"inputs": [{"id": "a", "data": {"prompt": "p", fields.DETAIL: DETAIL}}]}
     assert limits.is_poll("/get_preds", body)
     limits.validate_example({"prompt": "p", fields.DETAIL: DETAIL}, limits.Limits(), "inputs[0]")
+    # Nor does the question how many of its segments are known exactly already (it reads the cache).
+    known = {"inputs": [{"id": "a", "data": {"prompt": "p", fields.DETAIL: method_registry.SEGMENT_KNOWN_DETAIL}}]}
+    assert limits.is_poll("/get_preds", known)
 
 
 # ---------------------------------------------------------------------------
@@ -90,6 +93,13 @@ tiny = pytest.fixture(scope="module", name="tiny")(tiny_salience_lit)
 
 def _data(**extra):
     return {"prompt": PROMPT, "target": TARGET, "chat": False, fields.DETAIL: DETAIL, **extra}
+
+
+def _known(model, **extra) -> dict | None:
+    """The answer of the page's question how many segments of `extra`'s request are known exactly already."""
+    out = model.predict([_data(**extra, **{fields.DETAIL: method_registry.SEGMENT_KNOWN_DETAIL})])[0]
+    assert out[fields.SALIENCE]["detail"]["state"] == "done", out
+    return out[fields.SALIENCE][fields.KNOWN_EXACT]
 
 
 def _until_done(model, **extra) -> dict:
@@ -467,6 +477,8 @@ def test_the_word_buttons_job_answers_its_estimate_then_each_batch_with_its_stag
         shared.quick(chat, TARGET, 0, None)  # the first highlight of the whole response
         model = model_group.lit_models(shared, "tiny")["_tiny_salience"]
         ask = {"prompt": long_prompt, fields.SEGMENT_METHOD: word_verified.NAME, fields.GRANULARITY: "word"}
+        every = {**ask, fields.SEGMENT_METHOD: leave_one_out.NAME}  # the page's "Measure each word" button
+        assert _known(model, **every) is None  # nothing measured yet
         first = model.predict([_data(**ask)])[0][fields.SALIENCE]
         assert fields.SEGMENTS not in first, first["detail"]
         partial = first[fields.PARTIAL_SEGMENTS]
@@ -490,3 +502,9 @@ def test_the_word_buttons_job_answers_its_estimate_then_each_batch_with_its_stag
         assert done[fields.SEGMENTS]["measured"] == want.measured_mask().tolist()
         assert sum(done[fields.SEGMENTS]["measured"]) == n
         assert fields.PARTIAL_SEGMENTS not in done
+        # Another page asks how many words leave one word out would take from it: the button's n, by its method's
+        # name; at another granularity none. The question starts no job.
+        assert _known(model, **every) == {"method": word_verified.NAME, "measured": n}
+        assert _known(model, **{**every, fields.GRANULARITY: "sentence"}) is None
+        asked = _data(**every)
+        assert shared.jobs.get(inputs.datapoint_group(asked), inputs.segment_request(asked).job_kind) is None

@@ -15,7 +15,7 @@ from lit_app.schema import fields, inputs
 from lit_app.serving import model_group
 from lit_app.wrappers import salience as lit_salience, salience_requests as requests
 from lit_app.model.jobs_table import SPAN_LANE
-from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL
+from lit_app.schema.method_registry import EXTRA_METHODS, SEGMENT_DETAIL, SEGMENT_KNOWN_DETAIL
 from lit_app.model.scheduler import ModelScheduler, Priority
 from lit_app.model.shared_model import SharedLM
 from tests.unit.tiny_models import MODEL_BUILDERS, wrap
@@ -61,6 +61,8 @@ IG = EXTRA_METHODS[0]
                  id="matrix-cancel"),
     pytest.param({fields.DETAIL: SEGMENT_DETAIL, fields.SEGMENT_METHOD: "leave_one_out"}, requests.SegmentsRequest,
                  id="segments"),
+    pytest.param({fields.DETAIL: SEGMENT_KNOWN_DETAIL, fields.SEGMENT_METHOD: "leave_one_out"},
+                 requests.SegmentsKnownRequest, id="segments-known"),
     pytest.param({fields.DETAIL: "span", fields.TARGET_SPAN: "0:2"}, requests.SpanRequest, id="span"),
     pytest.param({fields.DETAIL: "poll"}, requests.PollRequest, id="poll"),
     pytest.param({fields.DETAIL: IG.matrix_detail, IG.field: 8}, requests.MatrixRequest, id="matrix"),

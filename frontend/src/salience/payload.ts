@@ -255,6 +255,9 @@ export function parsePayload(x: unknown): SaliencePayload {
 export const SEGMENTS_FIELD = 'segments';
 /** Beside a running segment job's progress: its values so far, as SEGMENTS_FIELD's (fields.py PARTIAL_SEGMENTS). */
 export const PARTIAL_SEGMENTS_FIELD = 'partial_segments';
+/** The answer to a segment method's `known_detail` request: {method, measured} of the exact values the server holds
+ * for it (fields.py KNOWN_EXACT), or null. */
+export const KNOWN_EXACT_FIELD = 'known_exact';
 
 /** A segment method's values for one target span on one segmentation (docs/architecture.md, "Segment salience"). */
 export interface SegmentPayload {

@@ -142,14 +142,16 @@ export function segmentKey(ask: Omit<SegmentAsk, 'span'>): string {
 
 /**
  * Starts (or finds) the segment method's background job on the server, and polls it: the server
- * answers its progress until the values are there, then the values. `n` numbers the requests.
+ * answers its progress until the values are there, then the values. `n` numbers the requests. `detail`: the method's
+ * registry `known_detail` asks instead how many of its segments the server knows exactly already (no job).
  */
-export function segmentInput(reg: MethodRegistry, input: IndexedInputLike, ask: SegmentAsk, n: number): IndexedInputLike {
+export function segmentInput(reg: MethodRegistry, input: IndexedInputLike, ask: SegmentAsk, n: number,
+                             detail: string = reg.segment(ask.method)?.detail ?? ''): IndexedInputLike {
   const settings = segmentFields(reg, ask);  // throws for a method that is not a segment method
   const data: Record<string, unknown> = {
-    [DETAIL_FIELD]: reg.segment(ask.method)!.detail, ...settings, [TARGET_SPAN_FIELD]: `${ask.span.t0}:${ask.span.t1}`,
+    [DETAIL_FIELD]: detail, ...settings, [TARGET_SPAN_FIELD]: `${ask.span.t0}:${ask.span.t1}`,
   };
-  return derivedInput(input, data, `seg-${ask.method}-${ask.granularity}-${ask.span.t0}-${ask.span.t1}-${n}`);
+  return derivedInput(input, data, `${detail}-${ask.method}-${ask.granularity}-${ask.span.t0}-${ask.span.t1}-${n}`);
 }
 
 /** The input fields of a segment method's settings (method, segmentation, removal, count; not the span): the

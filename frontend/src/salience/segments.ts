@@ -12,7 +12,7 @@ import {errorMessage, type IndexedInputLike} from '../shared/request.js';
 import {AutoSteps, segmentCacheKey} from './auto_steps.js';
 import {firstMapAt} from './confirm.js';
 import {POLL_MS} from './page.js';
-import {parseSegments, type SegmentPayload} from './payload.js';
+import {KNOWN_EXACT_FIELD, parseSegments, type SegmentPayload} from './payload.js';
 import {segmentInput, type SegmentAsk} from './request.js';
 import type {TargetSpan} from './spans.js';
 
@@ -47,12 +47,16 @@ export class SegmentMethods extends AutoSteps {
   private readonly pending = new Set<string>();
   /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
   private readonly requested = new Set<string>();
+  /** What the server answered, by segmentCacheKey of an exact method's ask not measured here, to how many of its
+   * segments another exact method measured on the server already (another page's word button): null, none. */
+  private readonly serverKnown = new Map<string, {method: string; measured: number} | null>();
 
   /** A new selection: its values are measured again, and the automatic steps start again. */
   clear() {
     this.values.clear();
     this.partials.clear();
     this.requested.clear();
+    this.serverKnown.clear();
     this.detail = null;
     this.error = '';
     this.firstShown = null;
@@ -174,7 +178,36 @@ export class SegmentMethods extends AutoSteps {
       const v = this.values.get(segmentCacheKey({...ask, method: info.name, count: 0}));
       if (v !== undefined) return {info, measured: v.payload.measured?.filter((m) => m).length ?? v.payload.values.length};
     }
-    return null;
+    // Not measured on this page: what the server said it holds (another page's, another client's; askKnown).
+    const known = this.serverKnown.get(segmentCacheKey(ask)) ?? null;
+    const info = known === null ? undefined : reg.segment(known.method);
+    return known === null || info === undefined ? null : {info, measured: known.measured};
+  }
+
+  /**
+   * Asks the server once per selection how many segments of `ask` (an exact method's, waiting for its button) another
+   * exact method measured there already (the registry's `known_detail`: no job, no wait for the model), so that the
+   * button's cost counts the forwards that run on a page that did not measure them (a second tab, a reload).
+   */
+  private async askKnown(d: IndexedInputLike, ask: SegmentAsk) {
+    const page = this.page;
+    const detail = page.reg?.segment(ask.method)?.known_detail ?? null;
+    const key = segmentCacheKey(ask);
+    if (detail === null || this.serverKnown.has(key) || page.salienceModel === null) return;
+    this.serverKnown.set(key, null);  // asked: not again for this selection
+    const gen = page.generation;
+    try {
+      const res = await page.host.getPreds([segmentInput(page.reg!, d, ask, 0, detail)], page.salienceModel,
+                                           [SALIENCE_FIELD]);
+      const known = (res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined)?.[KNOWN_EXACT_FIELD];
+      if (gen !== page.generation || known === null || typeof known !== 'object') return;
+      const {method, measured} = known as {method?: unknown; measured?: unknown};
+      if (typeof method !== 'string' || typeof measured !== 'number') return;
+      this.serverKnown.set(key, {method, measured});
+      page.host.changed();
+    } catch {
+      // an older server, or a failed read: the button states every segment's forward, as before
+    }
   }
 
   /** See the controller's requestDefault. */
@@ -189,6 +222,7 @@ export class SegmentMethods extends AutoSteps {
   ensure(d: IndexedInputLike, ask: SegmentAsk) {
     if (this.values.has(segmentCacheKey(ask))) this.autoSwitch();  // a first map on screen: the exact map next
     else if (!this.onRequest(ask)) void this.fetch(d, ask);
+    else if (this.knownFrom(ask) === null) void this.askKnown(d, ask);  // its button's cost: what the server holds
   }
 
   protected has(key: string): boolean {

@@ -74,6 +74,10 @@ export interface ExtraMethodInfo extends MethodInfo {
 export interface SegmentMethodInfo extends MethodInfo {
   kind: 'segment';
   detail: string;
+  /** The `detail` that asks how many of a request's segments another exact method measured on the server already
+   * (lit_app/schema/method_registry.py SEGMENT_KNOWN_DETAIL; an `exact_measured` method's); null or absent (an older
+   * server): not asked. */
+  known_detail?: string | null;
   default_at: string[];
 }
 

@@ -10,17 +10,23 @@ export type Data = Record<string, unknown>;
 
 /**
  * A host for model "m" whose salience wrapper publishes `registry`: a segment request (detail "segments") is
- * answered with `segments(data)`, any other with a fresh copy of the small payload fixture; `calls` lists every
- * request's data in order. `extra`: host members to add or replace (e.g. patternBounds).
+ * answered with `segments(data)`, the question how many of its segments the server knows exactly (a method's
+ * `known_detail`) with `known` (none by default), any other with a fresh copy of the small payload fixture; `calls`
+ * lists every request's data in order. `extra`: host members to add or replace (e.g. patternBounds).
  */
-export function fakeSalienceHost(registry: unknown, segments: (data: Data) => Rows, extra: Partial<SalienceHost> = {}) {
+export function fakeSalienceHost(registry: unknown, segments: (data: Data) => Rows, extra: Partial<SalienceHost> = {},
+                                 known: {method: string; measured: number} | null = null) {
   const calls: Data[] = [];
+  const knownDetails = new Set((registry as Array<{known_detail?: string | null}>).map((m) => m.known_detail));
   const host: SalienceHost = {
     modelName: () => 'm',
     models: () => salienceModels(registry),
     getPreds: async (inputs) => {
       const data = inputs[0].data;
       calls.push(data);
+      if (knownDetails.has(data['detail'] as string)) {
+        return [{salience: {detail: {kind: 'segments_known', state: 'done', done: 0, total: 0}, known_exact: known}}];
+      }
       return data['detail'] === 'segments' ? segments(data) : [{salience: structuredClone(fixture)}];
     },
     loadLatest: (_key, promise) => promise,
