@@ -5,7 +5,8 @@ under the model's scheduler (lit_app/model/scheduler.py):
 
 * `salience`: every matrix (a complete result), background work in time slices of `slice_s`
   between which waiting clicks use the model;
-* `quick`: the exact salience of one span now (a partial result merged with what is cached); its gradient pass
+* `quick`: the exact salience of one span now (a partial result merged with what is cached; a request with extra
+  methods' counts takes the gradient methods' spans from the count-free complete or partial result); its gradient pass
   runs with the torch thread count that `threads` (per loaded model, one `ThreadChooser` per size class of pass:
   sequence_salience/threads.py `PassSizes`) measured to be cheaper across the requests so far: at load 11-20 on
   2 cores a short prompt's pass took 16-78 s with 2 threads and 4-5 s with 1 (docs/benchmarks.md,
@@ -373,7 +374,8 @@ class SalienceRuns:
         if complete is not None and all(complete.has_span(m, t0, t1) for m in methods):
             return complete
         explained = self._responses.explained(chat, target)
-        pkey = pair_key(chat, target, explained) + tuple(int((counts or {}).get(f, 0)) for f in COUNT_FIELDS)
+        pair = pair_key(chat, target, explained)
+        pkey = pair + tuple(int((counts or {}).get(f, 0)) for f in COUNT_FIELDS)
         # Waiting for the model (another client's span, a background slice) is no work of this span: counted,
         # it made the pass's first rate and the IG steps after it (time_left.Then) "about 7–56 min" once (issue 43).
         with self._waits(job):
@@ -385,9 +387,13 @@ class SalienceRuns:
             job.begin_sequence()
         try:
             partial = self.store.partial.get(pkey)
-            # Gradient-method values do not depend on the extra counts: also look in the plain result.
+            # Gradient-method values do not depend on the extra counts: also look in the plain result, and in the
+            # plain partial one (the first highlight's spans while its matrices compute; was: a count's first
+            # request ran their gradient pass again, e.g. each IG step count chosen before the matrices were done).
             base = complete if complete is not None else self.cached_salience(chat, target)
-            known = [r for r in (base, partial) if r is not None]
+            plain_key = pair + (0,) * len(COUNT_FIELDS)
+            plain = self.store.partial.get(plain_key) if plain_key != pkey else None
+            known = [r for r in (base, partial, plain) if r is not None]
             missing = [m for m in methods
                        if not any(r.has_span(m, t0, r.num_targets if t1 is None else t1) for r in known)]
             if missing:
@@ -410,6 +416,8 @@ class SalienceRuns:
                 partial = self.store.partial.get(pkey)  # another request of this pair may have added to it meanwhile
                 partial = fresh if partial is None else partial.merged(fresh)
                 self.store.partial.put(pkey, partial)
+            if plain is not None:  # its spans into the answer; the config stays this request's (with its counts)
+                partial = plain if partial is None else partial.merged(plain)
             return partial if base is None else base.merged(partial) if partial is not None else base
         finally:
             self._lock.release()

@@ -72,3 +72,19 @@ def test_background_work_is_computed_once_per_key(shared):
     counted = shared.salience(chat, TARGET, {fields.IG_STEPS: 2})
     assert counted is not first and "integrated_gradients" in counted.matrices
     assert len(shared.store.complete) == 2  # the counts are part of the key
+
+
+def test_a_counted_span_reuses_the_first_highlights_gradient_pass(shared):
+    """IG's (or SmoothGrad's) first span request of a pair after the first highlight, before the matrices: the
+    gradient methods' spans come from the first highlight's partial result, only IG runs (was: its request ran the
+    gradient pass again, one forward + backward over the whole prompt: ~50 s on a 4,000-token prompt)."""
+    chat = shared.format_prompt(PROMPT)
+    first = shared.quick(chat, TARGET, 0, None)  # the first highlight: the default methods' whole-response span
+    assert shared.cached_salience(chat, TARGET) is None  # no matrices yet
+    ran = []
+    counted = shared.quick(chat, TARGET, 0, None, {fields.IG_STEPS: 2},
+                           progress=lambda method, done, total: ran.append(method))
+    assert ran and set(ran) == {"integrated_gradients"}, ran  # no gradient pass of the default methods
+    for method in ss.methods.DEFAULT_METHODS:  # and their values in the answer, the first highlight's
+        np.testing.assert_array_equal(counted.span_salience(method), first.span_salience(method))
+    assert counted.config.ig_steps == 2 and counted.has_span("integrated_gradients", 0, counted.num_targets)
