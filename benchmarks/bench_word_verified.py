@@ -51,7 +51,7 @@ from sequence_salience import scoring  # noqa: E402
 from sequence_salience.ablation import segment_salience  # noqa: E402
 from sequence_salience.ablation.engine import span_gradient  # noqa: E402
 from sequence_salience.attention.prompts import generate_prompt  # noqa: E402
-from sequence_salience.methods import attention_attribution, attention_verified, coarse_to_fine, word_verified  # noqa: E402
+from sequence_salience.methods import attention_attribution, coarse_to_fine, word_verified  # noqa: E402
 from sequence_salience.methods.attention_verified import Settings, candidates, segment_sums, verify  # noqa: E402
 from sequence_salience.attention import agreement  # noqa: E402
 from sequence_salience.explain import CurvesRequest, FaithfulnessConfig, faithfulness_curves  # noqa: E402
