@@ -163,4 +163,16 @@ describe('the measure button at word granularity', () => {
     expect(calls.filter((c) => c['detail'] === KNOWN)).toHaveLength(1);
     ctl.dispose();
   });
+
+  it('on a fresh page, states no forward where the server holds the method\'s own result (another page measured it)', async () => {
+    const {host} = fakeHost({method: 'leave_one_out', measured: 6});
+    const ctl = new SalienceController(host);
+    ctl.registry();
+    await ctl.select(dp());
+    ctl.setSegmentation('word', '', 6);
+    ctl.setMethod('leave_one_out');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ctl.segmentCost()).toBe(0);  // was 6 - 6 + 1: the unedited prompt's forward, which does not run either
+    ctl.dispose();
+  });
 });

@@ -508,3 +508,9 @@ def test_the_word_buttons_job_answers_its_estimate_then_each_batch_with_its_stag
         assert _known(model, **{**every, fields.GRANULARITY: "sentence"}) is None
         asked = _data(**every)
         assert shared.jobs.get(inputs.datapoint_group(asked), inputs.segment_request(asked).job_kind) is None
+        # Leave one word out itself, measured (by this page or another): a fresh page is told every word is known,
+        # by leave one out's own name, so its button states no forward (was: the button's n, and S - n + 1 stated
+        # while nothing ran).
+        measured = _until_done(model, **every)[fields.SEGMENTS]
+        assert len(measured["values"]) == S
+        assert _known(model, **every) == {"method": leave_one_out.NAME, "measured": S}

@@ -145,7 +145,8 @@ export function segmentStatusView(ctl: SalienceController,
   } else if (ctl.segmentsOnRequest()) {
     const verb = info.count_field !== null ? `Fit ${info.short} on ${info.default_count} random ${noun} removals`
         : `Measure each ${noun} by removing it`;
-    const cost = `~${ctl.segmentCost()} forwards`;
+    const n = ctl.segmentCost();  // 0: measured already on this server (another page): the answer is its cache's
+    const cost = n === 0 ? 'measured already, no forward' : `~${n} forwards`;
     // Where the server names a faster default for this granularity (word_verified at word, coarse-to-fine at token), the
     // button runs it, worded by its record (its forwards where its budget states them, else its cost unit); the
     // method on screen (every word) stays one click away.
