@@ -141,14 +141,20 @@ describe('the measure button at word granularity', () => {
     ctl.dispose();
   });
 
-  it('on a fresh page, counts the words the server measured for another page (its word button) in the cost', async () => {
-    const {host, calls} = fakeHost({method: WORDS, measured: 1});
+  /** A fresh page on leave one out at word (6 words) whose server answers `known` to the known question. */
+  async function freshPage(known: {method: string; measured: number}) {
+    const {host, calls} = fakeHost(known);
     const ctl = new SalienceController(host);
     ctl.registry();
     await ctl.select(dp());
     ctl.setSegmentation('word', '', 6);
     ctl.setMethod('leave_one_out');
     await vi.advanceTimersByTimeAsync(0);
+    return {ctl, calls};
+  }
+
+  it('on a fresh page, counts the words the server measured for another page (its word button) in the cost', async () => {
+    const {ctl, calls} = await freshPage({method: WORDS, measured: 1});
     // Asked once, without starting a job; the button then states 6 - 1 words + the unedited prompt (was: 7).
     const asked = calls.filter((c) => c['detail'] === KNOWN);
     expect(asked).toHaveLength(1);
@@ -165,13 +171,7 @@ describe('the measure button at word granularity', () => {
   });
 
   it('on a fresh page, states no forward where the server holds the method\'s own result (another page measured it)', async () => {
-    const {host} = fakeHost({method: 'leave_one_out', measured: 6});
-    const ctl = new SalienceController(host);
-    ctl.registry();
-    await ctl.select(dp());
-    ctl.setSegmentation('word', '', 6);
-    ctl.setMethod('leave_one_out');
-    await vi.advanceTimersByTimeAsync(0);
+    const {ctl} = await freshPage({method: 'leave_one_out', measured: 6});
     expect(ctl.segmentCost()).toBe(0);  // was 6 - 6 + 1: the unedited prompt's forward, which does not run either
     ctl.dispose();
   });
