@@ -155,10 +155,11 @@ class SalienceModel(Wrapper):
 
     def _segments_known(self, request: requests.SegmentsKnownRequest) -> JsonDict:
         """How many of a segment request's segments the server knows exactly already (`detail`
-        method_registry.SEGMENT_KNOWN_DETAIL): `fields.KNOWN_EXACT` {method, measured} of its own cached result (every
-        segment: nothing runs), else of the result leave one out would take its values from (salience_runs.py `exact_values_of`: the word button's, the first map's), else
-        None. Starts no job, never waits for the model: the page asks it where it states the cost of a measure
-        button it has not run here (a fresh page after another page's word button)."""
+        method_registry.SEGMENT_KNOWN_DETAIL): `fields.KNOWN_EXACT` {method, measured} of its own cached result
+        (every segment: nothing runs), else of the result leave one out would take its values from (salience_runs.py
+        `exact_values_of`: the word button's, the first map's), else None. Starts no job, never waits for the model:
+        the page asks it where it states the cost of a measure button it has not run here (a fresh page after another
+        page's word button)."""
         # Its own result first: a page that did not measure it (a reload, another tab) after another page did
         # runs no forward at all (was: it named the word button's quarter and stated the rest's forwards).
         found = (self._shared.cached_segments(request.chat, request.target, request.segment)
