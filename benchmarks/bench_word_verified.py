@@ -206,19 +206,27 @@ def run(rule: WordRule, rec: c2f.Recorded) -> tuple[int, list[int]]:
 # verified words (methods/word_verified.py). GRID was searched on the choice prompts only (0-11 recorded); the choice
 # (the same criterion as above) and its leave-one-prompt-out figure are printed by `replay`; the rule, its constants
 # and this grid were committed before any prompt outside CHOICE was read by it.
-GRID = [(alpha, share, bonus) for alpha in (0.3, 0.5, 0.7, 0.85) for share in (1 / 3, 1 / 2, 2 / 3, 0.8, 1.0)
+GRID = [(alpha, share, bonus, "value") for alpha in (0.3, 0.5, 0.7, 0.85) for share in (1 / 3, 1 / 2, 2 / 3, 0.8, 1.0)
         for bonus in (0.5, 1.0, 100.0)]
-CHOSEN = (word_verified.ALPHA, word_verified.FIRST, word_verified.BONUS)
+CHOSEN = (word_verified.ALPHA, word_verified.FIRST, word_verified.BONUS, word_verified.NEAR)
 
 
-def run_mixed(params: tuple[float, float, float], rec: c2f.Recorded) -> tuple[int, list[int]]:
-    """(forwards, the verified top five) of word_verified's rule with (ALPHA, FIRST, BONUS) = `params` on `rec`."""
-    alpha, share, bonus = params
+# Session 40 (h4): the few-shot row's miss (": ", next to "Review", a large negative verified value) suggested a
+# second batch that also favours the neighbours of the verified top five by |value|. GRID_40 (the GRID above for each
+# `word_verified.neighbours` choice of `near`) was searched on the choice prompts only, with CHOOSE's criterion, and
+# committed before any other prompt was read by it.
+GRID_40 = [(*g[:3], near) for near in ("value", "abs", "either") for g in GRID]
+
+
+def run_mixed(params: tuple, rec: c2f.Recorded) -> tuple[int, list[int]]:
+    """(forwards, the verified top five) of word_verified's rule with (ALPHA, FIRST, BONUS, NEAR) = `params` on
+    `rec`."""
+    alpha, share, bonus, near = params
     S = len(rec.record["words"])
     first = word_verified.scores(rec.record["estimate"], rec.record["gradient"], alpha)
     o = rec.record["original_logprob"]
     picked, exact = word_verified.select(first, max(int(CAP * S), 1), lambda ws: o - rec.score([(w,) for w in ws]),
-                                         share, bonus)
+                                         share, bonus, near)
     return len(picked), [picked[i] for i in np.argsort(-exact, kind="stable")[:TOP]]
 
 
@@ -231,22 +239,23 @@ def hits(results: list[tuple[int, list[int]]], recs: list[c2f.Recorded]) -> list
     return out
 
 
-def choose(table: dict, keep: list[int]) -> tuple:
-    """The GRID entry with the most prompts of `keep` at the same top five within CAP, ties by the larger overlap,
-    then GRID's order."""
-    return max(GRID, key=lambda g: (sum(table[g][i][0] for i in keep), sum(table[g][i][1] for i in keep),
-                                    -GRID.index(g)))
+def choose(table: dict, keep: list[int], grid: list = GRID) -> tuple:
+    """The `grid` entry with the most prompts of `keep` at the same top five within CAP, ties by the larger overlap,
+    then the grid's order."""
+    return max(grid, key=lambda g: (sum(table[g][i][0] for i in keep), sum(table[g][i][1] for i in keep),
+                                    -grid.index(g)))
 
 
-def grid_report(group: list[c2f.Recorded]) -> None:
-    """GRID on the choice prompts: the choice on all of them, and leave one prompt out (chosen on the others)."""
-    table = {g: hits([run_mixed(g, r) for r in group], group) for g in GRID}
+def grid_report(group: list[c2f.Recorded], grid: list = GRID, name: str = "GRID") -> None:
+    """`grid` on the choice prompts: the choice on all of them, and leave one prompt out (chosen on the others)."""
+    table = {g: hits([run_mixed(g, r) for r in group], group) for g in grid}
     every = list(range(len(group)))
-    best = choose(table, every)
-    lopo = [table[choose(table, [j for j in every if j != i])][i] for i in every]
-    print(f"GRID ({len(GRID)} rules): chosen on all {len(group)} (alpha, first, bonus) = {best}, "
-          f"{sum(h for h, _ in table[best])}/{len(group)}; the shipped constants {CHOSEN}: "
-          f"{sum(h for h, _ in table[CHOSEN])}/{len(group)}; leave one prompt out: "
+    best = choose(table, every, grid)
+    lopo = [table[choose(table, [j for j in every if j != i], grid)][i] for i in every]
+    shipped_ = f"the shipped constants {CHOSEN}: {sum(h for h, _ in table[CHOSEN])}/{len(group)}; " \
+        if CHOSEN in table else ""
+    print(f"{name} ({len(grid)} rules): chosen on all {len(group)} (alpha, first, bonus, near) = {best}, "
+          f"{sum(h for h, _ in table[best])}/{len(group)}; {shipped_}leave one prompt out: "
           f"{sum(h for h, _ in lopo)}/{len(group)} (overlap {np.mean([v for _, v in lopo]):.2f})")
 
 
@@ -297,11 +306,12 @@ def replay(args) -> None:
         for rule in RULES:
             print(f"| {rule.label()} | {summary([run(rule, r) for r in group], group)} |")
         print(f"| mixed ({word_verified.ALPHA} estimate), to the cap, one batch | "
-              f"{summary([run_mixed((word_verified.ALPHA, 1.0, 0.0), r) for r in group], group)} |")
+              f"{summary([run_mixed((word_verified.ALPHA, 1.0, 0.0, word_verified.NEAR), r) for r in group], group)} |")
         print(f"| **mixed, then neighbours, two batches (word_verified, session 38)** | "
               f"{summary([run_mixed(CHOSEN, r) for r in group], group)} |")
         if name.startswith("choice"):
             grid_report(group)
+            grid_report(group, GRID_40, "GRID_40")
         if name.startswith("longer"):
             for rec, (n, got), (hit, overlap) in zip(group, res := [run_mixed(CHOSEN, r) for r in group],
                                                     hits(res, group)):

@@ -42,6 +42,7 @@ TOP = 5  # the top five words of the goal: the budget verifies at least this man
 ALPHA = 0.7  # the first ranking: ALPHA x the estimate's z-score + (1 - ALPHA) x the log gradient norm's z-score
 FIRST = 2 / 3  # the first batch: this share of the budget (at least TOP), the first ranking's best
 BONUS = 0.5  # the second batch: the first ranking plus BONUS next to a verified word of the top TOP (`neighbours`)
+NEAR = "abs"  # which top TOP: "value" (the largest positive values), "abs" (|value|) or "either" (`neighbours`)
 
 
 def budget(n_segments: int) -> int:
@@ -78,30 +79,35 @@ def scores(estimate: np.ndarray, gradient: np.ndarray, alpha: float = ALPHA) -> 
     return alpha * standard(estimate) + (1 - alpha) * standard(log_gradient)
 
 
-def neighbours(picked: list[int], exact: np.ndarray, n_segments: int) -> np.ndarray:
-    """<bool>[S] the words next to (one word before or after) a verified word whose exact value <[V]> is positive and
-    among the verified top TOP (at least the TOP-th largest)."""
+def neighbours(picked: list[int], exact: np.ndarray, n_segments: int, near: str = NEAR) -> np.ndarray:
+    """<bool>[S] the words next to (one word before or after) a verified word among the verified top TOP <[V]>:
+    `near` "value": positive and at least the TOP-th largest value; "abs": at least the TOP-th largest |value|;
+    "either": one or the other."""
     exact = np.asarray(exact, dtype=np.float64)
-    kth = np.sort(exact)[::-1][min(TOP, len(exact)) - 1] if len(exact) else np.inf
-    near = np.zeros(n_segments, dtype=bool)
-    for s, v in zip(picked, exact):
-        if v >= kth and v > 0:
-            near[[t for t in (s - 1, s + 1) if 0 <= t < n_segments]] = True
-    return near
+    near_ = np.zeros(n_segments, dtype=bool)
+    if not len(exact):
+        return near_
+    k = min(TOP, len(exact)) - 1
+    by_value = (exact >= np.sort(exact)[::-1][k]) & (exact > 0)
+    by_size = np.abs(exact) >= np.sort(np.abs(exact))[::-1][k]
+    large = {"value": by_value, "abs": by_size, "either": by_value | by_size}[near]
+    for s in np.asarray(picked, dtype=np.int64)[large]:
+        near_[[t for t in (s - 1, s + 1) if 0 <= t < n_segments]] = True
+    return near_
 
 
 def select(first: np.ndarray, n: int, measure: Callable[[list[int]], np.ndarray], share: float = FIRST,
-           bonus: float = BONUS) -> tuple[list[int], np.ndarray]:
+           bonus: float = BONUS, near: str = NEAR) -> tuple[list[int], np.ndarray]:
     """The rule of the module docstring: `n` words verified in two batches, from the first ranking `first` <[S]>: its
-    best round(share × n) (at least TOP), then the rest by `first` + bonus × `neighbours`. `measure`: words ->
-    <float64>[len] their exact leave one out values (one batch). Returns (the verified words in order, <float64>[n]
-    their values)."""
+    best round(share × n) (at least TOP), then the rest by `first` + bonus × `neighbours` (of the top by `near`).
+    `measure`: words -> <float64>[len] their exact leave one out values (one batch). Returns (the verified words in
+    order, <float64>[n] their values)."""
     S = len(first)
     n1 = first_batch(n, share)
     picked = [int(s) for s in np.argsort(-first, kind="stable")[:n1]]
     exact = np.asarray(measure(picked), dtype=np.float64)
     if n1 < n:
-        second = np.asarray(first, dtype=np.float64) + bonus * neighbours(picked, exact, S)
+        second = np.asarray(first, dtype=np.float64) + bonus * neighbours(picked, exact, S, near)
         second[picked] = -np.inf
         more = [int(s) for s in np.argsort(-second, kind="stable")[:n - n1]]
         picked += more
