@@ -209,12 +209,15 @@ def run(rule: WordRule, rec: c2f.Recorded) -> tuple[int, list[int]]:
 GRID = [(alpha, share, bonus, "value") for alpha in (0.3, 0.5, 0.7, 0.85) for share in (1 / 3, 1 / 2, 2 / 3, 0.8, 1.0)
         for bonus in (0.5, 1.0, 100.0)]
 CHOSEN = (word_verified.ALPHA, word_verified.FIRST, word_verified.BONUS, word_verified.NEAR)
+SESSION_40 = (0.7, 2 / 3, 0.5, "abs")  # GRID_40's choice (session 40): not shipped, it lost held-out prompt 37
 
 
 # Session 40 (h4): the few-shot row's miss (": ", next to "Review", a large negative verified value) suggested a
 # second batch that also favours the neighbours of the verified top five by |value|. GRID_40 (the GRID above for each
-# `word_verified.neighbours` choice of `near`) was searched on the choice prompts only, with CHOOSE's criterion, and
-# committed before any other prompt was read by it.
+# `word_verified.neighbours` choice of `near`) was searched on the choice prompts only, with `choose`'s criterion, and
+# its choice (SESSION_40) committed (9b93d78) before any other prompt was read by it; it kept 16 of the 19 held-out
+# prompts' top five (session 38's rule: 17) and 3 of the few-shot row's five (4): not shipped (docs/benchmarks.md
+# "Session 40 (h4)").
 GRID_40 = [(*g[:3], near) for near in ("value", "abs", "either") for g in GRID]
 
 
@@ -309,6 +312,8 @@ def replay(args) -> None:
               f"{summary([run_mixed((word_verified.ALPHA, 1.0, 0.0, word_verified.NEAR), r) for r in group], group)} |")
         print(f"| **mixed, then neighbours, two batches (word_verified, session 38)** | "
               f"{summary([run_mixed(CHOSEN, r) for r in group], group)} |")
+        print(f"| mixed, then neighbours of the top five by \\|value\\|, two batches (GRID_40's choice, not shipped) | "
+              f"{summary([run_mixed(SESSION_40, r) for r in group], group)} |")
         if name.startswith("choice"):
             grid_report(group)
             grid_report(group, GRID_40, "GRID_40")

@@ -61,6 +61,17 @@ def test_neighbours_are_next_to_a_positive_word_of_the_verified_top_five():
     near = word_verified.neighbours([0, 2, 4, 6, 8, 10], np.array([6.0, 5, 4, 3, 2, 1]), 12)
     assert np.flatnonzero(near).tolist() == [1, 3, 5, 7, 9]
     assert not word_verified.neighbours([3], np.array([-1.0]), 5).any()  # a negative value is no reason
+    assert not word_verified.neighbours([], np.array([]), 3).any()
+
+
+def test_neighbours_by_size_follow_the_largest_values_either_sign():
+    # values 6, -5, 4, 3, 2, 1 at words 0, 2, ..., 10: the top five by |value| are words 0-8 (|1| sixth); by value,
+    # positive: words 0, 4, 6, 8, 10 (-5 is not among them). Session 40's GRID_40 (benchmarks/bench_word_verified.py).
+    picked, exact = [0, 2, 4, 6, 8, 10], np.array([6.0, -5, 4, 3, 2, 1])
+    assert np.flatnonzero(word_verified.neighbours(picked, exact, 12, near="abs")).tolist() == [1, 3, 5, 7, 9]
+    assert np.flatnonzero(word_verified.neighbours(picked, exact, 12, near="value")).tolist() == [1, 3, 5, 7, 9, 11]
+    assert np.flatnonzero(word_verified.neighbours(picked, exact, 12, near="either")).tolist() == list(range(1, 12, 2))
+    assert np.flatnonzero(word_verified.neighbours([3], np.array([-1.0]), 5, near="abs")).tolist() == [2, 4]
 
 
 def test_the_second_batch_favours_the_neighbour_of_a_large_verified_word():
