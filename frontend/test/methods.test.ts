@@ -22,6 +22,18 @@ describe('the method registry', () => {
     expect(reg.label('unknown_method')).toBe('unknown_method');
   });
 
+  it("names each method in the method select by its record's menu name, else its label", () => {
+    const reg = parseRegistry(registry);
+    // word_verified's label, 53 characters, was cut to "Estimate, then leave" in the select at 1280x720.
+    expect(reg.menu('word_verified')).toBe('Words: best quarter');
+    expect(reg.label('word_verified')).toBe('Estimate, then leave one word out on the best quarter');
+    expect(reg.menu('grad_norm')).toBe(reg.label('grad_norm'));
+    const older = copy();
+    for (const m of older) delete m['menu'];  // a server from before `menu`: the label
+    expect(parseRegistry(older).menu('word_verified')).toBe('Estimate, then leave one word out on the best quarter');
+    expect(reg.menu('unknown_method')).toBe('unknown_method');
+  });
+
   it('tells the segment methods apart: not extras, their detail, and the default per granularity', () => {
     const reg = parseRegistry(registry);
     expect(reg.segments.map((m) => m.name)).toEqual(['leave_one_out', 'ablation_surrogate', 'coarse_to_fine',

@@ -99,7 +99,8 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
 
 NAME = "ablation_surrogate"
 
-METHOD = SegmentMethod(name=NAME, label="Ablation surrogate (ContextCite)", short="Surrogate", signed=True,
+METHOD = SegmentMethod(name=NAME, label="Ablation surrogate (ContextCite)", short="Surrogate",
+                       menu="Ablation surrogate", signed=True,
                        paper="https://arxiv.org/abs/2409.00729", cost_unit="one forward per random ablation",
                        trust="When its R² is high: the linear fit then explains the random removals; with a low "
                              "R² segments interact and its values are not reliable (more ablations or coarser "

@@ -77,7 +77,8 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
 NAME = "attention_attribution"
 
 METHOD = SegmentMethod(
-    name=NAME, label="Learned attention attribution", short="Attention (learned)", signed=True, compute=compute,
+    name=NAME, label="Learned attention attribution", short="Attention (learned)",
+    menu="Learned attention", signed=True, compute=compute,
     rows=rows, paper="https://arxiv.org/abs/2504.13752", settings=Settings, reads_attention=True,
     cost_unit="one forward (per-head attention to each segment, recorded in the unedited prompt's forward; a linear "
               "estimator fitted per model)",

@@ -256,7 +256,8 @@ def _output(estimate: SegmentOutput, picked: list[int], exact: Sequence[float], 
 NAME = "attention_verified"
 
 METHOD = SegmentMethod(
-    name=NAME, label="Attention and gradient, verified", short="Attention (verified)", signed=True,
+    name=NAME, label="Attention and gradient, verified", short="Attention (verified)",
+    menu="Attention, verified", signed=True,
     compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102", reads_attention=True, settings=Settings,
     exact_measured=True, first_look=attention_attribution.NAME,
     cost_unit=f"one forward + backward (gradient) and one forward (attention), then one forward per verified segment: "

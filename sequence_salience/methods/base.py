@@ -221,6 +221,9 @@ class SalienceMethod:
       name: snake_case id used by the API, the server and the UI.
       label: human-readable name ("Gradient × input").
       short: short name for narrow UI places ("G×I", "IG").
+      menu: None (the label), or the name the Sequence Salience module's method select shows where the label is too
+        long for it (the select is narrow, so that the controls stay on one line at 1280×720; the browser test
+        tests/e2e/test_method_help.py checks that each fits); the label stays in the status line, legend and help.
       signed: values can be negative (diverging colour map) or not (sequential).
       linear: the salience of a target span is the sum of its tokens' rows.
       compute: (inputs, config, context: MethodContext) -> MethodOutput for every target token;
@@ -288,6 +291,7 @@ class SalienceMethod:
     job_tag: str | None = None
     matrix_detail: str | None = None
     most_units: Callable[[SalienceConfig], int] | None = None
+    menu: str | None = None
 
     @property
     def title(self) -> str:
@@ -340,16 +344,17 @@ def budget_rows(budget: tuple[float, int], n_segments: int) -> int:
 
 
 def _record_json(method: SalienceMethod | SegmentMethod) -> dict:
-    """{name, label, short, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind, granularities,
-    first_look, budget, exact_measured} (granularities: None for every granularity, else the list a segment method
-    computes at; first_look: a segment method's SegmentMethod.first_look, else None; budget: {share, at_least} of a
-    segment method's SegmentMethod.budget, else None; exact_measured: a segment method's, else False)."""
+    """{name, label, short, menu, signed, linear, count_field, count_unit, default_count, cost_unit, trust, kind,
+    granularities, first_look, budget, exact_measured} (menu: the record's, else its label; granularities: None for
+    every granularity, else the list a segment method computes at; first_look: a segment method's
+    SegmentMethod.first_look, else None; budget: {share, at_least} of a segment method's SegmentMethod.budget, else
+    None; exact_measured: a segment method's, else False)."""
     only = getattr(method, "granularities", None)
     budget = getattr(method, "budget", None)
-    return {"name": method.name, "label": method.label, "short": method.short, "signed": method.signed,
-            "linear": method.linear, "count_field": method.count_field, "count_unit": method.count_unit,
-            "default_count": method.default_count, "cost_unit": method.cost_unit, "trust": method.trust,
-            "kind": method.kind,
+    return {"name": method.name, "label": method.label, "short": method.short, "menu": method.menu or method.label,
+            "signed": method.signed, "linear": method.linear, "count_field": method.count_field,
+            "count_unit": method.count_unit, "default_count": method.default_count, "cost_unit": method.cost_unit,
+            "trust": method.trust, "kind": method.kind,
             "granularities": list(only) if only is not None else None,
             "first_look": getattr(method, "first_look", None),
             "budget": None if budget is None else {"share": float(budget[0]), "at_least": int(budget[1])},
@@ -511,7 +516,7 @@ class SegmentMethod:
     request), so a change of granularity recomputes them (no model pass for gradient methods).
 
     Attributes:
-      name, label, short, signed, paper, cost_unit, trust: as SalienceMethod.
+      name, label, short, menu, signed, paper, cost_unit, trust: as SalienceMethod.
       compute: (problem, config) -> SegmentOutput.
       rows: (n_segments, config) -> the ablated prompts it scores (progress total, cost model); for
         coarse_to_fine an estimate (how far it refines depends on the values).
@@ -556,6 +561,7 @@ class SegmentMethod:
     exact_measured: bool = False
     first_look: str | None = None
     budget: tuple[float, int] | None = None
+    menu: str | None = None
 
     count_field = property(lambda self: _count_field(self), doc="The count rule's name, or None.")
     default_count = property(lambda self: _default_count(self), doc="The count rule's default; 0 without one.")

@@ -235,8 +235,8 @@ def search(problem: SegmentProblem, k: int, rule: Rule) -> SegmentOutput:
 NAME = "coarse_to_fine"
 
 METHOD = SegmentMethod(
-    name=NAME, label="Coarse-to-fine leave one out", short="Coarse-to-fine", signed=True, compute=compute, rows=rows,
-    paper="https://arxiv.org/abs/2411.15102",
+    name=NAME, label="Coarse-to-fine leave one out", short="Coarse-to-fine", menu="Coarse-to-fine", signed=True,
+    compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102",
     cost_unit="one forward per coarser unit, then per unit or segment inside those that matter",
     trust="Exact leave-one-out where it refined; segments inside coarser units that did not matter are not measured "
           "one by one (hover says so), so trust their small values only as small together.",

@@ -39,8 +39,8 @@ def compute(problem: SegmentProblem, config: AblationConfig) -> SegmentOutput:
 NAME = "leave_one_out"
 
 METHOD = SegmentMethod(
-    name=NAME, label="Leave one segment out", short="Leave-one-out", signed=True, compute=compute, rows=rows,
-    paper="https://arxiv.org/abs/1311.2901", exact_measured=True,
+    name=NAME, label="Leave one segment out", short="Leave-one-out", menu="Leave one out", signed=True, compute=compute,
+    rows=rows, paper="https://arxiv.org/abs/1311.2901", exact_measured=True,
     cost_unit="one forward per segment (from the segment on, over the cached prefix)",
     trust="The exact effect of removing each segment alone, the reference the other maps are checked against; it "
           "misses what only matters together (two segments saying the same thing each look unimportant).",

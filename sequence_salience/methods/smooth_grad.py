@@ -110,7 +110,8 @@ def compute_span(inputs: ModelInputs, target_weights: torch.Tensor, config: Sali
 NAME = "smooth_grad"
 
 # Progress counts whole target tokens (compute() reports them as its samples finish).
-METHOD = SalienceMethod(name=NAME, label="SmoothGrad (× input)", short="SmoothGrad", signed=True, linear=True,
+METHOD = SalienceMethod(name=NAME, label="SmoothGrad (× input)", short="SmoothGrad",
+                        menu="SmoothGrad × input", signed=True, linear=True,
                         compute=compute, compute_span=compute_span, paper="https://arxiv.org/abs/1706.03825",
                         cost_unit="one backward per target per sample",
                         trust="Less noisy than one gradient but still a local estimate: trust the ranking once more "

@@ -155,6 +155,7 @@ NAME = "word_verified"
 
 METHOD = SegmentMethod(
     name=NAME, label="Estimate, then leave one word out on the best quarter", short="Words (best quarter measured)",
+    menu="Words: best quarter",
     signed=True, compute=compute, rows=rows, paper="https://arxiv.org/abs/2411.15102", reads_attention=True,
     granularities=("word",), exact_measured=True, first_look=attention_attribution.NAME, budget=(SHARE, TOP),
     cost_unit="an estimate of every word (the attention, recorded in the unedited prompt's forward, and the gradient, "

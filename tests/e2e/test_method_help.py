@@ -12,6 +12,21 @@ from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
 
+# {select: the method select's width, names: {name: the width of a copy of it holding only that name, uncapped}}.
+MENU_WIDTHS_JS = """(select, names) => {
+  const width = (el) => el.getBoundingClientRect().width;
+  const out = {select: width(select), names: {}};
+  for (const name of names) {
+    const probe = select.cloneNode(false);
+    Object.assign(probe.style, {maxWidth: 'none', position: 'absolute', visibility: 'hidden'});
+    probe.append(Object.assign(document.createElement('option'), {textContent: name}));
+    select.parentNode.append(probe);
+    out.names[name] = Math.round(width(probe) * 10) / 10;
+    probe.remove();
+  }
+  return out;
+}"""
+
 
 def test_method_help_opens_from_the_method_name(server_url, browser_page, artifacts_dir):
     from playwright.sync_api import expect
@@ -38,4 +53,15 @@ def test_method_help_opens_from_the_method_name(server_url, browser_page, artifa
     page.screenshot(path=str(artifacts_dir / "method-help.png"))
     panel.locator("button.help-close").click()
     expect(panel).to_be_hidden()
+    # Every method's name is readable whole in the method select at 1280x720 (its width capped so that the controls
+    # stay on one line): a select of that one name, uncapped, is no wider than the select on screen. (Before: "Estimate,
+    # then leave" of word_verified's label, and four more labels, were cut off.) The full label is the option's title.
+    select = mod.locator("select.method")
+    widths = select.evaluate(MENU_WIDTHS_JS, [m["menu"] for m in records])
+    print(f"\nthe method select: {widths['select']:.1f} px; each name alone: {widths['names']}")
+    cut = {name: w for name, w in widths["names"].items() if w > widths["select"]}
+    assert not cut, f"cut off in the {widths['select']:.1f} px method select: {cut}"
+    shown = {m["name"]: m for m in records}[select.input_value()]
+    expect(select.locator("option:checked")).to_have_text(shown["menu"])
+    expect(select.locator("option:checked")).to_have_attribute("title", shown["label"])
     assert not external, f"requests to non-local hosts: {external}"

@@ -47,7 +47,7 @@ def test_published_registry_is_the_core_registry_plus_the_wire_facts():
     for entry, core_entry in zip(published, core):
         first = [g for g, m in method_registry.FIRST_MAP_METHOD.items() if m == entry["name"]]
         assert entry == {**core_entry, "request_default_at": [], **WIRE[entry["name"]], "first_map_at": first}
-    assert set(published[0]) == {"name", "label", "short", "signed", "linear", "count_field", "count_unit",
+    assert set(published[0]) == {"name", "label", "short", "menu", "signed", "linear", "count_field", "count_unit",
                                  "default_count", "max_count", "tag", "matrix_detail", "cost_unit", "trust", "kind",
                                  "granularities", "first_look", "budget", "exact_measured",
                                  "detail", "known_detail", "default_at", "request_default_at", "first_map_at"}

@@ -11,7 +11,7 @@ import sequence_salience as ss
 from sequence_salience import methods
 from sequence_salience.methods.base import COUNT_UNITS, SalienceConfig
 
-JSON_FIELDS = {"name", "label", "short", "signed", "linear", "count_field", "count_unit", "default_count",
+JSON_FIELDS = {"name", "label", "short", "menu", "signed", "linear", "count_field", "count_unit", "default_count",
                "cost_unit", "trust", "kind", "granularities", "first_look", "budget", "exact_measured"}
 CONFIG_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SalienceConfig)}
 
@@ -34,7 +34,7 @@ def test_every_method_declares_its_facts(name):
 
 def test_names_labels_and_count_fields_are_unique():
     entries = methods.registry_json()
-    for key in ("name", "label", "short"):
+    for key in ("name", "label", "short", "menu"):
         values = [e[key] for e in entries]
         assert len(set(values)) == len(values), key
     counted = [e["count_field"] for e in entries if e["count_field"] is not None]
@@ -49,9 +49,20 @@ def test_registry_json_round_trips_and_matches_the_records():
         assert set(e) == JSON_FIELDS
         m = methods.get_method(e["name"])
         # first_look, budget: a segment record's only; exact_measured: False for a token method
-        assert e == {**{k: getattr(m, k, None) for k in JSON_FIELDS}, "exact_measured": False}
+        assert e == {**{k: getattr(m, k, None) for k in JSON_FIELDS}, "exact_measured": False,
+                     "menu": m.menu or m.label}
         # When to trust the map: a sentence of the record's own (the module's help shows it), not a placeholder.
         assert len(e["trust"]) > 40 and e["trust"].endswith("."), e
+
+
+def test_the_method_select_names_a_method_by_its_label_or_its_records_shorter_menu_name():
+    """SalienceMethod.menu: the module's method select is narrow (1280x720); a record whose label does not fit it
+    names a shorter one (the browser test tests/e2e/test_method_help.py measures each), the others their label."""
+    entries = {e["name"]: e for e in methods.registry_json(kinds=("token", "segment"))}
+    assert entries["grad_norm"]["menu"] == entries["grad_norm"]["label"] == "Gradient norm"  # no menu: the label
+    assert (entries["word_verified"]["menu"], entries["word_verified"]["label"]) == (
+        "Words: best quarter", "Estimate, then leave one word out on the best quarter")
+    assert all(len(e["menu"]) <= len(e["label"]) for e in entries.values()), entries
 
 
 def test_a_segment_methods_first_look_is_a_registered_segment_method():

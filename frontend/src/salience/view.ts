@@ -9,7 +9,7 @@ import {html, nothing, type TemplateResult} from 'lit';
 import {GRANULARITIES, type Granularity} from '../shared/aggregate/index.js';
 import {errorIcon} from '../shared/icons.js';
 import {methodHelpView, methodNameView} from '../shared/method_help.js';
-import type {ExtraMethodInfo, SegmentMethodInfo} from '../shared/methods.js';
+import type {ExtraMethodInfo, MethodInfo, SegmentMethodInfo} from '../shared/methods.js';
 import {describeRefinement, segmentProgress} from './coarse.js';
 import type {SalienceController} from './controller.js';
 import {describeFit} from './payload.js';
@@ -46,10 +46,10 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
       <label>Method
         <select class="method" @change=${(e: Event) => ctl.setMethod(value(e))}>
           ${reg?.segments.length ? html`
-            <optgroup label="Gradients (one pass)">${reg.tokens.map((m) => methodOption(ctl, m.name, m.label))}</optgroup>
+            <optgroup label="Gradients (one pass)">${reg.tokens.map((m) => methodOption(ctl, m))}</optgroup>
             <optgroup label="Removing segments (forwards; per granularity)">
-              ${reg.segmentsAt(v.granularity).map((m) => methodOption(ctl, m.name, m.label))}</optgroup>`
-            : reg?.methods.map((m) => methodOption(ctl, m.name, m.label))}
+              ${reg.segmentsAt(v.granularity).map((m) => methodOption(ctl, m))}</optgroup>`
+            : reg?.methods.map((m) => methodOption(ctl, m))}
         </select>
       </label>${methodHelpView(reg, 'controls', ctl.method || null)}
       ${reg?.extras.map((m) => countControlsView(ctl, m))}
@@ -72,8 +72,10 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
     </div>`;
 }
 
-function methodOption(ctl: SalienceController, name: string, label: string) {
-  return html`<option value=${name} ?selected=${name === ctl.method}>${label}</option>`;
+/** A method's option: its menu name (short enough for the select at 1280×720), its label as the title. */
+function methodOption(ctl: SalienceController, m: MethodInfo) {
+  return html`<option value=${m.name} title=${m.label} ?selected=${m.name === ctl.method}>${
+    ctl.registry()!.menu(m.name)}</option>`;
 }
 
 /**

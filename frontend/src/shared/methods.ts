@@ -24,6 +24,9 @@ export interface MethodInfo {
   label: string;
   /** Short UI name ("IG", "SmoothGrad"). */
   short: string;
+  /** The name the module's method select shows: the label, or a shorter one where the label does not fit it (absent on
+   * an older server: the label). */
+  menu?: string;
   signed: boolean;
   linear: boolean;
   /** Input field carrying its count, for a method computed on request; else null. */
@@ -141,6 +144,12 @@ export class MethodRegistry {
   /** The method's label, or its name when the server does not know it. */
   label(name: string): string {
     return this.byName.get(name)?.label ?? name;
+  }
+
+  /** The method's name in the method select (`menu`; its label on an older server), or its name when unknown. */
+  menu(name: string): string {
+    const m = this.byName.get(name);
+    return m?.menu ?? m?.label ?? name;
   }
 
   /** The method's facts when it is computed on request; else undefined. */
