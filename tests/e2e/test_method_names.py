@@ -55,9 +55,17 @@ def test_every_method_name_opens_its_help(server_url, browser_page, artifacts_di
     status.wait_for(timeout=TIMEOUT_MS)
     help_opens_at(page, status, "leave_one_out", artifacts_dir / "method-name-help.png")
 
-    # The comparison of an edit names the method its colours show.
+    # The comparison of an edit names the method its colours show. The edit is a new selection: the gradient, then the
+    # first map, then the exact map replace each other on screen (the automatic steps); once the exact map is there
+    # (its status no longer pending) and the comparison's colours are drawn, the Method select, the status line and
+    # the comparison all name that method (the select showed the gradient's name while the exact map was on screen).
     plugin_checks.edit_and_compare(page, "France", "Spain")
+    settled = mod.locator('.segment-status[data-auto="true"]:not(.pending)')
+    settled.wait_for(timeout=TIMEOUT_MS)
+    mod.locator(".compare .cprompt:not(.pending)").wait_for(timeout=TIMEOUT_MS)
+    shown = settled.get_attribute("data-method")
+    expect(mod.locator("select.method")).to_have_value(shown)
     compare = mod.locator('.compare .section-label .method-name[data-where="compare"]')
-    compare.wait_for(timeout=TIMEOUT_MS)
-    help_opens_at(page, compare, mod.locator("select.method").input_value())
+    help_opens_at(page, compare, shown)
+    expect(mod.locator("select.method")).to_have_value(shown)  # nothing replaced it meanwhile
     assert not external, f"requests to non-local hosts: {external}"

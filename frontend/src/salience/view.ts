@@ -5,6 +5,7 @@
  * (../salience_module.ts) owns the state. The text and the side panel are text_view.ts's.
  */
 import {html, nothing, type TemplateResult} from 'lit';
+import {live} from 'lit/directives/live.js';
 
 import {GRANULARITIES, type Granularity} from '../shared/aggregate/index.js';
 import {errorIcon} from '../shared/icons.js';
@@ -72,9 +73,13 @@ export function controlsView(ctl: SalienceController, v: ViewSettings, on: Contr
     </div>`;
 }
 
-/** A method's option: its menu name (short enough for the select at 1280×720), its label as the title. */
+/** A method's option: its menu name (short enough for the select at 1280×720), its label as the title; selected while
+ * its method is on screen. The page changes the method itself (a new selection's gradient, the first map, the exact
+ * map, "Show gradient"): a `selected` attribute no longer moves an option the user once picked (its dirtiness), so
+ * the select showed the gradient's name while the exact map the user had chosen was on screen. The property is set
+ * against the live option. */
 function methodOption(ctl: SalienceController, m: MethodInfo) {
-  return html`<option value=${m.name} title=${m.label} ?selected=${m.name === ctl.method}>${
+  return html`<option value=${m.name} title=${m.label} .selected=${live(m.name === ctl.method)}>${
     ctl.registry()!.menu(m.name)}</option>`;
 }
 
