@@ -2,14 +2,22 @@
 the datapoint editor refuses, in words and before a row is added, what the server would refuse: an empty or
 whitespace-only prompt, and a prompt longer than the server's --max_prompt_chars (published in /get_info).
 Was: a whitespace-only prompt was added as a row (its salience then failed with "The prompt is empty"), and a
-40,000-character prompt was refused only in LIT's status bar, behind "(and 1 other error)".
+40,000-character prompt was refused only in LIT's status bar, behind "(and 1 other error)". Likewise the IG steps
+field refuses counts above a lower `--max_ig_steps` of the server, with that range, before any request (was: the
+browser allowed the rule's 1..256 and the server answered a 400 the page showed as an error); the server publishes
+its count limits in /get_info "requestLimits".
 
 Screenshots go to artifacts/e2e/true_errors/.
 """
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
+
+from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
 
@@ -54,12 +62,15 @@ def test_editor_refuses_what_the_server_would_refuse(server_url, browser_page, a
 
 @pytest.fixture(scope="module")
 def small_limit_server(tmp_path_factory):
-    """Its own server, not the session's: --max_prompt_chars 300, so that a shipped row (the few-shot case,
-    384 characters) is refused by the server itself (LIT's editor refuses a typed one before it is added, so a
-    refused request can only come from a row that was already there, as from a dataset loaded at start)."""
+    """Its own server, not the session's, with two lower limits (start-up flags), one per test of this module that
+    reads it: --max_prompt_chars 300, so that a shipped row (the few-shot case, 384 characters) is refused by the
+    server itself (LIT's editor refuses a typed one before it is added, so a refused request can only come from a
+    row that was already there, as from a dataset loaded at start); --max_ig_steps 32 (the session server keeps the
+    rule's 256). One server for both: a start costs 6-8 s of CPU (they were two, in two files; docs/benchmarks.md,
+    "Session 40 (h3)")."""
     from tests.server_process import ServerProcess
 
-    with ServerProcess(["--host", "127.0.0.1", "--max_prompt_chars", "300"],
+    with ServerProcess(["--host", "127.0.0.1", "--max_prompt_chars", "300", "--max_ig_steps", "32"],
                        tmp_path_factory.mktemp("small_limit"), own_client_root=False) as proc:
         yield proc
 
@@ -105,3 +116,29 @@ def test_each_view_drops_its_error_once_a_newer_request_succeeds(small_limit_ser
     expect(explain.locator("div.contrastive .difference")).to_be_visible(timeout=300_000)
     expect(explain.locator(".status.error")).to_have_count(0)
     page.screenshot(path=str(out / "refused-foil-then-valid.png"))
+
+
+def test_ig_steps_above_the_servers_max_are_refused_with_its_range(small_limit_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, _ = browser_page
+    mod = plugin_checks.open_and_select(page, small_limit_server.url, SIMPLE)
+    mod.locator("select.method").select_option("integrated_gradients")
+    steps = mod.locator("input.ig-steps")
+    sent = []  # ig_steps of every salience request from now on
+    page.on("request", lambda r: sent.extend(d.get("ig_steps") for d in plugin_checks.request_inputs(r.post_data))
+            if "_salience" in r.url else None)
+    for typed in ("33", "100", "256"):
+        steps.fill(typed)
+        steps.dispatch_event("change")
+        expect(mod.locator(".count-error")).to_have_text(re.compile(
+            rf"IG steps must be a whole number from 1 to 32, not {typed}; still using \d+\."))
+    plugin_checks.screenshot(page, artifacts_dir / "true_errors", "ig-steps-above-server-max")
+    expect(steps).to_have_attribute("max", "32")
+    assert not {33, 100, 256} & set(sent), f"a count above the server's --max_ig_steps was sent: {sent}"
+    steps.fill("32")
+    steps.dispatch_event("change")
+    expect(mod.locator(".count-error")).to_have_count(0)
+    # What the page read: the server's published count limit.
+    status, _, text = small_limit_server.post_json("/get_info", {})
+    assert status == 200 and json.loads(text)["requestLimits"]["max_counts"]["ig_steps"] == 32, text[:300]
