@@ -42,7 +42,7 @@ READY = "[data-state=ready]"  # the salience module shows the answer and its sal
 # these files to one worker: a count that a test there completed first is answered from the cache, with nothing
 # to watch (test_superseded_span failed so after test_matrix_cancel, both at 128 steps). One count per run.
 IG_STEPS_OF_ITS_OWN = {
-    "matrix_cancel": 24,  # test_matrix_cancel: the span completes, its per-token IG job is cancelled (was 128)
+    "matrix_cancel": 12,  # test_matrix_cancel: the span completes, its per-token IG job is cancelled (was 128, 24)
     "superseded_first": 256,  # test_superseded_span: replaced mid-run by the next count
     "superseded_new": 96,  # test_superseded_span: may complete before the page closes
     "switched_away": 224,  # test_true_progress: cancelled mid-run by a switch of method

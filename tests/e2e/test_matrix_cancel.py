@@ -38,8 +38,9 @@ def test_switching_method_cancels_the_per_token_ig_matrix_job(lit_server, server
     mod.locator("select.method").select_option("integrated_gradients")
     steps = mod.locator("input.ig-steps")
     # STEPS backwards per response token: the job runs long enough to switch while it runs. The switch comes while it
-    # is still on its gradient targets (cancelled at 0 of 7 with 128 steps and with 24, docs/benchmarks.md "Session
-    # 38 (h5)"), so the count mostly sets the length of IG's span before the job, not the job's.
+    # is still on its first units (cancelled at 0 of 7 with 128 steps and with 24, docs/benchmarks.md "Session 38
+    # (h5)"; with 12 at 0 of 7 after 1.1-1.5 s, "Session 40 (h3)"), so the count mostly sets the length of IG's span
+    # before the job, not the job's.
     steps.fill(str(STEPS))
     steps.dispatch_event("change")
     started = []  # (path, data) of the page's request that starts the IG matrix job
