@@ -55,6 +55,19 @@ def test_every_method_name_opens_its_help(server_url, browser_page, artifacts_di
     status.wait_for(timeout=TIMEOUT_MS)
     help_opens_at(page, status, "leave_one_out", artifacts_dir / "method-name-help.png")
 
+    # A help left open while the method on screen changes ("Show gradient" here; the automatic steps too) marks the
+    # new method's entry (it marked the one it was opened at).
+    controls = mod.locator('.method-help[data-where="controls"]')
+    controls.locator("summary").click()
+    marked = controls.locator(".method-help-panel li.current")
+    expect(marked).to_have_attribute("data-method", "leave_one_out")
+    mod.locator("button.show-gradient").dispatch_event("click")
+    expect(controls).to_have_attribute("data-method", "grad_norm")
+    expect(marked).to_have_attribute("data-method", "grad_norm")
+    controls.locator("button.help-close").click()
+    mod.locator("select.method").select_option("leave_one_out")
+    status.wait_for(timeout=TIMEOUT_MS)
+
     # The comparison of an edit names the method its colours show. The edit is a new selection: the gradient, then the
     # first map, then the exact map replace each other on screen (the automatic steps); once the exact map is there
     # (its status no longer pending) and the comparison's colours are drawn, the Method select, the status line and

@@ -6,6 +6,7 @@
  * method's name wherever one appears (the salience module, its comparisons, Test this explanation), opened at it.
  */
 import {css, html, render, type TemplateResult} from 'lit';
+import {ref} from 'lit/directives/ref.js';
 import type {MethodInfo, MethodRegistry} from './methods.js';
 
 /** One method's two lines: what it measures and what it costs; when to trust its map. */
@@ -66,18 +67,22 @@ function helpPanel(reg: MethodRegistry | null, current: string | null): Template
 
 /**
  * The one help, behind a `<details>` whose summary is `summary`: drawn when opened (a page with many method names
- * keeps one panel's DOM per open help), `current`'s entry marked and scrolled into view.
+ * keeps one panel's DOM per open help), `current`'s entry marked and scrolled into view; drawn again at each render
+ * while open, so that the marked entry follows the method on screen (the automatic steps, "Show gradient").
  */
 function helpDetails(reg: MethodRegistry | null, where: string, current: string | null, cls: string,
                      summary: TemplateResult | string, title: string): TemplateResult {
-  const onToggle = (e: Event) => {
-    const details = e.currentTarget as HTMLDetailsElement;
-    const panel = details.querySelector<HTMLElement>(':scope > .method-help-panel');
-    if (!details.open || panel === null) return;
+  const draw = (details: Element | undefined): HTMLElement | null => {
+    const panel = details?.querySelector<HTMLElement>(':scope > .method-help-panel') ?? null;
+    if (!(details instanceof HTMLDetailsElement) || !details.open || panel === null) return null;
     render(helpPanel(reg, current), panel);
-    panel.querySelector<HTMLElement>('li.current')?.scrollIntoView({block: 'nearest'});
+    return panel;
   };
-  return html`<details class=${cls} data-where=${where} data-method=${current ?? ''} @toggle=${onToggle}>
+  const onToggle = (e: Event) => {
+    const panel = draw(e.currentTarget as HTMLDetailsElement);
+    panel?.querySelector<HTMLElement>('li.current')?.scrollIntoView({block: 'nearest'});
+  };
+  return html`<details class=${cls} data-where=${where} data-method=${current ?? ''} @toggle=${onToggle} ${ref(draw)}>
     <summary title=${title}>${summary}</summary><div class="method-help-panel" role="note"></div></details>`;
 }
 
