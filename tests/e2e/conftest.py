@@ -185,10 +185,11 @@ def browser_page():
 @pytest.fixture(scope="session")
 def two_model_server(tmp_path_factory):
     """Its own process, not the session's `lit_server`: two models (`--models a:default,b:<folder>`), b a tiny
-    random Llama over the default model's tokenizer (tests/unit/tiny_models.py). One per session (per xdist worker),
-    shared by the files that use it (test_compare_models.py, test_stacked_views.py: they open other prompts, and
-    no test reads the server's state), so a worker that runs both starts it once (docs/benchmarks.md, "Session 38
-    (h5)")."""
+    random Llama over the default model's tokenizer (tests/unit/tiny_models.py). One per session (per xdist worker);
+    its tests are in one file (test_compare_models.py: its own and the two-model stacked views, which were in
+    test_stacked_views.py; they open other prompts, and no test reads the server's state), so that a worker starts it
+    once (was: twice when the two files went to two workers; docs/benchmarks.md, "Session 38 (h5)", "Session 40
+    (h3)")."""
     import sequence_salience as ss
     from tests.server_process import ServerProcess
     from tests.unit.tiny_models import save_tiny_llama_for

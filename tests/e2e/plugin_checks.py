@@ -37,6 +37,17 @@ EXAMPLE_PROMPT = "What is the capital of France?"
 LOAD_TIMEOUT_MS = 300_000
 SMALL_SCREEN = {"width": 1280, "height": 720}  # the laptop window the issues' browser checks use
 READY = "[data-state=ready]"  # the salience module shows the answer and its salience
+FEW_SHOT = "Classify the sentiment"  # lit_app/data/case_studies.jsonl: the longest prompt of the shipped rows
+MIN_LINES = 5  # a prompt box of fewer lines is not readable (issue 45 §5: two lines, or none)
+# The lines of an element's text box that are on screen: its rectangle cut to the module's and the window's, less its
+# padding and borders, in line heights (the box scrolls its own text: its height is what it shows).
+VISIBLE_LINES_JS = """(m, sel) => { const r = m.shadowRoot, box = r.querySelector(sel);
+  if (box === null) return 0;
+  const b = box.getBoundingClientRect(), mod = r.querySelector('.module').getBoundingClientRect();
+  const s = getComputedStyle(box), px = (k) => parseFloat(s[k]);
+  const shown = Math.min(b.bottom, mod.bottom, innerHeight) - Math.max(b.top, mod.top, 0);
+  const pad = px('paddingTop') + px('paddingBottom') + px('borderTopWidth') + px('borderBottomWidth');
+  return Math.max(0, Math.floor((shown - pad) / px('lineHeight') + 0.01)); }"""
 # IG step counts of the tests that run IG on the example row and watch the run from its start (its progress, its
 # cancellation). The session's server keeps span results by prompt, target and counts, and xdist may give two of
 # these files to one worker: a count that a test there completed first is answered from the cache, with nothing
@@ -164,6 +175,16 @@ def doc_picture(shot: Path, name: str) -> None:
     (docs/screenshots.md lists them); otherwise nothing."""
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(shot, REPO / "docs" / name)
+
+
+def visible_lines(mod, selector: str = ".body .text.prompt") -> int:
+    """The lines of `mod`'s text box `selector` that a reader sees (VISIBLE_LINES_JS)."""
+    return mod.evaluate(VISIBLE_LINES_JS, selector)
+
+
+def legend_max(legend) -> float:
+    """The value a legend (its .legend-labels) ends at."""
+    return float(legend.locator(".legend-labels span").last.inner_text())
 
 
 # Records every text of the elements matching `selector` in the element's shadow root, in the order they render,

@@ -22,6 +22,20 @@ one shared scale (the legend's end is the largest |value| of either side), the d
 answer's log p under both models; sentence granularity in the module gives fewer, longer aligned
 segments there. The toggle closes and opens again from the keyboard (Enter, Space). Click a off: the
 section is gone and the salience module explains b's answer.
+
+The stacked views at 1280×720 (issue 45 §5; the prompt box's lines a reader sees, `visible_lines`, and the legends'
+maxima, as in test_stacked_views.py, which has the one-model ones; here since session 40, so that a worker starts
+`two_model_server` once for both):
+
+`test_two_models_keep_each_prompt_readable`: two models selected (LIT stacks one salience module per model, 243 px
+each); each module's prompt shows at least MIN_LINES lines without scrolling (was two for model a).
+
+`test_compare_models_keeps_the_map_and_bs_own_scale`: Compare models open in model a's module: a's map shows at
+least MIN_LINES lines of its prompt without scrolling the module (the section opens beside the map and scrolls on its
+own; was: above it, the module scrolled to reach the map); b's own module keeps b's scale (its legend ends at its
+largest prompt value, its top list's first, not at the shared scale) and its legend says so and where both share one
+(was: nothing said); then with the intensity at 2 the section's shared legend ends where a's map's legend does, which
+says the scale is the comparison's beside it. (Two tests that opened the same view until session 38.)
 """
 
 from __future__ import annotations
@@ -34,7 +48,8 @@ import pytest
 
 from lit_app.schema import fields
 from lit_app.wrappers.inside import INSIDE_T
-from tests.e2e.plugin_checks import help_opens_at, model_button, open_both_models, open_compare_models, open_tab
+from tests.e2e.plugin_checks import (FEW_SHOT, MIN_LINES, doc_picture, help_opens_at, legend_max, model_button,
+                                     open_both_models, open_compare_models, open_tab, visible_lines)
 from tests.server_process import REPO
 
 pytestmark = pytest.mark.e2e
@@ -250,4 +265,61 @@ def test_switch_to_two_models_and_compare_them(two_model_server, browser_page, a
     expect(salience.locator(".controls .model-name")).to_have_text("model: b")
     expect(salience.locator(".body .response")).to_have_text(
         re.compile(r"\s*" + re.escape(want["b"].strip()) + r"\s*"), timeout=TIMEOUT_MS)
+    assert not external, external
+
+
+def test_two_models_keep_each_prompt_readable(two_model_server, browser_page, artifacts_dir):
+    page, external = browser_page
+    sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
+    page.mouse.move(5, 5)
+    for m, mod in (("a", sal_a), ("b", sal_b)):
+        assert mod.evaluate("m => m.shadowRoot.querySelector('.module').scrollTop") == 0
+        lines = visible_lines(mod)
+        assert lines >= MIN_LINES, f"model {m}'s prompt shows {lines} lines at 1280x720"
+    page.screenshot(path=str(artifacts_dir / "stacked-two-models.png"))
+    assert not external, external
+
+
+def test_compare_models_keeps_the_map_and_bs_own_scale(two_model_server, browser_page, artifacts_dir):
+    from playwright.sync_api import expect
+
+    page, external = browser_page
+    sal_a, sal_b = open_both_models(page, two_model_server.url, FEW_SHOT)
+    section = open_compare_models(page, sal_a)
+    prompt = sal_a.locator(".body .text.prompt")
+    # The map keeps its prompt box; the section above scrolls on its own, its head (the toggle) on screen.
+    lines = prompt.evaluate("e => Math.floor((e.clientHeight - 12) / parseFloat(getComputedStyle(e).lineHeight))")
+    assert lines >= MIN_LINES, f"a's prompt box holds {lines} lines under Compare models"
+    assert section.evaluate("e => e.scrollHeight > e.clientHeight")
+    expect(section.locator("button.toggle")).to_be_in_viewport()
+    # Without scrolling a's module, its map shows the prompt, the section beside it (to its right, side by side).
+    page.mouse.move(5, 5)
+    assert sal_a.evaluate("m => m.shadowRoot.querySelector('.module').scrollTop") == 0
+    lines = visible_lines(sal_a)
+    assert lines >= MIN_LINES, f"a's prompt shows {lines} lines under Compare models without scrolling"
+    box, side = prompt.bounding_box(), section.bounding_box()
+    assert side["x"] >= box["x"] + box["width"] and side["y"] < box["y"] + box["height"], (box, side)
+    page.screenshot(path=str(artifacts_dir / "stacked-compare-models.png"))
+    doc_picture(artifacts_dir / "stacked-compare-models.png", "stacked.png")
+
+    # b's own module keeps b's scale while a's module shows a and b on one scale.
+    assert sal_a.locator("select.method").input_value() == \
+        sal_b.locator("select.method").input_value()  # one method on one prompt in both modules
+    shared = legend_max(section.locator(".legend-shared"))
+    own = legend_max(sal_b.locator(".side .legend"))
+    # b's scale is b's: its legend ends at its largest prompt value (its top list's first, in the legend's digits).
+    top = float(sal_b.locator(".side .top-item").first.get_attribute("data-value"))
+    assert own == pytest.approx(abs(top), rel=1e-3), (own, top)
+    assert own != shared, (own, shared)  # the tiny random b and the default model differ (0.29 vs 3.6 at writing)
+    expect(sal_b.locator(".side .legend-title")).to_contain_text(
+        "scale of b alone; Compare models (in a's module) puts a and b on one scale")
+    sal_b.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts_dir / "stacked-own-scale.png"))
+
+    # One scale: at intensity 2, the section's shared legend ends where a's map's legend does (the section showed
+    # its values at intensity 1 whatever the module's).
+    sal_a.locator("input.intensity").fill("2")
+    expect(sal_a.locator(".side .legend-title")).to_contain_text("one scale with the comparison beside")
+    shared, own = legend_max(section.locator(".legend-shared")), legend_max(sal_a.locator(".side .legend"))
+    assert shared == own, (shared, own)
     assert not external, external
