@@ -186,6 +186,8 @@ def compute_salience_batch(
     outputs = {}
     num_t = inputs.target_ids.shape[1]
     for name in methods:
+        if sizer is not None:  # a backward's rows per progress unit (SliceSizer.inside): SmoothGrad's samples, else 1
+            sizer.rows_per_unit = 1 if get_method(name).progress_counts else get_method(name).span_units(config)
         tracker = None
         if progress is not None or cancel is not None:
             units = get_method(name).progress_total(num_t, config)

@@ -60,6 +60,15 @@ the cores). One target per backward re-reads every weight matrix for a single gr
 chain-of-thought row (64 targets) at load ~10 on 2 cores that was 489 s against 185 s unsliced (2.6x), the
 "7-8.5 minutes" of issue 35. A click does not wait for the longer chunk (it is served at the next layer
 boundary); four targets stay below the 10-12 whose output-layer op made a click wait 1.55x.
+
+Progress inside a backward. A caller may also give `inside`: it is told how far the batched backward in flight has
+come, at each of its layer boundaries (`inside(share, units)`: the share of the backward's layers done, of a
+backward over `units` progress units). The first boundary comes before any layer's backward (the last hidden state's
+gradient arrives with the backward's start), each later one after one more layer; the last layer ends with the
+backward, so at boundary k of n the share is (k - 1) / n. One target's backward over a 4,000-token prompt took about a
+minute on 2 loaded cores, and a server's time left had nothing before the first chunk ended (issue 44); its layers
+took 1.1-1.2 s each in one backward over an 807-token row (docs/benchmarks.md "Session 40 (h2)"): the share measures
+the chunk.
 """
 
 from __future__ import annotations
@@ -93,6 +102,8 @@ class SliceSizer:
         end of the slice. It must be cheap (it runs once per layer).
       min_chunk_targets: the fewest targets per batched backward when `between` is set (`chunk_units`),
         whatever the clock measured (module docstring: a loaded machine).
+      inside: optional, called `inside(share, units)` at each layer boundary of a batched backward (module
+        docstring, "Progress inside a backward"); on whichever thread runs the backward. It must be cheap.
       release_graph: optional check at each pause between two chunks of targets, once a chunk was done since
         the forward: True when the pause will hand the model to other work that builds a graph of its own;
         the computation then frees its forward's graph before the pause and runs the forward again after it
@@ -102,12 +113,15 @@ class SliceSizer:
       holding_graph: True while the computation holds a forward's graph (set by it: from its forward to its
         last chunk, or until it frees the graph for a pause); the caller reads it in its callbacks.
       forwards_again: how many times a forward ran again after its graph was freed for a pause.
+      rows_per_unit: target rows (one target's backward over one point) per progress unit of the method computing
+        (set by the caller: a SmoothGrad target is its samples' rows, an IG unit one row), for `inside`'s units.
     """
 
     def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
                  between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S,
                  urgent: Callable[[], bool] | None = None, min_chunk_targets: int = DEFAULT_MIN_CHUNK_TARGETS,
-                 release_graph: Callable[[], bool] | None = None):
+                 release_graph: Callable[[], bool] | None = None,
+                 inside: Callable[[float, float], None] | None = None):
         if not target_s > 0:
             raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.25).")
         if not chunk_s > 0:
@@ -119,6 +133,9 @@ class SliceSizer:
         self.clock = clock
         self.between = between
         self.release_graph = release_graph
+        self.inside = inside
+        self.rows_per_unit = 1
+        self._backward: tuple[int, int, int] | None = None  # (boundaries passed, of, rows) of the backward in flight
         self.holding_graph = False
         self.forwards_again = 0
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
@@ -194,7 +211,17 @@ class SliceSizer:
         self.paused_s += self.clock() - start
         self._mark = self.clock()
 
+    def backward_begins(self, rows: int, boundaries: int) -> None:
+        """A batched backward over `rows` target rows begins, with `boundaries` layer boundaries (`hook`s) inside."""
+        self._backward = (0, int(boundaries), int(rows)) if boundaries > 0 else None
+
     def hook(self, grad):  # a tensor hook: never changes the gradient
+        if self._backward is not None:
+            passed, boundaries, rows = self._backward
+            passed = min(boundaries, passed + 1)
+            self._backward = (passed, boundaries, rows)
+            if self.inside is not None:
+                self.inside((passed - 1) / boundaries, rows / max(1, self.rows_per_unit))
         self.checkpoint()
 
     def estimate(self, units: int, seconds: float) -> None:

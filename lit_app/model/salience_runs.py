@@ -192,6 +192,8 @@ class SalienceRuns:
         """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
         during the slice or batch get the model."""
         log, yield_ = log_progress(chat), self._yield(job, sizer)
+        if job is not None:  # the layers of a chunk's backward too: a time left before the first chunk ends
+            sizer.inside = job.report_within
 
         @costed  # an ablation's rows come with their known cost (recomputed positions): the time left counts it
         def progress(stage: str, done: int, total: int, cost: Cost | None = None) -> None:

@@ -65,8 +65,20 @@ and the sequence's first measured unit replaces the borrowed rate. A job's first
 another job's first units were tried (session 38) and said "37-597 s" for rows that took 6 s (the other job's first
 chunk held its forward and waited for the model), so none.
 
-Before the first report (no total known) there is no estimate (None), nor before the first unit of a job's first
-sequence, and none once every unit is done (the page says "finishing…").
+A chunk's own layers (`within(share, units)`: its backward's layer boundaries, sequence_salience/slices.py
+`inside`) give a sequence without a rate of its own one before the chunk ends: the chunk's model time since its
+backward began over `share` x `units` is a rate, counted from 1 / INSIDE_WIDEN to INSIDE_WIDEN times, with the chunk
+in flight as above (its `units`, its elapsed time since the backward began). It goes before a borrowed rate (it is this
+sequence's own work) and ends at the next report. Was (issue 44): a job's first sequence had no estimate before its
+first chunk ended: a 4,000-token prompt's matrix job said no time left for its forward and then its first chunk, four
+targets' backward, about a minute on 2 loaded cores (the forward alone still has none: it is no unit, and its cost per
+unit is not known). The spread stays twice either way to the chunk's end (a spread that narrowed to the measured rate
+as the share grew left the truth above the range from 70 % of the first chunk on in session 40's probe: a chunk's
+cost is mostly its layers' recomputation, the same for one target as for four, so the last, smaller chunk cost
+almost what a full one did).
+
+Before the first report (no total known) there is no estimate (None), nor before the first unit (or, of a chunk, a
+share of its layers) of a job's first sequence, and none once every unit is done (the page says "finishing…").
 """
 
 from __future__ import annotations
@@ -83,6 +95,10 @@ WINDOW = 8
 # end absurd ("about 1–6936 min left" for a search that ended 2 s later, issue 45).
 FREE_S = 0.005
 FREE_FRACTION = 0.1
+# A rate measured on a share of the chunk in flight (`within`) counts from 1 / INSIDE_WIDEN to INSIDE_WIDEN times: on an
+# 807-token row the rest of a matrix job ran at 1.9 times its first chunk's rate per target (a smaller last chunk, whose
+# layers' recomputation costs what a larger one's does, and a rising load; docs/benchmarks.md "Session 40 (h2)").
+INSIDE_WIDEN = 2.0
 # While the rate drops, the remaining units' upper rate is the slowest recent one times at most this.
 MAX_WIDEN = 2.0
 # A rate borrowed from units of another kind (module docstring) counts from 1 / BORROW_WIDEN to BORROW_WIDEN times: a
@@ -140,6 +156,9 @@ class TimeLeft:
         self._worked = 0  # units of this sequence measured as work (a sample of the rate)
         self._free = 0  # units of this sequence that took no measurable work (memo hits)
         self._cost: TimeLeft | None = None  # the same sequence in cost units, while its reports carry a cost
+        # The chunk in flight as its layers measure it (`within`): (model time it began, model time of its last
+        # reading, share done, units); None: no reading since the last report.
+        self._within: tuple[float, float, float, float] | None = None
         # (fastest, slowest) seconds per unit borrowed while the sequence has no rate of its own (module docstring)
         self.borrowed: tuple[float, float] | None = None
 
@@ -166,6 +185,7 @@ class TimeLeft:
         self._rates.clear()
         self._then = None
         self._cost = None
+        self._within = None
         self._worked = self._free = 0
         self._paused_s = 0.0
         if self._paused_at is not None:
@@ -219,6 +239,27 @@ class TimeLeft:
             self._last, self._last_units = now, done
         self.done, self.total = done, total
         self._then = then
+        self._within = None  # the chunk in flight ended
+
+    def within(self, share: float, units: float) -> None:
+        """Of the chunk in flight (`units` units, begun at its reading with `share` 0), `share` (0 to 1) is done now:
+        its backward's layers (sequence_salience/slices.py `inside`). Until the sequence has a rate of its own, the
+        chunk's rate so far is its estimate (module docstring)."""
+        now, held = self._model_time(), self._within
+        if share <= 0 or held is None:  # a reading after the chunk began but without its start: none
+            self._within = (now, now, 0.0, float(units)) if share <= 0 else None
+        else:
+            self._within = (held[0], now, min(1.0, float(share)), float(units))
+
+    def _within_rates(self) -> tuple[float, float, float, float] | None:
+        """(fastest, slowest seconds per unit, model time the chunk began, its units) from the chunk in flight's
+        share done (module docstring); None without a reading of some share done."""
+        held = self._within
+        if held is None or held[2] <= 0 or held[3] <= 0 or held[1] <= held[0]:
+            return None
+        began, at, share, units = held
+        rate = (at - began) / (share * units)
+        return rate / INSIDE_WIDEN, rate * INSIDE_WIDEN, began, units
 
     def _twin(self) -> "TimeLeft":
         """An estimator of this sequence in cost units, begun and paused as it is (no report yet)."""
@@ -260,12 +301,17 @@ class TimeLeft:
         """(low, high) seconds left of this sequence's units alone (module docstring); None without an estimate."""
         left = self.total - self.done
         rates = self._rates or self._prior
-        if left <= 0 or not (rates or self.borrowed):
+        inside = None if rates else self._within_rates()
+        if left <= 0 or not (rates or inside or self.borrowed):
             return None
-        fast, slow = (min(rates), max(rates)) if rates else self.borrowed
-        newest = rates[-1] if rates else fast
-        since = max(0.0, self._model_time() - (self._last or 0.0))
-        u = max(1, min(self._last_units, left))
+        if inside is not None:  # the chunk in flight's own layers (before a borrowed rate: it is this chunk's)
+            fast, slow, began, units = inside
+            newest, since, u = fast, max(0.0, self._model_time() - began), min(units, left)
+        else:
+            fast, slow = (min(rates), max(rates)) if rates else self.borrowed
+            newest = rates[-1] if rates else fast
+            since = max(0.0, self._model_time() - (self._last or 0.0))
+            u = max(1, min(self._last_units, left))
         rest = left - u
         worked = self._worked / (self._worked + self._free) if self._worked else 1.0
         low = rest * worked * fast + max(0.0, u * fast - since)

@@ -366,12 +366,14 @@ def per_target_gradients(
     e = embeds.detach().requires_grad_(True)
     with torch.enable_grad():
         start = sizer.clock() if sizer is not None else 0.0
-        on_hidden = None
+        on_hidden, hooked = None, [0]  # the layer boundaries of each backward (sizer.backward_begins)
         if sizer is not None and sizer.between is not None:  # pauses inside each backward, between layers
             def on_hidden(hidden: tuple[torch.Tensor, ...]) -> None:
+                hooked[0] = 0
                 for h in hidden[1:]:
                     if h.requires_grad:
                         h.register_hook(sizer.hook)
+                        hooked[0] += 1
 
         def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             if sizer is not None:
@@ -402,6 +404,8 @@ def per_target_gradients(
                 c = max(1, min(chunk_size, num_targets - c0, fit))
                 start, paused = sizer.clock(), sizer.paused_s
             grad_out = _root_grad_outputs(root, root_grads, inputs, c0, c, weights)  # [c, *root.shape]
+            if sizer is not None:
+                sizer.backward_begins(c * num_rows, hooked[0] * (c if backward == "loop" else 1))
             if backward == "loop":
                 g = torch.stack([torch.autograd.grad(root, e, grad_outputs=go, retain_graph=True)[0] for go in grad_out])
             else:

@@ -483,3 +483,65 @@ def test_a_span_announcing_its_steps_is_estimated_from_its_pass_before_the_first
     # high 111 x 0.8 + 0.8 = 89.6 s.
     assert (status["eta_low_s"], status["eta_high_s"]) == (11.2, 89.6)
 
+
+
+def test_a_matrix_jobs_first_chunk_is_estimated_from_its_layers_before_it_ends():
+    """Issue 44: a 4,000-token prompt's matrix job said no time left for its forward and its first chunk (four
+    targets' backward, about a minute). The chunk's layers now report the share done (`Job.report_within`, from the
+    core's SliceSizer.inside): the time left is estimated from the chunk's rate so far, from half to twice it
+    (time_left.INSIDE_WIDEN), before the chunk ends."""
+    clock = Clock()
+    job = _job(clock)
+    job.report(0, 64)  # the method's announcement
+    clock.now += 29.0
+    job.report(0, 64)  # its forward: no unit done
+    job.report_within(0.0, 4)  # the first chunk's backward begins: 4 targets
+    assert job.status()["eta_s"] is None  # nothing measured yet (the forward is no unit)
+    clock.now += 8.0
+    job.report_within(0.5, 4)
+    # Hand-derived: half the chunk's layers in 8 s: 8 / (0.5 x 4) = 4 s a unit, from 4 / 2 = 2 to 4 x 2 = 8 s:
+    # low 60 x 2 + max(0, 4 x 2 - 8) = 120 s, high 60 x 8 + (4 x 8 - 8) = 504 s. (Truth at 4 s a unit: 248 s.)
+    status = job.status()
+    assert (status["eta_low_s"], status["eta_high_s"]) == (120.0, 504.0)
+    # A layer that stalls: the chunk in flight's elapsed time grows the upper end, never "about 1 s" at the lower.
+    clock.now += 40.0  # 48 s in the chunk: more than its 4 x 8 s at the slowest rate
+    status = job.status()
+    # low 60 x 2 + 0 = 120 s; high 60 x (2 x 48 / 4) + max(4 x 8 - 48, 48 / 2) = 1,440 + 24 = 1,464 s.
+    assert (status["eta_low_s"], status["eta_high_s"]) == (120.0, 1464.0)
+    job.report(4, 64)  # the chunk ends (89 s since the sequence began, the forward included): the measured rate
+    assert job.time_left._within is None and job.status()["eta_s"] is not None
+
+
+def test_a_matrix_job_through_the_model_has_a_time_left_inside_its_first_backward():
+    """The same through SharedLM on the tiny Llama (2 layers, one target per backward): the job's status read at each
+    layer boundary of its first backward (a fake clock, 1 s a boundary) has no estimate at the first (nothing done
+    yet) and the hand-derived one at the second (half the layers in 1 s)."""
+    from lit_app.model import shared_model  # pylint: disable=import-outside-toplevel
+    from tests.unit.tiny_models import MODEL_BUILDERS, wrap  # pylint: disable=import-outside-toplevel
+
+    shared = shared_model.SharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), max_new_tokens=4,
+                                   disk_cache=False, salience_config=SalienceConfig(target_chunk_size=1))
+    chat = shared.format_prompt({"prompt": "Alice has three apples and Bob has two apples;"})
+    clock = Clock()
+    job = progressive.Job(group="g", kind="grad", heartbeat_s=None, clock=clock)
+    seen: list[tuple[float, float, dict]] = []
+    within = job.report_within
+
+    def reading(share: float, units: float) -> None:
+        clock.now += 1.0
+        within(share, units)
+        if job.done == 0:  # the first backward
+            seen.append((share, units, job.status()))
+
+    job.report_within = reading
+    with job.running():
+        job.result = shared.salience(chat, " together they have five apples.", job=job)
+    targets = job.result.num_targets
+    assert [(share, units) for share, units, _ in seen] == [(0.0, 1.0), (0.5, 1.0)]
+    assert seen[0][2]["eta_s"] is None
+    # Hand-derived: 1 / (0.5 x 1) = 2 s a target, from 2 / 2 = 1 to 2 x 2 = 4 s; T - 1 targets after the one in
+    # flight, which began at the first boundary, 1 s before the poll: low (T - 1) x 1 + max(0, 1 - 1), high
+    # (T - 1) x 4 + (4 - 1).
+    low, high = (targets - 1) * 1.0, (targets - 1) * 4 + (4 - 1)
+    assert (seen[1][2]["eta_low_s"], seen[1][2]["eta_high_s"]) == (round(low, 1), round(high, 1))
+    shared.jobs.cancel_all()
