@@ -70,9 +70,9 @@ A chunk's own layers (`within(share, units)`: its backward's layer boundaries, s
 backward began over `share` x `units` is a rate, counted from 1 / INSIDE_WIDEN to INSIDE_WIDEN times, with the chunk
 in flight as above (its `units`, its elapsed time since the backward began). It goes before a borrowed rate (it is this
 sequence's own work) and ends at the next report. Was (issue 44): a job's first sequence had no estimate before its
-first chunk ended: a 4,000-token prompt's matrix job said no time left for its forward and then its first chunk, four
-targets' backward, about a minute on 2 loaded cores (the forward alone still has none: it is no unit, and its cost per
-unit is not known). The spread stays twice either way to the chunk's end (a spread that narrowed to the measured rate
+first chunk ended: a 4,000-token prompt's matrix job said no time left for its forward and then its first chunk, one
+target's backward over 4,099 tokens, about a minute on 2 loaded cores (the forward alone still has none: it is no
+unit, and its cost per unit is not known). The spread stays twice either way to the chunk's end (a spread that narrowed to the measured rate
 as the share grew left the truth above the range from 70 % of the first chunk on in session 40's probe: a chunk's
 cost is mostly its layers' recomputation, the same for one target as for four, so the last, smaller chunk cost
 almost what a full one did).
@@ -95,9 +95,10 @@ WINDOW = 8
 # end absurd ("about 1–6936 min left" for a search that ended 2 s later, issue 45).
 FREE_S = 0.005
 FREE_FRACTION = 0.1
-# A rate measured on a share of the chunk in flight (`within`) counts from 1 / INSIDE_WIDEN to INSIDE_WIDEN times: on an
-# 807-token row the rest of a matrix job ran at 1.9 times its first chunk's rate per target (a smaller last chunk, whose
-# layers' recomputation costs what a larger one's does, and a rising load; docs/benchmarks.md "Session 40 (h2)").
+# A rate measured on a share of the chunk in flight (`within`) counts from 1 / INSIDE_WIDEN to INSIDE_WIDEN times: on
+# an 831-token prompt the rest of a matrix job ran at 1.9 times its first chunk's rate per target (a smaller last
+# chunk, whose layers' recomputation costs what a larger one's does, and a rising load; docs/benchmarks.md
+# "Session 40 (h2)").
 INSIDE_WIDEN = 2.0
 # While the rate drops, the remaining units' upper rate is the slowest recent one times at most this.
 MAX_WIDEN = 2.0

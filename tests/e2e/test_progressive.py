@@ -146,8 +146,8 @@ def test_four_thousand_token_prompt_end_to_end(lit_server, server_url, browser_p
     precision = mod.locator(".precision")
     assert precision.get_attribute("data-exact") == "span"
     # Progress with an estimate of the time left appears while the matrices compute: from the first chunk's layers
-    # on (issue 44; was: only once that chunk, four targets' backward, about a minute, had ended), as a range ("about
-    # 8–33 min left": the chunk's rate so far, from half to twice it; lit_app/model/time_left.py `within`).
+    # on (issue 44; was: only once that chunk, one target's backward, about a minute, had ended), as a range ("about
+    # 64–256 min left": the chunk's rate so far, from half to twice it; lit_app/model/time_left.py `within`).
     deadline = time.monotonic() + 600
     text = precision.inner_text()
     while "left" not in text and time.monotonic() < deadline:

@@ -486,8 +486,8 @@ def test_a_span_announcing_its_steps_is_estimated_from_its_pass_before_the_first
 
 
 def test_a_matrix_jobs_first_chunk_is_estimated_from_its_layers_before_it_ends():
-    """Issue 44: a 4,000-token prompt's matrix job said no time left for its forward and its first chunk (four
-    targets' backward, about a minute). The chunk's layers now report the share done (`Job.report_within`, from the
+    """Issue 44: a 4,000-token prompt's matrix job said no time left for its forward and its first chunk (one
+    target's backward, about a minute). The chunk's layers now report the share done (`Job.report_within`, from the
     core's SliceSizer.inside): the time left is estimated from the chunk's rate so far, from half to twice it
     (time_left.INSIDE_WIDEN), before the chunk ends."""
     clock = Clock()
