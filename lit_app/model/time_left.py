@@ -72,10 +72,15 @@ in flight as above (its `units`, its elapsed time since the backward began). It 
 sequence's own work) and ends at the next report. Was (issue 44): a job's first sequence had no estimate before its
 first chunk ended: a 4,000-token prompt's matrix job said no time left for its forward and then its first chunk, one
 target's backward over 4,099 tokens, about a minute on 2 loaded cores (the forward alone still has none: it is no
-unit, and its cost per unit is not known). The spread stays twice either way to the chunk's end (a spread that narrowed to the measured rate
-as the share grew left the truth above the range from 70 % of the first chunk on in session 40's probe: a chunk's
-cost is mostly its layers' recomputation, the same for one target as for four, so the last, smaller chunk cost
-almost what a full one did).
+unit, and its cost per unit is not known). The spread stays twice either way to the chunk's end (a spread that
+narrowed to the measured rate as the share grew left the truth above the range from 70 % of the first chunk on in
+session 40's probe: a chunk's cost is mostly its layers' recomputation, the same for one target as for four, so the
+last, smaller chunk cost almost what a full one did).
+
+Once the sequence has rates, the chunk in flight's rate so far joins them (fastest and slowest), and the chunk in
+flight is counted by its units and its time since its backward began. Was (session 40's probe, an 831-token prompt):
+after the first chunk one measured rate made the range a point, "about 90.9–90.9 s" with 66 s left, then "about
+8–15 s" with 18 s left in the last chunk (one target costing nearly what four did): 7 of 67 polls held the truth.
 
 Before the first report (no total known) there is no estimate (None), nor before the first unit (or, of a chunk, a
 share of its layers) of a job's first sequence, and none once every unit is done (the page says "finishing…").
@@ -252,15 +257,14 @@ class TimeLeft:
         else:
             self._within = (held[0], now, min(1.0, float(share)), float(units))
 
-    def _within_rates(self) -> tuple[float, float, float, float] | None:
-        """(fastest, slowest seconds per unit, model time the chunk began, its units) from the chunk in flight's
-        share done (module docstring); None without a reading of some share done."""
+    def _within_rate(self) -> tuple[float, float, float] | None:
+        """(seconds per unit, model time the chunk began, its units) of the chunk in flight from its share done
+        (module docstring); None without a reading of some share done."""
         held = self._within
         if held is None or held[2] <= 0 or held[3] <= 0 or held[1] <= held[0]:
             return None
         began, at, share, units = held
-        rate = (at - began) / (share * units)
-        return rate / INSIDE_WIDEN, rate * INSIDE_WIDEN, began, units
+        return (at - began) / (share * units), began, units
 
     def _twin(self) -> "TimeLeft":
         """An estimator of this sequence in cost units, begun and paused as it is (no report yet)."""
@@ -302,15 +306,21 @@ class TimeLeft:
         """(low, high) seconds left of this sequence's units alone (module docstring); None without an estimate."""
         left = self.total - self.done
         rates = self._rates or self._prior
-        inside = None if rates else self._within_rates()
+        inside = self._within_rate()
         if left <= 0 or not (rates or inside or self.borrowed):
             return None
-        if inside is not None:  # the chunk in flight's own layers (before a borrowed rate: it is this chunk's)
-            fast, slow, began, units = inside
-            newest, since, u = fast, max(0.0, self._model_time() - began), min(units, left)
+        if rates:  # the chunk in flight's own rate so far, where it has one, joins the recent ones
+            fast, slow = min(rates), max(rates)
+            if inside is not None:
+                fast, slow = min(fast, inside[0]), max(slow, inside[0])
+        elif inside is not None:  # its own layers alone (before a borrowed rate: it is this chunk's)
+            fast, slow = inside[0] / INSIDE_WIDEN, inside[0] * INSIDE_WIDEN
         else:
-            fast, slow = (min(rates), max(rates)) if rates else self.borrowed
-            newest = rates[-1] if rates else fast
+            fast, slow = self.borrowed
+        newest = rates[-1] if rates else fast
+        if inside is not None:  # the chunk in flight: its units, its time since its backward began
+            since, u = max(0.0, self._model_time() - inside[1]), min(inside[2], left)
+        else:
             since = max(0.0, self._model_time() - (self._last or 0.0))
             u = max(1, min(self._last_units, left))
         rest = left - u

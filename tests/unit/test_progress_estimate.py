@@ -545,3 +545,23 @@ def test_a_matrix_job_through_the_model_has_a_time_left_inside_its_first_backwar
     low, high = (targets - 1) * 1.0, (targets - 1) * 4 + (4 - 1)
     assert (seen[1][2]["eta_low_s"], seen[1][2]["eta_high_s"]) == (round(low, 1), round(high, 1))
     shared.jobs.cancel_all()
+
+
+def test_a_later_chunks_layers_join_its_rate_to_the_measured_ones():
+    """After the first chunk one rate is measured (fastest = slowest: the range was a point). The chunk in flight's
+    rate so far, from its layers, joins the measured ones while it runs: a chunk slower than the last widens the
+    range at once (session 40's probe: "about 90.9–90.9 s" with 66 s left on an 831-token prompt)."""
+    clock = Clock()
+    job = _job(clock)
+    job.report(0, 12)
+    clock.now += 4.0
+    job.report(4, 12)  # 1 s a unit
+    job.report_within(0.0, 4)  # the second chunk's backward begins
+    clock.now += 3.0
+    job.report_within(0.5, 4)  # half its layers in 3 s: 1.5 s a unit
+    status = job.status()
+    # Hand-derived: fastest 1, slowest 1.5 s a unit; 8 left, the 4 in flight begun 3 s ago: low 4 x 1 + (4 x 1 - 3)
+    # = 5 s, high 4 x 1.5 + (4 x 1.5 - 3) = 9 s (the truth at 1.5 s a unit: 3 + 6 = 9 s). Was 5-5.5 s.
+    assert (status["eta_low_s"], status["eta_high_s"]) == (5.0, 9.0)
+    job.report(8, 12)  # the chunk ends: its reading with it
+    assert job.time_left._within is None
