@@ -37,6 +37,9 @@ this order, before LIT sees it (LIT 1.3.1 itself checks none of them):
    own included (lit_app/edge/lit_routes.py: LIT-encoded JSON objects and create
    configs checked before LIT runs; LIT's own request checks rewritten with the
    field and the fix), never 500.
+7. Caching: a page or static file's 200 carries its ETag and `no-cache`, and a
+   current copy is answered 304 (lit_app/edge/static_cache.py: LIT's own hour
+   without a validator ran an old bundle after a restart on a new build).
 
 LIT's own client sends POST bodies without a Content-Type; the client root
 loads the request guard (lit_app/serving/request_guard.py) before LIT's main.js, which
@@ -66,7 +69,7 @@ from typing import Any
 
 from werkzeug import http as wz_http
 
-from lit_app.edge import limits as limits_lib, lit_routes, request_body
+from lit_app.edge import limits as limits_lib, lit_routes, request_body, static_cache
 from lit_app import memory
 from lit_app.errors import CANCELLED_PREFIX, Cancelled, Rejected, RequestError, one_line
 from lit_app.edge.hosts import LOOPBACK_NAMES, is_ip, is_wildcard, parse_host
@@ -391,14 +394,14 @@ class SecureApp:
                 slot = True
         environ["QUERY_STRING"] = urllib.parse.urlencode(query)
         try:
-            return self._call_app(environ, start_response, extra_headers)
+            return self._call_app(environ, start_response, extra_headers, static=not is_api)
         finally:
             if slot:
                 self.slots.release()
                 memory.trim_soon()  # what the request freed after the model let go (lit_app/memory.py)
 
     def _call_app(self, environ: dict[str, Any], start_response: Callable[..., Any],
-                  extra_headers: list[tuple[str, str]]) -> Iterable[bytes]:
+                  extra_headers: list[tuple[str, str]], static: bool) -> Iterable[bytes]:
         captured: dict[str, Any] = {}
 
         def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
@@ -411,7 +414,10 @@ class SecureApp:
             if status < 400:
                 # LIT builds the whole answer before returning, so the body is ready.
                 body = list(captured.get("written", [])) + list(result)
-                start_response(captured["status"], list(captured["headers"]) + list(_SAFE_HEADERS) + extra_headers)
+                status_line, headers = captured["status"], list(captured["headers"])
+                if static:  # a page or file: its ETag, checked on each load (lit_app/edge/static_cache.py)
+                    status_line, headers, body = static_cache.revalidated(environ, status_line, headers, body)
+                start_response(status_line, headers + list(_SAFE_HEADERS) + extra_headers)
                 return body
             text = b"".join(list(captured.get("written", [])) + list(result)).decode("utf-8", "replace")
         finally:

@@ -7,6 +7,7 @@ on 0.0.0.0 and drives it over HTTP (token flow).
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import io
 import json
@@ -161,6 +162,29 @@ def test_answers_carry_hardening_headers(client):
     r = get(client)
     assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Frame-Options"] == "SAMEORIGIN"
     assert r.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_pages_and_files_are_checked_on_each_load_and_a_current_copy_is_answered_304(lit, client):
+    """LIT alone answers a file with an hour of freshness and no validator: a browser kept running the old page and
+    bundle for an hour after a restart on a new build. Through SecureApp each carries its content's tag and
+    `no-cache`; the tag sent back gets a 304 without the body, another tag the whole file (lit_app/edge/static_cache.py)."""
+    for path in ("/", "/main.js", f"/{client_build.BUNDLE_NAME}", "/fonts/fonts.css"):
+        direct = Client(lit).get(path)
+        assert direct.status_code == 200 and "max-age=3600" in direct.headers["Cache-Control"]
+        assert "ETag" not in direct.headers
+        r = get(client, path)
+        assert r.status_code == 200 and r.data == direct.data
+        assert r.headers["Cache-Control"] == "no-cache" and "Expires" not in r.headers
+        tag = r.headers["ETag"]
+        assert tag == '"' + hashlib.sha256(direct.data).hexdigest()[:32] + '"'
+        again = get(client, path, headers={"If-None-Match": tag})
+        assert (again.status_code, again.data, again.headers["ETag"]) == (304, b"", tag)
+        assert "Content-Length" not in again.headers and again.headers["X-Content-Type-Options"] == "nosniff"
+        other = get(client, path, headers={"If-None-Match": '"an-old-build"'})
+        assert other.status_code == 200 and other.data == direct.data
+    info = post(client, "/get_info", headers={"If-None-Match": "*"})
+    assert info.status_code == 200 and "ETag" not in info.headers  # the API is never cached
+    assert get(client, "/no-such-file.js", headers={"If-None-Match": "*"}).status_code == 404
 
 
 # ---------------------------------------------------------------------------
