@@ -7,6 +7,8 @@
         conn = server.send_json(path, body); conn.close()   # a client that goes away mid-request
         server.preds(model, data)                    # one input's output (asserts a 200)
         server.wait_for(read, until, "what")         # polls read() until until(value)
+        server.memory_kib(), server.reset_peak()     # its resident memory now / its peak since the reset (Linux)
+        server.cpu_s(), server.wait_until_idle()     # its CPU seconds so far; until an earlier test's work has ended
         server.port, server.base_url, server.token, server.headers, server.log_tail()
 
 Starts on a free loopback port with its log in `workdir`/server.log, waits until the server
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import socket
 import signal
@@ -142,6 +145,37 @@ class ServerProcess:
                 return value
             assert time.monotonic() < deadline, f"never saw {what}; last {value}; log:\n{self.log_tail()}"
             time.sleep(0.05)
+
+    def memory_kib(self, field: str = "VmRSS") -> int:
+        """The server's resident memory in KiB (`field` "VmHWM": its peak since it started, or since `reset_peak`)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text(encoding="ascii").splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+        raise AssertionError(f"no {field} for process {self.proc.pid}")
+
+    def reset_peak(self) -> int:
+        """Starts the server's peak resident memory (VmHWM) again from its resident memory now (Linux's
+        /proc/<pid>/clear_refs, value 5); returns that, in KiB."""
+        Path(f"/proc/{self.proc.pid}/clear_refs").write_text("5", encoding="ascii")
+        return self.memory_kib("VmHWM")
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far (user + system, every thread)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_until_idle(self, quiet_cpu_s: float = 0.05, every_s: float = 1.0, limit_s: float = 300) -> None:
+        """Waits until the server uses under `quiet_cpu_s` of CPU in `every_s`: earlier work on it (a previous
+        test's jobs, stopping one by one after their clients left) has ended; fails after `limit_s`."""
+        deadline = time.monotonic() + limit_s
+        before = self.cpu_s()
+        while time.monotonic() < deadline:
+            time.sleep(every_s)
+            now = self.cpu_s()
+            if now - before < quiet_cpu_s:
+                return
+            before = now
+        raise AssertionError(f"the server was still busy after {limit_s} s:\n" + self.log_tail())
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text()[-chars:]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import socket
 import threading
 import time
@@ -316,7 +315,7 @@ def test_token_only_requests_are_answered_while_the_model_queue_is_full(server):
         time.sleep(1)
     else:
         pytest.fail("the model queue did not empty after the clients went away:\n" + server.log_tail())
-    _wait_until_idle(server)  # the held requests end one by one: none of their work goes on into the next test
+    server.wait_until_idle()  # the held requests end one by one: none of their work goes on into the next test
 
 
 def test_the_compare_models_segment_method_error_names_only_fields_it_has(server):
@@ -344,51 +343,16 @@ PATTERN_REQUESTS = [
 ]
 
 
-def _rss_kib(pid: int, field: str = "VmRSS") -> int:
-    """The process's resident memory in KiB (`field` "VmHWM": its peak since it started, or since `_reset_peak`)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field} for process {pid}")
-
-
-def _reset_peak(pid: int) -> int:
-    """Resets the process's peak resident memory (VmHWM) to its resident memory now (Linux /proc/<pid>/clear_refs);
-    returns that, in KiB."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
-    return _rss_kib(pid, "VmHWM")
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds the process has used (user + system, every thread)."""
-    fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields_[11]) + int(fields_[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _wait_until_idle(server, quiet_cpu_s: float = 0.05, every_s: float = 1.0, limit_s: float = 300) -> None:
-    """Waits until the server uses under `quiet_cpu_s` of CPU in `every_s`: an earlier test's work on it has ended
-    (test_token_only_requests...'s 16 held requests stop one by one after their clients left, seconds later)."""
-    deadline = time.monotonic() + limit_s
-    before = _cpu_s(server.proc.pid)
-    while time.monotonic() < deadline:
-        time.sleep(every_s)
-        now = _cpu_s(server.proc.pid)
-        if now - before < quiet_cpu_s:
-            return
-        before = now
-    pytest.fail(f"the server was still busy after {limit_s} s:\n" + server.log_tail())
-
-
 @pytest.mark.parametrize("model,extra", PATTERN_REQUESTS)
 @pytest.mark.parametrize("pattern,why", BOMBS)
 def test_a_pattern_bomb_is_refused_within_2_s_naming_the_field_and_the_server_memory_stays_flat(
         server, data_dir, model, extra, pattern, why):
     log_before = len(server.log_path.read_text())
-    rss_before = _rss_kib(server.proc.pid)
+    rss_before = server.memory_kib()
     start = time.monotonic()
     got, _, text = server.post_json(f"/get_preds?model={model}", _ex(granularity="regex", pattern=pattern, **extra))
     took = time.monotonic() - start
-    rss_after = _rss_kib(server.proc.pid)
+    rss_after = server.memory_kib()
     assert got == 400, text
     assert took < 2, f"{took:.2f} s"
     assert '"pattern"' in text and why in text and "Fix" in text, text
@@ -413,16 +377,16 @@ def test_a_backtracking_pattern_is_the_first_requests_400_while_another_clients_
                granularity="regex", pattern="(a|aa)+c")
     for other_client in (False, True):
         if not other_client:
-            _wait_until_idle(server)
+            server.wait_until_idle()
         busy = (server.send_json(f"/get_preds?model={SAL}", _ex(prompt="Count the words of this sentence. " * 40,
                                                                 target=" Forty."), client="tab-b")
                 if other_client else None)
         try:
-            rss_before = _reset_peak(server.proc.pid)
+            rss_before = server.reset_peak()
             start = time.monotonic()
             got, _, text = server.post_json(f"/get_preds?model={SAL}", bomb)
             took = time.monotonic() - start
-            peak = _rss_kib(server.proc.pid, "VmHWM")
+            peak = server.memory_kib("VmHWM")
         finally:
             if busy is not None:
                 busy.close()  # the blocking job stops within one chunk once its client is gone

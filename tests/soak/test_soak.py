@@ -53,7 +53,6 @@ import collections
 import functools
 import http.client
 import json
-import os
 import random
 import re
 import socket
@@ -134,44 +133,11 @@ GEN_PROMPTS = ["What is the capital of France?", "Name a primary color.", "Say h
 SAL_CASES = [("What is the capital of France?", "Paris"), ("2+2=", "4"), ("The sky is", " blue today")]
 
 
-def _rss_mb(pid: int, field: str = "VmRSS") -> float:
-    """The process's RSS now (VmRSS), or its peak since the last `_reset_peak` (VmHWM), in MB."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        return int(re.search(rf"{field}:\s+(\d+) kB", f.read()).group(1)) / 1024
-
-
-def _reset_peak(pid: int) -> None:
-    """Starts the process's peak RSS (VmHWM) again from its RSS now (Linux's clear_refs, value 5)."""
-    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
-        f.write("5")
-
-
 OUTSIDE_MARKER = "soak-outside-marker-41c9"
 # Other spellings of API paths: LIT would route each to an endpoint; the server refuses them (400).
 SPELLINGS = ["/get_info;x", "/get_info;", "//get_info", "/get%5Finfo", "/get_info/", "/x/../get_info",
              "/get_info%3Bx", "/get_preds;a=b", "/%2Fget_preds", "/./get_preds", "/load_datapoints;x",
              "/save_datapoints;x", "/create_dataset;x", "/get_info%3Fx", "/get_info#x", "/GET_INFO/"]
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_ticks(pid: int) -> int:
-    """The process's CPU time so far, user + system, in clock ticks."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields_ = f.read().rsplit(")", 1)[1].split()
-    return int(fields_[11]) + int(fields_[12])
-
-
-def _wait_idle(server: "Server", timeout_s: float = 300) -> None:
-    """Until the server's background jobs are done: its CPU time stops growing for 2 s."""
-    deadline, last = time.monotonic() + timeout_s, -1
-    while time.monotonic() < deadline:
-        now = _cpu_ticks(server.proc.pid)
-        if now - last <= 2:  # a few ticks of housekeeping
-            return
-        last = now
-        time.sleep(2)
 
 
 def _kind_name(fn) -> str:
@@ -726,7 +692,7 @@ def test_soak(tmp_path, references, request):
     server = Server(tmp_path / "server", data)
 
     def phase(name: str) -> None:
-        phases[name] = (time.monotonic(), _cpu_ticks(server.proc.pid) / _TICKS, time.process_time())
+        phases[name] = (time.monotonic(), server.cpu_s(), time.process_time())
 
     try:
         phase("warm-up")
@@ -738,17 +704,17 @@ def test_soak(tmp_path, references, request):
         warm_peaks = {}  # kind -> the server's peak RSS while it ran (and what the kind before left running)
         warm_cpu = {}  # kind -> the server's CPU seconds while it ran (printed)
         for fn in soak.warm_up_kinds():  # warm up every valid path once, one request at a time
-            _reset_peak(server.proc.pid)
-            ticks = _cpu_ticks(server.proc.pid)
+            server.reset_peak()
+            cpu = server.cpu_s()
             fn(rng)
-            warm_peaks[_kind_name(fn)] = _rss_mb(server.proc.pid, "VmHWM")
-            warm_cpu[_kind_name(fn)] = (_cpu_ticks(server.proc.pid) - ticks) / _TICKS
+            warm_peaks[_kind_name(fn)] = server.memory_kib("VmHWM") / 1024
+            warm_cpu[_kind_name(fn)] = server.cpu_s() - cpu
         soak.local.client = ""
         phase("idle after warm-up")
-        _wait_idle(server)
-        rss_warm = _rss_mb(server.proc.pid)
+        server.wait_until_idle(quiet_cpu_s=0.02, every_s=2)
+        rss_warm = server.memory_kib() / 1024
         peak_warm = max(warm_peaks.values())  # one client, every pass once: one pass in flight at a time
-        _reset_peak(server.proc.pid)
+        server.reset_peak()
         rss_peak = rss_warm
         every = min(60.0, max(5.0, seconds / 10))
         samples = [(0.0, rss_warm)]
@@ -764,7 +730,7 @@ def test_soak(tmp_path, references, request):
         for t in threads:
             t.start()
         while any(t.is_alive() for t in threads):
-            rss = _rss_mb(server.proc.pid)
+            rss = server.memory_kib() / 1024
             rss_peak = max(rss_peak, rss)
             if time.monotonic() - start >= samples[-1][0] + every:
                 samples.append((time.monotonic() - start, rss))
@@ -773,12 +739,12 @@ def test_soak(tmp_path, references, request):
             time.sleep(0.5)
         elapsed = time.monotonic() - start
         phase("idle after the load")
-        rss_load_end = _rss_mb(server.proc.pid)
-        rss_peak = max(rss_peak, _rss_mb(server.proc.pid, "VmHWM"))  # the kernel's peak: none between samples
-        _wait_idle(server)
+        rss_load_end = server.memory_kib() / 1024
+        rss_peak = max(rss_peak, server.memory_kib("VmHWM") / 1024)  # the kernel's peak: none between samples
+        server.wait_until_idle(quiet_cpu_s=0.02, every_s=2)
         phase("settle")
         time.sleep(RSS_SETTLE_S)
-        rss_after = _rss_mb(server.proc.pid)
+        rss_after = server.memory_kib() / 1024
         alive = server.proc.poll() is None
         phase("final check")
         final = soak.valid("final_check", f"/get_preds?model={GEN}", _inputs({"prompt": GEN_PROMPTS[0]}))
