@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import sequence_salience as ss
 from lit_app.model import cancel
 from lit_app.edge import clients
 from lit_app.model.jobs_table import JobTable
@@ -66,12 +67,22 @@ class JobSlot:
         self._table.untrack(self.lane, job)
 
     @contextlib.contextmanager
-    def running(self, job: Job) -> Iterator[Job]:
+    def running(self, job: Job, ended: Callable[[str], None] | None = None) -> Iterator[Job]:
         """Runs the block as `job` (lit_app/model/jobs.py `Job.running`: done, cancelled or failed when it ends), then
-        `finish`es it."""
+        `finish`es it.
+
+        ended(outcome): called when the block ended done ("done") or cancelled ("cancelled (<reason>)"), not when it
+          failed, BEFORE `finish`: the wrapper's outcome line is written while "status" still finds the job, so a
+          status of None means the line is in the log (a test that waits for None may read the log once)."""
         try:
             with job.running():
                 yield job
+            if ended is not None:
+                ended("done")
+        except ss.ComputationCancelled:
+            if ended is not None:
+                ended(f"cancelled ({job.cancel_reason})")
+            raise
         finally:
             self.finish(job)
 

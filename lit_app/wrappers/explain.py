@@ -128,8 +128,13 @@ class ExplainModel(Wrapper):
         job = self.jobs.start(action, f"{action}:{hash(chat.text) & 0xffffffff:x}")
         progress, cancel = self._hooks(job)
         start = time.perf_counter()
+
+        def ended(outcome: str) -> None:  # written while "status" still finds the job (JobSlot.running)
+            logger.info("explain %s: %s at %s %d/%d in %.1f s", action, outcome, job.stage, job.done, job.total,
+                        time.perf_counter() - start)
+
         try:
-            with self.jobs.running(job):
+            with self.jobs.running(job, ended):
                 if not target:  # the tokens generated so far, read without the model lock at each poll
                     most = self._shared.generation_config_for(chat).max_new_tokens  # this row's budget
                     job.follow(STAGE_GENERATING, lambda: (self._shared.generation_stream(chat).tokens, most))
@@ -144,9 +149,6 @@ class ExplainModel(Wrapper):
         except ss.ComputationCancelled:
             out = {"cancelled": True, "reason": job.cancel_reason}
         out.update(action=action, seconds=round(time.perf_counter() - start, 3))
-        logger.info("explain %s: %s at %s %d/%d in %.1f s", action,
-                    f"cancelled ({job.cancel_reason})" if out.get("cancelled") else "done", job.stage, job.done,
-                    job.total, out["seconds"])
         return {EXPLAIN: out}
 
     # ------------------------------------------------------------- helpers

@@ -254,15 +254,17 @@ class InsideInterveneModel(InsideTraceModel):
         ivs = ssi.interventions.validate(interventions, self.state.arch)
         job = self.jobs.start("run", f"t{at.t}:{hash((at.key, ivs)) & 0xffffffff:x}")
         start = time.perf_counter()
+
+        def ended(outcome: str) -> None:  # written while "status" still finds the job (JobSlot.running)
+            logger.info("inside intervene: %d intervention(s), %s at %s %d/%d in %.1f s", len(ivs), outcome,
+                        job.stage, job.done, job.total, time.perf_counter() - start)
+
         try:
-            with self.jobs.running(job):
+            with self.jobs.running(job, ended):
                 payload = self._run(at, ivs, job)
         except ss.ComputationCancelled:
             payload = {"cancelled": True, "reason": job.cancel_reason, "partial": job.partial}
         payload.update(action="run", seconds=round(time.perf_counter() - start, 3))
-        logger.info("inside intervene: %d intervention(s), %s at %s %d/%d in %.1f s", len(ivs),
-                    f"cancelled ({job.cancel_reason})" if payload.get("cancelled") else "done", job.stage, job.done,
-                    job.total, payload["seconds"])
         return {INTERVENTION: payload}
 
     def _run(self, at: Located, ivs: tuple, job: jobs.Job) -> JsonDict:

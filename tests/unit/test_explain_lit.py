@@ -8,6 +8,7 @@ to waiting requests) lets a watcher read `status`.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
@@ -339,3 +340,32 @@ def test_ig_auto_status_carries_the_counts_tried_so_far_and_the_answer_the_best_
                           for s in during)
     assert during[0]["partial"]["best_relative_error"] == pytest.approx(want.tried[0].relative_error, rel=1e-5)
     assert all("partial" not in s for s in seen if s["done"] < 8)
+
+
+def test_the_outcome_line_is_logged_while_status_still_finds_the_job(tiny, caplog):
+    """'explain <action>: done|cancelled (...)' is written before the job leaves the job table, so a status of None
+    means the line is in the log (CI failed on a test that waited for None, then read the log once in between)."""
+    _, shared, model = tiny
+    lines: list[tuple[str, dict | None]] = []
+
+    class AtTheLine(logging.Handler):  # what a poll would have read at the moment the line was written
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append((record.getMessage(), model.jobs.status()))
+
+    def cancel_at_first_status(status):
+        if status["done"] == 0:
+            _one(model, explain_action="cancel")
+
+    probe = AtTheLine()
+    caplog.set_level(logging.INFO, logger=lit_explain.logger.name)
+    lit_explain.logger.addHandler(probe)
+    try:
+        _one(model, explain_action="contrastive", foil=FOIL, methods="grad_norm")
+        out, _ = watch(shared, model, _data(explain_action="contrastive", foil=FOIL, methods="grad_norm,grad_x_input"),
+                       on_status=cancel_at_first_status)
+    finally:
+        lit_explain.logger.removeHandler(probe)
+    assert out["cancelled"] is True
+    assert [(line.split(" at ")[0], status and status["cancelled"]) for line, status in lines] == [
+        ("explain contrastive: done", False), ("explain contrastive: cancelled (a cancel request)", True)]
+    assert _one(model, explain_action="status")["job"] is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import time
@@ -284,3 +285,25 @@ def test_the_before_salience_comes_from_the_salience_modules_first_highlight(wra
     ref = inside.response_salience(lm, chat, gen, "grad_x_input", lit_inside.TOP_SALIENT)  # recomputed
     assert [x[:2] for x in out["before"]["top_salient"]] == [list(x[:2]) for x in ref.top_salient]
     assert [x[2] for x in out["before"]["top_salient"]] == pytest.approx([x[2] for x in ref.top_salient], rel=1e-4)
+
+
+def test_the_run_is_logged_while_status_still_finds_it(wrappers, caplog):
+    """'inside intervene: ... done' is written before the run leaves the job table: a status of None means the line
+    is in the log (tests/integration/test_disconnect.py waits for None; CI once read the log in between)."""
+    _, lit = wrappers
+    run = lit["_tiny_inside_intervene"]
+    lines: list[tuple[str, dict | None]] = []
+
+    class AtTheLine(logging.Handler):  # what a poll would have read at the moment the line was written
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append((record.getMessage(), run.jobs.status()))
+
+    probe = AtTheLine()
+    caplog.set_level(logging.INFO, logger=lit_inside.logger.name)
+    lit_inside.logger.addHandler(probe)
+    try:
+        _one(run, prompt=PROMPT, target=TARGET, inside_t=1, interventions=json.dumps(IVS))
+    finally:
+        lit_inside.logger.removeHandler(probe)
+    outcome = [(line, status and status["action"]) for line, status in lines if line.startswith("inside intervene:")]
+    assert len(outcome) == 1 and " done at " in outcome[0][0] and outcome[0][1] == "run", lines
