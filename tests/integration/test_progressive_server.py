@@ -20,6 +20,7 @@ from lit_app.schema import fields, inputs
 from lit_app.serving import model_group
 from lit_app.model import progressive, shared_model
 from lit_app import server
+from tests.unit.waiting import wait_until
 
 MODEL = "smollm2"
 GEN, SAL, _ = fields.model_group_names(MODEL)
@@ -255,7 +256,10 @@ def test_a_newer_clicked_span_cancels_an_older_ig_span(client, shared):
 
     thread = threading.Thread(target=old_click)
     thread.start()
-    time.sleep(1.0)  # the old request is now running (or waiting for the model)
+    # The old request is the datapoint's span (running, or waiting for the model; the first highlight's is done).
+    # Was a fixed 1 s, which a busy machine can outlast: the newer click then ran first and the old one ended 200.
+    wait_until(lambda: _salience(client, prompt, detail="span_progress")[fields.SALIENCE]["detail"]["state"]
+               == "running" or not thread.is_alive(), "the old click's span to start", guard_s=300, poll_s=0.05)
     # The newer click replaces the old one whatever its count (another span, method or count of this datapoint,
     # lit_app/wrappers/salience.py): 8 steps, one chunk, where 32 ran 24 more steps that nothing here reads.
     new = _salience(client, prompt, detail="span", ig_steps=8, target_span="1:2")
