@@ -186,13 +186,15 @@ def compute_salience_batch(
     outputs = {}
     num_t = inputs.target_ids.shape[1]
     for name in methods:
-        if sizer is not None:  # a backward's rows per progress unit (SliceSizer.inside): SmoothGrad's samples, else 1
-            sizer.rows_per_unit = 1 if get_method(name).progress_counts else get_method(name).span_units(config)
+        method = get_method(name)
         tracker = None
         if progress is not None or cancel is not None:
-            units = get_method(name).progress_total(num_t, config)
+            units = method.progress_total(num_t, config)
             tracker = _MethodProgress(progress, name, units, cancel)
-        outputs[name] = get_method(name).compute(inputs, config, MethodContext(tracker, sizer, work))
+        # a backward's rows per progress unit (SliceSizer.inside): SmoothGrad's samples, else 1
+        rows = 1 if method.progress_counts else method.span_units(config)
+        with sizer.counting(rows) if sizer is not None else contextlib.nullcontext():
+            outputs[name] = method.compute(inputs, config, MethodContext(tracker, sizer, work))
         if tracker is not None:
             tracker.finish()  # e.g. grad_x_input reusing grad_norm's gradients
     logp = _logprobs(inputs, work)  # [B, T]

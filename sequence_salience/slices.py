@@ -73,6 +73,7 @@ the chunk.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -113,8 +114,6 @@ class SliceSizer:
       holding_graph: True while the computation holds a forward's graph (set by it: from its forward to its
         last chunk, or until it frees the graph for a pause); the caller reads it in its callbacks.
       forwards_again: how many times a forward ran again after its graph was freed for a pause.
-      rows_per_unit: target rows (one target's backward over one point) per progress unit of the method computing
-        (set by the caller: a SmoothGrad target is its samples' rows, an IG unit one row), for `inside`'s units.
     """
 
     def __init__(self, target_s: float = DEFAULT_SLICE_S, clock: Callable[[], float] = time.perf_counter,
@@ -134,7 +133,7 @@ class SliceSizer:
         self.between = between
         self.release_graph = release_graph
         self.inside = inside
-        self.rows_per_unit = 1
+        self._rows_per_unit = 1  # of the method computing (`counting`)
         self._backward: tuple[int, int, int] | None = None  # (boundaries passed, of, rows) of the backward in flight
         self.holding_graph = False
         self.forwards_again = 0
@@ -211,6 +210,16 @@ class SliceSizer:
         self.paused_s += self.clock() - start
         self._mark = self.clock()
 
+    @contextlib.contextmanager
+    def counting(self, rows_per_unit: int) -> Iterator[None]:
+        """Within it, `inside`'s units are of `rows_per_unit` target rows (one target's backward over one point) each:
+        the progress unit of the method computing (a SmoothGrad target is its samples' rows, an IG unit one row)."""
+        before, self._rows_per_unit = self._rows_per_unit, max(1, int(rows_per_unit))
+        try:
+            yield
+        finally:
+            self._rows_per_unit = before
+
     def backward_begins(self, rows: int, boundaries: int) -> None:
         """A batched backward over `rows` target rows begins, with `boundaries` layer boundaries (`hook`s) inside."""
         self._backward = (0, int(boundaries), int(rows)) if boundaries > 0 else None
@@ -221,7 +230,7 @@ class SliceSizer:
             passed = min(boundaries, passed + 1)
             self._backward = (passed, boundaries, rows)
             if self.inside is not None:
-                self.inside((passed - 1) / boundaries, rows / max(1, self.rows_per_unit))
+                self.inside((passed - 1) / boundaries, rows / self._rows_per_unit)
         self.checkpoint()
 
     def estimate(self, units: int, seconds: float) -> None:

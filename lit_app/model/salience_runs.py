@@ -181,19 +181,19 @@ class SalienceRuns:
         """The complete result if it is in memory, else None; never runs the model."""
         return self.store.complete_of(chat, target, *self.methods_and_config(counts))
 
-    def _sizer(self) -> SliceSizer:
+    def _sizer(self, job: Job | None) -> SliceSizer:
         """Slices of `slice_s`; a click or a user job that arrives inside a backward goes at the next layer
         boundary, without waiting for the rest of the slice; another client's matrix job gets the model between
         chunks only once this computation has freed its forward's graph (scheduler.py: one retained graph at a
-        time)."""
-        return SliceSizer(self.slice_s, urgent=self._lock.outranked, release_graph=self._lock.graph_waiting)
+        time). `job` (when given) is told the share of each chunk's layers done (`Job.report_within`): a time left
+        before the first chunk ends."""
+        return SliceSizer(self.slice_s, urgent=self._lock.outranked, release_graph=self._lock.graph_waiting,
+                          inside=job.report_within if job is not None else None)
 
     def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None, sizer: SliceSizer) -> Progress:
         """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
         during the slice or batch get the model."""
         log, yield_ = log_progress(chat), self._yield(job, sizer)
-        if job is not None:  # the layers of a chunk's backward too: a time left before the first chunk ends
-            sizer.inside = job.report_within
 
         @costed  # an ablation's rows come with their known cost (recomputed positions): the time left counts it
         def progress(stage: str, done: int, total: int, cost: Cost | None = None) -> None:
@@ -263,7 +263,7 @@ class SalienceRuns:
             if job is None:
                 logger.info("Blocking salience request: computing every matrix (%s) in background slices (prompt %s).",
                             ", ".join(methods), _name(chat))
-            sizer = self._sizer()
+            sizer = self._sizer(job)
             return ss.compute_salience(self._lm, chat, explained, methods=methods, config=config,
                                        progress=self._slice_progress(chat, job, sizer),
                                        cancel=job.should_stop if job is not None else cancel,
@@ -304,7 +304,7 @@ class SalienceRuns:
         config = self.segment_config(request)
         exact = self.exact_values_of(chat, target, request)
 
-        sizer = self._sizer()
+        sizer = self._sizer(job)
         report = self._slice_progress(chat, job, sizer)
 
         @costed

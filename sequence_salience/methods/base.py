@@ -224,6 +224,8 @@ class SalienceMethod:
       menu: None (the label), or the name the Sequence Salience module's method select shows where the label is too
         long for it (the select is narrow, so that the controls stay on one line at 1280×720; the browser test
         tests/e2e/test_method_help.py checks that each fits); the label stays in the status line, legend and help.
+        Not `short`: `short` goes inside a phrase ("IG steps", "Show gradient (G×I)"), `menu` names the method alone
+        (IG's is its label: "IG" alone says too little), so neither can replace the other without changing the page.
       signed: values can be negative (diverging colour map) or not (sequential).
       linear: the salience of a target span is the sum of its tokens' rows.
       compute: (inputs, config, context: MethodContext) -> MethodOutput for every target token;

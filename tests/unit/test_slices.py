@@ -352,3 +352,18 @@ def test_each_backward_reports_its_layers_and_its_units_in_the_methods_progress_
     assert total == ss.get_method(method).progress_total(len(tiny_lm.tokenize(TARGET, add_special_tokens=False).ids),
                                                          CONFIG)
     assert sum(one[0][1] for one in backwards) == pytest.approx(total)
+
+
+def test_a_methods_rows_per_unit_count_inside_its_block_only():
+    """`counting(rows)`: within it a backward of 8 rows reports 8 / 4 = 2 units (a SmoothGrad target of 4 samples'
+    rows), after it 8 (one row a unit): the rows per unit are the computing method's, never left set on the sizer
+    (review note, session 40: they were an attribute the core set after construction)."""
+    readings = []
+    sizer = SliceSizer(0.4, clock=_ticking_clock(), inside=lambda share, units: readings.append((share, units)))
+    with sizer.counting(4):
+        sizer.backward_begins(8, 2)
+        sizer.hook(None)
+        sizer.hook(None)
+    sizer.backward_begins(8, 2)
+    sizer.hook(None)
+    assert readings == [(0.0, 2.0), (0.5, 2.0), (0.0, 8.0)]
