@@ -78,7 +78,9 @@ def test_switching_away_from_ig_drops_its_progress_line(server_url, browser_page
     line = mod.locator(LOADING)
     expect(line).to_contain_text(f"Integrated gradients ({SWITCHED_STEPS} steps)", timeout=30_000)
     _shot(page, artifacts_dir, "ig-running")
-    page.wait_for_timeout(2_500)  # a progress read or two: the page knows the server's id of the IG job
+    # A progress read of this job showed its percentage: that read gave the page the job's id, which its cancel names
+    # (frontend/src/salience/span_requests.ts `followJob`). Was a fixed 2.5 s, which a busy machine can outlast.
+    expect(line).to_contain_text(re.compile(r"\d+ %"), timeout=TIMEOUT_MS)
     cancels = lambda r: "get_preds" in r.url and '"span_cancel"' in (r.request.post_data or "")
     with page.expect_response(cancels, timeout=5_000) as stopped:
         mod.locator("select.method").select_option("grad_x_input")
