@@ -189,12 +189,16 @@ def two_model_server(tmp_path_factory):
     its tests are in one file (test_compare_models.py: its own and the two-model stacked views, which were in
     test_stacked_views.py; they open other prompts, and no test reads the server's state), so that a worker starts it
     once (was: twice when the two files went to two workers; docs/benchmarks.md, "Session 38 (h5)", "Session 40
-    (h3)")."""
-    import sequence_salience as ss
+    (h3)"). b needs only a's tokenizer: it is read from the default model's converted folder, without loading a's
+    weights into this worker (3.9 s of CPU with them, 1.8 s without; docs/benchmarks.md, "Session 41 (h4)")."""
+    from transformers import AutoTokenizer
+
+    from sequence_salience.model import convert_gguf, default_gguf_path
     from tests.server_process import ServerProcess
     from tests.unit.tiny_models import save_tiny_llama_for
 
-    folder = save_tiny_llama_for(ss.load_model("default").tokenizer, tmp_path_factory.mktemp("tiny"))
+    tokenizer = AutoTokenizer.from_pretrained(convert_gguf(default_gguf_path()))
+    folder = save_tiny_llama_for(tokenizer, tmp_path_factory.mktemp("tiny"))
     with ServerProcess(["--models", f"a:default,b:{folder}", "--max_new_tokens", "12"],
                        tmp_path_factory.mktemp("server")) as proc:
         yield proc
