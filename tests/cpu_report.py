@@ -9,7 +9,9 @@ Playwright's driver and Chromium, Ray's daemons and workers, notebook kernels), 
 process that another one re-parents or that exits still counts up to its last reading (getrusage's children would
 miss what no one waited for). On a loaded machine compare CPU, not wall (docs/benchmarks.md, "Session 31"), and set
 OMP_NUM_THREADS=1 as `make test`'s three workers get (tests/conftest.py): with more torch threads than free cores,
-a loaded machine's spinning threads add CPU that no test asked for.
+a loaded machine's spinning threads add CPU that no test asked for. The reporter's own readings of /proc (8-12 ms each with 150-200
+processes on the machine, five a second: 4-6 % of a core; a test that sleeps 20 s cost 0.7 s, a 600 s one ~25-35 s,
+counted as the test's until session 41) are left out of every figure and written as a line of their own at the end.
 """
 
 from __future__ import annotations
@@ -50,8 +52,11 @@ class _Tree:
         self.cpu: dict[tuple[int, int], float] = {}
         self.commands: dict[tuple[int, int], str] = {}
         self.lock = threading.Lock()
+        self.own = 0.0  # CPU seconds of this reporter's readings (any thread's), left out of the sums
 
     def read(self) -> float:
+        """The CPU seconds of every process seen so far, less this reporter's own readings."""
+        start = time.thread_time()
         stats = {}
         for entry in os.scandir("/proc"):
             if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
@@ -72,7 +77,8 @@ class _Tree:
                     if key not in self.commands:
                         self.commands[key] = _command(pid)
                     self.cpu[key] = stats[pid][2]
-            return sum(self.cpu.values())
+            self.own += time.thread_time() - start
+            return sum(self.cpu.values()) - self.own
 
     def poll(self) -> None:
         while True:
@@ -102,7 +108,7 @@ def _measured(phase: str):
             return
         cpu0, wall0 = _TREE.read(), time.monotonic()
         yield
-        _write(f"{item.nodeid}\t{phase}\t{_TREE.read() - cpu0:.1f}\t{time.monotonic() - wall0:.1f}"
+        _write(f"{item.nodeid}\t{phase}\t{max(0.0, _TREE.read() - cpu0):.1f}\t{time.monotonic() - wall0:.1f}"
                f"\t{os.getloadavg()[0]:.1f}\t{_WORKER}")
     return hook
 
@@ -117,5 +123,7 @@ def pytest_unconfigure(config):
         return
     _TREE.read()
     with _TREE.lock:
-        for key, cpu in sorted(_TREE.cpu.items(), key=lambda kv: -kv[1]):
+        cpus = {key: cpu - (_TREE.own if key[0] == _ME else 0.0) for key, cpu in _TREE.cpu.items()}
+        for key, cpu in sorted(cpus.items(), key=lambda kv: -kv[1]):
             _write(f"process\t{cpu:.1f}\t{_TREE.commands[key]}\t{_WORKER}")
+        _write(f"reporter\t{_TREE.own:.1f}\tthis plugin's readings of /proc (left out of the figures above)\t{_WORKER}")
