@@ -1,5 +1,5 @@
-"""Options and fixtures shared by every test tier: --soak-seconds, `stub_client_root`, and `lit_server`, the one real
-server of the session."""
+"""Options and fixtures shared by every test tier: --soak-seconds, `stub_client_root`, `default_lm` (the default model,
+loaded once per session), and `lit_server`, the one real server of the session."""
 
 import os
 from collections.abc import Iterator
@@ -69,6 +69,16 @@ def stub_client_root(tmp_path_factory) -> str:
     bundle = tmp_path_factory.mktemp("dist") / client_build.BUNDLE_NAME
     bundle.write_text("// stub bundle for tests\n", encoding="utf-8")
     return client_build.build_client_root(str(tmp_path_factory.mktemp("client_root")), bundle_path=str(bundle))
+
+
+@pytest.fixture(scope="session")
+def default_lm():
+    """The embedded SmolLM2-135M-Instruct (`ss.load_model("default")`: the first load converts the GGUF, ~25 s; later
+    a few seconds from the cache), loaded once per session (per xdist worker) for every tier's in-process references
+    (the integration tests, the soak's). Shared: do not mutate it."""
+    import sequence_salience as ss  # pylint: disable=import-outside-toplevel  (tiers that need no model)
+
+    return ss.load_model("default")
 
 
 @pytest.fixture(scope="session")

@@ -1,26 +1,16 @@
-"""Shared fixtures for integration tests: the embedded default model (loaded once per session), a client
-root, and the in-process LIT app on it (`make_shared`, `lit`)."""
+"""Shared fixtures for integration tests: a client root and the in-process LIT app on the session's default model
+(`default_lm`, tests/conftest.py): `make_shared`, `lit`."""
 
 import time
 
 import pytest
 
-import sequence_salience as ss
 from lit_app.serving import model_group
 from lit_app.data import datasets
 from lit_app import server
 from lit_app.model import shared_model
 
 MODEL = "smollm2"
-
-
-@pytest.fixture(scope="session")
-def default_lm() -> ss.LanguageModel:
-    """The embedded SmolLM2-135M-Instruct (first load converts the GGUF, ~25 s; later <1 s from the cache).
-
-    Shared by every integration test: do not mutate it.
-    """
-    return ss.load_model("default")
 
 
 @pytest.fixture(scope="module")

@@ -187,9 +187,10 @@ def _inputs(*examples) -> dict:
 
 
 @pytest.fixture(scope="module")
-def references():
-    """Answers computed by the library in this process, independent of the server and LIT."""
-    lm = ss.load_model("default")
+def references(default_lm):
+    """Answers computed by the library in this process, independent of the server and LIT (on the session's default
+    model: a worker that runs the soak and an integration test loads it once)."""
+    lm = default_lm
     gen = {p: lm.generate(lm.format_prompt(p), ss.GenerationConfig(max_new_tokens=MAX_NEW_TOKENS)).text
            for p in GEN_PROMPTS}
     sal = {}
