@@ -115,7 +115,7 @@ RSS_PEAK_GROWTH_LIMIT = 0.25
 RSS_SETTLE_S = 10
 RETRY_FOR_S = 300  # a valid request answered 503 is retried this long (a loaded 2-core machine is slow)
 JOB_LIMIT_S = 900  # a polled job that has not finished after this long fails (a failure bound, not a timing)
-POLL_S = 0.3  # how often a client polls its job (the page's rate)
+POLL_S = 0.7  # how often a client polls its job: the salience page's POLL_MS (frontend/src/salience/page.ts)
 # IG steps / SmoothGrad samples of a polled per-token matrix job (`Soak.matrix_job`). The load's drain (clients
 # polling the jobs they started to their end, ~90 s of a 45 s soak's ~180 s) is mostly these jobs' units, a
 # backward per target and step: `make test`'s soak (--soak-seconds up to the default) runs 2 steps or samples, the
