@@ -160,9 +160,9 @@ def connect(address: str | None, num_cpus: int | None, log: Log = print) -> bool
     this call started Ray (so the caller shuts it down); an instance already initialized in this
     process is used as it is.
 
-    For a local instance, LOOPBACK_ENV is set in os.environ before ray is imported (it stays set:
-    the processes Ray starts later inherit it), and Ray's node address is checked to be loopback
-    before ray.init. A process that imported ray without it gets a SalienceError naming the fix; a
+    For a local instance, LOOPBACK_ENV is set in os.environ before ray is imported and this package's
+    root put first on its PYTHONPATH before ray.init (both stay set: the processes Ray starts later
+    inherit them), and Ray's node address is checked to be loopback before ray.init. A process that imported ray without it gets a SalienceError naming the fix; a
     process that imported it with it cannot join a remote cluster (its driver would be 127.0.0.1).
     """
     if address is None and "ray" not in sys.modules:
@@ -179,15 +179,20 @@ def connect(address: str | None, num_cpus: int | None, log: Log = print) -> bool
                 "that variable before importing ray (or in the environment), or start a cluster yourself "
                 "(`ray start --head`, see the README) and pass its address.")
     # Workers import this package the way the driver does (a source checkout on PYTHONPATH too).
-    path = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH", "")) if p)
-    env = {"env_vars": {"PYTHONPATH": path}}
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    path = os.pathsep.join(dict.fromkeys(p for p in (_package_root(), *inherited) if p))
     if address is None:
+        # A local instance's raylet and workers inherit this process's environment (as LOOPBACK_ENV): with
+        # PYTHONPATH set here the actors take the Python workers the raylet starts beforehand (one per CPU). A
+        # runtime_env would leave those idle and start each actor a process of its own through Ray's runtime-env
+        # set-up (docs/benchmarks.md, "Session 41 (h3)").
+        os.environ["PYTHONPATH"] = path
         log(f"Starting a local Ray instance ({num_cpus} CPUs, Ray {ray.__version__}, listening on {node_ip} only) ...")
-        ray.init(num_cpus=num_cpus, include_dashboard=False, runtime_env=env, log_to_driver=False)
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     else:
         log(f"Connecting to the Ray cluster at {address} ...")
         try:
-            ray.init(address=address, runtime_env=env, log_to_driver=False)
+            ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=False)
         except ConnectionError as e:
             raise SalienceError(f"cannot reach the Ray cluster at {address!r} ({e}). Fix: start it with "
                                 "`ray start --head` (see the README), or drop the address for a local instance.") from None
