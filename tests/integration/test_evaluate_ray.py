@@ -80,17 +80,22 @@ def test_a_worker_that_dies_loses_only_its_row_which_is_retried(local_ray, tiny_
 
 
 def _listening(procs) -> dict[tuple[int, str], set[str]]:
-    """(pid, name) -> the local addresses "ip:port" its TCP sockets listen on and its UDP sockets are bound to."""
-    out: dict[tuple[int, str], set[str]] = {}
+    """(pid, name) -> the local addresses "ip:port" its TCP sockets listen on and its UDP sockets are bound to.
+
+    One read of the kernel's socket tables for all of `procs` (psutil.net_connections: every socket with the pid
+    whose fd holds it): `Process.net_connections` reads the whole tables again for each process, ~7 ms a process
+    on a loaded machine, 80 ms a poll of the Ray tree's 12 processes against 24 ms (docs/benchmarks.md, "Session
+    41 (h3)")."""
+    names: dict[int, str] = {}
     for p in procs:
         try:
-            conns = p.net_connections(kind="inet")
-            name = p.name()
+            names[p.pid] = p.name()
         except psutil.Error:  # ended meanwhile
             continue
-        for c in conns:
-            if c.status == psutil.CONN_LISTEN or (c.type == socket.SOCK_DGRAM and not c.raddr):
-                out.setdefault((p.pid, name), set()).add(f"{c.laddr.ip}:{c.laddr.port}")
+    out: dict[tuple[int, str], set[str]] = {}
+    for c in psutil.net_connections(kind="inet"):
+        if c.pid in names and (c.status == psutil.CONN_LISTEN or (c.type == socket.SOCK_DGRAM and not c.raddr)):
+            out.setdefault((c.pid, names[c.pid]), set()).add(f"{c.laddr.ip}:{c.laddr.port}")
     return out
 
 
