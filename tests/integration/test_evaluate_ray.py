@@ -42,9 +42,10 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 CONFIG = EvalConfig(faithfulness=FaithfulnessConfig(granularity="word", steps=4, n_random=3), max_new_tokens=4)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def local_ray():
-    """One local Ray instance (2 CPUs, loopback) for the module; run_ray reuses it and leaves it up."""
+    """A local Ray instance (2 CPUs, loopback) for the test that uses it; run_ray reuses it and leaves it up. It is shut
+    down when that test ends: its daemons would idle on (polling) through the CLI's run and its own instance."""
     started = runner.connect(None, 2, log=lambda _m: None)
     yield
     if started:
