@@ -45,12 +45,14 @@ from sequence_salience.compare import CrossLogprobs, response_logprobs
 from sequence_salience.methods import DEFAULT_METHODS, get_segment_method, grad_norm, list_segment_methods
 from sequence_salience.salience import Cancel, Progress
 from sequence_salience.aggregate import match_spans
+from sequence_salience.methods.sampling import point_row_cost
 from sequence_salience.slices import SliceSizer
 from sequence_salience.threads import PassSizes
 from lit_app.errors import prompt_start
 from lit_app.schema.inputs import SegmentRequest
 from lit_app.schema.method_registry import FIRST_LOOK_METHOD, FIRST_MAP_METHOD, REQUEST_SEGMENT_METHOD
 from lit_app.model.jobs import Job
+from lit_app.model.time_left import Then
 from lit_app.model.lru_cache import LRUCache
 from lit_app.model.prompt_tokens import PromptTokens
 from lit_app.schema.method_registry import COUNT_FIELDS, EXTRA_METHODS
@@ -100,6 +102,29 @@ def record_short(lm, n_prompt_tokens: int, n_tokens: int, span: tuple[int, int])
     """compute_span_result's `record`: ablation.span_recorder up to UNEDITED_MAX_TOKENS positions, else None (the
     pass records and keeps nothing)."""
     return span_recorder(lm, n_prompt_tokens, n_tokens, span) if n_tokens <= UNEDITED_MAX_TOKENS else None
+
+
+def sampled_after(methods: tuple[str, ...], config: ss.SalienceConfig) -> Callable[[str, int], Then | None]:
+    """`then(stage, total)`: the work after a matrix job's gradient rows (`stage` a method without a count, `total`
+    its targets), counted in their time left (time_left.Then): the next method with a count, its units (IG: a target
+    x step, one point row each; SmoothGrad: a target, `samples` rows) each costing sampling.point_row_cost of a
+    gradient row, that is of the rows' whole sequence over `total` (the low end: only IG's first count of a step
+    search, which may stop there). None for any other stage. Was (issue 44): while
+    an IG matrix job's rows ran, its time left was theirs alone ("1-6 s left" with ~38 s left)."""
+    low, high = point_row_cost()
+
+    def then(stage: str, total: int) -> Then | None:
+        if stage not in methods or ss.get_method(stage).count is not None or total <= 0:
+            return None
+        nxt = next((ss.get_method(m) for m in methods[methods.index(stage) + 1:] if ss.get_method(m).count), None)
+        if nxt is None:
+            return None
+        rows = 1 if nxt.progress_counts else nxt.span_units(config)  # point rows per unit of the next method
+        # IG's step search announces every count up to its cap and may stop after the first: the low end counts that
+        first = nxt.count_in(config) / nxt.span_units(config)
+        return Then(nxt.progress_total(total, config), low * rows / total * first, high * rows / total)
+
+    return then
 
 
 # The key of a segment job's `partial` (Job.partial): the SegmentSalience of its results so far.
@@ -190,15 +215,17 @@ class SalienceRuns:
         return SliceSizer(self.slice_s, urgent=self._lock.outranked, release_graph=self._lock.graph_waiting,
                           inside=job.report_within if job is not None else None)
 
-    def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None, sizer: SliceSizer) -> Progress:
+    def _slice_progress(self, chat: ss.ChatPrompt, job: Job | None, sizer: SliceSizer,
+                        then: Callable[[str, int], Then | None] | None = None) -> Progress:
         """Progress of background work on `chat`: to `job` (when given) and the log; then the clicks that arrived
-        during the slice or batch get the model."""
+        during the slice or batch get the model. then(stage, total): the work known to follow (`sampled_after`)."""
         log, yield_ = log_progress(chat), self._yield(job, sizer)
 
         @costed  # an ablation's rows come with their known cost (recomputed positions): the time left counts it
         def progress(stage: str, done: int, total: int, cost: Cost | None = None) -> None:
             if job is not None:
-                job.report(done, total, cost=None if cost is None else (cost.done, cost.total))
+                job.report(done, total, then=None if then is None else then(stage, total),
+                           cost=None if cost is None else (cost.done, cost.total))
             log(stage, done, total)
             yield_()
 
@@ -265,7 +292,7 @@ class SalienceRuns:
                             ", ".join(methods), _name(chat))
             sizer = self._sizer(job)
             return ss.compute_salience(self._lm, chat, explained, methods=methods, config=config,
-                                       progress=self._slice_progress(chat, job, sizer),
+                                       progress=self._slice_progress(chat, job, sizer, sampled_after(methods, config)),
                                        cancel=job.should_stop if job is not None else cancel,
                                        slice_s=sizer, between_slices=self._yield(job, sizer))
 

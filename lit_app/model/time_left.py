@@ -35,9 +35,13 @@ session 34): every unit left was work at the low end too, so with a later call's
 lay above the time the search took (replayed: "about 14 s" at 6 s from the end). The high end still counts every
 unit left as work (a later call may find none in the memo).
 
-Work known to follow the sequence (`Then`: a span's IG steps or SmoothGrad samples after its one gradient pass)
+Work known to follow the sequence (`Then`: a span's IG steps or SmoothGrad samples after its one gradient pass; a
+matrix job's IG or SmoothGrad units after its gradient rows, lit_app/model/salience_runs.py `sampled_after`)
 is in the range too: `count` units, each costing `low` to `high` times the whole sequence, whose cost is the model
-time it has taken so far plus its own range (low = L + count x low x (elapsed + L), high likewise with H).
+time it has taken so far plus its own range (low = L + count x low x (elapsed + L), high likewise with H). Was (issue
+44): a matrix job's rows counted only themselves: "1-6 s left" with ~38 s of IG units to follow. A sequence whose
+units were all free (grad_x_input's, from grad_norm's gradients) passes on what it borrowed, not its `Then` share of
+its own (nil) cost: that said "0 s" for the IG units after it.
 
 Was (issue 43, test_true_progress with 5-step IG chunks): the range counted only the sequence in flight. A span's
 gradient pass reports its layers (90 units on the default model) before the IG steps, so the IG line said
@@ -203,7 +207,7 @@ class TimeLeft:
         sequence's model time up to `at` where it says what follows; else this sequence's rates widened
         BORROW_WIDEN times either way; else (nothing measured) what this one borrowed."""
         then = self._then
-        if then is not None and then.count > 0 and (self._last is not None or self._rates):
+        if then is not None and then.count > 0 and self._worked:  # (a sequence of free units has no cost to share)
             whole = self._model_time(at)
             return then.low * whole, then.high * whole
         rates = tuple(self._rates) or self._prior

@@ -49,6 +49,25 @@ def span_point_cost(config: SalienceConfig) -> tuple[float, float]:
     return 1.0 / max(1, config.ig_step_chunk_size), 1.0
 
 
+# (low, high) of `point_row_cost`. Measured through a server's matrix job (docs/benchmarks.md "Session 41 (h2)"): in
+# CPU time 0.98-1.03 (the tiny Llama at 202 and 805 tokens, IG and SmoothGrad; the default model at 123 tokens), in
+# wall time 0.99-1.76 (the machine's load rising between the two stages); twice either way of the work's 1.
+POINT_ROW_COST = (0.5, 2.0)
+
+
+def point_row_cost() -> tuple[float, float]:
+    """(low, high): what one point row of a sampled method's matrix (sampled_target_gradients: one target's backward
+    over one IG step or SmoothGrad sample, with its share of that point's forward) costs, as a share of one gradient
+    row (one target's backward over the prompt, with its share of the one forward: grad_norm's matrix). The work is
+    the same per row: a forward over every point of at most graph_token_budget tokens, shared by all targets, and
+    per target a backward over its points, batched as the rows' targets are (targets_per_backward); only the
+    batching, the two log-prob forwards of IG and the memory of n points' graphs differ. The server counts a sampled
+    matrix's units in the time left of its job's gradient rows, which run first (lit_app/model/salience_runs.py
+    `sampled_after`). Unlike a span's point (`span_point_cost`, down to 1 / ig_step_chunk_size of its one-row pass),
+    a point row is measured against a row of the same batched work, not against a pass of its own."""
+    return POINT_ROW_COST
+
+
 def targets_per_backward(config: SalienceConfig, rows: int, n: int, seq_len: int) -> int:
     """Target tokens per batched backward over `rows` examples x `n` points of length `seq_len`."""
     return max(1, min((config.target_chunk_size * 2) // (rows * n),

@@ -12,7 +12,7 @@ import pytest
 
 from lit_app.model import progressive, time_left
 from sequence_salience.methods.base import SalienceConfig
-from sequence_salience.methods.sampling import span_point_cost
+from sequence_salience.methods.sampling import point_row_cost, span_point_cost
 
 
 class Clock:
@@ -512,28 +512,41 @@ def test_a_matrix_jobs_first_chunk_is_estimated_from_its_layers_before_it_ends()
     assert job.time_left._within is None and job.status()["eta_s"] is not None
 
 
-def test_a_matrix_job_through_the_model_has_a_time_left_inside_its_first_backward():
-    """The same through SharedLM on the tiny Llama (2 layers, one target per backward): the job's status read at each
-    layer boundary of its first backward (a fake clock, 1 s a boundary) has no estimate at the first (nothing done
-    yet) and the hand-derived one at the second (half the layers in 1 s)."""
+def _tiny_shared():
+    """SharedLM over the tiny Llama (2 layers) with one target per backward, and the chat prompt it explains."""
     from lit_app.model import shared_model  # pylint: disable=import-outside-toplevel
     from tests.unit.tiny_models import MODEL_BUILDERS, wrap  # pylint: disable=import-outside-toplevel
 
     shared = shared_model.SharedLM(wrap(MODEL_BUILDERS["llama"](seed=0), "llama"), max_new_tokens=4,
                                    disk_cache=False, salience_config=SalienceConfig(target_chunk_size=1))
-    chat = shared.format_prompt({"prompt": "Alice has three apples and Bob has two apples;"})
+    return shared, shared.format_prompt({"prompt": "Alice has three apples and Bob has two apples;"})
+
+
+def _job_ticking_per_layer(kind: str, then=None) -> progressive.Job:
+    """A matrix job whose fake clock moves 1 s at each layer boundary its computation reports (`report_within`),
+    after which `then(job, share, units)` runs (when given)."""
     clock = Clock()
-    job = progressive.Job(group="g", kind="grad", heartbeat_s=None, clock=clock)
-    seen: list[tuple[float, float, dict]] = []
+    job = progressive.Job(group="g", kind=kind, heartbeat_s=None, clock=clock)
     within = job.report_within
 
     def reading(share: float, units: float) -> None:
         clock.now += 1.0
         within(share, units)
-        if job.done == 0:  # the first backward
-            seen.append((share, units, job.status()))
+        if then is not None:
+            then(job, share, units)
 
     job.report_within = reading
+    return job
+
+
+def test_a_matrix_job_through_the_model_has_a_time_left_inside_its_first_backward():
+    """The same through SharedLM on the tiny Llama (2 layers, one target per backward): the job's status read at each
+    layer boundary of its first backward (a fake clock, 1 s a boundary) has no estimate at the first (nothing done
+    yet) and the hand-derived one at the second (half the layers in 1 s)."""
+    shared, chat = _tiny_shared()
+    seen: list[tuple[float, float, dict]] = []
+    job = _job_ticking_per_layer("grad", lambda job, share, units: seen.append((share, units, job.status()))
+                                 if job.done == 0 else None)  # the first backward
     with job.running():
         job.result = shared.salience(chat, " together they have five apples.", job=job)
     targets = job.result.num_targets
@@ -565,3 +578,38 @@ def test_a_later_chunks_layers_join_its_rate_to_the_measured_ones():
     assert (status["eta_low_s"], status["eta_high_s"]) == (5.0, 9.0)
     job.report(8, 12)  # the chunk ends: its reading with it
     assert job.time_left._within is None
+
+
+def test_an_ig_matrix_jobs_rows_count_the_ig_units_after_them():
+    """Issue 44: an IG matrix job runs its gradient rows first, and their time left was theirs alone ("1-6 s left"
+    with ~38 s left). Through SharedLM on the tiny Llama (one target per backward, 2 layers, a fake clock 1 s a layer
+    boundary): after the first row the range also counts the IG units after the rows (time_left.Then), each a point
+    row costing sampling.point_row_cost (1/2 to 2) of a gradient row; the IG stage's first estimate, borrowed from
+    the rows, is the same."""
+    shared, chat = _tiny_shared()
+    job = _job_ticking_per_layer("ig2")
+    seen: list[tuple[int, int, dict]] = []
+    report = job.report
+
+    def reported(*progress, **kw) -> None:
+        report(*progress, **kw)
+        seen.append((job.done, job.total, job.status()))
+
+    job.report = reported
+    with job.running():
+        job.result = shared.salience(chat, " together they have five apples.", counts={"ig_steps": 2}, job=job)
+    targets = job.result.num_targets
+    low, high = point_row_cost()
+    # Hand-derived after the first row (2 s: its two layer boundaries): T - 1 rows left at 2 s, then 2T IG units,
+    # each low / T to high / T of the rows' whole sequence (2 s so far + 2 (T - 1) s left = 2T s): 2 (T - 1) +
+    # 2T x low x 2 = 2 (T - 1) + 4T low s, and the same with high. Was: 2 (T - 1) both ends (the rows alone).
+    first = next(s for done, total, s in seen if (done, total) == (1, targets))
+    assert (first["eta_low_s"], first["eta_high_s"]) == (round(2 * (targets - 1) + 4 * targets * low, 1),
+                                                         round(2 * (targets - 1) + 4 * targets * high, 1))
+    # The IG units announced (0 of 2T) after the rows (2T s): each borrows low / T to high / T of 2T s, the first in
+    # flight: 2T x 2 low to 2T x 2 high s, what the rows said of them.
+    announced = next(s for done, total, s in seen if (done, total) == (0, 2 * targets))
+    assert (announced["eta_low_s"], announced["eta_high_s"]) == (round(4 * targets * low, 1),
+                                                                 round(4 * targets * high, 1))
+    shared.jobs.cancel_all()
+
