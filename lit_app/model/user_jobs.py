@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import sequence_salience as ss
 from lit_app.model import cancel
@@ -49,17 +49,22 @@ class JobSlot:
         self._table = table if table is not None else JobTable()
         self.lane = f"{name}-{next(_SLOTS)}"
 
-    def start(self, action: str, key: str, supersede: bool = True) -> Job:
+    def start(self, action: str, key: str, supersede: bool = True, view: Hashable = None,
+              why: str = NEWER_JOB) -> Job:
         """A new running job of the current request's client, run by the request this thread serves (its
-        client's disconnect stops it); that client's running job (if any) is told to stop.
+        client's disconnect stops it); that client's running job (if any) is told to stop, saying `why`.
 
-        supersede: False for work that several requests of one client may run side by side (a comparison):
-          the client's running job goes on, and "status" and "cancel" read neither."""
+        supersede: False for work that several requests of one client may run side by side (a comparison's
+          log-probs): the client's running job goes on, and "status" and "cancel" read neither.
+        view: when set, only that client's running job of the same view is told to stop (a comparison of the
+          selected datapoint with itself, Compare models, runs beside one with a pinned datapoint, Compare an
+          edit); "status" and "cancel" read only jobs started without one."""
         client = clients.current()
         job = user_job(action, key, cancel.for_request(f"the {action} job"))
-        old = self._table.track(self.lane, client if supersede else (client, id(job)), job)
+        slot = (client, id(job)) if not supersede else client if view is None else (client, view)
+        old = self._table.track(self.lane, slot, job)
         if old is not None and client != clients.ANONYMOUS:
-            old.cancel(NEWER_JOB)
+            old.cancel(why)
         return job
 
     def finish(self, job: Job) -> None:

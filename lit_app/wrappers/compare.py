@@ -24,7 +24,12 @@ output, `compare`, holds:
   (docs/architecture.md "Segment salience") for the whole response of that side, and with `old_answer`
   "old_answer_segments" (the pinned answer under the selected prompt); else null. Segment values live
   on a segmentation, not on the gradient's tokens, so both sides are measured here (the selected side's
-  from the caches when the module measured its whole response before). Stopped when the client goes.
+  from the caches when the module measured its whole response before).
+
+Each comparison is a job of the model's table (lit_app/model/user_jobs.py): stopped within one chunk (IG steps,
+SmoothGrad samples, segment forwards) when its client goes, and one that computes salience (`with_pinned_salience`
+or `old_answer`) when the same client's newer one of the same view arrives (`_view`): a 409 "Cancelled: a newer
+selection replaced this request. It stopped after k of n SmoothGrad samples.", as a superseded salience span.
 
 Asking here, not through the salience model, leaves the server's focus (the datapoint whose
 background matrices run, lit_app/model/progressive.py) on the selected datapoint. The browser's compare
@@ -37,10 +42,13 @@ from __future__ import annotations
 import dataclasses
 
 import sequence_salience as ss
+from sequence_salience.salience import Progress
 from lit_app.schema import fields
-from lit_app.model import user_jobs
-from lit_app.errors import RequestError
-from lit_app.schema.inputs import JsonDict, extra_counts, segment_request, text_field
+from lit_app.model import cancel, user_jobs
+from lit_app.model.jobs import Job
+from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
+from lit_app.schema.inputs import JsonDict, SegmentRequest, extra_counts, segment_request, text_field
+from lit_app.schema.method_registry import EXTRA_METHODS
 from lit_app.wrappers.payloads import salience_payload, segment_payload
 from lit_app.model.shared_model import SharedLM
 from lit_app.wrappers.wrapper import Wrapper
@@ -70,6 +78,34 @@ class CompareModel(Wrapper):
                                              fields.SYSTEM: text_field(ex, fields.PINNED_SYSTEM),
                                              fields.CHAT: ex.get(fields.CHAT),
                                              fields.MAX_NEW_TOKENS: ex.get(fields.PINNED_MAX_NEW_TOKENS)})
+        # One job of the model's table (lit_app/model/user_jobs.py) per comparison, entered on arrival: stopped within
+        # one chunk when its client goes, and one that computes salience when the same client's newer one of the same
+        # view arrives (superseded as a salience span is: the user changed the method, the count or the datapoint;
+        # was: the stale SmoothGrad run went on to its last sample while the newer comparison waited behind it).
+        # Log-probs alone (a few forwards) supersede nothing.
+        computes = ex.get(fields.WITH_PINNED_SALIENCE) is True or ex.get(fields.OLD_ANSWER) is True
+        job = self.jobs.start("comparison", request.job_kind if request is not None else "salience",
+                              supersede=computes, view=_view(ex), why=cancel.SUPERSEDED)
+        unit = [""]  # the units of the last counted method reported (its cancellation says how far it got)
+
+        def report(method: str, done: int, total: int) -> None:
+            if method in _UNITS:
+                unit[0] = _UNITS[method]
+                job.report(done, total)
+
+        try:
+            with self.jobs.running(job):
+                return {fields.COMPARE: self._compare(ex, chat_a, chat_b, request, job, report)}
+        except ss.ComputationCancelled:
+            check = job.check
+            if check.client_gone or not unit[0] or job.done >= job.total:
+                raise check.error("the comparison was computed") from None
+            raise Cancelled(f"{CANCELLED_PREFIX} {check.reason}. It stopped after {job.done} of {job.total} {unit[0]}."
+                            ) from None
+
+    def _compare(self, ex: JsonDict, chat_a: ss.ChatPrompt, chat_b: ss.ChatPrompt, request: SegmentRequest | None,
+                 job: Job, report: Progress) -> JsonDict:
+        """The comparison's output (module docstring), computed as `job` (its check stops each part)."""
         target_a = text_field(ex, fields.PINNED_TARGET)
         shared = self._shared
         counts = extra_counts(ex)
@@ -77,7 +113,8 @@ class CompareModel(Wrapper):
         out: JsonDict = {"pinned_salience": None, "pinned_salience_passes": 0, "old_answer_salience": None}
         if ex.get(fields.WITH_PINNED_SALIENCE) is True:
             cached = all(shared.cached_span(chat_a, target_a, m) is not None for m in methods)
-            pinned = shared.quick(chat_a, target_a, 0, None, counts)  # the whole response; cached when shown before
+            # The whole response; cached when shown before.
+            pinned = shared.quick(chat_a, target_a, 0, None, counts, cancel=job.check, progress=report, job=job)
             out["pinned_salience"] = salience_payload(pinned, counts, methods=methods, dtype=shared.dtype)
             out["pinned_salience_passes"] = 0 if cached else 1
         cross, forwards = shared.cross_logprobs(chat_a, target_a, chat_b)
@@ -86,21 +123,27 @@ class CompareModel(Wrapper):
             # On request: the pinned answer's salience under the selected prompt (one forward + backward for
             # the gradient methods; cached per prompt and answer like any salience).
             answer = cross.under_a.response
-            old = shared.quick(chat_b, answer, 0, None, counts)
+            old = shared.quick(chat_b, answer, 0, None, counts, cancel=job.check, progress=report, job=job)
             out["old_answer_salience"] = salience_payload(old, counts, methods=methods, dtype=shared.dtype)
         out.update(pinned_segments=None, selected_segments=None, old_answer_segments=None)
         if request is not None:
-            # A job of the table (lit_app/model/jobs.py), stopped when its client goes; a comparison supersedes nothing.
-            job = self.jobs.start(f"comparison's {request.method}", request.job_kind, supersede=False)
             sides = {"pinned_segments": (chat_a, target_a), "selected_segments": (chat_b, text_field(ex, fields.TARGET))}
             if ex.get(fields.OLD_ANSWER) is True:
                 sides["old_answer_segments"] = (chat_b, cross.under_a.response)
-            try:
-                with self.jobs.running(job):
-                    for name, (chat, target) in sides.items():
-                        seg = shared.segment_salience(chat, target, request, cancel=job.check)
-                        out[name] = segment_payload(seg, request.count)
-            except ss.ComputationCancelled:
-                raise job.check.error(f"the comparison's {request.method} was measured") from None
-        return {fields.COMPARE: out}
+            for name, (chat, target) in sides.items():
+                seg = shared.segment_salience(chat, target, request, cancel=job.check)
+                out[name] = segment_payload(seg, request.count)
+        return out
 
+
+def _view(ex: JsonDict) -> str:
+    """Which comparison view sent `ex`: "itself" (Compare models asks a model's salience of the selected datapoint
+    "pinned" to itself) or "pinned" (Compare an edit); a client's comparisons supersede those of their own view only."""
+    pairs = ((fields.PROMPT, fields.PINNED_PROMPT), (fields.SYSTEM, fields.PINNED_SYSTEM),
+             (fields.TARGET, fields.PINNED_TARGET))
+    same = all(text_field(ex, a) == text_field(ex, b) for a, b in pairs)
+    return "itself" if same else "pinned"
+
+
+# The counted methods' units, as a cancelled comparison names how far it got ("SmoothGrad samples").
+_UNITS = {e.method: f"{ss.get_method(e.method).short} {e.unit}" for e in EXTRA_METHODS}
