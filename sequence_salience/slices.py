@@ -68,7 +68,8 @@ gradient arrives with the backward's start), each later one after one more layer
 backward, so at boundary k of n the share is (k - 1) / n. One target's backward over a 4,000-token prompt took about a
 minute on 2 loaded cores, and a server's time left had nothing before the first chunk ended (issue 44); its layers
 took 1.1-1.2 s each in one backward over an 807-token row (docs/benchmarks.md "Session 40 (h2)"): the share measures
-the chunk.
+the chunk. A segment method's forward batches report their layers the same way (`reached` as each layer begins, of
+the batch's rows: methods/gradients.py `layer_shares`), so that its job has a time left inside its first batch.
 """
 
 from __future__ import annotations
@@ -221,16 +222,22 @@ class SliceSizer:
             self._rows_per_unit = before
 
     def backward_begins(self, rows: int, boundaries: int) -> None:
-        """A batched backward over `rows` target rows begins, with `boundaries` layer boundaries (`hook`s) inside."""
+        """A batched backward over `rows` target rows begins, with `boundaries` layer boundaries (`hook`s) inside; or
+        a forward batch over `rows` rows (a segment method's edited prompts: ablation/prefix.py), each of its
+        `boundaries` layers `reached` as it begins."""
         self._backward = (0, int(boundaries), int(rows)) if boundaries > 0 else None
 
-    def hook(self, grad):  # a tensor hook: never changes the gradient
+    def reached(self) -> None:
+        """A layer boundary of the pass in flight: at boundary k of its n, share (k - 1) / n of its rows to `inside`."""
         if self._backward is not None:
             passed, boundaries, rows = self._backward
             passed = min(boundaries, passed + 1)
             self._backward = (passed, boundaries, rows)
             if self.inside is not None:
                 self.inside((passed - 1) / boundaries, rows / self._rows_per_unit)
+
+    def hook(self, grad):  # a tensor hook: never changes the gradient
+        self.reached()
         self.checkpoint()
 
     def estimate(self, units: int, seconds: float) -> None:

@@ -76,7 +76,9 @@ in flight as above (its `units`, its elapsed time since the backward began). It 
 sequence's own work) and ends at the next report. Was (issue 44): a job's first sequence had no estimate before its
 first chunk ended: a 4,000-token prompt's matrix job said no time left for its forward and then its first chunk, one
 target's backward over 4,099 tokens, about a minute on 2 loaded cores (the forward alone still has none: it is no
-unit, and its cost per unit is not known). The spread stays twice either way to the chunk's end (a spread that
+unit, and its cost per unit is not known). A segment job's forward batches report their layers the same way
+(sequence_salience/methods/gradients.py `layer_shares`; its rows announced before the first batch): was, no time left
+before leave one out's first batch ended. The spread stays twice either way to the chunk's end (a spread that
 narrowed to the measured rate as the share grew left the truth above the range from 70 % of the first chunk on in
 session 40's probe: a chunk's cost is mostly its layers' recomputation, the same for one target as for four, so the
 last, smaller chunk cost almost what a full one did).

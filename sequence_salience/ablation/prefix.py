@@ -39,8 +39,8 @@ import torch
 from sequence_salience.ablation import shared_prefix
 from sequence_salience.threads import PassSizes, ThreadChooser
 from sequence_salience.errors import ComputationCancelled
-from sequence_salience.methods.gradients import (cache_argument, cache_layers, gather_target_logprobs, returned_cache,
-                                                 supports_logits_to_keep)
+from sequence_salience.methods.gradients import (cache_argument, cache_layers, gather_target_logprobs, layer_shares,
+                                                 returned_cache, supports_logits_to_keep)
 from sequence_salience.model import LanguageModel
 from sequence_salience.slices import SliceSizer, make_sizer
 
@@ -203,6 +203,9 @@ class PrefixScorer:
         done = 0
         costs = [len(k) + len(self.target) - s for k, s in zip(todo, starts)]  # positions each row recomputes
         cost_done, cost_total = 0, sum(costs)
+        if todo and self.progress is not None and self.sizer is not None and self.sizer.inside is not None:
+            # the rows to come, before the first batch whose layers the sizer reports (a job's time left inside it)
+            report(self.progress, self.stage, 0, len(todo), Cost(0, cost_total))
         pos = 0
         while pos < len(order):
             self._check_cancel()
@@ -214,7 +217,7 @@ class PrefixScorer:
             start = min(row_starts)
             recomputed = sum(len(r) + len(self.target) - (s if packed else start) for r, s in zip(rows, row_starts))
             t_start = time.perf_counter()
-            with self.threads.batch(recomputed) as threads:
+            with self.threads.batch(recomputed) as threads, layer_shares(self.lm.model, self.sizer, len(rows)):
                 if packed:
                     logp = self._packed_forward([r + self.target for r in rows], row_starts)
                 else:

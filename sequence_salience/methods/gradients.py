@@ -227,6 +227,25 @@ def layer_pauses(model: torch.nn.Module, sizer: SliceSizer | None) -> Iterator[N
         yield
 
 
+@contextlib.contextmanager
+def layer_shares(model: torch.nn.Module, sizer: SliceSizer | None, rows: int) -> Iterator[None]:
+    """Within it, a forward batch of `rows` rows on this thread tells `sizer` as each decoder layer begins
+    (`SliceSizer.reached`): the share of the batch done goes to its `inside`, as a backward's layers do (slices.py
+    "Progress inside a backward"), so that a segment job's first batch of forwards has a time left before it ends
+    (issue 44). Only this thread's forward (`_layer_forward`'s `pause` setting); nothing without a sizer with `inside`
+    or inside `layer_pauses` (its own pause check)."""
+    if sizer is None or sizer.inside is None or getattr(_LOCAL, "pause", None) is not None:
+        yield
+        return
+    layers = decoder_layers(model)
+    sizer.backward_begins(rows, len(layers))
+    try:
+        with _wrapped(layers, _layer_forward), _this_thread(pause=sizer.reached):
+            yield
+    finally:
+        sizer.backward_begins(0, 0)  # no pass in flight
+
+
 def _head_forward(forward: Callable, *args, **kwargs):
     """The output embedding's forward, its input first through this thread's `cut` (`logprobs_cut_at_head`)."""
     cut = getattr(_LOCAL, "cut", None)

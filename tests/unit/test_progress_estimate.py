@@ -613,3 +613,27 @@ def test_an_ig_matrix_jobs_rows_count_the_ig_units_after_them():
                                                                  round(4 * targets * high, 1))
     shared.jobs.cancel_all()
 
+
+def test_a_segment_jobs_first_batch_of_forwards_is_estimated_from_its_layers_before_it_ends():
+    """Issue 44: leave one out's job said no time left before its first batch of forwards ended (minutes over a long
+    prompt: its forwards had no layer readings). Through SharedLM on the tiny Llama (2 layers, a fake clock 1 s a
+    layer): the rows are announced before the first batch, whose layers report their share as a backward's do
+    (SliceSizer.reached, gradients.layer_shares), so the status has a range at the batch's second layer."""
+    from lit_app.schema.inputs import SegmentRequest  # pylint: disable=import-outside-toplevel
+
+    shared, chat = _tiny_shared()
+    seen: list[tuple[float, float, dict]] = []
+    job = _job_ticking_per_layer("loo", lambda job, share, units: seen.append((share, units, job.status()))
+                                 if job.done == 0 else None)  # the first batch
+    with job.running():
+        job.result = shared.segment_salience(chat, " together they have five apples.",
+                                             SegmentRequest("leave_one_out", "word", None, "filler", None, 0), job=job)
+    rows = len(job.result.segments)  # one edited prompt per word
+    assert [share for share, _, _ in seen] == [0.0, 0.5], seen
+    batch = seen[1][1]
+    assert seen[0][2]["eta_s"] is None and seen[1][2]["total"] == rows > batch
+    # Hand-derived: half the batch's layers in 1 s: 1 / (0.5 x b) = 2 / b s a row, from 1 / b to 4 / b; R - b rows
+    # after the batch in flight, which began 1 s before: low (R - b) / b + max(0, 1 - 1), high 4 (R - b) / b + (4 - 1).
+    assert (seen[1][2]["eta_low_s"], seen[1][2]["eta_high_s"]) == (round((rows - batch) / batch, 1),
+                                                                   round(4 * (rows - batch) / batch + 3, 1))
+    shared.jobs.cancel_all()
