@@ -50,9 +50,11 @@ def span_point_cost(config: SalienceConfig) -> tuple[float, float]:
 
 
 # (low, high) of `point_row_cost`. Measured through a server's matrix job (docs/benchmarks.md "Session 41 (h2)"): in
-# CPU time 0.98-1.03 (the tiny Llama at 202 and 805 tokens, IG and SmoothGrad; the default model at 123 tokens), in
-# wall time 0.99-1.76 (the machine's load rising between the two stages); twice either way of the work's 1.
-POINT_ROW_COST = (0.5, 2.0)
+# CPU time 0.98-1.04 (the tiny Llama at 202 and 805 tokens, IG and SmoothGrad; the default model at 123 and 767
+# tokens), in wall time 0.31-1.76 (the machine's load rising, or falling 3 times, between the two stages): four times
+# either way of the work's 1, as a rate borrowed across stages (lit_app/model/time_left.py BORROW_WIDEN). Was 1/2 to 2:
+# the 767-token row's IG units ran at 0.31 of its rows' wall rate as the load fell from ~20 to ~3.
+POINT_ROW_COST = (0.25, 4.0)
 
 
 def point_row_cost() -> tuple[float, float]:

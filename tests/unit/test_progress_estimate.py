@@ -584,7 +584,7 @@ def test_an_ig_matrix_jobs_rows_count_the_ig_units_after_them():
     """Issue 44: an IG matrix job runs its gradient rows first, and their time left was theirs alone ("1-6 s left"
     with ~38 s left). Through SharedLM on the tiny Llama (one target per backward, 2 layers, a fake clock 1 s a layer
     boundary): after the first row the range also counts the IG units after the rows (time_left.Then), each a point
-    row costing sampling.point_row_cost (1/2 to 2) of a gradient row; the IG stage's first estimate, borrowed from
+    row costing sampling.point_row_cost (1/4 to 4) of a gradient row; the IG stage's first estimate, borrowed from
     the rows, is the same."""
     shared, chat = _tiny_shared()
     job = _job_ticking_per_layer("ig2")
