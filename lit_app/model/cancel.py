@@ -97,6 +97,15 @@ class Cancel:
         return error(f"{CANCELLED_PREFIX} {self.reason or 'stopped'} before {unfinished}."
                      " Fix: send the request again (one that nobody waits for is stopped).")
 
+    def stopped_after(self, done: int, total: int, units: str) -> Cancelled:
+        """The 409 of a span or comparison that stopped partway (superseded, or its datapoint no longer selected),
+        the one text both wrappers answer: "Cancelled: a newer selection replaced this request. It stopped after
+        3 of 8 SmoothGrad samples." Without the count when `total` is 0 (nothing was counted yet).
+
+        units: what `done` and `total` count, e.g. "IG steps or SmoothGrad samples"."""
+        count = f" It stopped after {done} of {total} {units}." if total else ""
+        return Cancelled(f"{CANCELLED_PREFIX} {self.reason or 'stopped'}.{count}")
+
 
 def client_gone() -> Reason:
     """The disconnect of the HTTP client of the request this thread serves (call it on that thread).

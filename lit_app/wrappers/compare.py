@@ -46,7 +46,7 @@ from sequence_salience.salience import Progress
 from lit_app.schema import fields
 from lit_app.model import cancel, user_jobs
 from lit_app.model.jobs import Job
-from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
+from lit_app.errors import RequestError
 from lit_app.schema.inputs import JsonDict, SegmentRequest, extra_counts, segment_request, text_field
 from lit_app.schema.method_registry import EXTRA_METHODS
 from lit_app.wrappers.payloads import salience_payload, segment_payload
@@ -100,8 +100,7 @@ class CompareModel(Wrapper):
             check = job.check
             if check.client_gone or not unit[0] or job.done >= job.total:
                 raise check.error("the comparison was computed") from None
-            raise Cancelled(f"{CANCELLED_PREFIX} {check.reason}. It stopped after {job.done} of {job.total} {unit[0]}."
-                            ) from None
+            raise check.stopped_after(job.done, job.total, unit[0]) from None
 
     def _compare(self, ex: JsonDict, chat_a: ss.ChatPrompt, chat_b: ss.ChatPrompt, request: SegmentRequest | None,
                  job: Job, report: Progress) -> JsonDict:

@@ -23,7 +23,7 @@ from lit_app.model import cancel
 from lit_app.edge import clients
 from lit_app.schema import fields
 from lit_app.wrappers import lit_convention, salience_requests as requests
-from lit_app.errors import CANCELLED_PREFIX, Cancelled, RequestError
+from lit_app.errors import CANCELLED_PREFIX, RequestError
 from lit_app.schema.inputs import JsonDict, SegmentRequest, parse_target_span
 from lit_app.model.jobs_table import SPAN_LANE
 from lit_app.model import time_left
@@ -332,8 +332,7 @@ class SalienceModel(Wrapper):
             job.end_cancelled(f"{CANCELLED_PREFIX} {check.reason}.")
             if check.client_gone:
                 raise check.error("the span was computed") from None
-            done = f" It stopped after {job.done} of {job.total} {units[0]}." if job.total else ""
-            raise Cancelled(f"{CANCELLED_PREFIX} {check.reason}.{done}") from None
+            raise check.stopped_after(job.done, job.total, units[0]) from None
         except Exception as e:
             job.fail(str(e))
             raise

@@ -93,6 +93,17 @@ def test_without_a_socket_the_client_is_never_gone():
     assert check() and type(error) is Cancelled and str(error).startswith("Cancelled: told to before it finished.")
 
 
+def test_a_span_or_comparison_stopped_partway_says_how_far_it_got():
+    """The one 409 text of a superseded span (lit_app/wrappers/salience.py) and comparison (compare.py): the browser
+    and tests/integration/test_compare_superseded.py read it; without a count when nothing was counted yet."""
+    check = cancel.Cancel("a span", lambda: cancel.SUPERSEDED)
+    assert check()
+    error = check.stopped_after(3, 8, "SmoothGrad samples")
+    assert type(error) is Cancelled and str(error) == (
+        "Cancelled: a newer selection replaced this request. It stopped after 3 of 8 SmoothGrad samples.")
+    assert str(check.stopped_after(0, 0, "IG steps")) == "Cancelled: a newer selection replaced this request."
+
+
 @pytest.mark.parametrize("how", ["newer job", "cancel request", "client gone"])
 def test_a_user_job_stops_when_superseded_cancelled_or_its_client_goes(how):
     slot = user_jobs.JobSlot()
