@@ -8,6 +8,7 @@ import {alignSegmentations} from '../src/salience/compare/alignment.js';
 import {compareInput, compareModelName, describeDelta, differenceScale, isComparing, parseCross, promptValues,
         sharedScale, wholeResponseValues} from '../src/salience/compare/logic.js';
 import {segment} from '../src/shared/aggregate/index.js';
+import {COMPARE_VIEW_EDIT} from '../src/shared/fields.js';
 
 // alignTexts on hand-derived texts: alignment_cases.test.ts (the cases pytest reads too).
 
@@ -51,17 +52,19 @@ describe('the compare request and payload', () => {
   const selected = {id: 'b', data: {prompt: 'P5', system: '', target: ''}, meta: {}};
   const pinned = {id: 'a', data: {prompt: 'P3', system: 'S', target: ''}, meta: {}};
   it('sends the pinned fields with the selected datapoint', () => {
-    const input = compareInput(selected, pinned);
-    expect(input.data).toMatchObject({prompt: 'P5', pinned_prompt: 'P3', pinned_system: 'S', pinned_target: ''});
+    const input = compareInput(selected, pinned, COMPARE_VIEW_EDIT);
+    expect(input.data).toMatchObject({prompt: 'P5', pinned_prompt: 'P3', pinned_system: 'S', pinned_target: '',
+                                      compare_view: 'edit'});
     expect(input.id).toBe('b~compare-a');
     expect(compareModelName('smollm2')).toBe('_smollm2_compare');
   });
   it('sends the extra method\'s count and names it in the id', () => {
-    const input = compareInput(selected, pinned, {ig_steps: 16, smooth_grad_samples: 0}, 'integrated_gradients#16');
+    const input = compareInput(selected, pinned, COMPARE_VIEW_EDIT, {ig_steps: 16, smooth_grad_samples: 0},
+                               'integrated_gradients#16');
     expect(input.data).toMatchObject({ig_steps: 16, smooth_grad_samples: 0, pinned_prompt: 'P3', old_answer: false,
                                       with_pinned_salience: false});
     expect(input.id).toBe('b~compare-a-integrated_gradients#16');
-    const view = compareInput(selected, pinned, {}, 'grad_norm', true, true);
+    const view = compareInput(selected, pinned, COMPARE_VIEW_EDIT, {}, 'grad_norm', true, true);
     expect(view.data).toMatchObject({old_answer: true, with_pinned_salience: true});
     expect(view.id).toBe('b~compare-a-grad_norm-old-sal');
   });

@@ -87,6 +87,8 @@ describe('CompareModelsRoom', () => {
     // wrappers (never a span request to `_<model>_salience`, which would supersede the salience module's own).
     expect(h.calls).toEqual(['_a_compare', '_b_compare', '_b_compare', '_a_compare']);
     expect(h.bodies.map((d) => d['with_pinned_salience'])).toEqual([true, true, false, false]);
+    // Each as Compare models' view: the server supersedes a page's comparisons per view (lit_app/wrappers/compare.py).
+    expect(h.bodies.map((d) => d['compare_view'])).toEqual(['models', 'models', 'models', 'models']);
     expect(room.view?.responseB).toBe(ANSWER['b']);
     // a's answer: own log p under a, b's score (−9) under b; b's answer: a's score (−7) under a.
     expect(room.rows).toEqual([{answerOf: 'a', underA: -1, underB: -9}, {answerOf: 'b', underA: -7, underB: -1}]);

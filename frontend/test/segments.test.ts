@@ -227,6 +227,7 @@ describe('Compare an edit with a segment method on screen', () => {
     room.sync(ctl);
     await vi.advanceTimersByTimeAsync(0);
     expect(compareCalls[compareCalls.length - 1]!['segment_method']).toBeUndefined();
+    expect(compareCalls[compareCalls.length - 1]!['compare_view']).toBe('edit');  // Compare an edit's view, always sent
     expect(room.model(ctl, 'sentence', '', 1, patterns)!.values).not.toBeNull();
     // Leave one out chosen: both prompts are measured; the prompt waits for them, saying so.
     ctl.setMethod('leave_one_out');

@@ -115,6 +115,12 @@ PINNED_TARGET = "pinned_target"
 PINNED_MAX_NEW_TOKENS = "pinned_max_new_tokens"  # the pinned row's own MAX_NEW_TOKENS (absent: none)
 OLD_ANSWER = "old_answer"  # Boolean: also explain the pinned answer under the selected prompt
 WITH_PINNED_SALIENCE = "with_pinned_salience"  # Boolean: also send the pinned datapoint's salience
+# Which view sent a comparison: a client's newer comparison that computes salience supersedes its running one of the
+# same view only (Compare models beside Compare an edit). Absent: COMPARE_VIEW_EDIT (old clients, notebooks).
+COMPARE_VIEW = "compare_view"
+COMPARE_VIEW_EDIT = "edit"  # Compare an edit: the pinned datapoint against the selected one
+COMPARE_VIEW_MODELS = "models"  # Compare models: each model's salience of the selected datapoint "pinned" to itself
+COMPARE_VIEWS = (COMPARE_VIEW_EDIT, COMPARE_VIEW_MODELS)
 COMPARE = "compare"
 
 # "Share this view" (lit_app/wrappers/share.py): the method shown (with GRANULARITY, PATTERN, TARGET_SPAN, the extra
@@ -242,6 +248,7 @@ COMPARE_INPUT_SPEC: lit_types.Spec = _PROMPT_INPUTS | {
     PINNED_TARGET: lit_types.TextSegment(required=False, default=""),
     OLD_ANSWER: lit_types.Boolean(required=False, default=False),
     WITH_PINNED_SALIENCE: lit_types.Boolean(required=False, default=False),
+    COMPARE_VIEW: lit_types.TextSegment(required=False, default=COMPARE_VIEW_EDIT),  # one of COMPARE_VIEWS
     # a segment method on screen (with_pinned_salience): both prompts' values at its segmentation
     **_SEGMENT_INPUTS,
 }

@@ -3,8 +3,8 @@ prompt (sequence_salience.compare), over the shared model of lit_app/model/share
 
 One hidden LIT model per loaded model, `_<name>_compare` (fields.compare_model_name). Its input is
 the selected datapoint (prompt, system, chat) plus the pinned one's prompt, system and target
-(`pinned_*`), the count of the extra method shown (as the salience model's) and two flags. Its one
-output, `compare`, holds:
+(`pinned_*`), the count of the extra method shown (as the salience model's), two flags and the view that asks
+(`compare_view`, below). Its one output, `compare`, holds:
 
 * `CrossLogprobs.to_dict()` of the pinned response (its greedy generation when its target is empty,
   the ids as generated) under the pinned prompt ("under_a") and under the selected prompt ("under_b");
@@ -28,8 +28,11 @@ output, `compare`, holds:
 
 Each comparison is a job of the model's table (lit_app/model/user_jobs.py): stopped within one chunk (IG steps,
 SmoothGrad samples, segment forwards) when its client goes, and one that computes salience (`with_pinned_salience`
-or `old_answer`) when the same client's newer one of the same view arrives (`_view`): a 409 "Cancelled: a newer
-selection replaced this request. It stopped after k of n SmoothGrad samples.", as a superseded salience span.
+or `old_answer`) when the same client's newer one of the same view arrives: a 409 "Cancelled: a newer selection
+replaced this request. It stopped after k of n SmoothGrad samples.", as a superseded salience span. The view is the
+field `compare_view` the browser sends (fields.COMPARE_VIEWS: "edit", Compare an edit; "models", Compare models);
+absent, "edit" (old clients, notebooks); another value is a 400 naming the field and the views. (Was inferred from
+the fields' equality: an edit comparison of a pinned datapoint not yet edited read as Compare models'.)
 
 Asking here, not through the salience model, leaves the server's focus (the datapoint whose
 background matrices run, lit_app/model/progressive.py) on the selected datapoint. The browser's compare
@@ -47,7 +50,7 @@ from lit_app.schema import fields
 from lit_app.model import cancel, user_jobs
 from lit_app.model.jobs import Job
 from lit_app.errors import RequestError
-from lit_app.schema.inputs import JsonDict, SegmentRequest, extra_counts, segment_request, text_field
+from lit_app.schema.inputs import JsonDict, SegmentRequest, choice_field, extra_counts, segment_request, text_field
 from lit_app.schema.method_registry import EXTRA_METHODS
 from lit_app.wrappers.payloads import salience_payload, segment_payload
 from lit_app.model.shared_model import SharedLM
@@ -65,7 +68,8 @@ class CompareModel(Wrapper):
         self.jobs = user_jobs.JobSlot(shared.jobs, "compare")  # its lane of the model's job table
 
     def _predict_one(self, ex: JsonDict) -> JsonDict:
-        # The segment method's fields are checked first: a malformed one is refused before any model work.
+        # The view and the segment method's fields are checked first: a malformed one is refused before any model work.
+        view = choice_field(ex, fields.COMPARE_VIEW, fields.COMPARE_VIEWS, fields.COMPARE_VIEW_EDIT)
         request = None
         if ex.get(fields.WITH_PINNED_SALIENCE) is True and text_field(ex, fields.SEGMENT_METHOD):
             request = dataclasses.replace(segment_request(ex), span=None)  # the whole response of each side
@@ -85,7 +89,7 @@ class CompareModel(Wrapper):
         # Log-probs alone (a few forwards) supersede nothing.
         computes = ex.get(fields.WITH_PINNED_SALIENCE) is True or ex.get(fields.OLD_ANSWER) is True
         job = self.jobs.start("comparison", request.job_kind if request is not None else "salience",
-                              supersede=computes, view=_view(ex), why=cancel.SUPERSEDED)
+                              supersede=computes, view=view, why=cancel.SUPERSEDED)
         unit = [""]  # the units of the last counted method reported (its cancellation says how far it got)
 
         def report(method: str, done: int, total: int) -> None:
@@ -133,15 +137,6 @@ class CompareModel(Wrapper):
                 seg = shared.segment_salience(chat, target, request, cancel=job.check)
                 out[name] = segment_payload(seg, request.count)
         return out
-
-
-def _view(ex: JsonDict) -> str:
-    """Which comparison view sent `ex`: "itself" (Compare models asks a model's salience of the selected datapoint
-    "pinned" to itself) or "pinned" (Compare an edit); a client's comparisons supersede those of their own view only."""
-    pairs = ((fields.PROMPT, fields.PINNED_PROMPT), (fields.SYSTEM, fields.PINNED_SYSTEM),
-             (fields.TARGET, fields.PINNED_TARGET))
-    same = all(text_field(ex, a) == text_field(ex, b) for a, b in pairs)
-    return "itself" if same else "pinned"
 
 
 # The counted methods' units, as a cancelled comparison names how far it got ("SmoothGrad samples").

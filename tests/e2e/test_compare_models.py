@@ -166,10 +166,12 @@ def test_compare_models_follows_the_selected_method(two_model_server, browser_pa
     # Its name opens the help at SmoothGrad's two lines (issue 45 §2: linked from every method's name).
     help_opens_at(page, mod.locator('.models-head .method-name[data-where="compare-models"]'), "smooth_grad")
     # Compare models asks each model's compare wrapper for the whole response's salience (with_pinned_salience):
-    # the last such requests carry the module's method count, for both models.
-    asked = {model: (data.get("smooth_grad_samples"), data.get("ig_steps")) for model, data in sent
-             if model in ("_a_compare", "_b_compare") and data.get("with_pinned_salience") is True}
-    assert asked == {"_a_compare": (4, 0), "_b_compare": (4, 0)}, asked
+    # the last such requests carry the module's method count, for both models, as Compare models' view (the server
+    # supersedes a page's comparisons per view: lit_app/wrappers/compare.py).
+    asked = {model: (data.get("smooth_grad_samples"), data.get("ig_steps"), data.get(fields.COMPARE_VIEW))
+             for model, data in sent if model in ("_a_compare", "_b_compare") and data.get("with_pinned_salience") is True}
+    models = fields.COMPARE_VIEW_MODELS
+    assert asked == {"_a_compare": (4, 0, models), "_b_compare": (4, 0, models)}, asked
     # b's salience module keeps its own method.
     assert page.locator(f'{SALIENCE}[model="b"] select.method').input_value() == "grad_norm"
     page.screenshot(path=str(artifacts_dir / "compare-models-method.png"))

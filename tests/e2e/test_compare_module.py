@@ -20,6 +20,7 @@ import re
 
 import pytest
 
+from lit_app.schema import fields
 from tests.e2e import plugin_checks
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +34,13 @@ def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
     from playwright.sync_api import expect
 
     page, external = browser_page
+    compared: list[dict] = []  # the data of every comparison the page asks of the compare wrapper
+
+    def on_request(request) -> None:
+        if re.search(r"/get_preds\?.*model=_[^&]+_compare", request.url):
+            compared.extend(plugin_checks.request_inputs(request.post_data))
+
+    page.on("request", on_request)
     mod = plugin_checks.open_lit(page, server_url, plugin_checks.SMALL_SCREEN)
     page.locator("data-table-module tbody tr", has_text=EXAMPLE).first.click()
     page.locator(f"{SALIENCE}[data-state=ready]").wait_for(state="attached", timeout=TIMEOUT_MS)
@@ -146,6 +154,9 @@ def test_pin_edit_add_and_compare(server_url, browser_page, artifacts_dir):
     assert loo_styles != grad_styles
     page.screenshot(path=str(artifacts_dir / "compare-leave-one-out.png"))
     assert mod.locator(".status.error").count() == 0, mod.locator(".status.error").all_inner_texts()
+    # Each comparison said it is Compare an edit's: the server supersedes a page's comparisons per view
+    # (lit_app/wrappers/compare.py), and an edit comparison read as Compare models' stopped theirs.
+    assert compared and {d.get(fields.COMPARE_VIEW) for d in compared} == {fields.COMPARE_VIEW_EDIT}, compared
 
     group.locator("mwc-icon", has_text="fullscreen_exit").first.click()
 

@@ -32,7 +32,8 @@ PROMPT = "Compare models, superseded: name three mountains of the Alps."
 TARGET = " Mont Blanc, the Matterhorn and the Eiger."
 # Compare models' request for one model's whole-response salience: the selected datapoint "pinned" to itself.
 DATA = {fields.PROMPT: PROMPT, fields.TARGET: TARGET, fields.PINNED_PROMPT: PROMPT, fields.PINNED_TARGET: TARGET,
-        fields.CHAT: False, fields.WITH_PINNED_SALIENCE: True, fields.SMOOTH_GRAD_SAMPLES: OLD_SAMPLES}
+        fields.CHAT: False, fields.WITH_PINNED_SALIENCE: True, fields.SMOOTH_GRAD_SAMPLES: OLD_SAMPLES,
+        fields.COMPARE_VIEW: fields.COMPARE_VIEW_MODELS}
 # salience_runs.log_progress's line for this prompt (its start names it).
 PROGRESS = re.compile(r"salience smooth_grad: (\d+)/(\d+) \(prompt 'Compare models, superseded")
 

@@ -13,6 +13,7 @@ import pytest
 from lit_app.model import cancel, progressive, user_jobs
 from lit_app.edge import clients, disconnect
 from lit_app.errors import Cancelled, ClientGone, RequestError
+from lit_app.schema import fields
 
 
 def test_the_first_reason_that_fires_is_latched():
@@ -147,20 +148,20 @@ def test_a_user_job_belongs_to_its_client():
 
 
 def test_a_user_job_of_a_view_supersedes_its_clients_job_of_that_view_only():
-    """A comparison (lit_app/wrappers/compare.py) of one view (Compare models' "itself", Compare an edit's "pinned")
+    """A comparison (lit_app/wrappers/compare.py) of one view (`compare_view`: Compare models' or Compare an edit's)
     stops its client's older one of that view, saying why as a superseded span does; not the other view's, not
     another client's, not a job without a view, and not one started with supersede=False."""
     slot = user_jobs.JobSlot()
     with clients.acting_as("tab-1"):
         plain = slot.start("curves", "k")
         side_by_side = slot.start("comparison", "k", supersede=False)
-        itself = slot.start("comparison", "sg8", view="itself", why=cancel.SUPERSEDED)
-        pinned = slot.start("comparison", "sg8", view="pinned", why=cancel.SUPERSEDED)
+        itself = slot.start("comparison", "sg8", view=fields.COMPARE_VIEW_MODELS, why=cancel.SUPERSEDED)
+        pinned = slot.start("comparison", "sg8", view=fields.COMPARE_VIEW_EDIT, why=cancel.SUPERSEDED)
     with clients.acting_as("tab-2"):
-        slot.start("comparison", "sg4", view="itself", why=cancel.SUPERSEDED)
+        slot.start("comparison", "sg4", view=fields.COMPARE_VIEW_MODELS, why=cancel.SUPERSEDED)
     assert not any(j.should_stop() for j in (plain, side_by_side, itself, pinned))
     with clients.acting_as("tab-1"):
-        newer = slot.start("comparison", "sg4", view="itself", why=cancel.SUPERSEDED)
+        newer = slot.start("comparison", "sg4", view=fields.COMPARE_VIEW_MODELS, why=cancel.SUPERSEDED)
         assert slot.status()["action"] == "curves"  # status reads the job started without a view
     assert itself.should_stop() and itself.check.reason == cancel.SUPERSEDED
     assert not any(j.should_stop() for j in (plain, side_by_side, pinned, newer))

@@ -49,6 +49,15 @@ def test_the_browser_spells_the_start_of_a_cancellation_answer_as_the_server():
     assert check() and str(check.error("it finished")).startswith(spelled[0] + " a newer selection")
 
 
+def test_the_browser_spells_the_comparison_views_as_the_server():
+    """The compare sections send their view (`compare_view`, lit_app/wrappers/compare.py): a value the server does not
+    know is a 400, so each view the browser spells is one of fields.COMPARE_VIEWS, and each of those is spelled."""
+    text = (SRC / "shared" / "fields.ts").read_text(encoding="utf-8")
+    spelled = dict(re.findall(r"export const (COMPARE_VIEW_(?!FIELD)[A-Z]+) = '([^']*)';", text))
+    assert spelled == {name: getattr(fields, name) for name in spelled} and len(spelled) == 2, spelled
+    assert sorted(spelled.values()) == sorted(fields.COMPARE_VIEWS), spelled
+
+
 def test_the_page_names_its_client_header_as_the_server_reads_it():
     """Work belongs to a client (issue 43): the request guard sends the header lit_app/edge/clients.py reads, with an id
     the server accepts."""

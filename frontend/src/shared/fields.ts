@@ -51,6 +51,12 @@ export const MAX_NEW_TOKENS_FIELD = 'max_new_tokens';
 export const PINNED_MAX_NEW_TOKENS_FIELD = 'pinned_max_new_tokens';
 export const OLD_ANSWER_FIELD = 'old_answer';
 export const WITH_PINNED_SALIENCE_FIELD = 'with_pinned_salience';
+/** Which view asks (lit_app/schema/fields.py COMPARE_VIEWS): a page's newer comparison that computes salience stops its
+ * running one of the same view only, so Compare models and Compare an edit never stop each other's. */
+export const COMPARE_VIEW_FIELD = 'compare_view';
+export const COMPARE_VIEW_EDIT = 'edit';
+export const COMPARE_VIEW_MODELS = 'models';
+export type CompareView = typeof COMPARE_VIEW_EDIT | typeof COMPARE_VIEW_MODELS;
 
 // Inside the model (lit_app/wrappers/inside.py): the three wrappers' answers and their request fields.
 export const TRACE_FIELD = 'inside_trace';

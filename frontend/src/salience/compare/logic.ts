@@ -5,8 +5,8 @@
  * A = the pinned datapoint (LIT's *Pin datapoint*, or the parent of *Add and compare*), B = the
  * selected one.
  */
-import {MAX_NEW_TOKENS_FIELD, OLD_ANSWER_FIELD, PINNED_MAX_NEW_TOKENS_FIELD, PINNED_PROMPT_FIELD, PINNED_SYSTEM_FIELD,
-  PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD} from '../../shared/fields.js';
+import {COMPARE_VIEW_FIELD, MAX_NEW_TOKENS_FIELD, OLD_ANSWER_FIELD, PINNED_MAX_NEW_TOKENS_FIELD, PINNED_PROMPT_FIELD,
+  PINNED_SYSTEM_FIELD, PINNED_TARGET_FIELD, WITH_PINNED_SALIENCE_FIELD, type CompareView} from '../../shared/fields.js';
 import {aggregate, matchesOnly, type Segmentation} from '../../shared/aggregate/index.js';
 import {maxAbs, type ColorScale} from '../../shared/colormap.js';
 import {codePointToUtf16} from '../../shared/pieces.js';
@@ -140,14 +140,15 @@ export function parseCross(x: unknown): CrossPayload {
 }
 
 /**
- * The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*
- * and `counts` (../request.ts countFields: the extra method shown, so the pinned salience has it; or
- * segmentFields: the segment method shown, measured on both prompts);
+ * The request for the pinned response under the selected prompt: the selected datapoint plus pinned_*, `view` (the
+ * section that asks, Compare an edit or Compare models: the server supersedes a page's comparisons per view) and
+ * `counts` (../request.ts countFields: the extra method shown, so the pinned salience has it; or segmentFields: the
+ * segment method shown, measured on both prompts);
  * `tag` names the method and count in the derived id; `oldAnswer` also asks for the pinned answer's salience
  * under the selected prompt (one forward + backward on the server); `withSalience` asks for the pinned
  * datapoint's whole-response salience too (the compare view; compare_models wants the log-probs only).
  */
-export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike,
+export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLike, view: CompareView,
                              counts: Record<string, unknown> = {}, tag = '', oldAnswer = false,
                              withSalience = false): IndexedInputLike {
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
@@ -155,6 +156,7 @@ export function compareInput(selected: IndexedInputLike, pinned: IndexedInputLik
     ...counts,
     [OLD_ANSWER_FIELD]: oldAnswer,
     [WITH_PINNED_SALIENCE_FIELD]: withSalience,
+    [COMPARE_VIEW_FIELD]: view,
     [PINNED_PROMPT_FIELD]: str(pinned.data['prompt']),
     [PINNED_SYSTEM_FIELD]: str(pinned.data['system']),
     [PINNED_TARGET_FIELD]: str(pinned.data['target']),

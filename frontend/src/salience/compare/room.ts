@@ -9,7 +9,7 @@
  * view.ts draws: both responses aligned word by word, both prompts aligned with both values per
  * segment on one shared scale, and the difference (selected − pinned). Unpinning drops all of it.
  */
-import {COMPARE_FIELD} from '../../shared/fields.js';
+import {COMPARE_FIELD, COMPARE_VIEW_EDIT} from '../../shared/fields.js';
 import {segment, type Granularity, type Segmentation} from '../../shared/aggregate/index.js';
 import {JobClient} from '../../shared/jobs.js';
 import type {MethodRegistry} from '../../shared/methods.js';
@@ -189,8 +189,8 @@ export class CompareRoom {
     const wantOld = this.wantOld;
     const settled = await this.requests.run({
       run: async () => {
-        const req = this.host.getPreds([compareInput(selected, pinned, method.counts, method.tag, wantOld, true)], model,
-                                       [COMPARE_FIELD], 'Comparing with the pinned datapoint…');
+        const input = compareInput(selected, pinned, COMPARE_VIEW_EDIT, method.counts, method.tag, wantOld, true);
+        const req = this.host.getPreds([input], model, [COMPARE_FIELD], 'Comparing with the pinned datapoint…');
         const res = await this.host.loadLatest('compare', req);
         if (res === null || key !== this.crossKey) return null;
         const cross = parseCross(res[0]?.[COMPARE_FIELD]);

@@ -5,7 +5,7 @@
  * payload are the prompt comparison's (../compare/alignment.ts, logic.ts); the segments the aggregation's
  * (../../shared/aggregate/). The same definitions as sequence_salience/compare/models.py.
  */
-import {RESPONSE_FIELD} from '../../shared/fields.js';
+import {COMPARE_VIEW_MODELS, RESPONSE_FIELD} from '../../shared/fields.js';
 import {segment, type Granularity} from '../../shared/aggregate/index.js';
 import {alignSegmentations, alignTexts, type Alignment} from '../compare/alignment.js';
 import {compareInput, promptValues, responseOf, type CrossPayload, type PromptValues} from '../compare/logic.js';
@@ -140,7 +140,7 @@ export function ownLogprob(side: Side): number {
 export function crossInput(selected: IndexedInputLike, answer: string, answerOf: string): IndexedInputLike {
   const pinned = {id: `${selected.id}~answer-of-${answerOf}-${cpLength(answer)}`,
                   data: {...selected.data, target: answer}, meta: {}};
-  return compareInput(selected, pinned);
+  return compareInput(selected, pinned, COMPARE_VIEW_MODELS);
 }
 
 /** Rows of the log p table: each answer's log p under model A and under model B. */

@@ -12,7 +12,7 @@
  * module's granularity (a regex shows as words), the maps its method and count, or its segment method measured
  * on each model's whole response (comparedMethod). Pure logic in ./logic.ts; rendering in ./view.ts.
  */
-import {COMPARE_FIELD} from '../../shared/fields.js';
+import {COMPARE_FIELD, COMPARE_VIEW_MODELS} from '../../shared/fields.js';
 import {compareInput, compareModelName, parseCross, wholeResponseValues, type CrossPayload} from '../compare/logic.js';
 import {parsePayload, parseSegments} from '../payload.js';
 import {countFields, segmentFields} from '../request.js';
@@ -128,8 +128,8 @@ export class CompareModelsRoom {
     const fields = reg === null ? {} : method.segment !== null ? segmentFields(reg, method.segment)
         : countFields(reg, method.extra);
     const wrapper = compareModelName(model);
-    const [pred] = await this.host.getPreds([compareInput(input, input, fields, method.key, false, true)], wrapper,
-                                            [COMPARE_FIELD], `Salience of ${model} (${method.label})`);
+    const ask = compareInput(input, input, COMPARE_VIEW_MODELS, fields, method.key, false, true);
+    const [pred] = await this.host.getPreds([ask], wrapper, [COMPARE_FIELD], `Salience of ${model} (${method.label})`);
     const cross = parseCross(pred[COMPARE_FIELD]);
     const p = parsePayload(cross.pinned_salience);
     // A segment method: each segment's value spread over its tokens (summed per segment: the values back).
