@@ -17,7 +17,7 @@ import type {IndexedInputLike} from '../src/shared/request.js';
 import {compareTops, describeVerdict, firstMapAt, nextAutoStep, verdictOn, type AutoState} from '../src/salience/confirm.js';
 import {SalienceController} from '../src/salience/controller.js';
 import {POLL_MS} from '../src/salience/page.js';
-import type {SegmentPayload} from '../src/salience/payload.js';
+import type {SegmentPayload} from '../src/salience/segment_payload.js';
 import {fakeSalienceHost, withFirstMap} from './support/salience_host.js';
 
 type Data = Record<string, unknown>;

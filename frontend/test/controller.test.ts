@@ -11,7 +11,7 @@ import fixture from './fixtures/small_payload.json';
 import {SalienceController} from '../src/salience/controller.js';
 import {POLL_MS, type SalienceHost} from '../src/salience/page.js';
 import {STREAM_FIRST_MS, STREAM_MS, streamAdvanced, streamDelay} from '../src/salience/stream.js';
-import type {StreamStatus} from '../src/salience/payload.js';
+import type {StreamStatus} from '../src/salience/stream.js';
 import type {SaliencePayload} from '../src/salience/payload.js';
 import type {IndexedInputLike} from '../src/shared/request.js';
 import {salienceModels} from './support/fake_server.js';

@@ -1,11 +1,11 @@
 /**
- * describeFit (src/salience/payload.ts): the surrogate's held-out R² as the server measures it,
+ * describeFit (src/salience/segment_payload.ts): the surrogate's held-out R² as the server measures it,
  * the mean over random splits with its spread, so that a fit that crosses the warning line on some
  * splits does not read as one settled figure.
  */
 import {describe, expect, it} from 'vitest';
 
-import {describeFit, type SegmentPayload} from '../src/salience/payload.js';
+import {describeFit, type SegmentPayload} from '../src/salience/segment_payload.js';
 
 function withQuality(quality: Record<string, number | null>): SegmentPayload {
   return {

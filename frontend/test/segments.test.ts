@@ -13,7 +13,7 @@ import {CompareRoom} from '../src/salience/compare/room.js';
 import {SalienceController} from '../src/salience/controller.js';
 import {POLL_MS, type SalienceHost} from '../src/salience/page.js';
 import type {PatternMatcher} from '../src/salience/pattern_runner.js';
-import type {SegmentPayload} from '../src/salience/payload.js';
+import type {SegmentPayload} from '../src/salience/segment_payload.js';
 import {segmentInput} from '../src/salience/request.js';
 import {parseRegistry} from '../src/shared/methods.js';
 import type {IndexedInputLike} from '../src/shared/request.js';

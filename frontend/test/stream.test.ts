@@ -1,6 +1,6 @@
 import {describe, expect, it} from 'vitest';
 
-import {describeStream, parseStream} from '../src/salience/payload.js';
+import {describeStream, parseStream} from '../src/salience/stream.js';
 import {explainsGeneration, streamInput} from '../src/salience/request.js';
 
 const input = {id: 'a1', data: {prompt: 'Hi', target: ''}, meta: {}};

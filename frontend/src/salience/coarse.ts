@@ -4,7 +4,8 @@
  * not matter and carry its value. Pure logic: the notes the prompt view puts on unmeasured segments, the status
  * line's summary and the progress of a job that comes in stages.
  */
-import {describeProgress, timeLeft, type DetailStatus, type SegmentPayload} from './payload.js';
+import {describeProgress, timeLeft, type DetailStatus} from './payload.js';
+import type {SegmentPayload} from './segment_payload.js';
 
 /**
  * The `coarse_granularity` mark of a segment whose value is a method's estimate rather than a coarser unit's measured

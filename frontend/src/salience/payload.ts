@@ -1,9 +1,10 @@
 /**
  * The `salience` output field (a LIT JsonDict) as documented in
  * docs/architecture.md, "LIT salience payload", plus a validator that turns a
- * malformed payload into an error that names the broken field.
+ * malformed payload into an error that names the broken field, and the progress of
+ * its background jobs (`detail`) in words. A segment method's answer: segment_payload.ts;
+ * the response stream's: stream.ts.
  */
-import {tokenCount} from '../shared/tokens.js';
 import {aboutLeft} from '../shared/time_left.js';
 import {SHARING_FIELD, WAITING_FOR_FIELD, WAITING_OTHER, WAITING_OWN} from '../shared/fields.js';
 
@@ -110,30 +111,6 @@ export function parseDetail(x: unknown): DetailStatus | null {
   return d;
 }
 
-/** The greedy response generated so far (`detail="stream"`, docs/architecture.md). */
-export interface StreamStatus {
-  state: 'none' | 'queued' | 'running' | 'done';
-  text: string;
-  tokens: number;
-  max_new_tokens: number;
-  stopped_by: string;
-}
-
-/** A stream poll answer (`salience.stream`), or null when it is not one. */
-export function parseStream(x: unknown): StreamStatus | null {
-  if (x == null || typeof x !== 'object') return null;
-  const s = (x as {stream?: StreamStatus}).stream;
-  if (s == null || typeof s !== 'object' || typeof s.state !== 'string' || typeof s.text !== 'string') return null;
-  return s;
-}
-
-/** The loading line while the response streams in, e.g. "Generating the response: 12 of at most 64 tokens…". */
-export function describeStream(s: StreamStatus | null): string {
-  if (s === null || s.state === 'none' || s.state === 'queued') return 'Waiting for the model…';
-  if (s.state === 'running') return `Generating the response: ${s.tokens} of at most ${s.max_new_tokens} tokens…`;
-  return `Response generated (${tokenCount(s.tokens)}); computing its salience…`;
-}
-
 /** Whether a detail status is final (no more polling). */
 export function isFinal(d: DetailStatus | null | undefined): boolean {
   return d == null || d.state === 'done' || d.state === 'cancelled' || d.state === 'error' || d.state === 'none' ||
@@ -198,7 +175,8 @@ export function numTargets(p: SaliencePayload): number {
   return p.tokens.length - p.n_prompt_tokens;
 }
 
-function fail(msg: string): never {
+/** A malformed payload (or segment answer: segment_payload.ts), as an error naming the broken field. */
+export function malformed(msg: string): never {
   throw new Error(`Malformed salience payload: ${msg}`);
 }
 
@@ -207,130 +185,46 @@ function fail(msg: string): never {
  * @throws Error naming the first inconsistent field.
  */
 export function parsePayload(x: unknown): SaliencePayload {
-  if (x == null || typeof x !== 'object') fail('expected an object');
+  if (x == null || typeof x !== 'object') malformed('expected an object');
   const p = x as SaliencePayload;
-  if (typeof p.text !== 'string') fail('"text" is not a string');
-  if (!Array.isArray(p.tokens)) fail('"tokens" is not a list');
+  if (typeof p.text !== 'string') malformed('"text" is not a string');
+  if (!Array.isArray(p.tokens)) malformed('"tokens" is not a list');
   const n = p.tokens.length;
   if (!Array.isArray(p.offsets) || p.offsets.length !== n) {
-    fail(`"offsets" has ${p.offsets?.length} entries, "tokens" has ${n}`);
+    malformed(`"offsets" has ${p.offsets?.length} entries, "tokens" has ${n}`);
   }
   if (!Array.isArray(p.special)) p.special = new Array(n).fill(false);
   if (!Array.isArray(p.role_spans)) p.role_spans = [];
   if (typeof p.n_prompt_tokens !== 'number' || p.n_prompt_tokens < 0 ||
       p.n_prompt_tokens > n) {
-    fail(`"n_prompt_tokens" (${p.n_prompt_tokens}) not in [0, ${n}]`);
+    malformed(`"n_prompt_tokens" (${p.n_prompt_tokens}) not in [0, ${n}]`);
   }
-  if (typeof p.prompt_end !== 'number') fail('"prompt_end" is not a number');
+  if (typeof p.prompt_end !== 'number') malformed('"prompt_end" is not a number');
   const t = n - p.n_prompt_tokens;
   if (p.methods == null || typeof p.methods !== 'object') {
-    fail('"methods" is missing');
+    malformed('"methods" is missing');
   }
   for (const [key, vals] of Object.entries(p.spans ?? {})) {
     for (const [name, v] of Object.entries(vals ?? {})) {
-      if (!Array.isArray(v) || v.length !== n) fail(`spans["${key}"].${name} has ${v?.length} values, expected N=${n}`);
+      if (!Array.isArray(v) || v.length !== n) malformed(`spans["${key}"].${name} has ${v?.length} values, expected N=${n}`);
     }
   }
   for (const [name, m] of Object.entries(p.methods)) {
     if (m == null || m.matrix === null) continue;
     if (!Array.isArray(m.matrix) || m.matrix.length !== t) {
-      fail(`methods.${name}.matrix has ${m.matrix?.length} rows, expected T=${t}`);
+      malformed(`methods.${name}.matrix has ${m.matrix?.length} rows, expected T=${t}`);
     }
     for (const row of m.matrix) {
       if (row.length !== n) {
-        fail(`methods.${name}.matrix row has ${row.length} columns, expected N=${n}`);
+        malformed(`methods.${name}.matrix row has ${row.length} columns, expected N=${n}`);
       }
     }
     if (m.gram_packed != null) {
       const w = (t * (t + 1)) / 2;
       if (m.gram_packed.length !== n || (n > 0 && m.gram_packed[0].length !== w)) {
-        fail(`methods.${name}.gram_packed is not [N=${n}][T(T+1)/2=${w}]`);
+        malformed(`methods.${name}.gram_packed is not [N=${n}][T(T+1)/2=${w}]`);
       }
     }
   }
   return p;
-}
-
-/** The key of a segment method's values inside the `salience` answer (lit_app/schema/fields.py SEGMENTS). */
-export const SEGMENTS_FIELD = 'segments';
-/** Beside a running segment job's progress: its values so far, as SEGMENTS_FIELD's (fields.py PARTIAL_SEGMENTS). */
-export const PARTIAL_SEGMENTS_FIELD = 'partial_segments';
-/** The answer to a segment method's `known_detail` request: {method, measured} of the exact values the server holds
- * for it (fields.py KNOWN_EXACT), or null. */
-export const KNOWN_EXACT_FIELD = 'known_exact';
-
-/** A segment method's values for one target span on one segmentation (docs/architecture.md, "Segment salience"). */
-export interface SegmentPayload {
-  method: string;
-  granularity: string;
-  pattern: string | null;
-  removal: string;
-  span: [number, number];
-  count: number;
-  /** <float>[S]: one value per removable prompt segment (positive: it raises p(target)). */
-  values: number[];
-  /** S character spans [start, end) of those segments (code points), in text order. */
-  spans: Array<[number, number]>;
-  /** Index of each into the segmentation at this granularity. */
-  segment_index: number[];
-  /** <float>[N]: each segment's value spread over its tokens (summed per segment: the values back). */
-  token_values: number[];
-  original_logprob: number;
-  /** The surrogate's fit: held-out "r2", "correlation" (null: could not be computed); leave one out: "reused", how
-   * many values it took from the first map's exact measurement (absent: none). */
-  quality: Record<string, number | null>;
-  /** '' or what makes the values doubtful, with what to do. */
-  warning: string;
-  /** Forward work: rows scored (the unedited prompt included), tokens, tokens recomputed, share saved. */
-  stats: {rows: number; tokens: number; tokens_computed: number; prefix_reuse: boolean; saved: number};
-  /** Coarse-to-fine only, when it left segments unmeasured: <bool>[S] whether each value was measured; the value
-   * of the coarser unit holding each unmeasured segment (null where measured) and that unit's granularity. */
-  measured?: boolean[];
-  coarse_values?: Array<number | null>;
-  coarse_granularity?: string[];
-  /** Set by the page on a running job's values so far (PARTIAL_SEGMENTS_FIELD): not the method's final map. */
-  partial?: boolean;
-}
-
-/**
- * A segment request's answer: the values (with the job's final status), or only the job's progress, with its values
- * so far where it sends them (`partial`, marked `partial: true`; attention_verified: its estimate, then the segments
- * verified so far).
- * @throws Error naming the broken field of malformed values (`n`: the payload's token count).
- */
-export function parseSegments(x: unknown, n: number): {values: SegmentPayload | null; status: DetailStatus | null;
-                                                      partial: SegmentPayload | null} {
-  const status = parseDetail(x);
-  const answer = x as Record<string, unknown> | null;
-  const s = checkedSegments(answer?.[SEGMENTS_FIELD], n, SEGMENTS_FIELD);
-  const partial = s === null ? checkedSegments(answer?.[PARTIAL_SEGMENTS_FIELD], n, PARTIAL_SEGMENTS_FIELD) : null;
-  return {values: s, status, partial: partial === null ? null : {...partial, partial: true}};
-}
-
-/** The segment values under `field`, checked; null when absent. */
-function checkedSegments(x: unknown, n: number, field: string): SegmentPayload | null {
-  const s = x as SegmentPayload | undefined;
-  if (s == null) return null;
-  if (!Array.isArray(s.values) || !Array.isArray(s.spans) || s.spans.length !== s.values.length) {
-    fail(`${field}.values and .spans differ in length`);
-  }
-  if (!Array.isArray(s.token_values) || s.token_values.length !== n) {
-    fail(`${field}.token_values has ${s.token_values?.length} values, expected N=${n}`);
-  }
-  if (s.measured !== undefined && (!Array.isArray(s.measured) || s.measured.length !== s.values.length ||
-      s.coarse_values?.length !== s.values.length || s.coarse_granularity?.length !== s.values.length)) {
-    fail(`${field}.measured, .coarse_values and .coarse_granularity must each have one entry per segment`);
-  }
-  return s;
-}
-
-/** "held-out R² 0.62 (0.41–0.75 over random splits)" for a fit with a quality; '' without one. */
-export function describeFit(s: SegmentPayload): string {
-  const r2 = s.quality['r2'];
-  if (r2 === undefined) return '';
-  if (r2 === null) return 'held-out R² not computable';
-  const low = s.quality['r2_low'], high = s.quality['r2_high'];
-  const spread = typeof low === 'number' && typeof high === 'number' && high > low ?
-      ` (${low.toFixed(2)}–${high.toFixed(2)} over random splits)` : '';
-  return `held-out R² ${r2.toFixed(2)}${spread}`;
 }

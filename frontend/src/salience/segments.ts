@@ -12,7 +12,7 @@ import {errorMessage, type IndexedInputLike} from '../shared/request.js';
 import {AutoSteps, segmentCacheKey} from './auto_steps.js';
 import {firstMapAt} from './confirm.js';
 import {POLL_MS} from './page.js';
-import {KNOWN_EXACT_FIELD, parseSegments, type SegmentPayload} from './payload.js';
+import {KNOWN_EXACT_FIELD, parseSegments, type SegmentPayload} from './segment_payload.js';
 import {segmentInput, type SegmentAsk} from './request.js';
 import type {TargetSpan} from './spans.js';
 

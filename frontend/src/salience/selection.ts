@@ -10,13 +10,13 @@ import {errorMessage, salienceModelFor, type IndexedInputLike} from '../shared/r
 import type {FirstMapShown} from './confirm.js';
 import {BackgroundMatrices} from './matrices.js';
 import type {SalienceHost, SaliencePage, SideStatus} from './page.js';
-import {describeDetail, numTargets, type DetailStatus, type MethodPayload, type SaliencePayload, type SegmentPayload,
-        type StreamStatus} from './payload.js';
+import {describeDetail, numTargets, type DetailStatus, type MethodPayload, type SaliencePayload} from './payload.js';
 import {extraKey, segmentKey, type Extra, type SegmentAsk} from './request.js';
+import type {SegmentPayload} from './segment_payload.js';
 import {SegmentMethods} from './segments.js';
 import {SpanRequests} from './span_requests.js';
 import {spanKey, spanSalience, type TargetSpan} from './spans.js';
-import {ResponseStream} from './stream.js';
+import {ResponseStream, type StreamStatus} from './stream.js';
 import {describeSpan} from './target.js';
 import {ServerValues, type CompletenessVerdict} from './values.js';
 

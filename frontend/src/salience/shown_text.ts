@@ -10,7 +10,8 @@ import {buildPieces, codePointToUtf16, type Piece} from '../shared/pieces.js';
 import {unmeasuredNotes} from './coarse.js';
 import type {SalienceController} from './controller.js';
 import {PatternPending, type PatternMatcher} from './pattern_runner.js';
-import type {SaliencePayload, SegmentPayload} from './payload.js';
+import type {SaliencePayload} from './payload.js';
+import type {SegmentPayload} from './segment_payload.js';
 
 /** The segmentation the user chose: a granularity, and the pattern of granularity "regex". */
 export interface Cut {

@@ -5,9 +5,33 @@
 import {SALIENCE_FIELD} from '../shared/fields.js';
 import {poll} from '../shared/jobs.js';
 import type {IndexedInputLike} from '../shared/request.js';
+import {tokenCount} from '../shared/tokens.js';
 import type {SaliencePage} from './page.js';
-import {describeStream, parseStream, type StreamStatus} from './payload.js';
 import {streamInput} from './request.js';
+
+/** The greedy response generated so far (`detail="stream"`, docs/architecture.md). */
+export interface StreamStatus {
+  state: 'none' | 'queued' | 'running' | 'done';
+  text: string;
+  tokens: number;
+  max_new_tokens: number;
+  stopped_by: string;
+}
+
+/** A stream poll answer (`salience.stream`), or null when it is not one. */
+export function parseStream(x: unknown): StreamStatus | null {
+  if (x == null || typeof x !== 'object') return null;
+  const s = (x as {stream?: StreamStatus}).stream;
+  if (s == null || typeof s !== 'object' || typeof s.state !== 'string' || typeof s.text !== 'string') return null;
+  return s;
+}
+
+/** The loading line while the response streams in, e.g. "Generating the response: 12 of at most 64 tokens…". */
+export function describeStream(s: StreamStatus | null): string {
+  if (s === null || s.state === 'none' || s.state === 'queued') return 'Waiting for the model…';
+  if (s.state === 'running') return `Generating the response: ${s.tokens} of at most ${s.max_new_tokens} tokens…`;
+  return `Response generated (${tokenCount(s.tokens)}); computing its salience…`;
+}
 
 /**
  * How often it asks for the response generated so far while the first highlight is computed. Each ask is

@@ -13,7 +13,7 @@ import {methodHelpView, methodNameView} from '../shared/method_help.js';
 import type {ExtraMethodInfo, MethodInfo, SegmentMethodInfo} from '../shared/methods.js';
 import {describeRefinement, segmentProgress} from './coarse.js';
 import type {SalienceController} from './controller.js';
-import {describeFit} from './payload.js';
+import {describeFit} from './segment_payload.js';
 import {SEGMENT_NOUNS} from './segments.js';
 
 export const GRANULARITY_LABELS: Record<Granularity, string> = {

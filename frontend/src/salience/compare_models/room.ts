@@ -14,8 +14,9 @@
  */
 import {COMPARE_FIELD, COMPARE_VIEW_MODELS} from '../../shared/fields.js';
 import {compareInput, compareModelName, parseCross, wholeResponseValues, type CrossPayload} from '../compare/logic.js';
-import {parsePayload, parseSegments} from '../payload.js';
+import {parsePayload} from '../payload.js';
 import {countFields, segmentFields} from '../request.js';
+import {parseSegments} from '../segment_payload.js';
 import type {Granularity} from '../../shared/aggregate/index.js';
 import {JobClient, type ServerHost} from '../../shared/jobs.js';
 import {registryOf} from '../../shared/methods.js';
