@@ -12,8 +12,9 @@ import {errorMessage, type IndexedInputLike} from '../shared/request.js';
 import {AutoSteps, segmentCacheKey} from './auto_steps.js';
 import {firstMapAt} from './confirm.js';
 import {POLL_MS} from './page.js';
-import {KNOWN_EXACT_FIELD, parseSegments, type SegmentPayload} from './segment_payload.js';
 import {segmentInput, type SegmentAsk} from './request.js';
+import {SegmentCost} from './segment_cost.js';
+import {parseSegments, type SegmentPayload} from './segment_payload.js';
 import type {TargetSpan} from './spans.js';
 
 /**
@@ -47,16 +48,15 @@ export class SegmentMethods extends AutoSteps {
   private readonly pending = new Set<string>();
   /** Segment values the user asked for at an on-request granularity, by segmentCacheKey. */
   private readonly requested = new Set<string>();
-  /** What the server answered, by segmentCacheKey of an exact method's ask not measured here, to how many of its
-   * segments another exact method measured on the server already (another page's word button): null, none. */
-  private readonly serverKnown = new Map<string, {method: string; measured: number} | null>();
+  /** What a segment method costs, counting the values this page and the server measured already. */
+  private readonly costs = new SegmentCost(this.page, (key) => this.values.get(key)?.payload);
 
   /** A new selection: its values are measured again, and the automatic steps start again. */
   clear() {
     this.values.clear();
     this.partials.clear();
     this.requested.clear();
-    this.serverKnown.clear();
+    this.costs.clear();
     this.detail = null;
     this.error = '';
     this.firstShown = null;
@@ -124,6 +124,11 @@ export class SegmentMethods extends AutoSteps {
     this.requested.add(segmentCacheKey(ask));
   }
 
+  /** About how many forwards `method` costs (segment_cost.ts). */
+  cost(method: string): number {
+    return this.costs.cost(method, this.count);
+  }
+
   /** Where the values of `ask` on screen come from, for the status line (see the controller's precision). */
   precision(ask: SegmentAsk): string {
     const noun = SEGMENT_NOUNS[ask.granularity] ?? ask.granularity;
@@ -141,7 +146,7 @@ export class SegmentMethods extends AutoSteps {
     const reused = s.quality['reused'] ?? 0;  // values taken from another method's exact measurement: no forward ran
     if (reused > 0) {
       const ran = s.values.length - reused;
-      const from = this.knownFrom(ask);  // the first map's, or (at word) the measure button's
+      const from = this.costs.knownFrom(ask);  // the first map's, or (at word) the measure button's
       const whose = from === null || firstMapAt(this.page.reg!, ask.granularity)?.name === from.info.name
         ? "the first map's" : `${from.info.label}'s`;
       const how = ran === 0 ? `every ${noun}'s value is ${whose} exact measurement (${reused} of ${reused})`
@@ -149,66 +154,6 @@ export class SegmentMethods extends AutoSteps {
       return `measured per ${noun}: ${how}; ${scored}${saved}`;
     }
     return `measured per ${noun}: ${this.page.reg!.segment(ask.method)!.cost_unit}; ${scored}${saved}`;
-  }
-
-  /** About how many forwards `method` costs: its count, its budget's share of the segments, or one per segment (+ the
-   * unedited prompt). */
-  cost(method: string): number {
-    const info = this.page.reg?.segment(method);
-    if (info === undefined) return 0;
-    if (info.count_field !== null) return info.default_count + 1;
-    const b = info.budget ?? null;
-    if (b !== null) return Math.min(this.count, Math.max(b.at_least, Math.floor(b.share * this.count))) + 1;
-    // An exact method takes the values another exact method measured here already (the word button's quarter).
-    const ask = this.page.segmentAsk(method);
-    const known = info.exact_measured && ask !== null ? this.knownFrom(ask)?.measured ?? 0 : 0;
-    // Every segment known (its own result, measured by another page): the answer comes from the server's cache.
-    return known >= this.count ? 0 : this.count - known + 1;
-  }
-
-  /**
-   * The values of `ask` another exact method measured already, as the server finds them for leave one out
-   * (lit_app/model/salience_runs.py `exact_values_of`: the first such method in the registry's order whose values it
-   * has for the same segmentation, span and removal): that method and how many segments it measured; null: none here.
-   */
-  knownFrom(ask: SegmentAsk): {info: SegmentMethodInfo; measured: number} | null {
-    const reg = this.page.reg;
-    if (!reg?.segment(ask.method)?.exact_measured) return null;
-    for (const info of reg.segments) {
-      if (info.name === ask.method || !info.exact_measured) continue;
-      const v = this.values.get(segmentCacheKey({...ask, method: info.name, count: 0}));
-      if (v !== undefined) return {info, measured: v.payload.measured?.filter((m) => m).length ?? v.payload.values.length};
-    }
-    // Not measured on this page: what the server said it holds (another page's, another client's; askKnown).
-    const known = this.serverKnown.get(segmentCacheKey(ask)) ?? null;
-    const info = known === null ? undefined : reg.segment(known.method);
-    return known === null || info === undefined ? null : {info, measured: known.measured};
-  }
-
-  /**
-   * Asks the server once per selection how many segments of `ask` (an exact method's, waiting for its button) another
-   * exact method measured there already (the registry's `known_detail`: no job, no wait for the model), so that the
-   * button's cost counts the forwards that run on a page that did not measure them (a second tab, a reload).
-   */
-  private async askKnown(d: IndexedInputLike, ask: SegmentAsk) {
-    const page = this.page;
-    const detail = page.reg?.segment(ask.method)?.known_detail ?? null;
-    const key = segmentCacheKey(ask);
-    if (detail === null || this.serverKnown.has(key) || page.salienceModel === null) return;
-    this.serverKnown.set(key, null);  // asked: not again for this selection
-    const gen = page.generation;
-    try {
-      const res = await page.host.getPreds([segmentInput(page.reg!, d, ask, 0, detail)], page.salienceModel,
-                                           [SALIENCE_FIELD]);
-      const known = (res[0]?.[SALIENCE_FIELD] as Record<string, unknown> | undefined)?.[KNOWN_EXACT_FIELD];
-      if (gen !== page.generation || known === null || typeof known !== 'object') return;
-      const {method, measured} = known as {method?: unknown; measured?: unknown};
-      if (typeof method !== 'string' || typeof measured !== 'number') return;
-      this.serverKnown.set(key, {method, measured});
-      page.host.changed();
-    } catch {
-      // an older server, or a failed read: the button states every segment's forward, as before
-    }
   }
 
   /** See the controller's requestDefault. */
@@ -223,7 +168,9 @@ export class SegmentMethods extends AutoSteps {
   ensure(d: IndexedInputLike, ask: SegmentAsk) {
     if (this.values.has(segmentCacheKey(ask))) this.autoSwitch();  // a first map on screen: the exact map next
     else if (!this.onRequest(ask)) void this.fetch(d, ask);
-    else if (this.knownFrom(ask) === null) void this.askKnown(d, ask);  // its button's cost: what the server holds
+    else if (this.costs.knownFrom(ask) === null) {
+      void this.costs.askKnown(d, ask);  // its button's cost: what the server holds
+    }
   }
 
   protected has(key: string): boolean {
