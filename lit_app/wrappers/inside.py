@@ -268,90 +268,124 @@ class InsideInterveneModel(InsideTraceModel):
         return {INTERVENTION: payload}
 
     def _run(self, at: Located, ivs: tuple, job: jobs.Job) -> JsonDict:
-        shared, arch = self.shared, self.state.arch
-        cancel = job.should_stop
+        """The three steps (RUN_STEPS), each published in the job's status as it goes; the whole comparison."""
+        run = _InterventionRun.start(at, ivs, job)
+        traces = self._trace_step(run)
+        gens, gen_seconds = self._generate_step(run)
+        self._salience_step(run, traces, gens, gen_seconds)
+        return run.payload
+
+    def _trace_step(self, run: _InterventionRun) -> tuple[ssi.Trace, ssi.Trace]:
+        """1. The probabilities and ranks: one traced forward under the interventions (before: the plain trace, cached
+        by the trace wrapper when it ran); resolves the interventions ("on" constants, "position" scope) into `run`."""
+        shared, arch, at = self.shared, self.state.arch, run.at
         lib_at = at.library()
-        steps = [{"name": name, "state": "pending", "seconds": None, "before": None} for name in RUN_STEPS]
-        payload: JsonDict = {"interventions": [dataclasses.asdict(iv) for iv in ivs], "steps": steps,
-                             "before": {}, "after": {}}
-
-        def publish(k: int, state: str, before: str | None = None, seconds: float | None = None) -> None:
-            steps[k] = {**steps[k], "state": state, **({"before": before} if before else {}),
-                        **({"seconds": round(seconds, 3)} if seconds is not None else {})}
-            job.partial = json.loads(json.dumps(payload))  # a copy: polls never see a half-built state
-
-        def check() -> None:
-            if cancel():
-                raise ss.ComputationCancelled("intervention run cancelled")
-
-        # 1. The probabilities and ranks: one traced forward under the interventions.
-        job.report("trace", 0, 1)
-        publish(0, "running")
+        run.job.report("trace", 0, 1)
+        run.publish(0, "running")
         t0 = time.perf_counter()
         before_tr = self.state.cached_trace(at)
         with shared.model(Priority.USER_JOB) as lm:  # a person started it: before automatic matrix jobs, after clicks
-            check()
-            ivs = ssi.resolve(lm, lib_at, ivs, arch)  # "on" constants (one plain forward), "position" scope
-            payload["interventions"] = [dataclasses.asdict(iv) for iv in ivs]
+            run.check()
+            run.ivs = ssi.resolve(lm, lib_at, run.ivs, arch)  # "on" constants (one plain forward), "position" scope
+            run.payload["interventions"] = [dataclasses.asdict(iv) for iv in run.ivs]
             reused = before_tr is not None
             if before_tr is None:
                 before_tr = ssi.intervened_trace(lm, lib_at, (), TRACE_CONFIG, arch, index=self.state.index.snapshot())
                 self.state.remember_trace(at, before_tr)
-            after_tr = ssi.intervened_trace(lm, lib_at, ivs, TRACE_CONFIG, arch, index=self.state.index.snapshot())
-        payload["before"]["trace"] = _trace_payload(before_tr, at.t, at.n_targets)
-        payload["after"]["trace"] = _trace_payload(after_tr, at.t, at.n_targets)
-        job.report("trace", 1, 1)
-        publish(0, "done", "cached" if reused else "computed", time.perf_counter() - t0)
-        check()
+            after_tr = ssi.intervened_trace(lm, lib_at, run.ivs, TRACE_CONFIG, arch,
+                                            index=self.state.index.snapshot())
+        run.payload["before"]["trace"] = _trace_payload(before_tr, at.t, at.n_targets)
+        run.payload["after"]["trace"] = _trace_payload(after_tr, at.t, at.n_targets)
+        run.job.report("trace", 1, 1)
+        run.publish(0, "done", "cached" if reused else "computed", time.perf_counter() - t0)
+        run.check()
+        return before_tr, after_tr
 
-        # 2. The regenerated response, published token by token.
-        config = self.shared.generation_config_for(at.chat)  # the row's budget, as the salience module's response
+    def _generate_step(self, run: _InterventionRun) -> tuple[tuple[ss.Generation, ss.Generation], float]:
+        """2. The regenerated response, published token by token (before: the salience module's greedy response,
+        cached); the two generations and the seconds the new one took."""
+        shared, at, payload = self.shared, run.at, run.payload
+        config = shared.generation_config_for(at.chat)  # the row's budget, as the salience module's response
         n = config.max_new_tokens
-        job.report("generate", 0, n)
-        publish(1, "running")
+        run.job.report("generate", 0, n)
+        run.publish(1, "running")
         t0 = time.perf_counter()
-        reused = self.shared.cached_generation(at.chat) is not None
-        before_gen = self.shared.generate(at.chat)  # the greedy response: the salience module's, cached
+        reused = shared.cached_generation(at.chat) is not None
+        before_gen = shared.generate(at.chat)  # the greedy response: the salience module's, cached
         payload["before"]["generation"] = {"text": before_gen.text, "stopped_by": before_gen.stopped_by}
-        publish(1, "running", "cached" if reused else "computed")
+        run.publish(1, "running", "cached" if reused else "computed")
 
         def on_token(ids: tuple[int, ...]) -> None:  # called while the generation holds the model
             payload["after"]["generation"] = {"text": lm.tokenizer.decode(list(ids)), "stopped_by": None}
-            job.report("generate", len(ids), n)
-            publish(1, "running")
+            run.job.report("generate", len(ids), n)
+            run.publish(1, "running")
 
         # Between tokens the hooks come off and waiting requests (a click) get the plain model.
         with shared.model(Priority.USER_JOB) as lm:
-            after_gen = ssi.intervened_generation(lm, at.chat, ivs, config, arch, on_token=on_token, cancel=cancel,
-                                                  between_tokens=shared.yield_to_waiting)
+            after_gen = ssi.intervened_generation(lm, at.chat, run.ivs, config, self.state.arch, on_token=on_token,
+                                                  cancel=run.job.should_stop, between_tokens=shared.yield_to_waiting)
         payload["after"]["generation"] = {"text": after_gen.text, "stopped_by": after_gen.stopped_by}
         gen_seconds = time.perf_counter() - t0
-        job.report("generate", n, n)
-        publish(1, "done", seconds=gen_seconds)
-        check()
+        run.job.report("generate", n, n)
+        run.publish(1, "done", seconds=gen_seconds)
+        run.check()
+        return (before_gen, after_gen), gen_seconds
 
-        # 3. The salience of each whole response (before: from the salience module's cache when it is there).
-        job.report("salience", 0, 2)
-        publish(2, "running")
+    def _salience_step(self, run: _InterventionRun, traces: tuple[ssi.Trace, ssi.Trace],
+                       gens: tuple[ss.Generation, ss.Generation], gen_seconds: float) -> None:
+        """3. The salience of each whole response (before: from the salience module's cache when it is there), and
+        both sides of the comparison in `run.payload`."""
+        shared, at = self.shared, run.at
+        (before_tr, after_tr), (before_gen, after_gen) = traces, gens
+        run.job.report("salience", 0, 2)
+        run.publish(2, "running")
         t0 = time.perf_counter()
         method = fields.GRAD_X_INPUT_METHOD
         # The whole-response span the salience module computed for its first highlight (any IG /
         # SmoothGrad counts), else one forward + backward for this one method.
-        values = self.shared.cached_span(at.chat, "", method) if before_gen.ids else None
+        values = shared.cached_span(at.chat, "", method) if before_gen.ids else None
         reused = values is not None
         with shared.model(Priority.USER_JOB) as lm:  # the model's tokenizer is used only under the model lock
-            check()
+            run.check()
             before_sal = ssi.response_salience(lm, at.chat, before_gen, method, TOP_SALIENT, values=values)
-        job.report("salience", 1, 2)
-        check()
+        run.job.report("salience", 1, 2)
+        run.check()
         with shared.model(Priority.USER_JOB) as lm:
-            after_sal = ssi.response_salience(lm, at.chat, after_gen, method, TOP_SALIENT, ivs, arch)
+            after_sal = ssi.response_salience(lm, at.chat, after_gen, method, TOP_SALIENT, run.ivs, self.state.arch)
         seconds = time.perf_counter() - t0
-        payload["before"] = _side_payload(before_tr, at, before_gen, before_sal, None)
-        payload["after"] = _side_payload(after_tr, at, after_gen, after_sal, gen_seconds + seconds)
-        job.report("salience", 2, 2)
-        publish(2, "done", "cached" if reused else "computed", seconds)
-        return payload
+        run.payload["before"] = _side_payload(before_tr, at, before_gen, before_sal, None)
+        run.payload["after"] = _side_payload(after_tr, at, after_gen, after_sal, gen_seconds + seconds)
+        run.job.report("salience", 2, 2)
+        run.publish(2, "done", "cached" if reused else "computed", seconds)
+
+
+@dataclasses.dataclass
+class _InterventionRun:
+    """What the three steps of one intervention run share: the datapoint, the interventions (resolved by the first
+    step), the job whose status carries the payload so far (`partial`), and that payload."""
+
+    at: Located
+    ivs: tuple
+    job: jobs.Job
+    payload: JsonDict
+    steps: list[JsonDict]
+
+    @classmethod
+    def start(cls, at: Located, ivs: tuple, job: jobs.Job) -> _InterventionRun:
+        steps = [{"name": name, "state": "pending", "seconds": None, "before": None} for name in RUN_STEPS]
+        payload: JsonDict = {"interventions": [dataclasses.asdict(iv) for iv in ivs], "steps": steps,
+                             "before": {}, "after": {}}
+        return cls(at, ivs, job, payload, steps)
+
+    def publish(self, k: int, state: str, before: str | None = None, seconds: float | None = None) -> None:
+        """Step `k`'s state (and whether its "before" side was cached or computed, its seconds) in the job's status."""
+        self.steps[k] = {**self.steps[k], "state": state, **({"before": before} if before else {}),
+                         **({"seconds": round(seconds, 3)} if seconds is not None else {})}
+        self.job.partial = json.loads(json.dumps(self.payload))  # a copy: polls never see a half-built state
+
+    def check(self) -> None:
+        if self.job.should_stop():
+            raise ss.ComputationCancelled("intervention run cancelled")
 
 
 class InsideSearchModel(InsideWrapper):
