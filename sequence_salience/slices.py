@@ -69,7 +69,10 @@ backward, so at boundary k of n the share is (k - 1) / n. One target's backward 
 minute on 2 loaded cores, and a server's time left had nothing before the first chunk ended (issue 44); its layers
 took 1.1-1.2 s each in one backward over an 807-token row (docs/benchmarks.md "Session 40 (h2)"): the share measures
 the chunk. A segment method's forward batches report their layers the same way (`reached` as each layer begins, of
-the batch's rows: methods/gradients.py `layer_shares`), so that its job has a time left inside its first batch.
+the batch's rows: methods/gradients.py `layer_shares`), so that its job has a time left inside its first batch. So
+does a matrix computation's first forward, which is no unit (its graph serves the targets' backwards), as the pass
+ahead of the units (`inside(share, units, ahead=True)`, `units` its rows over a unit's): a job's time left during it
+comes from its rate and a bound on what the rows cost against it (lit_app/model/time_left.py `FORWARD_ROW_COST`).
 """
 
 from __future__ import annotations
@@ -105,7 +108,8 @@ class SliceSizer:
       min_chunk_targets: the fewest targets per batched backward when `between` is set (`chunk_units`),
         whatever the clock measured (module docstring: a loaded machine).
       inside: optional, called `inside(share, units)` at each layer boundary of a batched backward (module
-        docstring, "Progress inside a backward"); on whichever thread runs the backward. It must be cheap.
+        docstring, "Progress inside a backward"), and `inside(share, units, ahead=True)` of the forward ahead of the
+        units; on whichever thread runs the pass. It must be cheap.
       release_graph: optional check at each pause between two chunks of targets, once a chunk was done since
         the forward: True when the pause will hand the model to other work that builds a graph of its own;
         the computation then frees its forward's graph before the pause and runs the forward again after it
@@ -121,7 +125,7 @@ class SliceSizer:
                  between: Callable[[], None] | None = None, chunk_s: float = DEFAULT_CHUNK_S,
                  urgent: Callable[[], bool] | None = None, min_chunk_targets: int = DEFAULT_MIN_CHUNK_TARGETS,
                  release_graph: Callable[[], bool] | None = None,
-                 inside: Callable[[float, float], None] | None = None):
+                 inside: Callable[..., None] | None = None):
         if not target_s > 0:
             raise ValueError(f"slice_s={target_s!r}; it must be a positive number of seconds (e.g. 0.25).")
         if not chunk_s > 0:
@@ -135,7 +139,8 @@ class SliceSizer:
         self.release_graph = release_graph
         self.inside = inside
         self._rows_per_unit = 1  # of the method computing (`counting`)
-        self._backward: tuple[int, int, int] | None = None  # (boundaries passed, of, rows) of the backward in flight
+        # (boundaries passed, of, rows, ahead) of the pass in flight (`backward_begins`)
+        self._backward: tuple[int, int, int, bool] | None = None
         self.holding_graph = False
         self.forwards_again = 0
         self.unit_s: float | None = None  # measured seconds per unit, from the last slice
@@ -221,19 +226,23 @@ class SliceSizer:
         finally:
             self._rows_per_unit = before
 
-    def backward_begins(self, rows: int, boundaries: int) -> None:
+    def backward_begins(self, rows: int, boundaries: int, ahead: bool = False) -> None:
         """A batched backward over `rows` target rows begins, with `boundaries` layer boundaries (`hook`s) inside; or
         a forward batch over `rows` rows (a segment method's edited prompts: ablation/prefix.py), each of its
-        `boundaries` layers `reached` as it begins."""
-        self._backward = (0, int(boundaries), int(rows)) if boundaries > 0 else None
+        `boundaries` layers `reached` as it begins; `ahead`: the forward is no unit but the one ahead of the units
+        whose backwards use its graph (a matrix computation's first: module docstring)."""
+        self._backward = (0, int(boundaries), int(rows), ahead) if boundaries > 0 else None
 
     def reached(self) -> None:
-        """A layer boundary of the pass in flight: at boundary k of its n, share (k - 1) / n of its rows to `inside`."""
+        """A layer boundary of the pass in flight: at boundary k of its n, share (k - 1) / n of its rows to `inside`
+        (with `ahead=True` for the forward ahead of the units)."""
         if self._backward is not None:
-            passed, boundaries, rows = self._backward
+            passed, boundaries, rows, ahead = self._backward
             passed = min(boundaries, passed + 1)
-            self._backward = (passed, boundaries, rows)
-            if self.inside is not None:
+            self._backward = (passed, boundaries, rows, ahead)
+            if self.inside is not None and ahead:
+                self.inside((passed - 1) / boundaries, rows / self._rows_per_unit, ahead=True)
+            elif self.inside is not None:
                 self.inside((passed - 1) / boundaries, rows / self._rows_per_unit)
 
     def hook(self, grad):  # a tensor hook: never changes the gradient

@@ -231,10 +231,11 @@ class Job:
         self.done, self.total = int(done), int(total)
         self.time_left.report(self.done, self.total, then, cost)
 
-    def report_within(self, share: float, units: float) -> None:
+    def report_within(self, share: float, units: float, ahead: bool = False) -> None:
         """Of the chunk in flight (`units` units), `share` is done now: its backward's layers (the core's
-        `SliceSizer.inside`), so that a job has a time left before its first chunk ends (time_left.py `within`)."""
-        self.time_left.within(share, units)
+        `SliceSizer.inside`), so that a job has a time left before its first chunk ends (time_left.py `within`);
+        `ahead`: of the forward ahead of the units (`units` its rows in units), a time left during it."""
+        self.time_left.within(share, units, ahead)
 
     def begin_sequence(self) -> None:
         """The units reported from now on are a new sequence, estimated from now: work done before them that
@@ -293,8 +294,8 @@ class Job:
     def eta(self) -> Range | None:
         """Seconds left as a range (lit_app/model/time_left.py); None when not running, while it waits for the model,
         while a step it does not report runs, before its first report (no total known), in its first sequence before
-        the first unit or share of a chunk's layers (`report_within`; nothing to borrow: time_left.py), or once every
-        unit is done."""
+        the first unit or share of a chunk's or its forward's layers (`report_within`; nothing to borrow:
+        time_left.py), or once every unit is done."""
         if self.state != RUNNING or self.waiting_since is not None or self._live is not None:
             return None
         return self.time_left.range()

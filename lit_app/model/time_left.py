@@ -76,20 +76,31 @@ in flight as above (its `units`, its elapsed time since the backward began). It 
 sequence's own work) and ends at the next report. Was (issue 44): a job's first sequence had no estimate before its
 first chunk ended: a 4,000-token prompt's matrix job said no time left for its forward and then its first chunk, one
 target's backward over 4,099 tokens, about a minute on 2 loaded cores (the forward alone still has none: it is no
-unit, and its cost per unit is not known). A segment job's forward batches report their layers the same way
+unit: now the pass ahead, below). A segment job's forward batches report their layers the same way
 (sequence_salience/methods/gradients.py `layer_shares`; its rows announced before the first batch): was, no time left
 before leave one out's first batch ended. The spread stays twice either way to the chunk's end (a spread that
 narrowed to the measured rate as the share grew left the truth above the range from 70 % of the first chunk on in
 session 40's probe: a chunk's cost is mostly its layers' recomputation, the same for one target as for four, so the
 last, smaller chunk cost almost what a full one did).
 
+The forward ahead of a sequence's units (`within(share, units, ahead=True)`: a matrix job's first forward, whose
+graph its targets' backwards use; `units` its rows in units) is no unit, but its layers measure it: F = its model
+time so far over its share; each unit left then costs FORWARD_ROW_COST (low to high) times F / units, and the forward
+what is left of F: low = r x low x F / units + max(0, F - since), high the same with high and max(F, since) (since:
+the model time since the forward began; a stalled layer grows the high end). Only while the sequence has no other
+estimate (a chunk's layers, a rate, a borrowed one). The bound is measured (benchmarks/bench_forward_row_cost.py,
+docs/benchmarks.md "Session 42 (h2)"): the work per row is 1.25-2.24 forwards (CPU), the wall ratio follows the load
+between the forward and the rows. Was (issue 44): none during a 4,000-token prompt's forward (~29 s at load ~7; the
+rows' cost against it unknown before a backward).
+
 Once the sequence has rates, the chunk in flight's rate so far joins them (fastest and slowest), and the chunk in
 flight is counted by its units and its time since its backward began. Was (session 40's probe, an 831-token prompt):
 after the first chunk one measured rate made the range a point, "about 90.9–90.9 s" with 66 s left, then "about
 8–15 s" with 18 s left in the last chunk (one target costing nearly what four did): 7 of 67 polls held the truth.
 
-Before the first report (no total known) there is no estimate (None), nor before the first unit (or, of a chunk, a
-share of its layers) of a job's first sequence, and none once every unit is done (the page says "finishing…").
+Before the first report (no total known) there is no estimate (None), nor before the first unit (or, of a chunk or of
+the forward ahead, a share of its layers) of a job's first sequence, and none once every unit is done (the page says
+"finishing…").
 """
 
 from __future__ import annotations
@@ -111,6 +122,8 @@ FREE_FRACTION = 0.1
 # chunk, whose layers' recomputation costs what a larger one's does, and a rising load; docs/benchmarks.md
 # "Session 40 (h2)").
 INSIDE_WIDEN = 2.0
+# A gradient row cost 1.25-2.24 x its job's first forward in CPU, 0.43-7.17 in wall as the load changed: 4x either way.
+FORWARD_ROW_COST = (0.3, 9.0)
 # While the rate drops, the remaining units' upper rate is the slowest recent one times at most this.
 MAX_WIDEN = 2.0
 # A rate borrowed from units of another kind (module docstring) counts from 1 / BORROW_WIDEN to BORROW_WIDEN times: a
@@ -171,6 +184,7 @@ class TimeLeft:
         # The chunk in flight as its layers measure it (`within`): (model time it began, model time of its last
         # reading, share done, units); None: no reading since the last report.
         self._within: tuple[float, float, float, float] | None = None
+        self._ahead: tuple[float, float, float, float] | None = None  # the forward ahead of the units, as `_within`
         # (fastest, slowest) seconds per unit borrowed while the sequence has no rate of its own (module docstring)
         self.borrowed: tuple[float, float] | None = None
 
@@ -197,7 +211,7 @@ class TimeLeft:
         self._rates.clear()
         self._then = None
         self._cost = None
-        self._within = None
+        self._within = self._ahead = None
         self._worked = self._free = 0
         self._paused_s = 0.0
         if self._paused_at is not None:
@@ -253,15 +267,20 @@ class TimeLeft:
         self._then = then
         self._within = None  # the chunk in flight ended
 
-    def within(self, share: float, units: float) -> None:
+    def within(self, share: float, units: float, ahead: bool = False) -> None:
         """Of the chunk in flight (`units` units, begun at its reading with `share` 0), `share` (0 to 1) is done now:
         its backward's layers (sequence_salience/slices.py `inside`). Until the sequence has a rate of its own, the
-        chunk's rate so far is its estimate (module docstring)."""
-        now, held = self._model_time(), self._within
-        if share <= 0 or held is None:  # a reading after the chunk began but without its start: none
-            self._within = (now, now, 0.0, float(units)) if share <= 0 else None
+        chunk's rate so far is its estimate (module docstring). `ahead`: of the forward ahead of the units (`units`
+        its rows in units), the estimate while the sequence has no other (module docstring)."""
+        now, held = self._model_time(), self._ahead if ahead else self._within
+        if share <= 0 or held is None:  # a reading after the pass began but without its start: none
+            held = (now, now, 0.0, float(units)) if share <= 0 else None
         else:
-            self._within = (held[0], now, min(1.0, float(share)), float(units))
+            held = (held[0], now, min(1.0, float(share)), float(units))
+        if ahead:
+            self._ahead = held
+        else:
+            self._within = held
 
     def _within_rate(self) -> tuple[float, float, float] | None:
         """(seconds per unit, model time the chunk began, its units) of the chunk in flight from its share done
@@ -271,6 +290,18 @@ class TimeLeft:
             return None
         began, at, share, units = held
         return (at - began) / (share * units), began, units
+
+    def _ahead_ends(self, left: int) -> tuple[float, float] | None:
+        """(low, high) seconds left of `left` units after the forward ahead of them (module docstring); None
+        without a reading of some share of it done."""
+        held = self._ahead
+        if held is None or held[2] <= 0 or held[3] <= 0 or held[1] <= held[0]:
+            return None
+        began, at, share, units = held
+        forward, since = (at - began) / share, max(0.0, self._model_time() - began)
+        low, high = FORWARD_ROW_COST
+        rest = max(0.0, forward - since)
+        return left * low * forward / units + rest, left * high * max(forward, since) / units + rest
 
     def _twin(self) -> "TimeLeft":
         """An estimator of this sequence in cost units, begun and paused as it is (no report yet)."""
@@ -313,7 +344,9 @@ class TimeLeft:
         left = self.total - self.done
         rates = self._rates or self._prior
         inside = self._within_rate()
-        if left <= 0 or not (rates or inside or self.borrowed):
+        if left > 0 and not (rates or inside or self.borrowed):
+            return self._ahead_ends(left)
+        if left <= 0:
             return None
         if rates:  # the chunk in flight's own rate so far, where it has one, joins the recent ones
             fast, slow = min(rates), max(rates)

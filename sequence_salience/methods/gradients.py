@@ -228,19 +228,26 @@ def layer_pauses(model: torch.nn.Module, sizer: SliceSizer | None) -> Iterator[N
 
 
 @contextlib.contextmanager
-def layer_shares(model: torch.nn.Module, sizer: SliceSizer | None, rows: int) -> Iterator[None]:
+def layer_shares(model: torch.nn.Module, sizer: SliceSizer | None, rows: int, ahead: bool = False) -> Iterator[None]:
     """Within it, a forward batch of `rows` rows on this thread tells `sizer` as each decoder layer begins
     (`SliceSizer.reached`): the share of the batch done goes to its `inside`, as a backward's layers do (slices.py
     "Progress inside a backward"), so that a segment job's first batch of forwards has a time left before it ends
-    (issue 44). Only this thread's forward (`_layer_forward`'s `pause` setting); nothing without a sizer with `inside`
-    or inside `layer_pauses` (its own pause check)."""
-    if sizer is None or sizer.inside is None or getattr(_LOCAL, "pause", None) is not None:
+    (issue 44); `ahead`: the forward ahead of the units (a matrix job's first: `per_target_gradients`). Only this
+    thread's forward (`_layer_forward`'s `pause` setting; inside `layer_pauses` its check runs after the share);
+    nothing without a sizer with `inside`."""
+    if sizer is None or sizer.inside is None:
         yield
         return
-    layers = decoder_layers(model)
-    sizer.backward_begins(rows, len(layers))
+    layers, then = decoder_layers(model), getattr(_LOCAL, "pause", None)
+
+    def reached() -> None:
+        sizer.reached()
+        if then is not None:
+            then()
+
+    sizer.backward_begins(rows, len(layers), ahead)
     try:
-        with _wrapped(layers, _layer_forward), _this_thread(pause=sizer.reached):
+        with _wrapped(layers, _layer_forward), _this_thread(pause=reached):
             yield
     finally:
         sizer.backward_begins(0, 0)  # no pass in flight
@@ -397,7 +404,10 @@ def per_target_gradients(
         def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             if sizer is not None:
                 sizer.holding_graph = True
-            with layer_pauses(inputs.model, sizer):
+            # the computation's first forward tells its layers' share as the pass ahead of the units (slices.py)
+            first = sizer is not None and sizer.unit_s is None
+            with layer_pauses(inputs.model, sizer), \
+                    layer_shares(inputs.model, sizer if first else None, e.shape[0], ahead=True):
                 return logprobs_cut_at_head(inputs, e, on_hidden)  # [M, T], the graph's root and its gradients
 
         paused = sizer.paused_s if sizer is not None else 0.0

@@ -522,17 +522,24 @@ def _tiny_shared():
     return shared, shared.format_prompt({"prompt": "Alice has three apples and Bob has two apples;"})
 
 
-def _job_ticking_per_layer(kind: str, then=None) -> progressive.Job:
-    """A matrix job whose fake clock moves 1 s at each layer boundary its computation reports (`report_within`),
-    after which `then(job, share, units)` runs (when given)."""
+def _job_ticking_per_layer(kind: str, then=None, forward=None, forward_s: float = 0.0) -> progressive.Job:
+    """A matrix job whose fake clock moves 1 s at each layer boundary of a chunk its computation reports
+    (`report_within`), after which `then(job, share, units)` runs (when given); and `forward_s` at each layer of the
+    forward ahead of the units (`report_within(..., ahead=True)`), after which `forward(job, share, units, clock)`
+    runs."""
     clock = Clock()
     job = progressive.Job(group="g", kind=kind, heartbeat_s=None, clock=clock)
     within = job.report_within
 
-    def reading(share: float, units: float) -> None:
-        clock.now += 1.0
-        within(share, units)
-        if then is not None:
+    def reading(share: float, units: float, ahead: bool = False) -> None:
+        clock.now += forward_s if ahead else 1.0
+        if ahead:
+            within(share, units, ahead=True)
+        else:
+            within(share, units)
+        if ahead and forward is not None:
+            forward(job, share, units, clock)
+        elif not ahead and then is not None:
             then(job, share, units)
 
     job.report_within = reading
@@ -636,4 +643,35 @@ def test_a_segment_jobs_first_batch_of_forwards_is_estimated_from_its_layers_bef
     # after the batch in flight, which began 1 s before: low (R - b) / b + max(0, 1 - 1), high 4 (R - b) / b + (4 - 1).
     assert (seen[1][2]["eta_low_s"], seen[1][2]["eta_high_s"]) == (round((rows - batch) / batch, 1),
                                                                    round(4 * (rows - batch) / batch + 3, 1))
+    shared.jobs.cancel_all()
+
+
+def test_a_matrix_jobs_first_forward_is_estimated_from_its_layers_and_the_rows_cost_against_it():
+    """Issue 44: a per-token matrix job said no time left during its own first forward (~29 s over a 4,000-token
+    prompt): no unit is done and a target's backward cost is unknown before the first backward. Through SharedLM on
+    the tiny Llama (2 layers, one target per backward, a fake clock 1 s a layer of the forward): the forward's layers
+    report their share as the pass ahead of the rows (SliceSizer.reached, gradients.layer_shares), and the status has
+    a range for the whole job at its second layer: the forward's rate times time_left.FORWARD_ROW_COST per row."""
+    shared, chat = _tiny_shared()
+    seen: list[tuple[float, float, dict]] = []
+
+    def forward(job, share, units, clock) -> None:
+        seen.append((share, units, job.status()))
+        if share > 0:  # the layer stalls 5 s: the high end grows with the time since the forward began
+            clock.now += 5.0
+            seen.append((share, units, job.status()))
+
+    job = _job_ticking_per_layer("grad", forward=forward, forward_s=1.0)
+    with job.running():
+        job.result = shared.salience(chat, " together they have five apples.", job=job)
+    targets = job.result.num_targets
+    assert [(share, units) for share, units, _ in seen] == [(0.0, 1.0), (0.5, 1.0), (0.5, 1.0)], seen
+    assert seen[0][2]["eta_s"] is None and seen[1][2]["total"] == targets  # nothing measured at the first layer
+    low, high = time_left.FORWARD_ROW_COST
+    # Hand-derived: half the forward's layers in 1 s: F = 2 s, 1 s of it left; T rows each low F to high F: low
+    # 2T low + 1, high 2T high + 1. After 5 s more (6 s since it began, F 2 s): low 2T low + 0, high T high 6 + 0.
+    assert (seen[1][2]["eta_low_s"], seen[1][2]["eta_high_s"]) == (round(2 * targets * low + 1, 1),
+                                                                   round(2 * targets * high + 1, 1))
+    assert (seen[2][2]["eta_low_s"], seen[2][2]["eta_high_s"]) == (round(2 * targets * low, 1),
+                                                                   round(6 * targets * high, 1))
     shared.jobs.cancel_all()

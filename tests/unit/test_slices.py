@@ -336,13 +336,17 @@ def test_no_pause_on_another_thread():
 def test_each_backward_reports_its_layers_and_its_units_in_the_methods_progress_units(tiny_lm, method):
     """`inside(share, units)` at each layer boundary of every batched backward: shares 0, 1/n, ..., (n-1)/n of the
     model's n layers (the first boundary before any layer's backward), and the units of the backwards add up to the
-    method's progress total (targets; IG: target x step; SmoothGrad: targets, each its samples' rows), each once."""
-    readings = []
-    sizer = SliceSizer(0.4, clock=_ticking_clock(), inside=lambda share, units: readings.append((share, units)))
+    method's progress total (targets; IG: target x step; SmoothGrad: targets, each its samples' rows), each once.
+    The computation's first forward, no unit, reports its layers as the pass ahead of the units (`ahead=True`), once."""
+    readings, forward = [], []
+    sizer = SliceSizer(0.4, clock=_ticking_clock(), inside=lambda share, units, ahead=False: (
+        forward if ahead else readings).append((share, units)))
     reported = []
     ss.compute_salience(tiny_lm, PROMPT, TARGET, methods=(method,), config=CONFIG, slice_s=sizer,
                         between_slices=lambda: None, progress=lambda m, d, t: reported.append((d, t)))
     n = tiny_lm.model.config.num_hidden_layers
+    assert [share for share, _ in forward] == pytest.approx([k / n for k in range(n)])
+    assert len({units for _, units in forward}) == 1
     backwards = [readings[k:k + n] for k in range(0, len(readings), n)]
     assert len(readings) == n * len(backwards) and len(backwards) >= 2
     for one in backwards:
