@@ -297,14 +297,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = argv if isinstance(argv, argparse.Namespace) else parse_args(argv)
     memory.cap_malloc_arenas()  # before any thread runs the model
     start = time.perf_counter()
+    try:
+        lit_datasets, client_root, served = _load(args, start)
+        app = build_app(served_models.lit_model_map(served), lit_datasets, client_root, **args.lit_app_kwargs)
+        sec = security_config.config_from_args(args)
+        shared = [m.shared for m in served]
+        memory.freeze_startup_objects()  # the collector's full passes then scan only what requests create
+        httpd = _listen(args, security.SecureApp(app, sec), sec)
+    except _StartFailed as e:
+        return e.status
+    _serve(httpd, args, sec, shared, start)
+    return 0
 
+
+class _StartFailed(Exception):
+    """A startup step failed; it logged the cause and the fix. `status`: the process's exit status."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
+
+
+def _load(args: argparse.Namespace, start: float
+          ) -> tuple[dict[str, lit_dataset.Dataset], str, list[served_models.ServedModel]]:
+    """The datasets, the client root and the served models, warm-started with --warm_start.
+
+    Raises _StartFailed: 2 for a dataset or a flagged setting it cannot use, 1 for a model it cannot load."""
     try:
         lit_datasets = datasets.load_datasets(args.datasets, args.data, args.max_examples)
     except datasets.DatasetError as e:
         logger.error("Cannot load %s: %s", "--datasets" if args.datasets else "--data", e)
-        return 2
+        raise _StartFailed(2) from None
     client_root = client_build.build_client_root(args.client_root)
+    served = _load_models(args, start)
+    if args.warm_start > 0:
+        logger.info("Warm start (--warm_start %g): generating ...", args.warm_start)
+        n = served_models.warm_start(served, lit_datasets, args.warm_start)
+        logger.info("Warm start done: %d generation(s) after %.1f s.", n, time.perf_counter() - start)
+    return lit_datasets, client_root, served
 
+
+def _load_models(args: argparse.Namespace, start: float) -> list[served_models.ServedModel]:
+    """Each --model(s) entry loaded once on --device, with its shared model (lit_app/model/shared_model.py)."""
     max_memory = model_lib.parse_max_memory(args.max_memory) if args.max_memory else None
 
     def load(spec: str) -> ss.LanguageModel:
@@ -315,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ablation = AblationConfig(**method_registry.server_ablation_settings(vars(args)))
     except ss.SalienceError as e:
         logger.error("Cannot use %s", e)
-        return 2
+        raise _StartFailed(2) from None
 
     def make_shared(lm: ss.LanguageModel) -> SharedLM:
         return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s,
@@ -326,43 +360,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         served = served_models.load_served_models(args.models, load, make_shared)
     except ss.SalienceError as e:
         logger.error("Cannot load a model of %s: %s", "--models" if len(args.models) > 1 else "--model", e)
-        return 1
+        raise _StartFailed(1) from None
     logger.info("Model(s) ready after %.1f s: %s.", time.perf_counter() - start, served_models.describe(served))
+    return served
 
-    if args.warm_start > 0:
-        logger.info("Warm start (--warm_start %g): generating ...", args.warm_start)
-        n = served_models.warm_start(served, lit_datasets, args.warm_start)
-        logger.info("Warm start done: %d generation(s) after %.1f s.", n, time.perf_counter() - start)
-    app = build_app(served_models.lit_model_map(served), lit_datasets, client_root, **args.lit_app_kwargs)
-    sec = security_config.config_from_args(args)
-    shared = [m.shared for m in served]
-    memory.freeze_startup_objects()  # the collector's full passes then scan only what requests create
+
+def _listen(args: argparse.Namespace, wsgi_app: Any, sec: security_config.SecurityConfig
+            ) -> http_server.BoundedThreadedServer:
+    """The HTTP server bound to --host:--port (not serving yet); _StartFailed(1) when the port is taken."""
     try:
-        httpd = http_server.make_server(args.host, args.port, security.SecureApp(app, sec),
-                                        sec.limits.max_connections, sec.limits.max_connections_per_client)
+        return http_server.make_server(args.host, args.port, wsgi_app,
+                                       sec.limits.max_connections, sec.limits.max_connections_per_client)
     except OSError as e:
         logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
                      args.host, args.port, e)
-        return 1
+        raise _StartFailed(1) from None
+
+
+def _serve(httpd: http_server.BoundedThreadedServer, args: argparse.Namespace,
+           sec: security_config.SecurityConfig, shared: list[SharedLM], start: float) -> None:
+    """Serves until SIGINT or SIGTERM, then stops the work in progress (stop())."""
     try:  # from here a signal (SIGTERM as KeyboardInterrupt) ends in stop()
         # Before the ready line: whoever reads it may signal at once.
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` / a service manager: the same clean stop as Ctrl-C
         if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack into the log (a stuck server)
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         warn_if_sigint_ignored()
-        url = sec.browser_url()
-        logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
-                    "required" if sec.token else "NONE (--no_token)", sec.data_dir or "off (no --data_dir)")
-        if sec.token:
-            print(f"Sequence Salience is ready: {url}", flush=True)
-            print("(Open that URL: it sets a cookie, so the token leaves the address bar. Scripts send"
-                  " 'Authorization: token <token>'.)", flush=True)
-        else:
-            print(f"Sequence Salience is ready: {url} WARNING: --no_token: any process or user on this machine can"
-                  " drive this server.", flush=True)
-        if sec.token_generated and not is_loopback(args.host):
-            print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
-                  " the same ?token=..., or pass --token.)", flush=True)
+        _announce(args, sec, start)
         httpd.serve_forever()
     except KeyboardInterrupt:
         pass
@@ -370,7 +394,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Armed for the rest of the process: the exit after stop() (atexit, interpreter teardown) is covered.
         faulthandler.dump_traceback_later(EXIT_DEADLINE_S, file=sys.stderr, exit=True)
         stop(httpd, shared)
-    return 0
+
+
+def _announce(args: argparse.Namespace, sec: security_config.SecurityConfig, start: float) -> None:
+    """The ready line in the log and the URL to open on stdout (with the token, or a warning without one)."""
+    url = sec.browser_url()
+    logger.info("Ready after %.1f s. Token: %s; file endpoints: %s.", time.perf_counter() - start,
+                "required" if sec.token else "NONE (--no_token)", sec.data_dir or "off (no --data_dir)")
+    if sec.token:
+        print(f"Sequence Salience is ready: {url}", flush=True)
+        print("(Open that URL: it sets a cookie, so the token leaves the address bar. Scripts send"
+              " 'Authorization: token <token>'.)", flush=True)
+    else:
+        print(f"Sequence Salience is ready: {url} WARNING: --no_token: any process or user on this machine can"
+              " drive this server.", flush=True)
+    if sec.token_generated and not is_loopback(args.host):
+        print(f"(--host {args.host} is reachable from other machines: they use this machine's address with"
+              " the same ?token=..., or pass --token.)", flush=True)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
