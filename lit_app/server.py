@@ -367,7 +367,8 @@ def _load_models(args: argparse.Namespace, start: float) -> list[served_models.S
 
 def _listen(args: argparse.Namespace, wsgi_app: Any, sec: security_config.SecurityConfig
             ) -> http_server.BoundedThreadedServer:
-    """The HTTP server bound to --host:--port (not serving yet); _StartFailed(1) when the port is taken."""
+    """The HTTP server bound to --host:--port (not serving yet). A bind that fails (a port in use) ends in
+    werkzeug's own lines naming the cause and the fix, and exit status 1; another OSError: _StartFailed(1)."""
     try:
         return http_server.make_server(args.host, args.port, wsgi_app,
                                        sec.limits.max_connections, sec.limits.max_connections_per_client)

@@ -97,6 +97,8 @@ class BoundedThreadedServer(serving.ThreadedWSGIServer):
                  max_per_client: int | None = None, header_timeout_s: float = HEADER_TIMEOUT_S):
         if max_connections < 1:
             raise ValueError(f"max_connections is {max_connections}; it must be at least 1.")
+        # Before the bind: a failed bind (a port in use) calls server_close, which reads it.
+        self._closing = threading.Event()
         super().__init__(host, port, app, handler=RequestHandler)
         self.max_connections = max_connections
         self.max_per_client = max(1, max_per_client or max_connections)
@@ -105,7 +107,6 @@ class BoundedThreadedServer(serving.ThreadedWSGIServer):
         self.evicted = 0
         self._conns: dict[Any, _Connection] = {}
         self._count_lock = threading.Lock()
-        self._closing = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name="connection-watchdog", daemon=True)
         self._watchdog.start()
 

@@ -239,6 +239,23 @@ def test_bounded_server_answers_503_beyond_max_connections():
         httpd.server_close()
 
 
+def test_a_port_in_use_ends_in_werkzeugs_one_line_fix_not_a_traceback(capsys):
+    """werkzeug answers a failed bind by closing the server, printing the cause ("Port N is in use ... start the
+    server with a different port.") and exiting 1; its server_close ran before BoundedThreadedServer had set up
+    what its own server_close reads, so the user got an AttributeError's traceback instead."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            http_server.make_server("127.0.0.1", port, lambda environ, start_response: [], max_connections=2)
+    finally:
+        taken.close()
+    assert stopped.value.code == 1
+    assert f"Port {port} is in use by another program" in capsys.readouterr().err
+
+
 def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert memory.cap_malloc_arenas() is False
