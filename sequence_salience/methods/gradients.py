@@ -10,7 +10,9 @@ the backward runs the layer again (`layers_recomputed`), and the per-target back
 embedding's input, not at the log-probs (`logprobs_cut_at_head`): no chunk of targets carries vocabulary-sized
 gradients. The gradients are those of plain autograd (tests/unit/test_recomputed_layers.py); a click's pass
 peaked at 2.3x less memory and a matrix chunk at 3x less, each pass costing about one forward more
-(docs/benchmarks.md, "Session 34 (h1)").
+(docs/benchmarks.md, "Session 34 (h1)"). A pass with one backward (`weighted_gradient`) also keeps each layer's
+attention kernel output, so that run skips attention, the part that grows with the square of the length
+(`KEPT_IN_RECOMPUTATION`, "Session 42 (h4)").
 """
 
 from __future__ import annotations
@@ -112,7 +114,39 @@ def _layer_forward(forward: Callable, *args, **kwargs):
         pause()
     if not getattr(_LOCAL, "recompute", 0) or not torch.is_grad_enabled():
         return forward(*args, **kwargs)
-    return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    if not KEPT_IN_RECOMPUTATION or not getattr(_LOCAL, "one_backward", False):
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    return checkpoint(forward, *args, use_reentrant=False, context_fn=_attention_kept, **kwargs)
+
+
+# The attention kernels whose outputs a recomputed layer keeps from its forward (torch's fused scaled-dot-product
+# attention, CPU and GPU): the backward's run of the layer takes them instead of running the kernel again. At long
+# prompts attention is the quadratic part of a layer: on the default model at 4,099 tokens (one thread) the first
+# highlight's pass was forward 59 s, backward 145 s, and of the backward 49 s the layers' second run, half of it
+# attention (docs/benchmarks.md, "Session 42 (h4)"). What it keeps per layer is the kernel's output (as many floats
+# per token as the layer's input, 576 on the default model) and its log-sum-exp (one per head and token). Empty: the
+# plain recomputation (benchmarks/bench_attention_kept.py measures both). Only in a pass with one backward
+# (`weighted_gradient`: a first highlight, a clicked span, a batch of IG steps or SmoothGrad samples): torch's selective
+# checkpoint hands each kept output to one backward, and the per-target matrices run a backward per chunk of targets
+# over one forward (they recompute as before).
+KEPT_IN_RECOMPUTATION: tuple = tuple(getattr(torch.ops.aten, name) for name in (
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+    if hasattr(torch.ops.aten, name))
+
+
+def _keep_attention(_ctx, op, *_args, **_kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy  # pylint: disable=import-outside-toplevel
+
+    kept = op.overloadpacket in KEPT_IN_RECOMPUTATION
+    return CheckpointPolicy.MUST_SAVE if kept else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _attention_kept():
+    """torch.utils.checkpoint's selective contexts: the layer's attention kernel outputs kept, the rest run again."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts  # pylint: disable=import-outside-toplevel
+
+    return create_selective_checkpoint_contexts(_keep_attention)
 
 
 @contextlib.contextmanager
@@ -120,8 +154,10 @@ def layers_recomputed(model: torch.nn.Module) -> Iterator[None]:
     """Within it, a forward of this thread whose graph a backward needs keeps each decoder layer's input, not its
     activations, and the backward runs each layer's forward again (torch.utils.checkpoint): the same gradients, bit
     for bit, for the layers' inputs instead of their activations between the forward and the backward (on the
-    default model 576 of ~7,300 floats per token and layer), at the cost of one more forward per backward. Other
-    threads' forwards are left as they are."""
+    default model 576 of ~7,300 floats per token and layer), at the cost of one more forward per backward. In a pass
+    with one backward (`weighted_gradient`) a layer also keeps its attention kernel's output, which that run takes
+    instead of running the kernel (`KEPT_IN_RECOMPUTATION`: another 576 floats per token and layer). Other threads'
+    forwards are left as they are."""
     with _wrapped(decoder_layers(model), _layer_forward), \
             _this_thread(recompute=(getattr(_LOCAL, "recompute", None) or 0) + 1):
         yield
@@ -480,7 +516,8 @@ def weighted_gradient(
                 for h in hidden[1:]:
                     if h.requires_grad:
                         h.register_hook(lambda grad: on_layer())  # a tensor hook: never changes the gradient
-        logp = target_logprobs(inputs, e, on_hidden, on_cache)  # [M, T]
+        with _this_thread(one_backward=True):  # the one backward below (KEPT_IN_RECOMPUTATION)
+            logp = target_logprobs(inputs, e, on_hidden, on_cache)  # [M, T]
         if on_layer is not None:
             on_layer()
         objective = (logp * target_weights.to(logp.device)).sum(-1)  # [M]

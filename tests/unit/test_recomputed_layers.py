@@ -4,14 +4,17 @@ sequence_salience/methods/gradients.py `layers_recomputed`: every graph-keeping 
 gradients on: clicks' spans, IG and SmoothGrad points, per-token matrices) runs each decoder layer under
 torch.utils.checkpoint, so between the forward and its backward(s) nothing computed inside a layer is held, and the
 backward runs the layer again. On the default model that is most of the ~1 MB per row-token a graph held
-(docs/benchmarks.md, "Session 34 (h1)"). The gradients must not change: they are compared bit for bit with plain
-autograd through the model (the reference here does not go through the library's gradient code).
+(docs/benchmarks.md, "Session 34 (h1)"). A pass with one backward (`weighted_gradient`) also holds each layer's
+attention kernel output, which that run takes instead of running the kernel (the last test). The gradients must not
+change: they are compared bit for bit with plain autograd through the model (the reference here does not go through
+the library's gradient code).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from sequence_salience.methods import gradients
 from sequence_salience.salience import build_inputs
@@ -226,3 +229,40 @@ def test_the_backwards_run_of_a_layer_passes_its_keys_and_values_through_uncopie
     for layer_idx, k, v, (out_k, out_v) in calls[n_layers:]:
         assert out_k is k and out_v is v  # was: new tensors, a concatenation to an empty layer's copy
         assert stored[layer_idx][0] is not k  # the cache keeps the first run's keys, not the recomputed ones
+
+
+# The fused attention kernels (torch's scaled-dot-product attention; the tiny models run the CPU one).
+ATTENTION_KERNELS = gradients.KEPT_IN_RECOMPUTATION
+
+
+class _AttentionKernels(TorchDispatchMode):
+    """Counts the runs of a fused attention kernel inside the block; a kernel output that the recomputation takes
+    from the forward is no run."""
+
+    def __init__(self):
+        super().__init__()
+        self.runs = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in ATTENTION_KERNELS:
+            self.runs += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_backwards_run_of_a_layer_takes_its_attention_from_the_forward(tiny_lm, monkeypatch):
+    """Session 42 (h4): the backward ran each layer's forward again, attention included: on the default model at
+    4,099 tokens that second run was 49 of the first highlight's 204 s of CPU, half of it attention (quadratic in the
+    length). Now a pass with one backward (`weighted_gradient`) keeps each layer's attention kernel output from the
+    forward: its kernels run once per layer (was twice: the forward, then the backward's run of the layer), and the
+    gradients are those of the plain recomputation, bit for bit."""
+    inputs = _inputs(tiny_lm)
+    weights = torch.rand(inputs.target_ids.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    n_layers = len(gradients.decoder_layers(tiny_lm.model))
+    with _AttentionKernels() as kept:
+        logp, g = gradients.weighted_gradient(inputs, inputs.embeds, weights)
+    monkeypatch.setattr(gradients, "KEPT_IN_RECOMPUTATION", ())  # the plain recomputation, as before
+    with _AttentionKernels() as plain:
+        plain_logp, plain_g = gradients.weighted_gradient(inputs, inputs.embeds, weights)
+    assert plain.runs == 2 * n_layers  # the probe sees the backward's second run of each layer's kernel
+    assert kept.runs == n_layers  # was 2 * n_layers
+    assert torch.equal(logp, plain_logp) and torch.equal(g, plain_g)
