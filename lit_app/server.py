@@ -303,14 +303,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sec = security_config.config_from_args(args)
         shared = [m.shared for m in served]
         memory.freeze_startup_objects()  # the collector's full passes then scan only what requests create
-        httpd = _listen(args, security.SecureApp(app, sec), sec)
-    except _StartFailed as e:
+        httpd = listen(args, security.SecureApp(app, sec), sec)
+    except StartFailed as e:
         return e.status
     _serve(httpd, args, sec, shared, start)
     return 0
 
 
-class _StartFailed(Exception):
+class StartFailed(Exception):
     """A startup step failed; it logged the cause and the fix. `status`: the process's exit status."""
 
     def __init__(self, status: int):
@@ -322,12 +322,12 @@ def _load(args: argparse.Namespace, start: float
           ) -> tuple[dict[str, lit_dataset.Dataset], str, list[served_models.ServedModel]]:
     """The datasets, the client root and the served models, warm-started with --warm_start.
 
-    Raises _StartFailed: 2 for a dataset or a flagged setting it cannot use, 1 for a model it cannot load."""
+    Raises StartFailed: 2 for a dataset or a flagged setting it cannot use, 1 for a model it cannot load."""
     try:
         lit_datasets = datasets.load_datasets(args.datasets, args.data, args.max_examples)
     except datasets.DatasetError as e:
         logger.error("Cannot load %s: %s", "--datasets" if args.datasets else "--data", e)
-        raise _StartFailed(2) from None
+        raise StartFailed(2) from None
     client_root = client_build.build_client_root(args.client_root)
     served = _load_models(args, start)
     if args.warm_start > 0:
@@ -349,7 +349,7 @@ def _load_models(args: argparse.Namespace, start: float) -> list[served_models.S
         ablation = AblationConfig(**method_registry.server_ablation_settings(vars(args)))
     except ss.SalienceError as e:
         logger.error("Cannot use %s", e)
-        raise _StartFailed(2) from None
+        raise StartFailed(2) from None
 
     def make_shared(lm: ss.LanguageModel) -> SharedLM:
         return SharedLM(lm, max_new_tokens=args.max_new_tokens, slice_s=args.slice_s,
@@ -360,22 +360,30 @@ def _load_models(args: argparse.Namespace, start: float) -> list[served_models.S
         served = served_models.load_served_models(args.models, load, make_shared)
     except ss.SalienceError as e:
         logger.error("Cannot load a model of %s: %s", "--models" if len(args.models) > 1 else "--model", e)
-        raise _StartFailed(1) from None
+        raise StartFailed(1) from None
     logger.info("Model(s) ready after %.1f s: %s.", time.perf_counter() - start, served_models.describe(served))
     return served
 
 
-def _listen(args: argparse.Namespace, wsgi_app: Any, sec: security_config.SecurityConfig
-            ) -> http_server.BoundedThreadedServer:
-    """The HTTP server bound to --host:--port (not serving yet). A bind that fails (a port in use) ends in
-    werkzeug's own lines naming the cause and the fix, and exit status 1; another OSError: _StartFailed(1)."""
+def listen(args: argparse.Namespace, wsgi_app: Any, sec: security_config.SecurityConfig
+           ) -> http_server.BoundedThreadedServer:
+    """The HTTP server bound to --host:--port (not serving yet). StartFailed(1) when it cannot bind (a port in
+    use, an address not on this machine), after one log line naming the cause and the flag that fixes it."""
     try:
         return http_server.make_server(args.host, args.port, wsgi_app,
                                        sec.limits.max_connections, sec.limits.max_connections_per_client)
+    except http_server.CannotListen as e:
+        if e.in_use:
+            logger.error("Cannot listen on %s:%d: port %d is in use by another program. Fix: pass another --port"
+                         " (e.g. --port %d), or stop the program holding port %d.",
+                         args.host, args.port, args.port, args.port + 1, args.port)
+        else:
+            logger.error("Cannot listen on %s:%d (%s). Fix: pass a --host of this machine (e.g. --host 127.0.0.1)"
+                         " or another --port.", args.host, args.port, e.reason)
+        raise StartFailed(1) from None
     except OSError as e:
-        logger.error("Cannot listen on %s:%d (%s). Fix: pass another --port, or stop the other server.",
-                     args.host, args.port, e)
-        raise _StartFailed(1) from None
+        logger.error("Cannot listen on %s:%d (%s). Fix: pass another --host or --port.", args.host, args.port, e)
+        raise StartFailed(1) from None
 
 
 def _serve(httpd: http_server.BoundedThreadedServer, args: argparse.Namespace,

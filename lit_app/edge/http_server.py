@@ -1,13 +1,14 @@
 """The HTTP server: werkzeug's thread-per-connection server with bounded, fairly shared connections,
 header and socket timeouts, and an access log without secrets.
 
-`make_server` builds it; `BoundedThreadedServer` holds the connection rules; `RequestHandler`
-times sockets out and logs without tokens. (The process's malloc arenas: lit_app/memory.py.)
+`make_server` builds it (raising `CannotListen` when it cannot bind); `BoundedThreadedServer` holds the
+connection rules; `RequestHandler` times sockets out and logs without tokens. (The process's malloc arenas: lit_app/memory.py.)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import re
 import socket
 import threading
@@ -70,6 +71,17 @@ class RequestHandler(serving.WSGIRequestHandler):
         super().log(type, "%s", text)
 
 
+class CannotListen(Exception):
+    """The server could not bind host:port. `in_use`: another program holds the port; `reason`: the OS's words.
+    (Not an OSError: werkzeug would answer that itself, printing its own lines and exiting 1.)"""
+
+    def __init__(self, host: str, port: int, error: OSError):
+        self.host, self.port = host, port
+        self.in_use = error.errno == errno.EADDRINUSE
+        self.reason = error.strerror or str(error)
+        super().__init__(f"{host}:{port}: {self.reason}")
+
+
 @dataclasses.dataclass
 class _Connection:
     address: str
@@ -97,7 +109,7 @@ class BoundedThreadedServer(serving.ThreadedWSGIServer):
                  max_per_client: int | None = None, header_timeout_s: float = HEADER_TIMEOUT_S):
         if max_connections < 1:
             raise ValueError(f"max_connections is {max_connections}; it must be at least 1.")
-        # Before the bind: a failed bind (a port in use) calls server_close, which reads it.
+        # Before the bind: a failed listen (server_activate) ends in werkzeug calling server_close, which reads it.
         self._closing = threading.Event()
         super().__init__(host, port, app, handler=RequestHandler)
         self.max_connections = max_connections
@@ -187,6 +199,15 @@ class BoundedThreadedServer(serving.ThreadedWSGIServer):
         with self._count_lock:
             self._conns.pop(request, None)
 
+    def server_bind(self) -> None:
+        """Raises CannotListen (socket closed) when the bind fails: the caller says the cause and the fix."""
+        try:
+            super().server_bind()
+        except OSError as e:
+            self.socket.close()
+            host, port = self.server_address[:2]
+            raise CannotListen(str(host), int(port), e) from None
+
     def server_close(self) -> None:
         self._closing.set()
         super().server_close()
@@ -211,6 +232,7 @@ def make_server(host: str, port: int, app: Callable[..., Iterable[bytes]], max_c
     """The HTTP server for `app`: threaded, bounded and fairly shared connections, header and socket timeouts.
 
     max_per_client: connections from one address (default: half of `max_connections`, at least 1).
+    Raises CannotListen when host:port cannot be bound (a port in use, an address not on this machine).
     """
     if max_per_client is None:
         max_per_client = max(1, max_connections // 2)

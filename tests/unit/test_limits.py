@@ -239,21 +239,48 @@ def test_bounded_server_answers_503_beyond_max_connections():
         httpd.server_close()
 
 
-def test_a_port_in_use_ends_in_werkzeugs_one_line_fix_not_a_traceback(capsys):
-    """werkzeug answers a failed bind by closing the server, printing the cause ("Port N is in use ... start the
-    server with a different port.") and exiting 1; its server_close ran before BoundedThreadedServer had set up
-    what its own server_close reads, so the user got an AttributeError's traceback instead."""
+def _taken_port() -> socket.socket:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
+    return taken
+
+
+def test_a_port_in_use_raises_cannot_listen_and_werkzeug_prints_nothing(capsys):
+    """werkzeug answers a failed bind itself (prints 'Port N is in use ... a different port.', exits 1), so the
+    server's own message, which names --port, was never reached; make_server now raises CannotListen instead."""
+    taken = _taken_port()
     port = taken.getsockname()[1]
     try:
-        with pytest.raises(SystemExit) as stopped:
+        with pytest.raises(http_server.CannotListen) as failed:
             http_server.make_server("127.0.0.1", port, lambda environ, start_response: [], max_connections=2)
     finally:
         taken.close()
-    assert stopped.value.code == 1
-    assert f"Port {port} is in use by another program" in capsys.readouterr().err
+    assert failed.value.in_use and failed.value.port == port
+    assert capsys.readouterr().err == ""
+
+
+def test_a_port_in_use_is_one_log_line_naming_the_port_and_the_flag_and_exit_status_1(capsys, caplog):
+    """What the user of `python -m lit_app.server --port N` sees when N is taken: one line in our style
+    (cause, then the fix naming --port), exit status 1 (StartFailed), nothing else on stderr, no traceback."""
+    import argparse  # pylint: disable=import-outside-toplevel
+    from lit_app import server  # pylint: disable=import-outside-toplevel
+    from lit_app.edge import security_config  # pylint: disable=import-outside-toplevel
+
+    taken = _taken_port()
+    port = taken.getsockname()[1]
+    args = argparse.Namespace(host="127.0.0.1", port=port)
+    sec = security_config.SecurityConfig(port=port)
+    try:
+        with pytest.raises(server.StartFailed) as failed:
+            server.listen(args, lambda environ, start_response: [], sec)
+    finally:
+        taken.close()
+    assert failed.value.status == 1
+    assert capsys.readouterr().err == ""
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert f"port {port} is in use by another program" in line
+    assert "Fix: pass another --port" in line
 
 
 def test_malloc_arena_cap_defers_to_the_users_setting(monkeypatch):
