@@ -165,11 +165,12 @@ def test_batch_reports_bad_rows_and_resumes_after_an_interruption_without_redoin
     rows = [
         json.dumps({"prompt": "Say hello.", "target": " Hello!"}),                                  # line 1
         "{not json",                                                                                  # line 2
-        # line 3: long (~1,100 tokens: 6 s on one loaded core), so that the Ctrl-C sent within 20 ms of
-        # row 1's file appearing lands while it runs, with a wide margin on a faster machine. (It was
-        # ~3,500 tokens, 27 s: run 2 computes this row in full.)
+        # line 3: long (~400 tokens: 14 s of CPU here, a third of the ~1,100-token row it replaces, which took
+        # 6 s on one loaded core of a faster machine), so that the Ctrl-C sent within 20 ms of row 1's file
+        # appearing lands while it runs, with a wide margin on a faster machine. Run 2 computes this row in
+        # full (it was ~3,500 tokens, then ~1,100: docs/benchmarks.md, "Session 42 (h3)").
         json.dumps({"prompt": "Name a colour after reading this list: "
-                    + ", ".join(f"item {k}" for k in range(200)) + ".", "target": " Blue."}),
+                    + ", ".join(f"item {k}" for k in range(80)) + ".", "target": " Blue."}),
         json.dumps({"prompt": ""}),                                                                   # line 4
         "",                                                                                           # blank: ignored
         json.dumps({"id": "long", "prompt": "Write one sentence about the sea.",
