@@ -53,7 +53,8 @@ def test_verified_segments_are_leave_one_out_and_the_rule_stops_where_it_says(de
     of the prompt without each segment: `brute_force`, no batch, no cache) and it verifies what its stop rule says,
     replayed one at a time on those values over its own candidates (the estimate and the span's gradient norm,
     alternating). Only the segments the replay asks for are measured (7 of 20 sentences here; the engine's leave one
-    sentence out of all 20 cost 10.4 s of CPU, these 6.6 s: docs/benchmarks.md, "Session 40 (h3)")."""
+    sentence out of all 20 cost 10.4 s of CPU, these 6.6 s: docs/benchmarks.md, "Session 40 (h3)"), with one
+    unedited prompt for all ("Session 42 (h3)")."""
     prompt, target = planted
     att = segment_salience(default_lm, prompt, target, "attention_attribution", granularity="sentence")
     seg = segment_salience(default_lm, prompt, target, "attention_verified", granularity="sentence")
@@ -62,10 +63,16 @@ def test_verified_segments_are_leave_one_out_and_the_rule_stops_where_it_says(de
     grad = compute_span_salience(default_lm, prompt, target, "grad_norm")  # [N]
     order = attention_verified.candidates(att.values, [grad[t].sum() for t in seg.segment_tokens])
 
-    def leave_one_out_of(segments: list[int]) -> np.ndarray:
-        values, segs = brute_force(default_lm, prompt, target, "sentence", "filler", only=segments)
-        assert segs.spans == seg.segments  # the same S sentences
-        return values
+    # The sentences to measure: the rule replayed on the method's own values (its verified values are the exact ones
+    # it measured), so that the unedited prompt is scored once for all of them, not once per batch of the rule.
+    asked, _ = attention_verified.verify(order, lambda batch: seg.values[batch])
+    values, segs = brute_force(default_lm, prompt, target, "sentence", "filler", only=asked)
+    assert segs.spans == seg.segments  # the same S sentences
+    exact_of = dict(zip(asked, values))
+
+    def leave_one_out_of(segments: list[int]) -> list[float]:
+        assert set(segments) <= set(exact_of), f"on exact values the rule asks for {segments}; measured: {asked}"
+        return [exact_of[s] for s in segments]
 
     picked, exact = attention_verified.verify(order, leave_one_out_of)
     assert 6 <= len(picked) <= 12 and seg.quality["verified"] == len(picked)
