@@ -50,12 +50,17 @@ def job_id_field(ex: JsonDict, name: str, detail: str) -> str:
     return value
 
 
-def choice_field(ex: JsonDict, name: str, choices: Sequence[str], default: str) -> str:
-    """Input field `name`, one of `choices`; absent or "" -> `default`."""
-    value = text_field(ex, name) or default
-    if value not in choices:
-        raise RequestError(f'Input field "{name}" is {value!r}; use one of {", ".join(choices)}.')
-    return value
+def choice_field(ex: JsonDict, name: str, choices: Sequence[str], default: str | None, what: str = "") -> str:
+    """Input field `name`, one of `choices`; absent or "" -> `default` (None: the field is required). A value of
+    another type (3, a list) is refused as an unknown string is: the message names the choices (and `what`)."""
+    value = ex.get(name)
+    if value is None or value == "":
+        if default is not None:
+            return default
+    elif isinstance(value, str) and value in choices:
+        return value
+    shown = "missing" if value is None or value == "" else repr(value)
+    raise RequestError(f'Input field "{name}" is {shown}; use one of {", ".join(choices)}{what}.')
 
 
 def chat_field(ex: JsonDict) -> bool | None:
@@ -210,12 +215,8 @@ class SegmentRequest:
 def segment_request(ex: JsonDict) -> SegmentRequest:
     """Parses a segment method's request; RequestError naming the field for an unknown method, granularity,
     removal, a bad pattern or count."""
-    method = text_field(ex, fields.SEGMENT_METHOD)
-    names = core_methods.list_segment_methods()
-    if method not in names:
-        shown = f"{method!r}" if method else "missing"
-        raise RequestError(f'Input field "{fields.SEGMENT_METHOD}" is {shown}; use one of {", ".join(names)}'
-                           ' (the segment methods).')
+    method = choice_field(ex, fields.SEGMENT_METHOD, core_methods.list_segment_methods(), None,
+                          " (the segment methods)")
     granularity = choice_field(ex, fields.GRANULARITY, aggregate.GRANULARITIES, "sentence")
     pattern = text_field(ex, fields.PATTERN) or None
     if granularity == "regex":

@@ -20,6 +20,9 @@ from sequence_salience.ablation import AblationConfig, costed, engine, segment_s
 from sequence_salience.aggregate import matchers_idle
 from sequence_salience.errors import PatternBusy
 from sequence_salience.methods import ablation_surrogate, attention_verified, leave_one_out
+from sequence_salience import methods as core_methods
+from sequence_salience.aggregate import GRANULARITIES
+from sequence_salience.methods.base import SEGMENT_REMOVALS
 from lit_app.edge import clients, limits
 from lit_app import errors
 from lit_app.schema import fields, inputs, method_registry
@@ -72,6 +75,22 @@ def test_bad_segment_requests_are_one_line_errors_naming_the_field(data, field):
     with pytest.raises(errors.RequestError) as e:
         inputs.segment_request(data)
     assert f'"{field}"' in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("field, value", [
+    pytest.param(fields.SEGMENT_METHOD, 3, id="method"),
+    pytest.param(fields.GRANULARITY, 3, id="granularity"),
+    pytest.param(fields.REMOVAL, ["delete"], id="removal"),
+])
+def test_a_choice_field_of_another_type_names_the_allowed_values(field, value):
+    """{"granularity": 3} is refused as {"granularity": "chapter"} is, naming the values to send, not the
+    generic "must be a string"."""
+    allowed = {fields.SEGMENT_METHOD: core_methods.list_segment_methods(), fields.GRANULARITY: GRANULARITIES,
+               fields.REMOVAL: SEGMENT_REMOVALS}[field]
+    with pytest.raises(errors.RequestError) as e:
+        inputs.segment_request({fields.SEGMENT_METHOD: leave_one_out.NAME, field: value})
+    assert f'"{field}" is {value!r}; use one of' in str(e.value)
+    assert all(v in str(e.value) for v in allowed), e.value
 
 
 def test_a_segment_request_is_a_poll_at_the_http_edge():
