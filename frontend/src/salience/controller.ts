@@ -1,51 +1,25 @@
 /**
  * The Sequence Salience module's controller, without LIT or a DOM: the user's choices (datapoint, span, method,
- * count, segmentation, the segment buttons) and the first highlight a new datapoint starts (one request, the
- * response streaming in meanwhile: stream.ts); after each, `ensureData` starts the request the view needs next:
- * a span (span_requests.ts), an extra method's matrix (matrices.ts, which also follows the gradient matrices
- * after the first highlight) or a segment method (segments.ts). What it holds and derives for the view is
- * selection.ts's (the class this one extends); what the server sent, values.ts's; the templates, view.ts's.
- * The element (salience_module.ts) owns the view state (cursor, drag) and renders; it passes this class LIT's
- * services as a `SalienceHost` (page.ts) and re-renders when `host.changed()` is called.
+ * count, segmentation, the segment buttons); a new datapoint starts the first highlight (first_highlight.ts, the
+ * class this one extends: one request, the response streaming in meanwhile). After each, `ensureData` starts the
+ * request the view needs next: a span (span_requests.ts), an extra method's matrix (matrices.ts, which also
+ * follows the gradient matrices after the first highlight) or a segment method (segments.ts). What it holds and
+ * derives for the view is selection.ts's (the class first_highlight.ts's extends); what the server sent,
+ * values.ts's; the templates, view.ts's. The element (salience_module.ts) owns the view state (cursor, drag) and
+ * renders; it passes this class LIT's services as a `SalienceHost` (page.ts) and re-renders when
+ * `host.changed()` is called.
  *
  * Every selection bumps `generation`; a request or poll of an older one ends without touching the state, and
  * the server cancels jobs nobody polls.
  */
-import {RESPONSE_FIELD, SALIENCE_FIELD, SPAN_SALIENCE_FIELD} from '../shared/fields.js';
-import {JobClient} from '../shared/jobs.js';
-import {METHOD_REGISTRY_FIELD, type SegmentMethodInfo} from '../shared/methods.js';
-import {hasSalienceField, salienceModelFor, type IndexedInputLike} from '../shared/request.js';
-import {PROGRESS_READS, type SalienceHost} from './page.js';
-import {isFinal, numTargets, parsePayload, type SaliencePayload} from './payload.js';
+import type {SegmentMethodInfo} from '../shared/methods.js';
+import {hasSalienceField, type IndexedInputLike} from '../shared/request.js';
+import {SalienceFirstHighlight} from './first_highlight.js';
 import type {ExitRequest} from './page_exit.js';
-import {explainsGeneration, pageClosedInput, parseCount, quickInput} from './request.js';
-import {SalienceSelection, type Status} from './selection.js';
+import {pageClosedInput, parseCount} from './request.js';
 import type {TargetSpan} from './spans.js';
-import {wholeResponse} from './target.js';
 
-/** A user action being timed until the first frame that shows its result. */
-export interface Action {
-  name: string;
-  t: number;
-}
-
-export class SalienceController extends SalienceSelection {
-  /** The first highlight of a selection (its clock, its IG / SmoothGrad progress): ../shared/jobs.ts. */
-  private readonly main: JobClient<SaliencePayload | null, string>;
-  private action: Action | null = null;
-
-  constructor(host: SalienceHost) {
-    super(host);
-    // While tokens stream in they are the progress (the line counts them): no re-render for the
-    // seconds, whose repaint each second took from the generation on 2 cores (docs/benchmarks.md).
-    this.main = new JobClient(host, {...PROGRESS_READS, tickRenders: () => !this.tokensStreaming()});
-  }
-
-  /** Seconds since loading started. */
-  get elapsed(): number {
-    return this.main.elapsed;
-  }
-
+export class SalienceController extends SalienceFirstHighlight {
   /** Stops polling (the server cancels jobs nobody polls) and the clock. */
   dispose() {
     this.generation++;
@@ -62,19 +36,6 @@ export class SalienceController extends SalienceSelection {
   }
 
   // ------------------------------------------------------------ actions
-
-  /** Starts timing a user action (`finishedAction` ends it). */
-  markAction(name: string) {
-    this.action = {name, t: performance.now()};
-  }
-
-  /** The timed action, once nothing it waits for is loading (then forgotten); else null. */
-  finishedAction(): Action | null {
-    const a = this.action;
-    if (a === null || this.status === 'loading' || this.side?.kind === 'loading') return null;
-    this.action = null;
-    return a;
-  }
 
   /** A new datapoint (or none): forgets everything of the previous one and asks for the first highlight. */
   async select(d: IndexedInputLike | null) {
@@ -217,78 +178,6 @@ export class SalienceController extends SalienceSelection {
   }
 
   // ---------------------------------------------------------- requests
-
-  private stopLoading(status: Status, message = '') {
-    this.main.reset();
-    this.status = status;
-    this.message = message;
-    this.host.changed();
-  }
-
-  private async fetchMain(d: IndexedInputLike) {
-    const model = this.host.modelName();
-    this.salienceModel = salienceModelFor(model, this.host.models());
-    if (this.salienceModel === null) {
-      this.stopLoading('error', `Model "${model}" has no "${SALIENCE_FIELD}" output, nor does ` +
-          `"_${model}_salience". Start the server with python -m lit_app.server.`);
-      return;
-    }
-    const reg = this.registry();
-    if (reg === null) {
-      this.stopLoading('error', this.regError || `Model "${this.salienceModel}" publishes no "${METHOD_REGISTRY_FIELD}" ` +
-          'in its output spec (a server older than this page). Start the server with python -m lit_app.server.');
-      return;
-    }
-    this.markAction('select');
-    this.status = 'loading';
-    // A row with its own target generates nothing: say what runs (issue 35).
-    this.message = explainsGeneration(d) ? 'Generating the response and computing salience…' : 'Computing salience…';
-    const gen = this.generation;
-    const current = () => gen === this.generation && this.input === d;
-    // First highlight: the whole response from one forward + backward; the per-token matrices
-    // follow in the background (matrices.ts).
-    const extra = this.extra();
-    const info = extra === null ? undefined : reg.extra(extra.method)!;
-    const label = extra === null ? 'Computing salience for the whole response…'
-        : `${reg.label(extra.method)} (${extra.count} ${info!.count_unit}) for the whole response…`;
-    const job = this.spans.followJob(d);
-    const settled = await this.main.run({
-      run: async () => {
-        const req = this.host.getPreds([quickInput(reg, d, extra)], this.salienceModel!,
-                                       [SALIENCE_FIELD, RESPONSE_FIELD, SPAN_SALIENCE_FIELD], 'Computing salience…');
-        // Meanwhile the response streams in as it is generated.
-        if (explainsGeneration(d)) {
-          const ticket = this.main.latestTicket;
-          void this.stream.follow(d, () => this.main.isLatest(ticket) && current());
-        }
-        const res = await this.host.loadLatest('salience', req);
-        return res === null || !current() ? null : parsePayload(res[0]?.[SALIENCE_FIELD]);
-      },
-      // Any wait over a second shows its % and time left: the layers of the gradient pass (a long prompt's
-      // takes minutes, issue 43), then IG's steps or SmoothGrad's samples.
-      status: (n) => job.read(n),
-      wanted: current,
-      onProgress: (progress) => {
-        if (progress !== '') this.message = label + progress;
-      },
-    });
-    if (!settled.ok) {
-      if (this.input !== d) return;
-      this.action = null;
-      this.stopLoading('error', settled.error);
-      return;
-    }
-    const payload = settled.value;
-    if (payload === null || !current()) return;  // a newer selection won
-    this.stream.shown = null;
-    this.values.absorbPayload(reg, payload, extra);
-    this.span = wholeResponse(numTargets(payload));
-    this.payload = payload;
-    this.matrices.detail = payload.detail ?? null;
-    this.stopLoading('ready');
-    if (!isFinal(this.detail)) void this.matrices.poll(d, gen, null);
-    this.ensureData();
-  }
 
   /** Starts whatever server request the current view needs (a span not computable here, an extra method's matrix). */
   ensureData() {

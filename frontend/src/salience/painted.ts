@@ -1,9 +1,9 @@
 /**
- * When a user action's result is on screen: the time from the action (the controller's `markAction`) to the first
+ * When a user action's result is on screen: the time from the action (`markAction`, first_highlight.ts) to the first
  * frame painted with its result, said on the element (`data-last-action`, `data-last-action-ms`) and by a
  * `salience-rendered` event ({name, ms}), which tests and benchmarks read.
  */
-import type {Action} from './controller.js';
+import type {Action} from './first_highlight.js';
 
 /** After the render that shows `action`'s result (the controller's `finishedAction`): reports it once painted. */
 export function reportWhenPainted(element: HTMLElement, action: Action) {
