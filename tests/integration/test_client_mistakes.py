@@ -194,7 +194,7 @@ MISTAKES = [
                  id="compare-segment-method-unknown"),
     pytest.param(f"/get_preds?model={CMP}", _cmp(granularity="nope"), 400, ['"granularity"', "'nope'", "sentence"],
                  id="compare-granularity-unknown"),
-    pytest.param(f"/get_preds?model={CMP}", _cmp(granularity=3), 400, ['"granularity"', "string"],
+    pytest.param(f"/get_preds?model={CMP}", _cmp(granularity=3), 400, ['"granularity"', " 3;", "sentence"],
                  id="compare-granularity-int"),
     pytest.param(f"/get_preds?model={CMP}", _cmp(removal="nope"), 400, ['"removal"', "filler", "delete"],
                  id="compare-removal-unknown"),
