@@ -24,19 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def long_prompt(words: int) -> str:
-    """tests/e2e/test_progressive.py's `_long_prompt` (its numbered notes and question)."""
-    topics = ["the museum", "the harbour", "the library", "the bakery", "the station", "the garden", "the bridge"]
-    lines: list[str] = []
-    k = 0
-    while sum(len(line.split()) for line in lines) < words:
-        t = topics[k % len(topics)]
-        lines.append(f"Note {k + 1}: {t} opens at {7 + k % 5} am on day {k % 28 + 1}, and {t} closes "
-                     f"{k % 3 + 1} hours after the market; visitors counted {100 + 7 * k} people.")
-        k += 1
-    return "\n".join(lines) + "\nQuestion: when does the library open on day 3?"
+from tests.e2e.test_progressive import long_prompt  # noqa: E402  (the 4,000-token test's own prompt)
 
 
 TARGET = " " + " ".join(["The library opens at nine on day three, two hours before the market closes."] * 4)

@@ -60,9 +60,9 @@ def _memory_mb(pid: int | None) -> dict[str, float]:
     return out
 
 
-def _long_prompt(words: int = 2500) -> str:
+def long_prompt(words: int = 2500) -> str:
     """Just over 4,000 tokens (4,005 with the default model's tokenizer; 3,000 words made 4,784) of varied,
-    numbered notes and a question at the end."""
+    numbered notes and a question at the end (also benchmarks/bench_attention_kept.py's prompt)."""
     topics = ["the museum", "the harbour", "the library", "the bakery", "the station", "the garden", "the bridge"]
     lines = []
     k = 0
@@ -134,7 +134,7 @@ def test_four_thousand_token_prompt_end_to_end(lit_server, server_url, browser_p
     page.goto(server_url)
     mod = page.locator(TAG)
     mod.wait_for(timeout=120_000)
-    prompt = _long_prompt()
+    prompt = long_prompt()
     target = " " + " ".join(["The library opens at nine on day three, two hours before the market closes."] * 4)
     add = _fill_editor(page, prompt, target)
     mem_before = _memory_mb(pid)
