@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Iterator
 
 import torch
-from torch.utils.checkpoint import checkpoint
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from sequence_salience.errors import SalienceError
 from sequence_salience.methods.base import ModelInputs
@@ -136,16 +136,12 @@ KEPT_IN_RECOMPUTATION: tuple = tuple(getattr(torch.ops.aten, name) for name in (
 
 
 def _keep_attention(_ctx, op, *_args, **_kwargs):
-    from torch.utils.checkpoint import CheckpointPolicy  # pylint: disable=import-outside-toplevel
-
     kept = op.overloadpacket in KEPT_IN_RECOMPUTATION
     return CheckpointPolicy.MUST_SAVE if kept else CheckpointPolicy.PREFER_RECOMPUTE
 
 
 def _attention_kept():
     """torch.utils.checkpoint's selective contexts: the layer's attention kernel outputs kept, the rest run again."""
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts  # pylint: disable=import-outside-toplevel
-
     return create_selective_checkpoint_contexts(_keep_attention)
 
 
